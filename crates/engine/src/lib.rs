@@ -1,0 +1,8 @@
+//! The shellkeep engine: persistent shell sessions in a real PTY, a one-shot
+//! runner, and the timeout policy that keeps both from hanging.
+//!
+//! It knows nothing about MCP, JSON-RPC or how results are rendered for an
+//! agent; the `shellkeep` server crate does that.
+
+pub mod output;
+pub mod process;
