@@ -4,5 +4,8 @@
 //! It knows nothing about MCP, JSON-RPC or how results are rendered for an
 //! agent; the `shellkeep` server crate does that.
 
+pub mod guard;
+pub mod oneshot;
 pub mod output;
+pub mod policy;
 pub mod process;

@@ -1,0 +1,1 @@
+//! The one-shot runner behind the `run` tool. (Being written.)
