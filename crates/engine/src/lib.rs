@@ -9,3 +9,4 @@ pub mod oneshot;
 pub mod output;
 pub mod policy;
 pub mod process;
+pub mod screen;
