@@ -5,8 +5,12 @@
 //! agent; the `shellkeep` server crate does that.
 
 pub mod guard;
+pub mod keys;
 pub mod oneshot;
 pub mod output;
 pub mod policy;
 pub mod process;
+pub mod pty;
 pub mod screen;
+pub mod session;
+pub mod shell;

@@ -1,0 +1,167 @@
+//! The pseudo-terminal: opening it, reading it on a thread of its own, and
+//! writing to it.
+//!
+//! The reader thread is the only reader of the master side; it hands every
+//! chunk to a callback and stops when the terminal hangs up or when the
+//! [`Pty`] is dropped. This module does not interpret the bytes.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::pty::{OpenptyResult, Winsize, openpty};
+use nix::sys::termios::{InputFlags, SetArg, tcgetattr, tcsetattr};
+
+/// The master side of a PTY, with its reader thread.
+pub struct Pty {
+    master: OwnedFd,
+    /// Writing a byte here tells the reader thread to stop.
+    stop: OwnedFd,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// A freshly opened PTY whose slave side is still to be given to a child.
+pub struct Opened {
+    /// The master side.
+    pub master: OwnedFd,
+    /// The slave side: the child's stdin, stdout and stderr.
+    pub slave: OwnedFd,
+}
+
+/// Opens a PTY of `rows` by `cols` with terminal settings fit for an agent:
+/// no XON/XOFF flow control (a stray ^S must not freeze the session) and
+/// UTF-8 aware line editing.
+pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
+    let size = Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    let OpenptyResult { master, slave } = openpty(Some(&size), None)?;
+    let mut termios = tcgetattr(&slave)?;
+    termios.input_flags.remove(InputFlags::IXON);
+    termios.input_flags.insert(InputFlags::IUTF8);
+    tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
+    for fd in [&master, &slave] {
+        let flags = fcntl(fd, FcntlArg::F_GETFD)?;
+        let flags = nix::fcntl::FdFlag::from_bits_retain(flags) | nix::fcntl::FdFlag::FD_CLOEXEC;
+        fcntl(fd, FcntlArg::F_SETFD(flags))?;
+    }
+    let flags = OFlag::from_bits_retain(fcntl(&master, FcntlArg::F_GETFL)?);
+    fcntl(&master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(Opened { master, slave })
+}
+
+impl Pty {
+    /// Starts the reader thread on `master`. `on_output` gets every chunk
+    /// read, then `None` once when the terminal hangs up.
+    pub fn start(
+        master: OwnedFd,
+        name: &str,
+        mut on_output: impl FnMut(Option<&[u8]>) + Send + 'static,
+    ) -> io::Result<Pty> {
+        let (stop_rx, stop) = nix::unistd::pipe()?;
+        let read_side = master.try_clone()?;
+        let reader = std::thread::Builder::new().name(format!("pty-{name}")).spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match read_chunk(&read_side, &stop_rx, &mut buf) {
+                    Ok(Some(n)) => on_output(Some(&buf[..n])),
+                    Ok(None) => continue,
+                    // EIO: every process holding the slave side is gone.
+                    Err(_) => break,
+                }
+            }
+            on_output(None);
+        })?;
+        Ok(Pty { master, stop, reader: Some(reader) })
+    }
+
+    /// Writes all of `bytes`, waiting at most `limit` for a program that is
+    /// not reading its input.
+    pub async fn write_all(&self, bytes: &[u8], limit: Duration) -> io::Result<()> {
+        let written = match write_some(&self.master, bytes) {
+            Ok(n) if n == bytes.len() => return Ok(()),
+            Ok(n) => n,
+            Err(err) => return Err(err),
+        };
+        // The terminal's input queue is full: finish on a blocking thread.
+        let master = self.master.try_clone()?;
+        let rest = bytes[written..].to_vec();
+        tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + limit;
+            let mut rest = rest.as_slice();
+            while !rest.is_empty() {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the program is not reading its input",
+                    ));
+                }
+                let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLOUT)];
+                let timeout = PollTimeout::try_from(left.as_millis().min(10_000) as i32)
+                    .unwrap_or(PollTimeout::MAX);
+                match poll(&mut fds, timeout) {
+                    Ok(_) | Err(Errno::EINTR) => {}
+                    Err(err) => return Err(err.into()),
+                }
+                let n = write_some(&master, rest)?;
+                rest = &rest[n..];
+            }
+            Ok(())
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    /// The process group in the foreground of the terminal: the running
+    /// command's, or the shell's own when it is at its prompt.
+    pub fn foreground_group(&self) -> Option<i32> {
+        nix::unistd::tcgetpgrp(&self.master).ok().map(|pid| pid.as_raw())
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = nix::unistd::write(&self.stop, b"x");
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// Waits for output or a stop request; `Ok(None)` means "nothing yet".
+fn read_chunk(master: &OwnedFd, stop: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    let mut fds = [
+        PollFd::new(master.as_fd(), PollFlags::POLLIN),
+        PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+    ];
+    match poll(&mut fds, PollTimeout::NONE) {
+        Ok(_) => {}
+        Err(Errno::EINTR) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    }
+    if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+        return Err(io::Error::other("stopped"));
+    }
+    match nix::unistd::read(master.as_fd(), buf) {
+        Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+        Ok(n) => Ok(Some(n)),
+        Err(Errno::EAGAIN | Errno::EINTR) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn write_some(fd: &OwnedFd, bytes: &[u8]) -> io::Result<usize> {
+    let mut written = 0;
+    while written < bytes.len() {
+        match nix::unistd::write(fd, &bytes[written..]) {
+            Ok(n) => written += n,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => break,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(written)
+}

@@ -1,0 +1,959 @@
+//! A persistent shell session: one bash in a real PTY that keeps its working
+//! directory, environment, functions and jobs between commands.
+//!
+//! One call at a time drives the session (a `tokio::sync::Mutex` held for
+//! the whole call); the PTY reader thread feeds every byte through the
+//! renderer into shared state and wakes the call, so a command's end is
+//! seen the moment its marker arrives. Calls return softly (the command
+//! keeps running, exit code -1) when output stops for a while or the
+//! agent's wait runs out. A shell that dies is restarted in the same
+//! directory. This module does not know about MCP or how replies are worded.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::keys::{self, Input};
+use crate::output::{CappedOutput, Shown};
+use crate::process;
+use crate::pty::{self, Pty};
+use crate::screen::{Marker, Screen, Stop};
+use crate::shell::{self, ShellFiles};
+
+/// How a session is set up. Every field has a sensible default from
+/// [`SessionConfig::new`].
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// A short name used in thread names and spill file names.
+    pub name: String,
+    /// Where the shell starts, and where `reset` takes it back to.
+    pub cwd: PathBuf,
+    /// The shell program.
+    pub shell: PathBuf,
+    /// A start-up file sourced before our settings (normally `~/.bashrc`).
+    pub user_rc: Option<PathBuf>,
+    /// Extra environment for the shell.
+    pub env: Vec<(String, String)>,
+    /// Terminal size.
+    pub rows: u16,
+    /// Terminal size.
+    pub cols: u16,
+    /// Private directory for the shell's files (created, mode 0700).
+    pub work_dir: PathBuf,
+    /// Directory where complete outputs that were cut are saved.
+    pub spill_dir: PathBuf,
+    /// Characters of output shown in one reply before head and tail are cut.
+    pub output_cap: usize,
+    /// A call without a timeout returns after this long without new output.
+    pub no_output_return: Duration,
+    /// A call without a timeout returns after this long in any case.
+    pub max_wait: Duration,
+    /// How long bash may take to start and show its first prompt.
+    pub startup_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when processes are stopped.
+    pub grace: Duration,
+}
+
+impl SessionConfig {
+    /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
+    /// characters, a 30 s soft return, a 5 s kill grace.
+    pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
+        let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
+        SessionConfig {
+            name: name.to_owned(),
+            cwd,
+            shell: PathBuf::from("bash"),
+            user_rc,
+            env: Vec::new(),
+            rows: 50,
+            cols: 200,
+            work_dir,
+            spill_dir,
+            output_cap: 30_000,
+            no_output_return: Duration::from_secs(30),
+            max_wait: Duration::from_secs(120),
+            startup_timeout: Duration::from_secs(15),
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One call on a session, in the terms of the OpenHands `terminal` tool.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// A command to run; empty to poll a running one; with `is_input`, text
+    /// or a key for the running program.
+    pub command: String,
+    /// Send `command` to the running program instead of running it.
+    pub is_input: bool,
+    /// How long this call may wait before handing control back.
+    pub timeout: Option<Duration>,
+    /// Start a fresh shell in the original directory first.
+    pub reset: bool,
+}
+
+/// Whether the command finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The command finished; `exit_code` is set.
+    Completed,
+    /// The command is still running; the call stopped waiting because of
+    /// this.
+    Running(WaitEnded),
+}
+
+/// Why a call stopped waiting for a running command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnded {
+    /// It printed nothing new for this long.
+    NoNewOutput(Duration),
+    /// The call's wait (its `timeout`, or the longest wait) ran out.
+    Timeout(Duration),
+    /// The call did not wait (its command was not executed).
+    NotWaited,
+}
+
+/// Something the agent should be told besides the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The session was reset before this call's command.
+    Reset,
+    /// The shell exited (how, as text); a new one was started in `cwd`.
+    ShellRestarted {
+        /// How the old shell ended, e.g. "exit code 3" or "signal 9".
+        how: String,
+        /// Where the new shell starts.
+        cwd: PathBuf,
+    },
+    /// A new command arrived while another was running; it was not run.
+    NotExecuted {
+        /// The command that was not run.
+        command: String,
+    },
+    /// A key was sent to the running program.
+    KeySent(String),
+    /// Text was typed to the running program.
+    InputSent,
+    /// Input was not sent: the command had already finished.
+    InputNotSent,
+    /// The output is the current screen of a full-screen program.
+    FullScreen,
+    /// Text printed while no command was running (background jobs).
+    IdleOutput(String),
+}
+
+/// What one call returns.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The command this reply is about.
+    pub command: String,
+    /// What the command printed since the last reply, cut to the cap.
+    pub output: Shown,
+    /// Whether it finished, or why the call stopped waiting.
+    pub status: Status,
+    /// The exit code, once finished.
+    pub exit_code: Option<i32>,
+    /// The shell's working directory.
+    pub cwd: PathBuf,
+    /// The Python interpreter `python` would run.
+    pub python: Option<PathBuf>,
+    /// Time since the command started.
+    pub duration: Duration,
+    /// Whether earlier replies already showed part of this command's output.
+    pub continued: bool,
+    /// What else the agent should know.
+    pub notes: Vec<Note>,
+    /// The end of a previous command that finished while nobody was
+    /// listening, reported before this one.
+    pub previous: Option<Box<Reply>>,
+}
+
+/// A request we cannot carry out; the message says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The request itself is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// The shell could not be started or driven.
+    #[error("{0}")]
+    Shell(String),
+}
+
+/// A persistent shell session.
+pub struct Session {
+    config: SessionConfig,
+    shell: tokio::sync::Mutex<Option<Shell>>,
+}
+
+impl Session {
+    /// A session whose shell starts on first use (or on [`Session::start`]).
+    pub fn new(config: SessionConfig) -> Session {
+        Session { config, shell: tokio::sync::Mutex::new(None) }
+    }
+
+    /// The session's configuration.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Starts the shell now, so the first command does not wait for it.
+    pub async fn start(&self) -> Result<(), SessionError> {
+        let mut shell = self.shell.lock().await;
+        self.live_shell(&mut shell, &mut Vec::new()).await?;
+        Ok(())
+    }
+
+    /// Carries out one call. `cancel` stops the wait and interrupts the
+    /// command (the agent's request was cancelled).
+    pub async fn execute(
+        &self,
+        request: Request,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
+        validate(&request)?;
+        let mut slot = self.shell.lock().await;
+        let mut notes = Vec::new();
+        if request.reset {
+            if let Some(old) = slot.take() {
+                old.stop(self.config.grace).await;
+            }
+            notes.push(Note::Reset);
+            let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
+            if request.command.trim().is_empty() {
+                return Ok(shell.idle_reply("", notes));
+            }
+        }
+        let shell = self.live_shell(&mut slot, &mut notes).await?;
+        let running = shell.running_state();
+        let command = request.command.as_str();
+        let is_key = keys::is_key(command);
+        let reply = match running {
+            RunningState::Unfinished if command.trim().is_empty() => {
+                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+            }
+            RunningState::Unfinished if request.is_input || is_key => {
+                let input = keys::parse(command).map_err(SessionError::Invalid)?;
+                notes.push(shell.send_input(input).await?);
+                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+            }
+            RunningState::Unfinished => {
+                notes.push(Note::NotExecuted { command: command.to_owned() });
+                Ok(shell.partial_reply(&self.config, WaitEnded::NotWaited, notes))
+            }
+            RunningState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
+            RunningState::Finished if request.is_input || is_key => {
+                notes.push(Note::InputNotSent);
+                Ok(shell.finished_reply(notes))
+            }
+            RunningState::Finished => {
+                let previous = shell.finished_reply(Vec::new());
+                let mut reply =
+                    shell.run(&self.config, command, request.timeout, notes, cancel).await?;
+                reply.previous = Some(Box::new(previous));
+                Ok(reply)
+            }
+            RunningState::None if command.trim().is_empty() => Err(SessionError::Invalid(
+                "No command is running, so there is nothing to wait for. \
+                 Send a command to run it."
+                    .into(),
+            )),
+            RunningState::None if request.is_input || is_key => Err(SessionError::Invalid(
+                "No command is running, so there is nothing to send input to. \
+                 Run a command first, or send this as a command with is_input=false."
+                    .into(),
+            )),
+            RunningState::None => {
+                shell.run(&self.config, command, request.timeout, notes, cancel).await
+            }
+        }?;
+        if shell.has_exited() {
+            // The command ended the shell: report it and start a new one in
+            // the directory it was in.
+            let cwd = shell.restart_dir(&self.config);
+            let how = shell.exit_description();
+            if let Some(old) = slot.take() {
+                old.stop(self.config.grace).await;
+            }
+            let mut reply = reply;
+            *slot = Some(Shell::spawn(&self.config, &cwd).await?);
+            reply.notes.push(Note::ShellRestarted { how, cwd });
+            return Ok(reply);
+        }
+        Ok(reply)
+    }
+
+    /// Stops the shell and everything it started.
+    pub async fn close(&self) {
+        if let Some(shell) = self.shell.lock().await.take() {
+            shell.stop(self.config.grace).await;
+        }
+    }
+
+    /// The live shell, starting one when there is none or when the old one
+    /// died while idle (which `notes` then reports).
+    async fn live_shell<'a>(
+        &self,
+        slot: &'a mut Option<Shell>,
+        notes: &mut Vec<Note>,
+    ) -> Result<&'a mut Shell, SessionError> {
+        if let Some(shell) = slot.as_mut()
+            && shell.has_exited()
+            && shell.running_state() == RunningState::None
+        {
+            let cwd = shell.restart_dir(&self.config);
+            notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
+            if let Some(old) = slot.take() {
+                old.stop(self.config.grace).await;
+            }
+            *slot = Some(Shell::spawn(&self.config, &cwd).await?);
+        }
+        if slot.is_none() {
+            *slot = Some(Shell::spawn(&self.config, &self.config.cwd).await?);
+        }
+        Ok(slot.as_mut().expect("a shell was just started"))
+    }
+}
+
+fn validate(request: &Request) -> Result<(), SessionError> {
+    if request.reset && request.is_input {
+        return Err(SessionError::Invalid(
+            "reset cannot be combined with is_input: reset starts a fresh shell, so there is \
+             no running program to send input to. Send reset=true alone (optionally with a \
+             command to run in the new shell)."
+                .into(),
+        ));
+    }
+    if request.command.contains('\0') {
+        return Err(SessionError::Invalid(
+            "the command contains a NUL byte, which no shell command can contain. \
+             Remove it (use printf '\\0' to produce one)."
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunningState {
+    None,
+    Unfinished,
+    Finished,
+}
+
+/// One bash process and its PTY.
+struct Shell {
+    shared: Arc<Shared>,
+    pty: Pty,
+    pid: i32,
+    files: ShellFiles,
+    next_seq: u64,
+    /// The directory and `PATH` the prompt reported last.
+    cwd: PathBuf,
+    python: Option<PathBuf>,
+    waiter: tokio::task::JoinHandle<()>,
+}
+
+/// State shared between the reader thread and the call.
+struct Shared {
+    /// A std mutex: held only for short sections with no `.await`.
+    state: Mutex<State>,
+    /// Woken after every chunk of output and when the shell exits.
+    changed: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent-enough state for
+        // reporting; keep going rather than poisoning every later call.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+struct State {
+    screen: Screen,
+    /// The first prompt has been seen: the shell is ready for commands.
+    ready: bool,
+    running: Option<Running>,
+    /// Text printed while no command was running, kept for the next reply.
+    idle_output: String,
+    /// How the shell exited, once it has.
+    exited: Option<std::process::ExitStatus>,
+    /// The reader thread has seen the terminal hang up.
+    reader_done: bool,
+}
+
+/// The command being run, or finished but not yet reported.
+struct Running {
+    seq: u64,
+    command: String,
+    started_at: Instant,
+    /// The start marker arrived: output from now on is the command's.
+    started: bool,
+    /// Output not yet shown to the agent.
+    pending: CappedOutput,
+    /// How many replies already showed part of the output.
+    replies: u32,
+    last_output_at: Instant,
+    finished: Option<(i32, Instant)>,
+    spill_stem: String,
+}
+
+/// Keep this much of what is printed between commands.
+const IDLE_OUTPUT_CAP: usize = 8_000;
+
+impl State {
+    fn ingest(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (consumed, stop) = self.screen.feed(rest);
+            rest = &rest[consumed..];
+            self.route_committed(now);
+            match stop {
+                Some(Stop::Marker(Marker::Start { seq })) => {
+                    if let Some(running) = &mut self.running
+                        && running.seq == seq
+                        && !running.started
+                    {
+                        // What came before is the echo of the line we typed.
+                        self.screen.discard_window();
+                        running.started = true;
+                    }
+                }
+                Some(Stop::Marker(Marker::End { seq, status })) => self.on_prompt(seq, status, now),
+                Some(Stop::AlternateScreen(_)) | None => {}
+            }
+        }
+        if let Some(running) = &mut self.running
+            && running.started
+            && running.finished.is_none()
+        {
+            running.last_output_at = now;
+        }
+    }
+
+    fn on_prompt(&mut self, seq: u64, status: i32, now: Instant) {
+        if !self.ready {
+            if seq == 0 {
+                // The first prompt: whatever start-up files printed before
+                // it is not a command's output.
+                self.screen.discard_window();
+                self.screen.take_committed();
+                self.ready = true;
+            }
+            return;
+        }
+        self.screen.commit_all();
+        self.screen.leave_alternate();
+        let text = self.screen.take_committed();
+        match &mut self.running {
+            Some(running) if running.seq == seq && running.finished.is_none() => {
+                running.started = true;
+                running.pending.push(&text);
+                running.finished = Some((status, now));
+            }
+            _ => self.push_idle(&text),
+        }
+    }
+
+    fn route_committed(&mut self, now: Instant) {
+        if !self.screen.has_committed() {
+            return;
+        }
+        let text = self.screen.take_committed();
+        match &mut self.running {
+            Some(running) if running.finished.is_none() => {
+                // Before the start marker it is the echo of our own line.
+                if running.started {
+                    running.pending.push(&text);
+                    running.last_output_at = now;
+                }
+            }
+            _ => self.push_idle(&text),
+        }
+    }
+
+    fn push_idle(&mut self, text: &str) {
+        if !self.ready || text.is_empty() {
+            return;
+        }
+        self.idle_output.push_str(text);
+        if self.idle_output.len() > 2 * IDLE_OUTPUT_CAP {
+            let cut = self.idle_output.len() - IDLE_OUTPUT_CAP;
+            let cut = (cut..self.idle_output.len())
+                .find(|&i| self.idle_output.is_char_boundary(i))
+                .unwrap_or(0);
+            self.idle_output.drain(..cut);
+        }
+    }
+}
+
+impl Shell {
+    async fn spawn(config: &SessionConfig, cwd: &Path) -> Result<Shell, SessionError> {
+        let fail = |what: &str, err: std::io::Error| {
+            SessionError::Shell(format!("could not start the shell ({what}): {err}"))
+        };
+        let nonce = random_hex(16).map_err(|err| fail("random nonce", err))?;
+        let files = ShellFiles { dir: config.work_dir.join(format!("shell-{}", &nonce[..8])) };
+        shell::create_private_dir(&files.dir).map_err(|err| fail("private directory", err))?;
+        let rc = shell::rc_script(&files, &nonce, config.user_rc.as_deref());
+        std::fs::write(files.rc_file(), rc).map_err(|err| fail("start-up file", err))?;
+        shell::create_private_dir(&config.spill_dir).map_err(|err| fail("spill directory", err))?;
+
+        let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
+        let mut command =
+            process::pty_command(&config.shell, &opened.slave).map_err(|err| fail("PTY", err))?;
+        command
+            .arg("--noprofile")
+            .arg("--rcfile")
+            .arg(files.rc_file())
+            .arg("-i")
+            .current_dir(cwd)
+            .env("TERM", "xterm-256color")
+            .env_remove("PROMPT_COMMAND")
+            .env_remove("BASH_ENV")
+            .env_remove("ENV")
+            .envs(config.env.iter().map(|(k, v)| (k, v)));
+        let mut child = command.spawn().map_err(|err| {
+            fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
+        })?;
+        // Only the child may hold the slave side, so that the reader sees
+        // the terminal hang up once the shell and its jobs are gone.
+        drop(opened.slave);
+        let pid = child.id().map_or(-1, |pid| pid as i32);
+
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                screen: Screen::new(config.rows, config.cols, &nonce),
+                ready: false,
+                running: None,
+                idle_output: String::new(),
+                exited: None,
+                reader_done: false,
+            }),
+            changed: Notify::new(),
+        });
+        let reader_shared = Arc::clone(&shared);
+        let pty = Pty::start(opened.master, &config.name, move |bytes| {
+            {
+                let mut state = reader_shared.lock();
+                match bytes {
+                    Some(bytes) => state.ingest(bytes),
+                    None => state.reader_done = true,
+                }
+            }
+            reader_shared.changed.notify_waiters();
+        })
+        .map_err(|err| fail("reader thread", err))?;
+        let waiter_shared = Arc::clone(&shared);
+        let waiter = tokio::spawn(async move {
+            let status = child.wait().await;
+            if let Ok(status) = status {
+                waiter_shared.lock().exited = Some(status);
+            }
+            waiter_shared.changed.notify_waiters();
+        });
+
+        let shell = Shell {
+            shared,
+            pty,
+            pid,
+            files,
+            next_seq: 1,
+            cwd: cwd.to_owned(),
+            python: None,
+            waiter,
+        };
+        shell.wait_ready(config.startup_timeout).await?;
+        let mut shell = shell;
+        shell.refresh_state();
+        Ok(shell)
+    }
+
+    /// The start-up handshake: wait for the first prompt's marker, so the
+    /// first command never races the shell's start.
+    async fn wait_ready(&self, limit: Duration) -> Result<(), SessionError> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.shared.lock();
+                if state.ready {
+                    return Ok(());
+                }
+                if state.exited.is_some() || Instant::now() >= deadline {
+                    let mut screen_text = state.screen.current_line();
+                    screen_text.insert_str(0, &state.idle_output);
+                    return Err(SessionError::Shell(format!(
+                        "the shell did not reach its first prompt ({}). Check the shell and \
+                         its start-up files; it printed: {screen_text:?}",
+                        match state.exited {
+                            Some(status) => describe_exit(status),
+                            None => format!("still starting after {limit:?}"),
+                        }
+                    )));
+                }
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    fn running_state(&self) -> RunningState {
+        match &self.shared.lock().running {
+            None => RunningState::None,
+            Some(running) if running.finished.is_some() => RunningState::Finished,
+            Some(_) => RunningState::Unfinished,
+        }
+    }
+
+    fn has_exited(&self) -> bool {
+        self.shared.lock().exited.is_some()
+    }
+
+    fn exit_description(&self) -> String {
+        self.shared.lock().exited.map_or_else(|| "it stopped".to_owned(), describe_exit)
+    }
+
+    /// Where a replacement shell should start: the last directory if it
+    /// still exists, else the original one.
+    fn restart_dir(&mut self, config: &SessionConfig) -> PathBuf {
+        self.refresh_state();
+        if self.cwd.is_dir() { self.cwd.clone() } else { config.cwd.clone() }
+    }
+
+    /// Reads the directory and `PATH` the prompt last recorded.
+    fn refresh_state(&mut self) {
+        if let Some(state) = shell::read_state(&self.files) {
+            self.python = shell::python_interpreter(&state.path);
+            self.cwd = state.cwd;
+        }
+    }
+
+    /// Starts `command` and waits for it as a call with `timeout` would.
+    async fn run(
+        &mut self,
+        config: &SessionConfig,
+        command: &str,
+        timeout: Option<Duration>,
+        mut notes: Vec<Note>,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        // The directory may have been removed by a command (rm -rf /tmp/*).
+        let written = std::fs::write(self.files.command_file(), command).or_else(|_| {
+            shell::create_private_dir(&self.files.dir)?;
+            std::fs::write(self.files.command_file(), command)
+        });
+        written.map_err(|err| {
+            SessionError::Shell(format!("could not write the command file: {err}"))
+        })?;
+        let now = Instant::now();
+        {
+            let mut state = self.shared.lock();
+            // Whatever background jobs printed since the last command is
+            // reported now, not mixed into this command's output.
+            state.screen.commit_all();
+            state.route_committed(now);
+            let idle = std::mem::take(&mut state.idle_output);
+            if !idle.trim().is_empty() {
+                notes.push(Note::IdleOutput(idle));
+            }
+            let spill_stem = format!("{}-{}-{seq}", config.name, self.files_tag());
+            let pending = CappedOutput::new(config.output_cap, spill_path(config, &spill_stem, 0));
+            state.running = Some(Running {
+                seq,
+                command: command.to_owned(),
+                started_at: now,
+                started: false,
+                pending,
+                replies: 0,
+                last_output_at: now,
+                finished: None,
+                spill_stem,
+            });
+        }
+        self.pty
+            .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
+            .await
+            .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
+        self.wait_reply(config, timeout, notes, cancel).await
+    }
+
+    fn files_tag(&self) -> String {
+        self.files.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    async fn send_input(&mut self, input: Input) -> Result<Note, SessionError> {
+        let (bytes, note) = match input {
+            Input::Key { name, bytes } => (bytes, Note::KeySent(name)),
+            Input::Text(text) => {
+                let mut bytes = text.into_bytes();
+                bytes.push(b'\r');
+                (bytes, Note::InputSent)
+            }
+        };
+        self.pty.write_all(&bytes, Duration::from_secs(5)).await.map_err(|err| {
+            SessionError::Shell(format!("could not send the input to the program: {err}"))
+        })?;
+        Ok(note)
+    }
+
+    /// Waits for the running command as the call's timeout allows, then
+    /// replies with what happened.
+    async fn wait_reply(
+        &mut self,
+        config: &SessionConfig,
+        timeout: Option<Duration>,
+        notes: Vec<Note>,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
+        let waited = self.wait(config, timeout, &cancel).await;
+        match waited {
+            Waited::Finished => Ok(self.finished_reply(notes)),
+            Waited::ShellExited => {
+                self.drain_after_exit().await;
+                let mut state = self.shared.lock();
+                state.screen.commit_all();
+                state.route_committed(Instant::now());
+                let code = state.exited.map_or(-1, exit_code);
+                if let Some(running) = &mut state.running
+                    && running.finished.is_none()
+                {
+                    running.finished = Some((code, Instant::now()));
+                }
+                drop(state);
+                Ok(self.finished_reply(notes))
+            }
+            Waited::Stopped(reason) => Ok(self.partial_reply(config, reason, notes)),
+            Waited::Cancelled => {
+                // The agent gave up on this call: interrupt the command, as
+                // a person would press ^C.
+                let _ = self.pty.write_all(b"\x03", Duration::from_secs(1)).await;
+                Ok(self.partial_reply(config, WaitEnded::NotWaited, notes))
+            }
+        }
+    }
+
+    async fn wait(
+        &self,
+        config: &SessionConfig,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Waited {
+        let call_start = Instant::now();
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let deadline = {
+                let state = self.shared.lock();
+                let Some(running) = &state.running else { return Waited::Finished };
+                if running.finished.is_some() {
+                    return Waited::Finished;
+                }
+                if state.exited.is_some() {
+                    return Waited::ShellExited;
+                }
+                let now = Instant::now();
+                match timeout {
+                    // An explicit wait: the agent said how long it is willing
+                    // to wait, so silence alone does not end it.
+                    Some(limit) => {
+                        if now >= call_start + limit {
+                            return Waited::Stopped(WaitEnded::Timeout(limit));
+                        }
+                        call_start + limit
+                    }
+                    None => {
+                        let quiet_since = running.last_output_at.max(call_start);
+                        if now >= quiet_since + config.no_output_return {
+                            return Waited::Stopped(WaitEnded::NoNewOutput(
+                                config.no_output_return,
+                            ));
+                        }
+                        if now >= call_start + config.max_wait {
+                            return Waited::Stopped(WaitEnded::Timeout(config.max_wait));
+                        }
+                        (quiet_since + config.no_output_return).min(call_start + config.max_wait)
+                    }
+                }
+            };
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                () = cancel.cancelled() => return Waited::Cancelled,
+            }
+        }
+    }
+
+    /// After the shell exits, its last output may still be in flight: wait
+    /// briefly for the reader to see the hang-up.
+    async fn drain_after_exit(&self) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.shared.lock().reader_done {
+                return;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+
+    /// The reply for a finished command; clears it from the session.
+    fn finished_reply(&mut self, notes: Vec<Note>) -> Reply {
+        let running = self.shared.lock().running.take();
+        self.refresh_state();
+        let Some(running) = running else { return self.idle_reply("", notes) };
+        let (exit_code, finished_at) = running.finished.unwrap_or((-1, Instant::now()));
+        Reply {
+            command: running.command,
+            output: running.pending.finish(),
+            status: Status::Completed,
+            exit_code: Some(exit_code),
+            cwd: self.cwd.clone(),
+            python: self.python.clone(),
+            duration: finished_at - running.started_at,
+            continued: running.replies > 0,
+            notes,
+            previous: None,
+        }
+    }
+
+    /// The reply for a command that is still running: what it printed since
+    /// the last reply, and the line it is on now.
+    fn partial_reply(
+        &mut self,
+        config: &SessionConfig,
+        reason: WaitEnded,
+        mut notes: Vec<Note>,
+    ) -> Reply {
+        let mut state = self.shared.lock();
+        state.screen.commit_complete_lines();
+        state.route_committed(Instant::now());
+        let current_line = state.screen.current_line();
+        let alternate = state.screen.alternate_contents();
+        let Some(running) = state.running.as_mut() else {
+            drop(state);
+            return self.idle_reply("", notes);
+        };
+        let part = running.replies + 1;
+        let next =
+            CappedOutput::new(config.output_cap, spill_path(config, &running.spill_stem, part));
+        let mut output = std::mem::replace(&mut running.pending, next).finish();
+        match alternate {
+            Some(screen) => {
+                notes.push(Note::FullScreen);
+                output.text = screen;
+            }
+            None => output.text.push_str(&current_line),
+        }
+        let reply = Reply {
+            command: running.command.clone(),
+            output,
+            status: Status::Running(reason),
+            exit_code: None,
+            cwd: self.cwd.clone(),
+            python: self.python.clone(),
+            duration: running.started_at.elapsed(),
+            continued: running.replies > 0,
+            notes,
+            previous: None,
+        };
+        running.replies += 1;
+        reply
+    }
+
+    /// A reply with no command output (reset alone, say).
+    fn idle_reply(&self, command: &str, notes: Vec<Note>) -> Reply {
+        Reply {
+            command: command.to_owned(),
+            output: CappedOutput::new(1, PathBuf::new()).finish(),
+            status: Status::Completed,
+            exit_code: Some(0),
+            cwd: self.cwd.clone(),
+            python: self.python.clone(),
+            duration: Duration::ZERO,
+            continued: false,
+            notes,
+            previous: None,
+        }
+    }
+
+    /// Stops the shell and every process in its session: SIGHUP (which
+    /// bash passes on to its jobs) and SIGTERM, then SIGKILL after `grace`.
+    async fn stop(self, grace: Duration) {
+        terminate_session(self.pid, grace).await;
+        self.waiter.abort();
+        drop(self.pty);
+        let _ = std::fs::remove_dir_all(&self.files.dir);
+    }
+}
+
+enum Waited {
+    Finished,
+    ShellExited,
+    Stopped(WaitEnded),
+    Cancelled,
+}
+
+fn spill_path(config: &SessionConfig, spill_stem: &str, part: u32) -> PathBuf {
+    config.spill_dir.join(format!("{spill_stem}-part{part}.log"))
+}
+
+/// Stops every process in session `sid`. Interactive bash ignores SIGTERM
+/// but not SIGHUP, and passes SIGHUP on to its jobs, so both are sent.
+async fn terminate_session(sid: i32, grace: Duration) {
+    let deadline = Instant::now() + grace;
+    for group in process::session_groups(sid, -1, None) {
+        for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGCONT] {
+            process::signal_group(group, signal);
+        }
+    }
+    let mut interval = Duration::from_millis(2);
+    while !process::live_session_members(sid).is_empty() {
+        if Instant::now() >= deadline {
+            for group in process::session_groups(sid, -1, None) {
+                process::signal_group(group, Signal::SIGKILL);
+            }
+            break;
+        }
+        tokio::time::sleep(interval).await;
+        interval = (interval * 2).min(Duration::from_millis(50));
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => "it stopped".to_owned(),
+    }
+}
+
+fn random_hex(n_bytes: usize) -> std::io::Result<String> {
+    let mut bytes = vec![0u8; n_bytes];
+    getrandom::fill(&mut bytes).map_err(|err| std::io::Error::other(err.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,91 @@
+//! Engine integration tests: a real bash in a real PTY.
+
+mod terminal;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use shellkeep_engine::session::{Reply, Request, Session, SessionConfig};
+use tokio_util::sync::CancellationToken;
+
+/// A scratch directory removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let unique =
+            format!("shellkeep-it-{name}-{}-{:?}", std::process::id(), std::thread::current().id())
+                .replace(['(', ')'], "");
+        let dir = std::env::temp_dir().join(unique);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A session in a scratch directory, without the user's bashrc.
+pub struct Term {
+    pub session: Session,
+    pub scratch: Scratch,
+}
+
+impl Term {
+    pub async fn new(name: &str) -> Term {
+        Term::with(name, |_| {}).await
+    }
+
+    pub async fn with(name: &str, adjust: impl FnOnce(&mut SessionConfig)) -> Term {
+        let scratch = Scratch::new(name);
+        let cwd = scratch.0.join("work");
+        std::fs::create_dir_all(&cwd).expect("work dir");
+        let mut config =
+            SessionConfig::new(name, cwd, scratch.0.join("private"), scratch.0.join("spill"));
+        config.user_rc = None;
+        config.grace = Duration::from_millis(500);
+        adjust(&mut config);
+        let session = Session::new(config);
+        session.start().await.expect("shell starts");
+        Term { session, scratch }
+    }
+
+    pub fn cwd(&self) -> PathBuf {
+        self.scratch.0.join("work")
+    }
+
+    pub async fn call(&self, request: Request) -> Reply {
+        self.session.execute(request, CancellationToken::new()).await.expect("call succeeds")
+    }
+
+    pub async fn run(&self, command: &str) -> Reply {
+        self.call(Request { command: command.into(), ..Request::default() }).await
+    }
+
+    pub async fn run_for(&self, command: &str, timeout: f64) -> Reply {
+        self.call(Request {
+            command: command.into(),
+            timeout: Some(Duration::from_secs_f64(timeout)),
+            ..Request::default()
+        })
+        .await
+    }
+
+    pub async fn input(&self, text: &str, timeout: f64) -> Reply {
+        self.call(Request {
+            command: text.into(),
+            is_input: true,
+            timeout: Some(Duration::from_secs_f64(timeout)),
+            ..Request::default()
+        })
+        .await
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {}
+}
