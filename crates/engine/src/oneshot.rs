@@ -1,1 +1,995 @@
-//! The one-shot runner behind the `run` tool. (Being written.)
+//! The one-shot runner behind the `run` tool: one command through `bash -c`,
+//! under both limits of the timeout policy, with its output capped and
+//! spilled.
+//!
+//! The command runs in a process group of its own with stdin from
+//! `/dev/null` (or the text the caller supplies), stdout and stderr on
+//! separate pipes, and `TERM=dumb NO_COLOR=1` on top of the non-interactive
+//! environment. Two deadlines run against it: the whole run (`exec`) and
+//! the silence since the last byte on either stream (`no_output`). When one
+//! fires, or the caller cancels, the whole group gets SIGTERM, a grace
+//! period, then SIGKILL, and its pipes are read all the while, so what a
+//! SIGTERM handler prints is kept. When the main process exits on its own,
+//! anything it left running in its group is stopped too: a one-shot run
+//! leaves nothing behind (background jobs belong in a shell session).
+//!
+//! Whatever happens to the command, the result is a [`RunOutcome`] value.
+//! This module does not choose the limits (`policy` does), render the
+//! outcome for an agent (the server does) or mask secrets.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::guard::Guard;
+use crate::output::{CappedOutput, Shown};
+use crate::policy::Limits;
+use crate::process::{self, TerminationMode};
+
+/// The grace period between SIGTERM and SIGKILL unless a request sets one.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// Characters shown of each stream unless a request sets a cap.
+pub const DEFAULT_STREAM_CAP: usize = 20_000;
+
+/// How long the pipes are read after the command's group is gone. A
+/// process that left the group (with `setsid`, say) can hold a pipe open for
+/// ever; its output after this is not waited for.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Bytes read from a pipe at a time.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// One command to run, and how.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The command line, run as `bash -c COMMAND`.
+    pub command: String,
+    /// The working directory; the server's own when `None`. It must exist.
+    pub cwd: Option<PathBuf>,
+    /// Environment variables set on top of the inherited environment and
+    /// our non-interactive defaults; these win over both.
+    pub env: Vec<(String, String)>,
+    /// Text for the command's stdin; `/dev/null` when `None`.
+    pub stdin: Option<String>,
+    /// The limits the command runs under.
+    pub limits: Limits,
+    /// How long the process group has to exit after SIGTERM before SIGKILL.
+    pub grace: Duration,
+    /// Characters shown of each of stdout and stderr; the rest is spilled.
+    pub stream_cap: usize,
+    /// The directory spill files go to. It must exist; if it does not, the
+    /// outcome says the full output could not be saved.
+    pub spill_dir: PathBuf,
+    /// The stem of the spill files: `run-7` gives `run-7.stdout` and
+    /// `run-7.stderr`, each created only if its stream outgrows the cap.
+    pub spill_name: String,
+    /// The orphan guard to tell about the command's process group while it
+    /// runs, so that it dies with the server.
+    pub guard: Option<Arc<Guard>>,
+}
+
+impl RunRequest {
+    /// A request for `command` under `limits`, spilling into `spill_dir` as
+    /// `spill_name.stdout` / `spill_name.stderr`, with no cwd, env or stdin,
+    /// [`DEFAULT_GRACE`], [`DEFAULT_STREAM_CAP`] and no guard. Set the other
+    /// fields with struct update syntax.
+    pub fn new(
+        command: impl Into<String>,
+        limits: Limits,
+        spill_dir: impl Into<PathBuf>,
+        spill_name: impl Into<String>,
+    ) -> RunRequest {
+        RunRequest {
+            command: command.into(),
+            cwd: None,
+            env: Vec::new(),
+            stdin: None,
+            limits,
+            grace: DEFAULT_GRACE,
+            stream_cap: DEFAULT_STREAM_CAP,
+            spill_dir: spill_dir.into(),
+            spill_name: spill_name.into(),
+            guard: None,
+        }
+    }
+}
+
+/// How a run ended, in the seed's three words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// The command ran to completion, whatever its exit code.
+    Success,
+    /// A limit fired and the command was stopped.
+    Timeout,
+    /// The command could not start (stderr says why), or the request was
+    /// cancelled and the command was stopped (`cancelled` is set).
+    Error,
+}
+
+impl RunStatus {
+    /// The seed's spelling: `"success"`, `"timeout"` or `"error"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Success => "success",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Error => "error",
+        }
+    }
+}
+
+/// Which limit stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutReason {
+    /// It ran longer than `Limits::exec` in all.
+    Exec,
+    /// It printed nothing, on either stream, for `Limits::no_output`.
+    NoOutput,
+}
+
+impl TimeoutReason {
+    /// The seed's spelling: `"exec_timeout"` or `"no_output_timeout"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeoutReason::Exec => "exec_timeout",
+            TimeoutReason::NoOutput => "no_output_timeout",
+        }
+    }
+}
+
+/// Everything about one run: a command that fails, times out or is
+/// cancelled is an outcome too, with all the output it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// How the run ended.
+    pub status: RunStatus,
+    /// What is shown of stdout, and where the rest is.
+    pub stdout: Shown,
+    /// What is shown of stderr, and where the rest is. When the command
+    /// could not start, the reason and what to do about it.
+    pub stderr: Shown,
+    /// The exit code; 128+N when the command died of signal N we did not
+    /// send; -1 when we stopped it or it never started.
+    pub exit_code: i32,
+    /// Which limit fired, for [`RunStatus::Timeout`].
+    pub timeout_reason: Option<TimeoutReason>,
+    /// How the process group went away when we stopped it (timeout or
+    /// cancel): within the grace period, or by SIGKILL.
+    pub termination_mode: Option<TerminationMode>,
+    /// Whether the request was cancelled (the status is then `Error`).
+    pub cancelled: bool,
+    /// Whether the main process exited but left processes running in its
+    /// group (`server &`, say), which were then stopped.
+    pub stopped_leftovers: bool,
+    /// From just before the start until the output was collected.
+    pub duration: Duration,
+    /// The limits the command ran under.
+    pub limits: Limits,
+    /// The process group the command ran in (its id is the main process's
+    /// pid); `None` if it never started. The group is gone by now.
+    pub pgid: Option<i32>,
+}
+
+/// Runs `request.command` to completion, a limit, or `cancel`, and returns
+/// the outcome. It never fails: a command that cannot start is an outcome
+/// with [`RunStatus::Error`].
+pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
+    let started = Instant::now();
+    let spill_path =
+        |stream: &str| request.spill_dir.join(format!("{}.{stream}", request.spill_name));
+    let stdout = CappedOutput::new(request.stream_cap, spill_path("stdout"));
+    let stderr = CappedOutput::new(request.stream_cap, spill_path("stderr"));
+    let not_started = |reason: String, stdout: CappedOutput, mut stderr: CappedOutput| {
+        tracing::debug!(command = %request.command, %reason, "command did not start");
+        stderr.push(&reason);
+        RunOutcome {
+            status: RunStatus::Error,
+            stdout: stdout.finish(),
+            stderr: stderr.finish(),
+            exit_code: -1,
+            timeout_reason: None,
+            termination_mode: None,
+            cancelled: false,
+            stopped_leftovers: false,
+            duration: started.elapsed(),
+            limits: request.limits,
+            pgid: None,
+        }
+    };
+    if let Some(reason) = request.cwd.as_deref().and_then(cwd_problem) {
+        return not_started(reason, stdout, stderr);
+    }
+
+    let mut command = process::group_command("bash");
+    command
+        .arg("-c")
+        .arg(&request.command)
+        .env("TERM", "dumb")
+        .env("NO_COLOR", "1")
+        .envs(request.env.iter().map(|(name, value)| (name, value)))
+        .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(cwd) = &request.cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            let reason = format!("could not start bash: {err}; check that bash is installed");
+            return not_started(reason, stdout, stderr);
+        }
+    };
+    // The pid is known until the child has been waited for, which it has not.
+    let Some(pgid) = child.id().map(|pid| pid as i32) else {
+        return not_started("the command exited before it could be watched".into(), stdout, stderr);
+    };
+    let mut watch = GroupWatch::new(pgid, request.guard.clone());
+    tracing::debug!(pgid, command = %request.command, "command started");
+
+    // Writing stdin from its own task means a command that never reads it
+    // cannot block us; the pipe closes when the text is written.
+    let stdin_writer = match (child.stdin.take(), request.stdin.take()) {
+        (Some(mut pipe), Some(text)) => Some(tokio::spawn(async move {
+            // A command that exits without reading gives EPIPE: not our
+            // problem to report.
+            let _ = pipe.write_all(text.as_bytes()).await;
+        })),
+        _ => None,
+    };
+
+    let mut streams = Streams {
+        stdout: Stream::new(child.stdout.take(), stdout),
+        stderr: Stream::new(child.stderr.take(), stderr),
+    };
+    let ending = supervise(&mut child, pgid, &request, &cancel, &mut streams).await;
+    watch.finished();
+    if let Some(writer) = stdin_writer {
+        writer.abort();
+    }
+
+    let (status, exit_code, timeout_reason) = match ending.stop {
+        Some(Stop::Limit(reason)) => (RunStatus::Timeout, -1, Some(reason)),
+        Some(Stop::Cancelled) => (RunStatus::Error, -1, None),
+        Some(Stop::Leftovers) | None => (RunStatus::Success, exit_code_of(ending.exit), None),
+    };
+    let stopped_by_us = matches!(ending.stop, Some(Stop::Limit(_) | Stop::Cancelled));
+    // When the group was already gone at the moment we came to stop it, it
+    // went away without needing SIGKILL.
+    let termination_mode = stopped_by_us.then(|| ending.kill.unwrap_or(TerminationMode::Soft));
+    let outcome = RunOutcome {
+        status,
+        stdout: streams.stdout.finish(),
+        stderr: streams.stderr.finish(),
+        exit_code,
+        timeout_reason,
+        termination_mode,
+        cancelled: matches!(ending.stop, Some(Stop::Cancelled)),
+        stopped_leftovers: matches!(ending.stop, Some(Stop::Leftovers)) && ending.kill.is_some(),
+        duration: started.elapsed(),
+        limits: request.limits,
+        pgid: Some(pgid),
+    };
+    tracing::debug!(
+        pgid,
+        status = outcome.status.as_str(),
+        exit_code,
+        reason = timeout_reason.map(TimeoutReason::as_str),
+        duration_ms = outcome.duration.as_millis() as u64,
+        "command ended"
+    );
+    outcome
+}
+
+/// Why we stopped the command's process group ourselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// A limit fired.
+    Limit(TimeoutReason),
+    /// The caller cancelled the request.
+    Cancelled,
+    /// The main process exited and left others running in its group.
+    Leftovers,
+}
+
+/// What [`supervise`] saw happen.
+struct Ending {
+    /// The main process's exit status, if it was collected.
+    exit: Option<ExitStatus>,
+    /// Why we stopped the group, if we did.
+    stop: Option<Stop>,
+    /// How the group went away when we stopped it (`None`: nothing was
+    /// alive any more when we came to it).
+    kill: Option<TerminationMode>,
+}
+
+/// The command's two output streams.
+struct Streams {
+    stdout: Stream<tokio::process::ChildStdout>,
+    stderr: Stream<tokio::process::ChildStderr>,
+}
+
+/// Watches the running command until it has exited and its output is
+/// collected: reads both pipes, enforces the limits and `cancel`, and stops
+/// the process group when needed.
+///
+/// Everything happens in one `select!` over events (bytes arriving, the
+/// child exiting, a deadline, a cancel, the kill finishing), so there is no
+/// polling, and the pipes are read while the group is being stopped.
+async fn supervise(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    request: &RunRequest,
+    cancel: &CancellationToken,
+    streams: &mut Streams,
+) -> Ending {
+    let limits = request.limits;
+    let exec_deadline = tokio::time::sleep_until(deadline_after(limits.exec));
+    let silence_deadline = tokio::time::sleep_until(deadline_after(limits.no_output));
+    tokio::pin!(exec_deadline, silence_deadline);
+
+    let mut ending = Ending { exit: None, stop: None, kill: None };
+    // The stopping of the group, while it is under way.
+    let mut kill: Option<std::pin::Pin<Box<dyn Future<Output = Option<TerminationMode>> + Send>>> =
+        None;
+    // Set once the main process has exited and any stopping is done: from
+    // then on only the pipes are read, up to this deadline.
+    let mut drain_deadline: Option<Instant> = None;
+
+    loop {
+        // The limits and the cancel apply while the command runs on its own.
+        let running = ending.exit.is_none() && ending.stop.is_none();
+        let mut start_stop = None;
+        tokio::select! {
+            read = streams.stdout.read() => {
+                if streams.stdout.absorb(read) && running {
+                    silence_deadline.as_mut().reset(deadline_after(limits.no_output));
+                }
+            }
+            read = streams.stderr.read() => {
+                if streams.stderr.absorb(read) && running {
+                    silence_deadline.as_mut().reset(deadline_after(limits.no_output));
+                }
+            }
+            exit = child.wait(), if ending.exit.is_none() => {
+                match exit {
+                    Ok(status) => ending.exit = Some(status),
+                    Err(err) => {
+                        // Waiting cannot really fail for our own child; if it
+                        // does, stop the group so nothing is left running.
+                        tracing::warn!(pgid, %err, "could not wait for the command");
+                        if ending.stop.is_none() {
+                            start_stop = Some(Stop::Leftovers);
+                        }
+                        ending.exit = Some(ExitStatus::default());
+                    }
+                }
+                if ending.stop.is_none() && !process::live_group_members(pgid).is_empty() {
+                    start_stop = Some(Stop::Leftovers);
+                }
+            }
+            () = &mut exec_deadline, if running => {
+                start_stop = Some(Stop::Limit(TimeoutReason::Exec));
+            }
+            () = &mut silence_deadline, if running => {
+                start_stop = Some(Stop::Limit(TimeoutReason::NoOutput));
+            }
+            () = cancel.cancelled(), if running => {
+                start_stop = Some(Stop::Cancelled);
+            }
+            mode = finish(&mut kill), if kill.is_some() => {
+                kill = None;
+                ending.kill = mode;
+                if ending.exit.is_none() {
+                    // The main process left the group it leads, so the group
+                    // kill missed it; stop it by pid.
+                    let _ = child.start_kill();
+                }
+            }
+            () = sleep_until_some(drain_deadline), if drain_deadline.is_some() => {
+                tracing::debug!(pgid, "stopped reading output held open by an escaped process");
+                break;
+            }
+        }
+        if let Some(stop) = start_stop
+            && ending.stop.is_none()
+        {
+            tracing::debug!(pgid, ?stop, "stopping the command's process group");
+            ending.stop = Some(stop);
+            let grace = request.grace;
+            kill = Some(Box::pin(async move { process::terminate_groups(&[pgid], grace).await }));
+        }
+        if ending.exit.is_some() && kill.is_none() {
+            if streams.stdout.is_closed() && streams.stderr.is_closed() {
+                break;
+            }
+            drain_deadline.get_or_insert_with(|| Instant::now() + DRAIN_LIMIT);
+        }
+    }
+    ending
+}
+
+/// Awaits the future in `slot`; never completes when the slot is empty.
+async fn finish<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
+    match slot {
+        Some(future) => future.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `deadline`; never completes when there is none.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// `limit` from now, or far in the future for limits too large to add.
+fn deadline_after(limit: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(limit).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// The exit code a shell would report: the code, or 128+N for signal N.
+fn exit_code_of(status: Option<ExitStatus>) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    match status {
+        Some(status) => status.code().or_else(|| status.signal().map(|n| 128 + n)).unwrap_or(-1),
+        None => -1,
+    }
+}
+
+/// Why `cwd` cannot be the working directory, said so an agent knows what
+/// to do; `None` if it can.
+fn cwd_problem(cwd: &Path) -> Option<String> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => None,
+        Ok(_) => Some(format!(
+            "working directory {} is not a directory; pass a directory as cwd",
+            cwd.display()
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(format!(
+            "working directory {} does not exist; pass an existing cwd",
+            cwd.display()
+        )),
+        Err(err) => Some(format!(
+            "working directory {} cannot be used: {err}; pass a directory you can enter as cwd",
+            cwd.display()
+        )),
+    }
+}
+
+/// One output pipe, decoded and capped.
+struct Stream<R> {
+    /// The pipe, until it reaches end of file.
+    pipe: Option<R>,
+    buffer: Box<[u8]>,
+    decoder: Utf8Decoder,
+    output: CappedOutput,
+}
+
+impl<R: AsyncRead + Unpin> Stream<R> {
+    fn new(pipe: Option<R>, output: CappedOutput) -> Stream<R> {
+        Stream { pipe, buffer: vec![0; READ_CHUNK].into(), decoder: Utf8Decoder::default(), output }
+    }
+
+    /// Reads the next chunk into the buffer. Never completes once the pipe
+    /// is closed, so a `select!` branch on it simply goes quiet. Cancel-safe:
+    /// a read that loses the race has taken no bytes.
+    async fn read(&mut self) -> std::io::Result<usize> {
+        match &mut self.pipe {
+            Some(pipe) => pipe.read(&mut self.buffer).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Takes in the result of [`Stream::read`]; returns whether bytes came.
+    fn absorb(&mut self, read: std::io::Result<usize>) -> bool {
+        match read {
+            Ok(0) => {
+                self.close();
+                false
+            }
+            Ok(n) => {
+                let text = self.decoder.decode(&self.buffer[..n]);
+                self.output.push(&text);
+                true
+            }
+            Err(err) => {
+                tracing::debug!(%err, "reading command output failed; treating it as ended");
+                self.close();
+                false
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        self.pipe = None;
+        self.output.push(&self.decoder.finish());
+    }
+
+    fn is_closed(&self) -> bool {
+        self.pipe.is_none()
+    }
+
+    fn finish(mut self) -> Shown {
+        if !self.is_closed() {
+            self.close();
+        }
+        self.output.finish()
+    }
+}
+
+/// Lossy UTF-8 decoding of a byte stream that arrives in chunks: a
+/// character split between two chunks is kept whole, and only bytes that
+/// can never be UTF-8 become U+FFFD.
+#[derive(Debug, Default)]
+struct Utf8Decoder {
+    /// The start of a character whose remaining bytes have not come yet
+    /// (at most three bytes).
+    pending: Vec<u8>,
+}
+
+impl Utf8Decoder {
+    /// Decodes the next chunk.
+    fn decode(&mut self, chunk: &[u8]) -> String {
+        let joined;
+        let bytes = if self.pending.is_empty() {
+            chunk
+        } else {
+            let mut pending = std::mem::take(&mut self.pending);
+            pending.extend_from_slice(chunk);
+            joined = pending;
+            &joined[..]
+        };
+        let mut text = String::with_capacity(bytes.len());
+        let mut pieces = bytes.utf8_chunks().peekable();
+        while let Some(piece) = pieces.next() {
+            text.push_str(piece.valid());
+            let invalid = piece.invalid();
+            if invalid.is_empty() {
+                continue;
+            }
+            let at_end = pieces.peek().is_none();
+            if at_end && is_incomplete_character(invalid) {
+                self.pending.extend_from_slice(invalid);
+            } else {
+                text.push(char::REPLACEMENT_CHARACTER);
+            }
+        }
+        text
+    }
+
+    /// Ends the stream: a character still incomplete becomes U+FFFD.
+    fn finish(&mut self) -> String {
+        if self.pending.is_empty() {
+            return String::new();
+        }
+        self.pending.clear();
+        char::REPLACEMENT_CHARACTER.to_string()
+    }
+}
+
+/// Whether `bytes` is the valid start of a character that is only missing
+/// its last bytes.
+fn is_incomplete_character(bytes: &[u8]) -> bool {
+    matches!(std::str::from_utf8(bytes), Err(err) if err.error_len().is_none())
+}
+
+/// Tells the guard about the command's process group while it runs. If the
+/// run is dropped before it ends (its task aborted), the group is killed
+/// here, since nobody else would stop it.
+struct GroupWatch {
+    pgid: i32,
+    guard: Option<Arc<Guard>>,
+    finished: bool,
+}
+
+impl GroupWatch {
+    fn new(pgid: i32, guard: Option<Arc<Guard>>) -> GroupWatch {
+        if let Some(guard) = &guard {
+            guard.watch_group(pgid);
+        }
+        GroupWatch { pgid, guard, finished: false }
+    }
+
+    /// The run is over and the group has been dealt with.
+    fn finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for GroupWatch {
+    fn drop(&mut self) {
+        if !self.finished {
+            tracing::debug!(pgid = self.pgid, "run abandoned; killing its process group");
+            process::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(guard) = &self.guard {
+            guard.forget_group(self.pgid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory for spill files, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let path = std::env::temp_dir()
+                .join(format!("shellkeep-oneshot-test-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&path).expect("temp dir");
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn limits(exec_secs: f64, no_output_secs: f64) -> Limits {
+        Limits {
+            exec: Duration::from_secs_f64(exec_secs),
+            no_output: Duration::from_secs_f64(no_output_secs),
+        }
+    }
+
+    fn request(dir: &TempDir, command: &str, limits: Limits) -> RunRequest {
+        RunRequest {
+            grace: Duration::from_millis(300),
+            ..RunRequest::new(command, limits, &dir.0, "run")
+        }
+    }
+
+    async fn run_now(request: RunRequest) -> RunOutcome {
+        run(request, CancellationToken::new()).await
+    }
+
+    /// The parts of an outcome that do not vary between runs, on one line.
+    fn summary(outcome: &RunOutcome) -> String {
+        format!(
+            "{} exit={} reason={} mode={} cancelled={} leftovers={} stdout={:?} stderr={:?}",
+            outcome.status.as_str(),
+            outcome.exit_code,
+            outcome.timeout_reason.map_or("-", TimeoutReason::as_str),
+            outcome.termination_mode.map_or("-", TerminationMode::as_str),
+            outcome.cancelled,
+            outcome.stopped_leftovers,
+            outcome.stdout.text,
+            outcome.stderr.text,
+        )
+    }
+
+    fn assert_duration(outcome: &RunOutcome, at_least: f64, below: f64) {
+        let secs = outcome.duration.as_secs_f64();
+        assert!(at_least <= secs && secs < below, "took {secs:.3} s, expected {at_least}..{below}");
+    }
+
+    /// Asserts the command's process group has no live member left.
+    fn assert_group_gone(outcome: &RunOutcome) {
+        let pgid = outcome.pgid.expect("the command started");
+        assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
+    }
+
+    #[tokio::test]
+    async fn seed_1_a_quick_command_succeeds() {
+        let dir = TempDir::new("seed1");
+        let outcome = run_now(request(&dir, "echo 'timeout test 1'", limits(30.0, 10.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=0 reason=- mode=- cancelled=false leftovers=false stdout="timeout test 1\n" stderr="""#
+        );
+        assert_duration(&outcome, 0.0, 1.0);
+        assert_eq!(outcome.limits, limits(30.0, 10.0));
+    }
+
+    #[tokio::test]
+    async fn seed_2_a_silent_command_hits_the_no_output_limit() {
+        let dir = TempDir::new("seed2");
+        let outcome = run_now(request(&dir, "sleep 600", limits(5.0, 0.5))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"timeout exit=-1 reason=no_output_timeout mode=soft cancelled=false leftovers=false stdout="" stderr="""#
+        );
+        assert_duration(&outcome, 0.5, 1.2);
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn seed_3_a_chatty_command_hits_the_exec_limit_and_keeps_its_output() {
+        let dir = TempDir::new("seed3");
+        let command = "for i in $(seq 1 100); do echo \"still running $i\"; sleep 0.2; done";
+        let outcome = run_now(request(&dir, command, limits(1.0, 0.5))).await;
+        assert_eq!(
+            (outcome.status, outcome.exit_code, outcome.timeout_reason, outcome.termination_mode),
+            (RunStatus::Timeout, -1, Some(TimeoutReason::Exec), Some(TerminationMode::Soft))
+        );
+        assert!(outcome.stdout.text.starts_with("still running 1\nstill running 2\n"));
+        let lines = outcome.stdout.text.lines().count();
+        assert!((3..=7).contains(&lines), "{:?}", outcome.stdout.text);
+        assert_duration(&outcome, 1.0, 1.8);
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn seed_4_a_longer_command_that_finishes_in_time_succeeds() {
+        let dir = TempDir::new("seed4");
+        let outcome = run_now(request(&dir, "sleep 0.3; echo done", limits(2.0, 1.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=0 reason=- mode=- cancelled=false leftovers=false stdout="done\n" stderr="""#
+        );
+        assert_duration(&outcome, 0.3, 1.5);
+    }
+
+    #[tokio::test]
+    async fn stderr_is_kept_apart_and_a_failing_exit_code_is_still_success() {
+        let dir = TempDir::new("stderr");
+        let outcome =
+            run_now(request(&dir, "echo out; echo err >&2; exit 3", limits(5.0, 2.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=3 reason=- mode=- cancelled=false leftovers=false stdout="out\n" stderr="err\n""#
+        );
+    }
+
+    #[tokio::test]
+    async fn death_by_a_signal_we_did_not_send_is_128_plus_the_signal() {
+        let dir = TempDir::new("signal");
+        let outcome = run_now(request(&dir, "echo before; kill -9 $$", limits(5.0, 2.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=137 reason=- mode=- cancelled=false leftovers=false stdout="before\n" stderr="""#
+        );
+    }
+
+    #[tokio::test]
+    async fn stdin_text_is_read_and_without_it_stdin_is_empty() {
+        let dir = TempDir::new("stdin");
+        let with_text = RunRequest {
+            stdin: Some("hello\nwörld\n".into()),
+            ..request(&dir, "cat; echo end", limits(5.0, 2.0))
+        };
+        let outcome = run_now(with_text).await;
+        assert_eq!(outcome.stdout.text, "hello\nwörld\nend\n");
+        let outcome = run_now(request(&dir, "cat; echo end", limits(5.0, 2.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=0 reason=- mode=- cancelled=false leftovers=false stdout="end\n" stderr="""#
+        );
+    }
+
+    #[tokio::test]
+    async fn stdin_a_command_never_reads_does_not_block_the_run() {
+        let dir = TempDir::new("stdin-unread");
+        let big = RunRequest {
+            stdin: Some("x".repeat(1 << 20)),
+            ..request(&dir, "echo ignored", limits(5.0, 2.0))
+        };
+        let outcome = run_now(big).await;
+        assert_eq!(
+            (outcome.status, outcome.stdout.text.as_str()),
+            (RunStatus::Success, "ignored\n")
+        );
+        assert_duration(&outcome, 0.0, 2.0);
+    }
+
+    #[tokio::test]
+    async fn env_cwd_and_terminal_settings_reach_the_command() {
+        let dir = TempDir::new("env");
+        let with_env = RunRequest {
+            env: vec![("SHELLKEEP_TEST".into(), "yes".into()), ("PAGER".into(), "less".into())],
+            cwd: Some(dir.0.clone()),
+            ..request(
+                &dir,
+                "echo \"$TERM $NO_COLOR $SHELLKEEP_TEST $PAGER $(pwd)\"",
+                limits(5.0, 2.0),
+            )
+        };
+        let outcome = run_now(with_env).await;
+        let cwd = dir.0.canonicalize().expect("canonical temp dir");
+        assert_eq!(outcome.stdout.text, format!("dumb 1 yes less {}\n", cwd.display()));
+    }
+
+    #[tokio::test]
+    async fn output_in_the_grace_period_is_kept() {
+        let dir = TempDir::new("grace-output");
+        let command = "trap 'echo caught TERM; exit 3' TERM; echo started; sleep 600 & wait";
+        let outcome = run_now(request(&dir, command, limits(5.0, 0.5))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"timeout exit=-1 reason=no_output_timeout mode=soft cancelled=false leftovers=false stdout="started\ncaught TERM\n" stderr="""#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+        let dir = TempDir::new("hard");
+        let outcome = run_now(request(&dir, "trap '' TERM; sleep 600", limits(5.0, 0.3))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"timeout exit=-1 reason=no_output_timeout mode=hard cancelled=false leftovers=false stdout="" stderr="""#
+        );
+        // The silence limit, then the whole grace, then SIGKILL.
+        assert_duration(&outcome, 0.6, 1.5);
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn background_grandchildren_die_with_the_command() {
+        let dir = TempDir::new("grandchildren");
+        let command = "sleep 300 & sleep 300 & echo started; wait";
+        let outcome = run_now(request(&dir, command, limits(5.0, 0.3))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"timeout exit=-1 reason=no_output_timeout mode=soft cancelled=false leftovers=false stdout="started\n" stderr="""#
+        );
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn a_daemonised_subshell_dies_with_the_command() {
+        let dir = TempDir::new("subshell");
+        let command = "(sleep 300 &); echo started; sleep 100";
+        let outcome = run_now(request(&dir, command, limits(5.0, 0.3))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"timeout exit=-1 reason=no_output_timeout mode=soft cancelled=false leftovers=false stdout="started\n" stderr="""#
+        );
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn what_a_finished_command_leaves_running_is_stopped() {
+        let dir = TempDir::new("leftovers");
+        // The background sleep holds stdout open, so without stopping it the
+        // run would wait for it.
+        let outcome = run_now(request(&dir, "sleep 300 & echo hi", limits(30.0, 10.0))).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"success exit=0 reason=- mode=- cancelled=false leftovers=true stdout="hi\n" stderr="""#
+        );
+        assert_duration(&outcome, 0.0, 1.0);
+        assert_group_gone(&outcome);
+    }
+
+    #[tokio::test]
+    async fn output_beyond_the_cap_is_cut_and_complete_in_the_spill_file() {
+        let dir = TempDir::new("spill");
+        let capped = RunRequest {
+            stream_cap: 100,
+            ..request(&dir, "seq 1 10000; echo oops >&2", limits(10.0, 5.0))
+        };
+        let outcome = run_now(capped).await;
+        let full: String = (1..=10000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(outcome.status, RunStatus::Success);
+        assert!(outcome.stdout.truncated);
+        assert!(outcome.stdout.text.starts_with("1\n2\n3\n"), "{}", outcome.stdout.text);
+        assert!(outcome.stdout.text.ends_with("9999\n10000\n"), "{}", outcome.stdout.text);
+        assert_eq!(outcome.stdout.omitted_chars, full.len() as u64 - 100);
+        let spill = outcome.stdout.full_output_path.as_ref().expect("spilled");
+        assert_eq!(spill, &dir.0.join("run.stdout"));
+        assert_eq!(std::fs::read_to_string(spill).expect("spill file"), full);
+        // The short stream is whole and never spilled.
+        assert_eq!((outcome.stderr.text.as_str(), outcome.stderr.truncated), ("oops\n", false));
+        assert!(!dir.0.join("run.stderr").exists());
+    }
+
+    #[tokio::test]
+    async fn a_character_split_between_writes_is_decoded_whole() {
+        let dir = TempDir::new("utf8");
+        let command =
+            r"printf 'caf\xc3'; sleep 0.2; printf '\xa9 \xe2\x82'; sleep 0.2; printf '\xac \xff\n'";
+        let outcome = run_now(request(&dir, command, limits(5.0, 2.0))).await;
+        assert_eq!(outcome.stdout.text, "café € \u{FFFD}\n");
+    }
+
+    #[tokio::test]
+    async fn a_missing_cwd_is_an_error_that_says_what_to_do() {
+        let dir = TempDir::new("nocwd");
+        let missing = dir.0.join("nope");
+        let bad_cwd =
+            RunRequest { cwd: Some(missing.clone()), ..request(&dir, "true", limits(5.0, 2.0)) };
+        let outcome = run_now(bad_cwd).await;
+        let expected =
+            format!("working directory {} does not exist; pass an existing cwd", missing.display());
+        assert_eq!(
+            summary(&outcome),
+            format!(
+                "error exit=-1 reason=- mode=- cancelled=false leftovers=false stdout=\"\" stderr={expected:?}"
+            )
+        );
+        assert_eq!(outcome.pgid, None);
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_request_stops_the_command_quickly() {
+        let dir = TempDir::new("cancel");
+        let cancel = CancellationToken::new();
+        let canceller = cancel.clone();
+        // Cancel as soon as the command is known to be running: when its
+        // marked sleep shows up.
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && pids_with_argument("300.4242").is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            canceller.cancel();
+        });
+        let outcome =
+            run(request(&dir, "echo started; sleep 300.4242", limits(60.0, 60.0)), cancel).await;
+        assert_eq!(
+            summary(&outcome),
+            r#"error exit=-1 reason=- mode=soft cancelled=true leftovers=false stdout="started\n" stderr="""#
+        );
+        assert_duration(&outcome, 0.0, 2.0);
+        assert_group_gone(&outcome);
+        assert_eq!(pids_with_argument("300.4242"), Vec::<i32>::new());
+    }
+
+    #[tokio::test]
+    async fn the_guard_hears_of_the_group_while_it_runs() {
+        let dir = TempDir::new("guard");
+        let record = dir.0.join("guard-lines");
+        let record_arg = record.to_str().expect("utf-8 path");
+        let guard = Arc::new(
+            Guard::spawn(Path::new("bash"), &["-c", "cat > \"$0\"", record_arg]).expect("guard"),
+        );
+        let watched =
+            RunRequest { guard: Some(guard.clone()), ..request(&dir, "true", limits(5.0, 2.0)) };
+        let outcome = run_now(watched).await;
+        let pgid = outcome.pgid.expect("started");
+        let guard = Arc::into_inner(guard).expect("the run let go of the guard");
+        assert!(guard.shutdown(Duration::from_secs(10)).is_some());
+        let lines = std::fs::read_to_string(&record).expect("recorded lines");
+        assert_eq!(lines, format!("+g {pgid}\n-g {pgid}\n"));
+    }
+
+    /// Pids of live processes with `argument` among their arguments.
+    fn pids_with_argument(argument: &str) -> Vec<i32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    cmdline.split(|&b| b == 0).any(|arg| arg == argument.as_bytes())
+                })
+            })
+            .filter(|pid| {
+                // A killed process can linger as a zombie; it is dead all the same.
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                    !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z')
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_decoder_matches_whole_stream_decoding_at_every_split() {
+        let stream: &[u8] = b"a\xc3\xa9b\xe2\x82\xacc\xf0\x9f\x98\x80d\xffe\xe2\x82f\xf0\x9f";
+        let expected = String::from_utf8_lossy(stream).into_owned();
+        for split in 0..=stream.len() {
+            let mut decoder = Utf8Decoder::default();
+            let (first, second) = stream.split_at(split);
+            let text = decoder.decode(first) + &decoder.decode(second) + &decoder.finish();
+            assert_eq!(text, expected, "split at {split}");
+        }
+        let mut decoder = Utf8Decoder::default();
+        let mut text: String = stream.iter().map(|&b| decoder.decode(&[b])).collect();
+        text += &decoder.finish();
+        assert_eq!(text, expected, "byte by byte");
+    }
+}

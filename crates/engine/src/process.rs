@@ -4,7 +4,8 @@
 //! contains `unsafe` code. Every child we start gets the same non-interactive
 //! environment, its own process group (or, for a PTY shell, its own session)
 //! and a parent-death signal, so that a server killed with SIGKILL does not
-//! leave it behind. It does not know about sessions, policies or MCP.
+//! leave it behind; the one exception is the orphan guard, which exists to
+//! outlive the server. It does not know about sessions, policies or MCP.
 #![allow(unsafe_code)]
 
 use std::collections::BTreeSet;
@@ -98,6 +99,36 @@ pub fn pty_command(
         });
     }
     Ok(command)
+}
+
+/// A command for the orphan guard: `program` in a new process group of its
+/// own, stdin piped (closing it is how the guard learns the server has
+/// ended), stdout to `/dev/null` and stderr inherited for its logs.
+///
+/// Unlike every other child it gets no parent-death signal, because its whole
+/// job is to outlive the server. Its own process group keeps a ^C meant for
+/// the server's terminal, or a kill of the server's group, from reaching it.
+/// Its stdout is never the server's: that is the MCP channel.
+pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    #[allow(clippy::disallowed_methods)]
+    let mut command = std::process::Command::new(program);
+    command.envs(NONINTERACTIVE_ENV.iter().copied());
+    command.process_group(0);
+    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    command
+}
+
+/// Makes the calling process ignore SIGINT and SIGHUP, so that a terminal
+/// closing or a ^C does not end it. Only for the orphan guard process: the
+/// setting is inherited by every child started afterwards.
+pub fn ignore_interrupt_and_hangup() -> std::io::Result<()> {
+    for signal in [Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: installing SIG_IGN runs no code of ours in signal context,
+        // so there is no handler whose async-signal-safety could be wrong.
+        unsafe { nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigIgn) }?;
+    }
+    Ok(())
 }
 
 /// Asks the kernel to SIGKILL the calling (child) process when its parent
