@@ -126,9 +126,13 @@ impl Screen {
         self.state.col = 0;
     }
 
-    /// The line the cursor is on, as it looks now (not committed).
+    /// The line the cursor is on, as it looks now (not committed), up to
+    /// the cursor at least, so a prompt keeps its trailing space.
     pub fn current_line(&self) -> String {
-        self.state.lines.get(self.state.row).map(|line| render_line(line)).unwrap_or_default()
+        let Some(line) = self.state.lines.get(self.state.row) else { return String::new() };
+        let end = line.iter().rposition(|&c| c != ' ').map_or(0, |i| i + 1);
+        let end = end.max(self.state.col.min(line.len()));
+        line[..end].iter().filter(|&&c| c != TAB_FILL).collect()
     }
 
     /// The alternate screen's contents when a full-screen program is
@@ -154,6 +158,9 @@ impl Screen {
 
 /// One line of the window; `char`s so that overwriting a column is O(1).
 type Line = Vec<char>;
+
+/// Fills the columns a kept tab character spans; never rendered.
+const TAB_FILL: char = '\0';
 
 struct Renderer {
     rows: usize,
@@ -288,8 +295,13 @@ impl Perform for Renderer {
                 let next = (self.col / 8 + 1) * 8;
                 let col = self.col;
                 let line = self.line();
-                if line.len() < next {
-                    line.resize(next.max(col), ' ');
+                if col >= line.len() {
+                    // Appending: keep the tab itself (agents parse
+                    // tab-separated output), padded to its stop with
+                    // placeholders that render as nothing.
+                    line.resize(col, ' ');
+                    line.push('\t');
+                    line.resize(next, TAB_FILL);
                 }
                 self.col = next;
             }
@@ -399,13 +411,10 @@ impl Perform for Renderer {
     }
 }
 
+/// The characters of a finished line, without trailing blanks.
 fn trailing_trimmed(line: &[char]) -> impl Iterator<Item = char> + '_ {
-    let end = line.iter().rposition(|&c| c != ' ').map_or(0, |i| i + 1);
-    line[..end].iter().copied()
-}
-
-fn render_line(line: &[char]) -> String {
-    trailing_trimmed(line).collect()
+    let end = line.iter().rposition(|&c| c != ' ' && c != TAB_FILL).map_or(0, |i| i + 1);
+    line[..end].iter().copied().filter(|&c| c != TAB_FILL)
 }
 
 #[cfg(test)]
@@ -472,7 +481,8 @@ mod tests {
     #[test]
     fn backspace_tabs_and_erase() {
         check(b"abc\x08\x08X\r\n", "aXc\n");
-        check(b"a\tb\r\n", "a       b\n");
+        check(b"a\tb\r\n", "a\tb\n");
+        check(b"abcdefghij\r\tX\r\n", "abcdefghXj\n");
         check(b"abcdef\x1b[3D\x1b[K!\r\n", "abc!\n");
     }
 

@@ -187,13 +187,64 @@ pub enum SessionError {
 /// A persistent shell session.
 pub struct Session {
     config: SessionConfig,
+    /// The shell, locked for the whole of each call: one call at a time.
     shell: tokio::sync::Mutex<Option<Shell>>,
+    /// The live shell's shared state, readable while a call is waiting.
+    current: Mutex<Option<Arc<Shared>>>,
+}
+
+/// What a session is doing, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Activity {
+    /// No shell has been started yet.
+    NotStarted,
+    /// At the prompt, waiting for a command.
+    Idle,
+    /// Running `command` for `elapsed`.
+    Running {
+        /// The command.
+        command: String,
+        /// Time since it started.
+        elapsed: Duration,
+    },
+    /// `command` finished with `exit_code`; its end is not reported yet.
+    Finished {
+        /// The command.
+        command: String,
+        /// Its exit code.
+        exit_code: i32,
+    },
 }
 
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
     pub fn new(config: SessionConfig) -> Session {
-        Session { config, shell: tokio::sync::Mutex::new(None) }
+        Session { config, shell: tokio::sync::Mutex::new(None), current: Mutex::new(None) }
+    }
+
+    /// What the session is doing now. Never waits for a call in progress.
+    pub fn activity(&self) -> Activity {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(shared) = current else { return Activity::NotStarted };
+        let state = shared.lock();
+        match &state.running {
+            None => Activity::Idle,
+            Some(running) => match running.finished {
+                Some((exit_code, _)) => {
+                    Activity::Finished { command: running.command.clone(), exit_code }
+                }
+                None => Activity::Running {
+                    command: running.command.clone(),
+                    elapsed: running.started_at.elapsed(),
+                },
+            },
+        }
+    }
+
+    /// Puts a newly started shell in `slot`.
+    fn install<'a>(&self, slot: &'a mut Option<Shell>, shell: Shell) -> &'a mut Shell {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shell.shared));
+        slot.insert(shell)
     }
 
     /// The session's configuration.
@@ -280,7 +331,7 @@ impl Session {
                 old.stop(self.config.grace).await;
             }
             let mut reply = reply;
-            *slot = Some(Shell::spawn(&self.config, &cwd).await?);
+            self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
             reply.notes.push(Note::ShellRestarted { how, cwd });
             return Ok(reply);
         }
@@ -292,6 +343,7 @@ impl Session {
         if let Some(shell) = self.shell.lock().await.take() {
             shell.stop(self.config.grace).await;
         }
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The live shell, starting one when there is none or when the old one
@@ -310,12 +362,12 @@ impl Session {
             if let Some(old) = slot.take() {
                 old.stop(self.config.grace).await;
             }
-            *slot = Some(Shell::spawn(&self.config, &cwd).await?);
+            self.install(slot, Shell::spawn(&self.config, &cwd).await?);
         }
-        if slot.is_none() {
-            *slot = Some(Shell::spawn(&self.config, &self.config.cwd).await?);
+        match slot {
+            Some(shell) => Ok(shell),
+            None => Ok(self.install(slot, Shell::spawn(&self.config, &self.config.cwd).await?)),
         }
-        Ok(slot.as_mut().expect("a shell was just started"))
     }
 }
 

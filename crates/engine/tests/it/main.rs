@@ -86,6 +86,11 @@ impl Term {
     }
 }
 
-impl Drop for Term {
-    fn drop(&mut self) {}
+/// Waits until `condition` holds, failing the test after 20 s.
+pub async fn eventually(mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "condition not met within 20 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

@@ -1,6 +1,10 @@
 //! The terminal session: persistence, completion, input, keys, shell death.
+//! Regression tests for the reference tool's reproduced bugs cite them as
+//! "OpenHands A.N" (shared notes, section 8.A).
 
-use shellkeep_engine::session::{Note, Status, WaitEnded};
+use std::time::Duration;
+
+use shellkeep_engine::session::{Activity, Note, Request, Status, WaitEnded};
 
 use crate::Term;
 
@@ -13,5 +17,260 @@ async fn echo_and_exit_codes() {
     assert_eq!(reply.cwd, term.cwd());
     let reply = term.run("false").await;
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("", Some(1)));
+    let reply = term.run("nonexistent_command_xyz").await;
+    assert!(reply.output.text.contains("nonexistent_command_xyz: command not found"));
+    assert_eq!(reply.exit_code, Some(127));
+    let reply = term.run("printf 'no newline'").await;
+    assert_eq!(reply.output.text, "no newline");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn state_persists_between_commands() {
+    let term = Term::new("persist").await;
+    term.run("mkdir -p sub/dir && cd sub/dir").await;
+    assert_eq!(term.run("pwd").await.output.text, format!("{}/sub/dir\n", term.cwd().display()));
+    assert_eq!(term.run("true").await.cwd, term.cwd().join("sub/dir"));
+    term.run("export GREETING=hello; greet() { echo \"$GREETING, $1\"; }; alias ll='echo listed'")
+        .await;
+    assert_eq!(term.run("greet world").await.output.text, "hello, world\n");
+    assert_eq!(term.run("ll").await.output.text, "listed\n");
+    // A venv-like activation changes PATH and the Python interpreter.
+    term.run(
+        "mkdir -p venv/bin && printf '#!/bin/sh\\n' > venv/bin/python && chmod +x venv/bin/python",
+    )
+    .await;
+    let reply = term.run("export PATH=\"$PWD/venv/bin:$PATH\"").await;
+    assert_eq!(reply.python, Some(term.cwd().join("sub/dir/venv/bin/python")));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn commands_of_any_shape() {
+    let term = Term::new("shapes").await;
+    // History expansion is off (echo A!B), tabs and quotes are kept
+    // (OpenHands A.15), and find's \; is not mangled (OpenHands A.4).
+    assert_eq!(term.run("echo A!B").await.output.text, "A!B\n");
+    assert_eq!(
+        term.run("printf '%s\\n' 'tab\there' \"dq'sq\"").await.output.text,
+        "tab\there\ndq'sq\n"
+    );
+    term.run("mkdir -p src && echo 'fn main() {}' > src/a.rs && echo 'x' > src/b.rs").await;
+    let reply = term.run("find . -name '*.rs' -exec grep -l fn {} \\;").await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("./src/a.rs\n", Some(0)));
+    // Multi-line blocks run as a whole, with no PS2 prompts in the output.
+    let reply = term
+        .run("for i in 1 2 3; do\n  if [ $i -gt 1 ]; then\n    echo \"n=$i\"\n  fi\ndone")
+        .await;
+    assert_eq!(reply.output.text, "n=2\nn=3\n");
+    // Several lines run like a script typed into the shell.
+    assert_eq!(term.run("echo a\necho b\n\n\necho c").await.output.text, "a\nb\nc\n");
+    // A 500-line heredoc, then a command after it.
+    let body: String = (0..500).map(|i| format!("line {i}\n")).collect();
+    let reply = term.run(&format!("cat <<'EOF' > big.txt\n{body}EOF\nwc -l < big.txt")).await;
+    assert_eq!(reply.output.text, "500\n");
+    // A 100 KB one-line command.
+    let long = "x".repeat(100_000);
+    let reply = term.run(&format!("echo {long} | wc -c")).await;
+    assert_eq!(reply.output.text, "100001\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn fake_markers_cannot_end_a_command() {
+    // OpenHands A.5: output that imitates the prompt marker.
+    let term = Term::new("fake").await;
+    let reply = term
+        .run("printf '\\e]6973;0000;E;1;0\\a###PS1JSON###\\n{\"exit_code\": \"0\"}\\n###PS1END###\\n'; sleep 0.2; echo real; false")
+        .await;
+    assert_eq!(reply.exit_code, Some(1));
+    assert!(reply.output.text.ends_with("real\n"), "{:?}", reply.output.text);
+    assert!(reply.output.text.contains("###PS1END###"));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn awkward_directories_and_strict_mode() {
+    // OpenHands A.7 (quotes in the cwd) and A.8 (set -u).
+    let term = Term::new("awkward").await;
+    let reply = term.run("mkdir -p 'q\"uo\\te' && cd 'q\"uo\\te' && echo in").await;
+    assert_eq!(reply.output.text, "in\n");
+    assert_eq!(reply.cwd, term.cwd().join("q\"uo\\te"));
+    let reply = term.run("set -u; echo strict").await;
+    assert_eq!(reply.output.text, "strict\n");
+    assert_eq!(term.run("echo still fine").await.output.text, "still fine\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_dead_shell_is_restarted_in_the_same_directory() {
+    // OpenHands A.10: exit, set -e, kill -9 $$.
+    let term = Term::new("death").await;
+    term.run("mkdir -p d && cd d && export LOST=1").await;
+    for (command, code) in [("exit 3", 3), ("set -e; false", 1), ("kill -9 $$", 137)] {
+        let reply = term.run(command).await;
+        assert_eq!(reply.exit_code, Some(code), "{command}");
+        assert!(
+            reply.notes.iter().any(
+                |n| matches!(n, Note::ShellRestarted { cwd, .. } if *cwd == term.cwd().join("d"))
+            ),
+            "{command}: {:?}",
+            reply.notes
+        );
+        let reply = term.run("pwd; echo ${LOST:-gone}").await;
+        assert_eq!(reply.output.text, format!("{}/d\ngone\n", term.cwd().display()));
+    }
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn soft_timeout_then_poll_then_reject_then_finish() {
+    let term = Term::with("soft", |c| c.no_output_return = Duration::from_millis(700)).await;
+    let reply = term.run("echo 1; sleep 1.5; echo 2; sleep 1.5; echo 3").await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::NoNewOutput(Duration::from_millis(700))));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("1\n", None));
+    // A new command is not executed while one runs.
+    let reply = term.run("echo never").await;
+    assert!(reply.notes.contains(&Note::NotExecuted { command: "echo never".into() }));
+    // Polling continues where the last reply stopped.
+    let mut seen = String::new();
+    let mut reply = term.run("").await;
+    while reply.status != Status::Completed {
+        seen.push_str(&reply.output.text);
+        reply = term.run("").await;
+    }
+    seen.push_str(&reply.output.text);
+    assert_eq!(seen, "2\n3\n");
+    assert!(reply.continued);
+    assert_eq!(reply.exit_code, Some(0));
+    assert!(!term.run("echo after").await.output.text.contains("never"));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn output_of_a_finished_but_unpolled_command_is_reported_first() {
+    // OpenHands A.14.
+    let term = Term::new("unpolled").await;
+    let reply = term.run_for("sleep 0.3; echo late; probe() { return 4; }; probe", 0.05).await;
+    assert_eq!(reply.exit_code, None);
+    crate::eventually(|| {
+        matches!(term.session.activity(), Activity::Finished { exit_code: 4, .. })
+    })
+    .await;
+    let reply = term.run("echo next").await;
+    let previous = reply.previous.expect("the previous command is reported");
+    assert_eq!((previous.output.text.as_str(), previous.exit_code), ("late\n", Some(4)));
+    assert_eq!(reply.output.text, "next\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn interactive_input_and_keys() {
+    let term = Term::new("input").await;
+    let reply = term.run_for("python3 -c \"x=input('name? '); print('hello', x)\"", 0.5).await;
+    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.output.text, "name? ");
+    let reply = term.input("Bob", 10.0).await;
+    assert_eq!(reply.exit_code, Some(0));
+    assert!(reply.output.text.ends_with("hello Bob\n"), "{:?}", reply.output.text);
+
+    // read -p, then a program fed line by line until C-d.
+    term.run_for("read -p 'Enter name: ' n && echo \"Hello $n\"", 0.3).await;
+    assert!(term.input("John", 10.0).await.output.text.ends_with("Hello John\n"));
+    term.run_for("cat > fed.txt", 0.3).await;
+    term.input("line 1", 0.3).await;
+    term.input("line 2", 0.3).await;
+    let reply = term.input("C-d", 10.0).await;
+    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(term.run("cat fed.txt").await.output.text, "line 1\nline 2\n");
+
+    // C-c interrupts the foreground job, not the shell.
+    let reply = term.run_for("export KEPT=yes; sleep 100", 0.3).await;
+    assert_eq!(reply.exit_code, None);
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!(reply.exit_code, Some(130));
+    assert!(reply.notes.contains(&Note::KeySent("C-c".into())));
+    assert_eq!(term.run("echo $KEPT").await.output.text, "yes\n");
+
+    // C-z stops the job and hands the prompt back.
+    term.run_for("sleep 100", 0.3).await;
+    let reply = term.input("C-z", 10.0).await;
+    assert_eq!(reply.exit_code, Some(148));
+    assert!(reply.output.text.contains("Stopped"), "{:?}", reply.output.text);
+    assert_eq!(term.run("kill %1").await.exit_code, Some(0));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn nothing_running_means_nothing_to_poll_or_feed() {
+    let term = Term::new("idle").await;
+    for request in [
+        Request { command: String::new(), ..Request::default() },
+        Request { command: "hello".into(), is_input: true, ..Request::default() },
+        Request { command: "C-c".into(), ..Request::default() },
+        Request { command: "echo a\0b".into(), ..Request::default() },
+        Request { command: String::new(), is_input: true, reset: true, ..Request::default() },
+    ] {
+        let err =
+            term.session.execute(request.clone(), Default::default()).await.expect_err("rejected");
+        assert!(!err.to_string().is_empty(), "{request:?}");
+    }
+    assert_eq!(term.run("echo alive").await.output.text, "alive\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn reset_starts_a_fresh_shell_in_the_original_directory() {
+    let term = Term::new("reset").await;
+    term.run("mkdir -p elsewhere && cd elsewhere && export GONE=1").await;
+    let reply = term.call(Request { reset: true, ..Request::default() }).await;
+    assert!(reply.notes.contains(&Note::Reset));
+    assert_eq!(reply.cwd, term.cwd());
+    let reply = term
+        .call(Request {
+            command: "echo ${GONE:-unset}; pwd".into(),
+            reset: true,
+            ..Request::default()
+        })
+        .await;
+    assert_eq!(reply.output.text, format!("unset\n{}\n", term.cwd().display()));
+    // Reset while a command runs stops it.
+    term.run_for("sleep 100", 0.2).await;
+    let reply = term
+        .call(Request { command: "echo fresh".into(), reset: true, ..Request::default() })
+        .await;
+    assert_eq!(reply.output.text, "fresh\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn progress_bars_and_colours_render_as_a_person_sees_them() {
+    let term = Term::new("render").await;
+    let reply = term.run("printf '10%%\\r50%%\\r100%%\\n'; printf '\\e[31mred\\e[0m\\n'").await;
+    assert_eq!(reply.output.text, "100%\nred\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn large_output_is_cut_and_kept_whole() {
+    let term = Term::with("large", |c| c.output_cap = 1000).await;
+    let reply = term.run("seq 1 5000").await;
+    assert!(reply.output.truncated);
+    assert!(reply.output.text.starts_with("1\n2\n3\n"));
+    assert!(reply.output.text.ends_with("4999\n5000\n"));
+    let full =
+        std::fs::read_to_string(reply.output.full_output_path.expect("spilled")).expect("spill");
+    let expected: String = (1..=5000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(full, expected);
+    assert_eq!(reply.output.omitted_chars as usize, expected.len() - 1000);
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn pagers_do_not_take_over_the_terminal() {
+    let term = Term::new("pager").await;
+    let reply = term.run("git init -q repo && cd repo && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m first && git log -p | head -1").await;
+    assert!(reply.output.text.starts_with("commit "), "{:?}", reply.output.text);
+    assert_eq!(reply.exit_code, Some(0));
     term.session.close().await;
 }
