@@ -1,7 +1,75 @@
 //! The timeout policy: command categories, their limits, and how a command
-//! is matched to one. (Being written.)
+//! is matched to one.
+//!
+//! A policy file is the JSON format of the seed design, unchanged:
+//! `version` and `description` (both optional and informational),
+//! `categories` (name to `description`, `exec_timeout_sec`,
+//! `no_output_timeout_sec`), `command_patterns` (category name to a list of
+//! regular expressions) and `default_category`. Keys this module does not
+//! know are ignored, so other tools may annotate the file; a key repeated
+//! within one object is an error, where Python would silently keep the last
+//! copy and drop, say, a whole list of patterns. Reading follows the
+//! ripgrep habit of raw config first, validated config second: the text is
+//! parsed into a plain JSON tree that keeps key order, and [`Policy`] is
+//! compiled from that tree, so every mistake is reported with the file, the
+//! field (`command_patterns.quick[1]`) and what to fix.
+//!
+//! Matching copies Python's `re.match(pattern, command, re.IGNORECASE)`,
+//! which the seed's reference code uses: case-insensitive, anchored at the
+//! start of the command but not at its end, with look-around available
+//! (hence `fancy-regex`). Leading whitespace is trimmed first. The first
+//! pattern that matches wins, in file order: categories in the order their
+//! keys appear in `command_patterns`, patterns in list order. An explicit
+//! timeout from the agent beats every pattern (see [`ExplicitTimeout`]).
+//!
+//! The embedded default policy (`default_policy.json`, used when no file is
+//! found) keeps the seed's categories, numbers and patterns, each list
+//! starting with the seed's own, with two deliberate changes that JSON has
+//! no room to explain:
+//!
+//! - `command_patterns` lists `extended` first, then `long`, `medium` and
+//!   `quick`. When patterns of two categories overlap, the longer limits are
+//!   the safer answer: a limit that is too short kills real work, one that
+//!   is too long only delays noticing a hang, and the no-output limit still
+//!   catches most hangs. This also lets the seed's `cargo build --release`
+//!   land in `extended` as the seed meant, instead of being caught by the
+//!   seed's broader `long` pattern for `cargo build`.
+//! - Quick patterns, the seed's included, end in `` ([ \t][^;&|`(\n]*)?$ ``:
+//!   the command name must end at a word boundary (so `cat` does not match
+//!   `catalog-builder`), and the whole command must be a single simple
+//!   command. `cd repo && cargo build` or `cat x | python train.py` would
+//!   otherwise get thirty seconds. This also replaces the seed's look-ahead
+//!   `(?!.*push|pull|clone)` on `git status|branch|log|diff`, whose
+//!   alternation binds looser than its author meant (it rejects a later
+//!   `push` anywhere but a `pull` or `clone` only right after the
+//!   subcommand).
+//!
+//! Patterns in the other categories are the seed's, verbatim, followed by
+//! additions for common Unix tools that use `(\s|$)` as the word boundary.
+//! A false match there can only lengthen a limit, never shorten it below
+//! the default.
+//!
+//! A chained command is classified by its start: `cd repo && make` is not
+//! quick, and falls to the default category, because no pattern looks past
+//! the first command. Prefixes such as `FOO=1` or `time` hide the command
+//! from the patterns in the same way; an agent that knows better passes
+//! `timeout_sec`.
+//!
+//! This module does not run commands, enforce limits, or watch the policy
+//! file for changes; it turns text into a [`Policy`] and a command into a
+//! [`Decision`]. Apart from [`load_from_environment`], it reads no
+//! environment variables, and apart from [`locate`] and [`load_policy`] it
+//! touches no files.
 
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use fancy_regex::Regex;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The two limits a command runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,4 +78,1671 @@ pub struct Limits {
     pub exec: Duration,
     /// The longest the command may go without printing anything.
     pub no_output: Duration,
+}
+
+/// The JSON text of the embedded default policy, for a command that shows
+/// it or writes it out as a starting point for a custom policy.
+pub const EMBEDDED_POLICY_JSON: &str = include_str!("default_policy.json");
+
+/// The origin reported for the embedded default policy.
+pub const EMBEDDED_ORIGIN: &str = "embedded default";
+
+/// The environment variable that names a policy file.
+pub const POLICY_ENV_VAR: &str = "SHELLKEEP_POLICY";
+
+/// Where the seed design keeps the policy, relative to the working directory.
+pub const WORKING_DIR_POLICY: &str = "config/terminal_timeout_policy.json";
+
+/// Where the user's policy lives, relative to the user's config directory.
+pub const CONFIG_DIR_POLICY: &str = "shellkeep/policy.json";
+
+/// The longest limit a policy or an agent may ask for: 365 days. Longer
+/// values are surely mistakes, and a bound keeps `Instant + limit` from
+/// overflowing wherever the limits are enforced.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// With an explicit timeout, the no-output limit is a quarter of it, but no
+/// more than this...
+const EXPLICIT_NO_OUTPUT_MAX: Duration = Duration::from_secs(60);
+/// ...and no less than this (unless the whole timeout is shorter).
+const EXPLICIT_NO_OUTPUT_MIN: Duration = Duration::from_secs(1);
+
+/// A compiled timeout policy: categories with their limits, and the
+/// patterns that sort commands into them.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    version: Option<String>,
+    description: Option<String>,
+    /// In the order of the `categories` object in the file.
+    categories: Vec<Category>,
+    /// Index into `categories`.
+    default_category: usize,
+    /// Every pattern, in the order they are tried.
+    rules: Vec<Rule>,
+}
+
+/// One category of a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Category {
+    /// The category's name, the key under `categories`.
+    pub name: String,
+    /// What the file says the category is for, if anything.
+    pub description: Option<String>,
+    /// The limits commands in this category run under.
+    pub limits: Limits,
+}
+
+/// One compiled entry of `command_patterns`.
+#[derive(Debug, Clone)]
+struct Rule {
+    /// Index into `Policy::categories`.
+    category: usize,
+    /// Position in the category's pattern list.
+    index: usize,
+    /// The pattern as written in the file.
+    pattern: String,
+    /// The pattern wrapped for `re.match` semantics.
+    regex: Regex,
+}
+
+/// One entry of `command_patterns`, in the order patterns are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternEntry<'a> {
+    /// The category the pattern sorts commands into.
+    pub category: &'a str,
+    /// The pattern's position in its category's list.
+    pub index: usize,
+    /// The pattern as written in the file.
+    pub pattern: &'a str,
+}
+
+/// The limits chosen for one command, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The limits the command runs under.
+    pub limits: Limits,
+    /// The category whose limits apply; `None` for an explicit timeout.
+    pub category: Option<String>,
+    /// What chose the limits.
+    pub source: DecisionSource,
+}
+
+/// What chose a command's limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecisionSource {
+    /// The caller gave a timeout, which beats every pattern.
+    Explicit,
+    /// A pattern of the decision's category matched.
+    Pattern {
+        /// The pattern as written in the file.
+        pattern: String,
+        /// Its position in the category's list, as in
+        /// `command_patterns.quick[1]`.
+        index: usize,
+    },
+    /// No pattern matched, so the default category applies.
+    Default,
+}
+
+/// A timeout an agent asked for, checked to be usable: positive, finite
+/// and at most [`MAX_TIMEOUT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExplicitTimeout(Duration);
+
+/// Why a requested timeout cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum InvalidTimeout {
+    /// Zero, negative, not a number, or infinite.
+    #[error("timeout_sec must be a positive number of seconds, got {0}")]
+    NotPositive(f64),
+    /// Longer than [`MAX_TIMEOUT`].
+    #[error("timeout_sec must be at most {max} seconds (365 days), got {0}", max = MAX_TIMEOUT.as_secs())]
+    TooLarge(f64),
+}
+
+impl ExplicitTimeout {
+    /// Checks a timeout in (possibly fractional) seconds.
+    pub fn from_secs_f64(secs: f64) -> Result<ExplicitTimeout, InvalidTimeout> {
+        match seconds_to_duration(secs) {
+            Ok(duration) => Ok(ExplicitTimeout(duration)),
+            Err(SecondsProblem::NotPositive) => Err(InvalidTimeout::NotPositive(secs)),
+            Err(SecondsProblem::TooLarge) => Err(InvalidTimeout::TooLarge(secs)),
+        }
+    }
+
+    /// The timeout itself.
+    pub fn duration(self) -> Duration {
+        self.0
+    }
+
+    /// The limits an explicit timeout gives, as in the seed design: the
+    /// whole timeout to run, and a quarter of it (at most 60 s, at least
+    /// 1 s, never more than the timeout) without output.
+    pub fn limits(self) -> Limits {
+        let exec = self.0;
+        let no_output =
+            (exec / 4).min(EXPLICIT_NO_OUTPUT_MAX).max(EXPLICIT_NO_OUTPUT_MIN).min(exec);
+        Limits { exec, no_output }
+    }
+}
+
+impl TryFrom<f64> for ExplicitTimeout {
+    type Error = InvalidTimeout;
+
+    fn try_from(secs: f64) -> Result<ExplicitTimeout, InvalidTimeout> {
+        ExplicitTimeout::from_secs_f64(secs)
+    }
+}
+
+/// Why a policy could not be loaded. Each displays as one line that names
+/// the file, the place in it and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file exists but could not be read.
+    #[error("{origin}: cannot read the policy file: {error}")]
+    Read {
+        /// The file, as the caller named it.
+        origin: String,
+        /// What the operating system said.
+        error: std::io::Error,
+    },
+    /// The text is not JSON.
+    #[error("{origin}:{line}:{column}: invalid JSON: {message}")]
+    Syntax {
+        /// The file, as the caller named it.
+        origin: String,
+        /// The line of the mistake, from 1.
+        line: usize,
+        /// The column of the mistake, from 1 (0 at the end of a line).
+        column: usize,
+        /// What the JSON parser said, without its position.
+        message: String,
+    },
+    /// The text is JSON, but not a valid policy.
+    #[error("{origin}: {field}: {problem}")]
+    Invalid {
+        /// The file, as the caller named it.
+        origin: String,
+        /// The path of the offending field, such as
+        /// `categories.long.exec_timeout_sec` or `command_patterns.quick[1]`.
+        field: String,
+        /// What is wrong with it.
+        problem: Problem,
+    },
+}
+
+/// What is wrong with one field of a policy file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+    /// A required field is absent.
+    Missing,
+    /// A field has the wrong JSON type.
+    WrongType {
+        /// What the field must be, such as "a string".
+        expected: &'static str,
+        /// What it is, such as "a number".
+        found: &'static str,
+    },
+    /// A timeout is zero, negative or not finite.
+    NotPositive(f64),
+    /// A timeout is longer than [`MAX_TIMEOUT`].
+    TooLarge(f64),
+    /// A pattern does not compile.
+    BadPattern(String),
+    /// A name that must be a category is not one.
+    UnknownCategory {
+        /// The name used.
+        name: String,
+        /// The categories the file does define, in file order.
+        defined: Vec<String>,
+    },
+    /// A key appears twice in the same object.
+    DuplicateKey,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Missing => write!(f, "this required field is missing; add it"),
+            Problem::WrongType { expected, found } => {
+                write!(f, "must be {expected}, not {found}")
+            }
+            Problem::NotPositive(value) => {
+                write!(f, "must be a positive number of seconds, got {value}")
+            }
+            Problem::TooLarge(value) => write!(
+                f,
+                "must be at most {} seconds (365 days), got {value}",
+                MAX_TIMEOUT.as_secs()
+            ),
+            Problem::BadPattern(message) => {
+                write!(f, "is not a valid regular expression: {message}")
+            }
+            Problem::UnknownCategory { name, defined } => {
+                write!(f, "there is no category {name:?} in `categories` (")?;
+                if defined.is_empty() {
+                    write!(f, "it defines none")?;
+                } else {
+                    write!(f, "it defines {}", defined.join(", "))?;
+                }
+                write!(f, "); fix the name or add the category")
+            }
+            Problem::DuplicateKey => {
+                write!(f, "appears more than once; merge the entries into one")
+            }
+        }
+    }
+}
+
+impl Policy {
+    /// Compiles a policy from JSON text. `origin` names the text in errors,
+    /// usually the file's path.
+    pub fn from_json(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        // Editors on Windows, where the seed design comes from, like to
+        // start UTF-8 files with a byte-order mark that JSON does not allow.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let tree: Json = serde_json::from_str(text).map_err(|error| PolicyError::Syntax {
+            origin: origin.to_owned(),
+            line: error.line(),
+            column: error.column(),
+            message: message_without_position(&error),
+        })?;
+        compile(&tree).map_err(|invalid| PolicyError::Invalid {
+            origin: origin.to_owned(),
+            field: invalid.field,
+            problem: invalid.problem,
+        })
+    }
+
+    /// Reads and compiles a policy file; errors name the file by its path.
+    pub fn from_file(path: &Path) -> Result<Policy, PolicyError> {
+        let origin = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Policy::from_json(&text, &origin),
+            Err(error) => Err(PolicyError::Read { origin, error }),
+        }
+    }
+
+    /// The embedded default policy (see the module documentation).
+    pub fn embedded() -> Policy {
+        Policy::from_json(EMBEDDED_POLICY_JSON, EMBEDDED_ORIGIN)
+            .expect("the embedded default policy compiles; a unit test checks it")
+    }
+
+    /// The limits for `command`, and why. An explicit timeout wins;
+    /// otherwise the first matching pattern's category; otherwise the
+    /// default category.
+    pub fn decide(&self, command: &str, explicit: Option<ExplicitTimeout>) -> Decision {
+        if let Some(timeout) = explicit {
+            return Decision {
+                limits: timeout.limits(),
+                category: None,
+                source: DecisionSource::Explicit,
+            };
+        }
+        let command = command.trim_start();
+        for rule in &self.rules {
+            match rule.regex.is_match(command) {
+                Ok(false) => {}
+                Ok(true) => {
+                    let category = &self.categories[rule.category];
+                    return Decision {
+                        limits: category.limits,
+                        category: Some(category.name.clone()),
+                        source: DecisionSource::Pattern {
+                            pattern: rule.pattern.clone(),
+                            index: rule.index,
+                        },
+                    };
+                }
+                // Only a pathological pattern exhausts the backtracking
+                // budget; skipping it still gives the command some limits.
+                Err(error) => tracing::warn!(
+                    category = %self.categories[rule.category].name,
+                    pattern = %rule.pattern,
+                    %error,
+                    "a timeout policy pattern failed to run and was skipped"
+                ),
+            }
+        }
+        let category = self.default_category();
+        Decision {
+            limits: category.limits,
+            category: Some(category.name.clone()),
+            source: DecisionSource::Default,
+        }
+    }
+
+    /// The categories, in the order the file defines them.
+    pub fn categories(&self) -> &[Category] {
+        &self.categories
+    }
+
+    /// The category by name, if the policy defines it.
+    pub fn category(&self, name: &str) -> Option<&Category> {
+        self.categories.iter().find(|category| category.name == name)
+    }
+
+    /// The category for commands no pattern matches.
+    pub fn default_category(&self) -> &Category {
+        &self.categories[self.default_category]
+    }
+
+    /// Every pattern, in the order they are tried.
+    pub fn patterns(&self) -> impl Iterator<Item = PatternEntry<'_>> + '_ {
+        self.rules.iter().map(|rule| PatternEntry {
+            category: &self.categories[rule.category].name,
+            index: rule.index,
+            pattern: &rule.pattern,
+        })
+    }
+
+    /// The file's `version`, if it has one.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The file's `description`, if it has one.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+}
+
+/// Where the policy comes from, as [`locate`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// Read the policy from this file.
+    File {
+        /// The file, made absolute against the working directory.
+        path: PathBuf,
+        /// How it was found.
+        source: LocationSource,
+    },
+    /// `--policy` or the environment named a file that does not exist; the
+    /// embedded default applies, and the caller is told.
+    Missing {
+        /// The file, made absolute against the working directory.
+        path: PathBuf,
+        /// Who named it.
+        source: LocationSource,
+    },
+    /// Nothing named a file and none was found; the embedded default applies.
+    Embedded,
+}
+
+/// How a policy file was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocationSource {
+    /// The `--policy` flag named it.
+    Flag,
+    /// The `SHELLKEEP_POLICY` environment variable named it.
+    Environment,
+    /// It is the seed's `config/terminal_timeout_policy.json` under the
+    /// working directory.
+    WorkingDirectory,
+    /// It is `shellkeep/policy.json` in the user's config directory.
+    ConfigDirectory,
+}
+
+impl fmt::Display for LocationSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LocationSource::Flag => "--policy",
+            LocationSource::Environment => POLICY_ENV_VAR,
+            LocationSource::WorkingDirectory => "the working directory",
+            LocationSource::ConfigDirectory => "the user config directory",
+        })
+    }
+}
+
+/// A policy ready to use, with where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedPolicy {
+    /// The compiled policy.
+    pub policy: Policy,
+    /// The file's path, or [`EMBEDDED_ORIGIN`].
+    pub origin: String,
+    /// Something the caller should log on stderr, such as a named policy
+    /// file that does not exist.
+    pub notice: Option<String>,
+}
+
+/// The user's config directory: `XDG_CONFIG_HOME` if it is an absolute
+/// path, else `$HOME/.config`. Relative or empty values are ignored, as the
+/// XDG base directory specification asks.
+pub fn config_home(xdg_config_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
+    let absolute = |value: &OsStr| Some(PathBuf::from(value)).filter(|path| path.is_absolute());
+    xdg_config_home
+        .and_then(absolute)
+        .or_else(|| home.and_then(absolute).map(|home| home.join(".config")))
+}
+
+/// Finds the policy file, in order: the `--policy` flag, the
+/// `SHELLKEEP_POLICY` variable (`env`, ignored when empty),
+/// `config/terminal_timeout_policy.json` under `cwd`, then
+/// `shellkeep/policy.json` under `config_home` (see [`config_home`]).
+///
+/// A file named by the flag or the variable is used even if it is missing
+/// (the result is then [`Location::Missing`]); the later places are skipped
+/// when absent. Relative paths are taken against `cwd`. This looks at the
+/// file system but reads no environment: the caller passes it in.
+pub fn locate(
+    flag: Option<&Path>,
+    env: Option<&OsStr>,
+    cwd: &Path,
+    config_home: Option<&Path>,
+) -> Location {
+    let named = flag.map(|path| (path, LocationSource::Flag)).or_else(|| {
+        env.filter(|value| !value.is_empty())
+            .map(|value| (Path::new(value), LocationSource::Environment))
+    });
+    if let Some((path, source)) = named {
+        let path = cwd.join(path);
+        return if may_exist(&path) {
+            Location::File { path, source }
+        } else {
+            Location::Missing { path, source }
+        };
+    }
+    let implicit = [
+        Some((cwd.join(WORKING_DIR_POLICY), LocationSource::WorkingDirectory)),
+        config_home.map(|dir| (dir.join(CONFIG_DIR_POLICY), LocationSource::ConfigDirectory)),
+    ];
+    implicit
+        .into_iter()
+        .flatten()
+        .find(|(path, _)| may_exist(path))
+        .map_or(Location::Embedded, |(path, source)| Location::File { path, source })
+}
+
+/// Whether a file is there, counting "cannot tell" as yes: reading it will
+/// then fail with an error that says why, rather than the file being
+/// silently passed over.
+fn may_exist(path: &Path) -> bool {
+    path.try_exists().unwrap_or(true)
+}
+
+/// Loads the policy from where [`locate`] found it. A missing named file
+/// gives the embedded default and a notice; a file that exists but cannot
+/// be read or is not a valid policy is an error, and start-up should stop.
+pub fn load_policy(location: &Location) -> Result<LoadedPolicy, PolicyError> {
+    match location {
+        Location::File { path, .. } => Ok(LoadedPolicy {
+            policy: Policy::from_file(path)?,
+            origin: path.display().to_string(),
+            notice: None,
+        }),
+        Location::Missing { path, source } => Ok(LoadedPolicy {
+            policy: Policy::embedded(),
+            origin: EMBEDDED_ORIGIN.to_owned(),
+            notice: Some(format!(
+                "policy file {} (named by {source}) not found; using the embedded default policy",
+                path.display()
+            )),
+        }),
+        Location::Embedded => Ok(LoadedPolicy {
+            policy: Policy::embedded(),
+            origin: EMBEDDED_ORIGIN.to_owned(),
+            notice: None,
+        }),
+    }
+}
+
+/// [`locate`] and [`load_policy`] with this process's `SHELLKEEP_POLICY`,
+/// working directory, `XDG_CONFIG_HOME` and `HOME`.
+pub fn load_from_environment(flag: Option<&Path>) -> Result<LoadedPolicy, PolicyError> {
+    let env = std::env::var_os(POLICY_ENV_VAR);
+    // Without a working directory (it was deleted), relative paths still
+    // resolve against "." as the operating system sees it.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let config_home = config_home(
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    );
+    load_policy(&locate(flag, env.as_deref(), &cwd, config_home.as_deref()))
+}
+
+/// Why a number of seconds is not a usable limit.
+enum SecondsProblem {
+    NotPositive,
+    TooLarge,
+}
+
+fn seconds_to_duration(secs: f64) -> Result<Duration, SecondsProblem> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(SecondsProblem::NotPositive);
+    }
+    match Duration::try_from_secs_f64(secs) {
+        Ok(duration) if duration > MAX_TIMEOUT => Err(SecondsProblem::TooLarge),
+        // Below a nanosecond the value rounds to nothing.
+        Ok(duration) if duration.is_zero() => Err(SecondsProblem::NotPositive),
+        Ok(duration) => Ok(duration),
+        Err(_) => Err(SecondsProblem::TooLarge),
+    }
+}
+
+/// serde_json's message ends in " at line L column C"; the error reports
+/// the position in its own place.
+fn message_without_position(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    match message.strip_suffix(&suffix) {
+        Some(stripped) => stripped.to_owned(),
+        None => message,
+    }
+}
+
+/// A JSON value that, unlike `serde_json::Value` without its
+/// `preserve_order` feature, keeps object keys in file order: pattern
+/// order is part of a policy's meaning.
+#[derive(Debug)]
+enum Json {
+    Null,
+    Bool,
+    Number(f64),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Json, E> {
+        Ok(Json::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Json, E> {
+        Ok(Json::Bool)
+    }
+
+    // JSON has one number type; a policy only needs seconds, where f64 is
+    // exact for any sensible value.
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Json, E> {
+        Ok(Json::Number(value as f64))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Json, E> {
+        Ok(Json::Number(value as f64))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Json, E> {
+        Ok(Json::Number(value))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Json, E> {
+        Ok(Json::String(value.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Json, E> {
+        Ok(Json::String(value))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Json::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+        let mut entries = Vec::new();
+        while let Some((key, value)) = map.next_entry()? {
+            entries.push((key, value));
+        }
+        Ok(Json::Object(entries))
+    }
+}
+
+impl Json {
+    fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool => "a boolean",
+            Json::Number(_) => "a number",
+            Json::String(_) => "a string",
+            Json::Array(_) => "an array",
+            Json::Object(_) => "an object",
+        }
+    }
+}
+
+/// A validation failure before the origin is attached.
+struct Invalid {
+    field: String,
+    problem: Problem,
+}
+
+impl Invalid {
+    fn new(field: &str, problem: Problem) -> Invalid {
+        Invalid { field: field.to_owned(), problem }
+    }
+
+    fn wrong_type(field: &str, expected: &'static str, found: &Json) -> Invalid {
+        Invalid::new(field, Problem::WrongType { expected, found: found.kind() })
+    }
+}
+
+/// The path of `key` inside the object at `parent`.
+fn child(parent: &str, key: &str) -> String {
+    if parent.is_empty() { key.to_owned() } else { format!("{parent}.{key}") }
+}
+
+/// The entries of the object at `field`, which must have no repeated keys:
+/// JSON parsers disagree on which copy wins, and a lost list of patterns is
+/// worse than an error.
+fn object<'a>(value: &'a Json, field: &str) -> Result<&'a [(String, Json)], Invalid> {
+    let Json::Object(entries) = value else {
+        let field = if field.is_empty() { "top level" } else { field };
+        return Err(Invalid::wrong_type(field, "an object", value));
+    };
+    let mut seen = HashSet::new();
+    for (key, _) in entries {
+        if !seen.insert(key.as_str()) {
+            return Err(Invalid::new(&child(field, key), Problem::DuplicateKey));
+        }
+    }
+    Ok(entries)
+}
+
+fn get<'a>(entries: &'a [(String, Json)], key: &str) -> Option<&'a Json> {
+    entries.iter().find(|(name, _)| name == key).map(|(_, value)| value)
+}
+
+fn required<'a>(
+    entries: &'a [(String, Json)],
+    key: &str,
+    field: &str,
+) -> Result<&'a Json, Invalid> {
+    get(entries, key).ok_or_else(|| Invalid::new(field, Problem::Missing))
+}
+
+/// An optional string; `null` counts as absent.
+fn optional_string(
+    entries: &[(String, Json)],
+    key: &str,
+    parent: &str,
+) -> Result<Option<String>, Invalid> {
+    match get(entries, key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(text)) => Ok(Some(text.clone())),
+        Some(other) => Err(Invalid::wrong_type(&child(parent, key), "a string", other)),
+    }
+}
+
+fn seconds(entries: &[(String, Json)], key: &str, parent: &str) -> Result<Duration, Invalid> {
+    let field = child(parent, key);
+    match required(entries, key, &field)? {
+        Json::Number(secs) => seconds_to_duration(*secs).map_err(|problem| {
+            let problem = match problem {
+                SecondsProblem::NotPositive => Problem::NotPositive(*secs),
+                SecondsProblem::TooLarge => Problem::TooLarge(*secs),
+            };
+            Invalid::new(&field, problem)
+        }),
+        other => Err(Invalid::wrong_type(&field, "a number of seconds", other)),
+    }
+}
+
+/// Compiles `pattern` for Python `re.match` semantics with `re.IGNORECASE`.
+fn compile_pattern(pattern: &str) -> Result<Regex, String> {
+    // Compiling the pattern alone first keeps a stray `)` from closing our
+    // wrapper group and compiling into something the author never wrote.
+    Regex::new(pattern).map_err(|error| pattern_error_message(&error))?;
+    Regex::new(&format!("(?i)^(?:{pattern})")).map_err(|error| pattern_error_message(&error))
+}
+
+/// A one-line message for a pattern that does not compile. Errors from the
+/// underlying regex crate say only "error parsing pattern 0" at the top; the
+/// cause is at the end of their source chain, in a several-line message with
+/// a caret diagram whose `error:` line is the part worth showing.
+fn pattern_error_message(error: &fancy_regex::Error) -> String {
+    let fancy_regex::Error::CompileError(fancy_regex::CompileError::InnerError(inner)) = error
+    else {
+        return error.to_string();
+    };
+    let mut cause: &dyn std::error::Error = inner;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let text = cause.to_string();
+    let detail = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("error: "))
+        .map_or_else(|| text.split_whitespace().collect::<Vec<_>>().join(" "), str::to_owned);
+    format!("Error compiling regex: {detail}")
+}
+
+fn compile(tree: &Json) -> Result<Policy, Invalid> {
+    let top = object(tree, "")?;
+    let version = match get(top, "version") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(text)) => Some(text.clone()),
+        // A bare `1.0` is a natural thing to write, and the version is
+        // informational: accept it as written.
+        Some(Json::Number(number)) => Some(number.to_string()),
+        Some(other) => return Err(Invalid::wrong_type("version", "a string", other)),
+    };
+    let description = optional_string(top, "description", "")?;
+
+    let categories_value = required(top, "categories", "categories")?;
+    let mut categories = Vec::new();
+    for (name, value) in object(categories_value, "categories")? {
+        let field = child("categories", name);
+        let entries = object(value, &field)?;
+        categories.push(Category {
+            name: name.clone(),
+            description: optional_string(entries, "description", &field)?,
+            limits: Limits {
+                exec: seconds(entries, "exec_timeout_sec", &field)?,
+                no_output: seconds(entries, "no_output_timeout_sec", &field)?,
+            },
+        });
+    }
+    let find_category = |name: &str, field: &str| {
+        categories.iter().position(|category| category.name == name).ok_or_else(|| {
+            Invalid::new(
+                field,
+                Problem::UnknownCategory {
+                    name: name.to_owned(),
+                    defined: categories.iter().map(|c| c.name.clone()).collect(),
+                },
+            )
+        })
+    };
+
+    let mut rules = Vec::new();
+    match get(top, "command_patterns") {
+        // A policy without patterns is legal: every command gets the
+        // default category.
+        None | Some(Json::Null) => {}
+        Some(value) => {
+            for (name, list) in object(value, "command_patterns")? {
+                let field = child("command_patterns", name);
+                let category = find_category(name, &field)?;
+                let Json::Array(patterns) = list else {
+                    return Err(Invalid::wrong_type(&field, "a list of regular expressions", list));
+                };
+                for (index, pattern) in patterns.iter().enumerate() {
+                    let field = format!("{field}[{index}]");
+                    let Json::String(pattern) = pattern else {
+                        return Err(Invalid::wrong_type(&field, "a string", pattern));
+                    };
+                    let regex = compile_pattern(pattern)
+                        .map_err(|message| Invalid::new(&field, Problem::BadPattern(message)))?;
+                    rules.push(Rule { category, index, pattern: pattern.clone(), regex });
+                }
+            }
+        }
+    }
+
+    let default_category = match required(top, "default_category", "default_category")? {
+        Json::String(name) => find_category(name, "default_category")?,
+        other => return Err(Invalid::wrong_type("default_category", "a string", other)),
+    };
+
+    Ok(Policy { version, description, categories, default_category, rules })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy file from the seed design, byte for byte.
+    const SEED_JSON: &str = r##"{
+  "version": "1.0",
+  "description": "Terminal command timeout policy",
+  "categories": {
+    "quick": {
+      "description": "Instant commands (ls, dir, echo, git status)",
+      "exec_timeout_sec": 30,
+      "no_output_timeout_sec": 10
+    },
+    "medium": {
+      "description": "Scripts, tests, small compilations",
+      "exec_timeout_sec": 120,
+      "no_output_timeout_sec": 30
+    },
+    "long": {
+      "description": "Package install, builds, indexing",
+      "exec_timeout_sec": 600,
+      "no_output_timeout_sec": 60
+    },
+    "extended": {
+      "description": "Training, large builds (use sparingly)",
+      "exec_timeout_sec": 900,
+      "no_output_timeout_sec": 120
+    }
+  },
+  "command_patterns": {
+    "quick": [
+      "^(ls|dir|pwd|echo|cat|type|Get-ChildItem|Write-Host|Test-Path)",
+      "^git (status|branch|log|diff)(?!.*push|pull|clone)",
+      "^(whoami|hostname|date)"
+    ],
+    "medium": [
+      "^pwsh .+\\.ps1",
+      "^(npm|cargo|dotnet) (test|run check)",
+      "^python .+\\.py(?!.*train)"
+    ],
+    "long": [
+      "^(npm|cargo|dotnet) (install|build|publish)",
+      "^git (clone|pull|push|fetch)",
+      "^pip install"
+    ],
+    "extended": [
+      "llamafactory-cli train",
+      "cargo build --release",
+      "npm run build:prod"
+    ]
+  },
+  "default_category": "medium"
+}"##;
+
+    fn secs(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn limits(exec: Duration, no_output: Duration) -> Limits {
+        Limits { exec, no_output }
+    }
+
+    fn seed() -> Policy {
+        Policy::from_json(SEED_JSON, "seed.json").unwrap()
+    }
+
+    /// Where a command lands: the category and the index of the pattern
+    /// that matched, or `None` for the default.
+    fn landing(policy: &Policy, command: &str) -> (String, Option<usize>) {
+        let decision = policy.decide(command, None);
+        let index = match decision.source {
+            DecisionSource::Pattern { index, .. } => Some(index),
+            DecisionSource::Default => None,
+            DecisionSource::Explicit => unreachable!("no explicit timeout was given"),
+        };
+        (decision.category.unwrap(), index)
+    }
+
+    fn check_landings(policy: &Policy, cases: &[(&str, &str, Option<usize>)]) {
+        let mut failures = Vec::new();
+        for &(command, category, index) in cases {
+            let actual = landing(policy, command);
+            if actual != (category.to_owned(), index) {
+                failures.push(format!(
+                    "{command:?}: expected {category} {index:?}, got {} {:?}",
+                    actual.0, actual.1
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn seed_file_loads_unchanged() {
+        let policy = seed();
+        assert_eq!(policy.version(), Some("1.0"));
+        assert_eq!(policy.description(), Some("Terminal command timeout policy"));
+        let categories: Vec<_> = policy
+            .categories()
+            .iter()
+            .map(|c| (c.name.as_str(), c.limits, c.description.as_deref()))
+            .collect();
+        assert_eq!(
+            categories,
+            [
+                (
+                    "quick",
+                    limits(secs(30), secs(10)),
+                    Some("Instant commands (ls, dir, echo, git status)")
+                ),
+                ("medium", limits(secs(120), secs(30)), Some("Scripts, tests, small compilations")),
+                ("long", limits(secs(600), secs(60)), Some("Package install, builds, indexing")),
+                (
+                    "extended",
+                    limits(secs(900), secs(120)),
+                    Some("Training, large builds (use sparingly)")
+                ),
+            ]
+        );
+        assert_eq!(policy.default_category().name, "medium");
+        let order: Vec<_> = policy.patterns().map(|p| (p.category, p.index)).collect();
+        assert_eq!(order.len(), 12);
+        assert_eq!(order[0], ("quick", 0));
+        assert_eq!(order[3], ("medium", 0));
+        assert_eq!(order[11], ("extended", 2));
+        assert_eq!(
+            policy.patterns().nth(1).unwrap().pattern,
+            "^git (status|branch|log|diff)(?!.*push|pull|clone)"
+        );
+    }
+
+    /// Each expectation was checked against Python's
+    /// `re.match(pattern, command, re.IGNORECASE)` with the seed's loop.
+    #[test]
+    fn seed_commands_land_where_python_puts_them() {
+        check_landings(
+            &seed(),
+            &[
+                // The seed's own test commands.
+                ("echo 'timeout test 1'", "quick", Some(0)),
+                ("Start-Sleep -Seconds 600", "medium", None),
+                ("npm install --dry-run", "long", Some(0)),
+                ("git status", "quick", Some(1)),
+                // The look-ahead is `(?!(.*push)|(pull)|(clone))`: a later
+                // `push` anywhere vetoes, `pull` only right after the
+                // subcommand does.
+                ("git diff && git push", "medium", None),
+                ("git log --oneline | git pull", "quick", Some(1)),
+                ("git diff pull", "quick", Some(1)),
+                ("git diffpull", "medium", None),
+                ("git push", "long", Some(1)),
+                ("GIT PUSH origin", "long", Some(1)),
+                // First match wins: `long` comes before `extended`.
+                ("cargo build --release", "long", Some(0)),
+                ("npm run build:prod", "extended", Some(2)),
+                ("llamafactory-cli train cfg.yaml", "extended", Some(0)),
+                ("pip install requests", "long", Some(2)),
+                ("dotnet publish", "long", Some(0)),
+                // The look-ahead only looks past `.py`.
+                ("python train.py", "medium", Some(2)),
+                ("python run.py --mode train", "medium", None),
+                ("pwsh ./build.ps1", "medium", Some(0)),
+                ("cargo test", "medium", Some(1)),
+                ("cargo run check", "medium", Some(1)),
+                ("cargo run", "medium", None),
+                // Case-insensitive, anchored at the start only.
+                ("LS -la", "quick", Some(0)),
+                ("Git Status", "quick", Some(1)),
+                ("echo ls", "quick", Some(0)),
+                ("xls", "medium", None),
+                ("   ls", "quick", Some(0)),
+                ("\tpwd", "quick", Some(0)),
+                ("catalog-builder", "quick", Some(0)),
+                ("hostnamectl", "quick", Some(2)),
+                ("whoami", "quick", Some(2)),
+                ("unknown-tool", "medium", None),
+                ("", "medium", None),
+            ],
+        );
+    }
+
+    #[test]
+    fn decisions_carry_what_explain_needs() {
+        let policy = seed();
+        assert_eq!(
+            policy.decide("git status", None),
+            Decision {
+                limits: limits(secs(30), secs(10)),
+                category: Some("quick".to_owned()),
+                source: DecisionSource::Pattern {
+                    pattern: "^git (status|branch|log|diff)(?!.*push|pull|clone)".to_owned(),
+                    index: 1,
+                },
+            }
+        );
+        assert_eq!(
+            policy.decide("make", None),
+            Decision {
+                limits: limits(secs(120), secs(30)),
+                category: Some("medium".to_owned()),
+                source: DecisionSource::Default,
+            }
+        );
+        assert_eq!(
+            policy.decide("git status", Some(ExplicitTimeout::from_secs_f64(8.0).unwrap())),
+            Decision {
+                limits: limits(secs(8), secs(2)),
+                category: None,
+                source: DecisionSource::Explicit,
+            }
+        );
+    }
+
+    #[test]
+    fn first_match_follows_file_order_not_name_order() {
+        // Keys are neither sorted nor in `categories` order, so neither a
+        // BTreeMap nor a lookup through `categories` would give this order.
+        let json = r#"{
+            "categories": {
+                "alpha": {"exec_timeout_sec": 1, "no_output_timeout_sec": 1},
+                "mid": {"exec_timeout_sec": 2, "no_output_timeout_sec": 2},
+                "zeta": {"exec_timeout_sec": 3, "no_output_timeout_sec": 3}
+            },
+            "command_patterns": {
+                "zeta": ["^make test", "^make"],
+                "alpha": ["^make", "^ls"],
+                "mid": ["^ls", "^cat"]
+            },
+            "default_category": "mid"
+        }"#;
+        let policy = Policy::from_json(json, "order.json").unwrap();
+        check_landings(
+            &policy,
+            &[
+                ("make test", "zeta", Some(0)),
+                ("make", "zeta", Some(1)),
+                ("ls", "alpha", Some(1)),
+                ("cat", "mid", Some(1)),
+                ("echo", "mid", None),
+            ],
+        );
+        let names: Vec<_> = policy.categories().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "mid", "zeta"]);
+    }
+
+    #[test]
+    fn python_match_semantics() {
+        let json = r#"{
+            "categories": {
+                "hit": {"exec_timeout_sec": 1, "no_output_timeout_sec": 1},
+                "miss": {"exec_timeout_sec": 2, "no_output_timeout_sec": 2}
+            },
+            "command_patterns": {"hit": [
+                "ls",
+                "(?<=^)pwd(?=\\s|$)",
+                "foo|bar",
+                "(?P<tool>make) (?P=tool)",
+                "Straße"
+            ]},
+            "default_category": "miss"
+        }"#;
+        let policy = Policy::from_json(json, "match.json").unwrap();
+        check_landings(
+            &policy,
+            &[
+                // Anchored at the start even without `^`, never at the end.
+                ("ls", "hit", Some(0)),
+                ("lsblk", "hit", Some(0)),
+                ("xls", "miss", None),
+                ("LS", "hit", Some(0)),
+                // Look-behind and look-ahead work.
+                ("pwd", "hit", Some(1)),
+                ("pwd -P", "hit", Some(1)),
+                ("pwdx", "miss", None),
+                // The whole alternation is anchored, not just its first arm.
+                ("bar", "hit", Some(2)),
+                ("xbar", "miss", None),
+                // Python's named groups and back-references.
+                ("make make", "hit", Some(3)),
+                ("make cmake", "miss", None),
+                ("STRASSE", "miss", None),
+                ("STRAẞE", "hit", Some(4)),
+            ],
+        );
+    }
+
+    #[test]
+    fn explicit_timeout_limits() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (120.0, secs(120), secs(30)),
+            (2.0, secs(2), secs(1)),
+            (400.0, secs(400), secs(60)),
+            (0.5, ms(500), ms(500)),
+            (1.0, secs(1), secs(1)),
+            (6.0, secs(6), ms(1500)),
+            (240.0, secs(240), secs(60)),
+            (3600.0, secs(3600), secs(60)),
+        ];
+        for (value, exec, no_output) in cases {
+            let timeout = ExplicitTimeout::from_secs_f64(value).unwrap();
+            assert_eq!(timeout.duration(), exec, "{value}");
+            assert_eq!(timeout.limits(), limits(exec, no_output), "{value}");
+        }
+    }
+
+    #[test]
+    fn invalid_explicit_timeouts() {
+        let cases = [
+            (-3.0, "timeout_sec must be a positive number of seconds, got -3"),
+            (0.0, "timeout_sec must be a positive number of seconds, got 0"),
+            (-0.0, "timeout_sec must be a positive number of seconds, got -0"),
+            (f64::NAN, "timeout_sec must be a positive number of seconds, got NaN"),
+            (f64::INFINITY, "timeout_sec must be a positive number of seconds, got inf"),
+            (1e-12, "timeout_sec must be a positive number of seconds, got 0.000000000001"),
+            (31_536_001.0, "timeout_sec must be at most 31536000 seconds (365 days), got 31536001"),
+            (
+                1e30,
+                "timeout_sec must be at most 31536000 seconds (365 days), got 1000000000000000000000000000000",
+            ),
+        ];
+        for (value, message) in cases {
+            let error = ExplicitTimeout::try_from(value).unwrap_err();
+            assert_eq!(error.to_string(), message);
+        }
+        assert!(ExplicitTimeout::from_secs_f64(31_536_000.0).is_ok());
+    }
+
+    /// A minimal valid policy with `$CATEGORY` and `$PATTERNS` to replace.
+    fn with(category: &str, patterns: &str) -> String {
+        format!(
+            r#"{{
+  "categories": {{
+    "quick": {category},
+    "medium": {{"exec_timeout_sec": 120, "no_output_timeout_sec": 30}}
+  }},
+  "command_patterns": {patterns},
+  "default_category": "medium"
+}}"#
+        )
+    }
+
+    const GOOD_CATEGORY: &str = r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10}"#;
+
+    #[test]
+    fn validation_errors() {
+        let good_patterns = r#"{"quick": ["^ls"]}"#;
+        let cases: Vec<(String, &str)> = vec![
+            (String::new(), "p.json:1:0: invalid JSON: EOF while parsing a value"),
+            (
+                r#"{"categories": }"#.to_owned(),
+                "p.json:1:16: invalid JSON: expected value",
+            ),
+            (
+                format!("{} x", with(GOOD_CATEGORY, good_patterns)),
+                "p.json:8:3: invalid JSON: trailing characters",
+            ),
+            ("[]".to_owned(), "p.json: top level: must be an object, not an array"),
+            (
+                r#"{"default_category": "medium"}"#.to_owned(),
+                "p.json: categories: this required field is missing; add it",
+            ),
+            (
+                r#"{"categories": {"medium": {"exec_timeout_sec": 1, "no_output_timeout_sec": 1}}}"#
+                    .to_owned(),
+                "p.json: default_category: this required field is missing; add it",
+            ),
+            (
+                r#"{"categories": [], "default_category": "medium"}"#.to_owned(),
+                "p.json: categories: must be an object, not an array",
+            ),
+            (
+                with("30", good_patterns),
+                "p.json: categories.quick: must be an object, not a number",
+            ),
+            (
+                with(r#"{"no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: this required field is missing; add it",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": 30}"#, good_patterns),
+                "p.json: categories.quick.no_output_timeout_sec: this required field is missing; add it",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": "30", "no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: must be a number of seconds, not a string",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": null, "no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: must be a number of seconds, not null",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": -5, "no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: must be a positive number of seconds, got -5",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 0}"#, good_patterns),
+                "p.json: categories.quick.no_output_timeout_sec: must be a positive number of seconds, got 0",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": 1e9, "no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: must be at most 31536000 seconds (365 days), got 1000000000",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "description": 7}"#, good_patterns),
+                "p.json: categories.quick.description: must be a string, not a number",
+            ),
+            (
+                with(r#"{"exec_timeout_sec": 30, "exec_timeout_sec": 40, "no_output_timeout_sec": 10}"#, good_patterns),
+                "p.json: categories.quick.exec_timeout_sec: appears more than once; merge the entries into one",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": ["^ls", "^(cat"]}"#),
+                "p.json: command_patterns.quick[1]: is not a valid regular expression: Parsing error at position 5: Opening parenthesis without closing parenthesis",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": ["a)|(b"]}"#),
+                "p.json: command_patterns.quick[0]: is not a valid regular expression: Parsing error at position 1: General parsing error: end of string not reached",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": ["x{99999999999}"]}"#),
+                "p.json: command_patterns.quick[0]: is not a valid regular expression: Error compiling regex: decimal literal invalid",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": ["^ls", 5]}"#),
+                "p.json: command_patterns.quick[1]: must be a string, not a number",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": "^ls"}"#),
+                "p.json: command_patterns.quick: must be a list of regular expressions, not a string",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"["^ls"]"#),
+                "p.json: command_patterns: must be an object, not an array",
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"fast": ["^ls"]}"#),
+                r#"p.json: command_patterns.fast: there is no category "fast" in `categories` (it defines quick, medium); fix the name or add the category"#,
+            ),
+            (
+                with(GOOD_CATEGORY, r#"{"quick": ["^ls"], "quick": ["^cat"]}"#),
+                "p.json: command_patterns.quick: appears more than once; merge the entries into one",
+            ),
+            (
+                r#"{"categories": {}, "default_category": "medium"}"#.to_owned(),
+                r#"p.json: default_category: there is no category "medium" in `categories` (it defines none); fix the name or add the category"#,
+            ),
+            (
+                with(GOOD_CATEGORY, good_patterns).replace(r#""default_category": "medium""#, r#""default_category": "slow""#),
+                r#"p.json: default_category: there is no category "slow" in `categories` (it defines quick, medium); fix the name or add the category"#,
+            ),
+            (
+                with(GOOD_CATEGORY, good_patterns).replace(r#""default_category": "medium""#, r#""default_category": ["medium"]"#),
+                "p.json: default_category: must be a string, not an array",
+            ),
+            (
+                with(GOOD_CATEGORY, good_patterns).replacen('{', r#"{"version": true, "#, 1),
+                "p.json: version: must be a string, not a boolean",
+            ),
+            (
+                with(GOOD_CATEGORY, good_patterns).replacen('{', r#"{"description": {}, "#, 1),
+                "p.json: description: must be a string, not an object",
+            ),
+        ];
+        let mut failures = Vec::new();
+        for (json, expected) in &cases {
+            match Policy::from_json(json, "p.json") {
+                Ok(_) => failures.push(format!("loaded, expected {expected:?}:\n{json}")),
+                Err(error) if error.to_string() != *expected => failures
+                    .push(format!("expected {expected:?}\n     got {:?}", error.to_string())),
+                Err(_) => {}
+            }
+        }
+        assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn lenient_where_the_format_allows() {
+        let cases = [
+            // Unknown keys at every level are left for other tools.
+            with(
+                r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "color": "green"}"#,
+                r#"{"quick": ["^ls"]}"#,
+            )
+            .replacen('{', r#"{"x-editor": {"tab": 2}, "#, 1),
+            // Fractional seconds, so tests can scale limits down.
+            with(
+                r#"{"exec_timeout_sec": 0.5, "no_output_timeout_sec": 0.25}"#,
+                r#"{"quick": ["^ls"]}"#,
+            ),
+            // No patterns at all, or none for a category.
+            with(GOOD_CATEGORY, "{}"),
+            with(GOOD_CATEGORY, "null"),
+            with(GOOD_CATEGORY, r#"{"quick": []}"#),
+            // A numeric version, null optional fields, a byte-order mark.
+            with(GOOD_CATEGORY, r#"{"quick": ["^ls"]}"#).replacen(
+                '{',
+                r#"{"version": 1.0, "description": null, "#,
+                1,
+            ),
+            format!("\u{feff}{}", with(GOOD_CATEGORY, r#"{"quick": ["^ls"]}"#)),
+        ];
+        for json in cases {
+            if let Err(error) = Policy::from_json(&json, "p.json") {
+                panic!("{error}\n{json}");
+            }
+        }
+        let policy = Policy::from_json(
+            &with(
+                r#"{"exec_timeout_sec": 0.5, "no_output_timeout_sec": 0.25}"#,
+                r#"{"quick": ["^ls"]}"#,
+            ),
+            "p.json",
+        )
+        .unwrap();
+        assert_eq!(
+            policy.category("quick").unwrap().limits,
+            limits(Duration::from_millis(500), Duration::from_millis(250))
+        );
+        assert_eq!(policy.category("slow"), None);
+    }
+
+    #[test]
+    fn embedded_policy_compiles() {
+        let policy = Policy::embedded();
+        assert_eq!(policy.default_category().name, "medium");
+        let categories: Vec<_> = policy
+            .categories()
+            .iter()
+            .map(|c| (c.name.as_str(), c.limits, c.description.is_some()))
+            .collect();
+        assert_eq!(
+            categories,
+            [
+                ("quick", limits(secs(30), secs(10)), true),
+                ("medium", limits(secs(120), secs(30)), true),
+                ("long", limits(secs(600), secs(60)), true),
+                ("extended", limits(secs(900), secs(120)), true),
+            ]
+        );
+    }
+
+    /// The seed's patterns outside `quick` come first in their lists,
+    /// verbatim; `quick` keeps the seed's commands behind a stricter ending.
+    #[test]
+    fn embedded_policy_keeps_the_seed_patterns_first() {
+        let seed = seed();
+        let embedded = Policy::embedded();
+        for category in ["medium", "long", "extended"] {
+            let from_seed: Vec<_> =
+                seed.patterns().filter(|p| p.category == category).map(|p| p.pattern).collect();
+            let from_embedded: Vec<_> = embedded
+                .patterns()
+                .filter(|p| p.category == category)
+                .map(|p| p.pattern)
+                .take(from_seed.len())
+                .collect();
+            assert_eq!(from_embedded, from_seed, "{category}");
+        }
+    }
+
+    #[test]
+    fn embedded_policy_classifies_common_commands() {
+        check_landings(
+            &Policy::embedded(),
+            &[
+                // The seed's examples, where the embedded policy agrees.
+                ("echo 'timeout test 1'", "quick", Some(0)),
+                ("git status", "quick", Some(1)),
+                ("git push", "long", Some(1)),
+                ("npm install --dry-run", "long", Some(0)),
+                ("npm run build:prod", "extended", Some(2)),
+                ("llamafactory-cli train cfg.yaml", "extended", Some(0)),
+                ("pip install requests", "long", Some(2)),
+                ("pwsh ./build.ps1", "medium", Some(0)),
+                ("cargo test", "medium", Some(1)),
+                ("whoami", "quick", Some(2)),
+                ("LS -la", "quick", Some(0)),
+                ("echo ls", "quick", Some(0)),
+                ("xls", "medium", None),
+                // Where it deliberately differs (see the module docs).
+                ("cargo build --release", "extended", Some(1)),
+                ("cargo build -p engine --release", "extended", Some(3)),
+                ("python train.py", "extended", Some(4)),
+                ("catalog-builder", "medium", None),
+                ("hostnamectl", "medium", None),
+                ("git log --oneline | git pull", "medium", None),
+                ("git diff && git push", "medium", None),
+                ("cd repo && cargo build", "medium", None),
+                ("ls | wc -l", "medium", None),
+                ("echo $(cargo build)", "medium", None),
+                ("echo `make`", "medium", None),
+                ("ls\ncargo build", "medium", None),
+                // Quick.
+                ("cd /tmp", "quick", Some(3)),
+                ("cd", "quick", Some(3)),
+                ("pwd", "quick", Some(0)),
+                ("cat README.md", "quick", Some(0)),
+                ("cat > out.txt", "quick", Some(0)),
+                ("head -n 5 file", "quick", Some(3)),
+                ("tail -f log", "quick", Some(3)),
+                ("wc -l src/main.rs", "quick", Some(3)),
+                ("which cargo", "quick", Some(3)),
+                ("command -v cargo", "quick", Some(3)),
+                ("type ls", "quick", Some(0)),
+                ("printenv PATH", "quick", Some(3)),
+                ("id -u", "quick", Some(3)),
+                ("uname -a", "quick", Some(3)),
+                ("true", "quick", Some(3)),
+                ("false", "quick", Some(3)),
+                ("test -f Cargo.toml", "quick", Some(3)),
+                ("[ -d .git ]", "quick", Some(3)),
+                ("mkdir -p build", "quick", Some(3)),
+                ("env", "quick", Some(4)),
+                ("git branch -a", "quick", Some(1)),
+                ("git log --oneline -5", "quick", Some(1)),
+                ("git diff --stat", "quick", Some(1)),
+                ("git show HEAD", "quick", Some(5)),
+                ("git rev-parse HEAD", "quick", Some(5)),
+                ("git remote -v", "quick", Some(6)),
+                ("git remote", "quick", Some(6)),
+                ("date +%s", "quick", Some(2)),
+                // Not quick: the name continues, or the command runs others.
+                ("env FOO=1 cargo build", "medium", None),
+                ("cat-file", "medium", None),
+                ("lsblk", "medium", None),
+                ("testrunner", "medium", None),
+                ("git remote update", "medium", None),
+                ("git statuses", "medium", None),
+                // Medium.
+                ("make", "medium", Some(12)),
+                ("make test", "medium", Some(12)),
+                ("make check", "medium", Some(12)),
+                ("cargo check", "medium", Some(3)),
+                ("cargo clippy --all-targets", "medium", Some(3)),
+                ("cargo fmt --all", "medium", Some(3)),
+                ("cargo run -- --help", "medium", Some(3)),
+                ("go test ./...", "medium", Some(4)),
+                ("go vet ./...", "medium", Some(4)),
+                ("pytest -x", "medium", Some(5)),
+                ("python -m pytest tests", "medium", Some(6)),
+                ("python3 -m pytest", "medium", Some(6)),
+                ("python3 script.py", "medium", Some(7)),
+                ("python script.py", "medium", Some(2)),
+                ("npm test", "medium", Some(1)),
+                ("npm run lint", "medium", Some(8)),
+                ("npm run build", "medium", Some(8)),
+                ("node index.js", "medium", Some(9)),
+                ("bash script.sh", "medium", Some(10)),
+                ("sh -c 'echo hi'", "medium", Some(10)),
+                (". ./env.sh", "medium", Some(10)),
+                ("./run-tests", "medium", Some(11)),
+                ("../bin/tool --flag", "medium", Some(11)),
+                ("cmake -S . -B build", "medium", Some(13)),
+                ("grep -rn TODO src", "medium", Some(14)),
+                ("rg TODO", "medium", Some(14)),
+                ("find . -name '*.rs'", "medium", Some(14)),
+                // Long.
+                ("cargo build", "long", Some(0)),
+                ("cargo install ripgrep", "long", Some(0)),
+                ("cargo b", "long", Some(17)),
+                ("go build ./...", "long", Some(18)),
+                ("go mod download", "long", Some(18)),
+                ("npm ci", "long", Some(3)),
+                ("npm i left-pad", "long", Some(3)),
+                ("yarn install", "long", Some(3)),
+                ("yarn", "long", Some(4)),
+                ("pnpm install", "long", Some(3)),
+                ("pip3 install -r requirements.txt", "long", Some(5)),
+                ("python -m pip install requests", "long", Some(5)),
+                ("uv pip install requests", "long", Some(5)),
+                ("uv sync", "long", Some(6)),
+                ("apt-get update", "long", Some(10)),
+                ("sudo apt-get install -y jq", "long", Some(10)),
+                ("apt install jq", "long", Some(10)),
+                ("docker build -t app .", "long", Some(14)),
+                ("docker pull ubuntu", "long", Some(14)),
+                ("git clone https://example.com/repo", "long", Some(1)),
+                ("git pull --rebase", "long", Some(1)),
+                ("git fetch origin", "long", Some(1)),
+                ("make -j8", "long", Some(19)),
+                ("make -C build --jobs=4 all", "long", Some(19)),
+                ("cmake --build build", "long", Some(20)),
+                ("mvn package", "long", Some(21)),
+                ("./gradlew build", "long", Some(21)),
+                ("gradle test", "long", Some(21)),
+                ("tox -e py312", "long", Some(9)),
+            ],
+        );
+    }
+
+    /// A directory under the system temp dir, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let path = std::env::temp_dir()
+                .join(format!("shellkeep-policy-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+
+        fn write(&self, relative: &str, text: &str) -> PathBuf {
+            let path = self.0.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn locate_order_and_fallbacks() {
+        let tmp = TempDir::new("locate");
+        let root = tmp.0.clone();
+        let flag = tmp.write("flag.json", SEED_JSON);
+        let env = tmp.write("env.json", SEED_JSON);
+        let cwd_with = root.join("cwd-with");
+        let in_cwd = tmp.write("cwd-with/config/terminal_timeout_policy.json", SEED_JSON);
+        let cwd_without = root.join("cwd-without");
+        std::fs::create_dir_all(&cwd_without).unwrap();
+        let home_with = root.join("home-with");
+        let in_home = tmp.write("home-with/shellkeep/policy.json", SEED_JSON);
+        let home_without = root.join("home-without");
+        let missing = root.join("missing.json");
+
+        use LocationSource::*;
+        let file = |path: &Path, source| Location::File { path: path.to_owned(), source };
+        let gone = |path: &Path, source| Location::Missing { path: path.to_owned(), source };
+        // (flag, environment variable, working directory, config home, result)
+        type Case<'a> = (Option<&'a Path>, Option<&'a OsStr>, &'a Path, Option<&'a Path>, Location);
+        let cases: Vec<Case<'_>> = vec![
+            // The flag beats everything.
+            (Some(&flag), Some(env.as_os_str()), &cwd_with, Some(&home_with), file(&flag, Flag)),
+            // A missing flag file is reported, not skipped.
+            (
+                Some(&missing),
+                Some(env.as_os_str()),
+                &cwd_with,
+                Some(&home_with),
+                gone(&missing, Flag),
+            ),
+            // Relative paths are taken against the working directory.
+            (Some(Path::new("flag.json")), None, &root, None, file(&flag, Flag)),
+            (None, Some(env.as_os_str()), &cwd_with, Some(&home_with), file(&env, Environment)),
+            (
+                None,
+                Some(missing.as_os_str()),
+                &cwd_with,
+                Some(&home_with),
+                gone(&missing, Environment),
+            ),
+            (None, Some(OsStr::new("env.json")), &root, None, file(&env, Environment)),
+            // An empty variable counts as unset.
+            (
+                None,
+                Some(OsStr::new("")),
+                &cwd_with,
+                Some(&home_with),
+                file(&in_cwd, WorkingDirectory),
+            ),
+            (None, None, &cwd_with, Some(&home_with), file(&in_cwd, WorkingDirectory)),
+            (None, None, &cwd_without, Some(&home_with), file(&in_home, ConfigDirectory)),
+            (None, None, &cwd_without, Some(&home_without), Location::Embedded),
+            (None, None, &cwd_without, None, Location::Embedded),
+        ];
+        for (index, (flag, env, cwd, config_home, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(locate(flag, env, cwd, config_home), expected, "case {index}");
+        }
+    }
+
+    #[test]
+    fn config_home_follows_xdg() {
+        let cases = [
+            (Some("/xdg"), Some("/home/u"), Some("/xdg")),
+            (None, Some("/home/u"), Some("/home/u/.config")),
+            (Some(""), Some("/home/u"), Some("/home/u/.config")),
+            (Some("relative"), Some("/home/u"), Some("/home/u/.config")),
+            (None, Some(""), None),
+            (None, None, None),
+        ];
+        for (xdg, home, expected) in cases {
+            assert_eq!(
+                config_home(xdg.map(OsStr::new), home.map(OsStr::new)),
+                expected.map(PathBuf::from),
+                "{xdg:?} {home:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn load_policy_outcomes() {
+        let tmp = TempDir::new("load");
+        let good = tmp.write("good.json", SEED_JSON);
+        let bad = tmp.write("bad.json", r#"{"categories": {}, "default_category": "x"}"#);
+        let missing = tmp.0.join("missing.json");
+
+        let loaded =
+            load_policy(&Location::File { path: good.clone(), source: LocationSource::Flag })
+                .unwrap();
+        assert_eq!(loaded.origin, good.display().to_string());
+        assert_eq!(loaded.notice, None);
+        assert_eq!(loaded.policy.patterns().count(), 12);
+
+        for (source, by) in
+            [(LocationSource::Flag, "--policy"), (LocationSource::Environment, "SHELLKEEP_POLICY")]
+        {
+            let loaded = load_policy(&Location::Missing { path: missing.clone(), source }).unwrap();
+            assert_eq!(loaded.origin, "embedded default");
+            assert_eq!(
+                loaded.notice.unwrap(),
+                format!(
+                    "policy file {} (named by {by}) not found; using the embedded default policy",
+                    missing.display()
+                )
+            );
+        }
+
+        let loaded = load_policy(&Location::Embedded).unwrap();
+        assert_eq!((loaded.origin.as_str(), loaded.notice), ("embedded default", None));
+
+        let error = load_policy(&Location::File {
+            path: bad.clone(),
+            source: LocationSource::WorkingDirectory,
+        })
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                r#"{}: default_category: there is no category "x" in `categories` (it defines none); fix the name or add the category"#,
+                bad.display()
+            )
+        );
+
+        // A directory where a file should be: it exists, so it is an error.
+        let error =
+            load_policy(&Location::File { path: tmp.0.clone(), source: LocationSource::Flag })
+                .unwrap_err();
+        let prefix = format!("{}: cannot read the policy file: ", tmp.0.display());
+        assert!(error.to_string().starts_with(&prefix), "{error}");
+    }
 }
