@@ -226,6 +226,25 @@ pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<Termina
     Some(TerminationMode::Hard)
 }
 
+/// Stops every process in session `sid` (a PTY shell and everything it
+/// started): SIGHUP, SIGTERM and SIGCONT to each of its groups, then SIGKILL
+/// to whatever is left after `grace`. Interactive bash ignores SIGTERM but
+/// not SIGHUP, and passes SIGHUP on to its jobs, hence both.
+pub async fn terminate_session(sid: i32, grace: Duration) {
+    for group in session_groups(sid, -1, None) {
+        for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGCONT] {
+            signal_group(group, signal);
+        }
+    }
+    if wait_until(grace, || live_session_members(sid).is_empty()).await {
+        return;
+    }
+    for group in session_groups(sid, -1, None) {
+        signal_group(group, Signal::SIGKILL);
+    }
+    wait_until(Duration::from_secs(2), || live_session_members(sid).is_empty()).await;
+}
+
 /// Waits until `done` holds or `limit` passes; returns whether it held.
 async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;

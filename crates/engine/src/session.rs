@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::guard::Guard;
 use crate::keys::{self, Input};
 use crate::output::{CappedOutput, Shown};
 use crate::process;
@@ -57,6 +57,8 @@ pub struct SessionConfig {
     pub startup_timeout: Duration,
     /// Time between SIGTERM and SIGKILL when processes are stopped.
     pub grace: Duration,
+    /// The orphan guard told about every shell, if the server runs one.
+    pub guard: Option<Arc<Guard>>,
 }
 
 impl SessionConfig {
@@ -79,6 +81,7 @@ impl SessionConfig {
             max_wait: Duration::from_secs(120),
             startup_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(5),
+            guard: None,
         }
     }
 }
@@ -271,7 +274,7 @@ impl Session {
         let mut notes = Vec::new();
         if request.reset {
             if let Some(old) = slot.take() {
-                old.stop(self.config.grace).await;
+                old.stop(&self.config).await;
             }
             notes.push(Note::Reset);
             let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
@@ -328,7 +331,7 @@ impl Session {
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit_description();
             if let Some(old) = slot.take() {
-                old.stop(self.config.grace).await;
+                old.stop(&self.config).await;
             }
             let mut reply = reply;
             self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
@@ -341,7 +344,7 @@ impl Session {
     /// Stops the shell and everything it started.
     pub async fn close(&self) {
         if let Some(shell) = self.shell.lock().await.take() {
-            shell.stop(self.config.grace).await;
+            shell.stop(&self.config).await;
         }
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
@@ -360,7 +363,7 @@ impl Session {
             let cwd = shell.restart_dir(&self.config);
             notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
             if let Some(old) = slot.take() {
-                old.stop(self.config.grace).await;
+                old.stop(&self.config).await;
             }
             self.install(slot, Shell::spawn(&self.config, &cwd).await?);
         }
@@ -578,6 +581,9 @@ impl Shell {
         // the terminal hang up once the shell and its jobs are gone.
         drop(opened.slave);
         let pid = child.id().map_or(-1, |pid| pid as i32);
+        if let Some(guard) = &config.guard {
+            guard.watch_session(pid);
+        }
 
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -949,8 +955,11 @@ impl Shell {
 
     /// Stops the shell and every process in its session: SIGHUP (which
     /// bash passes on to its jobs) and SIGTERM, then SIGKILL after `grace`.
-    async fn stop(self, grace: Duration) {
-        terminate_session(self.pid, grace).await;
+    async fn stop(self, config: &SessionConfig) {
+        process::terminate_session(self.pid, config.grace).await;
+        if let Some(guard) = &config.guard {
+            guard.forget_session(self.pid);
+        }
         self.waiter.abort();
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
@@ -966,28 +975,6 @@ enum Waited {
 
 fn spill_path(config: &SessionConfig, spill_stem: &str, part: u32) -> PathBuf {
     config.spill_dir.join(format!("{spill_stem}-part{part}.log"))
-}
-
-/// Stops every process in session `sid`. Interactive bash ignores SIGTERM
-/// but not SIGHUP, and passes SIGHUP on to its jobs, so both are sent.
-async fn terminate_session(sid: i32, grace: Duration) {
-    let deadline = Instant::now() + grace;
-    for group in process::session_groups(sid, -1, None) {
-        for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGCONT] {
-            process::signal_group(group, signal);
-        }
-    }
-    let mut interval = Duration::from_millis(2);
-    while !process::live_session_members(sid).is_empty() {
-        if Instant::now() >= deadline {
-            for group in process::session_groups(sid, -1, None) {
-                process::signal_group(group, Signal::SIGKILL);
-            }
-            break;
-        }
-        tokio::time::sleep(interval).await;
-        interval = (interval * 2).min(Duration::from_millis(50));
-    }
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {

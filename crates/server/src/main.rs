@@ -1,1 +1,365 @@
-fn main() {}
+//! The `shellkeep` binary: the MCP server on stdio (its main job), plus a
+//! small command line for people and scripts (`run`, `policy check`,
+//! `policy explain`).
+//!
+//! stdout belongs to the MCP transport while serving: everything else is
+//! logged with `tracing` to stderr.
+
+mod render;
+mod tools;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use rmcp::ServiceExt;
+use shellkeep_engine::guard::{self, Guard};
+use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
+use shellkeep_engine::session::{Session, SessionConfig};
+use shellkeep_engine::shell::create_private_dir;
+use tokio_util::sync::CancellationToken;
+
+/// An MCP server that gives AI agents a persistent shell in a real
+/// terminal, and a one-shot runner that can never hang them.
+///
+/// Without a subcommand it serves MCP on stdin/stdout.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP on stdin/stdout (the default).
+    Serve,
+    /// Run one command under the timeout policy and print the result as JSON
+    /// (`{status, stdout, stderr, exitCode, timeoutReason, terminationMode,
+    /// durationMs}`); exits with the command's exit code (124 on timeout).
+    Run {
+        /// Execution limit in seconds (default: the policy's category).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Working directory.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The command and its arguments, joined with spaces and run by bash.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Inspect the timeout policy.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// The orphan guard (internal: started by the server itself).
+    #[command(name = "__guard", hide = true)]
+    Guard,
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyAction {
+    /// Validate a policy file (default: the one the server would use) and
+    /// summarise it.
+    Check {
+        /// The policy file.
+        file: Option<PathBuf>,
+    },
+    /// Print the category and limits a command would get.
+    Explain {
+        /// An explicit timeout in seconds, as an agent might give.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// The command.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The timeout policy file. Otherwise $SHELLKEEP_POLICY,
+    /// ./config/terminal_timeout_policy.json, then
+    /// $XDG_CONFIG_HOME/shellkeep/policy.json; else the embedded default.
+    #[arg(long, global = true, env = "SHELLKEEP_POLICY_FLAG", hide_env = true)]
+    policy: Option<PathBuf>,
+    /// Directory the terminal starts in (and returns to on reset).
+    #[arg(long, env = "SHELLKEEP_CWD")]
+    cwd: Option<PathBuf>,
+    /// Seconds without new output after which a terminal call hands control
+    /// back (the command keeps running).
+    #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
+    no_output_return: f64,
+    /// Longest a terminal call waits when the agent gives no timeout.
+    #[arg(long, default_value_t = 120.0, env = "SHELLKEEP_MAX_WAIT")]
+    max_wait: f64,
+    /// Characters of output shown per reply (per stream for `run`) before
+    /// the middle is cut; the full output is saved to a file.
+    #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
+    output_cap: usize,
+    /// Seconds between SIGTERM and SIGKILL when a command is killed.
+    #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
+    grace: f64,
+    /// The shell to run in the terminal.
+    #[arg(long, default_value = "bash", env = "SHELLKEEP_SHELL")]
+    shell: PathBuf,
+    /// Do not source ~/.bashrc in the terminal.
+    #[arg(long, env = "SHELLKEEP_NO_RC")]
+    no_rc: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if matches!(cli.command, Some(Command::Guard)) {
+        // No tracing subscriber and no runtime: the guard only waits.
+        return match guard::serve(std::io::stdin()) {
+            Ok(_) => std::process::ExitCode::SUCCESS,
+            Err(_) => std::process::ExitCode::FAILURE,
+        };
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHELLKEEP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!("cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "shellkeep: {err:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    match cli.command {
+        None | Some(Command::Serve) => {
+            serve(cli.serve).await.map(|()| std::process::ExitCode::SUCCESS)
+        }
+        Some(Command::Run { timeout, cwd, command }) => {
+            run_once(&cli.serve, timeout, cwd, command).await
+        }
+        Some(Command::Policy { action }) => policy_command(&cli.serve, action),
+        Some(Command::Guard) => unreachable!("handled before the runtime starts"),
+    }
+}
+
+/// Loads the policy the flags and environment select, logging any notice.
+fn load_policy(args: &ServeArgs) -> anyhow::Result<LoadedPolicy> {
+    let loaded = policy::load_from_environment(args.policy.as_deref())?;
+    if let Some(notice) = &loaded.notice {
+        tracing::warn!("{notice}");
+    }
+    Ok(loaded)
+}
+
+/// A private directory for this server's files: shell start-up files and
+/// complete outputs.
+fn runtime_dir() -> anyhow::Result<PathBuf> {
+    let uid = nix_uid();
+    let dir = std::env::temp_dir().join(format!("shellkeep-{uid}")).join(format!(
+        "{}-{:08x}",
+        std::process::id(),
+        random_u32()
+    ));
+    create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn nix_uid() -> u32 {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0)
+}
+
+fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    // Uniqueness only matters against our own earlier runs; the pid alone
+    // would almost do, so a failed read is harmless.
+    let _ = getrandom::fill(&mut bytes);
+    u32::from_le_bytes(bytes)
+}
+
+fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
+    anyhow::ensure!(
+        value.is_finite() && value > 0.0,
+        "{what} must be a positive number of seconds, got {value}"
+    );
+    Ok(Duration::from_secs_f64(value))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let loaded = load_policy(&args)?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the working directory")?,
+    };
+    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+    let dir = runtime_dir()?;
+    let guard = match std::env::current_exe().and_then(|exe| Guard::spawn(&exe, &["__guard"])) {
+        Ok(guard) => Some(Arc::new(guard)),
+        Err(err) => {
+            tracing::warn!(
+                "cannot start the orphan guard ({err}); a crash may leave processes behind"
+            );
+            None
+        }
+    };
+    let spill_dir = dir.join("output");
+    let mut config = SessionConfig::new("default", cwd, dir.join("sessions"), spill_dir.clone());
+    config.no_output_return = seconds(args.no_output_return, "--no-output-return")?;
+    config.max_wait = seconds(args.max_wait, "--max-wait")?;
+    config.output_cap = args.output_cap.max(100);
+    config.grace = seconds(args.grace, "--grace")?;
+    config.shell = args.shell.clone();
+    config.guard = guard.clone();
+    if args.no_rc {
+        config.user_rc = None;
+    }
+    create_private_dir(&spill_dir)
+        .with_context(|| format!("cannot create {}", spill_dir.display()))?;
+    let shared = Arc::new(tools::Shared {
+        session: Session::new(config),
+        policy: loaded.policy,
+        policy_origin: loaded.origin,
+        spill_dir,
+        run_stream_cap: args.output_cap.max(100),
+        grace: seconds(args.grace, "--grace")?,
+        guard: guard.clone(),
+        runs: AtomicU64::new(0),
+    });
+    // Start the shell now, so the first command does not wait for bash.
+    let warm = Arc::clone(&shared);
+    tokio::spawn(async move {
+        if let Err(err) = warm.session.start().await {
+            tracing::warn!("the terminal could not start yet: {err}");
+        }
+    });
+
+    let server = tools::Shellkeep::new(Arc::clone(&shared));
+    let running = server.serve(rmcp::transport::stdio()).await.context("MCP handshake failed")?;
+    let stop = CancellationToken::new();
+    let cancel = running.cancellation_token();
+    let signals = tokio::spawn(stop_on_signal(stop.clone()));
+    tokio::select! {
+        result = running.waiting() => {
+            if let Err(err) = result {
+                tracing::warn!("the MCP connection ended with an error: {err}");
+            }
+        }
+        () = stop.cancelled() => cancel.cancel(),
+    }
+    signals.abort();
+    // Leave nothing behind: stop the shell and everything it started.
+    shared.session.close().await;
+    drop(shared);
+    if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
+        guard.shutdown(Duration::from_secs(3));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+async fn stop_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = hup.recv() => {}
+    }
+    stop.cancel();
+}
+
+async fn run_once(
+    args: &ServeArgs,
+    timeout: Option<f64>,
+    cwd: Option<PathBuf>,
+    command: Vec<String>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let loaded = load_policy(args)?;
+    let command = command.join(" ");
+    let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
+    let decision = loaded.policy.decide(&command, explicit);
+    let dir = runtime_dir()?;
+    let request = RunRequest {
+        cwd,
+        grace: seconds(args.grace, "--grace")?,
+        stream_cap: usize::MAX / 4,
+        ..RunRequest::new(command, decision.limits, &dir, "run")
+    };
+    let outcome = oneshot::run(request, CancellationToken::new()).await;
+    let (_, structured) = render::run(&outcome, &decision);
+    let json = serde_json::to_string_pretty(&structured)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{json}")?;
+    let code = match outcome.status {
+        oneshot::RunStatus::Success => outcome.exit_code,
+        oneshot::RunStatus::Timeout => 124,
+        oneshot::RunStatus::Error => 125,
+    };
+    Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+fn policy_command(
+    args: &ServeArgs,
+    action: PolicyAction,
+) -> anyhow::Result<std::process::ExitCode> {
+    let mut stdout = std::io::stdout().lock();
+    match action {
+        PolicyAction::Check { file } => {
+            let (policy, origin) = match file {
+                Some(path) => (Policy::from_file(&path)?, path.display().to_string()),
+                None => {
+                    let loaded = load_policy(args)?;
+                    (loaded.policy, loaded.origin)
+                }
+            };
+            writeln!(stdout, "{origin}: valid")?;
+            for category in policy.categories() {
+                let default =
+                    if category.name == policy.default_category().name { " (default)" } else { "" };
+                let patterns = policy.patterns().filter(|p| p.category == category.name).count();
+                writeln!(
+                    stdout,
+                    "  {}{default}: exec {} s, no output {} s, {patterns} patterns",
+                    category.name,
+                    category.limits.exec.as_secs_f64(),
+                    category.limits.no_output.as_secs_f64(),
+                )?;
+            }
+        }
+        PolicyAction::Explain { timeout, command } => {
+            let loaded = load_policy(args)?;
+            let command = command.join(" ");
+            let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
+            let decision = loaded.policy.decide(&command, explicit);
+            let (text, _) = render::explain(&command, &decision, &loaded.origin);
+            writeln!(stdout, "{text}")?;
+        }
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

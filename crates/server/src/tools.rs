@@ -1,0 +1,280 @@
+//! The MCP tools: argument schemas, validation, and the calls into the
+//! engine. This is the only module that knows `rmcp`'s tool API; wording
+//! lives in `render`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::schemars::{self, JsonSchema};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde::{Deserialize, Serialize};
+use shellkeep_engine::guard::Guard;
+use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::policy::{Decision, ExplicitTimeout, Policy};
+use shellkeep_engine::session::{Request, Session, SessionError};
+
+use crate::render;
+
+/// Everything the tools share, built once at start-up.
+pub struct Shared {
+    /// The default terminal session.
+    pub session: Session,
+    /// The timeout policy in force.
+    pub policy: Policy,
+    /// Where the policy came from, for explanations.
+    pub policy_origin: String,
+    /// Where cut outputs are saved in full.
+    pub spill_dir: PathBuf,
+    /// Characters of each `run` stream shown before head and tail are cut.
+    pub run_stream_cap: usize,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// The orphan guard, if running.
+    pub guard: Option<Arc<Guard>>,
+    /// Numbers `run` calls, for spill file names.
+    pub runs: AtomicU64,
+}
+
+/// The MCP server: a cheap handle on the shared state.
+#[derive(Clone)]
+pub struct Shellkeep {
+    shared: Arc<Shared>,
+    tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
+}
+
+/// Arguments of the `terminal` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalArgs {
+    /// The shell command to run (any bash: pipes, multi-line blocks, heredocs). Empty to wait
+    /// for more output of a running command (after exit code -1). With is_input=true: text to
+    /// type to the running program (Enter is added), or a key: C-c, C-d, C-z, any C-<letter>,
+    /// UP, DOWN, LEFT, RIGHT, TAB, ESC, BS, ENTER, HOME, END, PGUP, PGDN.
+    pub command: String,
+    /// If true, `command` is input for the running program instead of a new command.
+    #[serde(default)]
+    pub is_input: bool,
+    /// Seconds this call may wait before handing control back (the command keeps running, exit
+    /// code -1). Without it, control comes back after 30 s without new output. Use a larger
+    /// value for installs, builds and tests.
+    #[serde(default)]
+    pub timeout: Option<f64>,
+    /// If true, kill the shell and everything it runs and start a fresh one in the original
+    /// directory (variables, functions and jobs are lost); `command`, if any, then runs in it.
+    #[serde(default)]
+    pub reset: bool,
+    /// The session to use; omit for the default session (the only one for now).
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// Arguments of the `run` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// The command, run with `bash -c` in a fresh process (no state is kept between runs).
+    pub command: String,
+    /// Execution limit in seconds; the no-output limit is then min(timeout/4, 60) s, at least
+    /// 1 s. Without it, the policy's category for the command decides.
+    #[serde(default)]
+    pub timeout_sec: Option<f64>,
+    /// Working directory (default: the server's).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Text for the command's standard input (default: none, stdin is /dev/null).
+    #[serde(default)]
+    pub stdin: Option<String>,
+}
+
+/// Arguments of the `policy_explain` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainArgs {
+    /// The command to classify.
+    pub command: String,
+    /// An explicit timeout in seconds, as `run` would get it.
+    #[serde(default)]
+    pub timeout_sec: Option<f64>,
+}
+
+#[tool_router]
+impl Shellkeep {
+    /// A server over `shared`.
+    pub fn new(shared: Arc<Shared>) -> Shellkeep {
+        Shellkeep { shared, tool_router: Self::tool_router() }
+    }
+
+    #[tool(
+        description = "Run a command in a persistent bash session in a real terminal: the working \
+            directory, environment variables, virtual environments, functions and aliases persist \
+            between calls. One command at a time; chain with && or ;. Interactive programs work: \
+            when a call returns exit code -1 the command is still running: send an empty command \
+            to wait for more output, or is_input=true with text or a key such as C-c. Long output \
+            is cut to its head and tail and saved in full to a file named in the reply. Commands \
+            under the timeout policy are killed when they exceed their category's limit.",
+        output_schema = schema_for_output::<render::TerminalOutput>(),
+        annotations(
+            title = "Terminal",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn terminal(
+        &self,
+        Parameters(args): Parameters<TerminalArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if let Some(session) = args.session.as_deref()
+            && session != "default"
+        {
+            return tool_error(format!(
+                "unknown session {session:?}: only the default session exists for now. Omit \
+                 `session` (or pass \"default\")."
+            ));
+        }
+        let timeout = match args.timeout {
+            None => None,
+            Some(secs) if secs.is_finite() && secs >= 0.0 && secs <= 86_400.0 => {
+                Some(Duration::from_secs_f64(secs))
+            }
+            Some(secs) => {
+                return tool_error(format!(
+                    "timeout must be a number of seconds from 0 to 86400, got {secs}"
+                ));
+            }
+        };
+        let request =
+            Request { command: args.command, is_input: args.is_input, timeout, reset: args.reset };
+        match self.shared.session.execute(request, context.ct.clone()).await {
+            Ok(reply) => {
+                let (text, structured) = render::terminal(&reply);
+                let is_error = structured.status == "not_executed";
+                structured_result(text, &structured, is_error)
+            }
+            Err(SessionError::Invalid(message)) => tool_error(message),
+            Err(err @ SessionError::Shell(_)) => {
+                tool_error(format!("{err}. Try again, or reset=true to start a fresh shell."))
+            }
+        }
+    }
+
+    #[tool(
+        description = "Run one command with `bash -c` in a fresh process and return its stdout, \
+            stderr and exit code: {status, stdout, stderr, exitCode, timeoutReason, \
+            terminationMode, durationMs}. Nothing persists between runs (use `terminal` for \
+            that); stdin is empty unless given. It can never hang: an execution limit and a \
+            no-output limit (from timeout_sec, or the timeout policy's category for the \
+            command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
+            period; partial output is kept.",
+        output_schema = schema_for_output::<render::RunOutput>(),
+        annotations(
+            title = "Run a command",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn run(
+        &self,
+        Parameters(args): Parameters<RunArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let decision = match self.decide(&args.command, args.timeout_sec) {
+            Ok(decision) => decision,
+            Err(message) => return tool_error(message),
+        };
+        let number = self.shared.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let request = RunRequest {
+            cwd: args.cwd.map(PathBuf::from),
+            env: args.env.unwrap_or_default().into_iter().collect(),
+            stdin: args.stdin,
+            grace: self.shared.grace,
+            stream_cap: self.shared.run_stream_cap,
+            guard: self.shared.guard.clone(),
+            ..RunRequest::new(
+                args.command,
+                decision.limits,
+                &self.shared.spill_dir,
+                format!("run-{number}"),
+            )
+        };
+        let outcome = oneshot::run(request, context.ct.clone()).await;
+        let (text, structured) = render::run(&outcome, &decision);
+        structured_result(text, &structured, false)
+    }
+
+    #[tool(
+        description = "Show which timeout policy category and limits a command would get, \
+            without running it.",
+        output_schema = schema_for_output::<render::ExplainOutput>(),
+        annotations(
+            title = "Explain the timeout policy",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn policy_explain(&self, Parameters(args): Parameters<ExplainArgs>) -> CallToolResult {
+        match self.decide(&args.command, args.timeout_sec) {
+            Ok(decision) => {
+                let (text, structured) =
+                    render::explain(&args.command, &decision, &self.shared.policy_origin);
+                structured_result(text, &structured, false)
+            }
+            Err(message) => tool_error(message),
+        }
+    }
+}
+
+impl Shellkeep {
+    fn decide(&self, command: &str, timeout_sec: Option<f64>) -> Result<Decision, String> {
+        let explicit = timeout_sec
+            .map(ExplicitTimeout::try_from)
+            .transpose()
+            .map_err(|err| err.to_string())?;
+        Ok(self.shared.policy.decide(command, explicit))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Shellkeep {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "shellkeep gives you a persistent bash terminal (`terminal`) and a one-shot \
+                 runner that never hangs (`run`). Use `terminal` for work that builds on state \
+                 (cd, export, venvs); use `run` for independent commands with a hard limit.",
+            )
+    }
+}
+
+/// A result with readable text and structured content.
+fn structured_result(text: String, structured: &impl Serialize, is_error: bool) -> CallToolResult {
+    let mut result = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = serde_json::to_value(structured).ok();
+    result
+}
+
+/// A tool error the agent reads: what went wrong and what to do.
+fn tool_error(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
