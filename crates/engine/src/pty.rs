@@ -30,6 +30,8 @@ pub struct Opened {
     pub master: OwnedFd,
     /// The slave side: the child's stdin, stdout and stderr.
     pub slave: OwnedFd,
+    /// The slave side's device path (`/dev/pts/N`).
+    pub tty: std::path::PathBuf,
 }
 
 /// Opens a PTY of `rows` by `cols` with terminal settings fit for an agent:
@@ -49,7 +51,8 @@ pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
     }
     let flags = OFlag::from_bits_retain(fcntl(&master, FcntlArg::F_GETFL)?);
     fcntl(&master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
-    Ok(Opened { master, slave })
+    let tty = nix::unistd::ttyname(&slave)?;
+    Ok(Opened { master, slave, tty })
 }
 
 impl Pty {
@@ -115,10 +118,10 @@ impl Pty {
         .map_err(io::Error::other)?
     }
 
-    /// The process group in the foreground of the terminal: the running
-    /// command's, or the shell's own when it is at its prompt.
-    pub fn foreground_group(&self) -> Option<i32> {
-        nix::unistd::tcgetpgrp(&self.master).ok().map(|pid| pid.as_raw())
+    /// A second handle on the master side, for a supervisor that asks for
+    /// the foreground group or sends a key.
+    pub fn handle(&self) -> io::Result<OwnedFd> {
+        self.master.try_clone()
     }
 }
 
@@ -129,6 +132,17 @@ impl Drop for Pty {
             let _ = reader.join();
         }
     }
+}
+
+/// The process group in the foreground of the terminal `master`: the
+/// running command's, or the shell's own when it is at its prompt.
+pub fn foreground_group(master: &OwnedFd) -> Option<i32> {
+    nix::unistd::tcgetpgrp(master).ok().map(|pid| pid.as_raw())
+}
+
+/// Writes a few bytes (a key) to the terminal `master` without waiting.
+pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
+    write_some(master, bytes).map(|_| ())
 }
 
 /// Waits for output or a stop request; `Ok(None)` means "nothing yet".

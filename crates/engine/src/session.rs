@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::guard::Guard;
 use crate::keys::{self, Input};
 use crate::output::{CappedOutput, Shown};
-use crate::process;
+use crate::process::{self, TerminationMode};
 use crate::pty::{self, Pty};
 use crate::screen::{Marker, Screen, Stop};
 use crate::shell::{self, ShellFiles};
@@ -98,6 +98,11 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// Start a fresh shell in the original directory first.
     pub reset: bool,
+    /// The longest a new command may run in the foreground before its
+    /// process group is killed (the policy's execution limit); `None` for
+    /// no limit. A call's `timeout` never lowers it: the limit in force is
+    /// at least as long as any wait the agent asked for.
+    pub exec_limit: Option<Duration>,
 }
 
 /// Whether the command finished.
@@ -148,6 +153,15 @@ pub enum Note {
     FullScreen,
     /// Text printed while no command was running (background jobs).
     IdleOutput(String),
+    /// The program is blocked waiting for input from the terminal.
+    WaitingForInput,
+    /// The command ran past its execution limit and was killed.
+    Killed {
+        /// The limit it exceeded (time waiting for input not counted).
+        limit: Duration,
+        /// How it died: after SIGTERM, or SIGKILL after the grace period.
+        mode: TerminationMode,
+    },
 }
 
 /// What one call returns.
@@ -286,6 +300,11 @@ impl Session {
         let running = shell.running_state();
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
+        if running == RunningState::Unfinished
+            && let Some(timeout) = request.timeout
+        {
+            shell.extend_limit(timeout);
+        }
         let reply = match running {
             RunningState::Unfinished if command.trim().is_empty() => {
                 shell.wait_reply(&self.config, request.timeout, notes, cancel).await
@@ -306,8 +325,7 @@ impl Session {
             }
             RunningState::Finished => {
                 let previous = shell.finished_reply(Vec::new());
-                let mut reply =
-                    shell.run(&self.config, command, request.timeout, notes, cancel).await?;
+                let mut reply = shell.run(&self.config, &request, notes, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
@@ -321,9 +339,7 @@ impl Session {
                  Run a command first, or send this as a command with is_input=false."
                     .into(),
             )),
-            RunningState::None => {
-                shell.run(&self.config, command, request.timeout, notes, cancel).await
-            }
+            RunningState::None => shell.run(&self.config, &request, notes, cancel).await,
         }?;
         if shell.has_exited() {
             // The command ended the shell: report it and start a new one in
@@ -411,6 +427,7 @@ struct Shell {
     cwd: PathBuf,
     python: Option<PathBuf>,
     waiter: tokio::task::JoinHandle<()>,
+    supervisor: tokio::task::JoinHandle<()>,
 }
 
 /// State shared between the reader thread and the call.
@@ -456,6 +473,23 @@ struct Running {
     last_output_at: Instant,
     finished: Option<(i32, Instant)>,
     spill_stem: String,
+    /// The execution limit in force, if any.
+    exec_limit: Option<Duration>,
+    /// When it started, in the clock ticks `/proc` uses.
+    started_ticks: u64,
+    /// Time the program spent blocked on terminal input (not counted
+    /// against the limit), and whether it was blocked at the last look.
+    input_wait: Duration,
+    waiting_for_input: bool,
+    /// Set once the supervisor starts killing it; the mode once it is done.
+    kill: Option<(Duration, Option<TerminationMode>)>,
+}
+
+impl Running {
+    /// Finished, and not still being killed.
+    fn is_done(&self) -> bool {
+        self.finished.is_some() && !matches!(self.kill, Some((_, None)))
+    }
 }
 
 /// Keep this much of what is printed between commands.
@@ -617,6 +651,13 @@ impl Shell {
             waiter_shared.changed.notify_waiters();
         });
 
+        let supervisor = tokio::spawn(supervise(Supervisor {
+            shared: Arc::clone(&shared),
+            master: pty.handle().map_err(|err| fail("PTY", err))?,
+            tty: opened.tty,
+            shell_pid: pid,
+            grace: config.grace,
+        }));
         let shell = Shell {
             shared,
             pty,
@@ -626,6 +667,7 @@ impl Shell {
             cwd: cwd.to_owned(),
             python: None,
             waiter,
+            supervisor,
         };
         shell.wait_ready(config.startup_timeout).await?;
         let mut shell = shell;
@@ -669,8 +711,18 @@ impl Shell {
     fn running_state(&self) -> RunningState {
         match &self.shared.lock().running {
             None => RunningState::None,
-            Some(running) if running.finished.is_some() => RunningState::Finished,
+            Some(running) if running.is_done() => RunningState::Finished,
             Some(_) => RunningState::Unfinished,
+        }
+    }
+
+    /// A wait the agent asks for never ends in a kill: the limit in force
+    /// grows to cover it.
+    fn extend_limit(&self, timeout: Duration) {
+        if let Some(running) = &mut self.shared.lock().running
+            && let Some(limit) = &mut running.exec_limit
+        {
+            *limit = (*limit).max(running.started_at.elapsed() + timeout);
         }
     }
 
@@ -701,11 +753,13 @@ impl Shell {
     async fn run(
         &mut self,
         config: &SessionConfig,
-        command: &str,
-        timeout: Option<Duration>,
+        request: &Request,
         mut notes: Vec<Note>,
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
+        let command = request.command.as_str();
+        let timeout = request.timeout;
+        let exec_limit = request.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
@@ -739,8 +793,15 @@ impl Shell {
                 last_output_at: now,
                 finished: None,
                 spill_stem,
+                exec_limit,
+                started_ticks: process::boot_ticks_now(),
+                input_wait: Duration::ZERO,
+                waiting_for_input: false,
+                kill: None,
             });
         }
+        // Tell the supervisor a command with a limit has started.
+        self.shared.changed.notify_waiters();
         self.pty
             .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
             .await
@@ -817,7 +878,7 @@ impl Shell {
             let deadline = {
                 let state = self.shared.lock();
                 let Some(running) = &state.running else { return Waited::Finished };
-                if running.finished.is_some() {
+                if running.is_done() {
                     return Waited::Finished;
                 }
                 if state.exited.is_some() {
@@ -879,6 +940,10 @@ impl Shell {
         self.refresh_state();
         let Some(running) = running else { return self.idle_reply("", notes) };
         let (exit_code, finished_at) = running.finished.unwrap_or((-1, Instant::now()));
+        let mut notes = notes;
+        if let Some((limit, Some(mode))) = running.kill {
+            notes.push(Note::Killed { limit, mode });
+        }
         Reply {
             command: running.command,
             output: running.pending.finish(),
@@ -910,6 +975,9 @@ impl Shell {
             drop(state);
             return self.idle_reply("", notes);
         };
+        if running.waiting_for_input {
+            notes.push(Note::WaitingForInput);
+        }
         let part = running.replies + 1;
         let next =
             CappedOutput::new(config.output_cap, spill_path(config, &running.spill_stem, part));
@@ -961,8 +1029,149 @@ impl Shell {
             guard.forget_session(self.pid);
         }
         self.waiter.abort();
+        self.supervisor.abort();
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
+    }
+}
+
+/// What the supervisor of one shell needs.
+struct Supervisor {
+    shared: Arc<Shared>,
+    /// A handle on the PTY master: the foreground group, and ^C.
+    master: std::os::fd::OwnedFd,
+    /// The PTY slave's path, to recognise reads of the terminal.
+    tty: PathBuf,
+    shell_pid: i32,
+    grace: Duration,
+}
+
+/// How often a running command is checked for waiting on input. There is
+/// no kernel event for "blocked reading the terminal", so it is sampled;
+/// commands that end within the first second are never looked at.
+const INPUT_SAMPLE: Duration = Duration::from_millis(250);
+const FIRST_SAMPLE_AFTER: Duration = Duration::from_secs(1);
+
+/// Watches the running command: accounts time spent waiting for terminal
+/// input, and kills the foreground job when it runs past its limit. Runs
+/// for the life of the shell, whether or not a call is waiting.
+async fn supervise(supervisor: Supervisor) {
+    let Supervisor { shared, master, tty, .. } = &supervisor;
+    let mut last_look: Option<(u64, Instant, bool)> = None;
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let watched = {
+            let state = shared.lock();
+            match &state.running {
+                Some(running)
+                    if running.started && running.finished.is_none() && running.kill.is_none() =>
+                {
+                    Some((running.seq, running.started_at, running.exec_limit, running.input_wait))
+                }
+                _ => None,
+            }
+        };
+        let Some((seq, started_at, limit, input_wait)) = watched else {
+            last_look = None;
+            notified.await;
+            continue;
+        };
+        let now = Instant::now();
+        let mut input_wait = input_wait;
+        if now >= started_at + FIRST_SAMPLE_AFTER {
+            let waiting = pty::foreground_group(master)
+                .is_some_and(|group| process::waiting_for_terminal_input(group, tty));
+            if let Some((last_seq, at, was_waiting)) = last_look
+                && last_seq == seq
+                && was_waiting
+                && waiting
+            {
+                input_wait += now - at;
+            }
+            last_look = Some((seq, now, waiting));
+            let mut state = shared.lock();
+            if let Some(running) = &mut state.running
+                && running.seq == seq
+            {
+                running.input_wait = input_wait;
+                running.waiting_for_input = waiting;
+            }
+        }
+        let waiting = last_look.is_some_and(|(_, _, waiting)| waiting);
+        if let Some(limit) = limit
+            && !waiting
+            && now >= started_at + limit + input_wait
+        {
+            kill_foreground(&supervisor, seq, limit).await;
+            continue;
+        }
+        let next_look = (now + INPUT_SAMPLE).max(started_at + FIRST_SAMPLE_AFTER);
+        let wake = match limit {
+            Some(limit) => next_look.min(started_at + limit + input_wait),
+            None => next_look,
+        };
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+/// Kills the running command's foreground job (and the groups it left
+/// behind), never the shell, and records how it died.
+async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
+    let Supervisor { shared, master, shell_pid, grace, .. } = supervisor;
+    let since = {
+        let mut state = shared.lock();
+        let Some(running) = state.running.as_mut().filter(|r| r.seq == seq) else { return };
+        running.kill = Some((limit, None));
+        running.started_ticks
+    };
+    tracing::info!(seq, ?limit, "killing a terminal command that ran past its execution limit");
+    let mut groups = process::orphaned_groups(*shell_pid, since);
+    let foreground = pty::foreground_group(master).filter(|&group| group != *shell_pid);
+    groups.extend(foreground);
+    let mode = if foreground.is_some() {
+        process::terminate_groups(&groups, *grace).await.unwrap_or(TerminationMode::Soft)
+    } else {
+        // The shell itself is busy (a loop of builtins): interrupt it as a
+        // person would, and if that does not work, end the shell, which is
+        // then restarted.
+        let _ = pty::write_key(master, b"\x03");
+        process::terminate_groups(&groups, *grace).await;
+        let finished = wait_for(shared, *grace, |state| {
+            state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
+        })
+        .await;
+        if finished {
+            TerminationMode::Soft
+        } else {
+            process::terminate_session(*shell_pid, *grace).await;
+            TerminationMode::Hard
+        }
+    };
+    if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == seq) {
+        running.kill = Some((limit, Some(mode)));
+    }
+    shared.changed.notify_waiters();
+}
+
+/// Waits until `done` holds for the shared state, or `limit` passes.
+async fn wait_for(shared: &Shared, limit: Duration, mut done: impl FnMut(&State) -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if done(&shared.lock()) {
+            return true;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline) => return false,
+        }
     }
 }
 

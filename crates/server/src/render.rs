@@ -10,6 +10,7 @@ use serde::Serialize;
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource};
+use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{Note, Reply, Status, WaitEnded};
 
 use rmcp::schemars;
@@ -36,6 +37,16 @@ pub struct TerminalOutput {
     /// The file with the complete output, when it was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
+    /// `exec_timeout` when the command was killed for running past its
+    /// execution limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_reason: Option<&'static str>,
+    /// How a killed command died: `soft` (SIGTERM) or `hard` (SIGKILL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_mode: Option<&'static str>,
+    /// True when the program is blocked waiting for terminal input.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_input: bool,
 }
 
 /// The text and structured content for a terminal reply.
@@ -130,9 +141,27 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::InputNotSent => {
                 text.push_str("[Your input was not sent: the command had already finished.]\n")
             }
+            Note::WaitingForInput => {
+                text.push_str("[The program is waiting for input: send it with is_input=true.]\n")
+            }
+            Note::Killed { limit, mode } => text.push_str(&format!(
+                "[The command was killed: it ran past its execution limit of {} (time spent \
+                 waiting for input not counted); {}.]\n",
+                seconds(*limit),
+                match mode {
+                    TerminationMode::Soft => "it ended on SIGTERM",
+                    TerminationMode::Hard => {
+                        "it ignored SIGTERM and got SIGKILL after the grace period"
+                    }
+                }
+            )),
             _ => {}
         }
     }
+    let killed = reply.notes.iter().find_map(|note| match note {
+        Note::Killed { mode, .. } => Some(*mode),
+        _ => None,
+    });
     let structured = TerminalOutput {
         output: reply.output.text.clone(),
         exit_code: match reply.status {
@@ -145,6 +174,9 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         duration_ms: reply.duration.as_millis() as u64,
         truncated: reply.output.truncated,
         full_output_path: full_path(&reply.output),
+        timeout_reason: killed.map(|_| "exec_timeout"),
+        termination_mode: killed.map(|mode| mode.as_str()),
+        waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
     };
     (text.trim_end().to_owned(), structured)
 }

@@ -155,8 +155,16 @@ impl Shellkeep {
                 ));
             }
         };
-        let request =
-            Request { command: args.command, is_input: args.is_input, timeout, reset: args.reset };
+        // The policy's execution limit applies to new commands; the session
+        // raises it to cover any wait the agent asks for.
+        let exec_limit = Some(self.shared.policy.decide(&args.command, None).limits.exec);
+        let request = Request {
+            command: args.command,
+            is_input: args.is_input,
+            timeout,
+            reset: args.reset,
+            exec_limit,
+        };
         match self.shared.session.execute(request, context.ct.clone()).await {
             Ok(reply) => {
                 let (text, structured) = render::terminal(&reply);

@@ -1,5 +1,6 @@
 //! Engine integration tests: a real bash in a real PTY.
 
+mod limits;
 mod terminal;
 
 use std::path::PathBuf;
@@ -93,4 +94,23 @@ pub async fn eventually(mut condition: impl FnMut() -> bool) {
         assert!(std::time::Instant::now() < deadline, "condition not met within 20 s");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Pids of live processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        });
+        if text.contains(needle) && !zombie {
+            pids.push(pid);
+        }
+    }
+    pids
 }
