@@ -7,6 +7,7 @@
 
 mod render;
 mod tools;
+mod verify;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -59,6 +60,13 @@ enum Command {
     Policy {
         #[command(subcommand)]
         action: PolicyAction,
+    },
+    /// Run the timeout policy's four acceptance tests and write the
+    /// verification document from the results.
+    VerifyTimeouts {
+        /// Where to write the document.
+        #[arg(long, default_value = "docs/TERMINAL_TIMEOUT_VERIFICATION.md")]
+        output: PathBuf,
     },
     /// The orphan guard (internal: started by the server itself).
     #[command(name = "__guard", hide = true)]
@@ -158,6 +166,24 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             run_once(&cli.serve, timeout, cwd, command).await
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
+        Some(Command::VerifyTimeouts { output }) => {
+            let loaded = load_policy(&cli.serve)?;
+            let dir = runtime_dir()?;
+            let passed = verify::run(&loaded.policy, &output, &dir).await;
+            let _ = std::fs::remove_dir_all(&dir);
+            let passed = passed?;
+            let _ = writeln!(
+                std::io::stdout(),
+                "{}: {}",
+                output.display(),
+                if passed { "all four tests passed" } else { "some tests FAILED" }
+            );
+            Ok(if passed {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            })
+        }
         Some(Command::Guard) => unreachable!("handled before the runtime starts"),
     }
 }
