@@ -274,3 +274,32 @@ async fn pagers_do_not_take_over_the_terminal() {
     assert_eq!(reply.exit_code, Some(0));
     term.session.close().await;
 }
+
+#[tokio::test]
+async fn a_chatty_command_still_hands_control_back() {
+    // OpenHands A.6: output that never stops must not block the call.
+    let term = Term::with("chatty", |c| c.max_wait = Duration::from_millis(800)).await;
+    let reply = term.run("while :; do echo tick; sleep 0.1; done").await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(800))));
+    assert!(reply.output.text.starts_with("tick\n"));
+    assert_eq!(term.input("C-c", 10.0).await.exit_code, Some(130));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_terminal_has_a_real_size_and_type() {
+    // OpenHands A.9: a 0x0 PTY made programs fall back and wrap badly.
+    let term = Term::new("size").await;
+    assert_eq!(term.run("stty size; echo $TERM").await.output.text, "50 200\nxterm-256color\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_first_command_never_races_the_shell() {
+    // OpenHands A.3: the first command's output was lost to a stale prompt.
+    for round in 0..3 {
+        let term = Term::new(&format!("first{round}")).await;
+        assert_eq!(term.run("echo first").await.output.text, "first\n");
+        term.session.close().await;
+    }
+}
