@@ -146,9 +146,7 @@ impl Shellkeep {
         }
         let timeout = match args.timeout {
             None => None,
-            Some(secs) if secs.is_finite() && secs >= 0.0 && secs <= 86_400.0 => {
-                Some(Duration::from_secs_f64(secs))
-            }
+            Some(secs) if (0.0..=86_400.0).contains(&secs) => Some(Duration::from_secs_f64(secs)),
             Some(secs) => {
                 return tool_error(format!(
                     "timeout must be a number of seconds from 0 to 86400, got {secs}"

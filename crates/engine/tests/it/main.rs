@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
+    /// A fresh, empty directory named after the test.
     pub fn new(name: &str) -> Scratch {
         let unique =
             format!("shellkeep-it-{name}-{}-{:?}", std::process::id(), std::thread::current().id())
@@ -32,15 +33,19 @@ impl Drop for Scratch {
 
 /// A session in a scratch directory, without the user's bashrc.
 pub struct Term {
+    /// The session under test.
     pub session: Session,
+    /// Its directories.
     pub scratch: Scratch,
 }
 
 impl Term {
+    /// A started session with the default settings.
     pub async fn new(name: &str) -> Term {
         Term::with(name, |_| {}).await
     }
 
+    /// A started session with settings adjusted by `adjust`.
     pub async fn with(name: &str, adjust: impl FnOnce(&mut SessionConfig)) -> Term {
         let scratch = Scratch::new(name);
         let cwd = scratch.0.join("work");
@@ -55,18 +60,22 @@ impl Term {
         Term { session, scratch }
     }
 
+    /// The directory the shell starts in.
     pub fn cwd(&self) -> PathBuf {
         self.scratch.0.join("work")
     }
 
+    /// One call, which must not be an error.
     pub async fn call(&self, request: Request) -> Reply {
         self.session.execute(request, CancellationToken::new()).await.expect("call succeeds")
     }
 
+    /// Runs `command`, waiting as a call without a timeout does.
     pub async fn run(&self, command: &str) -> Reply {
         self.call(Request { command: command.into(), ..Request::default() }).await
     }
 
+    /// Runs `command`, waiting at most `timeout` seconds.
     pub async fn run_for(&self, command: &str, timeout: f64) -> Reply {
         self.call(Request {
             command: command.into(),
@@ -76,6 +85,7 @@ impl Term {
         .await
     }
 
+    /// Sends text or a key to the running program.
     pub async fn input(&self, text: &str, timeout: f64) -> Reply {
         self.call(Request {
             command: text.into(),
