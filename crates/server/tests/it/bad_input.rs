@@ -1,0 +1,148 @@
+//! Bad input never kills the server: each mistake gets a tool error
+//! (`isError: true`) whose message says what is wrong and what to do, and
+//! the terminal keeps working afterwards. An unknown tool is a JSON-RPC
+//! error, as the MCP specification asks.
+//!
+//! The tables are checked whole before failing, so one report lists every
+//! case that went wrong.
+
+use rmcp::service::ServiceError;
+use serde_json::{Value, json};
+
+use crate::Server;
+
+/// A bad call and what its error message must contain (case-insensitively).
+type Case = (&'static str, Value, &'static [&'static str]);
+
+/// Calls `tool` with `args`; returns what is wrong with the reply, if
+/// anything: it must be a tool error whose text contains each of `says`.
+async fn check_tool_error(server: &Server, (tool, args, says): &Case) -> Option<String> {
+    let r = server.call(tool, args.clone()).await;
+    if !r.is_error {
+        return Some(format!("{tool} {args}: not a tool error: {r:?}"));
+    }
+    let text = r.text.to_lowercase();
+    let missing: Vec<&str> =
+        says.iter().copied().filter(|words| !text.contains(&words.to_lowercase())).collect();
+    (!missing.is_empty())
+        .then(|| format!("{tool} {args}: the error should say {missing:?}; it says {:?}", r.text))
+}
+
+/// Checks every case, then fails with all the problems found.
+async fn check_all(server: &Server, cases: &[Case]) {
+    let mut problems = Vec::new();
+    for case in cases {
+        problems.extend(check_tool_error(server, case).await);
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
+
+async fn assert_alive(server: &Server) {
+    let r = server.terminal(json!({"command": "echo alive"})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!(r.output(), "alive\n", "{r:#?}");
+    assert_eq!(r["exit_code"], 0);
+}
+
+/// Issue 2, point 3: unknown keys, `reset` with `is_input`, NUL bytes,
+/// input or polling when nothing runs, wrong argument types; plus unknown
+/// arguments, out-of-range timeouts and unknown sessions.
+#[tokio::test]
+async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
+    let server = Server::start().await;
+    let t = "terminal";
+    let mut problems = Vec::new();
+    let nothing_runs: &[Case] = &[
+        (t, json!({"command": "hello", "is_input": true}), &["no command is running", "run a"]),
+        (t, json!({"command": "C-c", "is_input": true}), &["no command is running"]),
+        (t, json!({"command": ""}), &["no command is running", "send a command"]),
+        (t, json!({"command": "   "}), &["no command is running"]),
+        (
+            t,
+            json!({"command": "ls", "reset": true, "is_input": true}),
+            &["reset cannot be combined with is_input", "send reset=true alone"],
+        ),
+        (t, json!({"command": "echo a\u{0}b"}), &["NUL byte", "remove it"]),
+        // Wrong types: the message must name the argument, or the agent
+        // cannot tell which one to fix.
+        (t, json!({"command": "ls", "is_input": "yes"}), &["is_input", "boolean"]),
+        (t, json!({"command": "ls", "reset": 1}), &["reset", "boolean"]),
+        (t, json!({"command": "ls", "timeout": "soon"}), &["timeout", "invalid type"]),
+        (t, json!({"command": 42}), &["command", "string"]),
+        (t, json!({"is_input": false}), &["missing field `command`"]),
+        (
+            t,
+            json!({"command": "ls", "colour": true}),
+            &["unknown field `colour`", "expected one of"],
+        ),
+        (t, json!({"command": "ls", "timeout": -1}), &["timeout must be", "0 to 86400"]),
+        (t, json!({"command": "ls", "timeout": 1e9}), &["timeout must be"]),
+        (t, json!({"command": "ls", "session": "other"}), &["unknown session", "omit `session`"]),
+    ];
+    for case in nothing_runs {
+        problems.extend(check_tool_error(&server, case).await);
+    }
+    assert_alive(&server).await;
+
+    // While a command runs.
+    let r = server.terminal(json!({"command": "sleep 30", "timeout": 0.3})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let while_running: &[Case] = &[
+        (
+            t,
+            json!({"command": "C-1", "is_input": true}),
+            &["C-1", "C-c", "C-d", "C-z", "UP", "ENTER", "TAB", "ESC", "PGDN"],
+        ),
+        (t, json!({"command": "CTRL+F5", "is_input": true}), &["C-c", "ENTER"]),
+        (t, json!({"command": "echo a\u{0}b", "is_input": true}), &["NUL byte"]),
+        (t, json!({"command": "", "reset": true, "is_input": true}), &["reset cannot"]),
+    ];
+    for case in while_running {
+        problems.extend(check_tool_error(&server, case).await);
+    }
+    // A new command while one runs is not executed, and the reply says why.
+    let r = server.terminal(json!({"command": "echo second"})).await;
+    assert!(r.is_error, "{r:#?}");
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.contains("NOT executed"), "{}", r.text);
+    assert!(r.text.contains("C-c"), "the reply says how to interrupt: {}", r.text);
+    // The command survived all of that, and still answers to C-c.
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(130)));
+    assert_alive(&server).await;
+
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
+
+#[tokio::test]
+async fn run_and_policy_explain_bad_input_gets_tool_errors() {
+    let server = Server::start().await;
+    check_all(
+        &server,
+        &[
+            ("run", json!({"command": "true", "timeout_sec": -1}), &["timeout_sec", "-1"]),
+            ("run", json!({"command": "true", "timeout_sec": 0}), &["timeout_sec", "positive"]),
+            ("run", json!({"command": "true", "timeout_sec": "soon"}), &["timeout_sec"]),
+            ("run", json!({"command": "true", "env": ["A=1"]}), &["env"]),
+            ("run", json!({"command": "true", "bogus": 1}), &["unknown field `bogus`"]),
+            ("run", json!({}), &["missing field `command`"]),
+            ("policy_explain", json!({"command": "ls", "timeout_sec": -5}), &["timeout_sec"]),
+            ("policy_explain", json!({"cmd": "ls"}), &["unknown field `cmd`"]),
+        ],
+    )
+    .await;
+    assert_alive(&server).await;
+}
+
+#[tokio::test]
+async fn unknown_tool_is_a_protocol_error_not_a_crash() {
+    let server = Server::start().await;
+    match server.try_call("shell_exec", json!({"command": "ls"})).await {
+        Err(ServiceError::McpError(error)) => {
+            assert_eq!(error.code.0, -32602, "{error:?}");
+            assert!(error.message.contains("tool"), "{error:?}");
+        }
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+    assert_alive(&server).await;
+}

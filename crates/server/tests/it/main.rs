@@ -1,0 +1,415 @@
+//! End-to-end tests: the real `shellkeep` binary, driven over stdio by
+//! `rmcp`'s own client, exactly as an MCP host would drive it.
+//!
+//! Each test starts its own server (with `--no-rc`, a fresh scratch working
+//! directory and a controlled environment), so tests run in parallel and
+//! share nothing. The harness spawns the binary itself and hands its pipes
+//! to the rmcp client, rather than using `TokioChildProcess`, so that a test
+//! owns the server process: it can close only the server's stdin (the end of
+//! the connection), signal it, and wait for it to exit. The [`Server`] drop
+//! guard always stops the server.
+//!
+//! Waiting is always for a condition with a deadline ([`wait_until`]),
+//! never a fixed sleep. Process trees started by tests carry unique markers
+//! (`sleep 300.<digits>`, which GNU sleep accepts) so that survivors can be
+//! found in `/proc` without confusing parallel tests.
+
+mod bad_input;
+mod orphans;
+mod run;
+mod terminal;
+mod tools;
+mod wire;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncWrite;
+
+/// The longest any "eventually" condition may take before a test fails.
+const EVENTUALLY: Duration = Duration::from_secs(20);
+
+/// A random number, different on every call (no dependency needed: std's
+/// hasher keys are random per process and per `RandomState`).
+fn random_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// A unique marker for a process of a test's tree: `sleep 300.<marker>`
+/// runs for 300 s and can be found in `/proc` by its argument.
+fn marker() -> String {
+    // Nine digits after the point: unique among parallel tests, and still a
+    // number GNU sleep accepts.
+    format!("{:09}", random_u64() % 1_000_000_000)
+}
+
+/// A scratch directory with a short name (`/tmp/sk-XXXXXXXX`), removed when
+/// dropped. It is the server's working directory, so its length shows in
+/// replies as a real user's project path would.
+struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let path = std::env::temp_dir().join(format!("sk-{:08x}", random_u64() as u32));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(path.join(".sk/config")).expect("create the scratch directory");
+        Scratch { path }
+    }
+
+    /// Where the server's stderr goes.
+    fn log(&self) -> PathBuf {
+        self.path.join(".sk/server.log")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Starts the server binary in `scratch` with `args`: stdin and stdout
+/// piped (the MCP channel), stderr to the scratch log, and an environment
+/// that cannot pick up a policy or settings from the machine running the
+/// tests.
+fn spawn_binary(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Child {
+    let log = std::fs::File::create(scratch.log()).expect("create the server log");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"));
+    command
+        .arg("--no-rc")
+        .arg("--cwd")
+        .arg(&scratch.path)
+        .args(args)
+        .current_dir(&scratch.path)
+        .env("XDG_CONFIG_HOME", scratch.path.join(".sk/config"))
+        .env("SHELLKEEP_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("SHELLKEEP_") && key != "SHELLKEEP_LOG" {
+            command.env_remove(key);
+        }
+    }
+    command.envs(env.iter().copied());
+    command.spawn().expect("start the shellkeep binary")
+}
+
+/// The server's stdin as the client writes it, with a switch the drop guard
+/// can throw without an async runtime: [`ClosableStdin::close`] drops the
+/// pipe at once, which the server takes as the end of the connection.
+#[derive(Clone)]
+struct ClosableStdin(Arc<Mutex<Option<tokio::process::ChildStdin>>>);
+
+impl ClosableStdin {
+    fn close(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    /// Applies `operation` to the pipe, or fails as a closed pipe would.
+    fn poll_with<T>(
+        &self,
+        operation: impl FnOnce(Pin<&mut tokio::process::ChildStdin>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        match self.0.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
+            Some(stdin) => operation(Pin::new(stdin)),
+            None => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+        }
+    }
+}
+
+impl AsyncWrite for ClosableStdin {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_with(|stdin| stdin.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_with(|stdin| stdin.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_with(|stdin| stdin.poll_shutdown(cx))
+    }
+}
+
+/// One tool call's result, as the agent sees it.
+#[derive(Debug, Clone)]
+struct Reply {
+    /// All text content blocks, joined.
+    text: String,
+    /// `structuredContent` (`Null` when absent).
+    structured: Value,
+    /// `isError`.
+    is_error: bool,
+}
+
+impl std::ops::Index<&str> for Reply {
+    type Output = Value;
+
+    /// A field of the structured content (`Null` when absent).
+    fn index(&self, key: &str) -> &Value {
+        &self.structured[key]
+    }
+}
+
+impl Reply {
+    fn from_response(response: CallToolResponse) -> Reply {
+        let CallToolResponse::Complete(result) = response else {
+            panic!("expected a complete tool result, got {response:?}");
+        };
+        let value = serde_json::to_value(&result).expect("a tool result serializes");
+        let text = value["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+            })
+            .unwrap_or_default();
+        Reply {
+            text,
+            structured: value["structuredContent"].clone(),
+            is_error: value["isError"].as_bool().unwrap_or(false),
+        }
+    }
+
+    /// `output` of a terminal reply.
+    fn output(&self) -> &str {
+        self["output"].as_str().unwrap_or_else(|| panic!("no output in {self:#?}"))
+    }
+}
+
+/// Calls `tool` with `args` through `peer`.
+async fn call_with(
+    peer: &Peer<RoleClient>,
+    tool: &str,
+    args: Value,
+) -> Result<Reply, ServiceError> {
+    let Value::Object(arguments) = args else { panic!("tool arguments must be an object") };
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    peer.call_tool_once(params).await.map(Reply::from_response)
+}
+
+/// A running server with a connected rmcp client. Dropping it stops the
+/// server (SIGTERM, then SIGKILL) and removes its scratch directory.
+struct Server {
+    /// The client connection; `None` once the test closed it.
+    client: Option<RunningService<RoleClient, ()>>,
+    /// The server process.
+    child: tokio::process::Child,
+    /// The server's stdin, also held by the client's transport.
+    stdin: ClosableStdin,
+    /// The server's process id.
+    pid: u32,
+    /// The server's working directory and log.
+    scratch: Scratch,
+}
+
+impl Server {
+    /// A server with the default options.
+    async fn start() -> Server {
+        Server::with(&[]).await
+    }
+
+    /// A server with extra command-line `args`.
+    async fn with(args: &[&str]) -> Server {
+        Server::with_env(args, &[]).await
+    }
+
+    /// A server with extra command-line `args` and environment variables.
+    async fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let scratch = Scratch::new();
+        let mut child = spawn_binary(&scratch, args, env);
+        let pid = child.id().expect("the server has a pid");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stdin = ClosableStdin(Arc::new(Mutex::new(child.stdin.take())));
+        let client = match tokio::time::timeout(EVENTUALLY, ().serve((stdout, stdin.clone()))).await
+        {
+            Ok(Ok(client)) => client,
+            Ok(Err(err)) => panic!(
+                "MCP handshake failed: {err}\nserver log:\n{}",
+                std::fs::read_to_string(scratch.log()).unwrap_or_default()
+            ),
+            Err(_) => panic!("no MCP handshake within {EVENTUALLY:?}"),
+        };
+        Server { client: Some(client), child, stdin, pid, scratch }
+    }
+
+    /// The server's (and the terminal's starting) working directory.
+    fn cwd(&self) -> &Path {
+        &self.scratch.path
+    }
+
+    /// What the server wrote to stderr so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.scratch.log()).unwrap_or_default()
+    }
+
+    /// A handle for calls made concurrently with the test's own.
+    fn peer(&self) -> Peer<RoleClient> {
+        self.client.as_ref().expect("the connection is open").peer().clone()
+    }
+
+    /// The connected client.
+    fn client(&self) -> &RunningService<RoleClient, ()> {
+        self.client.as_ref().expect("the connection is open")
+    }
+
+    /// Calls `tool`, returning protocol errors as `Err`.
+    async fn try_call(&self, tool: &str, args: Value) -> Result<Reply, ServiceError> {
+        call_with(&self.peer(), tool, args).await
+    }
+
+    /// Calls `tool`; a protocol error fails the test.
+    async fn call(&self, tool: &str, args: Value) -> Reply {
+        match self.try_call(tool, args.clone()).await {
+            Ok(reply) => reply,
+            Err(err) => panic!("{tool} {args} failed: {err}\nserver log:\n{}", self.log()),
+        }
+    }
+
+    /// Calls `terminal`.
+    async fn terminal(&self, args: Value) -> Reply {
+        self.call("terminal", args).await
+    }
+
+    /// Calls `run`.
+    async fn run(&self, args: Value) -> Reply {
+        self.call("run", args).await
+    }
+
+    /// Ends the MCP connection the way a host does when it quits: the
+    /// server's stdin reaches end of file. The process itself is left alone.
+    async fn close_connection(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = tokio::time::timeout(EVENTUALLY, client.cancel()).await;
+        }
+        // The transport has let go of the pipe; this is its last holder.
+        self.stdin.close();
+    }
+
+    /// Sends `signal` (a name such as `TERM` or `KILL`) to the server.
+    fn signal(&self, signal: &str) {
+        send_signal(self.pid, signal);
+    }
+
+    /// Waits for the server to exit.
+    async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(status) => status.expect("wait for the server"),
+            Err(_) => panic!("the server did not exit within {within:?}\nlog:\n{}", self.log()),
+        }
+    }
+}
+
+impl Drop for Server {
+    /// Ends the connection, which makes the server stop its shell and
+    /// everything it runs and exit; if it has not exited within 10 s, it is
+    /// killed (and its orphan guard cleans up).
+    fn drop(&mut self) {
+        drop(self.client.take());
+        self.stdin.close();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Sends `signal` to `pid` with the `kill` command (no signal crate needed).
+fn send_signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run kill");
+    assert!(status.success() || signal == "TERM", "kill -{signal} {pid} failed");
+}
+
+/// Waits until `condition` holds, polling every 10 ms; fails the test with
+/// `what()` after `within`.
+async fn wait_until(
+    within: Duration,
+    mut condition: impl FnMut() -> bool,
+    what: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(Instant::now() < deadline, "not within {within:?}: {}", what());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Live processes (pid and command line) whose command line contains any of
+/// `markers`. Zombies have an empty command line, so they do not count.
+fn processes_with(markers: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if markers.iter().any(|m| cmdline.contains(m)) {
+            found.push(format!("{pid}: {}", cmdline.trim_end()));
+        }
+    }
+    found
+}
+
+/// Waits until a process with each of `markers` has been seen alive (not
+/// necessarily all at once: a short-lived tree may already be ending).
+async fn wait_alive(markers: &[&str]) {
+    let mut unseen: Vec<&str> = markers.to_vec();
+    wait_until(
+        EVENTUALLY,
+        || {
+            unseen.retain(|m| processes_with(&[m]).is_empty());
+            unseen.is_empty()
+        },
+        || format!("processes with {markers:?}; alive: {:?}", processes_with(markers)),
+    )
+    .await;
+}
+
+/// Waits until no process with any of `markers` is alive.
+async fn assert_none_survive(markers: &[&str], within: Duration) {
+    wait_until(
+        within,
+        || processes_with(markers).is_empty(),
+        || format!("these survived: {:?}", processes_with(markers)),
+    )
+    .await;
+}

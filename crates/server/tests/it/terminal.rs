@@ -1,0 +1,157 @@
+//! The `terminal` tool end to end: state that persists between calls,
+//! answering a prompt, interrupting, the shape of a reply, and long output.
+//! These are issue 2's "done when" scenarios, driven as a host would.
+
+use serde_json::json;
+
+use crate::Server;
+
+/// Issue 2: `cd`, `export`, shell functions and an activated venv persist.
+#[tokio::test]
+async fn cd_export_functions_and_venv_persist() {
+    let server = Server::start().await;
+    let project = server.cwd().join("project");
+
+    let r = server.terminal(json!({"command": "mkdir project && cd project"})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let r = server.terminal(json!({"command": "export GREETING=hello-from-export"})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let r = server.terminal(json!({"command": "greet() { echo \"$GREETING, $1\"; }"})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+
+    let r = server.terminal(json!({"command": "pwd"})).await;
+    assert_eq!(r.output(), format!("{}\n", project.display()));
+    assert_eq!(r["cwd"], project.display().to_string());
+    let r = server.terminal(json!({"command": "greet world"})).await;
+    assert_eq!(r.output(), "hello-from-export, world\n", "{r:#?}");
+
+    let r = server.terminal(json!({"command": "python3 -m venv .venv", "timeout": 120})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(0)));
+    let r = server.terminal(json!({"command": "source .venv/bin/activate"})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let python = r["python_interpreter"].as_str().unwrap_or_default();
+    assert!(python.ends_with(".venv/bin/python"), "python_interpreter {python:?}: {r:#?}");
+    assert!(r.text.contains(&format!("[Python interpreter: {python}]")), "{}", r.text);
+
+    let r = server
+        .terminal(json!({"command": "python -c 'import sys; print(sys.prefix)'", "timeout": 30}))
+        .await;
+    assert_eq!(r.output(), format!("{}\n", project.join(".venv").display()), "{r:#?}");
+    let r = server.terminal(json!({"command": "echo $VIRTUAL_ENV; pwd; greet again"})).await;
+    assert_eq!(
+        r.output(),
+        format!(
+            "{}\n{}\nhello-from-export, again\n",
+            project.join(".venv").display(),
+            project.display()
+        )
+    );
+    assert!(
+        r["python_interpreter"].as_str().unwrap_or_default().ends_with(".venv/bin/python"),
+        "{r:#?}"
+    );
+}
+
+/// Issue 2: a program waiting at a prompt is answered with `is_input`.
+#[tokio::test]
+async fn input_answers_a_prompt() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(json!({
+            "command": "python3 -c \"x=input('name? '); print('hello', x)\"",
+            "timeout": 1,
+        }))
+        .await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert_eq!(r["exit_code"], -1, "{r:#?}");
+    assert!(r.text.contains("is_input"), "the hint says how to answer: {}", r.text);
+
+    let r = server.terminal(json!({"command": "Bob", "is_input": true, "timeout": 20})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert!(r.output().contains("hello Bob"), "{r:#?}");
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+}
+
+/// Issue 2: `sleep 100` is interrupted with `C-c` and the shell stays usable.
+#[tokio::test]
+async fn ctrl_c_interrupts_sleep_and_shell_stays_usable() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "sleep 100", "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert_eq!(r["exit_code"], -1, "{r:#?}");
+
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r["exit_code"], 130, "{r:#?}");
+    assert!(r.text.contains("exit code 130"), "{}", r.text);
+
+    let r = server.terminal(json!({"command": "echo ok"})).await;
+    assert_eq!(r.output(), "ok\n", "{r:#?}");
+    assert_eq!(r["exit_code"], 0);
+}
+
+/// The structured content and readable text of a plain completed command.
+#[tokio::test]
+async fn echo_hi_structured_content_and_text() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "echo hi"})).await;
+    assert!(!r.is_error, "{r:#?}");
+    let cwd = server.cwd().display().to_string();
+    assert_eq!(r["output"], "hi\n");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["cwd"], cwd.as_str());
+    assert!(r["duration_ms"].is_u64(), "{r:#?}");
+    assert!(r["duration_ms"].as_u64() < Some(10_000), "{r:#?}");
+    assert_eq!(r["truncated"], false);
+    assert!(r["full_output_path"].is_null(), "nothing was cut: {r:#?}");
+
+    assert!(r.text.starts_with("hi\n"), "{:?}", r.text);
+    assert_eq!(r.text.matches("exit code").count(), 1, "the exit code once: {:?}", r.text);
+    assert!(r.text.contains("exit code 0"), "{:?}", r.text);
+    assert!(r.text.contains(&format!("[Current working directory: {cwd}]")), "{:?}", r.text);
+}
+
+/// Output over the cap is cut to head and tail, with exact counts, and kept
+/// in full in a file.
+#[tokio::test]
+async fn long_output_is_cut_to_head_and_tail_and_saved_in_full() {
+    let server = Server::with(&["--output-cap", "1000"]).await;
+    let r = server.terminal(json!({"command": "seq 1 20000", "timeout": 60})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["truncated"], true, "{r:#?}");
+
+    let full: String = (1..=20_000).map(|n| format!("{n}\n")).collect();
+    let path = r["full_output_path"].as_str().unwrap_or_else(|| panic!("no path: {r:#?}"));
+    let saved = std::fs::read_to_string(path).expect("the full output file exists");
+    assert!(saved == full, "the saved output differs from `seq 1 20000` (len {})", saved.len());
+
+    // head, notice, tail
+    let output = r.output();
+    let (head, rest) = output.split_once("[... ").expect("an omission notice");
+    let (notice, tail) = rest.split_once(" ...]\n").expect("the notice ends");
+    assert!(notice.contains(path), "the notice names the file: {notice}");
+    let numbers: Vec<u64> =
+        notice.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    let (omitted_chars, omitted_lines) = (numbers[0], numbers[1]);
+    assert!(
+        notice.starts_with(&format!("{omitted_chars} characters ({omitted_lines} lines) omitted")),
+        "{notice}"
+    );
+    assert!(head.starts_with("1\n2\n3\n"), "{head:?}");
+    assert!(tail.ends_with("19999\n20000\n"), "{tail:?}");
+    assert!(output.len() < 1500, "about the cap: {} characters shown", output.len());
+    // The head may have gained a newline before the notice.
+    let head = if full.starts_with(head) { head } else { &head[..head.len() - 1] };
+    assert!(full.starts_with(head) && full.ends_with(tail), "head and tail come from the output");
+    assert_eq!(head.len() as u64 + omitted_chars + tail.len() as u64, full.len() as u64);
+    assert_eq!(
+        head.matches('\n').count() as u64 + omitted_lines + tail.matches('\n').count() as u64,
+        20_000
+    );
+    assert!(r.text.contains("19999\n20000"), "the readable text has the tail");
+    assert!(r.text.contains(&format!("{omitted_chars} characters")), "{}", r.text);
+}
