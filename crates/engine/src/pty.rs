@@ -14,7 +14,7 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::pty::{OpenptyResult, Winsize, openpty};
-use nix::sys::termios::{InputFlags, SetArg, tcgetattr, tcsetattr};
+use nix::sys::termios::{InputFlags, OutputFlags, SetArg, tcgetattr, tcsetattr};
 
 /// The master side of a PTY, with its reader thread.
 pub struct Pty {
@@ -35,14 +35,18 @@ pub struct Opened {
 }
 
 /// Opens a PTY of `rows` by `cols` with terminal settings fit for an agent:
-/// no XON/XOFF flow control (a stray ^S must not freeze the session) and
-/// UTF-8 aware line editing.
+/// no XON/XOFF flow control (a stray ^S must not freeze the session), UTF-8
+/// aware line editing, and no output post-processing.
 pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
     let size = Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
     let OpenptyResult { master, slave } = openpty(Some(&size), None)?;
     let mut termios = tcgetattr(&slave)?;
     termios.input_flags.remove(InputFlags::IXON);
     termios.input_flags.insert(InputFlags::IUTF8);
+    // No output post-processing (no "\n" to "\r\n"): the kernel then copies
+    // output on its fast path, several times faster for big outputs, and our
+    // renderer treats a bare line feed as a new line anyway.
+    termios.output_flags.remove(OutputFlags::OPOST);
     tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
     for fd in [&master, &slave] {
         let flags = fcntl(fd, FcntlArg::F_GETFD)?;

@@ -298,6 +298,9 @@ impl Session {
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
         let running = shell.running_state();
+        if running == RunningState::Finished {
+            shell.reap_interrupted(self.config.grace).await;
+        }
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
         if running == RunningState::Unfinished
@@ -483,6 +486,9 @@ struct Running {
     waiting_for_input: bool,
     /// Set once the supervisor starts killing it; the mode once it is done.
     kill: Option<(Duration, Option<TerminationMode>)>,
+    /// The foreground groups that were sent ^C; what is left of them when
+    /// the command ends is stopped, so an interrupt leaves nothing behind.
+    interrupted: Vec<i32>,
 }
 
 impl Running {
@@ -798,6 +804,7 @@ impl Shell {
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
                 kill: None,
+                interrupted: Vec::new(),
             });
         }
         // Tell the supervisor a command with a limit has started.
@@ -814,6 +821,9 @@ impl Shell {
     }
 
     async fn send_input(&mut self, input: Input) -> Result<Note, SessionError> {
+        if matches!(&input, Input::Key { name, .. } if name == "C-c") {
+            self.note_interrupt();
+        }
         let (bytes, note) = match input {
             Input::Key { name, bytes } => (bytes, Note::KeySent(name)),
             Input::Text(text) => {
@@ -828,6 +838,32 @@ impl Shell {
         Ok(note)
     }
 
+    /// Remembers the foreground group about to get ^C.
+    fn note_interrupt(&self) {
+        let Ok(master) = self.pty.handle() else { return };
+        let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
+        if let Some(running) = &mut self.shared.lock().running {
+            running.interrupted.push(group);
+        }
+    }
+
+    /// After an interrupted command ends, stops what is left of it: children
+    /// that ignore SIGINT (as `&` jobs of a script do) and groups it left
+    /// behind. Background jobs of the shell are not touched.
+    async fn reap_interrupted(&self, grace: Duration) {
+        let (mut groups, since) = {
+            let state = self.shared.lock();
+            match &state.running {
+                Some(running) if !running.interrupted.is_empty() => {
+                    (running.interrupted.clone(), running.started_ticks)
+                }
+                _ => return,
+            }
+        };
+        groups.extend(process::orphaned_groups(self.pid, since));
+        process::terminate_groups(&groups, grace).await;
+    }
+
     /// Waits for the running command as the call's timeout allows, then
     /// replies with what happened.
     async fn wait_reply(
@@ -839,7 +875,10 @@ impl Shell {
     ) -> Result<Reply, SessionError> {
         let waited = self.wait(config, timeout, &cancel).await;
         match waited {
-            Waited::Finished => Ok(self.finished_reply(notes)),
+            Waited::Finished => {
+                self.reap_interrupted(config.grace).await;
+                Ok(self.finished_reply(notes))
+            }
             Waited::ShellExited => {
                 self.drain_after_exit().await;
                 let mut state = self.shared.lock();
@@ -858,6 +897,7 @@ impl Shell {
             Waited::Cancelled => {
                 // The agent gave up on this call: interrupt the command, as
                 // a person would press ^C.
+                self.note_interrupt();
                 let _ = self.pty.write_all(b"\x03", Duration::from_secs(1)).await;
                 Ok(self.partial_reply(config, WaitEnded::NotWaited, notes))
             }

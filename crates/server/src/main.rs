@@ -148,7 +148,12 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let result = runtime.block_on(dispatch(cli));
+    // The stdio transport reads stdin on a blocking thread that only ends
+    // when stdin closes; after a signal it may never close, so do not wait
+    // for it. Everything we started has been stopped by now.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => code,
         Err(err) => {
             let _ = writeln!(std::io::stderr(), "shellkeep: {err:#}");

@@ -49,14 +49,49 @@ pub struct Shellkeep {
     tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
 }
 
+/// Tool arguments of type `T` whose errors name the argument at fault
+/// ("`is_input`: invalid type: string \"yes\", expected a boolean"), so the
+/// agent knows which one to fix. The schema is `T`'s.
+#[derive(Debug)]
+pub struct Checked<T>(pub T);
+
+impl<T: JsonSchema> JsonSchema for Checked<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+}
+
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        serde_path_to_error::deserialize(value).map(Checked).map_err(|err| {
+            let path = err.path().to_string();
+            match path.as_str() {
+                "." => D::Error::custom(err.into_inner()),
+                _ => D::Error::custom(format!("`{path}`: {}", err.into_inner())),
+            }
+        })
+    }
+}
+
 /// Arguments of the `terminal` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalArgs {
     /// The shell command to run (any bash: pipes, multi-line blocks, heredocs). Empty to wait
     /// for more output of a running command (after exit code -1). With is_input=true: text to
-    /// type to the running program (Enter is added), or a key: C-c, C-d, C-z, any C-<letter>,
-    /// UP, DOWN, LEFT, RIGHT, TAB, ESC, BS, ENTER, HOME, END, PGUP, PGDN.
+    /// type to the running program (Enter is added), or a key: `C-c`, `C-d`, `C-z`, any
+    /// `C-<letter>`, `UP`, `DOWN`, `LEFT`, `RIGHT`, `TAB`, `ESC`, `BS`, `ENTER`, `HOME`, `END`,
+    /// `PGUP`, `PGDN`.
     pub command: String,
     /// If true, `command` is input for the running program instead of a new command.
     #[serde(default)]
@@ -133,7 +168,7 @@ impl Shellkeep {
     )]
     async fn terminal(
         &self,
-        Parameters(args): Parameters<TerminalArgs>,
+        Parameters(Checked(args)): Parameters<Checked<TerminalArgs>>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         if let Some(session) = args.session.as_deref()
@@ -195,7 +230,7 @@ impl Shellkeep {
     )]
     async fn run(
         &self,
-        Parameters(args): Parameters<RunArgs>,
+        Parameters(Checked(args)): Parameters<Checked<RunArgs>>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let decision = match self.decide(&args.command, args.timeout_sec) {
@@ -234,7 +269,10 @@ impl Shellkeep {
             open_world_hint = false
         )
     )]
-    async fn policy_explain(&self, Parameters(args): Parameters<ExplainArgs>) -> CallToolResult {
+    async fn policy_explain(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<ExplainArgs>>,
+    ) -> CallToolResult {
         match self.decide(&args.command, args.timeout_sec) {
             Ok(decision) => {
                 let (text, structured) =
@@ -274,7 +312,10 @@ fn structured_result(text: String, structured: &impl Serialize, is_error: bool) 
     let mut result = if is_error {
         CallToolResult::error(vec![ContentBlock::text(text)])
     } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        // `isError` defaults to false: leaving it out saves every reply bytes.
+        result.is_error = None;
+        result
     };
     result.structured_content = serde_json::to_value(structured).ok();
     result
