@@ -191,13 +191,23 @@ impl Renderer {
     fn line_feed(&mut self) {
         self.row += 1;
         self.col = 0;
-        if self.row == self.lines.len() {
+        if self.row < self.lines.len() {
+            return;
+        }
+        if self.lines.len() < self.rows {
             self.lines.push_back(Vec::new());
+            return;
         }
-        if self.lines.len() > self.rows {
-            // The top line scrolls out of reach: it is final now.
-            self.commit_lines(1, false);
-        }
+        // The top line scrolls out of reach: it is final now. Its buffer is
+        // reused for the new line, so a long output allocates nothing per
+        // line.
+        let mut top = self.lines.pop_front().expect("the window is never empty");
+        self.committed.extend(trailing_trimmed(&top));
+        self.committed.push('\n');
+        top.clear();
+        self.lines.push_back(top);
+        self.row -= 1;
+        self.saved_cursor.0 = self.saved_cursor.0.saturating_sub(1);
     }
 
     /// Moves the first `n` lines of the window to the committed text; with
