@@ -97,7 +97,7 @@ struct ServeArgs {
     /// The timeout policy file. Otherwise $SHELLKEEP_POLICY,
     /// ./config/terminal_timeout_policy.json, then
     /// $XDG_CONFIG_HOME/shellkeep/policy.json; else the embedded default.
-    #[arg(long, global = true, env = "SHELLKEEP_POLICY_FLAG", hide_env = true)]
+    #[arg(long, global = true)]
     policy: Option<PathBuf>,
     /// Directory the terminal starts in (and returns to on reset).
     #[arg(long, env = "SHELLKEEP_CWD")]
