@@ -15,6 +15,7 @@
 //! found in `/proc` without confusing parallel tests.
 
 mod bad_input;
+mod cli;
 mod orphans;
 mod run;
 mod terminal;

@@ -1,0 +1,91 @@
+//! The command line for people and scripts: `shellkeep run`, `policy check`,
+//! `policy explain`, and what start-up does with a policy file.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn shellkeep(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+        .args(args)
+        .env_remove("SHELLKEEP_POLICY")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn scratch_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("shellkeep-cli-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+#[test]
+fn run_prints_the_seed_result_and_exits_with_the_command_code() {
+    let (code, stdout, _) =
+        shellkeep(&["run", "--", "echo", "out;", "echo", "err", ">&2;", "exit", "3"]);
+    assert_eq!(code, 3);
+    let result: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(
+        (&result["status"], &result["stdout"], &result["stderr"], &result["exitCode"]),
+        (&Value::from("success"), &Value::from("out\n"), &Value::from("err\n"), &Value::from(3))
+    );
+    assert_eq!(
+        (&result["timeoutReason"], &result["terminationMode"]),
+        (&Value::Null, &Value::Null)
+    );
+
+    let (code, stdout, _) = shellkeep(&["run", "--timeout", "2", "--", "sleep", "600"]);
+    assert_eq!(code, 124);
+    let result: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(result["timeoutReason"], "no_output_timeout");
+    assert_eq!(result["terminationMode"], "soft");
+}
+
+#[test]
+fn policy_check_and_explain() {
+    let (code, stdout, _) = shellkeep(&["policy", "check"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("embedded default: valid\n"), "{stdout}");
+    assert!(stdout.contains("medium (default): exec 120 s, no output 30 s"), "{stdout}");
+
+    let (code, stdout, _) = shellkeep(&["policy", "explain", "--", "git", "status"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("quick (exec 30 s, no output 10 s;"), "{stdout}");
+    let (_, stdout, _) = shellkeep(&["policy", "explain", "--timeout", "120", "--", "anything"]);
+    assert!(stdout.contains("explicit timeout (exec 120 s, no output 30 s)"), "{stdout}");
+}
+
+#[test]
+fn an_invalid_policy_stops_start_up_with_a_clear_message() {
+    let bad = scratch_file(
+        "bad.json",
+        r#"{"categories": {"quick": {"exec_timeout_sec": -5, "no_output_timeout_sec": 1}}, "default_category": "quick"}"#,
+    );
+    let bad_arg = bad.to_str().expect("utf-8 path");
+    let (code, _, stderr) = shellkeep(&["--policy", bad_arg, "policy", "check"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains(bad_arg) && stderr.contains("categories.quick.exec_timeout_sec"),
+        "{stderr}"
+    );
+    // Serving refuses to start too, before any MCP traffic.
+    let (code, stdout, stderr) = shellkeep(&["--policy", bad_arg]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(stderr.contains("exec_timeout_sec"), "{stderr}");
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn a_missing_policy_file_falls_back_to_the_default_with_a_notice() {
+    let (code, stdout, stderr) =
+        shellkeep(&["--policy", "/nonexistent/policy.json", "policy", "explain", "--", "ls"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("[policy: embedded default]"), "{stdout}");
+    assert!(stderr.contains("/nonexistent/policy.json"), "{stderr}");
+}
