@@ -672,7 +672,13 @@ mod tests {
         )
     }
 
+    /// Extra time allowed above every upper bound: tests share two cores
+    /// with the rest of the suite, and speed is measured by the benchmark,
+    /// not here. The bounds only tell which limit fired.
+    const LOAD_SLACK: f64 = 2.0;
+
     fn assert_duration(outcome: &RunOutcome, at_least: f64, below: f64) {
+        let below = below + LOAD_SLACK;
         let secs = outcome.duration.as_secs_f64();
         assert!(at_least <= secs && secs < below, "took {secs:.3} s, expected {at_least}..{below}");
     }
