@@ -233,7 +233,7 @@ fn groups_to_stop(watched: &BTreeSet<Target>) -> Vec<i32> {
             Target::Group(pgid) => {
                 groups.insert(pgid);
             }
-            Target::Session(sid) => groups.extend(process::session_groups(sid, -1, None)),
+            Target::Session(sid) => groups.extend(process::session_groups(sid)),
         }
     }
     groups.into_iter().collect()
@@ -378,7 +378,7 @@ mod tests {
         assert!(
             wait_until(Duration::from_secs(10), || process::live_session_members(sid).len() >= 4)
         );
-        assert_eq!(process::session_groups(sid, -1, None).len(), 3);
+        assert_eq!(process::session_groups(sid).len(), 3);
 
         let (mut server_end, result) = start_guard_loop();
         server_end.write_all(format!("+s {sid}\n").as_bytes()).expect("write");

@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What an agent is shown of a stream, and where the rest is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,16 +99,6 @@ impl CappedOutput {
                 self.trim_tail(self.half_cap);
             }
         }
-    }
-
-    /// Total characters pushed so far.
-    pub fn total_chars(&self) -> u64 {
-        self.total_chars
-    }
-
-    /// The file the full stream is being written to, if it outgrew the cap.
-    pub fn spill_path(&self) -> Option<&Path> {
-        self.spill.as_ref().map(|_| self.spill_path.as_path())
     }
 
     /// Ends the stream: flushes the spill file and returns what to show.

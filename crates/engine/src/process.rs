@@ -163,17 +163,11 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.pgrp == pgid)
 }
 
-/// Process groups with a live member in session `sid`, leaving out
-/// `except_pgid` (the shell's own group), and only those whose members
-/// started at or after `since_ticks` when given (clock ticks since boot,
-/// as in `/proc/PID/stat`).
-pub fn session_groups(sid: i32, except_pgid: i32, since_ticks: Option<u64>) -> BTreeSet<i32> {
+/// Process groups with a live member in session `sid`.
+pub fn session_groups(sid: i32) -> BTreeSet<i32> {
     let mut groups = BTreeSet::new();
     for_each_proc(|stat| {
-        if stat.session == sid
-            && stat.pgrp != except_pgid
-            && since_ticks.is_none_or(|since| stat.start_ticks >= since)
-        {
+        if stat.session == sid {
             groups.insert(stat.pgrp);
         }
     });
@@ -296,7 +290,7 @@ pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<Termina
 /// to whatever is left after `grace`. Interactive bash ignores SIGTERM but
 /// not SIGHUP, and passes SIGHUP on to its jobs, hence both.
 pub async fn terminate_session(sid: i32, grace: Duration) {
-    for group in session_groups(sid, -1, None) {
+    for group in session_groups(sid) {
         for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGCONT] {
             signal_group(group, signal);
         }
@@ -304,7 +298,7 @@ pub async fn terminate_session(sid: i32, grace: Duration) {
     if wait_until(grace, || live_session_members(sid).is_empty()).await {
         return;
     }
-    for group in session_groups(sid, -1, None) {
+    for group in session_groups(sid) {
         signal_group(group, Signal::SIGKILL);
     }
     wait_until(Duration::from_secs(2), || live_session_members(sid).is_empty()).await;

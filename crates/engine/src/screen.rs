@@ -149,11 +149,6 @@ impl Screen {
     pub fn leave_alternate(&mut self) {
         self.state.alternate = None;
     }
-
-    /// Clears all state, for a fresh shell.
-    pub fn reset(&mut self, nonce: &str) {
-        *self = Screen::new(self.state.rows as u16, self.state.cols, nonce);
-    }
 }
 
 /// One line of the window; `char`s so that overwriting a column is O(1).

@@ -684,34 +684,21 @@ impl Shell {
     /// The start-up handshake: wait for the first prompt's marker, so the
     /// first command never races the shell's start.
     async fn wait_ready(&self, limit: Duration) -> Result<(), SessionError> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let notified = self.shared.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let state = self.shared.lock();
-                if state.ready {
-                    return Ok(());
-                }
-                if state.exited.is_some() || Instant::now() >= deadline {
-                    let mut screen_text = state.screen.current_line();
-                    screen_text.insert_str(0, &state.idle_output);
-                    return Err(SessionError::Shell(format!(
-                        "the shell did not reach its first prompt ({}). Check the shell and \
-                         its start-up files; it printed: {screen_text:?}",
-                        match state.exited {
-                            Some(status) => describe_exit(status),
-                            None => format!("still starting after {limit:?}"),
-                        }
-                    )));
-                }
-            }
-            tokio::select! {
-                () = &mut notified => {}
-                () = tokio::time::sleep_until(deadline) => {}
-            }
+        if wait_for(&self.shared, limit, |state| state.ready || state.exited.is_some()).await
+            && self.shared.lock().ready
+        {
+            return Ok(());
         }
+        let state = self.shared.lock();
+        Err(SessionError::Shell(format!(
+            "the shell did not reach its first prompt ({}). Check the shell and its start-up \
+             files; the last line it printed: {:?}",
+            match state.exited {
+                Some(status) => describe_exit(status),
+                None => format!("still starting after {limit:?}"),
+            },
+            state.screen.current_line(),
+        )))
     }
 
     fn running_state(&self) -> RunningState {
@@ -959,19 +946,7 @@ impl Shell {
     /// After the shell exits, its last output may still be in flight: wait
     /// briefly for the reader to see the hang-up.
     async fn drain_after_exit(&self) {
-        let deadline = Instant::now() + Duration::from_millis(500);
-        loop {
-            let notified = self.shared.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.shared.lock().reader_done {
-                return;
-            }
-            tokio::select! {
-                () = &mut notified => {}
-                () = tokio::time::sleep_until(deadline) => return,
-            }
-        }
+        wait_for(&self.shared, Duration::from_millis(500), |state| state.reader_done).await;
     }
 
     /// The reply for a finished command; clears it from the session.

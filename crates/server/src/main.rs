@@ -256,8 +256,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = SessionConfig::new("default", cwd, dir.join("sessions"), spill_dir.clone());
     config.no_output_return = seconds(args.no_output_return, "--no-output-return")?;
     config.max_wait = seconds(args.max_wait, "--max-wait")?;
-    config.output_cap = args.output_cap.max(100);
-    config.grace = seconds(args.grace, "--grace")?;
+    let output_cap = args.output_cap.max(100);
+    let grace = seconds(args.grace, "--grace")?;
+    config.output_cap = output_cap;
+    config.grace = grace;
     config.shell = args.shell.clone();
     config.guard = guard.clone();
     if args.no_rc {
@@ -270,8 +272,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         policy: loaded.policy,
         policy_origin: loaded.origin,
         spill_dir,
-        run_stream_cap: args.output_cap.max(100),
-        grace: seconds(args.grace, "--grace")?,
+        run_stream_cap: output_cap,
+        grace,
         guard: guard.clone(),
         runs: AtomicU64::new(0),
     });

@@ -66,7 +66,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::Reset => text.push_str(&format!(
                 "[The terminal was reset: a fresh shell in {}. Variables, functions and jobs \
                  from before are gone.]\n",
-                reply_start_dir(reply)
+                reply.cwd.display()
             )),
             Note::IdleOutput(idle) => {
                 text.push_str("[Printed while no command was running (background jobs):]\n");
@@ -184,10 +184,6 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
 const NEXT_STEPS: &str = "Send an empty command to wait for more output, send text or keys \
      (C-c to interrupt, C-d for end of input) with is_input=true, or reset=true to start a \
      fresh shell.";
-
-fn reply_start_dir(reply: &Reply) -> String {
-    reply.cwd.display().to_string()
-}
 
 fn push_output(text: &mut String, output: &str) {
     text.push_str(output);

@@ -204,16 +204,23 @@ async fn interactive_input_and_keys() {
 #[tokio::test]
 async fn nothing_running_means_nothing_to_poll_or_feed() {
     let term = Term::new("idle").await;
-    for request in [
-        Request { command: String::new(), ..Request::default() },
-        Request { command: "hello".into(), is_input: true, ..Request::default() },
-        Request { command: "C-c".into(), ..Request::default() },
-        Request { command: "echo a\0b".into(), ..Request::default() },
-        Request { command: String::new(), is_input: true, reset: true, ..Request::default() },
-    ] {
+    let cases = [
+        (Request { command: String::new(), ..Request::default() }, "nothing to wait for"),
+        (
+            Request { command: "hello".into(), is_input: true, ..Request::default() },
+            "nothing to send input to",
+        ),
+        (Request { command: "C-c".into(), ..Request::default() }, "nothing to send input to"),
+        (Request { command: "echo a\0b".into(), ..Request::default() }, "NUL byte"),
+        (
+            Request { command: String::new(), is_input: true, reset: true, ..Request::default() },
+            "reset cannot be combined with is_input",
+        ),
+    ];
+    for (request, expected) in cases {
         let err =
             term.session.execute(request.clone(), Default::default()).await.expect_err("rejected");
-        assert!(!err.to_string().is_empty(), "{request:?}");
+        assert!(err.to_string().contains(expected), "{request:?}: {err}");
     }
     assert_eq!(term.run("echo alive").await.output.text, "alive\n");
     term.session.close().await;
