@@ -574,7 +574,7 @@ fn files_to_prune(
 /// `bytes` in the largest binary unit that divides it (`100 MiB`).
 fn human_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }

@@ -355,9 +355,7 @@ async fn a_command_cannot_write_to_the_servers_stdout() {
     let (to_client, server_stdout) = std::io::pipe().expect("pipe");
     let (server_stdin, from_client) = std::io::pipe().expect("pipe");
     let mut command = if is_root() {
-        for path in [&home] {
-            std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).expect("chown");
-        }
+        std::os::unix::fs::chown(&home, Some(NOBODY), Some(NOBODY)).expect("chown");
         // Opening /proc/PID/fd/1 opens the pipe itself, which needs
         // permission on it: make the pipes the other user's, as theirs.
         std::os::unix::fs::fchown(&server_stdout, Some(NOBODY), Some(NOBODY)).expect("fchown");
