@@ -386,6 +386,19 @@ impl CappedOutput {
         self.write_spill(text);
     }
 
+    /// Appends committed `text` that may begin with the line a reply showed
+    /// unfinished (`shown`): that part goes to the full output but is not
+    /// shown again; the rest is pushed as usual.
+    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &str) {
+        match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
+            Some((shown, end)) => {
+                self.push_seen(&text[..end], shown.cut);
+                self.push(&text[end..]);
+            }
+            None => self.push(text),
+        }
+    }
+
     /// Ends the stream: flushes the spill file and returns what to show.
     pub fn finish(mut self) -> Shown {
         if let Some(spill) = &mut self.spill
@@ -532,6 +545,67 @@ pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
         &text[tail_start..]
     );
     (shown, omitted)
+}
+
+/// The unfinished line a reply showed: its length and a hash of it, to
+/// recognise it when it has grown or is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownLine {
+    chars: usize,
+    hash: u64,
+    /// Part of it was left out of the reply (it was longer than the room),
+    /// so the full output must keep it.
+    cut: bool,
+}
+
+impl ShownLine {
+    fn of(line: &str, cut: bool) -> Option<ShownLine> {
+        (!line.is_empty()).then(|| ShownLine {
+            chars: count_chars(line),
+            hash: hash_text(line),
+            cut,
+        })
+    }
+
+    /// The byte length of the shown line at the start of `text`, if `text`
+    /// starts with it.
+    fn prefix_in(self, text: &str) -> Option<usize> {
+        let end = byte_index_of_char(text, self.chars);
+        let prefix = &text[..end];
+        (count_chars(prefix) == self.chars && hash_text(prefix) == self.hash).then_some(end)
+    }
+}
+
+fn hash_text(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What a reply shows of the line a command has not finished yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedLine {
+    /// The text to show.
+    pub text: String,
+    /// Characters of it left out.
+    pub omitted: u64,
+    /// What to pass as `before` next time, and to
+    /// [`CappedOutput::push_continuing`] when the line is committed.
+    pub shown: Option<ShownLine>,
+}
+
+/// The unfinished `line` as a reply shows it: only what is new since
+/// `before` (the line the last reply showed, if this one continues it),
+/// cut to `room` characters (head and tail). Bound: `room` characters plus
+/// a notice, however long the line; time linear in its length.
+pub fn show_unfinished_line(line: &str, before: Option<ShownLine>, room: usize) -> UnfinishedLine {
+    let skip = before.and_then(|shown| shown.prefix_in(line)).unwrap_or(0);
+    let why = " from this unfinished line; they will be in the full output file once it ends";
+    let (text, omitted) = head_tail(&line[skip..], room, why);
+    // A cut earlier part that is still unsaved stays owed to the file.
+    let cut = omitted > 0 || before.is_some_and(|before| before.cut && skip > 0);
+    UnfinishedLine { text, omitted, shown: ShownLine::of(line, cut) }
 }
 
 /// Deletes, in `dir`, our regular files last written before `now` minus
@@ -780,6 +854,52 @@ mod tests {
         assert_eq!(shown.omitted_chars, 90);
         let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
         assert_eq!(saved, format!("seen{}", "y".repeat(100)));
+    }
+
+    #[test]
+    fn an_unfinished_line_is_shown_once_and_bounded() {
+        let first = show_unfinished_line("Password", None, 100);
+        assert_eq!((first.text.as_str(), first.omitted), ("Password", 0));
+        // It grew: only the new part.
+        let grown = show_unfinished_line("Password: ", first.shown, 100);
+        assert_eq!(grown.text, ": ");
+        // Unchanged: nothing.
+        assert_eq!(show_unfinished_line("Password: ", grown.shown, 100).text, "");
+        // Rewritten (a progress line after \r): shown whole again.
+        let other = show_unfinished_line("Passw0rd", grown.shown, 100);
+        assert_eq!(other.text, "Passw0rd");
+        assert_eq!(show_unfinished_line("", other.shown, 100).shown, None);
+        // Long: head and tail only, and the file will owe the rest.
+        let long = "z".repeat(10_000);
+        let cut = show_unfinished_line(&long, None, 100);
+        assert_eq!(cut.omitted, 9_900);
+        assert!(cut.text.len() < 300, "{}", cut.text);
+        assert!(cut.shown.is_some_and(|shown| shown.cut));
+        let more = show_unfinished_line(&format!("{long}!"), cut.shown, 100);
+        assert_eq!(more.text, "!");
+        assert!(more.shown.is_some_and(|shown| shown.cut), "still owed to the file");
+    }
+
+    #[test]
+    fn a_committed_line_is_not_shown_again() {
+        let store = store("continuing");
+        let line = show_unfinished_line("answer: ", None, 100);
+        let mut out = store.capped(100, "small");
+        out.push_continuing(line.shown, "answer: 42\nnext\n");
+        assert_eq!(out.finish().text, "42\nnext\n");
+        // A different line is shown whole.
+        let mut out = store.capped(100, "other");
+        out.push_continuing(line.shown, "done\n");
+        assert_eq!(out.finish().text, "done\n");
+        // A line that was cut when shown is saved whole.
+        let long = "z".repeat(1000);
+        let cut = show_unfinished_line(&long, None, 100);
+        let mut out = store.capped(100, "cut");
+        out.push_continuing(cut.shown, &format!("{long}\n"));
+        let shown = out.finish();
+        assert_eq!(shown.text, "\n");
+        let saved = std::fs::read_to_string(shown.full_output_path.expect("saved")).expect("read");
+        assert_eq!(saved, format!("{long}\n"));
     }
 
     #[test]

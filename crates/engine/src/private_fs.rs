@@ -151,6 +151,12 @@ pub fn create_new_file(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Creates the file `path` as [`create_new_file`] does and writes
+/// `contents` to it.
+pub fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    create_new_file(path)?.write_all(contents)
+}
+
 /// Replaces the contents of the file `path` with `contents`, creating it
 /// (mode 0600) if needed. An existing file must be a regular file of ours
 /// with one link; it is never followed as a symlink, and a FIFO never

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
 use crate::keys::{self, Input};
-use crate::output::{self, CappedOutput, CommandSpill, Shown, SpillLimits, SpillStore};
+use crate::output::{self, CappedOutput, CommandSpill, Shown, ShownLine, SpillLimits, SpillStore};
 use crate::private_fs;
 use crate::process::{self, TerminationMode};
 use crate::pty::{self, Pty};
@@ -482,7 +482,7 @@ struct Running {
     spill_stem: String,
     /// The unfinished line the last reply showed, to show only what is
     /// new of it next time.
-    line_shown: Option<LineShown>,
+    line_shown: Option<ShownLine>,
     /// The execution limit in force, if any.
     exec_limit: Option<Duration>,
     /// When it started, in the clock ticks `/proc` uses.
@@ -503,13 +503,7 @@ impl Running {
     /// line an earlier reply showed unfinished goes to the full output but
     /// is not shown again.
     fn push_output(&mut self, text: &str) {
-        match self.line_shown.take() {
-            Some(shown) if let Some(end) = shown.prefix_in(text) => {
-                self.pending.push_seen(&text[..end], shown.cut);
-                self.pending.push(&text[end..]);
-            }
-            _ => self.pending.push(text),
-        }
+        self.pending.push_continuing(self.line_shown.take(), text);
     }
 
     /// Finished, and not still being killed.
@@ -621,8 +615,7 @@ impl Shell {
             .and_then(|()| private_fs::create_private_dir(&files.dir))
             .map_err(|err| fail("private directory", err))?;
         let rc = shell::rc_script(&files, &nonce, config.user_rc.as_deref());
-        private_fs::create_new_file(&files.rc_file())
-            .and_then(|mut file| std::io::Write::write_all(&mut file, rc.as_bytes()))
+        private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
             .map_err(|err| fail("start-up file", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
@@ -1041,14 +1034,13 @@ impl Shell {
                     .output_cap
                     .saturating_sub(output::count_chars(&output.text))
                     .max(config.output_cap / 4);
-                let (shown, line_shown) =
-                    show_current_line(&current_line, running.line_shown, room);
-                if shown.omitted > 0 {
+                let line = output::show_unfinished_line(&current_line, running.line_shown, room);
+                if line.omitted > 0 {
                     output.truncated = true;
-                    output.omitted_chars += shown.omitted;
+                    output.omitted_chars += line.omitted;
                 }
-                output.text.push_str(&shown.text);
-                running.line_shown = line_shown;
+                output.text.push_str(&line.text);
+                running.line_shown = line.shown;
             }
         }
         let reply = Reply {
@@ -1246,67 +1238,6 @@ enum Waited {
 
 fn spill_name(spill_stem: &str, part: u32) -> String {
     format!("{spill_stem}-part{part}.log")
-}
-
-/// The unfinished line a reply showed: its length and a hash of it, to
-/// recognise it when it has grown or is committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct LineShown {
-    chars: usize,
-    hash: u64,
-    /// Part of it was left out of the reply (it was longer than the room).
-    cut: bool,
-}
-
-impl LineShown {
-    fn of(line: &str, cut: bool) -> Option<LineShown> {
-        (!line.is_empty()).then(|| LineShown {
-            chars: output::count_chars(line),
-            hash: hash_text(line),
-            cut,
-        })
-    }
-
-    /// The byte length of the shown part at the start of `text`, if `text`
-    /// starts with it.
-    fn prefix_in(self, text: &str) -> Option<usize> {
-        let end = output::byte_index_of_char(text, self.chars);
-        (output::count_chars(&text[..end]) == self.chars && hash_text(&text[..end]) == self.hash)
-            .then_some(end)
-    }
-}
-
-fn hash_text(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
-}
-
-/// What a reply shows of the unfinished line.
-struct LineText {
-    text: String,
-    omitted: u64,
-}
-
-/// The unfinished `line` as a reply shows it: only what is new since
-/// `before` (the line the last reply showed, if this one continues it),
-/// cut to `room` characters (head and tail). Returns it and what to
-/// remember as shown. Bound: `room` characters plus a notice, whatever the
-/// line's length.
-fn show_current_line(
-    line: &str,
-    before: Option<LineShown>,
-    room: usize,
-) -> (LineText, Option<LineShown>) {
-    let skip = before.and_then(|shown| shown.prefix_in(line)).unwrap_or(0);
-    let new = &line[skip..];
-    let why = " from this unfinished line; they will be in the full output file once it ends";
-    let (text, omitted) = output::head_tail(new, room, why);
-    (
-        LineText { text, omitted },
-        LineShown::of(line, omitted > 0 || before.is_some_and(|b| b.cut && skip > 0)),
-    )
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {
