@@ -329,12 +329,6 @@ fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let loaded = load_policy(&args)?;
-    let cwd = match &args.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("cannot read the working directory")?,
-    };
-    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
     // First of all: a command running as the same user must not be able to
     // open our stdout through /proc and forge protocol messages.
     if let Err(err) = private_fs::make_process_undumpable() {
@@ -342,6 +336,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
         );
     }
+    let loaded = load_policy(&args)?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the working directory")?,
+    };
+    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
     let dir = RuntimeDir::create()?;
     let guard = match std::env::current_exe().and_then(|exe| Guard::spawn(&exe, &["__guard"])) {
         Ok(guard) => Some(Arc::new(guard)),
