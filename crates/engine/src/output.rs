@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::private_fs;
@@ -139,8 +139,8 @@ pub struct SpillStore {
     retention: Option<Retention>,
     /// Bytes written by this store so far.
     written: AtomicU64,
-    /// A background prune is under way.
-    pruning: Arc<AtomicBool>,
+    /// Whether a background prune is under way ([`PRUNE_IDLE`] and so on).
+    pruning: Arc<AtomicU8>,
 }
 
 impl SpillStore {
@@ -160,7 +160,7 @@ impl SpillStore {
             limits,
             retention,
             written: AtomicU64::new(0),
-            pruning: Arc::new(AtomicBool::new(false)),
+            pruning: Arc::new(AtomicU8::new(PRUNE_IDLE)),
         })
     }
 
@@ -188,20 +188,36 @@ impl SpillStore {
         }
     }
 
-    /// Applies the retention on a short-lived thread of its own, unless one
-    /// is already at it: a new file must not wait for a directory scan.
+    /// Applies the retention on a short-lived thread of its own, so a new
+    /// file never waits for a directory scan. If a prune is already under
+    /// way, it goes once more when done instead (it may have missed this
+    /// file). Time: one scan of the directory per round.
     fn prune_in_background(&self) {
         let Some(retention) = self.retention else { return };
-        if self.pruning.swap(true, Ordering::AcqRel) {
+        let before = self.pruning.swap(PRUNE_RUNNING_AGAIN, Ordering::AcqRel);
+        if before != PRUNE_IDLE {
             return;
         }
         let (dir, pruning) = (self.dir.clone(), Arc::clone(&self.pruning));
         let spawned = std::thread::Builder::new().name("shellkeep-prune".into()).spawn(move || {
-            prune_dir(&dir, retention, SystemTime::now());
-            pruning.store(false, Ordering::Release);
+            // Go round while files were added during the last scan.
+            while pruning.swap(PRUNE_RUNNING, Ordering::AcqRel) == PRUNE_RUNNING_AGAIN {
+                prune_dir(&dir, retention, SystemTime::now());
+                if pruning
+                    .compare_exchange(
+                        PRUNE_RUNNING,
+                        PRUNE_IDLE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    break;
+                }
+            }
         });
         if spawned.is_err() {
-            self.pruning.store(false, Ordering::Release);
+            self.pruning.store(PRUNE_IDLE, Ordering::Release);
         }
     }
 
@@ -227,6 +243,13 @@ impl SpillStore {
         Ok(file)
     }
 }
+
+/// No prune is under way.
+const PRUNE_IDLE: u8 = 0;
+/// A prune is under way.
+const PRUNE_RUNNING: u8 = 1;
+/// A prune is under way, and a file was added since it began.
+const PRUNE_RUNNING_AGAIN: u8 = 2;
 
 /// One command's share of a [`SpillStore`]; cheap to clone.
 #[derive(Debug, Clone)]
@@ -959,6 +982,38 @@ mod tests {
         assert!(dir.join("link").symlink_metadata().is_ok());
         let much_later = SystemTime::now() + Duration::from_secs(7200);
         assert_eq!(prune_dir(&dir, retention, much_later), vec![dir.join("small")]);
+    }
+
+    #[test]
+    fn adding_a_file_prunes_the_directory() {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-output-test-{}-added-{}",
+            std::process::id(),
+            private_fs::random_hex(4).expect("random")
+        ));
+        let retention = Retention { max_age: Duration::from_secs(3600), max_total: 150 };
+        let store = SpillStore::new(dir.clone(), "srv", SpillLimits::default(), Some(retention));
+        let spill = |name: &str| {
+            let mut out = store.command().capped(10, name);
+            out.push(&"x".repeat(100));
+            out.finish().full_output_path.expect("saved")
+        };
+        let first = spill("first");
+        std::fs::File::options()
+            .write(true)
+            .open(&first)
+            .and_then(|file| file.set_modified(SystemTime::now() - Duration::from_secs(60)))
+            .expect("mtime");
+        let second = spill("second");
+        assert_eq!(second, dir.join("srv-second"));
+        // 200 bytes > 150: the older file goes, on the pruning thread.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while first.exists() || store.pruning.load(Ordering::Acquire) != PRUNE_IDLE {
+            assert!(std::time::Instant::now() < deadline, "{} was not pruned", first.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(second.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
