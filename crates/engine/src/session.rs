@@ -715,7 +715,8 @@ impl Shell {
                 Some(status) => describe_exit(status),
                 None => format!("still starting after {limit:?}"),
             },
-            state.screen.current_line(),
+            // Bounded: a start-up file may print a line of any length.
+            output::head_tail(&state.screen.current_line(), 2_000, "").0,
         )))
     }
 

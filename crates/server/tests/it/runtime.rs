@@ -1,8 +1,9 @@
-//! The runtime directory, full-output files and the server's own process,
-//! end to end (issue 7, sections 1.4 and 3): nobody else can take over
-//! where the server writes, nothing sensitive outlives it, full outputs are
-//! capped and kept across restarts, and a command cannot write to the
-//! server's stdout through `/proc`.
+//! The runtime directory, full-output files, reply caps and the server's
+//! own process, end to end (issue 7, sections 1.3, 1.4 and 3): nobody else
+//! can take over where the server writes, nothing sensitive outlives it,
+//! full outputs are capped and kept across restarts, an unfinished line is
+//! capped and never sent twice, and a command cannot write to the server's
+//! stdout through `/proc`.
 //!
 //! We usually run as root here, so "another user" is uid 65534: files are
 //! chowned to it, and the `/proc` test runs the whole server as that user.
@@ -336,6 +337,35 @@ async fn full_outputs_are_cut_at_their_limit_and_the_reply_says_so() {
     let cut = r["fullStdoutCut"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
     assert!(cut.contains("limit per command of 1 MiB"), "{cut}");
     assert!(r["fullStderrCut"].is_null());
+}
+
+/// Issue 7, 1.3: a 5 MB line without a newline is cut to the cap in the
+/// reply that shows it, not sent again by the next ones, and kept whole in
+/// the full output once it ends.
+#[tokio::test]
+async fn an_unfinished_line_is_capped_and_never_sent_twice() {
+    let server = Server::with(&["--output-cap", "1000", "--no-output-return", "1"]).await;
+    let size = 5_000_000;
+    let command = format!("head -c {size} /dev/zero | tr '\\0' x; read answer; echo end $answer");
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.text.len() < 3000, "the reply is bounded: {} bytes", r.text.len());
+    assert!(r.output().contains("characters omitted from this unfinished line"), "{r:#?}");
+    assert_eq!(r["truncated"], true);
+    for _ in 0..2 {
+        let r = server.terminal(json!({"command": ""})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        assert_eq!(r.output(), "", "nothing new, nothing sent: {r:#?}");
+    }
+    let r = server.terminal(json!({"command": "ok", "is_input": true})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(r.text.len() < 3000, "{} bytes", r.text.len());
+    assert!(r.output().ends_with("end ok\n"), "{r:#?}");
+    assert!(!r.output().contains("xxx"), "{r:#?}");
+    let path = r["full_output_path"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
+    let saved = std::fs::read_to_string(path).expect("read");
+    assert_eq!(saved.len(), size + "ok\nend ok\n".len(), "{:?}", &saved[size - 5..]);
+    assert!(saved.starts_with(&"x".repeat(size)));
 }
 
 /// Issue 7, 3.3: the server is not dumpable, so a command running as the
