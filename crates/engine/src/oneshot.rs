@@ -154,6 +154,10 @@ pub struct InvalidRequest(pub String);
 /// own limit is 128 KiB per string and about 2 MiB for all of them.
 const INLINE_LIMIT: usize = 64 * 1024;
 
+/// The kernel's limit on one argument or `NAME=value` string, its NUL
+/// included (`MAX_ARG_STRLEN`, 32 pages).
+const MAX_ENV_STRING: usize = 128 * 1024;
+
 /// The most bytes of request environment passed inline in all; past it the
 /// largest values go through a pipe.
 const INLINE_ENV_TOTAL: usize = 512 * 1024;
@@ -196,13 +200,18 @@ impl Inline {
         !self.piped_env.contains(name)
     }
 
-    /// The bash source that exports the piped variables: one
+    /// The bash source that sets the piped variables: one
     /// `export NAME='value'` line each, quoted so that any text survives.
+    /// A value the kernel would refuse to any program (a string over
+    /// [`MAX_ENV_STRING`]) is set with `declare +x`: a shell variable the
+    /// command can use, which the programs it starts do not inherit (had
+    /// they inherited it, every one of them would fail to start).
     fn prelude(&self, env: &[(String, String)]) -> String {
         let mut prelude = String::new();
         // The last setting of a name wins, as in the environment.
         for (name, value) in env.iter().filter(|(name, _)| self.piped_env.contains(name)) {
-            prelude.push_str("export ");
+            let exportable = name.len() + value.len() + 2 <= MAX_ENV_STRING;
+            prelude.push_str(if exportable { "export " } else { "declare +x " });
             prelude.push_str(name);
             prelude.push_str("='");
             prelude.push_str(&value.replace('\'', "'\\''"));
@@ -392,7 +401,9 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
         command.arg("-c").arg(script);
         command
     };
+    // bash names itself after argv[0] in `$0` and its error messages.
     command
+        .arg0("bash")
         .env("TERM", "dumb")
         .env("NO_COLOR", "1")
         .envs(
