@@ -410,13 +410,23 @@ impl SignalReset {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }
-            // SAFETY: a zeroed sigaction with SIG_DFL installs no handler;
-            // signals the C library reserves fail with EINVAL, which is fine.
+            // The raw system call, because the C library refuses the
+            // signals it reserves for itself (32 and 33), which can be
+            // inherited as ignored all the same. An all-zero kernel
+            // `struct sigaction` is SIG_DFL with no flags in every layout
+            // (handler, flags, [restorer,] mask); 32 bytes cover them all.
+            let action: [u64; 4] = [0; 4];
+            // SAFETY: `action` lives across the call and is at least as
+            // large as the kernel's `struct sigaction`; no old action is
+            // written back. Failures are fine: nothing else to do.
             unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = libc::SIG_DFL;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(signal, &action, std::ptr::null_mut());
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    action.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
             }
         }
         // SAFETY: an empty set on the stack, passed by pointer for the call.
