@@ -255,6 +255,30 @@ async fn run_stops_escaped_processes_at_its_timeout_and_at_its_end() {
         "{r:#?}"
     );
     assert_none_survive(&refs(&markers), CLEANUP).await;
+    // The server adopted the orphans (it is their subreaper) and reaped
+    // them: none is left a zombie child of it.
+    wait_until(
+        CLEANUP,
+        || zombie_children(server.pid).is_empty(),
+        || format!("zombie children: {:?}", zombie_children(server.pid)),
+    )
+    .await;
+}
+
+/// Children of `pid` that are zombies.
+fn zombie_children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let mut fields = stat.rsplit_once(") ")?.1.split(' ');
+            let state = fields.next()?;
+            let ppid: u32 = fields.next()?.parse().ok()?;
+            (ppid == pid && state == "Z").then_some(child)
+        })
+        .collect()
 }
 
 #[tokio::test]
