@@ -205,10 +205,13 @@ async fn many_small_values_over_the_total_limit_still_run() {
     assert_eq!((outcome.status, outcome.stdout.text.as_str()), (RunStatus::Success, "0: 39:\n"));
 }
 
+/// A request's environment.
+type Env = Vec<(String, String)>;
+
 #[tokio::test]
 async fn nul_bytes_and_bad_names_are_refused_naming_the_argument() {
     let scratch = Scratch::new("run-invalid");
-    let cases: [(&str, Vec<(String, String)>, &str); 5] = [
+    let cases: [(&str, Env, &str); 5] = [
         ("echo a\0b", vec![], "argument `command` contains a NUL byte"),
         (
             "true",
