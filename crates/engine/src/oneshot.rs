@@ -443,7 +443,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     };
     let targets = Targets {
         groups: vec![pgid],
-        roots: vec![pgid],
+        // Its descendants, as long as it is the process we started.
+        roots: process::Root::of(pgid).into_iter().collect(),
         marks: vec![scope.mark()],
         ..Targets::default()
     };

@@ -332,12 +332,14 @@ pub fn spawn_std(command: &mut std::process::Command) -> std::io::Result<std::pr
     Ok(child)
 }
 
+/// Registers `pid`. Outside the server nothing reaps, so the list is pruned
+/// of children that are gone once it grows: it holds about as many entries
+/// as there are live children, plus at most 256.
 fn register(spawned: &mut Vec<(i32, u64)>, pid: i32) {
-    let start = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|text| parse_stat(pid, &text))
-        .map_or(0, |stat| stat.start_ticks);
-    spawned.push((pid, start));
+    if spawned.len() >= 256 {
+        spawned.retain(|&(pid, start)| Root::of(pid).is_some_and(|root| root.start_ticks == start));
+    }
+    spawned.push((pid, Root::of(pid).map_or(0, |root| root.start_ticks)));
 }
 
 /// Makes this process a child subreaper, so that orphans of everything it
@@ -593,7 +595,7 @@ pub struct Targets {
     /// Sessions (a PTY shell and its jobs).
     pub sessions: Vec<i32>,
     /// Processes whose descendants (and themselves) are reached.
-    pub roots: Vec<i32>,
+    pub roots: Vec<Root>,
     /// Scope markers.
     pub marks: Vec<Mark>,
     /// Processes never reached (the orphan guard).
@@ -614,7 +616,7 @@ impl Targets {
     /// carries its token, except `exclude`.
     pub fn whole_server(exclude: &[i32]) -> Targets {
         Targets {
-            roots: vec![std::process::id() as i32],
+            roots: Root::of(std::process::id() as i32).into_iter().collect(),
             marks: vec![Mark::Token(server_token().to_owned())],
             exclude: exclude.to_vec(),
             ..Targets::default()
@@ -625,14 +627,20 @@ impl Targets {
     pub fn members(&self) -> Vec<i32> {
         let me = std::process::id() as i32;
         let mut all = Vec::new();
-        for_each_proc(|stat| all.push((stat.pid, stat.ppid, stat.pgrp, stat.session)));
+        let mut live_roots = Vec::new();
+        for_each_proc(|stat| {
+            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session));
+            if self.roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
+                live_roots.push(stat.pid);
+            }
+        });
         let mut reached: HashSet<i32> = HashSet::new();
-        if !self.roots.is_empty() {
+        if !live_roots.is_empty() {
             let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
             for &(pid, ppid, ..) in &all {
                 children.entry(ppid).or_default().push(pid);
             }
-            let mut stack: Vec<i32> = self.roots.clone();
+            let mut stack: Vec<i32> = live_roots;
             while let Some(pid) = stack.pop() {
                 if reached.insert(pid) {
                     stack.extend(children.get(&pid).into_iter().flatten());
@@ -652,8 +660,6 @@ impl Targets {
                 members.push(pid);
             }
         }
-        // A root is reached only through its descendants and itself when
-        // it is alive; the server's own pid never is.
         members
     }
 
@@ -673,6 +679,22 @@ impl Targets {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
             }
         }
+    }
+}
+
+/// A process identified by its pid and its start time, so that a pid the
+/// kernel has given to a new process since is not taken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Root {
+    pid: i32,
+    start_ticks: u64,
+}
+
+impl Root {
+    /// Process `pid` as it is now; `None` if it is gone.
+    pub fn of(pid: i32) -> Option<Root> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse_stat(pid, &text).map(|stat| Root { pid, start_ticks: stat.start_ticks })
     }
 }
 
