@@ -2,16 +2,20 @@
 //! under both limits of the timeout policy, with its output capped and
 //! spilled.
 //!
-//! The command runs in a process group of its own with stdin from
+//! The command runs in a process group and a scope of its own (see
+//! `process`: the scope marker finds what left the group) with stdin from
 //! `/dev/null` (or the text the caller supplies), stdout and stderr on
 //! separate pipes, and `TERM=dumb NO_COLOR=1` on top of the non-interactive
-//! environment. Two deadlines run against it: the whole run (`exec`) and
+//! environment. A command or environment value too big for an argument
+//! reaches bash through a pipe instead; a NUL byte or a malformed variable
+//! name is refused before anything starts. Two deadlines run against it: the whole run (`exec`) and
 //! the silence since the last byte on either stream (`no_output`). When one
 //! fires, or the caller cancels, the whole group gets SIGTERM, a grace
 //! period, then SIGKILL, and its pipes are read all the while, so what a
 //! SIGTERM handler prints is kept. When the main process exits on its own,
-//! anything it left running in its group is stopped too: a one-shot run
-//! leaves nothing behind (background jobs belong in a shell session).
+//! anything it left running, in its group or anywhere else, is stopped
+//! too: a one-shot run leaves nothing behind (background jobs belong in a
+//! shell session).
 //!
 //! Whatever happens to the command, the result is a [`RunOutcome`] value.
 //! This module does not choose the limits (`policy` does), render the
@@ -323,7 +327,8 @@ pub struct RunOutcome {
 }
 
 /// Runs `request.command` to completion, a limit, or `cancel`, and returns
-/// the outcome. It never fails: a command that cannot start is an outcome
+/// the outcome. bash is the one [`process::bash`] found at start-up, whatever
+/// `PATH` the request's `env` sets. It never fails: a command that cannot start is an outcome
 /// with [`RunStatus::Error`].
 pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();

@@ -207,12 +207,13 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
 /// Like [`group_command`], and the child also gets each `(fd, target)` of
 /// `fds` as its descriptor number `target` (for input passed through a
 /// pipe). The caller keeps `fds` open until the command is spawned and
-/// closes them after.
+/// closes them after. At most eight descriptors.
 pub fn group_command_with_fds(
     program: impl AsRef<OsStr>,
     scope: &Scope,
     fds: &[(&OwnedFd, RawFd)],
 ) -> tokio::process::Command {
+    assert!(fds.len() <= 8, "at most eight descriptors can be passed to a child");
     let mut command = group_command(program, scope);
     let fds: Vec<(RawFd, RawFd)> =
         fds.iter().map(|(fd, target)| (fd.as_raw_fd(), *target)).collect();
