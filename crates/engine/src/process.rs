@@ -865,6 +865,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn marks_match_whole_entries_only() {
+        let environ = b"A=1\0SHELLKEEP_SCOPE=abc/run-7\0B=SHELLKEEP_SCOPE=zzz/run-1\0";
+        let exact = |value: &str| Mark::Exact(value.into()).matches(environ);
+        let token = |value: &str| Mark::Token(value.into()).matches(environ);
+        assert!(exact("abc/run-7"));
+        assert!(!exact("abc/run-70") && !exact("abc/run-") && !exact("zzz/run-1"));
+        assert!(token("abc"));
+        assert!(!token("ab") && !token("abc/") && !token("zzz"));
+        assert!(!Mark::Token("abc".into()).matches(b"SHELLKEEP_SCOPE=\0SHELLKEEP_SCOPEX=abc/1"));
+    }
+
     #[tokio::test]
     async fn terminate_groups_kills_a_whole_tree() {
         let mut child = group_command("bash", &Scope::new("test"))

@@ -268,3 +268,33 @@ async fn a_value_the_kernel_refuses_is_reported_as_such() {
     );
     assert!(!outcome.stderr.text.contains("installed"), "{}", outcome.stderr.text);
 }
+
+#[tokio::test]
+async fn cancelling_or_dropping_a_run_stops_what_escaped() {
+    let scratch = Scratch::new("run-escape-cancel");
+    let (background, markers) = escapes();
+    let command = format!("{background}\nsleep 100");
+
+    let cancel = CancellationToken::new();
+    let request = RunRequest {
+        grace: Duration::from_millis(500),
+        ..RunRequest::new(command.clone(), limits(60.0, 60.0), &scratch.0, "run")
+    };
+    let call = tokio::spawn(oneshot::run(request, cancel.clone()));
+    wait_alive(&markers).await;
+    cancel.cancel();
+    let outcome = call.await.expect("the run task");
+    assert_eq!((outcome.status, outcome.cancelled), (RunStatus::Error, true), "{outcome:#?}");
+    assert_eq!(survivors(&markers), []);
+
+    // A run whose task is dropped mid-way (its caller went away) kills
+    // what it started on the spot.
+    let (background, markers) = escapes();
+    let command = format!("{background}\nsleep 100");
+    let request = RunRequest::new(command, limits(60.0, 60.0), &scratch.0, "run");
+    let call = tokio::spawn(oneshot::run(request, CancellationToken::new()));
+    wait_alive(&markers).await;
+    call.abort();
+    assert!(call.await.is_err_and(|err| err.is_cancelled()));
+    eventually(|| survivors(&markers).is_empty()).await;
+}
