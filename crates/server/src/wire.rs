@@ -49,7 +49,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -642,6 +642,7 @@ fn watch_stdout(closed: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn scan_id_finds_the_top_level_id_only() {
