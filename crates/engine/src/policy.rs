@@ -1232,7 +1232,7 @@ mod tests {
         assert_eq!(explicit.limits, limits(secs(8), secs(2)));
         let chosen = explicit.clone().with_no_output(eight);
         assert_eq!(chosen.limits, limits(secs(8), secs(8)));
-        assert_eq!((chosen.category, chosen.source), (explicit.category, explicit.source));
+        assert_eq!((&chosen.category, &chosen.source), (&explicit.category, &explicit.source));
         // Longer than the execution limit is allowed: the execution limit
         // then fires first.
         let long = ExplicitTimeout::from_secs_f64(100.0).unwrap();

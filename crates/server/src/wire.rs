@@ -45,7 +45,9 @@ use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde::Deserialize;
@@ -116,11 +118,33 @@ struct Output {
     released: Notify,
 }
 
-/// Requests forwarded to `rmcp` and not yet answered: id → line size.
+/// Requests forwarded to `rmcp` and not yet answered.
+///
+/// `rmcp` sees each request under an id of our own, unique for the life of
+/// the connection, and replies are given the client's id back. `rmcp` keys
+/// its per-request state by id and sends nothing for a cancelled request, so
+/// a client id reused after a cancellation would otherwise receive the old
+/// request's late reply and have its own command cancelled.
 #[derive(Default)]
 struct InFlight {
-    requests: HashMap<RequestId, usize>,
+    /// The client's id → our id and the request line's size.
+    requests: HashMap<RequestId, (i64, usize)>,
+    /// Our id → the client's.
+    by_internal: HashMap<i64, RequestId>,
+    /// Our next id.
+    next: i64,
+    /// The sum of the sizes in `requests`.
     bytes: usize,
+}
+
+impl InFlight {
+    /// Forgets the request with the client's id `id`; returns our id for it.
+    fn remove(&mut self, id: &RequestId) -> Option<i64> {
+        let (internal, size) = self.requests.remove(id)?;
+        self.by_internal.remove(&internal);
+        self.bytes -= size;
+        Some(internal)
+    }
 }
 
 impl Output {
@@ -128,22 +152,26 @@ impl Output {
         self.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Forgets request `id` (answered or cancelled) and wakes the reader if
-    /// it waits for room.
-    fn release(&self, id: &RequestId) {
-        let removed = {
+    /// Forgets the request `rmcp` knows as `internal` (it is being
+    /// answered) and wakes the reader if it waits for room. Returns the
+    /// client's id, or `None` when the request was cancelled meanwhile.
+    fn answered(&self, internal: &RequestId) -> Option<RequestId> {
+        let RequestId::Number(internal) = internal else { return None };
+        let id = {
             let mut in_flight = self.in_flight();
-            match in_flight.requests.remove(id) {
-                Some(size) => {
-                    in_flight.bytes -= size;
-                    true
-                }
-                None => false,
-            }
+            let id = in_flight.by_internal.get(internal)?.clone();
+            in_flight.remove(&id);
+            id
         };
-        if removed {
-            self.released.notify_one();
-        }
+        self.released.notify_one();
+        Some(id)
+    }
+
+    /// Forgets a request the client cancelled; returns our id for it.
+    fn cancelled(&self, id: &RequestId) -> Option<i64> {
+        let internal = self.in_flight().remove(id)?;
+        self.released.notify_one();
+        Some(internal)
     }
 
     /// Writes one message as a line. A failure closes the output for good.
@@ -222,20 +250,24 @@ impl Transport<RoleServer> for Wire {
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
         let output = Arc::clone(&self.output);
         async move {
-            let id = match &item {
-                JsonRpcMessage::Response(response) => Some(response.id.clone()),
-                JsonRpcMessage::Error(error) => error.id.clone(),
+            let id = match &mut item {
+                JsonRpcMessage::Response(response) => Some(&mut response.id),
+                JsonRpcMessage::Error(error) => error.id.as_mut(),
                 _ => None,
             };
-            let line = serde_json::to_vec(&item).map_err(io::Error::other);
             if let Some(id) = id {
-                output.release(&id);
+                match output.answered(id) {
+                    Some(client_id) => *id = client_id,
+                    // Cancelled: MCP sends no reply to a cancelled request.
+                    None => return Ok(()),
+                }
             }
-            output.write_line(line?).await
+            let line = serde_json::to_vec(&item).map_err(io::Error::other)?;
+            output.write_line(line).await
         }
     }
 
@@ -313,6 +345,7 @@ async fn forward_bounded(
     tx: &mpsc::Sender<ClientJsonRpcMessage>,
     output: &Output,
 ) -> bool {
+    let mut message = forward.message;
     if let Some(id) = forward.request {
         loop {
             {
@@ -322,8 +355,14 @@ async fn forward_bounded(
                     || (in_flight.requests.len() < MAX_IN_FLIGHT
                         && in_flight.bytes + size <= IN_FLIGHT_BYTES)
                 {
-                    in_flight.requests.insert(id, size);
+                    in_flight.next += 1;
+                    let internal = in_flight.next;
+                    in_flight.requests.insert(id.clone(), (internal, size));
+                    in_flight.by_internal.insert(internal, id);
                     in_flight.bytes += size;
+                    if let JsonRpcMessage::Request(request) = &mut message {
+                        request.id = RequestId::Number(internal);
+                    }
                     break;
                 }
             }
@@ -336,7 +375,7 @@ async fn forward_bounded(
     if output.closed.is_cancelled() {
         return false;
     }
-    tx.send(forward.message).await.is_ok()
+    tx.send(message).await.is_ok()
 }
 
 /// The outcome of one bounded line read.
@@ -431,13 +470,16 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
             }
         }
         Ok(Shape::Other) => match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
-            Ok(message) => {
-                if let JsonRpcMessage::Notification(_) = &message
-                    && value["method"] == "notifications/cancelled"
-                    && let Ok(id) = RequestId::deserialize(&value["params"]["requestId"])
+            Ok(mut message) => {
+                if let JsonRpcMessage::Notification(notification) = &mut message
+                    && let ClientNotification::CancelledNotification(cancel) =
+                        &mut notification.notification
                 {
-                    // `rmcp` sends no reply to a cancelled request.
-                    output.release(&id);
+                    // Tell `rmcp` our id for the request; a cancellation of
+                    // a request that is not running has nothing to stop.
+                    let internal =
+                        cancel.params.request_id.as_ref().and_then(|id| output.cancelled(id))?;
+                    cancel.params.request_id = Some(RequestId::Number(internal));
                 }
                 Some(Forward { message, request: None })
             }
@@ -498,6 +540,7 @@ fn classify(value: &Value, in_flight: &InFlight) -> Result<Shape, (Value, String
             if let Some(params) = object.get("params")
                 && !params.is_object()
                 && !params.is_array()
+                && id.is_some()
             {
                 return Err((reply_id, "`params` must be an object".to_owned()));
             }
@@ -580,7 +623,13 @@ fn scan_id(prefix: &[u8]) -> Value {
                     let mut values =
                         serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
                     return match values.next() {
-                        Some(Ok(id @ (Value::String(_) | Value::Number(_)))) => id,
+                        // A number that reaches the end of the prefix may
+                        // have been cut.
+                        Some(Ok(id @ (Value::String(_) | Value::Number(_))))
+                            if values.byte_offset() < rest.len() =>
+                        {
+                            id
+                        }
                         _ => Value::Null,
                     };
                 }
