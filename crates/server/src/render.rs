@@ -222,7 +222,8 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
             out.note(format!("[{why}{sent} {TIMEOUT_MESSAGE_TEMPLATE}]"));
             out.note(format!(
-                "[It keeps running (for {} so far); reset=true starts a fresh shell.]",
+                "[It is still running ({} so far): send text or keys to it with \
+                 is_input=true, or reset=true for a fresh shell.]",
                 seconds(reply.duration)
             ));
             "running"
@@ -380,13 +381,12 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (String, RunOutput) {
     let summary = match (outcome.status, outcome.timeout_reason) {
         (RunStatus::Success, _) => format!("exit code {}", outcome.exit_code),
         (RunStatus::Timeout, Some(TimeoutReason::NoOutput)) => format!(
-            "timeout: no output for {} (the no-output limit), {mode}",
+            "no_output_timeout: no output for {}, {mode}",
             seconds(outcome.limits.no_output)
         ),
-        (RunStatus::Timeout, _) => format!(
-            "timeout: ran past the execution limit of {}, {mode}",
-            seconds(outcome.limits.exec)
-        ),
+        (RunStatus::Timeout, _) => {
+            format!("exec_timeout: still running after {}, {mode}", seconds(outcome.limits.exec))
+        }
         (RunStatus::Error, _) => "error".to_owned(),
     };
     // The footer names the category and limits, not the pattern that chose
