@@ -97,7 +97,7 @@ pub fn echo(command: &str) -> String {
     let half = ECHO_CHARS / 2;
     let head: String = command.chars().take(half).collect();
     let tail: String = command.chars().skip(total - half).collect();
-    format!("{head:?} … {tail:?} ({} characters in all)", total)
+    format!("{head:?} … {tail:?} ({total} characters in all)")
 }
 
 /// A reply's text and the notes that go into its structured content.

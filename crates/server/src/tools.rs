@@ -521,4 +521,50 @@ pub mod schema {
             }
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use serde_json::json;
+
+        fn portable(schema: serde_json::Value) -> serde_json::Value {
+            let serde_json::Value::Object(schema) = schema else { unreachable!() };
+            serde_json::Value::Object(super::portable(&schema))
+        }
+
+        #[test]
+        fn optional_properties_lose_null_and_required_ones_become_any_of() {
+            let schema = json!({
+                "type": "object",
+                "required": ["always"],
+                "properties": {
+                    "optional": {"type": ["number", "null"], "format": "double", "default": null},
+                    "always": {"type": ["string", "null"], "description": "d"},
+                    "count": {"type": "integer", "format": "uint64", "minimum": 0},
+                    "when": {"type": "string", "format": "date-time"},
+                    "nested": {"type": "object", "properties": {
+                        "deep": {"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]},
+                    }},
+                },
+            });
+            assert_eq!(
+                portable(schema),
+                json!({
+                    "type": "object",
+                    "required": ["always"],
+                    "properties": {
+                        "optional": {"type": "number"},
+                        "always": {
+                            "anyOf": [{"type": "string"}, {"type": "null"}],
+                            "description": "d",
+                        },
+                        "count": {"type": "integer", "minimum": 0},
+                        "when": {"type": "string", "format": "date-time"},
+                        "nested": {"type": "object", "properties": {
+                            "deep": {"$ref": "#/$defs/X"},
+                        }},
+                    },
+                })
+            );
+        }
+    }
 }

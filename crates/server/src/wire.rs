@@ -21,8 +21,10 @@
 //! - a line longer than [`MAX_LINE`] is skipped without being kept and gets
 //!   `-32600` (with its id when it appears near the start of the line).
 //!
-//! Valid messages go to `rmcp` over an in-memory channel; its replies come
-//! back through [`Wire`]'s `send` and are written one line at a time.
+//! Valid messages go to `rmcp` over an in-memory channel, each request under
+//! an id of our own (see `InFlight`); its replies come back through
+//! [`Wire`]'s `send`, get the client's id back, and are written one whole
+//! line at a time.
 //!
 //! When stdout fails (the client closed it: `EPIPE`, or the pipe reports
 //! that its reader is gone) the wire stops forwarding requests and fires
@@ -30,13 +32,15 @@
 //! running commands nobody will see the result of.
 //!
 //! Bounds. One line costs at most [`MAX_LINE`] bytes of buffer (a longer one
-//! is discarded as it streams in); a valid line is held at most three times
-//! over while it is checked (raw bytes, a `Value`, the typed message).
-//! Requests in flight (forwarded to `rmcp` and not yet answered) are limited
-//! to [`MAX_IN_FLIGHT`] requests and [`IN_FLIGHT_BYTES`] bytes of request
-//! lines; past either, the wire stops reading stdin until a reply goes out
-//! (backpressure, nothing is refused). The memory spent on requests is thus
-//! bounded by about 3 × ([`IN_FLIGHT_BYTES`] + [`MAX_LINE`]) ≈ 60 MiB.
+//! is discarded as it streams in, keeping only its first 4 KiB to find its
+//! id); the line being checked is held at most three times over (raw bytes,
+//! a `Value`, the typed message). Requests in flight (forwarded to `rmcp`
+//! and not yet answered) are limited to [`MAX_IN_FLIGHT`] requests and
+//! [`IN_FLIGHT_BYTES`] bytes of request lines; past either, the wire stops
+//! reading stdin until a reply goes out (backpressure, nothing is refused).
+//! The memory spent on requests is thus about [`IN_FLIGHT_BYTES`] +
+//! 3 × [`MAX_LINE`] ≈ 28 MiB at most. Time: each line is parsed twice,
+//! linear in its size.
 //!
 //! It does not know any tool or how replies are worded.
 
@@ -64,7 +68,7 @@ pub const MAX_LINE: usize = 4 * 1024 * 1024;
 pub const MAX_IN_FLIGHT: usize = 64;
 
 /// The most bytes of request lines forwarded to `rmcp` and not yet
-/// answered (a single larger request is still let through alone).
+/// answered.
 pub const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
 
 /// How much of an oversized line is kept to find its id.
@@ -350,10 +354,8 @@ async fn forward_bounded(
         loop {
             {
                 let mut in_flight = output.in_flight();
-                let empty = in_flight.requests.is_empty();
-                if empty
-                    || (in_flight.requests.len() < MAX_IN_FLIGHT
-                        && in_flight.bytes + size <= IN_FLIGHT_BYTES)
+                if in_flight.requests.len() < MAX_IN_FLIGHT
+                    && in_flight.bytes + size <= IN_FLIGHT_BYTES
                 {
                     in_flight.next += 1;
                     let internal = in_flight.next;
