@@ -14,8 +14,8 @@
 //!   response gets `-32600`, with its id when it has a usable one; a batch
 //!   (a JSON array) is refused the same way: MCP has no batches;
 //! - a request for a method `rmcp` knows whose parameters do not fit gets
-//!   `-32602` with its id (unknown methods still reach `rmcp`, which answers
-//!   `-32601`);
+//!   `-32602` with its id, and one for a method it does not know `-32601`
+//!   with a message that lists the methods to use;
 //! - a request whose id is already in flight gets `-32600` and the first
 //!   request is left alone;
 //! - a line longer than [`MAX_LINE`] is skipped without being kept and gets
@@ -102,6 +102,7 @@ const KNOWN_METHODS: &[&str] = &[
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
 /// The server's side of the connection: an `rmcp` transport fed by a
@@ -457,6 +458,18 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                 {
                     let reply_id = value["id"].clone();
                     output.error(reply_id, INVALID_PARAMS, bad_params(&method, &value)).await;
+                    None
+                }
+                // Every method `rmcp` can serve parses into a typed request;
+                // the rest would get a bare "method not found" from it.
+                Ok(JsonRpcMessage::Request(request))
+                    if matches!(request.request, ClientRequest::CustomRequest(_)) =>
+                {
+                    let message = format!(
+                        "Method not found: {method:?}. This server offers the MCP methods \
+                         initialize, ping, tools/list and tools/call."
+                    );
+                    output.error(value["id"].clone(), METHOD_NOT_FOUND, message).await;
                     None
                 }
                 Ok(message) => Some(Forward { message, request: Some(id) }),

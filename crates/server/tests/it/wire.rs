@@ -295,7 +295,12 @@ async fn broken_messages_get_json_rpc_errors_with_their_ids() {
             "name",
         ),
         (b"{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"initialize\",\"params\":{}}\n", -32602, json!(14), "initialize"),
-        (b"{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"no/such\"}\n", -32601, json!(15), ""),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"no/such\"}\n",
+            -32601,
+            json!(15),
+            "method not found: \"no/such\". This server offers",
+        ),
     ];
     let mut problems = Vec::new();
     for (line, code, id, says) in cases {
