@@ -657,21 +657,27 @@ fn scan_id(prefix: &[u8]) -> Value {
     Value::Null
 }
 
-/// Fires `closed` when stdout is a pipe whose reader has gone away, even
-/// while nothing is being written (a command may run for hours). A thread
-/// blocks in `poll(2)` on stdout with no events requested: the kernel
-/// reports `POLLERR` on a pipe's write end once no reader is left.
+/// Fires `closed` when stdout is a pipe or a socket whose reader has gone
+/// away, even while nothing is being written (a command may run for hours).
+/// A thread blocks in `poll(2)` on stdout with no events requested: the
+/// kernel reports `POLLERR` on a pipe's write end once no reader is left,
+/// and `POLLHUP` on a socket once its peer closed it (Node.js clients pass
+/// socket pairs as stdio). Other kinds of stdout (a file, a terminal) are
+/// not watched; a failed write still closes the wire.
 fn watch_stdout(closed: CancellationToken) {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
     let stdout = io::stdout();
-    let is_pipe = stdout
+    let watchable = stdout
         .as_fd()
         .try_clone_to_owned()
         .map(std::fs::File::from)
         .and_then(|file| file.metadata())
-        .is_ok_and(|metadata| metadata.file_type().is_fifo());
-    if !is_pipe {
+        .is_ok_and(|metadata| {
+            let kind = metadata.file_type();
+            kind.is_fifo() || kind.is_socket()
+        });
+    if !watchable {
         return;
     }
     let spawned = std::thread::Builder::new().name("stdout-watch".to_owned()).spawn(move || {

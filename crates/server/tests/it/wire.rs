@@ -419,3 +419,72 @@ async fn the_server_exits_when_the_client_stops_reading() {
     assert!(status.success(), "{status}");
     assert_none_survive(&markers, EVENTUALLY).await;
 }
+
+/// The same when stdin and stdout are socket pairs, as Node.js clients
+/// (the Inspector, the TypeScript SDK) pass them.
+#[tokio::test]
+async fn the_server_exits_when_a_socket_client_stops_reading() {
+    use std::os::unix::net::UnixStream;
+    let scratch = Scratch::new();
+    let (stdin_ours, stdin_theirs) = UnixStream::pair().expect("socket pair");
+    let (stdout_ours, stdout_theirs) = UnixStream::pair().expect("socket pair");
+    let log = std::fs::File::create(scratch.log()).expect("log");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+        .arg("--no-rc")
+        .arg("--cwd")
+        .arg(&scratch.path)
+        .current_dir(&scratch.path)
+        .env("XDG_CONFIG_HOME", scratch.path.join(".sk/config"))
+        .env("SHELLKEEP_LOG", "info")
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(stdin_theirs)))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(stdout_theirs)))
+        .stderr(log)
+        .spawn()
+        .expect("start the binary");
+    let mut stdin = tokio::net::UnixStream::from_std({
+        stdin_ours.set_nonblocking(true).unwrap();
+        stdin_ours
+    })
+    .unwrap();
+    let mut lines = BufReader::new(
+        tokio::net::UnixStream::from_std({
+            stdout_ours.set_nonblocking(true).unwrap();
+            stdout_ours
+        })
+        .unwrap(),
+    )
+    .lines();
+    let m = marker();
+    for message in [
+        json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "wire-test", "version": "0"},
+            },
+        }),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"command": format!("sleep 300.{m}")}},
+        }),
+    ] {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        stdin.write_all(&line).await.unwrap();
+    }
+    let init = tokio::time::timeout(EVENTUALLY, lines.next_line()).await.unwrap().unwrap();
+    assert!(init.is_some_and(|l| l.contains("shellkeep")));
+    let mark = format!("300.{m}");
+    wait_alive(&[&mark]).await;
+    drop(lines);
+    let status = tokio::time::timeout(EVENTUALLY, child.wait())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("no exit; log:\n{}", std::fs::read_to_string(scratch.log()).unwrap_or_default())
+        })
+        .expect("wait");
+    assert!(status.success(), "{status}");
+    assert_none_survive(&[&mark], EVENTUALLY).await;
+    drop(stdin);
+}
