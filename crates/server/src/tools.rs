@@ -232,8 +232,8 @@ impl Shellkeep {
             stderr and exit code: {status, stdout, stderr, exitCode, timeoutReason, \
             terminationMode, durationMs}. Nothing persists between runs (use `terminal` for \
             that); stdin is empty unless given. It can never hang: an execution limit and a \
-            no-output limit (from timeout_sec, or the timeout policy's category for the \
-            command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
+            no-output limit (from timeout_sec and no_output_timeout_sec, or the timeout policy's \
+            category for the command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
             period; partial output is kept.",
         output_schema = schema_for_output::<render::RunOutput>(),
         annotations(
