@@ -299,9 +299,14 @@ async fn structured_content_carries_previous_and_background_output() {
     assert!(r.text.contains("finished with exit code 3"), "{}", r.text);
     assert!(r.text.contains(previous), "{}", r.text);
 
+    // The job prints only once the command that started it has returned
+    // (the test creates `go`), so its output falls between commands.
     let marker = server.cwd().join("bg");
-    let r = server.terminal(json!({"command": "(echo bg-out; touch bg) &"})).await;
+    let job = "(while [ ! -e go ]; do sleep 0.02; done; echo bg-out; touch bg) &";
+    let r = server.terminal(json!({"command": job})).await;
     assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(!r.output().contains("bg-out"), "{r:#?}");
+    std::fs::write(server.cwd().join("go"), "").unwrap();
     crate::wait_until(crate::EVENTUALLY, || marker.exists(), || "the job to print".into()).await;
     let r = server.terminal(json!({"command": "echo after"})).await;
     assert_eq!(r.output(), "after\n", "{r:#?}");
