@@ -442,7 +442,10 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                 .error(
                     Value::Null,
                     PARSE_ERROR,
-                    format!("Parse error: the message is not valid JSON ({err}); send one JSON-RPC message per line"),
+                    format!(
+                        "Parse error: the message is not valid JSON ({err}); send one JSON-RPC \
+                         message per line"
+                    ),
                 )
                 .await;
             return None;
