@@ -8,6 +8,7 @@
 mod render;
 mod tools;
 mod verify;
+mod wire;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -417,17 +418,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
 
     let server = tools::Shellkeep::new(Arc::clone(&shared));
-    let running = server.serve(rmcp::transport::stdio()).await.context("MCP handshake failed")?;
+    // Our own JSON-RPC edge in front of rmcp: it answers broken messages and
+    // tells us when the client stopped reading stdout.
+    let wire = wire::Wire::stdio();
+    let stdout_closed = wire.closed();
     let stop = CancellationToken::new();
-    let cancel = running.cancellation_token();
     let signals = tokio::spawn(stop_on_signal(stop.clone()));
-    tokio::select! {
-        result = running.waiting() => {
-            if let Err(err) = result {
-                tracing::warn!("the MCP connection ended with an error: {err}");
+    let running = tokio::select! {
+        running = server.serve(wire) => Some(running.context("MCP handshake failed")?),
+        () = stop.cancelled() => None,
+        () = stdout_closed.cancelled() => None,
+    };
+    if let Some(running) = running {
+        let cancel = running.cancellation_token();
+        tokio::select! {
+            result = running.waiting() => {
+                if let Err(err) = result {
+                    tracing::warn!("the MCP connection ended with an error: {err}");
+                }
             }
+            () = stop.cancelled() => cancel.cancel(),
+            // Nobody reads our replies any more: stop every call (each
+            // request's cancellation token is a child of the service's) and
+            // run nothing new.
+            () = stdout_closed.cancelled() => cancel.cancel(),
         }
-        () = stop.cancelled() => cancel.cancel(),
     }
     signals.abort();
     // Leave nothing behind: stop the shell and everything it started, then

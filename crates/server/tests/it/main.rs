@@ -16,6 +16,7 @@
 
 mod bad_input;
 mod cli;
+mod hostile;
 mod orphans;
 mod run;
 mod runtime;
