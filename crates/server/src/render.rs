@@ -22,8 +22,10 @@ pub struct TerminalOutput {
     pub output: String,
     /// The exit code, or -1 while the command is still running.
     pub exit_code: i32,
-    /// `completed`, `running` (control came back before the command
-    /// finished), or `not_executed` (another command is still running).
+    /// `completed`, `killed` (stopped after running unwatched past its
+    /// limit), `running` (control came back before the command finished),
+    /// `waiting_for_input` (it is blocked reading the terminal), or
+    /// `not_executed` (another command is still running).
     pub status: &'static str,
     /// The shell's working directory.
     pub cwd: String,
@@ -47,6 +49,16 @@ pub struct TerminalOutput {
     /// True when the program is blocked waiting for terminal input.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_input: bool,
+    /// While the command runs under a limit: seconds from now within which
+    /// a call must wait on it, poll it or send it input, or it is stopped
+    /// (time it spends waiting for input not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub look_again_within_sec: Option<f64>,
+    /// Seconds since the client cancelled the previous call on this
+    /// session, when it did; this reply carries what the command printed
+    /// since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_call_cancelled_sec_ago: Option<f64>,
 }
 
 /// The text and structured content for a terminal reply.
@@ -63,6 +75,11 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
     }
     for note in &reply.notes {
         match note {
+            Note::PreviousCallCancelled { ago } => text.push_str(&format!(
+                "[The previous call was cancelled by the client {} ago; the command was left \
+                 running, and what it printed since is below.]\n",
+                seconds(*ago)
+            )),
             Note::Reset => text.push_str(&format!(
                 "[The terminal was reset: a fresh shell in {}. Variables, functions and jobs \
                  from before are gone.]\n",
@@ -91,6 +108,14 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         Note::NotExecuted { command } => Some(command.as_str()),
         _ => None,
     });
+    let killed = reply.notes.iter().find_map(|note| match note {
+        Note::Killed { limit, mode } => Some((*limit, *mode)),
+        _ => None,
+    });
+    let key_not_needed = reply.notes.iter().find_map(|note| match note {
+        Note::KeyNotNeeded(name) => Some(name.as_str()),
+        _ => None,
+    });
     let status = match (reply.status, not_executed) {
         (_, Some(command)) => {
             text.push_str(&format!(
@@ -101,17 +126,34 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         }
         (Status::Completed, None) => {
             let code = reply.exit_code.unwrap_or(-1);
-            match key {
-                Some(key) => text.push_str(&format!(
+            match (key, killed, key_not_needed) {
+                (_, _, Some(key)) => text.push_str(&format!(
+                    "[No command is running, so {key} was not sent: the shell is at its prompt.]\n"
+                )),
+                (_, Some((limit, mode)), _) => text.push_str(&format!(
+                    "[The command was stopped with exit code {code}: no call waited on it, polled \
+                     it or sent it input for {} (its limit; time waiting for input not counted). \
+                     {}; nothing after it in the command line ran.]\n",
+                    seconds(limit),
+                    match mode {
+                        TerminationMode::Soft => "It ended on SIGTERM",
+                        TerminationMode::Hard => {
+                            "It ignored SIGTERM and got SIGKILL after the grace period"
+                        }
+                    }
+                )),
+                (Some(key), None, None) => text.push_str(&format!(
                     "[The command completed with exit code {code} after {key} was sent.]\n"
                 )),
-                None => text.push_str(&format!("[The command completed with exit code {code}.]\n")),
+                (None, None, None) => {
+                    text.push_str(&format!("[The command completed with exit code {code}.]\n"))
+                }
             }
             text.push_str(&format!("[Current working directory: {}]\n", reply.cwd.display()));
             if let Some(python) = &reply.python {
                 text.push_str(&format!("[Python interpreter: {}]\n", python.display()));
             }
-            "completed"
+            if killed.is_some() { "killed" } else { "completed" }
         }
         (Status::Running(ended), None) => {
             let why = match ended {
@@ -122,13 +164,27 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                     format!("is still running after waiting {}", seconds(limit))
                 }
                 WaitEnded::NotWaited => "is still running".to_owned(),
+                WaitEnded::WaitingForInput => {
+                    "is waiting for input (its prompt is the last line above)".to_owned()
+                }
+                WaitEnded::Cancelled => "was left running: the client cancelled this call".into(),
             };
             let sent = key.map(|key| format!(" {key} was sent.")).unwrap_or_default();
             text.push_str(&format!(
                 "[The command {why} (running for {}).{sent} {NEXT_STEPS}]\n",
                 seconds(reply.duration)
             ));
-            "running"
+            if let Some(within) = reply.look_again_within {
+                text.push_str(&format!(
+                    "[It is stopped if no call waits on it, polls it or sends it input within \
+                     the next {} (time waiting for input not counted).]\n",
+                    seconds(within)
+                ));
+            }
+            match ended {
+                WaitEnded::WaitingForInput => "waiting_for_input",
+                _ => "running",
+            }
         }
     };
     for note in &reply.notes {
@@ -141,27 +197,16 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::InputNotSent => {
                 text.push_str("[Your input was not sent: the command had already finished.]\n")
             }
-            Note::WaitingForInput => {
+            Note::WaitingForInput if status != "waiting_for_input" => {
                 text.push_str("[The program is waiting for input: send it with is_input=true.]\n")
             }
-            Note::Killed { limit, mode } => text.push_str(&format!(
-                "[The command was killed: it ran past its execution limit of {} (time spent \
-                 waiting for input not counted); {}.]\n",
-                seconds(*limit),
-                match mode {
-                    TerminationMode::Soft => "it ended on SIGTERM",
-                    TerminationMode::Hard => {
-                        "it ignored SIGTERM and got SIGKILL after the grace period"
-                    }
-                }
+            Note::InputPartlySent { sent, total } => text.push_str(&format!(
+                "[Only {sent} of the {total} bytes of your input were delivered: the program is \
+                 not reading its input, and the rest was dropped. C-c still interrupts it.]\n"
             )),
             _ => {}
         }
     }
-    let killed = reply.notes.iter().find_map(|note| match note {
-        Note::Killed { mode, .. } => Some(*mode),
-        _ => None,
-    });
     let structured = TerminalOutput {
         output: reply.output.text.clone(),
         exit_code: match reply.status {
@@ -175,8 +220,17 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         truncated: reply.output.truncated,
         full_output_path: full_path(&reply.output),
         timeout_reason: killed.map(|_| "exec_timeout"),
-        termination_mode: killed.map(|mode| mode.as_str()),
-        waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
+        termination_mode: killed.map(|(_, mode)| mode.as_str()),
+        waiting_for_input: reply.notes.contains(&Note::WaitingForInput)
+            || reply.status == Status::Running(WaitEnded::WaitingForInput),
+        look_again_within_sec: match reply.status {
+            Status::Running(_) => reply.look_again_within.map(|d| d.as_secs_f64()),
+            Status::Completed => None,
+        },
+        previous_call_cancelled_sec_ago: reply.notes.iter().find_map(|note| match note {
+            Note::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
+            _ => None,
+        }),
     };
     (text.trim_end().to_owned(), structured)
 }

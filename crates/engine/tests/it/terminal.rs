@@ -210,7 +210,6 @@ async fn nothing_running_means_nothing_to_poll_or_feed() {
             Request { command: "hello".into(), is_input: true, ..Request::default() },
             "nothing to send input to",
         ),
-        (Request { command: "C-c".into(), ..Request::default() }, "nothing to send input to"),
         (Request { command: "echo a\0b".into(), ..Request::default() }, "NUL byte"),
         (
             Request { command: String::new(), is_input: true, reset: true, ..Request::default() },
