@@ -1195,12 +1195,16 @@ impl Shell {
     }
 
     /// The newest line of the running command's output, for progress: the
-    /// line being written, else the last complete one not yet shown.
+    /// last one on the screen, else the last one committed and not yet shown.
     fn newest_line(&self) -> String {
         let state = self.shared.lock();
-        let current = state.screen.current_line();
-        if !current.trim().is_empty() {
-            return current.trim_end().to_owned();
+        if !state.running.as_ref().is_some_and(|r| r.started) {
+            // Before the start marker the screen holds the echo of our line.
+            return String::new();
+        }
+        let newest = state.screen.newest_line();
+        if !newest.is_empty() {
+            return newest;
         }
         state.running.as_ref().map(|r| r.pending.last_line().to_owned()).unwrap_or_default()
     }

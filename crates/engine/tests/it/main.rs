@@ -1,7 +1,9 @@
 //! Engine integration tests: a real bash in a real PTY.
 
+mod input;
 mod limits;
 mod terminal;
+mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;
