@@ -16,6 +16,7 @@
 
 mod bad_input;
 mod cli;
+mod long_work;
 mod orphans;
 mod run;
 mod terminal;
