@@ -881,8 +881,9 @@ impl Shell {
             })
             .await;
         }
-        let shell_in_front = self.pty.handle().ok().and_then(|master| pty::foreground_group(&master))
-            == Some(self.pid);
+        let shell_in_front =
+            self.pty.handle().ok().and_then(|master| pty::foreground_group(&master))
+                == Some(self.pid);
         if shell_in_front {
             wait_for(&self.shared, SETTLE, |state| {
                 state.exited.is_some() || state.running.as_ref().is_none_or(|r| r.is_done())
@@ -1027,9 +1028,10 @@ impl Shell {
                 .is_some_and(|r| Some(r.seq) == seq && r.finished.is_none());
             unfinished && pty::foreground_group(&master) == front
         };
-        let sent = self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(
-            |err| SessionError::Shell(format!("could not send the input to the program: {err}")),
-        )?;
+        let sent =
+            self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
+                SessionError::Shell(format!("could not send the input to the program: {err}"))
+            })?;
         if let Some(running) = &mut self.shared.lock().running {
             running.last_input_at = Some(Instant::now());
         }
@@ -1370,11 +1372,8 @@ impl Look {
     }
 
     fn record(&mut self, now: Instant, waiting: bool, fresh: bool) {
-        self.interval = if waiting || fresh {
-            INPUT_SAMPLE
-        } else {
-            (self.interval * 2).min(INPUT_SAMPLE_MAX)
-        };
+        self.interval =
+            if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
         self.at = Some(now);
         self.waiting = waiting;
     }

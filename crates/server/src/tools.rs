@@ -210,7 +210,10 @@ impl Shellkeep {
                 let hook = ProgressHook::new(move |progress| {
                     let _ = sender.send(progress);
                 });
-                (Some(hook), Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))))
+                (
+                    Some(hook),
+                    Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))),
+                )
             }
             None => (None, None),
         };

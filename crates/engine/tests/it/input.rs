@@ -158,7 +158,9 @@ async fn c_c_works_after_input_nobody_reads() {
     let reply = term.input(&"y".repeat(200_000), 0.5).await;
     assert_eq!(reply.exit_code, None);
     assert!(
-        reply.notes.iter().any(|n| matches!(n, Note::InputPartlySent { sent, total: 200_001 } if *sent < 100_000)),
+        reply.notes.iter().any(
+            |n| matches!(n, Note::InputPartlySent { sent, total: 200_001 } if *sent < 100_000)
+        ),
         "{:?}",
         reply.notes
     );
@@ -176,9 +178,8 @@ async fn keys_sent_to_an_idle_shell_are_harmless() {
     let term = term("idlekeys").await;
     term.run("export KEPT=1").await;
     for (command, is_input) in [("C-c", true), ("C-c", false), ("C-d", true), ("ENTER", true)] {
-        let reply = term
-            .call(Request { command: command.into(), is_input, ..Request::default() })
-            .await;
+        let reply =
+            term.call(Request { command: command.into(), is_input, ..Request::default() }).await;
         assert_eq!(reply.status, Status::Completed);
         assert!(
             reply.notes.iter().any(|n| matches!(n, Note::KeyNotNeeded(_))),

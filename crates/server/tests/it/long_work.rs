@@ -43,8 +43,12 @@ async fn an_unwatched_command_is_stopped_whole_with_one_coherent_reply() {
     assert!(r.text.contains("It is stopped if no call waits on it"), "{}", r.text);
     // Unwatched for longer than 2 s: stopped. Wait for it with a poll that
     // starts late enough.
-    wait_until(EVENTUALLY, || server.log().contains("stopping a terminal command"), || server.log())
-        .await;
+    wait_until(
+        EVENTUALLY,
+        || server.log().contains("stopping a terminal command"),
+        || server.log(),
+    )
+    .await;
     let r = server.terminal(json!({"command": "", "timeout": 10})).await;
     assert_eq!(r["status"], "killed", "{r:#?}");
     assert_eq!(r["timeout_reason"], "exec_timeout", "{r:#?}");
@@ -62,7 +66,9 @@ async fn an_unwatched_command_is_stopped_whole_with_one_coherent_reply() {
 async fn polling_keeps_a_job_alive_past_its_limit() {
     let (server, _dir) = short_limits().await;
     let mut r = server
-        .terminal(json!({"command": "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done", "timeout": 1}))
+        .terminal(
+            json!({"command": "for i in 1 2 3 4 5 6; do echo $i; sleep 1; done", "timeout": 1}),
+        )
         .await;
     let mut seen = r.output().to_owned();
     while r["status"] == "running" {
