@@ -174,19 +174,20 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                 "[The command {why} (running for {}).{sent} {NEXT_STEPS}]\n",
                 seconds(reply.duration)
             ));
-            if let Some(within) = reply.look_again_within {
-                text.push_str(&format!(
-                    "[It is stopped if no call waits on it, polls it or sends it input within \
-                     the next {} (time waiting for input not counted).]\n",
-                    seconds(within)
-                ));
-            }
             match ended {
                 WaitEnded::WaitingForInput => "waiting_for_input",
                 _ => "running",
             }
         }
     };
+    // Every reply about a command still running says by when to look again.
+    if let (Status::Running(_), Some(within)) = (reply.status, reply.look_again_within) {
+        text.push_str(&format!(
+            "[It is stopped if no call waits on it, polls it or sends it input within the next \
+             {} (time waiting for input not counted).]\n",
+            seconds(within)
+        ));
+    }
     for note in &reply.notes {
         match note {
             Note::ShellRestarted { how, cwd } => text.push_str(&format!(
