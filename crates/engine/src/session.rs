@@ -5,9 +5,13 @@
 //! the whole call); the PTY reader thread feeds every byte through the
 //! renderer into shared state and wakes the call, so a command's end is
 //! seen the moment its marker arrives. Calls return softly (the command
-//! keeps running, exit code -1) when output stops for a while or the
-//! agent's wait runs out. A shell that dies is restarted in the same
-//! directory. This module does not know about MCP or how replies are worded.
+//! keeps running, exit code -1) when output stops for a while, when the
+//! program waits for input, or when the agent's wait runs out; a cancelled
+//! call takes nothing, so the next one reports everything. A supervisor
+//! stops a command only after it has run unwatched (no call waiting on it,
+//! polling it or sending it input) past its limit, and then stops the whole
+//! command line. A shell that dies is restarted in the same directory. This
+//! module does not know about MCP or how replies are worded.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -343,7 +343,8 @@ impl ServerHandler for Shellkeep {
 /// Sends each progress report of a waiting `terminal` call to the client
 /// as `notifications/progress`: `progress` counts the reports (strictly
 /// increasing), `message` is the newest line of output. The engine reports
-/// about once a second, which is the rate limit. Ends when the call ends.
+/// about once a second, which is the rate limit, so the queue holds at most
+/// a report or two (one per second of the call). Ends when the call ends.
 async fn forward_progress(
     peer: Peer<RoleServer>,
     token: ProgressToken,
