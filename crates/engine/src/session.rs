@@ -885,11 +885,23 @@ impl Shell {
             })
             .await;
         }
-        let shell_in_front =
-            self.pty.handle().ok().and_then(|master| pty::foreground_group(&master))
-                == Some(self.pid);
-        if shell_in_front {
-            wait_for(&self.shared, SETTLE, |state| {
+        // The job in front has ended when the shell has the terminal back,
+        // or when nothing is left of the group that had it.
+        let front = self.pty.handle().ok().and_then(|master| pty::foreground_group(&master));
+        let job_ended = match front {
+            Some(group) if group == self.pid => true,
+            Some(group) => process::live_group_members(group).is_empty(),
+            None => false,
+        };
+        if job_ended {
+            // A shell reading the terminal is either at its prompt, with the
+            // end marker already written, or in `read`, with no marker to
+            // come: a moment settles both. Otherwise it is finishing the
+            // command line, and its marker follows shortly.
+            let reading =
+                front == Some(self.pid) && input_wait::process_reads_terminal(self.pid, &self.tty);
+            let limit = if reading { SETTLE_READING } else { SETTLE };
+            wait_for(&self.shared, limit, |state| {
                 state.exited.is_some() || state.running.as_ref().is_none_or(|r| r.is_done())
             })
             .await;
@@ -1347,8 +1359,10 @@ const INPUT_QUIET: Duration = Duration::from_millis(150);
 const INPUT_SAMPLE: Duration = Duration::from_millis(250);
 const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
 /// How long a new command or key waits for the end marker of a command
-/// whose job has just ended.
-const SETTLE: Duration = Duration::from_millis(200);
+/// whose job has just ended, and, when the shell is already reading the
+/// terminal again, for the marker it wrote before.
+const SETTLE: Duration = Duration::from_millis(500);
+const SETTLE_READING: Duration = Duration::from_millis(50);
 /// How long text input may wait for the program to make room for it.
 const INPUT_STALL: Duration = Duration::from_millis(300);
 

@@ -79,6 +79,22 @@ async fn after_a_cancel_the_next_command_runs_once_the_old_one_ended() {
 }
 
 #[tokio::test]
+async fn after_a_cancel_c_c_interrupts_the_command_that_still_runs() {
+    let term = Term::new("cancelkey").await;
+    let request = Request { command: "sleep 100".into(), ..Request::default() };
+    cancelled_call(&term, request, |term| running_for(term, Duration::from_millis(200))).await;
+    // Still running: a new command is refused, and C-c interrupts it.
+    let reply = term.run("echo after").await;
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(130)));
+    assert!(reply.notes.contains(&Note::KeySent("C-c".into())), "{:?}", reply.notes);
+    assert!(!reply.notes.contains(&Note::InputNotSent), "{:?}", reply.notes);
+    assert_eq!(term.run("echo after").await.output.text, "after\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
 async fn a_command_cancelled_unwatched_is_still_stopped_by_its_limit() {
     let term = Term::new("cancellimit").await;
     let request = Request {
