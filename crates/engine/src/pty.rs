@@ -204,6 +204,14 @@ pub fn discard_input(tty: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the terminal `master` has output the reader thread has not read
+/// yet. Does not wait.
+pub fn has_unread_output(master: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN))
+}
+
 /// Writes a few bytes (a key) to the terminal `master` without waiting.
 pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
     write_some(master, bytes).map(|_| ())

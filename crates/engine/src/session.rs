@@ -610,8 +610,10 @@ struct Running {
     unwatched_since: Instant,
     /// When a call last sent the program input.
     last_input_at: Option<Instant>,
-    /// When the supervisor last looked whether the program waits for input.
-    input_sampled_at: Option<Instant>,
+    /// When the supervisor confirmed that the program waits for input: a
+    /// second look, with no output in between, found it still blocked
+    /// reading the terminal.
+    input_confirmed_at: Option<Instant>,
     /// When it started, in the clock ticks `/proc` uses.
     started_ticks: u64,
     /// Time the program spent blocked on terminal input since
@@ -637,11 +639,11 @@ impl Running {
         self.last_output_at.max(self.last_input_at.unwrap_or(self.started_at))
     }
 
-    /// Blocked reading the terminal, as seen by a look taken after its
+    /// Blocked reading the terminal, as confirmed by looks taken after its
     /// output (and our input) went quiet: it waits for the agent.
     fn waits_for_input(&self) -> bool {
         self.waiting_for_input
-            && self.input_sampled_at.is_some_and(|at| at >= self.quiet_from() + INPUT_QUIET)
+            && self.input_confirmed_at.is_some_and(|at| at >= self.quiet_from() + INPUT_QUIET)
     }
 }
 
@@ -980,7 +982,7 @@ impl Shell {
                 watchers: 0,
                 unwatched_since: now,
                 last_input_at: None,
-                input_sampled_at: None,
+                input_confirmed_at: None,
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
@@ -1357,6 +1359,11 @@ const INPUT_QUIET: Duration = Duration::from_millis(150);
 /// Between looks while the command stays quiet: from the first interval,
 /// doubling up to the longest while it is not waiting for input.
 const INPUT_SAMPLE: Duration = Duration::from_millis(250);
+/// After a look finds the program waiting, the look that confirms it. One
+/// look is not enough: the shell back at its prompt reads the terminal too,
+/// and the output it wrote before (its end marker) may not have been read
+/// from the terminal yet when the machine is busy.
+const INPUT_CONFIRM: Duration = Duration::from_millis(100);
 const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
 /// How long a new command or key waits for the end marker of a command
 /// whose job has just ended, and, when the shell is already reading the
@@ -1371,12 +1378,13 @@ struct Look {
     seq: u64,
     at: Option<Instant>,
     waiting: bool,
+    confirmed: bool,
     interval: Duration,
 }
 
 impl Look {
     fn new(seq: u64) -> Look {
-        Look { seq, at: None, waiting: false, interval: INPUT_SAMPLE }
+        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
     }
 
     /// When to look next: soon after the output goes quiet, then at a
@@ -1384,12 +1392,15 @@ impl Look {
     fn due(&self, quiet_from: Instant) -> Instant {
         let after_quiet = quiet_from + INPUT_QUIET;
         match self.at {
+            Some(at) if at >= after_quiet && self.waiting && !self.confirmed => at + INPUT_CONFIRM,
             Some(at) if at >= after_quiet => at + self.interval,
             _ => after_quiet,
         }
     }
 
     fn record(&mut self, now: Instant, waiting: bool, fresh: bool) {
+        // Confirmed: waiting at two looks with no output in between.
+        self.confirmed = waiting && self.waiting && !fresh;
         self.interval =
             if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
         self.at = Some(now);
@@ -1448,8 +1459,12 @@ async fn supervise(supervisor: Supervisor) {
         let now = Instant::now();
         let due = look.due(watched.quiet_from);
         if now >= due {
+            // Output still unread from the terminal is news the blocked read
+            // may be about to answer (the shell's end marker, a new prompt):
+            // look again once it has been read.
             let waiting = pty::foreground_group(master)
-                .is_some_and(|group| input_wait::group_reads_terminal(group, tty));
+                .is_some_and(|group| input_wait::group_reads_terminal(group, tty))
+                && !pty::has_unread_output(master);
             let accrued = match look.at {
                 Some(at) if look.waiting && waiting => now - at,
                 _ => Duration::ZERO,
@@ -1459,7 +1474,7 @@ async fn supervise(supervisor: Supervisor) {
             if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == watched.seq) {
                 running.input_wait += accrued;
                 running.waiting_for_input = waiting;
-                running.input_sampled_at = Some(now);
+                running.input_confirmed_at = look.confirmed.then_some(now);
             }
             // A waiting call returns as soon as the program waits for input.
             shared.changed.notify_waiters();

@@ -65,11 +65,23 @@ pub struct TerminalOutput {
 pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
     let mut text = String::new();
     if let Some(previous) = &reply.previous {
-        text.push_str(&format!(
-            "[The previous command finished with exit code {} before this one started; its \
-             last output follows.]\n",
-            previous.exit_code.unwrap_or(-1)
-        ));
+        let stopped = previous.notes.iter().find_map(|note| match note {
+            Note::Killed { limit, .. } => Some(*limit),
+            _ => None,
+        });
+        match stopped {
+            Some(limit) => text.push_str(&format!(
+                "[The previous command was stopped with exit code {} before this one started: no \
+                 call waited on it, polled it or sent it input for {}. Its last output follows.]\n",
+                previous.exit_code.unwrap_or(-1),
+                seconds(limit)
+            )),
+            None => text.push_str(&format!(
+                "[The previous command finished with exit code {} before this one started; its \
+                 last output follows.]\n",
+                previous.exit_code.unwrap_or(-1)
+            )),
+        }
         push_output(&mut text, &previous.output.text);
         text.push('\n');
     }

@@ -199,8 +199,8 @@ impl Shellkeep {
                 ));
             }
         };
-        // The policy's execution limit applies to new commands; the session
-        // raises it to cover any wait the agent asks for.
+        // The policy's execution limit bounds the time a new command may run
+        // unwatched; the session raises it to the last call's timeout.
         let exec_limit = Some(self.shared.policy.decide(&args.command, None).limits.exec);
         // Progress goes out while the call waits, when the client asked for
         // it: the engine reports to a channel, a task forwards to the peer.

@@ -61,6 +61,25 @@ async fn an_unwatched_command_is_stopped_whole_with_one_coherent_reply() {
     assert_eq!(r.output(), "alive\n", "{r:#?}");
 }
 
+/// Issue 6: a command stopped while nobody watched is reported, as stopped,
+/// before the next command; the next command is not refused.
+#[tokio::test]
+async fn a_command_stopped_unwatched_is_reported_before_the_next_one() {
+    let (server, _dir) = short_limits().await;
+    let r = server.terminal(json!({"command": "sleep 100; echo never", "timeout": 0.2})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    wait_until(
+        EVENTUALLY,
+        || server.log().contains("stopping a terminal command"),
+        || server.log(),
+    )
+    .await;
+    let r = server.terminal(json!({"command": "echo next"})).await;
+    assert_eq!((r["status"].as_str(), r.output()), (Some("completed"), "next\n"), "{r:#?}");
+    assert!(r.text.contains("The previous command was stopped"), "{}", r.text);
+    assert!(!r.text.contains("never"), "{}", r.text);
+}
+
 /// Issue 6: the agent following a long job keeps it alive.
 #[tokio::test]
 async fn polling_keeps_a_job_alive_past_its_limit() {
@@ -89,7 +108,7 @@ async fn a_cancelled_call_leaves_the_command_running_and_the_next_call_gets_ever
     assert!(tokio::time::timeout(Duration::from_millis(600), call).await.is_err());
     wait_until(EVENTUALLY, || server.log().contains("cancelled"), || server.log()).await;
     let r = server.terminal(json!({"command": "", "timeout": 20})).await;
-    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r["status"], "completed", "{r:#?} {}", server.log());
     assert_eq!(r.output(), "line1\nline2\nline3\nfinished\n", "{r:#?}");
     assert!(r.text.contains("cancelled by the client"), "{}", r.text);
     assert!(r["previous_call_cancelled_sec_ago"].as_f64().is_some(), "{r:#?}");
