@@ -177,7 +177,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                 }
                 WaitEnded::NotWaited => "is still running".to_owned(),
                 WaitEnded::WaitingForInput => {
-                    "is waiting for input (its prompt is the last line above)".to_owned()
+                    "is waiting for input; its prompt is the last line above".to_owned()
                 }
                 WaitEnded::Cancelled => "was left running: the client cancelled this call".into(),
             };
