@@ -204,3 +204,24 @@ async fn c_c_interrupts_after_unread_input_and_is_harmless_when_idle() {
     let r = server.terminal(json!({"command": "echo fine"})).await;
     assert_eq!(r.output(), "fine\n", "{r:#?}");
 }
+
+/// Issue 6: a call without `timeout` hands control back after the longest
+/// wait (`--max-wait`, 50 s by default) even while output keeps coming.
+#[tokio::test]
+async fn a_chatty_command_hands_control_back_after_the_longest_wait() {
+    let server = Server::with(&["--max-wait", "1"]).await;
+    let started = Instant::now();
+    let r = server.terminal(json!({"command": "while :; do echo tick; sleep 0.1; done"})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.output().starts_with("tick\n"), "{r:#?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 130, "{r:#?}");
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+        .arg("--help")
+        .output()
+        .expect("shellkeep --help");
+    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    assert!(help.contains("--max-wait"), "{help}");
+    assert!(help.contains("[default: 50]"), "{help}");
+}
