@@ -119,13 +119,12 @@ pub struct Request {
 /// What a waiting call reports about once a second.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
-    /// How many reports this call made before this one; strictly
-    /// increasing within a call.
+    /// The report's number within the call, from 1: strictly increasing.
     pub count: u64,
     /// Time since the call began.
     pub elapsed: Duration,
-    /// The newest line of output (the line being written, else the last
-    /// complete one); empty when there is none yet.
+    /// The newest line of output with text on it; empty when there is
+    /// none yet.
     pub line: String,
 }
 

@@ -79,6 +79,26 @@ async fn after_a_cancel_the_next_command_runs_once_the_old_one_ended() {
 }
 
 #[tokio::test]
+async fn after_a_timed_out_call_a_command_that_has_ended_is_never_refused() {
+    let term = Term::new("aftertimeout").await;
+    for round in 0..3 {
+        let marker = format!("0.3{}{round}", std::process::id());
+        let reply = term.run_for(&format!("sleep {marker}; echo slept"), 0.05).await;
+        assert_eq!(reply.exit_code, None);
+        // The moment the job is gone, send the next command (or a key).
+        eventually(|| processes_with(&format!("sleep {marker}")).is_empty()).await;
+        let reply =
+            if round == 2 { term.input("C-c", 10.0).await } else { term.run("echo after").await };
+        assert!(!reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+        match reply.previous {
+            Some(previous) => assert_eq!(previous.output.text, "slept\n"),
+            None => assert_eq!(reply.output.text, "slept\n", "{reply:?}"),
+        }
+    }
+    term.session.close().await;
+}
+
+#[tokio::test]
 async fn after_a_cancel_c_c_interrupts_the_command_that_still_runs() {
     let term = Term::new("cancelkey").await;
     let request = Request { command: "sleep 100".into(), ..Request::default() };
