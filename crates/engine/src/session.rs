@@ -5,9 +5,13 @@
 //! the whole call); the PTY reader thread feeds every byte through the
 //! renderer into shared state and wakes the call, so a command's end is
 //! seen the moment its marker arrives. Calls return softly (the command
-//! keeps running, exit code -1) when output stops for a while or the
-//! agent's wait runs out. A shell that dies is restarted in the same
-//! directory. This module does not know about MCP or how replies are worded.
+//! keeps running, exit code -1) when output stops for a while, when the
+//! program waits for input, or when the agent's wait runs out; a cancelled
+//! call takes nothing, so the next one reports everything. A supervisor
+//! stops a command only after it has run unwatched (no call waiting on it,
+//! polling it or sending it input) past its limit, and then stops the whole
+//! command line. A shell that dies is restarted in the same directory. This
+//! module does not know about MCP or how replies are worded.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
+use crate::input_wait;
 use crate::keys::{self, Input};
 use crate::output::{self, CappedOutput, CommandSpill, Shown, ShownLine, SpillLimits, SpillStore};
 use crate::private_fs;
@@ -52,7 +57,9 @@ pub struct SessionConfig {
     pub output_cap: usize,
     /// A call without a timeout returns after this long without new output.
     pub no_output_return: Duration,
-    /// A call without a timeout returns after this long in any case.
+    /// A call without a timeout returns after this long in any case, even
+    /// while output keeps coming (below the 60 s after which common clients
+    /// give up on a request).
     pub max_wait: Duration,
     /// How long bash may take to start and show its first prompt.
     pub startup_timeout: Duration,
@@ -64,8 +71,9 @@ pub struct SessionConfig {
 
 impl SessionConfig {
     /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
-    /// characters, a 30 s soft return, a 5 s kill grace, spill files in
-    /// `spill_dir` with the default [`SpillLimits`] and no retention.
+    /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill
+    /// grace, spill files in `spill_dir` with the default [`SpillLimits`]
+    /// and no retention.
     pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
         let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
         SessionConfig {
@@ -80,7 +88,7 @@ impl SessionConfig {
             spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
             output_cap: 30_000,
             no_output_return: Duration::from_secs(30),
-            max_wait: Duration::from_secs(120),
+            max_wait: Duration::from_secs(50),
             startup_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(5),
             guard: None,
@@ -100,12 +108,49 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// Start a fresh shell in the original directory first.
     pub reset: bool,
-    /// The longest a new command may run in the foreground before its
-    /// process group is killed (the policy's execution limit); `None` for
-    /// no limit. A call's `timeout` never lowers it: the limit in force is
-    /// at least as long as any wait the agent asked for.
+    /// The longest a new command may run in the foreground **unwatched**
+    /// (no call waiting on it, polling it or sending it input) before it is
+    /// stopped: the policy's execution limit; `None` for no limit. The limit
+    /// in force is the larger of this and the last call's `timeout`, and
+    /// time the command spends blocked reading the terminal is not counted.
     pub exec_limit: Option<Duration>,
+    /// Told about once a second while the call waits, if set.
+    pub progress: Option<ProgressHook>,
 }
+
+/// What a waiting call reports about once a second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The report's number within the call, from 1: strictly increasing.
+    pub count: u64,
+    /// Time since the call began.
+    pub elapsed: Duration,
+    /// The newest line of output with text on it; empty when there is
+    /// none yet.
+    pub line: String,
+}
+
+/// A callback a waiting call tells its [`Progress`] to. It runs on the
+/// call's task, so it must return quickly (hand the value to a channel or
+/// spawn the work).
+#[derive(Clone)]
+pub struct ProgressHook(Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressHook {
+    /// A hook that calls `report`.
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressHook {
+        ProgressHook(Arc::new(report))
+    }
+}
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// How often a waiting call reports progress.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Whether the command finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +171,12 @@ pub enum WaitEnded {
     Timeout(Duration),
     /// The call did not wait (its command was not executed).
     NotWaited,
+    /// The program is blocked reading the terminal and its output has
+    /// stopped: it waits for the agent.
+    WaitingForInput,
+    /// The client cancelled the call. The command was not touched, and
+    /// nothing it printed was consumed: the next call reports it.
+    Cancelled,
 }
 
 /// Something the agent should be told besides the output.
@@ -151,15 +202,35 @@ pub enum Note {
     InputSent,
     /// Input was not sent: the command had already finished.
     InputNotSent,
+    /// Only `sent` of the `total` bytes of text were delivered: the program
+    /// is not reading its input, and the terminal's queue is full.
+    InputPartlySent {
+        /// Bytes the terminal accepted.
+        sent: usize,
+        /// Bytes of the input, Enter included.
+        total: usize,
+    },
+    /// A key arrived while no command was running; nothing needed it, so
+    /// it was not sent (the shell's prompt is left as it is).
+    KeyNotNeeded(String),
+    /// The client cancelled the previous call on this session this long
+    /// ago; the command was left running, and this reply carries what it
+    /// printed since.
+    PreviousCallCancelled {
+        /// Time since the cancellation.
+        ago: Duration,
+    },
     /// The output is the current screen of a full-screen program.
     FullScreen,
     /// Text printed while no command was running (background jobs).
     IdleOutput(String),
     /// The program is blocked waiting for input from the terminal.
     WaitingForInput,
-    /// The command ran past its execution limit and was killed.
+    /// The command ran unwatched past its limit and was stopped, with
+    /// everything later in the same command line.
     Killed {
-        /// The limit it exceeded (time waiting for input not counted).
+        /// The limit it exceeded: time with no call waiting on it, polling
+        /// it or sending it input (time waiting for input not counted).
         limit: Duration,
         /// How it died: after SIGTERM, or SIGKILL after the grace period.
         mode: TerminationMode,
@@ -190,6 +261,10 @@ pub struct Reply {
     /// The end of a previous command that finished while nobody was
     /// listening, reported before this one.
     pub previous: Option<Box<Reply>>,
+    /// For a command still running under a limit: if no call waits on it,
+    /// polls it or sends it input within this time from now (time it spends
+    /// waiting for input not counted), it is stopped.
+    pub look_again_within: Option<Duration>,
 }
 
 /// A request we cannot carry out; the message says what to do instead.
@@ -210,6 +285,9 @@ pub struct Session {
     shell: tokio::sync::Mutex<Option<Shell>>,
     /// The live shell's shared state, readable while a call is waiting.
     current: Mutex<Option<Arc<Shared>>>,
+    /// When the client last cancelled a call that had not been reported on
+    /// since; the next call says so.
+    cancelled_at: Mutex<Option<Instant>>,
 }
 
 /// What a session is doing, as a listing shows it.
@@ -238,7 +316,12 @@ pub enum Activity {
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
     pub fn new(config: SessionConfig) -> Session {
-        Session { config, shell: tokio::sync::Mutex::new(None), current: Mutex::new(None) }
+        Session {
+            config,
+            shell: tokio::sync::Mutex::new(None),
+            current: Mutex::new(None),
+            cancelled_at: Mutex::new(None),
+        }
     }
 
     /// What the session is doing now. Never waits for a call in progress.
@@ -278,8 +361,10 @@ impl Session {
         Ok(())
     }
 
-    /// Carries out one call. `cancel` stops the wait and interrupts the
-    /// command (the agent's request was cancelled).
+    /// Carries out one call. `cancel` means the client gave up on the call:
+    /// the wait ends, the command is left running untouched (under the
+    /// unwatched-time limit), nothing it printed is consumed, and the next
+    /// call reports it and says that this one was cancelled.
     pub async fn execute(
         &self,
         request: Request,
@@ -288,6 +373,15 @@ impl Session {
         validate(&request)?;
         let mut slot = self.shell.lock().await;
         let mut notes = Vec::new();
+        if cancel.is_cancelled() {
+            // The client gave up before this call's turn came: do nothing
+            // for it (its answer would be dropped).
+            self.note_cancelled();
+            return Err(SessionError::Invalid("the client cancelled this call".into()));
+        }
+        if let Some(at) = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            notes.push(Note::PreviousCallCancelled { ago: at.elapsed() });
+        }
         if request.reset {
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
@@ -299,25 +393,31 @@ impl Session {
             }
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
-        let running = shell.running_state();
+        let command = request.command.as_str();
+        let is_key = keys::is_key(command);
+        let mut running = shell.running_state();
+        if running == RunningState::Unfinished && !command.trim().is_empty() {
+            // Never refuse a command, or drop a key, for a command that has
+            // in fact just ended.
+            shell.settle(&self.config).await;
+            running = shell.running_state();
+        }
         if running == RunningState::Finished {
             shell.reap_interrupted(self.config.grace).await;
         }
-        let command = request.command.as_str();
-        let is_key = keys::is_key(command);
-        if running == RunningState::Unfinished
-            && let Some(timeout) = request.timeout
-        {
-            shell.extend_limit(timeout);
+        if running == RunningState::Unfinished {
+            // Any call about the running command is a look at it.
+            shell.touch(request.timeout);
         }
+        let progress = request.progress.as_ref();
         let reply = match running {
             RunningState::Unfinished if command.trim().is_empty() => {
-                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
             RunningState::Unfinished if request.is_input || is_key => {
                 let input = keys::parse(command).map_err(SessionError::Invalid)?;
-                notes.push(shell.send_input(input).await?);
-                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+                notes.extend(shell.send_input(input).await?);
+                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
             RunningState::Unfinished => {
                 notes.push(Note::NotExecuted { command: command.to_owned() });
@@ -339,7 +439,18 @@ impl Session {
                  Send a command to run it."
                     .into(),
             )),
-            RunningState::None if request.is_input || is_key => Err(SessionError::Invalid(
+            RunningState::None if is_key => {
+                // As at a prompt: a key with nothing to receive it is
+                // harmless. It is not typed into the idle shell, where C-d
+                // would end it and C-c would disturb its prompt.
+                let name = match keys::parse(command) {
+                    Ok(keys::Input::Key { name, .. }) => name,
+                    _ => command.trim().to_owned(),
+                };
+                notes.push(Note::KeyNotNeeded(name));
+                Ok(shell.idle_reply("", notes))
+            }
+            RunningState::None if request.is_input => Err(SessionError::Invalid(
                 "No command is running, so there is nothing to send input to. \
                  Run a command first, or send this as a command with is_input=false."
                     .into(),
@@ -359,7 +470,15 @@ impl Session {
             reply.notes.push(Note::ShellRestarted { how, cwd });
             return Ok(reply);
         }
+        if reply.status == Status::Running(WaitEnded::Cancelled) {
+            self.note_cancelled();
+        }
         Ok(reply)
+    }
+
+    /// Remembers that the client cancelled a call, for the next reply.
+    fn note_cancelled(&self) {
+        *self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
 
     /// Stops the shell and everything it started.
@@ -425,6 +544,8 @@ enum RunningState {
 struct Shell {
     shared: Arc<Shared>,
     pty: Pty,
+    /// The PTY slave's path, to discard unread input before ^C.
+    tty: PathBuf,
     pid: i32,
     /// The marker every process the shell starts inherits, so that `reset`
     /// and the end of the session reach what left the session.
@@ -486,12 +607,27 @@ struct Running {
     /// The unfinished line the last reply showed, to show only what is
     /// new of it next time.
     line_shown: Option<ShownLine>,
-    /// The execution limit in force, if any.
+    /// The category's execution limit, if any.
     exec_limit: Option<Duration>,
+    /// The unwatched-time limit in force: the larger of `exec_limit` and the
+    /// last call's `timeout`.
+    unwatched_limit: Option<Duration>,
+    /// Calls waiting on the command right now.
+    watchers: u32,
+    /// When the last call about the command began or ended: unwatched time
+    /// counts from here while `watchers` is 0.
+    unwatched_since: Instant,
+    /// When a call last sent the program input.
+    last_input_at: Option<Instant>,
+    /// When the supervisor confirmed that the program waits for input: a
+    /// second look, with no output in between, found it still blocked
+    /// reading the terminal.
+    input_confirmed_at: Option<Instant>,
     /// When it started, in the clock ticks `/proc` uses.
     started_ticks: u64,
-    /// Time the program spent blocked on terminal input (not counted
-    /// against the limit), and whether it was blocked at the last look.
+    /// Time the program spent blocked on terminal input since
+    /// `unwatched_since` (not counted against the limit), and whether it
+    /// was blocked at the last look.
     input_wait: Duration,
     waiting_for_input: bool,
     /// Set once the supervisor starts killing it; the mode once it is done.
@@ -512,6 +648,18 @@ impl Running {
     /// Finished, and not still being killed.
     fn is_done(&self) -> bool {
         self.finished.is_some() && !matches!(self.kill, Some((_, None)))
+    }
+
+    /// Since when neither the program's output nor our input changed.
+    fn quiet_from(&self) -> Instant {
+        self.last_output_at.max(self.last_input_at.unwrap_or(self.started_at))
+    }
+
+    /// Blocked reading the terminal, as confirmed by looks taken after its
+    /// output (and our input) went quiet: it waits for the agent.
+    fn waits_for_input(&self) -> bool {
+        self.waiting_for_input
+            && self.input_confirmed_at.is_some_and(|at| at >= self.quiet_from() + INPUT_QUIET)
     }
 }
 
@@ -682,13 +830,14 @@ impl Shell {
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),
             master: pty.handle().map_err(|err| fail("PTY", err))?,
-            tty: opened.tty,
+            tty: opened.tty.clone(),
             shell_pid: pid,
             grace: config.grace,
         }));
         let shell = Shell {
             shared,
             pty,
+            tty: opened.tty,
             pid,
             scope,
             files,
@@ -733,13 +882,54 @@ impl Shell {
         }
     }
 
-    /// A wait the agent asks for never ends in a kill: the limit in force
-    /// grows to cover it.
-    fn extend_limit(&self, timeout: Duration) {
+    /// A call looks at the running command: unwatched time starts again,
+    /// and the limit becomes the larger of the category's and the call's
+    /// `timeout`.
+    fn touch(&self, timeout: Option<Duration>) {
         if let Some(running) = &mut self.shared.lock().running
-            && let Some(limit) = &mut running.exec_limit
+            && running.finished.is_none()
         {
-            *limit = (*limit).max(running.started_at.elapsed() + timeout);
+            running.unwatched_since = Instant::now();
+            running.input_wait = Duration::ZERO;
+            running.unwatched_limit =
+                running.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
+        }
+    }
+
+    /// Gives a command that seems to be running a moment to show that it
+    /// has in fact ended: a kill in progress finishes (within its grace
+    /// period), and when the shell is back in the foreground its end marker
+    /// may still be on its way.
+    async fn settle(&self, config: &SessionConfig) {
+        let killing = |state: &State| {
+            state.running.as_ref().is_some_and(|r| matches!(r.kill, Some((_, None))))
+        };
+        if killing(&self.shared.lock()) {
+            wait_for(&self.shared, 2 * config.grace + Duration::from_secs(3), |state| {
+                !killing(state)
+            })
+            .await;
+        }
+        // The job in front has ended when the shell has the terminal back,
+        // or when nothing is left of the group that had it.
+        let front = self.pty.handle().ok().and_then(|master| pty::foreground_group(&master));
+        let job_ended = match front {
+            Some(group) if group == self.pid => true,
+            Some(group) => process::live_group_members(group).is_empty(),
+            None => false,
+        };
+        if job_ended {
+            // A shell reading the terminal is either at its prompt, with the
+            // end marker already written, or in `read`, with no marker to
+            // come: a moment settles both. Otherwise it is finishing the
+            // command line, and its marker follows shortly.
+            let reading =
+                front == Some(self.pid) && input_wait::process_reads_terminal(self.pid, &self.tty);
+            let limit = if reading { SETTLE_READING } else { SETTLE };
+            wait_for(&self.shared, limit, |state| {
+                state.exited.is_some() || state.running.as_ref().is_none_or(|r| r.is_done())
+            })
+            .await;
         }
     }
 
@@ -776,7 +966,7 @@ impl Shell {
     ) -> Result<Reply, SessionError> {
         let command = request.command.as_str();
         let timeout = request.timeout;
-        let exec_limit = request.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
+        let exec_limit = request.exec_limit;
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
@@ -819,6 +1009,11 @@ impl Shell {
                 spill_stem,
                 line_shown: None,
                 exec_limit,
+                unwatched_limit: exec_limit.map(|limit| limit.max(timeout.unwrap_or_default())),
+                watchers: 0,
+                unwatched_since: now,
+                last_input_at: None,
+                input_confirmed_at: None,
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
@@ -832,29 +1027,68 @@ impl Shell {
             .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
-        self.wait_reply(config, timeout, notes, cancel).await
+        self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
     }
 
     fn files_tag(&self) -> String {
         self.files.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
-    async fn send_input(&mut self, input: Input) -> Result<Note, SessionError> {
-        if matches!(&input, Input::Key { name, .. } if name == "C-c") {
-            self.note_interrupt();
-        }
+    /// Sends text (with Enter) or a key to the running program. Never
+    /// blocks the session: what the terminal does not accept within a
+    /// brief wait is dropped and reported. The keys that make the terminal
+    /// signal the program (C-c, C-\, C-z) first discard the input nobody
+    /// has read, as a terminal does, so they are never stuck behind it.
+    ///
+    /// Bounded: at most the input's bytes, and [`INPUT_STALL`] of waiting
+    /// per stall of the program.
+    async fn send_input(&mut self, input: Input) -> Result<Vec<Note>, SessionError> {
         let (bytes, note) = match input {
-            Input::Key { name, bytes } => (bytes, Note::KeySent(name)),
+            Input::Key { name, bytes } => {
+                if name == "C-c" {
+                    self.note_interrupt();
+                }
+                if matches!(name.as_str(), "C-c" | "C-\\" | "C-z")
+                    && let Err(err) = pty::discard_input(&self.tty)
+                {
+                    tracing::debug!("could not discard unread terminal input: {err}");
+                }
+                (bytes, Note::KeySent(name))
+            }
             Input::Text(text) => {
                 let mut bytes = text.into_bytes();
                 bytes.push(b'\r');
                 (bytes, Note::InputSent)
             }
         };
-        self.pty.write_all(&bytes, Duration::from_secs(5)).await.map_err(|err| {
+        // Write only while the command that was sent the input runs, with
+        // the same job in front: input must never reach the shell's prompt.
+        let master = self.pty.handle().map_err(|err| {
             SessionError::Shell(format!("could not send the input to the program: {err}"))
         })?;
-        Ok(note)
+        let front = pty::foreground_group(&master);
+        let seq = self.shared.lock().running.as_ref().map(|r| r.seq);
+        let shared = Arc::clone(&self.shared);
+        let still_running = move || {
+            let unfinished = shared
+                .lock()
+                .running
+                .as_ref()
+                .is_some_and(|r| Some(r.seq) == seq && r.finished.is_none());
+            unfinished && pty::foreground_group(&master) == front
+        };
+        let sent =
+            self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
+                SessionError::Shell(format!("could not send the input to the program: {err}"))
+            })?;
+        if let Some(running) = &mut self.shared.lock().running {
+            running.last_input_at = Some(Instant::now());
+        }
+        let mut notes = vec![note];
+        if sent < bytes.len() {
+            notes.push(Note::InputPartlySent { sent, total: bytes.len() });
+        }
+        Ok(notes)
     }
 
     /// Remembers the foreground group about to get ^C.
@@ -891,8 +1125,17 @@ impl Shell {
         timeout: Option<Duration>,
         notes: Vec<Note>,
         cancel: CancellationToken,
+        progress: Option<&ProgressHook>,
     ) -> Result<Reply, SessionError> {
-        let waited = self.wait(config, timeout, &cancel).await;
+        let waited = self.wait(config, timeout, &cancel, progress).await;
+        // A call the client cancelled consumes nothing, even when the
+        // command ended at the same moment: its answer would be dropped,
+        // and the next call must report what this one saw.
+        let waited = match waited {
+            Waited::ShellExited => waited,
+            _ if cancel.is_cancelled() => Waited::Cancelled,
+            _ => waited,
+        };
         match waited {
             Waited::Finished => {
                 self.reap_interrupted(config.grace).await;
@@ -913,23 +1156,39 @@ impl Shell {
                 Ok(self.finished_reply(notes))
             }
             Waited::Stopped(reason) => Ok(self.partial_reply(config, reason, notes)),
-            Waited::Cancelled => {
-                // The agent gave up on this call: interrupt the command, as
-                // a person would press ^C.
-                self.note_interrupt();
-                let _ = self.pty.write_all(b"\x03", Duration::from_secs(1)).await;
-                Ok(self.partial_reply(config, WaitEnded::NotWaited, notes))
-            }
+            Waited::Cancelled => Ok(self.cancelled_reply(notes)),
         }
     }
 
+    /// The reply to a cancelled call, which nobody will read: it takes
+    /// nothing from the session, so the next call reports everything.
+    fn cancelled_reply(&self, notes: Vec<Note>) -> Reply {
+        let mut reply = self.idle_reply("", notes);
+        if let Some(running) = &self.shared.lock().running {
+            reply.command = running.command.clone();
+            reply.duration = running.started_at.elapsed();
+        }
+        reply.status = Status::Running(WaitEnded::Cancelled);
+        reply.exit_code = None;
+        reply
+    }
+
+    /// Waits until the command ends, the shell exits, the program waits
+    /// for input with its output quiet, the call's wait runs out, or the
+    /// call is cancelled. While it waits, the command is watched (never
+    /// stopped by the unwatched-time limit) and `progress`, if any, is told
+    /// about once a second.
     async fn wait(
         &self,
         config: &SessionConfig,
         timeout: Option<Duration>,
         cancel: &CancellationToken,
+        progress: Option<&ProgressHook>,
     ) -> Waited {
         let call_start = Instant::now();
+        let _watch = Watch::begin(&self.shared);
+        let mut reports = 0u64;
+        let mut next_report = call_start + PROGRESS_INTERVAL;
         loop {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
@@ -942,6 +1201,9 @@ impl Shell {
                 }
                 if state.exited.is_some() {
                     return Waited::ShellExited;
+                }
+                if running.waits_for_input() {
+                    return Waited::Stopped(WaitEnded::WaitingForInput);
                 }
                 let now = Instant::now();
                 match timeout {
@@ -971,8 +1233,31 @@ impl Shell {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(deadline) => {}
                 () = cancel.cancelled() => return Waited::Cancelled,
+                () = tokio::time::sleep_until(next_report), if progress.is_some() => {
+                    reports += 1;
+                    next_report += PROGRESS_INTERVAL;
+                    if let Some(hook) = progress {
+                        let line = self.newest_line();
+                        (hook.0)(Progress { count: reports, elapsed: call_start.elapsed(), line });
+                    }
+                }
             }
         }
+    }
+
+    /// The newest line of the running command's output, for progress: the
+    /// last one on the screen, else the last one committed and not yet shown.
+    fn newest_line(&self) -> String {
+        let state = self.shared.lock();
+        if !state.running.as_ref().is_some_and(|r| r.started) {
+            // Before the start marker the screen holds the echo of our line.
+            return String::new();
+        }
+        let newest = state.screen.newest_line();
+        if !newest.is_empty() {
+            return newest;
+        }
+        state.running.as_ref().map(|r| r.pending.last_line().to_owned()).unwrap_or_default()
     }
 
     /// After the shell exits, its last output may still be in flight: wait
@@ -1002,6 +1287,7 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            look_again_within: None,
         }
     }
 
@@ -1022,9 +1308,10 @@ impl Shell {
             drop(state);
             return self.idle_reply("", notes);
         };
-        if running.waiting_for_input {
+        if running.waits_for_input() {
             notes.push(Note::WaitingForInput);
         }
+        let look_again_within = running.unwatched_limit;
         let part = running.replies + 1;
         let next_name = spill_name(&running.spill_stem, part);
         let next = running.spill.capped(config.output_cap, &next_name);
@@ -1060,6 +1347,7 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            look_again_within,
         };
         running.replies += 1;
         reply
@@ -1078,6 +1366,7 @@ impl Shell {
             continued: false,
             notes,
             previous: None,
+            look_again_within: None,
         }
     }
 
@@ -1100,7 +1389,7 @@ impl Shell {
 /// What the supervisor of one shell needs.
 struct Supervisor {
     shared: Arc<Shared>,
-    /// A handle on the PTY master: the foreground group, and ^C.
+    /// A handle on the PTY master: the foreground group.
     master: std::os::fd::OwnedFd,
     /// The PTY slave's path, to recognise reads of the terminal.
     tty: PathBuf,
@@ -1108,18 +1397,82 @@ struct Supervisor {
     grace: Duration,
 }
 
-/// How often a running command is checked for waiting on input. There is
-/// no kernel event for "blocked reading the terminal", so it is sampled;
-/// commands that end within the first second are never looked at.
+/// A command whose output (and our input) has been quiet this long is
+/// looked at: is it waiting for input? Short, so that a prompt is answered
+/// within about a second; long enough that a program that just got input
+/// has woken up to read it.
+const INPUT_QUIET: Duration = Duration::from_millis(150);
+/// Between looks while the command stays quiet: from the first interval,
+/// doubling up to the longest while it is not waiting for input.
 const INPUT_SAMPLE: Duration = Duration::from_millis(250);
-const FIRST_SAMPLE_AFTER: Duration = Duration::from_secs(1);
+/// After a look finds the program waiting, the look that confirms it. One
+/// look is not enough: the shell back at its prompt reads the terminal too,
+/// and the output it wrote before (its end marker) may not have been read
+/// from the terminal yet when the machine is busy.
+const INPUT_CONFIRM: Duration = Duration::from_millis(100);
+const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
+/// How long a new command or key waits for the end marker of a command
+/// whose job has just ended, and, when the shell is already reading the
+/// terminal again, for the marker it wrote before.
+const SETTLE: Duration = Duration::from_millis(500);
+const SETTLE_READING: Duration = Duration::from_millis(50);
+/// How long text input may wait for the program to make room for it.
+const INPUT_STALL: Duration = Duration::from_millis(300);
 
-/// Watches the running command: accounts time spent waiting for terminal
-/// input, and kills the foreground job when it runs past its limit. Runs
-/// for the life of the shell, whether or not a call is waiting.
+/// The supervisor's last look at one command.
+struct Look {
+    seq: u64,
+    at: Option<Instant>,
+    waiting: bool,
+    confirmed: bool,
+    interval: Duration,
+}
+
+impl Look {
+    fn new(seq: u64) -> Look {
+        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
+    }
+
+    /// When to look next: soon after the output goes quiet, then at a
+    /// growing interval while nothing changes.
+    fn due(&self, quiet_from: Instant) -> Instant {
+        let after_quiet = quiet_from + INPUT_QUIET;
+        match self.at {
+            Some(at) if at >= after_quiet && self.waiting && !self.confirmed => at + INPUT_CONFIRM,
+            Some(at) if at >= after_quiet => at + self.interval,
+            _ => after_quiet,
+        }
+    }
+
+    fn record(&mut self, now: Instant, waiting: bool, fresh: bool) {
+        // Confirmed: waiting at two looks with no output in between.
+        self.confirmed = waiting && self.waiting && !fresh;
+        self.interval =
+            if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
+        self.at = Some(now);
+        self.waiting = waiting;
+    }
+}
+
+/// What the supervisor reads of the running command.
+struct Watched {
+    seq: u64,
+    quiet_from: Instant,
+    limit: Option<Duration>,
+    watchers: u32,
+    unwatched_since: Instant,
+    input_wait: Duration,
+}
+
+/// Watches the running command for the life of the shell: looks whether
+/// it is blocked reading the terminal (no kernel event exists for that, so
+/// it samples, soon after the output goes quiet), accounts that time, and
+/// stops the command once it has run unwatched past its limit: no call
+/// waiting on it, polling it or sending it input for longer than the limit
+/// (time waiting for input not counted). While a call waits, it never kills.
 async fn supervise(supervisor: Supervisor) {
     let Supervisor { shared, master, tty, .. } = &supervisor;
-    let mut last_look: Option<(u64, Instant, bool)> = None;
+    let mut look = Look::new(0);
     loop {
         let notified = shared.changed.notified();
         tokio::pin!(notified);
@@ -1130,49 +1483,65 @@ async fn supervise(supervisor: Supervisor) {
                 Some(running)
                     if running.started && running.finished.is_none() && running.kill.is_none() =>
                 {
-                    Some((running.seq, running.started_at, running.exec_limit, running.input_wait))
+                    Some(Watched {
+                        seq: running.seq,
+                        quiet_from: running.quiet_from(),
+                        limit: running.unwatched_limit,
+                        watchers: running.watchers,
+                        unwatched_since: running.unwatched_since,
+                        input_wait: running.input_wait,
+                    })
                 }
                 _ => None,
             }
         };
-        let Some((seq, started_at, limit, input_wait)) = watched else {
-            last_look = None;
+        let Some(watched) = watched else {
             notified.await;
             continue;
         };
-        let now = Instant::now();
-        let mut input_wait = input_wait;
-        if now >= started_at + FIRST_SAMPLE_AFTER {
-            let waiting = pty::foreground_group(master)
-                .is_some_and(|group| process::waiting_for_terminal_input(group, tty));
-            if let Some((last_seq, at, was_waiting)) = last_look
-                && last_seq == seq
-                && was_waiting
-                && waiting
-            {
-                input_wait += now - at;
-            }
-            last_look = Some((seq, now, waiting));
-            let mut state = shared.lock();
-            if let Some(running) = &mut state.running
-                && running.seq == seq
-            {
-                running.input_wait = input_wait;
-                running.waiting_for_input = waiting;
-            }
+        if look.seq != watched.seq {
+            look = Look::new(watched.seq);
         }
-        let waiting = last_look.is_some_and(|(_, _, waiting)| waiting);
-        if let Some(limit) = limit
-            && !waiting
-            && now >= started_at + limit + input_wait
-        {
-            kill_foreground(&supervisor, seq, limit).await;
+        let now = Instant::now();
+        let due = look.due(watched.quiet_from);
+        if now >= due {
+            // Output still unread from the terminal is news the blocked read
+            // may be about to answer (the shell's end marker, a new prompt):
+            // look again once it has been read.
+            let waiting = pty::foreground_group(master)
+                .is_some_and(|group| input_wait::group_reads_terminal(group, tty))
+                && !pty::has_unread_output(master);
+            let accrued = match look.at {
+                Some(at) if look.waiting && waiting => now - at,
+                _ => Duration::ZERO,
+            };
+            let fresh = look.at.is_none_or(|at| at < watched.quiet_from + INPUT_QUIET);
+            look.record(now, waiting, fresh);
+            if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == watched.seq) {
+                running.input_wait += accrued;
+                running.waiting_for_input = waiting;
+                running.input_confirmed_at = look.confirmed.then_some(now);
+            }
+            // A waiting call returns as soon as the program waits for input.
+            shared.changed.notify_waiters();
             continue;
         }
-        let next_look = (now + INPUT_SAMPLE).max(started_at + FIRST_SAMPLE_AFTER);
-        let wake = match limit {
-            Some(limit) => next_look.min(started_at + limit + input_wait),
-            None => next_look,
+        let stop_at = match watched.limit {
+            Some(limit) if watched.watchers == 0 => {
+                Some((limit, watched.unwatched_since + limit + watched.input_wait))
+            }
+            _ => None,
+        };
+        if let Some((limit, at)) = stop_at
+            && now >= at
+            && !look.waiting
+        {
+            kill_foreground(&supervisor, watched.seq, limit).await;
+            continue;
+        }
+        let wake = match stop_at {
+            Some((_, at)) if at > now => due.min(at),
+            _ => due,
         };
         tokio::select! {
             () = &mut notified => {}
@@ -1181,8 +1550,16 @@ async fn supervise(supervisor: Supervisor) {
     }
 }
 
-/// Kills the running command's foreground job (and the groups it left
-/// behind), never the shell, and records how it died.
+/// Stops the running command as a whole, never the shell, and records how
+/// it died: no later part of its command line runs.
+///
+/// Interactive bash abandons the rest of a command line (and any loop) when
+/// it receives SIGINT itself while its job runs, whatever then ends the job;
+/// a job killed by SIGTERM alone lets the next part run. So the shell gets
+/// SIGINT first, then the foreground job and the groups the command left
+/// behind get SIGTERM, and SIGKILL after the grace period. A shell busy
+/// with builtins (a `while :` loop) ends its loop on the SIGINT; if it does
+/// not come back to its prompt, it is ended (and restarted).
 async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     let Supervisor { shared, master, shell_pid, grace, .. } = supervisor;
     let since = {
@@ -1191,33 +1568,56 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         running.kill = Some((limit, None));
         running.started_ticks
     };
-    tracing::info!(seq, ?limit, "killing a terminal command that ran past its execution limit");
+    tracing::info!(seq, ?limit, "stopping a terminal command that ran unwatched past its limit");
+    process::signal_group(*shell_pid, nix::sys::signal::Signal::SIGINT);
     let mut groups = process::orphaned_groups(*shell_pid, since);
-    let foreground = pty::foreground_group(master).filter(|&group| group != *shell_pid);
-    groups.extend(foreground);
-    let mode = if foreground.is_some() {
-        process::terminate_groups(&groups, *grace).await.unwrap_or(TerminationMode::Soft)
+    groups.extend(pty::foreground_group(master).filter(|&group| group != *shell_pid));
+    let mode = process::terminate_groups(&groups, *grace).await;
+    let finished = wait_for(shared, *grace, |state| {
+        state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
+    })
+    .await;
+    let mode = if finished {
+        mode.unwrap_or(TerminationMode::Soft)
     } else {
-        // The shell itself is busy (a loop of builtins): interrupt it as a
-        // person would, and if that does not work, end the shell, which is
-        // then restarted.
-        let _ = pty::write_key(master, b"\x03");
-        process::terminate_groups(&groups, *grace).await;
-        let finished = wait_for(shared, *grace, |state| {
-            state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
-        })
-        .await;
-        if finished {
-            TerminationMode::Soft
-        } else {
-            process::terminate_session(*shell_pid, None, *grace).await;
-            TerminationMode::Hard
-        }
+        process::terminate_session(*shell_pid, None, *grace).await;
+        TerminationMode::Hard
     };
     if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == seq) {
         running.kill = Some((limit, Some(mode)));
     }
     shared.changed.notify_waiters();
+}
+
+/// A call waiting on the running command, for as long as it waits: the
+/// command is watched, so the unwatched-time limit does not run. When the
+/// wait ends in any way (reply, timeout, cancellation, or the call's future
+/// dropped), unwatched time starts counting from that moment.
+struct Watch<'a> {
+    shared: &'a Shared,
+    seq: Option<u64>,
+}
+
+impl Watch<'_> {
+    fn begin(shared: &Shared) -> Watch<'_> {
+        let seq = shared.lock().running.as_mut().map(|running| {
+            running.watchers += 1;
+            running.seq
+        });
+        Watch { shared, seq }
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let Some(seq) = self.seq else { return };
+        if let Some(running) = self.shared.lock().running.as_mut().filter(|r| r.seq == seq) {
+            running.watchers = running.watchers.saturating_sub(1);
+            running.unwatched_since = Instant::now();
+            running.input_wait = Duration::ZERO;
+        }
+        self.shared.changed.notify_waiters();
+    }
 }
 
 /// Waits until `done` holds for the shared state, or `limit` passes.

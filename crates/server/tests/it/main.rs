@@ -17,6 +17,7 @@
 mod bad_input;
 mod cli;
 mod hostile;
+mod long_work;
 mod orphans;
 mod run;
 mod runtime;
