@@ -5,6 +5,7 @@
 //! agent; the `shellkeep` server crate does that.
 
 pub mod guard;
+pub mod integration;
 pub mod keys;
 pub mod oneshot;
 pub mod output;

@@ -2,12 +2,23 @@
 //! to run a command, and reading back the state bash leaves for us.
 //!
 //! Commands never go through readline. Each one is written to a private
-//! file and run by a short function, `__sk_run`, that first prints a start
-//! marker; `PROMPT_COMMAND` prints an end marker with the exit status and
-//! writes the working directory and `PATH` to a state file. So the echo of
-//! what we type is easy to drop (it comes before the start marker), any
-//! command text works (tabs, `!`, `\;`, heredocs, 100 KB lines), our own
-//! commands stay out of history, and `set -u` cannot break the prompt.
+//! file; the line we type reads it into a variable (`__sk_pre`, which also
+//! prints the start marker) and `eval`s it at the top level, so it runs as
+//! if typed at a prompt: syntax errors read like an interactive shell's,
+//! `$?` is the previous command's status, a top-level `return` is refused
+//! as at a prompt. `PROMPT_COMMAND` prints the end marker with the exit
+//! status, after draining terminal input nobody read, and writes the
+//! working directory and `PATH` to a state file (an `EXIT` trap writes it
+//! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
+//! easy to drop (it comes before the start marker), any command text works
+//! (tabs, `!`, `\;`, heredocs, 100 KB lines), our own commands stay out of
+//! history, `set -u` cannot break the prompt, and `set -x` never traces our
+//! functions: tracing is switched off in the prompt and back on inside the
+//! `eval`, in groups whose trace goes to `/dev/null`.
+//!
+//! The same script, minus the user's start-up file, is what a nested or
+//! replaced shell gets when the integration is reinstalled. Every script
+//! carries the nonce, so the caller deletes it once it has been sourced.
 //! This module writes files and formats text; it does not start processes.
 
 use std::path::{Path, PathBuf};
@@ -22,9 +33,15 @@ pub struct ShellFiles {
 }
 
 impl ShellFiles {
-    /// The start-up file passed to `bash --rcfile`.
+    /// The start-up file passed to `bash --rcfile`; deleted once sourced.
     pub fn rc_file(&self) -> PathBuf {
         self.dir.join("init.sh")
+    }
+
+    /// A file that reinstalls the integration in a shell that lost it;
+    /// `id` keeps concurrent attempts apart. Deleted once sourced.
+    pub fn reinstall_file(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("reinstall-{id}.sh"))
     }
 
     /// The file holding the command to run next.
@@ -44,6 +61,20 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
+/// Writes `contents` to a new file readable by the owner only.
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
+}
+
 /// The start-up file for a shell whose markers carry `nonce`.
 ///
 /// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
@@ -53,39 +84,124 @@ pub fn rc_script(files: &ShellFiles, nonce: &str, user_rc: Option<&Path>) -> Str
         Some(path) => format!("[ -r {0} ] && . {0}\n", shell_quote(&path.to_string_lossy())),
         None => String::new(),
     };
+    format!("# shellkeep shell integration (generated).\n{user_rc}{}", integration(files, nonce, 0))
+}
+
+/// The script that reinstalls the integration in a shell that lost it (a
+/// nested `bash`, `exec bash`); its first prompt reports `seq`, the
+/// handshake. The user's start-up file is not read again: the shell
+/// already read its own.
+pub fn reinstall_script(files: &ShellFiles, nonce: &str, seq: u64) -> String {
+    integration(files, nonce, seq)
+}
+
+/// The line typed into a shell that lost the integration to source
+/// `script`. The leading space keeps it out of history where
+/// `ignorespace` is on.
+pub fn reinstall_line(script: &Path) -> String {
+    format!(" . {}\r", shell_quote(&script.to_string_lossy()))
+}
+
+fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
+    // Function by function:
+    // - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
+    //   /dev/null) keeps the status and the shell options, switches tracing
+    //   off, runs the user's own PROMPT_COMMAND, drains input nobody read
+    //   (so it is never run as commands), writes the state file and prints
+    //   the end marker last.
+    // - `__sk_pre N` prints the start marker and loads the command into
+    //   `__sk_c`, between `__sk_on` (tracing back on, `$?` restored) and
+    //   `__sk_post` (status kept, PROMPT_COMMAND re-asserted).
+    // - While a command runs, PS1 holds `__sk_fallback`, which prints the
+    //   end marker from a subshell if PROMPT_COMMAND was cleared and the
+    //   command was interrupted before `__sk_post` could restore it; the
+    //   prompt empties PS1 again, so normally nothing forks.
+    // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
+    //   without `-e`.
     format!(
-        r#"# shellkeep shell integration (generated).
-{user_rc}set +H
-bind 'set enable-bracketed-paste off' 2>/dev/null
+        r#"builtin set +H
+builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${{HISTCONTROL:+:$HISTCONTROL}}"
-PS1=''
-PS2=''
+PS1='' PS2='' PS0=''
 __sk_dir={dir}
 __sk_nonce={nonce}
-__sk_seq=0
+__sk_seq={seq}
+__sk_last=0
+__sk_flags=
+__sk_posted=
+__sk_c=
+__sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
+__sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
+__sk_upc=${{PROMPT_COMMAND-}}
+[[ $__sk_upc == "$__sk_pc" ]] && __sk_upc=
+__sk_state() {{
+  builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state"
+}} 2>/dev/null
+__sk_drain() {{
+  local __sk_junk __sk_n=0
+  while (( __sk_n < 16 )) && builtin read -t 0 2>/dev/null; do
+    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null
+    __sk_n=$(( __sk_n + 1 ))
+  done
+}}
 __sk_prompt() {{
   local __sk_status=$?
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" >"$__sk_dir/state" 2>/dev/null
-  PS1=''
-  PS2=''
+  if [[ -n $__sk_posted ]]; then __sk_status=$__sk_last; __sk_posted=; fi
+  __sk_flags=$-
+  builtin set +x
+  __sk_last=$__sk_status
+  if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&-; fi
+  __sk_drain
+  __sk_state
+  PS1='' PS2='' PS0=''
+  builtin printf '\e]{osc};%s;E;%s;%s\a' "$__sk_nonce" "$__sk_seq" "$__sk_last"
+}}
+__sk_assert() {{
+  if [[ ${{PROMPT_COMMAND-}} != "$__sk_pc" ]]; then
+    __sk_upc=${{PROMPT_COMMAND-}}
+    PROMPT_COMMAND=$__sk_pc
+  fi
+}}
+__sk_fallback() {{
+  local __sk_status=$?
+  __sk_state
   builtin printf '\e]{osc};%s;E;%s;%s\a' "$__sk_nonce" "$__sk_seq" "$__sk_status"
+}}
+__sk_pre() {{
+  __sk_seq=$1
+  __sk_assert
+  PS1=$__sk_ps1
+  builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
+  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd"
+  __sk_c="{{ __sk_on; }} 2>/dev/null; $__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
+  return 0
+}}
+__sk_on() {{
+  local __sk_status=$__sk_last
+  __sk_c=
+  case $- in *e*) __sk_status=0;; esac
+  case $__sk_flags in *x*) builtin set -x;; esac
   return $__sk_status
 }}
-__sk_run() {{
-  builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
-  builtin source "$__sk_dir/cmd"
+__sk_post() {{
+  __sk_last=$?
+  __sk_posted=1
+  __sk_assert
+  return 0
 }}
-PROMPT_COMMAND=__sk_prompt
+builtin trap '__sk_state' EXIT
+PROMPT_COMMAND=$__sk_pc
 "#,
         dir = shell_quote(&files.dir.to_string_lossy()),
         osc = MARKER_OSC,
     )
 }
 
-/// The line typed into the shell to run command number `seq`. The leading
-/// space keeps it out of history.
+/// The line typed into the shell to run command number `seq`: it loads the
+/// command file and runs it with `eval` at the top level. The leading space
+/// keeps it out of history; the group's trace goes to `/dev/null`.
 pub fn run_line(seq: u64) -> String {
-    format!(" __sk_seq={seq};__sk_run\r")
+    format!(" {{ __sk_pre {seq}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.
