@@ -116,6 +116,8 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   end marker from a subshell if PROMPT_COMMAND was cleared and the
     //   command was interrupted before `__sk_post` could restore it; the
     //   prompt empties PS1 again, so normally nothing forks.
+    // - Under `set -e` any failing command of ours would end the shell,
+    //   hence the `|| :`.
     // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
     //   without `-e`.
     format!(
@@ -135,12 +137,12 @@ __sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
 __sk_upc=${{PROMPT_COMMAND-}}
 [[ $__sk_upc == "$__sk_pc" ]] && __sk_upc=
 __sk_state() {{
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state"
+  builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
 }} 2>/dev/null
 __sk_drain() {{
   local __sk_junk __sk_n=0
   while (( __sk_n < 16 )) && builtin read -t 0 2>/dev/null; do
-    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null
+    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null || :
     __sk_n=$(( __sk_n + 1 ))
   done
 }}
@@ -150,7 +152,7 @@ __sk_prompt() {{
   __sk_flags=$-
   builtin set +x
   __sk_last=$__sk_status
-  if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&-; fi
+  if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
@@ -172,7 +174,7 @@ __sk_pre() {{
   __sk_assert
   PS1=$__sk_ps1
   builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
-  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd"
+  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
   __sk_c="{{ __sk_on; }} 2>/dev/null; $__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
   return 0
 }}

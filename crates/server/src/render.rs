@@ -141,9 +141,41 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::InputNotSent => {
                 text.push_str("[Your input was not sent: the command had already finished.]\n")
             }
+            Note::WaitingForInput if reply.notes.contains(&Note::Incomplete) => {}
             Note::WaitingForInput => {
                 text.push_str("[The program is waiting for input: send it with is_input=true.]\n")
             }
+            Note::Incomplete => text.push_str(
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` \
+                 prompt). Send the remaining lines with is_input=true, or C-c to discard it.]\n",
+            ),
+            Note::NestedShellStarted => text.push_str(
+                "[A nested shell started; shellkeep's integration was installed in it, so your \
+                 commands now run inside it with exit codes and the working directory. `exit` \
+                 returns to the outer shell.]\n",
+            ),
+            Note::NestedShellExited { status } => text.push_str(&format!(
+                "[The nested shell exited (exit code {status}); commands run in the outer shell \
+                 again.]\n"
+            )),
+            Note::IntegrationReinstalled => text.push_str(
+                "[The shell was replaced (exec) and lost shellkeep's integration; it was \
+                 reinstalled, so commands keep their exit codes and working directory.]\n",
+            ),
+            Note::ReinstallFailed => text.push_str(
+                "[A shell without shellkeep's integration is waiting at its prompt and the \
+                 integration could not be installed in it: send its commands with \
+                 is_input=true, or reset=true for a fresh shell.]\n",
+            ),
+            Note::OtherShell(name) => text.push_str(&format!(
+                "[`{name}` is an interactive shell without shellkeep's integration: send its \
+                 commands with is_input=true (exit codes and the working directory are not \
+                 tracked inside it); `exit` returns to bash.]\n"
+            )),
+            Note::RemoteShell(name) => text.push_str(&format!(
+                "[`{name}` is a remote or container session, driven as an interactive program: \
+                 send its commands with is_input=true; `exit` (or C-d) ends it.]\n"
+            )),
             Note::Killed { limit, mode } => text.push_str(&format!(
                 "[The command was killed: it ran past its execution limit of {} (time spent \
                  waiting for input not counted); {}.]\n",
