@@ -98,6 +98,10 @@ pub fn inspect(group: i32) -> Option<Prompting> {
     let program = args.first()?;
     let name = program.rsplit('/').next().unwrap_or(program).trim_start_matches('-');
     match name {
+        // A shell of another user (`su someone`) could not read our script.
+        "bash" if interactive(&args[1..]) && !same_user(group) => {
+            Some(Prompting::OtherShell("bash of another user".to_owned()))
+        }
         "bash" if interactive(&args[1..]) => {
             Some(Prompting::Bash { pid: group, fingerprint: fingerprint(group)? })
         }
@@ -109,6 +113,73 @@ pub fn inspect(group: i32) -> Option<Prompting> {
         "ssh" | "mosh" | "mosh-client" | "telnet" | "docker" | "podman" | "kubectl" | "lxc"
         | "machinectl" | "vagrant" => Some(Prompting::Remote(name.to_owned())),
         _ => None,
+    }
+}
+
+/// Programs that run an interactive shell on a terminal of their own and
+/// pass ours through (`poetry shell` and `pipenv shell` use pexpect).
+const WRAPPERS: &[&str] = &["script", "poetry", "pipenv", "hatch", "pdm", "pew", "pexpect"];
+
+/// When the foreground group's leader `group` is a program that runs a
+/// shell on a terminal of its own ([`WRAPPERS`]), finds that shell if it is
+/// an interactive bash of ours waiting at its prompt. Lines typed into our
+/// terminal reach it through the wrapper, and its markers come back the
+/// same way. Scans `/proc` only for those programs.
+pub fn wrapped_shell(group: i32) -> Option<Prompting> {
+    let comm = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
+    if !WRAPPERS.contains(&comm.trim()) {
+        return None;
+    }
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            parents.push((pid, ppid));
+        }
+    }
+    // Breadth first from the wrapper, a few levels deep at most.
+    let mut frontier = vec![group];
+    for _ in 0..4 {
+        let children: Vec<i32> = parents
+            .iter()
+            .filter(|(_, ppid)| frontier.contains(ppid))
+            .map(|&(pid, _)| pid)
+            .collect();
+        for &pid in &children {
+            let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else { continue };
+            if tty.starts_with("/dev/pts")
+                && crate::process::waiting_for_terminal_input(pid, &tty)
+                && let Some(found @ Prompting::Bash { .. }) = inspect(pid)
+            {
+                return Some(found);
+            }
+        }
+        frontier = children;
+    }
+    None
+}
+
+/// Whether process `pid` runs with our effective user id (root may read
+/// our files whatever it is, so `sudo -i` counts as the same user).
+fn same_user(pid: i32) -> bool {
+    let effective_uid = |who: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{who}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_ascii_whitespace().nth(1))
+            .and_then(|id| id.parse::<u32>().ok())
+    };
+    match (effective_uid(&pid.to_string()), effective_uid("self")) {
+        (Some(theirs), Some(ours)) => theirs == ours || theirs == 0,
+        _ => false,
     }
 }
 
@@ -189,12 +260,61 @@ fn ends_with_continuation(command: &str) -> bool {
     trailing % 2 == 1
 }
 
-/// Whether `command` contains anything that can open a construct: quotes,
-/// brackets, here-documents, keywords, or a trailing operator. Plain
-/// commands (`ls -la`, `cargo test`) skip the `bash -n` check.
+/// Whether `command` could leave bash waiting for more: it has a
+/// construct a quick scan cannot close (brackets, substitutions, keywords,
+/// here-documents), an unclosed quote, or ends with an operator. Plain
+/// commands with balanced quotes (`ls -la`, `git commit -m "msg"`) skip
+/// the `bash -n` check. Errs on the side of checking.
 fn could_be_incomplete(command: &str) -> bool {
-    const OPENERS: &[char] = &['\'', '"', '`', '(', '{', '[', '<', '|', '&', '$'];
-    if command.contains(OPENERS) {
+    #[derive(PartialEq)]
+    enum Quote {
+        None,
+        Single,
+        Double,
+    }
+    let mut quote = Quote::None;
+    let mut chars = command.chars().peekable();
+    let mut word_start = true;
+    while let Some(c) = chars.next() {
+        match quote {
+            Quote::Single => {
+                if c == '\'' {
+                    quote = Quote::None;
+                }
+            }
+            Quote::Double => match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => quote = Quote::None,
+                '`' => return true,
+                '$' if chars.peek() == Some(&'(') => return true,
+                _ => {}
+            },
+            Quote::None => match c {
+                '\\' => {
+                    chars.next();
+                }
+                '\'' => quote = Quote::Single,
+                '"' => quote = Quote::Double,
+                '#' if word_start => {
+                    // A comment: quotes in it do not count.
+                    for c in chars.by_ref() {
+                        if c == '\n' {
+                            break;
+                        }
+                    }
+                }
+                '`' | '(' | ')' | '{' | '}' | '[' | '<' => return true,
+                _ => {}
+            },
+        }
+        word_start = quote == Quote::None && (c.is_whitespace() || matches!(c, ';' | '&' | '|'));
+    }
+    if quote != Quote::None {
+        return true;
+    }
+    if command.trim_end().ends_with(['|', '&']) {
         return true;
     }
     command.split(|c: char| c.is_whitespace() || c == ';').any(|word| {
@@ -238,6 +358,11 @@ mod tests {
     fn only_text_that_can_open_a_construct_is_checked() {
         assert!(!could_be_incomplete("ls -la /tmp"));
         assert!(!could_be_incomplete("cargo test --workspace"));
+        assert!(!could_be_incomplete("git commit -m \"it's done\" && echo 'ok'"));
+        assert!(!could_be_incomplete("echo hi # don't"));
+        assert!(could_be_incomplete("echo \"open"));
+        assert!(could_be_incomplete("echo a &&"));
+        assert!(could_be_incomplete("echo \"$(date\""));
         assert!(could_be_incomplete("echo 'x"));
         assert!(could_be_incomplete("cat << EOF"));
         assert!(could_be_incomplete("if true; then"));

@@ -1579,7 +1579,8 @@ fn look_for_prompt(
     if !process::waiting_for_terminal_input(group, tty) {
         return;
     }
-    match integration::inspect(group) {
+    let found = integration::inspect(group).or_else(|| integration::wrapped_shell(group));
+    match found {
         Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
             let state = shared.lock();
             if state.integ.levels.iter().any(|l| l.pid == pid && l.fingerprint == fingerprint) {

@@ -109,6 +109,9 @@ async fn shell_options_and_traps_do_not_wedge_the_session() {
     expect(&term, "echo quiet", "quiet\n", 0).await;
     expect(&term, "stty echo -icanon; stty icanon", "", 0).await;
     expect(&term, "echo back", "back\n", 0).await;
+    expect(&term, "stty raw -echo", "", 0).await;
+    expect(&term, "echo raw", "raw\n", 0).await;
+    expect(&term, "stty sane", "", 0).await;
     // set -e: a failure in an exempt position keeps the shell.
     expect(&term, "set -e; false && true", "", 1).await;
     expect(&term, "echo alive", "alive\n", 0).await;
@@ -305,5 +308,37 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     let reply = term.input("exit 2", 10.0).await;
     assert_eq!(reply.exit_code, Some(2), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
+    // As `poetry shell` and `pipenv shell` do (through pexpect): the
+    // wrapper passes our terminal through to a shell on its own.
+    let term = Term::new("wrapped").await;
+    term.run("mkdir -p w").await;
+    let reply = term.run_for("script -e -q -c 'bash --norc' /dev/null", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    expect(&term, "cd w; (exit 6)", "", 6).await;
+    assert_eq!(term.run("true").await.cwd, term.cwd().join("w"));
+    let reply = term.run_for("exit 2", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellExited { status: 2 }), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
+    // Anything named like a remote client (here `cat` under the name ssh)
+    // is an interactive program: the reply names it.
+    let term = Term::new("remote").await;
+    term.run("mkdir -p bin && ln -s \"$(command -v cat)\" bin/ssh").await;
+    let reply = term.run_for("./bin/ssh", 3.0).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert!(reply.notes.contains(&Note::RemoteShell("ssh".into())), "{reply:?}");
+    let reply = term.input("hello", 3.0).await;
+    assert!(reply.output.text.contains("hello"), "{reply:?}");
+    let reply = term.input("C-d", 10.0).await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
     term.session.close().await;
 }
