@@ -903,7 +903,12 @@ impl Shell {
     fn note_interrupt(&self) {
         let Ok(master) = self.pty.handle() else { return };
         let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
-        if let Some(running) = &mut self.shared.lock().running {
+        let mut state = self.shared.lock();
+        // A nested shell running a builtin is not the command's to stop.
+        if state.is_integrated_shell(group) {
+            return;
+        }
+        if let Some(running) = &mut state.running {
             running.interrupted.push(group);
         }
     }
@@ -1221,7 +1226,8 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     };
     tracing::info!(seq, ?limit, "killing a terminal command that ran past its execution limit");
     let mut groups = process::orphaned_groups(*shell_pid, since);
-    let foreground = pty::foreground_group(master).filter(|&group| group != *shell_pid);
+    let foreground = pty::foreground_group(master)
+        .filter(|&group| group != *shell_pid && !shared.lock().is_integrated_shell(group));
     groups.extend(foreground);
     let mode = if foreground.is_some() {
         process::terminate_groups(&groups, *grace).await.unwrap_or(TerminationMode::Soft)
@@ -1348,6 +1354,12 @@ impl State {
         self.integ.notes.push(Note::NestedShellExited { status });
         self.finish_running(None, status, now);
         true
+    }
+
+    /// Whether `pid` is one of the shells carrying the integration (the
+    /// session's own, or a nested one).
+    fn is_integrated_shell(&self, pid: i32) -> bool {
+        self.integ.levels.iter().any(|level| level.pid == pid)
     }
 
     /// Ends the running command (`seq`, or whichever runs) with `status`;

@@ -342,3 +342,17 @@ async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
     assert_eq!(reply.exit_code, Some(0), "{reply:?}");
     term.session.close().await;
 }
+
+#[tokio::test]
+async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
+    let term = Term::new("nested-int").await;
+    let reply = term.run_for("bash --norc", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    let reply = term.run_for("read line", 0.5).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    assert!(!reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    expect(&term, "echo $SHLVL", "3\n", 0).await;
+    term.session.close().await;
+}
