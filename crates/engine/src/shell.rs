@@ -104,14 +104,20 @@ pub fn reinstall_line(script: &Path) -> String {
 
 fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     // Function by function:
+    // - `__sk_post` (the last line of the `eval`, so that `eval` itself
+    //   never fails: under `set -e` that would end the shell after an
+    //   exempt failure such as `false && true`) keeps the status and the
+    //   shell options, switches tracing and verbose mode off, and re-asserts
+    //   PROMPT_COMMAND. Under `set -v` its line is echoed.
     // - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
-    //   /dev/null) keeps the status and the shell options, switches tracing
-    //   off, runs the user's own PROMPT_COMMAND, drains input nobody read
+    //   /dev/null) does the same when `__sk_post` did not run (an interrupt),
+    //   runs the user's own PROMPT_COMMAND, drains input nobody read
     //   (so it is never run as commands), writes the state file and prints
     //   the end marker last.
     // - `__sk_pre N` prints the start marker and loads the command into
-    //   `__sk_c`, between `__sk_on` (tracing back on, `$?` restored) and
-    //   `__sk_post` (status kept, PROMPT_COMMAND re-asserted).
+    //   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
+    //   back on, `$?` restored). The command starts on a line of its own so
+    //   that `set -v` echoes it.
     // - While a command runs, PS1 holds `__sk_fallback`, which prints the
     //   end marker from a subshell if PROMPT_COMMAND was cleared and the
     //   command was interrupted before `__sk_post` could restore it; the
@@ -148,9 +154,13 @@ __sk_drain() {{
 }}
 __sk_prompt() {{
   local __sk_status=$?
-  if [[ -n $__sk_posted ]]; then __sk_status=$__sk_last; __sk_posted=; fi
-  __sk_flags=$-
-  builtin set +x
+  if [[ -n $__sk_posted ]]; then
+    __sk_status=$__sk_last
+    __sk_posted=
+  else
+    __sk_flags=$-
+    builtin set +xv
+  fi
   __sk_last=$__sk_status
   if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
   __sk_drain
@@ -175,19 +185,22 @@ __sk_pre() {{
   PS1=$__sk_ps1
   builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
-  __sk_c="{{ __sk_on; }} 2>/dev/null; $__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
+  __sk_c="{{ __sk_on; }} 2>/dev/null"$'\n'"$__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
   return 0
 }}
 __sk_on() {{
   local __sk_status=$__sk_last
   __sk_c=
   case $- in *e*) __sk_status=0;; esac
+  case $__sk_flags in *v*) builtin set -v;; esac
   case $__sk_flags in *x*) builtin set -x;; esac
   return $__sk_status
 }}
 __sk_post() {{
   __sk_last=$?
   __sk_posted=1
+  __sk_flags=$-
+  builtin set +xv
   __sk_assert
   return 0
 }}

@@ -135,6 +135,14 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
     let reply = term.run("set +x; echo off").await;
     assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
     assert_eq!(term.run("echo plain").await.output.text, "plain\n");
+    // set -v echoes the command as typed (and the line that ends our eval,
+    // which carries no nonce), never the prompt.
+    term.run("set -v").await;
+    let reply = term.run("echo hi").await;
+    assert!(reply.output.text.starts_with("echo hi\nhi\n"), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk_prompt"), "{:?}", reply.output.text);
+    term.run("set +v").await;
+    assert_eq!(term.run("echo quiet").await.output.text, "quiet\n");
     term.session.close().await;
 }
 
