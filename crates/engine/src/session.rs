@@ -1403,8 +1403,7 @@ impl Shell {
     fn record_first_level(&mut self) {
         if let Some(fingerprint) = integration::fingerprint(self.pid) {
             let mut state = self.shared.lock();
-            state.integ.levels =
-                vec![Level { pid: self.pid, fingerprint, launched_by: None }];
+            state.integ.levels = vec![Level { pid: self.pid, fingerprint, launched_by: None }];
         }
     }
 
@@ -1432,7 +1431,8 @@ impl Shell {
             {
                 let previous = (self.running_state() == RunningState::Finished)
                     .then(|| Box::new(self.finished_reply(Vec::new())));
-                let held = Incomplete { text: command.to_owned(), since: Instant::now(), replies: 0 };
+                let held =
+                    Incomplete { text: command.to_owned(), since: Instant::now(), replies: 0 };
                 let mut reply = self.incomplete_reply(&held, Vec::new());
                 reply.previous = previous;
                 self.incomplete = Some(held);

@@ -63,8 +63,7 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     assert_eq!(reply.exit_code, Some(0), "{reply:?}");
     assert!(reply.notes.contains(&Note::NestedShellExited { status: 0 }), "{:?}", reply.notes);
     // The outer shell kept its state and works as before.
-    expect(&term, "echo $OUTER $SHLVL; pwd", &format!("1 2\n{}\n", term.cwd().display()), 0)
-        .await;
+    expect(&term, "echo $OUTER $SHLVL; pwd", &format!("1 2\n{}\n", term.cwd().display()), 0).await;
     assert!(!term.run("true").await.notes.iter().any(|n| matches!(n, Note::ShellRestarted { .. })));
     term.session.close().await;
 }
@@ -239,7 +238,10 @@ async fn exit_restarts_in_the_directory_it_was_in() {
         _ => None,
     });
     assert_eq!(restarted, Some(term.cwd().join("x/y")), "{reply:?}");
-    assert_eq!(term.run("pwd").await.output.text, format!("{}\n", term.cwd().join("x/y").display()));
+    assert_eq!(
+        term.run("pwd").await.output.text,
+        format!("{}\n", term.cwd().join("x/y").display())
+    );
     term.session.close().await;
 }
 
@@ -308,7 +310,11 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     };
     let mut seen = named(&reply);
     if !seen {
-        seen = named(&term.call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() }).await);
+        seen = named(
+            &term
+                .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
+                .await,
+        );
     }
     assert!(seen, "{reply:?}");
     let reply = term.input("echo inside", 2.0).await;
