@@ -97,9 +97,10 @@ pub fn reinstall_script(files: &ShellFiles, nonce: &str, seq: u64) -> String {
 
 /// The line typed into a shell that lost the integration to source
 /// `script`. The leading space keeps it out of history where
-/// `ignorespace` is on.
+/// `ignorespace` is on; the group sends `set -x` traces and `set -v`
+/// echoes of the script (which carries the nonce) to `/dev/null`.
 pub fn reinstall_line(script: &Path) -> String {
-    format!(" . {}\r", shell_quote(&script.to_string_lossy()))
+    format!(" {{ . {}; }} 2>/dev/null\r", shell_quote(&script.to_string_lossy()))
 }
 
 fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
@@ -122,6 +123,7 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   end marker from a subshell if PROMPT_COMMAND was cleared and the
     //   command was interrupted before `__sk_post` could restore it; the
     //   prompt empties PS1 again, so normally nothing forks.
+    // - Markers go to /dev/tty, so `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
     //   hence the `|| :`.
     // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
@@ -142,6 +144,10 @@ __sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
 __sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
 __sk_upc=${{PROMPT_COMMAND-}}
 [[ $__sk_upc == "$__sk_pc" ]] && __sk_upc=
+__sk_mark() {{
+  builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
+    builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
+}}
 __sk_state() {{
   builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
 }} 2>/dev/null
@@ -166,7 +172,7 @@ __sk_prompt() {{
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  builtin printf '\e]{osc};%s;E;%s;%s\a' "$__sk_nonce" "$__sk_seq" "$__sk_last"
+  __sk_mark "E;$__sk_seq;$__sk_last"
 }}
 __sk_assert() {{
   if [[ ${{PROMPT_COMMAND-}} != "$__sk_pc" ]]; then
@@ -177,13 +183,13 @@ __sk_assert() {{
 __sk_fallback() {{
   local __sk_status=$?
   __sk_state
-  builtin printf '\e]{osc};%s;E;%s;%s\a' "$__sk_nonce" "$__sk_seq" "$__sk_status"
+  __sk_mark "E;$__sk_seq;$__sk_status"
 }}
 __sk_pre() {{
   __sk_seq=$1
   __sk_assert
   PS1=$__sk_ps1
-  builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
+  __sk_mark "S;$__sk_seq"
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
   __sk_c="{{ __sk_on; }} 2>/dev/null"$'\n'"$__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
   return 0

@@ -34,6 +34,16 @@ async fn exec_bash_keeps_the_session_working() {
     let reply = term.run_for("exec bash", 20.0).await;
     assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
     expect(&term, "echo again", "again\n", 0).await;
+    // A shell that traces and echoes everything it reads shows nothing of
+    // the integration script.
+    let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
+    let reply = term.run_for("exec bash --norc -xv", 20.0).await;
+    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    let reply = term.run("echo traced").await;
+    assert!(reply.output.text.contains("traced\n"), "{reply:?}");
+    assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
     term.session.close().await;
 }
 
@@ -86,6 +96,13 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
         assert!(!reply.output.text.contains("custom>"), "{reply:?}");
         assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
     }
+    // Clearing PROMPT_COMMAND clears the user's hook, not ours.
+    expect(&term, "PROMPT_COMMAND=", "", 0).await;
+    expect(&term, "true", "", 0).await;
+    // Standard output sent elsewhere for good.
+    expect(&term, "exec 3>&1 >/dev/null", "", 0).await;
+    expect(&term, "echo gone; echo kept >&3", "kept\n", 0).await;
+    expect(&term, "exec >&3 3>&-", "", 0).await;
     // PROMPT_COMMAND cleared by a command that is then interrupted.
     term.run_for("PROMPT_COMMAND=; sleep 100", 0.5).await;
     let reply = term.input("C-c", 20.0).await;
