@@ -118,7 +118,9 @@ pub fn inspect(group: i32) -> Option<Prompting> {
 
 /// Programs that run an interactive shell on a terminal of their own and
 /// pass ours through (`poetry shell` and `pipenv shell` use pexpect).
-const WRAPPERS: &[&str] = &["script", "poetry", "pipenv", "hatch", "pdm", "pew", "pexpect"];
+/// `sudo` runs its command on a terminal of its own too (`use_pty`).
+const WRAPPERS: &[&str] =
+    &["script", "poetry", "pipenv", "hatch", "pdm", "pew", "sudo", "su", "doas", "runuser"];
 
 /// When the foreground group's leader `group` is a program that runs a
 /// shell on a terminal of its own ([`WRAPPERS`]), finds that shell if it is

@@ -1536,6 +1536,10 @@ async fn watch_integration(watcher: Watcher) {
             let mut state = shared.lock();
             if let Some(reinstall) = state.integ.reinstall.take_if(|r| now >= r.deadline) {
                 let _ = std::fs::remove_file(&reinstall.script);
+                // Remembered so the same shell is not tried again; bounded.
+                if failed.len() >= 16 {
+                    failed.remove(0);
+                }
                 failed.push((reinstall.pid, reinstall.fingerprint));
                 state.integ.notes.push(Note::ReinstallFailed);
             }

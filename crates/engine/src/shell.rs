@@ -153,6 +153,7 @@ __sk_state() {{
 }} 2>/dev/null
 __sk_drain() {{
   local __sk_junk __sk_n=0
+  [[ -t 0 ]] || return 0
   while (( __sk_n < 16 )) && builtin read -t 0 2>/dev/null; do
     IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null || :
     __sk_n=$(( __sk_n + 1 ))

@@ -387,3 +387,21 @@ async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
     expect(&term, "echo $SHLVL", "3\n", 0).await;
     term.session.close().await;
 }
+
+#[tokio::test]
+async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
+    // A bash whose `.` and `source` are disabled cannot take the script:
+    // after a few seconds the reply says so, and the shell is driven with
+    // is_input; `exit` ends the command.
+    let term = Term::new("refused").await;
+    std::fs::write(term.cwd().join("rc"), "enable -n . source\nPS1='$ '\n").expect("rc");
+    let reply = term.run_for("bash --rcfile ./rc", 8.0).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert!(reply.notes.contains(&Note::ReinstallFailed), "{reply:?}");
+    let reply = term.input("echo inside", 3.0).await;
+    assert!(reply.output.text.contains("inside"), "{reply:?}");
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
