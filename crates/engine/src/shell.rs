@@ -100,7 +100,7 @@ pub fn reinstall_script(files: &ShellFiles, nonce: &str, seq: u64) -> String {
 /// `ignorespace` is on; the group sends `set -x` traces and `set -v`
 /// echoes of the script (which carries the nonce) to `/dev/null`.
 pub fn reinstall_line(script: &Path) -> String {
-    format!(" {{ . {}; }} 2>/dev/null\r", shell_quote(&script.to_string_lossy()))
+    format!("\x15 {{ . {}; }} 2>/dev/null\r", shell_quote(&script.to_string_lossy()))
 }
 
 fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
@@ -220,10 +220,13 @@ PROMPT_COMMAND=$__sk_pc
 }
 
 /// The line typed into the shell to run command number `seq`: it loads the
-/// command file and runs it with `eval` at the top level. The leading space
-/// keeps it out of history; the group's trace goes to `/dev/null`.
+/// command file and runs it with `eval` at the top level. It starts with
+/// C-u, which discards a partial line a program left unread (a key without
+/// Enter), in the terminal's line editing and in readline alike. The
+/// leading space keeps it out of history; the group's trace goes to
+/// `/dev/null`.
 pub fn run_line(seq: u64) -> String {
-    format!(" {{ __sk_pre {seq}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
+    format!("\x15 {{ __sk_pre {seq}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.

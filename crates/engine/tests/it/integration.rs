@@ -274,6 +274,23 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
     assert_eq!(reply.output.text, "next\n", "{reply:?}");
     assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
     assert!(!marker.exists(), "the input was run as a command");
+    // Keys without Enter (a partial line) are discarded too.
+    for key in ["TAB", "UP", "x"] {
+        term.run_for("sleep 1", 0.2).await;
+        let reply = if key == "x" {
+            term.call(Request {
+                command: "C-x".into(),
+                is_input: true,
+                timeout: Some(Duration::from_secs(10)),
+                ..Request::default()
+            })
+            .await
+        } else {
+            term.input(key, 10.0).await
+        };
+        assert_eq!(reply.exit_code, Some(0), "{key}: {reply:?}");
+        expect(&term, "echo clean", "clean\n", 0).await;
+    }
     term.session.close().await;
 }
 
