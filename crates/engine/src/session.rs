@@ -173,9 +173,8 @@ pub enum Note {
         /// The nested shell's exit status.
         status: i32,
     },
-    /// The shell was replaced (`exec bash`) or lost its prompt settings
-    /// (`PROMPT_COMMAND=` before an interrupt); the integration was
-    /// reinstalled in it.
+    /// The shell was replaced (`exec bash`) and lost the integration; it
+    /// was reinstalled in the new shell.
     IntegrationReinstalled,
     /// A shell lost the integration and it could not be reinstalled within
     /// a few seconds; the command is driven as an interactive program.
@@ -1382,11 +1381,16 @@ impl State {
 }
 
 /// An incomplete command: what the shell would hold at its `>` prompt.
+/// Bounded: past [`INCOMPLETE_CAP`] bytes it is run as it is.
 struct Incomplete {
     text: String,
     since: Instant,
     replies: u32,
 }
+
+/// The most text an incomplete command may gather from `is_input` lines
+/// before it is run as it is (bash then reports what is missing).
+const INCOMPLETE_CAP: usize = 4 << 20;
 
 /// What to do with a call while a command may be incomplete.
 enum Step {
@@ -1475,7 +1479,9 @@ impl Shell {
         }
         held.text.push('\n');
         held.text.push_str(command);
-        if integration::is_incomplete(&config.shell, &held.text).await {
+        if held.text.len() <= INCOMPLETE_CAP
+            && integration::is_incomplete(&config.shell, &held.text).await
+        {
             held.replies += 1;
             let reply = self.incomplete_reply(&held, vec![Note::InputSent]);
             self.incomplete = Some(held);
