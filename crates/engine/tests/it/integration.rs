@@ -9,6 +9,11 @@ use shellkeep_engine::session::{Note, Request, Status};
 
 use crate::Term;
 
+/// These tests start nested shells (some read the user's start-up files);
+/// two at a time keep the machine responsive for the timing-sensitive
+/// tests that run alongside.
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 /// Runs `command` and asserts it completed with `code` and `output`.
 async fn expect(term: &Term, command: &str, output: &str, code: i32) {
     let reply = term.run_for(command, 20.0).await;
@@ -21,6 +26,7 @@ async fn expect(term: &Term, command: &str, output: &str, code: i32) {
 
 #[tokio::test]
 async fn exec_bash_keeps_the_session_working() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("exec").await;
     term.run("mkdir -p sub && cd sub && export KEEP=1").await;
     let reply = term.run_for("exec bash --norc", 20.0).await;
@@ -49,6 +55,7 @@ async fn exec_bash_keeps_the_session_working() {
 
 #[tokio::test]
 async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("nested").await;
     term.run("OUTER=1; mkdir -p a b").await;
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
@@ -80,6 +87,7 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
 
 #[tokio::test]
 async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("prompt").await;
     for command in [
         "PROMPT_COMMAND=",
@@ -113,6 +121,7 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
 
 #[tokio::test]
 async fn shell_options_and_traps_do_not_wedge_the_session() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("options").await;
     expect(&term, "set -u", "", 0).await;
     expect(&term, "echo ${UNSET_THING:-dflt}", "dflt\n", 0).await;
@@ -136,6 +145,7 @@ async fn shell_options_and_traps_do_not_wedge_the_session() {
 
 #[tokio::test]
 async fn set_x_shows_the_commands_and_nothing_of_ours() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("xtrace").await;
     let reply = term.run("set -x").await;
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("", Some(0)), "{reply:?}");
@@ -164,6 +174,7 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
 
 #[tokio::test]
 async fn commands_behave_as_if_typed_at_a_prompt() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("prompt-like").await;
     // $? survives between calls.
     expect(&term, "false", "", 1).await;
@@ -192,6 +203,7 @@ async fn commands_behave_as_if_typed_at_a_prompt() {
 
 #[tokio::test]
 async fn a_here_document_fed_line_by_line() {
+    let _gate = GATE.acquire().await.expect("gate");
     // OpenHands test_interactive_command.
     let term = Term::new("heredoc").await;
     let reply = term.run("cat << EOF").await;
@@ -213,6 +225,7 @@ async fn a_here_document_fed_line_by_line() {
 
 #[tokio::test]
 async fn incomplete_input_waits_for_the_rest() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("incomplete").await;
     // An unclosed quote: the newline is part of the string.
     assert_eq!(term.run("echo 'one").await.exit_code, None);
@@ -247,6 +260,7 @@ async fn incomplete_input_waits_for_the_rest() {
 
 #[tokio::test]
 async fn exit_restarts_in_the_directory_it_was_in() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("exit-cwd").await;
     let reply = term.run("mkdir -p x/y && cd x/y; exit 3").await;
     assert_eq!(reply.exit_code, Some(3));
@@ -264,6 +278,7 @@ async fn exit_restarts_in_the_directory_it_was_in() {
 
 #[tokio::test]
 async fn input_a_program_never_read_is_not_run_as_commands() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("drain").await;
     let marker = term.scratch.0.join("injected");
     let reply = term.run_for("sleep 1.5", 0.2).await;
@@ -296,6 +311,7 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
 
 #[tokio::test]
 async fn the_nonce_is_nowhere_a_command_can_find_it() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::with("nonce", |config| config.output_cap = 1_000).await;
     // No file left on disk holds it: the start-up file is gone.
     let private = term.scratch.0.join("private");
@@ -336,6 +352,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test]
 async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("other-shell").await;
     let reply = term.run_for("sh", 3.0).await;
     assert_eq!(reply.exit_code, None, "{reply:?}");
@@ -361,6 +378,7 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
 
 #[tokio::test]
 async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
+    let _gate = GATE.acquire().await.expect("gate");
     // As `poetry shell` and `pipenv shell` do (through pexpect): the
     // wrapper passes our terminal through to a shell on its own.
     let term = Term::new("wrapped").await;
@@ -377,6 +395,7 @@ async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
 
 #[tokio::test]
 async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
+    let _gate = GATE.acquire().await.expect("gate");
     // Anything named like a remote client (here `cat` under the name ssh)
     // is an interactive program: the reply names it.
     let term = Term::new("remote").await;
@@ -393,6 +412,7 @@ async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
 
 #[tokio::test]
 async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
+    let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("nested-int").await;
     let reply = term.run_for("bash --norc", 20.0).await;
     assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
@@ -407,6 +427,7 @@ async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
 
 #[tokio::test]
 async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
+    let _gate = GATE.acquire().await.expect("gate");
     // A bash whose `.` and `source` are disabled cannot take the script:
     // after a few seconds the reply says so, and the shell is driven with
     // is_input; `exit` ends the command.
