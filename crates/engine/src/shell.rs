@@ -123,6 +123,12 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   end marker from a subshell if PROMPT_COMMAND was cleared and the
     //   command was interrupted before `__sk_post` could restore it; the
     //   prompt empties PS1 again, so normally nothing forks.
+    // - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
+    //   array) for `__sk_prompt` to run. Where the user's value contains
+    //   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
+    //   does), ours stands for the hooks kept so far; it is never kept
+    //   itself, which would recurse. (`${#a[@]}` fails on a scalar under
+    //   `set -u`, hence `${a@a}`.)
     // - Markers go to /dev/tty, so `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
     //   hence the `|| :`.
@@ -142,8 +148,7 @@ __sk_posted=
 __sk_c=
 __sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
 __sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
-__sk_upc=${{PROMPT_COMMAND-}}
-[[ $__sk_upc == "$__sk_pc" ]] && __sk_upc=
+__sk_upc=
 __sk_mark() {{
   builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
     builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
@@ -176,8 +181,17 @@ __sk_prompt() {{
   __sk_mark "E;$__sk_seq;$__sk_last"
 }}
 __sk_assert() {{
-  if [[ ${{PROMPT_COMMAND-}} != "$__sk_pc" ]]; then
-    __sk_upc=${{PROMPT_COMMAND-}}
+  [[ -n ${{PROMPT_COMMAND+set}} ]] || PROMPT_COMMAND=
+  if [[ $PROMPT_COMMAND != "$__sk_pc" || ${{PROMPT_COMMAND@a}} == *a* ]]; then
+    local __sk_e __sk_u=
+    for __sk_e in "${{PROMPT_COMMAND[@]}}"; do
+      __sk_e=${{__sk_e//"$__sk_pc"/$__sk_upc}}
+      __sk_e=${{__sk_e#"${{__sk_e%%[![:space:];]*}}"}}
+      __sk_e=${{__sk_e%"${{__sk_e##*[![:space:];]}}"}}
+      [[ -z $__sk_e ]] || __sk_u+="${{__sk_u:+$'\n'}}$__sk_e"
+    done
+    __sk_upc=$__sk_u
+    builtin unset PROMPT_COMMAND
     PROMPT_COMMAND=$__sk_pc
   fi
 }}
@@ -212,7 +226,7 @@ __sk_post() {{
   return 0
 }}
 builtin trap '__sk_state' EXIT
-PROMPT_COMMAND=$__sk_pc
+__sk_assert
 "#,
         dir = shell_quote(&files.dir.to_string_lossy()),
         osc = MARKER_OSC,

@@ -107,6 +107,15 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
     // Clearing PROMPT_COMMAND clears the user's hook, not ours.
     expect(&term, "PROMPT_COMMAND=", "", 0).await;
     expect(&term, "true", "", 0).await;
+    // Hooks appended to ours, as `direnv hook bash` or bash-preexec do, in
+    // a string or an array: they run once, before our end marker.
+    expect(&term, "PROMPT_COMMAND=\"echo hook1;$PROMPT_COMMAND\"", "hook1\n", 0).await;
+    expect(&term, "true", "hook1\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=\"$PROMPT_COMMAND; echo hook2\"", "hook1\nhook2\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=(\"$PROMPT_COMMAND\" 'echo hook3')", "hook1\nhook2\nhook3\n", 0)
+        .await;
+    expect(&term, "true", "hook1\nhook2\nhook3\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=", "", 0).await;
     // Standard output sent elsewhere for good.
     expect(&term, "exec 3>&1 >/dev/null", "", 0).await;
     expect(&term, "echo gone; echo kept >&3", "kept\n", 0).await;
@@ -140,6 +149,14 @@ async fn shell_options_and_traps_do_not_wedge_the_session() {
     // set -e: a failure in an exempt position keeps the shell.
     expect(&term, "set -e; false && true", "", 1).await;
     expect(&term, "echo alive", "alive\n", 0).await;
+    expect(&term, "set -euo pipefail; false | true && false || true", "", 0).await;
+    expect(&term, "set +euo pipefail", "", 0).await;
+    // vi editing, POSIX mode, no globbing, an odd IFS.
+    expect(&term, "set -o vi", "", 0).await;
+    expect(&term, "echo vi", "vi\n", 0).await;
+    expect(&term, "set -o emacs; set -o posix; set -f; IFS=:", "", 0).await;
+    expect(&term, "echo odd *; (exit 3)", "odd *\n", 3).await;
+    expect(&term, "set +o posix; set +f; IFS=$' \\t\\n'; echo $?", "0\n", 0).await;
     term.session.close().await;
 }
 
