@@ -167,7 +167,7 @@ async fn output_of_a_finished_but_unpolled_command_is_reported_first() {
 #[tokio::test]
 async fn interactive_input_and_keys() {
     let term = Term::new("input").await;
-    let reply = term.run_for("python3 -c \"x=input('name? '); print('hello', x)\"", 0.5).await;
+    let reply = term.run_for("python3 -c \"x=input('name? '); print('hello', x)\"", 3.0).await;
     assert_eq!(reply.exit_code, None);
     assert_eq!(reply.output.text, "name? ");
     let reply = term.input("Bob", 10.0).await;
