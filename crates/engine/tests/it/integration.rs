@@ -175,6 +175,13 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
     }
     let reply = term.run("echo hi").await;
     assert!(reply.output.text.ends_with("echo hi\nhi\n"), "{:?}", reply.output.text);
+    // Interrupted: our prompt runs without the usual epilogue.
+    term.run_for("sleep 100", 0.3).await;
+    let reply = term.input("C-c", 10.0).await;
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    let reply = term.run("echo again").await;
+    assert!(reply.output.text.ends_with("echo again\nagain\n"), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
     let reply = term.run("set +x; echo off").await;
     assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
     assert_eq!(term.run("echo plain").await.output.text, "plain\n");
