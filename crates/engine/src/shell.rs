@@ -129,6 +129,8 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   does), ours stands for the hooks kept so far; it is never kept
     //   itself, which would recurse. (`${#a[@]}` fails on a scalar under
     //   `set -u`, hence `${a@a}`.)
+    // - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
+    //   20 ms each time, and only when `read -t 0` says a line is there.
     // - Markers go to /dev/tty, so `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
     //   hence the `|| :`.
