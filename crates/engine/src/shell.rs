@@ -131,7 +131,8 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   `set -u`, hence `${a@a}`.)
     // - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
     //   20 ms each time, and only when `read -t 0` says a line is there.
-    // - Markers go to /dev/tty, so `exec >file` cannot swallow them.
+    // - Markers go to /dev/tty when standard output is not a terminal, so
+    //   `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
     //   hence the `|| :`.
     // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
@@ -152,8 +153,12 @@ __sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
 __sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
 __sk_upc=
 __sk_mark() {{
-  builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
+  if [[ -t 1 ]]; then
     builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
+  else
+    builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
+      builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
+  fi
 }}
 __sk_state() {{
   builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
