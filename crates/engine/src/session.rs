@@ -870,7 +870,7 @@ impl Shell {
         // Tell the supervisor a command with a limit has started.
         self.shared.changed.notify_waiters();
         self.pty
-            .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
+            .write_all(shell::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel).await

@@ -131,6 +131,9 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   `set -u`, hence `${a@a}`.)
     // - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
     //   20 ms each time, and only when `read -t 0` says a line is there.
+    // - A command that mentions `trap` (`__sk_pre N t`) may have replaced
+    //   our EXIT trap, which writes the state file when the shell exits:
+    //   `__sk_keep_exit_trap` puts it back in front of the user's.
     // - Markers go to /dev/tty when standard output is not a terminal, so
     //   `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
@@ -148,6 +151,7 @@ __sk_seq={seq}
 __sk_last=0
 __sk_flags=
 __sk_posted=
+__sk_traps=
 __sk_c=
 __sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
 __sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
@@ -209,6 +213,7 @@ __sk_fallback() {{
 }}
 __sk_pre() {{
   __sk_seq=$1
+  __sk_traps=${{2-}}
   __sk_assert
   PS1=$__sk_ps1
   __sk_mark "S;$__sk_seq"
@@ -230,7 +235,16 @@ __sk_post() {{
   __sk_flags=$-
   builtin set +xv
   __sk_assert
+  if [[ -n $__sk_traps ]]; then __sk_keep_exit_trap; fi
   return 0
+}}
+__sk_keep_exit_trap() {{
+  local __sk_t= __sk_a=()
+  builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
+  IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
+  [[ $__sk_t != *__sk_state* ]] || return 0
+  builtin eval "__sk_a=($__sk_t)" || :
+  builtin trap -- "__sk_state; ${{__sk_a[2]-}}" EXIT
 }}
 builtin trap '__sk_state' EXIT
 __sk_assert
@@ -240,14 +254,16 @@ __sk_assert
     )
 }
 
-/// The line typed into the shell to run command number `seq`: it loads the
-/// command file and runs it with `eval` at the top level. It starts with
+/// The line typed into the shell to run command number `seq`, whose text
+/// is `command`: it loads the command file and runs it with `eval` at the
+/// top level. It starts with
 /// C-u, which discards a partial line a program left unread (a key without
 /// Enter), in the terminal's line editing and in readline alike. The
 /// leading space keeps it out of history; the group's trace goes to
 /// `/dev/null`.
-pub fn run_line(seq: u64) -> String {
-    format!("\x15 {{ __sk_pre {seq}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
+pub fn run_line(seq: u64, command: &str) -> String {
+    let traps = if command.contains("trap") { " t" } else { "" };
+    format!("\x15 {{ __sk_pre {seq}{traps}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.

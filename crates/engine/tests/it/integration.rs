@@ -297,6 +297,18 @@ async fn exit_restarts_in_the_directory_it_was_in() {
         term.run("pwd").await.output.text,
         format!("{}\n", term.cwd().join("x/y").display())
     );
+    // With an EXIT trap of the user's (which still runs), and after set -e.
+    term.run("trap 'echo bye' EXIT").await;
+    let reply = term.run("cd ..; exit 4").await;
+    assert!(reply.output.text.ends_with("bye\n"), "{reply:?}");
+    let restarted = reply.notes.iter().find_map(|n| match n {
+        Note::ShellRestarted { cwd, .. } => Some(cwd.clone()),
+        _ => None,
+    });
+    assert_eq!(restarted, Some(term.cwd().join("x")), "{reply:?}");
+    let reply = term.run("set -e; cd ..; false").await;
+    assert_eq!(reply.exit_code, Some(1));
+    assert_eq!(term.run("true").await.cwd, term.cwd());
     term.session.close().await;
 }
 
