@@ -126,34 +126,19 @@ const WRAPPERS: &[&str] =
 /// shell on a terminal of its own ([`WRAPPERS`]), finds that shell if it is
 /// an interactive bash of ours waiting at its prompt. Lines typed into our
 /// terminal reach it through the wrapper, and its markers come back the
-/// same way. Scans `/proc` only for those programs.
+/// same way. Looks only at those programs and Python, and only at their
+/// descendants.
 pub fn wrapped_shell(group: i32) -> Option<Prompting> {
     let comm = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
-    if !WRAPPERS.contains(&comm.trim()) {
+    let comm = comm.trim();
+    // Python covers `pty.spawn("bash")` and pexpect run as `python -m`.
+    if !WRAPPERS.contains(&comm) && !comm.starts_with("python") {
         return None;
-    }
-    let mut parents = Vec::new();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_ascii_whitespace().nth(1))
-            .and_then(|ppid| ppid.parse::<i32>().ok());
-        if let Some(ppid) = ppid {
-            parents.push((pid, ppid));
-        }
     }
     // Breadth first from the wrapper, a few levels deep at most.
     let mut frontier = vec![group];
     for _ in 0..4 {
-        let children: Vec<i32> = parents
-            .iter()
-            .filter(|(_, ppid)| frontier.contains(ppid))
-            .map(|&(pid, _)| pid)
-            .collect();
+        let children: Vec<i32> = frontier.iter().flat_map(|&pid| children(pid)).collect();
         for &pid in &children {
             let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else { continue };
             if tty.starts_with("/dev/pts")
@@ -163,9 +148,25 @@ pub fn wrapped_shell(group: i32) -> Option<Prompting> {
                 return Some(found);
             }
         }
+        if children.is_empty() {
+            break;
+        }
         frontier = children;
     }
     None
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/*/children` (a few small
+/// reads; no scan of every process).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<i32>>()
+        })
+        .collect()
 }
 
 /// Whether process `pid` runs with our effective user id (root may read

@@ -426,6 +426,14 @@ async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
     let reply = term.run_for("exit 2", 20.0).await;
     assert!(reply.notes.contains(&Note::NestedShellExited { status: 2 }), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
+    // Python's pty.spawn, the classic way to get a shell with a terminal.
+    let reply =
+        term.run_for("python3 -c 'import pty; pty.spawn([\"bash\", \"--norc\"])'", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    expect(&term, "(exit 7)", "", 7).await;
+    let reply = term.run_for("exit", 20.0).await;
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
 
