@@ -256,11 +256,10 @@ __sk_assert
 
 /// The line typed into the shell to run command number `seq`, whose text
 /// is `command`: it loads the command file and runs it with `eval` at the
-/// top level. It starts with
-/// C-u, which discards a partial line a program left unread (a key without
-/// Enter), in the terminal's line editing and in readline alike. The
-/// leading space keeps it out of history; the group's trace goes to
-/// `/dev/null`.
+/// top level. It starts with C-u, which discards a partial line a program
+/// left unread (a key without Enter), in the terminal's line editing and in
+/// readline alike. The leading space keeps it out of history; the group's
+/// trace goes to `/dev/null`.
 pub fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { " t" } else { "" };
     format!("\x15 {{ __sk_pre {seq}{traps}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
