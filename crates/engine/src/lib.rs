@@ -6,6 +6,7 @@
 
 pub mod guard;
 pub mod input_wait;
+pub mod integration;
 pub mod keys;
 pub mod oneshot;
 pub mod output;

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
 use crate::input_wait;
+use crate::integration::{self, Level, Prompting, Reinstall};
 use crate::keys::{self, Input};
 use crate::output::{self, CappedOutput, CommandSpill, Shown, ShownLine, SpillLimits, SpillStore};
 use crate::private_fs;
@@ -235,6 +236,32 @@ pub enum Note {
         /// How it died: after SIGTERM, or SIGKILL after the grace period.
         mode: TerminationMode,
     },
+    /// A nested interactive bash started (`bash`, `nix-shell`); the
+    /// integration was installed in it, so commands now run inside it
+    /// with exit codes and cwd, and `exit` returns to the outer shell.
+    NestedShellStarted,
+    /// A nested shell exited with `status`; commands run in the shell one
+    /// level out again.
+    NestedShellExited {
+        /// The nested shell's exit status.
+        status: i32,
+    },
+    /// The shell was replaced (`exec bash`) and lost the integration; it
+    /// was reinstalled in the new shell.
+    IntegrationReinstalled,
+    /// A shell lost the integration and it could not be reinstalled within
+    /// a few seconds; the command is driven as an interactive program.
+    ReinstallFailed,
+    /// An interactive shell other than bash (named) is reading the
+    /// terminal: its commands are sent with `is_input`, without exit codes.
+    OtherShell(String),
+    /// A remote or container session (named: `ssh`, `docker`) is reading
+    /// the terminal: it is driven with `is_input`.
+    RemoteShell(String),
+    /// The command is incomplete (an open quote, `if` without `fi`, a
+    /// here-document without its end): the shell waits for the rest, sent
+    /// with `is_input`; C-c discards it.
+    Incomplete,
 }
 
 /// What one call returns.
@@ -393,6 +420,20 @@ impl Session {
             }
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
+        let mut request = request;
+        match shell.incomplete_step(&self.config, &request).await? {
+            Step::Reply(reply) => {
+                let mut reply = *reply;
+                reply.notes.splice(0..0, notes);
+                reply.notes.extend(shell.take_integration_notes());
+                return Ok(reply);
+            }
+            Step::Run(command) => {
+                request.command = command;
+                request.is_input = false;
+            }
+            Step::Pass => {}
+        }
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
         let mut running = shell.running_state();
@@ -462,10 +503,11 @@ impl Session {
             // the directory it was in.
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit_description();
+            let mut reply = reply;
+            reply.notes.extend(shell.take_integration_notes());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
-            let mut reply = reply;
             self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
             reply.notes.push(Note::ShellRestarted { how, cwd });
             return Ok(reply);
@@ -473,6 +515,8 @@ impl Session {
         if reply.status == Status::Running(WaitEnded::Cancelled) {
             self.note_cancelled();
         }
+        let mut reply = reply;
+        reply.notes.extend(shell.take_integration_notes());
         Ok(reply)
     }
 
@@ -557,6 +601,10 @@ struct Shell {
     python: Option<PathBuf>,
     waiter: tokio::task::JoinHandle<()>,
     supervisor: tokio::task::JoinHandle<()>,
+    /// Watches for a shell that lost the integration (integration.rs).
+    watcher: tokio::task::JoinHandle<()>,
+    /// An incomplete command the shell would be waiting to complete.
+    incomplete: Option<Incomplete>,
 }
 
 /// State shared between the reader thread and the call.
@@ -586,6 +634,8 @@ struct State {
     exited: Option<std::process::ExitStatus>,
     /// The reader thread has seen the terminal hang up.
     reader_done: bool,
+    /// The shells carrying the integration and a reinstall in progress.
+    integ: Integ,
 }
 
 /// The command being run, or finished but not yet reported.
@@ -708,6 +758,9 @@ impl State {
             }
             return;
         }
+        if self.integration_marker(seq, status, now) {
+            return;
+        }
         self.screen.commit_all();
         self.screen.leave_alternate();
         let text = self.screen.take_committed();
@@ -803,6 +856,7 @@ impl Shell {
                 idle_output: String::new(),
                 exited: None,
                 reader_done: false,
+                integ: Integ::default(),
             }),
             changed: Notify::new(),
         });
@@ -827,6 +881,13 @@ impl Shell {
             waiter_shared.changed.notify_waiters();
         });
 
+        let watcher = tokio::spawn(watch_integration(Watcher {
+            shared: Arc::clone(&shared),
+            master: pty.handle().map_err(|err| fail("PTY", err))?,
+            tty: opened.tty.clone(),
+            files: files.clone(),
+            nonce,
+        }));
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),
             master: pty.handle().map_err(|err| fail("PTY", err))?,
@@ -846,10 +907,19 @@ impl Shell {
             python: None,
             waiter,
             supervisor,
+            watcher,
+            incomplete: None,
         };
-        shell.wait_ready(config.startup_timeout).await?;
+        let ready = shell.wait_ready(config.startup_timeout).await;
+        // The start-up file holds the nonce: it goes once it was read.
+        let _ = std::fs::remove_file(shell.files.rc_file());
+        if let Err(err) = ready {
+            shell.stop(config).await;
+            return Err(err);
+        }
         let mut shell = shell;
         shell.refresh_state();
+        shell.record_first_level();
         Ok(shell)
     }
 
@@ -1024,7 +1094,7 @@ impl Shell {
         // Tell the supervisor a command with a limit has started.
         self.shared.changed.notify_waiters();
         self.pty
-            .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
+            .write_all(shell::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
@@ -1095,7 +1165,12 @@ impl Shell {
     fn note_interrupt(&self) {
         let Ok(master) = self.pty.handle() else { return };
         let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
-        if let Some(running) = &mut self.shared.lock().running {
+        let mut state = self.shared.lock();
+        // A nested shell running a builtin is not the command's to stop.
+        if state.is_integrated_shell(group) {
+            return;
+        }
+        if let Some(running) = &mut state.running {
             running.interrupted.push(group);
         }
     }
@@ -1202,7 +1277,9 @@ impl Shell {
                 if state.exited.is_some() {
                     return Waited::ShellExited;
                 }
-                if running.waits_for_input() {
+                // A shell at its prompt while the integration is being
+                // installed in it is not a program waiting for input.
+                if running.waits_for_input() && state.integ.reinstall.is_none() {
                     return Waited::Stopped(WaitEnded::WaitingForInput);
                 }
                 let now = Instant::now();
@@ -1381,6 +1458,7 @@ impl Shell {
         }
         self.waiter.abort();
         self.supervisor.abort();
+        self.watcher.abort();
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
     }
@@ -1571,7 +1649,10 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     tracing::info!(seq, ?limit, "stopping a terminal command that ran unwatched past its limit");
     process::signal_group(*shell_pid, nix::sys::signal::Signal::SIGINT);
     let mut groups = process::orphaned_groups(*shell_pid, since);
-    groups.extend(pty::foreground_group(master).filter(|&group| group != *shell_pid));
+    // A nested shell of ours in the foreground is not the command: it stays.
+    let foreground = pty::foreground_group(master)
+        .filter(|&group| group != *shell_pid && !shared.lock().is_integrated_shell(group));
+    groups.extend(foreground);
     let mode = process::terminate_groups(&groups, *grace).await;
     let finished = wait_for(shared, *grace, |state| {
         state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
@@ -1666,4 +1747,354 @@ fn random_hex(n_bytes: usize) -> std::io::Result<String> {
     let mut bytes = vec![0u8; n_bytes];
     getrandom::fill(&mut bytes).map_err(|err| std::io::Error::other(err.to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+// ---- Keeping the integration alive, and incomplete commands ----------------
+
+/// The shells that carry the integration, outermost first, a reinstall in
+/// progress, and notes for the next reply. Part of [`State`].
+#[derive(Default)]
+struct Integ {
+    levels: Vec<Level>,
+    reinstall: Option<Reinstall>,
+    /// What happened to the integration since the last reply.
+    notes: Vec<Note>,
+}
+
+impl State {
+    /// Handles the end markers that belong to the integration rather than
+    /// to a command: a reinstall's handshake, and the prompt of an outer
+    /// shell after a nested one exited. Returns whether `seq` was one.
+    fn integration_marker(&mut self, seq: u64, status: i32, now: Instant) -> bool {
+        if let Some(reinstall) = self.integ.reinstall.take_if(|r| r.seq == seq) {
+            let _ = std::fs::remove_file(&reinstall.script);
+            // What is left in the window is the new shell's prompt and the
+            // line we typed; the command's own output was committed first.
+            self.screen.discard_window();
+            if reinstall.replaced {
+                if let Some(level) =
+                    self.integ.levels.iter_mut().rev().find(|l| l.pid == reinstall.pid)
+                {
+                    level.fingerprint = reinstall.fingerprint;
+                }
+                self.integ.notes.push(Note::IntegrationReinstalled);
+            } else {
+                self.integ.levels.push(Level {
+                    pid: reinstall.pid,
+                    fingerprint: reinstall.fingerprint,
+                    launched_by: Some(reinstall.command_seq),
+                });
+                self.integ.notes.push(Note::NestedShellStarted);
+            }
+            // The shell now waits for the next command: as far as the
+            // agent is concerned, the command that started it is done.
+            self.finish_running(None, 0, now);
+            return true;
+        }
+        let Some(depth) = self.integ.levels.iter().position(|l| l.launched_by == Some(seq)) else {
+            return false;
+        };
+        // The shell started by command `seq` exited and its parent is back
+        // at its prompt: the command typed into the nested shell (`exit`)
+        // ended with the nested shell's status.
+        self.integ.levels.truncate(depth);
+        self.integ.notes.push(Note::NestedShellExited { status });
+        self.finish_running(None, status, now);
+        true
+    }
+
+    /// Whether `pid` is one of the shells carrying the integration (the
+    /// session's own, or a nested one).
+    fn is_integrated_shell(&self, pid: i32) -> bool {
+        self.integ.levels.iter().any(|level| level.pid == pid)
+    }
+
+    /// Ends the running command (`seq`, or whichever runs) with `status`;
+    /// text that was not the command's goes to the idle output.
+    fn finish_running(&mut self, seq: Option<u64>, status: i32, now: Instant) {
+        self.screen.commit_all();
+        self.screen.leave_alternate();
+        let text = self.screen.take_committed();
+        match &mut self.running {
+            Some(running)
+                if running.finished.is_none() && seq.is_none_or(|seq| seq == running.seq) =>
+            {
+                running.started = true;
+                running.pending.push(&text);
+                running.finished = Some((status, now));
+            }
+            _ => self.push_idle(&text),
+        }
+    }
+}
+
+/// An incomplete command: what the shell would hold at its `>` prompt.
+/// Bounded: past [`INCOMPLETE_CAP`] bytes it is run as it is.
+struct Incomplete {
+    text: String,
+    since: Instant,
+    replies: u32,
+}
+
+/// The most text an incomplete command may gather from `is_input` lines
+/// before it is run as it is (bash then reports what is missing).
+const INCOMPLETE_CAP: usize = 4 << 20;
+
+/// What to do with a call while a command may be incomplete.
+enum Step {
+    /// Reply with this; nothing runs.
+    Reply(Box<Reply>),
+    /// Run this text (the completed command) as a new command.
+    Run(String),
+    /// Nothing to do with incomplete commands: carry on.
+    Pass,
+}
+
+impl Shell {
+    /// Records the session's own shell as the first level.
+    fn record_first_level(&mut self) {
+        if let Some(fingerprint) = integration::fingerprint(self.pid) {
+            let mut state = self.shared.lock();
+            state.integ.levels = vec![Level { pid: self.pid, fingerprint, launched_by: None }];
+        }
+    }
+
+    /// Notes about the integration gathered since the last reply.
+    fn take_integration_notes(&self) -> Vec<Note> {
+        std::mem::take(&mut self.shared.lock().integ.notes)
+    }
+
+    /// Incomplete input behaves as at a prompt: a command that is not
+    /// complete is held (the shell would wait at its `>` prompt); lines sent
+    /// with `is_input` are added until it is complete, then it runs; C-c
+    /// discards it, C-d runs it as it is (bash then reports the error).
+    async fn incomplete_step(
+        &mut self,
+        config: &SessionConfig,
+        request: &Request,
+    ) -> Result<Step, SessionError> {
+        let command = request.command.as_str();
+        let is_key = keys::is_key(command);
+        let Some(mut held) = self.incomplete.take() else {
+            let fresh = !request.is_input && !is_key && !command.trim().is_empty();
+            if fresh
+                && self.running_state() != RunningState::Unfinished
+                && integration::is_incomplete(&config.shell, command).await
+            {
+                let previous = (self.running_state() == RunningState::Finished)
+                    .then(|| Box::new(self.finished_reply(Vec::new())));
+                let held =
+                    Incomplete { text: command.to_owned(), since: Instant::now(), replies: 0 };
+                let mut reply = self.incomplete_reply(&held, Vec::new());
+                reply.previous = previous;
+                self.incomplete = Some(held);
+                return Ok(Step::Reply(Box::new(reply)));
+            }
+            return Ok(Step::Pass);
+        };
+        if command.trim().is_empty() && !request.is_input {
+            held.replies += 1;
+            let reply = self.incomplete_reply(&held, Vec::new());
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        if is_key {
+            return match keys::parse(command).map_err(SessionError::Invalid)? {
+                Input::Key { name, .. } if name == "C-c" => {
+                    let mut reply = self.idle_reply(&held.text, vec![Note::KeySent(name)]);
+                    reply.exit_code = Some(130);
+                    reply.duration = held.since.elapsed();
+                    Ok(Step::Reply(Box::new(reply)))
+                }
+                Input::Key { name, .. } if name == "C-d" => Ok(Step::Run(held.text)),
+                _ => {
+                    self.incomplete = Some(held);
+                    Err(SessionError::Invalid(
+                        "The shell is waiting for the rest of an incomplete command, so keys \
+                         other than C-c (discard it) and C-d (end of input) do nothing. Send \
+                         the remaining lines with is_input=true."
+                            .into(),
+                    ))
+                }
+            };
+        }
+        if !request.is_input {
+            held.replies += 1;
+            let notes = vec![Note::NotExecuted { command: command.to_owned() }];
+            let reply = self.incomplete_reply(&held, notes);
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        held.text.push('\n');
+        held.text.push_str(command);
+        if held.text.len() <= INCOMPLETE_CAP
+            && integration::is_incomplete(&config.shell, &held.text).await
+        {
+            held.replies += 1;
+            let reply = self.incomplete_reply(&held, vec![Note::InputSent]);
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        Ok(Step::Run(held.text))
+    }
+
+    /// The reply while an incomplete command is held: still "running",
+    /// waiting for input, nothing printed (no `>` prompts).
+    fn incomplete_reply(&self, held: &Incomplete, mut notes: Vec<Note>) -> Reply {
+        notes.push(Note::Incomplete);
+        notes.push(Note::WaitingForInput);
+        let mut reply = self.idle_reply(&held.text, notes);
+        reply.status = Status::Running(WaitEnded::NotWaited);
+        reply.exit_code = None;
+        reply.duration = held.since.elapsed();
+        reply.continued = held.replies > 0;
+        reply
+    }
+}
+
+/// What the integration watcher of one shell needs.
+struct Watcher {
+    shared: Arc<Shared>,
+    /// A handle on the PTY master: the foreground group, and typing the
+    /// reinstall line.
+    master: std::os::fd::OwnedFd,
+    /// The PTY slave's path, to recognise reads of the terminal.
+    tty: PathBuf,
+    files: ShellFiles,
+    nonce: String,
+}
+
+/// How long a running command must have been quiet before the watcher
+/// looks for a shell at its prompt, and how often it looks again. There is
+/// no kernel event for "a shell is waiting at its prompt", so it is sampled
+/// while a command runs quietly; an idle session is never looked at.
+const WATCH_QUIET: Duration = Duration::from_millis(150);
+const WATCH_SAMPLE: Duration = Duration::from_millis(250);
+
+/// Watches a running command for a shell that sits at its prompt without
+/// the integration (after `exec bash` or in a nested `bash`) and reinstalls
+/// it: it types a line that sources a fresh script, whose first prompt is
+/// the handshake ([`State::integration_marker`]). Other shells and remote
+/// sessions are named in a note. Runs for the life of the shell.
+async fn watch_integration(watcher: Watcher) {
+    let shared = &watcher.shared;
+    let mut attempts: u64 = 0;
+    let mut failed: Vec<(i32, u64)> = Vec::new();
+    let mut noted: Option<u64> = None;
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = Instant::now();
+        let look = {
+            let mut state = shared.lock();
+            if let Some(reinstall) = state.integ.reinstall.take_if(|r| now >= r.deadline) {
+                let _ = std::fs::remove_file(&reinstall.script);
+                // Remembered so the same shell is not tried again; bounded.
+                if failed.len() >= 16 {
+                    failed.remove(0);
+                }
+                failed.push((reinstall.pid, reinstall.fingerprint));
+                state.integ.notes.push(Note::ReinstallFailed);
+            }
+            let reinstall_deadline = state.integ.reinstall.as_ref().map(|r| r.deadline);
+            match (&state.running, reinstall_deadline) {
+                (_, Some(deadline)) => Err(Some(deadline)),
+                (Some(running), None)
+                    if state.ready && running.started && running.finished.is_none() =>
+                {
+                    let quiet_at = running.last_output_at.max(running.started_at) + WATCH_QUIET;
+                    Ok((running.seq, quiet_at, state.integ.levels.last().cloned()))
+                }
+                _ => Err(None),
+            }
+        };
+        let wake = match look {
+            Err(deadline) => deadline,
+            Ok((_, quiet_at, _)) if now < quiet_at => Some(quiet_at),
+            Ok((seq, _, top)) => {
+                look_for_prompt(&watcher, seq, top, &mut attempts, &failed, &mut noted);
+                Some(now + WATCH_SAMPLE)
+            }
+        };
+        match wake {
+            Some(wake) => tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            },
+            None => notified.await,
+        }
+    }
+}
+
+/// One look at the terminal's foreground group while command `seq` runs
+/// quietly; `top` is the innermost shell with the integration.
+fn look_for_prompt(
+    watcher: &Watcher,
+    seq: u64,
+    top: Option<Level>,
+    attempts: &mut u64,
+    failed: &[(i32, u64)],
+    noted: &mut Option<u64>,
+) {
+    let Watcher { shared, master, tty, files, nonce } = watcher;
+    let Some(group) = pty::foreground_group(master) else { return };
+    if let Some(top) = &top
+        && top.pid == group
+        && integration::fingerprint(group) == Some(top.fingerprint)
+    {
+        // Our own shell runs a builtin that reads (`read`): not a prompt.
+        return;
+    }
+    if !process::waiting_for_terminal_input(group, tty) {
+        return;
+    }
+    let found = integration::inspect(group).or_else(|| integration::wrapped_shell(group));
+    match found {
+        Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
+            let state = shared.lock();
+            if state.integ.levels.iter().any(|l| l.pid == pid && l.fingerprint == fingerprint) {
+                return;
+            }
+            let replaced = state.integ.levels.iter().any(|l| l.pid == pid);
+            drop(state);
+            *attempts += 1;
+            let handshake = integration::REINSTALL_SEQ_BASE + *attempts;
+            let script = files.reinstall_file(*attempts);
+            let text = shell::reinstall_script(files, nonce, handshake);
+            if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
+                return;
+            }
+            tracing::info!(pid, replaced, "reinstalling the shell integration");
+            {
+                let mut state = shared.lock();
+                // Keep what the command printed before the new prompt; the
+                // prompt line and the echo of our line are dropped on the
+                // handshake.
+                state.screen.commit_complete_lines();
+                state.route_committed(Instant::now());
+                state.integ.reinstall = Some(Reinstall {
+                    seq: handshake,
+                    pid,
+                    fingerprint,
+                    replaced,
+                    command_seq: seq,
+                    script: script.clone(),
+                    deadline: Instant::now() + integration::REINSTALL_TIMEOUT,
+                });
+            }
+            let _ = pty::write_key(master, shell::reinstall_line(&script).as_bytes());
+        }
+        Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::OtherShell(name));
+            shared.changed.notify_waiters();
+        }
+        Some(Prompting::Remote(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::RemoteShell(name));
+            shared.changed.notify_waiters();
+        }
+        _ => {}
+    }
 }

@@ -316,11 +316,47 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::InputNotSent => {
                 out.note("[Your input was not sent: the command had already finished.]".to_owned())
             }
+            Note::WaitingForInput if reply.notes.contains(&Note::Incomplete) => {}
             Note::WaitingForInput if status != "waiting_for_input" => out
                 .note("[The program is waiting for input: send it with is_input=true.]".to_owned()),
             Note::InputPartlySent { sent, total } => out.note(format!(
                 "[Only {sent} of the {total} bytes of your input were delivered: the program is \
                  not reading its input, and the rest was dropped. C-c still interrupts it.]"
+            )),
+            Note::Incomplete => out.note(
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` \
+                 prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+                    .to_owned(),
+            ),
+            Note::NestedShellStarted => out.note(
+                "[A nested shell started; shellkeep's integration was installed in it, so your \
+                 commands now run inside it with exit codes and the working directory. `exit` \
+                 returns to the outer shell.]"
+                    .to_owned(),
+            ),
+            Note::NestedShellExited { status } => out.note(format!(
+                "[The nested shell exited (exit code {status}); commands run in the outer shell \
+                 again.]"
+            )),
+            Note::IntegrationReinstalled => out.note(
+                "[The shell was replaced (exec) and lost shellkeep's integration; it was \
+                 reinstalled, so commands keep their exit codes and working directory.]"
+                    .to_owned(),
+            ),
+            Note::ReinstallFailed => out.note(
+                "[A shell without shellkeep's integration is waiting at its prompt and the \
+                 integration could not be installed in it: send its commands with \
+                 is_input=true, or reset=true for a fresh shell.]"
+                    .to_owned(),
+            ),
+            Note::OtherShell(name) => out.note(format!(
+                "[`{name}` is an interactive shell without shellkeep's integration: send its \
+                 commands with is_input=true (exit codes and the working directory are not \
+                 tracked inside it); `exit` returns to bash.]"
+            )),
+            Note::RemoteShell(name) => out.note(format!(
+                "[`{name}` is a remote or container session, driven as an interactive program: \
+                 send its commands with is_input=true; `exit` (or C-d) ends it.]"
             )),
             _ => {}
         }

@@ -148,7 +148,9 @@ async fn a_runtime_directory_that_is_not_ours_is_never_used() {
         let name = base.file_name().expect("name").to_string_lossy().into_owned();
         assert!(name.starts_with(&format!("shellkeep-{uid}-")), "{case}: base {name}");
         assert_eq!(mode(base), 0o700, "{case}");
-        for path in [dir.clone(), dir.join("init.sh"), dir.join("cmd")] {
+        // The start-up file carried the nonce: it is gone once sourced.
+        assert!(!dir.join("init.sh").exists(), "{case}: init.sh outlived start-up");
+        for path in [dir.clone(), dir.join("cmd")] {
             assert_eq!(std::fs::symlink_metadata(&path).expect("stat").uid(), uid);
             assert_eq!(mode(&path) & 0o077, 0, "{case}: {} is private", path.display());
         }
