@@ -601,8 +601,22 @@ impl Renderer {
     }
 
     fn print_char(&mut self, c: char) {
-        let width = c.width().unwrap_or(1);
         let col = self.col;
+        if c.is_ascii() {
+            // The common case, kept short: one column, appended or
+            // overwriting a narrow character.
+            let line = &mut self.lines[self.row];
+            if col == line.cells.len() {
+                line.cells.push(Cell::char(c));
+            } else {
+                line.put(col, Cell::char(c), false);
+            }
+            self.col += 1;
+            self.last_printed = Some((c, false));
+            self.bound_line();
+            return;
+        }
+        let width = c.width().unwrap_or(1);
         if width == 0 && self.line().attach(col, c) {
             return;
         }
