@@ -142,14 +142,25 @@ impl Screen {
             } else {
                 self.osc.advance(&rest[..consumed]);
             }
+            let pause = self.state.pause.take();
             if let Some(alternate) = &mut self.state.alternate {
                 // The alternate screen sees every byte it was active for,
                 // including the sequence that ends it.
-                process_onlcr(alternate, &rest[..consumed]);
+                match &pause {
+                    Some(Pause::Oversized(replacement)) => {
+                        // The consumed bytes end with the oversized
+                        // sequence's final byte: finish it as one the
+                        // emulator ignores, then send it clamped.
+                        process_onlcr(alternate, &rest[..consumed - 1]);
+                        alternate.process(b"q");
+                        alternate.process(replacement.as_bytes());
+                    }
+                    _ => process_onlcr(alternate, &rest[..consumed]),
+                }
             }
             done += consumed;
-            match self.state.pause.take() {
-                None => {}
+            match pause {
+                None | Some(Pause::Oversized(_)) => {}
                 Some(Pause::CursorQuery) => self.state.answer_cursor_position(),
                 Some(Pause::Stop(stop)) => {
                     if let Stop::AlternateScreen(on) = stop {
@@ -486,6 +497,10 @@ enum Pause {
     /// A cursor-position query on the alternate screen: answered once the
     /// emulator has seen the bytes before it.
     CursorQuery,
+    /// On the alternate screen, a sequence whose count `vt100` would loop
+    /// over once per unit (insert characters or lines, scroll down: 65535
+    /// of them cost seconds): the emulator gets this clamped one instead.
+    Oversized(String),
 }
 
 struct Renderer {
@@ -772,6 +787,17 @@ impl Perform for Renderer {
             return;
         }
         if self.query(intermediates, first, action) {
+            return;
+        }
+        if self.in_alternate() && intermediates.is_empty() {
+            let limit = match action {
+                '@' => self.cols,
+                'L' | 'T' => self.rows,
+                _ => usize::MAX,
+            };
+            if usize::from(first) > limit {
+                self.pause = Some(Pause::Oversized(format!("\x1b[{limit}{action}")));
+            }
             return;
         }
         if self.in_alternate() || !intermediates.is_empty() {
@@ -1102,6 +1128,12 @@ mod tests {
             "<alt true><alt false>before\nafter\n",
         );
         check(b"\x1b[?1049h\x1b[Hhello vim", "<alt true><screen \"hello vim\">");
+        // Counts the emulator would loop over are clamped to the window.
+        check(
+            b"\x1b[?1049habc\r\x1b[65535@x\r\n\x1b[65535L\x1b[65535Ty",
+            "<alt true><screen \"\\ny\">",
+        );
+        check(b"\x1b[?1049habc\r\x1b[2@x", "<alt true><screen \"x abc\">");
         // A bare line feed starts a new line there too (top prints lines).
         check(b"\x1b[?1049htop\n  line\r\n", "<alt true><screen \"top\\n  line\">");
         // Each visit starts on a blank screen: nothing stale from the last.
@@ -1333,6 +1365,7 @@ mod tests {
             "😀\u{fe0f}\x1b[1D".repeat(10_000),
             format!("{START}{}", "\x1b[6n".repeat(10_000)),
             "\x1b7\x1b[65535B\x1b8".repeat(1000),
+            format!("\x1b[?1049h{}", "\x1b[65535@\x1b[65535L\x1b[65535T".repeat(1000)),
             format!("\x1b[?1049h{}", "\x1b[65535C\x1b[65535Bx\r\n".repeat(1000)),
         ];
         for input in hostile {
