@@ -49,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
                 drop(screen.take_committed());
             }
             // What a reply in the middle of a command reads.
-            if seed % 4 == 0 {
+            if seed.is_multiple_of(4) {
                 screen.commit_complete_lines();
                 let _ = screen.current_line();
                 let _ = screen.alternate_contents();

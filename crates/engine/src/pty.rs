@@ -2,8 +2,10 @@
 //! writing to it.
 //!
 //! The reader thread is the only reader of the master side; it hands every
-//! chunk to a callback and stops when the terminal hangs up or when the
-//! [`Pty`] is dropped. This module does not interpret the bytes.
+//! chunk to a callback, writes back what the callback returns (a terminal's
+//! answers to queries, never blocking), and stops when the terminal hangs
+//! up or when the [`Pty`] is dropped. This module does not interpret the
+//! bytes.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
