@@ -403,7 +403,12 @@ impl Line {
 
     /// Appends the text of `range` to `out`.
     fn write(&self, range: Range<usize>, out: &mut String) {
+        out.reserve(range.len());
         for &cell in &self.cells[range] {
+            if cell.0 < 0x80 {
+                out.push(char::from(cell.0 as u8));
+                continue;
+            }
             match cell {
                 Cell::TAB_FILL | Cell::WIDE_FILL => {}
                 _ => match cell.cluster() {
@@ -595,6 +600,7 @@ impl Renderer {
     /// Keeps the cursor's line within [`LINE_LIMIT`] cells: the lines above
     /// it and its beginning, up to the start of the row the cursor is on
     /// in a real terminal, become final.
+    #[cold]
     fn bound_line(&mut self) {
         if self.lines[self.row].len() <= LINE_LIMIT {
             return;
@@ -616,21 +622,34 @@ impl Renderer {
     }
 
     fn print_char(&mut self, c: char) {
-        let col = self.col;
         if c.is_ascii() {
-            // The common case, kept short: one column, appended or
-            // overwriting a narrow character.
-            let line = &mut self.lines[self.row];
-            if col == line.cells.len() {
-                line.cells.push(Cell::char(c));
-            } else {
-                line.put(col, Cell::char(c), false);
-            }
-            self.col += 1;
-            self.last_printed = Some((c, false));
-            self.bound_line();
-            return;
+            self.print_ascii(c);
+        } else {
+            self.print_unicode(c);
         }
+    }
+
+    /// The common case, kept short enough to inline: one column, appended
+    /// or overwriting.
+    #[inline]
+    fn print_ascii(&mut self, c: char) {
+        let col = self.col;
+        let line = &mut self.lines[self.row];
+        if col == line.cells.len() {
+            line.cells.push(Cell::char(c));
+        } else {
+            line.put(col, Cell::char(c), false);
+        }
+        let long = line.cells.len() > LINE_LIMIT;
+        self.col += 1;
+        self.last_printed = Some((c, false));
+        if long {
+            self.bound_line();
+        }
+    }
+
+    fn print_unicode(&mut self, c: char) {
+        let col = self.col;
         let width = c.width().unwrap_or(1);
         if width == 0 && self.line().attach(col, c) {
             return;
@@ -745,9 +764,13 @@ impl Renderer {
 }
 
 impl Perform for Renderer {
+    #[inline]
     fn print(&mut self, c: char) {
-        if !self.in_alternate() {
-            self.print_char(c);
+        if self.in_alternate() {
+        } else if c.is_ascii() {
+            self.print_ascii(c);
+        } else {
+            self.print_unicode(c);
         }
     }
 
