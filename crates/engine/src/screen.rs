@@ -1185,7 +1185,7 @@ mod tests {
     fn leaving_without_the_closing_sequence_keeps_the_screen() {
         check(
             format!("{START}\x1b[?1049hIMPORTANT\r\n{END}"),
-            format!("<Start {{ seq: 1 }}><alt true>IMPORTANT\n<End {{ seq: 1, status: 3 }}>"),
+            "<Start { seq: 1 }><alt true>IMPORTANT\n<End { seq: 1, status: 3 }>",
         );
         // Text before the switch comes first, on a line of its own.
         check(
