@@ -53,18 +53,30 @@ async fn output_on_an_alternate_screen_that_is_never_left_is_kept() {
 }
 
 /// Issue 6: cursor-position and device-attribute queries are answered, so
-/// programs that ask (prompt_toolkit, `read -t` prompts) do not hang.
+/// programs that ask (prompt_toolkit in ipython, `read -t` prompts) do not
+/// hang. Like them, each program here turns off echo or line mode first.
 #[tokio::test]
 async fn terminal_queries_are_answered() {
     let term = Term::new("screen-queries").await;
-    let reply =
-        term.run("printf 'abc\\e[6n'; IFS= read -rs -d R -t 5 pos; echo \" at ${pos#*[}\"").await;
+    // What prompt_toolkit does: raw mode, then the query, then read.
+    let raw = "python3 -c \"import os, select, termios, tty\n\
+               old = termios.tcgetattr(0); tty.setraw(0); os.write(1, b'ab\\x1b[6n'); r = b''\n\
+               while not r.endswith(b'R') and select.select([0], [], [], 5)[0]: r += os.read(0, 1)\n\
+               termios.tcsetattr(0, termios.TCSADRAIN, old); print(' got', r[2:].decode())\"";
+    let reply = term.run(raw).await;
+    assert_eq!(reply.output.text, "ab got 1;3R\n");
+    let reply = term
+        .run("stty -echo; printf 'abc\\e[6n'; IFS= read -r -d R -t 5 pos; stty echo; echo \" at ${pos#*[}\"")
+        .await;
     assert_eq!(reply.output.text, "abc at 1;4\n");
-    let reply = term.run("printf '\\e[c'; IFS= read -rs -d c -t 5 da; echo \"${da#*[}\"").await;
+    let reply = term
+        .run("stty -echo; printf '\\e[c'; IFS= read -r -d c -t 5 da; stty echo; echo \"${da#*[}\"")
+        .await;
     assert_eq!(reply.output.text, "?1;2\n");
-    let reply = term.run("printf '\\e[>c'; IFS= read -rs -d c -t 5 da; echo \"${da#*[}\"").await;
+    let reply = term
+        .run("stty -echo; printf '\\e[>c'; IFS= read -r -d c -t 5 da; stty echo; echo \"${da#*[}\"")
+        .await;
     assert_eq!(reply.output.text, ">0;10;0\n");
-    // A query nobody reads does not disturb the next command.
     // A query nobody reads (the terminal is in line mode with echo) is not
     // answered: the answer would be echoed, then typed into the shell.
     let reply = term.run("printf 'x\\e[6n\\e[c\\n'").await;
