@@ -5,8 +5,8 @@
 //! progress displays); a line that leaves the window is final and becomes
 //! committed text, exactly as a line that scrolls off a real terminal's
 //! screen can no longer change. Colours and other attributes are dropped.
-//! Wide characters (CJK, most emoji) take two columns, combining marks
-//! none. Full-screen programs (the alternate screen: vim, less, top) are
+//! Wide characters (CJK, most emoji) take two columns; combining marks,
+//! joiners and variation selectors stay with the character before them. Full-screen programs (the alternate screen: vim, less, top) are
 //! drawn by a real emulator, `vt100`, and shown as their current screen.
 //!
 //! It also recognises the shell markers (an OSC sequence carrying the
@@ -31,7 +31,10 @@
 //! - an OSC string is cut after [`OSC_LIMIT`] bytes (the parser's buffer
 //!   would otherwise grow with it), and queued answers after
 //!   [`RESPONSE_LIMIT`] bytes;
-//! - the full-screen emulator is one screen plus one screen of scrollback.
+//! - the full-screen emulator is one screen plus one screen of scrollback,
+//!   and the counts it would loop over once per unit (insert characters,
+//!   insert lines, scroll down) are clamped to the window before it sees
+//!   them, so no sequence costs more than a window's worth of work.
 //!
 //! Committed text is the caller's to take: between two takes it grows by at
 //! most the window's text plus, per escape sequence fed, one width of
