@@ -66,9 +66,10 @@ impl Pty {
     /// read, then `None` once when the terminal hangs up. What it returns is
     /// written back to the terminal at once, without waiting: a terminal's
     /// answers to queries (cursor position, device attributes). They are
-    /// dropped when the program is not set up to read them (see
-    /// [`reads_answers`]) and, past what fits, when its input queue is
-    /// full: the reader never blocks on a program that does not read.
+    /// dropped when the program has left the terminal in line mode with
+    /// echo (it is not set up to read them) and, past what fits, when its
+    /// input queue is full: the reader never blocks on a program that does
+    /// not read.
     pub fn start(
         master: OwnedFd,
         name: &str,
