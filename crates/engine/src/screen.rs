@@ -1284,6 +1284,14 @@ mod tests {
         }
     }
 
+    /// The README states the bound for the session's 50x200 window.
+    #[test]
+    fn the_default_window_is_bounded_under_five_megabytes() {
+        let screen = Screen::new(50, 200, "n0nce");
+        assert!(screen.window_bound() < 5_000_000, "{}", screen.window_bound());
+        assert!(screen.window_cost() < 10_000, "{}", screen.window_cost());
+    }
+
     /// Issue 6: `ESC [ 6 n`, `ESC [ c` and `ESC [ > c` are answered while a
     /// command runs, and never at the prompt.
     #[test]
