@@ -245,8 +245,8 @@ impl Screen {
 
     /// Leaves the alternate screen without its closing sequence, e.g. when
     /// the program that drew it ended or was killed: what it showed (and
-    /// what scrolled off its top) is committed after the window, as lines
-    /// of their own, so output printed there is never lost.
+    /// what scrolled off its top, up to one more screen) is committed after
+    /// the window, as lines of their own, so output printed there is kept.
     pub fn leave_alternate(&mut self) {
         let Some(mut parser) = self.state.alternate.take() else { return };
         let screen = parser.screen_mut();
