@@ -2,8 +2,10 @@
 //! writing to it.
 //!
 //! The reader thread is the only reader of the master side; it hands every
-//! chunk to a callback and stops when the terminal hangs up or when the
-//! [`Pty`] is dropped. This module does not interpret the bytes.
+//! chunk to a callback, writes back what the callback returns (a terminal's
+//! answers to queries, never blocking), and stops when the terminal hangs
+//! up or when the [`Pty`] is dropped. This module does not interpret the
+//! bytes.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -14,7 +16,7 @@ use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::pty::{OpenptyResult, Winsize, openpty};
-use nix::sys::termios::{InputFlags, OutputFlags, SetArg, tcgetattr, tcsetattr};
+use nix::sys::termios::{InputFlags, LocalFlags, OutputFlags, SetArg, tcgetattr, tcsetattr};
 
 /// The master side of a PTY, with its reader thread.
 pub struct Pty {
@@ -61,11 +63,17 @@ pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
 
 impl Pty {
     /// Starts the reader thread on `master`. `on_output` gets every chunk
-    /// read, then `None` once when the terminal hangs up.
+    /// read, then `None` once when the terminal hangs up. What it returns is
+    /// written back to the terminal at once, without waiting: a terminal's
+    /// answers to queries (cursor position, device attributes). They are
+    /// dropped when the program has left the terminal in line mode with
+    /// echo (it is not set up to read them) and, past what fits, when its
+    /// input queue is full: the reader never blocks on a program that does
+    /// not read.
     pub fn start(
         master: OwnedFd,
         name: &str,
-        mut on_output: impl FnMut(Option<&[u8]>) + Send + 'static,
+        mut on_output: impl FnMut(Option<&[u8]>) -> Vec<u8> + Send + 'static,
     ) -> io::Result<Pty> {
         let (stop_rx, stop) = nix::unistd::pipe()?;
         let read_side = master.try_clone()?;
@@ -73,13 +81,22 @@ impl Pty {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
                 match read_chunk(&read_side, &stop_rx, &mut buf) {
-                    Ok(Some(n)) => on_output(Some(&buf[..n])),
+                    Ok(Some(n)) => {
+                        // Sampled as close to the read as possible: the
+                        // mode the program was in when it asked.
+                        let welcome = reads_answers(&read_side);
+                        let answer = on_output(Some(&buf[..n]));
+                        if welcome && !answer.is_empty() {
+                            // The master side is non-blocking.
+                            let _ = write_some(&read_side, &answer);
+                        }
+                    }
                     Ok(None) => continue,
                     // EIO: every process holding the slave side is gone.
                     Err(_) => break,
                 }
             }
-            on_output(None);
+            let _ = on_output(None);
         })?;
         Ok(Pty { master, stop, reader: Some(reader) })
     }
@@ -215,6 +232,17 @@ pub fn has_unread_output(master: &OwnedFd) -> bool {
 /// Writes a few bytes (a key) to the terminal `master` without waiting.
 pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
     write_some(master, bytes).map(|_| ())
+}
+
+/// Whether the program on the terminal can take a terminal's answer: it
+/// has turned off line editing or echo, as every program that reads the
+/// answers to its queries does first (prompt_toolkit, vim, `read -s`). In
+/// line mode with echo (`printf`, `cat` of a binary file) the answer would
+/// be echoed into the output and, once the program ends, typed into the
+/// shell as a command.
+fn reads_answers(master: &OwnedFd) -> bool {
+    tcgetattr(master)
+        .is_ok_and(|termios| !termios.local_flags.contains(LocalFlags::ICANON | LocalFlags::ECHO))
 }
 
 /// Waits for output or a stop request; `Ok(None)` means "nothing yet".

@@ -862,14 +862,16 @@ impl Shell {
         });
         let reader_shared = Arc::clone(&shared);
         let pty = Pty::start(opened.master, &config.name, move |bytes| {
-            {
+            let answers = {
                 let mut state = reader_shared.lock();
                 match bytes {
                     Some(bytes) => state.ingest(bytes),
                     None => state.reader_done = true,
                 }
-            }
+                state.screen.take_responses()
+            };
             reader_shared.changed.notify_waiters();
+            answers
         })
         .map_err(|err| fail("reader thread", err))?;
         let waiter_shared = Arc::clone(&shared);

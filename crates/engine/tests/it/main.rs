@@ -4,6 +4,7 @@ mod input;
 mod integration;
 mod limits;
 mod run;
+mod screen;
 mod terminal;
 mod watch;
 

@@ -21,6 +21,7 @@ mod long_work;
 mod orphans;
 mod run;
 mod runtime;
+mod screen;
 mod shell;
 mod terminal;
 mod tools;

@@ -176,7 +176,7 @@ async fn the_next_start_removes_what_dead_servers_left() {
 
     let mut killed = server_in(&tmp.0, &state, &[]).await;
     let killed_dir = shell_files_dir(killed.pid).await;
-    assert!(killed_dir.join("init.sh").exists());
+    assert!(killed_dir.join("state").exists());
     killed.signal("KILL");
     killed.wait_exit(EVENTUALLY).await;
 
@@ -356,8 +356,11 @@ async fn an_unfinished_line_is_capped_and_never_sent_twice() {
         |r: &crate::Reply| matches!(r["status"].as_str(), Some("running" | "waiting_for_input"));
     assert!(still_running(&r), "{r:#?}");
     assert!(r.text.len() < 3000, "the reply is bounded: {} bytes", r.text.len());
-    assert!(r.output().contains("characters omitted from this unfinished line"), "{r:#?}");
+    assert!(r.output().contains("characters omitted"), "{r:#?}");
     assert_eq!(r["truncated"], true);
+    // The renderer hands a long line on in pieces: what this reply left out
+    // of them is in its full-output file.
+    let first_part = r["full_output_path"].as_str().map(str::to_owned);
     for _ in 0..2 {
         let r = server.terminal(json!({"command": ""})).await;
         assert!(still_running(&r), "{r:#?}");
@@ -368,9 +371,17 @@ async fn an_unfinished_line_is_capped_and_never_sent_twice() {
     assert!(r.text.len() < 3000, "{} bytes", r.text.len());
     assert!(r.output().ends_with("end ok\n"), "{r:#?}");
     assert!(!r.output().contains("xxx"), "{r:#?}");
-    let path = r["full_output_path"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
-    let saved = std::fs::read_to_string(path).expect("read");
-    assert_eq!(saved.len(), size + "ok\nend ok\n".len(), "{:?}", &saved[size - 5..]);
+    let last_part = r["full_output_path"].as_str().map(str::to_owned);
+    let mut saved = String::new();
+    for path in [first_part, last_part].into_iter().flatten() {
+        saved.push_str(&std::fs::read_to_string(path).expect("read"));
+    }
+    assert_eq!(
+        saved.len(),
+        size + "ok\nend ok\n".len(),
+        "{:?}",
+        &saved[saved.len().saturating_sub(50)..]
+    );
     assert!(saved.starts_with(&"x".repeat(size)));
 }
 
