@@ -11,6 +11,7 @@ pub mod output;
 pub mod policy;
 pub mod process;
 pub mod pty;
+pub mod registry;
 pub mod screen;
 pub mod session;
 pub mod shell;

@@ -208,6 +208,8 @@ pub struct Session {
     shell: tokio::sync::Mutex<Option<Shell>>,
     /// The live shell's shared state, readable while a call is waiting.
     current: Mutex<Option<Arc<Shared>>>,
+    /// The live shell's pid and private files, for listings.
+    live: Mutex<Option<(i32, ShellFiles)>>,
 }
 
 /// What a session is doing, as a listing shows it.
@@ -236,7 +238,12 @@ pub enum Activity {
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
     pub fn new(config: SessionConfig) -> Session {
-        Session { config, shell: tokio::sync::Mutex::new(None), current: Mutex::new(None) }
+        Session {
+            config,
+            shell: tokio::sync::Mutex::new(None),
+            current: Mutex::new(None),
+            live: Mutex::new(None),
+        }
     }
 
     /// What the session is doing now. Never waits for a call in progress.
@@ -261,6 +268,8 @@ impl Session {
     /// Puts a newly started shell in `slot`.
     fn install<'a>(&self, slot: &'a mut Option<Shell>, shell: Shell) -> &'a mut Shell {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shell.shared));
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((shell.pid, shell.files.clone()));
         slot.insert(shell)
     }
 
@@ -366,6 +375,7 @@ impl Session {
             shell.stop(&self.config).await;
         }
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The live shell, starting one when there is none or when the old one
@@ -390,6 +400,108 @@ impl Session {
             Some(shell) => Ok(shell),
             None => Ok(self.install(slot, Shell::spawn(&self.config, &self.config.cwd).await?)),
         }
+    }
+}
+
+/// How many lines [`Session::last_words`] keeps.
+const LAST_WORDS_LINES: usize = 20;
+
+/// A session's state and last output when it was closed.
+#[derive(Debug, Clone)]
+pub struct LastWords {
+    /// What it was doing.
+    pub activity: Activity,
+    /// Its last lines of output not shown before (at most 20).
+    pub output: String,
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let trimmed = text.trim_end_matches('\n');
+    let start = trimmed.rmatch_indices('\n').nth(n.saturating_sub(1)).map_or(0, |(i, _)| i + 1);
+    trimmed[start..].to_owned()
+}
+
+/// Read-only views for listings and job watchers; none of them waits for a
+/// call in progress.
+impl Session {
+    /// The shell's working directory as its last prompt reported it (the
+    /// start directory before the shell has run anything).
+    pub fn cwd(&self) -> PathBuf {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        live.and_then(|(_, files)| shell::read_state(&files))
+            .map_or_else(|| self.config.cwd.clone(), |state| state.cwd)
+    }
+
+    /// Whether the running command is blocked reading the terminal, as the
+    /// supervisor last saw it.
+    pub fn waiting_for_input(&self) -> bool {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        current.is_some_and(|shared| {
+            shared.lock().running.as_ref().is_some_and(|r| r.waiting_for_input)
+        })
+    }
+
+    /// What the session was doing and the last lines it printed that no
+    /// reply has shown yet, for a session about to be closed. Does not wait
+    /// for a call in progress (its output is then not collected).
+    pub async fn last_words(&self) -> LastWords {
+        let activity = self.activity();
+        let output = match activity {
+            Activity::Running { .. } | Activity::Finished { .. } => {
+                let poll = Request { timeout: Some(Duration::ZERO), ..Request::default() };
+                match self.shell.try_lock() {
+                    Ok(guard) => {
+                        drop(guard);
+                        match self.execute(poll, CancellationToken::new()).await {
+                            Ok(reply) => reply.output.text,
+                            Err(_) => String::new(),
+                        }
+                    }
+                    Err(_) => String::new(),
+                }
+            }
+            Activity::Idle | Activity::NotStarted => {
+                let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                current
+                    .map(|shared| std::mem::take(&mut shared.lock().idle_output))
+                    .unwrap_or_default()
+            }
+        };
+        LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
+    }
+
+    /// Live processes in the shell's session, the shell included; 0 before
+    /// the shell starts.
+    pub fn process_count(&self) -> usize {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        live.map_or(0, |(pid, _)| process::live_session_members(pid).len())
+    }
+
+    /// Waits until the command running now ends, and returns it with its
+    /// exit code; `None` at once when nothing is running, and `None` when a
+    /// reply reported its end first (the agent already knows).
+    pub async fn command_end(&self) -> Option<(String, i32)> {
+        let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let seq = shared.lock().running.as_ref()?.seq;
+        let mut outcome = None;
+        // Ten years: a job that runs longer is not waited for.
+        wait_for(&shared, Duration::from_secs(10 * 365 * 86_400), |state| {
+            let exited = state.exited.map(exit_code);
+            match &state.running {
+                Some(running) if running.seq == seq => match (running.finished, exited) {
+                    (Some((code, _)), _) | (None, Some(code)) => {
+                        outcome = Some((running.command.clone(), code));
+                        true
+                    }
+                    (None, None) => false,
+                },
+                // Reported by a reply, or replaced by a newer command.
+                _ => true,
+            }
+        })
+        .await;
+        outcome
     }
 }
 

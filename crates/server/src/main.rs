@@ -21,7 +21,8 @@ use rmcp::ServiceExt;
 use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
-use shellkeep_engine::session::{Session, SessionConfig};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
+use shellkeep_engine::session::SessionConfig;
 use shellkeep_engine::shell::create_private_dir;
 use tokio_util::sync::CancellationToken;
 
@@ -122,6 +123,13 @@ struct ServeArgs {
     /// Do not source ~/.bashrc in the terminal.
     #[arg(long, env = "SHELLKEEP_NO_RC")]
     no_rc: bool,
+    /// The most terminal sessions open at once, `default` included.
+    #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
+    max_sessions: usize,
+    /// Seconds a named session may sit idle at its prompt before it is
+    /// closed (`default` and background jobs never expire).
+    #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
+    session_idle_expiry: f64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -267,8 +275,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     create_private_dir(&spill_dir)
         .with_context(|| format!("cannot create {}", spill_dir.display()))?;
+    anyhow::ensure!(args.max_sessions >= 1, "--max-sessions must be at least 1");
+    let limits = RegistryLimits {
+        max_sessions: args.max_sessions,
+        idle_expiry: seconds(args.session_idle_expiry, "--session-idle-expiry")?,
+    };
+    let sessions = Registry::new(config, limits);
+    let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     let shared = Arc::new(tools::Shared {
-        session: Session::new(config),
+        sessions: Arc::clone(&sessions),
         policy: loaded.policy,
         policy_origin: loaded.origin,
         spill_dir,
@@ -280,7 +295,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
     tokio::spawn(async move {
-        if let Err(err) = warm.session.start().await {
+        let started = warm.sessions.open(DEFAULT_SESSION, None);
+        let Ok((lease, _)) = started else { return };
+        if let Err(err) = lease.session().start().await {
             tracing::warn!("the terminal could not start yet: {err}");
         }
     });
@@ -300,7 +317,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     signals.abort();
     // Leave nothing behind: stop the shell and everything it started.
-    shared.session.close().await;
+    expiry.abort();
+    let _ = expiry.await;
+    sessions.close_all().await;
+    drop(sessions);
     drop(shared);
     if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
         guard.shutdown(Duration::from_secs(3));

@@ -11,7 +11,8 @@ use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource};
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{Note, Reply, Status, WaitEnded};
+use shellkeep_engine::registry::{JobEnded, RegistryLimits, SessionInfo};
+use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEnded};
 
 use rmcp::schemars;
 
@@ -47,6 +48,9 @@ pub struct TerminalOutput {
     /// True when the program is blocked waiting for terminal input.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_input: bool,
+    /// The session, when it is not `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// The text and structured content for a terminal reply.
@@ -177,6 +181,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         timeout_reason: killed.map(|_| "exec_timeout"),
         termination_mode: killed.map(|mode| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
+        session: None,
     };
     (text.trim_end().to_owned(), structured)
 }
@@ -337,4 +342,250 @@ pub fn explain(command: &str, decision: &Decision, origin: &str) -> (String, Exp
     };
     let text = format!("{command:?}: {} [policy: {origin}]", describe_limits(decision));
     (text, output)
+}
+
+/// How the session of a `terminal` call was found, for the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionNote {
+    /// It existed.
+    Existing,
+    /// It was started in `cwd`; its name had expired before.
+    Started {
+        /// Where its shell started.
+        cwd: std::path::PathBuf,
+        /// The name belonged to a session closed for idling.
+        expired_before: bool,
+    },
+    /// A background job's session was started in `cwd`.
+    Background {
+        /// Where its shell started.
+        cwd: std::path::PathBuf,
+    },
+}
+
+/// The line that says a session was started, if one was.
+pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
+    match note {
+        SessionNote::Existing => None,
+        SessionNote::Started { cwd, expired_before: false } => {
+            Some(format!("[New session {name:?} started in {}.]", cwd.display()))
+        }
+        SessionNote::Started { cwd, expired_before: true } => Some(format!(
+            "[Session {name:?} had expired after sitting idle, and its shell was closed; a new \
+             session was started in {}.]",
+            cwd.display()
+        )),
+        SessionNote::Background { cwd } => Some(format!(
+            "[Background job started in session {name:?} (in {}). It is not under the execution \
+             limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, stop it with \
+             session_close.]",
+            cwd.display()
+        )),
+    }
+}
+
+/// A background job that ended, in structured content.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobEndedOutput {
+    /// Its session.
+    pub session: String,
+    /// Its command.
+    pub command: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// How long it ran, in seconds.
+    pub ran_sec: f64,
+}
+
+/// The text and structured content announcing ended background jobs.
+pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    for job in ended {
+        let command = capped_echo(&job.command);
+        text.push_str(&format!(
+            "[Background job in session {:?} ({command:?}) ended with exit code {} after {}.]\n",
+            job.session,
+            job.exit_code,
+            seconds(job.ran_for)
+        ));
+        rows.push(JobEndedOutput {
+            session: job.session.clone(),
+            command,
+            exit_code: job.exit_code,
+            ran_sec: round_secs(job.ran_for),
+        });
+    }
+    (text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default())
+}
+
+/// Structured result of the `sessions` tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionsOutput {
+    /// The open sessions, `default` first.
+    pub sessions: Vec<SessionRow>,
+    /// The most sessions that may be open at once.
+    pub max_sessions: u32,
+    /// Seconds a session may sit idle at its prompt before it is closed.
+    pub idle_expiry_sec: f64,
+}
+
+/// One session in the `sessions` listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionRow {
+    /// Its name.
+    pub name: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// `idle`, `running`, `waiting_for_input`, `finished` (ended, not yet
+    /// reported) or `not_started`.
+    pub state: &'static str,
+    /// The command running or finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// How long the command has run, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_sec: Option<f64>,
+    /// The finished command's exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether it was started as a background job.
+    pub background: bool,
+    /// Seconds since a call last used it.
+    pub idle_sec: f64,
+    /// Live processes in it, its shell included.
+    pub processes: u32,
+}
+
+/// The text and structured content of the `sessions` listing.
+pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, SessionsOutput) {
+    let now = std::time::SystemTime::now();
+    let mut text = format!(
+        "{} of at most {} sessions open (idle sessions close after {}):\n",
+        rows.len(),
+        limits.max_sessions,
+        seconds(limits.idle_expiry)
+    );
+    let mut out = Vec::new();
+    for row in rows {
+        let idle = now.duration_since(row.last_used).unwrap_or_default();
+        let (state, command, running, exit_code) = match &row.activity {
+            Activity::NotStarted => ("not_started", None, None, None),
+            Activity::Idle => ("idle", None, None, None),
+            Activity::Running { command, elapsed } => {
+                let state = if row.waiting_for_input { "waiting_for_input" } else { "running" };
+                (state, Some(capped_echo(command)), Some(*elapsed), None)
+            }
+            Activity::Finished { command, exit_code } => {
+                ("finished", Some(capped_echo(command)), None, Some(*exit_code))
+            }
+        };
+        let what = match (state, &command, running, exit_code) {
+            ("running", Some(c), Some(t), _) => format!("running {c:?} for {}", seconds(t)),
+            ("waiting_for_input", Some(c), Some(t), _) => {
+                format!("{c:?} is waiting for input (running for {})", seconds(t))
+            }
+            ("finished", Some(c), _, Some(code)) => {
+                format!("{c:?} ended with exit code {code} (not yet reported)")
+            }
+            ("not_started", ..) => "not started yet".to_owned(),
+            _ => "idle at the prompt".to_owned(),
+        };
+        let kind = if row.background.is_some() { "background job; " } else { "" };
+        text.push_str(&format!(
+            "- {}: {kind}{what}; cwd {}; {} process{}; last used {} ago\n",
+            row.name,
+            row.cwd.display(),
+            row.processes,
+            if row.processes == 1 { "" } else { "es" },
+            seconds(idle),
+        ));
+        out.push(SessionRow {
+            name: row.name.clone(),
+            cwd: row.cwd.display().to_string(),
+            state,
+            command,
+            running_sec: running.map(round_secs),
+            exit_code,
+            background: row.background.is_some(),
+            idle_sec: round_secs(idle),
+            processes: row.processes as u32,
+        });
+    }
+    let structured = SessionsOutput {
+        sessions: out,
+        max_sessions: limits.max_sessions as u32,
+        idle_expiry_sec: limits.idle_expiry.as_secs_f64(),
+    };
+    (text.trim_end().to_owned(), structured)
+}
+
+/// Structured result of `session_close`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionClosedOutput {
+    /// The session.
+    pub session: String,
+    /// What it was doing when closed: `idle`, `running`, `finished` or
+    /// `not_started`.
+    pub final_state: &'static str,
+    /// The command it was running, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its last lines of output that no reply had shown.
+    pub last_output: String,
+    /// True for `default`, which is reset rather than removed.
+    pub reset: bool,
+}
+
+/// The text and structured content of a closed session.
+pub fn session_closed(name: &str, last: &LastWords, reset: bool) -> (String, SessionClosedOutput) {
+    let (state, command, what) = match &last.activity {
+        Activity::NotStarted => ("not_started", None, "it had not started".to_owned()),
+        Activity::Idle => ("idle", None, "it was idle at its prompt".to_owned()),
+        Activity::Running { command, elapsed } => {
+            let command = capped_echo(command);
+            let what = format!("it was running {command:?} for {}, now stopped", seconds(*elapsed));
+            ("running", Some(command), what)
+        }
+        Activity::Finished { command, exit_code } => {
+            let command = capped_echo(command);
+            let what = format!("{command:?} had ended with exit code {exit_code}");
+            ("finished", Some(command), what)
+        }
+    };
+    let mut text = String::new();
+    push_output(&mut text, &last.output);
+    if reset {
+        text.push_str(&format!(
+            "[Session {name:?} was reset ({what}): a fresh shell in its start directory; every \
+             process it ran was stopped.]"
+        ));
+    } else {
+        text.push_str(&format!(
+            "[Session {name:?} was closed ({what}); every process it ran was stopped.]"
+        ));
+    }
+    let structured = SessionClosedOutput {
+        session: name.to_owned(),
+        final_state: state,
+        command,
+        last_output: last.output.clone(),
+        reset,
+    };
+    (text, structured)
+}
+
+/// The most characters of a command echoed back in a listing or notice.
+const ECHO_CAP: usize = 200;
+
+/// `command`, cut to [`ECHO_CAP`] characters with an ellipsis.
+fn capped_echo(command: &str) -> String {
+    match command.char_indices().nth(ECHO_CAP) {
+        Some((i, _)) => format!("{}…", &command[..i]),
+        None => command.to_owned(),
+    }
+}
+
+fn round_secs(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 10.0).round() / 10.0
 }

@@ -18,6 +18,7 @@ mod bad_input;
 mod cli;
 mod orphans;
 mod run;
+mod sessions;
 mod terminal;
 mod tools;
 mod wire;

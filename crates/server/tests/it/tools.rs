@@ -1,4 +1,4 @@
-//! `tools/list`: the three tools, their schemas and their annotations.
+//! `tools/list`: the tools, their schemas and their annotations.
 
 use serde_json::{Value, json};
 
@@ -12,21 +12,32 @@ async fn tools_list_names_schemas_and_annotations() {
         tools.iter().map(|tool| serde_json::to_value(tool).expect("a tool serializes")).collect();
     let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["policy_explain", "run", "terminal"]);
+    assert_eq!(names, ["policy_explain", "run", "session_close", "sessions", "terminal"]);
 
     for tool in &tools {
         let name = &tool["name"];
         assert_eq!(tool["inputSchema"]["type"], "object", "inputSchema of {name}: {tool:#}");
-        assert!(
-            tool["inputSchema"]["properties"]["command"].is_object(),
-            "{name} takes a command: {tool:#}"
-        );
+        let takes = if name == "sessions" {
+            None
+        } else if name == "session_close" {
+            Some("session")
+        } else {
+            Some("command")
+        };
+        if let Some(argument) = takes {
+            assert!(
+                tool["inputSchema"]["properties"][argument].is_object(),
+                "{name} takes {argument}: {tool:#}"
+            );
+        }
         assert_eq!(tool["outputSchema"]["type"], "object", "outputSchema of {name}: {tool:#}");
         assert!(tool["outputSchema"]["properties"].is_object(), "outputSchema of {name}");
         assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{name}");
         let annotations = &tool["annotations"];
-        let expected = if name == "policy_explain" {
+        let expected = if name == "policy_explain" || name == "sessions" {
             json!({"readOnlyHint": true})
+        } else if name == "session_close" {
+            json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
         } else {
             json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true})
         };
@@ -38,7 +49,7 @@ async fn tools_list_names_schemas_and_annotations() {
     let schema = |tool: &str, part: &str| {
         tools.iter().find(|t| t["name"] == tool).unwrap()[part]["properties"].clone()
     };
-    for field in ["command", "is_input", "timeout", "reset", "session"] {
+    for field in ["command", "is_input", "timeout", "reset", "session", "cwd", "background"] {
         assert!(schema("terminal", "inputSchema")[field].is_object(), "terminal takes {field}");
     }
     for field in ["output", "exit_code", "status", "cwd", "duration_ms", "truncated"] {
