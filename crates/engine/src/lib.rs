@@ -9,6 +9,7 @@ pub mod keys;
 pub mod oneshot;
 pub mod output;
 pub mod policy;
+pub mod private_fs;
 pub mod process;
 pub mod pty;
 pub mod registry;

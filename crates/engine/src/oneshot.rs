@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
-use crate::output::{CappedOutput, Shown};
+use crate::output::{CappedOutput, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
 use crate::process::{self, TerminationMode};
 
@@ -63,9 +63,9 @@ pub struct RunRequest {
     pub grace: Duration,
     /// Characters shown of each of stdout and stderr; the rest is spilled.
     pub stream_cap: usize,
-    /// The directory spill files go to. It must exist; if it does not, the
-    /// outcome says the full output could not be saved.
-    pub spill_dir: PathBuf,
+    /// Where spill files go, and the limits on them (per command: stdout
+    /// and stderr together).
+    pub spill: Arc<SpillStore>,
     /// The stem of the spill files: `run-7` gives `run-7.stdout` and
     /// `run-7.stderr`, each created only if its stream outgrows the cap.
     pub spill_name: String,
@@ -75,7 +75,8 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
-    /// A request for `command` under `limits`, spilling into `spill_dir` as
+    /// A request for `command` under `limits`, spilling into `spill_dir` (a
+    /// store of its own with the default limits; set `spill` to share one) as
     /// `spill_name.stdout` / `spill_name.stderr`, with no cwd, env or stdin,
     /// [`DEFAULT_GRACE`], [`DEFAULT_STREAM_CAP`] and no guard. Set the other
     /// fields with struct update syntax.
@@ -93,7 +94,7 @@ impl RunRequest {
             limits,
             grace: DEFAULT_GRACE,
             stream_cap: DEFAULT_STREAM_CAP,
-            spill_dir: spill_dir.into(),
+            spill: SpillStore::new(spill_dir.into(), "", SpillLimits::default(), None),
             spill_name: spill_name.into(),
             guard: None,
         }
@@ -180,10 +181,9 @@ pub struct RunOutcome {
 /// with [`RunStatus::Error`].
 pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();
-    let spill_path =
-        |stream: &str| request.spill_dir.join(format!("{}.{stream}", request.spill_name));
-    let stdout = CappedOutput::new(request.stream_cap, spill_path("stdout"));
-    let stderr = CappedOutput::new(request.stream_cap, spill_path("stderr"));
+    let spill = request.spill.command();
+    let stdout = spill.capped(request.stream_cap, &format!("{}.stdout", request.spill_name));
+    let stderr = spill.capped(request.stream_cap, &format!("{}.stderr", request.spill_name));
     let not_started = |reason: String, stdout: CappedOutput, mut stderr: CappedOutput| {
         tracing::debug!(command = %request.command, %reason, "command did not start");
         stderr.push(&reason);

@@ -1,19 +1,36 @@
 //! Capped output: the head and tail an agent is shown, and the complete
-//! stream kept in a spill file.
+//! stream kept in a full-output ("spill") file, itself capped on disk.
 //!
 //! A [`CappedOutput`] takes a stream of (already masked) text. While the
 //! stream is within its cap it stays in memory; once it grows past the cap
 //! the whole stream so far, and everything after, goes to a spill file, and
 //! memory keeps only the first and last halves of the cap. Memory stays
-//! bounded however much a command prints, and nothing is lost. It does not
-//! render terminal escapes or mask secrets: callers do that before.
+//! bounded however much a command prints (about twice the cap, plus the
+//! write buffer).
+//!
+//! Disk is bounded too. A [`SpillStore`] is one directory of spill files
+//! with two limits ([`SpillLimits`]): bytes per command (all its streams
+//! and reply parts together) and bytes per store (one server). A file that
+//! reaches a limit ends with a line saying where and why it was cut, and
+//! [`Shown::full_output_cut`] says so. A store in a directory shared across
+//! restarts has a [`Retention`]: files older than its age, then the oldest
+//! beyond its total size, are deleted at start-up and whenever a new file
+//! is added. Files are created with `private_fs` (new, 0600, no symlinks).
+//!
+//! This module does not render terminal escapes or mask secrets: callers do
+//! that before.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::private_fs;
 
 /// What an agent is shown of a stream, and where the rest is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shown {
     /// The text to show: the whole stream, or head, notice and tail.
     pub text: String,
@@ -25,38 +42,234 @@ pub struct Shown {
     pub omitted_lines: u64,
     /// The file that holds the complete stream, once it outgrew the cap.
     pub full_output_path: Option<PathBuf>,
+    /// Set when that file reached a size limit and the rest of the stream
+    /// was not saved; the file ends with a line saying so.
+    pub full_output_cut: Option<SpillCut>,
 }
 
-/// A stream of text capped to a head and a tail, with the full stream
-/// spilled to a file once it outgrows the cap.
+impl Shown {
+    /// Nothing to show.
+    pub fn empty() -> Shown {
+        Shown::default()
+    }
+}
+
+/// Where a full-output file was cut, and which limit cut it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillCut {
+    /// Bytes of the stream the file holds before the cut line.
+    pub after_bytes: u64,
+    /// The limit that was reached.
+    pub limit: SpillLimit,
+}
+
+/// One of the two limits of [`SpillLimits`], with its value in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpillLimit {
+    /// The full output of one command.
+    PerCommand(u64),
+    /// All full outputs of one server together.
+    PerServer(u64),
+}
+
+impl std::fmt::Display for SpillCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, bytes) = match self.limit {
+            SpillLimit::PerCommand(bytes) => ("the limit per command", bytes),
+            SpillLimit::PerServer(bytes) => ("the server's total limit", bytes),
+        };
+        write!(
+            f,
+            "cut after {} bytes: {what} of {} for saved output was reached",
+            self.after_bytes,
+            human_bytes(bytes)
+        )
+    }
+}
+
+/// Limits on the bytes written to full-output files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpillLimits {
+    /// Bytes one command may write, over all its streams and reply parts.
+    pub per_command: u64,
+    /// Bytes one store (one server) may write in all.
+    pub per_server: u64,
+}
+
+impl SpillLimits {
+    /// 100 MiB per command.
+    pub const DEFAULT_PER_COMMAND: u64 = 100 << 20;
+    /// 1 GiB per server.
+    pub const DEFAULT_PER_SERVER: u64 = 1 << 30;
+}
+
+impl Default for SpillLimits {
+    fn default() -> SpillLimits {
+        SpillLimits {
+            per_command: SpillLimits::DEFAULT_PER_COMMAND,
+            per_server: SpillLimits::DEFAULT_PER_SERVER,
+        }
+    }
+}
+
+/// How long files are kept in a spill directory shared across restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Files last written longer ago than this are deleted.
+    pub max_age: Duration,
+    /// Beyond this many bytes in all, the oldest files are deleted.
+    pub max_total: u64,
+}
+
+impl Default for Retention {
+    /// Seven days and 1 GiB.
+    fn default() -> Retention {
+        Retention { max_age: Duration::from_secs(7 * 24 * 3600), max_total: 1 << 30 }
+    }
+}
+
+/// A directory of full-output files with its limits.
 #[derive(Debug)]
-pub struct CappedOutput {
-    /// Characters kept at the start, and at the end, of the stream.
-    half_cap: usize,
-    /// Where the complete stream goes once it outgrows the cap.
-    spill_path: PathBuf,
-    /// The first `half_cap` characters (the whole stream while it fits).
-    head: String,
-    head_chars: usize,
-    /// Text after the head; trimmed from the front once it is much longer
-    /// than `half_cap` characters, to keep memory bounded.
-    tail: String,
-    tail_chars: usize,
-    total_chars: u64,
-    total_lines: u64,
-    /// Open once the stream outgrew the cap; holds the whole stream.
-    spill: Option<BufWriter<File>>,
-    /// Set if the spill file could not be written; reported, never fatal.
-    spill_error: Option<String>,
+pub struct SpillStore {
+    dir: PathBuf,
+    /// Put before every file name, to keep servers sharing the directory
+    /// apart; may be empty.
+    prefix: String,
+    limits: SpillLimits,
+    retention: Option<Retention>,
+    /// Bytes written by this store so far.
+    written: AtomicU64,
+    /// Whether a background prune is under way ([`PRUNE_IDLE`] and so on).
+    pruning: Arc<AtomicU8>,
 }
 
-impl CappedOutput {
-    /// A new, empty stream that shows at most `cap` characters and spills to
-    /// `spill_path` (created only when needed).
-    pub fn new(cap: usize, spill_path: PathBuf) -> CappedOutput {
+impl SpillStore {
+    /// A store writing into `dir` (made private on first use if missing),
+    /// naming files `<prefix>-<name>`. With a `retention`, old files are
+    /// deleted whenever a file is added (call [`SpillStore::prune`] at
+    /// start-up too).
+    pub fn new(
+        dir: PathBuf,
+        prefix: &str,
+        limits: SpillLimits,
+        retention: Option<Retention>,
+    ) -> Arc<SpillStore> {
+        Arc::new(SpillStore {
+            dir,
+            prefix: prefix.to_owned(),
+            limits,
+            retention,
+            written: AtomicU64::new(0),
+            pruning: Arc::new(AtomicU8::new(PRUNE_IDLE)),
+        })
+    }
+
+    /// The directory of the files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> SpillLimits {
+        self.limits
+    }
+
+    /// A budget for one command's full output: everything spilled through
+    /// it counts against the per-command limit together.
+    pub fn command(self: &Arc<SpillStore>) -> CommandSpill {
+        CommandSpill { store: Arc::clone(self), written: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// Applies the retention now; returns the files deleted.
+    pub fn prune(&self) -> Vec<PathBuf> {
+        match self.retention {
+            Some(retention) => prune_dir(&self.dir, retention, SystemTime::now()),
+            None => Vec::new(),
+        }
+    }
+
+    /// Applies the retention on a short-lived thread of its own, so a new
+    /// file never waits for a directory scan. If a prune is already under
+    /// way, it goes once more when done instead (it may have missed this
+    /// file). Time: one scan of the directory per round.
+    fn prune_in_background(&self) {
+        let Some(retention) = self.retention else { return };
+        let before = self.pruning.swap(PRUNE_RUNNING_AGAIN, Ordering::AcqRel);
+        if before != PRUNE_IDLE {
+            return;
+        }
+        let (dir, pruning) = (self.dir.clone(), Arc::clone(&self.pruning));
+        let spawned = std::thread::Builder::new().name("shellkeep-prune".into()).spawn(move || {
+            // Go round while files were added during the last scan.
+            while pruning.swap(PRUNE_RUNNING, Ordering::AcqRel) == PRUNE_RUNNING_AGAIN {
+                prune_dir(&dir, retention, SystemTime::now());
+                if pruning
+                    .compare_exchange(
+                        PRUNE_RUNNING,
+                        PRUNE_IDLE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+        });
+        if spawned.is_err() {
+            self.pruning.store(PRUNE_IDLE, Ordering::Release);
+        }
+    }
+
+    fn path_for(&self, name: &str) -> PathBuf {
+        if self.prefix.is_empty() {
+            self.dir.join(name)
+        } else {
+            self.dir.join(format!("{}-{name}", self.prefix))
+        }
+    }
+
+    /// Creates a new spill file (never an existing one, never through a
+    /// symlink), making the directory private first if it is missing.
+    fn create(&self, path: &Path) -> std::io::Result<File> {
+        let file = match private_fs::create_new_file(path) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                private_fs::ensure_private_dir(&self.dir)?;
+                private_fs::create_new_file(path)
+            }
+            other => other,
+        }?;
+        self.prune_in_background();
+        Ok(file)
+    }
+}
+
+/// No prune is under way.
+const PRUNE_IDLE: u8 = 0;
+/// A prune is under way.
+const PRUNE_RUNNING: u8 = 1;
+/// A prune is under way, and a file was added since it began.
+const PRUNE_RUNNING_AGAIN: u8 = 2;
+
+/// One command's share of a [`SpillStore`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CommandSpill {
+    store: Arc<SpillStore>,
+    /// Bytes this command spilled so far.
+    written: Arc<AtomicU64>,
+}
+
+impl CommandSpill {
+    /// A new stream that shows at most `cap` characters and spills to the
+    /// file `name` in the store (created only when needed).
+    pub fn capped(&self, cap: usize, name: &str) -> CappedOutput {
         CappedOutput {
             half_cap: cap.max(2) / 2,
-            spill_path,
+            spill_path: self.store.path_for(name),
+            budget: self.clone(),
+            seen: String::new(),
+            seen_chars: 0,
+            seen_lines: 0,
             head: String::new(),
             head_chars: 0,
             tail: String::new(),
@@ -68,6 +281,78 @@ impl CappedOutput {
         }
     }
 
+    /// Reserves up to `n` bytes under both limits; returns how many were
+    /// granted and, when fewer than `n`, the limit that stopped the rest.
+    fn grant(&self, n: u64) -> (u64, Option<SpillLimit>) {
+        let limits = self.store.limits;
+        let for_command = take(&self.written, limits.per_command, n);
+        let for_server = take(&self.store.written, limits.per_server, for_command);
+        if for_server < for_command {
+            self.written.fetch_sub(for_command - for_server, Ordering::AcqRel);
+        }
+        let stopped_by = if for_command < n {
+            Some(SpillLimit::PerCommand(limits.per_command))
+        } else if for_server < n {
+            Some(SpillLimit::PerServer(limits.per_server))
+        } else {
+            None
+        };
+        (for_server, stopped_by)
+    }
+}
+
+/// Adds up to `n` to `counter` without passing `limit`; returns what was
+/// added.
+fn take(counter: &AtomicU64, limit: u64, n: u64) -> u64 {
+    let mut granted = 0;
+    let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+        granted = n.min(limit.saturating_sub(used));
+        Some(used + granted)
+    });
+    granted
+}
+
+/// An open spill file and what went into it.
+#[derive(Debug)]
+struct SpillFile {
+    writer: BufWriter<File>,
+    /// Bytes of the stream written so far.
+    written: u64,
+    /// Set once a limit was reached: nothing more is written.
+    cut: Option<SpillCut>,
+}
+
+/// A stream of text capped to a head and a tail, with the full stream
+/// spilled to a file once it outgrows the cap.
+#[derive(Debug)]
+pub struct CappedOutput {
+    /// Characters kept at the start, and at the end, of the stream.
+    half_cap: usize,
+    /// Where the complete stream goes once it outgrows the cap.
+    spill_path: PathBuf,
+    /// The command's share of the store's limits.
+    budget: CommandSpill,
+    /// Text at the start of the stream that an earlier reply already showed
+    /// (see [`CappedOutput::push_seen`]), kept until the stream spills.
+    seen: String,
+    seen_chars: usize,
+    seen_lines: usize,
+    /// The first `half_cap` characters (the whole stream while it fits).
+    head: String,
+    head_chars: usize,
+    /// Text after the head; trimmed from the front once it is much longer
+    /// than `half_cap` characters, to keep memory bounded.
+    tail: String,
+    tail_chars: usize,
+    total_chars: u64,
+    total_lines: u64,
+    /// Open once the stream outgrew the cap; holds the whole stream.
+    spill: Option<SpillFile>,
+    /// Set if the spill file could not be written; reported, never fatal.
+    spill_error: Option<String>,
+}
+
+impl CappedOutput {
     /// Appends `text` to the stream.
     pub fn push(&mut self, mut text: &str) {
         if text.is_empty() {
@@ -79,11 +364,7 @@ impl CappedOutput {
         if self.spill.is_none() && self.total_chars > (2 * self.half_cap) as u64 {
             self.start_spill();
         }
-        if let Some(spill) = &mut self.spill
-            && let Err(err) = spill.write_all(text.as_bytes())
-        {
-            self.spill_error.get_or_insert_with(|| err.to_string());
-        }
+        self.write_spill(text);
         if self.head_chars < self.half_cap {
             let room = self.half_cap - self.head_chars;
             let split = byte_index_of_char(text, room);
@@ -101,69 +382,158 @@ impl CappedOutput {
         }
     }
 
+    /// Appends text an earlier reply already showed (the start of a line
+    /// that was unfinished then): it belongs to the full output, but is not
+    /// shown again. Only at the start of the stream, before any
+    /// [`CappedOutput::push`]; later it is pushed as usual.
+    ///
+    /// With `force_spill` the stream spills at once, so that the file holds
+    /// the part of `text` the earlier reply had to leave out.
+    pub fn push_seen(&mut self, text: &str, force_spill: bool) {
+        if self.head_chars > 0 || self.tail_chars > 0 {
+            self.push(text);
+            return;
+        }
+        self.total_chars += count_chars(text) as u64;
+        self.total_lines += memchr_count(b'\n', text.as_bytes()) as u64;
+        self.seen_chars += count_chars(text);
+        self.seen_lines += memchr_count(b'\n', text.as_bytes());
+        if self.spill.is_none() && !force_spill && self.seen.len() + text.len() <= 2 * self.half_cap
+        {
+            self.seen.push_str(text);
+            return;
+        }
+        if self.spill.is_none() {
+            self.start_spill();
+        }
+        self.write_spill(text);
+    }
+
+    /// Appends committed `text` that may begin with the line a reply showed
+    /// unfinished (`shown`): that part goes to the full output but is not
+    /// shown again; the rest is pushed as usual.
+    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &str) {
+        match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
+            Some((shown, end)) => {
+                self.push_seen(&text[..end], shown.cut);
+                self.push(&text[end..]);
+            }
+            None => self.push(text),
+        }
+    }
+
     /// Ends the stream: flushes the spill file and returns what to show.
     pub fn finish(mut self) -> Shown {
         if let Some(spill) = &mut self.spill
-            && let Err(err) = spill.flush()
+            && let Err(err) = spill.writer.flush()
         {
             self.spill_error.get_or_insert_with(|| err.to_string());
         }
         if self.spill.is_none() {
-            // Within the cap: everything is in memory, nothing was left out.
+            // Within the cap: everything not seen before is in memory, and
+            // nothing was left out.
             let mut text = self.head;
             text.push_str(&self.tail);
-            return Shown {
-                text,
-                truncated: false,
-                omitted_chars: 0,
-                omitted_lines: 0,
-                full_output_path: None,
-            };
+            return Shown { text, ..Shown::default() };
         }
         self.trim_tail(self.half_cap);
-        let shown_chars = (self.head_chars + self.tail_chars) as u64;
+        let shown_chars = (self.head_chars + self.tail_chars + self.seen_chars) as u64;
         let shown_lines = (memchr_count(b'\n', self.head.as_bytes())
-            + memchr_count(b'\n', self.tail.as_bytes())) as u64;
-        let omitted_chars = self.total_chars - shown_chars;
-        let omitted_lines = self.total_lines - shown_lines;
+            + memchr_count(b'\n', self.tail.as_bytes())
+            + self.seen_lines) as u64;
+        let omitted_chars = self.total_chars.saturating_sub(shown_chars);
+        let omitted_lines = self.total_lines.saturating_sub(shown_lines);
         let full_output_path = match &self.spill_error {
             None => Some(self.spill_path.clone()),
             Some(_) => None,
         };
-        let where_kept = match (&self.spill_error, &full_output_path) {
-            (None, Some(path)) => format!("; full output in {}", path.display()),
-            (Some(err), _) => format!("; the full output could not be saved: {err}"),
+        let full_output_cut = self.spill.as_ref().and_then(|spill| spill.cut);
+        let mut text = self.head;
+        if omitted_chars == 0 {
+            // Spilled only to keep text an earlier reply showed: nothing is
+            // left out of what is new.
+            text.push_str(&self.tail);
+            return Shown { text, full_output_path, full_output_cut, ..Shown::default() };
+        }
+        let where_kept = match (&self.spill_error, &full_output_path, full_output_cut) {
+            (None, Some(path), None) => format!("; full output in {}", path.display()),
+            (None, Some(path), Some(cut)) => {
+                format!("; full output in {} ({cut})", path.display())
+            }
+            (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
             _ => String::new(),
         };
-        let mut text = self.head;
-        if !text.ends_with('\n') {
+        if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         text.push_str(&format!(
             "[... {omitted_chars} characters ({omitted_lines} lines) omitted{where_kept} ...]\n"
         ));
         text.push_str(&self.tail);
-        Shown { text, truncated: true, omitted_chars, omitted_lines, full_output_path }
+        Shown {
+            text,
+            truncated: true,
+            omitted_chars,
+            omitted_lines,
+            full_output_path,
+            full_output_cut,
+        }
     }
 
     fn start_spill(&mut self) {
-        let opened = File::create(&self.spill_path).and_then(|file| {
-            let mut writer = BufWriter::with_capacity(1 << 16, file);
-            // Everything pushed before now is still in memory: head + tail.
-            writer.write_all(self.head.as_bytes())?;
-            writer.write_all(self.tail.as_bytes())?;
-            Ok(writer)
-        });
-        match opened {
-            Ok(writer) => self.spill = Some(writer),
+        let store = Arc::clone(&self.budget.store);
+        match store.create(&self.spill_path) {
+            Ok(file) => {
+                self.spill = Some(SpillFile {
+                    writer: BufWriter::with_capacity(1 << 16, file),
+                    written: 0,
+                    cut: None,
+                });
+                // Everything pushed before now is still in memory.
+                for text in [std::mem::take(&mut self.seen), self.head.clone(), self.tail.clone()] {
+                    self.write_spill(&text);
+                }
+            }
             Err(err) => {
                 self.spill_error = Some(format!("{}: {err}", self.spill_path.display()));
                 // Keep the cap in force even without a file, by pretending
                 // to spill into nothing.
-                self.spill = Some(BufWriter::new(
-                    File::options().write(true).open("/dev/null").expect("/dev/null is writable"),
-                ));
+                self.spill = Some(SpillFile {
+                    writer: BufWriter::new(
+                        File::options()
+                            .write(true)
+                            .open("/dev/null")
+                            .expect("/dev/null is writable"),
+                    ),
+                    written: 0,
+                    cut: None,
+                });
             }
+        }
+    }
+
+    /// Writes `text` to the spill file within the limits; at a limit, writes
+    /// the cut line instead and nothing after it.
+    fn write_spill(&mut self, text: &str) {
+        let Some(spill) = &mut self.spill else { return };
+        if spill.cut.is_some() || text.is_empty() || self.spill_error.is_some() {
+            return;
+        }
+        let (granted, stopped_by) = self.budget.grant(text.len() as u64);
+        let mut end = granted as usize;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut result = spill.writer.write_all(&text.as_bytes()[..end]);
+        spill.written += end as u64;
+        if let Some(limit) = stopped_by {
+            let cut = SpillCut { after_bytes: spill.written, limit };
+            spill.cut = Some(cut);
+            let line = format!("\n[shellkeep: the full output stops here, {cut}.]\n");
+            result = result.and_then(|()| spill.writer.write_all(line.as_bytes()));
+        }
+        if let Err(err) = result {
+            self.spill_error.get_or_insert_with(|| err.to_string());
         }
     }
 
@@ -180,8 +550,136 @@ impl CappedOutput {
     }
 }
 
+/// `text` cut to at most `cap` characters: its head and tail around a
+/// notice that says how much was left out and `why_missing` (where the rest
+/// is, or will be). Returns the text and the number of characters omitted.
+pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
+    let n_chars = count_chars(text);
+    if n_chars <= cap {
+        return (text.to_owned(), 0);
+    }
+    let half = cap / 2;
+    let head_end = byte_index_of_char(text, half);
+    let tail_start = byte_index_of_char(text, n_chars - half);
+    let omitted = (n_chars - 2 * half) as u64;
+    let shown = format!(
+        "{}\n[... {omitted} characters omitted{why_missing} ...]\n{}",
+        &text[..head_end],
+        &text[tail_start..]
+    );
+    (shown, omitted)
+}
+
+/// The unfinished line a reply showed: its length and a hash of it, to
+/// recognise it when it has grown or is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownLine {
+    chars: usize,
+    hash: u64,
+    /// Part of it was left out of the reply (it was longer than the room),
+    /// so the full output must keep it.
+    cut: bool,
+}
+
+impl ShownLine {
+    fn of(line: &str, cut: bool) -> Option<ShownLine> {
+        (!line.is_empty()).then(|| ShownLine {
+            chars: count_chars(line),
+            hash: hash_text(line),
+            cut,
+        })
+    }
+
+    /// The byte length of the shown line at the start of `text`, if `text`
+    /// starts with it.
+    fn prefix_in(self, text: &str) -> Option<usize> {
+        let end = byte_index_of_char(text, self.chars);
+        let prefix = &text[..end];
+        (count_chars(prefix) == self.chars && hash_text(prefix) == self.hash).then_some(end)
+    }
+}
+
+fn hash_text(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What a reply shows of the line a command has not finished yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedLine {
+    /// The text to show.
+    pub text: String,
+    /// Characters of it left out.
+    pub omitted: u64,
+    /// What to pass as `before` next time, and to
+    /// [`CappedOutput::push_continuing`] when the line is committed.
+    pub shown: Option<ShownLine>,
+}
+
+/// The unfinished `line` as a reply shows it: only what is new since
+/// `before` (the line the last reply showed, if this one continues it),
+/// cut to `room` characters (head and tail). Bound: `room` characters plus
+/// a notice, however long the line; time linear in its length.
+pub fn show_unfinished_line(line: &str, before: Option<ShownLine>, room: usize) -> UnfinishedLine {
+    let skip = before.and_then(|shown| shown.prefix_in(line)).unwrap_or(0);
+    let why = " from this unfinished line; they will be in the full output file once it ends";
+    let (text, omitted) = head_tail(&line[skip..], room, why);
+    // A cut earlier part that is still unsaved stays owed to the file.
+    let cut = omitted > 0 || before.is_some_and(|before| before.cut && skip > 0);
+    UnfinishedLine { text, omitted, shown: ShownLine::of(line, cut) }
+}
+
+/// Deletes, in `dir`, our regular files last written before `now` minus
+/// the maximum age, then the oldest until the rest fit in the total size.
+/// Anything else (directories, symlinks, other users' files) is left alone.
+fn prune_dir(dir: &Path, retention: Retention, now: SystemTime) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(meta) = entry.path().symlink_metadata() else { continue };
+        if meta.is_file() && meta.uid() == private_fs::euid() {
+            let modified = meta.modified().unwrap_or(now);
+            files.push((entry.path(), meta.len(), modified));
+        }
+    }
+    let doomed = files_to_prune(files, retention, now);
+    doomed.into_iter().filter(|path| std::fs::remove_file(path).is_ok()).collect()
+}
+
+/// Which of `files` (path, size, last written) the retention deletes.
+fn files_to_prune(
+    mut files: Vec<(PathBuf, u64, SystemTime)>,
+    retention: Retention,
+    now: SystemTime,
+) -> Vec<PathBuf> {
+    // Oldest first.
+    files.sort_by_key(|(_, _, modified)| *modified);
+    let mut total: u64 = files.iter().map(|(_, size, _)| size).sum();
+    let mut doomed = Vec::new();
+    for (path, size, modified) in files {
+        let age = now.duration_since(modified).unwrap_or_default();
+        if age > retention.max_age || total > retention.max_total {
+            total -= size;
+            doomed.push(path);
+        }
+    }
+    doomed
+}
+
+/// `bytes` in the largest binary unit that divides it (`100 MiB`).
+fn human_bytes(bytes: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
 /// Number of characters in `text`, counted fast on its bytes.
-fn count_chars(text: &str) -> usize {
+pub fn count_chars(text: &str) -> usize {
     text.bytes().filter(|&b| (b as i8) >= -0x40).count()
 }
 
@@ -190,7 +688,7 @@ fn memchr_count(needle: u8, haystack: &[u8]) -> usize {
 }
 
 /// Byte index of the `n`th character of `text` (its length if shorter).
-fn byte_index_of_char(text: &str, n: usize) -> usize {
+pub fn byte_index_of_char(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(index, _)| index)
 }
 
@@ -198,25 +696,53 @@ fn byte_index_of_char(text: &str, n: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn spill_path(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("shellkeep-output-test-{}-{name}", std::process::id()))
+    /// A store in a fresh private directory, removed when dropped.
+    struct TestStore {
+        store: Arc<SpillStore>,
+    }
+
+    impl TestStore {
+        fn new(name: &str, limits: SpillLimits) -> TestStore {
+            let dir = std::env::temp_dir().join(format!(
+                "shellkeep-output-test-{}-{name}-{}",
+                std::process::id(),
+                private_fs::random_hex(4).expect("random")
+            ));
+            TestStore { store: SpillStore::new(dir, "", limits, None) }
+        }
+
+        fn capped(&self, cap: usize, name: &str) -> CappedOutput {
+            self.store.command().capped(cap, name)
+        }
+    }
+
+    impl Drop for TestStore {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(self.store.dir());
+        }
+    }
+
+    fn store(name: &str) -> TestStore {
+        TestStore::new(name, SpillLimits::default())
     }
 
     #[test]
     fn short_streams_are_shown_whole() {
-        let mut out = CappedOutput::new(100, spill_path("short"));
+        let store = store("short");
+        let mut out = store.capped(100, "short");
         out.push("hello ");
         out.push("world\n");
         let shown = out.finish();
         assert_eq!(shown.text, "hello world\n");
         assert!(!shown.truncated);
         assert_eq!(shown.full_output_path, None);
+        assert!(!store.store.dir().exists(), "nothing on disk");
     }
 
     #[test]
     fn long_streams_keep_head_and_tail_and_spill_everything() {
-        let path = spill_path("long");
-        let mut out = CappedOutput::new(20, path.clone());
+        let store = store("long");
+        let mut out = store.capped(20, "long");
         let full: String = (0..1000).map(|i| format!("{i}\n")).collect();
         // Split into odd pieces, including multi-byte characters.
         for piece in full.as_bytes().chunks(7) {
@@ -229,17 +755,271 @@ mod tests {
         assert!(shown.text.ends_with("999\né€\n"), "{}", shown.text);
         let expected_total = full.chars().count() as u64 + 3;
         assert_eq!(shown.omitted_chars, expected_total - 20);
-        let saved = std::fs::read_to_string(shown.full_output_path.as_ref().expect("spilled"))
-            .expect("spill file");
-        assert_eq!(saved, format!("{full}é€\n"));
-        let _ = std::fs::remove_file(path);
+        let path = shown.full_output_path.as_ref().expect("spilled");
+        assert_eq!(std::fs::read_to_string(path).expect("spill file"), format!("{full}é€\n"));
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let meta = std::fs::metadata(path).expect("stat");
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(store.store.dir()).expect("stat").permissions().mode();
+        assert_eq!(dir_mode & 0o777, 0o700, "the directory is made private");
+        assert_eq!(shown.full_output_cut, None);
     }
 
     #[test]
     fn exactly_at_the_cap_is_not_truncated() {
-        let mut out = CappedOutput::new(10, spill_path("exact"));
+        let store = store("exact");
+        let mut out = store.capped(10, "exact");
         out.push("0123456789");
         let shown = out.finish();
         assert_eq!((shown.text.as_str(), shown.truncated), ("0123456789", false));
+    }
+
+    #[test]
+    fn an_existing_file_or_symlink_is_never_written() {
+        let store = store("exists");
+        std::fs::create_dir_all(store.store.dir()).expect("dir");
+        let victim = store.store.dir().join("victim");
+        std::fs::write(&victim, "precious").expect("write");
+        std::os::unix::fs::symlink(&victim, store.store.dir().join("link")).expect("symlink");
+        let mut out = store.capped(10, "link");
+        out.push(&"x".repeat(100));
+        let shown = out.finish();
+        assert!(shown.truncated);
+        assert_eq!(shown.full_output_path, None);
+        assert!(shown.text.contains("could not be saved"), "{}", shown.text);
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    }
+
+    /// Issue 7, 1.4: full-output files have a cap per command, shared by
+    /// its streams and parts; past it the file says where it was cut, and
+    /// what is shown says so.
+    #[test]
+    fn the_per_command_limit_cuts_the_file_with_a_final_line() {
+        let store =
+            TestStore::new("percmd", SpillLimits { per_command: 1000, per_server: 1 << 20 });
+        let command = store.store.command();
+        let mut stdout = command.capped(10, "cmd.stdout");
+        stdout.push(&"a".repeat(600));
+        let mut stderr = command.capped(10, "cmd.stderr");
+        stderr.push(&"é".repeat(150));
+        stdout.push(&"b".repeat(600));
+        let (stdout, stderr) = (stdout.finish(), stderr.finish());
+        let saved_out =
+            std::fs::read_to_string(stdout.full_output_path.as_ref().expect("path")).expect("read");
+        let saved_err =
+            std::fs::read_to_string(stderr.full_output_path.as_ref().expect("path")).expect("read");
+        assert_eq!(stderr.full_output_cut, None);
+        assert_eq!(saved_err, "é".repeat(150));
+        // 600 + 300 bytes so far: the second push of stdout gets 100 more.
+        let cut = stdout.full_output_cut.expect("cut");
+        assert_eq!(cut, SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) });
+        assert_eq!(
+            saved_out.lines().next(),
+            Some(format!("{}{}", "a".repeat(600), "b".repeat(100))).as_deref()
+        );
+        let last_line = saved_out.trim_end().lines().last().expect("a last line");
+        assert_eq!(
+            last_line,
+            "[shellkeep: the full output stops here, cut after 700 bytes: the limit per \
+             command of 1000 bytes for saved output was reached.]"
+        );
+        assert!(stdout.text.contains("cut after 700 bytes"), "{}", stdout.text);
+        // Another command has its own budget.
+        let mut other = store.store.command().capped(10, "other");
+        other.push(&"c".repeat(500));
+        assert_eq!(other.finish().full_output_cut, None);
+    }
+
+    #[test]
+    fn the_per_server_limit_covers_every_command() {
+        let store =
+            TestStore::new("perserver", SpillLimits { per_command: 1000, per_server: 1500 });
+        let mut first = store.capped(10, "first");
+        first.push(&"a".repeat(1000));
+        assert_eq!(first.finish().full_output_cut, None);
+        let mut second = store.capped(10, "second");
+        second.push(&"b".repeat(700));
+        let shown = second.finish();
+        assert_eq!(
+            shown.full_output_cut,
+            Some(SpillCut { after_bytes: 500, limit: SpillLimit::PerServer(1500) })
+        );
+        assert!(shown.text.contains("the server's total limit of 1500 bytes"), "{}", shown.text);
+        let mut third = store.capped(10, "third");
+        third.push(&"c".repeat(100));
+        let shown = third.finish();
+        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
+        assert!(saved.starts_with("\n[shellkeep: the full output stops here, cut after 0 bytes"));
+    }
+
+    #[test]
+    fn text_seen_before_is_kept_in_the_file_but_not_shown_again() {
+        let store = store("seen");
+        // Small: kept in memory, shown only as the new part.
+        let mut out = store.capped(100, "small");
+        out.push_seen("Password", false);
+        out.push(": ok\n");
+        let shown = out.finish();
+        assert_eq!((shown.text.as_str(), shown.truncated), (": ok\n", false));
+        // Forced: the file holds it all, the text only what is new.
+        let mut out = store.capped(100, "forced");
+        out.push_seen(&"x".repeat(500), true);
+        out.push("done\n");
+        let shown = out.finish();
+        assert_eq!((shown.text.as_str(), shown.truncated), ("done\n", false));
+        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
+        assert_eq!(saved, format!("{}done\n", "x".repeat(500)));
+        // Large new output after it: omitted counts only what is new.
+        let mut out = store.capped(10, "large");
+        out.push_seen("seen", false);
+        out.push(&"y".repeat(100));
+        let shown = out.finish();
+        assert_eq!(shown.omitted_chars, 90);
+        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
+        assert_eq!(saved, format!("seen{}", "y".repeat(100)));
+    }
+
+    #[test]
+    fn an_unfinished_line_is_shown_once_and_bounded() {
+        let first = show_unfinished_line("Password", None, 100);
+        assert_eq!((first.text.as_str(), first.omitted), ("Password", 0));
+        // It grew: only the new part.
+        let grown = show_unfinished_line("Password: ", first.shown, 100);
+        assert_eq!(grown.text, ": ");
+        // Unchanged: nothing.
+        assert_eq!(show_unfinished_line("Password: ", grown.shown, 100).text, "");
+        // Rewritten (a progress line after \r): shown whole again.
+        let other = show_unfinished_line("Passw0rd", grown.shown, 100);
+        assert_eq!(other.text, "Passw0rd");
+        assert_eq!(show_unfinished_line("", other.shown, 100).shown, None);
+        // Long: head and tail only, and the file will owe the rest.
+        let long = "z".repeat(10_000);
+        let cut = show_unfinished_line(&long, None, 100);
+        assert_eq!(cut.omitted, 9_900);
+        assert!(cut.text.len() < 300, "{}", cut.text);
+        assert!(cut.shown.is_some_and(|shown| shown.cut));
+        let more = show_unfinished_line(&format!("{long}!"), cut.shown, 100);
+        assert_eq!(more.text, "!");
+        assert!(more.shown.is_some_and(|shown| shown.cut), "still owed to the file");
+    }
+
+    #[test]
+    fn a_committed_line_is_not_shown_again() {
+        let store = store("continuing");
+        let line = show_unfinished_line("answer: ", None, 100);
+        let mut out = store.capped(100, "small");
+        out.push_continuing(line.shown, "answer: 42\nnext\n");
+        assert_eq!(out.finish().text, "42\nnext\n");
+        // A different line is shown whole.
+        let mut out = store.capped(100, "other");
+        out.push_continuing(line.shown, "done\n");
+        assert_eq!(out.finish().text, "done\n");
+        // A line that was cut when shown is saved whole.
+        let long = "z".repeat(1000);
+        let cut = show_unfinished_line(&long, None, 100);
+        let mut out = store.capped(100, "cut");
+        out.push_continuing(cut.shown, &format!("{long}\n"));
+        let shown = out.finish();
+        assert_eq!(shown.text, "\n");
+        let saved = std::fs::read_to_string(shown.full_output_path.expect("saved")).expect("read");
+        assert_eq!(saved, format!("{long}\n"));
+    }
+
+    #[test]
+    fn head_tail_bounds_any_text() {
+        assert_eq!(head_tail("short", 10, ""), ("short".to_owned(), 0));
+        let (shown, omitted) = head_tail(&"é".repeat(1000), 10, "; see the file");
+        assert_eq!(omitted, 990);
+        assert_eq!(
+            shown,
+            format!(
+                "{}\n[... 990 characters omitted; see the file ...]\n{}",
+                "é".repeat(5),
+                "é".repeat(5)
+            )
+        );
+    }
+
+    #[test]
+    fn retention_deletes_old_files_then_the_oldest_beyond_the_total() {
+        let now = SystemTime::now();
+        let day = Duration::from_secs(24 * 3600);
+        let file = |name: &str, size, age_days: u64| {
+            (PathBuf::from(name), size, now - day * age_days as u32)
+        };
+        let retention = Retention { max_age: 7 * day, max_total: 100 };
+        let files = vec![
+            file("ancient", 1, 30),
+            file("old", 50, 5),
+            file("middle", 40, 3),
+            file("new", 30, 1),
+            file("newest", 20, 0),
+        ];
+        // Ancient goes for its age; then 140 > 100: old goes, 90 fits.
+        assert_eq!(
+            files_to_prune(files, retention, now),
+            vec![PathBuf::from("ancient"), PathBuf::from("old")]
+        );
+        assert_eq!(files_to_prune(Vec::new(), retention, now), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn pruning_touches_only_our_regular_files() {
+        let store = TestStore::new("prune", SpillLimits::default());
+        let dir = store.store.dir().to_owned();
+        private_fs::ensure_private_dir(&dir).expect("dir");
+        std::fs::write(dir.join("big"), vec![b'x'; 300]).expect("write");
+        std::fs::write(dir.join("small"), vec![b'x'; 10]).expect("write");
+        std::fs::create_dir(dir.join("subdir")).expect("mkdir");
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).expect("symlink");
+        let retention = Retention { max_age: Duration::from_secs(3600), max_total: 100 };
+        let later = SystemTime::now() + Duration::from_secs(60);
+        // Same age: the sort is stable on mtime, so make "big" older.
+        let old = std::fs::File::options().write(true).open(dir.join("big")).expect("open");
+        old.set_modified(SystemTime::now() - Duration::from_secs(120)).expect("mtime");
+        assert_eq!(prune_dir(&dir, retention, later), vec![dir.join("big")]);
+        assert!(dir.join("small").exists() && dir.join("subdir").exists());
+        assert!(dir.join("link").symlink_metadata().is_ok());
+        let much_later = SystemTime::now() + Duration::from_secs(7200);
+        assert_eq!(prune_dir(&dir, retention, much_later), vec![dir.join("small")]);
+    }
+
+    #[test]
+    fn adding_a_file_prunes_the_directory() {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-output-test-{}-added-{}",
+            std::process::id(),
+            private_fs::random_hex(4).expect("random")
+        ));
+        let retention = Retention { max_age: Duration::from_secs(3600), max_total: 150 };
+        let store = SpillStore::new(dir.clone(), "srv", SpillLimits::default(), Some(retention));
+        let spill = |name: &str| {
+            let mut out = store.command().capped(10, name);
+            out.push(&"x".repeat(100));
+            out.finish().full_output_path.expect("saved")
+        };
+        let first = spill("first");
+        std::fs::File::options()
+            .write(true)
+            .open(&first)
+            .and_then(|file| file.set_modified(SystemTime::now() - Duration::from_secs(60)))
+            .expect("mtime");
+        let second = spill("second");
+        assert_eq!(second, dir.join("srv-second"));
+        // 200 bytes > 150: the older file goes, on the pruning thread.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while first.exists() || store.pruning.load(Ordering::Acquire) != PRUNE_IDLE {
+            assert!(std::time::Instant::now() < deadline, "{} was not pruned", first.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(second.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn limits_read_as_people_write_them() {
+        assert_eq!(human_bytes(100 << 20), "100 MiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(1000), "1000 bytes");
     }
 }

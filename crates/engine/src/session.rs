@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
 use crate::keys::{self, Input};
-use crate::output::{CappedOutput, Shown};
+use crate::output::{self, CappedOutput, CommandSpill, Shown, ShownLine, SpillLimits, SpillStore};
+use crate::private_fs;
 use crate::process::{self, TerminationMode};
 use crate::pty::{self, Pty};
 use crate::screen::{Marker, Screen, Stop};
@@ -45,8 +46,8 @@ pub struct SessionConfig {
     pub cols: u16,
     /// Private directory for the shell's files (created, mode 0700).
     pub work_dir: PathBuf,
-    /// Directory where complete outputs that were cut are saved.
-    pub spill_dir: PathBuf,
+    /// Where complete outputs that were cut are saved, and their limits.
+    pub spill: Arc<SpillStore>,
     /// Characters of output shown in one reply before head and tail are cut.
     pub output_cap: usize,
     /// A call without a timeout returns after this long without new output.
@@ -63,7 +64,8 @@ pub struct SessionConfig {
 
 impl SessionConfig {
     /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
-    /// characters, a 30 s soft return, a 5 s kill grace.
+    /// characters, a 30 s soft return, a 5 s kill grace, spill files in
+    /// `spill_dir` with the default [`SpillLimits`] and no retention.
     pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
         let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
         SessionConfig {
@@ -75,7 +77,7 @@ impl SessionConfig {
             rows: 50,
             cols: 200,
             work_dir,
-            spill_dir,
+            spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
             output_cap: 30_000,
             no_output_return: Duration::from_secs(30),
             max_wait: Duration::from_secs(120),
@@ -587,7 +589,12 @@ struct Running {
     replies: u32,
     last_output_at: Instant,
     finished: Option<(i32, Instant)>,
+    /// The command's share of the spill limits, and its files' stem.
+    spill: CommandSpill,
     spill_stem: String,
+    /// The unfinished line the last reply showed, to show only what is
+    /// new of it next time.
+    line_shown: Option<ShownLine>,
     /// The execution limit in force, if any.
     exec_limit: Option<Duration>,
     /// When it started, in the clock ticks `/proc` uses.
@@ -604,6 +611,13 @@ struct Running {
 }
 
 impl Running {
+    /// Adds committed text to the output not yet shown. The start of a
+    /// line an earlier reply showed unfinished goes to the full output but
+    /// is not shown again.
+    fn push_output(&mut self, text: &str) {
+        self.pending.push_continuing(self.line_shown.take(), text);
+    }
+
     /// Finished, and not still being killed.
     fn is_done(&self) -> bool {
         self.finished.is_some() && !matches!(self.kill, Some((_, None)))
@@ -661,7 +675,7 @@ impl State {
         match &mut self.running {
             Some(running) if running.seq == seq && running.finished.is_none() => {
                 running.started = true;
-                running.pending.push(&text);
+                running.push_output(&text);
                 running.finished = Some((status, now));
             }
             _ => self.push_idle(&text),
@@ -677,7 +691,7 @@ impl State {
             Some(running) if running.finished.is_none() => {
                 // Before the start marker it is the echo of our own line.
                 if running.started {
-                    running.pending.push(&text);
+                    running.push_output(&text);
                     running.last_output_at = now;
                 }
             }
@@ -706,11 +720,15 @@ impl Shell {
             SessionError::Shell(format!("could not start the shell ({what}): {err}"))
         };
         let nonce = random_hex(16).map_err(|err| fail("random nonce", err))?;
-        let files = ShellFiles { dir: config.work_dir.join(format!("shell-{}", &nonce[..8])) };
-        shell::create_private_dir(&files.dir).map_err(|err| fail("private directory", err))?;
+        // The directory's name is random, but not from the nonce.
+        let tag = private_fs::random_hex(4).map_err(|err| fail("random name", err))?;
+        let files = ShellFiles { dir: config.work_dir.join(format!("shell-{tag}")) };
+        private_fs::ensure_private_dir(&config.work_dir)
+            .and_then(|()| private_fs::create_private_dir(&files.dir))
+            .map_err(|err| fail("private directory", err))?;
         let rc = shell::rc_script(&files, &nonce, config.user_rc.as_deref());
-        std::fs::write(files.rc_file(), rc).map_err(|err| fail("start-up file", err))?;
-        shell::create_private_dir(&config.spill_dir).map_err(|err| fail("spill directory", err))?;
+        private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
+            .map_err(|err| fail("start-up file", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let mut command =
@@ -809,7 +827,8 @@ impl Shell {
                 Some(status) => describe_exit(status),
                 None => format!("still starting after {limit:?}"),
             },
-            state.screen.current_line(),
+            // Bounded: a start-up file may print a line of any length.
+            output::head_tail(&state.screen.current_line(), 2_000, "").0,
         )))
     }
 
@@ -868,10 +887,14 @@ impl Shell {
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
-        let written = std::fs::write(self.files.command_file(), command).or_else(|_| {
-            shell::create_private_dir(&self.files.dir)?;
-            std::fs::write(self.files.command_file(), command)
-        });
+        let written = private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
+            .or_else(|err| {
+                if err.kind() != std::io::ErrorKind::NotFound {
+                    return Err(err);
+                }
+                private_fs::ensure_private_dir(&self.files.dir)?;
+                private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
+            });
         written.map_err(|err| {
             SessionError::Shell(format!("could not write the command file: {err}"))
         })?;
@@ -886,8 +909,10 @@ impl Shell {
             if !idle.trim().is_empty() {
                 notes.push(Note::IdleOutput(idle));
             }
-            let spill_stem = format!("{}-{}-{seq}", config.name, self.files_tag());
-            let pending = CappedOutput::new(config.output_cap, spill_path(config, &spill_stem, 0));
+            // Unique among this server's shells without naming the nonce.
+            let spill_stem = format!("{}-{seq}-{}", config.name, self.files_tag());
+            let spill = config.spill.command();
+            let pending = spill.capped(config.output_cap, &spill_name(&spill_stem, 0));
             state.running = Some(Running {
                 seq,
                 command: command.to_owned(),
@@ -897,7 +922,9 @@ impl Shell {
                 replies: 0,
                 last_output_at: now,
                 finished: None,
+                spill,
                 spill_stem,
+                line_shown: None,
                 exec_limit,
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
@@ -1106,15 +1133,28 @@ impl Shell {
             notes.push(Note::WaitingForInput);
         }
         let part = running.replies + 1;
-        let next =
-            CappedOutput::new(config.output_cap, spill_path(config, &running.spill_stem, part));
+        let next_name = spill_name(&running.spill_stem, part);
+        let next = running.spill.capped(config.output_cap, &next_name);
         let mut output = std::mem::replace(&mut running.pending, next).finish();
         match alternate {
             Some(screen) => {
                 notes.push(Note::FullScreen);
                 output.text = screen;
+                running.line_shown = None;
             }
-            None => output.text.push_str(&current_line),
+            None => {
+                let room = config
+                    .output_cap
+                    .saturating_sub(output::count_chars(&output.text))
+                    .max(config.output_cap / 4);
+                let line = output::show_unfinished_line(&current_line, running.line_shown, room);
+                if line.omitted > 0 {
+                    output.truncated = true;
+                    output.omitted_chars += line.omitted;
+                }
+                output.text.push_str(&line.text);
+                running.line_shown = line.shown;
+            }
         }
         let reply = Reply {
             command: running.command.clone(),
@@ -1136,7 +1176,7 @@ impl Shell {
     fn idle_reply(&self, command: &str, notes: Vec<Note>) -> Reply {
         Reply {
             command: command.to_owned(),
-            output: CappedOutput::new(1, PathBuf::new()).finish(),
+            output: Shown::empty(),
             status: Status::Completed,
             exit_code: Some(0),
             cwd: self.cwd.clone(),
@@ -1309,8 +1349,8 @@ enum Waited {
     Cancelled,
 }
 
-fn spill_path(config: &SessionConfig, spill_stem: &str, part: u32) -> PathBuf {
-    config.spill_dir.join(format!("{spill_stem}-part{part}.log"))
+fn spill_name(spill_stem: &str, part: u32) -> String {
+    format!("{spill_stem}-part{part}.log")
 }
 
 fn exit_code(status: std::process::ExitStatus) -> i32 {

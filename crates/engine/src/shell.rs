@@ -38,12 +38,6 @@ impl ShellFiles {
     }
 }
 
-/// Creates `dir` (and parents) readable by the owner only.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
-}
-
 /// The start-up file for a shell whose markers carry `nonce`.
 ///
 /// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
@@ -100,7 +94,8 @@ pub struct ShellState {
 /// Reads the state file; `None` if it is missing or malformed.
 pub fn read_state(files: &ShellFiles) -> Option<ShellState> {
     use std::os::unix::ffi::OsStrExt;
-    let bytes = std::fs::read(files.state_file()).ok()?;
+    // Never followed as a symlink; bounded (a PATH is far shorter).
+    let bytes = crate::private_fs::read_private_file(&files.state_file(), 1 << 20).ok()?;
     let mut fields = bytes.split(|&b| b == 0);
     let cwd = std::ffi::OsStr::from_bytes(fields.next()?);
     let path = String::from_utf8_lossy(fields.next()?).into_owned();

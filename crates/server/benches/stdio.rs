@@ -359,6 +359,7 @@ fn server_command(scratch: &Scratch) -> Command {
         .arg(&scratch.path)
         .current_dir(&scratch.path)
         .env("XDG_CONFIG_HOME", &scratch.path)
+        .env("XDG_STATE_HOME", &scratch.path)
         .env("SHELLKEEP_LOG", "warn");
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("SHELLKEEP_") && key != "SHELLKEEP_LOG" {

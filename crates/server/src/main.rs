@@ -20,10 +20,11 @@ use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
+use shellkeep_engine::private_fs;
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
 use shellkeep_engine::session::SessionConfig;
-use shellkeep_engine::shell::create_private_dir;
 use tokio_util::sync::CancellationToken;
 
 /// An MCP server that gives AI agents a persistent shell in a real
@@ -130,6 +131,26 @@ struct ServeArgs {
     /// closed (`default` and background jobs never expire).
     #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
     session_idle_expiry: f64,
+    /// Where full outputs of cut replies are kept, so their paths stay
+    /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
+    /// else ~/.local/state/shellkeep/output].
+    #[arg(long, env = "SHELLKEEP_FULL_OUTPUT_DIR")]
+    full_output_dir: Option<PathBuf>,
+    /// MiB of full output saved per command (all its streams and replies);
+    /// the file then ends with a line saying where it was cut.
+    #[arg(long, default_value_t = 100, env = "SHELLKEEP_FULL_OUTPUT_MAX_MIB")]
+    full_output_max_mib: u64,
+    /// MiB of full output one server saves in all.
+    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_SERVER_MAX_MIB")]
+    full_output_server_max_mib: u64,
+    /// Full-output files older than this many days are deleted (at start-up
+    /// and when a file is added).
+    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_FULL_OUTPUT_KEEP_DAYS")]
+    full_output_keep_days: f64,
+    /// Beyond this many MiB in the full-output directory, the oldest files
+    /// are deleted.
+    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
+    full_output_keep_mib: u64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -181,10 +202,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
         Some(Command::VerifyTimeouts { output }) => {
             let loaded = load_policy(&cli.serve)?;
-            let dir = runtime_dir()?;
-            let passed = verify::run(&loaded.policy, &output, &dir).await;
-            let _ = std::fs::remove_dir_all(&dir);
-            let passed = passed?;
+            let dir = RuntimeDir::create()?;
+            let passed = verify::run(&loaded.policy, &output, &dir.path).await?;
             let _ = writeln!(
                 std::io::stdout(),
                 "{}: {}",
@@ -210,29 +229,103 @@ fn load_policy(args: &ServeArgs) -> anyhow::Result<LoadedPolicy> {
     Ok(loaded)
 }
 
-/// A private directory for this server's files: shell start-up files and
-/// complete outputs.
-fn runtime_dir() -> anyhow::Result<PathBuf> {
-    let uid = nix_uid();
-    let dir = std::env::temp_dir().join(format!("shellkeep-{uid}")).join(format!(
-        "{}-{:08x}",
-        std::process::id(),
-        random_u32()
-    ));
-    create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
+/// This process's private runtime directory (the shell's start-up and
+/// command files, the output of one-off runs), removed when dropped. A
+/// server that cannot drop it (SIGKILL, abort) leaves it to the next start,
+/// which removes the directories of servers that are gone.
+struct RuntimeDir {
+    path: PathBuf,
 }
 
-fn nix_uid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0)
+impl RuntimeDir {
+    /// `$XDG_RUNTIME_DIR/shellkeep/<pid>-<start>-<random>` when
+    /// `$XDG_RUNTIME_DIR` is an existing absolute directory, else
+    /// `$TMPDIR/shellkeep-<uid>/…`; a fresh `$TMPDIR/shellkeep-<uid>-<random>`
+    /// replaces a base that is not private and ours (see `private_fs`).
+    fn create() -> anyhow::Result<RuntimeDir> {
+        let xdg = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute() && dir.is_dir());
+        let temp = std::env::temp_dir();
+        let (base, notice) =
+            private_fs::runtime_base(xdg.as_deref(), &temp).with_context(|| {
+                format!(
+                    "cannot make a private runtime directory in {}; set TMPDIR or \
+                 XDG_RUNTIME_DIR to a directory only you can write to",
+                    xdg.as_deref().unwrap_or(&temp).display()
+                )
+            })?;
+        if let Some(notice) = notice {
+            tracing::warn!("{notice}");
+        }
+        for removed in private_fs::remove_dead_server_dirs(&base, &temp) {
+            tracing::info!("removed {}, left by a server that is gone", removed.display());
+        }
+        let path = private_fs::create_server_dir(&base)
+            .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
+        tracing::info!("runtime directory: {}", path.display());
+        Ok(RuntimeDir { path })
+    }
 }
 
-fn random_u32() -> u32 {
-    let mut bytes = [0u8; 4];
-    // Uniqueness only matters against our own earlier runs; the pid alone
-    // would almost do, so a failed read is harmless.
-    let _ = getrandom::fill(&mut bytes);
-    u32::from_le_bytes(bytes)
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The store for full outputs: the per-user directory with retention, or,
+/// if that cannot be made private, `fallback` (removed at exit) with a
+/// warning.
+fn full_output_store(
+    args: &ServeArgs,
+    fallback: &std::path::Path,
+) -> anyhow::Result<Arc<SpillStore>> {
+    let limits = SpillLimits {
+        per_command: args.full_output_max_mib.saturating_mul(1 << 20),
+        per_server: args.full_output_server_max_mib.saturating_mul(1 << 20),
+    };
+    let keep_days = args.full_output_keep_days;
+    anyhow::ensure!(
+        keep_days.is_finite() && keep_days >= 0.0,
+        "--full-output-keep-days must be a number of days, 0 or more, got {keep_days}"
+    );
+    let retention = Retention {
+        max_age: Duration::from_secs_f64(keep_days * 86_400.0),
+        max_total: args.full_output_keep_mib.saturating_mul(1 << 20),
+    };
+    // Unique among servers sharing the directory.
+    let prefix = format!("{}-{}", std::process::id(), private_fs::random_hex(3)?);
+    let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
+    let checked = wanted.as_ref().map(|dir| {
+        anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
+        private_fs::ensure_private_dir(dir).map_err(anyhow::Error::from)
+    });
+    match (wanted, checked) {
+        (Some(dir), Some(Ok(()))) => Ok(SpillStore::new(dir, &prefix, limits, Some(retention))),
+        (wanted, checked) => {
+            let why = match checked {
+                Some(Err(err)) => format!("{err:#}"),
+                _ => "no $XDG_STATE_HOME or $HOME".to_owned(),
+            };
+            tracing::warn!(
+                "cannot keep full outputs in {} ({why}); they go to {} and are removed when \
+                 the server ends. Set --full-output-dir to a directory only you can write to.",
+                wanted.as_deref().map_or("the state directory".into(), |d| d.display().to_string()),
+                fallback.display()
+            );
+            Ok(SpillStore::new(fallback.to_owned(), &prefix, limits, None))
+        }
+    }
+}
+
+/// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
+fn default_full_output_dir() -> Option<PathBuf> {
+    let absolute =
+        |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|path| path.is_absolute());
+    let state = absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))?;
+    Some(state.join("shellkeep/output"))
 }
 
 fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
@@ -244,13 +337,20 @@ fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // First of all: a command running as the same user must not be able to
+    // open our stdout through /proc and forge protocol messages.
+    if let Err(err) = private_fs::make_process_undumpable() {
+        tracing::warn!(
+            "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
+        );
+    }
     let loaded = load_policy(&args)?;
     let cwd = match &args.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
     };
     anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
-    let dir = runtime_dir()?;
+    let dir = RuntimeDir::create()?;
     let guard = match std::env::current_exe().and_then(|exe| Guard::spawn(&exe, &["__guard"])) {
         Ok(guard) => Some(Arc::new(guard)),
         Err(err) => {
@@ -260,8 +360,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let spill_dir = dir.join("output");
-    let mut config = SessionConfig::new("default", cwd, dir.join("sessions"), spill_dir.clone());
+    let spill = full_output_store(&args, &dir.path.join("output"))?;
+    let pruning = Arc::clone(&spill);
+    tokio::task::spawn_blocking(move || {
+        for removed in pruning.prune() {
+            tracing::info!("removed the old full output {}", removed.display());
+        }
+    });
+    let mut config = SessionConfig::new("default", cwd, dir.path.join("sessions"), PathBuf::new());
+    config.spill = Arc::clone(&spill);
     config.no_output_return = seconds(args.no_output_return, "--no-output-return")?;
     config.max_wait = seconds(args.max_wait, "--max-wait")?;
     let output_cap = args.output_cap.max(100);
@@ -273,8 +380,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.no_rc {
         config.user_rc = None;
     }
-    create_private_dir(&spill_dir)
-        .with_context(|| format!("cannot create {}", spill_dir.display()))?;
     anyhow::ensure!(args.max_sessions >= 1, "--max-sessions must be at least 1");
     let limits = RegistryLimits {
         max_sessions: args.max_sessions,
@@ -286,7 +391,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         sessions: Arc::clone(&sessions),
         policy: loaded.policy,
         policy_origin: loaded.origin,
-        spill_dir,
+        spill,
         run_stream_cap: output_cap,
         grace,
         guard: guard.clone(),
@@ -325,7 +430,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
         guard.shutdown(Duration::from_secs(3));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     Ok(())
 }
 
@@ -356,17 +461,17 @@ async fn run_once(
     let command = command.join(" ");
     let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
     let decision = loaded.policy.decide(&command, explicit);
-    let dir = runtime_dir()?;
+    let dir = RuntimeDir::create()?;
     let request = RunRequest {
         cwd,
         grace: seconds(args.grace, "--grace")?,
         stream_cap: usize::MAX / 4,
-        ..RunRequest::new(command, decision.limits, &dir, "run")
+        ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
     let (_, structured) = render::run(&outcome, &decision);
     let json = serde_json::to_string_pretty(&structured)?;
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;
     let code = match outcome.status {

@@ -38,6 +38,9 @@ pub struct TerminalOutput {
     /// The file with the complete output, when it was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
+    /// Where and why that file was cut, when it reached its size limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_cut: Option<String>,
     /// `exec_timeout` when the command was killed for running past its
     /// execution limit.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +181,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         duration_ms: reply.duration.as_millis() as u64,
         truncated: reply.output.truncated,
         full_output_path: full_path(&reply.output),
+        full_output_cut: full_cut(&reply.output),
         timeout_reason: killed.map(|_| "exec_timeout"),
         termination_mode: killed.map(|mode| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
@@ -199,6 +203,10 @@ fn push_output(text: &mut String, output: &str) {
 
 fn full_path(shown: &Shown) -> Option<String> {
     shown.full_output_path.as_ref().map(|p| p.display().to_string())
+}
+
+fn full_cut(shown: &Shown) -> Option<String> {
+    shown.full_output_cut.map(|cut| cut.to_string())
 }
 
 fn seconds(duration: Duration) -> String {
@@ -243,6 +251,12 @@ pub struct RunOutput {
     /// The file with the complete stderr, when it was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_stderr_path: Option<String>,
+    /// Where and why the stdout file was cut, when it reached its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_stdout_cut: Option<String>,
+    /// Where and why the stderr file was cut, when it reached its limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_stderr_cut: Option<String>,
 }
 
 /// The structured result and readable text of a `run`.
@@ -260,6 +274,8 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (String, RunOutput) {
         no_output_timeout_sec: outcome.limits.no_output.as_secs_f64(),
         full_stdout_path: full_path(&outcome.stdout),
         full_stderr_path: full_path(&outcome.stderr),
+        full_stdout_cut: full_cut(&outcome.stdout),
+        full_stderr_cut: full_cut(&outcome.stderr),
     };
     let mut text = String::new();
     push_output(&mut text, &outcome.stdout.text);

@@ -31,8 +31,8 @@ pub struct Shared {
     pub policy: Policy,
     /// Where the policy came from, for explanations.
     pub policy_origin: String,
-    /// Where cut outputs are saved in full.
-    pub spill_dir: PathBuf,
+    /// Where cut outputs are saved in full, and the limits on them.
+    pub spill: Arc<shellkeep_engine::output::SpillStore>,
     /// Characters of each `run` stream shown before head and tail are cut.
     pub run_stream_cap: usize,
     /// Time between SIGTERM and SIGKILL.
@@ -283,10 +283,11 @@ impl Shellkeep {
             grace: self.shared.grace,
             stream_cap: self.shared.run_stream_cap,
             guard: self.shared.guard.clone(),
+            spill: Arc::clone(&self.shared.spill),
             ..RunRequest::new(
                 args.command,
                 decision.limits,
-                &self.shared.spill_dir,
+                self.shared.spill.dir(),
                 format!("run-{number}"),
             )
         };

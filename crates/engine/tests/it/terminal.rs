@@ -310,3 +310,55 @@ async fn the_first_command_never_races_the_shell() {
         term.session.close().await;
     }
 }
+
+/// Issue 7, 1.3: an unfinished line is cut to the cap in every reply, and a
+/// later reply does not show again what an earlier one showed; the full
+/// output still holds the whole line.
+#[tokio::test]
+async fn an_unfinished_line_is_capped_and_not_sent_twice() {
+    let term = Term::with("longline", |c| {
+        c.output_cap = 1000;
+        c.no_output_return = Duration::from_millis(700);
+    })
+    .await;
+    let size = 2_000_000;
+    let command = format!("head -c {size} /dev/zero | tr '\\0' x; read answer; echo end $answer");
+    let reply = term.run(&command).await;
+    assert!(matches!(reply.status, Status::Running(_)), "{:?}", reply.status);
+    let text = &reply.output.text;
+    assert!(text.len() < 2000, "the reply is bounded: {} bytes", text.len());
+    assert!(text.starts_with("xxxxx") && text.ends_with("xxxxx"), "{text}");
+    assert!(text.contains("characters omitted from this unfinished line"), "{text}");
+    assert!(reply.output.truncated);
+
+    // Polling again: nothing new, so nothing is shown again.
+    let reply = term.call(Request::default()).await;
+    assert!(matches!(reply.status, Status::Running(_)), "{:?}", reply.status);
+    assert_eq!(reply.output.text, "", "the line was not sent again");
+
+    // The line ends: its new part is shown, and the file has all of it.
+    let reply = term.input("42", 10.0).await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    assert!(!reply.output.text.contains("xxx"), "{:?}", reply.output.text);
+    assert!(reply.output.text.ends_with("end 42\n"), "{:?}", reply.output.text);
+    let full =
+        std::fs::read_to_string(reply.output.full_output_path.expect("saved")).expect("file");
+    assert!(full.starts_with(&"x".repeat(size)), "{} bytes", full.len());
+    assert!(full.ends_with("end 42\n"), "{:?}", &full[full.len().saturating_sub(50)..]);
+    term.session.close().await;
+}
+
+/// A prompt printed without a newline is shown once: the reply after the
+/// answer shows only what follows it.
+#[tokio::test]
+async fn a_growing_line_shows_only_its_new_part() {
+    let term = Term::with("growing", |c| c.no_output_return = Duration::from_millis(500)).await;
+    let reply =
+        term.run("printf 'step one'; read a; printf ', step two'; read b; echo ' done'").await;
+    assert_eq!(reply.output.text, "step one");
+    let reply = term.input("1", 1.0).await;
+    assert_eq!(reply.output.text, "1\n, step two", "{reply:?}");
+    let reply = term.input("2", 10.0).await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("2\n done\n", Some(0)));
+    term.session.close().await;
+}

@@ -18,6 +18,7 @@ mod bad_input;
 mod cli;
 mod orphans;
 mod run;
+mod runtime;
 mod sessions;
 mod terminal;
 mod tools;
@@ -107,6 +108,7 @@ fn spawn_binary(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> tokio
         .args(args)
         .current_dir(&scratch.path)
         .env("XDG_CONFIG_HOME", scratch.path.join(".sk/config"))
+        .env("XDG_STATE_HOME", scratch.path.join(".sk/state"))
         .env("SHELLKEEP_LOG", "info")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
