@@ -16,3 +16,4 @@ pub mod registry;
 pub mod screen;
 pub mod session;
 pub mod shell;
+pub mod store;
