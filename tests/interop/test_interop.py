@@ -248,3 +248,54 @@ async def test_unknown_key_lists_the_valid_ones(era: str, tmp_path: pathlib.Path
         assert "C-c" in message and "ENTER" in message
         interrupted = await terminal(tools, "C-c", is_input=True, timeout=CALL_TIMEOUT / 2)
         assert interrupted["exit_code"] == 130
+
+
+@pytest.mark.anyio
+async def test_run_takes_an_explicit_no_output_limit(era: str, tmp_path: pathlib.Path) -> None:
+    async with serve(era, tmp_path) as tools:
+        quiet = await run(tools, {"command": "sleep 2.5; echo done", "timeout_sec": 8, "no_output_timeout_sec": 8})
+        assert quiet["status"] == "success"
+        assert quiet["stdout"] == "done\n"
+        assert quiet["noOutputTimeoutSec"] == 8
+        # A result with nulls (category) and one with strings both match the
+        # declared schema: the SDK validates them.
+        stopped = await run(tools, {"command": "sleep 30", "no_output_timeout_sec": 0.5})
+        assert stopped["timeoutReason"] == "no_output_timeout"
+        assert stopped["category"] is not None
+        assert "pattern" not in stopped or isinstance(stopped["pattern"], str)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "hint"),
+    [
+        pytest.param({"command": "true", "env": {"A=B": "1"}}, "`env` name", id="env-name-with-equals"),
+        pytest.param({"command": "true", "env": {"": "1"}}, "empty variable name", id="empty-env-name"),
+        pytest.param({"command": "true", "env": {"A": "x\x00y"}}, "NUL byte", id="nul-in-env"),
+        pytest.param({"command": "true\x00"}, "`command`", id="nul-in-command"),
+        pytest.param({"command": "true", "no_output_timeout_sec": -1}, "no_output_timeout_sec", id="bad-limit"),
+    ],
+)
+async def test_run_bad_arguments_are_tool_errors_naming_them(
+    era: str, tmp_path: pathlib.Path, arguments: dict[str, Any], hint: str
+) -> None:
+    async with serve(era, tmp_path) as tools:
+        result = await tools.call_tool("run", arguments)
+        assert result.is_error, result
+        assert hint in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_structured_content_has_the_notices(era: str, tmp_path: pathlib.Path) -> None:
+    async with serve(era, tmp_path) as tools:
+        running = await terminal(tools, "sleep 30", timeout=0.3)
+        assert running["status"] == "running"
+        assert any("The command timed out after 0.3 seconds." in note for note in running["notes"])
+        refused = await tools.call_tool("terminal", {"command": "echo second"})
+        assert refused.is_error
+        assert refused.structured_content is not None
+        assert refused.structured_content["status"] == "not_executed"
+        assert any("is NOT executed" in note for note in refused.structured_content["notes"])
+        stopped = await terminal(tools, "C-c", is_input=True, timeout=CALL_TIMEOUT / 2)
+        assert stopped["exit_code"] == 130
+        assert "CTRL+C was sent." in stopped["notes"]

@@ -2,21 +2,27 @@
 //! under both limits of the timeout policy, with its output capped and
 //! spilled.
 //!
-//! The command runs in a process group of its own with stdin from
+//! The command runs in a process group and a scope of its own (see
+//! `process`: the scope marker finds what left the group) with stdin from
 //! `/dev/null` (or the text the caller supplies), stdout and stderr on
 //! separate pipes, and `TERM=dumb NO_COLOR=1` on top of the non-interactive
-//! environment. Two deadlines run against it: the whole run (`exec`) and
+//! environment. A command or environment value too big for an argument
+//! reaches bash through a pipe instead; a NUL byte or a malformed variable
+//! name is refused before anything starts. Two deadlines run against it: the whole run (`exec`) and
 //! the silence since the last byte on either stream (`no_output`). When one
 //! fires, or the caller cancels, the whole group gets SIGTERM, a grace
 //! period, then SIGKILL, and its pipes are read all the while, so what a
 //! SIGTERM handler prints is kept. When the main process exits on its own,
-//! anything it left running in its group is stopped too: a one-shot run
-//! leaves nothing behind (background jobs belong in a shell session).
+//! anything it left running, in its group or anywhere else, is stopped
+//! too: a one-shot run leaves nothing behind (background jobs belong in a
+//! shell session).
 //!
 //! Whatever happens to the command, the result is a [`RunOutcome`] value.
 //! This module does not choose the limits (`policy` does), render the
 //! outcome for an agent (the server does) or mask secrets.
 
+use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -29,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::guard::Guard;
 use crate::output::{CappedOutput, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
-use crate::process::{self, TerminationMode};
+use crate::process::{self, Scope, Targets, TerminationMode};
 
 /// The grace period between SIGTERM and SIGKILL unless a request sets one.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -98,6 +104,151 @@ impl RunRequest {
             spill_name: spill_name.into(),
             guard: None,
         }
+    }
+}
+
+impl RunRequest {
+    /// Checks what bash and the kernel cannot take: a NUL byte in the
+    /// command or in `env`, and `env` names that are empty or contain `=`.
+    /// [`run`] checks this first; a server can call it to answer with an
+    /// error before anything starts.
+    pub fn validate(&self) -> Result<(), InvalidRequest> {
+        if let Some(at) = self.command.find('\0') {
+            return Err(InvalidRequest(format!(
+                "argument `command` contains a NUL byte (at byte {at}); a command line cannot \
+                 hold one: remove it, or write it with printf '\\0'"
+            )));
+        }
+        for (name, value) in &self.env {
+            if name.is_empty() {
+                return Err(InvalidRequest(
+                    "argument `env` has an empty variable name; give every variable a name".into(),
+                ));
+            }
+            if name.contains('=') {
+                return Err(InvalidRequest(format!(
+                    "argument `env`: the name {name:?} contains `=`; put the value after the \
+                     name, not in it"
+                )));
+            }
+            if name.contains('\0') {
+                return Err(InvalidRequest(format!(
+                    "argument `env`: the name {:?} contains a NUL byte; remove it",
+                    name.replace('\0', "\\0")
+                )));
+            }
+            if value.contains('\0') {
+                return Err(InvalidRequest(format!(
+                    "argument `env`: the value of {name} contains a NUL byte, which an \
+                     environment variable cannot hold; remove it"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`RunRequest`] cannot run, worded for the agent: it names the
+/// argument and says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidRequest(pub String);
+
+/// The largest command or environment value passed to bash as an argument
+/// or environment string; anything bigger goes through a pipe. The kernel's
+/// own limit is 128 KiB per string and about 2 MiB for all of them.
+const INLINE_LIMIT: usize = 64 * 1024;
+
+/// The kernel's limit on one argument or `NAME=value` string, its NUL
+/// included (`MAX_ARG_STRLEN`, 32 pages).
+const MAX_ENV_STRING: usize = 128 * 1024;
+
+/// The most bytes of request environment passed inline in all; past it the
+/// largest values go through a pipe.
+const INLINE_ENV_TOTAL: usize = 512 * 1024;
+
+/// Which parts of a request go to bash as arguments and environment, and
+/// which through pipes.
+///
+/// Memory: a piped command or value is copied once into its writer thread,
+/// so a run holds about twice its request's size until bash has read it.
+struct Inline {
+    /// Whether the command is an argument of `bash -c` (else it is read
+    /// from descriptor 3).
+    command: bool,
+    /// Names of `env` variables set by a prelude read from descriptor 4.
+    piped_env: BTreeSet<String>,
+}
+
+impl Inline {
+    fn decide(request: &RunRequest) -> Inline {
+        let mut piped_env = BTreeSet::new();
+        // Only names bash can assign can go through the prelude; others stay
+        // in the environment, where the kernel may refuse a huge value
+        // (and the error says so).
+        let assignable: Vec<&(String, String)> =
+            request.env.iter().filter(|(name, _)| is_shell_name(name)).collect();
+        let mut total: usize = request.env.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+        let mut by_size = assignable.clone();
+        by_size.sort_by_key(|(_, value)| std::cmp::Reverse(value.len()));
+        for (name, value) in by_size {
+            if value.len() > INLINE_LIMIT || total > INLINE_ENV_TOTAL {
+                piped_env.insert(name.clone());
+                total -= name.len() + value.len() + 2;
+            }
+        }
+        Inline { command: request.command.len() <= INLINE_LIMIT && piped_env.is_empty(), piped_env }
+    }
+
+    /// Whether `name=value` is set in bash's environment directly.
+    fn env_inline(&self, name: &str, _value: &str) -> bool {
+        !self.piped_env.contains(name)
+    }
+
+    /// The bash source that sets the piped variables: one
+    /// `export NAME='value'` line each, quoted so that any text survives.
+    /// A value the kernel would refuse to any program (a string over
+    /// [`MAX_ENV_STRING`]) is set with `declare +x`: a shell variable the
+    /// command can use, which the programs it starts do not inherit (had
+    /// they inherited it, every one of them would fail to start).
+    fn prelude(&self, env: &[(String, String)]) -> String {
+        let mut prelude = String::new();
+        // The last setting of a name wins, as in the environment.
+        for (name, value) in env.iter().filter(|(name, _)| self.piped_env.contains(name)) {
+            let exportable = name.len() + value.len() + 2 <= MAX_ENV_STRING;
+            prelude.push_str(if exportable { "export " } else { "declare +x " });
+            prelude.push_str(name);
+            prelude.push_str("='");
+            prelude.push_str(&value.replace('\'', "'\\''"));
+            prelude.push_str("'\n");
+        }
+        prelude
+    }
+}
+
+/// Whether bash accepts `name` as a variable name.
+fn is_shell_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes.next().is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
+}
+
+/// Why bash did not start, naming the real cause.
+fn start_failure(err: &std::io::Error) -> String {
+    let bash = process::bash().display();
+    match err.raw_os_error() {
+        Some(libc::ENOENT) => format!(
+            "could not start the command: {bash} does not exist; install bash, or start the \
+             server with bash on its PATH"
+        ),
+        Some(libc::E2BIG) => format!(
+            "could not start the command: the system refused its environment as too large \
+             ({err}); pass big values as variables with plain names, or in a file"
+        ),
+        Some(libc::EACCES) => {
+            format!("could not start the command: {bash} cannot be executed ({err})")
+        }
+        _ => format!("could not start the command with {bash}: {err}"),
     }
 }
 
@@ -177,7 +328,8 @@ pub struct RunOutcome {
 }
 
 /// Runs `request.command` to completion, a limit, or `cancel`, and returns
-/// the outcome. It never fails: a command that cannot start is an outcome
+/// the outcome. bash is the one [`process::bash`] found at start-up, whatever
+/// `PATH` the request's `env` sets. It never fails: a command that cannot start is an outcome
 /// with [`RunStatus::Error`].
 pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();
@@ -201,36 +353,108 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
             pgid: None,
         }
     };
+    if let Err(invalid) = request.validate() {
+        return not_started(invalid.to_string(), stdout, stderr);
+    }
     if let Some(reason) = request.cwd.as_deref().and_then(cwd_problem) {
         return not_started(reason, stdout, stderr);
     }
 
-    let mut command = process::group_command("bash");
+    let scope = Scope::new("run");
+    let inline = Inline::decide(&request);
+    let mut passed: Vec<(OwnedFd, String)> = Vec::new();
+    let mut inherited: Vec<OwnedFd> = Vec::new();
+    let mut command = if inline.command {
+        let mut command = process::group_command(process::bash(), &scope);
+        command.arg("-c").arg(&request.command);
+        command
+    } else {
+        // Too big for an argument (the kernel refuses any one argument or
+        // environment string over 128 KiB): the command, and big
+        // environment values, go through pipes the bootstrap reads.
+        let mut script = String::new();
+        let mut fds = Vec::new();
+        let pipe = |text: String, passed: &mut Vec<(OwnedFd, String)>| {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map(|(read, write)| {
+                passed.push((write, text));
+                read
+            })
+        };
+        let prelude = inline.prelude(&request.env);
+        if !prelude.is_empty() {
+            match pipe(prelude, &mut passed) {
+                Ok(read) => inherited.push(read),
+                Err(err) => {
+                    return not_started(format!("could not create a pipe: {err}"), stdout, stderr);
+                }
+            }
+            script.push_str(". /dev/fd/4; exec 4<&-; ");
+        }
+        match pipe(request.command.clone(), &mut passed) {
+            Ok(read) => inherited.insert(0, read),
+            Err(err) => {
+                return not_started(format!("could not create a pipe: {err}"), stdout, stderr);
+            }
+        }
+        // The substitution is expanded before `3<&-` applies, so the
+        // command never sees the descriptor.
+        script.push_str("eval \"$(< /dev/fd/3)\" 3<&-");
+        for (fd, target) in inherited.iter().zip([3, 4]) {
+            fds.push((fd, target));
+        }
+        let mut command = process::group_command_with_fds(process::bash(), &scope, &fds);
+        command.arg("-c").arg(script);
+        command
+    };
+    // bash names itself after argv[0] in `$0` and its error messages.
     command
-        .arg("-c")
-        .arg(&request.command)
+        .arg0("bash")
         .env("TERM", "dumb")
         .env("NO_COLOR", "1")
-        .envs(request.env.iter().map(|(name, value)| (name, value)))
+        .envs(
+            request
+                .env
+                .iter()
+                .filter(|(name, value)| inline.env_inline(name, value))
+                .map(|(name, value)| (name, value)),
+        )
         .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);
     }
-    let mut child = match command.spawn() {
+    let spawned = process::spawn(&mut command);
+    // Only the child may hold the read ends: a writer must see a broken
+    // pipe, not block for ever, if bash dies before reading.
+    drop(command);
+    drop(inherited);
+    let mut child = match spawned {
         Ok(child) => child,
-        Err(err) => {
-            let reason = format!("could not start bash: {err}; check that bash is installed");
-            return not_started(reason, stdout, stderr);
-        }
+        Err(err) => return not_started(start_failure(&err), stdout, stderr),
     };
+    for (pipe, text) in passed {
+        // A blocking thread per pipe: bash reads them one after the other,
+        // and a pipe holds only 64 KiB. The thread ends when the text is
+        // written or bash is gone (EPIPE).
+        tokio::task::spawn_blocking(move || {
+            let mut file = std::fs::File::from(pipe);
+            let _ = std::io::Write::write_all(&mut file, text.as_bytes());
+        });
+    }
     // The pid is known until the child has been waited for, which it has not.
     let Some(pgid) = child.id().map(|pid| pid as i32) else {
         return not_started("the command exited before it could be watched".into(), stdout, stderr);
     };
-    let mut watch = GroupWatch::new(pgid, request.guard.clone());
-    tracing::debug!(pgid, command = %request.command, "command started");
+    let targets = Targets {
+        groups: vec![pgid],
+        // Its descendants, as long as it is the process we started.
+        roots: process::Root::of(pgid).into_iter().collect(),
+        marks: vec![scope.mark()],
+        ..Targets::default()
+    };
+    let mut watch = GroupWatch::new(pgid, targets.clone(), request.guard.clone());
+    tracing::debug!(pgid, scope = scope.value(), "command started");
 
     // Writing stdin from its own task means a command that never reads it
     // cannot block us; the pipe closes when the text is written.
@@ -247,7 +471,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
         stdout: Stream::new(child.stdout.take(), stdout),
         stderr: Stream::new(child.stderr.take(), stderr),
     };
-    let ending = supervise(&mut child, pgid, &request, &cancel, &mut streams).await;
+    let ending = supervise(&mut child, &targets, &request, &cancel, &mut streams).await;
     watch.finished();
     if let Some(writer) = stdin_writer {
         writer.abort();
@@ -323,11 +547,12 @@ struct Streams {
 /// polling, and the pipes are read while the group is being stopped.
 async fn supervise(
     child: &mut tokio::process::Child,
-    pgid: i32,
+    targets: &Targets,
     request: &RunRequest,
     cancel: &CancellationToken,
     streams: &mut Streams,
 ) -> Ending {
+    let pgid = targets.groups.first().copied().unwrap_or_default();
     let limits = request.limits;
     let exec_deadline = tokio::time::sleep_until(deadline_after(limits.exec));
     let silence_deadline = tokio::time::sleep_until(deadline_after(limits.no_output));
@@ -369,7 +594,7 @@ async fn supervise(
                         ending.exit = Some(ExitStatus::default());
                     }
                 }
-                if ending.stop.is_none() && !process::live_group_members(pgid).is_empty() {
+                if ending.stop.is_none() && !targets.members().is_empty() {
                     start_stop = Some(Stop::Leftovers);
                 }
             }
@@ -402,7 +627,8 @@ async fn supervise(
             tracing::debug!(pgid, ?stop, "stopping the command's process group");
             ending.stop = Some(stop);
             let grace = request.grace;
-            kill = Some(Box::pin(async move { process::terminate_groups(&[pgid], grace).await }));
+            let targets = targets.clone();
+            kill = Some(Box::pin(async move { process::terminate(&targets, grace).await }));
         }
         if ending.exit.is_some() && kill.is_none() {
             if streams.stdout.is_closed() && streams.stderr.is_closed() {
@@ -587,16 +813,18 @@ fn is_incomplete_character(bytes: &[u8]) -> bool {
 /// here, since nobody else would stop it.
 struct GroupWatch {
     pgid: i32,
+    /// Everything the run owns: its group, its descendants, its scope.
+    targets: Targets,
     guard: Option<Arc<Guard>>,
     finished: bool,
 }
 
 impl GroupWatch {
-    fn new(pgid: i32, guard: Option<Arc<Guard>>) -> GroupWatch {
+    fn new(pgid: i32, targets: Targets, guard: Option<Arc<Guard>>) -> GroupWatch {
         if let Some(guard) = &guard {
             guard.watch_group(pgid);
         }
-        GroupWatch { pgid, guard, finished: false }
+        GroupWatch { pgid, targets, guard, finished: false }
     }
 
     /// The run is over and the group has been dealt with.
@@ -608,8 +836,8 @@ impl GroupWatch {
 impl Drop for GroupWatch {
     fn drop(&mut self) {
         if !self.finished {
-            tracing::debug!(pgid = self.pgid, "run abandoned; killing its process group");
-            process::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL);
+            tracing::debug!(pgid = self.pgid, "run abandoned; killing what it started");
+            process::kill_now(&self.targets);
         }
         if let Some(guard) = &self.guard {
             guard.forget_group(self.pgid);

@@ -226,6 +226,25 @@ impl ExplicitTimeout {
     }
 }
 
+impl InvalidTimeout {
+    /// The message, naming `argument` (say `no_output_timeout_sec`) as the
+    /// value at fault instead of `timeout_sec`.
+    pub fn naming(&self, argument: &str) -> String {
+        self.to_string().replacen("timeout_sec", argument, 1)
+    }
+}
+
+impl Decision {
+    /// The same decision with the no-output limit an agent asked for
+    /// explicitly. It replaces the one the policy or the explicit timeout
+    /// gave (a quarter of the timeout, capped at 60 s); the execution limit
+    /// is unchanged, and still fires first when it is the shorter.
+    pub fn with_no_output(mut self, no_output: ExplicitTimeout) -> Decision {
+        self.limits.no_output = no_output.duration();
+        self
+    }
+}
+
 impl TryFrom<f64> for ExplicitTimeout {
     type Error = InvalidTimeout;
 
@@ -1202,6 +1221,39 @@ mod tests {
             assert_eq!(timeout.duration(), exec, "{value}");
             assert_eq!(timeout.limits(), limits(exec, no_output), "{value}");
         }
+    }
+
+    #[test]
+    fn an_explicit_no_output_limit_replaces_the_derived_one() {
+        let ms = Duration::from_millis;
+        let policy = Policy::embedded();
+        let eight = ExplicitTimeout::from_secs_f64(8.0).unwrap();
+        let explicit = policy.decide("git status", Some(eight));
+        assert_eq!(explicit.limits, limits(secs(8), secs(2)));
+        let chosen = explicit.clone().with_no_output(eight);
+        assert_eq!(chosen.limits, limits(secs(8), secs(8)));
+        assert_eq!((&chosen.category, &chosen.source), (&explicit.category, &explicit.source));
+        // Longer than the execution limit is allowed: the execution limit
+        // then fires first.
+        let long = ExplicitTimeout::from_secs_f64(100.0).unwrap();
+        assert_eq!(explicit.clone().with_no_output(long).limits, limits(secs(8), secs(100)));
+        // Without a timeout the category keeps its execution limit.
+        let by_category = policy.decide("make", None);
+        let quiet =
+            by_category.clone().with_no_output(ExplicitTimeout::from_secs_f64(0.5).unwrap());
+        assert_eq!(quiet.limits, limits(by_category.limits.exec, ms(500)));
+        assert_eq!(quiet.source, by_category.source);
+    }
+
+    #[test]
+    fn invalid_timeout_messages_name_the_argument() {
+        let error = ExplicitTimeout::try_from(-1.0).unwrap_err();
+        assert_eq!(
+            error.naming("no_output_timeout_sec"),
+            "no_output_timeout_sec must be a positive number of seconds, got -1"
+        );
+        let error = ExplicitTimeout::try_from(1e9).unwrap_err();
+        assert!(error.naming("x").starts_with("x must be at most"), "{}", error.naming("x"));
     }
 
     #[test]

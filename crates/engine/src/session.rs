@@ -538,6 +538,9 @@ struct Shell {
     shared: Arc<Shared>,
     pty: Pty,
     pid: i32,
+    /// The marker every process the shell starts inherits, so that `reset`
+    /// and the end of the session reach what left the session.
+    scope: process::Scope,
     files: ShellFiles,
     next_seq: u64,
     /// The directory and `PATH` the prompt reported last.
@@ -731,8 +734,9 @@ impl Shell {
             .map_err(|err| fail("start-up file", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
-        let mut command =
-            process::pty_command(&config.shell, &opened.slave).map_err(|err| fail("PTY", err))?;
+        let scope = process::Scope::new("shell");
+        let mut command = process::pty_command(&config.shell, &opened.slave, &scope)
+            .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -744,7 +748,7 @@ impl Shell {
             .env_remove("BASH_ENV")
             .env_remove("ENV")
             .envs(config.env.iter().map(|(k, v)| (k, v)));
-        let mut child = command.spawn().map_err(|err| {
+        let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
         // Only the child may hold the slave side, so that the reader sees
@@ -798,6 +802,7 @@ impl Shell {
             shared,
             pty,
             pid,
+            scope,
             files,
             next_seq: 1,
             cwd: cwd.to_owned(),
@@ -1188,10 +1193,12 @@ impl Shell {
         }
     }
 
-    /// Stops the shell and every process in its session: SIGHUP (which
-    /// bash passes on to its jobs) and SIGTERM, then SIGKILL after `grace`.
+    /// Stops the shell, every process in its session and every process
+    /// carrying its scope marker (what left the session with `setsid`):
+    /// SIGHUP (which bash passes on to its jobs) and SIGTERM, then SIGKILL
+    /// after `grace`.
     async fn stop(self, config: &SessionConfig) {
-        process::terminate_session(self.pid, config.grace).await;
+        process::terminate_session(self.pid, Some(&self.scope), config.grace).await;
         if let Some(guard) = &config.guard {
             guard.forget_session(self.pid);
         }
@@ -1315,7 +1322,7 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         if finished {
             TerminationMode::Soft
         } else {
-            process::terminate_session(*shell_pid, *grace).await;
+            process::terminate_session(*shell_pid, None, *grace).await;
             TerminationMode::Hard
         }
     };

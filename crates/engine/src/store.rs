@@ -539,7 +539,8 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("shellkeep-store-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-store-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
@@ -560,9 +561,8 @@ mod tests {
                 let page = log.read(offset, limit).expect("read");
                 let first =
                     if offset < 0 { n_lines - offset.unsigned_abs() } else { offset as u64 };
-                let expected: String = (first..(first + limit).min(n_lines))
-                    .map(|i| format!("line {i}\n"))
-                    .collect();
+                let expected: String =
+                    (first..(first + limit).min(n_lines)).map(|i| format!("line {i}\n")).collect();
                 assert_eq!(page.text, expected, "{n_lines} lines, offset {offset}");
                 assert_eq!((page.first_line, page.total_lines), (first, n_lines));
                 assert!(page.running);
@@ -597,7 +597,8 @@ mod tests {
     #[test]
     fn retention_drops_the_oldest_commands_and_their_files() {
         let dir = scratch("retention");
-        let store = store(&dir, StoreLimits { max_commands: 3, max_bytes: 3 * MEMORY_LIMIT as u64 });
+        let store =
+            store(&dir, StoreLimits { max_commands: 3, max_bytes: 3 * MEMORY_LIMIT as u64 });
         let mut paths = Vec::new();
         for number in 1..=5 {
             let log = store.begin(number, "big");

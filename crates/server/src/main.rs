@@ -8,6 +8,7 @@
 mod render;
 mod tools;
 mod verify;
+mod wire;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
+use shellkeep_engine::process;
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
 use shellkeep_engine::session::SessionConfig;
 use tokio_util::sync::CancellationToken;
@@ -72,7 +74,14 @@ enum Command {
     },
     /// The orphan guard (internal: started by the server itself).
     #[command(name = "__guard", hide = true)]
-    Guard,
+    Guard {
+        /// The server's scope token: processes carrying it are stopped.
+        #[arg(long)]
+        scope: Option<String>,
+        /// The server's runtime directory, removed once the server is gone.
+        #[arg(long)]
+        runtime_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -155,21 +164,18 @@ struct ServeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Some(Command::Guard)) {
-        // No tracing subscriber and no runtime: the guard only waits.
-        return match guard::serve(std::io::stdin()) {
+    if let Some(Command::Guard { scope, runtime_dir }) = &cli.command {
+        // No runtime: the guard only waits. Its log lines go to the
+        // server's stderr.
+        init_logging();
+        let options =
+            guard::GuardOptions { token: scope.clone(), runtime_dir: runtime_dir.clone() };
+        return match guard::serve(std::io::stdin(), &options) {
             Ok(_) => std::process::ExitCode::SUCCESS,
             Err(_) => std::process::ExitCode::FAILURE,
         };
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHELLKEEP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -189,6 +195,18 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// Logs to stderr, at the level `SHELLKEEP_LOG` sets (default: warnings).
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SHELLKEEP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
@@ -216,7 +234,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 std::process::ExitCode::FAILURE
             })
         }
-        Some(Command::Guard) => unreachable!("handled before the runtime starts"),
+        Some(Command::Guard { .. }) => unreachable!("handled before the runtime starts"),
     }
 }
 
@@ -350,8 +368,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => std::env::current_dir().context("cannot read the working directory")?,
     };
     anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+    // Orphans of everything we start become our children, so that nothing
+    // leaves our tree; they are reaped here as they end.
+    let reaper = tokio::spawn(async {
+        if let Err(err) = process::reap_adopted_orphans().await {
+            tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
+        }
+    });
+    // Resolved once, before any command's `env` can change `PATH`.
+    let _ = process::bash();
     let dir = RuntimeDir::create()?;
-    let guard = match std::env::current_exe().and_then(|exe| Guard::spawn(&exe, &["__guard"])) {
+    let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
         Ok(guard) => Some(Arc::new(guard)),
         Err(err) => {
             tracing::warn!(
@@ -408,30 +435,62 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     });
 
     let server = tools::Shellkeep::new(Arc::clone(&shared));
-    let running = server.serve(rmcp::transport::stdio()).await.context("MCP handshake failed")?;
+    // Our own JSON-RPC edge in front of rmcp: it answers broken messages and
+    // tells us when the client stopped reading stdout.
+    let wire = wire::Wire::stdio();
+    let stdout_closed = wire.closed();
     let stop = CancellationToken::new();
-    let cancel = running.cancellation_token();
     let signals = tokio::spawn(stop_on_signal(stop.clone()));
-    tokio::select! {
-        result = running.waiting() => {
-            if let Err(err) = result {
-                tracing::warn!("the MCP connection ended with an error: {err}");
+    let running = tokio::select! {
+        running = server.serve(wire) => Some(running.context("MCP handshake failed")?),
+        () = stop.cancelled() => None,
+        () = stdout_closed.cancelled() => None,
+    };
+    if let Some(running) = running {
+        let cancel = running.cancellation_token();
+        tokio::select! {
+            result = running.waiting() => {
+                if let Err(err) = result {
+                    tracing::warn!("the MCP connection ended with an error: {err}");
+                }
             }
+            () = stop.cancelled() => cancel.cancel(),
+            // Nobody reads our replies any more: stop every call (each
+            // request's cancellation token is a child of the service's) and
+            // run nothing new.
+            () = stdout_closed.cancelled() => cancel.cancel(),
         }
-        () = stop.cancelled() => cancel.cancel(),
     }
     signals.abort();
-    // Leave nothing behind: stop the shell and everything it started.
+    // Leave nothing behind: stop every session and everything it started,
+    // then anything else we started, wherever it went (`setsid`, a double
+    // fork, a cleared environment: orphans are our children).
     expiry.abort();
     let _ = expiry.await;
     sessions.close_all().await;
     drop(sessions);
     drop(shared);
+    let guard_pid = guard.as_ref().map(|guard| guard.pid() as i32);
+    process::terminate(
+        &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
+        grace,
+    )
+    .await;
+    reaper.abort();
     if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
         guard.shutdown(Duration::from_secs(3));
     }
     drop(dir);
     Ok(())
+}
+
+/// Starts the orphan guard for this server: it knows the scope token and
+/// the runtime directory, and removes the directory once the server is gone.
+fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<Guard> {
+    let dir = dir.to_str().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the runtime directory is not UTF-8")
+    })?;
+    Guard::spawn(exe, &["__guard", "--scope", process::server_token(), "--runtime-dir", dir])
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
+use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource};
 use shellkeep_engine::process::TerminationMode;
@@ -16,7 +16,8 @@ use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEn
 
 use rmcp::schemars;
 
-/// Structured result of the `terminal` tool.
+/// Structured result of the `terminal` tool. It carries every fact the
+/// text does, for clients that show the model only one of the two.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TerminalOutput {
     /// What the command printed since the last reply (head and tail when cut).
@@ -54,42 +55,131 @@ pub struct TerminalOutput {
     /// The session, when it is not `default`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The last output of a previous command that finished while no call
+    /// was waiting on it, reported before this command ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_output: Option<String>,
+    /// That previous command's exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_exit_code: Option<i32>,
+    /// The file with that previous command's complete output, when it was
+    /// cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_path: Option<String>,
+    /// Output printed while no command was running (background jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_output: Option<String>,
+    /// The reply's notices, worded as in the text (what happened besides
+    /// the output, and what to do next); facts that have their own field
+    /// (exit code, working directory, interpreter) are not repeated here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// OpenHands' words for what to do about a command that is still running
+/// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
+const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
+     empty command '', send other commands to interact with the current process, send keys \
+     (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \
+     command, or use the timeout parameter in terminal for future commands.";
+
+/// OpenHands' prefix for output of a command earlier calls already showed
+/// part of.
+const CONTINUED: &str = "[Below is the output of the previous command.]";
+
+/// The longest echo of an agent's command in a reply, in characters: the
+/// agent wrote it, so an excerpt identifies it; a 1 MiB command must not
+/// come back as a 1 MiB reply.
+pub const ECHO_CHARS: usize = 200;
+
+/// `command` quoted for a reply, cut to about [`ECHO_CHARS`] characters
+/// (head and tail) with the number of characters left out. Bounded: at most
+/// [`ECHO_CHARS`] characters, each escaped to at most 10 bytes, plus the
+/// notice.
+pub fn echo(command: &str) -> String {
+    let total = command.chars().count();
+    if total <= ECHO_CHARS {
+        return format!("{command:?}");
+    }
+    let half = ECHO_CHARS / 2;
+    let head: String = command.chars().take(half).collect();
+    let tail: String = command.chars().skip(total - half).collect();
+    format!("{head:?} … {tail:?} ({total} characters in all)")
+}
+
+/// A reply's text and the notes that go into its structured content.
+#[derive(Default)]
+struct Text {
+    text: String,
+    notes: Vec<String>,
+}
+
+impl Text {
+    /// A notice: a line of the text and an entry of `notes`.
+    fn note(&mut self, line: String) {
+        self.text.push_str(&line);
+        self.text.push('\n');
+        self.notes.push(line);
+    }
+
+    /// A line of the text only (its facts have their own field).
+    fn line(&mut self, line: String) {
+        self.text.push_str(&line);
+        self.text.push('\n');
+    }
+
+    fn output(&mut self, output: &str) {
+        push_output(&mut self.text, output);
+    }
+}
+
+/// The suffix OpenHands gives a key that was sent: "CTRL+C was sent." for
+/// `C-c` (its exact three-character form), "UP was sent." otherwise.
+fn key_sent(key: &str) -> String {
+    match key.as_bytes() {
+        [b'C', b'-', letter] if letter.is_ascii_alphabetic() => {
+            format!("CTRL+{} was sent.", letter.to_ascii_uppercase() as char)
+        }
+        _ => format!("{key} was sent."),
+    }
 }
 
 /// The text and structured content for a terminal reply.
 pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
-    let mut text = String::new();
+    let mut out = Text::default();
     if let Some(previous) = &reply.previous {
-        text.push_str(&format!(
+        out.note(format!(
             "[The previous command finished with exit code {} before this one started; its \
-             last output follows.]\n",
+             last output follows.]",
             previous.exit_code.unwrap_or(-1)
         ));
-        push_output(&mut text, &previous.output.text);
-        text.push('\n');
+        out.output(&previous.output.text);
+        out.text.push('\n');
     }
+    let mut background = None;
     for note in &reply.notes {
         match note {
-            Note::Reset => text.push_str(&format!(
-                "[The terminal was reset: a fresh shell in {}. Variables, functions and jobs \
-                 from before are gone.]\n",
-                reply.cwd.display()
-            )),
-            Note::IdleOutput(idle) => {
-                text.push_str("[Printed while no command was running (background jobs):]\n");
-                push_output(&mut text, idle);
+            Note::Reset => {
+                out.note(
+                    "Terminal session has been reset. All previous environment variables and \
+                     session state have been cleared."
+                        .to_owned(),
+                );
+                out.note(format!("[The new shell started in {}.]", reply.cwd.display()));
             }
-            Note::FullScreen => text.push_str(
+            Note::IdleOutput(idle) => {
+                out.note("[Printed while no command was running (background jobs):]".to_owned());
+                out.output(idle);
+                background = Some(idle.clone());
+            }
+            Note::FullScreen => out.note(
                 "[A full-screen program is showing this screen; send keys with is_input=true \
-                 (for example q, ESC or C-c).]\n",
+                 (for example q, ESC or C-c).]"
+                    .to_owned(),
             ),
             _ => {}
         }
     }
-    if reply.continued && !reply.output.text.is_empty() {
-        text.push_str("[Below is the output of the previous command.]\n");
-    }
-    push_output(&mut text, &reply.output.text);
     let key = reply.notes.iter().find_map(|note| match note {
         Note::KeySent(name) => Some(name.as_str()),
         _ => None,
@@ -98,41 +188,49 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         Note::NotExecuted { command } => Some(command.as_str()),
         _ => None,
     });
+    if reply.continued || not_executed.is_some() {
+        out.line(CONTINUED.to_owned());
+    }
+    out.output(&reply.output.text);
     let status = match (reply.status, not_executed) {
         (_, Some(command)) => {
-            text.push_str(&format!(
-                "[Your command {command:?} was NOT executed: the previous command is still \
-                 running. {NEXT_STEPS}]\n"
+            out.note(format!(
+                "[Your command {} is NOT executed. The previous command is still running - You \
+                 CANNOT send new commands until the previous command is completed. By setting \
+                 `is_input` to `true`, you can interact with the current process: \
+                 {TIMEOUT_MESSAGE_TEMPLATE}]",
+                echo(command)
             ));
             "not_executed"
         }
         (Status::Completed, None) => {
             let code = reply.exit_code.unwrap_or(-1);
-            match key {
-                Some(key) => text.push_str(&format!(
-                    "[The command completed with exit code {code} after {key} was sent.]\n"
-                )),
-                None => text.push_str(&format!("[The command completed with exit code {code}.]\n")),
+            let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+            out.line(format!("[The command completed with exit code {code}.{sent}]"));
+            if let Some(key) = key {
+                out.notes.push(key_sent(key));
             }
-            text.push_str(&format!("[Current working directory: {}]\n", reply.cwd.display()));
+            out.line(format!("[Current working directory: {}]", reply.cwd.display()));
             if let Some(python) = &reply.python {
-                text.push_str(&format!("[Python interpreter: {}]\n", python.display()));
+                out.line(format!("[Python interpreter: {}]", python.display()));
             }
             "completed"
         }
         (Status::Running(ended), None) => {
             let why = match ended {
                 WaitEnded::NoNewOutput(quiet) => {
-                    format!("has printed nothing new for {}", seconds(quiet))
+                    format!("The command has no new output after {} seconds.", plain_secs(quiet))
                 }
                 WaitEnded::Timeout(limit) => {
-                    format!("is still running after waiting {}", seconds(limit))
+                    format!("The command timed out after {} seconds.", plain_secs(limit))
                 }
-                WaitEnded::NotWaited => "is still running".to_owned(),
+                WaitEnded::NotWaited => "The command is still running.".to_owned(),
             };
-            let sent = key.map(|key| format!(" {key} was sent.")).unwrap_or_default();
-            text.push_str(&format!(
-                "[The command {why} (running for {}).{sent} {NEXT_STEPS}]\n",
+            let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+            out.note(format!("[{why}{sent} {TIMEOUT_MESSAGE_TEMPLATE}]"));
+            out.note(format!(
+                "[It is still running ({} so far): send text or keys to it with \
+                 is_input=true, or reset=true for a fresh shell.]",
                 seconds(reply.duration)
             ));
             "running"
@@ -140,20 +238,19 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
     };
     for note in &reply.notes {
         match note {
-            Note::ShellRestarted { how, cwd } => text.push_str(&format!(
+            Note::ShellRestarted { how, cwd } => out.note(format!(
                 "[The shell exited ({how}); a new shell was started in {}. Variables, \
-                 functions and background jobs from before are gone.]\n",
+                 functions and background jobs from before are gone.]",
                 cwd.display()
             )),
             Note::InputNotSent => {
-                text.push_str("[Your input was not sent: the command had already finished.]\n")
+                out.note("[Your input was not sent: the command had already finished.]".to_owned())
             }
-            Note::WaitingForInput => {
-                text.push_str("[The program is waiting for input: send it with is_input=true.]\n")
-            }
-            Note::Killed { limit, mode } => text.push_str(&format!(
+            Note::WaitingForInput => out
+                .note("[The program is waiting for input: send it with is_input=true.]".to_owned()),
+            Note::Killed { limit, mode } => out.note(format!(
                 "[The command was killed: it ran past its execution limit of {} (time spent \
-                 waiting for input not counted); {}.]\n",
+                 waiting for input not counted); {}.]",
                 seconds(*limit),
                 match mode {
                     TerminationMode::Soft => "it ended on SIGTERM",
@@ -169,6 +266,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         Note::Killed { mode, .. } => Some(*mode),
         _ => None,
     });
+    let previous = reply.previous.as_deref();
     let structured = TerminalOutput {
         output: reply.output.text.clone(),
         exit_code: match reply.status {
@@ -186,13 +284,20 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         termination_mode: killed.map(|mode| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
         session: None,
+        previous_output: previous.map(|p| p.output.text.clone()),
+        previous_exit_code: previous.map(|p| p.exit_code.unwrap_or(-1)),
+        previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
+        background_output: background,
+        notes: out.notes,
     };
-    (text.trim_end().to_owned(), structured)
+    (out.text.trim_end().to_owned(), structured)
 }
 
-const NEXT_STEPS: &str = "Send an empty command to wait for more output, send text or keys \
-     (C-c to interrupt, C-d for end of input) with is_input=true, or reset=true to start a \
-     fresh shell.";
+/// Seconds as OpenHands prints them: `30`, `2.5`.
+fn plain_secs(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if secs.fract() == 0.0 { format!("{secs:.0}") } else { format!("{secs:.1}") }
+}
 
 fn push_output(text: &mut String, output: &str) {
     text.push_str(output);
@@ -241,6 +346,9 @@ pub struct RunOutput {
     pub duration_ms: u64,
     /// The policy category applied, or null for an explicit timeout.
     pub category: Option<String>,
+    /// The policy pattern that chose the category, when one matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     /// The execution limit applied, in seconds.
     pub exec_timeout_sec: f64,
     /// The no-output limit applied, in seconds.
@@ -270,6 +378,10 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (String, RunOutput) {
         termination_mode: outcome.termination_mode.map(|m| m.as_str()),
         duration_ms: outcome.duration.as_millis() as u64,
         category: decision.category.clone(),
+        pattern: match &decision.source {
+            DecisionSource::Pattern { pattern, .. } => Some(pattern.clone()),
+            _ => None,
+        },
         exec_timeout_sec: outcome.limits.exec.as_secs_f64(),
         no_output_timeout_sec: outcome.limits.no_output.as_secs_f64(),
         full_stdout_path: full_path(&outcome.stdout),
@@ -283,25 +395,36 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (String, RunOutput) {
         text.push_str("[stderr]\n");
         push_output(&mut text, &outcome.stderr.text);
     }
-    let summary = match outcome.status {
-        RunStatus::Success => format!("exit code {}", outcome.exit_code),
-        RunStatus::Timeout => format!(
-            "timeout: {} after {}, stopped {} ({})",
-            outcome.timeout_reason.map_or("limit", |r| r.as_str()),
-            seconds(outcome.duration),
-            outcome.termination_mode.map_or("", |m| m.as_str()),
-            match outcome.termination_mode.map(|m| m.as_str()) {
-                Some("hard") => "SIGKILL after the grace period",
-                _ => "SIGTERM",
-            }
+    let mode = match outcome.termination_mode {
+        Some(TerminationMode::Hard) => "stopped hard (SIGKILL after the grace period)",
+        _ => "stopped soft (SIGTERM)",
+    };
+    let summary = match (outcome.status, outcome.timeout_reason) {
+        (RunStatus::Success, _) => format!("exit code {}", outcome.exit_code),
+        (RunStatus::Timeout, Some(TimeoutReason::NoOutput)) => format!(
+            "no_output_timeout: no output for {}, {mode}",
+            seconds(outcome.limits.no_output)
         ),
-        RunStatus::Error => "error".to_owned(),
+        (RunStatus::Timeout, _) => {
+            format!("exec_timeout: still running after {}, {mode}", seconds(outcome.limits.exec))
+        }
+        (RunStatus::Error, _) => "error".to_owned(),
+    };
+    // The footer names the category and limits, not the pattern that chose
+    // them (that is in the structured content): a regex is noise to an agent.
+    let limits = format!(
+        "exec {}, no output {}",
+        seconds(outcome.limits.exec),
+        seconds(outcome.limits.no_output)
+    );
+    let limits = match &decision.category {
+        Some(category) => format!("{category} ({limits})"),
+        None => format!("explicit ({limits})"),
     };
     text.push_str(&format!(
-        "[{} · {summary} · {} · limits: {}]",
+        "[{} · {summary} · {} · limits: {limits}]",
         outcome.status.as_str(),
         seconds(outcome.duration),
-        describe_limits(decision)
     ));
     (text, structured)
 }
@@ -356,7 +479,7 @@ pub fn explain(command: &str, decision: &Decision, origin: &str) -> (String, Exp
         no_output_timeout_sec: decision.limits.no_output.as_secs_f64(),
         policy: origin.to_owned(),
     };
-    let text = format!("{command:?}: {} [policy: {origin}]", describe_limits(decision));
+    let text = format!("{}: {} [policy: {origin}]", echo(command), describe_limits(decision));
     (text, output)
 }
 

@@ -144,9 +144,14 @@ pub struct RunArgs {
     /// The command, run with `bash -c` in a fresh process (no state is kept between runs).
     pub command: String,
     /// Execution limit in seconds; the no-output limit is then min(timeout/4, 60) s, at least
-    /// 1 s. Without it, the policy's category for the command decides.
+    /// 1 s, unless no_output_timeout_sec is given. Without it, the policy's category for the
+    /// command decides.
     #[serde(default)]
     pub timeout_sec: Option<f64>,
+    /// Seconds the command may print nothing (on stdout or stderr) before it is stopped. Give
+    /// it for commands that stay silent for a while (a download, a compile step).
+    #[serde(default)]
+    pub no_output_timeout_sec: Option<f64>,
     /// Working directory (default: the server's).
     #[serde(default)]
     pub cwd: Option<String>,
@@ -167,13 +172,24 @@ pub struct ExplainArgs {
     /// An explicit timeout in seconds, as `run` would get it.
     #[serde(default)]
     pub timeout_sec: Option<f64>,
+    /// An explicit no-output limit in seconds, as `run` would get it.
+    #[serde(default)]
+    pub no_output_timeout_sec: Option<f64>,
 }
 
 #[tool_router]
 impl Shellkeep {
     /// A server over `shared`.
     pub fn new(shared: Arc<Shared>) -> Shellkeep {
-        Shellkeep { shared, tool_router: Self::tool_router() }
+        let mut tool_router = Self::tool_router();
+        for route in tool_router.map.values_mut() {
+            let tool = &mut route.attr;
+            tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
+            if let Some(output) = &tool.output_schema {
+                tool.output_schema = Some(Arc::new(schema::portable(output)));
+            }
+        }
+        Shellkeep { shared, tool_router }
     }
 
     #[tool(
@@ -254,8 +270,8 @@ impl Shellkeep {
             stderr and exit code: {status, stdout, stderr, exitCode, timeoutReason, \
             terminationMode, durationMs}. Nothing persists between runs (use `terminal` for \
             that); stdin is empty unless given. It can never hang: an execution limit and a \
-            no-output limit (from timeout_sec, or the timeout policy's category for the \
-            command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
+            no-output limit (from timeout_sec and no_output_timeout_sec, or the timeout policy's \
+            category for the command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
             period; partial output is kept.",
         output_schema = schema_for_output::<render::RunOutput>(),
         annotations(
@@ -271,10 +287,14 @@ impl Shellkeep {
         Parameters(Checked(args)): Parameters<Checked<RunArgs>>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let decision = match self.decide(&args.command, args.timeout_sec) {
-            Ok(decision) => decision,
-            Err(message) => return tool_error(message),
-        };
+        if let Err(message) = check_run_args(&args) {
+            return tool_error(message);
+        }
+        let decision =
+            match self.decide(&args.command, args.timeout_sec, args.no_output_timeout_sec) {
+                Ok(decision) => decision,
+                Err(message) => return tool_error(message),
+            };
         let number = self.shared.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let request = RunRequest {
             cwd: args.cwd.map(PathBuf::from),
@@ -312,7 +332,7 @@ impl Shellkeep {
         &self,
         Parameters(Checked(args)): Parameters<Checked<ExplainArgs>>,
     ) -> CallToolResult {
-        match self.decide(&args.command, args.timeout_sec) {
+        match self.decide(&args.command, args.timeout_sec, args.no_output_timeout_sec) {
             Ok(decision) => {
                 let (text, structured) =
                     render::explain(&args.command, &decision, &self.shared.policy_origin);
@@ -458,13 +478,62 @@ impl Shellkeep {
         result
     }
 
-    fn decide(&self, command: &str, timeout_sec: Option<f64>) -> Result<Decision, String> {
+    /// The limits for `command`: the agent's explicit values, else the
+    /// policy's.
+    fn decide(
+        &self,
+        command: &str,
+        timeout_sec: Option<f64>,
+        no_output_timeout_sec: Option<f64>,
+    ) -> Result<Decision, String> {
         let explicit = timeout_sec
             .map(ExplicitTimeout::try_from)
             .transpose()
-            .map_err(|err| err.to_string())?;
-        Ok(self.shared.policy.decide(command, explicit))
+            .map_err(|err| err.naming("timeout_sec"))?;
+        let no_output = no_output_timeout_sec
+            .map(ExplicitTimeout::try_from)
+            .transpose()
+            .map_err(|err| err.naming("no_output_timeout_sec"))?;
+        let decision = self.shared.policy.decide(command, explicit);
+        Ok(match no_output {
+            Some(no_output) => decision.with_no_output(no_output),
+            None => decision,
+        })
     }
+}
+
+/// What the kernel cannot take in a `run` request, found before anything
+/// starts: a NUL byte in the command, the working directory or the
+/// environment (C strings end there), and environment names that are empty
+/// or contain `=`. The message names the argument at fault.
+fn check_run_args(args: &RunArgs) -> Result<(), String> {
+    const NUL: &str = "contains a NUL byte (\\0), which a command line cannot carry; remove it \
+         (to pass binary data, use `stdin` or a file)";
+    if args.command.contains('\0') {
+        return Err(format!("`command` {NUL}"));
+    }
+    if args.cwd.as_deref().is_some_and(|cwd| cwd.contains('\0')) {
+        return Err(format!("`cwd` {NUL}"));
+    }
+    for (name, value) in args.env.iter().flatten() {
+        let shown = render::echo(name);
+        if name.is_empty() {
+            return Err("`env` has an empty variable name; give each variable a name".to_owned());
+        }
+        if name.contains('=') {
+            return Err(format!(
+                "`env` name {shown} contains `=`, which cannot be part of a variable name; put \
+                 the value on the right-hand side"
+            ));
+        }
+        if name.contains('\0') {
+            return Err(format!("`env` name {shown} {NUL}"));
+        }
+        if value.contains('\0') {
+            return Err(format!("`env` value of {shown} {NUL}"));
+        }
+    }
+    Ok(())
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -497,4 +566,178 @@ fn structured_result(text: String, structured: &impl Serialize, is_error: bool) 
 /// A tool error the agent reads: what went wrong and what to do.
 fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Tool schemas in the subset of JSON Schema every client accepts. schemars
+/// writes an `Option` as `"type": ["number", "null"]` and numbers with
+/// `format` values such as `double` or `uint64`; some clients (those that
+/// map schemas onto a single-`type` dialect, such as Gemini's function
+/// declarations) reject or misread those.
+pub mod schema {
+    use rmcp::model::JsonObject;
+    use serde_json::Value;
+
+    /// The `format` values JSON Schema defines; any other is left out.
+    pub const STANDARD_FORMATS: &[&str] = &[
+        "date-time",
+        "date",
+        "time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    ];
+
+    /// `schema` rewritten for portability: an optional property (one not in
+    /// `required`) has its plain type without `null`; a property that is
+    /// always present but may be `null` becomes `anyOf` of single-type
+    /// branches; `null` defaults and non-standard formats are dropped.
+    pub fn portable(schema: &JsonObject) -> JsonObject {
+        let mut schema = schema.clone();
+        walk(&mut schema);
+        schema
+    }
+
+    fn walk(schema: &mut JsonObject) {
+        if schema.get("default") == Some(&Value::Null) {
+            schema.remove("default");
+        }
+        if let Some(Value::String(format)) = schema.get("format")
+            && !STANDARD_FORMATS.contains(&format.as_str())
+        {
+            schema.remove("format");
+        }
+        let required: Vec<String> = match schema.get("required") {
+            Some(Value::Array(names)) => {
+                names.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect()
+            }
+            _ => Vec::new(),
+        };
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            for (name, property) in properties.iter_mut() {
+                if let Value::Object(property) = property {
+                    single_type(property, required.contains(name));
+                }
+            }
+        }
+        for (key, value) in schema.iter_mut() {
+            match (key.as_str(), value) {
+                (
+                    "properties" | "$defs" | "definitions" | "patternProperties",
+                    Value::Object(map),
+                ) => {
+                    for sub in map.values_mut() {
+                        if let Value::Object(sub) = sub {
+                            walk(sub);
+                        }
+                    }
+                }
+                ("items" | "additionalProperties" | "not" | "contains", Value::Object(sub)) => {
+                    walk(sub)
+                }
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(list)) => {
+                    for sub in list {
+                        if let Value::Object(sub) = sub {
+                            walk(sub);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A single type, not a list of one.
+        if let Some(Value::Array(types)) = schema.get("type")
+            && types.len() == 1
+        {
+            let only = types[0].clone();
+            schema.insert("type".to_owned(), only);
+        }
+    }
+
+    /// Rewrites a property's `type` list: `null` dropped when the property
+    /// may be left out, else one `anyOf` branch per type.
+    fn single_type(property: &mut JsonObject, required: bool) {
+        if let Some(Value::Array(types)) = property.get("type").cloned() {
+            let non_null: Vec<Value> = types.into_iter().filter(|t| t != "null").collect();
+            let nullable = non_null.len() < property["type"].as_array().map_or(0, Vec::len);
+            if !nullable || !required {
+                property.insert("type".to_owned(), Value::Array(non_null));
+            } else {
+                property.remove("type");
+                let mut branches: Vec<Value> =
+                    non_null.into_iter().map(|t| serde_json::json!({"type": t})).collect();
+                branches.push(serde_json::json!({"type": "null"}));
+                property.insert("anyOf".to_owned(), Value::Array(branches));
+            }
+        }
+        if !required && let Some(Value::Array(branches)) = property.get_mut("anyOf") {
+            branches.retain(|branch| branch.get("type") != Some(&Value::String("null".into())));
+            if branches.len() == 1
+                && let Some(Value::Object(only)) = branches.pop()
+            {
+                property.remove("anyOf");
+                for (key, value) in only {
+                    property.entry(key).or_insert(value);
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use serde_json::json;
+
+        fn portable(schema: serde_json::Value) -> serde_json::Value {
+            let serde_json::Value::Object(schema) = schema else { unreachable!() };
+            serde_json::Value::Object(super::portable(&schema))
+        }
+
+        #[test]
+        fn optional_properties_lose_null_and_required_ones_become_any_of() {
+            let schema = json!({
+                "type": "object",
+                "required": ["always"],
+                "properties": {
+                    "optional": {"type": ["number", "null"], "format": "double", "default": null},
+                    "always": {"type": ["string", "null"], "description": "d"},
+                    "count": {"type": "integer", "format": "uint64", "minimum": 0},
+                    "when": {"type": "string", "format": "date-time"},
+                    "nested": {"type": "object", "properties": {
+                        "deep": {"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]},
+                    }},
+                },
+            });
+            assert_eq!(
+                portable(schema),
+                json!({
+                    "type": "object",
+                    "required": ["always"],
+                    "properties": {
+                        "optional": {"type": "number"},
+                        "always": {
+                            "anyOf": [{"type": "string"}, {"type": "null"}],
+                            "description": "d",
+                        },
+                        "count": {"type": "integer", "minimum": 0},
+                        "when": {"type": "string", "format": "date-time"},
+                        "nested": {"type": "object", "properties": {
+                            "deep": {"$ref": "#/$defs/X"},
+                        }},
+                    },
+                })
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Engine integration tests: a real bash in a real PTY.
 
 mod limits;
+mod run;
 mod terminal;
 
 use std::path::PathBuf;

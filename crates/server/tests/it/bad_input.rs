@@ -126,7 +126,22 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
             ("run", json!({"command": "true", "env": ["A=1"]}), &["env"]),
             ("run", json!({"command": "true", "bogus": 1}), &["unknown field `bogus`"]),
             ("run", json!({}), &["missing field `command`"]),
+            (
+                "run",
+                json!({"command": "true", "no_output_timeout_sec": 0}),
+                &["no_output_timeout_sec must be a positive number", "got 0"],
+            ),
+            (
+                "run",
+                json!({"command": "true", "timeout_sec": 5, "no_output_timeout_sec": -2}),
+                &["no_output_timeout_sec", "-2"],
+            ),
             ("policy_explain", json!({"command": "ls", "timeout_sec": -5}), &["timeout_sec"]),
+            (
+                "policy_explain",
+                json!({"command": "ls", "no_output_timeout_sec": 1e12}),
+                &["no_output_timeout_sec", "at most"],
+            ),
             ("policy_explain", json!({"cmd": "ls"}), &["unknown field `cmd`"]),
         ],
     )
@@ -145,4 +160,67 @@ async fn unknown_tool_is_a_protocol_error_not_a_crash() {
         other => panic!("expected a JSON-RPC error, got {other:?}"),
     }
     assert_alive(&server).await;
+}
+
+/// Issue 7 §4: what the kernel cannot take in a `run` request is a tool
+/// error that names the argument: a NUL byte in the command, the working
+/// directory or the environment, and environment names that are empty or
+/// contain `=`. Nothing is run.
+#[tokio::test]
+async fn run_rejects_nul_bytes_and_bad_environment_names() {
+    let server = Server::start().await;
+    let witness = server.cwd().join("ran");
+    let touch = format!("touch {}", witness.display());
+    check_all(
+        &server,
+        &[
+            ("run", json!({"command": format!("{touch}\u{0}x")}), &["`command`", "NUL byte"]),
+            ("run", json!({"command": touch, "cwd": "/tmp\u{0}x"}), &["`cwd`", "NUL byte"]),
+            (
+                "run",
+                json!({"command": touch, "env": {"A\u{0}B": "1"}}),
+                &["`env` name", "NUL byte"],
+            ),
+            (
+                "run",
+                json!({"command": touch, "env": {"OK": "1", "VALUE": "a\u{0}b"}}),
+                &["`env` value of \"VALUE\"", "NUL byte"],
+            ),
+            ("run", json!({"command": touch, "env": {"": "1"}}), &["`env`", "empty variable name"]),
+            ("run", json!({"command": touch, "env": {"A=B": "1"}}), &["`env` name \"A=B\"", "`=`"]),
+        ],
+    )
+    .await;
+    assert!(!witness.exists(), "a rejected command ran");
+    // A NUL in stdin is data, not an argument: it is passed on.
+    let r = server.run(json!({"command": "od -An -c", "stdin": "a\u{0}b"})).await;
+    assert_eq!(r["status"], "success", "{r:#?}");
+    assert!(r["stdout"].as_str().unwrap().contains("\\0"), "{r:#?}");
+    assert_alive(&server).await;
+}
+
+/// Issue 7 §1: a command is echoed back capped, never in full: a 1 MiB
+/// command explained, or refused because another one runs, gets a reply of
+/// a few hundred bytes that still identifies it.
+#[tokio::test]
+async fn long_commands_are_echoed_capped() {
+    let server = Server::start().await;
+    let command = format!("echo start{}end", "x".repeat(1024 * 1024));
+    let r = server.call("policy_explain", json!({"command": command})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert!(r.text.len() < 1000, "{} bytes: {}", r.text.len(), &r.text[..1000]);
+    assert!(r.text.contains("\"echo startxxx"), "{}", r.text);
+    assert!(r.text.contains("xxxend\""), "{}", r.text);
+    assert!(r.text.contains(&format!("{} characters", command.len())), "{}", r.text);
+
+    let r = server.terminal(json!({"command": "sleep 30", "timeout": 0.3})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.len() < 2000, "{} bytes", r.text.len());
+    let notes = serde_json::to_string(&r.structured).unwrap();
+    assert!(notes.len() < 3000, "{} bytes of structured content", notes.len());
+    assert!(r.text.contains(&format!("{} characters", command.len())), "{}", r.text);
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
 }

@@ -16,6 +16,7 @@
 
 mod bad_input;
 mod cli;
+mod hostile;
 mod orphans;
 mod run;
 mod runtime;
@@ -99,8 +100,28 @@ impl Drop for Scratch {
 /// that cannot pick up a policy or settings from the machine running the
 /// tests.
 fn spawn_binary(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Child {
+    spawn_binary_via(scratch, &[], args, env)
+}
+
+/// [`spawn_binary`] through a `wrapper` (a program and its arguments),
+/// started with the binary's path and arguments after its own; it must exec
+/// the binary. No wrapper starts the binary itself.
+fn spawn_binary_via(
+    scratch: &Scratch,
+    wrapper: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> tokio::process::Child {
     let log = std::fs::File::create(scratch.log()).expect("create the server log");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"));
+    let binary = env!("CARGO_BIN_EXE_shellkeep");
+    let mut command = match wrapper {
+        [] => tokio::process::Command::new(binary),
+        [program, wrapper_args @ ..] => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(wrapper_args).arg(binary);
+            command
+        }
+    };
     command
         .arg("--no-rc")
         .arg("--cwd")
@@ -247,8 +268,14 @@ impl Server {
 
     /// A server with extra command-line `args` and environment variables.
     async fn with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::wrapped(&[], args, env).await
+    }
+
+    /// A server started through `wrapper`, which execs the binary (see
+    /// [`spawn_binary_via`]).
+    async fn wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> Server {
         let scratch = Scratch::new();
-        let mut child = spawn_binary(&scratch, args, env);
+        let mut child = spawn_binary_via(&scratch, wrapper, args, env);
         let pid = child.id().expect("the server has a pid");
         let stdout = child.stdout.take().expect("piped stdout");
         let stdin = ClosableStdin(Arc::new(Mutex::new(child.stdin.take())));

@@ -1,4 +1,5 @@
-//! `tools/list`: the tools, their schemas and their annotations.
+//! `tools/list` and the tool surface: names, portable schemas and annotations;
+//! `run`'s limits and footer; the terminal's wording and structured content.
 
 use serde_json::{Value, json};
 
@@ -63,4 +64,271 @@ async fn tools_list_names_schemas_and_annotations() {
     {
         assert!(schema("run", "outputSchema")[field].is_object(), "run gives {field}");
     }
+}
+
+/// Issue 6 §6: every tool's input and output schema uses the subset of JSON
+/// Schema every client accepts: no type lists (`["number", "null"]`), no
+/// `null` defaults, no `format` outside JSON Schema's own (`double`,
+/// `uint64`), and optional arguments are simply not required.
+#[tokio::test]
+async fn schemas_use_the_portable_subset_of_json_schema() {
+    let server = Server::start().await;
+    let tools = server.client().list_all_tools().await.expect("tools/list");
+    let mut problems = Vec::new();
+    for tool in &tools {
+        let tool = serde_json::to_value(tool).unwrap();
+        for part in ["inputSchema", "outputSchema"] {
+            let at = format!("{}.{part}", tool["name"].as_str().unwrap());
+            walk(&tool[part], &at, &mut problems);
+        }
+        // Optional arguments are not required; only `command` is (`session`
+        // for `session_close`, nothing for `sessions`).
+        let required = match tool["name"].as_str() {
+            Some("sessions") => Value::Null,
+            Some("session_close") => json!(["session"]),
+            _ => json!(["command"]),
+        };
+        assert_eq!(tool["inputSchema"]["required"], required, "{tool:#}");
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+
+    let run = tools.iter().find(|t| t.name == "run").unwrap();
+    let run = serde_json::to_value(run).unwrap();
+    assert_eq!(
+        run["inputSchema"]["properties"]["no_output_timeout_sec"]["type"], "number",
+        "{run:#}"
+    );
+    // A field that is always present but may be null is an `anyOf` of
+    // single types.
+    assert_eq!(
+        run["outputSchema"]["properties"]["timeoutReason"]["anyOf"],
+        json!([{"type": "string"}, {"type": "null"}]),
+        "{run:#}"
+    );
+}
+
+/// The JSON Schema `format` values; anything else is non-standard.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Collects what is not portable in `schema` and everything under it.
+fn walk(schema: &Value, at: &str, problems: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(kind) = map.get("type")
+                && !kind.is_string()
+            {
+                problems.push(format!("{at}: type {kind} is not a single type"));
+            }
+            if map.get("default") == Some(&Value::Null) {
+                problems.push(format!("{at}: a null default"));
+            }
+            if let Some(format) = map.get("format")
+                && !format.as_str().is_some_and(|f| STANDARD_FORMATS.contains(&f))
+            {
+                problems.push(format!("{at}: non-standard format {format}"));
+            }
+            for (key, value) in map {
+                walk(value, &format!("{at}.{key}"), problems);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(item, &format!("{at}[{i}]"), problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Issue 6 §6: `run` takes an explicit no-output limit; before, a model
+/// asking for 8 s got a 2 s silence limit it could not change.
+#[tokio::test]
+async fn run_takes_an_explicit_no_output_limit() {
+    let server = Server::start().await;
+    let r = server
+        .run(json!({
+            "command": "sleep 2.5; echo done",
+            "timeout_sec": 8,
+            "no_output_timeout_sec": 8,
+        }))
+        .await;
+    assert_eq!(r["status"], "success", "{r:#?}");
+    assert_eq!(r["stdout"], "done\n", "{r:#?}");
+    assert_eq!(
+        (r["execTimeoutSec"].as_f64(), r["noOutputTimeoutSec"].as_f64()),
+        (Some(8.0), Some(8.0))
+    );
+    assert!(r.text.contains("explicit (exec 8 s, no output 8 s)"), "{}", r.text);
+
+    // Alone, it keeps the category's execution limit, and the limit that
+    // fired is what the reply states.
+    let r = server.run(json!({"command": "sleep 30", "no_output_timeout_sec": 0.5})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["timeoutReason"].as_str()),
+        (Some("timeout"), Some("no_output_timeout")),
+        "{r:#?}"
+    );
+    assert_eq!(r["noOutputTimeoutSec"], 0.5, "{r:#?}");
+    assert!(r["category"].is_string(), "{r:#?}");
+    assert!(r.text.contains("no_output_timeout: no output for 0.5 s"), "{}", r.text);
+
+    let r =
+        server.call("policy_explain", json!({"command": "ls", "no_output_timeout_sec": 7})).await;
+    assert_eq!(
+        (r["category"].as_str(), r["no_output_timeout_sec"].as_f64()),
+        (Some("quick"), Some(7.0)),
+        "{r:#?}"
+    );
+}
+
+/// Issue 6 §6: `run`'s footer names the category and limits, not the
+/// pattern that matched (structured content keeps it).
+#[tokio::test]
+async fn run_footer_is_short_and_the_pattern_is_structured() {
+    let server = Server::start().await;
+    let r = server.run(json!({"command": "ls"})).await;
+    assert_eq!(r["category"], "quick", "{r:#?}");
+    let pattern = r["pattern"].as_str().expect("the pattern that matched");
+    let footer = r.text.lines().last().unwrap();
+    assert!(footer.starts_with("[success · exit code 0 · "), "{footer}");
+    assert!(footer.ends_with("limits: quick (exec 30 s, no output 10 s)]"), "{footer}");
+    assert!(!r.text.contains(pattern), "{}", r.text);
+    assert!(!r.text.contains("matched"), "{}", r.text);
+}
+
+/// OpenHands' `TIMEOUT_MESSAGE_TEMPLATE`, word for word.
+const OPENHANDS_NEXT: &str = "You may wait longer to see additional output by sending empty \
+    command '', send other commands to interact with the current process, send keys (\"C-c\", \
+    \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or \
+    use the timeout parameter in terminal for future commands.";
+
+/// Asserts each notice of a reply is in its text and in its structured
+/// `notes`, so a client that shows only one of them loses nothing.
+#[track_caller]
+fn assert_notice(r: &crate::Reply, notice: &str) {
+    assert!(r.text.contains(notice), "text lacks {notice:?}:\n{}", r.text);
+    let notes = r["notes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    assert!(
+        notes.iter().any(|n| n.as_str().is_some_and(|n| n.contains(notice))),
+        "notes lack {notice:?}: {r:#?}"
+    );
+}
+
+/// Issue 6 §6: where a message means what the OpenHands terminal's does,
+/// it uses OpenHands' exact words: the timeout and no-new-output notices,
+/// "[Below is the output of the previous command.]" on later polls and
+/// before "NOT executed", "CTRL+C was sent", the reset notice.
+#[tokio::test]
+async fn terminal_speaks_openhands_words() {
+    let server = Server::with(&["--no-output-return", "1"]).await;
+    let r = server.terminal(json!({"command": "echo started; sleep 30", "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.text.starts_with("started\n"), "no prefix on the first reply: {}", r.text);
+    assert_notice(&r, &format!("[The command timed out after 0.5 seconds. {OPENHANDS_NEXT}]"));
+
+    let r = server.terminal(json!({"command": ""})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.text.starts_with("[Below is the output of the previous command.]\n"), "{}", r.text);
+    assert_notice(
+        &r,
+        &format!("[The command has no new output after 1 seconds. {OPENHANDS_NEXT}]"),
+    );
+
+    let r = server.terminal(json!({"command": "echo second"})).await;
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.starts_with("[Below is the output of the previous command.]\n"), "{}", r.text);
+    assert_notice(
+        &r,
+        &format!(
+            "[Your command \"echo second\" is NOT executed. The previous command is still running \
+             - You CANNOT send new commands until the previous command is completed. By setting \
+             `is_input` to `true`, you can interact with the current process: {OPENHANDS_NEXT}]"
+        ),
+    );
+
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(130)));
+    assert!(
+        r.text.contains("[The command completed with exit code 130. CTRL+C was sent.]"),
+        "{}",
+        r.text
+    );
+    assert_notice(&r, "CTRL+C was sent.");
+
+    let r = server.terminal(json!({"command": "echo fresh", "reset": true})).await;
+    assert_eq!(r.output(), "fresh\n", "{r:#?}");
+    assert_notice(
+        &r,
+        "Terminal session has been reset. All previous environment variables and session state \
+         have been cleared.",
+    );
+}
+
+/// Issue 6 §6: structured content carries what the text does: the output
+/// and exit code of a previous command that finished while no call waited,
+/// and output background jobs printed between commands.
+#[tokio::test]
+async fn structured_content_carries_previous_and_background_output() {
+    let server = Server::start().await;
+    let done = server.cwd().join("done");
+    let r = server
+        .terminal(json!({
+            "command": "sleep 0.3; echo late; touch done; (exit 3)",
+            "timeout": 0.1,
+        }))
+        .await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    crate::wait_until(crate::EVENTUALLY, || done.exists(), || "the command to finish".into()).await;
+    // The command may need a moment to end after `touch`: until then a new
+    // command is not executed (and the reply shows what was printed).
+    let mut shown = r.output().to_owned();
+    let r = loop {
+        let r = server.terminal(json!({"command": "echo next"})).await;
+        if r["status"] != "not_executed" {
+            break r;
+        }
+        shown.push_str(r.output());
+    };
+    assert_eq!(r.output(), "next\n", "{r:#?}");
+    assert_eq!(r["previous_exit_code"], 3, "{r:#?}");
+    let previous = r["previous_output"].as_str().expect("previous_output");
+    assert!(previous.contains("late") || shown.contains("late"), "{r:#?}");
+    assert!(r.text.contains("finished with exit code 3"), "{}", r.text);
+    assert!(r.text.contains(previous), "{}", r.text);
+
+    // The job prints only once the command that started it has returned
+    // (the test creates `go`), so its output falls between commands.
+    let marker = server.cwd().join("bg");
+    let job = "(while [ ! -e go ]; do sleep 0.02; done; echo bg-out; touch bg) &";
+    let r = server.terminal(json!({"command": job})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(!r.output().contains("bg-out"), "{r:#?}");
+    std::fs::write(server.cwd().join("go"), "").unwrap();
+    crate::wait_until(crate::EVENTUALLY, || marker.exists(), || "the job to print".into()).await;
+    let r = server.terminal(json!({"command": "echo after"})).await;
+    assert_eq!(r.output(), "after\n", "{r:#?}");
+    let background = r["background_output"].as_str().unwrap_or_default();
+    assert!(background.contains("bg-out"), "{r:#?}");
+    assert!(r.text.contains("bg-out"), "{}", r.text);
+    assert_notice(&r, "[Printed while no command was running (background jobs):]");
 }

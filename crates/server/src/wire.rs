@@ -1,0 +1,763 @@
+//! The JSON-RPC edge of the MCP connection: a transport between the
+//! server's stdin/stdout and `rmcp` that answers broken messages itself.
+//!
+//! `rmcp`'s stdio transport silently drops a line that is not JSON, answers
+//! a known method with bad parameters as an unknown method (or with an error
+//! that has no `id`), lets a second request reuse the id of one still
+//! running (which makes it cancel the first one's command), and keeps
+//! reading after the client stopped reading our replies. This module reads
+//! stdin itself, line by line and bounded, and checks each message's
+//! JSON-RPC shape before `rmcp` sees it:
+//!
+//! - a line that is not JSON gets `-32700` with `id: null`;
+//! - a message that is not a valid JSON-RPC 2.0 request, notification or
+//!   response gets `-32600`, with its id when it has a usable one; a batch
+//!   (a JSON array) is refused the same way: MCP has no batches;
+//! - a request for a method `rmcp` knows whose parameters do not fit gets
+//!   `-32602` with its id, and one for a method it does not know `-32601`
+//!   with a message that lists the methods to use;
+//! - a request whose id is already in flight gets `-32600` and the first
+//!   request is left alone;
+//! - a line longer than [`MAX_LINE`] is skipped without being kept and gets
+//!   `-32600` (with its id when it appears near the start of the line).
+//!
+//! Valid messages go to `rmcp` over an in-memory channel, each request under
+//! an id of our own (see `InFlight`); its replies come back through
+//! [`Wire`]'s `send`, get the client's id back, and are written one whole
+//! line at a time.
+//!
+//! When stdout fails (the client closed it: `EPIPE`, or the pipe reports
+//! that its reader is gone) the wire stops forwarding requests and fires
+//! [`Wire::closed`], so the server can stop what it runs and exit instead of
+//! running commands nobody will see the result of.
+//!
+//! Bounds. One line costs at most [`MAX_LINE`] bytes of buffer (a longer one
+//! is discarded as it streams in, keeping only its first 4 KiB to find its
+//! id); the line being checked is held at most three times over (raw bytes,
+//! a `Value`, the typed message). Requests in flight (forwarded to `rmcp`
+//! and not yet answered) are limited to [`MAX_IN_FLIGHT`] requests and
+//! [`IN_FLIGHT_BYTES`] bytes of request lines; past either, the wire stops
+//! reading stdin until a reply goes out (backpressure, nothing is refused).
+//! The memory spent on requests is thus about [`IN_FLIGHT_BYTES`] +
+//! 3 × [`MAX_LINE`] ≈ 28 MiB at most. Time: each line is parsed twice,
+//! linear in its size.
+//!
+//! It does not know any tool or how replies are worded.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage, RequestId,
+};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+/// The longest request line accepted, in bytes (newline included): 4 MiB.
+/// Commands, inputs and environments larger than that belong in a file.
+pub const MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// The most requests forwarded to `rmcp` and not yet answered.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// The most bytes of request lines forwarded to `rmcp` and not yet
+/// answered.
+pub const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of an oversized line is kept to find its id.
+const ID_SCAN: usize = 4096;
+
+/// The methods whose requests `rmcp` parses into typed parameters: a request
+/// for one of these that does not parse has bad parameters (`-32602`).
+const KNOWN_METHODS: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/directory/read",
+    "subscriptions/listen",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// The server's side of the connection: an `rmcp` transport fed by a
+/// checking reader task and writing replies to stdout.
+pub struct Wire {
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    output: Arc<Output>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// The write half, shared by `rmcp`'s replies and the reader's own errors.
+struct Output {
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
+    /// Fired once writing failed or the pipe's reader went away.
+    closed: CancellationToken,
+    in_flight: Mutex<InFlight>,
+    /// Woken when a request leaves `in_flight`.
+    released: Notify,
+}
+
+/// Requests forwarded to `rmcp` and not yet answered.
+///
+/// `rmcp` sees each request under an id of our own, unique for the life of
+/// the connection, and replies are given the client's id back. `rmcp` keys
+/// its per-request state by id and sends nothing for a cancelled request, so
+/// a client id reused after a cancellation would otherwise receive the old
+/// request's late reply and have its own command cancelled.
+#[derive(Default)]
+struct InFlight {
+    /// The client's id → our id and the request line's size.
+    requests: HashMap<RequestId, (i64, usize)>,
+    /// Our id → the client's.
+    by_internal: HashMap<i64, RequestId>,
+    /// Our next id.
+    next: i64,
+    /// The sum of the sizes in `requests`.
+    bytes: usize,
+}
+
+impl InFlight {
+    /// Forgets the request with the client's id `id`; returns our id for it.
+    fn remove(&mut self, id: &RequestId) -> Option<i64> {
+        let (internal, size) = self.requests.remove(id)?;
+        self.by_internal.remove(&internal);
+        self.bytes -= size;
+        Some(internal)
+    }
+}
+
+impl Output {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, InFlight> {
+        self.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the request `rmcp` knows as `internal` (it is being
+    /// answered) and wakes the reader if it waits for room. Returns the
+    /// client's id, or `None` when the request was cancelled meanwhile.
+    fn answered(&self, internal: &RequestId) -> Option<RequestId> {
+        let RequestId::Number(internal) = internal else { return None };
+        let id = {
+            let mut in_flight = self.in_flight();
+            let id = in_flight.by_internal.get(internal)?.clone();
+            in_flight.remove(&id);
+            id
+        };
+        self.released.notify_one();
+        Some(id)
+    }
+
+    /// Forgets a request the client cancelled; returns our id for it.
+    fn cancelled(&self, id: &RequestId) -> Option<i64> {
+        let internal = self.in_flight().remove(id)?;
+        self.released.notify_one();
+        Some(internal)
+    }
+
+    /// Writes one message as a line. A failure closes the output for good.
+    async fn write_line(&self, mut line: Vec<u8>) -> io::Result<()> {
+        if self.closed.is_cancelled() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        line.push(b'\n');
+        let mut writer = self.writer.lock().await;
+        let result = async {
+            writer.write_all(&line).await?;
+            writer.flush().await
+        }
+        .await;
+        if let Err(err) = &result {
+            tracing::warn!("cannot write to stdout ({err}): the client is gone; stopping");
+            self.closed.cancel();
+        }
+        result
+    }
+
+    /// Sends a JSON-RPC error of our own.
+    async fn error(&self, id: Value, code: i64, message: String) {
+        // Written by hand to keep the usual key order (`json!` sorts keys).
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{}}}}}"#,
+            Value::String(message)
+        );
+        tracing::info!(reply = %line, "answered a broken message");
+        let _ = self.write_line(line.into_bytes()).await;
+    }
+}
+
+impl Wire {
+    /// A wire on the process's stdin and stdout. It watches stdout for its
+    /// reader going away when stdout is a pipe.
+    pub fn stdio() -> Wire {
+        let (read, write) = rmcp::transport::stdio_pipes();
+        let wire = Wire::new(read, write);
+        watch_stdout(wire.closed());
+        wire
+    }
+
+    /// A wire reading requests from `read` and writing replies to `write`.
+    pub fn new(
+        read: impl AsyncRead + Send + Unpin + 'static,
+        write: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Wire {
+        let output = Arc::new(Output {
+            writer: tokio::sync::Mutex::new(Box::new(write)),
+            closed: CancellationToken::new(),
+            in_flight: Mutex::default(),
+            released: Notify::new(),
+        });
+        // One message waits here at most: the reader itself applies the
+        // in-flight bounds before sending.
+        let (tx, incoming) = mpsc::channel(1);
+        let reader = tokio::spawn(read_messages(BufReader::new(read), tx, Arc::clone(&output)));
+        Wire { incoming, output, reader }
+    }
+
+    /// Fired when the client can no longer read replies (stdout closed).
+    pub fn closed(&self) -> CancellationToken {
+        self.output.closed.clone()
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Transport<RoleServer> for Wire {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        mut item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+        let output = Arc::clone(&self.output);
+        async move {
+            let id = match &mut item {
+                JsonRpcMessage::Response(response) => Some(&mut response.id),
+                JsonRpcMessage::Error(error) => error.id.as_mut(),
+                _ => None,
+            };
+            if let Some(id) = id {
+                match output.answered(id) {
+                    Some(client_id) => *id = client_id,
+                    // Cancelled: MCP sends no reply to a cancelled request.
+                    None => return Ok(()),
+                }
+            }
+            let line = serde_json::to_vec(&item).map_err(io::Error::other)?;
+            output.write_line(line).await
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), io::Error> {
+        self.incoming.close();
+        Ok(())
+    }
+}
+
+/// Reads lines until end of input or until stdout closes, answering broken
+/// ones and forwarding the rest.
+async fn read_messages(
+    mut read: BufReader<impl AsyncRead + Unpin>,
+    tx: mpsc::Sender<ClientJsonRpcMessage>,
+    output: Arc<Output>,
+) {
+    let mut line = Vec::new();
+    loop {
+        let read_line = tokio::select! {
+            read_line = read_bounded(&mut read, &mut line) => read_line,
+            () = output.closed.cancelled() => return,
+        };
+        match read_line {
+            Ok(Line::Complete) => {
+                let message = std::mem::take(&mut line);
+                if let Some(forward) = check(&message, &output).await {
+                    let size = message.len();
+                    drop(message);
+                    if !forward_bounded(forward, size, &tx, &output).await {
+                        return;
+                    }
+                }
+            }
+            Ok(Line::TooLong { length }) => {
+                let id = scan_id(&line);
+                line.clear();
+                output
+                    .error(
+                        id,
+                        INVALID_REQUEST,
+                        format!(
+                            "Invalid request: the message is {length} bytes, over the \
+                             limit of {MAX_LINE} bytes (4 MiB) per message; it was discarded. \
+                             Send large inputs through a file (write it with one call, use it \
+                             in the next)."
+                        ),
+                    )
+                    .await;
+            }
+            Ok(Line::Eof) => return,
+            Err(err) => {
+                tracing::warn!("cannot read stdin: {err}");
+                return;
+            }
+        }
+    }
+}
+
+/// A message that passed the checks.
+struct Forward {
+    message: ClientJsonRpcMessage,
+    /// The id to track, for requests.
+    request: Option<RequestId>,
+}
+
+/// Sends `forward` to `rmcp` once the in-flight bounds allow it; false when
+/// `rmcp` stopped listening or stdout closed.
+async fn forward_bounded(
+    forward: Forward,
+    size: usize,
+    tx: &mpsc::Sender<ClientJsonRpcMessage>,
+    output: &Output,
+) -> bool {
+    let mut message = forward.message;
+    if let Some(id) = forward.request {
+        loop {
+            {
+                let mut in_flight = output.in_flight();
+                if in_flight.requests.len() < MAX_IN_FLIGHT
+                    && in_flight.bytes + size <= IN_FLIGHT_BYTES
+                {
+                    in_flight.next += 1;
+                    let internal = in_flight.next;
+                    in_flight.requests.insert(id.clone(), (internal, size));
+                    in_flight.by_internal.insert(internal, id);
+                    in_flight.bytes += size;
+                    if let JsonRpcMessage::Request(request) = &mut message {
+                        request.id = RequestId::Number(internal);
+                    }
+                    break;
+                }
+            }
+            tokio::select! {
+                () = output.released.notified() => {}
+                () = output.closed.cancelled() => return false,
+            }
+        }
+    }
+    if output.closed.is_cancelled() {
+        return false;
+    }
+    tx.send(message).await.is_ok()
+}
+
+/// The outcome of one bounded line read.
+enum Line {
+    /// A whole line (without its newline) is in the buffer.
+    Complete,
+    /// The line was longer than [`MAX_LINE`]: the buffer holds its first
+    /// [`ID_SCAN`] bytes, the rest was read and dropped.
+    TooLong { length: usize },
+    /// End of input (an unfinished last line is dropped).
+    Eof,
+}
+
+/// Reads one line into `line` (cleared first), never holding more than
+/// [`MAX_LINE`] bytes of it.
+async fn read_bounded(
+    read: &mut BufReader<impl AsyncRead + Unpin>,
+    line: &mut Vec<u8>,
+) -> io::Result<Line> {
+    line.clear();
+    let mut length = 0usize;
+    let mut too_long = false;
+    loop {
+        let available = read.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(Line::Eof);
+        }
+        let newline = available.iter().position(|&b| b == b'\n');
+        let take = newline.map_or(available.len(), |at| at + 1);
+        let content = newline.map_or(available.len(), |at| at);
+        length += take;
+        if !too_long && length > MAX_LINE {
+            too_long = true;
+            line.truncate(ID_SCAN);
+        }
+        if too_long {
+            let room = ID_SCAN.saturating_sub(line.len());
+            line.extend_from_slice(&available[..content.min(room)]);
+        } else {
+            line.extend_from_slice(&available[..content]);
+        }
+        read.consume(take);
+        if newline.is_some() {
+            return Ok(if too_long { Line::TooLong { length } } else { Line::Complete });
+        }
+    }
+}
+
+/// Checks one line: answers it if it is broken, else returns what to
+/// forward. Empty lines are ignored.
+async fn check(line: &[u8], output: &Output) -> Option<Forward> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(err) => {
+            output
+                .error(
+                    Value::Null,
+                    PARSE_ERROR,
+                    format!(
+                        "Parse error: the message is not valid JSON ({err}); send one JSON-RPC \
+                         message per line"
+                    ),
+                )
+                .await;
+            return None;
+        }
+    };
+    let shape = classify(&value, &output.in_flight());
+    match shape {
+        Ok(Shape::Request { id, method }) => {
+            match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+                Ok(JsonRpcMessage::Request(request))
+                    if matches!(request.request, ClientRequest::CustomRequest(_))
+                        && KNOWN_METHODS.contains(&method.as_str()) =>
+                {
+                    let reply_id = value["id"].clone();
+                    output.error(reply_id, INVALID_PARAMS, bad_params(&method, &value)).await;
+                    None
+                }
+                // Every method `rmcp` can serve parses into a typed request;
+                // the rest would get a bare "method not found" from it.
+                Ok(JsonRpcMessage::Request(request))
+                    if matches!(request.request, ClientRequest::CustomRequest(_)) =>
+                {
+                    let message = format!(
+                        "Method not found: {method:?}. This server offers the MCP methods \
+                         initialize, ping, tools/list and tools/call."
+                    );
+                    output.error(value["id"].clone(), METHOD_NOT_FOUND, message).await;
+                    None
+                }
+                Ok(message) => Some(Forward { message, request: Some(id) }),
+                Err(err) => {
+                    let (code, message) = if KNOWN_METHODS.contains(&method.as_str()) {
+                        (INVALID_PARAMS, bad_params(&method, &value))
+                    } else {
+                        (INVALID_REQUEST, format!("Invalid request: {err}"))
+                    };
+                    output.error(value["id"].clone(), code, message).await;
+                    None
+                }
+            }
+        }
+        Ok(Shape::Other) => match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+            Ok(mut message) => {
+                if let JsonRpcMessage::Notification(notification) = &mut message
+                    && let ClientNotification::CancelledNotification(cancel) =
+                        &mut notification.notification
+                {
+                    // Tell `rmcp` our id for the request; a cancellation of
+                    // a request that is not running has nothing to stop.
+                    let internal =
+                        cancel.params.request_id.as_ref().and_then(|id| output.cancelled(id))?;
+                    cancel.params.request_id = Some(RequestId::Number(internal));
+                }
+                Some(Forward { message, request: None })
+            }
+            Err(err) => {
+                // A notification or a response gets no reply (JSON-RPC),
+                // which also avoids error storms between two peers.
+                tracing::warn!("ignored a notification or response that does not parse: {err}");
+                None
+            }
+        },
+        Err((id, message)) => {
+            output.error(id, INVALID_REQUEST, format!("Invalid request: {message}")).await;
+            None
+        }
+    }
+}
+
+/// What kind of valid JSON-RPC message a value is.
+enum Shape {
+    /// A request: it needs a reply.
+    Request { id: RequestId, method: String },
+    /// A notification or a response.
+    Other,
+}
+
+/// Checks the JSON-RPC 2.0 shape of `value`. The error carries the id to
+/// answer with (`null` when there is no usable one) and what is wrong.
+fn classify(value: &Value, in_flight: &InFlight) -> Result<Shape, (Value, String)> {
+    let Value::Object(object) = value else {
+        return Err((
+            Value::Null,
+            if value.is_array() {
+                "batches (JSON arrays) are not supported by MCP; send one message per line"
+                    .to_owned()
+            } else {
+                "a JSON-RPC message must be a JSON object".to_owned()
+            },
+        ));
+    };
+    let id = match object.get("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id),
+        Some(id @ Value::Number(number)) if number.is_i64() => Some(id),
+        Some(Value::Number(number)) => {
+            return Err((
+                Value::Number(number.clone()),
+                "`id` must be a string or an integer".to_owned(),
+            ));
+        }
+        Some(_) => return Err((Value::Null, "`id` must be a string or an integer".to_owned())),
+    };
+    let reply_id = id.cloned().unwrap_or(Value::Null);
+    if object.get("jsonrpc") != Some(&Value::String("2.0".to_owned())) {
+        return Err((reply_id, "`jsonrpc` must be \"2.0\"".to_owned()));
+    }
+    match object.get("method") {
+        Some(Value::String(method)) => {
+            if let Some(params) = object.get("params")
+                && !params.is_object()
+                && !params.is_array()
+                && id.is_some()
+            {
+                return Err((reply_id, "`params` must be an object".to_owned()));
+            }
+            if object.contains_key("result") || object.contains_key("error") {
+                return Err((reply_id, "a request has no `result` or `error`".to_owned()));
+            }
+            let Some(id) = id else { return Ok(Shape::Other) };
+            let id =
+                RequestId::deserialize(id).map_err(|err| (reply_id.clone(), err.to_string()))?;
+            if in_flight.requests.contains_key(&id) {
+                return Err((
+                    reply_id,
+                    format!(
+                        "id {} is already used by a request that is still running; give each \
+                         request its own id (the running request is not affected)",
+                        object["id"]
+                    ),
+                ));
+            }
+            Ok(Shape::Request { id, method: method.clone() })
+        }
+        Some(_) => Err((reply_id, "`method` must be a string".to_owned())),
+        None if object.contains_key("result") != object.contains_key("error")
+            && object.contains_key("id") =>
+        {
+            Ok(Shape::Other)
+        }
+        None => Err((
+            reply_id,
+            "a message needs a `method` (request or notification), or an `id` with `result` or \
+             `error` (response)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// The `-32602` message for a known method whose parameters do not parse,
+/// naming what is wrong where the method's parameter type says.
+fn bad_params(method: &str, value: &Value) -> String {
+    use rmcp::model::{CallToolRequestParams, InitializeRequestParams};
+    let params = value.get("params").cloned().unwrap_or(Value::Null);
+    let detail = match method {
+        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
+        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err(),
+        _ => None,
+    };
+    match detail {
+        Some(err) => format!("Invalid params for {method}: {err}"),
+        None => format!("Invalid params for {method}: they do not match the method's parameters"),
+    }
+}
+
+/// Finds the top-level `"id"` of a message from its first bytes, for the
+/// reply to an oversized line; `null` when it is not there or not plain.
+fn scan_id(prefix: &[u8]) -> Value {
+    // Walk the prefix as JSON tokens, tracking depth, until the key `id` at
+    // depth 1; then parse the value that follows.
+    let mut depth = 0usize;
+    let mut at = 0usize;
+    let mut expect_key = false;
+    while at < prefix.len() {
+        match prefix[at] {
+            b'{' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' => expect_key = depth == 1,
+            b'"' => {
+                let start = at;
+                at += 1;
+                while at < prefix.len() && prefix[at] != b'"' {
+                    at += if prefix[at] == b'\\' { 2 } else { 1 };
+                }
+                let key = prefix.get(start..=at).unwrap_or_default();
+                if expect_key && key == b"\"id\"" {
+                    let rest = &prefix[(at + 1).min(prefix.len())..];
+                    let rest = rest.trim_ascii_start().strip_prefix(b":").unwrap_or_default();
+                    let mut values =
+                        serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+                    return match values.next() {
+                        // A number that reaches the end of the prefix may
+                        // have been cut.
+                        Some(Ok(id @ (Value::String(_) | Value::Number(_))))
+                            if values.byte_offset() < rest.len() =>
+                        {
+                            id
+                        }
+                        _ => Value::Null,
+                    };
+                }
+                expect_key = false;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    Value::Null
+}
+
+/// Fires `closed` when stdout is a pipe or a socket whose reader has gone
+/// away, even while nothing is being written (a command may run for hours).
+/// A thread blocks in `poll(2)` on stdout with no events requested: the
+/// kernel reports `POLLERR` on a pipe's write end once no reader is left,
+/// and `POLLHUP` on a socket once its peer closed it (Node.js clients pass
+/// socket pairs as stdio). Other kinds of stdout (a file, a terminal) are
+/// not watched; a failed write still closes the wire.
+fn watch_stdout(closed: CancellationToken) {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    let stdout = io::stdout();
+    let watchable = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .is_ok_and(|metadata| {
+            let kind = metadata.file_type();
+            kind.is_fifo() || kind.is_socket()
+        });
+    if !watchable {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("stdout-watch".to_owned()).spawn(move || {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let stdout = io::stdout();
+        loop {
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+                    if revents
+                        .intersects(PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL)
+                    {
+                        tracing::warn!("stdout was closed by the client; stopping");
+                        closed.cancel();
+                        return;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(err) => {
+                    tracing::debug!("cannot watch stdout: {err}");
+                    return;
+                }
+            }
+        }
+    });
+    if let Err(err) = spawned {
+        tracing::debug!("cannot watch stdout: {err}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scan_id_finds_the_top_level_id_only() {
+        let cases: &[(&str, Value)] = &[
+            (r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"#, json!(7)),
+            (r#"{"id" : "a\"b","method""#, json!("a\"b")),
+            (r#"{"method":"x","params":{"id":3},"id":4,"#, json!(4)),
+            (r#"{"method":"x","params":{"id":3,"command":"aaaa"#, Value::Null),
+            (r#"{"method":"x","params":{"command":"\"id\":5"#, Value::Null),
+            (r#"{"a":["id",{"id":1}],"id":2}"#, json!(2)),
+            (r#"{"id":{"x":1}}"#, Value::Null),
+            (r#"{"id":12"#, Value::Null),
+            ("", Value::Null),
+        ];
+        for (prefix, id) in cases {
+            assert_eq!(&scan_id(prefix.as_bytes()), id, "{prefix}");
+        }
+    }
+
+    #[test]
+    fn classify_answers_with_the_id_when_it_is_usable() {
+        let in_flight = InFlight::default();
+        let error = |value: Value| match classify(&value, &in_flight) {
+            Err((id, _)) => id,
+            Ok(_) => panic!("{value} is not valid"),
+        };
+        assert_eq!(error(json!([])), Value::Null);
+        assert_eq!(error(json!(3)), Value::Null);
+        assert_eq!(error(json!({"jsonrpc": "1.0", "id": 5, "method": "ping"})), json!(5));
+        assert_eq!(error(json!({"jsonrpc": "2.0", "id": "x", "method": 1})), json!("x"));
+        assert_eq!(error(json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"})), json!(1.5));
+        assert_eq!(error(json!({"jsonrpc": "2.0", "id": [1], "method": "ping"})), Value::Null);
+        assert_eq!(error(json!({"jsonrpc": "2.0", "id": null, "method": "ping"})), Value::Null);
+        assert_eq!(
+            error(json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": 3})),
+            json!(2)
+        );
+        assert_eq!(error(json!({"jsonrpc": "2.0", "id": 2})), json!(2));
+        assert!(
+            classify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), &in_flight)
+                .is_ok()
+        );
+        assert!(classify(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}), &in_flight).is_ok());
+    }
+}
