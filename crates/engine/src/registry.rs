@@ -139,6 +139,8 @@ pub struct SessionInfo {
     pub processes: usize,
     /// Whether its command is blocked reading the terminal.
     pub waiting_for_input: bool,
+    /// Bytes of command output its store keeps.
+    pub output_bytes: u64,
 }
 
 /// A live session and what the registry knows about it.
@@ -351,6 +353,7 @@ impl Registry {
                 activity: session.activity(),
                 processes: session.process_count(),
                 waiting_for_input: session.waiting_for_input(),
+                output_bytes: session.output().bytes(),
                 name,
                 background,
                 last_used,

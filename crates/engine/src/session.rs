@@ -25,6 +25,7 @@ use crate::process::{self, TerminationMode};
 use crate::pty::{self, Pty};
 use crate::screen::{Marker, Screen, Stop};
 use crate::shell::{self, ShellFiles};
+use crate::store::{CommandLog, OutputStore, StoreLimits};
 
 /// How a session is set up. Every field has a sensible default from
 /// [`SessionConfig::new`].
@@ -60,6 +61,11 @@ pub struct SessionConfig {
     pub grace: Duration,
     /// The orphan guard told about every shell, if the server runs one.
     pub guard: Option<Arc<Guard>>,
+    /// How many commands' complete output the session keeps, and how much.
+    pub output_limits: StoreLimits,
+    /// The session's store of complete outputs: made by [`Session::new`]
+    /// (from `spill` and `output_limits`), so `None` in a template.
+    pub output: Option<Arc<OutputStore>>,
 }
 
 impl SessionConfig {
@@ -84,6 +90,8 @@ impl SessionConfig {
             startup_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(5),
             guard: None,
+            output_limits: StoreLimits::default(),
+            output: None,
         }
     }
 }
@@ -190,6 +198,12 @@ pub struct Reply {
     /// The end of a previous command that finished while nobody was
     /// listening, reported before this one.
     pub previous: Option<Box<Reply>>,
+    /// The command's number in the session's output store, to read its
+    /// complete output by line.
+    pub number: Option<u64>,
+    /// The line of the command's complete output where this reply's output
+    /// begins.
+    pub first_line: u64,
 }
 
 /// A request we cannot carry out; the message says what to do instead.
@@ -239,7 +253,9 @@ pub enum Activity {
 
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
-    pub fn new(config: SessionConfig) -> Session {
+    pub fn new(mut config: SessionConfig) -> Session {
+        let store = OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits);
+        config.output = Some(store);
         Session {
             config,
             shell: tokio::sync::Mutex::new(None),
@@ -473,6 +489,23 @@ impl Session {
         LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
     }
 
+    /// Makes every finished line on the screen final, so that a read of the
+    /// running command's output sees all its complete lines (a program can
+    /// then no longer redraw them with cursor movement, as after a reply).
+    pub fn commit_screen(&self) {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(shared) = current {
+            let mut state = shared.lock();
+            state.screen.commit_complete_lines();
+            state.route_committed(Instant::now());
+        }
+    }
+
+    /// The session's store of complete command outputs.
+    pub fn output(&self) -> &OutputStore {
+        self.config.output.as_deref().expect("Session::new makes the store")
+    }
+
     /// Live processes in the shell's session, the shell included; 0 before
     /// the shell starts.
     pub fn process_count(&self) -> usize {
@@ -598,6 +631,10 @@ struct Running {
     /// The unfinished line the last reply showed, to show only what is
     /// new of it next time.
     line_shown: Option<ShownLine>,
+    /// The complete output, kept in the session's store.
+    log: Option<Arc<CommandLog>>,
+    /// The line of `log` where the output not yet replied begins.
+    part_first_line: u64,
     /// The execution limit in force, if any.
     exec_limit: Option<Duration>,
     /// When it started, in the clock ticks `/proc` uses.
@@ -618,6 +655,9 @@ impl Running {
     /// line an earlier reply showed unfinished goes to the full output but
     /// is not shown again.
     fn push_output(&mut self, text: &str) {
+        if let Some(log) = &self.log {
+            log.push(text);
+        }
         self.pending.push_continuing(self.line_shown.take(), text);
     }
 
@@ -680,6 +720,9 @@ impl State {
                 running.started = true;
                 running.push_output(&text);
                 running.finished = Some((status, now));
+                if let Some(log) = &running.log {
+                    log.finish(status);
+                }
             }
             _ => self.push_idle(&text),
         }
@@ -930,6 +973,8 @@ impl Shell {
                 spill,
                 spill_stem,
                 line_shown: None,
+                log: config.output.as_ref().map(|store| store.begin(command)),
+                part_first_line: 0,
                 exec_limit,
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
@@ -1020,6 +1065,9 @@ impl Shell {
                     && running.finished.is_none()
                 {
                     running.finished = Some((code, Instant::now()));
+                    if let Some(log) = &running.log {
+                        log.finish(code);
+                    }
                 }
                 drop(state);
                 Ok(self.finished_reply(notes))
@@ -1114,6 +1162,8 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            number: running.log.as_ref().map(|log| log.number()),
+            first_line: running.part_first_line,
         }
     }
 
@@ -1141,6 +1191,10 @@ impl Shell {
         let next_name = spill_name(&running.spill_stem, part);
         let next = running.spill.capped(config.output_cap, &next_name);
         let mut output = std::mem::replace(&mut running.pending, next).finish();
+        let first_line = running.part_first_line;
+        if let Some(log) = &running.log {
+            running.part_first_line = log.complete_lines();
+        }
         match alternate {
             Some(screen) => {
                 notes.push(Note::FullScreen);
@@ -1172,6 +1226,8 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            number: running.log.as_ref().map(|log| log.number()),
+            first_line,
         };
         running.replies += 1;
         reply
@@ -1190,6 +1246,8 @@ impl Shell {
             continued: false,
             notes,
             previous: None,
+            number: None,
+            first_line: 0,
         }
     }
 

@@ -94,6 +94,9 @@ pub struct OutputStore {
     label: String,
     limits: StoreLimits,
     logs: Mutex<VecDeque<Arc<CommandLog>>>,
+    /// The number of the last command begun (numbers start at 1 and are
+    /// never reused, so a number always means the same command).
+    last_number: std::sync::atomic::AtomicU64,
 }
 
 impl OutputStore {
@@ -104,6 +107,7 @@ impl OutputStore {
             label: label.to_owned(),
             limits,
             logs: Mutex::new(VecDeque::new()),
+            last_number: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -111,9 +115,10 @@ impl OutputStore {
         self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts the log of command `number`, dropping the oldest logs beyond
+    /// Starts the log of the next command, dropping the oldest logs beyond
     /// the retention limits.
-    pub fn begin(&self, number: u64, command: &str) -> Arc<CommandLog> {
+    pub fn begin(&self, command: &str) -> Arc<CommandLog> {
+        let number = self.last_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let log = Arc::new(CommandLog {
             number,
             command: command.chars().take(200).collect(),
@@ -181,6 +186,16 @@ impl OutputStore {
         for log in self.lock().drain(..) {
             log.discard();
         }
+    }
+}
+
+impl std::fmt::Debug for OutputStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputStore")
+            .field("label", &self.label)
+            .field("limits", &self.limits)
+            .field("commands", &self.numbers())
+            .finish()
     }
 }
 
@@ -272,6 +287,11 @@ impl CommandLog {
         self.lock().bytes
     }
 
+    /// Complete lines so far (newline characters).
+    pub fn complete_lines(&self) -> u64 {
+        self.lock().newlines
+    }
+
     /// Lines of output so far (a last line without its newline counts).
     pub fn total_lines(&self) -> u64 {
         let inner = self.lock();
@@ -293,7 +313,7 @@ impl CommandLog {
         for (i, byte) in text.bytes().enumerate() {
             if byte == b'\n' {
                 line += 1;
-                if line % INDEX_STEP == 0 {
+                if line.is_multiple_of(INDEX_STEP) {
                     inner.index.push(start + i as u64 + 1);
                 }
             }
@@ -550,7 +570,7 @@ mod tests {
         let dir = scratch("pages");
         for n_lines in [5u64, 3_000, 10_000] {
             let store = store(&dir, StoreLimits::default());
-            let log = store.begin(1, "seq");
+            let log = store.begin("seq");
             let full: String = (0..n_lines).map(|i| format!("line {i}\n")).collect();
             for piece in full.as_bytes().chunks(777) {
                 log.push(std::str::from_utf8(piece).expect("ascii"));
@@ -582,7 +602,7 @@ mod tests {
     fn an_unfinished_last_line_counts_and_reads_without_a_newline() {
         let dir = scratch("unfinished");
         let store = store(&dir, StoreLimits::default());
-        let log = store.begin(1, "printf");
+        let log = store.begin("printf");
         log.push("a\nb");
         assert_eq!(log.total_lines(), 2);
         assert_eq!(log.read(1, 5).expect("read").text, "b");
@@ -600,8 +620,8 @@ mod tests {
         let store =
             store(&dir, StoreLimits { max_commands: 3, max_bytes: 3 * MEMORY_LIMIT as u64 });
         let mut paths = Vec::new();
-        for number in 1..=5 {
-            let log = store.begin(number, "big");
+        for _ in 1..=5 {
+            let log = store.begin("big");
             log.push(&"y".repeat(MEMORY_LIMIT + 10));
             log.finish(0);
             paths.push(log.path().expect("on disk"));
@@ -614,6 +634,38 @@ mod tests {
         assert!(paths[4].exists());
         let err = store.get(Some(1)).err().expect("dropped").to_string();
         assert!(err.contains("not kept") && err.contains("to 5"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+#[cfg(test)]
+mod paging {
+    use super::*;
+    use crate::output::SpillLimits;
+
+    #[test]
+    fn paging_through_a_big_log_returns_every_line_once() {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-store-{}-paging", std::process::id()));
+        let spill = SpillStore::new(dir.clone(), "", SpillLimits::default(), None);
+        let store = OutputStore::new(spill, "t", StoreLimits::default());
+        let log = store.begin("seq");
+        let full: String = (1..=200_000).map(|i| format!("build step {i:09}\n")).collect();
+        for piece in full.as_bytes().chunks(4096) {
+            log.push(std::str::from_utf8(piece).unwrap());
+        }
+        let mut all = String::new();
+        let mut offset = 0;
+        loop {
+            let page = log.read(offset as i64, 5000).unwrap();
+            assert_eq!(page.first_line, offset);
+            all.push_str(&page.text);
+            offset += page.lines;
+            if offset >= page.total_lines {
+                break;
+            }
+        }
+        assert_eq!(all.len(), full.len());
+        assert!(all == full);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -55,6 +55,10 @@ pub struct TerminalOutput {
     /// The session, when it is not `default`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// When the output was cut: the command's number, to read the rest with
+    /// the `output` tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_number: Option<u64>,
     /// The last output of a previous command that finished while no call
     /// was waiting on it, reported before this command ran.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -284,6 +288,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         termination_mode: killed.map(|mode| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
         session: None,
+        command_number: None,
         previous_output: previous.map(|p| p.output.text.clone()),
         previous_exit_code: previous.map(|p| p.exit_code.unwrap_or(-1)),
         previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
@@ -594,6 +599,8 @@ pub struct SessionRow {
     pub idle_sec: f64,
     /// Live processes in it, its shell included.
     pub processes: u32,
+    /// Bytes of command output it keeps (readable with the `output` tool).
+    pub output_bytes: u64,
 }
 
 /// The text and structured content of the `sessions` listing.
@@ -632,11 +639,12 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
         };
         let kind = if row.background.is_some() { "background job; " } else { "" };
         text.push_str(&format!(
-            "- {}: {kind}{what}; cwd {}; {} process{}; last used {} ago\n",
+            "- {}: {kind}{what}; cwd {}; {} process{}; {} of output kept; last used {} ago\n",
             row.name,
             row.cwd.display(),
             row.processes,
             if row.processes == 1 { "" } else { "es" },
+            bytes(row.output_bytes),
             seconds(idle),
         ));
         out.push(SessionRow {
@@ -649,6 +657,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             background: row.background.is_some(),
             idle_sec: round_secs(idle),
             processes: row.processes as u32,
+            output_bytes: row.output_bytes,
         });
     }
     let structured = SessionsOutput {
@@ -727,4 +736,118 @@ fn capped_echo(command: &str) -> String {
 
 fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 10.0).round() / 10.0
+}
+
+/// When a reply's output was cut: the line that says exactly how to read
+/// what was left out with the `output` tool, and the command's number.
+pub fn read_hint(session: &str, reply: &Reply) -> Option<(String, u64)> {
+    let number = reply.number?;
+    let shown = &reply.output;
+    if !shown.truncated && shown.full_output_cut.is_none() {
+        return None;
+    }
+    // The head is shown verbatim up to the omission notice.
+    let text = &shown.text;
+    let notice =
+        if text.starts_with("[... ") { Some(0) } else { text.find("\n[... ").map(|i| i + 1) };
+    let head_lines = notice.map_or(0, |at| text[..at].matches('\n').count() as u64);
+    let offset = reply.first_line + head_lines;
+    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
+    let args = if session == shellkeep_engine::registry::DEFAULT_SESSION {
+        format!("{{\"command\": {number}, \"offset\": {offset}, \"limit\": {limit}}}")
+    } else {
+        format!(
+            "{{\"session\": {session:?}, \"command\": {number}, \"offset\": {offset}, \
+             \"limit\": {limit}}}"
+        )
+    };
+    Some((format!("[Read the lines left out with the output tool: {args}]"), number))
+}
+
+/// Structured result of the `output` tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OutputPage {
+    /// The session.
+    pub session: String,
+    /// The command's number in the session.
+    pub command: u64,
+    /// The command (cut to 200 characters).
+    pub command_text: String,
+    /// The lines returned, each with its newline.
+    pub lines: String,
+    /// The number of the first line returned (from 0).
+    pub first_line: u64,
+    /// How many lines were returned.
+    pub line_count: u64,
+    /// Lines of output so far.
+    pub total_lines: u64,
+    /// The offset to read next (equal to `total_lines` at the end).
+    pub next_offset: u64,
+    /// Whether the command is still running (more lines may come).
+    pub running: bool,
+    /// The exit code, once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether the page stopped at 30,000 characters before its line limit.
+    pub cut_at_cap: bool,
+    /// When the saved output stopped at a size limit: where and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_until: Option<String>,
+}
+
+/// The text and structured content of a page of a command's output.
+pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (String, OutputPage) {
+    let next = page.first_line + page.lines;
+    let mut text = String::new();
+    push_output(&mut text, &page.text);
+    let range = if page.lines == 0 {
+        format!("no lines from line {}", page.first_line)
+    } else {
+        format!("lines {}-{}", page.first_line, next - 1)
+    };
+    let state = match (page.running, page.exit_code) {
+        (true, _) => "still running".to_owned(),
+        (false, Some(code)) => format!("ended with exit code {code}"),
+        (false, None) => "ended".to_owned(),
+    };
+    let more = if next < page.total_lines {
+        format!(" Next: offset {next}.")
+    } else if page.running {
+        format!(" Read again from offset {next} for new lines.")
+    } else {
+        String::new()
+    };
+    let cut = if page.cut_at_cap { " The page stopped at 30,000 characters." } else { "" };
+    let saved = page.saved_until.map(|cut| format!(" The saved output stops: {cut}."));
+    text.push_str(&format!(
+        "[Command {} ({:?}) in session {session:?}: {range} of {}; {state}.{more}{cut}{}]",
+        page.number,
+        page.command,
+        page.total_lines,
+        saved.as_deref().unwrap_or("")
+    ));
+    let structured = OutputPage {
+        session: session.to_owned(),
+        command: page.number,
+        command_text: page.command.clone(),
+        lines: page.text.clone(),
+        first_line: page.first_line,
+        line_count: page.lines,
+        total_lines: page.total_lines,
+        next_offset: next,
+        running: page.running,
+        exit_code: page.exit_code,
+        cut_at_cap: page.cut_at_cap,
+        saved_until: page.saved_until.map(|cut| cut.to_string()),
+    };
+    (text, structured)
+}
+
+/// A byte count for people: `512 B`, `3.2 KiB`, `48.1 MiB`.
+fn bytes(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
 }

@@ -132,6 +132,26 @@ pub struct SessionCloseArgs {
     pub session: String,
 }
 
+/// Arguments of the `output` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputArgs {
+    /// The session (omit for `default`).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The command's number, as a cut reply names it; omit for the latest.
+    #[serde(default)]
+    pub command: Option<u64>,
+    /// The first line to return, from 0; negative counts from the end (-50: the last 50 lines,
+    /// as `tail`). Default 0.
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// How many lines at most (default 200, at most 5000); a page also stops at 30,000
+    /// characters.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
 /// Arguments of the `sessions` tool (none).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -256,6 +276,10 @@ impl Shellkeep {
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
                     text = format!("{line}\n{text}");
                 }
+                if let Some((line, number)) = render::read_hint(lease.name(), &reply) {
+                    text = format!("{text}\n{line}");
+                    structured.command_number = Some(number);
+                }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }
             Err(SessionError::Invalid(message)) => self.with_job_notices(tool_error(message)),
@@ -365,6 +389,50 @@ impl Shellkeep {
         let rows = self.shared.sessions.list();
         let (text, structured) = render::sessions(&rows, self.shared.sessions.limits());
         self.with_job_notices(structured_result(text, &structured, false))
+    }
+
+    #[tool(
+        description = "Read the complete output of a terminal command by line, for running and \
+            finished commands: every line it printed is kept (per session, the last 100 commands \
+            and 256 MiB by default) even when a reply was cut. Give the session (default \
+            `default`), the command number a cut reply names (default: the latest), an offset \
+            (negative counts from the end, as tail) and a limit in lines. The reply says how \
+            many lines there are so far and whether the command is still running; follow a \
+            running job by reading again from the offset it gives.",
+        output_schema = schema_for_output::<render::OutputPage>(),
+        annotations(
+            title = "Read a command's complete output",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn output(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<OutputArgs>>,
+    ) -> CallToolResult {
+        let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
+        let session = match self.shared.sessions.get(name) {
+            Ok(session) => session,
+            Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+        };
+        session.commit_screen();
+        let page =
+            session.output().get(args.command).map_err(|err| err.to_string()).and_then(|log| {
+                log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(200))
+                    .map_err(|err| err.to_string())
+            });
+        match page {
+            Ok(page) => {
+                let (text, structured) = render::output_page(name, &page);
+                self.with_job_notices(structured_result(text, &structured, false))
+            }
+            Err(message) => self.with_job_notices(tool_error(format!(
+                "{message}. List the sessions with the sessions tool; a cut reply names the \
+                 command number to read."
+            ))),
+        }
     }
 
     #[tool(

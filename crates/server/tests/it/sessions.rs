@@ -249,3 +249,106 @@ async fn a_background_dev_server_is_reachable_and_its_end_is_reported_once() {
     )
     .await;
 }
+
+/// Reads command `number` of `session` through the `output` tool, page by
+/// page from `offset`, until the end; returns the text and the last page.
+async fn read_all(
+    server: &Server,
+    session: &str,
+    number: u64,
+    offset: u64,
+) -> (String, crate::Reply) {
+    let mut text = String::new();
+    let mut offset = offset;
+    loop {
+        let page = server
+            .call(
+                "output",
+                json!({"session": session, "command": number, "offset": offset, "limit": 5000}),
+            )
+            .await;
+        assert!(!page.is_error, "{page:#?}");
+        text.push_str(page["lines"].as_str().expect("lines"));
+        let next = page["next_offset"].as_u64().expect("next_offset");
+        if next >= page["total_lines"].as_u64().expect("total") || next == offset {
+            return (text, page);
+        }
+        offset = next;
+    }
+}
+
+#[tokio::test]
+async fn every_line_of_a_50_mb_log_is_read_back_after_its_reply_was_cut() {
+    let server = Server::start().await;
+    // About 50 MB: 2,500,000 numbered lines of 21 bytes.
+    let r = server
+        .terminal(json!({"command": "seq -f 'build step %09.0f' 1 2500000", "timeout": 120}))
+        .await;
+    assert_eq!(r["exit_code"], 0, "{}", r.text);
+    assert_eq!(r["truncated"], true);
+    let number = r["command_number"].as_u64().expect("a cut reply names its command");
+    // The hint is exact: following it gives the lines left out.
+    let hint = r.text.lines().find(|l| l.starts_with("[Read the lines left out")).expect("hint");
+    let args: serde_json::Value =
+        serde_json::from_str(&hint[hint.find('{').unwrap()..hint.rfind('}').unwrap() + 1])
+            .expect("hint args");
+    let page = server.call("output", args.clone()).await;
+    let first = args["offset"].as_u64().unwrap();
+    assert_eq!(
+        page["lines"].as_str().unwrap().lines().next(),
+        Some(format!("build step {:09}", first + 1).as_str()),
+        "{hint}"
+    );
+    let shown_head: Vec<&str> = r.output().lines().take_while(|l| !l.starts_with("[...")).collect();
+    assert_eq!(shown_head.len() as u64, first, "the hint starts right after the shown head");
+
+    let (all, last) = read_all(&server, "default", number, 0).await;
+    assert_eq!(last["total_lines"], 2_500_000);
+    assert_eq!(last["running"], false);
+    assert_eq!(last["exit_code"], 0);
+    let expected_len: usize = 2_500_000 * "build step 000000001\n".len();
+    assert_eq!(all.len(), expected_len);
+    for (i, line) in all.lines().enumerate().step_by(99_991) {
+        assert_eq!(line, format!("build step {:09}", i + 1));
+    }
+    assert!(all.ends_with("build step 002500000\n"));
+    // A negative offset counts from the end, as tail.
+    let tail = server.call("output", json!({"offset": -2})).await;
+    assert_eq!(tail["lines"], "build step 002499999\nbuild step 002500000\n", "{tail:#?}");
+    let listing = server.call("sessions", json!({})).await;
+    assert!(listing.text.contains("MiB of output kept"), "{}", listing.text);
+}
+
+#[tokio::test]
+async fn a_running_job_is_followed_by_offset_and_unknown_numbers_are_clear_errors() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(json!({
+            "command": "for i in $(seq 1 30); do echo tick $i; sleep 0.05; done",
+            "background": true,
+            "session": "ticker"
+        }))
+        .await;
+    assert_eq!(r["session"], "ticker", "{r:#?}");
+    let mut seen = String::new();
+    let mut offset = 0;
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    loop {
+        let page = server.call("output", json!({"session": "ticker", "offset": offset})).await;
+        seen.push_str(page["lines"].as_str().unwrap());
+        offset = page["next_offset"].as_u64().unwrap();
+        // A line still being written is left for the next read.
+        if page["running"] == false && offset == page["total_lines"].as_u64().unwrap() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{page:#?}");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let expected: String = (1..=30).map(|i| format!("tick {i}\n")).collect();
+    assert_eq!(seen, expected);
+
+    let r = server.call("output", json!({"session": "ticker", "command": 99})).await;
+    assert!(r.is_error && r.text.contains("command 99 is not kept"), "{r:#?}");
+    let r = server.call("output", json!({"session": "nope"})).await;
+    assert!(r.is_error && r.text.contains("Open sessions: default, ticker"), "{r:#?}");
+}
