@@ -150,9 +150,11 @@ async def test_cd_and_export_persist_between_calls(era: str, tmp_path: pathlib.P
 @pytest.mark.anyio
 async def test_interactive_program_gets_input(era: str, tmp_path: pathlib.Path) -> None:
     async with serve(era, tmp_path) as tools:
-        waiting = await terminal(tools, ASK_NAME, timeout=1)
+        # The call comes back as soon as the program waits at its prompt.
+        waiting = await terminal(tools, ASK_NAME, timeout=CALL_TIMEOUT / 2)
         assert waiting["exit_code"] == -1
-        assert waiting["status"] == "running"
+        assert waiting["status"] == "waiting_for_input"
+        assert waiting["waiting_for_input"] is True
         assert "name?" in waiting["output"]
         answered = await terminal(tools, "Bob", is_input=True, timeout=CALL_TIMEOUT / 2)
         assert answered["status"] == "completed"

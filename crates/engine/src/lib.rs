@@ -5,6 +5,8 @@
 //! agent; the `shellkeep` server crate does that.
 
 pub mod guard;
+pub mod input_wait;
+pub mod integration;
 pub mod keys;
 pub mod oneshot;
 pub mod output;

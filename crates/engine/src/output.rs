@@ -545,6 +545,12 @@ impl CappedOutput {
         }
     }
 
+    /// The last non-blank line pushed so far (for progress messages).
+    pub fn last_line(&self) -> &str {
+        let text = if self.tail.trim().is_empty() { &self.head } else { &self.tail };
+        text.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("")
+    }
+
     /// Drops characters from the front of the tail until at most `keep`
     /// remain.
     fn trim_tail(&mut self, keep: usize) {

@@ -122,6 +122,50 @@ impl Pty {
         .map_err(io::Error::other)?
     }
 
+    /// Writes as much of `bytes` as the terminal accepts, waiting for room
+    /// at most `stall` at a time, and stops as soon as `keep_going` says
+    /// the reader is gone. Returns how many bytes were written.
+    ///
+    /// Never blocks the session on a program that is not reading its input:
+    /// the wait is event-driven (the master becomes writable) and bounded,
+    /// and dropping the future stops the writing at once, so no write of
+    /// ours can land after the call that made it has ended.
+    pub async fn write_accepted(
+        &self,
+        bytes: &[u8],
+        stall: Duration,
+        mut keep_going: impl FnMut() -> bool,
+    ) -> io::Result<usize> {
+        // The deprecation is about inner types whose descriptor can change or
+        // close under the registration; an `OwnedFd` of our own cannot, so
+        // the safe constructor is sound here (and keeps `unsafe` out of this
+        // module).
+        #[allow(deprecated)]
+        let master = tokio::io::unix::AsyncFd::with_interest(
+            self.master.try_clone()?,
+            tokio::io::Interest::WRITABLE,
+        )?;
+        let mut written = 0;
+        while written < bytes.len() && keep_going() {
+            let mut ready = match tokio::time::timeout(stall, master.writable()).await {
+                Ok(ready) => ready?,
+                // The terminal's input queue stayed full: the program is not
+                // reading.
+                Err(_) => break,
+            };
+            match ready.try_io(|fd| {
+                nix::unistd::write(fd.get_ref(), &bytes[written..]).map_err(io::Error::from)
+            }) {
+                Ok(Ok(n)) => written += n,
+                Ok(Err(err)) if err.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(err)) => return Err(err),
+                // Not writable after all: wait for the next edge.
+                Err(_would_block) => {}
+            }
+        }
+        Ok(written)
+    }
+
     /// A second handle on the master side, for a supervisor that asks for
     /// the foreground group or sends a key.
     pub fn handle(&self) -> io::Result<OwnedFd> {
@@ -142,6 +186,30 @@ impl Drop for Pty {
 /// running command's, or the shell's own when it is at its prompt.
 pub fn foreground_group(master: &OwnedFd) -> Option<i32> {
     nix::unistd::tcgetpgrp(master).ok().map(|pid| pid.as_raw())
+}
+
+/// Discards the terminal's unread input (what was typed but no program has
+/// read yet), as the terminal itself does when ^C is typed. Done before
+/// sending ^C, so the key is never queued behind input nobody reads.
+///
+/// Opens the slave `tty` by its path without making it our controlling
+/// terminal, and closes it at once.
+pub fn discard_input(tty: &std::path::Path) -> io::Result<()> {
+    let slave = nix::fcntl::open(
+        tty,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    nix::sys::termios::tcflush(&slave, nix::sys::termios::FlushArg::TCIFLUSH)?;
+    Ok(())
+}
+
+/// Whether the terminal `master` has output the reader thread has not read
+/// yet. Does not wait.
+pub fn has_unread_output(master: &OwnedFd) -> bool {
+    let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN))
 }
 
 /// Writes a few bytes (a key) to the terminal `master` without waiting.

@@ -135,6 +135,16 @@ impl Screen {
         line[..end].iter().filter(|&&c| c != TAB_FILL).collect()
     }
 
+    /// The last line in the window with text on it, at or above the cursor,
+    /// as it looks now; empty when there is none. For progress messages.
+    pub fn newest_line(&self) -> String {
+        let rows = self.state.lines.iter().take(self.state.row + 1).rev();
+        rows.map(|line| line.iter().filter(|&&c| c != TAB_FILL).collect::<String>())
+            .find(|text| !text.trim().is_empty())
+            .map(|text| text.trim_end().to_owned())
+            .unwrap_or_default()
+    }
+
     /// The alternate screen's contents when a full-screen program is
     /// showing it.
     pub fn alternate_contents(&self) -> Option<String> {

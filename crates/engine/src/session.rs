@@ -5,9 +5,13 @@
 //! the whole call); the PTY reader thread feeds every byte through the
 //! renderer into shared state and wakes the call, so a command's end is
 //! seen the moment its marker arrives. Calls return softly (the command
-//! keeps running, exit code -1) when output stops for a while or the
-//! agent's wait runs out. A shell that dies is restarted in the same
-//! directory. This module does not know about MCP or how replies are worded.
+//! keeps running, exit code -1) when output stops for a while, when the
+//! program waits for input, or when the agent's wait runs out; a cancelled
+//! call takes nothing, so the next one reports everything. A supervisor
+//! stops a command only after it has run unwatched (no call waiting on it,
+//! polling it or sending it input) past its limit, and then stops the whole
+//! command line. A shell that dies is restarted in the same directory. This
+//! module does not know about MCP or how replies are worded.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +22,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
+use crate::input_wait;
+use crate::integration::{self, Level, Prompting, Reinstall};
 use crate::keys::{self, Input};
 use crate::output::{self, CappedOutput, CommandSpill, Shown, ShownLine, SpillLimits, SpillStore};
 use crate::private_fs;
@@ -53,7 +59,9 @@ pub struct SessionConfig {
     pub output_cap: usize,
     /// A call without a timeout returns after this long without new output.
     pub no_output_return: Duration,
-    /// A call without a timeout returns after this long in any case.
+    /// A call without a timeout returns after this long in any case, even
+    /// while output keeps coming (below the 60 s after which common clients
+    /// give up on a request).
     pub max_wait: Duration,
     /// How long bash may take to start and show its first prompt.
     pub startup_timeout: Duration,
@@ -70,8 +78,9 @@ pub struct SessionConfig {
 
 impl SessionConfig {
     /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
-    /// characters, a 30 s soft return, a 5 s kill grace, spill files in
-    /// `spill_dir` with the default [`SpillLimits`] and no retention.
+    /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill
+    /// grace, spill files in `spill_dir` with the default [`SpillLimits`]
+    /// and no retention.
     pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
         let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
         SessionConfig {
@@ -86,7 +95,7 @@ impl SessionConfig {
             spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
             output_cap: 30_000,
             no_output_return: Duration::from_secs(30),
-            max_wait: Duration::from_secs(120),
+            max_wait: Duration::from_secs(50),
             startup_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(5),
             guard: None,
@@ -108,12 +117,49 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// Start a fresh shell in the original directory first.
     pub reset: bool,
-    /// The longest a new command may run in the foreground before its
-    /// process group is killed (the policy's execution limit); `None` for
-    /// no limit. A call's `timeout` never lowers it: the limit in force is
-    /// at least as long as any wait the agent asked for.
+    /// The longest a new command may run in the foreground **unwatched**
+    /// (no call waiting on it, polling it or sending it input) before it is
+    /// stopped: the policy's execution limit; `None` for no limit. The limit
+    /// in force is the larger of this and the last call's `timeout`, and
+    /// time the command spends blocked reading the terminal is not counted.
     pub exec_limit: Option<Duration>,
+    /// Told about once a second while the call waits, if set.
+    pub progress: Option<ProgressHook>,
 }
+
+/// What a waiting call reports about once a second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The report's number within the call, from 1: strictly increasing.
+    pub count: u64,
+    /// Time since the call began.
+    pub elapsed: Duration,
+    /// The newest line of output with text on it; empty when there is
+    /// none yet.
+    pub line: String,
+}
+
+/// A callback a waiting call tells its [`Progress`] to. It runs on the
+/// call's task, so it must return quickly (hand the value to a channel or
+/// spawn the work).
+#[derive(Clone)]
+pub struct ProgressHook(Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressHook {
+    /// A hook that calls `report`.
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressHook {
+        ProgressHook(Arc::new(report))
+    }
+}
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// How often a waiting call reports progress.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Whether the command finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +180,12 @@ pub enum WaitEnded {
     Timeout(Duration),
     /// The call did not wait (its command was not executed).
     NotWaited,
+    /// The program is blocked reading the terminal and its output has
+    /// stopped: it waits for the agent.
+    WaitingForInput,
+    /// The client cancelled the call. The command was not touched, and
+    /// nothing it printed was consumed: the next call reports it.
+    Cancelled,
 }
 
 /// Something the agent should be told besides the output.
@@ -159,19 +211,65 @@ pub enum Note {
     InputSent,
     /// Input was not sent: the command had already finished.
     InputNotSent,
+    /// Only `sent` of the `total` bytes of text were delivered: the program
+    /// is not reading its input, and the terminal's queue is full.
+    InputPartlySent {
+        /// Bytes the terminal accepted.
+        sent: usize,
+        /// Bytes of the input, Enter included.
+        total: usize,
+    },
+    /// A key arrived while no command was running; nothing needed it, so
+    /// it was not sent (the shell's prompt is left as it is).
+    KeyNotNeeded(String),
+    /// The client cancelled the previous call on this session this long
+    /// ago; the command was left running, and this reply carries what it
+    /// printed since.
+    PreviousCallCancelled {
+        /// Time since the cancellation.
+        ago: Duration,
+    },
     /// The output is the current screen of a full-screen program.
     FullScreen,
     /// Text printed while no command was running (background jobs).
     IdleOutput(String),
     /// The program is blocked waiting for input from the terminal.
     WaitingForInput,
-    /// The command ran past its execution limit and was killed.
+    /// The command ran unwatched past its limit and was stopped, with
+    /// everything later in the same command line.
     Killed {
-        /// The limit it exceeded (time waiting for input not counted).
+        /// The limit it exceeded: time with no call waiting on it, polling
+        /// it or sending it input (time waiting for input not counted).
         limit: Duration,
         /// How it died: after SIGTERM, or SIGKILL after the grace period.
         mode: TerminationMode,
     },
+    /// A nested interactive bash started (`bash`, `nix-shell`); the
+    /// integration was installed in it, so commands now run inside it
+    /// with exit codes and cwd, and `exit` returns to the outer shell.
+    NestedShellStarted,
+    /// A nested shell exited with `status`; commands run in the shell one
+    /// level out again.
+    NestedShellExited {
+        /// The nested shell's exit status.
+        status: i32,
+    },
+    /// The shell was replaced (`exec bash`) and lost the integration; it
+    /// was reinstalled in the new shell.
+    IntegrationReinstalled,
+    /// A shell lost the integration and it could not be reinstalled within
+    /// a few seconds; the command is driven as an interactive program.
+    ReinstallFailed,
+    /// An interactive shell other than bash (named) is reading the
+    /// terminal: its commands are sent with `is_input`, without exit codes.
+    OtherShell(String),
+    /// A remote or container session (named: `ssh`, `docker`) is reading
+    /// the terminal: it is driven with `is_input`.
+    RemoteShell(String),
+    /// The command is incomplete (an open quote, `if` without `fi`, a
+    /// here-document without its end): the shell waits for the rest, sent
+    /// with `is_input`; C-c discards it.
+    Incomplete,
 }
 
 /// What one call returns.
@@ -204,6 +302,10 @@ pub struct Reply {
     /// The line of the command's complete output where this reply's output
     /// begins.
     pub first_line: u64,
+    /// For a command still running under a limit: if no call waits on it,
+    /// polls it or sends it input within this time from now (time it spends
+    /// waiting for input not counted), it is stopped.
+    pub look_again_within: Option<Duration>,
 }
 
 /// A request we cannot carry out; the message says what to do instead.
@@ -226,6 +328,9 @@ pub struct Session {
     current: Mutex<Option<Arc<Shared>>>,
     /// The live shell's pid and private files, for listings.
     live: Mutex<Option<(i32, ShellFiles)>>,
+    /// When the client last cancelled a call that had not been reported on
+    /// since; the next call says so.
+    cancelled_at: Mutex<Option<Instant>>,
 }
 
 /// What a session is doing, as a listing shows it.
@@ -261,6 +366,7 @@ impl Session {
             shell: tokio::sync::Mutex::new(None),
             current: Mutex::new(None),
             live: Mutex::new(None),
+            cancelled_at: Mutex::new(None),
         }
     }
 
@@ -303,8 +409,10 @@ impl Session {
         Ok(())
     }
 
-    /// Carries out one call. `cancel` stops the wait and interrupts the
-    /// command (the agent's request was cancelled).
+    /// Carries out one call. `cancel` means the client gave up on the call:
+    /// the wait ends, the command is left running untouched (under the
+    /// unwatched-time limit), nothing it printed is consumed, and the next
+    /// call reports it and says that this one was cancelled.
     pub async fn execute(
         &self,
         request: Request,
@@ -313,6 +421,15 @@ impl Session {
         validate(&request)?;
         let mut slot = self.shell.lock().await;
         let mut notes = Vec::new();
+        if cancel.is_cancelled() {
+            // The client gave up before this call's turn came: do nothing
+            // for it (its answer would be dropped).
+            self.note_cancelled();
+            return Err(SessionError::Invalid("the client cancelled this call".into()));
+        }
+        if let Some(at) = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            notes.push(Note::PreviousCallCancelled { ago: at.elapsed() });
+        }
         if request.reset {
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
@@ -324,25 +441,45 @@ impl Session {
             }
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
-        let running = shell.running_state();
-        if running == RunningState::Finished {
-            shell.reap_interrupted(self.config.grace).await;
+        let mut request = request;
+        match shell.incomplete_step(&self.config, &request).await? {
+            Step::Reply(reply) => {
+                let mut reply = *reply;
+                reply.notes.splice(0..0, notes);
+                reply.notes.extend(shell.take_integration_notes());
+                return Ok(reply);
+            }
+            Step::Run(command) => {
+                request.command = command;
+                request.is_input = false;
+            }
+            Step::Pass => {}
         }
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
-        if running == RunningState::Unfinished
-            && let Some(timeout) = request.timeout
-        {
-            shell.extend_limit(timeout);
+        let mut running = shell.running_state();
+        if running == RunningState::Unfinished && !command.trim().is_empty() {
+            // Never refuse a command, or drop a key, for a command that has
+            // in fact just ended.
+            shell.settle(&self.config).await;
+            running = shell.running_state();
         }
+        if running == RunningState::Finished {
+            shell.reap_interrupted(self.config.grace).await;
+        }
+        if running == RunningState::Unfinished {
+            // Any call about the running command is a look at it.
+            shell.touch(request.timeout);
+        }
+        let progress = request.progress.as_ref();
         let reply = match running {
             RunningState::Unfinished if command.trim().is_empty() => {
-                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
             RunningState::Unfinished if request.is_input || is_key => {
                 let input = keys::parse(command).map_err(SessionError::Invalid)?;
-                notes.push(shell.send_input(input).await?);
-                shell.wait_reply(&self.config, request.timeout, notes, cancel).await
+                notes.extend(shell.send_input(input).await?);
+                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
             RunningState::Unfinished => {
                 notes.push(Note::NotExecuted { command: command.to_owned() });
@@ -364,7 +501,18 @@ impl Session {
                  Send a command to run it."
                     .into(),
             )),
-            RunningState::None if request.is_input || is_key => Err(SessionError::Invalid(
+            RunningState::None if is_key => {
+                // As at a prompt: a key with nothing to receive it is
+                // harmless. It is not typed into the idle shell, where C-d
+                // would end it and C-c would disturb its prompt.
+                let name = match keys::parse(command) {
+                    Ok(keys::Input::Key { name, .. }) => name,
+                    _ => command.trim().to_owned(),
+                };
+                notes.push(Note::KeyNotNeeded(name));
+                Ok(shell.idle_reply("", notes))
+            }
+            RunningState::None if request.is_input => Err(SessionError::Invalid(
                 "No command is running, so there is nothing to send input to. \
                  Run a command first, or send this as a command with is_input=false."
                     .into(),
@@ -376,15 +524,26 @@ impl Session {
             // the directory it was in.
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit_description();
+            let mut reply = reply;
+            reply.notes.extend(shell.take_integration_notes());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
-            let mut reply = reply;
             self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
             reply.notes.push(Note::ShellRestarted { how, cwd });
             return Ok(reply);
         }
+        if reply.status == Status::Running(WaitEnded::Cancelled) {
+            self.note_cancelled();
+        }
+        let mut reply = reply;
+        reply.notes.extend(shell.take_integration_notes());
         Ok(reply)
+    }
+
+    /// Remembers that the client cancelled a call, for the next reply.
+    fn note_cancelled(&self) {
+        *self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
 
     /// Stops the shell and everything it started.
@@ -570,6 +729,8 @@ enum RunningState {
 struct Shell {
     shared: Arc<Shared>,
     pty: Pty,
+    /// The PTY slave's path, to discard unread input before ^C.
+    tty: PathBuf,
     pid: i32,
     /// The marker every process the shell starts inherits, so that `reset`
     /// and the end of the session reach what left the session.
@@ -581,6 +742,10 @@ struct Shell {
     python: Option<PathBuf>,
     waiter: tokio::task::JoinHandle<()>,
     supervisor: tokio::task::JoinHandle<()>,
+    /// Watches for a shell that lost the integration (integration.rs).
+    watcher: tokio::task::JoinHandle<()>,
+    /// An incomplete command the shell would be waiting to complete.
+    incomplete: Option<Incomplete>,
 }
 
 /// State shared between the reader thread and the call.
@@ -610,6 +775,8 @@ struct State {
     exited: Option<std::process::ExitStatus>,
     /// The reader thread has seen the terminal hang up.
     reader_done: bool,
+    /// The shells carrying the integration and a reinstall in progress.
+    integ: Integ,
 }
 
 /// The command being run, or finished but not yet reported.
@@ -635,12 +802,27 @@ struct Running {
     log: Option<Arc<CommandLog>>,
     /// The line of `log` where the output not yet replied begins.
     part_first_line: u64,
-    /// The execution limit in force, if any.
+    /// The category's execution limit, if any.
     exec_limit: Option<Duration>,
+    /// The unwatched-time limit in force: the larger of `exec_limit` and the
+    /// last call's `timeout`.
+    unwatched_limit: Option<Duration>,
+    /// Calls waiting on the command right now.
+    watchers: u32,
+    /// When the last call about the command began or ended: unwatched time
+    /// counts from here while `watchers` is 0.
+    unwatched_since: Instant,
+    /// When a call last sent the program input.
+    last_input_at: Option<Instant>,
+    /// When the supervisor confirmed that the program waits for input: a
+    /// second look, with no output in between, found it still blocked
+    /// reading the terminal.
+    input_confirmed_at: Option<Instant>,
     /// When it started, in the clock ticks `/proc` uses.
     started_ticks: u64,
-    /// Time the program spent blocked on terminal input (not counted
-    /// against the limit), and whether it was blocked at the last look.
+    /// Time the program spent blocked on terminal input since
+    /// `unwatched_since` (not counted against the limit), and whether it
+    /// was blocked at the last look.
     input_wait: Duration,
     waiting_for_input: bool,
     /// Set once the supervisor starts killing it; the mode once it is done.
@@ -664,6 +846,18 @@ impl Running {
     /// Finished, and not still being killed.
     fn is_done(&self) -> bool {
         self.finished.is_some() && !matches!(self.kill, Some((_, None)))
+    }
+
+    /// Since when neither the program's output nor our input changed.
+    fn quiet_from(&self) -> Instant {
+        self.last_output_at.max(self.last_input_at.unwrap_or(self.started_at))
+    }
+
+    /// Blocked reading the terminal, as confirmed by looks taken after its
+    /// output (and our input) went quiet: it waits for the agent.
+    fn waits_for_input(&self) -> bool {
+        self.waiting_for_input
+            && self.input_confirmed_at.is_some_and(|at| at >= self.quiet_from() + INPUT_QUIET)
     }
 }
 
@@ -710,6 +904,9 @@ impl State {
                 self.screen.take_committed();
                 self.ready = true;
             }
+            return;
+        }
+        if self.integration_marker(seq, status, now) {
             return;
         }
         self.screen.commit_all();
@@ -810,6 +1007,7 @@ impl Shell {
                 idle_output: String::new(),
                 exited: None,
                 reader_done: false,
+                integ: Integ::default(),
             }),
             changed: Notify::new(),
         });
@@ -834,16 +1032,24 @@ impl Shell {
             waiter_shared.changed.notify_waiters();
         });
 
+        let watcher = tokio::spawn(watch_integration(Watcher {
+            shared: Arc::clone(&shared),
+            master: pty.handle().map_err(|err| fail("PTY", err))?,
+            tty: opened.tty.clone(),
+            files: files.clone(),
+            nonce,
+        }));
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),
             master: pty.handle().map_err(|err| fail("PTY", err))?,
-            tty: opened.tty,
+            tty: opened.tty.clone(),
             shell_pid: pid,
             grace: config.grace,
         }));
         let shell = Shell {
             shared,
             pty,
+            tty: opened.tty,
             pid,
             scope,
             files,
@@ -852,10 +1058,19 @@ impl Shell {
             python: None,
             waiter,
             supervisor,
+            watcher,
+            incomplete: None,
         };
-        shell.wait_ready(config.startup_timeout).await?;
+        let ready = shell.wait_ready(config.startup_timeout).await;
+        // The start-up file holds the nonce: it goes once it was read.
+        let _ = std::fs::remove_file(shell.files.rc_file());
+        if let Err(err) = ready {
+            shell.stop(config).await;
+            return Err(err);
+        }
         let mut shell = shell;
         shell.refresh_state();
+        shell.record_first_level();
         Ok(shell)
     }
 
@@ -888,13 +1103,54 @@ impl Shell {
         }
     }
 
-    /// A wait the agent asks for never ends in a kill: the limit in force
-    /// grows to cover it.
-    fn extend_limit(&self, timeout: Duration) {
+    /// A call looks at the running command: unwatched time starts again,
+    /// and the limit becomes the larger of the category's and the call's
+    /// `timeout`.
+    fn touch(&self, timeout: Option<Duration>) {
         if let Some(running) = &mut self.shared.lock().running
-            && let Some(limit) = &mut running.exec_limit
+            && running.finished.is_none()
         {
-            *limit = (*limit).max(running.started_at.elapsed() + timeout);
+            running.unwatched_since = Instant::now();
+            running.input_wait = Duration::ZERO;
+            running.unwatched_limit =
+                running.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
+        }
+    }
+
+    /// Gives a command that seems to be running a moment to show that it
+    /// has in fact ended: a kill in progress finishes (within its grace
+    /// period), and when the shell is back in the foreground its end marker
+    /// may still be on its way.
+    async fn settle(&self, config: &SessionConfig) {
+        let killing = |state: &State| {
+            state.running.as_ref().is_some_and(|r| matches!(r.kill, Some((_, None))))
+        };
+        if killing(&self.shared.lock()) {
+            wait_for(&self.shared, 2 * config.grace + Duration::from_secs(3), |state| {
+                !killing(state)
+            })
+            .await;
+        }
+        // The job in front has ended when the shell has the terminal back,
+        // or when nothing is left of the group that had it.
+        let front = self.pty.handle().ok().and_then(|master| pty::foreground_group(&master));
+        let job_ended = match front {
+            Some(group) if group == self.pid => true,
+            Some(group) => process::live_group_members(group).is_empty(),
+            None => false,
+        };
+        if job_ended {
+            // A shell reading the terminal is either at its prompt, with the
+            // end marker already written, or in `read`, with no marker to
+            // come: a moment settles both. Otherwise it is finishing the
+            // command line, and its marker follows shortly.
+            let reading =
+                front == Some(self.pid) && input_wait::process_reads_terminal(self.pid, &self.tty);
+            let limit = if reading { SETTLE_READING } else { SETTLE };
+            wait_for(&self.shared, limit, |state| {
+                state.exited.is_some() || state.running.as_ref().is_none_or(|r| r.is_done())
+            })
+            .await;
         }
     }
 
@@ -931,7 +1187,7 @@ impl Shell {
     ) -> Result<Reply, SessionError> {
         let command = request.command.as_str();
         let timeout = request.timeout;
-        let exec_limit = request.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
+        let exec_limit = request.exec_limit;
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
@@ -976,6 +1232,11 @@ impl Shell {
                 log: config.output.as_ref().map(|store| store.begin(command)),
                 part_first_line: 0,
                 exec_limit,
+                unwatched_limit: exec_limit.map(|limit| limit.max(timeout.unwrap_or_default())),
+                watchers: 0,
+                unwatched_since: now,
+                last_input_at: None,
+                input_confirmed_at: None,
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
@@ -986,39 +1247,83 @@ impl Shell {
         // Tell the supervisor a command with a limit has started.
         self.shared.changed.notify_waiters();
         self.pty
-            .write_all(shell::run_line(seq).as_bytes(), Duration::from_secs(5))
+            .write_all(shell::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
-        self.wait_reply(config, timeout, notes, cancel).await
+        self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
     }
 
     fn files_tag(&self) -> String {
         self.files.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
-    async fn send_input(&mut self, input: Input) -> Result<Note, SessionError> {
-        if matches!(&input, Input::Key { name, .. } if name == "C-c") {
-            self.note_interrupt();
-        }
+    /// Sends text (with Enter) or a key to the running program. Never
+    /// blocks the session: what the terminal does not accept within a
+    /// brief wait is dropped and reported. The keys that make the terminal
+    /// signal the program (C-c, C-\, C-z) first discard the input nobody
+    /// has read, as a terminal does, so they are never stuck behind it.
+    ///
+    /// Bounded: at most the input's bytes, and [`INPUT_STALL`] of waiting
+    /// per stall of the program.
+    async fn send_input(&mut self, input: Input) -> Result<Vec<Note>, SessionError> {
         let (bytes, note) = match input {
-            Input::Key { name, bytes } => (bytes, Note::KeySent(name)),
+            Input::Key { name, bytes } => {
+                if name == "C-c" {
+                    self.note_interrupt();
+                }
+                if matches!(name.as_str(), "C-c" | "C-\\" | "C-z")
+                    && let Err(err) = pty::discard_input(&self.tty)
+                {
+                    tracing::debug!("could not discard unread terminal input: {err}");
+                }
+                (bytes, Note::KeySent(name))
+            }
             Input::Text(text) => {
                 let mut bytes = text.into_bytes();
                 bytes.push(b'\r');
                 (bytes, Note::InputSent)
             }
         };
-        self.pty.write_all(&bytes, Duration::from_secs(5)).await.map_err(|err| {
+        // Write only while the command that was sent the input runs, with
+        // the same job in front: input must never reach the shell's prompt.
+        let master = self.pty.handle().map_err(|err| {
             SessionError::Shell(format!("could not send the input to the program: {err}"))
         })?;
-        Ok(note)
+        let front = pty::foreground_group(&master);
+        let seq = self.shared.lock().running.as_ref().map(|r| r.seq);
+        let shared = Arc::clone(&self.shared);
+        let still_running = move || {
+            let unfinished = shared
+                .lock()
+                .running
+                .as_ref()
+                .is_some_and(|r| Some(r.seq) == seq && r.finished.is_none());
+            unfinished && pty::foreground_group(&master) == front
+        };
+        let sent =
+            self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
+                SessionError::Shell(format!("could not send the input to the program: {err}"))
+            })?;
+        if let Some(running) = &mut self.shared.lock().running {
+            running.last_input_at = Some(Instant::now());
+        }
+        let mut notes = vec![note];
+        if sent < bytes.len() {
+            notes.push(Note::InputPartlySent { sent, total: bytes.len() });
+        }
+        Ok(notes)
     }
 
     /// Remembers the foreground group about to get ^C.
     fn note_interrupt(&self) {
         let Ok(master) = self.pty.handle() else { return };
         let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
-        if let Some(running) = &mut self.shared.lock().running {
+        let mut state = self.shared.lock();
+        // A nested shell running a builtin is not the command's to stop.
+        if state.is_integrated_shell(group) {
+            return;
+        }
+        if let Some(running) = &mut state.running {
             running.interrupted.push(group);
         }
     }
@@ -1048,8 +1353,17 @@ impl Shell {
         timeout: Option<Duration>,
         notes: Vec<Note>,
         cancel: CancellationToken,
+        progress: Option<&ProgressHook>,
     ) -> Result<Reply, SessionError> {
-        let waited = self.wait(config, timeout, &cancel).await;
+        let waited = self.wait(config, timeout, &cancel, progress).await;
+        // A call the client cancelled consumes nothing, even when the
+        // command ended at the same moment: its answer would be dropped,
+        // and the next call must report what this one saw.
+        let waited = match waited {
+            Waited::ShellExited => waited,
+            _ if cancel.is_cancelled() => Waited::Cancelled,
+            _ => waited,
+        };
         match waited {
             Waited::Finished => {
                 self.reap_interrupted(config.grace).await;
@@ -1073,23 +1387,39 @@ impl Shell {
                 Ok(self.finished_reply(notes))
             }
             Waited::Stopped(reason) => Ok(self.partial_reply(config, reason, notes)),
-            Waited::Cancelled => {
-                // The agent gave up on this call: interrupt the command, as
-                // a person would press ^C.
-                self.note_interrupt();
-                let _ = self.pty.write_all(b"\x03", Duration::from_secs(1)).await;
-                Ok(self.partial_reply(config, WaitEnded::NotWaited, notes))
-            }
+            Waited::Cancelled => Ok(self.cancelled_reply(notes)),
         }
     }
 
+    /// The reply to a cancelled call, which nobody will read: it takes
+    /// nothing from the session, so the next call reports everything.
+    fn cancelled_reply(&self, notes: Vec<Note>) -> Reply {
+        let mut reply = self.idle_reply("", notes);
+        if let Some(running) = &self.shared.lock().running {
+            reply.command = running.command.clone();
+            reply.duration = running.started_at.elapsed();
+        }
+        reply.status = Status::Running(WaitEnded::Cancelled);
+        reply.exit_code = None;
+        reply
+    }
+
+    /// Waits until the command ends, the shell exits, the program waits
+    /// for input with its output quiet, the call's wait runs out, or the
+    /// call is cancelled. While it waits, the command is watched (never
+    /// stopped by the unwatched-time limit) and `progress`, if any, is told
+    /// about once a second.
     async fn wait(
         &self,
         config: &SessionConfig,
         timeout: Option<Duration>,
         cancel: &CancellationToken,
+        progress: Option<&ProgressHook>,
     ) -> Waited {
         let call_start = Instant::now();
+        let _watch = Watch::begin(&self.shared);
+        let mut reports = 0u64;
+        let mut next_report = call_start + PROGRESS_INTERVAL;
         loop {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
@@ -1102,6 +1432,11 @@ impl Shell {
                 }
                 if state.exited.is_some() {
                     return Waited::ShellExited;
+                }
+                // A shell at its prompt while the integration is being
+                // installed in it is not a program waiting for input.
+                if running.waits_for_input() && state.integ.reinstall.is_none() {
+                    return Waited::Stopped(WaitEnded::WaitingForInput);
                 }
                 let now = Instant::now();
                 match timeout {
@@ -1131,8 +1466,31 @@ impl Shell {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(deadline) => {}
                 () = cancel.cancelled() => return Waited::Cancelled,
+                () = tokio::time::sleep_until(next_report), if progress.is_some() => {
+                    reports += 1;
+                    next_report += PROGRESS_INTERVAL;
+                    if let Some(hook) = progress {
+                        let line = self.newest_line();
+                        (hook.0)(Progress { count: reports, elapsed: call_start.elapsed(), line });
+                    }
+                }
             }
         }
+    }
+
+    /// The newest line of the running command's output, for progress: the
+    /// last one on the screen, else the last one committed and not yet shown.
+    fn newest_line(&self) -> String {
+        let state = self.shared.lock();
+        if !state.running.as_ref().is_some_and(|r| r.started) {
+            // Before the start marker the screen holds the echo of our line.
+            return String::new();
+        }
+        let newest = state.screen.newest_line();
+        if !newest.is_empty() {
+            return newest;
+        }
+        state.running.as_ref().map(|r| r.pending.last_line().to_owned()).unwrap_or_default()
     }
 
     /// After the shell exits, its last output may still be in flight: wait
@@ -1164,6 +1522,7 @@ impl Shell {
             previous: None,
             number: running.log.as_ref().map(|log| log.number()),
             first_line: running.part_first_line,
+            look_again_within: None,
         }
     }
 
@@ -1184,9 +1543,10 @@ impl Shell {
             drop(state);
             return self.idle_reply("", notes);
         };
-        if running.waiting_for_input {
+        if running.waits_for_input() {
             notes.push(Note::WaitingForInput);
         }
+        let look_again_within = running.unwatched_limit;
         let part = running.replies + 1;
         let next_name = spill_name(&running.spill_stem, part);
         let next = running.spill.capped(config.output_cap, &next_name);
@@ -1228,6 +1588,7 @@ impl Shell {
             previous: None,
             number: running.log.as_ref().map(|log| log.number()),
             first_line,
+            look_again_within,
         };
         running.replies += 1;
         reply
@@ -1248,6 +1609,7 @@ impl Shell {
             previous: None,
             number: None,
             first_line: 0,
+            look_again_within: None,
         }
     }
 
@@ -1262,6 +1624,7 @@ impl Shell {
         }
         self.waiter.abort();
         self.supervisor.abort();
+        self.watcher.abort();
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
     }
@@ -1270,7 +1633,7 @@ impl Shell {
 /// What the supervisor of one shell needs.
 struct Supervisor {
     shared: Arc<Shared>,
-    /// A handle on the PTY master: the foreground group, and ^C.
+    /// A handle on the PTY master: the foreground group.
     master: std::os::fd::OwnedFd,
     /// The PTY slave's path, to recognise reads of the terminal.
     tty: PathBuf,
@@ -1278,18 +1641,82 @@ struct Supervisor {
     grace: Duration,
 }
 
-/// How often a running command is checked for waiting on input. There is
-/// no kernel event for "blocked reading the terminal", so it is sampled;
-/// commands that end within the first second are never looked at.
+/// A command whose output (and our input) has been quiet this long is
+/// looked at: is it waiting for input? Short, so that a prompt is answered
+/// within about a second; long enough that a program that just got input
+/// has woken up to read it.
+const INPUT_QUIET: Duration = Duration::from_millis(150);
+/// Between looks while the command stays quiet: from the first interval,
+/// doubling up to the longest while it is not waiting for input.
 const INPUT_SAMPLE: Duration = Duration::from_millis(250);
-const FIRST_SAMPLE_AFTER: Duration = Duration::from_secs(1);
+/// After a look finds the program waiting, the look that confirms it. One
+/// look is not enough: the shell back at its prompt reads the terminal too,
+/// and the output it wrote before (its end marker) may not have been read
+/// from the terminal yet when the machine is busy.
+const INPUT_CONFIRM: Duration = Duration::from_millis(100);
+const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
+/// How long a new command or key waits for the end marker of a command
+/// whose job has just ended, and, when the shell is already reading the
+/// terminal again, for the marker it wrote before.
+const SETTLE: Duration = Duration::from_millis(500);
+const SETTLE_READING: Duration = Duration::from_millis(50);
+/// How long text input may wait for the program to make room for it.
+const INPUT_STALL: Duration = Duration::from_millis(300);
 
-/// Watches the running command: accounts time spent waiting for terminal
-/// input, and kills the foreground job when it runs past its limit. Runs
-/// for the life of the shell, whether or not a call is waiting.
+/// The supervisor's last look at one command.
+struct Look {
+    seq: u64,
+    at: Option<Instant>,
+    waiting: bool,
+    confirmed: bool,
+    interval: Duration,
+}
+
+impl Look {
+    fn new(seq: u64) -> Look {
+        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
+    }
+
+    /// When to look next: soon after the output goes quiet, then at a
+    /// growing interval while nothing changes.
+    fn due(&self, quiet_from: Instant) -> Instant {
+        let after_quiet = quiet_from + INPUT_QUIET;
+        match self.at {
+            Some(at) if at >= after_quiet && self.waiting && !self.confirmed => at + INPUT_CONFIRM,
+            Some(at) if at >= after_quiet => at + self.interval,
+            _ => after_quiet,
+        }
+    }
+
+    fn record(&mut self, now: Instant, waiting: bool, fresh: bool) {
+        // Confirmed: waiting at two looks with no output in between.
+        self.confirmed = waiting && self.waiting && !fresh;
+        self.interval =
+            if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
+        self.at = Some(now);
+        self.waiting = waiting;
+    }
+}
+
+/// What the supervisor reads of the running command.
+struct Watched {
+    seq: u64,
+    quiet_from: Instant,
+    limit: Option<Duration>,
+    watchers: u32,
+    unwatched_since: Instant,
+    input_wait: Duration,
+}
+
+/// Watches the running command for the life of the shell: looks whether
+/// it is blocked reading the terminal (no kernel event exists for that, so
+/// it samples, soon after the output goes quiet), accounts that time, and
+/// stops the command once it has run unwatched past its limit: no call
+/// waiting on it, polling it or sending it input for longer than the limit
+/// (time waiting for input not counted). While a call waits, it never kills.
 async fn supervise(supervisor: Supervisor) {
     let Supervisor { shared, master, tty, .. } = &supervisor;
-    let mut last_look: Option<(u64, Instant, bool)> = None;
+    let mut look = Look::new(0);
     loop {
         let notified = shared.changed.notified();
         tokio::pin!(notified);
@@ -1300,49 +1727,65 @@ async fn supervise(supervisor: Supervisor) {
                 Some(running)
                     if running.started && running.finished.is_none() && running.kill.is_none() =>
                 {
-                    Some((running.seq, running.started_at, running.exec_limit, running.input_wait))
+                    Some(Watched {
+                        seq: running.seq,
+                        quiet_from: running.quiet_from(),
+                        limit: running.unwatched_limit,
+                        watchers: running.watchers,
+                        unwatched_since: running.unwatched_since,
+                        input_wait: running.input_wait,
+                    })
                 }
                 _ => None,
             }
         };
-        let Some((seq, started_at, limit, input_wait)) = watched else {
-            last_look = None;
+        let Some(watched) = watched else {
             notified.await;
             continue;
         };
-        let now = Instant::now();
-        let mut input_wait = input_wait;
-        if now >= started_at + FIRST_SAMPLE_AFTER {
-            let waiting = pty::foreground_group(master)
-                .is_some_and(|group| process::waiting_for_terminal_input(group, tty));
-            if let Some((last_seq, at, was_waiting)) = last_look
-                && last_seq == seq
-                && was_waiting
-                && waiting
-            {
-                input_wait += now - at;
-            }
-            last_look = Some((seq, now, waiting));
-            let mut state = shared.lock();
-            if let Some(running) = &mut state.running
-                && running.seq == seq
-            {
-                running.input_wait = input_wait;
-                running.waiting_for_input = waiting;
-            }
+        if look.seq != watched.seq {
+            look = Look::new(watched.seq);
         }
-        let waiting = last_look.is_some_and(|(_, _, waiting)| waiting);
-        if let Some(limit) = limit
-            && !waiting
-            && now >= started_at + limit + input_wait
-        {
-            kill_foreground(&supervisor, seq, limit).await;
+        let now = Instant::now();
+        let due = look.due(watched.quiet_from);
+        if now >= due {
+            // Output still unread from the terminal is news the blocked read
+            // may be about to answer (the shell's end marker, a new prompt):
+            // look again once it has been read.
+            let waiting = pty::foreground_group(master)
+                .is_some_and(|group| input_wait::group_reads_terminal(group, tty))
+                && !pty::has_unread_output(master);
+            let accrued = match look.at {
+                Some(at) if look.waiting && waiting => now - at,
+                _ => Duration::ZERO,
+            };
+            let fresh = look.at.is_none_or(|at| at < watched.quiet_from + INPUT_QUIET);
+            look.record(now, waiting, fresh);
+            if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == watched.seq) {
+                running.input_wait += accrued;
+                running.waiting_for_input = waiting;
+                running.input_confirmed_at = look.confirmed.then_some(now);
+            }
+            // A waiting call returns as soon as the program waits for input.
+            shared.changed.notify_waiters();
             continue;
         }
-        let next_look = (now + INPUT_SAMPLE).max(started_at + FIRST_SAMPLE_AFTER);
-        let wake = match limit {
-            Some(limit) => next_look.min(started_at + limit + input_wait),
-            None => next_look,
+        let stop_at = match watched.limit {
+            Some(limit) if watched.watchers == 0 => {
+                Some((limit, watched.unwatched_since + limit + watched.input_wait))
+            }
+            _ => None,
+        };
+        if let Some((limit, at)) = stop_at
+            && now >= at
+            && !look.waiting
+        {
+            kill_foreground(&supervisor, watched.seq, limit).await;
+            continue;
+        }
+        let wake = match stop_at {
+            Some((_, at)) if at > now => due.min(at),
+            _ => due,
         };
         tokio::select! {
             () = &mut notified => {}
@@ -1351,8 +1794,16 @@ async fn supervise(supervisor: Supervisor) {
     }
 }
 
-/// Kills the running command's foreground job (and the groups it left
-/// behind), never the shell, and records how it died.
+/// Stops the running command as a whole, never the shell, and records how
+/// it died: no later part of its command line runs.
+///
+/// Interactive bash abandons the rest of a command line (and any loop) when
+/// it receives SIGINT itself while its job runs, whatever then ends the job;
+/// a job killed by SIGTERM alone lets the next part run. So the shell gets
+/// SIGINT first, then the foreground job and the groups the command left
+/// behind get SIGTERM, and SIGKILL after the grace period. A shell busy
+/// with builtins (a `while :` loop) ends its loop on the SIGINT; if it does
+/// not come back to its prompt, it is ended (and restarted).
 async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     let Supervisor { shared, master, shell_pid, grace, .. } = supervisor;
     let since = {
@@ -1361,33 +1812,59 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         running.kill = Some((limit, None));
         running.started_ticks
     };
-    tracing::info!(seq, ?limit, "killing a terminal command that ran past its execution limit");
+    tracing::info!(seq, ?limit, "stopping a terminal command that ran unwatched past its limit");
+    process::signal_group(*shell_pid, nix::sys::signal::Signal::SIGINT);
     let mut groups = process::orphaned_groups(*shell_pid, since);
-    let foreground = pty::foreground_group(master).filter(|&group| group != *shell_pid);
+    // A nested shell of ours in the foreground is not the command: it stays.
+    let foreground = pty::foreground_group(master)
+        .filter(|&group| group != *shell_pid && !shared.lock().is_integrated_shell(group));
     groups.extend(foreground);
-    let mode = if foreground.is_some() {
-        process::terminate_groups(&groups, *grace).await.unwrap_or(TerminationMode::Soft)
+    let mode = process::terminate_groups(&groups, *grace).await;
+    let finished = wait_for(shared, *grace, |state| {
+        state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
+    })
+    .await;
+    let mode = if finished {
+        mode.unwrap_or(TerminationMode::Soft)
     } else {
-        // The shell itself is busy (a loop of builtins): interrupt it as a
-        // person would, and if that does not work, end the shell, which is
-        // then restarted.
-        let _ = pty::write_key(master, b"\x03");
-        process::terminate_groups(&groups, *grace).await;
-        let finished = wait_for(shared, *grace, |state| {
-            state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
-        })
-        .await;
-        if finished {
-            TerminationMode::Soft
-        } else {
-            process::terminate_session(*shell_pid, None, *grace).await;
-            TerminationMode::Hard
-        }
+        process::terminate_session(*shell_pid, None, *grace).await;
+        TerminationMode::Hard
     };
     if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == seq) {
         running.kill = Some((limit, Some(mode)));
     }
     shared.changed.notify_waiters();
+}
+
+/// A call waiting on the running command, for as long as it waits: the
+/// command is watched, so the unwatched-time limit does not run. When the
+/// wait ends in any way (reply, timeout, cancellation, or the call's future
+/// dropped), unwatched time starts counting from that moment.
+struct Watch<'a> {
+    shared: &'a Shared,
+    seq: Option<u64>,
+}
+
+impl Watch<'_> {
+    fn begin(shared: &Shared) -> Watch<'_> {
+        let seq = shared.lock().running.as_mut().map(|running| {
+            running.watchers += 1;
+            running.seq
+        });
+        Watch { shared, seq }
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let Some(seq) = self.seq else { return };
+        if let Some(running) = self.shared.lock().running.as_mut().filter(|r| r.seq == seq) {
+            running.watchers = running.watchers.saturating_sub(1);
+            running.unwatched_since = Instant::now();
+            running.input_wait = Duration::ZERO;
+        }
+        self.shared.changed.notify_waiters();
+    }
 }
 
 /// Waits until `done` holds for the shared state, or `limit` passes.
@@ -1436,4 +1913,354 @@ fn random_hex(n_bytes: usize) -> std::io::Result<String> {
     let mut bytes = vec![0u8; n_bytes];
     getrandom::fill(&mut bytes).map_err(|err| std::io::Error::other(err.to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+// ---- Keeping the integration alive, and incomplete commands ----------------
+
+/// The shells that carry the integration, outermost first, a reinstall in
+/// progress, and notes for the next reply. Part of [`State`].
+#[derive(Default)]
+struct Integ {
+    levels: Vec<Level>,
+    reinstall: Option<Reinstall>,
+    /// What happened to the integration since the last reply.
+    notes: Vec<Note>,
+}
+
+impl State {
+    /// Handles the end markers that belong to the integration rather than
+    /// to a command: a reinstall's handshake, and the prompt of an outer
+    /// shell after a nested one exited. Returns whether `seq` was one.
+    fn integration_marker(&mut self, seq: u64, status: i32, now: Instant) -> bool {
+        if let Some(reinstall) = self.integ.reinstall.take_if(|r| r.seq == seq) {
+            let _ = std::fs::remove_file(&reinstall.script);
+            // What is left in the window is the new shell's prompt and the
+            // line we typed; the command's own output was committed first.
+            self.screen.discard_window();
+            if reinstall.replaced {
+                if let Some(level) =
+                    self.integ.levels.iter_mut().rev().find(|l| l.pid == reinstall.pid)
+                {
+                    level.fingerprint = reinstall.fingerprint;
+                }
+                self.integ.notes.push(Note::IntegrationReinstalled);
+            } else {
+                self.integ.levels.push(Level {
+                    pid: reinstall.pid,
+                    fingerprint: reinstall.fingerprint,
+                    launched_by: Some(reinstall.command_seq),
+                });
+                self.integ.notes.push(Note::NestedShellStarted);
+            }
+            // The shell now waits for the next command: as far as the
+            // agent is concerned, the command that started it is done.
+            self.finish_running(None, 0, now);
+            return true;
+        }
+        let Some(depth) = self.integ.levels.iter().position(|l| l.launched_by == Some(seq)) else {
+            return false;
+        };
+        // The shell started by command `seq` exited and its parent is back
+        // at its prompt: the command typed into the nested shell (`exit`)
+        // ended with the nested shell's status.
+        self.integ.levels.truncate(depth);
+        self.integ.notes.push(Note::NestedShellExited { status });
+        self.finish_running(None, status, now);
+        true
+    }
+
+    /// Whether `pid` is one of the shells carrying the integration (the
+    /// session's own, or a nested one).
+    fn is_integrated_shell(&self, pid: i32) -> bool {
+        self.integ.levels.iter().any(|level| level.pid == pid)
+    }
+
+    /// Ends the running command (`seq`, or whichever runs) with `status`;
+    /// text that was not the command's goes to the idle output.
+    fn finish_running(&mut self, seq: Option<u64>, status: i32, now: Instant) {
+        self.screen.commit_all();
+        self.screen.leave_alternate();
+        let text = self.screen.take_committed();
+        match &mut self.running {
+            Some(running)
+                if running.finished.is_none() && seq.is_none_or(|seq| seq == running.seq) =>
+            {
+                running.started = true;
+                running.pending.push(&text);
+                running.finished = Some((status, now));
+            }
+            _ => self.push_idle(&text),
+        }
+    }
+}
+
+/// An incomplete command: what the shell would hold at its `>` prompt.
+/// Bounded: past [`INCOMPLETE_CAP`] bytes it is run as it is.
+struct Incomplete {
+    text: String,
+    since: Instant,
+    replies: u32,
+}
+
+/// The most text an incomplete command may gather from `is_input` lines
+/// before it is run as it is (bash then reports what is missing).
+const INCOMPLETE_CAP: usize = 4 << 20;
+
+/// What to do with a call while a command may be incomplete.
+enum Step {
+    /// Reply with this; nothing runs.
+    Reply(Box<Reply>),
+    /// Run this text (the completed command) as a new command.
+    Run(String),
+    /// Nothing to do with incomplete commands: carry on.
+    Pass,
+}
+
+impl Shell {
+    /// Records the session's own shell as the first level.
+    fn record_first_level(&mut self) {
+        if let Some(fingerprint) = integration::fingerprint(self.pid) {
+            let mut state = self.shared.lock();
+            state.integ.levels = vec![Level { pid: self.pid, fingerprint, launched_by: None }];
+        }
+    }
+
+    /// Notes about the integration gathered since the last reply.
+    fn take_integration_notes(&self) -> Vec<Note> {
+        std::mem::take(&mut self.shared.lock().integ.notes)
+    }
+
+    /// Incomplete input behaves as at a prompt: a command that is not
+    /// complete is held (the shell would wait at its `>` prompt); lines sent
+    /// with `is_input` are added until it is complete, then it runs; C-c
+    /// discards it, C-d runs it as it is (bash then reports the error).
+    async fn incomplete_step(
+        &mut self,
+        config: &SessionConfig,
+        request: &Request,
+    ) -> Result<Step, SessionError> {
+        let command = request.command.as_str();
+        let is_key = keys::is_key(command);
+        let Some(mut held) = self.incomplete.take() else {
+            let fresh = !request.is_input && !is_key && !command.trim().is_empty();
+            if fresh
+                && self.running_state() != RunningState::Unfinished
+                && integration::is_incomplete(&config.shell, command).await
+            {
+                let previous = (self.running_state() == RunningState::Finished)
+                    .then(|| Box::new(self.finished_reply(Vec::new())));
+                let held =
+                    Incomplete { text: command.to_owned(), since: Instant::now(), replies: 0 };
+                let mut reply = self.incomplete_reply(&held, Vec::new());
+                reply.previous = previous;
+                self.incomplete = Some(held);
+                return Ok(Step::Reply(Box::new(reply)));
+            }
+            return Ok(Step::Pass);
+        };
+        if command.trim().is_empty() && !request.is_input {
+            held.replies += 1;
+            let reply = self.incomplete_reply(&held, Vec::new());
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        if is_key {
+            return match keys::parse(command).map_err(SessionError::Invalid)? {
+                Input::Key { name, .. } if name == "C-c" => {
+                    let mut reply = self.idle_reply(&held.text, vec![Note::KeySent(name)]);
+                    reply.exit_code = Some(130);
+                    reply.duration = held.since.elapsed();
+                    Ok(Step::Reply(Box::new(reply)))
+                }
+                Input::Key { name, .. } if name == "C-d" => Ok(Step::Run(held.text)),
+                _ => {
+                    self.incomplete = Some(held);
+                    Err(SessionError::Invalid(
+                        "The shell is waiting for the rest of an incomplete command, so keys \
+                         other than C-c (discard it) and C-d (end of input) do nothing. Send \
+                         the remaining lines with is_input=true."
+                            .into(),
+                    ))
+                }
+            };
+        }
+        if !request.is_input {
+            held.replies += 1;
+            let notes = vec![Note::NotExecuted { command: command.to_owned() }];
+            let reply = self.incomplete_reply(&held, notes);
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        held.text.push('\n');
+        held.text.push_str(command);
+        if held.text.len() <= INCOMPLETE_CAP
+            && integration::is_incomplete(&config.shell, &held.text).await
+        {
+            held.replies += 1;
+            let reply = self.incomplete_reply(&held, vec![Note::InputSent]);
+            self.incomplete = Some(held);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        Ok(Step::Run(held.text))
+    }
+
+    /// The reply while an incomplete command is held: still "running",
+    /// waiting for input, nothing printed (no `>` prompts).
+    fn incomplete_reply(&self, held: &Incomplete, mut notes: Vec<Note>) -> Reply {
+        notes.push(Note::Incomplete);
+        notes.push(Note::WaitingForInput);
+        let mut reply = self.idle_reply(&held.text, notes);
+        reply.status = Status::Running(WaitEnded::NotWaited);
+        reply.exit_code = None;
+        reply.duration = held.since.elapsed();
+        reply.continued = held.replies > 0;
+        reply
+    }
+}
+
+/// What the integration watcher of one shell needs.
+struct Watcher {
+    shared: Arc<Shared>,
+    /// A handle on the PTY master: the foreground group, and typing the
+    /// reinstall line.
+    master: std::os::fd::OwnedFd,
+    /// The PTY slave's path, to recognise reads of the terminal.
+    tty: PathBuf,
+    files: ShellFiles,
+    nonce: String,
+}
+
+/// How long a running command must have been quiet before the watcher
+/// looks for a shell at its prompt, and how often it looks again. There is
+/// no kernel event for "a shell is waiting at its prompt", so it is sampled
+/// while a command runs quietly; an idle session is never looked at.
+const WATCH_QUIET: Duration = Duration::from_millis(150);
+const WATCH_SAMPLE: Duration = Duration::from_millis(250);
+
+/// Watches a running command for a shell that sits at its prompt without
+/// the integration (after `exec bash` or in a nested `bash`) and reinstalls
+/// it: it types a line that sources a fresh script, whose first prompt is
+/// the handshake ([`State::integration_marker`]). Other shells and remote
+/// sessions are named in a note. Runs for the life of the shell.
+async fn watch_integration(watcher: Watcher) {
+    let shared = &watcher.shared;
+    let mut attempts: u64 = 0;
+    let mut failed: Vec<(i32, u64)> = Vec::new();
+    let mut noted: Option<u64> = None;
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = Instant::now();
+        let look = {
+            let mut state = shared.lock();
+            if let Some(reinstall) = state.integ.reinstall.take_if(|r| now >= r.deadline) {
+                let _ = std::fs::remove_file(&reinstall.script);
+                // Remembered so the same shell is not tried again; bounded.
+                if failed.len() >= 16 {
+                    failed.remove(0);
+                }
+                failed.push((reinstall.pid, reinstall.fingerprint));
+                state.integ.notes.push(Note::ReinstallFailed);
+            }
+            let reinstall_deadline = state.integ.reinstall.as_ref().map(|r| r.deadline);
+            match (&state.running, reinstall_deadline) {
+                (_, Some(deadline)) => Err(Some(deadline)),
+                (Some(running), None)
+                    if state.ready && running.started && running.finished.is_none() =>
+                {
+                    let quiet_at = running.last_output_at.max(running.started_at) + WATCH_QUIET;
+                    Ok((running.seq, quiet_at, state.integ.levels.last().cloned()))
+                }
+                _ => Err(None),
+            }
+        };
+        let wake = match look {
+            Err(deadline) => deadline,
+            Ok((_, quiet_at, _)) if now < quiet_at => Some(quiet_at),
+            Ok((seq, _, top)) => {
+                look_for_prompt(&watcher, seq, top, &mut attempts, &failed, &mut noted);
+                Some(now + WATCH_SAMPLE)
+            }
+        };
+        match wake {
+            Some(wake) => tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            },
+            None => notified.await,
+        }
+    }
+}
+
+/// One look at the terminal's foreground group while command `seq` runs
+/// quietly; `top` is the innermost shell with the integration.
+fn look_for_prompt(
+    watcher: &Watcher,
+    seq: u64,
+    top: Option<Level>,
+    attempts: &mut u64,
+    failed: &[(i32, u64)],
+    noted: &mut Option<u64>,
+) {
+    let Watcher { shared, master, tty, files, nonce } = watcher;
+    let Some(group) = pty::foreground_group(master) else { return };
+    if let Some(top) = &top
+        && top.pid == group
+        && integration::fingerprint(group) == Some(top.fingerprint)
+    {
+        // Our own shell runs a builtin that reads (`read`): not a prompt.
+        return;
+    }
+    if !process::waiting_for_terminal_input(group, tty) {
+        return;
+    }
+    let found = integration::inspect(group).or_else(|| integration::wrapped_shell(group));
+    match found {
+        Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
+            let state = shared.lock();
+            if state.integ.levels.iter().any(|l| l.pid == pid && l.fingerprint == fingerprint) {
+                return;
+            }
+            let replaced = state.integ.levels.iter().any(|l| l.pid == pid);
+            drop(state);
+            *attempts += 1;
+            let handshake = integration::REINSTALL_SEQ_BASE + *attempts;
+            let script = files.reinstall_file(*attempts);
+            let text = shell::reinstall_script(files, nonce, handshake);
+            if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
+                return;
+            }
+            tracing::info!(pid, replaced, "reinstalling the shell integration");
+            {
+                let mut state = shared.lock();
+                // Keep what the command printed before the new prompt; the
+                // prompt line and the echo of our line are dropped on the
+                // handshake.
+                state.screen.commit_complete_lines();
+                state.route_committed(Instant::now());
+                state.integ.reinstall = Some(Reinstall {
+                    seq: handshake,
+                    pid,
+                    fingerprint,
+                    replaced,
+                    command_seq: seq,
+                    script: script.clone(),
+                    deadline: Instant::now() + integration::REINSTALL_TIMEOUT,
+                });
+            }
+            let _ = pty::write_key(master, shell::reinstall_line(&script).as_bytes());
+        }
+        Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::OtherShell(name));
+            shared.changed.notify_waiters();
+        }
+        Some(Prompting::Remote(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::RemoteShell(name));
+            shared.changed.notify_waiters();
+        }
+        _ => {}
+    }
 }

@@ -2,12 +2,23 @@
 //! to run a command, and reading back the state bash leaves for us.
 //!
 //! Commands never go through readline. Each one is written to a private
-//! file and run by a short function, `__sk_run`, that first prints a start
-//! marker; `PROMPT_COMMAND` prints an end marker with the exit status and
-//! writes the working directory and `PATH` to a state file. So the echo of
-//! what we type is easy to drop (it comes before the start marker), any
-//! command text works (tabs, `!`, `\;`, heredocs, 100 KB lines), our own
-//! commands stay out of history, and `set -u` cannot break the prompt.
+//! file; the line we type reads it into a variable (`__sk_pre`, which also
+//! prints the start marker) and `eval`s it at the top level, so it runs as
+//! if typed at a prompt: syntax errors read like an interactive shell's,
+//! `$?` is the previous command's status, a top-level `return` is refused
+//! as at a prompt. `PROMPT_COMMAND` prints the end marker with the exit
+//! status, after draining terminal input nobody read, and writes the
+//! working directory and `PATH` to a state file (an `EXIT` trap writes it
+//! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
+//! easy to drop (it comes before the start marker), any command text works
+//! (tabs, `!`, `\;`, heredocs, 100 KB lines), our own commands stay out of
+//! history, `set -u` cannot break the prompt, and `set -x` never traces our
+//! functions: tracing is switched off in the prompt and back on inside the
+//! `eval`, in groups whose trace goes to `/dev/null`.
+//!
+//! The same script, minus the user's start-up file, is what a nested or
+//! replaced shell gets when the integration is reinstalled. Every script
+//! carries the nonce, so the caller deletes it once it has been sourced.
 //! This module writes files and formats text; it does not start processes.
 
 use std::path::{Path, PathBuf};
@@ -22,9 +33,15 @@ pub struct ShellFiles {
 }
 
 impl ShellFiles {
-    /// The start-up file passed to `bash --rcfile`.
+    /// The start-up file passed to `bash --rcfile`; deleted once sourced.
     pub fn rc_file(&self) -> PathBuf {
         self.dir.join("init.sh")
+    }
+
+    /// A file that reinstalls the integration in a shell that lost it;
+    /// `id` keeps concurrent attempts apart. Deleted once sourced.
+    pub fn reinstall_file(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("reinstall-{id}.sh"))
     }
 
     /// The file holding the command to run next.
@@ -47,39 +64,185 @@ pub fn rc_script(files: &ShellFiles, nonce: &str, user_rc: Option<&Path>) -> Str
         Some(path) => format!("[ -r {0} ] && . {0}\n", shell_quote(&path.to_string_lossy())),
         None => String::new(),
     };
+    format!("# shellkeep shell integration (generated).\n{user_rc}{}", integration(files, nonce, 0))
+}
+
+/// The script that reinstalls the integration in a shell that lost it (a
+/// nested `bash`, `exec bash`); its first prompt reports `seq`, the
+/// handshake. The user's start-up file is not read again: the shell
+/// already read its own.
+pub fn reinstall_script(files: &ShellFiles, nonce: &str, seq: u64) -> String {
+    integration(files, nonce, seq)
+}
+
+/// The line typed into a shell that lost the integration to source
+/// `script`. The leading space keeps it out of history where
+/// `ignorespace` is on; the group sends `set -x` traces and `set -v`
+/// echoes of the script (which carries the nonce) to `/dev/null`.
+pub fn reinstall_line(script: &Path) -> String {
+    format!("\x15 {{ . {}; }} 2>/dev/null\r", shell_quote(&script.to_string_lossy()))
+}
+
+fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
+    // Function by function:
+    // - `__sk_post` (the last line of the `eval`, so that `eval` itself
+    //   never fails: under `set -e` that would end the shell after an
+    //   exempt failure such as `false && true`) keeps the status and the
+    //   shell options, switches tracing and verbose mode off, and re-asserts
+    //   PROMPT_COMMAND. Under `set -v` its line is echoed.
+    // - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
+    //   /dev/null) does the same when `__sk_post` did not run (an interrupt),
+    //   runs the user's own PROMPT_COMMAND, drains input nobody read
+    //   (so it is never run as commands), writes the state file and prints
+    //   the end marker last.
+    // - `__sk_pre N` prints the start marker and loads the command into
+    //   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
+    //   back on, `$?` restored). The command starts on a line of its own so
+    //   that `set -v` echoes it.
+    // - While a command runs, PS1 holds `__sk_fallback`, which prints the
+    //   end marker from a subshell if PROMPT_COMMAND was cleared and the
+    //   command was interrupted before `__sk_post` could restore it; the
+    //   prompt empties PS1 again, so normally nothing forks.
+    // - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
+    //   array) for `__sk_prompt` to run. Where the user's value contains
+    //   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
+    //   does), ours stands for the hooks kept so far; it is never kept
+    //   itself, which would recurse. (`${#a[@]}` fails on a scalar under
+    //   `set -u`, hence `${a@a}`.)
+    // - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
+    //   20 ms each time, and only when `read -t 0` says a line is there.
+    // - A command that mentions `trap` (`__sk_pre N t`) may have replaced
+    //   our EXIT trap, which writes the state file when the shell exits:
+    //   `__sk_keep_exit_trap` puts it back in front of the user's.
+    // - Markers go to /dev/tty when standard output is not a terminal, so
+    //   `exec >file` cannot swallow them.
+    // - Under `set -e` any failing command of ours would end the shell,
+    //   hence the `|| :`.
+    // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
+    //   without `-e`.
     format!(
-        r#"# shellkeep shell integration (generated).
-{user_rc}set +H
-bind 'set enable-bracketed-paste off' 2>/dev/null
+        r#"builtin set +H
+builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${{HISTCONTROL:+:$HISTCONTROL}}"
-PS1=''
-PS2=''
+PS1='' PS2='' PS0=''
 __sk_dir={dir}
 __sk_nonce={nonce}
-__sk_seq=0
+__sk_seq={seq}
+__sk_last=0
+__sk_flags=
+__sk_posted=
+__sk_traps=
+__sk_c=
+__sk_pc='{{ __sk_prompt; }} 3>&2 2>/dev/null'
+__sk_ps1='$({{ __sk_fallback; }} 2>/dev/null)'
+__sk_upc=
+__sk_mark() {{
+  if [[ -t 1 ]]; then
+    builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
+  else
+    builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
+      builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
+  fi
+}}
+__sk_state() {{
+  builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
+}} 2>/dev/null
+__sk_drain() {{
+  local __sk_junk __sk_n=0
+  [[ -t 0 ]] || return 0
+  while (( __sk_n < 16 )) && builtin read -t 0 2>/dev/null; do
+    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null || :
+    __sk_n=$(( __sk_n + 1 ))
+  done
+}}
 __sk_prompt() {{
   local __sk_status=$?
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" >"$__sk_dir/state" 2>/dev/null
-  PS1=''
-  PS2=''
-  builtin printf '\e]{osc};%s;E;%s;%s\a' "$__sk_nonce" "$__sk_seq" "$__sk_status"
+  if [[ -n $__sk_posted ]]; then
+    __sk_status=$__sk_last
+    __sk_posted=
+  else
+    __sk_flags=$-
+    builtin set +xv
+  fi
+  __sk_last=$__sk_status
+  if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
+  __sk_drain
+  __sk_state
+  PS1='' PS2='' PS0=''
+  __sk_mark "E;$__sk_seq;$__sk_last"
+}}
+__sk_assert() {{
+  [[ -n ${{PROMPT_COMMAND+set}} ]] || PROMPT_COMMAND=
+  if [[ $PROMPT_COMMAND != "$__sk_pc" || ${{PROMPT_COMMAND@a}} == *a* ]]; then
+    local __sk_e __sk_u=
+    for __sk_e in "${{PROMPT_COMMAND[@]}}"; do
+      __sk_e=${{__sk_e//"$__sk_pc"/$__sk_upc}}
+      __sk_e=${{__sk_e#"${{__sk_e%%[![:space:];]*}}"}}
+      __sk_e=${{__sk_e%"${{__sk_e##*[![:space:];]}}"}}
+      [[ -z $__sk_e ]] || __sk_u+="${{__sk_u:+$'\n'}}$__sk_e"
+    done
+    __sk_upc=$__sk_u
+    builtin unset PROMPT_COMMAND
+    PROMPT_COMMAND=$__sk_pc
+  fi
+}}
+__sk_fallback() {{
+  local __sk_status=$?
+  __sk_state
+  __sk_mark "E;$__sk_seq;$__sk_status"
+}}
+__sk_pre() {{
+  __sk_seq=$1
+  __sk_traps=${{2-}}
+  __sk_assert
+  PS1=$__sk_ps1
+  __sk_mark "S;$__sk_seq"
+  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
+  __sk_c="{{ __sk_on; }} 2>/dev/null"$'\n'"$__sk_c"$'\n''{{ __sk_post; }} 2>/dev/null'
+  return 0
+}}
+__sk_on() {{
+  local __sk_status=$__sk_last
+  __sk_c=
+  case $- in *e*) __sk_status=0;; esac
+  case $__sk_flags in *v*) builtin set -v;; esac
+  case $__sk_flags in *x*) builtin set -x;; esac
   return $__sk_status
 }}
-__sk_run() {{
-  builtin printf '\e]{osc};%s;S;%s\a' "$__sk_nonce" "$__sk_seq"
-  builtin source "$__sk_dir/cmd"
+__sk_post() {{
+  __sk_last=$?
+  __sk_posted=1
+  __sk_flags=$-
+  builtin set +xv
+  __sk_assert
+  if [[ -n $__sk_traps ]]; then __sk_keep_exit_trap; fi
+  return 0
 }}
-PROMPT_COMMAND=__sk_prompt
+__sk_keep_exit_trap() {{
+  local __sk_t= __sk_a=()
+  builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
+  IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
+  [[ $__sk_t != *__sk_state* ]] || return 0
+  builtin eval "__sk_a=($__sk_t)" || :
+  builtin trap -- "__sk_state; ${{__sk_a[2]-}}" EXIT
+}}
+builtin trap '__sk_state' EXIT
+__sk_assert
 "#,
         dir = shell_quote(&files.dir.to_string_lossy()),
         osc = MARKER_OSC,
     )
 }
 
-/// The line typed into the shell to run command number `seq`. The leading
-/// space keeps it out of history.
-pub fn run_line(seq: u64) -> String {
-    format!(" __sk_seq={seq};__sk_run\r")
+/// The line typed into the shell to run command number `seq`, whose text
+/// is `command`: it loads the command file and runs it with `eval` at the
+/// top level. It starts with C-u, which discards a partial line a program
+/// left unread (a key without Enter), in the terminal's line editing and in
+/// readline alike. The leading space keeps it out of history; the group's
+/// trace goes to `/dev/null`.
+pub fn run_line(seq: u64, command: &str) -> String {
+    let traps = if command.contains("trap") { " t" } else { "" };
+    format!("\x15 {{ __sk_pre {seq}{traps}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.

@@ -117,8 +117,10 @@ struct ServeArgs {
     /// back (the command keeps running).
     #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
     no_output_return: f64,
-    /// Longest a terminal call waits when the agent gives no timeout.
-    #[arg(long, default_value_t = 120.0, env = "SHELLKEEP_MAX_WAIT")]
+    /// Longest a terminal call waits when the agent gives no timeout, even
+    /// while output keeps coming (keep it below the client's request
+    /// timeout, commonly 60 s).
+    #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
     max_wait: f64,
     /// Characters of output shown per reply (per stream for `run`) before
     /// the middle is cut; the full output is saved to a file.

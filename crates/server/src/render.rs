@@ -24,8 +24,10 @@ pub struct TerminalOutput {
     pub output: String,
     /// The exit code, or -1 while the command is still running.
     pub exit_code: i32,
-    /// `completed`, `running` (control came back before the command
-    /// finished), or `not_executed` (another command is still running).
+    /// `completed`, `killed` (stopped after running unwatched past its
+    /// limit), `running` (control came back before the command finished),
+    /// `waiting_for_input` (it is blocked reading the terminal), or
+    /// `not_executed` (another command is still running).
     pub status: &'static str,
     /// The shell's working directory.
     pub cwd: String,
@@ -78,6 +80,16 @@ pub struct TerminalOutput {
     /// (exit code, working directory, interpreter) are not repeated here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// While the command runs under a limit: seconds from now within which
+    /// a call must wait on it, poll it or send it input, or it is stopped
+    /// (time it spends waiting for input not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub look_again_within_sec: Option<f64>,
+    /// Seconds since the client cancelled the previous call on this
+    /// session, when it did; this reply carries what the command printed
+    /// since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_call_cancelled_sec_ago: Option<f64>,
 }
 
 /// OpenHands' words for what to do about a command that is still running
@@ -152,17 +164,34 @@ fn key_sent(key: &str) -> String {
 pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
     let mut out = Text::default();
     if let Some(previous) = &reply.previous {
-        out.note(format!(
-            "[The previous command finished with exit code {} before this one started; its \
-             last output follows.]",
-            previous.exit_code.unwrap_or(-1)
-        ));
+        let stopped = previous.notes.iter().find_map(|note| match note {
+            Note::Killed { limit, .. } => Some(*limit),
+            _ => None,
+        });
+        out.note(match stopped {
+            Some(limit) => format!(
+                "[The previous command was stopped with exit code {} before this one started: no \
+                 call waited on it, polled it or sent it input for {}. Its last output follows.]",
+                previous.exit_code.unwrap_or(-1),
+                seconds(limit)
+            ),
+            None => format!(
+                "[The previous command finished with exit code {} before this one started; its \
+                 last output follows.]",
+                previous.exit_code.unwrap_or(-1)
+            ),
+        });
         out.output(&previous.output.text);
         out.text.push('\n');
     }
     let mut background = None;
     for note in &reply.notes {
         match note {
+            Note::PreviousCallCancelled { ago } => out.note(format!(
+                "[The previous call was cancelled by the client {} ago; the command was left \
+                 running, and what it printed since is below.]",
+                seconds(*ago)
+            )),
             Note::Reset => {
                 out.note(
                     "Terminal session has been reset. All previous environment variables and \
@@ -192,6 +221,14 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         Note::NotExecuted { command } => Some(command.as_str()),
         _ => None,
     });
+    let killed = reply.notes.iter().find_map(|note| match note {
+        Note::Killed { limit, mode } => Some((*limit, *mode)),
+        _ => None,
+    });
+    let key_not_needed = reply.notes.iter().find_map(|note| match note {
+        Note::KeyNotNeeded(name) => Some(name.as_str()),
+        _ => None,
+    });
     if reply.continued || not_executed.is_some() {
         out.line(CONTINUED.to_owned());
     }
@@ -209,16 +246,35 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         }
         (Status::Completed, None) => {
             let code = reply.exit_code.unwrap_or(-1);
-            let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
-            out.line(format!("[The command completed with exit code {code}.{sent}]"));
-            if let Some(key) = key {
-                out.notes.push(key_sent(key));
+            match (killed, key_not_needed) {
+                (_, Some(key)) => out.note(format!(
+                    "[No command is running, so {key} was not sent: the shell is at its prompt.]"
+                )),
+                (Some((limit, mode)), None) => out.note(format!(
+                    "[The command was stopped with exit code {code}: no call waited on it, polled \
+                     it or sent it input for {} (its limit; time waiting for input not counted). \
+                     {}; nothing after it in the command line ran.]",
+                    seconds(limit),
+                    match mode {
+                        TerminationMode::Soft => "It ended on SIGTERM",
+                        TerminationMode::Hard => {
+                            "It ignored SIGTERM and got SIGKILL after the grace period"
+                        }
+                    }
+                )),
+                (None, None) => {
+                    let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+                    out.line(format!("[The command completed with exit code {code}.{sent}]"));
+                    if let Some(key) = key {
+                        out.notes.push(key_sent(key));
+                    }
+                }
             }
             out.line(format!("[Current working directory: {}]", reply.cwd.display()));
             if let Some(python) = &reply.python {
                 out.line(format!("[Python interpreter: {}]", python.display()));
             }
-            "completed"
+            if killed.is_some() { "killed" } else { "completed" }
         }
         (Status::Running(ended), None) => {
             let why = match ended {
@@ -229,6 +285,13 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                     format!("The command timed out after {} seconds.", plain_secs(limit))
                 }
                 WaitEnded::NotWaited => "The command is still running.".to_owned(),
+                WaitEnded::WaitingForInput => {
+                    "The command is waiting for input; its prompt is the last line above."
+                        .to_owned()
+                }
+                WaitEnded::Cancelled => {
+                    "The command was left running: the client cancelled this call.".to_owned()
+                }
             };
             let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
             out.note(format!("[{why}{sent} {TIMEOUT_MESSAGE_TEMPLATE}]"));
@@ -237,9 +300,20 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                  is_input=true, or reset=true for a fresh shell.]",
                 seconds(reply.duration)
             ));
-            "running"
+            match ended {
+                WaitEnded::WaitingForInput => "waiting_for_input",
+                _ => "running",
+            }
         }
     };
+    // Every reply about a command still running says by when to look again.
+    if let (Status::Running(_), Some(within)) = (reply.status, reply.look_again_within) {
+        out.note(format!(
+            "[It is stopped if no call waits on it, polls it or sends it input within the next \
+             {} (time waiting for input not counted).]",
+            seconds(within)
+        ));
+    }
     for note in &reply.notes {
         match note {
             Note::ShellRestarted { how, cwd } => out.note(format!(
@@ -250,26 +324,51 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             Note::InputNotSent => {
                 out.note("[Your input was not sent: the command had already finished.]".to_owned())
             }
-            Note::WaitingForInput => out
+            Note::WaitingForInput if reply.notes.contains(&Note::Incomplete) => {}
+            Note::WaitingForInput if status != "waiting_for_input" => out
                 .note("[The program is waiting for input: send it with is_input=true.]".to_owned()),
-            Note::Killed { limit, mode } => out.note(format!(
-                "[The command was killed: it ran past its execution limit of {} (time spent \
-                 waiting for input not counted); {}.]",
-                seconds(*limit),
-                match mode {
-                    TerminationMode::Soft => "it ended on SIGTERM",
-                    TerminationMode::Hard => {
-                        "it ignored SIGTERM and got SIGKILL after the grace period"
-                    }
-                }
+            Note::InputPartlySent { sent, total } => out.note(format!(
+                "[Only {sent} of the {total} bytes of your input were delivered: the program is \
+                 not reading its input, and the rest was dropped. C-c still interrupts it.]"
+            )),
+            Note::Incomplete => out.note(
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` \
+                 prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+                    .to_owned(),
+            ),
+            Note::NestedShellStarted => out.note(
+                "[A nested shell started; shellkeep's integration was installed in it, so your \
+                 commands now run inside it with exit codes and the working directory. `exit` \
+                 returns to the outer shell.]"
+                    .to_owned(),
+            ),
+            Note::NestedShellExited { status } => out.note(format!(
+                "[The nested shell exited (exit code {status}); commands run in the outer shell \
+                 again.]"
+            )),
+            Note::IntegrationReinstalled => out.note(
+                "[The shell was replaced (exec) and lost shellkeep's integration; it was \
+                 reinstalled, so commands keep their exit codes and working directory.]"
+                    .to_owned(),
+            ),
+            Note::ReinstallFailed => out.note(
+                "[A shell without shellkeep's integration is waiting at its prompt and the \
+                 integration could not be installed in it: send its commands with \
+                 is_input=true, or reset=true for a fresh shell.]"
+                    .to_owned(),
+            ),
+            Note::OtherShell(name) => out.note(format!(
+                "[`{name}` is an interactive shell without shellkeep's integration: send its \
+                 commands with is_input=true (exit codes and the working directory are not \
+                 tracked inside it); `exit` returns to bash.]"
+            )),
+            Note::RemoteShell(name) => out.note(format!(
+                "[`{name}` is a remote or container session, driven as an interactive program: \
+                 send its commands with is_input=true; `exit` (or C-d) ends it.]"
             )),
             _ => {}
         }
     }
-    let killed = reply.notes.iter().find_map(|note| match note {
-        Note::Killed { mode, .. } => Some(*mode),
-        _ => None,
-    });
     let previous = reply.previous.as_deref();
     let structured = TerminalOutput {
         output: reply.output.text.clone(),
@@ -285,8 +384,9 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         full_output_path: full_path(&reply.output),
         full_output_cut: full_cut(&reply.output),
         timeout_reason: killed.map(|_| "exec_timeout"),
-        termination_mode: killed.map(|mode| mode.as_str()),
-        waiting_for_input: reply.notes.contains(&Note::WaitingForInput),
+        termination_mode: killed.map(|(_, mode)| mode.as_str()),
+        waiting_for_input: reply.notes.contains(&Note::WaitingForInput)
+            || reply.status == Status::Running(WaitEnded::WaitingForInput),
         session: None,
         command_number: None,
         previous_output: previous.map(|p| p.output.text.clone()),
@@ -294,6 +394,14 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
         background_output: background,
         notes: out.notes,
+        look_again_within_sec: match reply.status {
+            Status::Running(_) => reply.look_again_within.map(|d| d.as_secs_f64()),
+            Status::Completed => None,
+        },
+        previous_call_cancelled_sec_ago: reply.notes.iter().find_map(|note| match note {
+            Note::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
+            _ => None,
+        }),
     };
     (out.text.trim_end().to_owned(), structured)
 }

@@ -10,16 +10,19 @@ use std::time::Duration;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig,
+};
 use rmcp::schemars::{self, JsonSchema};
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde::{Deserialize, Serialize};
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::policy::{Decision, ExplicitTimeout, Policy};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, Registry};
-use shellkeep_engine::session::{Request, SessionError};
+use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
 
 use crate::render;
 
@@ -98,8 +101,9 @@ pub struct TerminalArgs {
     #[serde(default)]
     pub is_input: bool,
     /// Seconds this call may wait before handing control back (the command keeps running, exit
-    /// code -1). Without it, control comes back after 30 s without new output. Use a larger
-    /// value for installs, builds and tests.
+    /// code -1). Without it, control comes back after 30 s without new output, and after 50 s
+    /// at most. Control also comes back as soon as the program waits for input. A larger value
+    /// also raises how long the command may then run unwatched.
     #[serde(default)]
     pub timeout: Option<f64>,
     /// If true, kill the shell and everything it runs and start a fresh one in the original
@@ -218,8 +222,15 @@ impl Shellkeep {
             between calls. One command at a time; chain with && or ;. Interactive programs work: \
             when a call returns exit code -1 the command is still running: send an empty command \
             to wait for more output, or is_input=true with text or a key such as C-c. Long output \
-            is cut to its head and tail and saved in full to a file named in the reply. Commands \
-            under the timeout policy are killed when they exceed their category's limit.",
+            is cut to its head and tail and saved in full to a file named in the reply. A call \
+            hands control back after at most 50 s (or its timeout), or within about a second \
+            when the program waits for input; the command keeps running. A running command is \
+            stopped, with the rest of its command line, only when no call has waited on it, \
+            polled it or sent it input for longer than its limit (its timeout category's \
+            execution limit, or the last call's timeout if larger; time waiting for input not \
+            counted); every reply for a running command says by when to look again. If the \
+            client cancels a call, the command is left running and the next call shows its \
+            output.",
         output_schema = schema_for_output::<render::TerminalOutput>(),
         annotations(
             title = "Terminal",
@@ -255,18 +266,39 @@ impl Shellkeep {
             SessionOpened::Background(_) => (None, Some(BACKGROUND_FIRST_WAIT)),
             _ => (Some(self.shared.policy.decide(&args.command, None).limits.exec), timeout),
         };
+        // Progress goes out while the call waits, when the client asked for
+        // it: the engine reports to a channel, a task forwards to the peer.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+                let hook = ProgressHook::new(move |progress| {
+                    let _ = sender.send(progress);
+                });
+                (
+                    Some(hook),
+                    Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))),
+                )
+            }
+            None => (None, None),
+        };
         let request = Request {
             command: args.command,
             is_input: args.is_input,
             timeout,
             reset: args.reset,
             exec_limit,
+            progress,
         };
-        let result = lease.session().execute(request, context.ct.clone()).await;
+        let executed = lease.session().execute(request, context.ct.clone()).await;
+        // The request, and with it the hook, is gone: the forwarder sends
+        // what is queued and ends, so no progress follows the result.
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
         if matches!(opened, SessionOpened::Background(_)) {
             self.shared.sessions.watch_job(&lease);
         }
-        match result {
+        match executed {
             Ok(reply) => {
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == "not_executed";
@@ -614,6 +646,27 @@ impl ServerHandler for Shellkeep {
                  runner that never hangs (`run`). Use `terminal` for work that builds on state \
                  (cd, export, venvs); use `run` for independent commands with a hard limit.",
             )
+    }
+}
+
+/// Sends each progress report of a waiting `terminal` call to the client
+/// as `notifications/progress`: `progress` counts the reports (strictly
+/// increasing), `message` is the newest line of output. The engine reports
+/// about once a second, which is the rate limit, so the queue holds at most
+/// a report or two (one per second of the call). Ends when the call ends.
+async fn forward_progress(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<Progress>,
+) {
+    while let Some(report) = reports.recv().await {
+        let mut param = ProgressNotificationParam::new(token.clone(), report.count as f64);
+        if !report.line.trim().is_empty() {
+            param = param.with_message(report.line);
+        }
+        if let Err(err) = peer.notify_progress(param).await {
+            tracing::debug!("could not send progress: {err}");
+        }
     }
 }
 

@@ -1,11 +1,17 @@
-//! The timeout policy in the terminal: the execution limit kills the
-//! foreground job (never the shell), time spent waiting for input does not
-//! count, and a call's wait never ends in a kill.
+//! The timeout policy in the terminal: the unwatched-time rule. A command
+//! is stopped only when no call has waited on it, polled it or sent it
+//! input for longer than its limit (the category's execution limit, or the
+//! last call's `timeout` if larger); time it spends blocked reading the
+//! terminal is not counted; while a call waits, it is never stopped. When
+//! the limit fires, the whole command line stops, never the shell.
+//!
+//! The limits here are a second or two, so the tests are quick; the
+//! unwatched stretches are the scenario itself, hence the few plain sleeps.
 
 use std::time::Duration;
 
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{Note, Request, Status};
+use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
 
 use crate::{Term, eventually, processes_with};
 
@@ -22,32 +28,67 @@ fn killed(limit: f64, mode: TerminationMode) -> Note {
     Note::Killed { limit: Duration::from_secs_f64(limit), mode }
 }
 
+/// Waits, without any call watching, until the supervisor has ended the
+/// running command, then polls for its reply.
+async fn stopped_unwatched(term: &Term) -> Reply {
+    eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
+    let reply = term.run("").await;
+    assert_eq!(reply.status, Status::Completed, "{reply:?}");
+    reply
+}
+
 #[tokio::test]
-async fn a_command_past_its_limit_is_killed_and_the_shell_lives() {
+async fn an_unwatched_command_is_stopped_and_the_rest_of_its_line_never_runs() {
     let term = Term::new("limit").await;
     term.run("export KEPT=1").await;
-    let reply = term.call(limited("echo started; sleep 100", 1.0, None)).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(143)));
+    let reply = term.call(limited("echo start; sleep 100; echo end", 1.0, Some(0.3))).await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(300))));
+    assert_eq!(reply.output.text, "start\n");
+    // The reply says by when to look again: the limit, as the call's
+    // timeout is smaller.
+    assert_eq!(reply.look_again_within, Some(Duration::from_secs(1)));
+    let reply = stopped_unwatched(&term).await;
     assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
-    // bash reports the job it lost, as in any terminal.
-    assert_eq!(reply.output.text, "started\nTerminated\n");
+    assert!(!reply.output.text.contains("end"), "the rest of the line ran: {:?}", reply.output);
+    // One exit code, from the shell that abandoned the line.
+    assert!(matches!(reply.exit_code, Some(130 | 143)), "{:?}", reply.exit_code);
     assert_eq!(term.run("echo $KEPT").await.output.text, "1\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn an_unwatched_loop_stops_for_good() {
+    let term = Term::new("loop").await;
+    let reply =
+        term.call(limited("while true; do sleep 0.2; echo tick; done", 1.0, Some(0.1))).await;
+    assert_eq!(reply.exit_code, None);
+    let reply = stopped_unwatched(&term).await;
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })), "{:?}", reply.notes);
+    // Nothing ticks afterwards, between commands or in the next one.
+    let reply = term.run("sleep 0.6; echo quiet").await;
+    assert_eq!(reply.output.text, "quiet\n");
+    let reply = term.run("true").await;
+    assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{:?}", reply.notes);
     term.session.close().await;
 }
 
 #[tokio::test]
 async fn a_job_that_ignores_sigterm_gets_sigkill() {
     let term = Term::new("hardkill").await;
-    let reply = term.call(limited("bash -c \"trap '' TERM; sleep 100\"", 1.0, None)).await;
-    assert_eq!(reply.exit_code, Some(137));
+    let reply =
+        term.call(limited("bash -c \"trap '' TERM; sleep 100\"; echo end", 1.0, Some(0.1))).await;
+    assert_eq!(reply.exit_code, None);
+    let reply = stopped_unwatched(&term).await;
     assert!(reply.notes.contains(&killed(1.0, TerminationMode::Hard)), "{:?}", reply.notes);
+    assert!(!reply.output.text.contains("end"), "{:?}", reply.output.text);
     term.session.close().await;
 }
 
 #[tokio::test]
 async fn a_busy_shell_loop_is_interrupted() {
     let term = Term::new("busyloop").await;
-    let reply = term.call(limited("while :; do :; done", 1.0, None)).await;
+    term.call(limited("while :; do :; done", 1.0, Some(0.1))).await;
+    let reply = stopped_unwatched(&term).await;
     assert_eq!(reply.exit_code, Some(130));
     assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
     assert_eq!(term.run("echo ok").await.output.text, "ok\n");
@@ -55,24 +96,63 @@ async fn a_busy_shell_loop_is_interrupted() {
 }
 
 #[tokio::test]
-async fn the_call_timeout_never_lowers_the_limit() {
-    let term = Term::new("longer").await;
+async fn a_watched_command_is_never_stopped() {
+    // A call waiting far past the limit, with and without a timeout.
+    let term = Term::with("watched", |c| c.no_output_return = Duration::from_secs(20)).await;
     let reply = term.call(limited("sleep 2; echo done", 0.5, Some(10.0))).await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
+    let reply = term.call(limited("sleep 2; echo done", 0.5, None)).await;
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
     assert!(!reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })));
     term.session.close().await;
 }
 
 #[tokio::test]
+async fn polling_keeps_a_long_job_alive() {
+    // A job printing for four times its limit, followed by polls with short
+    // gaps, with and without a timeout: it runs to the end.
+    let term = Term::with("polled", |c| c.no_output_return = Duration::from_millis(300)).await;
+    let mut reply = term
+        .call(limited("for i in 1 2 3 4 5 6 7 8; do sleep 0.5; echo $i; done", 1.0, Some(0.2)))
+        .await;
+    let mut seen = reply.output.text.clone();
+    let mut polls = 0;
+    while reply.status != Status::Completed {
+        polls += 1;
+        let timeout = if polls % 2 == 0 { Some(Duration::from_millis(400)) } else { None };
+        reply = term.call(Request { timeout, ..Request::default() }).await;
+        seen.push_str(&reply.output.text);
+    }
+    assert_eq!(seen, "1\n2\n3\n4\n5\n6\n7\n8\n");
+    assert_eq!(reply.exit_code, Some(0));
+    assert!(!reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_last_calls_timeout_raises_the_limit() {
+    let term = Term::new("raised").await;
+    let reply = term.call(limited("sleep 3; echo done", 0.5, Some(1.0))).await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_secs(1))));
+    assert_eq!(reply.look_again_within, Some(Duration::from_secs(1)));
+    // Unwatched for longer than the category's limit, less than the call's.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(matches!(term.session.activity(), Activity::Running { .. }));
+    let reply = term.call(Request { timeout: Some(Duration::from_secs(10)), ..Request::default() });
+    let reply = reply.await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
+    term.session.close().await;
+}
+
+#[tokio::test]
 async fn waiting_for_input_does_not_count() {
     let term = Term::new("inputwait").await;
-    // Wait well past the limit while the program sits at its prompt.
-    let reply = term.call(limited("read -p 'answer: ' x; echo got $x", 1.0, Some(3.0))).await;
-    assert_eq!(
-        reply.status,
-        Status::Running(shellkeep_engine::session::WaitEnded::Timeout(Duration::from_secs(3)))
-    );
-    assert!(reply.notes.contains(&Note::WaitingForInput), "{:?}", reply.notes);
+    let reply = term.call(limited("read -p 'answer: ' x; echo got $x", 1.0, Some(5.0))).await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
+    assert_eq!(reply.output.text, "answer: ");
+    // Unwatched well past the limit, all of it at the prompt.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(matches!(term.session.activity(), Activity::Running { .. }));
     let reply = term.input("42", 10.0).await;
     // The prompt was shown by the reply before; only what is new follows.
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("42\ngot 42\n", Some(0)));
@@ -84,9 +164,9 @@ async fn leftovers_of_the_command_die_but_background_jobs_do_not() {
     let term = Term::new("leftovers").await;
     let orphan = format!("300.{}1", std::process::id());
     let job = format!("300.{}2", std::process::id());
-    let reply = term
-        .call(limited(&format!("sleep {job} & (sleep {orphan} &); sleep 100"), 1.0, None))
+    term.call(limited(&format!("sleep {job} & (sleep {orphan} &); sleep 100"), 1.0, Some(0.1)))
         .await;
+    let reply = stopped_unwatched(&term).await;
     assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
     eventually(|| processes_with(&format!("sleep {orphan}")).is_empty()).await;
     // The job started with & is the shell's, not the timed-out command's.

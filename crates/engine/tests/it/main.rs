@@ -1,8 +1,11 @@
 //! Engine integration tests: a real bash in a real PTY.
 
+mod input;
+mod integration;
 mod limits;
 mod run;
 mod terminal;
+mod watch;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -54,7 +54,6 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
     let mut problems = Vec::new();
     let nothing_runs: &[Case] = &[
         (t, json!({"command": "hello", "is_input": true}), &["no command is running", "run a"]),
-        (t, json!({"command": "C-c", "is_input": true}), &["no command is running"]),
         (t, json!({"command": ""}), &["no command is running", "send a command"]),
         (t, json!({"command": "   "}), &["no command is running"]),
         (

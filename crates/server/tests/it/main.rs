@@ -17,10 +17,12 @@
 mod bad_input;
 mod cli;
 mod hostile;
+mod long_work;
 mod orphans;
 mod run;
 mod runtime;
 mod sessions;
+mod shell;
 mod terminal;
 mod tools;
 mod wire;

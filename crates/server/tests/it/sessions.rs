@@ -84,7 +84,7 @@ async fn sessions_lists_true_states_and_close_stops_the_whole_tree() {
     let r = server
         .terminal(json!({"command": "read -p 'name? ' x; echo got $x", "session": "asks", "timeout": 0.5}))
         .await;
-    assert_eq!(r["status"], "running", "{r:#?}");
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
     server.terminal(json!({"command": "true", "session": "quiet"})).await;
     wait_alive(&[&tree]).await;
 

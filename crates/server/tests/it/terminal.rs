@@ -59,11 +59,11 @@ async fn input_answers_a_prompt() {
     let r = server
         .terminal(json!({
             "command": "python3 -c \"x=input('name? '); print('hello', x)\"",
-            "timeout": 1,
         }))
         .await;
     assert!(!r.is_error, "{r:#?}");
-    assert_eq!(r["status"], "running", "{r:#?}");
+    // Issue 6: the call comes back as soon as the prompt is up.
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
     assert_eq!(r["exit_code"], -1, "{r:#?}");
     assert!(r.text.contains("is_input"), "the hint says how to answer: {}", r.text);
 

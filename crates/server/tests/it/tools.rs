@@ -13,12 +13,12 @@ async fn tools_list_names_schemas_and_annotations() {
         tools.iter().map(|tool| serde_json::to_value(tool).expect("a tool serializes")).collect();
     let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["policy_explain", "run", "session_close", "sessions", "terminal"]);
+    assert_eq!(names, ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]);
 
     for tool in &tools {
         let name = &tool["name"];
         assert_eq!(tool["inputSchema"]["type"], "object", "inputSchema of {name}: {tool:#}");
-        let takes = if name == "sessions" {
+        let takes = if name == "sessions" || name == "output" {
             None
         } else if name == "session_close" {
             Some("session")
@@ -35,7 +35,8 @@ async fn tools_list_names_schemas_and_annotations() {
         assert!(tool["outputSchema"]["properties"].is_object(), "outputSchema of {name}");
         assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{name}");
         let annotations = &tool["annotations"];
-        let expected = if name == "policy_explain" || name == "sessions" {
+        let expected = if ["policy_explain", "sessions", "output"].contains(&name.as_str().unwrap())
+        {
             json!({"readOnlyHint": true})
         } else if name == "session_close" {
             json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
@@ -84,7 +85,7 @@ async fn schemas_use_the_portable_subset_of_json_schema() {
         // Optional arguments are not required; only `command` is (`session`
         // for `session_close`, nothing for `sessions`).
         let required = match tool["name"].as_str() {
-            Some("sessions") => Value::Null,
+            Some("sessions" | "output") => Value::Null,
             Some("session_close") => json!(["session"]),
             _ => json!(["command"]),
         };

@@ -1,0 +1,408 @@
+//! Keeping the shell integration alive: recognising a shell that sits at
+//! its prompt without our markers (after `exec bash`, a nested `bash`, a
+//! `nix-shell`), the stack of shells that carry the integration, and
+//! whether a command is complete or the shell would wait for more lines.
+//!
+//! A shell that lost the integration is recognised from `/proc`: the
+//! terminal's foreground group is led by an interactive bash (no script,
+//! no `-c`) that is blocked reading the terminal, and that is not one of
+//! the shells we installed the integration in (a shell is identified by
+//! its pid and its auxiliary vector, which changes on `exec`). Other
+//! shells (`sh`, `zsh`) and remote shells (`ssh`, `docker exec`) are only
+//! named, so the reply can say they are driven with `is_input`. This module
+//! reads `/proc` and runs `bash -n`; it does not type into the terminal or
+//! change session state.
+
+use std::path::Path;
+use std::time::Duration;
+
+/// What a program blocked reading the terminal turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompting {
+    /// An interactive bash: the integration can be installed in it.
+    Bash {
+        /// Its pid.
+        pid: i32,
+        /// Its identity (see [`fingerprint`]).
+        fingerprint: u64,
+    },
+    /// An interactive shell that is not bash (`sh`, `dash`, `zsh`, ...).
+    OtherShell(String),
+    /// A remote or container shell (`ssh`, `docker`, `kubectl`, ...).
+    Remote(String),
+}
+
+/// A shell that carries the integration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Level {
+    /// Its pid.
+    pub pid: i32,
+    /// Its identity when the integration was installed.
+    pub fingerprint: u64,
+    /// The command (by sequence number) that started it, in the shell one
+    /// level out; `None` for the session's own shell and for a shell that
+    /// replaced one with `exec`.
+    pub launched_by: Option<u64>,
+}
+
+/// A reinstall in progress: the line was typed, the handshake (an end
+/// marker carrying `seq`) has not arrived yet.
+#[derive(Debug, Clone)]
+pub struct Reinstall {
+    /// The handshake's sequence number.
+    pub seq: u64,
+    /// The shell being given the integration.
+    pub pid: i32,
+    /// Its identity.
+    pub fingerprint: u64,
+    /// Whether it replaced the shell of the current level (`exec`).
+    pub replaced: bool,
+    /// The running command when it was started (the `bash` or `exec bash`).
+    pub command_seq: u64,
+    /// The script, deleted on the handshake or when it is given up.
+    pub script: std::path::PathBuf,
+    /// When the attempt is given up.
+    pub deadline: tokio::time::Instant,
+}
+
+/// First sequence number of reinstall handshakes; command numbers stay far
+/// below it.
+pub const REINSTALL_SEQ_BASE: u64 = 1 << 40;
+
+/// How long a reinstall may take before it is given up.
+pub const REINSTALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A number that changes when process `pid` calls `exec`: a hash of its
+/// auxiliary vector, which holds the addresses of the new program's stack
+/// and entry point (different on every exec under address randomisation,
+/// and different for another program or argument list without it).
+pub fn fingerprint(pid: i32) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    std::fs::read(format!("/proc/{pid}/cmdline")).ok()?.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// Looks at the leader of the terminal's foreground group `group`, which
+/// the caller found blocked reading the terminal: is it a shell at its
+/// prompt, and which kind? `None` for any other program.
+pub fn inspect(group: i32) -> Option<Prompting> {
+    let cmdline = std::fs::read(format!("/proc/{group}/cmdline")).ok()?;
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    let program = args.first()?;
+    let name = program.rsplit('/').next().unwrap_or(program).trim_start_matches('-');
+    match name {
+        // A shell of another user (`su someone`) could not read our script.
+        "bash" if interactive(&args[1..]) && !same_user(group) => {
+            Some(Prompting::OtherShell("bash of another user".to_owned()))
+        }
+        "bash" if interactive(&args[1..]) => {
+            Some(Prompting::Bash { pid: group, fingerprint: fingerprint(group)? })
+        }
+        "sh" | "dash" | "zsh" | "ksh" | "mksh" | "fish" | "tcsh" | "csh" | "ash" | "busybox"
+            if interactive(&args[1..]) =>
+        {
+            Some(Prompting::OtherShell(name.to_owned()))
+        }
+        "ssh" | "mosh" | "mosh-client" | "telnet" | "docker" | "podman" | "kubectl" | "lxc"
+        | "machinectl" | "vagrant" => Some(Prompting::Remote(name.to_owned())),
+        _ => None,
+    }
+}
+
+/// Programs that run an interactive shell on a terminal of their own and
+/// pass ours through (`poetry shell` and `pipenv shell` use pexpect).
+/// `sudo` runs its command on a terminal of its own too (`use_pty`).
+const WRAPPERS: &[&str] =
+    &["script", "poetry", "pipenv", "hatch", "pdm", "pew", "sudo", "su", "doas", "runuser"];
+
+/// When the foreground group's leader `group` is a program that runs a
+/// shell on a terminal of its own ([`WRAPPERS`]), finds that shell if it is
+/// an interactive bash of ours waiting at its prompt. Lines typed into our
+/// terminal reach it through the wrapper, and its markers come back the
+/// same way. Looks only at those programs and Python, and only at their
+/// descendants.
+pub fn wrapped_shell(group: i32) -> Option<Prompting> {
+    let comm = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
+    let comm = comm.trim();
+    // Python covers `pty.spawn("bash")` and pexpect run as `python -m`.
+    if !WRAPPERS.contains(&comm) && !comm.starts_with("python") {
+        return None;
+    }
+    // Breadth first from the wrapper, a few levels deep at most.
+    let mut frontier = vec![group];
+    for _ in 0..4 {
+        let children: Vec<i32> = frontier.iter().flat_map(|&pid| children(pid)).collect();
+        for &pid in &children {
+            let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else { continue };
+            if tty.starts_with("/dev/pts")
+                && crate::process::waiting_for_terminal_input(pid, &tty)
+                && let Some(found @ Prompting::Bash { .. }) = inspect(pid)
+            {
+                return Some(found);
+            }
+        }
+        if children.is_empty() {
+            break;
+        }
+        frontier = children;
+    }
+    None
+}
+
+/// The children of `pid`, from `/proc/<pid>/task/*/children` (a few small
+/// reads; no scan of every process).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// Whether process `pid` runs with our effective user id (root may read
+/// our files whatever it is, so `sudo -i` counts as the same user).
+fn same_user(pid: i32) -> bool {
+    let effective_uid = |who: &str| {
+        let status = std::fs::read_to_string(format!("/proc/{who}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_ascii_whitespace().nth(1))
+            .and_then(|id| id.parse::<u32>().ok())
+    };
+    match (effective_uid(&pid.to_string()), effective_uid("self")) {
+        (Some(theirs), Some(ours)) => theirs == ours || theirs == 0,
+        _ => false,
+    }
+}
+
+/// Whether a shell with these arguments reads commands from the terminal:
+/// no `-c`, and no script operand.
+fn interactive(args: &[String]) -> bool {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-c" => return false,
+            "--rcfile" | "--init-file" | "-O" | "+O" | "-o" | "+o" => {
+                args.next();
+            }
+            "-i" | "-s" => return true,
+            "--" => return args.next().is_none(),
+            flag if flag.starts_with('-') || flag.starts_with('+') => {
+                // Combined short options: `-ic` still means a command.
+                if !flag.starts_with("--") && flag.contains('c') {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Whether bash would wait for more lines after `command`, as at a `>`
+/// prompt: an unclosed quote, `if` without `fi`, an unfinished here-document,
+/// a trailing `\`, `&&` or `|`. Checked with `bash -n` (in the C locale, so
+/// the messages are known) only when the text could be incomplete; a real
+/// syntax error is not incomplete (running it shows bash's message).
+///
+/// Bounded: the text goes through a pipe; the check is given 5 s.
+pub async fn is_incomplete(shell: &Path, command: &str) -> bool {
+    if ends_with_continuation(command) {
+        return true;
+    }
+    if !could_be_incomplete(command) {
+        return false;
+    }
+    let mut check =
+        crate::process::group_command(shell, &crate::process::Scope::new("syntax-check"));
+    check
+        .arg("--norc")
+        .arg("--noprofile")
+        .arg("-n")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let Ok(mut child) = crate::process::spawn(&mut check) else { return false };
+    let input = child.stdin.take();
+    let text = command.to_owned();
+    let feed = async move {
+        if let Some(mut stdin) = input {
+            use tokio::io::AsyncWriteExt;
+            let _ = stdin.write_all(text.as_bytes()).await;
+            let _ = stdin.write_all(b"\n").await;
+        }
+    };
+    let run = async {
+        feed.await;
+        child.wait_with_output().await
+    };
+    let Ok(Ok(output)) = tokio::time::timeout(Duration::from_secs(5), run).await else {
+        return false;
+    };
+    let messages = String::from_utf8_lossy(&output.stderr);
+    messages.contains("unexpected end of file")
+        || messages.contains("unexpected EOF while looking for matching")
+        || messages.contains("delimited by end-of-file")
+}
+
+/// A line ending in an odd number of backslashes continues on the next.
+fn ends_with_continuation(command: &str) -> bool {
+    let trailing = command.bytes().rev().take_while(|&b| b == b'\\').count();
+    trailing % 2 == 1
+}
+
+/// Whether `command` could leave bash waiting for more: it has a
+/// construct a quick scan cannot close (brackets, substitutions, keywords,
+/// here-documents), an unclosed quote, or ends with an operator. Plain
+/// commands with balanced quotes (`ls -la`, `git commit -m "msg"`) skip
+/// the `bash -n` check. Errs on the side of checking.
+fn could_be_incomplete(command: &str) -> bool {
+    #[derive(PartialEq)]
+    enum Quote {
+        None,
+        Single,
+        Double,
+    }
+    let mut quote = Quote::None;
+    let mut chars = command.chars().peekable();
+    let mut word_start = true;
+    while let Some(c) = chars.next() {
+        match quote {
+            Quote::Single => {
+                if c == '\'' {
+                    quote = Quote::None;
+                }
+            }
+            Quote::Double => match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => quote = Quote::None,
+                '`' => return true,
+                '$' if chars.peek() == Some(&'(') => return true,
+                _ => {}
+            },
+            Quote::None => match c {
+                '\\' => {
+                    chars.next();
+                }
+                '\'' => quote = Quote::Single,
+                '"' => quote = Quote::Double,
+                '#' if word_start => {
+                    // A comment: quotes in it do not count.
+                    for c in chars.by_ref() {
+                        if c == '\n' {
+                            break;
+                        }
+                    }
+                }
+                '`' | '(' | ')' | '{' | '}' | '[' | '<' => return true,
+                _ => {}
+            },
+        }
+        word_start = quote == Quote::None && (c.is_whitespace() || matches!(c, ';' | '&' | '|'));
+    }
+    if quote != Quote::None {
+        return true;
+    }
+    if command.trim_end().ends_with(['|', '&']) {
+        return true;
+    }
+    command.split(|c: char| c.is_whitespace() || c == ';').any(|word| {
+        matches!(
+            word,
+            "if" | "then"
+                | "else"
+                | "elif"
+                | "do"
+                | "case"
+                | "while"
+                | "until"
+                | "for"
+                | "select"
+                | "function"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|&a| a.to_owned()).collect()
+    }
+
+    #[test]
+    fn interactive_shells_are_told_from_scripts() {
+        assert!(interactive(&strings(&[])));
+        assert!(interactive(&strings(&["-l"])));
+        assert!(interactive(&strings(&["--rcfile", "/tmp/rc", "-i"])));
+        assert!(interactive(&strings(&["--norc", "--noprofile"])));
+        assert!(!interactive(&strings(&["-c", "read x"])));
+        assert!(!interactive(&strings(&["-ec", "read x"])));
+        assert!(!interactive(&strings(&["script.sh"])));
+        assert!(!interactive(&strings(&["-x", "script.sh", "arg"])));
+    }
+
+    #[test]
+    fn only_text_that_can_open_a_construct_is_checked() {
+        assert!(!could_be_incomplete("ls -la /tmp"));
+        assert!(!could_be_incomplete("cargo test --workspace"));
+        assert!(!could_be_incomplete("git commit -m \"it's done\" && echo 'ok'"));
+        assert!(!could_be_incomplete("echo hi # don't"));
+        assert!(could_be_incomplete("echo \"open"));
+        assert!(could_be_incomplete("echo a &&"));
+        assert!(could_be_incomplete("echo \"$(date\""));
+        assert!(could_be_incomplete("echo 'x"));
+        assert!(could_be_incomplete("cat << EOF"));
+        assert!(could_be_incomplete("if true; then"));
+        assert!(could_be_incomplete("for i in 1 2; do"));
+        assert!(ends_with_continuation("echo a \\"));
+        assert!(!ends_with_continuation("echo a \\\\"));
+    }
+
+    #[tokio::test]
+    async fn incomplete_commands_are_recognised() {
+        let bash = Path::new("bash");
+        for text in [
+            "echo 'abc",
+            "echo \"abc",
+            "if true; then",
+            "cat << EOF",
+            "cat << EOF\nline 1",
+            "echo a &&",
+            "echo a |",
+            "f() {",
+            "echo $(date",
+            "for i in 1 2; do echo $i",
+            "echo a \\",
+        ] {
+            assert!(is_incomplete(bash, text).await, "{text:?}");
+        }
+        for text in [
+            "echo hi",
+            "echo )",
+            "fi",
+            "cat << EOF\nline 1\nEOF",
+            "if true; then echo y; fi",
+            "echo 'a\nb'",
+            "echo a \\\\",
+        ] {
+            assert!(!is_incomplete(bash, text).await, "{text:?}");
+        }
+    }
+}

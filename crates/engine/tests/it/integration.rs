@@ -1,0 +1,489 @@
+//! The shell integration survives what commands do to the shell: `exec
+//! bash`, nested shells, `PROMPT_COMMAND=`, `PS1`, `set -x`, traps, `stty`;
+//! commands behave as if typed at a prompt; incomplete input waits for the
+//! rest; the nonce stays out of files, names, traces and the environment.
+
+use std::time::Duration;
+
+use shellkeep_engine::session::{Note, Request, Status};
+
+use crate::Term;
+
+/// These tests start nested shells (some read the user's start-up files);
+/// two at a time keep the machine responsive for the timing-sensitive
+/// tests that run alongside.
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// Runs `command` and asserts it completed with `code` and `output`.
+async fn expect(term: &Term, command: &str, output: &str, code: i32) {
+    let reply = term.run_for(command, 20.0).await;
+    assert_eq!(
+        (reply.output.text.as_str(), reply.status, reply.exit_code),
+        (output, Status::Completed, Some(code)),
+        "{command:?}: {reply:?}"
+    );
+}
+
+#[tokio::test]
+async fn exec_bash_keeps_the_session_working() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("exec").await;
+    term.run("mkdir -p sub && cd sub && export KEEP=1").await;
+    let reply = term.run_for("exec bash --norc", 20.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
+    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert_eq!(reply.output.text, "");
+    expect(&term, "echo $KEEP; false", "1\n", 1).await;
+    expect(&term, "cd .. && pwd", &format!("{}\n", term.cwd().display()), 0).await;
+    assert_eq!(term.run("true").await.cwd, term.cwd());
+    // Twice in a row, and with the user's start-up files.
+    let reply = term.run_for("exec bash", 20.0).await;
+    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    expect(&term, "echo again", "again\n", 0).await;
+    // A shell that traces and echoes everything it reads shows nothing of
+    // the integration script.
+    let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
+    let reply = term.run_for("exec bash --norc -xv", 20.0).await;
+    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    let reply = term.run("echo traced").await;
+    assert!(reply.output.text.contains("traced\n"), "{reply:?}");
+    assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("nested").await;
+    term.run("OUTER=1; mkdir -p a b").await;
+    let reply = term.run_for("echo before; bash --norc", 20.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    assert_eq!(reply.output.text, "before\n");
+    // Inside: exit codes, cwd, its own variables.
+    expect(&term, "echo ${OUTER:-unset}; (exit 4)", "unset\n", 4).await;
+    let reply = term.run("cd a").await;
+    assert_eq!(reply.cwd, term.cwd().join("a"));
+    // Nested twice.
+    let reply = term.run_for("bash --norc", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    expect(&term, "cd ../b && echo $SHLVL", "4\n", 0).await;
+    // exit returns one level, with the exit code it was given.
+    let reply = term.run_for("exit 5", 20.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(5)), "{reply:?}");
+    assert!(reply.notes.contains(&Note::NestedShellExited { status: 5 }), "{:?}", reply.notes);
+    assert_eq!(reply.cwd, term.cwd().join("a"));
+    expect(&term, "echo $SHLVL", "3\n", 0).await;
+    let reply = term.run_for("exit", 20.0).await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    assert!(reply.notes.contains(&Note::NestedShellExited { status: 0 }), "{:?}", reply.notes);
+    // The outer shell kept its state and works as before.
+    expect(&term, "echo $OUTER $SHLVL; pwd", &format!("1 2\n{}\n", term.cwd().display()), 0).await;
+    assert!(!term.run("true").await.notes.iter().any(|n| matches!(n, Note::ShellRestarted { .. })));
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("prompt").await;
+    for command in [
+        "PROMPT_COMMAND=",
+        "unset PROMPT_COMMAND",
+        "PROMPT_COMMAND='echo user-hook'",
+        "PS1='custom> '; PS2='more> '",
+        "PS0='before: '",
+    ] {
+        let reply = term.run_for(command, 20.0).await;
+        assert_eq!(reply.exit_code, Some(0), "{command}: {reply:?}");
+        let reply = term.run_for("echo alive; false", 20.0).await;
+        assert_eq!(reply.exit_code, Some(1), "after {command}: {reply:?}");
+        assert!(reply.output.text.contains("alive\n"), "after {command}: {reply:?}");
+        assert!(!reply.output.text.contains("custom>"), "{reply:?}");
+        assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+    }
+    // Clearing PROMPT_COMMAND clears the user's hook, not ours.
+    expect(&term, "PROMPT_COMMAND=", "", 0).await;
+    expect(&term, "true", "", 0).await;
+    // Hooks appended to ours, as `direnv hook bash` or bash-preexec do, in
+    // a string or an array: they run once, before our end marker.
+    expect(&term, "PROMPT_COMMAND=\"echo hook1;$PROMPT_COMMAND\"", "hook1\n", 0).await;
+    expect(&term, "true", "hook1\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=\"$PROMPT_COMMAND; echo hook2\"", "hook1\nhook2\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=(\"$PROMPT_COMMAND\" 'echo hook3')", "hook1\nhook2\nhook3\n", 0)
+        .await;
+    expect(&term, "true", "hook1\nhook2\nhook3\n", 0).await;
+    expect(&term, "PROMPT_COMMAND=", "", 0).await;
+    // Standard output sent elsewhere for good.
+    expect(&term, "exec 3>&1 >/dev/null", "", 0).await;
+    expect(&term, "echo gone; echo kept >&3", "kept\n", 0).await;
+    expect(&term, "exec >&3 3>&-", "", 0).await;
+    // PROMPT_COMMAND cleared by a command that is then interrupted.
+    term.run_for("PROMPT_COMMAND=; sleep 100", 0.5).await;
+    let reply = term.input("C-c", 20.0).await;
+    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    expect(&term, "echo still", "still\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn shell_options_and_traps_do_not_wedge_the_session() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("options").await;
+    expect(&term, "set -u", "", 0).await;
+    expect(&term, "echo ${UNSET_THING:-dflt}", "dflt\n", 0).await;
+    expect(&term, "set +u; set -o noclobber; mkdir -p c && cd c", "", 0).await;
+    assert_eq!(term.run("true").await.cwd, term.cwd().join("c"));
+    expect(&term, "trap 'echo dbg >/dev/null' DEBUG", "", 0).await;
+    expect(&term, "echo with-trap", "with-trap\n", 0).await;
+    expect(&term, "trap - DEBUG; trap 'echo bye' EXIT; shopt -s extglob", "", 0).await;
+    expect(&term, "stty -echo", "", 0).await;
+    expect(&term, "echo quiet", "quiet\n", 0).await;
+    expect(&term, "stty echo -icanon; stty icanon", "", 0).await;
+    expect(&term, "echo back", "back\n", 0).await;
+    expect(&term, "stty raw -echo", "", 0).await;
+    expect(&term, "echo raw", "raw\n", 0).await;
+    expect(&term, "stty sane", "", 0).await;
+    // set -e: a failure in an exempt position keeps the shell.
+    expect(&term, "set -e; false && true", "", 1).await;
+    expect(&term, "echo alive", "alive\n", 0).await;
+    expect(&term, "set -euo pipefail; false | true && false || true", "", 0).await;
+    expect(&term, "set +euo pipefail", "", 0).await;
+    // vi editing, POSIX mode, no globbing, an odd IFS.
+    expect(&term, "set -o vi", "", 0).await;
+    expect(&term, "echo vi", "vi\n", 0).await;
+    expect(&term, "set -o emacs; set -o posix; set -f; IFS=:", "", 0).await;
+    expect(&term, "echo odd *; (exit 3)", "odd *\n", 3).await;
+    expect(&term, "set +o posix; set +f; IFS=$' \\t\\n'; echo $?", "0\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn set_x_shows_the_commands_and_nothing_of_ours() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("xtrace").await;
+    let reply = term.run("set -x").await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("", Some(0)), "{reply:?}");
+    for command in ["echo hi", "false", "cd /tmp", "x=1; echo $x"] {
+        let reply = term.run(command).await;
+        let text = &reply.output.text;
+        assert!(text.contains("+ "), "{command}: {text:?}");
+        assert!(!text.contains("__sk") && !text.contains("shell-"), "{command}: {text:?}");
+        assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+    }
+    let reply = term.run("echo hi").await;
+    assert!(reply.output.text.ends_with("echo hi\nhi\n"), "{:?}", reply.output.text);
+    // Interrupted: our prompt runs without the usual epilogue.
+    term.run_for("sleep 100", 0.3).await;
+    let reply = term.input("C-c", 10.0).await;
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    let reply = term.run("echo again").await;
+    assert!(reply.output.text.ends_with("echo again\nagain\n"), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    let reply = term.run("set +x; echo off").await;
+    assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
+    assert_eq!(term.run("echo plain").await.output.text, "plain\n");
+    // set -v echoes the command as typed (and the line that ends our eval,
+    // which carries no nonce), never the prompt.
+    term.run("set -v").await;
+    let reply = term.run("echo hi").await;
+    assert!(reply.output.text.starts_with("echo hi\nhi\n"), "{:?}", reply.output.text);
+    assert!(!reply.output.text.contains("__sk_prompt"), "{:?}", reply.output.text);
+    term.run("set +v").await;
+    assert_eq!(term.run("echo quiet").await.output.text, "quiet\n");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn commands_behave_as_if_typed_at_a_prompt() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("prompt-like").await;
+    // $? survives between calls.
+    expect(&term, "false", "", 1).await;
+    expect(&term, "echo $?", "1\n", 0).await;
+    expect(&term, "(exit 7)", "", 7).await;
+    expect(&term, "echo $?; echo $?", "7\n0\n", 0).await;
+    // A top-level return is refused as at a prompt, and the line goes on.
+    let reply = term.run("return; echo after").await;
+    assert!(reply.output.text.contains("can only `return' from a function"), "{reply:?}");
+    assert!(reply.output.text.ends_with("after\n"), "{reply:?}");
+    // Syntax errors read like an interactive shell's: no file, no line.
+    let reply = term.run("echo )").await;
+    assert_eq!(reply.output.text, "bash: syntax error near unexpected token `)'\n");
+    assert_eq!(reply.exit_code, Some(2));
+    let reply = term.run("echo a\nfi\necho b").await;
+    assert!(reply.output.text.starts_with("a\nbash: syntax error near unexpected token `fi'"));
+    assert!(!reply.output.text.contains("line "), "{reply:?}");
+    let reply = term.run("nonexistent_command_xyz").await;
+    assert_eq!(reply.output.text, "bash: nonexistent_command_xyz: command not found\n");
+    // Functions that return, aliases defined on an earlier line.
+    expect(&term, "f() { return 3; }; f", "", 3).await;
+    expect(&term, "shopt -s expand_aliases; alias hello='echo hello'", "", 0).await;
+    expect(&term, "hello there", "hello there\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_here_document_fed_line_by_line() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // OpenHands test_interactive_command.
+    let term = Term::new("heredoc").await;
+    let reply = term.run("cat << EOF").await;
+    assert_eq!((reply.exit_code, reply.output.text.as_str()), (None, ""), "{reply:?}");
+    assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
+    assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
+    assert!(reply.notes.contains(&Note::Incomplete), "{reply:?}");
+    for line in ["line 1", "line 2"] {
+        let reply = term.input(line, 5.0).await;
+        assert_eq!((reply.exit_code, reply.output.text.as_str()), (None, ""), "{reply:?}");
+        assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
+    }
+    let reply = term.input("EOF", 5.0).await;
+    assert_eq!(reply.output.text, "line 1\nline 2\n");
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)));
+    expect(&term, "echo next", "next\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn incomplete_input_waits_for_the_rest() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("incomplete").await;
+    // An unclosed quote: the newline is part of the string.
+    assert_eq!(term.run("echo 'one").await.exit_code, None);
+    let reply = term.input("two'", 5.0).await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("one\ntwo\n", Some(0)));
+    // if without fi, a trailing pipe, a trailing backslash.
+    assert_eq!(term.run("if true; then").await.exit_code, None);
+    assert_eq!(term.input("echo yes", 5.0).await.exit_code, None);
+    let reply = term.input("fi", 5.0).await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("yes\n", Some(0)));
+    assert_eq!(term.run("echo abc |").await.exit_code, None);
+    assert_eq!(term.input("tr a-z A-Z", 5.0).await.output.text, "ABC\n");
+    assert_eq!(term.run("echo a \\").await.exit_code, None);
+    assert_eq!(term.input("b", 5.0).await.output.text, "a b\n");
+    // A new command while one is incomplete is not run; polling waits.
+    assert_eq!(term.run("for i in 1 2; do").await.exit_code, None);
+    let reply = term.run("echo other").await;
+    assert!(reply.notes.contains(&Note::NotExecuted { command: "echo other".into() }));
+    let reply = term.call(Request::default()).await;
+    assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
+    // C-c discards it, as at a `>` prompt.
+    let reply = term.input("C-c", 5.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(130)));
+    expect(&term, "echo fresh", "fresh\n", 0).await;
+    // C-d runs it as it is: bash reports the error.
+    term.run("echo 'open").await;
+    let reply = term.input("C-d", 5.0).await;
+    assert!(reply.output.text.contains("unexpected EOF"), "{reply:?}");
+    assert!(!reply.output.text.contains("line 1:"), "{reply:?}");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn exit_restarts_in_the_directory_it_was_in() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("exit-cwd").await;
+    let reply = term.run("mkdir -p x/y && cd x/y; exit 3").await;
+    assert_eq!(reply.exit_code, Some(3));
+    let restarted = reply.notes.iter().find_map(|n| match n {
+        Note::ShellRestarted { cwd, .. } => Some(cwd.clone()),
+        _ => None,
+    });
+    assert_eq!(restarted, Some(term.cwd().join("x/y")), "{reply:?}");
+    assert_eq!(
+        term.run("pwd").await.output.text,
+        format!("{}\n", term.cwd().join("x/y").display())
+    );
+    // With an EXIT trap of the user's (which still runs), and after set -e.
+    term.run("trap 'echo bye' EXIT").await;
+    let reply = term.run("cd ..; exit 4").await;
+    assert!(reply.output.text.ends_with("bye\n"), "{reply:?}");
+    let restarted = reply.notes.iter().find_map(|n| match n {
+        Note::ShellRestarted { cwd, .. } => Some(cwd.clone()),
+        _ => None,
+    });
+    assert_eq!(restarted, Some(term.cwd().join("x")), "{reply:?}");
+    let reply = term.run("set -e; cd ..; false").await;
+    assert_eq!(reply.exit_code, Some(1));
+    assert_eq!(term.run("true").await.cwd, term.cwd());
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn input_a_program_never_read_is_not_run_as_commands() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("drain").await;
+    let marker = term.scratch.0.join("injected");
+    let reply = term.run_for("sleep 1.5", 0.2).await;
+    assert_eq!(reply.exit_code, None);
+    let reply = term.input(&format!("touch {}; echo INJECTED", marker.display()), 10.0).await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    let reply = term.run("echo next").await;
+    assert_eq!(reply.output.text, "next\n", "{reply:?}");
+    assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+    assert!(!marker.exists(), "the input was run as a command");
+    // Keys without Enter (a partial line) are discarded too.
+    for key in ["TAB", "UP", "x"] {
+        term.run_for("sleep 1", 0.2).await;
+        let reply = if key == "x" {
+            term.call(Request {
+                command: "C-x".into(),
+                is_input: true,
+                timeout: Some(Duration::from_secs(10)),
+                ..Request::default()
+            })
+            .await
+        } else {
+            term.input(key, 10.0).await
+        };
+        assert_eq!(reply.exit_code, Some(0), "{key}: {reply:?}");
+        expect(&term, "echo clean", "clean\n", 0).await;
+    }
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_nonce_is_nowhere_a_command_can_find_it() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::with("nonce", |config| config.output_cap = 1_000).await;
+    // No file left on disk holds it: the start-up file is gone.
+    let private = term.scratch.0.join("private");
+    let files: Vec<_> = walk(&private);
+    assert!(!files.iter().any(|f| f.ends_with("init.sh")), "{files:?}");
+    // It is a shell variable, never exported.
+    let reply = term.run("env | grep -c __sk_ ; true").await;
+    assert_eq!(reply.output.text, "0\n");
+    let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
+    assert_eq!(nonce.len(), 32);
+    let reply = term.run("bash -c 'echo ${__sk_nonce:-absent}'").await;
+    assert_eq!(reply.output.text, "absent\n");
+    // Not in spill file names.
+    let reply = term.run("seq 1 5000").await;
+    let path = reply.output.full_output_path.expect("spilled");
+    assert!(!path.to_string_lossy().contains(&nonce[..8]), "{path:?}");
+    // Not in any file after a reinstall either.
+    term.run_for("exec bash --norc", 20.0).await;
+    for file in walk(&private).into_iter().chain(walk(&term.scratch.0.join("spill"))) {
+        let text = std::fs::read(&file).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&text).contains(&nonce), "{file:?}");
+    }
+    term.session.close().await;
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("other-shell").await;
+    let reply = term.run_for("sh", 3.0).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    let named = |reply: &shellkeep_engine::session::Reply| {
+        reply.notes.iter().any(|n| matches!(n, Note::OtherShell(name) if name == "sh"))
+    };
+    let mut seen = named(&reply);
+    if !seen {
+        seen = named(
+            &term
+                .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
+                .await,
+        );
+    }
+    assert!(seen, "{reply:?}");
+    let reply = term.input("echo inside", 2.0).await;
+    assert!(reply.output.text.contains("inside"), "{reply:?}");
+    let reply = term.input("exit 2", 10.0).await;
+    assert_eq!(reply.exit_code, Some(2), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // As `poetry shell` and `pipenv shell` do (through pexpect): the
+    // wrapper passes our terminal through to a shell on its own.
+    let term = Term::new("wrapped").await;
+    term.run("mkdir -p w").await;
+    let reply = term.run_for("script -e -q -c 'bash --norc' /dev/null", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    expect(&term, "cd w; (exit 6)", "", 6).await;
+    assert_eq!(term.run("true").await.cwd, term.cwd().join("w"));
+    let reply = term.run_for("exit 2", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellExited { status: 2 }), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    // Python's pty.spawn, the classic way to get a shell with a terminal.
+    let reply =
+        term.run_for("python3 -c 'import pty; pty.spawn([\"bash\", \"--norc\"])'", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    expect(&term, "(exit 7)", "", 7).await;
+    let reply = term.run_for("exit", 20.0).await;
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // Anything named like a remote client (here `cat` under the name ssh)
+    // is an interactive program: the reply names it.
+    let term = Term::new("remote").await;
+    term.run("mkdir -p bin && ln -s \"$(command -v cat)\" bin/ssh").await;
+    let reply = term.run_for("./bin/ssh", 3.0).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert!(reply.notes.contains(&Note::RemoteShell("ssh".into())), "{reply:?}");
+    let reply = term.input("hello", 3.0).await;
+    assert!(reply.output.text.contains("hello"), "{reply:?}");
+    let reply = term.input("C-d", 10.0).await;
+    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("nested-int").await;
+    let reply = term.run_for("bash --norc", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    let reply = term.run_for("read line", 0.5).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    assert!(!reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    expect(&term, "echo $SHLVL", "3\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // A bash whose `.` and `source` are disabled cannot take the script:
+    // after a few seconds the reply says so, and the shell is driven with
+    // is_input; `exit` ends the command.
+    let term = Term::new("refused").await;
+    std::fs::write(term.cwd().join("rc"), "enable -n . source\nPS1='$ '\n").expect("rc");
+    let reply = term.run_for("bash --rcfile ./rc", 8.0).await;
+    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert!(reply.notes.contains(&Note::ReinstallFailed), "{reply:?}");
+    let reply = term.input("echo inside", 3.0).await;
+    assert!(reply.output.text.contains("inside"), "{reply:?}");
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
