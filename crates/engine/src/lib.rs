@@ -14,6 +14,8 @@ pub mod policy;
 pub mod private_fs;
 pub mod process;
 pub mod pty;
+pub mod registry;
 pub mod screen;
 pub mod session;
 pub mod shell;
+pub mod store;

@@ -281,9 +281,17 @@ impl CommandSpill {
         }
     }
 
+    /// Creates the new private file `name` in the store (pruning the store
+    /// as every new file does); returns its path and the open file.
+    pub fn create_file(&self, name: &str) -> std::io::Result<(PathBuf, File)> {
+        let path = self.store.path_for(name);
+        let file = self.store.create(&path)?;
+        Ok((path, file))
+    }
+
     /// Reserves up to `n` bytes under both limits; returns how many were
     /// granted and, when fewer than `n`, the limit that stopped the rest.
-    fn grant(&self, n: u64) -> (u64, Option<SpillLimit>) {
+    pub fn grant(&self, n: u64) -> (u64, Option<SpillLimit>) {
         let limits = self.store.limits;
         let for_command = take(&self.written, limits.per_command, n);
         let for_server = take(&self.store.written, limits.per_server, for_command);

@@ -31,6 +31,7 @@ use crate::process::{self, TerminationMode};
 use crate::pty::{self, Pty};
 use crate::screen::{Marker, Screen, Stop};
 use crate::shell::{self, ShellFiles};
+use crate::store::{CommandLog, OutputStore, StoreLimits};
 
 /// How a session is set up. Every field has a sensible default from
 /// [`SessionConfig::new`].
@@ -68,6 +69,11 @@ pub struct SessionConfig {
     pub grace: Duration,
     /// The orphan guard told about every shell, if the server runs one.
     pub guard: Option<Arc<Guard>>,
+    /// How many commands' complete output the session keeps, and how much.
+    pub output_limits: StoreLimits,
+    /// The session's store of complete outputs: made by [`Session::new`]
+    /// (from `spill` and `output_limits`), so `None` in a template.
+    pub output: Option<Arc<OutputStore>>,
 }
 
 impl SessionConfig {
@@ -93,6 +99,8 @@ impl SessionConfig {
             startup_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(5),
             guard: None,
+            output_limits: StoreLimits::default(),
+            output: None,
         }
     }
 }
@@ -288,6 +296,12 @@ pub struct Reply {
     /// The end of a previous command that finished while nobody was
     /// listening, reported before this one.
     pub previous: Option<Box<Reply>>,
+    /// The command's number in the session's output store, to read its
+    /// complete output by line.
+    pub number: Option<u64>,
+    /// The line of the command's complete output where this reply's output
+    /// begins.
+    pub first_line: u64,
     /// For a command still running under a limit: if no call waits on it,
     /// polls it or sends it input within this time from now (time it spends
     /// waiting for input not counted), it is stopped.
@@ -312,6 +326,8 @@ pub struct Session {
     shell: tokio::sync::Mutex<Option<Shell>>,
     /// The live shell's shared state, readable while a call is waiting.
     current: Mutex<Option<Arc<Shared>>>,
+    /// The live shell's pid and private files, for listings.
+    live: Mutex<Option<(i32, ShellFiles)>>,
     /// When the client last cancelled a call that had not been reported on
     /// since; the next call says so.
     cancelled_at: Mutex<Option<Instant>>,
@@ -342,11 +358,14 @@ pub enum Activity {
 
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
-    pub fn new(config: SessionConfig) -> Session {
+    pub fn new(mut config: SessionConfig) -> Session {
+        let store = OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits);
+        config.output = Some(store);
         Session {
             config,
             shell: tokio::sync::Mutex::new(None),
             current: Mutex::new(None),
+            live: Mutex::new(None),
             cancelled_at: Mutex::new(None),
         }
     }
@@ -373,6 +392,8 @@ impl Session {
     /// Puts a newly started shell in `slot`.
     fn install<'a>(&self, slot: &'a mut Option<Shell>, shell: Shell) -> &'a mut Shell {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shell.shared));
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((shell.pid, shell.files.clone()));
         slot.insert(shell)
     }
 
@@ -531,6 +552,7 @@ impl Session {
             shell.stop(&self.config).await;
         }
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The live shell, starting one when there is none or when the old one
@@ -555,6 +577,125 @@ impl Session {
             Some(shell) => Ok(shell),
             None => Ok(self.install(slot, Shell::spawn(&self.config, &self.config.cwd).await?)),
         }
+    }
+}
+
+/// How many lines [`Session::last_words`] keeps.
+const LAST_WORDS_LINES: usize = 20;
+
+/// A session's state and last output when it was closed.
+#[derive(Debug, Clone)]
+pub struct LastWords {
+    /// What it was doing.
+    pub activity: Activity,
+    /// Its last lines of output not shown before (at most 20).
+    pub output: String,
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let trimmed = text.trim_end_matches('\n');
+    let start = trimmed.rmatch_indices('\n').nth(n.saturating_sub(1)).map_or(0, |(i, _)| i + 1);
+    trimmed[start..].to_owned()
+}
+
+/// Read-only views for listings and job watchers; none of them waits for a
+/// call in progress.
+impl Session {
+    /// The shell's working directory as its last prompt reported it (the
+    /// start directory before the shell has run anything).
+    pub fn cwd(&self) -> PathBuf {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        live.and_then(|(_, files)| shell::read_state(&files))
+            .map_or_else(|| self.config.cwd.clone(), |state| state.cwd)
+    }
+
+    /// Whether the running command is blocked reading the terminal, as the
+    /// supervisor last saw it.
+    pub fn waiting_for_input(&self) -> bool {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        current.is_some_and(|shared| {
+            shared.lock().running.as_ref().is_some_and(|r| r.waiting_for_input)
+        })
+    }
+
+    /// What the session was doing and the last lines it printed that no
+    /// reply has shown yet, for a session about to be closed. Does not wait
+    /// for a call in progress (its output is then not collected).
+    pub async fn last_words(&self) -> LastWords {
+        let activity = self.activity();
+        let output = match activity {
+            Activity::Running { .. } | Activity::Finished { .. } => {
+                let poll = Request { timeout: Some(Duration::ZERO), ..Request::default() };
+                match self.shell.try_lock() {
+                    Ok(guard) => {
+                        drop(guard);
+                        match self.execute(poll, CancellationToken::new()).await {
+                            Ok(reply) => reply.output.text,
+                            Err(_) => String::new(),
+                        }
+                    }
+                    Err(_) => String::new(),
+                }
+            }
+            Activity::Idle | Activity::NotStarted => {
+                let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                current
+                    .map(|shared| std::mem::take(&mut shared.lock().idle_output))
+                    .unwrap_or_default()
+            }
+        };
+        LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
+    }
+
+    /// Makes every finished line on the screen final, so that a read of the
+    /// running command's output sees all its complete lines (a program can
+    /// then no longer redraw them with cursor movement, as after a reply).
+    pub fn commit_screen(&self) {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(shared) = current {
+            let mut state = shared.lock();
+            state.screen.commit_complete_lines();
+            state.route_committed(Instant::now());
+        }
+    }
+
+    /// The session's store of complete command outputs.
+    pub fn output(&self) -> &OutputStore {
+        self.config.output.as_deref().expect("Session::new makes the store")
+    }
+
+    /// Live processes in the shell's session, the shell included; 0 before
+    /// the shell starts.
+    pub fn process_count(&self) -> usize {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        live.map_or(0, |(pid, _)| process::live_session_members(pid).len())
+    }
+
+    /// Waits until the command running now ends, and returns it with its
+    /// exit code; `None` at once when nothing is running, and `None` when a
+    /// reply reported its end first (the agent already knows).
+    pub async fn command_end(&self) -> Option<(String, i32)> {
+        let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let seq = shared.lock().running.as_ref()?.seq;
+        let mut outcome = None;
+        // Ten years: a job that runs longer is not waited for.
+        wait_for(&shared, Duration::from_secs(10 * 365 * 86_400), |state| {
+            let exited = state.exited.map(exit_code);
+            match &state.running {
+                Some(running) if running.seq == seq => match (running.finished, exited) {
+                    (Some((code, _)), _) | (None, Some(code)) => {
+                        outcome = Some((running.command.clone(), code));
+                        true
+                    }
+                    (None, None) => false,
+                },
+                // Reported by a reply, or replaced by a newer command.
+                _ => true,
+            }
+        })
+        .await;
+        outcome
     }
 }
 
@@ -657,6 +798,10 @@ struct Running {
     /// The unfinished line the last reply showed, to show only what is
     /// new of it next time.
     line_shown: Option<ShownLine>,
+    /// The complete output, kept in the session's store.
+    log: Option<Arc<CommandLog>>,
+    /// The line of `log` where the output not yet replied begins.
+    part_first_line: u64,
     /// The category's execution limit, if any.
     exec_limit: Option<Duration>,
     /// The unwatched-time limit in force: the larger of `exec_limit` and the
@@ -692,6 +837,9 @@ impl Running {
     /// line an earlier reply showed unfinished goes to the full output but
     /// is not shown again.
     fn push_output(&mut self, text: &str) {
+        if let Some(log) = &self.log {
+            log.push(text);
+        }
         self.pending.push_continuing(self.line_shown.take(), text);
     }
 
@@ -769,6 +917,9 @@ impl State {
                 running.started = true;
                 running.push_output(&text);
                 running.finished = Some((status, now));
+                if let Some(log) = &running.log {
+                    log.finish(status);
+                }
             }
             _ => self.push_idle(&text),
         }
@@ -1080,6 +1231,8 @@ impl Shell {
                 spill,
                 spill_stem,
                 line_shown: None,
+                log: config.output.as_ref().map(|store| store.begin(command)),
+                part_first_line: 0,
                 exec_limit,
                 unwatched_limit: exec_limit.map(|limit| limit.max(timeout.unwrap_or_default())),
                 watchers: 0,
@@ -1228,6 +1381,9 @@ impl Shell {
                     && running.finished.is_none()
                 {
                     running.finished = Some((code, Instant::now()));
+                    if let Some(log) = &running.log {
+                        log.finish(code);
+                    }
                 }
                 drop(state);
                 Ok(self.finished_reply(notes))
@@ -1366,6 +1522,8 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            number: running.log.as_ref().map(|log| log.number()),
+            first_line: running.part_first_line,
             look_again_within: None,
         }
     }
@@ -1395,6 +1553,10 @@ impl Shell {
         let next_name = spill_name(&running.spill_stem, part);
         let next = running.spill.capped(config.output_cap, &next_name);
         let mut output = std::mem::replace(&mut running.pending, next).finish();
+        let first_line = running.part_first_line;
+        if let Some(log) = &running.log {
+            running.part_first_line = log.complete_lines();
+        }
         match alternate {
             Some(screen) => {
                 notes.push(Note::FullScreen);
@@ -1426,6 +1588,8 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
+            number: running.log.as_ref().map(|log| log.number()),
+            first_line,
             look_again_within,
         };
         running.replies += 1;
@@ -1445,6 +1609,8 @@ impl Shell {
             continued: false,
             notes,
             previous: None,
+            number: None,
+            first_line: 0,
             look_again_within: None,
         }
     }

@@ -25,7 +25,8 @@ use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
-use shellkeep_engine::session::{Session, SessionConfig};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
+use shellkeep_engine::session::SessionConfig;
 use tokio_util::sync::CancellationToken;
 
 /// An MCP server that gives AI agents a persistent shell in a real
@@ -134,6 +135,13 @@ struct ServeArgs {
     /// Do not source ~/.bashrc in the terminal.
     #[arg(long, env = "SHELLKEEP_NO_RC")]
     no_rc: bool,
+    /// The most terminal sessions open at once, `default` included.
+    #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
+    max_sessions: usize,
+    /// Seconds a named session may sit idle at its prompt before it is
+    /// closed (`default` and background jobs never expire).
+    #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
+    session_idle_expiry: f64,
     /// Where full outputs of cut replies are kept, so their paths stay
     /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
     /// else ~/.local/state/shellkeep/output].
@@ -401,8 +409,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.no_rc {
         config.user_rc = None;
     }
+    anyhow::ensure!(args.max_sessions >= 1, "--max-sessions must be at least 1");
+    let limits = RegistryLimits {
+        max_sessions: args.max_sessions,
+        idle_expiry: seconds(args.session_idle_expiry, "--session-idle-expiry")?,
+    };
+    let sessions = Registry::new(config, limits);
+    let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     let shared = Arc::new(tools::Shared {
-        session: Session::new(config),
+        sessions: Arc::clone(&sessions),
         policy: loaded.policy,
         policy_origin: loaded.origin,
         spill,
@@ -414,7 +429,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
     tokio::spawn(async move {
-        if let Err(err) = warm.session.start().await {
+        let started = warm.sessions.open(DEFAULT_SESSION, None);
+        let Ok((lease, _)) = started else { return };
+        if let Err(err) = lease.session().start().await {
             tracing::warn!("the terminal could not start yet: {err}");
         }
     });
@@ -447,10 +464,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     signals.abort();
-    // Leave nothing behind: stop the shell and everything it started, then
-    // anything else we started, wherever it went (`setsid`, a double fork,
-    // a cleared environment: orphans are our children).
-    shared.session.close().await;
+    // Leave nothing behind: stop every session and everything it started,
+    // then anything else we started, wherever it went (`setsid`, a double
+    // fork, a cleared environment: orphans are our children).
+    expiry.abort();
+    let _ = expiry.await;
+    sessions.close_all().await;
+    drop(sessions);
     drop(shared);
     let guard_pid = guard.as_ref().map(|guard| guard.pid() as i32);
     process::terminate(

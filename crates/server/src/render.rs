@@ -11,7 +11,8 @@ use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource};
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{Note, Reply, Status, WaitEnded};
+use shellkeep_engine::registry::{JobEnded, RegistryLimits, SessionInfo};
+use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEnded};
 
 use rmcp::schemars;
 
@@ -53,6 +54,13 @@ pub struct TerminalOutput {
     /// True when the program is blocked waiting for terminal input.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_input: bool,
+    /// The session, when it is not `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// When the output was cut: the command's number, to read the rest with
+    /// the `output` tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_number: Option<u64>,
     /// The last output of a previous command that finished while no call
     /// was waiting on it, reported before this command ran.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -379,6 +387,8 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         termination_mode: killed.map(|(_, mode)| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput)
             || reply.status == Status::Running(WaitEnded::WaitingForInput),
+        session: None,
+        command_number: None,
         previous_output: previous.map(|p| p.output.text.clone()),
         previous_exit_code: previous.map(|p| p.exit_code.unwrap_or(-1)),
         previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
@@ -584,4 +594,368 @@ pub fn explain(command: &str, decision: &Decision, origin: &str) -> (String, Exp
     };
     let text = format!("{}: {} [policy: {origin}]", echo(command), describe_limits(decision));
     (text, output)
+}
+
+/// How the session of a `terminal` call was found, for the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionNote {
+    /// It existed.
+    Existing,
+    /// It was started in `cwd`; its name had expired before.
+    Started {
+        /// Where its shell started.
+        cwd: std::path::PathBuf,
+        /// The name belonged to a session closed for idling.
+        expired_before: bool,
+    },
+    /// A background job's session was started in `cwd`.
+    Background {
+        /// Where its shell started.
+        cwd: std::path::PathBuf,
+    },
+}
+
+/// The line that says a session was started, if one was.
+pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
+    match note {
+        SessionNote::Existing => None,
+        SessionNote::Started { cwd, expired_before: false } => {
+            Some(format!("[New session {name:?} started in {}.]", cwd.display()))
+        }
+        SessionNote::Started { cwd, expired_before: true } => Some(format!(
+            "[Session {name:?} had expired after sitting idle, and its shell was closed; a new \
+             session was started in {}.]",
+            cwd.display()
+        )),
+        SessionNote::Background { cwd } => Some(format!(
+            "[Background job started in session {name:?} (in {}). It is not under the execution \
+             limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, stop it with \
+             session_close.]",
+            cwd.display()
+        )),
+    }
+}
+
+/// A background job that ended, in structured content.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobEndedOutput {
+    /// Its session.
+    pub session: String,
+    /// Its command.
+    pub command: String,
+    /// Its exit code.
+    pub exit_code: i32,
+    /// How long it ran, in seconds.
+    pub ran_sec: f64,
+}
+
+/// The text and structured content announcing ended background jobs.
+pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    for job in ended {
+        let command = capped_echo(&job.command);
+        text.push_str(&format!(
+            "[Background job in session {:?} ({command:?}) ended with exit code {} after {}.]\n",
+            job.session,
+            job.exit_code,
+            seconds(job.ran_for)
+        ));
+        rows.push(JobEndedOutput {
+            session: job.session.clone(),
+            command,
+            exit_code: job.exit_code,
+            ran_sec: round_secs(job.ran_for),
+        });
+    }
+    (text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default())
+}
+
+/// Structured result of the `sessions` tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionsOutput {
+    /// The open sessions, `default` first.
+    pub sessions: Vec<SessionRow>,
+    /// The most sessions that may be open at once.
+    pub max_sessions: u32,
+    /// Seconds a session may sit idle at its prompt before it is closed.
+    pub idle_expiry_sec: f64,
+}
+
+/// One session in the `sessions` listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionRow {
+    /// Its name.
+    pub name: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// `idle`, `running`, `waiting_for_input`, `finished` (ended, not yet
+    /// reported) or `not_started`.
+    pub state: &'static str,
+    /// The command running or finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// How long the command has run, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_sec: Option<f64>,
+    /// The finished command's exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether it was started as a background job.
+    pub background: bool,
+    /// Seconds since a call last used it.
+    pub idle_sec: f64,
+    /// Live processes in it, its shell included.
+    pub processes: u32,
+    /// Bytes of command output it keeps (readable with the `output` tool).
+    pub output_bytes: u64,
+}
+
+/// The text and structured content of the `sessions` listing.
+pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, SessionsOutput) {
+    let now = std::time::SystemTime::now();
+    let mut text = format!(
+        "{} of at most {} sessions open (idle sessions close after {}):\n",
+        rows.len(),
+        limits.max_sessions,
+        seconds(limits.idle_expiry)
+    );
+    let mut out = Vec::new();
+    for row in rows {
+        let idle = now.duration_since(row.last_used).unwrap_or_default();
+        let (state, command, running, exit_code) = match &row.activity {
+            Activity::NotStarted => ("not_started", None, None, None),
+            Activity::Idle => ("idle", None, None, None),
+            Activity::Running { command, elapsed } => {
+                let state = if row.waiting_for_input { "waiting_for_input" } else { "running" };
+                (state, Some(capped_echo(command)), Some(*elapsed), None)
+            }
+            Activity::Finished { command, exit_code } => {
+                ("finished", Some(capped_echo(command)), None, Some(*exit_code))
+            }
+        };
+        let what = match (state, &command, running, exit_code) {
+            ("running", Some(c), Some(t), _) => format!("running {c:?} for {}", seconds(t)),
+            ("waiting_for_input", Some(c), Some(t), _) => {
+                format!("{c:?} is waiting for input (running for {})", seconds(t))
+            }
+            ("finished", Some(c), _, Some(code)) => {
+                format!("{c:?} ended with exit code {code} (not yet reported)")
+            }
+            ("not_started", ..) => "not started yet".to_owned(),
+            _ => "idle at the prompt".to_owned(),
+        };
+        let kind = if row.background.is_some() { "background job; " } else { "" };
+        text.push_str(&format!(
+            "- {}: {kind}{what}; cwd {}; {} process{}; {} of output kept; last used {} ago\n",
+            row.name,
+            row.cwd.display(),
+            row.processes,
+            if row.processes == 1 { "" } else { "es" },
+            bytes(row.output_bytes),
+            seconds(idle),
+        ));
+        out.push(SessionRow {
+            name: row.name.clone(),
+            cwd: row.cwd.display().to_string(),
+            state,
+            command,
+            running_sec: running.map(round_secs),
+            exit_code,
+            background: row.background.is_some(),
+            idle_sec: round_secs(idle),
+            processes: row.processes as u32,
+            output_bytes: row.output_bytes,
+        });
+    }
+    let structured = SessionsOutput {
+        sessions: out,
+        max_sessions: limits.max_sessions as u32,
+        idle_expiry_sec: limits.idle_expiry.as_secs_f64(),
+    };
+    (text.trim_end().to_owned(), structured)
+}
+
+/// Structured result of `session_close`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SessionClosedOutput {
+    /// The session.
+    pub session: String,
+    /// What it was doing when closed: `idle`, `running`, `finished` or
+    /// `not_started`.
+    pub final_state: &'static str,
+    /// The command it was running, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its last lines of output that no reply had shown.
+    pub last_output: String,
+    /// True for `default`, which is reset rather than removed.
+    pub reset: bool,
+}
+
+/// The text and structured content of a closed session.
+pub fn session_closed(name: &str, last: &LastWords, reset: bool) -> (String, SessionClosedOutput) {
+    let (state, command, what) = match &last.activity {
+        Activity::NotStarted => ("not_started", None, "it had not started".to_owned()),
+        Activity::Idle => ("idle", None, "it was idle at its prompt".to_owned()),
+        Activity::Running { command, elapsed } => {
+            let command = capped_echo(command);
+            let what = format!("it was running {command:?} for {}, now stopped", seconds(*elapsed));
+            ("running", Some(command), what)
+        }
+        Activity::Finished { command, exit_code } => {
+            let command = capped_echo(command);
+            let what = format!("{command:?} had ended with exit code {exit_code}");
+            ("finished", Some(command), what)
+        }
+    };
+    let mut text = String::new();
+    push_output(&mut text, &last.output);
+    if reset {
+        text.push_str(&format!(
+            "[Session {name:?} was reset ({what}): a fresh shell in its start directory; every \
+             process it ran was stopped.]"
+        ));
+    } else {
+        text.push_str(&format!(
+            "[Session {name:?} was closed ({what}); every process it ran was stopped.]"
+        ));
+    }
+    let structured = SessionClosedOutput {
+        session: name.to_owned(),
+        final_state: state,
+        command,
+        last_output: last.output.clone(),
+        reset,
+    };
+    (text, structured)
+}
+
+/// The most characters of a command echoed back in a listing or notice.
+const ECHO_CAP: usize = 200;
+
+/// `command`, cut to [`ECHO_CAP`] characters with an ellipsis.
+fn capped_echo(command: &str) -> String {
+    match command.char_indices().nth(ECHO_CAP) {
+        Some((i, _)) => format!("{}…", &command[..i]),
+        None => command.to_owned(),
+    }
+}
+
+fn round_secs(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 10.0).round() / 10.0
+}
+
+/// When a reply's output was cut: the line that says exactly how to read
+/// what was left out with the `output` tool, and the command's number.
+pub fn read_hint(session: &str, reply: &Reply) -> Option<(String, u64)> {
+    let number = reply.number?;
+    let shown = &reply.output;
+    if !shown.truncated && shown.full_output_cut.is_none() {
+        return None;
+    }
+    // The head is shown verbatim up to the omission notice.
+    let text = &shown.text;
+    let notice =
+        if text.starts_with("[... ") { Some(0) } else { text.find("\n[... ").map(|i| i + 1) };
+    let head_lines = notice.map_or(0, |at| text[..at].matches('\n').count() as u64);
+    let offset = reply.first_line + head_lines;
+    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
+    let args = if session == shellkeep_engine::registry::DEFAULT_SESSION {
+        format!("{{\"command\": {number}, \"offset\": {offset}, \"limit\": {limit}}}")
+    } else {
+        format!(
+            "{{\"session\": {session:?}, \"command\": {number}, \"offset\": {offset}, \
+             \"limit\": {limit}}}"
+        )
+    };
+    Some((format!("[Read the lines left out with the output tool: {args}]"), number))
+}
+
+/// Structured result of the `output` tool.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OutputPage {
+    /// The session.
+    pub session: String,
+    /// The command's number in the session.
+    pub command: u64,
+    /// The command (cut to 200 characters).
+    pub command_text: String,
+    /// The lines returned, each with its newline.
+    pub lines: String,
+    /// The number of the first line returned (from 0).
+    pub first_line: u64,
+    /// How many lines were returned.
+    pub line_count: u64,
+    /// Lines of output so far.
+    pub total_lines: u64,
+    /// The offset to read next (equal to `total_lines` at the end).
+    pub next_offset: u64,
+    /// Whether the command is still running (more lines may come).
+    pub running: bool,
+    /// The exit code, once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether the page stopped at 30,000 characters before its line limit.
+    pub cut_at_cap: bool,
+    /// When the saved output stopped at a size limit: where and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_until: Option<String>,
+}
+
+/// The text and structured content of a page of a command's output.
+pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (String, OutputPage) {
+    let next = page.first_line + page.lines;
+    let mut text = String::new();
+    push_output(&mut text, &page.text);
+    let range = if page.lines == 0 {
+        format!("no lines from line {}", page.first_line)
+    } else {
+        format!("lines {}-{}", page.first_line, next - 1)
+    };
+    let state = match (page.running, page.exit_code) {
+        (true, _) => "still running".to_owned(),
+        (false, Some(code)) => format!("ended with exit code {code}"),
+        (false, None) => "ended".to_owned(),
+    };
+    let more = if next < page.total_lines {
+        format!(" Next: offset {next}.")
+    } else if page.running {
+        format!(" Read again from offset {next} for new lines.")
+    } else {
+        String::new()
+    };
+    let cut = if page.cut_at_cap { " The page stopped at 30,000 characters." } else { "" };
+    let saved = page.saved_until.map(|cut| format!(" The saved output stops: {cut}."));
+    text.push_str(&format!(
+        "[Command {} ({:?}) in session {session:?}: {range} of {}; {state}.{more}{cut}{}]",
+        page.number,
+        page.command,
+        page.total_lines,
+        saved.as_deref().unwrap_or("")
+    ));
+    let structured = OutputPage {
+        session: session.to_owned(),
+        command: page.number,
+        command_text: page.command.clone(),
+        lines: page.text.clone(),
+        first_line: page.first_line,
+        line_count: page.lines,
+        total_lines: page.total_lines,
+        next_offset: next,
+        running: page.running,
+        exit_code: page.exit_code,
+        cut_at_cap: page.cut_at_cap,
+        saved_until: page.saved_until.map(|cut| cut.to_string()),
+    };
+    (text, structured)
+}
+
+/// A byte count for people: `512 B`, `3.2 KiB`, `48.1 MiB`.
+fn bytes(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
+    }
 }

@@ -21,14 +21,15 @@ use serde::{Deserialize, Serialize};
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::policy::{Decision, ExplicitTimeout, Policy};
-use shellkeep_engine::session::{Progress, ProgressHook, Request, Session, SessionError};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, Registry};
+use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
 
 use crate::render;
 
 /// Everything the tools share, built once at start-up.
 pub struct Shared {
-    /// The default terminal session.
-    pub session: Session,
+    /// The terminal sessions, `default` among them.
+    pub sessions: Arc<Registry>,
     /// The timeout policy in force.
     pub policy: Policy,
     /// Where the policy came from, for explanations.
@@ -109,10 +110,56 @@ pub struct TerminalArgs {
     /// directory (variables, functions and jobs are lost); `command`, if any, then runs in it.
     #[serde(default)]
     pub reset: bool,
-    /// The session to use; omit for the default session (the only one for now).
+    /// The session: a name of 1 to 32 characters from A-Z a-z 0-9 _ . - (omit for `default`).
+    /// Naming a session that does not exist starts it. Commands in different sessions run in
+    /// parallel; calls to the same session wait their turn.
     #[serde(default)]
     pub session: Option<String>,
+    /// Where a new session starts; only used by the call that starts it (default: the server's
+    /// start directory). Use `cd` to move an existing session.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Start `command` as a long-lived job (dev server, watcher, `tail -f`) in a new session of
+    /// its own, named by `session` if given and free, else `job-N`. The call returns after about
+    /// a second with the session name; the job is not under the execution limit and runs until
+    /// it ends, is closed with session_close, or the server stops. Poll it, send it input or
+    /// keys with that `session`.
+    #[serde(default)]
+    pub background: bool,
 }
+
+/// Arguments of the `session_close` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionCloseArgs {
+    /// The session to close. Closing `default` resets it.
+    pub session: String,
+}
+
+/// Arguments of the `output` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputArgs {
+    /// The session (omit for `default`).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The command's number, as a cut reply names it; omit for the latest.
+    #[serde(default)]
+    pub command: Option<u64>,
+    /// The first line to return, from 0; negative counts from the end (-50: the last 50 lines,
+    /// as `tail`). Default 0.
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// How many lines at most (default 200, at most 5000); a page also stops at 30,000
+    /// characters.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// Arguments of the `sessions` tool (none).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsArgs {}
 
 /// Arguments of the `run` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -198,14 +245,6 @@ impl Shellkeep {
         Parameters(Checked(args)): Parameters<Checked<TerminalArgs>>,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        if let Some(session) = args.session.as_deref()
-            && session != "default"
-        {
-            return tool_error(format!(
-                "unknown session {session:?}: only the default session exists for now. Omit \
-                 `session` (or pass \"default\")."
-            ));
-        }
         let timeout = match args.timeout {
             None => None,
             Some(secs) if (0.0..=86_400.0).contains(&secs) => Some(Duration::from_secs_f64(secs)),
@@ -215,9 +254,18 @@ impl Shellkeep {
                 ));
             }
         };
-        // The policy's execution limit bounds the time a new command may run
-        // unwatched; the session raises it to the last call's timeout.
-        let exec_limit = Some(self.shared.policy.decide(&args.command, None).limits.exec);
+        let cwd = args.cwd.as_deref().map(PathBuf::from);
+        let (lease, opened) = match self.open_for(&args, cwd) {
+            Ok(opened) => opened,
+            Err(message) => return self.with_job_notices(tool_error(message)),
+        };
+        // The policy's execution limit applies to new commands; the session
+        // raises it to cover any wait the agent asks for. Background jobs
+        // are not under it.
+        let (exec_limit, timeout) = match opened {
+            SessionOpened::Background(_) => (None, Some(BACKGROUND_FIRST_WAIT)),
+            _ => (Some(self.shared.policy.decide(&args.command, None).limits.exec), timeout),
+        };
         // Progress goes out while the call waits, when the client asked for
         // it: the engine reports to a channel, a task forwards to the peer.
         let (progress, forwarder) = match context.meta.get_progress_token() {
@@ -241,22 +289,35 @@ impl Shellkeep {
             exec_limit,
             progress,
         };
-        let executed = self.shared.session.execute(request, context.ct.clone()).await;
+        let executed = lease.session().execute(request, context.ct.clone()).await;
         // The request, and with it the hook, is gone: the forwarder sends
         // what is queued and ends, so no progress follows the result.
         if let Some(forwarder) = forwarder {
             let _ = forwarder.await;
         }
+        if matches!(opened, SessionOpened::Background(_)) {
+            self.shared.sessions.watch_job(&lease);
+        }
         match executed {
             Ok(reply) => {
-                let (text, structured) = render::terminal(&reply);
+                let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == "not_executed";
-                structured_result(text, &structured, is_error)
+                if lease.name() != DEFAULT_SESSION {
+                    structured.session = Some(lease.name().to_owned());
+                }
+                if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
+                    text = format!("{line}\n{text}");
+                }
+                if let Some((line, number)) = render::read_hint(lease.name(), &reply) {
+                    text = format!("{text}\n{line}");
+                    structured.command_number = Some(number);
+                }
+                self.with_job_notices(structured_result(text, &structured, is_error))
             }
-            Err(SessionError::Invalid(message)) => tool_error(message),
-            Err(err @ SessionError::Shell(_)) => {
-                tool_error(format!("{err}. Try again, or reset=true to start a fresh shell."))
-            }
+            Err(SessionError::Invalid(message)) => self.with_job_notices(tool_error(message)),
+            Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
+                "{err}. Try again, or reset=true to start a fresh shell."
+            ))),
         }
     }
 
@@ -308,7 +369,7 @@ impl Shellkeep {
         };
         let outcome = oneshot::run(request, context.ct.clone()).await;
         let (text, structured) = render::run(&outcome, &decision);
-        structured_result(text, &structured, false)
+        self.with_job_notices(structured_result(text, &structured, false))
     }
 
     #[tool(
@@ -336,9 +397,187 @@ impl Shellkeep {
             Err(message) => tool_error(message),
         }
     }
+
+    #[tool(
+        description = "List the terminal sessions: name, working directory, state (idle; running \
+            a command, for how long; waiting for input; a background job; finished with its \
+            exit code), when each was last used and how many processes it has. Sessions are \
+            started by naming them in `terminal`; at most 16 are open at once (configurable), \
+            and a session idle at its prompt for 30 minutes is closed (not `default`, not \
+            background jobs).",
+        output_schema = schema_for_output::<render::SessionsOutput>(),
+        annotations(
+            title = "List terminal sessions",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn sessions(
+        &self,
+        Parameters(Checked(_args)): Parameters<Checked<SessionsArgs>>,
+    ) -> CallToolResult {
+        let rows = self.shared.sessions.list();
+        let (text, structured) = render::sessions(&rows, self.shared.sessions.limits());
+        self.with_job_notices(structured_result(text, &structured, false))
+    }
+
+    #[tool(
+        description = "Read the complete output of a terminal command by line, for running and \
+            finished commands: every line it printed is kept (per session, the last 100 commands \
+            and 256 MiB by default) even when a reply was cut. Give the session (default \
+            `default`), the command number a cut reply names (default: the latest), an offset \
+            (negative counts from the end, as tail) and a limit in lines. The reply says how \
+            many lines there are so far and whether the command is still running; follow a \
+            running job by reading again from the offset it gives.",
+        output_schema = schema_for_output::<render::OutputPage>(),
+        annotations(
+            title = "Read a command's complete output",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn output(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<OutputArgs>>,
+    ) -> CallToolResult {
+        let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
+        let session = match self.shared.sessions.get(name) {
+            Ok(session) => session,
+            Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+        };
+        session.commit_screen();
+        let page =
+            session.output().get(args.command).map_err(|err| err.to_string()).and_then(|log| {
+                log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(200))
+                    .map_err(|err| err.to_string())
+            });
+        match page {
+            Ok(page) => {
+                let (text, structured) = render::output_page(name, &page);
+                self.with_job_notices(structured_result(text, &structured, false))
+            }
+            Err(message) => self.with_job_notices(tool_error(format!(
+                "{message}. List the sessions with the sessions tool; a cut reply names the \
+                 command number to read."
+            ))),
+        }
+    }
+
+    #[tool(
+        description = "Close a terminal session: its shell and every process it started are \
+            stopped (SIGTERM, then SIGKILL after a grace period), and the reply gives its last \
+            output and final state. Closing `default` resets it to a fresh shell.",
+        output_schema = schema_for_output::<render::SessionClosedOutput>(),
+        annotations(
+            title = "Close a terminal session",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn session_close(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<SessionCloseArgs>>,
+    ) -> CallToolResult {
+        let name = args.session;
+        if name == DEFAULT_SESSION {
+            let session = match self.shared.sessions.get(DEFAULT_SESSION) {
+                Ok(session) => session,
+                Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+            };
+            let last = session.last_words().await;
+            let request = Request { reset: true, ..Request::default() };
+            if let Err(err) = session.execute(request, Default::default()).await {
+                return self.with_job_notices(tool_error(err.to_string()));
+            }
+            let (text, structured) = render::session_closed(&name, &last, true);
+            return self.with_job_notices(structured_result(text, &structured, false));
+        }
+        let session = match self.shared.sessions.remove(&name) {
+            Ok(session) => session,
+            Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+        };
+        let last = session.last_words().await;
+        session.close().await;
+        let (text, structured) = render::session_closed(&name, &last, false);
+        self.with_job_notices(structured_result(text, &structured, false))
+    }
 }
 
+/// How the session of a `terminal` call was found.
+enum SessionOpened {
+    /// It existed, or was started (with where and whether its name had
+    /// expired).
+    Interactive(Opened),
+    /// A background job's new session, started in this directory.
+    Background(PathBuf),
+}
+
+impl SessionOpened {
+    fn as_note(&self) -> render::SessionNote {
+        match self {
+            SessionOpened::Interactive(Opened::Existing) => render::SessionNote::Existing,
+            SessionOpened::Interactive(Opened::Started { cwd, expired_before }) => {
+                render::SessionNote::Started { cwd: cwd.clone(), expired_before: *expired_before }
+            }
+            SessionOpened::Background(cwd) => render::SessionNote::Background { cwd: cwd.clone() },
+        }
+    }
+}
+
+/// How long the call that starts a background job waits before it
+/// returns with the job's first output.
+const BACKGROUND_FIRST_WAIT: Duration = Duration::from_secs(1);
+
 impl Shellkeep {
+    /// Finds or starts the session a `terminal` call names; errors are
+    /// worded for the agent.
+    fn open_for(
+        &self,
+        args: &TerminalArgs,
+        cwd: Option<PathBuf>,
+    ) -> Result<(Lease, SessionOpened), String> {
+        let registry = &self.shared.sessions;
+        if args.background {
+            if args.is_input || args.reset || args.command.trim().is_empty() {
+                return Err("background=true starts a new command as a job in a session of its \
+                    own: give a command, without is_input or reset. To poll a job or send it \
+                    input, call terminal with its `session` and background=false."
+                    .to_owned());
+            }
+            let (lease, cwd) = registry
+                .open_background(args.session.as_deref(), cwd, &args.command)
+                .map_err(|err| err.to_string())?;
+            return Ok((lease, SessionOpened::Background(cwd)));
+        }
+        let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
+        registry
+            .open(name, cwd)
+            .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
+            .map_err(|err| err.to_string())
+    }
+
+    /// Adds the notices of background jobs that ended since the last reply
+    /// to `result`: a line of text each and `jobs_ended` in the structured
+    /// content.
+    fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
+        let ended = self.shared.sessions.take_ended_jobs();
+        if ended.is_empty() {
+            return result;
+        }
+        let (text, structured) = render::jobs_ended(&ended);
+        result.content.push(ContentBlock::text(text));
+        if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+            map.insert("jobs_ended".to_owned(), structured);
+        }
+        result
+    }
+
     /// The limits for `command`: the agent's explicit values, else the
     /// policy's.
     fn decide(

@@ -76,7 +76,7 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
         ),
         (t, json!({"command": "ls", "timeout": -1}), &["timeout must be", "0 to 86400"]),
         (t, json!({"command": "ls", "timeout": 1e9}), &["timeout must be"]),
-        (t, json!({"command": "ls", "session": "other"}), &["unknown session", "omit `session`"]),
+        (t, json!({"command": "ls", "session": "a b"}), &["invalid session name", "32 characters"]),
     ];
     for case in nothing_runs {
         problems.extend(check_tool_error(&server, case).await);

@@ -22,6 +22,7 @@ mod orphans;
 mod run;
 mod runtime;
 mod screen;
+mod sessions;
 mod shell;
 mod terminal;
 mod tools;

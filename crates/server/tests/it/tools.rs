@@ -13,21 +13,33 @@ async fn tools_list_names_schemas_and_annotations() {
         tools.iter().map(|tool| serde_json::to_value(tool).expect("a tool serializes")).collect();
     let mut names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["policy_explain", "run", "terminal"]);
+    assert_eq!(names, ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]);
 
     for tool in &tools {
         let name = &tool["name"];
         assert_eq!(tool["inputSchema"]["type"], "object", "inputSchema of {name}: {tool:#}");
-        assert!(
-            tool["inputSchema"]["properties"]["command"].is_object(),
-            "{name} takes a command: {tool:#}"
-        );
+        let takes = if name == "sessions" || name == "output" {
+            None
+        } else if name == "session_close" {
+            Some("session")
+        } else {
+            Some("command")
+        };
+        if let Some(argument) = takes {
+            assert!(
+                tool["inputSchema"]["properties"][argument].is_object(),
+                "{name} takes {argument}: {tool:#}"
+            );
+        }
         assert_eq!(tool["outputSchema"]["type"], "object", "outputSchema of {name}: {tool:#}");
         assert!(tool["outputSchema"]["properties"].is_object(), "outputSchema of {name}");
         assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{name}");
         let annotations = &tool["annotations"];
-        let expected = if name == "policy_explain" {
+        let expected = if ["policy_explain", "sessions", "output"].contains(&name.as_str().unwrap())
+        {
             json!({"readOnlyHint": true})
+        } else if name == "session_close" {
+            json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
         } else {
             json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true})
         };
@@ -39,7 +51,7 @@ async fn tools_list_names_schemas_and_annotations() {
     let schema = |tool: &str, part: &str| {
         tools.iter().find(|t| t["name"] == tool).unwrap()[part]["properties"].clone()
     };
-    for field in ["command", "is_input", "timeout", "reset", "session"] {
+    for field in ["command", "is_input", "timeout", "reset", "session", "cwd", "background"] {
         assert!(schema("terminal", "inputSchema")[field].is_object(), "terminal takes {field}");
     }
     for field in ["output", "exit_code", "status", "cwd", "duration_ms", "truncated"] {
@@ -70,8 +82,14 @@ async fn schemas_use_the_portable_subset_of_json_schema() {
             let at = format!("{}.{part}", tool["name"].as_str().unwrap());
             walk(&tool[part], &at, &mut problems);
         }
-        // Optional arguments are not required; only `command` is.
-        assert_eq!(tool["inputSchema"]["required"], json!(["command"]), "{tool:#}");
+        // Optional arguments are not required; only `command` is (`session`
+        // for `session_close`, nothing for `sessions`).
+        let required = match tool["name"].as_str() {
+            Some("sessions" | "output") => Value::Null,
+            Some("session_close") => json!(["session"]),
+            _ => json!(["command"]),
+        };
+        assert_eq!(tool["inputSchema"]["required"], required, "{tool:#}");
     }
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
 

@@ -1,0 +1,671 @@
+//! The complete output of every command of a session, kept so that it can
+//! be read back by line number while the command runs and after it ended.
+//!
+//! A [`CommandLog`] holds one command's output exactly as it was committed
+//! (rendered, before any cutting for display). While small it stays in
+//! memory; past [`MEMORY_LIMIT`] bytes everything goes to a private file of
+//! the session's [`SpillStore`], under the same per-command and per-server
+//! byte limits as every other full-output file (past a limit the file ends
+//! with a line saying where it was cut). A sparse index (the byte offset of
+//! every [`INDEX_STEP`]th line) lets a read start near its first line
+//! instead of scanning the file from the top.
+//!
+//! An [`OutputStore`] keeps one session's logs, newest last, with
+//! retention: at most [`StoreLimits::max_commands`] logs and
+//! [`StoreLimits::max_bytes`] bytes of output in all; the oldest logs are
+//! dropped first (their files deleted), never the newest.
+//!
+//! Bounds: memory per log is at most [`MEMORY_LIMIT`] bytes plus its index
+//! (8 bytes per [`INDEX_STEP`] lines) and a 64 KiB write buffer; a read
+//! returns at most [`READ_CAP`] characters. Writers are the PTY reader
+//! thread (through the session's state lock); readers take the log's own
+//! lock briefly and read the file through a separate handle.
+//!
+//! This module does not render terminal bytes or word replies.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::output::{CommandSpill, SpillCut, SpillStore, count_chars};
+
+/// Bytes of a command's output kept in memory before it moves to a file.
+pub const MEMORY_LIMIT: usize = 8 * 1024;
+
+/// One index entry per this many lines.
+pub const INDEX_STEP: u64 = 1024;
+
+/// The most characters one read returns; a longer line is cut.
+pub const READ_CAP: usize = 30_000;
+
+/// The most lines one read returns.
+pub const MAX_READ_LINES: u64 = 5_000;
+
+/// Retention of one session's command outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Commands whose output is kept, newest first.
+    pub max_commands: usize,
+    /// Bytes of output kept in all; the oldest commands go first.
+    pub max_bytes: u64,
+}
+
+impl Default for StoreLimits {
+    /// 100 commands and 256 MiB per session.
+    fn default() -> StoreLimits {
+        StoreLimits { max_commands: 100, max_bytes: 256 << 20 }
+    }
+}
+
+/// Why a read could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No command has run in the session yet.
+    #[error("no command has run in this session yet")]
+    Empty,
+    /// The command number is not (or no longer) kept.
+    #[error("command {asked} is not kept: the session keeps commands {first} to {last}")]
+    NotKept {
+        /// The number asked for.
+        asked: u64,
+        /// The oldest kept.
+        first: u64,
+        /// The newest.
+        last: u64,
+    },
+    /// The file could not be read.
+    #[error("the output of command {number} could not be read from {path}: {error}")]
+    Unreadable {
+        /// The command.
+        number: u64,
+        /// Its file.
+        path: PathBuf,
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// One session's command outputs.
+pub struct OutputStore {
+    spill: Arc<SpillStore>,
+    /// Names the files, so sessions sharing a spill directory differ.
+    label: String,
+    limits: StoreLimits,
+    logs: Mutex<VecDeque<Arc<CommandLog>>>,
+    /// The number of the last command begun (numbers start at 1 and are
+    /// never reused, so a number always means the same command).
+    last_number: std::sync::atomic::AtomicU64,
+}
+
+impl OutputStore {
+    /// A store for the session `label` writing its files into `spill`.
+    pub fn new(spill: Arc<SpillStore>, label: &str, limits: StoreLimits) -> Arc<OutputStore> {
+        Arc::new(OutputStore {
+            spill,
+            label: label.to_owned(),
+            limits,
+            logs: Mutex::new(VecDeque::new()),
+            last_number: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<CommandLog>>> {
+        self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts the log of the next command, dropping the oldest logs beyond
+    /// the retention limits.
+    pub fn begin(&self, command: &str) -> Arc<CommandLog> {
+        let number = self.last_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let log = Arc::new(CommandLog {
+            number,
+            command: command.chars().take(200).collect(),
+            budget: self.spill.command(),
+            file_name: format!("{}-cmd{number}-{}.log", self.label, random_tag()),
+            inner: Mutex::new(LogInner::default()),
+        });
+        let mut logs = self.lock();
+        logs.push_back(Arc::clone(&log));
+        self.apply_retention(&mut logs);
+        log
+    }
+
+    /// Drops the oldest logs while there are too many or they hold too
+    /// much; the newest is always kept.
+    fn apply_retention(&self, logs: &mut VecDeque<Arc<CommandLog>>) {
+        while logs.len() > self.limits.max_commands.max(1) {
+            if let Some(old) = logs.pop_front() {
+                old.discard();
+            }
+        }
+        let mut total: u64 = logs.iter().map(|log| log.bytes()).sum();
+        while total > self.limits.max_bytes && logs.len() > 1 {
+            if let Some(old) = logs.pop_front() {
+                total -= old.bytes();
+                old.discard();
+            }
+        }
+    }
+
+    /// Applies the byte limit again (call when a command grew a lot).
+    pub fn enforce(&self) {
+        let mut logs = self.lock();
+        self.apply_retention(&mut logs);
+    }
+
+    /// The log of command `number`, or the newest when `None`.
+    pub fn get(&self, number: Option<u64>) -> Result<Arc<CommandLog>, StoreError> {
+        let logs = self.lock();
+        let (Some(first), Some(last)) = (logs.front(), logs.back()) else {
+            return Err(StoreError::Empty);
+        };
+        match number {
+            None => Ok(Arc::clone(last)),
+            Some(asked) => logs
+                .iter()
+                .find(|log| log.number == asked)
+                .cloned()
+                .ok_or(StoreError::NotKept { asked, first: first.number, last: last.number }),
+        }
+    }
+
+    /// Bytes of output kept now.
+    pub fn bytes(&self) -> u64 {
+        self.lock().iter().map(|log| log.bytes()).sum()
+    }
+
+    /// Numbers of the commands kept, oldest first.
+    pub fn numbers(&self) -> Vec<u64> {
+        self.lock().iter().map(|log| log.number).collect()
+    }
+
+    /// Drops every log and deletes their files.
+    pub fn clear(&self) {
+        for log in self.lock().drain(..) {
+            log.discard();
+        }
+    }
+}
+
+impl std::fmt::Debug for OutputStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputStore")
+            .field("label", &self.label)
+            .field("limits", &self.limits)
+            .field("commands", &self.numbers())
+            .finish()
+    }
+}
+
+impl Drop for OutputStore {
+    fn drop(&mut self) {
+        // Files of a session that is gone stay for the retention of the
+        // spill directory, like every full-output file: a path given to an
+        // agent stays valid.
+        for log in self.lock().iter() {
+            let _ = log.flush();
+        }
+    }
+}
+
+/// One command's complete output.
+pub struct CommandLog {
+    number: u64,
+    /// The command, cut to 200 characters.
+    command: String,
+    budget: CommandSpill,
+    file_name: String,
+    inner: Mutex<LogInner>,
+}
+
+#[derive(Default)]
+struct LogInner {
+    /// The whole output while it is at most [`MEMORY_LIMIT`] bytes.
+    memory: String,
+    /// The file, once the output outgrew memory.
+    file: Option<(PathBuf, BufWriter<File>)>,
+    /// Bytes of output, in memory or in the file (not counting a cut line).
+    bytes: u64,
+    /// Newline characters in the output.
+    newlines: u64,
+    /// Whether the last byte is a newline (or nothing was written).
+    ends_with_newline: bool,
+    /// `index[k]` is the byte offset where line `k * INDEX_STEP` starts.
+    index: Vec<u64>,
+    /// The exit code once the command ended.
+    exit_code: Option<i32>,
+    ended: bool,
+    /// Set when the file reached a byte limit.
+    cut: Option<SpillCut>,
+    /// Set when the file could not be written.
+    error: Option<String>,
+    /// Dropped by retention: nothing more is kept.
+    discarded: bool,
+}
+
+/// A page of a command's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPage {
+    /// The command's number in its session.
+    pub number: u64,
+    /// The command (cut to 200 characters).
+    pub command: String,
+    /// The lines, each with its newline (the last may lack one).
+    pub text: String,
+    /// The number of the first line returned (0-based).
+    pub first_line: u64,
+    /// How many lines were returned.
+    pub lines: u64,
+    /// Lines in the output so far.
+    pub total_lines: u64,
+    /// Whether the command is still running.
+    pub running: bool,
+    /// Its exit code, once it ended.
+    pub exit_code: Option<i32>,
+    /// Whether the page was cut at [`READ_CAP`] characters.
+    pub cut_at_cap: bool,
+    /// Set when the saved output stops at a byte limit.
+    pub saved_until: Option<SpillCut>,
+    /// The file holding the output, once it outgrew memory.
+    pub path: Option<PathBuf>,
+}
+
+impl CommandLog {
+    /// The command's number in its session.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LogInner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Bytes of output kept.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// Complete lines so far (newline characters).
+    pub fn complete_lines(&self) -> u64 {
+        self.lock().newlines
+    }
+
+    /// Lines of output so far (a last line without its newline counts).
+    pub fn total_lines(&self) -> u64 {
+        let inner = self.lock();
+        total_lines(&inner)
+    }
+
+    /// Appends `text`.
+    pub fn push(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.discarded || inner.cut.is_some() {
+            return;
+        }
+        // Index the lines that start inside `text`.
+        let start = inner.bytes;
+        let mut line = inner.newlines;
+        for (i, byte) in text.bytes().enumerate() {
+            if byte == b'\n' {
+                line += 1;
+                if line.is_multiple_of(INDEX_STEP) {
+                    inner.index.push(start + i as u64 + 1);
+                }
+            }
+        }
+        inner.newlines = line;
+        inner.ends_with_newline = text.ends_with('\n');
+        if inner.file.is_none() && inner.memory.len() + text.len() <= MEMORY_LIMIT {
+            inner.memory.push_str(text);
+            inner.bytes += text.len() as u64;
+            return;
+        }
+        if inner.file.is_none() && inner.error.is_none() {
+            self.open_file(&mut inner);
+        }
+        self.write(&mut inner, text);
+    }
+
+    /// Records that the command ended with `exit_code`.
+    pub fn finish(&self, exit_code: i32) {
+        let mut inner = self.lock();
+        inner.ended = true;
+        inner.exit_code = Some(exit_code);
+        if let Some((_, writer)) = &mut inner.file
+            && let Err(err) = writer.flush()
+        {
+            inner.error.get_or_insert_with(|| err.to_string());
+        }
+    }
+
+    /// Writes out what is buffered.
+    fn flush(&self) -> std::io::Result<()> {
+        match &mut self.lock().file {
+            Some((_, writer)) => writer.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// The file holding the output, once it outgrew memory.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.lock().file.as_ref().map(|(path, _)| path.clone())
+    }
+
+    /// Lines `offset ..` (a negative `offset` counts from the end, as
+    /// `tail -n`), at most `limit` of them and [`READ_CAP`] characters.
+    pub fn read(&self, offset: i64, limit: u64) -> Result<LogPage, StoreError> {
+        let limit = limit.clamp(1, MAX_READ_LINES);
+        let mut inner = self.lock();
+        let total = total_lines(&inner);
+        let first = if offset < 0 {
+            total.saturating_sub(offset.unsigned_abs())
+        } else {
+            (offset as u64).min(total)
+        };
+        let mut page = LogPage {
+            number: self.number,
+            command: self.command.clone(),
+            text: String::new(),
+            first_line: first,
+            lines: 0,
+            total_lines: total,
+            running: !inner.ended,
+            exit_code: inner.exit_code,
+            cut_at_cap: false,
+            saved_until: inner.cut,
+            path: inner.file.as_ref().map(|(path, _)| path.clone()),
+        };
+        if first >= total {
+            return Ok(page);
+        }
+        let unreadable = |path: &PathBuf, error: std::io::Error| StoreError::Unreadable {
+            number: self.number,
+            path: path.clone(),
+            error: error.to_string(),
+        };
+        let state = &mut *inner;
+        let Some((path, writer)) = &mut state.file else {
+            let start = nth_line_start(&state.memory, first);
+            collect_lines(&mut page, state.memory[start..].split_inclusive('\n'), limit);
+            return Ok(page);
+        };
+        writer.flush().map_err(|err| unreadable(path, err))?;
+        let path = path.clone();
+        // Start at the nearest indexed line at or before the first one.
+        let k = (first / INDEX_STEP) as usize;
+        let (start_line, start_byte) = match k.checked_sub(1).and_then(|i| state.index.get(i)) {
+            Some(&byte) => (k as u64 * INDEX_STEP, byte),
+            None => (0, 0),
+        };
+        let ends_with_newline = state.ends_with_newline;
+        drop(inner);
+        let mut file = File::open(&path).map_err(|err| unreadable(&path, err))?;
+        file.seek(SeekFrom::Start(start_byte)).map_err(|err| unreadable(&path, err))?;
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        for _ in start_line..first {
+            if read_line_bounded(&mut reader, 0).map_err(|err| unreadable(&path, err))?.is_none() {
+                break;
+            }
+        }
+        let mut texts = Vec::new();
+        let mut bytes_read = 0;
+        while (texts.len() as u64) < limit && bytes_read <= READ_CAP * 4 {
+            let line = read_line_bounded(&mut reader, READ_CAP * 4 + 4)
+                .map_err(|err| unreadable(&path, err))?;
+            let Some(mut bytes) = line else { break };
+            bytes.push(b'\n');
+            bytes_read += bytes.len();
+            texts.push(String::from_utf8_lossy(&bytes).into_owned());
+        }
+        collect_lines(&mut page, texts.iter().map(String::as_str), limit);
+        // The last line of a running command may lack its newline.
+        if page.first_line + page.lines == total && !ends_with_newline && !page.cut_at_cap {
+            page.text.pop();
+        }
+        Ok(page)
+    }
+
+    /// Drops the output and deletes its file (retention).
+    fn discard(&self) {
+        let mut inner = self.lock();
+        inner.discarded = true;
+        inner.memory = String::new();
+        inner.index = Vec::new();
+        if let Some((path, _)) = inner.file.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn open_file(&self, inner: &mut LogInner) {
+        match self.budget.create_file(&self.file_name) {
+            Ok((path, file)) => {
+                let memory = std::mem::take(&mut inner.memory);
+                inner.file = Some((path, BufWriter::with_capacity(64 * 1024, file)));
+                // What was in memory goes first; it was counted in `bytes`.
+                let before = inner.bytes;
+                inner.bytes = 0;
+                self.write(inner, &memory);
+                inner.bytes = before.max(inner.bytes);
+            }
+            Err(err) => inner.error = Some(err.to_string()),
+        }
+    }
+
+    /// Writes `text` within the byte limits; at a limit, the cut line.
+    fn write(&self, inner: &mut LogInner, text: &str) {
+        let Some((_, writer)) = &mut inner.file else {
+            // No file could be made: keep counting, keep nothing.
+            inner.bytes += text.len() as u64;
+            return;
+        };
+        let (granted, stopped_by) = self.budget.grant(text.len() as u64);
+        let mut end = granted as usize;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut result = writer.write_all(&text.as_bytes()[..end]);
+        inner.bytes += end as u64;
+        if let Some(limit) = stopped_by {
+            let cut = SpillCut { after_bytes: inner.bytes, limit };
+            inner.cut = Some(cut);
+            let line = format!("\n[shellkeep: the full output stops here, {cut}.]\n");
+            result = result.and_then(|()| writer.write_all(line.as_bytes()));
+        }
+        if let Err(err) = result {
+            inner.error.get_or_insert_with(|| err.to_string());
+        }
+    }
+}
+
+/// Reads one line through its newline, keeping at most `keep` bytes of it
+/// (memory stays bounded however long the line is); `None` at the end.
+fn read_line_bounded(reader: &mut impl BufRead, keep: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = Vec::new();
+    let mut any = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(line));
+        }
+        any = true;
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = keep.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(Some(line));
+        }
+    }
+}
+
+fn total_lines(inner: &LogInner) -> u64 {
+    inner.newlines + u64::from(inner.bytes > 0 && !inner.ends_with_newline)
+}
+
+/// The byte offset where line `n` (0-based) of `text` starts.
+fn nth_line_start(text: &str, n: u64) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    text.match_indices('\n').nth((n - 1) as usize).map_or(text.len(), |(i, _)| i + 1)
+}
+
+/// Appends up to `limit` lines to `page`, within [`READ_CAP`] characters.
+fn collect_lines<'a>(page: &mut LogPage, lines: impl Iterator<Item = &'a str>, limit: u64) {
+    let mut chars = 0;
+    for line in lines.take(limit as usize) {
+        let n = count_chars(line);
+        if chars + n > READ_CAP {
+            if page.lines == 0 {
+                // A single line longer than the cap: its beginning.
+                let cut: String = line.chars().take(READ_CAP).collect();
+                page.text.push_str(&cut);
+                page.text.push('\n');
+                page.lines = 1;
+            }
+            page.cut_at_cap = true;
+            return;
+        }
+        chars += n;
+        page.text.push_str(line);
+        page.lines += 1;
+    }
+}
+
+/// A short random tag, so file names cannot be guessed or collide.
+fn random_tag() -> String {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::SpillLimits;
+
+    fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
+        let spill = SpillStore::new(dir.to_path_buf(), "", SpillLimits::default(), None);
+        OutputStore::new(spill, "test", limits)
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-store-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn reads_by_offset_from_memory_and_from_a_file_alike() {
+        let dir = scratch("pages");
+        for n_lines in [5u64, 3_000, 10_000] {
+            let store = store(&dir, StoreLimits::default());
+            let log = store.begin("seq");
+            let full: String = (0..n_lines).map(|i| format!("line {i}\n")).collect();
+            for piece in full.as_bytes().chunks(777) {
+                log.push(std::str::from_utf8(piece).expect("ascii"));
+            }
+            assert_eq!(log.total_lines(), n_lines);
+            assert_eq!(log.path().is_some(), full.len() > MEMORY_LIMIT, "{n_lines}");
+            for (offset, limit) in [(0i64, 3u64), (1, 2), (-2, 10), (n_lines as i64 - 1, 5)] {
+                let page = log.read(offset, limit).expect("read");
+                let first =
+                    if offset < 0 { n_lines - offset.unsigned_abs() } else { offset as u64 };
+                let expected: String =
+                    (first..(first + limit).min(n_lines)).map(|i| format!("line {i}\n")).collect();
+                assert_eq!(page.text, expected, "{n_lines} lines, offset {offset}");
+                assert_eq!((page.first_line, page.total_lines), (first, n_lines));
+                assert!(page.running);
+            }
+            if n_lines > 2 * INDEX_STEP {
+                let page = log.read(2 * INDEX_STEP as i64 + 1, 2).expect("read");
+                assert_eq!(page.text, format!("line {}\nline {}\n", 2049, 2050));
+            }
+            log.finish(3);
+            let page = log.read(-1, 1).expect("read");
+            assert_eq!((page.running, page.exit_code), (false, Some(3)));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unfinished_last_line_counts_and_reads_without_a_newline() {
+        let dir = scratch("unfinished");
+        let store = store(&dir, StoreLimits::default());
+        let log = store.begin("printf");
+        log.push("a\nb");
+        assert_eq!(log.total_lines(), 2);
+        assert_eq!(log.read(1, 5).expect("read").text, "b");
+        let big = "x".repeat(MEMORY_LIMIT * 2);
+        log.push(&big);
+        let page = log.read(1, 5).expect("read");
+        assert!(page.text.starts_with('b') && !page.text.ends_with('\n'), "{}", page.text.len());
+        assert!(page.cut_at_cap || page.text.len() == 1 + big.len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn retention_drops_the_oldest_commands_and_their_files() {
+        let dir = scratch("retention");
+        let store =
+            store(&dir, StoreLimits { max_commands: 3, max_bytes: 3 * MEMORY_LIMIT as u64 });
+        let mut paths = Vec::new();
+        for _ in 1..=5 {
+            let log = store.begin("big");
+            log.push(&"y".repeat(MEMORY_LIMIT + 10));
+            log.finish(0);
+            paths.push(log.path().expect("on disk"));
+            store.enforce();
+        }
+        let kept = store.numbers();
+        assert_eq!(kept.last(), Some(&5));
+        assert!(kept.len() <= 3, "{kept:?}");
+        assert!(!paths[0].exists(), "the oldest file is deleted");
+        assert!(paths[4].exists());
+        let err = store.get(Some(1)).err().expect("dropped").to_string();
+        assert!(err.contains("not kept") && err.contains("to 5"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+#[cfg(test)]
+mod paging {
+    use super::*;
+    use crate::output::SpillLimits;
+
+    #[test]
+    fn paging_through_a_big_log_returns_every_line_once() {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-store-{}-paging", std::process::id()));
+        let spill = SpillStore::new(dir.clone(), "", SpillLimits::default(), None);
+        let store = OutputStore::new(spill, "t", StoreLimits::default());
+        let log = store.begin("seq");
+        let full: String = (1..=200_000).map(|i| format!("build step {i:09}\n")).collect();
+        for piece in full.as_bytes().chunks(4096) {
+            log.push(std::str::from_utf8(piece).unwrap());
+        }
+        let mut all = String::new();
+        let mut offset = 0;
+        loop {
+            let page = log.read(offset as i64, 5000).unwrap();
+            assert_eq!(page.first_line, offset);
+            all.push_str(&page.text);
+            offset += page.lines;
+            if offset >= page.total_lines {
+                break;
+            }
+        }
+        assert_eq!(all.len(), full.len());
+        assert!(all == full);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
