@@ -27,6 +27,7 @@ use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
 use shellkeep_engine::session::SessionConfig;
+use shellkeep_engine::store::StoreLimits;
 use tokio_util::sync::CancellationToken;
 
 /// An MCP server that gives AI agents a persistent shell in a real
@@ -142,6 +143,14 @@ struct ServeArgs {
     /// closed (`default` and background jobs never expire).
     #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
     session_idle_expiry: f64,
+    /// Commands whose complete output each session keeps for the `output`
+    /// tool (the oldest are dropped first).
+    #[arg(long, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]
+    output_keep_commands: usize,
+    /// MiB of complete command output each session keeps for the `output`
+    /// tool (the oldest commands are dropped first).
+    #[arg(long, default_value_t = 256, env = "SHELLKEEP_OUTPUT_KEEP_MIB")]
+    output_keep_mib: u64,
     /// Where full outputs of cut replies are kept, so their paths stay
     /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
     /// else ~/.local/state/shellkeep/output].
@@ -406,6 +415,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     config.grace = grace;
     config.shell = args.shell.clone();
     config.guard = guard.clone();
+    anyhow::ensure!(args.output_keep_commands >= 1, "--output-keep-commands must be at least 1");
+    config.output_limits = StoreLimits {
+        max_commands: args.output_keep_commands,
+        max_bytes: args.output_keep_mib.saturating_mul(1 << 20),
+    };
     if args.no_rc {
         config.user_rc = None;
     }

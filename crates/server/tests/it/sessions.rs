@@ -352,3 +352,17 @@ async fn a_running_job_is_followed_by_offset_and_unknown_numbers_are_clear_error
     let r = server.call("output", json!({"session": "nope"})).await;
     assert!(r.is_error && r.text.contains("Open sessions: default, ticker"), "{r:#?}");
 }
+
+#[tokio::test]
+async fn output_retention_keeps_the_newest_commands() {
+    let server = Server::with(&["--output-keep-commands", "2"]).await;
+    for word in ["one", "two", "three"] {
+        server.terminal(json!({"command": format!("echo {word}")})).await;
+    }
+    let r = server.call("output", json!({"command": 1})).await;
+    assert!(r.is_error && r.text.contains("keeps commands 2 to 3"), "{r:#?}");
+    let r = server.call("output", json!({"command": 3})).await;
+    assert_eq!(r["lines"], "three\n", "{r:#?}");
+    let r = server.call("output", json!({})).await;
+    assert_eq!((r["command"].as_u64(), r["running"].as_bool()), (Some(3), Some(false)), "{r:#?}");
+}
