@@ -14,6 +14,12 @@ use crate::Term;
 /// tests that run alongside.
 static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
+/// A terminal whose shell starts at `SHLVL` 2 whatever the environment the
+/// tests run in (CI runs them under a few levels of bash).
+async fn fixed_shlvl(name: &str) -> Term {
+    Term::with(name, |c| c.env.push(("SHLVL".to_owned(), "1".to_owned()))).await
+}
+
 /// Runs `command` and asserts it completed with `code` and `output`.
 async fn expect(term: &Term, command: &str, output: &str, code: i32) {
     let reply = term.run_for(command, 20.0).await;
@@ -56,7 +62,7 @@ async fn exec_bash_keeps_the_session_working() {
 #[tokio::test]
 async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     let _gate = GATE.acquire().await.expect("gate");
-    let term = Term::new("nested").await;
+    let term = fixed_shlvl("nested").await;
     term.run("OUTER=1; mkdir -p a b").await;
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
     assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
@@ -457,7 +463,7 @@ async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
 #[tokio::test]
 async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
     let _gate = GATE.acquire().await.expect("gate");
-    let term = Term::new("nested-int").await;
+    let term = fixed_shlvl("nested-int").await;
     let reply = term.run_for("bash --norc", 20.0).await;
     assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
     let reply = term.run_for("read line", 0.5).await;
