@@ -123,7 +123,7 @@ const WRAPPERS: &[&str] =
     &["script", "poetry", "pipenv", "hatch", "pdm", "pew", "sudo", "su", "doas", "runuser"];
 
 /// When the foreground group's leader `group` is a program that runs a
-/// shell on a terminal of its own ([`WRAPPERS`]), finds that shell if it is
+/// shell on a terminal of its own (`WRAPPERS`), finds that shell if it is
 /// an interactive bash of ours waiting at its prompt. Lines typed into our
 /// terminal reach it through the wrapper, and its markers come back the
 /// same way. Looks only at those programs and Python, and only at their

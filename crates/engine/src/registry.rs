@@ -4,8 +4,9 @@
 //! Each session is a full [`Session`] (its own shell, PTY and lock), so
 //! commands in different sessions run in parallel while calls to the same
 //! session wait their turn. The registry owns every session: a session is
-//! started only through [`Registry::open`] and stopped only through
-//! [`Registry::close`], idle expiry, or [`Registry::close_all`] at shutdown.
+//! started only through [`Registry::open`] and stopped only after it left
+//! the map: through [`Registry::remove`] (the caller then closes it), idle
+//! expiry, or [`Registry::close_all`] at shutdown.
 //! Its map is a `std::sync::Mutex` held for short, non-async sections;
 //! stopping a shell happens after the entry has left the map, so a slow
 //! stop never blocks calls to other sessions.
