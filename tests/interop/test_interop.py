@@ -698,6 +698,29 @@ async def test_sessions_run_in_parallel_and_a_job_end_is_reported_once(era: str,
         assert listed["short"]["background"] is True
         assert listed["short"]["exit_code"] == 3
 
+        # While a call waits on a job, `sessions` and `output` answer at once, and so does another session.
+        follow = await terminal(
+            tools, "echo first; until [ -e stop.flag ]; do sleep 0.05; done; echo last", background=True, session="follow"
+        )
+        assert follow["status"] == "running", follow
+        waited: dict[str, Any] = {}
+
+        async def wait_on_follow() -> None:
+            waited.update(await terminal(tools, "", session="follow", timeout=CALL_TIMEOUT / 2))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_on_follow)
+            listed = await sessions(tools)
+            assert listed["follow"]["state"] == "running", listed
+            page = await tools.call_tool("output", {"session": "follow", "offset": -1})
+            assert page.structured_content is not None
+            assert (page.structured_content["lines"], page.structured_content["running"]) == ("first\n", True)
+            elsewhere = await terminal(tools, "echo elsewhere")
+            assert elsewhere["output"] == "elsewhere\n"
+            assert not waited, "the waiting call returned before the job ended"
+            (tmp_path / "stop.flag").touch()
+        assert (waited["status"], waited["exit_code"], waited["output"]) == ("completed", 0, "last\n"), waited
+
         # Closing `default` resets it.
         await terminal(tools, "export KEEP=1")
         closed = await tools.call_tool("session_close", {"session": "default"})
