@@ -17,17 +17,24 @@ itself, so every successful call here is also a schema check.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
-from collections.abc import AsyncIterator
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client import Client
 from mcp.client.stdio import stdio_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ListToolsResult, TextContent
+from mcp_types import REQUEST_TIMEOUT
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("SHELLKEEP_BIN", REPO / "target" / "debug" / "shellkeep"))
@@ -46,7 +53,13 @@ class Tools(Protocol):
 
     async def list_tools(self) -> ListToolsResult: ...
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> CallToolResult: ...
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+    ) -> CallToolResult: ...
 
 
 @pytest.fixture
@@ -60,12 +73,22 @@ def era(request: pytest.FixtureRequest) -> str:
 
 
 @asynccontextmanager
-async def serve(era: str, start_dir: pathlib.Path) -> AsyncIterator[Tools]:
-    """A fresh server process, connected in the given era."""
+async def serve(era: str, start_dir: pathlib.Path, ignoring_signals: bool = False) -> AsyncIterator[Tools]:
+    """A fresh server process, connected in the given era.
+
+    With `ignoring_signals`, the server starts with SIGINT, SIGHUP and SIGQUIT
+    ignored, as under `nohup` or as a `&` job of a script (ignored signals
+    survive `exec`).
+    """
     assert BINARY.is_file(), f"no server binary at {BINARY}: build it first, or set SHELLKEEP_BIN"
+    args = ["--no-rc", "--cwd", str(start_dir)]
+    command = str(BINARY)
+    if ignoring_signals:
+        args = ["-c", 'trap "" INT HUP QUIT; exec "$0" "$@"', command, *args]
+        command = "bash"
     params = StdioServerParameters(
-        command=str(BINARY),
-        args=["--no-rc", "--cwd", str(start_dir)],
+        command=command,
+        args=args,
         cwd=str(start_dir),
         # The SDK passes only a few safe variables (HOME, PATH, ...) on; a
         # private XDG_CONFIG_HOME keeps a policy file on the machine out too.
@@ -108,14 +131,23 @@ async def test_lists_tools_with_output_schemas(era: str, tmp_path: pathlib.Path)
     async with serve(era, tmp_path) as tools:
         listed = await tools.list_tools()
         by_name = {tool.name: tool for tool in listed.tools}
-        assert sorted(by_name) == ["policy_explain", "run", "terminal"]
+        assert sorted(by_name) == ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]
         for tool in by_name.values():
             assert tool.output_schema is not None, tool.name
             assert tool.output_schema.get("type") == "object", tool.name
+            assert tool.input_schema.get("type") == "object", tool.name
         terminal_props = by_name["terminal"].input_schema["properties"]
-        assert {"command", "is_input", "timeout", "reset", "session"} <= set(terminal_props)
+        assert {"command", "is_input", "timeout", "reset", "session", "background", "cwd"} <= set(terminal_props)
         run_props = by_name["run"].input_schema["properties"]
         assert {"command", "timeout_sec", "cwd", "env", "stdin"} <= set(run_props)
+        assert set(by_name["sessions"].input_schema.get("properties", {})) == set()
+        assert by_name["sessions"].output_schema["required"][0] == "sessions"
+        assert set(by_name["session_close"].input_schema["properties"]) == {"session"}
+        assert by_name["session_close"].input_schema["required"] == ["session"]
+        assert {"session", "final_state", "last_output"} <= set(by_name["session_close"].output_schema["properties"])
+        assert set(by_name["output"].input_schema["properties"]) == {"session", "command", "offset", "limit"}
+        assert not by_name["output"].input_schema.get("required")
+        assert {"lines", "total_lines", "next_offset", "running"} <= set(by_name["output"].output_schema["properties"])
 
 
 @pytest.mark.anyio
@@ -224,7 +256,7 @@ async def test_run_without_output_times_out(era: str, tmp_path: pathlib.Path) ->
         pytest.param({"command": "echo a\x00b"}, "NUL byte", id="nul-byte"),
         pytest.param({"command": "echo hi", "timeout": "soon"}, "invalid type", id="wrong-type"),
         pytest.param({"command": "echo hi", "bogus": 1}, "unknown field", id="unknown-argument"),
-        pytest.param({"command": "echo hi", "session": "other"}, "default session", id="unknown-session"),
+        pytest.param({"command": "echo hi", "session": "a b"}, "invalid session name", id="bad-session-name"),
     ],
 )
 async def test_bad_input_is_a_tool_error_and_the_server_survives(
@@ -301,3 +333,412 @@ async def test_structured_content_has_the_notices(era: str, tmp_path: pathlib.Pa
         stopped = await terminal(tools, "C-c", is_input=True, timeout=CALL_TIMEOUT / 2)
         assert stopped["exit_code"] == 130
         assert "CTRL+C was sent." in stopped["notes"]
+
+
+# --- Several sessions, background jobs, output by offset (issue 8) ---
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface (closed again, so a server started next can bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a new server could listen on `port` (SO_REUSEADDR, as `http.server` sets it:
+    connections closed moments ago linger in TIME_WAIT and must not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], describe: Callable[[], str]) -> Any:
+    """Awaits `check` until it returns something truthy, failing with `describe()` after `CALL_TIMEOUT`."""
+    deadline = time.monotonic() + CALL_TIMEOUT
+    while True:
+        value = await check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, describe()
+        await anyio.sleep(0.05)
+
+
+async def sessions(tools: Tools) -> dict[str, dict[str, Any]]:
+    """The `sessions` listing, by name (the SDK checks it against the output schema)."""
+    result = await tools.call_tool("sessions", {})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    rows = result.structured_content["sessions"]
+    assert rows[0]["name"] == "default", rows
+    return {row["name"]: row for row in rows}
+
+
+@pytest.mark.anyio
+async def test_named_sessions_keep_their_own_state(era: str, tmp_path: pathlib.Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    async with serve(era, tmp_path) as tools:
+        result = await tools.call_tool(
+            "terminal", {"command": "pwd; export ONLY_A=1; cd /", "session": "a", "cwd": str(sub)}
+        )
+        assert not result.is_error, text_of(result)
+        assert f'New session "a" started in {sub}' in text_of(result)
+        started = result.structured_content
+        assert started is not None
+        assert started["session"] == "a"
+        assert started["output"].strip() == str(sub)
+        assert started["cwd"] == "/"
+        # The default session has none of it and names no session.
+        default = await terminal(tools, 'echo "${ONLY_A:-unset}"; pwd')
+        assert default["output"].splitlines() == ["unset", str(tmp_path)]
+        assert "session" not in default
+        again = await terminal(tools, 'echo "${ONLY_A:-unset}"', session="a")
+        assert again["output"] == "1\n"
+        assert again["cwd"] == "/"
+        listed = await sessions(tools)
+        assert sorted(listed) == ["a", "default"]
+        assert listed["a"]["state"] == "idle"
+        assert listed["a"]["cwd"] == "/"
+        assert listed["a"]["background"] is False
+        assert listed["default"]["cwd"] == str(tmp_path)
+        # Unknown sessions are tool errors that list the open ones.
+        for tool, arguments in [("session_close", {"session": "nope"}), ("output", {"session": "nope"})]:
+            unknown = await tools.call_tool(tool, arguments)
+            assert unknown.is_error, unknown
+            assert "Open sessions: a, default" in text_of(unknown)
+
+
+@pytest.mark.anyio
+async def test_dev_server_tests_and_a_prompt_in_three_sessions(era: str, tmp_path: pathlib.Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    async with serve(era, tmp_path) as tools:
+        # 1. A dev server as a background job: the call comes back at once.
+        job = await terminal(tools, f"python3 -m http.server {port} --bind 127.0.0.1", background=True)
+        name = job["session"]
+        assert job["status"] == "running", job
+        assert job["exit_code"] == -1
+
+        # The default session reaches it with curl.
+        async def fetched() -> bool:
+            reply = await terminal(tools, f"curl -s -o /dev/null -w '%{{http_code}}' {url}")
+            return reply["output"] == "200"
+
+        await eventually(fetched, lambda: f"{url} never answered 200")
+
+        # 2. A second session runs the tests while the server runs.
+        tests = await terminal(tools, "sleep 0.2; echo tests passed", session="tests")
+        assert (tests["status"], tests["exit_code"], tests["output"]) == ("completed", 0, "tests passed\n")
+
+        # 3. A third session answers a prompt.
+        asked = await terminal(tools, "read -p 'name? ' who; echo \"got $who\"", session="asks")
+        assert asked["status"] == "waiting_for_input", asked
+        assert asked["exit_code"] == -1
+        assert asked["output"].endswith("name? ")
+
+        # The listing shows the true states: the prompt's state is sampled, so ask until it shows.
+        async def listing_with_prompt() -> dict[str, dict[str, Any]] | None:
+            listed = await sessions(tools)
+            return listed if listed["asks"]["state"] == "waiting_for_input" else None
+
+        listed = await eventually(listing_with_prompt, lambda: "asks never listed as waiting_for_input")
+        assert sorted(listed) == sorted(["default", "tests", "asks", name])
+        assert listed[name]["background"] is True
+        assert listed[name]["state"] == "running"
+        assert "http.server" in listed[name]["command"]
+        assert listed[name]["processes"] >= 2
+        assert listed["tests"]["state"] == "idle"
+        assert listed["tests"]["background"] is False
+
+        answered = await terminal(tools, "Ada", is_input=True, session="asks")
+        assert (answered["status"], answered["exit_code"]) == ("completed", 0)
+        assert answered["output"].endswith("got Ada\n")
+
+        # The job's log is read by polling its session; it is still running.
+        log = await terminal(tools, "", session=name, timeout=0.5)
+        assert log["status"] == "running"
+        assert "GET / HTTP" in log["output"]
+
+        # Closing the server's session stops it: the port is free again.
+        closed = await tools.call_tool("session_close", {"session": name})
+        assert not closed.is_error, text_of(closed)
+        assert closed.structured_content is not None
+        assert closed.structured_content["session"] == name
+        assert closed.structured_content["final_state"] == "running"
+        assert closed.structured_content["reset"] is False
+
+        async def freed() -> bool:
+            return port_is_free(port)
+
+        await eventually(freed, lambda: f"port {port} is still taken after session_close")
+        assert name not in await sessions(tools)
+        left = await terminal(tools, f"pgrep -f 'http.server {port}' || echo none left")
+        assert left["output"] == "none left\n"
+
+
+@pytest.mark.anyio
+async def test_a_cut_reply_is_read_back_with_output(era: str, tmp_path: pathlib.Path) -> None:
+    lines = 300_000  # about 2 MB
+    async with serve(era, tmp_path) as tools:
+        result = await tools.call_tool("terminal", {"command": f"seq 1 {lines}", "timeout": CALL_TIMEOUT})
+        assert not result.is_error
+        cut = result.structured_content
+        assert cut is not None
+        assert (cut["status"], cut["exit_code"], cut["truncated"]) == ("completed", 0, True)
+        number = cut["command_number"]
+        # The reply says, in one line, how to read what was left out; following it gives the next line.
+        hints = [line for line in text_of(result).splitlines() if line.startswith("[Read the lines left out")]
+        assert len(hints) == 1, text_of(result)
+        hint = json.loads(hints[0][hints[0].index("{") : hints[0].rindex("}") + 1])
+        assert hint["command"] == number
+        page = await tools.call_tool("output", hint)
+        assert not page.is_error, text_of(page)
+        assert page.structured_content is not None
+        assert page.structured_content["lines"].splitlines()[0] == str(hint["offset"] + 1)
+        # The shown head is the first lines (its last one may be cut short); the hint starts at most
+        # right after it.
+        head = cut["output"][: cut["output"].index("[...")].splitlines()
+        assert head[:-1] == [str(n) for n in range(1, len(head))]
+        assert str(len(head)).startswith(head[-1])
+        assert len(head) - 1 <= hint["offset"] <= len(head)
+
+        # Every line, page by page from offset 0.
+        collected: list[str] = []
+        offset = 0
+        while True:
+            page = await tools.call_tool("output", {"command": number, "offset": offset, "limit": 5000})
+            assert not page.is_error, text_of(page)
+            content = page.structured_content
+            assert content is not None
+            assert content["first_line"] == offset
+            collected.extend(content["lines"].splitlines())
+            assert content["next_offset"] == offset + content["line_count"]
+            offset = content["next_offset"]
+            if offset == content["total_lines"]:
+                break
+        assert content["total_lines"] == lines
+        assert content["running"] is False
+        assert content["exit_code"] == 0
+        assert collected == [str(n) for n in range(1, lines + 1)]
+
+        # A negative offset counts from the end, as tail; the latest command is the default.
+        tail = await tools.call_tool("output", {"offset": -3})
+        assert tail.structured_content is not None
+        assert tail.structured_content["lines"] == f"{lines - 2}\n{lines - 1}\n{lines}\n"
+        assert tail.structured_content["first_line"] == lines - 3
+        unknown = await tools.call_tool("output", {"command": number + 50})
+        assert unknown.is_error
+        assert f"command {number + 50} is not kept" in text_of(unknown)
+
+
+# --- Long, cancelled and interactive work (issue 6) ---
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_call_loses_nothing(era: str, tmp_path: pathlib.Path) -> None:
+    command = "for i in 1 2 3; do echo line$i; sleep 0.4; done; echo finished"
+    async with serve(era, tmp_path) as tools:
+        arguments = {"command": command, "timeout": CALL_TIMEOUT}
+        # The SDK gives up on a call in two ways; each sends notifications/cancelled for it.
+        for how in ["read-timeout", "task-cancelled"]:
+            if how == "read-timeout":
+                with pytest.raises(MCPError) as raised:
+                    await tools.call_tool("terminal", arguments, read_timeout_seconds=0.6)
+                assert raised.value.code == REQUEST_TIMEOUT
+            else:
+                with anyio.move_on_after(0.6) as scope:
+                    await tools.call_tool("terminal", arguments)
+                assert scope.cancelled_caught
+            delivered = await terminal(tools, "", timeout=CALL_TIMEOUT / 2)
+            assert delivered["status"] == "completed", (how, delivered)
+            assert delivered["exit_code"] == 0
+            assert delivered["output"] == "line1\nline2\nline3\nfinished\n", (how, delivered)
+            assert isinstance(delivered["previous_call_cancelled_sec_ago"], (int, float))
+            assert any("cancelled by the client" in note for note in delivered["notes"]), (how, delivered)
+            after = await terminal(tools, "echo after")
+            assert (after["status"], after["output"]) == ("completed", "after\n"), (how, after)
+            assert "previous_call_cancelled_sec_ago" not in after
+
+
+@pytest.mark.anyio
+async def test_six_repl_prompts_are_answered_one_by_one(era: str, tmp_path: pathlib.Path) -> None:
+    # Each step must come back on its prompt, long before the 30 s silence return:
+    # a call that waits that out fails on this client-side limit instead.
+    quick = CALL_TIMEOUT / 2
+    async with serve(era, tmp_path) as tools:
+
+        async def step(text: str, **arguments: Any) -> dict[str, Any]:
+            result = await tools.call_tool("terminal", {"command": text, **arguments}, read_timeout_seconds=quick)
+            assert not result.is_error, text_of(result)
+            assert result.structured_content is not None
+            return result.structured_content
+
+        started = await step("python3 -q")
+        assert started["status"] == "waiting_for_input", started
+        assert started["output"].endswith(">>> ")
+        steps = [
+            ("x = 6", None),
+            ("y = 7", None),
+            ("x * y", "42"),
+            ("def twice(n): return 2 * n", None),
+            ("ENTER", None),  # the key ends the block at the "..." prompt (an empty command only polls)
+            ("twice(x * y)", "84"),
+        ]
+        for text, printed in steps:
+            reply = await step(text, is_input=True)
+            assert reply["status"] == "waiting_for_input", (text, reply)
+            assert reply["exit_code"] == -1
+            assert reply["output"].rstrip().endswith((">>>", "...")), (text, reply)
+            if printed is not None:
+                assert printed in reply["output"].splitlines(), (text, reply)
+        ended = await step("exit()", is_input=True)
+        assert (ended["status"], ended["exit_code"]) == ("completed", 0)
+
+
+@pytest.mark.anyio
+async def test_exec_bash_and_prompt_command_keep_the_session_working(era: str, tmp_path: pathlib.Path) -> None:
+    async with serve(era, tmp_path) as tools:
+        result = await tools.call_tool("terminal", {"command": "exec bash --norc"})
+        assert not result.is_error, text_of(result)
+        assert result.structured_content is not None
+        assert (result.structured_content["status"], result.structured_content["exit_code"]) == ("completed", 0)
+        assert "reinstalled" in text_of(result)
+        for setting in ["PROMPT_COMMAND=", "unset PROMPT_COMMAND"]:
+            changed = await terminal(tools, setting)
+            assert (changed["status"], changed["exit_code"]) == ("completed", 0), (setting, changed)
+            failed = await terminal(tools, "false")
+            assert (failed["status"], failed["exit_code"]) == ("completed", 1), (setting, failed)
+            status = await terminal(tools, "echo $?")
+            assert (status["exit_code"], status["output"]) == (0, "1\n"), (setting, status)
+        moved = await terminal(tools, "mkdir -p d && cd d && (exit 3)")
+        assert (moved["status"], moved["exit_code"]) == ("completed", 3)
+        assert moved["cwd"] == str(tmp_path / "d")
+
+
+@pytest.mark.anyio
+async def test_a_here_document_is_fed_line_by_line(era: str, tmp_path: pathlib.Path) -> None:
+    async with serve(era, tmp_path) as tools:
+        opened = await terminal(tools, "cat << EOF", timeout=CALL_TIMEOUT / 2)
+        assert opened["exit_code"] == -1
+        assert opened["waiting_for_input"] is True, opened
+        assert opened["output"] == ""
+        for line in ["line 1", "line 2"]:
+            fed = await terminal(tools, line, is_input=True, timeout=CALL_TIMEOUT / 2)
+            assert fed["exit_code"] == -1, (line, fed)
+        closed = await terminal(tools, "EOF", is_input=True, timeout=CALL_TIMEOUT / 2)
+        assert (closed["status"], closed["exit_code"]) == ("completed", 0)
+        assert closed["output"] == "line 1\nline 2\n"
+
+
+@pytest.mark.anyio
+async def test_a_waiting_call_sends_progress(era: str, tmp_path: pathlib.Path) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with serve(era, tmp_path) as tools:
+        result = await tools.call_tool(
+            "terminal",
+            {"command": "for i in 1 2 3; do echo step$i; sleep 1; done", "timeout": CALL_TIMEOUT},
+            progress_callback=on_progress,
+        )
+        assert not result.is_error, text_of(result)
+        assert result.structured_content is not None
+        assert result.structured_content["status"] == "completed"
+        assert result.structured_content["output"] == "step1\nstep2\nstep3\n"
+        assert 2 <= len(seen) <= 4, seen
+        progress = [p for p, _, _ in seen]
+        assert progress == sorted(set(progress)), seen
+        assert all(message is not None and message.startswith("step") for _, _, message in seen), seen
+
+
+@pytest.mark.anyio
+async def test_sessions_run_in_parallel_and_a_job_end_is_reported_once(era: str, tmp_path: pathlib.Path) -> None:
+    names = ["default", "b", "c", "d"]
+    # Each command waits until all four have started: they only complete if the sessions run side by side.
+    barrier = "touch {me}.flag; until [ -e default.flag ] && [ -e b.flag ] && [ -e c.flag ] && [ -e d.flag ]; do sleep 0.05; done; echo done"
+    async with serve(era, tmp_path) as tools:
+        for name in names[1:]:
+            await terminal(tools, "true", session=name, cwd=str(tmp_path))
+        replies: dict[str, dict[str, Any]] = {}
+
+        async def call(name: str) -> None:
+            replies[name] = await terminal(tools, barrier.format(me=name), session=name, timeout=CALL_TIMEOUT / 2)
+
+        async with anyio.create_task_group() as group:
+            for name in names:
+                group.start_soon(call, name)
+        for name in names:
+            assert (replies[name]["status"], replies[name]["output"]) == ("completed", "done\n"), replies[name]
+
+        # A background job's end is told once, in the next reply of any call.
+        job = await terminal(
+            tools, "echo working; until [ -e go.flag ]; do sleep 0.05; done; (exit 3)", background=True, session="short"
+        )
+        assert (job["session"], job["status"]) == ("short", "running"), job
+        (tmp_path / "go.flag").touch()
+
+        async def told() -> dict[str, Any] | None:
+            result = await tools.call_tool("run", {"command": "true"})
+            said = "ended with exit code 3" in text_of(result)
+            return result.structured_content if said else None
+
+        notice = await eventually(told, lambda: "the end of job short was never reported")
+        assert notice["jobs_ended"][0]["session"] == "short"
+        assert notice["jobs_ended"][0]["exit_code"] == 3
+        again = await tools.call_tool("terminal", {"command": "true"})
+        assert "ended with exit code" not in text_of(again)
+        listed = await sessions(tools)
+        assert listed["short"]["background"] is True
+        assert listed["short"]["exit_code"] == 3
+
+        # While a call waits on a job, `sessions` and `output` answer at once, and so does another session.
+        follow = await terminal(
+            tools, "echo first; until [ -e stop.flag ]; do sleep 0.05; done; echo last", background=True, session="follow"
+        )
+        assert follow["status"] == "running", follow
+        waited: dict[str, Any] = {}
+
+        async def wait_on_follow() -> None:
+            waited.update(await terminal(tools, "", session="follow", timeout=CALL_TIMEOUT / 2))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_on_follow)
+            listed = await sessions(tools)
+            assert listed["follow"]["state"] == "running", listed
+            page = await tools.call_tool("output", {"session": "follow", "offset": -1})
+            assert page.structured_content is not None
+            assert (page.structured_content["lines"], page.structured_content["running"]) == ("first\n", True)
+            elsewhere = await terminal(tools, "echo elsewhere")
+            assert elsewhere["output"] == "elsewhere\n"
+            assert not waited, "the waiting call returned before the job ended"
+            (tmp_path / "stop.flag").touch()
+        assert (waited["status"], waited["exit_code"], waited["output"]) == ("completed", 0, "last\n"), waited
+
+        # Closing `default` resets it.
+        await terminal(tools, "export KEEP=1")
+        closed = await tools.call_tool("session_close", {"session": "default"})
+        assert closed.structured_content is not None
+        assert closed.structured_content["reset"] is True
+        fresh = await terminal(tools, 'echo "${KEEP:-gone}"')
+        assert fresh["output"] == "gone\n"
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_works_from_a_server_started_with_signals_ignored(era: str, tmp_path: pathlib.Path) -> None:
+    async with serve(era, tmp_path, ignoring_signals=True) as tools:
+        # A command's process has default dispositions for SIGHUP, SIGINT and SIGQUIT (bits 0 to 2).
+        inherited = await terminal(tools, "grep SigIgn /proc/self/status")
+        assert int(inherited["output"].split()[1], 16) & 0b111 == 0, inherited
+        sleeping = await terminal(tools, "sleep 100", timeout=0.5)
+        assert sleeping["status"] == "running"
+        interrupted = await terminal(tools, "C-c", is_input=True, timeout=CALL_TIMEOUT / 2)
+        assert (interrupted["status"], interrupted["exit_code"]) == ("completed", 130), interrupted
+        after = await terminal(tools, "echo after")
+        assert after["output"] == "after\n"
