@@ -45,6 +45,9 @@ pub struct Shown {
     /// Set when that file reached a size limit and the rest of the stream
     /// was not saved; the file ends with a line saying so.
     pub full_output_cut: Option<SpillCut>,
+    /// When `truncated`: the newline characters in the stream before the
+    /// first character left out, so a reader can find that place by line.
+    pub lines_before_omission: u64,
 }
 
 impl Shown {
@@ -471,6 +474,7 @@ impl CappedOutput {
             (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
             _ => String::new(),
         };
+        let lines_before_omission = (self.seen_lines + memchr_count(b'\n', text.as_bytes())) as u64;
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -485,6 +489,7 @@ impl CappedOutput {
             omitted_lines,
             full_output_path,
             full_output_cut,
+            lines_before_omission,
         }
     }
 

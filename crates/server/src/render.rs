@@ -854,12 +854,9 @@ pub fn read_hint(session: &str, reply: &Reply) -> Option<(String, u64)> {
     if !shown.truncated && shown.full_output_cut.is_none() {
         return None;
     }
-    // The head is shown verbatim up to the omission notice.
-    let text = &shown.text;
-    let notice =
-        if text.starts_with("[... ") { Some(0) } else { text.find("\n[... ").map(|i| i + 1) };
-    let head_lines = notice.map_or(0, |at| text[..at].matches('\n').count() as u64);
-    let offset = reply.first_line + head_lines;
+    // From the line the first omitted character is on (a line the head
+    // showed only the beginning of is read again whole).
+    let offset = reply.first_line + shown.lines_before_omission;
     let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
     let args = if session == shellkeep_engine::registry::DEFAULT_SESSION {
         format!("{{\"command\": {number}, \"offset\": {offset}, \"limit\": {limit}}}")

@@ -210,7 +210,9 @@ impl Shellkeep {
             let tool = &mut route.attr;
             tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
             if let Some(output) = &tool.output_schema {
-                tool.output_schema = Some(Arc::new(schema::portable(output)));
+                let mut output = schema::portable(output);
+                schema::declare_jobs_ended(&mut output);
+                tool.output_schema = Some(Arc::new(output));
             }
         }
         Shellkeep { shared, tool_router }
@@ -720,6 +722,29 @@ pub mod schema {
         "relative-json-pointer",
         "regex",
     ];
+
+    /// Declares `jobs_ended`, which any reply may carry (background jobs
+    /// that ended since the last reply, each reported once), in an output
+    /// schema.
+    pub fn declare_jobs_ended(schema: &mut JsonObject) {
+        let jobs = serde_json::json!({
+            "type": "array",
+            "description": "Background jobs that ended since the last reply, each reported once.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "session": {"type": "string", "description": "The job's session."},
+                    "command": {"type": "string", "description": "Its command (cut to 200 characters)."},
+                    "exit_code": {"type": "integer", "description": "Its exit code."},
+                    "ran_sec": {"type": "number", "description": "How long it ran, in seconds."}
+                },
+                "required": ["session", "command", "exit_code", "ran_sec"]
+            }
+        });
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            properties.insert("jobs_ended".to_owned(), jobs);
+        }
+    }
 
     /// `schema` rewritten for portability: an optional property (one not in
     /// `required`) has its plain type without `null`; a property that is
