@@ -289,6 +289,11 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                     "The command is waiting for input; its prompt is the last line above."
                         .to_owned()
                 }
+                WaitEnded::Cancelled if reply.notes.contains(&Note::SessionClosing) => {
+                    "This call stopped waiting: the session is being closed (session_close), and \
+                     the command is stopped with it."
+                        .to_owned()
+                }
                 WaitEnded::Cancelled => {
                     "The command was left running: the client cancelled this call.".to_owned()
                 }

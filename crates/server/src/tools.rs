@@ -504,6 +504,9 @@ impl Shellkeep {
             Ok(session) => session,
             Err(err) => return self.with_job_notices(tool_error(err.to_string())),
         };
+        // A call waiting on the session returns at once rather than holding
+        // up the close.
+        session.interrupt_waits();
         let last = session.last_words().await;
         session.close().await;
         let (text, structured) = render::session_closed(&name, &last, false);

@@ -252,6 +252,8 @@ pub enum Note {
     /// A key arrived while no command was running; nothing needed it, so
     /// it was not sent (the shell's prompt is left as it is).
     KeyNotNeeded(String),
+    /// This call stopped waiting because the session is being closed.
+    SessionClosing,
     /// The client cancelled the previous call on this session this long
     /// ago; the command was left running, and this reply carries what it
     /// printed since.
@@ -361,6 +363,9 @@ pub struct Session {
     /// When the client last cancelled a call that had not been reported on
     /// since; the next call says so.
     cancelled_at: Mutex<Option<Instant>>,
+    /// Cancelled when the session is being closed: a call waiting on it
+    /// returns at once instead of holding up the close.
+    closing: CancellationToken,
 }
 
 /// What a session is doing, as a listing shows it.
@@ -397,6 +402,7 @@ impl Session {
             current: Mutex::new(None),
             live: Mutex::new(None),
             cancelled_at: Mutex::new(None),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -449,6 +455,24 @@ impl Session {
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
         validate(&request)?;
+        // The wait ends when the client cancels, or when the session is
+        // being closed (not for calls made by the close itself).
+        let client = cancel;
+        let (cancel, _link) = if self.closing.is_cancelled() {
+            (client.clone(), None)
+        } else {
+            let call = self.closing.child_token();
+            let link = {
+                let (client, call) = (client.clone(), call.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = client.cancelled() => call.cancel(),
+                        () = call.cancelled() => {}
+                    }
+                })
+            };
+            (call, Some(AbortOnDrop(link)))
+        };
         let mut slot = self.shell.lock().await;
         let mut notes = Vec::new();
         if cancel.is_cancelled() {
@@ -563,10 +587,14 @@ impl Session {
             reply.notes.push(Note::ShellRestarted { how, cwd });
             return Ok(reply);
         }
-        if reply.status == Status::Running(WaitEnded::Cancelled) {
-            self.note_cancelled();
-        }
         let mut reply = reply;
+        if reply.status == Status::Running(WaitEnded::Cancelled) {
+            if client.is_cancelled() {
+                self.note_cancelled();
+            } else {
+                reply.notes.push(Note::SessionClosing);
+            }
+        }
         reply.notes.extend(shell.take_integration_notes());
         Ok(reply)
     }
@@ -574,6 +602,13 @@ impl Session {
     /// Remembers that the client cancelled a call, for the next reply.
     fn note_cancelled(&self) {
         *self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    /// Makes a call waiting on this session return at once (with nothing
+    /// taken from the session), so that closing it does not wait out that
+    /// call's wait. Only for a session about to be closed.
+    pub fn interrupt_waits(&self) {
+        self.closing.cancel();
     }
 
     /// Stops the shell and everything it started.
@@ -657,15 +692,15 @@ impl Session {
         let output = match activity {
             Activity::Running { .. } | Activity::Finished { .. } => {
                 let poll = Request { timeout: Some(Duration::ZERO), ..Request::default() };
-                match self.shell.try_lock() {
-                    Ok(guard) => {
-                        drop(guard);
-                        match self.execute(poll, CancellationToken::new()).await {
-                            Ok(reply) => reply.output.text,
-                            Err(_) => String::new(),
-                        }
+                // Once waits are interrupted, a call in progress returns at
+                // once, so taking our turn is quick.
+                if self.closing.is_cancelled() || self.shell.try_lock().is_ok() {
+                    match self.execute(poll, CancellationToken::new()).await {
+                        Ok(reply) => reply.output.text,
+                        Err(_) => String::new(),
                     }
-                    Err(_) => String::new(),
+                } else {
+                    String::new()
                 }
             }
             Activity::Idle | Activity::NotStarted => {
@@ -746,4 +781,14 @@ fn validate(request: &Request) -> Result<(), SessionError> {
         ));
     }
     Ok(())
+}
+
+/// Aborts a task when dropped: the link between a call's cancellation and
+/// the client's lives exactly as long as the call.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -371,3 +371,32 @@ async fn output_retention_keeps_the_newest_commands() {
     let r = server.call("output", json!({})).await;
     assert_eq!((r["command"].as_u64(), r["running"].as_bool()), (Some(3), Some(false)), "{r:#?}");
 }
+
+#[tokio::test]
+async fn closing_a_session_does_not_wait_for_a_call_waiting_on_it() {
+    let server = Server::start().await;
+    let job = marker();
+    let peer = server.peer();
+    let command = format!("echo started; sleep {job}");
+    let waiting = tokio::spawn(async move {
+        crate::call_with(
+            &peer,
+            "terminal",
+            json!({"command": command, "session": "x", "timeout": 60}),
+        )
+        .await
+    });
+    wait_alive(&[&job]).await;
+    let closed = server.call("session_close", json!({"session": "x"})).await;
+    assert!(!closed.is_error, "{closed:#?}");
+    assert_eq!(closed["final_state"], "running", "{closed:#?}");
+    // The waiting call came back because of the close, not its 60 s wait.
+    let r = tokio::time::timeout(EVENTUALLY, waiting)
+        .await
+        .expect("the waiting call returns")
+        .expect("join")
+        .expect("call");
+    assert!(r.text.contains("the session is being closed"), "{r:#?}");
+    assert!(!r.text.contains("client cancelled"), "{r:#?}");
+    assert_none_survive(&[&job], EVENTUALLY).await;
+}
