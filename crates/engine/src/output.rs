@@ -595,6 +595,10 @@ pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
 pub struct ShownLine {
     chars: usize,
     hash: u64,
+    /// The same without trailing blanks, which a committed line loses: a
+    /// prompt shown as `ask> ` comes back as `ask>` when its line ends.
+    trimmed_chars: usize,
+    trimmed_hash: u64,
     /// Part of it was left out of the reply (it was longer than the room),
     /// so the full output must keep it.
     cut: bool,
@@ -602,19 +606,31 @@ pub struct ShownLine {
 
 impl ShownLine {
     fn of(line: &str, cut: bool) -> Option<ShownLine> {
+        let trimmed = line.trim_end_matches(' ');
         (!line.is_empty()).then(|| ShownLine {
             chars: count_chars(line),
             hash: hash_text(line),
+            trimmed_chars: count_chars(trimmed),
+            trimmed_hash: hash_text(trimmed),
             cut,
         })
     }
 
     /// The byte length of the shown line at the start of `text`, if `text`
-    /// starts with it.
+    /// starts with it (or with it less its trailing blanks, where the line
+    /// ended right there).
     fn prefix_in(self, text: &str) -> Option<usize> {
-        let end = byte_index_of_char(text, self.chars);
-        let prefix = &text[..end];
-        (count_chars(prefix) == self.chars && hash_text(prefix) == self.hash).then_some(end)
+        let matches = |chars: usize, hash: u64| {
+            let end = byte_index_of_char(text, chars);
+            let prefix = &text[..end];
+            (count_chars(prefix) == chars && hash_text(prefix) == hash).then_some(end)
+        };
+        matches(self.chars, self.hash).or_else(|| {
+            let end = matches(self.trimmed_chars, self.trimmed_hash)?;
+            // Only where the line ends: `ask>` then a newline, or the end.
+            (self.trimmed_chars > 0 && matches!(text.as_bytes().get(end), None | Some(b'\n')))
+                .then_some(end)
+        })
     }
 }
 

@@ -374,3 +374,19 @@ async fn a_growing_line_shows_only_its_new_part() {
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("2\n done\n", Some(0)));
     term.session.close().await;
 }
+
+/// A prompt a reply showed is not shown again when the line it is on ends,
+/// even though the committed line has lost its trailing blank.
+#[tokio::test]
+async fn a_shown_prompt_is_not_repeated_when_its_line_ends() {
+    let term = Term::new("prompt-again").await;
+    let reply = term.run_for("while read -p 'ask> ' l; do echo got=$l; done", 3.0).await;
+    assert!(reply.output.text.ends_with("ask> "), "{reply:?}");
+    let reply = term.input("a", 3.0).await;
+    assert_eq!(reply.output.text, "a\ngot=a\nask> ", "{reply:?}");
+    let reply = term.input("ENTER", 3.0).await;
+    assert_eq!(reply.output.text, "\ngot=\nask> ", "{reply:?}");
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    term.session.close().await;
+}
