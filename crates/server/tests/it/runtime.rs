@@ -176,7 +176,10 @@ async fn the_next_start_removes_what_dead_servers_left() {
 
     let mut killed = server_in(&tmp.0, &state, &[]).await;
     let killed_dir = shell_files_dir(killed.pid).await;
-    assert!(killed_dir.join("state").exists());
+    // The shell's files are there (the state file once its first prompt
+    // has been written).
+    let state_file = killed_dir.join("state");
+    wait_until(EVENTUALLY, || state_file.exists(), || format!("{state_file:?}")).await;
     killed.signal("KILL");
     killed.wait_exit(EVENTUALLY).await;
 
