@@ -40,8 +40,19 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// The server under test: `cargo bench` builds it in the bench profile,
-/// which inherits `release`.
+/// which inherits `release`. [`SERVER_OVERRIDE`] names another build
+/// instead, to compare two builds on the same machine at the same load.
 const SERVER: &str = env!("CARGO_BIN_EXE_shellkeep");
+
+/// An environment variable naming a `shellkeep` binary to measure instead
+/// of [`SERVER`] (steps an older build does not support fail, after the
+/// table is printed).
+const SERVER_OVERRIDE: &str = "SHELLKEEP_BENCH_SERVER";
+
+/// The binary measured: [`SERVER_OVERRIDE`] if set, else [`SERVER`].
+fn server() -> std::ffi::OsString {
+    std::env::var_os(SERVER_OVERRIDE).unwrap_or_else(|| SERVER.into())
+}
 
 /// Calls made before timing starts, so the shell is up and every cache warm.
 const WARM_UP_CALLS: usize = 20;
@@ -190,6 +201,22 @@ async fn echo_latency_and_seq(scratch: &Scratch, table: &mut Table) -> anyhow::R
         None => "no full_output_path".to_owned(),
     };
     table.row(format!("{SEQ_COMMAND}: full output file"), full);
+    if let Some(dir) = reply["full_output_path"].as_str().and_then(|p| Path::new(p).parent()) {
+        // Everything the server wrote for its outputs so far: the reply's
+        // full-output file and the session's output store share this
+        // directory.
+        let (files, bytes) = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.metadata().ok())
+            .filter(|meta| meta.is_file())
+            .fold((0, 0), |(files, bytes), meta| (files + 1, bytes + meta.len()));
+        table.row(
+            format!("{SEQ_COMMAND}: output files on disk"),
+            format!("{files} files, {bytes} bytes in {}", dir.display()),
+        );
+    }
 
     within(client.cancel(), "closing the connection").await?.context("close the connection")?;
     Ok(())
@@ -225,7 +252,7 @@ async fn session_memory(scratch: &Scratch, table: &mut Table) -> anyhow::Result<
     );
     table.target(
         "server RSS per idle session beyond its shell",
-        megabytes(per_session),
+        kilobytes(per_session),
         format!("<= {}", megabytes(TARGET_SESSION_COST)),
         per_session <= TARGET_SESSION_COST,
     );
@@ -239,14 +266,14 @@ async fn session_memory(scratch: &Scratch, table: &mut Table) -> anyhow::Result<
             many.processes
         ),
     );
-    table.row("RSS per idle session with its shell", megabytes(per_session_total));
+    table.row("RSS per idle session with its shell", kilobytes(per_session_total));
     table.row(
         format!("PSS with the shells, 1 / {MAX_SESSIONS} idle sessions, per session"),
         format!(
             "{} / {}, {}",
             megabytes(one.total_pss),
             megabytes(many.total_pss),
-            megabytes(many.total_pss.saturating_sub(one.total_pss) / extra)
+            kilobytes(many.total_pss.saturating_sub(one.total_pss) / extra)
         ),
     );
     Ok(())
@@ -603,7 +630,7 @@ impl Wire {
 /// The server command: no ~/.bashrc, started in the scratch directory,
 /// with no policy or settings from the machine's environment.
 fn server_command(scratch: &Scratch) -> Command {
-    let mut command = Command::new(SERVER);
+    let mut command = Command::new(server());
     command
         .arg("--no-rc")
         .arg("--cwd")
@@ -658,6 +685,10 @@ fn percentile(sorted: &[Duration], percent: usize) -> Duration {
 
 fn millis(duration: Duration) -> String {
     format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+}
+
+fn kilobytes(bytes: u64) -> String {
+    format!("{:.0} kB", bytes as f64 / 1e3)
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -731,7 +762,7 @@ impl Table {
     fn print(&self, scratch: &Scratch) {
         println!();
         println!("shellkeep stdio benchmark");
-        println!("server: {SERVER}");
+        println!("server: {}", server().to_string_lossy());
         println!("terminal cwd: {} (--no-rc)", scratch.path().display());
         println!();
         let width = self.rows.iter().map(|row| row.metric.len()).max().unwrap_or(0);
