@@ -8,7 +8,16 @@
 //!    server's peak resident memory (`VmHWM` in `/proc/<pid>/status`) right
 //!    after it, with what the reply said about the cut output;
 //! 3. the exact bytes of the JSON-RPC reply line to `echo hi`, from a raw
-//!    JSON-lines exchange with no client library, in both protocol eras.
+//!    JSON-lines exchange with no client library, in both protocol eras;
+//! 4. the cost of idle sessions: the server's resident memory (`VmRSS`,
+//!    and the peak `VmHWM`) with 1 and with [`MAX_SESSIONS`] idle sessions
+//!    open, the growth per session (the server's own: each session's bash
+//!    is a process of its own), and the same totals with the shells'
+//!    memory added;
+//! 5. the wall time of [`PARALLEL`] sessions each running
+//!    [`PARALLEL_COMMAND`], called at once through the same client, first
+//!    in sessions that the calls start and then again in the same, warm
+//!    sessions.
 //!
 //! It is a benchmark, not a test: it prints a table and says whether each
 //! target was met or missed, and exits non-zero only when the measurement
@@ -21,17 +30,29 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
+use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
+use rmcp::service::{Peer, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// The server under test: `cargo bench` builds it in the bench profile,
-/// which inherits `release`.
+/// which inherits `release`. [`SERVER_OVERRIDE`] names another build
+/// instead, to compare two builds on the same machine at the same load.
 const SERVER: &str = env!("CARGO_BIN_EXE_shellkeep");
+
+/// An environment variable naming a `shellkeep` binary to measure instead
+/// of [`SERVER`] (steps an older build does not support fail, after the
+/// table is printed).
+const SERVER_OVERRIDE: &str = "SHELLKEEP_BENCH_SERVER";
+
+/// The binary measured: [`SERVER_OVERRIDE`] if set, else [`SERVER`].
+fn server() -> std::ffi::OsString {
+    std::env::var_os(SERVER_OVERRIDE).unwrap_or_else(|| SERVER.into())
+}
 
 /// Calls made before timing starts, so the shell is up and every cache warm.
 const WARM_UP_CALLS: usize = 20;
@@ -56,6 +77,25 @@ const TARGET_PEAK_MEMORY: u64 = 50_000_000;
 
 /// Target: bytes of the whole JSON-RPC reply to `echo hi` (issue 2).
 const TARGET_REPLY_BYTES: usize = 400;
+
+/// Sessions open at once by default, `default` among them.
+const MAX_SESSIONS: usize = 16;
+
+/// Target: what an idle session costs the server beyond its shell (2 MB).
+const TARGET_SESSION_COST: u64 = 2_000_000;
+
+/// Sessions running [`PARALLEL_COMMAND`] at the same time.
+const PARALLEL: usize = 4;
+
+/// The command each parallel session runs.
+const PARALLEL_COMMAND: &str = "sleep 1; echo done";
+
+/// Target: wall time of the [`PARALLEL`] calls together (one command's
+/// second plus the overhead; serialised they take [`PARALLEL`] seconds).
+const TARGET_PARALLEL_TIME: Duration = Duration::from_millis(1_500);
+
+/// How long memory must hold still before it is read as settled.
+const SETTLE: Duration = Duration::from_millis(300);
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench` (and any filter); there is nothing to
@@ -82,32 +122,28 @@ async fn bench() -> anyhow::Result<()> {
 
     let latency = echo_latency_and_seq(&scratch, &mut table).await;
     let wire = wire_bytes(&scratch, &mut table).await;
+    let memory = session_memory(&scratch, &mut table).await;
+    let parallel = parallel_sessions(&scratch, &mut table).await;
     // Print what was measured even when a later step failed.
     table.print(&scratch);
     latency?;
     wire?;
+    memory?;
+    parallel?;
     Ok(())
 }
 
 /// Steps 1 and 2: `echo hi` latency and `seq 1 2000000`, through rmcp's
 /// client over the child's stdio.
 async fn echo_latency_and_seq(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
-    let log = scratch.log("rmcp-client")?;
-    let (transport, _) = TokioChildProcess::builder(server_command(scratch))
-        .stderr(log)
-        .spawn()
-        .context("start the server")?;
-    let pid = transport.id().context("the server has no pid")?;
-    let client =
-        within(().serve(transport), "the MCP handshake").await?.context("MCP handshake")?;
-
+    let (client, pid) = rmcp_client(scratch, "rmcp-client").await?;
     for _ in 0..WARM_UP_CALLS {
-        echo_hi(&client).await?;
+        echo_hi(&client, None).await?;
     }
     let mut samples = Vec::with_capacity(TIMED_CALLS);
     for _ in 0..TIMED_CALLS {
         let start = Instant::now();
-        echo_hi(&client).await?;
+        echo_hi(&client, None).await?;
         samples.push(start.elapsed());
     }
     samples.sort();
@@ -124,13 +160,13 @@ async fn echo_latency_and_seq(scratch: &Scratch, table: &mut Table) -> anyhow::R
         "echo hi round trip, min / max",
         format!("{} / {}", millis(samples[0]), millis(samples[samples.len() - 1])),
     );
-    let idle_peak = peak_memory(pid)?;
+    let idle_peak = proc_status(pid, "VmHWM:")?;
     table.row("server peak RSS before seq (VmHWM)", megabytes(idle_peak));
 
     let start = Instant::now();
     let result = call(&client, json!({"command": SEQ_COMMAND, "timeout": 60})).await?;
     let seq_time = start.elapsed();
-    let peak = peak_memory(pid)?;
+    let peak = proc_status(pid, "VmHWM:")?;
     let reply = structured(&result)?;
     ensure!(
         reply["status"] == "completed" && reply["exit_code"] == 0,
@@ -165,24 +201,266 @@ async fn echo_latency_and_seq(scratch: &Scratch, table: &mut Table) -> anyhow::R
         None => "no full_output_path".to_owned(),
     };
     table.row(format!("{SEQ_COMMAND}: full output file"), full);
+    if let Some(dir) = reply["full_output_path"].as_str().and_then(|p| Path::new(p).parent()) {
+        // Everything the server wrote for its outputs so far: the reply's
+        // full-output file and the session's output store share this
+        // directory.
+        let (files, bytes) = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.metadata().ok())
+            .filter(|meta| meta.is_file())
+            .fold((0, 0), |(files, bytes), meta| (files + 1, bytes + meta.len()));
+        table.row(
+            format!("{SEQ_COMMAND}: output files on disk"),
+            format!("{files} files, {bytes} bytes in {}", dir.display()),
+        );
+    }
 
     within(client.cancel(), "closing the connection").await?.context("close the connection")?;
     Ok(())
 }
 
-/// One `echo hi` through the client; anything but `hi` is an error.
-async fn echo_hi(client: &RunningService<rmcp::RoleClient, ()>) -> anyhow::Result<()> {
-    let result = call(client, json!({"command": "echo hi"})).await?;
+/// Step 4: resident memory with 1 and with [`MAX_SESSIONS`] idle sessions.
+async fn session_memory(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
+    let (client, pid) = rmcp_client(scratch, "rmcp-sessions").await?;
+    echo_hi(&client, None).await?;
+    let one = settled_memory(pid).await?;
+    for n in 1..MAX_SESSIONS {
+        let name = format!("s{n}");
+        echo_hi(&client, Some(&name)).await?;
+    }
+    let listed = list_sessions(&client).await?;
+    ensure!(
+        listed.len() == MAX_SESSIONS && listed.iter().all(|s| s["state"] == "idle"),
+        "expected {MAX_SESSIONS} idle sessions, the sessions tool lists {listed:?}"
+    );
+    let many = settled_memory(pid).await?;
+    within(client.cancel(), "closing the connection").await?.context("close the connection")?;
+
+    let extra = (MAX_SESSIONS - 1) as u64;
+    let per_session = many.rss.saturating_sub(one.rss) / extra;
+    let per_session_total = many.total().saturating_sub(one.total()) / extra;
+    table.row(
+        "server RSS (VmRSS / VmHWM), 1 idle session",
+        format!("{} / {}, {} threads", megabytes(one.rss), megabytes(one.hwm), one.threads),
+    );
+    table.row(
+        format!("server RSS (VmRSS / VmHWM), {MAX_SESSIONS} idle sessions"),
+        format!("{} / {}, {} threads", megabytes(many.rss), megabytes(many.hwm), many.threads),
+    );
+    table.target(
+        "server RSS per idle session beyond its shell",
+        kilobytes(per_session),
+        format!("<= {}", megabytes(TARGET_SESSION_COST)),
+        per_session <= TARGET_SESSION_COST,
+    );
+    table.row(
+        format!("RSS with the shells, 1 / {MAX_SESSIONS} idle sessions"),
+        format!(
+            "{} ({} processes) / {} ({} processes)",
+            megabytes(one.total()),
+            one.processes,
+            megabytes(many.total()),
+            many.processes
+        ),
+    );
+    table.row("RSS per idle session with its shell", kilobytes(per_session_total));
+    table.row(
+        format!("PSS with the shells, 1 / {MAX_SESSIONS} idle sessions, per session"),
+        format!(
+            "{} / {}, {}",
+            megabytes(one.total_pss),
+            megabytes(many.total_pss),
+            kilobytes(many.total_pss.saturating_sub(one.total_pss) / extra)
+        ),
+    );
+    Ok(())
+}
+
+/// Step 5: [`PARALLEL`] sessions each running [`PARALLEL_COMMAND`], called
+/// at once; first as the calls start the sessions, then again warm.
+async fn parallel_sessions(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
+    let (client, _) = rmcp_client(scratch, "rmcp-parallel").await?;
+    echo_hi(&client, None).await?;
+    for run in ["new sessions", "warm sessions"] {
+        let start = Instant::now();
+        let mut calls = tokio::task::JoinSet::new();
+        for n in 1..=PARALLEL {
+            let peer = client.peer().clone();
+            calls.spawn(async move {
+                let arguments = json!({"command": PARALLEL_COMMAND, "session": format!("p{n}")});
+                let result = call(&peer, arguments).await?;
+                let reply = structured(&result)?;
+                ensure!(
+                    reply["output"] == "done\n" && reply["exit_code"] == 0,
+                    "p{n}: unexpected reply {reply}"
+                );
+                anyhow::Ok(start.elapsed())
+            });
+        }
+        let mut slowest = Duration::ZERO;
+        while let Some(finished) = calls.join_next().await {
+            slowest = slowest.max(finished.context("a parallel call panicked")??);
+        }
+        let wall = start.elapsed();
+        table.target(
+            format!("{PARALLEL} sessions, `{PARALLEL_COMMAND}` at once, {run}"),
+            format!("{:.3} s", wall.as_secs_f64()),
+            format!("<= {:.1} s", TARGET_PARALLEL_TIME.as_secs_f64()),
+            slowest <= TARGET_PARALLEL_TIME,
+        );
+    }
+    within(client.cancel(), "closing the connection").await?.context("close the connection")?;
+    Ok(())
+}
+
+/// The `sessions` tool's rows.
+async fn list_sessions(client: &RunningService<RoleClient, ()>) -> anyhow::Result<Vec<Value>> {
+    let params = CallToolRequestParams::new("sessions").with_arguments(serde_json::Map::new());
+    let result =
+        within(client.call_tool(params), "a sessions call").await?.context("tools/call")?;
+    ensure!(result.is_error != Some(true), "tool error: {result:?}");
+    structured(&result)?["sessions"].as_array().cloned().context("no sessions in the reply")
+}
+
+/// A client on a fresh server, and the server's pid.
+async fn rmcp_client(
+    scratch: &Scratch,
+    log: &str,
+) -> anyhow::Result<(RunningService<RoleClient, ()>, u32)> {
+    let (transport, _) = TokioChildProcess::builder(server_command(scratch))
+        .stderr(scratch.log(log)?)
+        .spawn()
+        .context("start the server")?;
+    let pid = transport.id().context("the server has no pid")?;
+    let client =
+        within(().serve(transport), "the MCP handshake").await?.context("MCP handshake")?;
+    Ok((client, pid))
+}
+
+/// The server's memory at one moment, and its descendants'.
+struct Memory {
+    /// The server's resident set, bytes.
+    rss: u64,
+    /// The server's peak resident set so far, bytes.
+    hwm: u64,
+    /// The server's threads.
+    threads: u64,
+    /// The resident sets of every process below the server (the shells).
+    descendants_rss: u64,
+    /// The proportional set (`Pss` in `smaps_rollup`) of the server and
+    /// every process below it: pages shared between the shells, such as
+    /// bash's own code, counted once in all rather than once per shell.
+    total_pss: u64,
+    /// The server and its descendants.
+    processes: usize,
+}
+
+impl Memory {
+    /// The server and everything it runs.
+    fn total(&self) -> u64 {
+        self.rss + self.descendants_rss
+    }
+}
+
+/// The memory once `VmRSS` has held still for [`SETTLE`] (sessions finish
+/// starting in the background: bash reads its start-up, the reader thread
+/// touches its buffer), or after [`STEP_LIMIT`] whatever it is then.
+async fn settled_memory(pid: u32) -> anyhow::Result<Memory> {
+    let deadline = Instant::now() + STEP_LIMIT;
+    let mut last = proc_status(pid, "VmRSS:")?;
+    loop {
+        tokio::time::sleep(SETTLE).await;
+        let now = proc_status(pid, "VmRSS:")?;
+        if now == last || Instant::now() >= deadline {
+            break;
+        }
+        last = now;
+    }
+    let descendants = descendants(pid);
+    let mut descendants_rss = 0;
+    let mut total_pss = pss(pid)?;
+    for child in &descendants {
+        // A process may end between the listing and the read.
+        descendants_rss += proc_status(*child, "VmRSS:").unwrap_or(0);
+        total_pss += pss(*child).unwrap_or(0);
+    }
+    Ok(Memory {
+        rss: proc_status(pid, "VmRSS:")?,
+        hwm: proc_status(pid, "VmHWM:")?,
+        threads: proc_status(pid, "Threads:")?,
+        descendants_rss,
+        total_pss,
+        processes: descendants.len() + 1,
+    })
+}
+
+/// The proportional set size of `pid`, in bytes.
+fn pss(pid: u32) -> anyhow::Result<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .with_context(|| format!("read /proc/{pid}/smaps_rollup"))?;
+    let kib = rollup
+        .lines()
+        .find_map(|line| line.strip_prefix("Pss:"))
+        .context("no Pss in smaps_rollup")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .context("parse Pss")?;
+    Ok(kib * 1024)
+}
+
+/// Every process below `pid`, found by parent pid in `/proc`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        // The command name, in parentheses, may hold spaces: count fields
+        // after its closing parenthesis.
+        let Some(parent) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        parents.push((child, parent));
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// One `echo hi` through the client, in `session` (default if `None`);
+/// anything but `hi` is an error.
+async fn echo_hi(
+    client: &RunningService<RoleClient, ()>,
+    session: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut arguments = json!({"command": "echo hi"});
+    if let Some(session) = session {
+        arguments["session"] = json!(session);
+    }
+    let result = call(client, arguments).await?;
     let reply = structured(&result)?;
     ensure!(reply["output"] == "hi\n" && reply["exit_code"] == 0, "unexpected reply: {reply}");
     Ok(())
 }
 
 /// Calls `terminal` with `arguments`; a tool error is an error.
-async fn call(
-    client: &RunningService<rmcp::RoleClient, ()>,
-    arguments: Value,
-) -> anyhow::Result<CallToolResult> {
+async fn call(client: &Peer<RoleClient>, arguments: Value) -> anyhow::Result<CallToolResult> {
     let Value::Object(arguments) = arguments else { bail!("arguments must be an object") };
     let params = CallToolRequestParams::new("terminal").with_arguments(arguments);
     let result =
@@ -352,7 +630,7 @@ impl Wire {
 /// The server command: no ~/.bashrc, started in the scratch directory,
 /// with no policy or settings from the machine's environment.
 fn server_command(scratch: &Scratch) -> Command {
-    let mut command = Command::new(SERVER);
+    let mut command = Command::new(server());
     command
         .arg("--no-rc")
         .arg("--cwd")
@@ -376,16 +654,22 @@ async fn within<T>(future: impl Future<Output = T>, what: &str) -> anyhow::Resul
         .map_err(|_| anyhow::anyhow!("{what} took longer than {STEP_LIMIT:?}"))
 }
 
-/// The server's peak resident set size so far, in bytes.
-fn peak_memory(pid: u32) -> anyhow::Result<u64> {
+/// A field of `/proc/<pid>/status`: sizes (`VmRSS:`, `VmHWM:`, in kB
+/// there) in bytes, counts (`Threads:`) as they are.
+fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status"))?;
-    let line = status
+    let value = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .context("no VmHWM in /proc/<pid>/status")?;
-    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().context("parse VmHWM")?;
-    Ok(kib * 1024)
+        .find_map(|line| line.strip_prefix(field))
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
+        .trim();
+    match value.strip_suffix("kB") {
+        Some(kib) => {
+            Ok(kib.trim().parse::<u64>().with_context(|| format!("parse {field}"))? * 1024)
+        }
+        None => value.parse().with_context(|| format!("parse {field}")),
+    }
 }
 
 /// Bytes `seq 1 2000000` prints: each number and its newline.
@@ -401,6 +685,10 @@ fn percentile(sorted: &[Duration], percent: usize) -> Duration {
 
 fn millis(duration: Duration) -> String {
     format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
+}
+
+fn kilobytes(bytes: u64) -> String {
+    format!("{:.0} kB", bytes as f64 / 1e3)
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -474,7 +762,7 @@ impl Table {
     fn print(&self, scratch: &Scratch) {
         println!();
         println!("shellkeep stdio benchmark");
-        println!("server: {SERVER}");
+        println!("server: {}", server().to_string_lossy());
         println!("terminal cwd: {} (--no-rc)", scratch.path().display());
         println!();
         let width = self.rows.iter().map(|row| row.metric.len()).max().unwrap_or(0);
