@@ -225,7 +225,9 @@ struct LogInner {
     /// The whole output while it is at most [`MEMORY_LIMIT`] bytes.
     memory: String,
     /// The file, once the output outgrew memory.
-    file: Option<(PathBuf, BufWriter<File>)>,
+    /// Its writer is dropped (the file closed) once the command ended, so
+    /// kept outputs hold no descriptor or buffer.
+    file: Option<(PathBuf, Option<BufWriter<File>>)>,
     /// Bytes of output, in memory or in the file (not counting a cut line).
     bytes: u64,
     /// Newline characters in the output.
@@ -337,6 +339,7 @@ impl CommandLog {
         inner.ended = true;
         inner.exit_code = Some(exit_code);
         if let Some((_, writer)) = &mut inner.file
+            && let Some(mut writer) = writer.take()
             && let Err(err) = writer.flush()
         {
             inner.error.get_or_insert_with(|| err.to_string());
@@ -346,8 +349,8 @@ impl CommandLog {
     /// Writes out what is buffered.
     fn flush(&self) -> std::io::Result<()> {
         match &mut self.lock().file {
-            Some((_, writer)) => writer.flush(),
-            None => Ok(()),
+            Some((_, Some(writer))) => writer.flush(),
+            _ => Ok(()),
         }
     }
 
@@ -394,7 +397,9 @@ impl CommandLog {
             collect_lines(&mut page, state.memory[start..].split_inclusive('\n'), limit);
             return Ok(page);
         };
-        writer.flush().map_err(|err| unreadable(path, err))?;
+        if let Some(writer) = writer {
+            writer.flush().map_err(|err| unreadable(path, err))?;
+        }
         let path = path.clone();
         // Start at the nearest indexed line at or before the first one.
         let k = (first / INDEX_STEP) as usize;
@@ -445,7 +450,7 @@ impl CommandLog {
         match self.budget.create_file(&self.file_name) {
             Ok((path, file)) => {
                 let memory = std::mem::take(&mut inner.memory);
-                inner.file = Some((path, BufWriter::with_capacity(64 * 1024, file)));
+                inner.file = Some((path, Some(BufWriter::with_capacity(64 * 1024, file))));
                 // What was in memory goes first; it was counted in `bytes`.
                 let before = inner.bytes;
                 inner.bytes = 0;
@@ -458,7 +463,7 @@ impl CommandLog {
 
     /// Writes `text` within the byte limits; at a limit, the cut line.
     fn write(&self, inner: &mut LogInner, text: &str) {
-        let Some((_, writer)) = &mut inner.file else {
+        let Some((_, Some(writer))) = &mut inner.file else {
             // No file could be made: keep counting, keep nothing.
             inner.bytes += text.len() as u64;
             return;
@@ -611,6 +616,27 @@ mod tests {
         let page = log.read(1, 5).expect("read");
         assert!(page.text.starts_with('b') && !page.text.ends_with('\n'), "{}", page.text.len());
         assert!(page.cut_at_cap || page.text.len() == 1 + big.len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_ended_command_keeps_no_descriptor_open() {
+        let dir = scratch("closed");
+        let store = store(&dir, StoreLimits::default());
+        let log = store.begin("big");
+        log.push(&"z\n".repeat(MEMORY_LIMIT));
+        let path = log.path().expect("on disk");
+        let open = || {
+            std::fs::read_dir("/proc/self/fd")
+                .expect("fds")
+                .flatten()
+                .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
+                .count()
+        };
+        assert_eq!(open(), 1, "the running command's file is open");
+        log.finish(0);
+        assert_eq!(open(), 0, "closed once the command ended");
+        assert_eq!(log.read(-1, 1).expect("read").text, "z\n");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
