@@ -310,6 +310,20 @@ impl Shellkeep {
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
                     text = format!("{line}\n{text}");
                 }
+                // The previous command's output, reported now, may have been
+                // cut too: say how to read it as well.
+                if let Some(previous) = &reply.previous
+                    && let Some((line, _)) = render::read_hint(lease.name(), previous)
+                {
+                    text = format!(
+                        "{text}\n{}",
+                        line.replacen(
+                            "lines left out",
+                            "lines the previous command's output left out",
+                            1
+                        )
+                    );
+                }
                 if let Some((line, number)) = render::read_hint(lease.name(), &reply) {
                     text = format!("{text}\n{line}");
                     structured.command_number = Some(number);

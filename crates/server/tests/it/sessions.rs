@@ -400,3 +400,31 @@ async fn closing_a_session_does_not_wait_for_a_call_waiting_on_it() {
     assert!(!r.text.contains("client cancelled"), "{r:#?}");
     assert_none_survive(&[&job], EVENTUALLY).await;
 }
+
+#[tokio::test]
+async fn a_cut_previous_output_says_how_to_read_it() {
+    let server = Server::with(&["--output-cap", "1000"]).await;
+    // It finishes while no call waits on it; the next command reports it.
+    let r = server.terminal(json!({"command": "sleep 0.3; seq 1 5000", "timeout": 0.1})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let listing = || async { server.call("sessions", json!({})).await };
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while !listing().await.text.contains("ended with exit code 0") {
+        assert!(std::time::Instant::now() < deadline, "the command never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = server.terminal(json!({"command": "echo next"})).await;
+    assert_eq!(r.output(), "next\n", "{r:#?}");
+    assert_eq!(r["previous_exit_code"], 0, "{r:#?}");
+    let hint = r
+        .text
+        .lines()
+        .find(|l| l.starts_with("[Read the lines the previous command's output left out"))
+        .unwrap_or_else(|| panic!("{}", r.text));
+    let args: serde_json::Value =
+        serde_json::from_str(&hint[hint.find('{').unwrap()..=hint.rfind('}').unwrap()])
+            .expect("args");
+    let page = server.call("output", args).await;
+    let first = page["first_line"].as_u64().expect("first line");
+    assert!(page["lines"].as_str().unwrap().starts_with(&format!("{}\n", first + 1)), "{page:#?}");
+}
