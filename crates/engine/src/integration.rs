@@ -142,7 +142,7 @@ pub fn wrapped_shell(group: i32) -> Option<Prompting> {
         for &pid in &children {
             let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else { continue };
             if tty.starts_with("/dev/pts")
-                && crate::process::waiting_for_terminal_input(pid, &tty)
+                && crate::input_wait::process_reads_terminal(pid, &tty)
                 && let Some(found @ Prompting::Bash { .. }) = inspect(pid)
             {
                 return Some(found);

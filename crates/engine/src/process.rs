@@ -520,47 +520,6 @@ pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
     groups
 }
 
-/// Whether process group `pgid` is blocked waiting for input from the
-/// terminal `tty`: its leader is asleep in a read (or poll/select) on it.
-///
-/// The kernel has no event for this, so callers sample it; it reads a few
-/// small files under `/proc`.
-pub fn waiting_for_terminal_input(pgid: i32, tty: &std::path::Path) -> bool {
-    // Only the group's leader is looked at: it is the program the agent
-    // started (or the shell itself for `read`), and checking it costs a few
-    // small reads instead of a scan of every process.
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pgid}/stat")) else { return false };
-    parse_stat(pgid, &text).is_some_and(|stat| stat.state == b'S') && reads_terminal(pgid, tty)
-}
-
-fn reads_terminal(pid: i32, tty: &std::path::Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/syscall")) else { return false };
-    let mut fields = text.split_ascii_whitespace();
-    let Some(number) = fields.next().and_then(|n| n.parse::<i64>().ok()) else { return false };
-    let fd = fields.next().and_then(|a| i64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    let fd_is_tty = |fd: i64| {
-        std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).is_ok_and(|target| target == tty)
-    };
-    if number == libc::SYS_read {
-        return fd.is_some_and(fd_is_tty);
-    }
-    // Line editors (readline, prompt_toolkit) wait in poll or select before
-    // reading; their fds are in user memory, so take stdin as the witness.
-    POLL_SYSCALLS.contains(&number) && fd_is_tty(0)
-}
-
-#[cfg(target_arch = "x86_64")]
-const POLL_SYSCALLS: &[i64] = &[
-    libc::SYS_poll,
-    libc::SYS_select,
-    libc::SYS_pselect6,
-    libc::SYS_ppoll,
-    libc::SYS_epoll_wait,
-    libc::SYS_epoll_pwait,
-];
-#[cfg(not(target_arch = "x86_64"))]
-const POLL_SYSCALLS: &[i64] = &[libc::SYS_pselect6, libc::SYS_ppoll, libc::SYS_epoll_pwait];
-
 /// Live processes in session `sid`.
 pub fn live_session_members(sid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.session == sid)

@@ -4,7 +4,8 @@
 //! Each session is a full [`Session`] (its own shell, PTY and lock), so
 //! commands in different sessions run in parallel while calls to the same
 //! session wait their turn. The registry owns every session: a session is
-//! started only through [`Registry::open`] and stopped only after it left
+//! started only through [`Registry::open`] (or [`Registry::open_background`]
+//! for a job) and stopped only after it left
 //! the map: through [`Registry::remove`] (the caller then closes it), idle
 //! expiry, or [`Registry::close_all`] at shutdown.
 //! Its map is a `std::sync::Mutex` held for short, non-async sections;

@@ -123,7 +123,7 @@ impl OutputStore {
             number,
             command: command.chars().take(200).collect(),
             budget: self.spill.command(),
-            file_name: format!("{}-cmd{number}-{}.log", self.label, random_tag()),
+            label: self.label.clone(),
             inner: Mutex::new(LogInner::default()),
         });
         let mut logs = self.lock();
@@ -216,7 +216,9 @@ pub struct CommandLog {
     /// The command, cut to 200 characters.
     command: String,
     budget: CommandSpill,
-    file_name: String,
+    /// The session's label, for the file name (made only when the output
+    /// outgrows memory, so most commands cost no random draw).
+    label: String,
     inner: Mutex<LogInner>,
 }
 
@@ -447,7 +449,8 @@ impl CommandLog {
     }
 
     fn open_file(&self, inner: &mut LogInner) {
-        match self.budget.create_file(&self.file_name) {
+        let name = format!("{}-cmd{}-{}.log", self.label, self.number, random_tag());
+        match self.budget.create_file(&name) {
             Ok((path, file)) => {
                 let memory = std::mem::take(&mut inner.memory);
                 inner.file = Some((path, Some(BufWriter::with_capacity(64 * 1024, file))));

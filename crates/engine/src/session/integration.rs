@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::input_wait;
 use crate::integration::{self, Level, Prompting, Reinstall};
 use crate::private_fs;
-use crate::process;
 use crate::pty;
 use crate::shell::{self, ShellFiles};
 
@@ -214,7 +214,7 @@ fn look_for_prompt(
         // Our own shell runs a builtin that reads (`read`): not a prompt.
         return;
     }
-    if !process::waiting_for_terminal_input(group, tty) {
+    if !input_wait::process_reads_terminal(group, tty) {
         return;
     }
     let found = integration::inspect(group).or_else(|| integration::wrapped_shell(group));
