@@ -17,6 +17,13 @@
 //! beyond its total size, are deleted at start-up and whenever a new file
 //! is added. Files are created with `private_fs` (new, 0600, no symlinks).
 //!
+//! Retention deletes only what a store created: in a directory that is
+//! marked as a store's own (the mark file [`DIR_MARK`], written when the
+//! directory is new or empty, or by [`SpillStore::claim_dir`] for the
+//! default location), only regular files of ours, mode 0600, with one link
+//! and a store's name (`<pid>-<hex>-<name>.log|.stdout|.stderr`). A
+//! directory holding anything else is used without deleting anything.
+//!
 //! This module does not render terminal escapes or mask secrets: callers do
 //! that before.
 
@@ -24,7 +31,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::private_fs;
@@ -140,6 +147,9 @@ pub struct SpillStore {
     prefix: String,
     limits: SpillLimits,
     retention: Option<Retention>,
+    /// Whether the directory is marked as a store's own, so that the
+    /// retention may delete files in it (see [`DIR_MARK`]).
+    owned: AtomicBool,
     /// Bytes written by this store so far.
     written: AtomicU64,
     /// Whether a background prune is under way ([`PRUNE_IDLE`] and so on).
@@ -150,21 +160,55 @@ impl SpillStore {
     /// A store writing into `dir` (made private on first use if missing),
     /// naming files `<prefix>-<name>`. With a `retention`, old files are
     /// deleted whenever a file is added (call [`SpillStore::prune`] at
-    /// start-up too).
+    /// start-up too), but only in a directory marked as a store's own: one
+    /// that is marked already, or that is new or empty now (it is marked
+    /// then). A `prefix` other than `<pid>-<hex>` turns retention off, since
+    /// pruning recognises files by it.
     pub fn new(
         dir: PathBuf,
         prefix: &str,
         limits: SpillLimits,
         retention: Option<Retention>,
     ) -> Arc<SpillStore> {
-        Arc::new(SpillStore {
+        let store = SpillStore {
             dir,
             prefix: prefix.to_owned(),
             limits,
             retention,
+            owned: AtomicBool::new(false),
             written: AtomicU64::new(0),
             pruning: Arc::new(AtomicU8::new(PRUNE_IDLE)),
-        })
+        };
+        if store.retention.is_some() {
+            if !is_server_prefix(prefix) {
+                tracing::warn!(
+                    "full outputs in {} are never deleted: the file prefix {prefix:?} is not \
+                     <pid>-<hex>",
+                    store.dir.display()
+                );
+            } else if store.dir.exists() {
+                store.owned.store(mark_if_empty(&store.dir), Ordering::Release);
+            }
+        }
+        Arc::new(store)
+    }
+
+    /// Marks the store's directory as its own even though it holds files
+    /// already: for the default location, which is shellkeep's by its path
+    /// (earlier versions left their files there unmarked). Retention then
+    /// deletes files of ours by name, owner and mode, never anything else.
+    pub fn claim_dir(&self) -> std::io::Result<()> {
+        if !is_marked(&self.dir) {
+            write_mark(&self.dir)?;
+        }
+        self.owned.store(is_server_prefix(&self.prefix), Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether the retention may delete files in the directory: it has one,
+    /// and the directory is marked as a store's own.
+    pub fn prunes(&self) -> bool {
+        self.retention.is_some() && self.owned.load(Ordering::Acquire)
     }
 
     /// The directory of the files.
@@ -186,8 +230,8 @@ impl SpillStore {
     /// Applies the retention now; returns the files deleted.
     pub fn prune(&self) -> Vec<PathBuf> {
         match self.retention {
-            Some(retention) => prune_dir(&self.dir, retention, SystemTime::now()),
-            None => Vec::new(),
+            Some(retention) if self.prunes() => prune_dir(&self.dir, retention, SystemTime::now()),
+            _ => Vec::new(),
         }
     }
 
@@ -196,7 +240,7 @@ impl SpillStore {
     /// way, it goes once more when done instead (it may have missed this
     /// file). Time: one scan of the directory per round.
     fn prune_in_background(&self) {
-        let Some(retention) = self.retention else { return };
+        let Some(retention) = self.retention.filter(|_| self.prunes()) else { return };
         let before = self.pruning.swap(PRUNE_RUNNING_AGAIN, Ordering::AcqRel);
         if before != PRUNE_IDLE {
             return;
@@ -238,6 +282,9 @@ impl SpillStore {
         let file = match private_fs::create_new_file(path) {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 private_fs::ensure_private_dir(&self.dir)?;
+                if self.retention.is_some() && is_server_prefix(&self.prefix) {
+                    self.owned.store(mark_if_empty(&self.dir), Ordering::Release);
+                }
                 private_fs::create_new_file(path)
             }
             other => other,
@@ -666,21 +713,109 @@ pub fn show_unfinished_line(line: &str, before: Option<ShownLine>, room: usize) 
     UnfinishedLine { text, omitted, shown: ShownLine::of(line, cut) }
 }
 
-/// Deletes, in `dir`, our regular files last written before `now` minus
-/// the maximum age, then the oldest until the rest fit in the total size.
-/// Anything else (directories, symlinks, other users' files) is left alone.
-fn prune_dir(dir: &Path, retention: Retention, now: SystemTime) -> Vec<PathBuf> {
+/// The file that marks a directory as a spill store's own, so that its
+/// retention may delete files of ours in it. It is never deleted by pruning.
+pub const DIR_MARK: &str = ".shellkeep-output";
+
+/// What the mark file says to a person who finds it.
+const DIR_MARK_TEXT: &str = "This directory holds full outputs of shellkeep commands.\n\
+    shellkeep deletes its own files here (named <pid>-<hex>-<name>.log, .stdout or .stderr,\n\
+    mode 0600) after their retention; it never deletes any other file.\n";
+
+/// Whether `dir` carries the mark: a regular file of ours (not a symlink).
+fn is_marked(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir.join(DIR_MARK))
+        .is_ok_and(|meta| meta.is_file() && meta.uid() == private_fs::euid())
+}
+
+fn write_mark(dir: &Path) -> std::io::Result<()> {
+    private_fs::write_new_file(&dir.join(DIR_MARK), DIR_MARK_TEXT.as_bytes())
+}
+
+/// Whether `dir` is marked as a store's own, marking it first if it holds
+/// nothing at all. A directory holding anything else is not ours to prune,
+/// and the log says so once.
+fn mark_if_empty(dir: &Path) -> bool {
+    if is_marked(dir) {
+        return true;
+    }
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
+    if empty {
+        match write_mark(dir) {
+            Ok(()) => return true,
+            // Another server marked it meanwhile.
+            Err(_) if is_marked(dir) => return true,
+            Err(err) => tracing::warn!("cannot mark {} as shellkeep's: {err}", dir.display()),
+        }
+    } else {
+        tracing::warn!(
+            "{} holds files shellkeep did not create, so no full output is ever deleted there \
+             (retention is off); give --full-output-dir a new or empty directory to have old \
+             full outputs deleted",
+            dir.display()
+        );
+    }
+    false
+}
+
+/// Whether `prefix` is a server's file prefix: `<pid>-<hex>`.
+fn is_server_prefix(prefix: &str) -> bool {
+    match prefix.split_once('-') {
+        Some((pid, random)) => {
+            !pid.is_empty()
+                && pid.bytes().all(|b| b.is_ascii_digit())
+                && (1..=16).contains(&random.len())
+                && random.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        }
+        None => false,
+    }
+}
+
+/// Whether `name` is one a store with a server prefix gives its files:
+/// `<pid>-<hex>-<name>` ending in `.log`, `.stdout` or `.stderr`.
+fn is_spill_file_name(name: &str) -> bool {
+    let mut fields = name.splitn(3, '-');
+    let (Some(pid), Some(random), Some(rest)) = (fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    is_server_prefix(&format!("{pid}-{random}"))
+        && !rest.is_empty()
+        && !rest.contains('/')
+        && [".log", ".stdout", ".stderr"]
+            .iter()
+            .any(|ext| rest.len() > ext.len() && rest.ends_with(ext))
+}
+
+/// Deletes, in `dir`, files of ours last written before `now` minus the
+/// maximum age, then the oldest until the rest fit in the total size. Only
+/// files a store created count (see [`is_ours_to_prune`]); anything else
+/// (other names, directories, symlinks, other users' files, files with
+/// other modes or more links) is neither deleted nor counted.
+fn prune_dir(dir: &Path, retention: Retention, now: SystemTime) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let Ok(meta) = entry.path().symlink_metadata() else { continue };
-        if meta.is_file() && meta.uid() == private_fs::euid() {
+        if is_ours_to_prune(&entry.file_name().to_string_lossy(), &meta) {
             let modified = meta.modified().unwrap_or(now);
             files.push((entry.path(), meta.len(), modified));
         }
     }
     let doomed = files_to_prune(files, retention, now);
     doomed.into_iter().filter(|path| std::fs::remove_file(path).is_ok()).collect()
+}
+
+/// Whether the file `name` with metadata `meta` (not followed) is one a
+/// store created: a store's name, a regular file of ours, mode 0600, one
+/// link.
+fn is_ours_to_prune(name: &str, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    is_spill_file_name(name)
+        && meta.file_type().is_file()
+        && meta.uid() == private_fs::euid()
+        && meta.mode() & 0o7777 == 0o600
+        && meta.nlink() == 1
 }
 
 /// Which of `files` (path, size, last written) the retention deletes.
@@ -998,25 +1133,172 @@ mod tests {
         assert_eq!(files_to_prune(Vec::new(), retention, now), Vec::<PathBuf>::new());
     }
 
+    /// A file `name` in `dir` holding `size` bytes, last written `age` ago.
+    fn aged_file(dir: &Path, name: &str, size: usize, age: Duration) -> PathBuf {
+        let path = dir.join(name);
+        private_fs::write_new_file(&path, &vec![b'x'; size]).expect("write");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(SystemTime::now() - age))
+            .expect("mtime");
+        path
+    }
+
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    /// A retention that deletes everything it may: older than a minute, or
+    /// beyond one byte.
+    const RUTHLESS: Retention = Retention { max_age: Duration::from_secs(60), max_total: 1 };
+
+    /// What a user keeps in a directory: an old document, a file named like
+    /// ours, a symlink named like ours (to a file of theirs) and a
+    /// subdirectory named like ours.
+    fn users_files(dir: &Path) -> Vec<PathBuf> {
+        let thesis = aged_file(dir, "thesis.tex", 5000, 10 * DAY);
+        let lookalike = aged_file(dir, "4242-abcdef-notes-cmd1-0a0b.log", 5000, 10 * DAY);
+        let target = aged_file(dir, "target.txt", 10, 10 * DAY);
+        let link = dir.join("4242-abcdef-link.log");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let subdir = dir.join("4242-abcdef-dir.log");
+        std::fs::create_dir(&subdir).expect("mkdir");
+        vec![thesis, lookalike, target, link, subdir]
+    }
+
+    fn assert_all_exist(paths: &[PathBuf]) {
+        for path in paths {
+            assert!(path.symlink_metadata().is_ok(), "{} was deleted", path.display());
+        }
+    }
+
+    fn wait_for_pruning(store: &SpillStore) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while store.pruning.load(Ordering::Acquire) != PRUNE_IDLE {
+            assert!(std::time::Instant::now() < deadline, "the prune did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-output-test-{}-{name}-{}",
+            std::process::id(),
+            private_fs::random_hex(4).expect("random")
+        ));
+        private_fs::create_private_dir(&dir).expect("dir");
+        dir
+    }
+
+    /// Issue 11, F9: a directory given by flag that already holds a user's
+    /// files is used, and nothing in it is ever deleted: not at start-up,
+    /// not when files are added, not by age and not by size; not even a
+    /// file named like ours (the directory is not marked as ours).
     #[test]
-    fn pruning_touches_only_our_regular_files() {
-        let store = TestStore::new("prune", SpillLimits::default());
-        let dir = store.store.dir().to_owned();
-        private_fs::ensure_private_dir(&dir).expect("dir");
-        std::fs::write(dir.join("big"), vec![b'x'; 300]).expect("write");
-        std::fs::write(dir.join("small"), vec![b'x'; 10]).expect("write");
-        std::fs::create_dir(dir.join("subdir")).expect("mkdir");
-        std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).expect("symlink");
-        let retention = Retention { max_age: Duration::from_secs(3600), max_total: 100 };
-        let later = SystemTime::now() + Duration::from_secs(60);
-        // Same age: the sort is stable on mtime, so make "big" older.
-        let old = std::fs::File::options().write(true).open(dir.join("big")).expect("open");
-        old.set_modified(SystemTime::now() - Duration::from_secs(120)).expect("mtime");
-        assert_eq!(prune_dir(&dir, retention, later), vec![dir.join("big")]);
-        assert!(dir.join("small").exists() && dir.join("subdir").exists());
-        assert!(dir.join("link").symlink_metadata().is_ok());
-        let much_later = SystemTime::now() + Duration::from_secs(7200);
-        assert_eq!(prune_dir(&dir, retention, much_later), vec![dir.join("small")]);
+    fn a_directory_holding_other_files_is_never_pruned() {
+        let dir = scratch_dir("foreign");
+        let users = users_files(&dir);
+        let store =
+            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        assert!(!store.prunes());
+        assert_eq!(store.prune(), Vec::<PathBuf>::new(), "at start-up");
+        let mut saved = Vec::new();
+        for name in ["first", "second", "third"] {
+            let mut out = store.command().capped(10, &format!("{name}.log"));
+            out.push(&"y".repeat(1000));
+            saved.push(out.finish().full_output_path.expect("saved"));
+            wait_for_pruning(&store);
+        }
+        assert_all_exist(&users);
+        assert_all_exist(&saved);
+        assert!(!dir.join(DIR_MARK).exists(), "a directory of someone else's is not marked");
+        assert_eq!(std::fs::read(&users[0]).expect("thesis").len(), 5000);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// In a directory of our own, pruning deletes our old files (by age and
+    /// by size) and still nothing a store did not create: a user's file, a
+    /// file with our name but another mode or more links, a symlink or a
+    /// subdirectory named like ours, the mark itself.
+    #[test]
+    fn our_own_directory_is_pruned_of_our_files_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = scratch_dir("own");
+        let dir = parent.join("output");
+        let store =
+            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        // The directory is made (and marked) with the first file.
+        let mut out = store.command().capped(10, "first.log");
+        out.push(&"y".repeat(1000));
+        let first = out.finish().full_output_path.expect("saved");
+        wait_for_pruning(&store);
+        assert!(store.prunes() && dir.join(DIR_MARK).is_file());
+        assert!(!first.exists(), "1000 bytes are beyond the total: pruned when added");
+        let mut users = users_files(&dir);
+        let loose = aged_file(&dir, "4242-abcdef-open-cmd1-0a0b.log", 10, 10 * DAY);
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let linked = aged_file(&dir, "4242-abcdef-linked-cmd1-0a0b.log", 10, 10 * DAY);
+        std::fs::hard_link(&linked, dir.join("linked-copy")).expect("link");
+        users.extend([loose, linked, dir.join(DIR_MARK)]);
+        // The lookalike of `users_files` is, to us, one of our own files.
+        let ours_by_age = users.remove(1);
+        let old = aged_file(&dir, "12-00ff00-default-3-ab-part0.log", 10, 10 * DAY);
+        let run = aged_file(&dir, "12-00ff00-run-1.stdout", 10, 10 * DAY);
+        let removed = store.prune();
+        for path in [&old, &run, &ours_by_age] {
+            assert!(removed.contains(path), "{} not in {removed:?}", path.display());
+        }
+        assert_all_exist(&users);
+        // By size: newer files of ours beyond the total go too.
+        let sized = Retention { max_age: 30 * DAY, max_total: 100 };
+        let store = SpillStore::new(dir.clone(), "78-a1b2c3", SpillLimits::default(), Some(sized));
+        assert!(store.prunes(), "the mark is found again");
+        let older = aged_file(&dir, "12-00ff00-older.log", 80, Duration::from_secs(120));
+        let newer = aged_file(&dir, "12-00ff00-newer.log", 80, Duration::from_secs(60));
+        assert_eq!(store.prune(), vec![older]);
+        assert!(newer.exists());
+        assert_all_exist(&users);
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn store_names_are_recognised() {
+        for name in [
+            "12-a1b2c3-default-4-77-part0.log",
+            "12-a1b2c3-tests-cmd3-00aa.log",
+            "12-a1b2c3-run-1.stdout",
+            "12-a1b2c3-run-1.stderr",
+        ] {
+            assert!(is_spill_file_name(name), "{name}");
+        }
+        for name in [
+            "thesis.tex",
+            "12-a1b2c3-.log",
+            "12-a1b2c3-notes.txt",
+            "x-a1b2c3-run-1.log",
+            "12-A1B2C3-run-1.log",
+            "12-a1b2c3.log",
+            ".shellkeep-output",
+        ] {
+            assert!(!is_spill_file_name(name), "{name}");
+        }
+        // The names a store gives its files match.
+        let store =
+            SpillStore::new(PathBuf::from("/x"), "123-0a0b0c", SpillLimits::default(), None);
+        let path = store.path_for("default-1-ab-part0.log");
+        assert!(is_spill_file_name(&path.file_name().expect("name").to_string_lossy()));
+    }
+
+    #[test]
+    fn the_default_location_is_claimed_with_its_old_files() {
+        let dir = scratch_dir("claim");
+        let old = aged_file(&dir, "12-00ff00-old.log", 10, 10 * DAY);
+        let store =
+            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        assert!(!store.prunes());
+        store.claim_dir().expect("claim");
+        assert!(store.prunes());
+        assert_eq!(store.prune(), vec![old]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1027,20 +1309,20 @@ mod tests {
             private_fs::random_hex(4).expect("random")
         ));
         let retention = Retention { max_age: Duration::from_secs(3600), max_total: 150 };
-        let store = SpillStore::new(dir.clone(), "srv", SpillLimits::default(), Some(retention));
+        let store = SpillStore::new(dir.clone(), "1-abc", SpillLimits::default(), Some(retention));
         let spill = |name: &str| {
             let mut out = store.command().capped(10, name);
             out.push(&"x".repeat(100));
             out.finish().full_output_path.expect("saved")
         };
-        let first = spill("first");
+        let first = spill("first.log");
         std::fs::File::options()
             .write(true)
             .open(&first)
             .and_then(|file| file.set_modified(SystemTime::now() - Duration::from_secs(60)))
             .expect("mtime");
-        let second = spill("second");
-        assert_eq!(second, dir.join("srv-second"));
+        let second = spill("second.log");
+        assert_eq!(second, dir.join("1-abc-second.log"));
         // 200 bytes > 150: the older file goes, on the pruning thread.
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while first.exists() || store.pruning.load(Ordering::Acquire) != PRUNE_IDLE {

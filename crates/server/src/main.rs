@@ -331,7 +331,16 @@ fn full_output_store(
         private_fs::ensure_private_dir(dir).map_err(anyhow::Error::from)
     });
     match (wanted, checked) {
-        (Some(dir), Some(Ok(()))) => Ok(SpillStore::new(dir, &prefix, limits, Some(retention))),
+        (Some(dir), Some(Ok(()))) => {
+            let store = SpillStore::new(dir, &prefix, limits, Some(retention));
+            // The default location is ours by its path: its old files are pruned.
+            if args.full_output_dir.is_none()
+                && let Err(err) = store.claim_dir()
+            {
+                tracing::warn!("cannot mark {} as shellkeep's: {err}", store.dir().display());
+            }
+            Ok(store)
+        }
         (wanted, checked) => {
             let why = match checked {
                 Some(Err(err)) => format!("{err:#}"),

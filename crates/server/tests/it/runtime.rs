@@ -253,17 +253,10 @@ async fn full_outputs_outlive_the_server_and_old_ones_are_pruned() {
     let output_dir = state.join("shellkeep/output");
     std::fs::create_dir_all(&output_dir).expect("mkdir");
     set_mode(&output_dir, 0o700);
-    let old = output_dir.join("old.log");
-    let recent = output_dir.join("recent.log");
-    for file in [&old, &recent] {
-        std::fs::write(file, "earlier output").expect("write");
-    }
-    std::fs::File::options()
-        .write(true)
-        .open(&old)
-        .expect("open")
-        .set_modified(std::time::SystemTime::now() - Duration::from_secs(8 * 24 * 3600))
-        .expect("mtime");
+    // Files of an earlier server (an earlier version left the default
+    // location unmarked): the old one is pruned, the recent one kept.
+    let old = aged_file(&output_dir, "4242-abcdef-default-1-ab-part0.log", 8 * DAYS);
+    let recent = aged_file(&output_dir, "4242-abcdef-default-2-ab-part0.log", Duration::ZERO);
 
     let server = server_in(&tmp.0, &state, &["--output-cap", "200"]).await;
     let r = server.terminal(json!({"command": "seq 1 3000"})).await;
@@ -291,6 +284,99 @@ async fn full_outputs_outlive_the_server_and_old_ones_are_pruned() {
     let second = PathBuf::from(r["full_output_path"].as_str().expect("a path"));
     assert_ne!(second, path);
     assert!(path.exists() && run_path.exists());
+}
+
+const DAYS: Duration = Duration::from_secs(24 * 3600);
+
+/// A private file (mode 0600, as ours are) `name` in `dir`, last written
+/// `age` ago.
+fn aged_file(dir: &Path, name: &str, age: Duration) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, "earlier output\n").expect("write");
+    set_mode(&path, 0o600);
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("open")
+        .set_modified(std::time::SystemTime::now() - age)
+        .expect("mtime");
+    path
+}
+
+/// Issue 11, F9: `--full-output-dir` pointed at a directory that already
+/// holds a user's files uses it and deletes none of them: not a 10-day-old
+/// `thesis.tex`, not a file named like ours (the directory is not marked as
+/// ours), not a symlink or a subdirectory; not at start-up, not when files
+/// are added, not by age (keep 0 days) and not by size (keep 0 MiB), not on
+/// a second start.
+#[tokio::test]
+async fn a_full_output_directory_given_by_flag_keeps_the_users_files() {
+    let tmp = Tmp::new();
+    let state = tmp.0.join("state");
+    let dir = tmp.0.join("papers");
+    std::fs::create_dir(&dir).expect("mkdir");
+    set_mode(&dir, 0o700);
+    let thesis = aged_file(&dir, "thesis.tex", 10 * DAYS);
+    let lookalike = aged_file(&dir, "4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
+    let link = dir.join("4242-abcdef-default-2-ab-part0.log");
+    std::os::unix::fs::symlink(&thesis, &link).expect("symlink");
+    let subdir = dir.join("4242-abcdef-chapters.log");
+    std::fs::create_dir(&subdir).expect("mkdir");
+    let chapter = aged_file(&subdir, "4242-abcdef-ch1.log", 10 * DAYS);
+    let users = [&thesis, &lookalike, &link, &subdir, &chapter];
+    let args = [
+        "--output-cap",
+        "200",
+        "--full-output-dir",
+        dir.to_str().expect("utf-8"),
+        "--full-output-keep-days",
+        "0",
+        "--full-output-keep-mib",
+        "0",
+    ];
+    let mut saved = Vec::new();
+    for _ in 0..2 {
+        let server = server_in(&tmp.0, &state, &args).await;
+        let r = server.terminal(json!({"command": "seq 1 3000"})).await;
+        let path =
+            PathBuf::from(r["full_output_path"].as_str().unwrap_or_else(|| panic!("{r:#?}")));
+        assert_eq!(path.parent(), Some(dir.as_path()), "{r:#?}");
+        let r = server.run(json!({"command": "seq 1 30000"})).await;
+        saved.push(PathBuf::from(r["fullStdoutPath"].as_str().unwrap_or_else(|| panic!("{r:#?}"))));
+        saved.push(path);
+        let log = server.log();
+        assert!(log.contains("retention is off"), "{log}");
+        assert!(!log.contains("removed the old full output"), "{log}");
+        drop(server);
+    }
+    for path in users.into_iter().chain(&saved) {
+        assert!(path.symlink_metadata().is_ok(), "{} was deleted", path.display());
+    }
+    assert_eq!(std::fs::read_to_string(&thesis).expect("read"), "earlier output\n");
+    assert!(!dir.join(".shellkeep-output").exists(), "the user's directory is not marked");
+}
+
+/// Issue 11, F9: a new (or empty) directory given by flag becomes ours:
+/// it is marked, and our old files in it are pruned, while a user's file
+/// put there later is not.
+#[tokio::test]
+async fn a_new_full_output_directory_is_ours_and_pruned_of_our_files_only() {
+    let tmp = Tmp::new();
+    let state = tmp.0.join("state");
+    let dir = tmp.0.join("outputs");
+    let args = ["--output-cap", "200", "--full-output-dir", dir.to_str().expect("utf-8")];
+    let server = server_in(&tmp.0, &state, &args).await;
+    let r = server.terminal(json!({"command": "seq 1 3000"})).await;
+    let first = PathBuf::from(r["full_output_path"].as_str().unwrap_or_else(|| panic!("{r:#?}")));
+    drop(server);
+    assert!(dir.join(".shellkeep-output").is_file());
+    let notes = aged_file(&dir, "notes.txt", 10 * DAYS);
+    let old = aged_file(&dir, "4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
+    let server = server_in(&tmp.0, &state, &args).await;
+    wait_until(EVENTUALLY, || !old.exists(), || "our 10-day-old file is pruned".into()).await;
+    let r = server.run(json!({"command": "seq 1 30000"})).await;
+    assert!(r["fullStdoutPath"].as_str().is_some(), "{r:#?}");
+    assert!(notes.exists() && first.exists());
 }
 
 /// Issue 7, 3.1: a full-output directory that is a symlink (or not ours) is
