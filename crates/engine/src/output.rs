@@ -52,6 +52,9 @@ pub struct Shown {
     /// Set when that file reached a size limit and the rest of the stream
     /// was not saved; the file ends with a line saying so.
     pub full_output_cut: Option<SpillCut>,
+    /// Set when the full output could not be saved (the disk is full, the
+    /// directory cannot be written): why. `full_output_path` is then unset.
+    pub full_output_error: Option<String>,
     /// When `truncated`: the newline characters in the stream before the
     /// first character left out, so a reader can find that place by line.
     pub lines_before_omission: u64,
@@ -511,7 +514,13 @@ impl CappedOutput {
             // Spilled only to keep text an earlier reply showed: nothing is
             // left out of what is new.
             text.push_str(&self.tail);
-            return Shown { text, full_output_path, full_output_cut, ..Shown::default() };
+            return Shown {
+                text,
+                full_output_path,
+                full_output_cut,
+                full_output_error: self.spill_error,
+                ..Shown::default()
+            };
         }
         let where_kept = match (&self.spill_error, &full_output_path, full_output_cut) {
             (None, Some(path), None) => format!("; full output in {}", path.display()),
@@ -536,6 +545,7 @@ impl CappedOutput {
             omitted_lines,
             full_output_path,
             full_output_cut,
+            full_output_error: self.spill_error,
             lines_before_omission,
         }
     }
@@ -957,6 +967,8 @@ mod tests {
         assert!(shown.truncated);
         assert_eq!(shown.full_output_path, None);
         assert!(shown.text.contains("could not be saved"), "{}", shown.text);
+        let error = shown.full_output_error.expect("the error is given");
+        assert!(error.contains("File exists"), "{error}");
         assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
     }
 

@@ -272,6 +272,12 @@ pub struct LogPage {
     pub cut_at_cap: bool,
     /// Set when the saved output stops at a byte limit.
     pub saved_until: Option<SpillCut>,
+    /// Set when the output could not be saved (from some point on): why.
+    pub save_error: Option<String>,
+    /// Whether lines from `first_line + lines` on are counted in
+    /// `total_lines` but were not saved (a limit or `save_error` stopped
+    /// the file), so no read can return them.
+    pub rest_unavailable: bool,
     /// The file holding the output, once it outgrew memory.
     pub path: Option<PathBuf>,
 }
@@ -324,7 +330,12 @@ impl CommandLog {
         }
         inner.newlines = line;
         inner.ends_with_newline = text.ends_with('\n');
-        if inner.file.is_none() && inner.memory.len() + text.len() <= MEMORY_LIMIT {
+        // Once a file could not be made, memory keeps only the beginning:
+        // a later short piece appended there would be out of place.
+        if inner.file.is_none()
+            && inner.error.is_none()
+            && inner.memory.len() + text.len() <= MEMORY_LIMIT
+        {
             inner.memory.push_str(text);
             inner.bytes += text.len() as u64;
             return;
@@ -383,11 +394,24 @@ impl CommandLog {
             exit_code: inner.exit_code,
             cut_at_cap: false,
             saved_until: inner.cut,
+            save_error: inner.error.clone(),
+            rest_unavailable: false,
             path: inner.file.as_ref().map(|(path, _)| path.clone()),
         };
         if first >= total {
             return Ok(page);
         }
+        let lost = inner.cut.is_some() || inner.error.is_some();
+        let limit_lines = limit;
+        // A page that ends before the lines counted, though neither its line
+        // limit nor its character cap stopped it, met the end of what was
+        // saved.
+        let mark_end = |page: &mut LogPage| {
+            page.rest_unavailable = lost
+                && !page.cut_at_cap
+                && page.lines < limit_lines
+                && page.first_line + page.lines < page.total_lines;
+        };
         let unreadable = |path: &PathBuf, error: std::io::Error| StoreError::Unreadable {
             number: self.number,
             path: path.clone(),
@@ -397,6 +421,7 @@ impl CommandLog {
         let Some((path, writer)) = &mut state.file else {
             let start = nth_line_start(&state.memory, first);
             collect_lines(&mut page, state.memory[start..].split_inclusive('\n'), limit);
+            mark_end(&mut page);
             return Ok(page);
         };
         if let Some(writer) = writer {
@@ -434,6 +459,7 @@ impl CommandLog {
         if page.first_line + page.lines == total && !ends_with_newline && !page.cut_at_cap {
             page.text.pop();
         }
+        mark_end(&mut page);
         Ok(page)
     }
 
@@ -471,6 +497,12 @@ impl CommandLog {
             inner.bytes += text.len() as u64;
             return;
         };
+        if inner.error.is_some() {
+            // Once a write failed, nothing more is written: a later write
+            // that succeeded (space freed) would leave a gap in the lines.
+            inner.bytes += text.len() as u64;
+            return;
+        }
         let (granted, stopped_by) = self.budget.grant(text.len() as u64);
         let mut end = granted as usize;
         while !text.is_char_boundary(end) {
@@ -640,6 +672,79 @@ mod tests {
         log.finish(0);
         assert_eq!(open(), 0, "closed once the command ended");
         assert_eq!(log.read(-1, 1).expect("read").text, "z\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Follows a log page by page from `offset` 0 as an agent following
+    /// "next" would; returns the text read and the last page.
+    fn follow(log: &CommandLog) -> (String, LogPage) {
+        let mut offset = 0;
+        let mut text = String::new();
+        for _ in 0..1000 {
+            let page = log.read(offset as i64, 1000).expect("read");
+            text.push_str(&page.text);
+            let next = page.first_line + page.lines;
+            if page.rest_unavailable || next >= page.total_lines {
+                return (text, page);
+            }
+            assert!(next > offset, "offset {offset} again: {page:?}");
+            offset = next;
+        }
+        panic!("no end after 1000 pages");
+    }
+
+    /// Issue 11, F12: when the output could not be saved, a read past
+    /// what was saved says the rest is unavailable, rather than returning
+    /// no lines and the offset it was given.
+    #[test]
+    fn lines_that_could_not_be_saved_are_said_to_be_unavailable() {
+        // The directory cannot be made (its parent is a file): only what
+        // fits in memory is kept.
+        let dir = scratch("unsaved");
+        std::fs::write(&dir, "a file, not a directory").expect("write");
+        let store = store(&dir.join("output"), StoreLimits::default());
+        let log = store.begin("seq");
+        let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        for piece in full.as_bytes().chunks(777) {
+            log.push(std::str::from_utf8(piece).expect("ascii"));
+        }
+        log.finish(0);
+        assert_eq!(log.total_lines(), 10_000);
+        let (text, last) = follow(&log);
+        assert!(last.rest_unavailable, "{last:?}");
+        assert!(last.save_error.as_deref().is_some_and(|e| e.contains("Not a directory")));
+        assert!(
+            full.starts_with(&text) && !text.is_empty(),
+            "{:?}",
+            &text[text.len().saturating_sub(50)..]
+        );
+        let far = log.read(5_000, 10).expect("read");
+        assert_eq!((far.lines, far.rest_unavailable), (0, true));
+        // Lines that were saved read as usual, with no such mark.
+        let near = log.read(0, 2).expect("read");
+        assert_eq!((near.text.as_str(), near.rest_unavailable), ("line 0\nline 1\n", false));
+        let _ = std::fs::remove_file(&dir);
+    }
+
+    /// The same past a size limit: the lines counted after the cut are
+    /// unavailable.
+    #[test]
+    fn lines_past_a_size_limit_are_said_to_be_unavailable() {
+        let dir = scratch("limit");
+        let spill = SpillStore::new(
+            dir.clone(),
+            "",
+            SpillLimits { per_command: 20_000, per_server: 1 << 20 },
+            None,
+        );
+        let log = OutputStore::new(spill, "t", StoreLimits::default()).begin("seq");
+        let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        for piece in full.as_bytes().chunks(4096) {
+            log.push(std::str::from_utf8(piece).expect("ascii"));
+        }
+        let (text, last) = follow(&log);
+        assert!(last.rest_unavailable && last.saved_until.is_some(), "{last:?}");
+        assert!(text.contains("the full output stops here"), "{}", &text[text.len() - 200..]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -44,6 +44,10 @@ pub struct TerminalOutput {
     /// Where and why that file was cut, when it reached its size limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_cut: Option<String>,
+    /// Why the complete output could not be saved (a full disk, a directory
+    /// that cannot be written), when the output was cut and no file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_error: Option<String>,
     /// `exec_timeout` when the command was killed for running past its
     /// execution limit.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -388,6 +392,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         truncated: reply.output.truncated,
         full_output_path: full_path(&reply.output),
         full_output_cut: full_cut(&reply.output),
+        full_output_error: reply.output.full_output_error.clone(),
         timeout_reason: killed.map(|_| "exec_timeout"),
         termination_mode: killed.map(|(_, mode)| mode.as_str()),
         waiting_for_input: reply.notes.contains(&Note::WaitingForInput)
@@ -483,6 +488,14 @@ pub struct RunOutput {
     /// Where and why the stderr file was cut, when it reached its limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_stderr_cut: Option<String>,
+    /// Why the complete stdout could not be saved, when it was cut and no
+    /// file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_stdout_error: Option<String>,
+    /// Why the complete stderr could not be saved, when it was cut and no
+    /// file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_stderr_error: Option<String>,
 }
 
 /// The structured result and readable text of a `run`.
@@ -506,6 +519,8 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (String, RunOutput) {
         full_stderr_path: full_path(&outcome.stderr),
         full_stdout_cut: full_cut(&outcome.stdout),
         full_stderr_cut: full_cut(&outcome.stderr),
+        full_stdout_error: outcome.stdout.full_output_error.clone(),
+        full_stderr_error: outcome.stderr.full_output_error.clone(),
     };
     let mut text = String::new();
     push_output(&mut text, &outcome.stdout.text);
@@ -891,7 +906,8 @@ pub struct OutputPage {
     pub line_count: u64,
     /// Lines of output so far.
     pub total_lines: u64,
-    /// The offset to read next (equal to `total_lines` at the end).
+    /// The offset to read next (equal to `total_lines` at the end, and when
+    /// the rest is unavailable).
     pub next_offset: u64,
     /// Whether the command is still running (more lines may come).
     pub running: bool,
@@ -903,24 +919,51 @@ pub struct OutputPage {
     /// When the saved output stopped at a size limit: where and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub saved_until: Option<String>,
+    /// When the output could not be saved from some line on (a full disk,
+    /// a directory that cannot be written): why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub save_error: Option<String>,
+    /// The first line that was counted but not saved, when this page
+    /// reached it: lines from here to `total_lines` cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable_from: Option<u64>,
 }
 
 /// The text and structured content of a page of a command's output.
 pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (String, OutputPage) {
-    let next = page.first_line + page.lines;
+    let end = page.first_line + page.lines;
+    // Lines past what was saved can never be read: the next offset moves
+    // past them, so a reader following it never asks for them again.
+    let unavailable_from = page.rest_unavailable.then_some(end);
+    let next = if page.rest_unavailable { page.total_lines } else { end };
     let mut text = String::new();
     push_output(&mut text, &page.text);
     let range = if page.lines == 0 {
         format!("no lines from line {}", page.first_line)
     } else {
-        format!("lines {}-{}", page.first_line, next - 1)
+        format!("lines {}-{}", page.first_line, end - 1)
     };
     let state = match (page.running, page.exit_code) {
         (true, _) => "still running".to_owned(),
         (false, Some(code)) => format!("ended with exit code {code}"),
         (false, None) => "ended".to_owned(),
     };
-    let more = if next < page.total_lines {
+    let why_unsaved = match (&page.save_error, page.saved_until) {
+        (Some(error), _) => format!("the output could not be saved: {error}"),
+        (None, Some(cut)) => format!("the saved output stops: {cut}"),
+        (None, None) => "they were not saved".to_owned(),
+    };
+    let more = if let Some(from) = unavailable_from {
+        let rest = format!(
+            " Lines {from}-{} cannot be read ({why_unsaved}).",
+            page.total_lines.saturating_sub(1)
+        );
+        if page.running {
+            format!("{rest} Read again from offset {next} for new lines.")
+        } else {
+            rest
+        }
+    } else if next < page.total_lines {
         format!(" Next: offset {next}.")
     } else if page.running {
         format!(" Read again from offset {next} for new lines.")
@@ -928,7 +971,12 @@ pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (S
         String::new()
     };
     let cut = if page.cut_at_cap { " The page stopped at 30,000 characters." } else { "" };
-    let saved = page.saved_until.map(|cut| format!(" The saved output stops: {cut}."));
+    let saved = match (unavailable_from, &page.save_error, page.saved_until) {
+        (Some(_), ..) => None,
+        (None, Some(error), _) => Some(format!(" Part of the output could not be saved: {error}.")),
+        (None, None, Some(cut)) => Some(format!(" The saved output stops: {cut}.")),
+        (None, None, None) => None,
+    };
     text.push_str(&format!(
         "[Command {} ({:?}) in session {session:?}: {range} of {}; {state}.{more}{cut}{}]",
         page.number,
@@ -949,6 +997,8 @@ pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (S
         exit_code: page.exit_code,
         cut_at_cap: page.cut_at_cap,
         saved_until: page.saved_until.map(|cut| cut.to_string()),
+        save_error: page.save_error.clone(),
+        unavailable_from,
     };
     (text, structured)
 }

@@ -565,3 +565,48 @@ async fn a_command_cannot_write_to_the_servers_stdout() {
     let status = tokio::time::timeout(EVENTUALLY, child.wait()).await.expect("exit in time");
     assert!(status.is_ok());
 }
+
+/// Issue 11, F12: when the full output cannot be saved (here: files are
+/// limited to 200 KiB with `RLIMIT_FSIZE`, and `SIGXFSZ` is ignored, so a
+/// write past it fails with `EFBIG` as one on a full disk fails with
+/// `ENOSPC`; no root needed), the structured content says so, and the
+/// `output` tool never answers with the offset it was given as the next one:
+/// it says which lines cannot be read and moves past them.
+#[tokio::test]
+async fn output_that_could_not_be_saved_is_said_to_be_unavailable() {
+    let wrapper = ["bash", "-c", "trap '' XFSZ; ulimit -f 200; exec \"$@\"", "bash"];
+    let server = Server::wrapped(&wrapper, &["--output-cap", "200"], &[]).await;
+    let r = server.terminal(json!({"command": "seq 1 100000"})).await;
+    assert_eq!(r["truncated"], true, "{r:#?}");
+    let error = r["full_output_error"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
+    assert!(error.contains("File too large"), "{error}");
+    assert!(r["full_output_path"].is_null(), "{r:#?}");
+    assert!(r.text.contains("could not be saved"), "{}", r.text);
+
+    // Following "next" from the start ends, and every step moves on.
+    let mut offset = 0;
+    let last = loop {
+        let page = server.call("output", json!({"offset": offset, "limit": 5000})).await;
+        let next = page["next_offset"].as_u64().unwrap_or_else(|| panic!("{page:#?}"));
+        if next >= page["total_lines"].as_u64().expect("total") {
+            break page;
+        }
+        assert!(next > offset, "offset {offset} given, {next} returned: {}", page.text);
+        offset = next;
+    };
+    let from = last["unavailable_from"].as_u64().unwrap_or_else(|| panic!("{last:#?}"));
+    assert!(from > 1000 && from < 100_000, "{last:#?}");
+    assert!(last["save_error"].as_str().is_some_and(|e| e.contains("File too large")));
+    assert!(last.text.contains(&format!("Lines {from}-99999 cannot be read")), "{}", last.text);
+
+    // Asked straight for a line that was not saved.
+    let page = server.call("output", json!({"offset": 90_000, "limit": 10})).await;
+    assert_eq!(page["line_count"], 0, "{page:#?}");
+    assert_eq!(page["unavailable_from"], 90_000, "{page:#?}");
+    assert_eq!(page["next_offset"], 100_000, "{page:#?}");
+    assert!(!page.text.contains("Next: offset 90000"), "{}", page.text);
+
+    let r = server.run(json!({"command": "seq 1 100000"})).await;
+    let error = r["fullStdoutError"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
+    assert!(error.contains("File too large"), "{error}");
+}
