@@ -19,7 +19,10 @@
 //! - a request whose id is already in flight gets `-32600` and the first
 //!   request is left alone;
 //! - a line longer than [`MAX_LINE`] is skipped without being kept and gets
-//!   `-32600` (with its id when it appears near the start of the line).
+//!   `-32600` (with its id when it appears near the start of the line);
+//! - a notification the server does not act on (anything but a
+//!   cancellation and the first `notifications/initialized`) is dropped, so
+//!   a flood of them costs one parse each and never reaches `rmcp`.
 //!
 //! Valid messages go to `rmcp` over an in-memory channel, each request under
 //! an id of our own (see `InFlight`); its replies come back through
@@ -60,8 +63,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-/// The longest request line accepted, in bytes (newline included): 4 MiB.
-/// Commands, inputs and environments larger than that belong in a file.
+/// The longest request line accepted, in bytes of JSON (its newline, and a
+/// carriage return before it, not counted): 4 MiB. Commands, inputs and
+/// environments larger than that belong in a file.
 pub const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// The most requests forwarded to `rmcp` and not yet answered.
@@ -121,6 +125,8 @@ struct Output {
     in_flight: Mutex<InFlight>,
     /// Woken when a request leaves `in_flight`.
     released: Notify,
+    /// Whether `notifications/initialized` was forwarded (once is enough).
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 /// Requests forwarded to `rmcp` and not yet answered.
@@ -230,6 +236,7 @@ impl Wire {
             closed: CancellationToken::new(),
             in_flight: Mutex::default(),
             released: Notify::new(),
+            initialized: std::sync::atomic::AtomicBool::new(false),
         });
         // One message waits here at most: the reader itself applies the
         // in-flight bounds before sending.
@@ -393,12 +400,13 @@ enum Line {
 }
 
 /// Reads one line into `line` (cleared first), never holding more than
-/// [`MAX_LINE`] bytes of it.
+/// [`MAX_LINE`] bytes of it (plus a carriage return that ends it).
 async fn read_bounded(
     read: &mut BufReader<impl AsyncRead + Unpin>,
     line: &mut Vec<u8>,
 ) -> io::Result<Line> {
     line.clear();
+    // Bytes of the line so far, its newline not counted.
     let mut length = 0usize;
     let mut too_long = false;
     loop {
@@ -409,8 +417,9 @@ async fn read_bounded(
         let newline = available.iter().position(|&b| b == b'\n');
         let take = newline.map_or(available.len(), |at| at + 1);
         let content = newline.map_or(available.len(), |at| at);
-        length += take;
-        if !too_long && length > MAX_LINE {
+        length += content;
+        // One byte more may be the `\r` of a `\r\n`, checked at the end.
+        if !too_long && length > MAX_LINE + 1 {
             too_long = true;
             line.truncate(ID_SCAN);
         }
@@ -422,6 +431,10 @@ async fn read_bounded(
         }
         read.consume(take);
         if newline.is_some() {
+            if !too_long && length == MAX_LINE + 1 && line.last() != Some(&b'\r') {
+                line.truncate(ID_SCAN);
+                return Ok(Line::TooLong { length });
+            }
             return Ok(if too_long { Line::TooLong { length } } else { Line::Complete });
         }
     }
@@ -487,6 +500,10 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                 }
             }
         }
+        Ok(Shape::Other) if !forwards_notification(&value, output) => {
+            tracing::debug!(method = %value["method"], "dropped a notification the server has no use for");
+            None
+        }
         Ok(Shape::Other) => match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
             Ok(mut message) => {
                 if let JsonRpcMessage::Notification(notification) = &mut message
@@ -512,6 +529,23 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
             output.error(id, INVALID_REQUEST, format!("Invalid request: {message}")).await;
             None
         }
+    }
+}
+
+/// Whether a notification (or response) goes on to `rmcp`: responses do,
+/// and of notifications only those the server acts on: a cancellation and
+/// the first `notifications/initialized`. `rmcp` logs every notification it
+/// gets and spawns a task for it, so a flood of notifications it would
+/// ignore anyway (100,000 unknown ones) held up the requests behind them
+/// for seconds; dropped here, each costs one JSON parse.
+fn forwards_notification(value: &Value, output: &Output) -> bool {
+    match value.get("method").and_then(Value::as_str) {
+        None => true,
+        Some("notifications/cancelled") => true,
+        Some("notifications/initialized") => {
+            !output.initialized.swap(true, std::sync::atomic::Ordering::Relaxed)
+        }
+        Some(_) => false,
     }
 }
 

@@ -401,6 +401,93 @@ async fn an_oversized_request_line_gets_an_error_and_the_server_keeps_serving() 
     assert!(result.get("isError").is_none_or(|e| e == false), "{result}");
 }
 
+/// A `policy_explain` request for `id` that is exactly `size` bytes of JSON.
+fn request_of_size(id: u64, size: usize) -> Vec<u8> {
+    let with = |command: &str| {
+        serde_json::to_vec(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "policy_explain", "arguments": {"command": command}},
+        }))
+        .expect("serialize")
+    };
+    let overhead = with("").len();
+    let line = with(&"y".repeat(size - overhead));
+    assert_eq!(line.len(), size);
+    line
+}
+
+/// Issue 11, F14: the limit is 4 MiB of JSON; the newline that ends the
+/// line (or a `\r\n`) does not count. One byte more is refused.
+#[tokio::test]
+async fn a_request_of_exactly_4_mib_of_json_is_accepted() {
+    let mut raw = Raw::start(&[]).await;
+    let mut line = request_of_size(31, MAX_LINE);
+    line.push(b'\n');
+    raw.write(&line).await;
+    let reply = raw.reply(31).await;
+    assert!(reply.get("error").is_none(), "{}", &reply.to_string()[..200]);
+    assert_eq!(reply["result"]["structuredContent"]["source"], "default");
+
+    let mut line = request_of_size(32, MAX_LINE);
+    line.extend_from_slice(b"\r\n");
+    raw.write(&line).await;
+    let reply = raw.reply(32).await;
+    assert!(reply.get("error").is_none(), "{}", &reply.to_string()[..200]);
+
+    let mut line = request_of_size(33, MAX_LINE + 1);
+    line.push(b'\n');
+    raw.write(&line).await;
+    let reply = raw.reply(33).await;
+    assert_error(&reply, -32600, &json!(33), &format!("{} bytes", MAX_LINE + 1));
+    raw.assert_alive(34).await;
+}
+
+/// Issue 11, F14: a flood of notifications the server has no use for
+/// (100,000 unknown ones, progress, repeated `initialized`) is dropped at
+/// the wire, each after one parse: none reaches `rmcp`, which logged each
+/// one and spawned a task for it (about 20 s for 100,000), so the request
+/// behind them is answered right after they are read; cancellation still
+/// works.
+#[tokio::test]
+async fn a_flood_of_notifications_does_not_hold_up_requests() {
+    let mut raw = Raw::start(&[]).await;
+    let mut flood = Vec::new();
+    for i in 0..100_000 {
+        let method = match i % 4 {
+            0 => "notifications/progress".to_owned(),
+            1 => "notifications/initialized".to_owned(),
+            _ => format!("notifications/unknown{i}"),
+        };
+        let mut line =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method})).expect("serialize");
+        line.push(b'\n');
+        flood.extend_from_slice(&line);
+    }
+    raw.write(&flood).await;
+    raw.send(&json!({"jsonrpc": "2.0", "id": 41, "method": "ping"})).await;
+    let reply = raw.reply(41).await;
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    let log = std::fs::read_to_string(raw.scratch.log()).expect("the log");
+    assert!(
+        !log.contains("unknown"),
+        "an unknown notification reached rmcp: {}",
+        &log[..2000.min(log.len())]
+    );
+    assert!(!log.contains("ProgressNotification"), "{}", &log[..2000.min(log.len())]);
+    assert_eq!(log.matches("notification=InitializedNotification").count(), 1, "{log}");
+    // A cancellation still reaches the running call: `run` stops its command.
+    let sleep = format!("sleep 300.{}", marker());
+    raw.call(42, "run", json!({"command": sleep.clone()})).await;
+    wait_alive(&[&sleep]).await;
+    raw.send(&json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 42, "reason": "test"},
+    }))
+    .await;
+    assert_none_survive(&[&sleep], EVENTUALLY).await;
+    raw.assert_alive(43).await;
+}
+
 /// Issue 7 §2: once the client stops reading stdout, the server stops what
 /// it runs and exits, instead of running commands until stdin closes.
 #[tokio::test]
