@@ -218,12 +218,43 @@ pub fn make_process_undumpable() -> io::Result<()> {
     nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)
 }
 
+/// Where temporary directories go when the system's default is used.
+pub const DEFAULT_TEMP_DIR: &str = "/tmp";
+
+/// `temp_dir` (`$TMPDIR`) if it can hold our directories: an absolute path
+/// to an existing directory that nobody but us or root can change (see
+/// [`check_safe_ancestors`]). Otherwise `/tmp`, with a notice that says why
+/// `temp_dir` was not used: a missing or relative `TMPDIR`, one that is not
+/// a directory or not ours, stops nothing.
+pub fn usable_temp_dir(temp_dir: &Path) -> (PathBuf, Option<String>) {
+    let default = Path::new(DEFAULT_TEMP_DIR);
+    if temp_dir == default {
+        return (default.to_path_buf(), None);
+    }
+    let problem = if !temp_dir.is_absolute() {
+        "is not an absolute path".to_owned()
+    } else {
+        match std::fs::metadata(temp_dir) {
+            Err(err) => format!("cannot be used ({err})"),
+            Ok(meta) if !meta.is_dir() => "is not a directory".to_owned(),
+            Ok(_) => match check_safe_ancestors(temp_dir) {
+                Ok(()) => return (temp_dir.to_path_buf(), None),
+                Err(err) => format!("is not safe for our files ({err})"),
+            },
+        }
+    };
+    let notice =
+        format!("TMPDIR {} {problem}; using {DEFAULT_TEMP_DIR} instead", temp_dir.display());
+    (default.to_path_buf(), Some(notice))
+}
+
 /// Picks the per-user base of the runtime directories, checks it, and
 /// creates it if needed:
 ///
 /// 1. `$XDG_RUNTIME_DIR/shellkeep` when `xdg_runtime_dir` is given
 ///    (absolute);
-/// 2. else `<temp_dir>/shellkeep-<uid>`;
+/// 2. else `<temp_dir>/shellkeep-<uid>`, where an unusable `temp_dir` (see
+///    [`usable_temp_dir`]) is replaced by `/tmp` and the notice says so;
 /// 3. if the chosen one exists but fails the checks (a symlink, someone
 ///    else's, or open to others: another user may have made it to catch
 ///    our files), a fresh `<temp_dir>/shellkeep-<uid>-<random>` that must
@@ -233,23 +264,37 @@ pub fn runtime_base(
     temp_dir: &Path,
 ) -> io::Result<(PathBuf, Option<String>)> {
     let uid = euid();
-    let preferred = match xdg_runtime_dir.filter(|dir| dir.is_absolute()) {
-        Some(dir) => dir.join("shellkeep"),
-        None => temp_dir.join(format!("shellkeep-{uid}")),
+    let xdg_runtime_dir = xdg_runtime_dir.filter(|dir| dir.is_absolute());
+    // The temporary directory is checked only when it is needed.
+    let temp = || usable_temp_dir(temp_dir);
+    let (preferred, mut notices) = match xdg_runtime_dir {
+        Some(dir) => (dir.join("shellkeep"), Vec::new()),
+        None => {
+            let (temp_dir, notice) = temp();
+            (temp_dir.join(format!("shellkeep-{uid}")), notice.into_iter().collect())
+        }
     };
     let refused = match ensure_private_dir(&preferred) {
-        Ok(()) => return Ok((preferred, None)),
+        Ok(()) => return Ok((preferred, join_notices(notices))),
         Err(err) => err,
     };
-    check_safe_ancestors(temp_dir)?;
+    let (temp_dir, notice) = temp();
+    if xdg_runtime_dir.is_some() {
+        notices.extend(notice);
+    }
+    check_safe_ancestors(&temp_dir)?;
     let fresh = temp_dir.join(format!("shellkeep-{uid}-{}", random_hex(8)?));
     create_private_dir(&fresh)?;
-    let notice = format!(
+    notices.push(format!(
         "not using {} ({refused}); using the fresh private directory {} instead",
         preferred.display(),
         fresh.display()
-    );
-    Ok((fresh, Some(notice)))
+    ));
+    Ok((fresh, join_notices(notices)))
+}
+
+fn join_notices(notices: Vec<String>) -> Option<String> {
+    (!notices.is_empty()).then(|| notices.join("; "))
 }
 
 /// Creates this server's own runtime directory in `base`:
@@ -273,6 +318,9 @@ pub fn create_server_dir(base: &Path) -> io::Result<PathBuf> {
 /// once empty.
 pub fn remove_dead_server_dirs(base: &Path, temp_dir: &Path) -> Vec<PathBuf> {
     let mut removed = remove_dead_in(base);
+    // Where `runtime_base` made its fresh bases.
+    let (temp_dir, _) = usable_temp_dir(temp_dir);
+    let temp_dir = temp_dir.as_path();
     let prefix = format!("shellkeep-{}-", euid());
     for entry in std::fs::read_dir(temp_dir).into_iter().flatten().flatten() {
         let path = entry.path();
@@ -558,6 +606,39 @@ mod tests {
         assert!(notice.expect("a notice").contains("mode 777"));
         assert_eq!(mode(&usual), 0o777);
         assert_eq!(std::fs::read_dir(&usual).expect("list").count(), 0, "nothing written there");
+    }
+
+    /// Issue 11, F14: a missing, relative, non-directory or unsafe
+    /// `TMPDIR` is replaced by `/tmp`, with a notice that says why.
+    #[test]
+    fn an_unusable_temp_dir_falls_back_to_tmp() {
+        let scratch = Scratch::new("tmpdir");
+        let file = scratch.0.join("file");
+        std::fs::write(&file, "x").expect("write");
+        let open = scratch.0.join("open");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let cases = [
+            (scratch.0.join("missing"), "cannot be used"),
+            (PathBuf::from("relative/tmp"), "not an absolute path"),
+            (file, "not a directory"),
+            (open.clone(), "replace what is below"),
+        ];
+        for (temp_dir, why) in cases {
+            let (used, notice) = usable_temp_dir(&temp_dir);
+            assert_eq!(used, Path::new("/tmp"), "{}", temp_dir.display());
+            let notice = notice.expect("a notice");
+            assert!(notice.contains(why) && notice.contains("using /tmp"), "{notice}");
+            let (base, notice) = runtime_base(None, &temp_dir).expect("a base");
+            assert!(base.starts_with("/tmp"), "{}", base.display());
+            assert!(notice.is_some_and(|n| n.contains("TMPDIR")));
+        }
+        assert!(!scratch.0.join("missing").exists(), "nothing is made where TMPDIR pointed");
+        assert_eq!(std::fs::read_dir(&open).expect("list").count(), 0);
+        let good = scratch.0.join("good");
+        create_private_dir(&good).expect("mkdir");
+        assert_eq!(usable_temp_dir(&good), (good.clone(), None));
+        assert_eq!(usable_temp_dir(Path::new("/tmp")), (PathBuf::from("/tmp"), None));
     }
 
     #[test]

@@ -610,3 +610,43 @@ async fn output_that_could_not_be_saved_is_said_to_be_unavailable() {
     let error = r["fullStdoutError"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
     assert!(error.contains("File too large"), "{error}");
 }
+
+/// Issue 11, F14: an unusable `TMPDIR` (missing, relative, not a directory,
+/// not ours) does not stop start-up: the server falls back to `/tmp`, says
+/// so on stderr, and works.
+#[tokio::test]
+async fn an_unusable_tmpdir_falls_back_to_tmp() {
+    let tmp = Tmp::new();
+    let file = tmp.0.join("file");
+    std::fs::write(&file, "x").expect("write");
+    let mut cases = vec![
+        tmp.0.join("missing").display().to_string(),
+        "relative/tmp".to_owned(),
+        file.display().to_string(),
+    ];
+    let theirs = tmp.0.join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    if is_root() {
+        std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).expect("chown");
+        set_mode(&theirs, 0o755);
+    } else {
+        // Open to everyone without the sticky bit: not safe for our files.
+        set_mode(&theirs, 0o777);
+    }
+    cases.push(theirs.display().to_string());
+    for bad in &cases {
+        let server = Server::with_env(&[], &[("TMPDIR", bad), ("XDG_RUNTIME_DIR", "")]).await;
+        let r = server.terminal(json!({"command": "echo works"})).await;
+        assert_eq!(r.output(), "works\n", "TMPDIR={bad}: {r:#?}");
+        let dir = shell_files_dir(server.pid).await;
+        assert!(
+            dir.to_string_lossy().starts_with("/tmp/shellkeep-"),
+            "TMPDIR={bad}: {}",
+            dir.display()
+        );
+        let log = server.log();
+        assert!(log.contains(&format!("TMPDIR {bad}")) && log.contains("using /tmp"), "{log}");
+    }
+    assert!(!tmp.0.join("missing").exists());
+    assert_eq!(names_in(&theirs), Vec::<String>::new(), "nothing written there");
+}
