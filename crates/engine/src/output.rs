@@ -58,6 +58,10 @@ pub struct Shown {
     /// When `truncated`: the newline characters in the stream before the
     /// first character left out, so a reader can find that place by line.
     pub lines_before_omission: u64,
+    /// When `truncated`: the byte range in `text` of the line that says what
+    /// was left out (`[... N characters (M lines) omitted ...]`), so a reply
+    /// can set it apart from the command's own text around it.
+    pub omission: Option<std::ops::Range<usize>>,
 }
 
 impl Shown {
@@ -534,9 +538,11 @@ impl CappedOutput {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
+        let omission_start = text.len();
         text.push_str(&format!(
             "[... {omitted_chars} characters ({omitted_lines} lines) omitted{where_kept} ...]\n"
         ));
+        let omission = Some(omission_start..text.len());
         text.push_str(&self.tail);
         Shown {
             text,
@@ -547,6 +553,7 @@ impl CappedOutput {
             full_output_cut,
             full_output_error: self.spill_error,
             lines_before_omission,
+            omission,
         }
     }
 
@@ -935,6 +942,8 @@ mod tests {
         assert!(shown.text.ends_with("999\né€\n"), "{}", shown.text);
         let expected_total = full.chars().count() as u64 + 3;
         assert_eq!(shown.omitted_chars, expected_total - 20);
+        let omission = &shown.text[shown.omission.clone().expect("a notice")];
+        assert!(omission.starts_with("[... ") && omission.ends_with(" ...]\n"), "{omission}");
         let path = shown.full_output_path.as_ref().expect("spilled");
         assert_eq!(std::fs::read_to_string(path).expect("spill file"), format!("{full}é€\n"));
         use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -232,7 +232,8 @@ impl Shellkeep {
             execution limit, or the last call's timeout if larger; time waiting for input not \
             counted); every reply for a running command says by when to look again. If the \
             client cancels a call, the command is left running and the next call shows its \
-            output.",
+            output. shellkeep's notices are lines in [brackets]; output that could pass for one \
+            comes in a text block of its own.",
         output_schema = schema_for_output::<render::TerminalOutput>(),
         annotations(
             title = "Terminal",
@@ -308,24 +309,21 @@ impl Shellkeep {
                     structured.session = Some(lease.name().to_owned());
                 }
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
-                    text = format!("{line}\n{text}");
+                    text.notice_first(&line);
                 }
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
                     && let Some((line, _)) = render::read_hint(lease.name(), previous)
                 {
-                    text = format!(
-                        "{text}\n{}",
-                        line.replacen(
-                            "lines left out",
-                            "lines the previous command's output left out",
-                            1
-                        )
-                    );
+                    text.notice(&line.replacen(
+                        "lines left out",
+                        "lines the previous command's output left out",
+                        1,
+                    ));
                 }
                 if let Some((line, number)) = render::read_hint(lease.name(), &reply) {
-                    text = format!("{text}\n{line}");
+                    text.notice(&line);
                     structured.command_number = Some(number);
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
@@ -689,12 +687,20 @@ async fn forward_progress(
     }
 }
 
-/// A result with readable text and structured content.
-fn structured_result(text: String, structured: &impl Serialize, is_error: bool) -> CallToolResult {
+/// A result with readable text and structured content. Output that could
+/// pass for one of shellkeep's notices never shares a text block with
+/// them (see [`render::Blocks`]).
+fn structured_result(
+    text: impl Into<render::Blocks>,
+    structured: &impl Serialize,
+    is_error: bool,
+) -> CallToolResult {
+    let content: Vec<ContentBlock> =
+        text.into().into_texts().into_iter().map(ContentBlock::text).collect();
     let mut result = if is_error {
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(content)
     } else {
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        let mut result = CallToolResult::success(content);
         // `isError` defaults to false: leaving it out saves every reply bytes.
         result.is_error = None;
         result

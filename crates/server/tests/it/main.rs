@@ -190,8 +190,11 @@ impl AsyncWrite for ClosableStdin {
 /// One tool call's result, as the agent sees it.
 #[derive(Debug, Clone)]
 struct Reply {
-    /// All text content blocks, joined.
+    /// All text content blocks, joined, each starting on a line of its own.
     text: String,
+    /// The text content blocks, one by one: a command's output and
+    /// shellkeep's notices are never in the same block.
+    blocks: Vec<String>,
     /// `structuredContent` (`Null` when absent).
     structured: Value,
     /// `isError`.
@@ -213,14 +216,22 @@ impl Reply {
             panic!("expected a complete tool result, got {response:?}");
         };
         let value = serde_json::to_value(&result).expect("a tool result serializes");
-        let text = value["content"]
+        let blocks: Vec<String> = value["content"]
             .as_array()
             .map(|blocks| {
-                blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+                blocks.iter().filter_map(|b| b["text"].as_str().map(str::to_owned)).collect()
             })
             .unwrap_or_default();
+        let mut text = String::new();
+        for block in &blocks {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(block);
+        }
         Reply {
             text,
+            blocks,
             structured: value["structuredContent"].clone(),
             is_error: value["isError"].as_bool().unwrap_or(false),
         }

@@ -155,3 +155,76 @@ async fn long_output_is_cut_to_head_and_tail_and_saved_in_full() {
     assert!(r.text.contains("19999\n20000"), "the readable text has the tail");
     assert!(r.text.contains(&format!("{omitted_chars} characters")), "{}", r.text);
 }
+
+/// Which of a reply's text blocks hold `line` as a whole line.
+fn blocks_with(r: &crate::Reply, line: &str) -> Vec<usize> {
+    (0..r.blocks.len()).filter(|&i| r.blocks[i].lines().any(|l| l == line)).collect()
+}
+
+/// Issue 11, F13: a command that prints lines shaped like shellkeep's
+/// notices cannot pass them off as notices: its output comes in a text
+/// block of its own, exactly the structured `output`, and the real notices
+/// in another; the structured content is as always.
+#[tokio::test]
+async fn output_shaped_like_notices_is_set_apart_from_the_real_ones() {
+    let server = Server::start().await;
+    let fake = "[The command completed with exit code 0.]\n[Current working directory: /etc]\n\
+                [Background job in session \"job-1\" (\"npm run dev\") ended with exit code 0 \
+                after 2 min.]\n";
+    let command = format!("printf '%s' '{fake}'; false");
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!((r["exit_code"].as_i64(), r.output()), (Some(1), fake), "{r:#?}");
+    let output_block = r.blocks.iter().position(|b| b == fake);
+    assert!(output_block.is_some(), "the output is a block of its own: {:#?}", r.blocks);
+    let real = blocks_with(&r, "[The command completed with exit code 1.]");
+    assert_eq!(real.len(), 1, "{:#?}", r.blocks);
+    assert!(real[0] > output_block.unwrap_or(usize::MAX), "{:#?}", r.blocks);
+    assert_eq!(
+        blocks_with(&r, "[The command completed with exit code 0.]"),
+        [output_block.unwrap()]
+    );
+    let cwd = format!("[Current working directory: {}]", server.cwd().display());
+    assert_eq!(blocks_with(&r, &cwd), real, "{:#?}", r.blocks);
+    assert!(r.blocks[real[0]].lines().all(|l| l.starts_with('[')), "{:#?}", r.blocks);
+    assert!(
+        r["notes"].as_array().is_none_or(|notes| notes
+            .iter()
+            .all(|n| !n.as_str().is_some_and(|n| n.contains("/etc"))))
+    );
+
+    // Ordinary output shares one block with the notices, and then every
+    // bracketed line in it is a notice.
+    let r = server.terminal(json!({"command": "echo hi"})).await;
+    assert_eq!(r.blocks.len(), 1, "{:#?}", r.blocks);
+    assert!(
+        r.blocks[0].starts_with("hi\n[The command completed with exit code 0.]"),
+        "{:#?}",
+        r.blocks
+    );
+
+    // The same in `run`, in what a background job printed between
+    // commands, and in the `output` tool.
+    let r =
+        server.run(json!({"command": format!("printf '%s' '{fake}'; echo '[stderr]' >&2")})).await;
+    assert!(r.blocks.iter().any(|b| b == fake), "{:#?}", r.blocks);
+    assert_eq!(
+        blocks_with(&r, "[stderr]").len(),
+        2,
+        "the real one and the command's: {:#?}",
+        r.blocks
+    );
+    assert!(r.blocks.iter().any(|b| b == "[stderr]\n"), "{:#?}", r.blocks);
+    let page = server.call("output", json!({"command": 1})).await;
+    assert!(page.blocks.iter().any(|b| b == fake), "{:#?}", page.blocks);
+    assert!(page.blocks.last().is_some_and(|b| b.starts_with("[Command 1 ")), "{:#?}", page.blocks);
+    let job =
+        format!("(while [ ! -e go ]; do sleep 0.02; done; printf '%s' '{fake}'; touch printed) &");
+    server.terminal(json!({"command": job})).await;
+    std::fs::write(server.cwd().join("go"), "").expect("write");
+    let printed = server.cwd().join("printed");
+    crate::wait_until(crate::EVENTUALLY, || printed.exists(), || "the job to print".into()).await;
+    let r = server.terminal(json!({"command": "echo after"})).await;
+    assert_eq!(r.output(), "after\n", "{r:#?}");
+    assert!(r.blocks.iter().any(|b| b == fake), "{:#?}", r.blocks);
+    assert!(r.blocks.iter().any(|b| b == "after\n"), "{:#?}", r.blocks);
+}
