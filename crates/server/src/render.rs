@@ -312,7 +312,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                     "{RESET_NOTICE} All previous environment variables and session state have \
                      been cleared."
                 ));
-                out.note(format!("[The new shell started in {}.]", reply.cwd.display()));
+                out.note(format!("[The new shell started in {}.]", in_text(&reply.cwd)));
             }
             Note::IdleOutput(idle) => {
                 out.note("[Printed while no command was running (background jobs):]".to_owned());
@@ -389,9 +389,9 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                     }
                 }
             }
-            out.line(format!("[Current working directory: {}]", reply.cwd.display()));
+            out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
             if let Some(python) = &reply.python {
-                out.line(format!("[Python interpreter: {}]", python.display()));
+                out.line(format!("[Python interpreter: {}]", in_text(python)));
             }
             if killed.is_some() { "killed" } else { "completed" }
         }
@@ -443,7 +443,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             Note::ShellRestarted { how, cwd } => out.note(format!(
                 "[The shell exited ({how}); a new shell was started in {}. Variables, \
                  functions and background jobs from before are gone.]",
-                cwd.display()
+                in_text(cwd)
             )),
             Note::InputNotSent => {
                 out.note("[Your input was not sent: the command had already finished.]".to_owned())
@@ -529,6 +529,14 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
         }),
     };
     (out.blocks, structured)
+}
+
+/// A path as a line of text shows it: as it is, or quoted with escapes when
+/// it holds a control character, so that a directory named with a newline
+/// and a bracketed line cannot add a line to a block of notices.
+fn in_text(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    if text.chars().any(char::is_control) { format!("{text:?}") } else { text }
 }
 
 /// Seconds as OpenHands prints them: `30`, `2.5`.
@@ -748,18 +756,18 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
     match note {
         SessionNote::Existing => None,
         SessionNote::Started { cwd, expired_before: false } => {
-            Some(format!("[New session {name:?} started in {}.]", cwd.display()))
+            Some(format!("[New session {name:?} started in {}.]", in_text(cwd)))
         }
         SessionNote::Started { cwd, expired_before: true } => Some(format!(
             "[Session {name:?} had expired after sitting idle, and its shell was closed; a new \
              session was started in {}.]",
-            cwd.display()
+            in_text(cwd)
         )),
         SessionNote::Background { cwd } => Some(format!(
             "[Background job started in session {name:?} (in {}). It is not under the execution \
              limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, stop it with \
              session_close.]",
-            cwd.display()
+            in_text(cwd)
         )),
     }
 }
@@ -877,7 +885,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
         text.push_str(&format!(
             "- {}: {kind}{what}; cwd {}; {} process{}; {} of output kept; last used {} ago\n",
             row.name,
-            row.cwd.display(),
+            in_text(&row.cwd),
             row.processes,
             if row.processes == 1 { "" } else { "es" },
             bytes(row.output_bytes),
