@@ -311,11 +311,12 @@ pub fn create_server_dir(base: &Path) -> io::Result<PathBuf> {
 
 /// Removes the runtime directories in `base` whose server is dead (killed,
 /// crashed, or failed to start), returning them. A directory is left alone
-/// when it is not ours, not a real directory, not named
-/// `<pid>-<start>-<random>` (or the older `<pid>-<random>`), or when its
-/// server still runs. Fresh fallback bases next to the usual one
-/// (`shellkeep-<uid>-*` in `temp_dir`) are cleaned the same way, and removed
-/// once empty.
+/// when it is not ours, not a real directory, not named exactly as a server
+/// names it (`<pid>-<start>-<8 hex digits>`, or the older
+/// `<pid>-<8 hex digits>`), or when its server still runs. Fresh fallback
+/// bases next to the usual one (exactly `shellkeep-<uid>-<16 hex digits>`
+/// in `temp_dir`, as [`runtime_base`] makes them) are cleaned the same way,
+/// and removed once empty.
 pub fn remove_dead_server_dirs(base: &Path, temp_dir: &Path) -> Vec<PathBuf> {
     let mut removed = remove_dead_in(base);
     // Where `runtime_base` made its fresh bases.
@@ -324,10 +325,9 @@ pub fn remove_dead_server_dirs(base: &Path, temp_dir: &Path) -> Vec<PathBuf> {
     let prefix = format!("shellkeep-{}-", euid());
     for entry in std::fs::read_dir(temp_dir).into_iter().flatten().flatten() {
         let path = entry.path();
-        if path == base
-            || !entry.file_name().to_string_lossy().starts_with(&prefix)
-            || check_private_dir(&path).is_err()
-        {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let fresh_base = name.strip_prefix(&prefix).is_some_and(|random| is_hex(random, 16));
+        if path == base || !fresh_base || check_private_dir(&path).is_err() {
             continue;
         }
         removed.extend(remove_dead_in(&path));
@@ -372,7 +372,7 @@ struct ServerDirName {
 impl ServerDirName {
     fn parse(name: &str) -> Option<ServerDirName> {
         let fields: Vec<&str> = name.split('-').collect();
-        let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let hex = |s: &str| is_hex(s, 8);
         match fields.as_slice() {
             [pid, start, random] if hex(random) => {
                 Some(ServerDirName { pid: pid.parse().ok()?, start: Some(start.parse().ok()?) })
@@ -394,6 +394,12 @@ impl ServerDirName {
             (Some(_), None) => true,
         }
     }
+}
+
+/// Whether `text` is exactly `len` lowercase hex digits, as [`random_hex`]
+/// writes them.
+fn is_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The start time of process `pid` in clock ticks after boot (field 22 of
@@ -644,14 +650,16 @@ mod tests {
     #[test]
     fn server_dir_names_say_who_owns_them() {
         assert_eq!(
-            ServerDirName::parse("123-456-0a1b"),
+            ServerDirName::parse("123-456-0a1b2c3d"),
             Some(ServerDirName { pid: 123, start: Some(456) })
         );
         assert_eq!(
             ServerDirName::parse("123-0a1b2c3d"),
             Some(ServerDirName { pid: 123, start: None })
         );
-        for bad in ["output", "123", "x-1-ab", "1-2-zz", "1-2-3-4", "shell-ab"] {
+        for bad in
+            ["output", "123", "x-1-ab", "1-2-zz", "1-2-3-4", "shell-ab", "1-2-abcd", "1-2-0A1B2C3D"]
+        {
             assert_eq!(ServerDirName::parse(bad), None, "{bad}");
         }
         let me = std::process::id();
@@ -673,16 +681,23 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().expect("spawn");
         let dead_pid = child.id();
         child.wait().expect("wait");
-        let dead = base.join(format!("{dead_pid}-1-abcd"));
+        let dead = base.join(format!("{dead_pid}-1-abcd0123"));
         create_private_dir(&dead).expect("mkdir");
         std::fs::write(dead.join("cmd"), "secret").expect("write");
         let unrelated = base.join("notes");
         create_private_dir(&unrelated).expect("mkdir");
-        let fallback = tmp.join(format!("shellkeep-{}-0123", euid()));
+        // Named almost as a server names its directory: not ours.
+        let lookalike = base.join(format!("{dead_pid}-1-abcd"));
+        create_private_dir(&lookalike).expect("mkdir");
+        let backup = tmp.join(format!("shellkeep-{}-backup", euid()));
+        create_private_dir(&backup).expect("mkdir");
+        let in_backup = backup.join(format!("{dead_pid}-2-ef012345"));
+        create_private_dir(&in_backup).expect("mkdir");
+        let fallback = tmp.join(format!("shellkeep-{}-0123456789abcdef", euid()));
         create_private_dir(&fallback).expect("mkdir");
-        let dead_in_fallback = fallback.join(format!("{dead_pid}-2-ef"));
+        let dead_in_fallback = fallback.join(format!("{dead_pid}-2-ef012345"));
         create_private_dir(&dead_in_fallback).expect("mkdir");
-        let theirs = base.join(format!("{dead_pid}-3-cd"));
+        let theirs = base.join(format!("{dead_pid}-3-cd012345"));
         if let Some(other) = other_uid() {
             create_private_dir(&theirs).expect("mkdir");
             chown(&theirs, other);
@@ -691,7 +706,7 @@ mod tests {
         let removed = remove_dead_server_dirs(&base, &tmp);
         assert!(!dead.exists() && !dead_in_fallback.exists() && !fallback.exists(), "{removed:?}");
         assert!(mine.join("cmd").exists(), "a live server's directory is kept");
-        assert!(unrelated.exists());
+        assert!(unrelated.exists() && lookalike.exists() && in_backup.exists(), "{removed:?}");
         if other_uid().is_some() {
             assert!(theirs.exists(), "another user's directory is not touched");
         }

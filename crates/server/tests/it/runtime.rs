@@ -189,17 +189,17 @@ async fn the_next_start_removes_what_dead_servers_left() {
     let dead = child.id();
     child.wait().expect("wait");
     let dead_dirs =
-        [base.join(format!("{dead}-12345-abcd")), base.join(format!("{dead}-0a1b2c3d"))];
+        [base.join(format!("{dead}-12345-abcd0123")), base.join(format!("{dead}-0a1b2c3d"))];
     for dir in &dead_dirs {
         std::fs::create_dir(dir).expect("mkdir");
         set_mode(dir, 0o700);
         std::fs::write(dir.join("cmd"), "secret").expect("write");
     }
     let me = std::process::id();
-    let live = base.join(format!("{me}-0abc"));
+    let live = base.join(format!("{me}-0abc0123"));
     std::fs::create_dir(&live).expect("mkdir");
     set_mode(&live, 0o700);
-    let theirs = base.join(format!("{dead}-1-ef"));
+    let theirs = base.join(format!("{dead}-1-ef012345"));
     if is_root() {
         std::fs::create_dir(&theirs).expect("mkdir");
         std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).expect("chown");
