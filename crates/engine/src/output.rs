@@ -30,8 +30,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::private_fs;
@@ -155,8 +155,10 @@ pub struct SpillStore {
     limits: SpillLimits,
     retention: Option<Retention>,
     /// Whether the directory is marked as a store's own, so that the
-    /// retention may delete files in it (see [`DIR_MARK`]).
-    owned: AtomicBool,
+    /// retention may delete files in it (see [`DIR_MARK`]); decided (and the
+    /// mark written, for an empty directory) by the first prune or new file,
+    /// before that file is made, or by [`SpillStore::claim_dir`].
+    owned: Mutex<Option<bool>>,
     /// Bytes written by this store so far.
     written: AtomicU64,
     /// Whether a background prune is under way ([`PRUNE_IDLE`] and so on).
@@ -168,9 +170,10 @@ impl SpillStore {
     /// naming files `<prefix>-<name>`. With a `retention`, old files are
     /// deleted whenever a file is added (call [`SpillStore::prune`] at
     /// start-up too), but only in a directory marked as a store's own: one
-    /// that is marked already, or that is new or empty now (it is marked
-    /// then). A `prefix` other than `<pid>-<hex>` turns retention off, since
-    /// pruning recognises files by it.
+    /// that is marked already, or that is new or empty when the store first
+    /// prunes or adds a file (it is marked then). A `prefix` other than
+    /// `<pid>-<hex>` turns retention off, since pruning recognises files by
+    /// it.
     pub fn new(
         dir: PathBuf,
         prefix: &str,
@@ -182,22 +185,38 @@ impl SpillStore {
             prefix: prefix.to_owned(),
             limits,
             retention,
-            owned: AtomicBool::new(false),
+            owned: Mutex::new(None),
             written: AtomicU64::new(0),
             pruning: Arc::new(AtomicU8::new(PRUNE_IDLE)),
         };
-        if store.retention.is_some() {
-            if !is_server_prefix(prefix) {
-                tracing::warn!(
-                    "full outputs in {} are never deleted: the file prefix {prefix:?} is not \
-                     <pid>-<hex>",
-                    store.dir.display()
-                );
-            } else if store.dir.exists() {
-                store.owned.store(mark_if_empty(&store.dir), Ordering::Release);
-            }
+        if store.retention.is_some() && !is_server_prefix(prefix) {
+            tracing::warn!(
+                "full outputs in {} are never deleted: the file prefix {prefix:?} is not \
+                 <pid>-<hex>",
+                store.dir.display()
+            );
         }
         Arc::new(store)
+    }
+
+    /// Whether the retention may delete files of ours in the directory,
+    /// deciding it the first time the directory exists: marked, or empty
+    /// (then marked now). Anything else in it makes it not ours for good.
+    fn owns_dir(&self) -> bool {
+        if self.retention.is_none() || !is_server_prefix(&self.prefix) {
+            return false;
+        }
+        let mut owned = self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(owned) = *owned {
+            return owned;
+        }
+        if !self.dir.exists() {
+            // Not decided yet: the first new file makes it, and then it is ours.
+            return false;
+        }
+        let decided = mark_if_empty(&self.dir);
+        *owned = Some(decided);
+        decided
     }
 
     /// Marks the store's directory as its own even though it holds files
@@ -208,14 +227,14 @@ impl SpillStore {
         if !is_marked(&self.dir) {
             write_mark(&self.dir)?;
         }
-        self.owned.store(is_server_prefix(&self.prefix), Ordering::Release);
+        *self.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(true);
         Ok(())
     }
 
     /// Whether the retention may delete files in the directory: it has one,
     /// and the directory is marked as a store's own.
     pub fn prunes(&self) -> bool {
-        self.retention.is_some() && self.owned.load(Ordering::Acquire)
+        self.owns_dir()
     }
 
     /// The directory of the files.
@@ -286,12 +305,13 @@ impl SpillStore {
     /// Creates a new spill file (never an existing one, never through a
     /// symlink), making the directory private first if it is missing.
     fn create(&self, path: &Path) -> std::io::Result<File> {
+        // Whether the directory is ours is decided before our first file
+        // is in it.
+        self.owns_dir();
         let file = match private_fs::create_new_file(path) {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 private_fs::ensure_private_dir(&self.dir)?;
-                if self.retention.is_some() && is_server_prefix(&self.prefix) {
-                    self.owned.store(mark_if_empty(&self.dir), Ordering::Release);
-                }
+                self.owns_dir();
                 private_fs::create_new_file(path)
             }
             other => other,
@@ -1253,7 +1273,6 @@ mod tests {
         let first = out.finish().full_output_path.expect("saved");
         wait_for_pruning(&store);
         assert!(store.prunes() && dir.join(DIR_MARK).is_file());
-        assert!(!first.exists(), "1000 bytes are beyond the total: pruned when added");
         let mut users = users_files(&dir);
         let loose = aged_file(&dir, "4242-abcdef-open-cmd1-0a0b.log", 10, 10 * DAY);
         std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -1268,6 +1287,8 @@ mod tests {
         for path in [&old, &run, &ours_by_age] {
             assert!(removed.contains(path), "{} not in {removed:?}", path.display());
         }
+        // Pruned when it was added, or now: 1000 bytes are beyond the total.
+        assert!(!first.exists());
         assert_all_exist(&users);
         // By size: newer files of ours beyond the total go too.
         let sized = Retention { max_age: 30 * DAY, max_total: 100 };

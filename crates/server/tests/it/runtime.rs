@@ -269,6 +269,8 @@ async fn full_outputs_outlive_the_server_and_old_ones_are_pruned() {
     assert_eq!(run_path.parent(), Some(output_dir.as_path()), "{r:#?}");
     wait_until(EVENTUALLY, || !old.exists(), || "the 8-day-old file is pruned".into()).await;
     assert!(recent.exists());
+    assert!(output_dir.join(".shellkeep-output").is_file(), "the default location is marked");
+    assert!(!server.log().contains("retention is off"), "{}", server.log());
     drop(server);
 
     let expected: String = (1..=3000).map(|i| format!("{i}\n")).collect();
