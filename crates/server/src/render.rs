@@ -76,6 +76,10 @@ pub struct TerminalOutput {
     /// cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_full_output_path: Option<String>,
+    /// Why that previous command's complete output could not be saved,
+    /// when it was cut and no file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_error: Option<String>,
     /// Output printed while no command was running (background jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_output: Option<String>,
@@ -517,6 +521,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
         previous_output: previous.map(|p| p.output.text.clone()),
         previous_exit_code: previous.map(|p| p.exit_code.unwrap_or(-1)),
         previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
+        previous_full_output_error: previous.and_then(|p| p.output.full_output_error.clone()),
         background_output: background,
         notes: out.notes,
         look_again_within_sec: match reply.status {
