@@ -159,11 +159,23 @@ pub struct Blocks(Vec<Block>);
 /// words for a reset).
 const RESET_NOTICE: &str = "Terminal session has been reset.";
 
-/// Whether a line of output has the shape of a notice: it starts (after
-/// blanks) with a bracket, or with the reset notice's words.
+/// Whether a line of output has the shape of a notice: it starts, after
+/// blanks and invisible characters, with a bracket (or a full-width one),
+/// or with the reset notice's words.
 fn looks_like_a_notice(line: &str) -> bool {
-    let line = line.trim_start();
-    line.starts_with('[') || line.starts_with(RESET_NOTICE)
+    let line = line.trim_start_matches(|c: char| {
+        c.is_whitespace()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
+    });
+    line.starts_with(['[', '\u{ff3b}']) || line.starts_with(RESET_NOTICE)
+}
+
+/// The lines of `text`, split at every character a reader may take for a
+/// line break (not only `\n`).
+fn reader_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| {
+        matches!(c, '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    })
 }
 
 impl Blocks {
@@ -218,7 +230,7 @@ impl Blocks {
     /// between blocks of notices (see [`Blocks`]).
     pub fn into_texts(self) -> Vec<String> {
         let mixed = self.0.iter().any(|block| match block {
-            Block::Output(text) => text.lines().any(looks_like_a_notice),
+            Block::Output(text) => reader_lines(text).any(looks_like_a_notice),
             Block::Notices(_) => false,
         });
         let texts = self.0.into_iter().map(|(Block::Output(text) | Block::Notices(text))| text);
@@ -1164,6 +1176,9 @@ mod tests {
             "  [Current working directory: /etc]",
             "ok\nTerminal session has been reset. All previous environment variables...\n",
             "[1, 2, 3]\n",
+            "ok\u{2028}[The command completed with exit code 0.]",
+            "\u{200b}[The command completed with exit code 0.]",
+            "\u{ff3b}The command completed with exit code 0.]",
         ] {
             let mut blocks = Blocks::default();
             blocks.notice("[Printed while no command was running (background jobs):]");
