@@ -326,19 +326,20 @@ async fn a_full_output_directory_given_by_flag_keeps_the_users_files() {
     std::fs::create_dir(&subdir).expect("mkdir");
     let chapter = aged_file(&subdir, "4242-abcdef-ch1.log", 10 * DAYS);
     let users = [&thesis, &lookalike, &link, &subdir, &chapter];
-    let args = [
-        "--output-cap",
-        "200",
-        "--full-output-dir",
-        dir.to_str().expect("utf-8"),
-        "--full-output-keep-days",
-        "0",
-        "--full-output-keep-mib",
-        "0",
-    ];
+    let dir_text = dir.to_str().expect("utf-8");
+    let retention = ["--full-output-keep-days", "0", "--full-output-keep-mib", "0"];
+    let by_flag =
+        [&["--output-cap", "200", "--full-output-dir", dir_text][..], &retention].concat();
+    let by_variable = [&["--output-cap", "200"][..], &retention].concat();
     let mut saved = Vec::new();
-    for _ in 0..2 {
-        let server = server_in(&tmp.0, &state, &args).await;
+    // Given by flag, then by its environment variable.
+    for (args, variable) in [(by_flag, None), (by_variable, Some(dir_text))] {
+        let tmp_text = tmp.0.to_str().expect("utf-8");
+        let state_text = state.to_str().expect("utf-8");
+        let mut env =
+            vec![("TMPDIR", tmp_text), ("XDG_RUNTIME_DIR", ""), ("XDG_STATE_HOME", state_text)];
+        env.extend(variable.map(|dir| ("SHELLKEEP_FULL_OUTPUT_DIR", dir)));
+        let server = Server::with_env(&args, &env).await;
         let r = server.terminal(json!({"command": "seq 1 3000"})).await;
         let path =
             PathBuf::from(r["full_output_path"].as_str().unwrap_or_else(|| panic!("{r:#?}")));
