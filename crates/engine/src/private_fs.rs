@@ -228,7 +228,8 @@ pub const DEFAULT_TEMP_DIR: &str = "/tmp";
 /// a directory or not ours, stops nothing.
 pub fn usable_temp_dir(temp_dir: &Path) -> (PathBuf, Option<String>) {
     let default = Path::new(DEFAULT_TEMP_DIR);
-    if temp_dir == default {
+    // An empty `TMPDIR` means the default, as for `mktemp`.
+    if temp_dir == default || temp_dir.as_os_str().is_empty() {
         return (default.to_path_buf(), None);
     }
     let problem = if !temp_dir.is_absolute() {
@@ -645,6 +646,7 @@ mod tests {
         create_private_dir(&good).expect("mkdir");
         assert_eq!(usable_temp_dir(&good), (good.clone(), None));
         assert_eq!(usable_temp_dir(Path::new("/tmp")), (PathBuf::from("/tmp"), None));
+        assert_eq!(usable_temp_dir(Path::new("")), (PathBuf::from("/tmp"), None));
     }
 
     #[test]
