@@ -401,13 +401,12 @@ impl CommandLog {
         if first >= total {
             return Ok(page);
         }
-        let lost = inner.cut.is_some() || inner.error.is_some();
         let limit_lines = limit;
         // A page that ends before the lines counted, though neither its line
         // limit nor its character cap stopped it, met the end of what was
         // saved.
         let mark_end = |page: &mut LogPage| {
-            page.rest_unavailable = lost
+            page.rest_unavailable = (page.saved_until.is_some() || page.save_error.is_some())
                 && !page.cut_at_cap
                 && page.lines < limit_lines
                 && page.first_line + page.lines < page.total_lines;
@@ -424,8 +423,14 @@ impl CommandLog {
             mark_end(&mut page);
             return Ok(page);
         };
-        if let Some(writer) = writer {
-            writer.flush().map_err(|err| unreadable(path, err))?;
+        // A failed flush (the disk is full) ends what the file holds; what
+        // it holds can still be read.
+        if state.error.is_none()
+            && let Some(writer) = writer
+            && let Err(err) = writer.flush()
+        {
+            state.error = Some(err.to_string());
+            page.save_error = state.error.clone();
         }
         let path = path.clone();
         // Start at the nearest indexed line at or before the first one.

@@ -579,6 +579,32 @@ async fn a_command_cannot_write_to_the_servers_stdout() {
 async fn output_that_could_not_be_saved_is_said_to_be_unavailable() {
     let wrapper = ["bash", "-c", "trap '' XFSZ; ulimit -f 200; exec \"$@\"", "bash"];
     let server = Server::wrapped(&wrapper, &["--output-cap", "200"], &[]).await;
+
+    // While the command still runs, what was saved reads, and the rest is
+    // said to be unavailable (the failed write is not retried on a read).
+    let go = server.cwd().join("go");
+    let command = "seq 1 100000; while [ ! -e go ]; do sleep 0.05; done";
+    let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    let page = loop {
+        let page = server.call("output", json!({"offset": 50_000, "limit": 10})).await;
+        assert!(!page.is_error, "{}", page.text);
+        if page["total_lines"] == 100_000 {
+            break page;
+        }
+        assert!(std::time::Instant::now() < deadline, "{page:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((page["running"].as_bool(), page["line_count"].as_u64()), (Some(true), Some(0)));
+    assert_eq!(page["unavailable_from"], 50_000, "{page:#?}");
+    assert_ne!(page["next_offset"], 50_000, "{page:#?}");
+    let page = server.call("output", json!({"offset": 0, "limit": 3})).await;
+    assert_eq!(page["lines"], "1\n2\n3\n", "{page:#?}");
+    std::fs::write(&go, "").expect("write");
+    let r = server.terminal(json!({"command": ""})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+
     let r = server.terminal(json!({"command": "seq 1 100000"})).await;
     assert_eq!(r["truncated"], true, "{r:#?}");
     let error = r["full_output_error"].as_str().unwrap_or_else(|| panic!("{r:#?}"));
@@ -590,6 +616,7 @@ async fn output_that_could_not_be_saved_is_said_to_be_unavailable() {
     let mut offset = 0;
     let last = loop {
         let page = server.call("output", json!({"offset": offset, "limit": 5000})).await;
+        assert!(!page.is_error, "{}", page.text);
         let next = page["next_offset"].as_u64().unwrap_or_else(|| panic!("{page:#?}"));
         if next >= page["total_lines"].as_u64().expect("total") {
             break page;
