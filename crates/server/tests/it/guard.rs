@@ -24,6 +24,12 @@ fn mark() -> String {
     format!("300.{}", marker())
 }
 
+/// Our effective user id (of `/proc/self`: this test process is dumpable).
+fn euid() -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").expect("/proc/self").uid()
+}
+
 /// Whether process `pid` is alive (present and not a zombie).
 fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -135,6 +141,74 @@ async fn lines_a_command_writes_to_the_guard_are_ignored_on_a_clean_exit() {
     hold_and_inject(false).await;
 }
 
+/// A command's way of holding the channel open from the other side: it
+/// takes a copy of every socket of the server and of the guard it can
+/// (`pidfd_getfd`, which needs ptrace rights: root has them, an
+/// unprivileged user has none over non-dumpable processes), keeps them, and
+/// sleeps with `MARKER` among its arguments.
+const STEALER: &str = r#"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_pidfd_getfd = 438
+marker = sys.argv[-1]
+held = []
+for pid in sys.argv[1:-1]:
+    try:
+        pidfd = os.pidfd_open(int(pid))
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for name in names:
+        try:
+            if not os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:"):
+                continue
+        except OSError:
+            continue
+        fd = libc.syscall(SYS_pidfd_getfd, pidfd, int(name), 0)
+        if fd >= 0:
+            held.append(fd)
+print(f"holding {len(held)} sockets", flush=True)
+time.sleep(300)
+"#;
+
+/// F1, the other side: a command that holds the server's end of the
+/// channel (where it may: as root) keeps end of file from the guard when
+/// the server is SIGKILLed; the guard still notices (parent-death signal,
+/// parent pid) and stops everything.
+#[tokio::test]
+async fn a_command_holding_the_servers_end_of_the_channel_cannot_hide_its_death() {
+    let mut server = Server::start().await;
+    let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+    std::fs::write(server.cwd().join("stealer.py"), STEALER).expect("write the stealer");
+    let (stealer, escaped) = (mark(), mark());
+    let command = format!(
+        "(setsid python3 stealer.py $PPID {guard} {stealer} >stealer.out 2>&1 </dev/null &); \
+         (setsid sleep {escaped} </dev/null >/dev/null 2>&1 &); echo started"
+    );
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let markers = [stealer.as_str(), &escaped];
+    wait_alive(&markers).await;
+    let out = server.cwd().join("stealer.out");
+    wait_until(
+        CLEANUP,
+        || std::fs::read_to_string(&out).is_ok_and(|out| out.contains("holding")),
+        || format!("the stealer did not start: {:?}", std::fs::read_to_string(&out)),
+    )
+    .await;
+    if euid() == 0 {
+        // Root may take them: then only the guard's other ways of noticing
+        // the server's death remain, and they are what this proves.
+        let out = std::fs::read_to_string(&out).expect("the stealer's output");
+        assert!(!out.contains("holding 0 "), "{out}");
+    }
+
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(20)).await;
+    assert_none_survive(&markers, CLEANUP).await;
+    wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} is still running")).await;
+}
+
 /// F14 (the token) and SIGTERM: the scope token is on no process's command
 /// line; the guard is not dumpable (its descriptors are root's) and blocks
 /// SIGTERM, so a command's `kill` does not end it, and it still cleans up
@@ -149,7 +223,8 @@ async fn the_token_is_on_no_command_line_and_sigterm_does_not_end_the_guard() {
          echo \"$SHELLKEEP_SCOPE\""
     );
     let r = server.terminal(json!({ "command": command })).await;
-    let scope = r.output().trim().to_owned();
+    // The last line: job control reports the `&` job first.
+    let scope = r.output().lines().last().expect("a line").to_owned();
     let (token, _) = scope.split_once('/').expect("SHELLKEEP_SCOPE is TOKEN/OWNER");
     assert!(token.len() >= 16, "{scope:?}");
     let markers = [background.as_str(), &escaped];
