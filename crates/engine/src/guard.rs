@@ -1444,6 +1444,68 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// This process's cgroup v2 directory, if cgroup2 is mounted.
+    fn own_cgroup2_dir() -> Option<PathBuf> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mountinfo.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(PathBuf::from))?
+        })?;
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let path = cgroup.lines().find_map(|line| line.strip_prefix("0::"))?;
+        Some(mount.join(path.trim_start_matches('/')))
+    }
+
+    /// Where the host lets us make control groups (root, a delegated
+    /// subtree): a watched one is killed and removed, with the groups below
+    /// it. Elsewhere the refusal must be the kernel's permission check.
+    #[tokio::test]
+    async fn a_watched_control_group_is_killed_and_removed() {
+        let refused = |err: &io::Error| {
+            matches!(
+                err.kind(),
+                io::ErrorKind::PermissionDenied
+                    | io::ErrorKind::ReadOnlyFilesystem
+                    | io::ErrorKind::NotFound
+                    | io::ErrorKind::ResourceBusy
+            )
+        };
+        let Some(parent) = own_cgroup2_dir() else { return };
+        let dir = parent.join(format!("shellkeep-guard-test-{}", std::process::id()));
+        let inner = dir.join("inner");
+        if let Err(err) = std::fs::create_dir(&dir).and_then(|()| std::fs::create_dir(&inner)) {
+            assert!(refused(&err), "{err}");
+            let _ = std::fs::remove_dir(&dir);
+            return;
+        }
+        let mut child = process::spawn(
+            process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
+        )
+        .expect("spawn sleep");
+        let pid = child.id().expect("pid");
+        if let Err(err) = std::fs::write(inner.join("cgroup.procs"), pid.to_string()) {
+            child.kill().await.expect("killed");
+            remove_cgroup_tree(&dir, Duration::from_secs(5));
+            assert!(refused(&err), "{err}");
+            return;
+        }
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        let line = Message::Watch(Target::cgroup(&dir).expect("a plain path")).line();
+        server_end.write_all(line.as_bytes()).expect("write");
+        drop(server_end);
+        let looped = std::thread::spawn(move || {
+            watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran")
+        });
+        looped.join().expect("the loop ended");
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("the sleep ended")
+            .expect("reaped");
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(!dir.exists(), "removed with the group below it");
+    }
+
     /// Pids of live processes with `argument` among their arguments.
     fn pids_with_argument(argument: &str) -> Vec<i32> {
         let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
