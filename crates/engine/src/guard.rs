@@ -1311,6 +1311,37 @@ mod tests {
         drop(guard);
     }
 
+    /// Restarts are told to the readers known when they happen (the latest
+    /// few, for a reader that has not replied for long); a guard given up is
+    /// told to every reader once, new ones included.
+    #[test]
+    fn notices_reach_each_reader_once() {
+        let mut notices = Notices::default();
+        assert_eq!(notices.take("a"), None);
+        notices.post("first");
+        assert_eq!(notices.take("a").as_deref(), Some("first"));
+        assert_eq!(notices.take("a"), None);
+        assert_eq!(notices.take("b"), None, "b was not known then");
+        for n in 0..20 {
+            notices.post(&format!("restart {n}"));
+        }
+        let told = notices.take("b").expect("restarts");
+        assert_eq!(told.lines().count(), NOTICES_PER_READER, "{told}");
+        assert!(told.ends_with("restart 19"), "{told}");
+        notices.give_up("given up".to_owned());
+        for reader in ["a", "b", "new"] {
+            let told = notices.take(reader).expect("told");
+            assert!(told.ends_with("given up"), "{reader}: {told}");
+            assert_eq!(notices.take(reader), None, "{reader}");
+        }
+        // Many readers are never remembered without bound.
+        for n in 0..(3 * READERS_LIMIT) {
+            notices.take(&format!("reader-{n}"));
+        }
+        assert!(notices.pending.len() <= READERS_LIMIT + 1);
+        assert!(notices.told_given_up.len() <= READERS_LIMIT);
+    }
+
     #[test]
     fn a_killed_guard_is_replaced_and_told_everything_watched() {
         let dir =
