@@ -169,11 +169,36 @@ impl Guard {
         }
     }
 
+    /// A handle with no guard behind it, for a server whose guard could not
+    /// start (`reason`): it watches nothing, and every session's next reply
+    /// says that a server SIGKILL may leave processes behind.
+    pub fn unavailable(reason: &str) -> Guard {
+        let notice = format!(
+            "[The orphan guard could not be started ({reason}). If the server is killed, what \
+             its sessions run may be left behind; a normal end of the server still stops \
+             everything.]"
+        );
+        tracing::error!("{notice}");
+        let mut notices = Notices::default();
+        notices.give_up(notice);
+        let state = GuardState {
+            channel: None,
+            pid: 0,
+            given_up: true,
+            token: None,
+            watched: BTreeSet::new(),
+            closing: false,
+            notices,
+        };
+        Guard { shared: Arc::new(Mutex::new(state)), finished: Mutex::new(None) }
+    }
+
     fn lock(&self) -> MutexGuard<'_, GuardState> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The current guard's process id (the last one's, once given up).
+    /// The current guard's process id (the last one's, once given up; 0 if
+    /// none ever started).
     pub fn pid(&self) -> u32 {
         self.lock().pid
     }
@@ -1309,6 +1334,20 @@ mod tests {
             assert_eq!(guard.take_notice(reader), None, "told once");
         }
         drop(guard);
+    }
+
+    #[test]
+    fn a_guard_that_could_not_start_is_told_to_every_reader() {
+        let guard = Guard::unavailable("no such file");
+        guard.watch_group(123);
+        assert!(!guard.is_connected());
+        assert_eq!(guard.live_pid(), None);
+        for reader in ["default", "other", ""] {
+            let notice = guard.take_notice(reader).expect("a notice");
+            assert!(notice.contains("could not be started (no such file)"), "{notice}");
+            assert_eq!(guard.take_notice(reader), None);
+        }
+        assert_eq!(guard.shutdown(Duration::from_secs(1)), None);
     }
 
     /// Restarts are told to the readers known when they happen (the latest

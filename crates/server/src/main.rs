@@ -393,12 +393,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dir = RuntimeDir::create()?;
     let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
         Ok(guard) => Some(Arc::new(guard)),
-        Err(err) => {
-            tracing::warn!(
-                "cannot start the orphan guard ({err}); a crash may leave processes behind"
-            );
-            None
-        }
+        // Replies say so: a missing safety net is never silent.
+        Err(err) => Some(Arc::new(Guard::unavailable(&err.to_string()))),
     };
     let spill = full_output_store(&args, &dir.path.join("output"))?;
     let pruning = Arc::clone(&spill);
