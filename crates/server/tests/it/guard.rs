@@ -356,3 +356,25 @@ async fn the_guard_is_told_nothing_secret_on_its_command_line() {
     assert!(Path::new(&args[3]).is_dir(), "{args:?}");
     assert_eq!(args[4], "", "{args:?}");
 }
+
+/// A guard whose stdin is not a socket pair from its parent (someone ran
+/// `shellkeep __guard` by hand, on a pipe) refuses to run and touches
+/// nothing: not even the runtime directory it was named.
+#[test]
+fn a_guard_without_a_channel_from_its_parent_refuses_to_run() {
+    let dir = std::env::temp_dir().join(format!("sk-guard-refuses-{}", marker()));
+    std::fs::create_dir(&dir).expect("a directory");
+    std::fs::write(dir.join("kept"), "kept").expect("a file");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+        .args(["__guard", "--runtime-dir"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .expect("run the guard");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let kept = dir.join("kept").exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("the orphan guard cannot run"), "{stderr}");
+    assert!(kept, "the runtime directory was left alone");
+}
