@@ -601,9 +601,10 @@ impl Shellkeep {
         result
     }
 
-    /// Adds what happened to the orphan guard that `reader` (a session's
-    /// name, for a `terminal` reply, which then gets it in `notes` too; `run`
-    /// replies share `None`) has not been told: a line of text.
+    /// Adds what happened to the orphan guard that this reply's reader has
+    /// not been told yet: a line of text, and for a `terminal` reply
+    /// (`session`: its session's name, the reader) an entry of `notes`.
+    /// `run` replies (`None`) are one reader together.
     fn with_guard_notice(
         &self,
         mut result: CallToolResult,
