@@ -5,126 +5,224 @@
 //! only the direct child: a `sleep 300 &` started by a command, or the jobs
 //! of a PTY session, would survive a server killed with SIGKILL. So the
 //! server starts a guard (its own executable with a hidden subcommand) and
-//! tells it, one line per event on the guard's stdin, which process groups
-//! and sessions are live; it also gives it the server's scope token and
-//! runtime directory on the command line. When that pipe reaches end of
-//! file, because the server closed it or died, the guard stops every
-//! process that carries the token in its environment and everything still
-//! watched, removes the runtime directory, and exits.
+//! tells it, over a Unix socket pair, the server's scope token and which
+//! process groups, sessions and control groups are live. When the server is
+//! gone, the guard stops every process that carries the token in its
+//! environment and everything still watched, removes the server's runtime
+//! directory (the one thing given on its command line, which is no secret)
+//! and exits.
 //!
-//! The guard can itself be killed (by a command, with `kill -9`). The
-//! server's [`Guard`] handle notices at once (a thread waits for it),
-//! starts a new one, tells it everything watched, logs it and keeps a
-//! notice for the next reply.
+//! Commands run as the same user as the guard, so the channel is built so
+//! that they cannot reach, blind or steer it:
+//!
+//! - The guard makes itself non-dumpable before it reads anything, so its
+//!   `/proc/PID/fd`, memory and environment belong to root; a socket cannot
+//!   be reopened through `/proc` anyway (unlike the pipe this used to be).
+//! - Both ends of the pair are close-on-exec in the server (itself not
+//!   dumpable), and the guard marks its end close-on-exec too: no command
+//!   inherits either.
+//! - The guard checks the other end (`SO_PEERCRED`): it must be its parent
+//!   and of its user. The token travels as the first message, never on a
+//!   command line, where every user can read it.
+//! - It notices the server's death three ways, so that no held descriptor
+//!   can hide it: end of file on the socket, a parent-death signal (SIGTERM,
+//!   blocked and read through a `signalfd`, so a command's `kill` cannot end
+//!   the guard with it either), and its parent pid, checked at start and
+//!   whenever it wakes.
+//! - Lines are bounded ([`LINE_LIMIT`]); a line it does not understand is
+//!   logged and ignored.
+//!
+//! The guard can still be killed (SIGKILL, by a command). The server's
+//! [`Guard`] handle notices at once (a thread waits for it), starts a new
+//! one, tells it everything watched, logs it and keeps a notice for the next
+//! reply of every session. A guard that keeps dying at once is given up;
+//! every session's next reply says so, and the server still stops everything
+//! itself when it ends normally.
 //!
 //! [`Guard`] is the server's handle; [`serve`] is the guard process's whole
 //! life. This module does not decide what to watch (the runner and the
 //! sessions do), and it neither builds processes nor sends signals itself:
 //! `process` does both.
 //!
-//! The protocol is one line per event: `+g PGID` and `-g PGID` watch and
-//! forget a process group, `+s SID` and `-s SID` a session.
+//! The protocol is one line per event: `scope TOKEN` (first), `+g PGID` and
+//! `-g PGID` watch and forget a process group, `+s SID` and `-s SID` a
+//! session, `+c DIR` and `-c DIR` a control-group directory, and `reset`
+//! forgets everything watched (the server sends it before telling a guard
+//! that fell behind the whole list again).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ExitStatus};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-use crate::process::{self, Mark, Targets, TerminationMode};
+use crate::private_fs;
+use crate::process::{self, Mark, Root, Targets, TerminationMode};
 
 /// How long the guard gives what it stops between SIGTERM and SIGKILL.
 pub const GUARD_GRACE: Duration = Duration::from_secs(2);
 
+/// The longest line the guard accepts (a control group's path is the
+/// longest thing the server sends); longer ones are ignored.
+pub const LINE_LIMIT: usize = 4096;
+
 /// A guard that dies this soon after it started, this many times in a row,
-/// is not started again: it cannot run (its executable was replaced, say).
+/// is not started again: it cannot run (its executable was replaced, say),
+/// or something kills it as soon as it starts.
 const SHORT_LIFE: Duration = Duration::from_secs(1);
 const SHORT_LIVES_BEFORE_GIVING_UP: u32 = 5;
 
+/// Bytes the server queues for a guard that does not read them (it is
+/// stopped, say) before it stops queueing and later sends the whole list
+/// again instead: the server never blocks on its guard.
+const OUTBOX_LIMIT: usize = 256 * 1024;
+
+/// Notices kept for one reader that has not replied for a while.
+const NOTICES_PER_READER: usize = 8;
+/// Readers (session names) remembered for notices.
+const READERS_LIMIT: usize = 1024;
+
 /// The server's handle on its orphan guard process.
 ///
-/// Telling the guard what to watch is a blocking write of a few bytes to a
-/// pipe the guard keeps draining, so it is cheap enough to call from async
-/// code. The handle remembers what is watched, so that a guard that died
-/// can be replaced and told everything again; a thread of its own waits for
-/// the guard and does that. A missing safety net never breaks the server:
-/// failures are logged and kept as a notice. Dropping the handle closes the
-/// pipe, which tells the guard the server has ended.
+/// Telling the guard what to watch is a non-blocking write of a few bytes,
+/// cheap enough to call from async code. The handle remembers what is
+/// watched, so that a guard that died can be replaced and told everything
+/// again; a thread of its own waits for the guard and does that. A missing
+/// safety net never breaks the server: failures are logged and kept as a
+/// notice. Dropping the handle closes the socket, which tells the guard the
+/// server has ended.
 #[derive(Debug)]
 pub struct Guard {
     shared: Arc<Mutex<GuardState>>,
     /// Where the waiting thread sends the guard's exit status once the
-    /// handle closed its input (or it gave up restarting it).
+    /// handle closed its channel (or it gave up restarting it).
     finished: Mutex<Option<mpsc::Receiver<io::Result<ExitStatus>>>>,
 }
 
 /// What the handle and its waiting thread share.
 #[derive(Debug)]
 struct GuardState {
-    /// The write end of the current guard's stdin; `None` once closed, or
-    /// while a dead guard is being replaced.
-    input: Option<ChildStdin>,
+    /// The server's end of the current guard's channel; `None` once closed,
+    /// or while a dead guard is being replaced.
+    channel: Option<Channel>,
     /// The current guard's process id.
     pid: u32,
+    /// Set once the guard is given up: no guard runs any more.
+    given_up: bool,
+    /// The server's scope token, the first thing every guard is told.
+    token: Option<String>,
     /// Everything watched, to tell a replacement guard.
     watched: BTreeSet<Target>,
-    /// Set when the handle closes the pipe on purpose: the guard's exit is
-    /// then expected.
+    /// Set when the handle closes the channel on purpose: the guard's exit
+    /// is then expected.
     closing: bool,
-    /// What happened to the guard that the next reply should mention.
-    notices: Vec<String>,
+    /// What happened to the guard that replies should mention.
+    notices: Notices,
 }
 
 impl Guard {
-    /// Starts `program args` as the orphan guard (the server passes its own
-    /// executable and its hidden guard subcommand). The guard gets its own
-    /// process group and no parent-death signal, so it outlives the server.
+    /// Starts `program args` as the orphan guard, with no scope token (tests
+    /// start stand-ins this way). See [`Guard::spawn_with_token`].
     pub fn spawn(program: &Path, args: &[&str]) -> io::Result<Guard> {
-        let program = program.to_owned();
-        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let mut child = start(&program, &args)?;
+        Guard::spawn_with_token(program, args, None)
+    }
+
+    /// Starts `program args` as the orphan guard (the server passes its own
+    /// executable and its hidden guard subcommand) and tells it `token`
+    /// first. The guard gets its own process group and no parent-death
+    /// signal from us, so it outlives the server. It is started by the
+    /// handle's own thread, which lives as long as the guard is wanted: a
+    /// parent-death signal the guard asks for is tied to that thread.
+    pub fn spawn_with_token(
+        program: &Path,
+        args: &[&str],
+        token: Option<&str>,
+    ) -> io::Result<Guard> {
         let state = GuardState {
-            input: child.stdin.take(),
-            pid: child.id(),
+            channel: None,
+            pid: 0,
+            given_up: false,
+            token: token.map(str::to_owned),
             watched: BTreeSet::new(),
             closing: false,
-            notices: Vec::new(),
+            notices: Notices::default(),
         };
-        tracing::debug!(pid = state.pid, program = %program.display(), "started the orphan guard");
         let shared = Arc::new(Mutex::new(state));
         let (sender, receiver) = mpsc::channel();
-        let keeper = Keeper { shared: Arc::clone(&shared), program, args };
-        let spawned = std::thread::Builder::new()
+        let (started_sender, started) = mpsc::sync_channel(1);
+        let keeper = Keeper {
+            shared: Arc::clone(&shared),
+            program: program.to_owned(),
+            args: args.iter().map(OsString::from).collect(),
+        };
+        std::thread::Builder::new()
             .name("shellkeep-guard-keeper".into())
-            .spawn(move || keeper.run(child, &sender));
-        if let Err(err) = spawned {
-            tracing::warn!(%err, "could not start a thread to watch the orphan guard");
+            .spawn(move || keeper.run(&started_sender, &sender))?;
+        match started.recv() {
+            Ok(Ok(())) => Ok(Guard { shared, finished: Mutex::new(Some(receiver)) }),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(io::Error::other("the orphan guard's keeper thread ended at once")),
         }
-        Ok(Guard { shared, finished: Mutex::new(Some(receiver)) })
+    }
+
+    /// A handle with no guard behind it, for a server whose guard could not
+    /// start (`reason`): it watches nothing, and every session's next reply
+    /// says that a server SIGKILL may leave processes behind.
+    pub fn unavailable(reason: &str) -> Guard {
+        let notice = format!(
+            "[The orphan guard could not be started ({reason}). If the server is killed, what \
+             its sessions run may be left behind; a normal end of the server still stops \
+             everything.]"
+        );
+        tracing::error!("{notice}");
+        let mut notices = Notices::default();
+        notices.give_up(notice);
+        let state = GuardState {
+            channel: None,
+            pid: 0,
+            given_up: true,
+            token: None,
+            watched: BTreeSet::new(),
+            closing: false,
+            notices,
+        };
+        Guard { shared: Arc::new(Mutex::new(state)), finished: Mutex::new(None) }
     }
 
     fn lock(&self) -> MutexGuard<'_, GuardState> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The current guard's process id.
+    /// The current guard's process id (the last one's, once given up; 0 if
+    /// none ever started).
     pub fn pid(&self) -> u32 {
         self.lock().pid
+    }
+
+    /// The current guard's process id, or `None` once no guard runs (given
+    /// up): the server then must not spare that pid when it stops
+    /// everything, since it may belong to anything by now.
+    pub fn live_pid(&self) -> Option<u32> {
+        let state = self.lock();
+        (!state.given_up).then_some(state.pid)
     }
 
     /// Whether a guard is listening, as far as we know: false once a write
     /// to it has failed and no replacement has taken over.
     pub fn is_connected(&self) -> bool {
-        self.lock().input.is_some()
+        self.lock().channel.is_some()
     }
 
-    /// What happened to the guard since the last call (it died and was
-    /// replaced, or could not be), worded for an agent; `None` if nothing.
-    pub fn take_notice(&self) -> Option<String> {
-        let notices = std::mem::take(&mut self.lock().notices);
-        (!notices.is_empty()).then(|| notices.join("\n"))
+    /// What happened to the guard that `reader` (a session's name, or the
+    /// kind of reply for replies of no session) has not been told yet,
+    /// worded for an agent; `None` if nothing. A guard that was given up is
+    /// told to every reader once, readers that appear later included.
+    pub fn take_notice(&self, reader: &str) -> Option<String> {
+        self.lock().notices.take(reader)
     }
 
     /// Asks the guard to stop process group `pgid` if the server dies.
@@ -148,14 +246,31 @@ impl Guard {
         self.send(Message::Forget(Target::Session(sid)));
     }
 
-    /// Closes the guard's input and waits up to `wait` for it to exit.
+    /// Asks the guard to kill everything in control group `dir` (and its
+    /// descendants) if the server dies, then remove them. A path the
+    /// protocol cannot carry (relative, with `..`, a line feed, too long)
+    /// is refused and logged.
+    pub fn watch_cgroup(&self, dir: &Path) {
+        if let Some(target) = Target::cgroup(dir) {
+            self.send(Message::Watch(target));
+        }
+    }
+
+    /// Tells the guard control group `dir` needs no watching.
+    pub fn forget_cgroup(&self, dir: &Path) {
+        if let Some(target) = Target::cgroup(dir) {
+            self.send(Message::Forget(target));
+        }
+    }
+
+    /// Closes the guard's channel and waits up to `wait` for it to exit.
     /// Returns its exit status, or `None` if it had not exited by then (it
-    /// is then reaped in the background whenever it does).
+    /// is then reaped in the background whenever it does) or no guard ran.
     ///
     /// On a clean shutdown the server has already stopped what it ran, so
     /// the guard finds nothing alive and exits at once.
     pub fn shutdown(self, wait: Duration) -> Option<ExitStatus> {
-        self.close_input();
+        self.close_channel();
         let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         match finished.recv_timeout(wait) {
             Ok(Ok(status)) => Some(status),
@@ -169,25 +284,39 @@ impl Guard {
 
     fn send(&self, message: Message) {
         let mut state = self.lock();
-        match message {
-            Message::Watch(target) => state.watched.insert(target),
-            Message::Forget(target) => state.watched.remove(&target),
+        let state = &mut *state;
+        match &message {
+            Message::Watch(target) => state.watched.insert(target.clone()),
+            Message::Forget(target) => state.watched.remove(target),
+            Message::Scope(_) | Message::Reset => false,
         };
         let pid = state.pid;
-        let Some(pipe) = state.input.as_mut() else { return };
-        if let Err(err) = pipe.write_all(message.line().as_bytes()) {
+        let Some(channel) = state.channel.as_mut() else { return };
+        if let Err(err) = channel.send(&message.line(), &state.watched) {
             // The keeper thread sees the guard die and replaces it, telling
             // the new one everything watched, this included.
             tracing::debug!(pid, %err, "the orphan guard stopped listening");
-            state.input = None;
+            state.channel = None;
         }
     }
 
-    /// Closing the pipe is the guard's signal that the server has ended.
-    fn close_input(&self) {
+    /// Closing the channel is the guard's signal that the server has ended.
+    fn close_channel(&self) {
         let mut state = self.lock();
         state.closing = true;
-        state.input = None;
+        if let Some(mut channel) = state.channel.take() {
+            // What is queued, and everything watched if it fell behind, for
+            // up to a second: a guard that still does not read learns the
+            // rest from the processes' token.
+            if channel.behind {
+                channel.outbox.extend_from_slice(briefing(None, &state.watched, true).as_bytes());
+            }
+            let blocking = channel.stream.set_nonblocking(false);
+            let timeout = channel.stream.set_write_timeout(Some(Duration::from_secs(1)));
+            if blocking.and(timeout).is_ok() {
+                let _ = channel.flush();
+            }
+        }
     }
 }
 
@@ -195,17 +324,130 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // The keeper thread reaps the guard whenever it exits, so dropping
         // never blocks and the guard never stays a zombie.
-        self.close_input();
+        self.close_channel();
     }
 }
 
-/// Starts one guard process.
-fn start(program: &Path, args: &[OsString]) -> io::Result<Child> {
-    process::spawn_std(process::guard_command(program).args(args))
+/// The server's end of a guard's channel, with what it has not taken yet.
+#[derive(Debug)]
+struct Channel {
+    /// Non-blocking and close-on-exec.
+    stream: UnixStream,
+    /// Lines written but not yet taken by the socket.
+    outbox: Vec<u8>,
+    /// Set when lines were dropped because the outbox was full: once it
+    /// empties, the guard is told `reset` and everything watched.
+    behind: bool,
 }
 
-/// The thread that waits for the guard and replaces it when it dies
-/// before the handle closed its input.
+impl Channel {
+    /// Queues `line` and writes what the socket takes. Errors only when the
+    /// guard is gone.
+    fn send(&mut self, line: &str, watched: &BTreeSet<Target>) -> io::Result<()> {
+        if self.behind || self.outbox.len() + line.len() > OUTBOX_LIMIT {
+            if !self.behind {
+                tracing::warn!(
+                    "the orphan guard is not reading (stopped?); it will be told everything \
+                     watched once it reads again"
+                );
+            }
+            self.behind = true;
+        } else {
+            self.outbox.extend_from_slice(line.as_bytes());
+        }
+        self.flush()?;
+        if self.behind && self.outbox.is_empty() {
+            self.behind = false;
+            self.outbox = briefing(None, watched, true).into_bytes();
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes what the socket takes without blocking.
+    fn flush(&mut self) -> io::Result<()> {
+        while !self.outbox.is_empty() {
+            match self.stream.write(&self.outbox) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(written) => {
+                    self.outbox.drain(..written);
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lines that tell a guard `token` (if any), then everything watched,
+/// after a `reset` when `reset`.
+fn briefing(token: Option<&str>, watched: &BTreeSet<Target>, reset: bool) -> String {
+    let mut lines = String::new();
+    if let Some(token) = token {
+        lines.push_str(&Message::Scope(token.to_owned()).line());
+    }
+    if reset {
+        lines.push_str(&Message::Reset.line());
+    }
+    for target in watched {
+        lines.push_str(&Message::Watch(target.clone()).line());
+    }
+    lines
+}
+
+/// What happened to the guard, for each reader that has not been told.
+#[derive(Debug, Default)]
+struct Notices {
+    /// Notices each known reader has not been told yet (at most
+    /// [`NOTICES_PER_READER`], the latest).
+    pending: HashMap<String, Vec<String>>,
+    /// Why the guard was given up, once it was: every reader is told once.
+    given_up: Option<String>,
+    /// Readers told that the guard was given up.
+    told_given_up: HashSet<String>,
+}
+
+impl Notices {
+    /// Keeps `notice` for every known reader.
+    fn post(&mut self, notice: &str) {
+        for queue in self.pending.values_mut() {
+            if queue.len() >= NOTICES_PER_READER {
+                queue.remove(0);
+            }
+            queue.push(notice.to_owned());
+        }
+    }
+
+    /// Keeps `notice` for every reader, those not known yet included.
+    fn give_up(&mut self, notice: String) {
+        self.given_up = Some(notice);
+    }
+
+    fn take(&mut self, reader: &str) -> Option<String> {
+        if !self.pending.contains_key(reader) {
+            if self.pending.len() >= READERS_LIMIT {
+                self.pending.retain(|_, queue| !queue.is_empty());
+            }
+            self.pending.insert(reader.to_owned(), Vec::new());
+        }
+        let mut notices = self.pending.get_mut(reader).map(std::mem::take).unwrap_or_default();
+        if let Some(given_up) = &self.given_up {
+            if self.told_given_up.len() >= READERS_LIMIT {
+                // Telling a reader twice beats remembering without bound.
+                self.told_given_up.clear();
+            }
+            if self.told_given_up.insert(reader.to_owned()) {
+                notices.push(given_up.clone());
+            }
+        }
+        (!notices.is_empty()).then(|| notices.join("\n"))
+    }
+}
+
+/// The thread that starts the guard, waits for it and replaces it when it
+/// dies before the handle closed its channel.
 struct Keeper {
     shared: Arc<Mutex<GuardState>>,
     program: PathBuf,
@@ -213,17 +455,40 @@ struct Keeper {
 }
 
 impl Keeper {
-    fn run(self, mut child: Child, finished: &mpsc::Sender<io::Result<ExitStatus>>) {
+    fn lock(&self) -> MutexGuard<'_, GuardState> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn run(
+        self,
+        started: &mpsc::SyncSender<io::Result<()>>,
+        finished: &mpsc::Sender<io::Result<ExitStatus>>,
+    ) {
+        let first = {
+            let mut state = self.lock();
+            self.start(&mut state)
+        };
+        let mut child = match first {
+            Ok(child) => {
+                tracing::debug!(pid = child.id(), program = %self.program.display(), "started the orphan guard");
+                let _ = started.send(Ok(()));
+                child
+            }
+            Err(err) => {
+                let _ = started.send(Err(err));
+                return;
+            }
+        };
         let mut short_lives = 0;
         loop {
             let started = Instant::now();
             let status = child.wait();
-            let mut state = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.lock();
             if state.closing {
                 let _ = finished.send(status);
                 return;
             }
-            state.input = None;
+            state.channel = None;
             let old = state.pid;
             let how = match &status {
                 Ok(status) => status.to_string(),
@@ -232,81 +497,126 @@ impl Keeper {
             short_lives = if started.elapsed() < SHORT_LIFE { short_lives + 1 } else { 0 };
             if short_lives >= SHORT_LIVES_BEFORE_GIVING_UP {
                 let notice = format!(
-                    "The orphan guard (pid {old}) keeps ending at once ({how}); it is not \
-                     restarted again, so if the server is killed, what it runs may be left \
-                     behind."
+                    "[The orphan guard (pid {old}) kept ending at once ({how}, \
+                     {SHORT_LIVES_BEFORE_GIVING_UP} times in a row, perhaps killed by a command); \
+                     it is not restarted again. If the server is killed, what its sessions run \
+                     may be left behind; a normal end of the server still stops everything.]"
                 );
-                tracing::error!("{notice}");
-                state.notices.push(notice);
-                let _ = finished.send(status);
+                self.give_up(&mut state, notice, status, finished);
                 return;
             }
-            match start(&self.program, &self.args) {
-                Ok(mut new) => {
-                    let mut input = new.stdin.take();
-                    let lines: String =
-                        state.watched.iter().map(|&t| Message::Watch(t).line()).collect();
-                    if let Some(pipe) = input.as_mut()
-                        && let Err(err) = pipe.write_all(lines.as_bytes())
-                    {
-                        tracing::warn!(%err, "could not brief the new orphan guard");
-                        input = None;
-                    }
-                    state.input = input;
-                    state.pid = new.id();
+            match self.start(&mut state) {
+                Ok(new) => {
                     let notice = format!(
-                        "The orphan guard (pid {old}) ended unexpectedly ({how}); a new one \
-                         (pid {}) took over.",
+                        "[The orphan guard (pid {old}) ended unexpectedly ({how}); a new one \
+                         (pid {}) took over.]",
                         state.pid
                     );
                     tracing::warn!("{notice}");
-                    state.notices.push(notice);
+                    state.notices.post(&notice);
                     child = new;
                 }
                 Err(err) => {
                     let notice = format!(
-                        "The orphan guard (pid {old}) ended unexpectedly ({how}) and could not \
-                         be restarted ({err}); if the server is killed, what it runs may be \
-                         left behind."
+                        "[The orphan guard (pid {old}) ended unexpectedly ({how}) and could not \
+                         be restarted ({err}). If the server is killed, what its sessions run \
+                         may be left behind; a normal end of the server still stops everything.]"
                     );
-                    tracing::error!("{notice}");
-                    state.notices.push(notice);
-                    let _ = finished.send(status);
+                    self.give_up(&mut state, notice, status, finished);
                     return;
                 }
             }
         }
     }
+
+    fn give_up(
+        &self,
+        state: &mut GuardState,
+        notice: String,
+        status: io::Result<ExitStatus>,
+        finished: &mpsc::Sender<io::Result<ExitStatus>>,
+    ) {
+        tracing::error!("{notice}");
+        state.given_up = true;
+        state.notices.give_up(notice);
+        let _ = finished.send(status);
+    }
+
+    /// Starts one guard with a fresh channel and tells it the token and
+    /// everything watched. The guard's end of the pair becomes its stdin;
+    /// the server keeps no copy of it, so the guard reads end of file once
+    /// the server's end is closed.
+    fn start(&self, state: &mut GuardState) -> io::Result<Child> {
+        // Both ends are close-on-exec: no other child inherits either.
+        let (server_end, guard_end) = UnixStream::pair()?;
+        let mut command = process::guard_command(&self.program);
+        command.args(&self.args).stdin(Stdio::from(OwnedFd::from(guard_end)));
+        let child = process::spawn_std(&mut command)?;
+        drop(command);
+        server_end.set_nonblocking(true)?;
+        let mut channel = Channel { stream: server_end, outbox: Vec::new(), behind: false };
+        channel.outbox = briefing(state.token.as_deref(), &state.watched, false).into_bytes();
+        if let Err(err) = channel.flush() {
+            tracing::warn!(%err, "could not brief the new orphan guard");
+        } else {
+            state.channel = Some(channel);
+        }
+        state.pid = child.id();
+        Ok(child)
+    }
 }
 
-/// What the guard process is told on its command line.
+/// What the guard process is given on its command line: nothing secret.
 #[derive(Debug, Clone, Default)]
 pub struct GuardOptions {
-    /// The server's scope token ([`process::server_token`]): every process
-    /// carrying it is stopped once the server is gone.
-    pub token: Option<String>,
     /// The server's runtime directory, removed once the server is gone.
     pub runtime_dir: Option<PathBuf>,
 }
 
-/// The guard process's main loop, run by the server binary's hidden guard
-/// subcommand with the pipe from the server as `input`.
+/// The guard process's whole life, run by the server binary's hidden guard
+/// subcommand with its end of the channel from the server (its stdin).
 ///
-/// It records what the server watches and forgets until `input` ends
-/// (the server closed it, or died), then stops every process carrying the
-/// server's token, every process group still watched, and every process in
-/// each watched session: SIGTERM, a grace of [`GUARD_GRACE`], then SIGKILL.
+/// First, before reading anything, it makes itself non-dumpable, ignores
+/// SIGINT and SIGHUP (a ^C or a closing terminal must not take the safety
+/// net down before the server), blocks SIGTERM and asks for it as its
+/// parent-death signal, and checks that the other end of `channel` is its
+/// parent, of its user. Then it records what the server watches and forgets
+/// until the server is gone (end of file, the parent-death signal, or a
+/// parent that is not the server any more), then stops every process
+/// carrying the server's token, every process group still watched, every
+/// process in each watched session and each watched control group: SIGTERM,
+/// a grace of [`GUARD_GRACE`], then SIGKILL (control groups: `cgroup.kill`).
 /// Then it removes the runtime directory. It returns how the processes went
 /// away (`None` when nothing was alive), or an error if it could not start.
-///
-/// It ignores SIGINT and SIGHUP first, so that a ^C or a closing terminal
-/// does not take the safety net down before the server.
-pub fn serve(input: impl Read, options: &GuardOptions) -> io::Result<Option<TerminationMode>> {
+pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<TerminationMode>> {
+    // Before anything else: from here on, no process of our user can open
+    // our descriptors through /proc, take them with pidfd_getfd, or read
+    // our memory.
+    if let Err(err) = private_fs::make_process_undumpable() {
+        tracing::warn!(%err, "the orphan guard could not make itself non-dumpable");
+    }
+    let channel = UnixStream::from(channel);
     if let Err(err) = process::ignore_interrupt_and_hangup() {
         // A guard that a ^C can kill still beats no guard.
         tracing::warn!(%err, "the orphan guard could not ignore SIGINT and SIGHUP");
     }
-    let mode = watch_until_closed(input, GUARD_GRACE, options)?;
+    let wake = process::parent_death_wakeup()?;
+    let parent = nix::unistd::getppid().as_raw();
+    let (peer, peer_uid) = process::peer_credentials(&channel)?;
+    if peer_uid != private_fs::euid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("the orphan guard's channel belongs to user {peer_uid}; refusing it"),
+        ));
+    }
+    if peer != parent {
+        // Either the server died before we got here (we were adopted), or
+        // whoever started us is not the end of the channel: both mean the
+        // server is gone as far as we are concerned.
+        tracing::warn!(peer, parent, "the orphan guard's parent is not the end of its channel");
+    }
+    let server_alive = move || nix::unistd::getppid().as_raw() == peer;
+    let mode = watch_until_gone(&channel, Some(wake.as_fd()), &server_alive, GUARD_GRACE)?;
     if let Some(dir) = &options.runtime_dir {
         remove_runtime_dir(dir);
     }
@@ -318,8 +628,7 @@ pub fn serve(input: impl Read, options: &GuardOptions) -> io::Result<Option<Term
 fn remove_runtime_dir(dir: &Path) {
     use std::os::unix::fs::MetadataExt as _;
     let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
-    let ours = std::fs::metadata("/proc/self").map(|me| me.uid()).ok();
-    if !meta.is_dir() || Some(meta.uid()) != ours {
+    if !meta.is_dir() || meta.uid() != private_fs::euid() {
         tracing::warn!(dir = %dir.display(), "not removing a runtime directory that is not ours");
         return;
     }
@@ -328,104 +637,345 @@ fn remove_runtime_dir(dir: &Path) {
     }
 }
 
-/// [`serve`] without touching signal dispositions, which would leak into
-/// every later child of the process (tests run it inside the test binary).
-fn watch_until_closed(
-    input: impl Read,
-    grace: Duration,
-    options: &GuardOptions,
-) -> io::Result<Option<TerminationMode>> {
-    // Built before listening, so that a failure shows while the server is
-    // still there to notice the guard is gone.
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
-    let mut watched = BTreeSet::new();
-    let mut reader = BufReader::new(input);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            // A line cut short means the server died while writing it; its
-            // number may be a prefix of the real one, so it is not trusted.
-            Ok(_) if !line.ends_with(b"\n") => break,
-            Ok(_) => match Message::parse(&line) {
-                Some(Message::Watch(target)) => {
-                    watched.insert(target);
+/// What the server has told the guard so far, and the line being read.
+#[derive(Debug, Default)]
+struct Orders {
+    token: Option<String>,
+    watched: BTreeSet<Target>,
+    /// The start of a line whose end has not arrived yet.
+    partial: Vec<u8>,
+    /// Set while the rest of an over-long line is skipped.
+    skipping: bool,
+}
+
+/// What reading the channel found.
+#[derive(Debug, PartialEq, Eq)]
+enum Drained {
+    /// Everything there was, for now.
+    All,
+    /// End of file (or a read error): the server is gone.
+    Closed,
+}
+
+impl Orders {
+    /// Reads what `channel` (non-blocking) holds and applies its lines.
+    fn read(&mut self, mut channel: &UnixStream) -> Drained {
+        let mut buffer = [0u8; 8192];
+        loop {
+            match channel.read(&mut buffer) {
+                Ok(0) => return Drained::Closed,
+                Ok(read) => self.feed(&buffer[..read]),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Drained::All,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    tracing::warn!(%err, "the orphan guard lost its channel; treating the server as gone");
+                    return Drained::Closed;
                 }
-                Some(Message::Forget(target)) => {
-                    watched.remove(&target);
-                }
-                None => tracing::warn!(
-                    line = %String::from_utf8_lossy(&line).trim_end(),
-                    "the orphan guard ignored a line it does not understand"
-                ),
-            },
-            Err(err) => {
-                tracing::warn!(%err, "the orphan guard lost its input; treating the server as gone");
-                break;
             }
         }
     }
-    let targets = targets_to_stop(&watched, options.token.as_deref());
-    let members = targets.members();
-    if members.is_empty() {
-        tracing::debug!("the server has ended and left nothing running");
-        return Ok(None);
+
+    /// Applies the complete lines in `bytes`, keeping an unfinished one.
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let end = memchr::memchr(b'\n', bytes);
+            let (part, rest) = match end {
+                Some(at) => (&bytes[..at], &bytes[at + 1..]),
+                None => (bytes, &[][..]),
+            };
+            bytes = rest;
+            if !self.skipping {
+                self.partial.extend_from_slice(part);
+                if self.partial.len() > LINE_LIMIT {
+                    tracing::warn!(
+                        limit = LINE_LIMIT,
+                        "the orphan guard ignored a line over its length limit"
+                    );
+                    self.partial.clear();
+                    self.skipping = true;
+                }
+            }
+            if end.is_some() {
+                if !self.skipping {
+                    let line = std::mem::take(&mut self.partial);
+                    self.apply(&line);
+                }
+                self.skipping = false;
+            }
+        }
     }
-    tracing::info!(?members, "the server has ended; stopping what it left running");
-    Ok(runtime.block_on(process::terminate(&targets, grace)))
+
+    fn apply(&mut self, line: &[u8]) {
+        match Message::parse(line) {
+            Some(Message::Scope(token)) if self.token.is_none() => self.token = Some(token),
+            Some(Message::Scope(_)) => {
+                tracing::warn!("the orphan guard ignored a second scope token");
+            }
+            Some(Message::Reset) => self.watched.clear(),
+            Some(Message::Watch(target)) => {
+                self.watched.insert(target);
+            }
+            Some(Message::Forget(target)) => {
+                self.watched.remove(&target);
+            }
+            None => tracing::warn!(
+                line = %String::from_utf8_lossy(line),
+                "the orphan guard ignored a line it does not understand"
+            ),
+        }
+    }
 }
 
-/// Everything to stop for `watched` and the server's `token`.
+/// The guard's loop, without what [`serve`] does to the process (which
+/// would leak into every later child of a test binary): reads `channel`
+/// until the server is gone, then stops what it was told to.
+///
+/// The server is gone when `channel` ends, or when `server_alive` says so:
+/// at start, and whenever the loop wakes (a message, or `wake` becoming
+/// readable: the parent-death signal). What is still queued on the channel
+/// is read before acting on it: the server may have died just after
+/// writing.
+fn watch_until_gone(
+    channel: &UnixStream,
+    wake: Option<std::os::fd::BorrowedFd<'_>>,
+    server_alive: &dyn Fn() -> bool,
+    grace: Duration,
+) -> io::Result<Option<TerminationMode>> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // Built before listening, so that a failure shows while the server is
+    // still there to notice the guard is gone.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    channel.set_nonblocking(true)?;
+    let mut orders = Orders::default();
+    loop {
+        if !server_alive() {
+            tracing::info!("the orphan guard's server is gone");
+            orders.read(channel);
+            break;
+        }
+        let mut fds = vec![PollFd::new(channel.as_fd(), PollFlags::POLLIN)];
+        fds.extend(wake.map(|wake| PollFd::new(wake, PollFlags::POLLIN)));
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(err) => {
+                tracing::warn!(%err, "the orphan guard cannot wait; treating the server as gone");
+                orders.read(channel);
+                break;
+            }
+        }
+        let woken = fds.get(1).and_then(PollFd::revents).is_some_and(|r| !r.is_empty());
+        drop(fds);
+        if woken && let Some(wake) = wake {
+            drain(wake);
+        }
+        if orders.read(channel) == Drained::Closed {
+            break;
+        }
+    }
+    let Orders { token, watched, .. } = orders;
+    let cgroups: Vec<&Path> = watched
+        .iter()
+        .filter_map(|target| match target {
+            Target::Cgroup(dir) => Some(dir.as_path()),
+            _ => None,
+        })
+        .collect();
+    let mut targets = targets_to_stop(&watched, token.as_deref());
+    for dir in &cgroups {
+        // Killed at once; what a control group without `cgroup.kill` holds
+        // is stopped with the rest.
+        targets.roots.extend(kill_cgroup(dir).into_iter().filter_map(Root::of));
+    }
+    let members = targets.members();
+    let mode = if members.is_empty() {
+        tracing::debug!("the server has ended and left nothing running");
+        None
+    } else {
+        tracing::info!(?members, "the server has ended; stopping what it left running");
+        runtime.block_on(process::terminate(&targets, grace))
+    };
+    for dir in &cgroups {
+        remove_cgroup_tree(dir, grace);
+    }
+    Ok(mode)
+}
+
+/// Reads everything `wake` (non-blocking: a `signalfd`, or a socket in
+/// tests) holds, so that `poll` sleeps again.
+fn drain(wake: std::os::fd::BorrowedFd<'_>) {
+    // A signalfd hands out whole 128-byte records.
+    let mut buffer = [0u8; 1024];
+    while let Ok(read) = nix::unistd::read(wake, &mut buffer) {
+        if read == 0 {
+            break;
+        }
+    }
+}
+
+/// Everything to stop for `watched` and the server's `token`, control
+/// groups aside.
 fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
     let mut targets = Targets::default();
     for target in watched {
-        match *target {
-            Target::Group(pgid) => targets.groups.push(pgid),
-            Target::Session(sid) => targets.sessions.push(sid),
+        match target {
+            Target::Group(pgid) => targets.groups.push(*pgid),
+            Target::Session(sid) => targets.sessions.push(*sid),
+            Target::Cgroup(_) => {}
         }
     }
     targets.marks.extend(token.map(|token| Mark::Token(token.to_owned())));
     targets
 }
 
+/// Kills everything in control group `dir` and the groups below it, with
+/// `cgroup.kill` (cgroup v2, Linux 5.14+). Without it, returns the pids the
+/// groups hold, for the caller to stop.
+///
+/// Stands in for the shared control-group module's `kill_tree` until it
+/// exists; only a directory with a `cgroup.procs` file is touched.
+fn kill_cgroup(dir: &Path) -> Vec<i32> {
+    if !dir.join("cgroup.procs").is_file() {
+        tracing::warn!(dir = %dir.display(), "not a control group; left alone");
+        return Vec::new();
+    }
+    match std::fs::write(dir.join("cgroup.kill"), "1") {
+        Ok(()) => Vec::new(),
+        Err(err) => {
+            tracing::debug!(dir = %dir.display(), %err, "no cgroup.kill; stopping its processes one by one");
+            let mut pids = Vec::new();
+            for group in cgroup_tree(dir) {
+                let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
+                pids.extend(procs.lines().filter_map(|pid| pid.trim().parse::<i32>().ok()));
+            }
+            pids
+        }
+    }
+}
+
+/// Removes control group `dir` and those below it, deepest first, retrying
+/// for up to `wait` while killed processes are still leaving. `rmdir` on a
+/// control group removes only an empty group, never a file.
+fn remove_cgroup_tree(dir: &Path, wait: Duration) {
+    if !dir.join("cgroup.procs").is_file() {
+        return;
+    }
+    let deadline = Instant::now() + wait;
+    let mut groups = cgroup_tree(dir);
+    groups.reverse();
+    for group in groups {
+        loop {
+            match std::fs::remove_dir(&group) {
+                Ok(()) => break,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => break,
+                Err(err)
+                    if Instant::now() < deadline && err.raw_os_error() == Some(libc::EBUSY) =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(err) => {
+                    tracing::warn!(group = %group.display(), %err, "could not remove a control group");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `dir` and every directory below it, parents before children, without
+/// following symbolic links.
+fn cgroup_tree(dir: &Path) -> Vec<PathBuf> {
+    let mut all = vec![dir.to_owned()];
+    let mut next = 0;
+    while next < all.len() {
+        let children: Vec<PathBuf> = std::fs::read_dir(&all[next])
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+            .map(|entry| entry.path())
+            .collect();
+        all.extend(children);
+        next += 1;
+    }
+    all
+}
+
 /// One line of the protocol between the server and its guard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Message {
+    /// The server's scope token.
+    Scope(String),
+    /// Forget everything watched.
+    Reset,
     Watch(Target),
     Forget(Target),
 }
 
 /// What the guard can watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
     Group(i32),
     Session(i32),
+    /// A control group's directory: absolute, no `.` or `..`, no line
+    /// feed, at most [`LINE_LIMIT`] bytes with its line.
+    Cgroup(PathBuf),
+}
+
+impl Target {
+    /// A control-group target for `dir`, if the protocol can carry it.
+    fn cgroup(dir: &Path) -> Option<Target> {
+        let target = dir.to_str().and_then(Target::parse_cgroup);
+        if target.is_none() {
+            tracing::warn!(dir = %dir.display(), "a control group the orphan guard cannot be told about");
+        }
+        target
+    }
+
+    fn parse_cgroup(dir: &str) -> Option<Target> {
+        let plain = dir.len() + 4 <= LINE_LIMIT
+            && !dir.contains(['\n', '\0'])
+            && dir.strip_prefix('/').is_some_and(|relative| {
+                relative.split('/').all(|name| !matches!(name, "" | "." | ".."))
+            });
+        plain.then(|| Target::Cgroup(PathBuf::from(dir)))
+    }
 }
 
 impl Message {
     /// The line for this message, newline included.
-    fn line(self) -> String {
+    fn line(&self) -> String {
         let (sign, target) = match self {
+            Message::Scope(token) => return format!("scope {token}\n"),
+            Message::Reset => return "reset\n".to_owned(),
             Message::Watch(target) => ('+', target),
             Message::Forget(target) => ('-', target),
         };
-        let (kind, id) = match target {
-            Target::Group(pgid) => ('g', pgid),
-            Target::Session(sid) => ('s', sid),
-        };
-        format!("{sign}{kind} {id}\n")
+        match target {
+            Target::Group(pgid) => format!("{sign}g {pgid}\n"),
+            Target::Session(sid) => format!("{sign}s {sid}\n"),
+            Target::Cgroup(dir) => format!("{sign}c {}\n", dir.display()),
+        }
     }
 
-    /// Parses one line. Ids 0 and 1 are refused: signalling those would
-    /// reach our own group or init.
+    /// Parses one line (without its line feed). Ids 0 and 1 are refused:
+    /// signalling those would reach our own group or init. A token is 1 to
+    /// 64 letters, digits, `-` or `_`.
     fn parse(line: &[u8]) -> Option<Message> {
-        let line = std::str::from_utf8(line).ok()?.trim_end();
-        let (head, id) = line.split_once(' ')?;
-        let id: i32 = id.parse().ok().filter(|&id| id > 1)?;
+        let line = std::str::from_utf8(line).ok()?;
+        if line == "reset" {
+            return Some(Message::Reset);
+        }
+        let (head, rest) = line.split_once(' ')?;
+        if head == "scope" {
+            let plain = (1..=64).contains(&rest.len())
+                && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            return plain.then(|| Message::Scope(rest.to_owned()));
+        }
+        let id = || rest.parse::<i32>().ok().filter(|&id| id > 1);
         let target = match head.get(1..)? {
-            "g" => Target::Group(id),
-            "s" => Target::Session(id),
+            "g" => Target::Group(id()?),
+            "s" => Target::Session(id()?),
+            "c" => Target::parse_cgroup(rest)?,
             _ => return None,
         };
         match head.get(..1)? {
@@ -438,8 +988,8 @@ impl Message {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::net::UnixStream;
     use std::process::Stdio;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
 
     use tokio::io::AsyncBufReadExt;
@@ -459,38 +1009,116 @@ mod tests {
         done()
     }
 
-    /// Runs the guard loop on a thread, fed by the returned socket; its
-    /// result arrives on the returned channel once the socket is dropped.
-    fn start_guard_loop() -> (UnixStream, mpsc::Receiver<io::Result<Option<TerminationMode>>>) {
+    type LoopResult = io::Result<Option<TerminationMode>>;
+
+    /// Runs the guard loop on a thread, fed by the returned socket, with a
+    /// server that stays alive; its result arrives on the returned channel
+    /// once the socket is dropped.
+    fn start_guard_loop() -> (UnixStream, mpsc::Receiver<LoopResult>) {
         let (server_end, guard_end) = UnixStream::pair().expect("socket pair");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
-            let _ =
-                sender.send(watch_until_closed(guard_end, GUARD_GRACE, &GuardOptions::default()));
+            let _ = sender.send(watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE));
         });
         (server_end, receiver)
+    }
+
+    /// The lines of `messages`, as the server writes them.
+    fn lines(messages: &[Message]) -> String {
+        messages.iter().map(Message::line).collect()
     }
 
     #[test]
     fn protocol_lines_round_trip() {
         let messages = [
+            Message::Scope("0a1b2c".to_owned()),
+            Message::Reset,
             Message::Watch(Target::Group(123)),
             Message::Forget(Target::Group(123)),
             Message::Watch(Target::Session(456)),
             Message::Forget(Target::Session(456)),
+            Message::Watch(Target::Cgroup("/sys/fs/cgroup/a b/shellkeep-1".into())),
+            Message::Forget(Target::Cgroup("/sys/fs/cgroup/x".into())),
         ];
-        let lines: Vec<String> = messages.iter().map(|m| m.line()).collect();
-        assert_eq!(lines, ["+g 123\n", "-g 123\n", "+s 456\n", "-s 456\n"]);
+        let lines: Vec<String> = messages.iter().map(Message::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "scope 0a1b2c\n",
+                "reset\n",
+                "+g 123\n",
+                "-g 123\n",
+                "+s 456\n",
+                "-s 456\n",
+                "+c /sys/fs/cgroup/a b/shellkeep-1\n",
+                "-c /sys/fs/cgroup/x\n"
+            ]
+        );
         for (message, line) in messages.iter().zip(&lines) {
-            assert_eq!(Message::parse(line.as_bytes()), Some(*message));
+            let line = line.strip_suffix('\n').expect("a line feed");
+            assert_eq!(Message::parse(line.as_bytes()), Some(message.clone()));
         }
-        for bad in ["", "+g", "+g x", "+x 5", "*g 5", "+g 1", "+g 0", "+g -7", "+gg 5"] {
+        let long_token = format!("scope {}", "a".repeat(65));
+        let long_dir = format!("+c /{}", "d".repeat(LINE_LIMIT));
+        for bad in [
+            "",
+            "+g",
+            "+g x",
+            "+x 5",
+            "*g 5",
+            "+g 1",
+            "+g 0",
+            "+g -7",
+            "+gg 5",
+            "+g 5 ",
+            "reset ",
+            "scope",
+            "scope ",
+            "scope a/b",
+            "scope a b",
+            &long_token,
+            "+c relative/dir",
+            "+c ",
+            "+c /sys/fs/cgroup/../../home",
+            "+c /sys/./fs",
+            "+c /",
+            "+c /a//b",
+            "+c /a/",
+            &long_dir,
+            "+c /a\0b",
+        ] {
             assert_eq!(Message::parse(bad.as_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(Message::parse(b"+g 5\xff"), None);
+    }
+
+    /// Lines arrive in any pieces; an over-long line and lines that do not
+    /// parse are ignored, and the lines after them still count.
+    #[test]
+    fn orders_are_read_from_any_pieces_and_bad_lines_are_ignored() {
+        let long = format!("+g {}\n", "7".repeat(LINE_LIMIT + 10));
+        let stream = format!(
+            "scope tok-1\n+g 10\n{long}garbage\n+s 20\n-g 10\nscope other\n+g 30\n+c /sys/fs/cgroup/q\n+g 40"
+        );
+        for split in [1, 2, 3, 7, 4095, 4096, 4097, 5000, stream.len()] {
+            let mut orders = Orders::default();
+            for piece in stream.as_bytes().chunks(split) {
+                orders.feed(piece);
+            }
+            assert_eq!(orders.token.as_deref(), Some("tok-1"), "split {split}");
+            let expected: BTreeSet<Target> =
+                [Target::Session(20), Target::Group(30), Target::Cgroup("/sys/fs/cgroup/q".into())]
+                    .into();
+            assert_eq!(orders.watched, expected, "split {split}");
+            // The last line has no line feed yet: it is not applied.
+            assert_eq!(orders.partial, b"+g 40", "split {split}");
+            orders.feed(b"\nreset\n");
+            assert!(orders.watched.is_empty());
         }
     }
 
     #[tokio::test]
-    async fn a_closed_pipe_stops_a_watched_group_with_its_grandchildren() {
+    async fn a_closed_channel_stops_a_watched_group_with_its_grandchildren() {
         let mut child = process::spawn(
             process::group_command("bash", &Scope::new("test"))
                 .args(["-c", "sleep 300 & sleep 300 & wait"])
@@ -514,7 +1142,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_closed_pipe_stops_every_group_of_a_watched_session() {
+    async fn a_closed_channel_stops_every_group_of_a_watched_session() {
         // setsid(1) forks when it leads its group, so the session's bash
         // reports its own id, which is also the session's. With job control
         // on, each background job gets a process group of its own.
@@ -545,21 +1173,86 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn forgotten_groups_and_a_cut_line_are_left_alone() {
+    async fn forgotten_groups_reset_and_a_cut_line_are_left_alone() {
+        let mut first = process::spawn(
+            process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
+        )
+        .expect("spawn sleep");
+        let mut second = process::spawn(
+            process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
+        )
+        .expect("spawn sleep");
+        let (a, b) = (first.id().expect("pid") as i32, second.id().expect("pid") as i32);
+        let (mut server_end, result) = start_guard_loop();
+        // The last line has no newline, as if the server died writing it.
+        let lines = format!("+g {a}\n-g {a}\n+g {b}\nreset\n+g {a}");
+        server_end.write_all(lines.as_bytes()).expect("write");
+        drop(server_end);
+        let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
+        assert_eq!(mode.expect("guard loop ran"), None);
+        assert_eq!(process::live_group_members(a), vec![a]);
+        assert_eq!(process::live_group_members(b), vec![b]);
+        first.kill().await.expect("killed");
+        second.kill().await.expect("killed");
+    }
+
+    /// Issue 11 (F1): a channel held open by someone else does not blind
+    /// the guard: when it wakes (the parent-death signal) and finds its
+    /// parent gone, it reads what is still queued and stops everything.
+    #[tokio::test]
+    async fn a_dead_server_is_noticed_while_the_channel_is_held_open() {
         let mut child = process::spawn(
             process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
         )
         .expect("spawn sleep");
         let pgid = child.id().expect("pid") as i32;
-        let (mut server_end, result) = start_guard_loop();
-        // The last line has no newline, as if the server died writing it.
-        let lines = format!("+g {pgid}\n-g {pgid}\n+g {pgid}");
-        server_end.write_all(lines.as_bytes()).expect("write");
-        drop(server_end);
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        let (wake_sender, wake) = UnixStream::pair().expect("socket pair");
+        wake.set_nonblocking(true).expect("non-blocking");
+        let alive = Arc::new(AtomicBool::new(true));
+        let (sender, result) = mpsc::channel();
+        let server_alive = Arc::clone(&alive);
+        std::thread::spawn(move || {
+            let alive = move || server_alive.load(Ordering::SeqCst);
+            let _ =
+                sender.send(watch_until_gone(&guard_end, Some(wake.as_fd()), &alive, GUARD_GRACE));
+        });
+        server_end.write_all(b"+g 999999\n").expect("write");
+        // Someone else's wake-up, with the server still there: nothing.
+        (&wake_sender).write_all(b"x").expect("wake");
+        assert!(result.recv_timeout(Duration::from_millis(300)).is_err(), "the loop went on");
+        // The server's last line is queued, then it dies; the channel stays
+        // open (held by another process, say).
+        server_end.write_all(format!("+g {pgid}\n").as_bytes()).expect("write");
+        alive.store(false, Ordering::SeqCst);
+        (&wake_sender).write_all(b"x").expect("wake");
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), None);
-        assert_eq!(process::live_group_members(pgid), vec![pgid]);
-        child.kill().await.expect("killed");
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
+        child.wait().await.expect("reaped");
+        drop(server_end);
+    }
+
+    /// A server already gone when the guard starts (its parent is not the
+    /// end of the channel) is acted on at once, with what it queued.
+    #[tokio::test]
+    async fn a_server_gone_before_the_guard_started_is_acted_on_at_once() {
+        let mut child = process::spawn(
+            process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
+        )
+        .expect("spawn sleep");
+        let pgid = child.id().expect("pid") as i32;
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        server_end.write_all(format!("+g {pgid}\n").as_bytes()).expect("write");
+        // The loop builds a runtime of its own: not on this one's thread.
+        let looped = std::thread::spawn(move || {
+            watch_until_gone(&guard_end, None, &|| false, GUARD_GRACE).expect("loop ran")
+        });
+        let mode = looped.join().expect("the loop ended");
+        assert_eq!(mode, Some(TerminationMode::Soft));
+        assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
+        child.wait().await.expect("reaped");
+        drop(server_end);
     }
 
     #[test]
@@ -569,35 +1262,123 @@ mod tests {
         let record = dir.join("lines");
         let record_arg = record.to_str().expect("utf-8 path");
         // A stand-in guard that records what it is told.
-        let guard = Guard::spawn(Path::new("bash"), &["-c", "cat > \"$0\"", record_arg])
-            .expect("spawn guard");
+        let guard = Guard::spawn_with_token(
+            Path::new("bash"),
+            &["-c", "cat > \"$0\"", record_arg],
+            Some("tok"),
+        )
+        .expect("spawn guard");
         guard.watch_group(123);
         guard.watch_session(456);
+        guard.watch_cgroup(Path::new("/sys/fs/cgroup/sk"));
+        guard.watch_cgroup(Path::new("relative"));
         guard.forget_group(123);
         guard.forget_session(456);
+        guard.forget_cgroup(Path::new("/sys/fs/cgroup/sk"));
         assert!(guard.is_connected());
         let status = guard.shutdown(Duration::from_secs(10)).expect("the guard exited");
         assert!(status.success());
         let lines = std::fs::read_to_string(&record).expect("recorded lines");
-        assert_eq!(lines, "+g 123\n+s 456\n-g 123\n-s 456\n");
+        assert_eq!(
+            lines,
+            "scope tok\n+g 123\n+s 456\n+c /sys/fs/cgroup/sk\n-g 123\n-s 456\n-c /sys/fs/cgroup/sk\n"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The guard's end of the channel is its stdin and nothing else: the
+    /// server keeps no copy (else no end of file), and no other child
+    /// inherits either end.
+    #[test]
+    fn only_the_guard_holds_its_end_of_the_channel() {
+        // A stand-in that prints its descriptors, then waits for its input.
+        let dir = std::env::temp_dir().join(format!("shellkeep-guard-fds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let record = dir.join("fds");
+        let script = "ls -l /proc/$$/fd > \"$0\"; cat >/dev/null";
+        let guard =
+            Guard::spawn(Path::new("bash"), &["-c", script, record.to_str().expect("utf-8")])
+                .expect("spawn guard");
+        assert!(wait_until(Duration::from_secs(10), || std::fs::read_to_string(&record)
+            .is_ok_and(|fds| fds.contains(" 0 -> "))));
+        let fds = std::fs::read_to_string(&record).expect("fds");
+        assert!(fds.contains(" 0 -> socket:"), "{fds}");
+        let sockets = fds.lines().filter(|line| line.contains("socket:")).count();
+        assert_eq!(sockets, 1, "{fds}");
+        // Another child started now inherits no socket of the guard's.
+        let other = std::process::Command::new("bash")
+            .args(["-c", "ls -l /proc/$$/fd"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("another child");
+        let other = String::from_utf8_lossy(&other.stdout);
+        assert!(!other.contains("socket:"), "{other}");
+        assert!(guard.shutdown(Duration::from_secs(10)).is_some(), "end of file reached it");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
-    fn a_guard_that_cannot_run_is_given_up_and_the_handle_stays_quiet() {
+    fn a_guard_that_cannot_run_is_given_up_and_every_reader_is_told_once() {
         let guard = Guard::spawn(Path::new("bash"), &["-c", "exit 0"]).expect("spawn guard");
-        assert!(wait_until(Duration::from_secs(20), || guard
-            .lock()
-            .notices
-            .iter()
-            .any(|n| n.contains("not restarted"))));
+        // A reader known before the guard gave up.
+        assert_eq!(guard.take_notice("early"), None);
+        assert!(wait_until(Duration::from_secs(20), || guard.live_pid().is_none()));
         for pgid in 100..110 {
             guard.watch_group(pgid);
         }
         assert!(!guard.is_connected());
-        let notice = guard.take_notice().expect("a notice");
-        assert!(notice.contains("keeps ending at once"), "{notice}");
+        for reader in ["early", "default", "late", "run"] {
+            let notice = guard.take_notice(reader).expect("a notice");
+            assert!(notice.contains("kept ending at once"), "{notice}");
+            assert!(notice.contains("not restarted again"), "{notice}");
+            assert_eq!(guard.take_notice(reader), None, "told once");
+        }
         drop(guard);
+    }
+
+    #[test]
+    fn a_guard_that_could_not_start_is_told_to_every_reader() {
+        let guard = Guard::unavailable("no such file");
+        guard.watch_group(123);
+        assert!(!guard.is_connected());
+        assert_eq!(guard.live_pid(), None);
+        for reader in ["default", "other", ""] {
+            let notice = guard.take_notice(reader).expect("a notice");
+            assert!(notice.contains("could not be started (no such file)"), "{notice}");
+            assert_eq!(guard.take_notice(reader), None);
+        }
+        assert_eq!(guard.shutdown(Duration::from_secs(1)), None);
+    }
+
+    /// Restarts are told to the readers known when they happen (the latest
+    /// few, for a reader that has not replied for long); a guard given up is
+    /// told to every reader once, new ones included.
+    #[test]
+    fn notices_reach_each_reader_once() {
+        let mut notices = Notices::default();
+        assert_eq!(notices.take("a"), None);
+        notices.post("first");
+        assert_eq!(notices.take("a").as_deref(), Some("first"));
+        assert_eq!(notices.take("a"), None);
+        assert_eq!(notices.take("b"), None, "b was not known then");
+        for n in 0..20 {
+            notices.post(&format!("restart {n}"));
+        }
+        let told = notices.take("b").expect("restarts");
+        assert_eq!(told.lines().count(), NOTICES_PER_READER, "{told}");
+        assert!(told.ends_with("restart 19"), "{told}");
+        notices.give_up("given up".to_owned());
+        for reader in ["a", "b", "new"] {
+            let told = notices.take(reader).expect("told");
+            assert!(told.ends_with("given up"), "{reader}: {told}");
+            assert_eq!(notices.take(reader), None, "{reader}");
+        }
+        // Many readers are never remembered without bound.
+        for n in 0..(3 * READERS_LIMIT) {
+            notices.take(&format!("reader-{n}"));
+        }
+        assert!(notices.pending.len() <= READERS_LIMIT + 1);
+        assert!(notices.told_given_up.len() <= READERS_LIMIT);
     }
 
     #[test]
@@ -608,7 +1389,10 @@ mod tests {
         // Each stand-in guard appends what it is told to its own file.
         let script = "cat > \"$0/$$\"";
         let dir_arg = dir.to_str().expect("utf-8 path");
-        let guard = Guard::spawn(Path::new("bash"), &["-c", script, dir_arg]).expect("spawn guard");
+        let guard =
+            Guard::spawn_with_token(Path::new("bash"), &["-c", script, dir_arg], Some("tok"))
+                .expect("spawn guard");
+        assert_eq!(guard.take_notice("default"), None);
         guard.watch_group(123);
         guard.watch_session(456);
         guard.watch_group(789);
@@ -624,23 +1408,65 @@ mod tests {
             wait_until(Duration::from_secs(10), || guard.pid() != first && guard.is_connected())
         );
         let second = guard.pid();
-        let notice = guard.take_notice().expect("a notice");
+        assert_eq!(guard.live_pid(), Some(second));
+        let notice = guard.take_notice("default").expect("a notice");
         assert!(notice.contains(&format!("(pid {first}) ended unexpectedly")), "{notice}");
         assert!(notice.contains(&format!("(pid {second}) took over")), "{notice}");
-        assert_eq!(guard.take_notice(), None);
+        assert_eq!(guard.take_notice("default"), None);
         guard.watch_group(321);
         assert!(guard.shutdown(Duration::from_secs(10)).is_some());
         let lines = std::fs::read_to_string(dir.join(second.to_string())).expect("recorded lines");
-        assert_eq!(lines, "+g 123\n+s 456\n+g 321\n");
+        assert_eq!(lines, "scope tok\n+g 123\n+s 456\n+g 321\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A guard that stops reading (SIGSTOP) never blocks the server: lines
+    /// past the outbox are dropped, and once it reads again it is told
+    /// `reset` and everything watched.
+    #[test]
+    fn a_guard_that_stops_reading_never_blocks_the_server() {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-guard-stopped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let record = dir.join("lines");
+        let guard = Guard::spawn(
+            Path::new("bash"),
+            &["-c", "cat > \"$0\"", record.to_str().expect("utf-8 path")],
+        )
+        .expect("spawn guard");
+        let pid = nix::unistd::Pid::from_raw(guard.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop");
+        let started = Instant::now();
+        let behind = || guard.lock().channel.as_ref().is_some_and(|channel| channel.behind);
+        // However much the socket buffers, the outbox fills at last.
+        let mut pgid = 2;
+        while !behind() && pgid < 10_000_000 {
+            guard.watch_group(pgid);
+            guard.forget_group(pgid);
+            pgid += 1;
+        }
+        assert!(behind(), "the guard fell behind");
+        guard.watch_group(77);
+        assert!(started.elapsed() < Duration::from_secs(60), "never blocked for long");
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("continue");
+        // Whatever it now reads ends with the full list: nothing but 77.
+        guard.watch_session(88);
+        assert!(guard.shutdown(Duration::from_secs(10)).is_some());
+        let lines = std::fs::read_to_string(&record).expect("recorded lines");
+        let mut orders = Orders::default();
+        orders.feed(lines.as_bytes());
+        let expected: BTreeSet<Target> = [Target::Group(77), Target::Session(88)].into();
+        assert_eq!(orders.watched, expected);
+        assert!(
+            lines.contains("reset\n"),
+            "it fell behind and was told everything again ({} bytes)",
+            lines.len()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
-    fn a_closed_pipe_stops_everything_carrying_the_token_and_removes_the_runtime_dir() {
-        let dir =
-            std::env::temp_dir().join(format!("shellkeep-guard-token-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("sessions")).expect("runtime dir");
-        std::fs::write(dir.join("sessions/cmd"), "secret").expect("a file");
+    fn the_guard_stops_everything_carrying_the_token_it_was_sent() {
         let marker = format!("300.{}", std::process::id());
         // A token of its own: the test binary's is shared by every test.
         let token = format!("guardtest{}", std::process::id());
@@ -648,21 +1474,106 @@ mod tests {
         let mut child = process::guard_command("bash")
             .args(["-c", &format!("setsid sleep {marker} & wait")])
             .env(process::SCOPE_VAR, format!("{token}/run-1"))
-            .stdin(Stdio::null())
             .spawn()
             .expect("spawn bash");
         assert!(wait_until(Duration::from_secs(10), || !pids_with_argument(&marker).is_empty()));
-        let (server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        server_end.write_all(lines(&[Message::Scope(token)]).as_bytes()).expect("write");
         drop(server_end);
-        let options = GuardOptions { token: Some(token), runtime_dir: Some(dir.clone()) };
-        // `serve` would also ignore SIGINT in this test process; the loop
-        // and the removal are what it adds to nothing else.
-        let mode = watch_until_closed(guard_end, GUARD_GRACE, &options).expect("guard loop ran");
-        remove_runtime_dir(&dir);
+        let mode = watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran");
         assert_eq!(mode, Some(TerminationMode::Soft));
         assert_eq!(pids_with_argument(&marker), Vec::<i32>::new());
-        assert!(!dir.exists());
         child.wait().expect("reaped");
+    }
+
+    #[test]
+    fn the_runtime_dir_is_removed_only_when_it_is_ours() {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-guard-runtime-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sessions")).expect("runtime dir");
+        std::fs::write(dir.join("sessions/cmd"), "secret").expect("a file");
+        let link = dir.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+        remove_runtime_dir(&link);
+        assert!(dir.join("sessions/cmd").exists(), "a symbolic link is not followed");
+        remove_runtime_dir(&dir);
+        assert!(!dir.exists());
+        let _ = std::fs::remove_file(&link);
+    }
+
+    /// A watched directory that is not a control group is never touched.
+    #[test]
+    fn a_cgroup_target_that_is_not_a_control_group_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("shellkeep-guard-cg-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("child")).expect("dirs");
+        assert_eq!(kill_cgroup(&dir), Vec::<i32>::new());
+        remove_cgroup_tree(&dir, Duration::from_millis(100));
+        assert!(dir.join("child").is_dir());
+        assert!(!dir.join("cgroup.kill").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// This process's cgroup v2 directory, if cgroup2 is mounted.
+    fn own_cgroup2_dir() -> Option<PathBuf> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mountinfo.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(PathBuf::from))?
+        })?;
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let path = cgroup.lines().find_map(|line| line.strip_prefix("0::"))?;
+        Some(mount.join(path.trim_start_matches('/')))
+    }
+
+    /// Where the host lets us make control groups (root, a delegated
+    /// subtree): a watched one is killed and removed, with the groups below
+    /// it. Elsewhere the refusal must be the kernel's permission check.
+    #[tokio::test]
+    async fn a_watched_control_group_is_killed_and_removed() {
+        let refused = |err: &io::Error| {
+            matches!(
+                err.kind(),
+                io::ErrorKind::PermissionDenied
+                    | io::ErrorKind::ReadOnlyFilesystem
+                    | io::ErrorKind::NotFound
+                    | io::ErrorKind::ResourceBusy
+            )
+        };
+        let Some(parent) = own_cgroup2_dir() else { return };
+        let dir = parent.join(format!("shellkeep-guard-test-{}", std::process::id()));
+        let inner = dir.join("inner");
+        if let Err(err) = std::fs::create_dir(&dir).and_then(|()| std::fs::create_dir(&inner)) {
+            assert!(refused(&err), "{err}");
+            let _ = std::fs::remove_dir(&dir);
+            return;
+        }
+        let mut child = process::spawn(
+            process::group_command("sleep", &Scope::new("test")).arg("300").stdin(Stdio::null()),
+        )
+        .expect("spawn sleep");
+        let pid = child.id().expect("pid");
+        if let Err(err) = std::fs::write(inner.join("cgroup.procs"), pid.to_string()) {
+            child.kill().await.expect("killed");
+            remove_cgroup_tree(&dir, Duration::from_secs(5));
+            assert!(refused(&err), "{err}");
+            return;
+        }
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        let line = Message::Watch(Target::cgroup(&dir).expect("a plain path")).line();
+        server_end.write_all(line.as_bytes()).expect("write");
+        drop(server_end);
+        let looped = std::thread::spawn(move || {
+            watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran")
+        });
+        looped.join().expect("the loop ended");
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("the sleep ended")
+            .expect("reaped");
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(!dir.exists(), "removed with the group below it");
     }
 
     /// Pids of live processes with `argument` among their arguments.

@@ -281,13 +281,15 @@ pub fn pty_command(
 }
 
 /// A command for the orphan guard: `program` in a new process group of its
-/// own, with default signal handling, stdin piped (closing it is how the
-/// guard learns the server has ended), stdout to `/dev/null` and stderr
-/// inherited for its logs.
+/// own, with default signal handling, stdout to `/dev/null` and stderr
+/// inherited for its logs. The caller sets its stdin to the guard's end of
+/// its channel (closing the other end is how the guard learns the server
+/// has ended).
 ///
 /// Unlike every other child it gets no parent-death signal and no scope
 /// marker, because its whole job is to outlive the server and stop what
-/// carries the marker. Its own process group keeps a ^C meant for the
+/// carries the marker (it asks for a parent-death signal it handles itself:
+/// [`parent_death_wakeup`]). Its own process group keeps a ^C meant for the
 /// server's terminal, or a kill of the server's group, from reaching it.
 /// Its stdout is never the server's: that is the MCP channel.
 pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
@@ -296,7 +298,7 @@ pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
     let mut command = std::process::Command::new(program);
     command.envs(NONINTERACTIVE_ENV.iter().copied()).env_remove(SCOPE_VAR);
     command.process_group(0);
-    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
     let signals = SignalReset::new();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (sigaction, sigprocmask).
@@ -307,6 +309,66 @@ pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
         });
     }
     command
+}
+
+/// The orphan guard's channel, taken from its stdin: a close-on-exec copy,
+/// with `/dev/null` put in its place, so that nothing the guard might ever
+/// start could inherit it.
+pub fn guard_channel_from_stdin() -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: fcntl duplicates fd 0 into a new descriptor that nothing else
+    // owns; it is wrapped in an `OwnedFd` at once.
+    let channel = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if channel == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `channel` was just created above and is owned by no one else.
+    let channel = unsafe { OwnedFd::from_raw_fd(channel) };
+    let null = std::fs::File::open("/dev/null")?;
+    // SAFETY: dup2 replaces fd 0, which no Rust object owns here (stdin is
+    // only ever used through the copy above).
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(channel)
+}
+
+/// The process id and user id of whoever made the other end of `socket`
+/// (`SO_PEERCRED`; for a socket pair, the process that created the pair).
+pub fn peer_credentials(socket: &impl AsRawFd) -> std::io::Result<(i32, u32)> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the
+    // kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if rc == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
+/// For the orphan guard process: blocks SIGTERM (in the calling thread,
+/// and so in threads it starts later), asks for it as the parent-death
+/// signal, and returns a non-blocking `signalfd` that becomes readable when
+/// it arrives. The guard then wakes when the server dies, and a SIGTERM
+/// from anyone else only wakes it too. The parent may already be gone: the
+/// caller checks `getppid()` after this.
+pub fn parent_death_wakeup() -> std::io::Result<OwnedFd> {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let mut mask = nix::sys::signal::SigSet::empty();
+    mask.add(Signal::SIGTERM);
+    mask.thread_block()?;
+    let wake = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    Ok(OwnedFd::from(wake))
 }
 
 /// Children we started ourselves, by pid and start time, so that the reaper

@@ -73,12 +73,10 @@ enum Command {
         #[arg(long, default_value = "docs/TERMINAL_TIMEOUT_VERIFICATION.md")]
         output: PathBuf,
     },
-    /// The orphan guard (internal: started by the server itself).
+    /// The orphan guard (internal: started by the server itself, which
+    /// sends it the scope token over its stdin, never on the command line).
     #[command(name = "__guard", hide = true)]
     Guard {
-        /// The server's scope token: processes carrying it are stopped.
-        #[arg(long)]
-        scope: Option<String>,
         /// The server's runtime directory, removed once the server is gone.
         #[arg(long)]
         runtime_dir: Option<PathBuf>,
@@ -175,15 +173,19 @@ struct ServeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Guard { scope, runtime_dir }) = &cli.command {
+    if let Some(Command::Guard { runtime_dir }) = &cli.command {
         // No runtime: the guard only waits. Its log lines go to the
-        // server's stderr.
+        // server's stderr. Its stdin is its channel from the server.
         init_logging();
-        let options =
-            guard::GuardOptions { token: scope.clone(), runtime_dir: runtime_dir.clone() };
-        return match guard::serve(std::io::stdin(), &options) {
+        let options = guard::GuardOptions { runtime_dir: runtime_dir.clone() };
+        let served =
+            process::guard_channel_from_stdin().and_then(|channel| guard::serve(channel, &options));
+        return match served {
             Ok(_) => std::process::ExitCode::SUCCESS,
-            Err(_) => std::process::ExitCode::FAILURE,
+            Err(err) => {
+                tracing::error!("the orphan guard cannot run: {err}");
+                std::process::ExitCode::FAILURE
+            }
         };
     }
     init_logging();
@@ -400,12 +402,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let dir = RuntimeDir::create()?;
     let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
         Ok(guard) => Some(Arc::new(guard)),
-        Err(err) => {
-            tracing::warn!(
-                "cannot start the orphan guard ({err}); a crash may leave processes behind"
-            );
-            None
-        }
+        // Replies say so: a missing safety net is never silent.
+        Err(err) => Some(Arc::new(Guard::unavailable(&err.to_string()))),
     };
     let spill = full_output_store(&args, &dir.path.join("output"))?;
     let pruning = Arc::clone(&spill);
@@ -495,7 +493,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     sessions.close_all().await;
     drop(sessions);
     drop(shared);
-    let guard_pid = guard.as_ref().map(|guard| guard.pid() as i32);
+    // A guard given up is not spared: its old pid may be anything's now.
+    let guard_pid = guard.as_ref().and_then(|guard| guard.live_pid()).map(|pid| pid as i32);
     process::terminate(
         &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
         grace,
@@ -509,13 +508,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts the orphan guard for this server: it knows the scope token and
-/// the runtime directory, and removes the directory once the server is gone.
+/// Starts the orphan guard for this server: it is sent the scope token and
+/// told the runtime directory, which it removes once the server is gone.
 fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<Guard> {
     let dir = dir.to_str().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the runtime directory is not UTF-8")
     })?;
-    Guard::spawn(exe, &["__guard", "--scope", process::server_token(), "--runtime-dir", dir])
+    Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(process::server_token()))
 }
 
 async fn stop_on_signal(stop: CancellationToken) {

@@ -301,7 +301,7 @@ impl Shellkeep {
         if matches!(opened, SessionOpened::Background(_)) {
             self.shared.sessions.watch_job(&lease);
         }
-        match executed {
+        let result = match executed {
             Ok(reply) => {
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == "not_executed";
@@ -332,7 +332,8 @@ impl Shellkeep {
             Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
                 "{err}. Try again, or reset=true to start a fresh shell."
             ))),
-        }
+        };
+        self.with_guard_notice(result, Some(lease.name()))
     }
 
     #[tool(
@@ -383,7 +384,10 @@ impl Shellkeep {
         };
         let outcome = oneshot::run(request, context.ct.clone()).await;
         let (text, structured) = render::run(&outcome, &decision);
-        self.with_job_notices(structured_result(text, &structured, false))
+        self.with_guard_notice(
+            self.with_job_notices(structured_result(text, &structured, false)),
+            None,
+        )
     }
 
     #[tool(
@@ -592,6 +596,29 @@ impl Shellkeep {
         if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
             map.insert("jobs_ended".to_owned(), structured);
         }
+        result
+    }
+
+    /// Adds what happened to the orphan guard that this reply's reader has
+    /// not been told yet: a line of text, and for a `terminal` reply
+    /// (`session`: its session's name, the reader) an entry of `notes`.
+    /// `run` replies (`None`) are one reader together.
+    fn with_guard_notice(
+        &self,
+        mut result: CallToolResult,
+        session: Option<&str>,
+    ) -> CallToolResult {
+        let guard = self.shared.guard.as_ref();
+        let reader = session.unwrap_or("");
+        let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
+        if session.is_some()
+            && let Some(serde_json::Value::Object(map)) = &mut result.structured_content
+            && let serde_json::Value::Array(notes) =
+                map.entry("notes").or_insert_with(|| serde_json::Value::Array(Vec::new()))
+        {
+            notes.push(notice.clone().into());
+        }
+        result.content.push(ContentBlock::text(notice));
         result
     }
 
