@@ -137,6 +137,13 @@ impl RunRequest {
                     name.replace('\0', "\\0")
                 )));
             }
+            if name == process::SCOPE_VAR {
+                return Err(InvalidRequest(format!(
+                    "argument `env`: {name} cannot be set; shellkeep marks every process a \
+                     command starts with it, to stop them all when the command ends. Remove it \
+                     from `env`"
+                )));
+            }
             if value.contains('\0') {
                 return Err(InvalidRequest(format!(
                     "argument `env`: the value of {name} contains a NUL byte, which an \
@@ -418,6 +425,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
                 .filter(|(name, value)| inline.env_inline(name, value))
                 .map(|(name, value)| (name, value)),
         )
+        // Last, so that nothing in `env` can replace the marker.
+        .env(process::SCOPE_VAR, scope.value())
         .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -446,13 +455,13 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     let Some(pgid) = child.id().map(|pid| pid as i32) else {
         return not_started("the command exited before it could be watched".into(), stdout, stderr);
     };
-    let targets = Targets {
-        groups: vec![pgid],
-        // Its descendants, as long as it is the process we started.
-        roots: process::Root::of(pgid).into_iter().collect(),
-        marks: vec![scope.mark()],
-        ..Targets::default()
-    };
+    let mut targets = Targets::scope(&scope);
+    targets.groups = vec![pgid];
+    // Its descendants, as long as it is the process we started.
+    targets.roots = process::Root::of(pgid).into_iter().collect();
+    if let Some(unmarked) = &mut targets.unmarked {
+        unmarked.under = Some(pgid);
+    }
     let mut watch = GroupWatch::new(pgid, targets.clone(), request.guard.clone());
     tracing::debug!(pgid, scope = scope.value(), "command started");
 
