@@ -345,15 +345,17 @@ fn owner_ended(value: &str) {
     }
 }
 
-/// The one owner that lived when a process started at `started` ticks;
-/// `None` when none or several did.
+/// The owner an unmarked orphan that started at `started` ticks is
+/// attributed to: the newest of the owners alive then (the most specific
+/// guess: a `run` or a session opened while an older session was open);
+/// `None` when none was.
 fn owner_at(started: u64) -> Option<String> {
     let owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut alive = owners
+    owners
         .iter()
-        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end >= started));
-    let first = alive.next()?;
-    alive.next().is_none().then(|| first.value.clone())
+        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end >= started))
+        .max_by_key(|owner| owner.started)
+        .map(|owner| owner.value.clone())
 }
 
 /// Chooses the containment of this process, once, before anything is
@@ -895,10 +897,13 @@ pub struct Targets {
 /// reaches: those that started at or after `since` and either descend
 /// (now) from `under`, are in `cgroup`, or descend from an orphan the
 /// server adopted (its parent is the server, which did not start it) that
-/// is attributed to `owner`. An adopted orphan is attributed by its start
-/// time: to the one `shell` or `run` owner that was alive when it started;
-/// when several were (a `run` while a session is open), it is attributed to
-/// none and only the server's own end (or its control group) stops it.
+/// is attributed to `owner`. An adopted orphan has lost its ancestry, so it
+/// is attributed by its start time: to the newest `shell` or `run` owner
+/// alive when it started. When several were alive (a `run` while a session
+/// is open, two sessions), an orphan of the older one is taken for the
+/// newer one's: stopped when that one stops, missed when its own owner
+/// stops, and in any case stopped when the server ends. In a cgroup mode
+/// the group decides instead, exactly.
 #[derive(Debug, Clone, Default)]
 pub struct Unmarked {
     /// The owner's scope value.
