@@ -1337,6 +1337,52 @@ mod tests {
         assert!(!Mark::Token("abc".into()).matches(b"SHELLKEEP_SCOPE=\0SHELLKEEP_SCOPEX=abc/1"));
     }
 
+    #[test]
+    fn an_owner_mark_finds_its_commands_marks_and_nothing_longer() {
+        let owner = Mark::Exact("abc/shell-1".into());
+        let command = Mark::Exact("abc/shell-1/c7".into());
+        let env = |value: &str| format!("A=1\0SHELLKEEP_SCOPE={value}\0").into_bytes();
+        assert!(owner.matches(&env("abc/shell-1/c7")) && owner.matches(&env("abc/shell-1")));
+        assert!(!owner.matches(&env("abc/shell-10")) && !owner.matches(&env("abc/shell-10/c1")));
+        assert!(command.matches(&env("abc/shell-1/c7")));
+        assert!(!command.matches(&env("abc/shell-1/c70")) && !command.matches(&env("abc/shell-1")));
+    }
+
+    #[test]
+    fn environments_without_our_token_are_unmarked() {
+        let token = server_token();
+        let mine = Mark::Exact(format!("{token}/run-1"));
+        let env = |value: &str| format!("SHELLKEEP_SCOPE={value}\0").into_bytes();
+        assert_eq!(
+            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-1"))),
+            Marked::Yes
+        );
+        assert_eq!(
+            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-2"))),
+            Marked::Other
+        );
+        for foreign in ["x", "otherserver/run-1", ""] {
+            assert_eq!(classify(std::slice::from_ref(&mine), &env(foreign)), Marked::Unmarked);
+        }
+        assert_eq!(classify(&[mine], b"\0\0\0"), Marked::Unmarked);
+    }
+
+    #[test]
+    fn an_orphan_goes_to_the_newest_owner_alive_at_its_birth() {
+        let base = boot_ticks_now() + 1_000_000;
+        {
+            let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+            for (value, started, ended) in
+                [("t/old", base, None), ("t/new", base + 10, Some(base + 20))]
+            {
+                owners.push(OwnerSpan { value: value.into(), started, ended });
+            }
+        }
+        assert_eq!(owner_at(base + 5).as_deref(), Some("t/old"));
+        assert_eq!(owner_at(base + 15).as_deref(), Some("t/new"));
+        assert_eq!(owner_at(base + 25).as_deref(), Some("t/old"));
+    }
+
     #[tokio::test]
     async fn terminate_groups_kills_a_whole_tree() {
         let mut child = group_command("bash", &Scope::new("test"))
@@ -1353,5 +1399,53 @@ mod tests {
         assert_eq!(mode, Some(TerminationMode::Hard));
         assert!(live_group_members(pgid).is_empty());
         child.wait().await.expect("reaped");
+    }
+
+    /// The control group alone finds and kills what left every group,
+    /// session and environment, then the server's directory goes.
+    #[tokio::test]
+    async fn a_control_group_kills_what_nothing_else_finds() {
+        for mode in [cgroup::Mode::Cgroup2, cgroup::Mode::Cgroup1] {
+            let dir = match cgroup::prepare(mode) {
+                Ok(dir) => dir,
+                Err(why) => {
+                    eprintln!("{}: skipped, not available here: {why}", mode.as_str());
+                    continue;
+                }
+            };
+            let group = cgroup::Group::create_in(&dir, "test").expect("a group");
+            let joiner = Joiner::Join(Arc::clone(&group));
+            #[allow(clippy::disallowed_methods)]
+            let mut command = tokio::process::Command::new("bash");
+            command
+                .arg("-c")
+                .arg(
+                    "(env -i setsid sleep 300 &); (setsid bash -c 'trap \"\" TERM; sleep 300' &); \
+                     trap '' TERM; exec sleep 300",
+                )
+                .stdin(Stdio::null());
+            // SAFETY: only write(2) between fork and exec (see Joiner::apply).
+            unsafe {
+                command.pre_exec(move || joiner.apply());
+            }
+            let mut child = spawn(&mut command).expect("spawn bash");
+            // Three sleeps, each past its `trap`: no shell left that SIGTERM kills.
+            let sleeps = || {
+                let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm"));
+                group
+                    .members()
+                    .into_iter()
+                    .filter(move |&pid| comm(pid).is_ok_and(|c| c == "sleep\n"))
+            };
+            assert!(wait_until(Duration::from_secs(10), || sleeps().count() == 3).await);
+            let targets = Targets { cgroups: vec![Arc::clone(&group)], ..Targets::default() };
+            let mode_used = terminate(&targets, Duration::from_millis(200)).await;
+            assert_eq!(mode_used, Some(TerminationMode::Hard), "{}", mode.as_str());
+            assert_eq!(group.members(), Vec::<i32>::new(), "{}", mode.as_str());
+            child.wait().await.expect("reaped");
+            drop(group);
+            cgroup::kill_tree(&dir).expect("the directory is removed");
+            assert!(!dir.exists());
+        }
     }
 }
