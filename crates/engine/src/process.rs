@@ -858,8 +858,9 @@ fn clock_ticks_per_second() -> u64 {
 /// What a stop reaches: every live process that is in one of `groups`,
 /// `sessions` or `cgroups`, descends from one of `roots`, carries one of
 /// `marks` in its environment, or is an unmarked process of ours that
-/// `unmarked` attributes to the stop; never this process, one in
-/// `exclude`, or (with `spare_jobs_of`) the shell's own jobs.
+/// `unmarked` attributes to the stop; never this process or one in
+/// `exclude`, and (with `spare_jobs_of`) the shell's own jobs only when named
+/// by `groups`, `sessions`, `roots` or `cgroups`.
 ///
 /// Each check is one scan of `/proc` (the `stat` of every process, and the
 /// `environ` of those not already matched when there are marks), so its
@@ -884,9 +885,10 @@ pub struct Targets {
     pub unmarked: Option<Unmarked>,
     /// Processes never reached (the orphan guard).
     pub exclude: Vec<i32>,
-    /// A shell whose own jobs are never reached: the shell, every process
-    /// group led by a child of the shell (other than `groups`), and their
-    /// descendants. For stopping one command of a shell.
+    /// A shell whose own jobs the sweeps by marker and by attribution never
+    /// reach: the shell, every process group led by a child of the shell
+    /// (other than `groups`), and their descendants. For stopping one
+    /// command of a shell.
     pub spare_jobs_of: Option<i32>,
     /// Send SIGHUP before SIGTERM: interactive bash ignores SIGTERM but not
     /// SIGHUP, and passes SIGHUP on to its jobs.
@@ -1023,27 +1025,30 @@ impl Targets {
             SPAWNED.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut members = Vec::new();
         for &(pid, _, pgrp, session, start) in &all {
-            if pid == me || self.exclude.contains(&pid) || spared.contains(&pid) {
+            if pid == me || self.exclude.contains(&pid) {
                 continue;
             }
+            // What is named outright is reached; the shell's jobs are spared
+            // only from the sweeps by marker and by attribution.
             let found = reached.contains(&pid)
                 || self.groups.contains(&pgrp)
                 || self.sessions.contains(&session)
                 || in_cgroups.contains(&pid)
-                || match self.environ_marked(pid) {
-                    Marked::Yes => true,
-                    Marked::Other => false,
-                    Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
-                        start >= unmarked.since
-                            && (under.contains(&pid)
-                                || unmarked_cgroup.contains(&pid)
-                                || top_of(pid).is_some_and(|top| {
-                                    !spawned.contains(&top)
-                                        && owner_at(top.1).as_deref()
-                                            == Some(unmarked.owner.as_str())
-                                }))
-                    }),
-                };
+                || !spared.contains(&pid)
+                    && match self.environ_marked(pid) {
+                        Marked::Yes => true,
+                        Marked::Other => false,
+                        Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
+                            start >= unmarked.since
+                                && (under.contains(&pid)
+                                    || unmarked_cgroup.contains(&pid)
+                                    || top_of(pid).is_some_and(|top| {
+                                        !spawned.contains(&top)
+                                            && owner_at(top.1).as_deref()
+                                                == Some(unmarked.owner.as_str())
+                                    }))
+                        }),
+                    };
             if found {
                 members.push(pid);
             }

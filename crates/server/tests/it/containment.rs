@@ -136,6 +136,34 @@ async fn ctrl_c_stops_every_escape_shape_but_not_the_shells_jobs() {
     }
 }
 
+/// In a nested shell, `C-c` stops its command and what the command started
+/// in other sessions, never the nested shell itself or its `&` jobs.
+#[tokio::test]
+async fn ctrl_c_in_a_nested_shell_stops_its_command_not_the_shell() {
+    for mode in modes() {
+        let server = server(&mode, &[]).await;
+        let r = server.terminal(json!({"command": "bash --norc"})).await;
+        assert!(r.text.contains("nested shell started"), "{mode}: {}", r.text);
+        let job = start_job(&server).await;
+        let (escapes, markers) = escapes(false);
+        let (foreground, f) = sleep();
+        let r = server
+            .terminal(json!({"command": format!("{escapes} {foreground}"), "timeout": 0.5}))
+            .await;
+        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
+        let mut all = refs(&markers);
+        all.push(&f);
+        wait_alive(&all).await;
+        let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+        assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
+        assert_none_survive(&all, CLEANUP).await;
+        assert_eq!(processes_with(&[&job]).len(), 1, "{mode}: the nested shell's job died");
+        let r = server.terminal(json!({"command": "exit 3"})).await;
+        assert_eq!(r["exit_code"], 3, "{mode}: the nested shell is gone: {r:#?}");
+        assert!(r.text.contains("nested shell exited"), "{mode}: {}", r.text);
+    }
+}
+
 /// Issue 11, F6: the execution-limit kill of a command left unwatched
 /// stops what it started in other sessions too; the shell's jobs live on.
 #[tokio::test]
@@ -171,6 +199,33 @@ async fn the_limit_kill_stops_every_escape_shape_but_not_the_shells_jobs() {
         assert_eq!(r["status"], "killed", "{mode}: {r:#?}");
         assert_none_survive(&all, CLEANUP).await;
         assert_eq!(processes_with(&[&job]).len(), 1, "{mode}: the shell's job died");
+
+        // In a nested shell, the kill stops the command, not the nested shell.
+        let r = server.terminal(json!({"command": "bash --norc"})).await;
+        assert!(r.text.contains("nested shell started"), "{mode}: {}", r.text);
+        let (escapes, markers) = self::escapes(false);
+        let (foreground, f) = sleep();
+        let r = server
+            .terminal(json!({"command": format!("{escapes} {foreground}"), "timeout": 0.5}))
+            .await;
+        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
+        let mut all = refs(&markers);
+        all.push(&f);
+        wait_alive(&all).await;
+        wait_until(
+            CLEANUP,
+            || server.log().matches("stopping a terminal command").count() >= 2,
+            || server.log(),
+        )
+        .await;
+        let r = server.terminal(json!({"command": "", "timeout": 10})).await;
+        assert_eq!(r["status"], "killed", "{mode}: {r:#?}");
+        assert_none_survive(&all, CLEANUP).await;
+        // The nested shell lived on: it is the one `exit` ends. (Its exit
+        // code after the kill is not checked: the kill's SIGINT to the
+        // outer shell makes it report 130 for `exit 3`.)
+        let r = server.terminal(json!({"command": "exit 3"})).await;
+        assert!(r.text.contains("nested shell exited"), "{mode}: {}", r.text);
     }
 }
 
