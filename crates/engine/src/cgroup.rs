@@ -1,7 +1,7 @@
 //! Control groups: containment the kernel enforces, where the host lets us
 //! manage them.
 //!
-//! At start-up [`detect`] finds what this host allows, in order: cgroup v2
+//! At start-up `process::init_containment` finds what this host allows, in order: cgroup v2
 //! (the `cgroup2` mount and our own group, where we can create a group under
 //! our own and move a process into it: root, or a delegated subtree such as
 //! a systemd user service or a container with its own cgroup namespace),

@@ -2,8 +2,10 @@
 //! under both limits of the timeout policy, with its output capped and
 //! spilled.
 //!
-//! The command runs in a process group and a scope of its own (see
-//! `process`: the scope marker finds what left the group) with stdin from
+//! The command runs in a process group, a scope and (where the host allows
+//! it) a control group of its own (see `process` and `cgroup`: they find
+//! what left the process group; `env` cannot set the scope marker) with
+//! stdin from
 //! `/dev/null` (or the text the caller supplies), stdout and stderr on
 //! separate pipes, and `TERM=dumb NO_COLOR=1` on top of the non-interactive
 //! environment. A command or environment value too big for an argument

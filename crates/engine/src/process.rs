@@ -1,33 +1,36 @@
 //! Building child processes, signalling them, and containing what they start.
 //!
-//! This is the only module that builds a child `Command`, sends signals or
-//! contains `unsafe` code. Every child we start gets the same non-interactive
-//! environment, default signal dispositions and an empty signal mask (so a
-//! server started under `nohup` still gives its shell a working ^C), its own
-//! process group (or, for a PTY shell, its own session), a parent-death
-//! signal, and a scope marker; the one exception to the parent-death signal
-//! is the orphan guard, which exists to outlive the server. It does not know
-//! about sessions, policies or MCP.
+//! This is the only module that builds a child `Command` or contains
+//! `unsafe` code, and the one that sends signals (`cgroup` only SIGKILLs the
+//! members of a frozen group). Every child we start gets the same
+//! non-interactive environment, default signal dispositions and an empty
+//! signal mask (so a server started under `nohup` still gives its shell a
+//! working ^C), its own process group (or, for a PTY shell, its own
+//! session), a parent-death signal, a scope marker, and, in a cgroup mode,
+//! its owner's control group, joined before exec; the one exception to the
+//! parent-death signal is the orphan guard, which exists to outlive the
+//! server. It does not know about sessions, policies or MCP.
 //!
 //! # Containment
 //!
-//! Process groups and sessions are not enough to find what a command
-//! started: `setsid`, `setpgid(0, 0)` and `timeout` leave them. So every
-//! child carries an inherited marker in its environment,
-//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), that every
-//! descendant inherits whatever it does to its group or session; stopping an
-//! owner stops every process of ours whose `/proc/PID/environ` carries its
-//! marker, plus the groups, sessions and descendants it names
-//! ([`Targets`]). The server also makes itself a child subreaper
-//! ([`reap_adopted_orphans`]), so orphans stay its descendants and a
-//! process that clears its environment is still found by the server-wide
-//! sweep at shutdown. What still escapes: a process that clears its
-//! environment *and* is orphaned before its owner is stopped (until the
-//! server ends), one that does so after a server SIGKILL (the guard only
-//! sees markers, groups and sessions), a process whose environment we
-//! cannot read (another user's, or a set-uid program's), and a process that
-//! asks something outside our tree (`systemd-run`, `at`, a daemon) to start
-//! it.
+//! In a cgroup mode ([`init_containment`], `cgroup`), every owner has a
+//! control group its child joins between fork and exec; nothing it starts
+//! leaves it without privileges, and stopping the owner kills the group.
+//! The rest is the second net there, and the only one in markers mode:
+//! every child carries an inherited marker in its environment,
+//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which every
+//! descendant inherits whatever it does to its group or session (a terminal
+//! shell exports `<owner>/c<seq>` for each command, so one command's
+//! processes can be told apart). Stopping an owner stops every process of
+//! ours whose `/proc/PID/environ` carries its marker, plus the groups,
+//! sessions and descendants it names, plus the processes of ours with no
+//! readable marker that descend from it or are adopted orphans attributed
+//! to it ([`Targets`], [`Unmarked`]). The server is a child subreaper
+//! ([`reap_adopted_orphans`]), so orphans stay its descendants. What still
+//! escapes in markers mode: an unmarked orphan taken for another owner's
+//! (see [`Unmarked`]), one alive after a server SIGKILL (the guard only sees
+//! markers, groups and sessions), and in every mode a process that asks
+//! something outside our tree (`systemd-run`, `at`, a daemon) to start it.
 #![allow(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap, HashSet};

@@ -618,8 +618,8 @@ fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                         |parent| parent.join("shellkeep-<pid>-<random>").display().to_string()
                     ),
                 ),
-                cgroup::Mode::Markers => "scope markers in the environment, process groups, \
-                                          sessions and ancestry (no control groups)"
+                cgroup::Mode::Markers => "no control groups: scope markers in the \
+                                          environment, process groups, sessions and ancestry"
                     .to_owned(),
             };
             line(format!("containment: {} ({what})", active.mode.as_str()));
@@ -655,7 +655,7 @@ fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     line(format!("seccomp: {}", process::seccomp_status()));
     match RuntimeDir::create() {
         Ok(dir) => line(format!(
-            "runtime directory: {} (private: ok; removed again)",
+            "runtime directory: {} (private: ok)",
             dir.path.parent().map_or_else(|| dir.path.clone(), Into::into).display()
         )),
         Err(err) => line(format!("runtime directory: FAILS ({err:#})")),
