@@ -287,7 +287,17 @@ fn remove_dead_servers(own: &Path) {
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        // A process we cannot see (another pid namespace's) is listed as
+        // 0: then the directory may be another namespace's live server.
+        let foreign = || {
+            let mut zero = false;
+            walk(&entry.path(), &mut |group| {
+                zero |= std::fs::read_to_string(group.join("cgroup.procs"))
+                    .is_ok_and(|text| text.lines().any(|line| line.trim() == "0"));
+            });
+            zero
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() && !foreign() {
             match kill_tree(&entry.path()) {
                 Ok(()) => tracing::info!(
                     "removed the control group {}, left by a server that is gone",

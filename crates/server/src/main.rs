@@ -576,6 +576,9 @@ async fn run_once(
     let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
     let decision = loaded.policy.decide(&command, explicit);
     let _containment = start_containment(args)?;
+    // As in `serve`: orphans stay our children, so the markers sweep finds
+    // them even with a cleared environment.
+    let reaper = tokio::spawn(async { process::reap_adopted_orphans().await });
     let dir = RuntimeDir::create()?;
     let request = RunRequest {
         cwd,
@@ -584,6 +587,7 @@ async fn run_once(
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
+    reaper.abort();
     let (_, structured) = render::run(&outcome, &decision);
     let json = serde_json::to_string_pretty(&structured)?;
     drop(dir);
