@@ -133,7 +133,13 @@ pub fn active() -> &'static Active {
 
 /// Sets the containment in use; the first call wins. Returns the one in use.
 pub(crate) fn set_active(active: Active) -> &'static Active {
-    let _ = ACTIVE.set(active);
+    if let Err(unused) = ACTIVE.set(active)
+        && let Some(dir) = &unused.dir
+    {
+        // Chosen already (or markers taken by default before any choice):
+        // the directory just made is not used.
+        let _ = kill_tree(dir);
+    }
     self::active()
 }
 

@@ -76,7 +76,8 @@ enum Command {
     },
     /// Print what protects this host's sessions: the containment mode, who
     /// can read a process's memory, Landlock, seccomp, and the private
-    /// directories. Changes nothing; exits 0.
+    /// directories. Changes nothing of yours (it removes what servers that
+    /// are gone left behind); exits 0.
     Doctor,
     /// The orphan guard (internal: started by the server itself).
     #[command(name = "__guard", hide = true)]

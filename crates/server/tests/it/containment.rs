@@ -84,6 +84,33 @@ fn escapes(marked_only: bool) -> (String, Vec<String>) {
     (parts.join(" "), markers)
 }
 
+/// Waits until every process of `markers` that forks itself away (the
+/// Python shapes) has finished doing so: one process left, an orphan the
+/// server adopted, its environment wiped where it wipes it. Before that, a
+/// sweep could still find its marker, and the test would prove less.
+async fn wait_settled(server: &Server, markers: &[String]) {
+    let server_pid = server.pid.to_string();
+    let settled = |marker: &String| {
+        let found = processes_with(&[marker]);
+        if !found.iter().all(|line| line.contains("python3")) {
+            return true;
+        }
+        let [line] = &found[..] else { return false };
+        let pid = line.split(':').next().unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').nth(1));
+        let wipes = line.contains("/proc/self/mem");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        ppid == Some(server_pid.as_str()) && (!wipes || !environ.contains(&b'='))
+    };
+    wait_until(
+        CLEANUP,
+        || markers.iter().all(settled),
+        || format!("not settled: {:?}", processes_with(&refs(markers))),
+    )
+    .await;
+}
+
 fn refs(markers: &[String]) -> Vec<&str> {
     markers.iter().map(String::as_str).collect()
 }
@@ -121,6 +148,7 @@ async fn ctrl_c_stops_every_escape_shape_but_not_the_shells_jobs() {
         let mut all = refs(&markers);
         all.push(&f);
         wait_alive(&all).await;
+        wait_settled(&server, &markers).await;
 
         let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
         assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
@@ -154,6 +182,7 @@ async fn ctrl_c_in_a_nested_shell_stops_its_command_not_the_shell() {
         let mut all = refs(&markers);
         all.push(&f);
         wait_alive(&all).await;
+        wait_settled(&server, &markers).await;
         let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
         assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
         assert_none_survive(&all, CLEANUP).await;
@@ -189,6 +218,7 @@ async fn the_limit_kill_stops_every_escape_shape_but_not_the_shells_jobs() {
         let mut all = refs(&markers);
         all.push(&f);
         wait_alive(&all).await;
+        wait_settled(&server, &markers).await;
         wait_until(
             CLEANUP,
             || server.log().contains("stopping a terminal command"),
@@ -212,6 +242,7 @@ async fn the_limit_kill_stops_every_escape_shape_but_not_the_shells_jobs() {
         let mut all = refs(&markers);
         all.push(&f);
         wait_alive(&all).await;
+        wait_settled(&server, &markers).await;
         wait_until(
             CLEANUP,
             || server.log().matches("stopping a terminal command").count() >= 2,
@@ -245,6 +276,7 @@ async fn run_stops_every_escape_shape_at_its_timeout_and_at_its_end() {
         let mut all = refs(&markers);
         all.push(&f);
         wait_alive(&all).await;
+        wait_settled(&server, &markers).await;
         let r = call.await.expect("the call task").expect("run replies");
         assert_eq!(r["status"], "timeout", "{mode}: {r:#?}");
         assert_none_survive(&all, CLEANUP).await;
@@ -296,6 +328,7 @@ async fn reset_and_session_close_stop_every_escape_shape() {
         let r = server.terminal(json!({"command": format!("{escapes_line} echo started")})).await;
         assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
         wait_alive(&refs(&markers)).await;
+        wait_settled(&server, &markers).await;
         let r = server.terminal(json!({"command": "", "reset": true})).await;
         assert!(!r.is_error, "{r:#?}");
         assert_none_survive(&refs(&markers), CLEANUP).await;
@@ -306,6 +339,7 @@ async fn reset_and_session_close_stop_every_escape_shape() {
             .await;
         assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
         wait_alive(&refs(&markers)).await;
+        wait_settled(&server, &markers).await;
         let r = server.call("session_close", json!({"session": "w"})).await;
         assert!(!r.is_error, "{r:#?}");
         assert_none_survive(&refs(&markers), CLEANUP).await;
@@ -330,6 +364,7 @@ async fn sigterm_to_the_server_stops_every_escape_shape() {
         markers.extend(run_markers);
         markers.push(f);
         wait_alive(&refs(&markers)).await;
+        wait_settled(&server, &markers).await;
         server.signal("TERM");
         let status = server.wait_exit(Duration::from_secs(30)).await;
         assert!(status.success(), "{mode}: {status}\n{}", server.log());
@@ -351,6 +386,42 @@ async fn sigkill_to_the_server_leaves_no_marked_escape_shape() {
         server.wait_exit(Duration::from_secs(10)).await;
         assert_none_survive(&refs(&markers), CLEANUP).await;
     }
+}
+
+/// In a cgroup mode, what survives a server SIGKILL unseen by the guard (a
+/// process that wiped its environment in memory) is killed, with the dead
+/// server's control group, when the next server starts on the host.
+#[tokio::test]
+async fn the_next_server_kills_what_a_killed_server_left_in_its_control_group() {
+    let mut server = server("auto", &[]).await;
+    let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+    if !r.output().contains(&format!("shellkeep-{}-", server.pid)) {
+        eprintln!("skipped: no control groups here; markers mode cannot see this process");
+        return;
+    }
+    let wiped = format!("300.{}", marker());
+    let command = format!(
+        "(python3 -c '{WIPES_ITS_ENVIRONMENT}' {wiped} </dev/null >/dev/null 2>&1 &); echo started"
+    );
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    // Until it has wiped its environment and become the server's orphan,
+    // the guard could still find its marker.
+    let server_pid = server.pid;
+    let settled = || {
+        let found = processes_with(&[&wiped]);
+        let [line] = &found[..] else { return false };
+        let pid = line.split(':').next().unwrap_or_default();
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').nth(1));
+        !environ.contains(&b'=') && ppid == Some(server_pid.to_string().as_str())
+    };
+    wait_until(CLEANUP, settled, || format!("{:?}", processes_with(&[&wiped]))).await;
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(10)).await;
+    let _next = self::server("auto", &[]).await;
+    assert_none_survive(&[&wiped], CLEANUP).await;
 }
 
 /// In a cgroup mode, each owner has a control group of its own under the
