@@ -375,6 +375,9 @@ pub fn init_containment(requested: cgroup::Requested) -> Result<&'static cgroup:
         match cgroup::prepare(mode).and_then(|dir| match prove_cgroup(&dir) {
             Ok(()) => Ok(dir),
             Err(err) => {
+                // The host seemed to allow it: worth a warning, unlike a
+                // host that plainly does not.
+                tracing::warn!("{} containment failed its proof: {err}", mode.as_str());
                 let _ = cgroup::kill_tree(&dir);
                 Err(err)
             }
@@ -815,21 +818,27 @@ pub fn session_groups(sid: i32) -> BTreeSet<i32> {
 }
 
 /// Process groups in the session of the shell `shell_pid` that are not
-/// the shell's jobs: their leader is gone or was not started by the shell
-/// (`(sleep 300 &)` leaves such a group behind), and some member started at
-/// or after `since_ticks`. These belong to the command that started then.
+/// the jobs of a shell: their leader is gone or was orphaned (its parent is
+/// no longer in the session: `(sleep 300 &)` leaves such a group behind),
+/// and some member started at or after `since_ticks`. These belong to the
+/// command that started then. A group whose leader's parent is the shell,
+/// or a nested shell in the session, is that shell's job.
 pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
     let mut members = Vec::new();
+    let mut in_session = HashSet::new();
     for_each_proc(|stat| {
-        if stat.session == shell_pid && stat.pgrp != shell_pid {
-            members.push((stat.pid, stat.ppid, stat.pgrp, stat.start_ticks));
+        if stat.session == shell_pid {
+            in_session.insert(stat.pid);
+            if stat.pgrp != shell_pid {
+                members.push((stat.pid, stat.ppid, stat.pgrp, stat.start_ticks));
+            }
         }
     });
     let mut groups: Vec<i32> = members
         .iter()
         .filter(|&&(_, _, pgrp, start)| {
             let leader = members.iter().find(|&&(pid, ..)| pid == pgrp);
-            start >= since_ticks && leader.is_none_or(|&(_, ppid, ..)| ppid != shell_pid)
+            start >= since_ticks && leader.is_none_or(|&(_, ppid, ..)| !in_session.contains(&ppid))
         })
         .map(|&(_, _, pgrp, _)| pgrp)
         .collect();
