@@ -92,11 +92,6 @@ impl std::str::FromStr for Requested {
 }
 
 impl Requested {
-    /// From [`MODE_VAR`]; `auto` when it is unset.
-    pub fn from_env() -> Result<Requested, String> {
-        std::env::var(MODE_VAR).unwrap_or_default().parse()
-    }
-
     /// The modes to try, best first.
     pub fn candidates(self) -> Vec<Mode> {
         match self {
