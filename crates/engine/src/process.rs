@@ -1465,4 +1465,21 @@ mod tests {
             assert!(!dir.exists());
         }
     }
+
+    /// A child that cannot join its control group does not start, and the
+    /// error says so: containment is never silently off.
+    #[tokio::test]
+    async fn a_child_that_cannot_join_its_group_does_not_start() {
+        let joiner = Joiner::Fail(libc::EACCES);
+        #[allow(clippy::disallowed_methods)]
+        let mut command = tokio::process::Command::new("true");
+        // SAFETY: only returns an error between fork and exec.
+        unsafe {
+            command.pre_exec(move || joiner.apply());
+        }
+        let err = spawn(&mut command).expect_err("the spawn fails");
+        let text = err.to_string();
+        assert!(text.contains("could not put the new process in its control group"), "{text}");
+        assert!(text.contains("Permission denied") && text.contains("=markers"), "{text}");
+    }
 }

@@ -424,6 +424,44 @@ async fn the_next_server_kills_what_a_killed_server_left_in_its_control_group() 
     assert_none_survive(&[&wiped], CLEANUP).await;
 }
 
+/// In a cgroup mode, a command that may write `cgroup.procs` outside its
+/// group (root, or a subtree delegated to the user) can move itself out of
+/// it; the scope marker, the second net, still stops it.
+#[tokio::test]
+async fn a_process_that_leaves_its_control_group_is_still_stopped() {
+    let server = server("auto", &[]).await;
+    let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+    if !r.output().contains(&format!("shellkeep-{}-", server.pid)) {
+        eprintln!("skipped: no control groups here");
+        return;
+    }
+    let (_, found_by) = sleep();
+    let command = format!(
+        "m=$(awk '$9 == \"cgroup2\" {{ print $5; exit }}' /proc/self/mountinfo); \
+         g=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+         (setsid bash -c \"echo \\$\\$ > $m${{g%/shellkeep-*}}/cgroup.procs && exec sleep {found_by}\" &); \
+         echo started"
+    );
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let dir_name = format!("shellkeep-{}-", server.pid);
+    let escaped = || {
+        let found = processes_with(&[&found_by]);
+        let [line] = &found[..] else { return false };
+        let pid = line.split(':').next().unwrap_or_default();
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|groups| {
+            groups.lines().any(|l| l.starts_with("0::") && !l.contains(&dir_name))
+        })
+    };
+    wait_until(CLEANUP, escaped, || {
+        format!("{:?}\n{}", processes_with(&[&found_by]), server.log())
+    })
+    .await;
+    let r = server.terminal(json!({"command": "", "reset": true})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_none_survive(&[&found_by], CLEANUP).await;
+}
+
 /// In a cgroup mode, each owner has a control group of its own under the
 /// server's directory, and the directory is gone once the server has ended.
 #[tokio::test]
