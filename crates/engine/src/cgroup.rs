@@ -22,7 +22,6 @@
 //! a frozen group; it starts no process and contains no `unsafe`.
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::fd::{AsRawFd as _, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -381,12 +380,6 @@ impl Group {
     pub fn kill(&self) -> std::io::Result<()> {
         kill_dir(&self.path, self.version)
     }
-
-    /// Moves the calling process into the group (tests, and the proof at
-    /// start-up use a child for that instead).
-    pub fn join(&self) -> std::io::Result<()> {
-        (&self.procs).write_all(b"0")
-    }
 }
 
 impl Drop for Group {
@@ -499,12 +492,6 @@ pub fn kill_tree(dir: &Path) -> std::io::Result<()> {
         }
     });
     result
-}
-
-/// The cgroup this process is in, for a hierarchy (`0::` for v2): a line of
-/// `/proc/PID/cgroup`. For tests and `doctor`.
-pub fn own_path(mode: Mode) -> Option<PathBuf> {
-    hierarchy(mode.version()?).ok().map(|hierarchy| hierarchy.own)
 }
 
 #[cfg(test)]
