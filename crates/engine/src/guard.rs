@@ -61,7 +61,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::private_fs;
-use crate::process::{self, Mark, Root, Targets, TerminationMode};
+use crate::process::{self, Mark, Targets, TerminationMode};
 
 /// How long the guard gives what it stops between SIGTERM and SIGKILL.
 pub const GUARD_GRACE: Duration = Duration::from_secs(2);
@@ -780,11 +780,11 @@ fn watch_until_gone(
             _ => None,
         })
         .collect();
-    let mut targets = targets_to_stop(&watched, token.as_deref());
+    let targets = targets_to_stop(&watched, token.as_deref());
     for dir in &cgroups {
-        // Killed at once; what a control group without `cgroup.kill` holds
-        // is stopped with the rest.
-        targets.roots.extend(kill_cgroup(dir).into_iter().filter_map(Root::of));
+        // Killed at once, whatever its processes did to themselves, and
+        // removed; what left the groups is stopped with the rest.
+        stop_cgroup(dir);
     }
     let members = targets.members();
     let mode = if members.is_empty() {
@@ -794,9 +794,6 @@ fn watch_until_gone(
         tracing::info!(?members, "the server has ended; stopping what it left running");
         runtime.block_on(process::terminate(&targets, grace))
     };
-    for dir in &cgroups {
-        remove_cgroup_tree(dir, grace);
-    }
     Ok(mode)
 }
 
@@ -827,77 +824,18 @@ fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
     targets
 }
 
-/// Kills everything in control group `dir` and the groups below it, with
-/// `cgroup.kill` (cgroup v2, Linux 5.14+). Without it, returns the pids the
-/// groups hold, for the caller to stop.
-///
-/// Stands in for the shared control-group module's `kill_tree` until it
-/// exists; only a directory with a `cgroup.procs` file is touched.
-fn kill_cgroup(dir: &Path) -> Vec<i32> {
+/// Kills everything in the control-group directory `dir` and the groups
+/// below it, and removes them (`cgroup::kill_tree`, v2 or v1). Only a
+/// directory with a `cgroup.procs` file is touched: a watched path that is
+/// not a control group is left alone.
+fn stop_cgroup(dir: &Path) {
     if !dir.join("cgroup.procs").is_file() {
         tracing::warn!(dir = %dir.display(), "not a control group; left alone");
-        return Vec::new();
-    }
-    match std::fs::write(dir.join("cgroup.kill"), "1") {
-        Ok(()) => Vec::new(),
-        Err(err) => {
-            tracing::debug!(dir = %dir.display(), %err, "no cgroup.kill; stopping its processes one by one");
-            let mut pids = Vec::new();
-            for group in cgroup_tree(dir) {
-                let procs = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
-                pids.extend(procs.lines().filter_map(|pid| pid.trim().parse::<i32>().ok()));
-            }
-            pids
-        }
-    }
-}
-
-/// Removes control group `dir` and those below it, deepest first, retrying
-/// for up to `wait` while killed processes are still leaving. `rmdir` on a
-/// control group removes only an empty group, never a file.
-fn remove_cgroup_tree(dir: &Path, wait: Duration) {
-    if !dir.join("cgroup.procs").is_file() {
         return;
     }
-    let deadline = Instant::now() + wait;
-    let mut groups = cgroup_tree(dir);
-    groups.reverse();
-    for group in groups {
-        loop {
-            match std::fs::remove_dir(&group) {
-                Ok(()) => break,
-                Err(err) if err.kind() == io::ErrorKind::NotFound => break,
-                Err(err)
-                    if Instant::now() < deadline && err.raw_os_error() == Some(libc::EBUSY) =>
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(err) => {
-                    tracing::warn!(group = %group.display(), %err, "could not remove a control group");
-                    return;
-                }
-            }
-        }
+    if let Err(err) = crate::cgroup::kill_tree(dir) {
+        tracing::warn!(dir = %dir.display(), %err, "could not stop a control group");
     }
-}
-
-/// `dir` and every directory below it, parents before children, without
-/// following symbolic links.
-fn cgroup_tree(dir: &Path) -> Vec<PathBuf> {
-    let mut all = vec![dir.to_owned()];
-    let mut next = 0;
-    while next < all.len() {
-        let children: Vec<PathBuf> = std::fs::read_dir(&all[next])
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
-            .map(|entry| entry.path())
-            .collect();
-        all.extend(children);
-        next += 1;
-    }
-    all
 }
 
 /// One line of the protocol between the server and its guard.
@@ -1507,8 +1445,7 @@ mod tests {
     fn a_cgroup_target_that_is_not_a_control_group_is_left_alone() {
         let dir = std::env::temp_dir().join(format!("shellkeep-guard-cg-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("child")).expect("dirs");
-        assert_eq!(kill_cgroup(&dir), Vec::<i32>::new());
-        remove_cgroup_tree(&dir, Duration::from_millis(100));
+        stop_cgroup(&dir);
         assert!(dir.join("child").is_dir());
         assert!(!dir.join("cgroup.kill").exists());
         let _ = std::fs::remove_dir_all(&dir);
@@ -1555,7 +1492,7 @@ mod tests {
         let pid = child.id().expect("pid");
         if let Err(err) = std::fs::write(inner.join("cgroup.procs"), pid.to_string()) {
             child.kill().await.expect("killed");
-            remove_cgroup_tree(&dir, Duration::from_secs(5));
+            stop_cgroup(&dir);
             assert!(refused(&err), "{err}");
             return;
         }

@@ -4,6 +4,7 @@
 //! It knows nothing about MCP, JSON-RPC or how results are rendered for an
 //! agent; the `shellkeep` server crate does that.
 
+pub mod cgroup;
 pub mod guard;
 pub mod input_wait;
 pub mod integration;

@@ -2,8 +2,10 @@
 //! under both limits of the timeout policy, with its output capped and
 //! spilled.
 //!
-//! The command runs in a process group and a scope of its own (see
-//! `process`: the scope marker finds what left the group) with stdin from
+//! The command runs in a process group, a scope and (where the host allows
+//! it) a control group of its own (see `process` and `cgroup`: they find
+//! what left the process group; `env` cannot set the scope marker) with
+//! stdin from
 //! `/dev/null` (or the text the caller supplies), stdout and stderr on
 //! separate pipes, and `TERM=dumb NO_COLOR=1` on top of the non-interactive
 //! environment. A command or environment value too big for an argument
@@ -135,6 +137,13 @@ impl RunRequest {
                 return Err(InvalidRequest(format!(
                     "argument `env`: the name {:?} contains a NUL byte; remove it",
                     name.replace('\0', "\\0")
+                )));
+            }
+            if name == process::SCOPE_VAR {
+                return Err(InvalidRequest(format!(
+                    "argument `env`: {name} cannot be set; shellkeep marks every process a \
+                     command starts with it, to stop them all when the command ends. Remove it \
+                     from `env`"
                 )));
             }
             if value.contains('\0') {
@@ -418,6 +427,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
                 .filter(|(name, value)| inline.env_inline(name, value))
                 .map(|(name, value)| (name, value)),
         )
+        // Last, so that nothing in `env` can replace the marker.
+        .env(process::SCOPE_VAR, scope.value())
         .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -446,13 +457,13 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     let Some(pgid) = child.id().map(|pid| pid as i32) else {
         return not_started("the command exited before it could be watched".into(), stdout, stderr);
     };
-    let targets = Targets {
-        groups: vec![pgid],
-        // Its descendants, as long as it is the process we started.
-        roots: process::Root::of(pgid).into_iter().collect(),
-        marks: vec![scope.mark()],
-        ..Targets::default()
-    };
+    let mut targets = Targets::scope(&scope);
+    targets.groups = vec![pgid];
+    // Its descendants, as long as it is the process we started.
+    targets.roots = process::Root::of(pgid).into_iter().collect();
+    if let Some(unmarked) = &mut targets.unmarked {
+        unmarked.under = Some(pgid);
+    }
     let mut watch = GroupWatch::new(pgid, targets.clone(), request.guard.clone());
     tracing::debug!(pgid, scope = scope.value(), "command started");
 

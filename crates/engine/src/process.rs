@@ -1,33 +1,36 @@
 //! Building child processes, signalling them, and containing what they start.
 //!
-//! This is the only module that builds a child `Command`, sends signals or
-//! contains `unsafe` code. Every child we start gets the same non-interactive
-//! environment, default signal dispositions and an empty signal mask (so a
-//! server started under `nohup` still gives its shell a working ^C), its own
-//! process group (or, for a PTY shell, its own session), a parent-death
-//! signal, and a scope marker; the one exception to the parent-death signal
-//! is the orphan guard, which exists to outlive the server. It does not know
-//! about sessions, policies or MCP.
+//! This is the only module that builds a child `Command` or contains
+//! `unsafe` code, and the one that sends signals (`cgroup` only SIGKILLs the
+//! members of a frozen group). Every child we start gets the same
+//! non-interactive environment, default signal dispositions and an empty
+//! signal mask (so a server started under `nohup` still gives its shell a
+//! working ^C), its own process group (or, for a PTY shell, its own
+//! session), a parent-death signal, a scope marker, and, in a cgroup mode,
+//! its owner's control group, joined before exec; the one exception to the
+//! parent-death signal is the orphan guard, which exists to outlive the
+//! server. It does not know about sessions, policies or MCP.
 //!
 //! # Containment
 //!
-//! Process groups and sessions are not enough to find what a command
-//! started: `setsid`, `setpgid(0, 0)` and `timeout` leave them. So every
-//! child carries an inherited marker in its environment,
-//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), that every
-//! descendant inherits whatever it does to its group or session; stopping an
-//! owner stops every process of ours whose `/proc/PID/environ` carries its
-//! marker, plus the groups, sessions and descendants it names
-//! ([`Targets`]). The server also makes itself a child subreaper
-//! ([`reap_adopted_orphans`]), so orphans stay its descendants and a
-//! process that clears its environment is still found by the server-wide
-//! sweep at shutdown. What still escapes: a process that clears its
-//! environment *and* is orphaned before its owner is stopped (until the
-//! server ends), one that does so after a server SIGKILL (the guard only
-//! sees markers, groups and sessions), a process whose environment we
-//! cannot read (another user's, or a set-uid program's), and a process that
-//! asks something outside our tree (`systemd-run`, `at`, a daemon) to start
-//! it.
+//! In a cgroup mode ([`init_containment`], `cgroup`), every owner has a
+//! control group its child joins between fork and exec; nothing it starts
+//! leaves it without privileges, and stopping the owner kills the group.
+//! The rest is the second net there, and the only one in markers mode:
+//! every child carries an inherited marker in its environment,
+//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which every
+//! descendant inherits whatever it does to its group or session (a terminal
+//! shell exports `<owner>/c<seq>` for each command, so one command's
+//! processes can be told apart). Stopping an owner stops every process of
+//! ours whose `/proc/PID/environ` carries its marker, plus the groups,
+//! sessions and descendants it names, plus the processes of ours with no
+//! readable marker that descend from it or are adopted orphans attributed
+//! to it ([`Targets`], [`Unmarked`]). The server is a child subreaper
+//! ([`reap_adopted_orphans`]), so orphans stay its descendants. What still
+//! escapes in markers mode: an unmarked orphan taken for another owner's
+//! (see [`Unmarked`]), one alive after a server SIGKILL (the guard only sees
+//! markers, groups and sessions), and in every mode a process that asks
+//! something outside our tree (`systemd-run`, `at`, a daemon) to start it.
 #![allow(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -36,12 +39,14 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
+
+use crate::cgroup;
 
 /// Environment set for every child we start, terminal and one-shot alike.
 ///
@@ -105,58 +110,370 @@ pub fn server_token() -> &'static str {
 /// An owner of processes: a terminal shell or one `run` call. Its marker is
 /// set in the environment of the child we start for it, so every process
 /// that child starts carries it too, whatever it does to its process group
-/// or session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// or session; in a cgroup mode it also has a control group of its own,
+/// which the child joins before it runs anything.
+#[derive(Debug, Clone)]
 pub struct Scope {
+    inner: Arc<ScopeInner>,
+}
+
+#[derive(Debug)]
+struct ScopeInner {
     /// `<server token>/<kind>-<n>`.
     value: String,
+    /// Its control group (a cgroup mode), or why it could not be made:
+    /// then every spawn in this scope fails, containment is never silently
+    /// off.
+    group: Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>>,
 }
+
+impl Drop for ScopeInner {
+    fn drop(&mut self) {
+        owner_ended(&self.value);
+    }
+}
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Scope) -> bool {
+        self.inner.value == other.inner.value
+    }
+}
+
+impl Eq for Scope {}
 
 impl Scope {
     /// A new owner, unique within this process: `kind` says what it is
-    /// (`shell`, `run`), for people reading `/proc`.
+    /// (`shell`, `run`), for people reading `/proc` and the cgroup tree.
+    /// Owners of kind `shell` and `run` are candidates when an unmarked
+    /// orphan is attributed by its start time ([`Unmarked`]).
     pub fn new(kind: &str) -> Scope {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Scope { value: format!("{}/{kind}-{n}", server_token()) }
+        let value = format!("{}/{kind}-{n}", server_token());
+        if matches!(kind, "shell" | "run") {
+            owner_started(&value);
+        }
+        let group = cgroup::Group::create(&format!("{kind}-{n}")).map_err(|err| {
+            tracing::error!("{err}; nothing can be started in this scope");
+            Arc::new(err)
+        });
+        if let Ok(Some(group)) = &group {
+            let mut live = LIVE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner);
+            live.retain(|(_, group)| group.strong_count() > 0);
+            live.push((value.clone(), Arc::downgrade(group)));
+        }
+        Scope { inner: Arc::new(ScopeInner { value, group }) }
     }
 
     /// The marker's value, as set in [`SCOPE_VAR`].
     pub fn value(&self) -> &str {
-        &self.value
+        &self.inner.value
     }
 
-    /// The mark that finds this owner's processes.
+    /// The mark that finds this owner's processes (the marks of its
+    /// commands, `<value>/c<seq>`, included).
     pub fn mark(&self) -> Mark {
-        Mark::Exact(self.value.clone())
+        Mark::Exact(self.inner.value.clone())
+    }
+
+    /// Its control group, in a cgroup mode.
+    pub fn group(&self) -> Option<&Arc<cgroup::Group>> {
+        self.inner.group.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// What a child of this scope does between fork and exec to join the
+    /// group: the descriptor to write `0` to, or the error to fail with.
+    fn joiner(&self) -> Joiner {
+        match &self.inner.group {
+            Ok(Some(group)) => Joiner::Join(Arc::clone(group)),
+            Ok(None) => Joiner::Nothing,
+            Err(err) => Joiner::Fail(err.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+}
+
+/// How a child joins its scope's control group between fork and exec.
+#[derive(Clone)]
+enum Joiner {
+    /// No cgroup mode.
+    Nothing,
+    /// Write `0` to this group's `cgroup.procs` (the `Arc` keeps the
+    /// descriptor open until the command is dropped).
+    Join(Arc<cgroup::Group>),
+    /// The group could not be made: fail with this errno.
+    Fail(i32),
+}
+
+/// The errors a child reports when joining its group failed carry this tag
+/// above the errno, so [`spawn`] can say what went wrong.
+const JOIN_FAILED: i32 = 0x4a00_0000;
+
+impl Joiner {
+    /// Only async-signal-safe calls: this runs between fork and exec.
+    fn apply(&self) -> std::io::Result<()> {
+        let fd = match self {
+            Joiner::Nothing => return Ok(()),
+            Joiner::Fail(errno) => {
+                return Err(std::io::Error::from_raw_os_error(JOIN_FAILED | errno));
+            }
+            Joiner::Join(group) => group.procs_fd(),
+        };
+        // SAFETY: write(2) on a descriptor the parent opened before the
+        // fork, from a static buffer; async-signal-safe.
+        let written = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+        if written == 1 {
+            Ok(())
+        } else {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            Err(std::io::Error::from_raw_os_error(JOIN_FAILED | errno))
+        }
+    }
+}
+
+/// The error [`spawn`] returns: a failed join named as such.
+fn spawn_error(err: std::io::Error) -> std::io::Error {
+    match err.raw_os_error() {
+        Some(code) if code & !0xffff == JOIN_FAILED => {
+            let cause = std::io::Error::from_raw_os_error(code & 0xffff);
+            std::io::Error::new(
+                cause.kind(),
+                format!(
+                    "could not put the new process in its control group ({} containment): \
+                     {cause}; start the server with {}=markers to run without control groups",
+                    cgroup::active().mode.as_str(),
+                    cgroup::MODE_VAR
+                ),
+            )
+        }
+        _ => err,
     }
 }
 
 /// Which scope markers a sweep looks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mark {
-    /// Exactly this marker value: one owner's processes.
+    /// This marker value, or one that extends it with `/…` (the marks of
+    /// one terminal command, `<owner>/c<seq>`): one owner's processes, or
+    /// one command's.
     Exact(String),
     /// Any marker with this server token: everything a server started.
     Token(String),
 }
 
+/// What [`Mark::matches`] found in an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marked {
+    /// A marker this mark matches.
+    Yes,
+    /// A marker of this server that the mark does not match (another
+    /// owner's).
+    Other,
+    /// No marker of this server: a cleared or replaced environment.
+    Unmarked,
+}
+
 impl Mark {
     /// Whether `environ` (a `/proc/PID/environ`: NUL-separated
     /// `NAME=value` entries) carries this mark.
+    #[cfg(test)]
     fn matches(&self, environ: &[u8]) -> bool {
-        let prefix = SCOPE_VAR.len() + 1;
-        environ.split(|&b| b == 0).any(|entry| {
+        marker_values(environ).any(|value| self.matches_value(value))
+    }
+
+    fn matches_value(&self, value: &[u8]) -> bool {
+        let (Mark::Exact(prefix) | Mark::Token(prefix)) = self;
+        value.strip_prefix(prefix.as_bytes()).is_some_and(|rest| match self {
+            Mark::Exact(_) => rest.is_empty() || rest.first() == Some(&b'/'),
+            Mark::Token(_) => rest.first() == Some(&b'/'),
+        })
+    }
+}
+
+/// The values of every `SHELLKEEP_SCOPE=` entry in `environ`.
+fn marker_values(environ: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let prefix = SCOPE_VAR.len() + 1;
+    environ
+        .split(|&b| b == 0)
+        .filter(move |entry| {
             entry.len() > prefix
                 && entry.starts_with(SCOPE_VAR.as_bytes())
                 && entry[SCOPE_VAR.len()] == b'='
-                && match self {
-                    Mark::Exact(value) => &entry[prefix..] == value.as_bytes(),
-                    Mark::Token(token) => entry[prefix..]
-                        .strip_prefix(token.as_bytes())
-                        .is_some_and(|rest| rest.first() == Some(&b'/')),
-                }
         })
+        .map(move |entry| &entry[prefix..])
+}
+
+/// How `environ` relates to `marks`: see [`Marked`].
+fn classify(marks: &[Mark], environ: &[u8]) -> Marked {
+    let token = Mark::Token(server_token().to_owned());
+    let mut ours = false;
+    for value in marker_values(environ) {
+        if marks.iter().any(|mark| mark.matches_value(value)) {
+            return Marked::Yes;
+        }
+        ours |= token.matches_value(value);
+    }
+    if ours { Marked::Other } else { Marked::Unmarked }
+}
+
+/// Owners (`shell` and `run` scopes) with the time they started and, once
+/// their scope is gone, ended, in clock ticks since boot: what an unmarked
+/// orphan is attributed by ([`Unmarked`]). Ended owners are kept (at most
+/// [`OWNERS_KEPT`]) so that an orphan born while two owners lived stays
+/// ambiguous after one ended.
+static OWNERS: Mutex<Vec<OwnerSpan>> = Mutex::new(Vec::new());
+const OWNERS_KEPT: usize = 4096;
+
+#[derive(Debug, Clone)]
+struct OwnerSpan {
+    value: String,
+    started: u64,
+    ended: Option<u64>,
+}
+
+fn owner_started(value: &str) {
+    let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if owners.len() >= OWNERS_KEPT
+        && let Some(oldest) = owners.iter().position(|owner| owner.ended.is_some())
+    {
+        owners.remove(oldest);
+    }
+    owners.push(OwnerSpan { value: value.to_owned(), started: boot_ticks_now(), ended: None });
+}
+
+fn owner_ended(value: &str) {
+    let now = boot_ticks_now();
+    let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(owner) = owners.iter_mut().find(|owner| owner.value == value) {
+        owner.ended = Some(now);
+    }
+}
+
+/// The owner an unmarked orphan that started at `started` ticks is
+/// attributed to: the newest of the owners alive then (the most specific
+/// guess: a `run` or a session opened while an older session was open);
+/// `None` when none was.
+fn owner_at(started: u64) -> Option<String> {
+    let owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    owners
+        .iter()
+        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end >= started))
+        .max_by_key(|owner| owner.started)
+        .map(|owner| owner.value.clone())
+}
+
+/// Chooses the containment of this process, once, before anything is
+/// started: the first mode of `requested` the host allows (see `cgroup`),
+/// proved by starting a child that joins a test group. A mode that fails is
+/// logged and the next one tried; a mode asked for by name that fails is an
+/// error. Returns the containment in use.
+pub fn init_containment(requested: cgroup::Requested) -> Result<&'static cgroup::Active, String> {
+    let mut unavailable = Vec::new();
+    for mode in requested.candidates() {
+        if mode == cgroup::Mode::Markers {
+            return Ok(cgroup::set_active(cgroup::Active { mode, dir: None, unavailable }));
+        }
+        match cgroup::prepare(mode).and_then(|dir| match prove_cgroup(&dir) {
+            Ok(()) => Ok(dir),
+            Err(err) => {
+                // The host seemed to allow it: worth a warning, unlike a
+                // host that plainly does not.
+                tracing::warn!("{} containment failed its proof: {err}", mode.as_str());
+                let _ = cgroup::kill_tree(&dir);
+                Err(err)
+            }
+        }) {
+            Ok(dir) => {
+                tracing::debug!("containment: {} in {}", mode.as_str(), dir.display());
+                return Ok(cgroup::set_active(cgroup::Active {
+                    mode,
+                    dir: Some(dir),
+                    unavailable,
+                }));
+            }
+            Err(why) => {
+                if requested != cgroup::Requested::Auto {
+                    return Err(format!("{} containment is not available: {why}", mode.as_str()));
+                }
+                tracing::info!("{} containment is not available: {why}", mode.as_str());
+                unavailable.push(format!("{}: {why}", mode.as_str()));
+            }
+        }
+    }
+    Err("no containment mode was asked for".into())
+}
+
+/// Starts a child that joins a group under `dir` between fork and exec,
+/// and checks that the kernel lists it there.
+fn prove_cgroup(dir: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt as _;
+    let probe = cgroup::Group::create_in(dir, "probe").map_err(|err| err.to_string())?;
+    let joiner = Joiner::Join(Arc::clone(&probe));
+    #[allow(clippy::disallowed_methods)]
+    let mut command = std::process::Command::new("cat");
+    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls write(2) on a descriptor opened before the fork.
+    unsafe {
+        command.pre_exec(move || joiner.apply());
+    }
+    let mut child = spawn_std(&mut command)
+        .map_err(|err| format!("a child could not join a test group: {}", spawn_error(err)))?;
+    let pid = child.id() as i32;
+    let joined = probe.members().contains(&pid);
+    drop(child.stdin.take());
+    let _ = child.wait();
+    if joined {
+        Ok(())
+    } else {
+        Err(format!("a child was not found in its test group {}", probe.path().display()))
+    }
+}
+
+/// The Landlock ABI version the kernel offers
+/// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`),
+/// or why there is none.
+pub fn landlock_abi() -> std::io::Result<i64> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
+    // SAFETY: with a null attribute pointer and size 0, the call only
+    // returns the ABI version; no memory is read or written.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 0 { Err(std::io::Error::last_os_error()) } else { Ok(abi) }
+}
+
+/// Whether seccomp filters are available, and this process's mode: from
+/// `Seccomp:` in `/proc/self/status` and `prctl(PR_GET_SECCOMP)`.
+pub fn seccomp_status() -> String {
+    // SAFETY: PR_GET_SECCOMP reads a flag of this process; no memory is
+    // passed.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Seccomp:"))
+        .map(|value| value.trim().to_owned());
+    match (field.as_deref(), mode) {
+        (None, -1) => "not available (the kernel has no seccomp)".to_owned(),
+        (_, 2) | (Some("2"), _) => {
+            "available; this process already runs under a seccomp filter (mode 2)".to_owned()
+        }
+        _ => "available (mode 0: this process runs without a filter)".to_owned(),
+    }
+}
+
+/// Ends this server's containment: kills everything left in its control
+/// group directory and removes the directory (nothing in markers mode).
+pub fn end_containment() {
+    if let Some(dir) = cgroup::server_dir()
+        && let Err(err) = cgroup::kill_tree(dir)
+    {
+        tracing::warn!("{err}");
     }
 }
 
@@ -192,11 +509,13 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     command.process_group(0);
     let parent = std::process::id();
     let signals = SignalReset::new();
+    let joiner = scope.joiner();
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls async-signal-safe functions (sigaction, sigprocmask, prctl,
-    // getppid, _exit).
+    // calls async-signal-safe functions (write, sigaction, sigprocmask,
+    // prctl, getppid, _exit); the joiner is only read.
     unsafe {
         command.pre_exec(move || {
+            joiner.apply()?;
             signals.apply();
             die_with_parent(parent)
         });
@@ -262,11 +581,13 @@ pub fn pty_command(
         .stderr(Stdio::from(slave.try_clone()?));
     let parent = std::process::id();
     let signals = SignalReset::new();
+    let joiner = scope.joiner();
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls async-signal-safe functions (sigaction, sigprocmask, setsid,
-    // ioctl, prctl, getppid).
+    // calls async-signal-safe functions (write, sigaction, sigprocmask,
+    // setsid, ioctl, prctl, getppid); the joiner is only read.
     unsafe {
         command.pre_exec(move || {
+            joiner.apply()?;
             signals.apply();
             nix::unistd::setsid()?;
             // Make the PTY (already dup'ed onto fd 0) the controlling
@@ -380,7 +701,7 @@ static SPAWNED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 /// Spawns `command` (built by this module) and registers the child as ours.
 pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
     let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
-    let child = command.spawn()?;
+    let child = command.spawn().map_err(spawn_error)?;
     if let Some(pid) = child.id() {
         register(&mut spawned, pid as i32);
     }
@@ -559,21 +880,27 @@ pub fn session_groups(sid: i32) -> BTreeSet<i32> {
 }
 
 /// Process groups in the session of the shell `shell_pid` that are not
-/// the shell's jobs: their leader is gone or was not started by the shell
-/// (`(sleep 300 &)` leaves such a group behind), and some member started at
-/// or after `since_ticks`. These belong to the command that started then.
+/// the jobs of a shell: their leader is gone or was orphaned (its parent is
+/// no longer in the session: `(sleep 300 &)` leaves such a group behind),
+/// and some member started at or after `since_ticks`. These belong to the
+/// command that started then. A group whose leader's parent is the shell,
+/// or a nested shell in the session, is that shell's job.
 pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
     let mut members = Vec::new();
+    let mut in_session = HashSet::new();
     for_each_proc(|stat| {
-        if stat.session == shell_pid && stat.pgrp != shell_pid {
-            members.push((stat.pid, stat.ppid, stat.pgrp, stat.start_ticks));
+        if stat.session == shell_pid {
+            in_session.insert(stat.pid);
+            if stat.pgrp != shell_pid {
+                members.push((stat.pid, stat.ppid, stat.pgrp, stat.start_ticks));
+            }
         }
     });
     let mut groups: Vec<i32> = members
         .iter()
         .filter(|&&(_, _, pgrp, start)| {
             let leader = members.iter().find(|&&(pid, ..)| pid == pgrp);
-            start >= since_ticks && leader.is_none_or(|&(_, ppid, ..)| ppid != shell_pid)
+            start >= since_ticks && leader.is_none_or(|&(_, ppid, ..)| !in_session.contains(&ppid))
         })
         .map(|&(_, _, pgrp, _)| pgrp)
         .collect();
@@ -602,9 +929,12 @@ fn clock_ticks_per_second() -> u64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().map_or(100, |t| t as u64)
 }
 
-/// What a stop reaches: every live process that is in one of `groups` or
-/// `sessions`, descends from one of `roots`, or carries one of `marks` in
-/// its environment; never this process or one in `exclude`.
+/// What a stop reaches: every live process that is in one of `groups`,
+/// `sessions` or `cgroups`, descends from one of `roots`, carries one of
+/// `marks` in its environment, or is an unmarked process of ours that
+/// `unmarked` attributes to the stop; never this process or one in
+/// `exclude`, and (with `spare_jobs_of`) the shell's own jobs only when named
+/// by `groups`, `sessions`, `roots` or `cgroups`.
 ///
 /// Each check is one scan of `/proc` (the `stat` of every process, and the
 /// `environ` of those not already matched when there are marks), so its
@@ -620,22 +950,67 @@ pub struct Targets {
     pub roots: Vec<Root>,
     /// Scope markers.
     pub marks: Vec<Mark>,
+    /// Control groups: everything in them (and under them) is reached, and
+    /// killed as a whole after the grace period.
+    pub cgroups: Vec<Arc<cgroup::Group>>,
+    /// Processes of ours whose environment carries no marker of this server
+    /// (cleared, or unreadable: non-dumpable, another user's): which of
+    /// them this stop reaches.
+    pub unmarked: Option<Unmarked>,
     /// Processes never reached (the orphan guard).
     pub exclude: Vec<i32>,
+    /// A shell whose own jobs the sweeps by marker and by attribution never
+    /// reach: the shell, every process group led by a child of the shell
+    /// (other than `groups`), and their descendants. For stopping one
+    /// command of a shell.
+    pub spare_jobs_of: Option<i32>,
     /// Send SIGHUP before SIGTERM: interactive bash ignores SIGTERM but not
     /// SIGHUP, and passes SIGHUP on to its jobs.
     pub hangup: bool,
 }
 
+/// Which unmarked processes of ours (see [`Targets::unmarked`]) a stop
+/// reaches: those that started at or after `since` and either descend
+/// (now) from `under`, are in `cgroup`, or descend from an orphan the
+/// server adopted (its parent is the server, which did not start it) that
+/// is attributed to `owner`. An adopted orphan has lost its ancestry, so it
+/// is attributed by its start time: to the newest `shell` or `run` owner
+/// alive when it started. When several were alive (a `run` while a session
+/// is open, two sessions), an orphan of the older one is taken for the
+/// newer one's: stopped when that one stops, missed when its own owner
+/// stops, and in any case stopped when the server ends. In a cgroup mode
+/// the group decides instead, exactly.
+#[derive(Debug, Clone, Default)]
+pub struct Unmarked {
+    /// The owner's scope value.
+    pub owner: String,
+    /// Clock ticks since boot (see [`boot_ticks_now`]).
+    pub since: u64,
+    /// A process whose descendants are the owner's (its shell, its bash).
+    pub under: Option<i32>,
+    /// The owner's control group.
+    pub cgroup: Option<Arc<cgroup::Group>>,
+}
+
 impl Targets {
     /// Everything `scope` owns.
     pub fn scope(scope: &Scope) -> Targets {
-        Targets { marks: vec![scope.mark()], ..Targets::default() }
+        Targets {
+            marks: vec![scope.mark()],
+            cgroups: scope.group().cloned().into_iter().collect(),
+            unmarked: Some(Unmarked {
+                owner: scope.value().to_owned(),
+                cgroup: scope.group().cloned(),
+                ..Unmarked::default()
+            }),
+            ..Targets::default()
+        }
     }
 
     /// Everything this server started: its descendants (orphans included,
-    /// once [`reap_adopted_orphans`] made it a subreaper) and whatever
-    /// carries its token, except `exclude`.
+    /// once [`reap_adopted_orphans`] made it a subreaper), whatever carries
+    /// its token and everything in its control group directory, except
+    /// `exclude`.
     pub fn whole_server(exclude: &[i32]) -> Targets {
         Targets {
             roots: Root::of(std::process::id() as i32).into_iter().collect(),
@@ -651,33 +1026,103 @@ impl Targets {
         let mut all = Vec::new();
         let mut live_roots = Vec::new();
         for_each_proc(|stat| {
-            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session));
+            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session, stat.start_ticks));
             if self.roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
                 live_roots.push(stat.pid);
             }
         });
-        let mut reached: HashSet<i32> = HashSet::new();
-        if !live_roots.is_empty() {
-            let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-            for &(pid, ppid, ..) in &all {
-                children.entry(ppid).or_default().push(pid);
-            }
-            let mut stack: Vec<i32> = live_roots;
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        let mut parent: HashMap<i32, (i32, u64)> = HashMap::new();
+        for &(pid, ppid, _, _, start) in &all {
+            children.entry(ppid).or_default().push(pid);
+            parent.insert(pid, (ppid, start));
+        }
+        let descendants = |roots: Vec<i32>| {
+            let mut reached: HashSet<i32> = HashSet::new();
+            let mut stack = roots;
             while let Some(pid) = stack.pop() {
                 if reached.insert(pid) {
                     stack.extend(children.get(&pid).into_iter().flatten());
                 }
             }
-        }
+            reached
+        };
+        let reached = descendants(live_roots);
+        let spared = match self.spare_jobs_of {
+            Some(shell) => {
+                let leaders: Vec<i32> = all
+                    .iter()
+                    .filter(|&&(pid, ppid, pgrp, ..)| {
+                        ppid == shell && pgrp == pid && !self.groups.contains(&pgrp)
+                    })
+                    .map(|&(pid, ..)| pid)
+                    .collect();
+                let mut jobs: Vec<i32> = all
+                    .iter()
+                    .filter(|&&(_, _, pgrp, ..)| leaders.contains(&pgrp))
+                    .map(|&(pid, ..)| pid)
+                    .collect();
+                jobs.push(shell);
+                let mut spared = descendants(jobs);
+                spared.insert(shell);
+                spared
+            }
+            None => HashSet::new(),
+        };
+        let in_cgroups: HashSet<i32> =
+            self.cgroups.iter().flat_map(|group| group.members()).collect();
+        let unmarked_cgroup: HashSet<i32> = self
+            .unmarked
+            .as_ref()
+            .and_then(|unmarked| unmarked.cgroup.as_ref())
+            .map(|group| group.members().into_iter().collect())
+            .unwrap_or_default();
+        let under: HashSet<i32> = self
+            .unmarked
+            .as_ref()
+            .and_then(|unmarked| unmarked.under)
+            .map(|pid| descendants(vec![pid]))
+            .unwrap_or_default();
+        // The ancestor of `pid` whose parent is this server, if any.
+        let top_of = |pid: i32| {
+            let mut current = pid;
+            for _ in 0..4096 {
+                let (ppid, start) = *parent.get(&current)?;
+                if ppid == me {
+                    return Some((current, start));
+                }
+                current = ppid;
+            }
+            None
+        };
+        let spawned: Vec<(i32, u64)> =
+            SPAWNED.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut members = Vec::new();
-        for &(pid, _, pgrp, session) in &all {
+        for &(pid, _, pgrp, session, start) in &all {
             if pid == me || self.exclude.contains(&pid) {
                 continue;
             }
+            // What is named outright is reached; the shell's jobs are spared
+            // only from the sweeps by marker and by attribution.
             let found = reached.contains(&pid)
                 || self.groups.contains(&pgrp)
                 || self.sessions.contains(&session)
-                || (!self.marks.is_empty() && self.marked(pid));
+                || in_cgroups.contains(&pid)
+                || !spared.contains(&pid)
+                    && match self.environ_marked(pid) {
+                        Marked::Yes => true,
+                        Marked::Other => false,
+                        Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
+                            start >= unmarked.since
+                                && (under.contains(&pid)
+                                    || unmarked_cgroup.contains(&pid)
+                                    || top_of(pid).is_some_and(|top| {
+                                        !spawned.contains(&top)
+                                            && owner_at(top.1).as_deref()
+                                                == Some(unmarked.owner.as_str())
+                                    }))
+                        }),
+                    };
             if found {
                 members.push(pid);
             }
@@ -685,9 +1130,17 @@ impl Targets {
         members
     }
 
-    fn marked(&self, pid: i32) -> bool {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|environ| self.marks.iter().any(|mark| mark.matches(&environ)))
+    /// Whether `pid`'s environment carries one of the marks; an environment
+    /// that cannot be read (a non-dumpable process, another user's) counts
+    /// as unmarked.
+    fn environ_marked(&self, pid: i32) -> Marked {
+        if self.marks.is_empty() && self.unmarked.is_none() {
+            return Marked::Other;
+        }
+        match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(environ) => classify(&self.marks, &environ),
+            Err(_) => Marked::Unmarked,
+        }
     }
 
     /// Sends `signal` to every member, and to the groups and sessions'
@@ -699,6 +1152,15 @@ impl Targets {
         for &pid in members {
             if pid > 1 {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+            }
+        }
+    }
+
+    /// Kills the control groups as a whole.
+    fn kill_cgroups(&self) {
+        for group in &self.cgroups {
+            if let Err(err) = group.kill() {
+                tracing::warn!("cannot kill the control group {}: {err}", group.path().display());
             }
         }
     }
@@ -721,9 +1183,10 @@ impl Root {
 }
 
 /// Stops every process `targets` reach: SIGTERM (after SIGHUP when
-/// `targets.hangup`) and SIGCONT, then SIGKILL to whatever is still alive
-/// after `grace`. Processes that appear meanwhile (a fork in progress) get
-/// the same. Returns `None` when there was nothing alive to stop.
+/// `targets.hangup`) and SIGCONT, then, after `grace`, the control groups'
+/// kill and SIGKILL to whatever else is still alive. Processes that appear
+/// meanwhile (a fork in progress) get the same. Returns `None` when there
+/// was nothing alive to stop.
 ///
 /// There is no kernel event for "these processes are gone", so the grace
 /// period checks for survivors at a short, growing interval.
@@ -754,6 +1217,7 @@ pub async fn terminate(targets: &Targets, grace: Duration) -> Option<Termination
         return Some(TerminationMode::Soft);
     }
     wait_until(Duration::from_secs(2), || {
+        targets.kill_cgroups();
         let members = targets.members();
         targets.signal(&members, Signal::SIGKILL);
         members.is_empty()
@@ -762,10 +1226,12 @@ pub async fn terminate(targets: &Targets, grace: Duration) -> Option<Termination
     Some(TerminationMode::Hard)
 }
 
-/// Sends SIGKILL at once to every process `targets` reach, a few rounds to
-/// catch forks in progress; for paths that cannot wait (a dropped run).
+/// Sends SIGKILL at once to every process `targets` reach (the control
+/// groups as a whole), a few rounds to catch forks in progress; for paths
+/// that cannot wait (a dropped run).
 pub fn kill_now(targets: &Targets) {
     for _ in 0..3 {
+        targets.kill_cgroups();
         let members = targets.members();
         if members.is_empty() {
             return;
@@ -782,18 +1248,70 @@ pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<Termina
 }
 
 /// Stops every process in session `sid` (a PTY shell and everything it
-/// started) and, when given, everything `scope` owns (what left the session
-/// with `setsid`): SIGHUP, SIGTERM and SIGCONT, then SIGKILL to whatever is
-/// left after `grace`.
+/// started) and, when given, everything `scope` owns (its control group,
+/// what carries its marker, what descends from the shell, and unmarked
+/// orphans attributed to it): SIGHUP, SIGTERM and SIGCONT, then the
+/// group's kill and SIGKILL to whatever is left after `grace`.
 pub async fn terminate_session(sid: i32, scope: Option<&Scope>, grace: Duration) {
-    let targets = Targets {
-        sessions: vec![sid],
-        marks: scope.map(Scope::mark).into_iter().collect(),
-        hangup: true,
-        ..Targets::default()
-    };
+    let mut targets = scope.map(Targets::scope).unwrap_or_default();
+    targets.sessions.push(sid);
+    targets.roots.extend(Root::of(sid));
+    if let Some(unmarked) = &mut targets.unmarked {
+        unmarked.under = Some(sid);
+    }
+    targets.hangup = true;
     terminate(&targets, grace).await;
 }
+
+/// What stopping one command of the terminal shell `shell_pid` reaches
+/// (`C-c`, the execution-limit kill): the groups it left behind in the
+/// shell's session, every process carrying the command's own marker
+/// (`<shell's scope>/c<seq>`, which the shell exports before it runs
+/// command `seq`) in any session, and unmarked processes of the shell's
+/// owner that started at or after `since`; never the shell or its own jobs
+/// (groups led by a child of the shell). The caller adds the foreground
+/// group.
+pub fn command_targets(shell_pid: i32, seq: u64, since: u64) -> Targets {
+    let scope = shell_scope(shell_pid);
+    let group = scope.as_deref().and_then(cgroup_of_owner);
+    Targets {
+        groups: orphaned_groups(shell_pid, since),
+        marks: scope.iter().map(|value| Mark::Exact(format!("{value}/c{seq}"))).collect(),
+        unmarked: scope.map(|owner| Unmarked {
+            owner,
+            since,
+            under: Some(shell_pid),
+            cgroup: group,
+        }),
+        spare_jobs_of: Some(shell_pid),
+        ..Targets::default()
+    }
+}
+
+/// The scope value a shell we started carries, from its environment at
+/// start (what we set; a shell cannot change its own `/proc/PID/environ`
+/// by exporting).
+fn shell_scope(shell_pid: i32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{shell_pid}/environ")).ok()?;
+    let token = Mark::Token(server_token().to_owned());
+    marker_values(&environ)
+        .find(|value| token.matches_value(value))
+        .map(|value| String::from_utf8_lossy(value).into_owned())
+}
+
+/// The live control group of the owner `value`, if it has one.
+fn cgroup_of_owner(value: &str) -> Option<Arc<cgroup::Group>> {
+    LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(|(owner, group)| (owner == value).then(|| group.upgrade()).flatten())
+        .next()
+}
+
+/// The control groups of live scopes, by owner value, so that a command's
+/// stop finds its shell's group from the shell's pid.
+static LIVE_GROUPS: Mutex<Vec<(String, std::sync::Weak<cgroup::Group>)>> = Mutex::new(Vec::new());
 
 /// Waits until `done` holds or `limit` passes; returns whether it held.
 async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -898,6 +1416,52 @@ mod tests {
         assert!(!Mark::Token("abc".into()).matches(b"SHELLKEEP_SCOPE=\0SHELLKEEP_SCOPEX=abc/1"));
     }
 
+    #[test]
+    fn an_owner_mark_finds_its_commands_marks_and_nothing_longer() {
+        let owner = Mark::Exact("abc/shell-1".into());
+        let command = Mark::Exact("abc/shell-1/c7".into());
+        let env = |value: &str| format!("A=1\0SHELLKEEP_SCOPE={value}\0").into_bytes();
+        assert!(owner.matches(&env("abc/shell-1/c7")) && owner.matches(&env("abc/shell-1")));
+        assert!(!owner.matches(&env("abc/shell-10")) && !owner.matches(&env("abc/shell-10/c1")));
+        assert!(command.matches(&env("abc/shell-1/c7")));
+        assert!(!command.matches(&env("abc/shell-1/c70")) && !command.matches(&env("abc/shell-1")));
+    }
+
+    #[test]
+    fn environments_without_our_token_are_unmarked() {
+        let token = server_token();
+        let mine = Mark::Exact(format!("{token}/run-1"));
+        let env = |value: &str| format!("SHELLKEEP_SCOPE={value}\0").into_bytes();
+        assert_eq!(
+            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-1"))),
+            Marked::Yes
+        );
+        assert_eq!(
+            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-2"))),
+            Marked::Other
+        );
+        for foreign in ["x", "otherserver/run-1", ""] {
+            assert_eq!(classify(std::slice::from_ref(&mine), &env(foreign)), Marked::Unmarked);
+        }
+        assert_eq!(classify(&[mine], b"\0\0\0"), Marked::Unmarked);
+    }
+
+    #[test]
+    fn an_orphan_goes_to_the_newest_owner_alive_at_its_birth() {
+        let base = boot_ticks_now() + 1_000_000;
+        {
+            let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+            for (value, started, ended) in
+                [("t/old", base, None), ("t/new", base + 10, Some(base + 20))]
+            {
+                owners.push(OwnerSpan { value: value.into(), started, ended });
+            }
+        }
+        assert_eq!(owner_at(base + 5).as_deref(), Some("t/old"));
+        assert_eq!(owner_at(base + 15).as_deref(), Some("t/new"));
+        assert_eq!(owner_at(base + 25).as_deref(), Some("t/old"));
+    }
+
     #[tokio::test]
     async fn terminate_groups_kills_a_whole_tree() {
         let mut child = group_command("bash", &Scope::new("test"))
@@ -914,5 +1478,70 @@ mod tests {
         assert_eq!(mode, Some(TerminationMode::Hard));
         assert!(live_group_members(pgid).is_empty());
         child.wait().await.expect("reaped");
+    }
+
+    /// The control group alone finds and kills what left every group,
+    /// session and environment, then the server's directory goes.
+    #[tokio::test]
+    async fn a_control_group_kills_what_nothing_else_finds() {
+        for mode in [cgroup::Mode::Cgroup2, cgroup::Mode::Cgroup1] {
+            let dir = match cgroup::prepare(mode) {
+                Ok(dir) => dir,
+                Err(why) => {
+                    eprintln!("{}: skipped, not available here: {why}", mode.as_str());
+                    continue;
+                }
+            };
+            let group = cgroup::Group::create_in(&dir, "test").expect("a group");
+            let joiner = Joiner::Join(Arc::clone(&group));
+            #[allow(clippy::disallowed_methods)]
+            let mut command = tokio::process::Command::new("bash");
+            command
+                .arg("-c")
+                .arg(
+                    "(env -i setsid sleep 300 &); (setsid bash -c 'trap \"\" TERM; sleep 300' &); \
+                     trap '' TERM; exec sleep 300",
+                )
+                .stdin(Stdio::null());
+            // SAFETY: only write(2) between fork and exec (see Joiner::apply).
+            unsafe {
+                command.pre_exec(move || joiner.apply());
+            }
+            let mut child = spawn(&mut command).expect("spawn bash");
+            // Three sleeps, each past its `trap`: no shell left that SIGTERM kills.
+            let sleeps = || {
+                let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm"));
+                group
+                    .members()
+                    .into_iter()
+                    .filter(move |&pid| comm(pid).is_ok_and(|c| c == "sleep\n"))
+            };
+            assert!(wait_until(Duration::from_secs(10), || sleeps().count() == 3).await);
+            let targets = Targets { cgroups: vec![Arc::clone(&group)], ..Targets::default() };
+            let mode_used = terminate(&targets, Duration::from_millis(200)).await;
+            assert_eq!(mode_used, Some(TerminationMode::Hard), "{}", mode.as_str());
+            assert_eq!(group.members(), Vec::<i32>::new(), "{}", mode.as_str());
+            child.wait().await.expect("reaped");
+            drop(group);
+            cgroup::kill_tree(&dir).expect("the directory is removed");
+            assert!(!dir.exists());
+        }
+    }
+
+    /// A child that cannot join its control group does not start, and the
+    /// error says so: containment is never silently off.
+    #[tokio::test]
+    async fn a_child_that_cannot_join_its_group_does_not_start() {
+        let joiner = Joiner::Fail(libc::EACCES);
+        #[allow(clippy::disallowed_methods)]
+        let mut command = tokio::process::Command::new("true");
+        // SAFETY: only returns an error between fork and exec.
+        unsafe {
+            command.pre_exec(move || joiner.apply());
+        }
+        let err = spawn(&mut command).expect_err("the spawn fails");
+        let text = err.to_string();
+        assert!(text.contains("could not put the new process in its control group"), "{text}");
+        assert!(text.contains("Permission denied") && text.contains("=markers"), "{text}");
     }
 }

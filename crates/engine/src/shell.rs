@@ -193,6 +193,7 @@ __sk_fallback() {{
 }}
 __sk_pre() {{
   __sk_seq=$1
+  [[ -z ${{SHELLKEEP_SCOPE-}} ]] || builtin export SHELLKEEP_SCOPE="${{SHELLKEEP_SCOPE%%/c[0-9]*}}/c$1" || :
   __sk_traps=${{2-}}
   __sk_assert
   PS1=$__sk_ps1

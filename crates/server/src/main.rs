@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
+use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
@@ -73,6 +74,11 @@ enum Command {
         #[arg(long, default_value = "docs/TERMINAL_TIMEOUT_VERIFICATION.md")]
         output: PathBuf,
     },
+    /// Print what protects this host's sessions: the containment mode, who
+    /// can read a process's memory, Landlock, seccomp, and the private
+    /// directories. Changes nothing of yours (it removes what servers that
+    /// are gone left behind); exits 0.
+    Doctor,
     /// The orphan guard (internal: started by the server itself, which
     /// sends it the scope token over its stdin, never on the command line).
     #[command(name = "__guard", hide = true)]
@@ -169,6 +175,34 @@ struct ServeArgs {
     /// are deleted.
     #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
     full_output_keep_mib: u64,
+    /// What contains the processes of every session and `run` command:
+    /// `auto` (the best the host allows), `cgroup2`, `cgroup1` or `markers`.
+    /// A mode named here that the host does not allow stops start-up.
+    #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
+    containment: String,
+}
+
+/// Chooses the containment before anything is started (see
+/// `shellkeep_engine::cgroup`); the returned value ends it (kills what is
+/// left in the server's control group and removes it) when dropped.
+fn start_containment(args: &ServeArgs) -> anyhow::Result<ContainmentEnd> {
+    let requested: cgroup::Requested =
+        args.containment.parse().map_err(|err: String| anyhow::anyhow!("--containment: {err}"))?;
+    let active = process::init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
+    match &active.dir {
+        Some(dir) => tracing::info!("containment: {} in {}", active.mode.as_str(), dir.display()),
+        None => tracing::info!("containment: scope markers only"),
+    }
+    Ok(ContainmentEnd)
+}
+
+/// Ends the containment when dropped: every path out of `serve` and `run`.
+struct ContainmentEnd;
+
+impl Drop for ContainmentEnd {
+    fn drop(&mut self) {
+        process::end_containment();
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -231,6 +265,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             run_once(&cli.serve, timeout, cwd, command).await
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
+        Some(Command::Doctor) => doctor(&cli.serve),
         Some(Command::VerifyTimeouts { output }) => {
             let loaded = load_policy(&cli.serve)?;
             let dir = RuntimeDir::create()?;
@@ -385,6 +420,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let loaded = load_policy(&args)?;
+    // Before anything is started: every child joins its owner's group.
+    let containment = start_containment(&args)?;
     let cwd = match &args.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -405,6 +442,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Replies say so: a missing safety net is never silent.
         Err(err) => Some(Arc::new(Guard::unavailable(&err.to_string()))),
     };
+    // After a server SIGKILL the guard kills the server's control groups,
+    // whatever their processes did to their markers.
+    if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
+        guard.watch_cgroup(dir);
+    }
     let spill = full_output_store(&args, &dir.path.join("output"))?;
     let pruning = Arc::clone(&spill);
     tokio::task::spawn_blocking(move || {
@@ -500,6 +542,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         grace,
     )
     .await;
+    // Whatever is still in our control groups (nothing leaves them without
+    // privileges) is killed, and the groups removed.
+    drop(containment);
     reaper.abort();
     if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
         guard.shutdown(Duration::from_secs(3));
@@ -544,6 +589,10 @@ async fn run_once(
     let command = command.join(" ");
     let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
     let decision = loaded.policy.decide(&command, explicit);
+    let _containment = start_containment(args)?;
+    // As in `serve`: orphans stay our children, so the markers sweep finds
+    // them even with a cleared environment.
+    let reaper = tokio::spawn(async { process::reap_adopted_orphans().await });
     let dir = RuntimeDir::create()?;
     let request = RunRequest {
         cwd,
@@ -552,6 +601,7 @@ async fn run_once(
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
+    reaper.abort();
     let (_, structured) = render::run(&outcome, &decision);
     let json = serde_json::to_string_pretty(&structured)?;
     drop(dir);
@@ -563,6 +613,96 @@ async fn run_once(
         oneshot::RunStatus::Error => 125,
     };
     Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// `shellkeep doctor`: what protects this host's sessions, one fact per
+/// line, each with what it means. Never fails for what it finds.
+fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line(format!("shellkeep {} doctor (uid {})", env!("CARGO_PKG_VERSION"), private_fs::euid()));
+    let requested = args.containment.parse::<cgroup::Requested>();
+    match requested.as_ref().map_err(Clone::clone).and_then(|r| process::init_containment(*r)) {
+        Ok(active) => {
+            let what = match active.mode {
+                cgroup::Mode::Cgroup2 | cgroup::Mode::Cgroup1 => format!(
+                    "every session and run command in a control group of its own under {}; \
+                     stopping one kills everything in its group",
+                    active.dir.as_deref().and_then(|d| d.parent()).map_or_else(
+                        || "?".to_owned(),
+                        |parent| parent.join("shellkeep-<pid>-<random>").display().to_string()
+                    ),
+                ),
+                cgroup::Mode::Markers => "no control groups: scope markers in the \
+                                          environment, process groups, sessions and ancestry"
+                    .to_owned(),
+            };
+            line(format!("containment: {} ({what})", active.mode.as_str()));
+            for why in &active.unavailable {
+                line(format!("  not used: {why}"));
+            }
+            if requested == Ok(cgroup::Requested::Auto) && active.unavailable.is_empty() {
+                line("  this is the best mode shellkeep has".to_owned());
+            }
+        }
+        Err(err) => line(format!("containment: not available as asked ({err})")),
+    }
+    process::end_containment();
+    line(match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Ok(scope) => {
+            let scope = scope.trim().to_owned();
+            let meaning = match scope.as_str() {
+                "0" => "yes: a process of your user can read another's memory",
+                "1" => "only their own descendants: a command can read its children, not the shell",
+                "2" => "no: only administrators can",
+                _ => "no: nobody can",
+            };
+            format!("same-user memory access: Yama ptrace_scope {scope} ({meaning})")
+        }
+        Err(_) => "same-user memory access: yes (no Yama LSM: a process of your user can read \
+                   another's memory through /proc/PID/mem and ptrace)"
+            .to_owned(),
+    });
+    line(match process::landlock_abi() {
+        Ok(abi) => format!("landlock: ABI {abi} (available)"),
+        Err(err) => format!("landlock: not available ({err})"),
+    });
+    line(format!("seccomp: {}", process::seccomp_status()));
+    match RuntimeDir::create() {
+        Ok(dir) => line(format!(
+            "runtime directory: {} (private: ok)",
+            dir.path.parent().map_or_else(|| dir.path.clone(), Into::into).display()
+        )),
+        Err(err) => line(format!("runtime directory: FAILS ({err:#})")),
+    }
+    let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
+    line(match wanted {
+        Some(dir) if !dir.is_absolute() => {
+            format!("full-output directory: {} FAILS (not an absolute path)", dir.display())
+        }
+        Some(dir) if !dir.exists() => {
+            format!(
+                "full-output directory: {} (does not exist yet; made private at first use)",
+                dir.display()
+            )
+        }
+        Some(dir) => match private_fs::check_private_dir(&dir) {
+            Ok(()) => format!("full-output directory: {} (private: ok)", dir.display()),
+            Err(err) => format!(
+                "full-output directory: {} FAILS ({err}); full outputs would go to the runtime \
+                 directory and be removed when the server ends",
+                dir.display()
+            ),
+        },
+        None => "full-output directory: none (no $XDG_STATE_HOME or $HOME); full outputs go to \
+                 the runtime directory"
+            .to_owned(),
+    });
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn policy_command(

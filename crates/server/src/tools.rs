@@ -673,6 +673,12 @@ fn check_run_args(args: &RunArgs) -> Result<(), String> {
         if name.contains('\0') {
             return Err(format!("`env` name {shown} {NUL}"));
         }
+        if name == shellkeep_engine::process::SCOPE_VAR {
+            return Err(format!(
+                "`env` name {shown} cannot be set: shellkeep marks every process a command \
+                 starts with it, to stop them all when the command ends; remove it"
+            ));
+        }
         if value.contains('\0') {
             return Err(format!("`env` value of {shown} {NUL}"));
         }

@@ -445,17 +445,18 @@ impl Shell {
     /// that ignore SIGINT (as `&` jobs of a script do) and groups it left
     /// behind. Background jobs of the shell are not touched.
     pub(super) async fn reap_interrupted(&self, grace: Duration) {
-        let (mut groups, since) = {
+        let (groups, since, seq) = {
             let state = self.shared.lock();
             match &state.running {
                 Some(running) if !running.interrupted.is_empty() => {
-                    (running.interrupted.clone(), running.started_ticks)
+                    (running.interrupted.clone(), running.started_ticks, running.seq)
                 }
                 _ => return,
             }
         };
-        groups.extend(process::orphaned_groups(self.pid, since));
-        process::terminate_groups(&groups, grace).await;
+        let mut targets = process::command_targets(self.pid, seq, since);
+        targets.groups.extend(groups);
+        process::terminate(&targets, grace).await;
     }
 
     /// Stops the shell, every process in its session and every process

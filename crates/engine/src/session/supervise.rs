@@ -200,12 +200,12 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     };
     tracing::info!(seq, ?limit, "stopping a terminal command that ran unwatched past its limit");
     process::signal_group(*shell_pid, nix::sys::signal::Signal::SIGINT);
-    let mut groups = process::orphaned_groups(*shell_pid, since);
+    let mut targets = process::command_targets(*shell_pid, seq, since);
     // A nested shell of ours in the foreground is not the command: it stays.
     let foreground = pty::foreground_group(master)
         .filter(|&group| group != *shell_pid && !shared.lock().is_integrated_shell(group));
-    groups.extend(foreground);
-    let mode = process::terminate_groups(&groups, *grace).await;
+    targets.groups.extend(foreground);
+    let mode = process::terminate(&targets, *grace).await;
     let finished = wait_for(shared, *grace, |state| {
         state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
     })

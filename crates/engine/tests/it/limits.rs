@@ -174,3 +174,38 @@ async fn leftovers_of_the_command_die_but_background_jobs_do_not() {
     term.session.close().await;
     eventually(|| processes_with(&format!("sleep {job}")).is_empty()).await;
 }
+
+/// Issue 11, F6: what the command moved into sessions of its own
+/// (`setsid` in a subshell, `setsid -f`, `nohup setsid … &`, a `setsid`
+/// tree that ignores SIGTERM) is stopped with it; the shell's `&` jobs, from
+/// an earlier command and from the same line, are not.
+#[tokio::test]
+async fn what_the_command_moved_to_other_sessions_dies_with_it() {
+    let term = Term::new("sessions").await;
+    let mark = |n: u32| format!("300.{}{n}", std::process::id());
+    let (earlier, same_line) = (mark(1), mark(2));
+    let escaped = [mark(3), mark(4), mark(5), mark(6)];
+    term.run(&format!("sleep {earlier} &")).await;
+    let command = format!(
+        "sleep {same_line} & (setsid sleep {} &); setsid -f sleep {}; \
+         nohup setsid sleep {} >/dev/null 2>&1 & (setsid bash -c 'trap \"\" TERM; sleep {}' &); \
+         sleep 100",
+        escaped[0], escaped[1], escaped[2], escaped[3]
+    );
+    term.call(limited(&command, 1.0, Some(0.3))).await;
+    for marker in &escaped {
+        eventually(|| !processes_with(&format!("sleep {marker}")).is_empty()).await;
+    }
+    let reply = stopped_unwatched(&term).await;
+    assert!(reply.notes.iter().any(|note| matches!(note, Note::Killed { .. })), "{reply:?}");
+    for marker in &escaped {
+        eventually(|| processes_with(&format!("sleep {marker}")).is_empty()).await;
+    }
+    for job in [&earlier, &same_line] {
+        assert_eq!(processes_with(&format!("sleep {job}")).len(), 1, "the shell's job {job}");
+    }
+    term.session.close().await;
+    for job in [&earlier, &same_line] {
+        eventually(|| processes_with(&format!("sleep {job}")).is_empty()).await;
+    }
+}

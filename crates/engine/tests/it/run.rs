@@ -236,6 +236,33 @@ async fn nul_bytes_and_bad_names_are_refused_naming_the_argument() {
     }
 }
 
+/// Issue 11, F5: `env` cannot replace the scope marker that finds what a
+/// command started: the name is refused and nothing runs; the marker every
+/// process of a run carries is the run's own.
+#[tokio::test]
+async fn the_scope_marker_cannot_be_set_through_env() {
+    let scratch = Scratch::new("run-scope");
+    let witness = scratch.0.join("ran");
+    let command = format!("touch {}", witness.display());
+    let request = RunRequest {
+        env: vec![("SHELLKEEP_SCOPE".into(), "x".into())],
+        ..RunRequest::new(command, limits(5.0, 5.0), &scratch.0, "run")
+    };
+    let outcome = run_request(request).await;
+    assert_eq!((outcome.status, outcome.pgid), (RunStatus::Error, None));
+    assert!(
+        outcome.stderr.text.contains("SHELLKEEP_SCOPE cannot be set"),
+        "{:?}",
+        outcome.stderr.text
+    );
+    assert!(!witness.exists(), "the command ran");
+
+    let token = shellkeep_engine::process::server_token();
+    let outcome = run(&scratch, "echo \"$SHELLKEEP_SCOPE\"", limits(5.0, 5.0)).await;
+    let marker = outcome.stdout.text.trim();
+    assert!(marker.starts_with(&format!("{token}/run-")), "{marker:?}");
+}
+
 #[tokio::test]
 async fn an_env_path_cannot_break_the_start() {
     let scratch = Scratch::new("run-path");

@@ -6,7 +6,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn shellkeep(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+    let output = Command::new(crate::binary())
         .args(args)
         .env_remove("SHELLKEEP_POLICY")
         .stdin(std::process::Stdio::null())

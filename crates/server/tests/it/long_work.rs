@@ -217,7 +217,7 @@ async fn a_chatty_command_hands_control_back_after_the_longest_wait() {
     assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
     let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["exit_code"], 130, "{r:#?}");
-    let help = std::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+    let help = std::process::Command::new(crate::binary())
         .arg("--help")
         .output()
         .expect("shellkeep --help");

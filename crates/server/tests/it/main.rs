@@ -16,6 +16,7 @@
 
 mod bad_input;
 mod cli;
+mod containment;
 mod guard;
 mod hostile;
 mod long_work;
@@ -72,6 +73,15 @@ fn marker() -> String {
     format!("{:09}", random_u64() % 1_000_000_000)
 }
 
+/// The `shellkeep` binary under test: `$SHELLKEEP_BIN` when set (CI runs
+/// these tests as another user, from a copy of the binaries), else the one
+/// Cargo built.
+fn binary() -> PathBuf {
+    std::env::var_os("SHELLKEEP_BIN")
+        .filter(|path| !path.is_empty())
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_shellkeep")), PathBuf::from)
+}
+
 /// A scratch directory with a short name (`/tmp/sk-XXXXXXXX`), removed when
 /// dropped. It is the server's working directory, so its length shows in
 /// replies as a real user's project path would.
@@ -117,7 +127,7 @@ fn spawn_binary_via(
     env: &[(&str, &str)],
 ) -> tokio::process::Child {
     let log = std::fs::File::create(scratch.log()).expect("create the server log");
-    let binary = env!("CARGO_BIN_EXE_shellkeep");
+    let binary = binary();
     let mut command = match wrapper {
         [] => tokio::process::Command::new(binary),
         [program, wrapper_args @ ..] => {

@@ -227,7 +227,7 @@ async fn the_next_start_removes_what_dead_servers_left() {
     // A start that fails after making its directory removes it.
     let before = names_in(&base);
     let scratch = Scratch::new();
-    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+    let status = tokio::process::Command::new(crate::binary())
         .args(["--no-rc", "--full-output-keep-days", "-1"])
         .current_dir(&scratch.path)
         .env("TMPDIR", &tmp.0)
@@ -501,10 +501,10 @@ async fn a_command_cannot_write_to_the_servers_stdout() {
         std::os::unix::fs::fchown(&server_stdin, Some(NOBODY), Some(NOBODY)).expect("fchown");
         let mut c = tokio::process::Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        c.arg(env!("CARGO_BIN_EXE_shellkeep"));
+        c.arg(crate::binary());
         c
     } else {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+        tokio::process::Command::new(crate::binary())
     };
     command
         .arg("--no-rc")

@@ -516,7 +516,7 @@ async fn the_server_exits_when_a_socket_client_stops_reading() {
     let (stdin_ours, stdin_theirs) = UnixStream::pair().expect("socket pair");
     let (stdout_ours, stdout_theirs) = UnixStream::pair().expect("socket pair");
     let log = std::fs::File::create(scratch.log()).expect("log");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+    let mut child = tokio::process::Command::new(crate::binary())
         .arg("--no-rc")
         .arg("--cwd")
         .arg(&scratch.path)
