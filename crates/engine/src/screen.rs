@@ -2233,6 +2233,97 @@ mod tests {
         );
     }
 
+    /// What the fuzz target checks, on random streams of the tokens that
+    /// matter, for windows of many sizes: the window stays within its
+    /// bound, and a line printed after the stream is never hidden.
+    #[test]
+    fn random_streams_hide_no_later_line_in_any_window() {
+        const TOKENS: &[&[u8]] = &[
+            b"\x1b",
+            b"[",
+            b"]",
+            b"P",
+            b"_",
+            b"\\",
+            b"(",
+            b"\x07",
+            b"\x18",
+            b"1",
+            b";",
+            b"m",
+            b"A",
+            b"K",
+            b"J",
+            b"S",
+            b"r",
+            b"\r",
+            b"\n",
+            b"\n",
+            b"x",
+            b"FATAL",
+            b"\xe4\xb8",
+            b"\xad",
+            b"\x1b[?1049h",
+            b"\x1b[?1049l",
+            b"\x1b[2A",
+            b"\x1b[2K",
+            b"\x1b[J",
+            b"\x1b[5S",
+            b"\x1b[1;3r",
+            b"\x1b]6973;n0nce;S;1\x07",
+            b"\x1b]6973;n0nce;E;1;0\x07",
+            b"\x1b[65535@",
+            b"\x1b[65535L",
+            b"\x1b7",
+            b"\x1b8",
+            b"\x1bM",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..10_000 {
+            let (rows, cols) = (2 + next() % 7, 2 + next() % 40);
+            let mut screen = Screen::new(rows as u16, cols as u16, "n0nce");
+            let count = 1 + next() % 60;
+            let stream: Vec<u8> = (0..count)
+                .flat_map(|_| TOKENS[(next() % TOKENS.len() as u64) as usize])
+                .copied()
+                .collect();
+            let mut rest = stream.as_slice();
+            while !rest.is_empty() {
+                let piece = 1 + (next() % rest.len() as u64) as usize;
+                let (mut piece, tail) = rest.split_at(piece);
+                rest = tail;
+                while !piece.is_empty() {
+                    let (consumed, stop) = screen.feed(piece);
+                    piece = &piece[consumed..];
+                    match stop {
+                        Some(Stop::Marker(Marker::Start { .. })) => screen.discard_window(),
+                        Some(Stop::Marker(Marker::End { .. })) => {
+                            screen.commit_all();
+                            screen.leave_alternate();
+                        }
+                        _ => {}
+                    }
+                    assert!(screen.window_cost() <= screen.window_bound());
+                }
+            }
+            screen.take_committed();
+            assert_eq!(screen.feed(b"\r\nZ9\r\n"), (6, None));
+            let mut seen = screen.take_committed();
+            seen.push_str(&screen.alternate_contents().unwrap_or_default());
+            screen.commit_all();
+            screen.leave_alternate();
+            seen.push_str(&screen.take_committed());
+            let shown = String::from_utf8_lossy(&stream);
+            assert!(seen.contains("Z9"), "{rows}x{cols} {shown:?}: {seen:?}");
+        }
+    }
+
     /// Whatever the bytes and however they are split, nothing panics and the
     /// window stays within its bound (the fuzz target does the same with
     /// inputs a fuzzer finds).
