@@ -175,7 +175,9 @@ impl Screen {
             partial: Partial::default(),
             state: Renderer {
                 rows: usize::from(rows.max(2)),
-                cols: usize::from(cols.max(2)),
+                // `vt100` panics on a character wider than the screen (U+17D8
+                // is three columns wide).
+                cols: usize::from(cols.max(4)),
                 nonce: nonce.as_bytes().to_vec(),
                 lines: VecDeque::from([Line::default()]),
                 row: 0,
@@ -2321,6 +2323,20 @@ mod tests {
             seen.push_str(&screen.take_committed());
             let shown = String::from_utf8_lossy(&stream);
             assert!(seen.contains("Z9"), "{rows}x{cols} {shown:?}: {seen:?}");
+        }
+    }
+
+    /// A character three columns wide on the narrowest screen (`vt100`
+    /// underflowed computing where it fits on two columns).
+    #[test]
+    fn a_three_column_character_fits_the_narrowest_screen() {
+        for cols in [0, 1, 2, 3] {
+            let mut screen = Screen::new(2, cols, "n0nce");
+            let input = "\x1b[?1049hab\u{17d8}\u{17d8}c\r\n".as_bytes();
+            let (consumed, stop) = screen.feed(input);
+            assert_eq!(stop, Some(Stop::AlternateScreen(true)));
+            assert_eq!(screen.feed(&input[consumed..]), (input.len() - consumed, None));
+            assert!(screen.alternate_contents().is_some_and(|text| text.contains('c')));
         }
     }
 
