@@ -1,6 +1,9 @@
 //! The terminal renderer on arbitrary bytes, fed in arbitrary pieces and
-//! handled as the session handles them: no panic, and the memory it holds
-//! never exceeds the bound set by the window's size.
+//! handled as the session handles them: no panic, the memory it holds
+//! never exceeds the bound set by the window's size, and nothing the
+//! stream leaves behind (an escape sequence it never ended, a half
+//! character, erased lines, a full-screen view) hides a line printed after
+//! it.
 //!
 //! Input layout: rows, columns, a seed for the piece sizes, how many times
 //! to feed the stream (so a short input can make lines longer than the
@@ -57,7 +60,17 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // A line printed after whatever the stream left is seen: in the
+    // committed text, or on the full-screen view still showing.
+    drop(screen.take_committed());
+    let probe = b"\r\nZ9\r\n";
+    let (consumed, stop) = screen.feed(probe);
+    assert_eq!((consumed, stop), (probe.len(), None));
+    assert!(screen.window_cost() <= screen.window_bound());
+    let mut seen = screen.take_committed();
+    seen.push_str(&screen.alternate_contents().unwrap_or_default());
     screen.commit_all();
     screen.leave_alternate();
-    drop(screen.take_committed());
+    seen.push_str(&screen.take_committed());
+    assert!(seen.contains("Z9"), "the probe line is hidden: {seen:?}");
 });

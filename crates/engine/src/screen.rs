@@ -6,8 +6,9 @@
 //! committed text, exactly as a line that scrolls off a real terminal's
 //! screen can no longer change. Colours and other attributes are dropped.
 //! Wide characters (CJK, most emoji) take two columns; combining marks,
-//! joiners and variation selectors stay with the character before them. Full-screen programs (the alternate screen: vim, less, top) are
-//! drawn by a real emulator, `vt100`, and shown as their current screen.
+//! joiners and variation selectors stay with the character before them.
+//! Full-screen programs (the alternate screen: vim, less, top) are drawn by
+//! a real emulator, `vt100`, and shown as their current screen.
 //!
 //! It also recognises the shell markers (an OSC sequence carrying the
 //! session's nonce) and stops right after each one, so the caller knows
@@ -15,6 +16,45 @@
 //! and device-attribute queries a terminal answers, queuing the bytes for
 //! the caller to write back. It does not know what a command or a session
 //! is, and it never reads or writes anything itself.
+//!
+//! # Output cannot hide output
+//!
+//! Committed text is what every reader of a command's output sees (the
+//! reply, the full output, the `output` tool), so the renderer never lets
+//! a program's output make its own earlier or later text disappear:
+//! - **Stray escape sequences.** An escape sequence is held back from the
+//!   parsers until it ends. One that does not end as a sequence would is
+//!   not one, and its bytes after the ESC are shown as text: a control
+//!   string (OSC, DCS, SOS, PM, APC) that reaches a line feed or
+//!   [`STRING_LIMIT`] bytes, a CSI sequence that reaches a line feed, a
+//!   byte that cannot be in it or [`CSI_LIMIT`] bytes, and any sequence
+//!   that another ESC interrupts (a string's `ESC \` excepted). The end
+//!   marker starts with an ESC, and [`Screen::commit_all`] (called when a
+//!   command ends) abandons whatever is held, so nothing a command leaves
+//!   open swallows its own last text. A sequence cancelled with CAN or SUB
+//!   is dropped, as a terminal drops it.
+//! - **Erased lines.** A line the cursor has left (by a line feed or cursor
+//!   movement) has been seen as it is. When a program then erases or
+//!   overwrites it (cursor up, `\r`, erase-line, delete or erase
+//!   characters, erase-below), the line as it was is kept until the
+//!   cursor leaves the line again, and then judged: if the new text starts
+//!   with the same first word (its first run of letters: spinners, bars,
+//!   digits and punctuation do not count), it is the same line updating
+//!   itself, a progress frame, and only the newest version is kept;
+//!   otherwise, or if the line was left blank, the old version is committed
+//!   just above what replaced it. So an erased `FATAL` line survives, while
+//!   `docker pull`-style displays (cursor up over N lines, redrawn again
+//!   and again) keep one version of each line per change of first word,
+//!   never one per frame. The line the cursor is on and has not left yet
+//!   is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
+//!   `cargo` bars), and only its final state is kept. Erasing the whole
+//!   screen commits it.
+//! - **Full-screen views.** A line that scrolls off the top of the
+//!   alternate screen (a program printing plain lines on it, with no
+//!   scroll region) is committed as it goes, in order; a program that
+//!   redraws in place (cursor addressing, scroll regions: vim, less, top)
+//!   commits nothing per frame, and its last screen is committed if it
+//!   never leaves (see [`Screen::leave_alternate`]).
 //!
 //! # Bounds
 //!
@@ -28,17 +68,22 @@
 //!   adds): past that, its beginning up to the cursor's row on screen is
 //!   committed, and `\r` then rewrites only what is left, so a line with no
 //!   newline costs about its own size in committed text and no more;
-//! - an OSC string is cut after [`OSC_LIMIT`] bytes (the parser's buffer
-//!   would otherwise grow with it), and queued answers after
+//! - a held escape sequence is at most [`STRING_LIMIT`] bytes (the parsers
+//!   never see a longer one), and queued answers at most
 //!   [`RESPONSE_LIMIT`] bytes;
+//! - erased versions of lines kept in the window are at most one line per
+//!   row plus [`KEPT_LIMIT`] bytes: past that, the whole window is
+//!   committed, as if the screen had been cleared;
 //! - the full-screen emulator is one screen plus one screen of scrollback,
-//!   and the counts it would loop over once per unit (insert characters,
-//!   insert lines, scroll down) are clamped to the window before it sees
-//!   them, so no sequence costs more than a window's worth of work.
+//!   fed in pieces small enough that no row scrolls off unseen, and the
+//!   counts it would loop over once per unit (insert characters, insert
+//!   lines, scroll down) are clamped to the window before it sees them, so
+//!   no sequence costs more than a window's worth of work.
 //!
 //! Committed text is the caller's to take: between two takes it grows by at
-//! most the window's text plus, per escape sequence fed, one width of
-//! characters (a cursor move pads a line with spaces up to the width).
+//! most the window's text and kept versions, plus, per escape sequence fed,
+//! one width of characters (a cursor move pads a line with spaces up to the
+//! width) or the sequence itself when it is abandoned.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -53,9 +98,23 @@ pub const MARKER_OSC: &str = "6973";
 /// Cells a line of the window keeps before its beginning is committed.
 pub const LINE_LIMIT: usize = 4096;
 
-/// Bytes of one OSC string passed to the parsers; the rest of a longer one
-/// is dropped (a marker is under 100 bytes, a hyperlink a few hundred).
-pub const OSC_LIMIT: usize = 4096;
+/// Bytes of one control string (OSC, DCS, SOS, PM, APC) held until it
+/// ends: a marker is under 100 bytes, a hyperlink a few hundred, a chunk
+/// of the kitty graphics protocol about 4 KiB. A longer one is abandoned
+/// and shown as text.
+pub const STRING_LIMIT: usize = 16 * 1024;
+
+/// Bytes of one CSI sequence, `ESC [` included, held until its final byte:
+/// at most 32 parameters make a real one about 200 bytes. A longer one is
+/// abandoned and shown as text.
+pub const CSI_LIMIT: usize = 256;
+
+/// Bytes of an escape sequence with intermediates (`ESC ( B`).
+const ESCAPE_LIMIT: usize = 16;
+
+/// Bytes of erased versions of lines the window keeps (beyond one line per
+/// row) before it commits itself whole.
+pub const KEPT_LIMIT: usize = 64 * 1024;
 
 /// Bytes of answers to terminal queries kept until the caller takes them.
 pub const RESPONSE_LIMIT: usize = 1024;
@@ -97,7 +156,12 @@ pub enum Stop {
 /// The terminal renderer: feed it bytes, take committed text out.
 pub struct Screen {
     parser: vte::Parser,
-    osc: OscGuard,
+    /// The escape sequence read but not yet handed to the parsers.
+    held: Held,
+    /// The beginning of a UTF-8 character whose other bytes have not come
+    /// yet: the parsers only ever see whole characters (`vte` 0.15 can drop
+    /// the character after one it completes from two pieces).
+    partial: Partial,
     state: Renderer,
 }
 
@@ -107,10 +171,13 @@ impl Screen {
     pub fn new(rows: u16, cols: u16, nonce: &str) -> Screen {
         Screen {
             parser: vte::Parser::new(),
-            osc: OscGuard::default(),
+            held: Held::default(),
+            partial: Partial::default(),
             state: Renderer {
                 rows: usize::from(rows.max(2)),
-                cols: usize::from(cols.max(2)),
+                // `vt100` panics on a character wider than the screen (U+17D8
+                // is three columns wide).
+                cols: usize::from(cols.max(4)),
                 nonce: nonce.as_bytes().to_vec(),
                 lines: VecDeque::from([Line::default()]),
                 row: 0,
@@ -133,18 +200,108 @@ impl Screen {
         let mut done = 0;
         while done < bytes.len() {
             let rest = &bytes[done..];
-            let (pass, guard_after) = self.osc.scan(rest);
-            if pass == 0 {
-                // The middle of an overlong OSC string: nobody sees it.
-                done += self.osc.droppable(rest);
+            if self.held.is_empty() {
+                // Text and controls go to the parsers as they come, up to
+                // the next escape sequence.
+                let text = memchr::memchr(0x1b, rest).unwrap_or(rest.len());
+                if text == 0 {
+                    self.end_partial();
+                    self.held.start();
+                    done += 1;
+                    continue;
+                }
+                let (consumed, stop) = self.forward_text(&rest[..text]);
+                done += consumed;
+                if stop.is_some() {
+                    return (done, stop);
+                }
                 continue;
             }
-            let consumed = self.parser.advance_until_terminated(&mut self.state, &rest[..pass]);
-            if consumed == pass {
-                self.osc = guard_after;
-            } else {
-                self.osc.advance(&rest[..consumed]);
+            let byte = rest[0];
+            match self.held.step(byte) {
+                Step::Hold => done += 1,
+                Step::Drop => {
+                    self.held.clear();
+                    done += 1;
+                }
+                Step::Complete => {
+                    done += 1;
+                    let sequence = std::mem::take(&mut self.held.bytes);
+                    let stop = if self.held.forwards() { self.forward(&sequence).1 } else { None };
+                    self.held.bytes = sequence;
+                    self.held.clear();
+                    if stop.is_some() {
+                        return (done, stop);
+                    }
+                }
+                Step::Abandon { escape } => {
+                    // The byte is read again, as text or as what it starts.
+                    self.abandon();
+                    if escape {
+                        self.held.start();
+                    }
+                }
             }
+        }
+        (done, None)
+    }
+
+    /// Shows the held escape sequence, if any, as text: its bytes after the
+    /// ESC.
+    fn abandon(&mut self) {
+        let sequence = std::mem::take(&mut self.held.bytes);
+        if sequence.len() > 1 {
+            // Text and controls other than ESC, CAN and SUB: nothing in it
+            // can pause the parsers.
+            let (consumed, stop) = self.forward_text(&sequence[1..]);
+            debug_assert!(consumed == sequence.len() - 1 && stop.is_none());
+        }
+        self.held.bytes = sequence;
+        self.held.clear();
+    }
+
+    /// Hands text to the parsers, keeping back an unfinished UTF-8
+    /// character at its end, and completing the one kept back before.
+    fn forward_text(&mut self, bytes: &[u8]) -> (usize, Option<Stop>) {
+        let mut done = 0;
+        if self.partial.len > 0 {
+            done = self.partial.extend(bytes);
+            if self.partial.len < self.partial.need && done == bytes.len() {
+                return (done, None);
+            }
+            self.end_partial();
+        }
+        let rest = &bytes[done..];
+        let tail = Partial::unfinished_tail(rest);
+        let (consumed, stop) = self.forward(&rest[..rest.len() - tail]);
+        done += consumed;
+        if stop.is_none() && tail > 0 {
+            self.partial.start(&rest[rest.len() - tail..]);
+            done += tail;
+        }
+        (done, stop)
+    }
+
+    /// Hands the character kept back to the parsers: whole, or, if what
+    /// followed it cannot finish it, as the replacement character a
+    /// terminal shows for it.
+    fn end_partial(&mut self) {
+        if self.partial.len == 0 {
+            return;
+        }
+        let partial = std::mem::take(&mut self.partial);
+        let bytes = &partial.bytes[..partial.len];
+        let whole = partial.len == partial.need;
+        self.forward(if whole { bytes } else { "\u{fffd}".as_bytes() });
+    }
+
+    /// Hands `bytes` (whole sequences, or text) to the parsers, and to the
+    /// full-screen emulator while one is showing, until the end or a stop.
+    fn forward(&mut self, bytes: &[u8]) -> (usize, Option<Stop>) {
+        let mut done = 0;
+        while done < bytes.len() {
+            let rest = &bytes[done..];
+            let consumed = self.parser.advance_until_terminated(&mut self.state, rest);
             let pause = self.state.pause.take();
             if let Some(alternate) = &mut self.state.alternate {
                 // The alternate screen sees every byte it was active for,
@@ -154,12 +311,13 @@ impl Screen {
                         // The consumed bytes end with the oversized
                         // sequence's final byte: finish it as one the
                         // emulator ignores, then send it clamped.
-                        process_onlcr(alternate, &rest[..consumed - 1]);
+                        alternate.process(&rest[..consumed - 1]);
                         alternate.process(b"q");
                         alternate.process(replacement.as_bytes());
                     }
-                    _ => process_onlcr(alternate, &rest[..consumed]),
+                    _ => alternate.process(&rest[..consumed]),
                 }
+                self.state.commit_scrolled_off();
             }
             done += consumed;
             match pause {
@@ -167,11 +325,8 @@ impl Screen {
                 Some(Pause::CursorQuery) => self.state.answer_cursor_position(),
                 Some(Pause::Stop(stop)) => {
                     if let Stop::AlternateScreen(on) = stop {
-                        let (rows, cols) = (self.state.rows as u16, self.state.cols as u16);
-                        // One screen of scrollback keeps what scrolled off
-                        // the top, in case the program never leaves.
-                        self.state.alternate =
-                            on.then(|| vt100::Parser::new(rows, cols, usize::from(rows)));
+                        let (rows, cols) = (self.state.rows, self.state.cols);
+                        self.state.alternate = on.then(|| Alternate::new(rows, cols));
                     }
                     return (done, Some(stop));
                 }
@@ -200,9 +355,15 @@ impl Screen {
         std::mem::take(&mut self.state.responses)
     }
 
-    /// Commits every line in the window, the unfinished last one included,
-    /// and starts afresh: used when a command ends.
+    /// Abandons an escape sequence left open (its bytes are text), then
+    /// commits every line in the window, the unfinished last one and the
+    /// erased versions kept included, and starts afresh: used when a
+    /// command ends (or the shell does).
     pub fn commit_all(&mut self) {
+        if !self.held.is_empty() {
+            self.abandon();
+        }
+        self.end_partial();
         self.state.commit_lines(self.state.lines.len(), true);
     }
 
@@ -218,7 +379,7 @@ impl Screen {
     /// line we type to start a command.
     pub fn discard_window(&mut self) {
         self.state.lines.truncate(1);
-        self.state.lines[0].clear();
+        self.state.lines[0].reset();
         self.state.row = 0;
         self.state.col = 0;
         self.state.saved_cursor = (0, 0);
@@ -254,41 +415,32 @@ impl Screen {
     /// showing it: its rows without trailing spaces, without the blank rows
     /// at the bottom.
     pub fn alternate_contents(&self) -> Option<String> {
-        self.state.alternate.as_ref().map(|parser| screen_text(parser.screen()))
+        self.state.alternate.as_ref().map(|alternate| screen_text(alternate.parser.screen()))
     }
 
     /// Leaves the alternate screen without its closing sequence, e.g. when
-    /// the program that drew it ended or was killed: what it showed (and
-    /// what scrolled off its top, up to one more screen) is committed after
-    /// the window, as lines of their own, so output printed there is kept.
+    /// the program that drew it ended or was killed: what it shows is
+    /// committed after the window (and after the lines that scrolled off
+    /// its top, committed as they went), as lines of their own, so output
+    /// printed there is kept.
     pub fn leave_alternate(&mut self) {
-        let Some(mut parser) = self.state.alternate.take() else { return };
-        let screen = parser.screen_mut();
-        screen.set_scrollback(usize::MAX);
-        let scrolled_off = screen.scrollback();
-        let mut rows: Vec<String> = screen.rows(0, u16::MAX).take(scrolled_off).collect();
-        screen.set_scrollback(0);
-        rows.extend(screen.rows(0, u16::MAX));
-        let text = join_rows(rows);
+        let Some(alternate) = self.state.alternate.take() else { return };
+        let text = screen_text(alternate.parser.screen());
         if text.is_empty() {
             return;
         }
-        let state = &mut self.state;
-        state.commit_lines(state.lines.len(), true);
-        // The window's last line is committed without a newline.
-        if !state.committed.is_empty() && !state.committed.ends_with('\n') {
-            state.committed.push('\n');
-        }
-        state.committed.push_str(&text);
-        state.committed.push('\n');
+        self.state.commit_window_lines();
+        self.state.committed.push_str(&text);
+        self.state.committed.push('\n');
     }
 
     /// The memory the renderer holds now, in bytes, apart from committed
-    /// text: the window's lines, queued answers and the full-screen
-    /// emulator. Never more than [`Screen::window_bound`].
+    /// text: the window's lines and the erased versions they keep, the held
+    /// escape sequence, queued answers and the full-screen emulator. Never
+    /// more than [`Screen::window_bound`].
     pub fn window_cost(&self) -> usize {
         let lines: usize = self.state.lines.iter().map(Line::cost).sum();
-        lines + self.state.responses.capacity() + self.alternate_cost()
+        lines + self.held.bytes.capacity() + self.state.responses.capacity() + self.alternate_cost()
     }
 
     /// The most [`Screen::window_cost`] can be for this window size,
@@ -299,7 +451,15 @@ impl Screen {
         // grows by doubling); one operation adds at most a width of cells.
         let cells = 2 * (LINE_LIMIT + cols + 8) * std::mem::size_of::<Cell>();
         let clusters = 2 * LINE_CLUSTERS * (std::mem::size_of::<String>() + CLUSTER_BYTES);
+        // An erased version is one line's text; each row may hold one, and
+        // all rows together at most `KEPT_LIMIT` bytes of older ones, plus
+        // the one whose arrival commits the window (in strings that may
+        // have twice the capacity they use).
+        let line_text = (LINE_LIMIT + cols + 8) * 4 + LINE_CLUSTERS * CLUSTER_BYTES;
+        let kept = rows * line_text + 2 * (KEPT_LIMIT + line_text) + rows * 16;
         rows * (cells + clusters + std::mem::size_of::<Line>())
+            + kept
+            + 2 * (STRING_LIMIT + 8)
             + 2 * RESPONSE_LIMIT
             + 2 * alternate_cost(rows, cols)
     }
@@ -313,43 +473,280 @@ impl Screen {
     }
 }
 
-/// Feeds `bytes` to `parser` with each line feed preceded by a carriage
-/// return: the PTY runs without output post-processing (see `pty.rs`), and
-/// programs that print plain lines on the alternate screen (top, a
-/// traceback) count on the kernel's `ONLCR` doing this, as the window's
-/// renderer does when it treats a line feed as a new line.
-fn process_onlcr(parser: &mut vt100::Parser, bytes: &[u8]) {
-    let mut lines = bytes.split(|&b| b == b'\n');
-    if let Some(first) = lines.next() {
-        parser.process(first);
+/// A full-screen program's view: a `vt100` emulator that keeps the rows
+/// scrolling off its top until the renderer commits them.
+struct Alternate {
+    parser: vt100::Parser,
+    rows: usize,
+    /// Rows that scrolled off the top and are not committed yet, each
+    /// ending with a newline.
+    scrolled_off: String,
+}
+
+impl Alternate {
+    fn new(rows: usize, cols: usize) -> Alternate {
+        // One screen and one row of scrollback: a piece fed to the emulator
+        // scrolls at most a screen (see `process`), and the offset that
+        // counts those rows must not reach the end of the scrollback.
+        let parser = vt100::Parser::new(rows as u16, cols as u16, rows + 1);
+        Alternate { parser, rows, scrolled_off: String::new() }
     }
-    for line in lines {
-        parser.process(b"\r\n");
-        parser.process(line);
+
+    /// Feeds `bytes` to the emulator with each line feed preceded by a
+    /// carriage return: the PTY runs without output post-processing (see
+    /// `pty.rs`), and programs that print plain lines on the alternate
+    /// screen (top, a traceback) count on the kernel's `ONLCR` doing this,
+    /// as the window's renderer does when it treats a line feed as a new
+    /// line. The rows that scroll off its top are collected.
+    fn process(&mut self, bytes: &[u8]) {
+        // A byte scrolls at most one row, and a whole sequence (all a piece
+        // holds when it holds one: see `Screen::feed`) at most a screen.
+        for piece in bytes.chunks(self.rows) {
+            let screen = self.parser.screen_mut();
+            screen.set_scrollback(usize::MAX);
+            let before = screen.scrollback();
+            // With the view scrolled back by one row, `vt100` moves the
+            // view along with every row that scrolls off: the offset counts
+            // them, even once the scrollback is full.
+            screen.set_scrollback(1);
+            let mut lines = piece.split(|&b| b == b'\n');
+            if let Some(first) = lines.next() {
+                self.parser.process(first);
+            }
+            for line in lines {
+                self.parser.process(b"\r\n");
+                self.parser.process(line);
+            }
+            let screen = self.parser.screen_mut();
+            let scrolled = if before > 0 {
+                screen.scrollback().saturating_sub(1)
+            } else {
+                screen.set_scrollback(usize::MAX);
+                screen.scrollback()
+            };
+            if scrolled > 0 {
+                screen.set_scrollback(scrolled);
+                for row in screen.rows(0, u16::MAX).take(scrolled) {
+                    self.scrolled_off.push_str(row.trim_end_matches(' '));
+                    self.scrolled_off.push('\n');
+                }
+            }
+            screen.set_scrollback(0);
+        }
     }
 }
 
 /// What the `vt100` emulator holds: one screen and the alternate one, each
-/// of 32-byte cells, and one screen of scrollback.
+/// of 32-byte cells, and one screen (and a row) of scrollback.
 fn alternate_cost(rows: usize, cols: usize) -> usize {
-    3 * rows * cols * 32
+    (3 * rows + 1) * cols * 32
 }
 
 /// A `vt100` screen's rows as text: trailing spaces and blank bottom rows
 /// removed.
 fn screen_text(screen: &vt100::Screen) -> String {
-    join_rows(screen.rows(0, u16::MAX).collect())
-}
-
-fn join_rows(rows: Vec<String>) -> String {
     let mut text = String::new();
-    for row in rows {
+    for row in screen.rows(0, u16::MAX) {
         text.push_str(row.trim_end_matches(' '));
         text.push('\n');
     }
     let end = text.trim_end_matches('\n').len();
     text.truncate(end);
     text
+}
+
+/// The first bytes of a UTF-8 character.
+#[derive(Default)]
+struct Partial {
+    bytes: [u8; 4],
+    len: usize,
+    /// How many bytes the character has.
+    need: usize,
+}
+
+impl Partial {
+    /// How many bytes a character that starts with `lead` has; 1 for a
+    /// byte that starts none.
+    fn length(lead: u8) -> usize {
+        match lead {
+            0xc2..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf4 => 4,
+            _ => 1,
+        }
+    }
+
+    /// How many bytes at the end of `bytes` begin a character they do not
+    /// finish.
+    fn unfinished_tail(bytes: &[u8]) -> usize {
+        let from = bytes.len().saturating_sub(3);
+        for (i, &byte) in bytes[from..].iter().enumerate().rev() {
+            if (0x80..0xc0).contains(&byte) {
+                continue;
+            }
+            let have = bytes.len() - from - i;
+            return if Partial::length(byte) > have { have } else { 0 };
+        }
+        0
+    }
+
+    fn start(&mut self, bytes: &[u8]) {
+        self.bytes[..bytes.len()].copy_from_slice(bytes);
+        self.len = bytes.len();
+        self.need = Partial::length(bytes[0]);
+    }
+
+    /// Adds the continuation bytes `bytes` starts with, as many as the
+    /// character needs; returns how many.
+    fn extend(&mut self, bytes: &[u8]) -> usize {
+        let mut taken = 0;
+        while self.len < self.need && taken < bytes.len() && (0x80..0xc0).contains(&bytes[taken]) {
+            self.bytes[self.len] = bytes[taken];
+            self.len += 1;
+            taken += 1;
+        }
+        taken
+    }
+}
+
+/// What reading one more byte does to the held escape sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The byte belongs to the sequence.
+    Hold,
+    /// The byte ended the sequence (it is part of it).
+    Complete,
+    /// The byte cancelled the sequence (CAN, SUB): nothing of it is shown.
+    Drop,
+    /// The sequence is not one: its bytes are text, and the byte is read
+    /// afresh, after an ESC the sequence held last if `escape`.
+    Abandon {
+        /// The sequence ended with an ESC that starts the next one.
+        escape: bool,
+    },
+}
+
+/// Which escape sequence is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `ESC`, then intermediates.
+    Escape,
+    /// `ESC [`, parameters and intermediates.
+    Csi,
+    /// A control string: `ESC ]` (OSC, the only kind the renderer reads),
+    /// `ESC P` (DCS), `ESC X` (SOS), `ESC ^` (PM), `ESC _` (APC); `escape`
+    /// once an ESC was read inside it, which ends it if `\` follows.
+    String {
+        /// An OSC string.
+        osc: bool,
+        /// The last byte read was ESC.
+        escape: bool,
+    },
+}
+
+/// The escape sequence being read, held back from the parsers until it
+/// ends, so that one that never ends cannot swallow the text after it:
+/// `vte` would stay inside an unterminated string or CSI sequence for any
+/// number of bytes, and `vt100` (with its own parser) likewise.
+///
+/// The parsers see only whole sequences and text; the only state they keep
+/// between two pieces is an unfinished UTF-8 character.
+#[derive(Default)]
+struct Held {
+    /// The sequence from its ESC on; empty when none is held.
+    bytes: Vec<u8>,
+    kind: Option<Kind>,
+}
+
+impl Held {
+    fn is_empty(&self) -> bool {
+        self.kind.is_none()
+    }
+
+    /// Starts holding a sequence at its ESC.
+    fn start(&mut self) {
+        self.bytes.clear();
+        self.bytes.push(0x1b);
+        self.kind = Some(Kind::Escape);
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.kind = None;
+        if self.bytes.capacity() > 2 * CSI_LIMIT {
+            // A long string held once need not cost its size for ever.
+            self.bytes = Vec::new();
+        }
+    }
+
+    /// Whether a completed sequence means anything to the parsers: every
+    /// one but the control strings nobody here reads (DCS, SOS, PM, APC).
+    fn forwards(&self) -> bool {
+        !matches!(self.kind, Some(Kind::String { osc: false, .. }))
+    }
+
+    /// Reads `byte` into the held sequence.
+    fn step(&mut self, byte: u8) -> Step {
+        let Some(kind) = self.kind else { return Step::Abandon { escape: false } };
+        let len = self.bytes.len();
+        let step = match kind {
+            Kind::Escape => match byte {
+                0x20..=0x2f if len < ESCAPE_LIMIT => Step::Hold,
+                b'[' if len == 1 => {
+                    self.kind = Some(Kind::Csi);
+                    Step::Hold
+                }
+                b']' | b'P' | b'X' | b'^' | b'_' if len == 1 => {
+                    self.kind = Some(Kind::String { osc: byte == b']', escape: false });
+                    Step::Hold
+                }
+                0x30..=0x7e => Step::Complete,
+                0x18 | 0x1a => Step::Drop,
+                _ => Step::Abandon { escape: false },
+            },
+            Kind::Csi => match byte {
+                0x40..=0x7e => Step::Complete,
+                0x18 | 0x1a => Step::Drop,
+                // A line feed, another sequence or a byte no CSI sequence
+                // holds: this was not one.
+                0x0a..=0x0c | 0x1b | 0x80..=0xff => Step::Abandon { escape: false },
+                _ if len >= CSI_LIMIT => Step::Abandon { escape: false },
+                // Parameters, intermediates, and controls (which a terminal
+                // executes where they stand).
+                _ => Step::Hold,
+            },
+            Kind::String { osc, escape: false } => match byte {
+                0x07 => {
+                    // Every OSC reaches the parser ended by BEL.
+                    if osc {
+                        self.bytes.push(0x07);
+                    }
+                    return Step::Complete;
+                }
+                0x1b => {
+                    self.kind = Some(Kind::String { osc, escape: true });
+                    return Step::Hold;
+                }
+                0x18 | 0x1a => Step::Drop,
+                0x0a..=0x0c => Step::Abandon { escape: false },
+                _ if len >= STRING_LIMIT => Step::Abandon { escape: false },
+                _ => Step::Hold,
+            },
+            Kind::String { osc, escape: true } => {
+                if byte != b'\\' {
+                    return Step::Abandon { escape: true };
+                }
+                if osc {
+                    self.bytes.push(0x07);
+                }
+                return Step::Complete;
+            }
+        };
+        if matches!(step, Step::Hold | Step::Complete) {
+            self.bytes.push(byte);
+        }
+        step
+    }
 }
 
 /// One column of a line: a character, a placeholder, or a character with
@@ -392,6 +789,17 @@ struct Line {
     /// is cleared (so a stream of accents does not rescan the line for
     /// every character).
     clusters_full: bool,
+    /// The cursor left this line since its text was last kept in `before`:
+    /// it has been seen as it is, so a change that destroys some of it
+    /// keeps it first.
+    settled: bool,
+    /// The line as it was seen before a change destroyed some of it, until
+    /// the cursor leaves the line and the change is judged (see
+    /// [`Line::judge`]).
+    before: Option<String>,
+    /// Earlier versions of this line that other lines replaced, each with
+    /// its newline: committed just before it.
+    replaced: String,
 }
 
 impl Line {
@@ -399,10 +807,19 @@ impl Line {
         self.cells.len()
     }
 
+    /// Empties the line's text; the versions it keeps stay.
     fn clear(&mut self) {
         self.cells.clear();
         self.clusters.clear();
         self.clusters_full = false;
+    }
+
+    /// Makes the line as new, forgetting the versions it keeps.
+    fn reset(&mut self) {
+        self.clear();
+        self.settled = false;
+        self.before = None;
+        self.replaced = String::new();
     }
 
     /// Bytes held by this line.
@@ -411,6 +828,84 @@ impl Line {
             + self.cells.capacity() * std::mem::size_of::<Cell>()
             + self.clusters.capacity() * std::mem::size_of::<String>()
             + self.clusters.iter().map(String::capacity).sum::<usize>()
+            + self.before.as_ref().map_or(0, String::capacity)
+            + self.replaced.capacity()
+    }
+
+    /// Bytes of erased versions this line keeps.
+    fn kept(&self) -> usize {
+        self.before.as_ref().map_or(0, String::len) + self.replaced.len()
+    }
+
+    /// The line's text, without trailing blanks.
+    fn text(&self) -> String {
+        let mut text = String::new();
+        self.write(0..self.trimmed_len(), &mut text);
+        text
+    }
+
+    /// Before a change that may destroy some of the line's text: a line
+    /// that has been seen keeps its text until the change is judged.
+    #[inline]
+    fn edit(&mut self) {
+        if self.settled {
+            self.keep_before();
+        }
+    }
+
+    #[cold]
+    fn keep_before(&mut self) {
+        self.settled = false;
+        if self.before.is_none() && self.trimmed_len() > 0 {
+            let mut text = self.text();
+            text.shrink_to_fit();
+            self.before = Some(text);
+        }
+    }
+
+    /// The cursor leaves the line: a change made since it was last seen is
+    /// judged, unless the line is blank (it may be redrawn later).
+    #[inline]
+    fn leave(&mut self) {
+        if self.before.is_some() {
+            if self.trimmed_len() == 0 {
+                return;
+            }
+            self.judge();
+        }
+        self.settled = true;
+    }
+
+    /// Keeps the version in `before` among the replaced ones if the line
+    /// now is another line; drops it if the line now is the same line
+    /// updating itself (the same first word). A blank line replaces
+    /// nothing: the erased version stands in for it.
+    fn judge(&mut self) {
+        let Some(before) = self.before.take() else { return };
+        let now = self.text();
+        if self.trimmed_len() == 0 || first_word(&before) != first_word(&now) {
+            self.replaced.push_str(&before);
+            self.replaced.push('\n');
+        }
+    }
+
+    /// Moves the line to `out`: the versions it replaced, then its text,
+    /// then a newline if `newline`. A blank line that replaced a version
+    /// is that version alone.
+    #[inline]
+    fn commit(&mut self, out: &mut String, newline: bool) {
+        let end = self.trimmed_len();
+        let erased = end == 0 && self.before.is_some();
+        self.judge();
+        if !self.replaced.is_empty() {
+            out.push_str(&std::mem::take(&mut self.replaced));
+        }
+        if !erased {
+            self.write(0..end, out);
+            if newline {
+                out.push('\n');
+            }
+        }
     }
 
     /// The length without trailing blanks.
@@ -512,6 +1007,19 @@ impl Line {
     }
 }
 
+/// A line's first word: its first run of letters. Spinners, progress
+/// bars, counts, percentages and punctuation before it or in it do not
+/// count, so the frames of a progress line share it (`⠋ Container db
+/// Starting` and `✔ Container db  Started`, `a3ed95caeb02: Downloading`
+/// and `a3ed95caeb02: Pull complete`), while a line that says something
+/// else does not (`FATAL: 3 tests failed` and `all 120 tests passed`).
+fn first_word(text: &str) -> &str {
+    let Some(start) = text.find(char::is_alphabetic) else { return "" };
+    let word = &text[start..];
+    let end = word.find(|c: char| !c.is_alphabetic()).unwrap_or(word.len());
+    &word[..end]
+}
+
 /// Why the parser paused inside [`Screen::feed`].
 enum Pause {
     /// Report this to the caller.
@@ -540,7 +1048,7 @@ struct Renderer {
     last_printed: Option<(char, bool)>,
     committed: String,
     /// The emulator for a full-screen program, while one is showing.
-    alternate: Option<vt100::Parser>,
+    alternate: Option<Alternate>,
     /// Set when parsing must pause.
     pause: Option<Pause>,
     /// Between a start marker and an end marker: queries are answered.
@@ -558,51 +1066,100 @@ impl Renderer {
         &mut self.lines[self.row]
     }
 
+    /// The cursor's line, about to change in a way that may destroy some
+    /// of its text.
+    fn edit_line(&mut self) -> &mut Line {
+        let line = &mut self.lines[self.row];
+        line.edit();
+        line
+    }
+
     /// The rightmost column cursor movement may reach: the last column of
     /// the window, or the end of the text already on a longer line.
     fn max_col(&self) -> usize {
         (self.cols - 1).max(self.lines[self.row].len())
     }
 
+    /// Moves the cursor to `row` of the window, leaving the line it was on.
+    fn set_row(&mut self, row: usize) {
+        if row != self.row {
+            self.leave_row();
+            self.row = row;
+            self.bound_kept();
+        }
+    }
+
+    /// The cursor leaves its line (the caller moves it).
+    #[inline]
+    fn leave_row(&mut self) {
+        self.lines[self.row].leave();
+    }
+
+    /// Keeps the erased versions the window holds within [`KEPT_LIMIT`]
+    /// (beyond one per line): past it, the window is committed whole, as if
+    /// the screen had been cleared, and the cursor keeps its column.
+    fn bound_kept(&mut self) {
+        let replaced: usize = self.lines.iter().map(|line| line.replaced.len()).sum();
+        if replaced > KEPT_LIMIT {
+            self.commit_window();
+        }
+    }
+
+    #[cold]
+    fn commit_window(&mut self) {
+        let col = self.col;
+        self.commit_window_lines();
+        self.col = col.min(self.cols - 1);
+    }
+
     fn line_feed(&mut self) {
+        self.leave_row();
         self.row += 1;
         self.col = 0;
         if self.row < self.lines.len() {
+            self.bound_kept_if_any();
             return;
         }
         if self.lines.len() < self.rows {
             self.lines.push_back(Line::default());
+            self.bound_kept_if_any();
             return;
         }
         // The top line scrolls out of reach: it is final now. Its buffer is
         // reused for the new line, so a long output allocates nothing per
         // line.
         let mut top = self.lines.pop_front().expect("the window is never empty");
-        top.write(0..top.trimmed_len(), &mut self.committed);
-        self.committed.push('\n');
-        top.clear();
+        top.commit(&mut self.committed, true);
+        top.reset();
         self.lines.push_back(top);
         self.row -= 1;
         self.saved_cursor.0 = self.saved_cursor.0.saturating_sub(1);
+        self.bound_kept_if_any();
+    }
+
+    /// [`Renderer::bound_kept`], when the line just left keeps versions.
+    #[inline]
+    fn bound_kept_if_any(&mut self) {
+        if self.row > 0 && !self.lines[self.row - 1].replaced.is_empty() {
+            self.bound_kept();
+        }
     }
 
     /// Moves the first `n` lines of the window to the committed text; with
     /// `all`, the window is emptied and the last line needs no newline.
     fn commit_lines(&mut self, n: usize, all: bool) {
-        for i in 0..n.min(self.lines.len()) {
+        let count = n.min(self.lines.len());
+        for i in 0..count {
             let last = all && i + 1 == self.lines.len();
-            let line = &self.lines[i];
-            if last && line.len() == 0 {
+            let line = &mut self.lines[i];
+            if last && line.len() == 0 && line.kept() == 0 {
                 break;
             }
-            line.write(0..line.trimmed_len(), &mut self.committed);
-            if !last {
-                self.committed.push('\n');
-            }
+            line.commit(&mut self.committed, !last);
         }
         if all {
             self.lines.truncate(1);
-            self.lines[0].clear();
+            self.lines[0].reset();
             self.row = 0;
             self.col = 0;
             self.saved_cursor = (0, 0);
@@ -612,6 +1169,28 @@ impl Renderer {
             self.row -= n.min(self.row);
             self.saved_cursor.0 = self.saved_cursor.0.saturating_sub(n);
         }
+    }
+
+    /// Commits the whole window as complete lines: its last line, if it has
+    /// text, ends with a newline too. Before text that does not belong to
+    /// the window (a full-screen view's), so the two never share a line.
+    fn commit_window_lines(&mut self) {
+        self.commit_lines(self.lines.len(), true);
+        if !self.committed.is_empty() && !self.committed.ends_with('\n') {
+            self.committed.push('\n');
+        }
+    }
+
+    /// Commits the rows that scrolled off the full-screen view, after the
+    /// window.
+    fn commit_scrolled_off(&mut self) {
+        let Some(alternate) = &mut self.alternate else { return };
+        if alternate.scrolled_off.is_empty() {
+            return;
+        }
+        let rows = std::mem::take(&mut alternate.scrolled_off);
+        self.commit_window_lines();
+        self.committed.push_str(&rows);
     }
 
     /// Keeps the cursor's line within [`LINE_LIMIT`] cells: the lines above
@@ -630,6 +1209,10 @@ impl Renderer {
         if line.cells.get(cut) == Some(&Cell::WIDE_FILL) {
             cut += 1;
         }
+        // What it replaced comes first; the beginning committed now can no
+        // longer be erased.
+        line.judge();
+        self.committed.push_str(&std::mem::take(&mut line.replaced));
         line.write(0..cut, &mut self.committed);
         line.cells.drain(..cut);
         self.col = self.col.saturating_sub(cut);
@@ -655,6 +1238,9 @@ impl Renderer {
         if col == line.cells.len() {
             line.cells.push(Cell::char(c));
         } else {
+            if col < line.cells.len() {
+                line.edit();
+            }
             line.put(col, Cell::char(c), false);
         }
         let long = line.cells.len() > LINE_LIMIT;
@@ -672,7 +1258,11 @@ impl Renderer {
             return;
         }
         let wide = width == 2;
-        self.line().put(col, Cell::char(c), wide);
+        let line = self.line();
+        if col < line.len() {
+            line.edit();
+        }
+        line.put(col, Cell::char(c), wide);
         self.col += if wide { 2 } else { 1 };
         self.last_printed = Some((c, wide));
         self.bound_line();
@@ -704,12 +1294,12 @@ impl Renderer {
         while self.lines.len() <= row {
             self.lines.push_back(Line::default());
         }
-        self.row = row;
+        self.set_row(row);
     }
 
     fn erase_in_line(&mut self, mode: u16) {
         let col = self.col;
-        let line = self.line();
+        let line = self.edit_line();
         match mode {
             0 => {
                 line.split_at(col);
@@ -724,6 +1314,22 @@ impl Renderer {
         }
     }
 
+    /// Erases the cursor's line from the cursor on and the lines below it
+    /// (`ESC [ J`): lines that were seen keep their text as erased
+    /// versions; blank lines at the bottom go.
+    fn erase_below(&mut self) {
+        self.erase_in_line(0);
+        for line in self.lines.range_mut(self.row + 1..) {
+            line.edit();
+            line.clear();
+        }
+        while self.lines.len() > self.row + 1
+            && self.lines.back().is_some_and(|line| line.len() == 0 && line.kept() == 0)
+        {
+            self.lines.pop_back();
+        }
+    }
+
     /// Queues `answer` for the terminal, if a command is running to read it.
     fn respond(&mut self, answer: &[u8]) {
         if self.in_command && self.responses.len() + answer.len() <= RESPONSE_LIMIT {
@@ -735,8 +1341,8 @@ impl Renderer {
     /// and column.
     fn answer_cursor_position(&mut self) {
         let (row, col) = match &self.alternate {
-            Some(parser) => {
-                let (row, col) = parser.screen().cursor_position();
+            Some(alternate) => {
+                let (row, col) = alternate.parser.screen().cursor_position();
                 (usize::from(row), usize::from(col))
             }
             None => (self.row, self.col.min(self.cols - 1)),
@@ -850,10 +1456,7 @@ impl Perform for Renderer {
             'K' => self.erase_in_line(first),
             'J' => match first {
                 // Erase below: the rest of this line and the lines under it.
-                0 => {
-                    self.erase_in_line(0);
-                    self.lines.truncate(self.row + 1);
-                }
+                0 => self.erase_below(),
                 // Erase the whole screen: a person would see a blank
                 // screen, but an agent loses nothing by keeping the text.
                 _ => {
@@ -861,7 +1464,7 @@ impl Perform for Renderer {
                     self.commit_lines(n, true);
                 }
             },
-            'A' => self.row = self.row.saturating_sub(count),
+            'A' => self.set_row(self.row.saturating_sub(count)),
             // Down stops at the last row, as on a real screen: it never
             // scrolls.
             'B' | 'e' => self.move_to_row(self.row + count),
@@ -872,7 +1475,7 @@ impl Perform for Renderer {
                 self.col = 0;
             }
             'F' => {
-                self.row = self.row.saturating_sub(count);
+                self.set_row(self.row.saturating_sub(count));
                 self.col = 0;
             }
             'G' | '`' => self.col = (count - 1).min(self.cols - 1),
@@ -890,6 +1493,7 @@ impl Perform for Renderer {
                 let line = self.line();
                 let end = (col + count).min(line.len());
                 if col < end {
+                    line.edit();
                     line.split_at(col);
                     line.split_at(end);
                     line.cells[col..end].fill(Cell::BLANK);
@@ -900,6 +1504,7 @@ impl Perform for Renderer {
                 let line = self.line();
                 let end = (col + count).min(line.len());
                 if col < end {
+                    line.edit();
                     line.split_at(col);
                     line.split_at(end);
                     line.cells.drain(col..end);
@@ -912,6 +1517,7 @@ impl Perform for Renderer {
                 let line = self.line();
                 let n = count.min(cols.saturating_sub(col));
                 if col < line.len() && n > 0 {
+                    line.edit();
                     let keep = line.len().max(cols);
                     line.split_at(col);
                     line.cells.splice(col..col, std::iter::repeat_n(Cell::BLANK, n));
@@ -952,7 +1558,7 @@ impl Perform for Renderer {
                 self.move_to_row(row.min(self.lines.len() - 1));
                 self.col = col.min(self.max_col());
             }
-            b'M' => self.row = self.row.saturating_sub(1),
+            b'M' => self.set_row(self.row.saturating_sub(1)),
             b'D' | b'E' => self.line_feed(),
             _ => {}
         }
@@ -960,84 +1566,6 @@ impl Perform for Renderer {
 
     fn terminated(&self) -> bool {
         self.pause.is_some()
-    }
-}
-
-/// Follows the parser's state just enough to know when it is inside an OSC
-/// string and how long that string is, so that bytes past [`OSC_LIMIT`]
-/// can be kept from it: `vte` (with `std`) buffers a whole OSC string,
-/// however long.
-///
-/// It mirrors `vte` 0.15's transitions exactly where they matter: ESC
-/// enters the escape state from every state; in it, `]` starts an OSC
-/// string, C0 controls (but CAN and SUB), DEL and bytes from 0x80 leave it
-/// unchanged, and every other byte leaves it; an OSC string ends at BEL,
-/// CAN, SUB or ESC. A unit test checks the mirror against `vte` itself.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum OscGuard {
-    /// Anywhere else (ground, CSI, DCS, …): only ESC matters.
-    #[default]
-    Other,
-    /// After ESC.
-    Escape,
-    /// Inside an OSC string, with its length so far.
-    Osc(usize),
-}
-
-impl OscGuard {
-    /// The state after `byte`, and whether `byte` ended an OSC string.
-    fn step(self, byte: u8) -> (OscGuard, bool) {
-        match (self, byte) {
-            (OscGuard::Osc(_), 0x1b) => (OscGuard::Escape, true),
-            (_, 0x1b) => (OscGuard::Escape, false),
-            (OscGuard::Other, _) => (OscGuard::Other, false),
-            (OscGuard::Escape, b']') => (OscGuard::Osc(0), false),
-            (OscGuard::Escape, 0x00..=0x17 | 0x19 | 0x1c..=0x1f | 0x7f..=0xff) => {
-                (OscGuard::Escape, false)
-            }
-            (OscGuard::Escape, _) => (OscGuard::Other, false),
-            (OscGuard::Osc(_), 0x07 | 0x18 | 0x1a) => (OscGuard::Other, true),
-            (OscGuard::Osc(n), _) => (OscGuard::Osc(n + 1), false),
-        }
-    }
-
-    /// Whether `byte` must be kept from the parsers in this state.
-    fn drops(self, byte: u8) -> bool {
-        matches!(self, OscGuard::Osc(n) if n >= OSC_LIMIT)
-            && !matches!(byte, 0x07 | 0x18 | 0x1a | 0x1b)
-    }
-
-    /// How many leading bytes of `bytes` may pass, and the state after
-    /// them; `self` is unchanged.
-    fn scan(self, bytes: &[u8]) -> (usize, OscGuard) {
-        let mut state = self;
-        let mut i = 0;
-        while i < bytes.len() {
-            if state == OscGuard::Other {
-                match memchr::memchr(0x1b, &bytes[i..]) {
-                    Some(at) => i += at,
-                    None => return (bytes.len(), state),
-                }
-            }
-            if state.drops(bytes[i]) {
-                break;
-            }
-            state = state.step(bytes[i]).0;
-            i += 1;
-        }
-        (i, state)
-    }
-
-    /// Moves over `bytes`, which the parsers consumed.
-    fn advance(&mut self, bytes: &[u8]) {
-        let (n, state) = self.scan(bytes);
-        debug_assert_eq!(n, bytes.len(), "only bytes that passed are consumed");
-        *self = state;
-    }
-
-    /// How many leading bytes of `bytes` are dropped in this state.
-    fn droppable(self, bytes: &[u8]) -> usize {
-        bytes.iter().position(|&b| !self.drops(b)).unwrap_or(bytes.len())
     }
 }
 
@@ -1142,9 +1670,10 @@ mod tests {
     #[test]
     fn lines_that_scroll_out_of_the_window_are_final() {
         // The window is 5 lines, the cursor's empty line included: cursor
-        // up stops at line 4, and lines 1 to 3 can no longer change.
+        // up stops at line 4, and lines 1 to 3 can no longer change. Line 4,
+        // overwritten with another line, is kept above it.
         let input = b"1\r\n2\r\n3\r\n4\r\n5\r\n6\r\n7\r\n\x1b[9Ax\r\n";
-        check(input, "1\n2\n3\nx\n5\n6\n7\n");
+        check(input, "1\n2\n3\n4\nx\n5\n6\n7\n");
     }
 
     #[test]
@@ -1300,9 +1829,9 @@ mod tests {
 
     /// The README states the bound for the session's 50x200 window.
     #[test]
-    fn the_default_window_is_bounded_under_five_megabytes() {
+    fn the_default_window_is_bounded_under_six_megabytes() {
         let screen = Screen::new(50, 200, "n0nce");
-        assert!(screen.window_bound() < 5_000_000, "{}", screen.window_bound());
+        assert!(screen.window_bound() < 6_000_000, "{}", screen.window_bound());
         assert!(screen.window_cost() < 10_000, "{}", screen.window_cost());
     }
 
@@ -1343,59 +1872,471 @@ mod tests {
         assert!(flood.len() < 2 * RESPONSE_LIMIT, "{}", flood.len());
     }
 
-    /// Issue 7: an OSC string of any length costs at most [`OSC_LIMIT`]
-    /// bytes, and what follows it renders as usual.
+    /// Issue 7: a control string of any length costs at most
+    /// [`STRING_LIMIT`] bytes. Issue 11: past that it is not one, and all
+    /// of it is text.
     #[test]
-    fn long_osc_strings_are_cut() {
-        let osc = format!("\x1b]0;{}\x07after\r\n", "t".repeat(100_000));
-        check(&osc, "after\n");
-        check(format!("{osc}{START}"), "after\n<Start { seq: 1 }>");
-        check(format!("\x1b]8;;{}\x1b\\link\r\n", "u".repeat(50_000)), "link\n");
-        // The guard lets no more than the limit through.
-        let (passed, _) = OscGuard::default().scan(osc.as_bytes());
-        // ESC and `]`, then the limit (which counts `0;`).
-        assert_eq!(passed, 2 + OSC_LIMIT);
+    fn long_strings_are_abandoned_as_text() {
+        let t = "t".repeat(100_000);
+        check(format!("\x1b]0;{t}\x07after\r\n"), format!("]0;{t}after\n"));
+        check(
+            format!("\x1b]0;{t}\x07after\r\n{START}"),
+            format!("]0;{t}after\n<Start {{ seq: 1 }}>"),
+        );
+        let u = "u".repeat(50_000);
+        check(format!("\x1b]8;;{u}\x1b\\link\r\n"), format!("]8;;{u}link\n"));
+        check(format!("\x1bP{u}\x1b\\x\r\n"), format!("P{u}x\n"));
+        check(format!("\x1b_{u}\x1b\\x\r\n"), format!("_{u}x\n"));
+        // Up to the limit, a string is one, and is not shown.
+        let fits = "v".repeat(STRING_LIMIT - 4);
+        check(format!("\x1b]0;{fits}\x07after\r\n"), "after\n");
+        check(format!("\x1b_{fits}ab\x1b\\after\r\n"), "after\n");
+        // A CSI sequence longer than any real one.
+        let params = "1;".repeat(200);
+        check(format!("\x1b[{params}mx\r\n"), format!("[{params}mx\n"));
+        // What is held never exceeds the limit, whatever is fed.
         let mut screen = Screen::new(5, 80, "n0nce");
         let huge = [b"\x1b]0;".as_slice(), &vec![b'x'; 10 << 20]].concat();
-        assert_eq!(screen.feed(&huge), (huge.len(), None));
+        for piece in huge.chunks(4096) {
+            assert_eq!(screen.feed(piece), (piece.len(), None));
+            assert!(screen.held.bytes.len() <= STRING_LIMIT + 1);
+            assert!(screen.window_cost() <= screen.window_bound());
+            screen.take_committed();
+        }
     }
 
-    /// The OSC guard agrees with `vte` on where every OSC string ends, on
-    /// streams made of the bytes that matter to either.
+    /// Issue 11: an escape sequence that never ends (every kind `vte`
+    /// buffers or swallows) hides nothing after it: a line feed, another
+    /// sequence, a byte it cannot hold or the end of the command abandons
+    /// it, and its bytes after the ESC are text.
     #[test]
-    fn the_osc_guard_mirrors_the_parser() {
-        struct Ends(Vec<usize>, usize);
-        impl Perform for Ends {
-            fn osc_dispatch(&mut self, _: &[&[u8]], _: bool) {
-                self.0.push(self.1);
+    fn stray_sequences_never_hide_later_text() {
+        // The hostile repro: `printf '\e]8;;'; echo done`.
+        check(b"\x1b]8;;done\r\n", "]8;;done\n");
+        check(b"\x1b]0;done\nnext\r\n", "]0;done\nnext\n");
+        // DCS (sixel), SOS, PM, APC (kitty graphics).
+        check(b"\x1bPq#0;2;0;0;0done\r\nok\r\n", "Pq#0;2;0;0;0done\nok\n");
+        check(b"\x1bXsos done\r\n", "Xsos done\n");
+        check(b"\x1b^pm done\r\n", "^pm done\n");
+        check(b"\x1b_Gf=100;done\r\n", "_Gf=100;done\n");
+        // A CSI sequence: digits and `;` are parameters, so `printf '\e[';
+        // seq 1 3` lost every number.
+        check(b"\x1b[1\r\n2\r\n3\r\n", "[1\n2\n3\n");
+        check(b"\x1b[12;\xc3\xa9t\xc3\xa9\r\n", "[12;\u{e9}t\u{e9}\n");
+        check(b"\x1b[?25\x1b[1mbold\r\n", "[?25bold\n");
+        // An escape with intermediates swallows spaces and punctuation.
+        check(b"\x1b(  ---\r\n", "(  ---\n");
+        check(b"a\x1b\r\nb", "a\nb");
+        check(b"a\x1b\x1b\x1b[1mb", "ab");
+        // Another sequence interrupts a string: the string was not one.
+        check(b"\x1b]0;title\x1b[1mbold\r\n", "]0;titlebold\n");
+        // At the end of the command (its end marker, or the session ending
+        // it), whatever is held is abandoned.
+        // (A CSI sequence ends at its first letter: text that starts with
+        // one completes it.)
+        let open = [
+            ("\x1b]8;;", "done"),
+            ("\x1bP", "done"),
+            ("\x1b_", "done"),
+            ("\x1bX", "done"),
+            ("\x1b^", "done"),
+            ("\x1b[", "42"),
+            ("\x1b[1;2", "42"),
+            ("\x1b(", " --"),
+        ];
+        for (open, text) in open {
+            let shown = format!("{}{text}", &open[1..]);
+            check(
+                format!("{START}{open}{text}{END}"),
+                format!("<Start {{ seq: 1 }}>{shown}<End {{ seq: 1, status: 3 }}>"),
+            );
+            check(format!("{open}{text}"), &shown);
+            check(format!("x{open}{text}\r\ny"), format!("x{shown}\ny"));
+        }
+        // A stray ESC right before the marker, or inside a string's end.
+        check(format!("{START}done\x1b{END}"), "<Start { seq: 1 }>done<End { seq: 1, status: 3 }>");
+        check(
+            format!("{START}\x1b]0;t\x1b{END}"),
+            "<Start { seq: 1 }>]0;t<End { seq: 1, status: 3 }>",
+        );
+        // On a full-screen view too.
+        check(
+            format!("{START}\x1b[?1049h\x1b]8;;FIRST\r\nnext\r\n{END}"),
+            "<Start { seq: 1 }><alt true>]8;;FIRST\nnext\n<End { seq: 1, status: 3 }>",
+        );
+    }
+
+    /// Sequences that end as they should still mean what they say, and
+    /// CAN and SUB cancel one, as a terminal does.
+    #[test]
+    fn whole_sequences_still_work() {
+        check(b"\x1b]0;title\x07a\x1b]0;title\x1b\\b\r\n", "ab\n");
+        check(b"\x1bP1$r0m\x1b\\a\x1b_Gi=1;AAAA\x1b\\b\x1bXs\x07c\r\n", "abc\n");
+        check(b"\x1b]0;title\x18a\x1b[1;2\x1ab\x1bPq\x18c\x1b(\x18d\r\n", "abcd\n");
+        check(b"\x1b[1;31mred\x1b[0m \x1b(Bplain\x1b\\\r\n", "red plain\n");
+        // A control inside a CSI sequence acts where it stands.
+        check(b"abc\x1b[\x082D!\r\n", "!bc\n");
+        check(b"abcdef\x1b[3\x1b[D!\r\n", "abcdef[!\n");
+    }
+
+    /// Issue 11: whatever precedes it, a stray sequence never hides the
+    /// text after a line feed, and never hides the end marker.
+    #[test]
+    fn no_stream_hides_the_next_line_or_the_marker() {
+        const TOKENS: &[&[u8]] = &[
+            b"\x1b",
+            b"\x1b",
+            b"[",
+            b"]",
+            b"P",
+            b"X",
+            b"^",
+            b"_",
+            b"\\",
+            b"(",
+            b" ",
+            b"\x07",
+            b"\x18",
+            b"\x1a",
+            b"1",
+            b";",
+            b"?",
+            b"m",
+            b"H",
+            b"A",
+            b"K",
+            b"J",
+            b"\r",
+            b"\x08",
+            b"\t",
+            b"\xc3\xa9",
+            b"\xe4\xb8\xad",
+            b"\xc3",
+            b"\x9b",
+            b"\x9c",
+            b"x",
+            b"\x1b[?1049h",
+            b"\x1b[?1049l",
+            b"\x1b]0;",
+            b"\x1b[2A",
+            b"\x1b[2K",
+            b"\x1b[65535C",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let count = 1 + next() % 24;
+            let prefix: Vec<u8> = (0..count)
+                .flat_map(|_| TOKENS[(next() % TOKENS.len() as u64) as usize])
+                .copied()
+                .collect();
+            let split = [0, 1, 3][(next() % 3) as usize];
+            let shown = String::from_utf8_lossy(&prefix);
+            let out = render(&[&prefix, b"\nVISIBLE\r\n".as_slice()].concat(), split);
+            assert!(out.contains("VISIBLE"), "{shown:?} split {split}: {out:?}");
+            let out = render(&[START.as_bytes(), &prefix, END.as_bytes()].concat(), split);
+            assert!(
+                out.ends_with("<End { seq: 1, status: 3 }>"),
+                "{shown:?} split {split}: {out:?}"
+            );
+        }
+    }
+
+    /// Issue 11: a line erased or overwritten after it was seen is kept
+    /// above what replaced it (the hostile repros and their variants).
+    #[test]
+    fn erased_lines_are_kept() {
+        // `echo FATAL >&2; printf '\e[1A\e[2K\e[1A\e[2Kall 120 tests passed\n'`
+        check(
+            "FATAL: 3 tests FAILED\r\n\x1b[1A\x1b[2K\x1b[1A\x1b[2Kall 120 tests passed\r\n",
+            "FATAL: 3 tests FAILED\nall 120 tests passed\n",
+        );
+        // Overwritten after `\r`, with no erase at all.
+        check("FATAL: boom\r\n\x1b[1A\rall passed \r\n", "FATAL: boom\nall passed\n");
+        check("FATAL: boom\r\n\x1b[A\x1b[Gok\r\n", "FATAL: boom\nokTAL: boom\n");
+        // Erased and left blank: the erased text stands for the line.
+        check("FATAL\r\n\x1b[1A\x1b[2K", "FATAL\n");
+        check("FATAL\r\nnext\r\n\x1b[2A\x1b[2K\x1b[2B", "FATAL\nnext\n");
+        // Erased below, from the top of what was printed.
+        check("FATAL\r\nsecond\r\n\x1b[2A\x1b[Jok\r\n", "FATAL\nok\nsecond\n");
+        check("FATAL\r\nsecond\r\n\x1b[2A\x1b[J", "FATAL\nsecond\n");
+        // Erased with the whole screen.
+        check("FATAL\r\n\x1b[2J\x1b[Hall passed\r\n", "FATAL\nall passed\n");
+        // Characters deleted, erased or pushed away.
+        check("FATAL error\r\n\x1b[A\x1b[6P\r\n", "FATAL error\nerror\n");
+        check("FATAL x\r\n\x1b[A\x1b[5X\r\n", "FATAL x\n      x\n");
+        check("FATAL\r\n\x1b[A\x1b[1K\r\n", "FATAL\n ATAL\n");
+        // Reverse index and save/restore move up too.
+        check("\x1b7FATAL\r\n\x1b8\x1b[Kok\r\n", "FATAL\nok\n");
+        check("FATAL\r\n\x1bM\x1b[2Kok\r\n", "FATAL\nok\n");
+        // Text added after a line's end destroys nothing.
+        check("Downloading...\r\n\x1b[A\x1b[14C done\r\n", "Downloading... done\n");
+        // The lines above stay in order.
+        check(
+            "one\r\nFATAL\r\nthree\r\n\x1b[2A\x1b[2Kall good\r\n\x1b[B",
+            "one\nFATAL\nall good\nthree\n",
+        );
+    }
+
+    /// Issue 11: progress displays that redraw themselves keep their last
+    /// frame, never one per frame.
+    #[test]
+    fn progress_displays_keep_their_last_frame() {
+        // One line rewritten with `\r` (pip, curl, cargo): the cursor never
+        // leaves it.
+        check("10%\r20%\r100%\r\ndone\r\n", "100%\ndone\n");
+        let pip: String = (0..=50)
+            .map(|n| format!("\r   {}{} {n}/50 MB", "━".repeat(n), " ".repeat(50 - n)))
+            .collect();
+        check(
+            format!("Downloading x (50 MB)\r\n{pip}\r\n"),
+            format!("Downloading x (50 MB)\n   {} 50/50 MB\n", "━".repeat(50)),
+        );
+        // Lines redrawn in place, below each other: the same first word.
+        check(b"a: 1%\r\nb: 1%\r\n\x1b[2Aa: 100%\r\nb: 100%\r\n", "a: 100%\nb: 100%\n");
+        // Spinners and counts in front of the first word do not count.
+        check(
+            " \u{280b} Container db  Starting\r\n\x1b[1A\x1b[2K \u{2714} Container db  Started\r\n",
+            " \u{2714} Container db  Started\n",
+        );
+        check(
+            "45% 3/7 downloading\r\n\x1b[A\x1b[2K100% 7/7 downloading\r\n",
+            "100% 7/7 downloading\n",
+        );
+    }
+
+    /// A `docker pull`-style display: one line per layer, each redrawn
+    /// with cursor up, erase, text and cursor down, many times. The output
+    /// is its final state, however many frames there were.
+    fn docker_pull(frames: usize) -> String {
+        let layers = ["a3ed95caeb02", "4f4fb700ef54", "9c3e1a7d5b21"];
+        let mut out: String =
+            layers.iter().map(|id| format!("{id}: Pulling fs layer\r\n")).collect();
+        for frame in 0..frames {
+            for (i, id) in layers.iter().enumerate() {
+                let up = layers.len() - i;
+                let bar = "=".repeat(frame * 50 / frames);
+                out.push_str(&format!(
+                    "\x1b[{up}A\x1b[2K\r{id}: Downloading [{bar:<50}] {frame}MB/{frames}MB\r\x1b[{up}B"
+                ));
             }
         }
-        const ALPHABET: &[u8] =
-            b"\x1b\x1b\x1b]]]\x07\x18\x1a\x9c\x80\xe4\xbd\xa0[P^X_\\;a0 \x7f\x00\x0a\x19\x1c/";
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        for _ in 0..2000 {
-            let bytes: Vec<u8> = (0..64)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    ALPHABET[(seed % ALPHABET.len() as u64) as usize]
-                })
-                .collect();
-            let mut parser = vte::Parser::new();
-            let mut parsed = Ends(Vec::new(), 0);
-            let mut guard = OscGuard::default();
-            let mut guarded = Vec::new();
-            for (i, &byte) in bytes.iter().enumerate() {
-                parsed.1 = i;
-                parser.advance(&mut parsed, &[byte]);
-                let (next, ended) = guard.step(byte);
-                if ended {
-                    guarded.push(i);
-                }
-                guard = next;
+        for (i, id) in layers.iter().enumerate() {
+            let up = layers.len() - i;
+            out.push_str(&format!("\x1b[{up}A\x1b[2K\r{id}: Pull complete\r\x1b[{up}B"));
+        }
+        out.push_str("Status: Downloaded newer image\r\n");
+        out
+    }
+
+    #[test]
+    fn multi_line_progress_does_not_grow_with_its_frames() {
+        let expected = "a3ed95caeb02: Pull complete\n4f4fb700ef54: Pull complete\n\
+                        9c3e1a7d5b21: Pull complete\nStatus: Downloaded newer image\n";
+        check(docker_pull(3), expected);
+        assert_eq!(render(docker_pull(1000).as_bytes(), 0), expected);
+        // A `rich`-style live display: all its lines erased from the bottom
+        // up, then drawn again; its last line has no newline until the end.
+        let mut rich = String::new();
+        for frame in 0..=200 {
+            if frame > 0 {
+                rich.push_str("\r\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K");
             }
-            assert_eq!(guarded, parsed.0, "on {bytes:?}");
+            rich.push_str(&format!(
+                "Downloading numpy {frame}/200\r\nDownloading scipy {frame}/200\r\n\u{280b} working {frame}"
+            ));
+        }
+        check(
+            format!("{rich}\r\n"),
+            "Downloading numpy 200/200\nDownloading scipy 200/200\n\u{280b} working 200\n",
+        );
+        // A status line whose first word changes keeps one version per
+        // change, not per frame.
+        let mut status = String::from("\r\n");
+        for step in ["Compiling a.cc", "Linking app", "Testing app"] {
+            for second in 0..100 {
+                status.push_str(&format!("\x1b[1A\x1b[2K  {step}; {second}s\r\n"));
+            }
+        }
+        check(status, "  Compiling a.cc; 99s\n  Linking app; 99s\n  Testing app; 99s\n");
+    }
+
+    /// Whatever a stream erases, what the window keeps stays within its
+    /// bound, and nothing is lost.
+    #[test]
+    fn erased_versions_are_bounded() {
+        let mut input = String::new();
+        for n in 0..20_000 {
+            input.push_str(&format!("{}{n}\r\n\x1b[1A\x1b[2K", ["alpha", "beta"][n % 2]));
+        }
+        for split in [0, 7] {
+            let out = render(input.as_bytes(), split);
+            for n in [0, 1, 9_998, 19_999] {
+                assert!(out.contains(&format!("{}{n}\n", ["alpha", "beta"][n % 2])), "{n}");
+            }
+        }
+        // Every row of the window erased below, again and again.
+        let mut input = String::new();
+        for n in 0..2_000 {
+            input.push_str(&format!("\x1b[5A\x1b[J{}{n}\r\nb\r\nc\r\nd\r\n", ["x", "y"][n % 2]));
+        }
+        let out = render(input.as_bytes(), 0);
+        assert!(out.contains("x0\n") && out.contains("y1999\n"), "{}", &out[..200]);
+    }
+
+    /// Issue 11: lines that scroll off the top of a full-screen view the
+    /// program never left are kept, in order; a program that redraws in
+    /// place keeps nothing of its frames but the last.
+    #[test]
+    fn full_screen_views_keep_what_scrolls_off() {
+        // `printf '\e[?1049h'; echo FIRST; seq 1 1000`
+        let seq: String = (1..=1000).map(|n| format!("{n}\n")).collect();
+        check(
+            format!("{START}\x1b[?1049hFIRST\n{seq}{END}"),
+            format!("<Start {{ seq: 1 }}><alt true>FIRST\n{seq}<End {{ seq: 1, status: 3 }}>"),
+        );
+        // Text before the switch comes first, on a line of its own.
+        check(
+            format!("{START}before\x1b[?1049h{seq}{END}"),
+            format!("<Start {{ seq: 1 }}><alt true>before\n{seq}<End {{ seq: 1, status: 3 }}>"),
+        );
+        // Scrolled with `ESC [ S`: what went off the top, blank rows too.
+        check(
+            format!("{START}\x1b[?1049ha\r\nb\x1b[5S\x1b[Hc{END}"),
+            "<Start { seq: 1 }><alt true>a\nb\n\n\n\nc\n<End { seq: 1, status: 3 }>",
+        );
+        // A program that leaves keeps what scrolled off, not its screen.
+        check(
+            format!("{START}\x1b[?1049h{seq}\x1b[?1049lafter\r\n{END}"),
+            format!(
+                "<Start {{ seq: 1 }}><alt true><alt false>{}after\n<End {{ seq: 1, status: 3 }}>",
+                (1..=996).map(|n| format!("{n}\n")).collect::<String>()
+            ),
+        );
+        // Redrawn in place (top, vim): only the last frame.
+        let frames: String = (0..500)
+            .map(|n| format!("\x1b[H\x1b[2Jtop - {n}\x1b[2;1HPID USER\x1b[3;1H{n} root"))
+            .collect();
+        check(
+            format!("{START}\x1b[?1049h{frames}{END}"),
+            "<Start { seq: 1 }><alt true>top - 499\nPID USER\n499 root\n<End { seq: 1, status: 3 }>",
+        );
+        // Scrolling inside a scroll region (vim, less with a status line):
+        // the region's lines are redrawn, not scrolled off.
+        let region: String = (1..=100).map(|n| format!("\x1b[4;1H\n{n}")).collect();
+        check(
+            format!("{START}\x1b[?1049h\x1b[1;4r{region}\x1b[5;1H:status{END}"),
+            "<Start { seq: 1 }><alt true>97\n98\n99\n100\n:status\n<End { seq: 1, status: 3 }>",
+        );
+    }
+
+    /// What the fuzz target checks, on random streams of the tokens that
+    /// matter, for windows of many sizes: the window stays within its
+    /// bound, and a line printed after the stream is never hidden.
+    #[test]
+    fn random_streams_hide_no_later_line_in_any_window() {
+        const TOKENS: &[&[u8]] = &[
+            b"\x1b",
+            b"[",
+            b"]",
+            b"P",
+            b"_",
+            b"\\",
+            b"(",
+            b"\x07",
+            b"\x18",
+            b"1",
+            b";",
+            b"m",
+            b"A",
+            b"K",
+            b"J",
+            b"S",
+            b"r",
+            b"\r",
+            b"\n",
+            b"\n",
+            b"x",
+            b"FATAL",
+            b"\xe4\xb8",
+            b"\xad",
+            b"\x1b[?1049h",
+            b"\x1b[?1049l",
+            b"\x1b[2A",
+            b"\x1b[2K",
+            b"\x1b[J",
+            b"\x1b[5S",
+            b"\x1b[1;3r",
+            b"\x1b]6973;n0nce;S;1\x07",
+            b"\x1b]6973;n0nce;E;1;0\x07",
+            b"\x1b[65535@",
+            b"\x1b[65535L",
+            b"\x1b7",
+            b"\x1b8",
+            b"\x1bM",
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..10_000 {
+            let (rows, cols) = (2 + next() % 7, 2 + next() % 40);
+            let mut screen = Screen::new(rows as u16, cols as u16, "n0nce");
+            let count = 1 + next() % 60;
+            let stream: Vec<u8> = (0..count)
+                .flat_map(|_| TOKENS[(next() % TOKENS.len() as u64) as usize])
+                .copied()
+                .collect();
+            let mut rest = stream.as_slice();
+            while !rest.is_empty() {
+                let piece = 1 + (next() % rest.len() as u64) as usize;
+                let (mut piece, tail) = rest.split_at(piece);
+                rest = tail;
+                while !piece.is_empty() {
+                    let (consumed, stop) = screen.feed(piece);
+                    piece = &piece[consumed..];
+                    match stop {
+                        Some(Stop::Marker(Marker::Start { .. })) => screen.discard_window(),
+                        Some(Stop::Marker(Marker::End { .. })) => {
+                            screen.commit_all();
+                            screen.leave_alternate();
+                        }
+                        _ => {}
+                    }
+                    assert!(screen.window_cost() <= screen.window_bound());
+                }
+            }
+            screen.take_committed();
+            assert_eq!(screen.feed(b"\r\nZ9\r\n"), (6, None));
+            let mut seen = screen.take_committed();
+            seen.push_str(&screen.alternate_contents().unwrap_or_default());
+            screen.commit_all();
+            screen.leave_alternate();
+            seen.push_str(&screen.take_committed());
+            let shown = String::from_utf8_lossy(&stream);
+            assert!(seen.contains("Z9"), "{rows}x{cols} {shown:?}: {seen:?}");
+        }
+    }
+
+    /// A character three columns wide on the narrowest screen (`vt100`
+    /// underflowed computing where it fits on two columns).
+    #[test]
+    fn a_three_column_character_fits_the_narrowest_screen() {
+        for cols in [0, 1, 2, 3] {
+            let mut screen = Screen::new(2, cols, "n0nce");
+            let input = "\x1b[?1049hab\u{17d8}\u{17d8}c\r\n".as_bytes();
+            let (consumed, stop) = screen.feed(input);
+            assert_eq!(stop, Some(Stop::AlternateScreen(true)));
+            assert_eq!(screen.feed(&input[consumed..]), (input.len() - consumed, None));
+            assert!(screen.alternate_contents().is_some_and(|text| text.contains('c')));
         }
     }
 

@@ -1,8 +1,27 @@
 //! The renderer through a real bash in a real PTY: output that is hostile
-//! to a terminal emulator, full-screen programs that never leave, and
-//! programs that ask the terminal where the cursor is (issues 6 and 7).
+//! to a terminal emulator, full-screen programs that never leave, programs
+//! that ask the terminal where the cursor is (issues 6 and 7), and output
+//! that tries to hide output (issue 11).
+
+use shellkeep_engine::session::Reply;
 
 use crate::Term;
+
+/// The complete output of the command `reply` is about, as the `output`
+/// tool reads it from the session's store.
+fn full_output(term: &Term, reply: &Reply) -> String {
+    let log = term.session.output().get(reply.number).expect("the command's output is kept");
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let page = log.read(offset, 5_000).expect("read the output");
+        text.push_str(&page.text);
+        if page.lines == 0 {
+            return text;
+        }
+        offset = (page.first_line + page.lines) as i64;
+    }
+}
 
 /// Issue 7: cursor movement with huge counts aborted the server on a 1 GB
 /// allocation; moving down wrote 131 MB of empty lines. The window bounds
@@ -91,5 +110,106 @@ async fn wide_characters_overwrite_as_on_a_terminal() {
     let term = Term::new("screen-wide").await;
     let reply = term.run("printf 'abc\\r中文\\n'; printf '😀 ok\\n'").await;
     assert_eq!(reply.output.text, "中文\n😀 ok\n");
+    term.session.close().await;
+}
+
+/// Issue 11: an escape sequence a command never ends swallowed all its
+/// later text (`printf '\e]8;;'; echo done` printed nothing). Now it is
+/// abandoned at a line feed or at the end of the command, and shown.
+#[tokio::test]
+async fn an_unterminated_escape_sequence_hides_nothing() {
+    let term = Term::new("screen-stray").await;
+    let reply = term.run("printf '\\e]8;;'; echo done").await;
+    assert_eq!(reply.output.text, "]8;;done\n");
+    assert_eq!(full_output(&term, &reply), "]8;;done\n");
+    // Every kind of string, and a CSI sequence that numbers would feed.
+    for (open, shown) in [("\\eP", "P"), ("\\e_G", "_G"), ("\\eX", "X"), ("\\e^", "^")] {
+        let reply = term.run(&format!("printf '{open}'; echo done; echo more")).await;
+        assert_eq!(reply.output.text, format!("{shown}done\nmore\n"), "{open}");
+    }
+    let reply = term.run("printf '\\e['; seq 1 3").await;
+    assert_eq!(reply.output.text, "[1\n2\n3\n");
+    // Left open at the very end of the command: its end abandons it.
+    let reply = term.run("echo first; printf '\\e]0;FATAL: tail'").await;
+    assert_eq!(reply.output.text, "first\n]0;FATAL: tail");
+    assert_eq!(reply.exit_code, Some(0));
+    // Longer than any real one, with no line feed (a page of the complete
+    // output holds at most 30,000 characters).
+    let reply = term.run("printf '\\e]52;c;'; head -c 20000 /dev/zero | tr '\\0' A; echo").await;
+    assert_eq!(full_output(&term, &reply), format!("]52;c;{}\n", "A".repeat(20_000)));
+    // Nothing is left over for the next command.
+    assert_eq!(term.run("echo after").await.output.text, "after\n");
+    term.session.close().await;
+}
+
+/// Issue 11: `echo FATAL >&2; printf '\e[1A\e[2K…all passed\n'` left only
+/// "all passed" in the reply and in the complete output.
+#[tokio::test]
+async fn an_erased_line_is_kept() {
+    let term = Term::new("screen-erased").await;
+    let reply = term
+        .run(
+            "echo 'FATAL: 3 tests FAILED' >&2; \
+             printf '\\e[1A\\e[2K\\e[1A\\e[2Kall 120 tests passed\\n'; true",
+        )
+        .await;
+    let expected = "FATAL: 3 tests FAILED\nall 120 tests passed\n";
+    assert_eq!(reply.output.text, expected);
+    assert_eq!(full_output(&term, &reply), expected);
+    assert_eq!(reply.exit_code, Some(0));
+    // Overwritten after a carriage return, erased and left blank, erased
+    // below.
+    let reply = term.run("echo 'error: boom'; printf '\\e[A\\rall fine   \\n'").await;
+    assert_eq!(reply.output.text, "error: boom\nall fine\n");
+    let reply = term.run("echo 'FATAL: disk full'; printf '\\e[A\\e[2K'").await;
+    assert_eq!(reply.output.text, "FATAL: disk full\n");
+    let reply = term.run("echo FATAL; echo two; printf '\\e[2A\\e[Jclean\\n'").await;
+    assert_eq!(reply.output.text, "FATAL\nclean\ntwo\n");
+    term.session.close().await;
+}
+
+/// Issue 11: progress displays that redraw themselves keep their final
+/// state, however many frames they draw.
+#[tokio::test]
+async fn progress_displays_keep_their_final_frame() {
+    let term = Term::new("screen-progress").await;
+    // `pip`-style: one line rewritten after `\r`.
+    let reply = term
+        .run("for i in $(seq 0 2000); do printf '\\r  %3d%% |%-20s|' $((i / 20)) x; done; echo")
+        .await;
+    assert_eq!(reply.output.text, "  100% |x                   |\n");
+    // `docker pull`-style: cursor up over the layers, erase, redraw, down.
+    let docker = "printf 'a1: Waiting\\nb2: Waiting\\n'; \
+                  for i in $(seq 1 1500); do \
+                    printf '\\e[2A\\e[2K\\ra1: Downloading %d\\r\\e[2B' $i; \
+                    printf '\\e[1A\\e[2K\\rb2: Downloading %d\\r\\e[1B' $i; \
+                  done; \
+                  printf '\\e[2A\\e[2K\\ra1: Pull complete\\r\\e[2B\\e[1A\\e[2K\\rb2: Pull complete\\r\\e[1B'; \
+                  echo Done";
+    let reply = term.run(docker).await;
+    let expected = "a1: Pull complete\nb2: Pull complete\nDone\n";
+    assert_eq!(reply.output.text, expected);
+    assert_eq!(full_output(&term, &reply), expected);
+    term.session.close().await;
+}
+
+/// Issue 11: `printf '\e[?1049h'; echo FIRST; seq 1 100000` kept no
+/// `FIRST` anywhere: only the last two screens survived.
+#[tokio::test]
+async fn what_scrolls_off_a_full_screen_view_is_kept() {
+    let term = Term::new("screen-scrolled").await;
+    let reply = term.run("printf '\\e[?1049h'; echo FIRST; seq 1 100000").await;
+    assert!(reply.output.text.starts_with("FIRST\n1\n2\n3\n"), "{}", &reply.output.text[..100]);
+    assert!(reply.output.text.ends_with("\n99999\n100000\n"));
+    let expected: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(full_output(&term, &reply), format!("FIRST\n{expected}"));
+    // A program that redraws in place keeps its last screen only.
+    let reply = term
+        .run(
+            "printf '\\e[?1049h'; for i in $(seq 1 300); do printf '\\e[H\\e[2Jframe %d\\e[3;1Hrow three' $i; done",
+        )
+        .await;
+    assert_eq!(reply.output.text, "frame 300\n\nrow three\n");
+    assert_eq!(term.run("echo after").await.output.text, "after\n");
     term.session.close().await;
 }

@@ -1,6 +1,8 @@
 //! Output hostile to a terminal emulator, through the real binary (issue
 //! 7): the server stays up, its memory stays bounded by the terminal's
-//! window, and nothing printed on an alternate screen is lost.
+//! window, and nothing printed on an alternate screen is lost. Output that
+//! tries to hide output (issue 11): the reply, the full output and the
+//! `output` tool keep it.
 
 use serde_json::json;
 
@@ -62,13 +64,20 @@ async fn a_long_line_or_osc_string_costs_about_its_own_size() {
     assert!(full[..20_000_000].iter().all(|&b| b == b'x') && full.ends_with(b"\n"));
     assert!(peak_memory(&server) < PEAK_LIMIT, "peak {} bytes", peak_memory(&server));
 
+    // An OSC string that never ends as one is text (issue 11): all of it is
+    // in the full output, and the parser never held more than its bound.
     let r = server
         .terminal(json!({
-            "command": "printf '\\e]0;'; head -c 100000000 /dev/zero | tr '\\0' t; printf '\\a'; echo after",
+            "command": "printf '\\e]0;'; head -c 20000000 /dev/zero | tr '\\0' t; printf '\\a'; echo after",
             "timeout": 120,
         }))
         .await;
-    assert_eq!(r.output(), "after\n", "{r:#?}");
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(r.output().ends_with("tttafter\n"), "{r:#?}");
+    let full = r["full_output_path"].as_str().expect("the full output is kept");
+    let full = std::fs::read(full).expect("read the full output");
+    assert_eq!(full.len(), 3 + 20_000_000 + 6);
+    assert!(full.starts_with(b"]0;t") && full.ends_with(b"tafter\n"));
     assert!(peak_memory(&server) < PEAK_LIMIT, "peak {} bytes", peak_memory(&server));
 }
 
@@ -95,4 +104,161 @@ async fn output_on_an_alternate_screen_is_never_lost() {
         std::fs::read_to_string(full).expect("read the full output"),
         format!("{expected}IMPORTANT\n")
     );
+}
+
+/// Every line of the latest command's complete output, read page by page
+/// with the `output` tool, as an agent follows "Next: offset N".
+async fn read_all(server: &Server) -> String {
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let page = server.call("output", json!({"offset": offset, "limit": 5000})).await;
+        assert!(!page.is_error, "{page:#?}");
+        text.push_str(page["lines"].as_str().expect("lines"));
+        let next = page["next_offset"].as_u64().expect("next_offset");
+        if next == offset || next >= page["total_lines"].as_u64().expect("total_lines") {
+            return text;
+        }
+        offset = next;
+    }
+}
+
+/// Issue 11, finding 5: `echo FATAL >&2; printf '\e[1A\e[2K…'` left only
+/// "all 120 tests passed" in the reply, the full output and `output`.
+#[tokio::test]
+async fn an_erased_error_line_is_found_everywhere() {
+    let server = Server::with(&["--output-cap", "200"]).await;
+    let repro = "echo 'FATAL: 3 tests FAILED' >&2; \
+                 printf '\\e[1A\\e[2K\\e[1A\\e[2Kall 120 tests passed\\n'; true";
+    let r = server.terminal(json!({"command": repro})).await;
+    assert_eq!(r.output(), "FATAL: 3 tests FAILED\nall 120 tests passed\n", "{r:#?}");
+    assert_eq!(r["exit_code"], 0);
+    assert!(r.text.contains("FATAL: 3 tests FAILED"), "{}", r.text);
+    assert_eq!(read_all(&server).await, "FATAL: 3 tests FAILED\nall 120 tests passed\n");
+
+    // Buried in a long output that the reply cuts: the full output file and
+    // `output` still have it. Here the second cursor up reaches the line
+    // before it (`500`), which "all 120 tests passed" replaces: both erased
+    // lines are kept where they stood, `500` above its replacement, the
+    // FATAL line, left blank, below it.
+    let r = server.terminal(json!({"command": format!("seq 1 500; {repro}; seq 501 1000")})).await;
+    assert_eq!(r["truncated"], true, "{r:#?}");
+    let expected: String = (1..=500).map(|n| format!("{n}\n")).collect::<String>()
+        + "all 120 tests passed\nFATAL: 3 tests FAILED\n"
+        + &(501..=1000).map(|n| format!("{n}\n")).collect::<String>();
+    let full = r["full_output_path"].as_str().expect("the output was cut");
+    let full = std::fs::read_to_string(full).expect("read the full output");
+    let at = full.bytes().zip(expected.bytes()).position(|(a, b)| a != b).unwrap_or(0);
+    let around = &full[at.saturating_sub(60)..(at + 100).min(full.len())];
+    assert!(full == expected, "differs at {at}: {around:?}");
+    assert_eq!(read_all(&server).await, expected);
+
+    // Overwritten after `\r`, and erased with nothing printed after it.
+    let r = server
+        .terminal(json!({"command": "echo 'error: linker failed'; printf '\\e[A\\rBuild finished         \\n'"}))
+        .await;
+    assert_eq!(r.output(), "error: linker failed\nBuild finished\n", "{r:#?}");
+    let r = server.terminal(json!({"command": "echo 'FATAL: gone'; printf '\\e[A\\e[2K'"})).await;
+    assert_eq!(r.output(), "FATAL: gone\n", "{r:#?}");
+    assert_eq!(read_all(&server).await, "FATAL: gone\n");
+}
+
+/// Issue 11: progress displays keep their final frame: the output does not
+/// grow with the number of frames.
+#[tokio::test]
+async fn progress_displays_do_not_grow_with_their_frames() {
+    let server = Server::start().await;
+    // `pip`-style: one line, `\r` before each frame.
+    let pip = |frames: u32| {
+        format!(
+            "echo 'Downloading numpy (20.0 MB)'; for i in $(seq 0 {frames}); do \
+             printf '\\r   %s %d/{frames} kB' \"$(printf '%*s' $((i * 30 / {frames})) '' | tr ' ' '#')\" $i; done; echo"
+        )
+    };
+    // `docker pull`-style: one line per layer, redrawn with cursor up,
+    // erase-line and cursor down.
+    let docker = |frames: u32| {
+        format!(
+            "printf 'a3ed95caeb02: Pulling fs layer\\n4f4fb700ef54: Pulling fs layer\\n'; \
+             for i in $(seq 1 {frames}); do \
+               printf '\\e[2A\\e[2K\\ra3ed95caeb02: Downloading %d/{frames}\\r\\e[2B' $i; \
+               printf '\\e[1A\\e[2K\\r4f4fb700ef54: Extracting %d/{frames}\\r\\e[1B' $i; \
+             done; \
+             printf '\\e[2A\\e[2K\\ra3ed95caeb02: Pull complete\\r\\e[2B'; \
+             printf '\\e[1A\\e[2K\\r4f4fb700ef54: Pull complete\\r\\e[1B'; echo 'Status: done'"
+        )
+    };
+    let few = server.terminal(json!({"command": pip(10)})).await;
+    let many = server.terminal(json!({"command": pip(3000)})).await;
+    assert_eq!(
+        few.output(),
+        "Downloading numpy (20.0 MB)\n   ############################## 10/10 kB\n"
+    );
+    assert_eq!(many.output(), few.output().replace("10/10", "3000/3000"));
+    assert_eq!(read_all(&server).await, many.output());
+
+    let expected = "a3ed95caeb02: Pull complete\n4f4fb700ef54: Pull complete\nStatus: done\n";
+    for frames in [5, 3000] {
+        let r = server.terminal(json!({"command": docker(frames)})).await;
+        assert_eq!(r.output(), expected, "{frames} frames: {r:#?}");
+        assert_eq!(r["truncated"], false);
+        assert_eq!(read_all(&server).await, expected);
+    }
+}
+
+/// Issue 11, finding 5: an unterminated OSC (`printf '\e]8;;'`) swallowed
+/// all later text of the command.
+#[tokio::test]
+async fn an_unterminated_escape_sequence_hides_nothing() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "printf '\\e]8;;'; echo done"})).await;
+    assert_eq!(r.output(), "]8;;done\n", "{r:#?}");
+    assert_eq!(read_all(&server).await, "]8;;done\n");
+    for (open, shown) in [("\\eP", "P"), ("\\e_", "_"), ("\\e^", "^"), ("\\eX", "X")] {
+        let command = format!("printf '{open}'; echo 42 done; echo FATAL");
+        let r = server.terminal(json!({"command": command})).await;
+        assert_eq!(r.output(), format!("{shown}42 done\nFATAL\n"), "{r:#?}");
+    }
+    // A CSI sequence ends at its first letter: numbers are what it hid.
+    let r = server.terminal(json!({"command": "printf '\\e['; seq 1 3; echo FATAL"})).await;
+    assert_eq!(r.output(), "[1\n2\n3\nFATAL\n", "{r:#?}");
+    // Open at the very end: the end of the command abandons it.
+    let r = server.terminal(json!({"command": "echo ok; printf '\\e]0;FATAL: last words'"})).await;
+    assert_eq!(r.output(), "ok\n]0;FATAL: last words", "{r:#?}");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(read_all(&server).await, "ok\n]0;FATAL: last words");
+    // And the next command is not affected.
+    let r = server.terminal(json!({"command": "echo after"})).await;
+    assert_eq!(r.output(), "after\n");
+}
+
+/// Issue 11, finding 5: `printf '\e[?1049h'; echo FIRST; seq 1 100000`
+/// kept no `FIRST` anywhere.
+#[tokio::test]
+async fn what_scrolls_off_a_full_screen_view_is_kept() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(
+            json!({"command": "printf '\\e[?1049h'; echo FIRST; seq 1 100000", "timeout": 120}),
+        )
+        .await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(r.output().starts_with("FIRST\n1\n2\n"), "{r:#?}");
+    assert!(r.output().ends_with("\n100000\n"), "{r:#?}");
+    let expected: String = std::iter::once("FIRST\n".to_owned())
+        .chain((1..=100_000).map(|n| format!("{n}\n")))
+        .collect();
+    let full = r["full_output_path"].as_str().expect("the output was cut");
+    assert_eq!(std::fs::read_to_string(full).expect("read the full output"), expected);
+    let head = server.call("output", json!({"offset": 0, "limit": 3})).await;
+    assert_eq!(head["lines"], "FIRST\n1\n2\n", "{head:#?}");
+    let tail = server.call("output", json!({"offset": -2})).await;
+    assert_eq!(tail["lines"], "99999\n100000\n", "{tail:#?}");
+
+    // A program that redraws in place commits nothing per frame.
+    let r = server
+        .terminal(json!({"command": "printf '\\e[?1049h'; for i in $(seq 1 500); do printf '\\e[H\\e[2Jload %d\\e[2;1HPID USER' $i; done"}))
+        .await;
+    assert_eq!(r.output(), "load 500\nPID USER\n", "{r:#?}");
+    assert_eq!(read_all(&server).await, "load 500\nPID USER\n");
 }
