@@ -1257,13 +1257,15 @@ mod tests {
 
     #[test]
     fn a_guard_that_cannot_run_is_given_up_and_every_reader_is_told_once() {
-        let guard = Guard::spawn(Path::new("bash"), &["-c", "exit 0"]).expect("spawn guard");
-        // A reader known before the guard gave up.
+        // A stand-in that ends as soon as it is told anything: alive until
+        // the first line, so a reader can be known before it gives up.
+        let guard =
+            Guard::spawn(Path::new("bash"), &["-c", "read -r _; exit 0"]).expect("spawn guard");
         assert_eq!(guard.take_notice("early"), None);
-        assert!(wait_until(Duration::from_secs(20), || guard.live_pid().is_none()));
         for pgid in 100..110 {
             guard.watch_group(pgid);
         }
+        assert!(wait_until(Duration::from_secs(20), || guard.live_pid().is_none()));
         assert!(!guard.is_connected());
         for reader in ["early", "default", "late", "run"] {
             let notice = guard.take_notice(reader).expect("a notice");
