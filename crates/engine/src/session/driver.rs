@@ -13,6 +13,7 @@
 //! `tokio` mutex (hence `&mut Shell`), and takes the shared state's std
 //! mutex only for short sections.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::input_wait;
+use crate::integration;
 use crate::keys::Input;
 use crate::output;
 use crate::private_fs;
@@ -30,6 +32,7 @@ use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
 
+use super::channel::{self, Channel};
 use super::incomplete::Incomplete;
 use super::integration::{Integ, Watcher, watch_integration};
 use super::state::{Running, RunningState, Shared, State, describe_exit, wait_for};
@@ -80,14 +83,23 @@ impl Shell {
         private_fs::ensure_private_dir(&config.work_dir)
             .and_then(|()| private_fs::create_private_dir(&files.dir))
             .map_err(|err| fail("private directory", err))?;
-        let rc = shell::rc_script(&files, &nonce, config.user_rc.as_deref());
+        let rc = shell::rc_script(&files, config.user_rc.as_deref());
         private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
             .map_err(|err| fail("start-up file", err))?;
+        // Created private here; the shell only rewrites it.
+        private_fs::write_new_file(&files.state_file(), b"")
+            .map_err(|err| fail("state file", err))?;
+        let (channel, shell_end) = Channel::open().map_err(|err| fail("completion channel", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
-        let mut command = process::pty_command(&config.shell, &opened.slave, &scope)
-            .map_err(|err| fail("PTY", err))?;
+        let mut command = process::pty_command(
+            &config.shell,
+            &opened.slave,
+            &scope,
+            Some((&shell_end, channel::SHELL_FD)),
+        )
+        .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -98,14 +110,19 @@ impl Shell {
             .env_remove("PROMPT_COMMAND")
             .env_remove("BASH_ENV")
             .env_remove("ENV")
-            .envs(config.env.iter().map(|(k, v)| (k, v)));
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .env(shell::NONCE_VAR, &nonce);
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
         // Only the child may hold the slave side, so that the reader sees
         // the terminal hang up once the shell and its jobs are gone.
         drop(opened.slave);
+        drop(shell_end);
         let pid = child.id().map_or(-1, |pid| pid as i32);
+        // The child has run `exec` by now (spawn returns after it): this is
+        // the program image whose records are believed.
+        let first_level = integration::fingerprint(pid);
         if let Some(guard) = &config.guard {
             guard.watch_session(pid);
         }
@@ -118,17 +135,22 @@ impl Shell {
                 idle_output: String::new(),
                 exited: None,
                 reader_done: false,
-                integ: Integ::default(),
+                integ: Integ::new(pid, first_level),
+                channel,
+                records: VecDeque::new(),
             }),
             changed: Notify::new(),
         });
         let reader_shared = Arc::clone(&shared);
-        let pty = Pty::start(opened.master, &config.name, move |bytes| {
+        let channel_handle =
+            shared.lock().channel.handle().map_err(|err| fail("completion channel", err))?;
+        let pty = Pty::start(opened.master, &config.name, Some(channel_handle), move |event| {
             let answers = {
                 let mut state = reader_shared.lock();
-                match bytes {
-                    Some(bytes) => state.ingest(bytes),
-                    None => state.reader_done = true,
+                match event {
+                    pty::Event::Output(bytes) => state.ingest(bytes),
+                    pty::Event::Ready => state.receive_records(),
+                    pty::Event::HangUp => state.reader_done = true,
                 }
                 state.screen.take_responses()
             };
@@ -151,6 +173,7 @@ impl Shell {
             tty: opened.tty.clone(),
             files: files.clone(),
             nonce,
+            bash: integration::running_program(pid),
         }));
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),
@@ -175,7 +198,7 @@ impl Shell {
             incomplete: None,
         };
         let ready = shell.wait_ready(config.startup_timeout).await;
-        // The start-up file holds the nonce: it goes once it was read.
+        // Read once; nothing else should find it.
         let _ = std::fs::remove_file(shell.files.rc_file());
         if let Err(err) = ready {
             shell.stop(config).await;
@@ -183,7 +206,6 @@ impl Shell {
         }
         let mut shell = shell;
         shell.refresh_state();
-        shell.record_first_level();
         Ok(shell)
     }
 
@@ -353,6 +375,7 @@ impl Shell {
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
+                shell_reading: false,
                 kill: None,
                 interrupted: Vec::new(),
             });

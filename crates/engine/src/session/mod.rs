@@ -38,6 +38,7 @@
 //! never across `.await`. A session is owned by the registry
 //! (`crate::registry`), which alone starts and closes it.
 
+mod channel;
 mod driver;
 mod incomplete;
 mod integration;
@@ -298,6 +299,18 @@ pub enum Note {
     /// A remote or container session (named: `ssh`, `docker`) is reading
     /// the terminal: it is driven with `is_input`.
     RemoteShell(String),
+    /// The shell itself is reading the terminal and has not reported the
+    /// end of the command: a builtin such as `read` waits for input, or a
+    /// command damaged the shell integration and the shell sits at its
+    /// prompt (`reset` restores it).
+    ShellReading,
+    /// The shell reported the command's end but its end marker never
+    /// appeared in the output (a command redirected or swallowed it): the
+    /// command ended after all its output was read.
+    EndMarkerMissing,
+    /// The shell's standard output is not the terminal (`exec >file`), so
+    /// commands' output does not reach the reply.
+    OutputElsewhere,
     /// The command is incomplete (an open quote, `if` without `fi`, a
     /// here-document without its end): the shell waits for the rest, sent
     /// with `is_input`; C-c discards it.
