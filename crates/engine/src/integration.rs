@@ -33,6 +33,9 @@ pub enum Prompting {
     OtherShell(String),
     /// A remote or container shell (`ssh`, `docker`, `kubectl`, ...).
     Remote(String),
+    /// A program whose `argv[0]` says bash but that does not run the
+    /// session's bash (its command line): only named, never typed into.
+    NamedBash(String),
 }
 
 /// A shell that carries the integration.
@@ -98,6 +101,36 @@ pub fn parent(pid: i32) -> Option<i32> {
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// The controlling terminal of process `pid` (its device number) and
+/// that terminal's foreground process group, from `/proc/PID/stat`.
+pub fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state ppid pgrp session tty_nr tpgid ...
+    let fields: Vec<&str> = rest.split_ascii_whitespace().take(6).collect();
+    Some((fields.get(4)?.parse().ok()?, fields.get(5)?.parse().ok()?))
+}
+
+/// Process `pid`'s command line for a reply: its arguments joined by
+/// spaces, at most 200 characters; its name when that is all we can read.
+pub fn command_line(pid: i32) -> String {
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut line: String = args
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.is_empty() {
+        line = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        line = line.trim().to_owned();
+    }
+    if line.chars().count() > 200 {
+        line = line.chars().take(200).collect::<String>() + "…";
+    }
+    line
+}
+
 /// A number that changes when process `pid` calls `exec`: a hash of its
 /// auxiliary vector, which holds the addresses of the new program's stack
 /// and entry point (different on every exec under address randomisation,
@@ -130,7 +163,7 @@ pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
             Some(Prompting::OtherShell("bash of another user".to_owned()))
         }
         "bash" if interactive(&args[1..]) && (bash.is_none() || running_program(group) != bash) => {
-            Some(Prompting::OtherShell("a program that calls itself bash".to_owned()))
+            Some(Prompting::NamedBash(command_line(group)))
         }
         "bash" if interactive(&args[1..]) => {
             Some(Prompting::Bash { pid: group, fingerprint: fingerprint(group)? })

@@ -233,7 +233,22 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
         out.line(CONTINUED.to_owned());
     }
     out.output(&reply.output.text);
+    let not_at_prompt = reply.notes.iter().find_map(|note| match note {
+        Note::ShellNotAtPrompt { pid, command_line } => Some((*pid, command_line.as_str())),
+        _ => None,
+    });
     let status = match (reply.status, not_executed) {
+        (_, Some(command)) if let Some((pid, command_line)) = not_at_prompt => {
+            out.note(format!(
+                "[Your command {} is NOT executed: the shell is not at its prompt. Process {pid} \
+                 (`{command_line}`) still has the terminal, although the previous command \
+                 reported its end (a sourced script or the shell itself can do that). Wait for \
+                 that program to end and send the command again, or use reset=true to stop it \
+                 and start a fresh shell.]",
+                echo(command)
+            ));
+            "not_executed"
+        }
         (_, Some(command)) => {
             out.note(format!(
                 "[Your command {} is NOT executed. The previous command is still running - You \
@@ -371,6 +386,33 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                 "[`{name}` is a remote or container session, driven as an interactive program: \
                  send its commands with is_input=true; `exit` (or C-d) ends it.]"
             )),
+            Note::NamedBash(command_line) => out.note(format!(
+                "[`{command_line}` calls itself bash but is not the bash shellkeep runs, so \
+                 shellkeep's integration was not installed in it: it is driven as an \
+                 interactive program (send its input with is_input=true).]"
+            )),
+            Note::ShellReading => out.note(
+                "[The shell itself is reading the terminal and has not reported the end of the \
+                 command. Either the command is a shell builtin waiting for input (such as \
+                 `read`): send it with is_input=true; or the command damaged shellkeep's shell \
+                 integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, \
+                 descriptor 62 closed, the shell stopped) and the shell sits at its prompt, \
+                 where commands can no longer run or report their end: reset=true restores a \
+                 working shell.]"
+                    .to_owned(),
+            ),
+            Note::EndMarkerMissing => out.note(
+                "[The shell reported the end of the command, but its end marker never reached \
+                 the terminal (the terminal or standard output was redirected, or an escape \
+                 sequence swallowed it): the output shown is what was read before the end.]"
+                    .to_owned(),
+            ),
+            Note::OutputElsewhere => out.note(
+                "[The shell's standard output does not go to the terminal (`exec >file`), so \
+                 the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true \
+                 restores it.]"
+                    .to_owned(),
+            ),
             _ => {}
         }
     }

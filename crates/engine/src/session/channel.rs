@@ -61,12 +61,8 @@ impl Channel {
     /// the shell as [`SHELL_FD`]. Both are closed on exec here; the
     /// shell's copy is installed without that flag.
     pub(crate) fn open() -> std::io::Result<(Channel, OwnedFd)> {
-        let (server, shell) = socketpair(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )?;
+        let (server, shell) =
+            socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)?;
         setsockopt(&server, sockopt::PassCred, &true)?;
         Ok((Channel { socket: server }, shell))
     }
@@ -134,9 +130,8 @@ mod tests {
 
     #[test]
     fn records_parse_strictly() {
-        let record = |seq, status, output_elsewhere| {
-            Some(Record { pid: 7, seq, status, output_elsewhere })
-        };
+        let record =
+            |seq, status, output_elsewhere| Some(Record { pid: 7, seq, status, output_elsewhere });
         assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false));
         assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true));
         for bad in [&b"E;3;0"[..], b"E;3;0;;", b"S;3;0;", b"E;x;0;", b"E;3;;", b"", b"\xff"] {

@@ -89,7 +89,8 @@ impl Shell {
         // Created private here; the shell only rewrites it.
         private_fs::write_new_file(&files.state_file(), b"")
             .map_err(|err| fail("state file", err))?;
-        let (channel, shell_end) = Channel::open().map_err(|err| fail("completion channel", err))?;
+        let (channel, shell_end) =
+            Channel::open().map_err(|err| fail("completion channel", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
@@ -323,6 +324,14 @@ impl Shell {
         let command = request.command.as_str();
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
+        if let Some((pid, command_line)) = self.not_at_prompt() {
+            notes.push(Note::NotExecuted { command: command.to_owned() });
+            notes.push(Note::ShellNotAtPrompt { pid, command_line });
+            let mut reply = self.idle_reply(command, notes);
+            reply.status = super::Status::Running(super::WaitEnded::NotWaited);
+            reply.exit_code = None;
+            return Ok(reply);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
@@ -387,6 +396,30 @@ impl Shell {
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
+    }
+
+    /// A command is typed only when the innermost shell with the
+    /// integration has its terminal's foreground; otherwise the line would
+    /// be read by whatever program holds it (one still running after a
+    /// sourced script or the shell itself reported an end). Returns the
+    /// program in front (its pid and command line) when that is not so.
+    fn not_at_prompt(&self) -> Option<(i32, String)> {
+        let top = self.shared.lock().integ.top().map(|level| level.pid)?;
+        let master = self.pty.handle().ok()?;
+        let front = pty::foreground_group(&master)?;
+        // A nested shell on a terminal of its own (`script`, `pty.spawn`):
+        // the foreground of its own terminal is the one that matters.
+        let own = integration::terminal_foreground(top);
+        let front = match own {
+            Some((terminal, own_front)) if Some(terminal) != self.terminal() => own_front,
+            _ => front,
+        };
+        (front != top).then(|| (front, integration::command_line(front)))
+    }
+
+    /// The terminal device number of the session's own shell.
+    fn terminal(&self) -> Option<u64> {
+        integration::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
     fn files_tag(&self) -> String {

@@ -302,6 +302,11 @@ fn look_for_prompt(
             shared.lock().integ.notes.push(Note::OtherShell(name));
             shared.changed.notify_waiters();
         }
+        Some(Prompting::NamedBash(command_line)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::NamedBash(command_line));
+            shared.changed.notify_waiters();
+        }
         Some(Prompting::Remote(name)) if *noted != Some(seq) => {
             *noted = Some(seq);
             shared.lock().integ.notes.push(Note::RemoteShell(name));

@@ -299,6 +299,10 @@ pub enum Note {
     /// A remote or container session (named: `ssh`, `docker`) is reading
     /// the terminal: it is driven with `is_input`.
     RemoteShell(String),
+    /// A program that calls itself bash (its command line here) but does
+    /// not run the session's bash is reading the terminal: the integration
+    /// is not installed in it.
+    NamedBash(String),
     /// The shell itself is reading the terminal and has not reported the
     /// end of the command: a builtin such as `read` waits for input, or a
     /// command damaged the shell integration and the shell sits at its
@@ -308,6 +312,14 @@ pub enum Note {
     /// appeared in the output (a command redirected or swallowed it): the
     /// command ended after all its output was read.
     EndMarkerMissing,
+    /// A command was not typed because the shell is not at its prompt:
+    /// this process (pid, command line) has the terminal.
+    ShellNotAtPrompt {
+        /// The foreground process group's leader.
+        pid: i32,
+        /// Its command line.
+        command_line: String,
+    },
     /// The shell's standard output is not the terminal (`exec >file`), so
     /// commands' output does not reach the reply.
     OutputElsewhere,

@@ -225,6 +225,12 @@ impl State {
         }
     }
 
+    /// Whether the shell sent the record of command `seq`.
+    pub(super) fn has_record(&mut self, seq: u64) -> bool {
+        self.receive_records();
+        self.records.iter().any(|r| r.seq == seq)
+    }
+
     /// Takes the record of command `seq`, if the shell sent it.
     pub(super) fn take_record(&mut self, seq: u64) -> Option<Record> {
         let find = |records: &VecDeque<Record>| records.iter().position(|r| r.seq == seq);

@@ -229,6 +229,9 @@ impl Shell {
         };
         if running.waits_for_input() {
             notes.push(Note::WaitingForInput);
+            if running.shell_reading {
+                notes.push(Note::ShellReading);
+            }
         }
         let look_again_within = running.unwatched_limit;
         let part = running.replies + 1;
