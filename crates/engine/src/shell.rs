@@ -112,6 +112,10 @@ fn integration(files: &ShellFiles, seq: u64) -> String {
     //   completion channel (descriptor 62; the kernel tells the server it
     //   comes from this shell's pid), then the marker in the output, which
     //   only says where the output ends.
+    // - `__sk_ran` is emptied by `__sk_pre` and set by `__sk_on`, the first
+    //   line the `eval` runs: a record whose command never reached the
+    //   `eval` says so (flag `n`), and the reply says the integration is
+    //   damaged instead of reporting a command that did not run.
     // - `__sk_pre N` prints the start marker and loads the command into
     //   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
     //   back on, `$?` restored). The command starts on a line of its own so
@@ -151,6 +155,7 @@ PS1='' PS2='' PS0=''
 builtin readonly __sk_dir={dir} __sk_nonce 2>/dev/null
 __sk_seq={seq}
 __sk_last=0
+__sk_ran=1
 __sk_flags=
 __sk_posted=
 __sk_traps=
@@ -169,6 +174,7 @@ __sk_mark() {{
 __sk_end() {{
   local __sk_how=
   [[ -t 1 ]] || __sk_how=o
+  [[ -n $__sk_ran ]] || __sk_how+=n
   builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
   __sk_mark "E;$__sk_seq;$1"
 }} 2>/dev/null
@@ -233,6 +239,7 @@ __sk_fallback() {{
 }}
 __sk_pre() {{
   __sk_seq=$1
+  __sk_ran=
   __sk_traps=${{2-}}
   __sk_assert
   PS1=$__sk_ps1
@@ -243,6 +250,7 @@ __sk_pre() {{
 }}
 __sk_on() {{
   local __sk_status=$__sk_last
+  __sk_ran=1
   __sk_c=
   case $- in *e*) __sk_status=0;; esac
   case $__sk_flags in *v*) builtin set -v;; esac

@@ -94,6 +94,12 @@ pub struct TerminalOutput {
 
 /// OpenHands' words for what to do about a command that is still running
 /// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
+/// Why a command is not run once the shell integration is damaged.
+const DAMAGED: &str = "The shell reported that the command never ran: a command damaged \
+     shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
+     a DEBUG trap), so commands can no longer run or report their end in this shell. \
+     reset=true restores a working shell.";
+
 const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
      empty command '', send other commands to interact with the current process, send keys \
      (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \
@@ -249,6 +255,14 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
             ));
             "not_executed"
         }
+        (_, Some(command)) if reply.notes.contains(&Note::IntegrationDamaged) => {
+            out.note(format!("[Your command {} is NOT executed. {DAMAGED}]", echo(command)));
+            "not_executed"
+        }
+        (Status::Running(WaitEnded::IntegrationDamaged), None) => {
+            out.note(format!("[The command was NOT run. {DAMAGED}]"));
+            "not_executed"
+        }
         (_, Some(command)) => {
             out.note(format!(
                 "[Your command {} is NOT executed. The previous command is still running - You \
@@ -300,6 +314,7 @@ pub fn terminal(reply: &Reply) -> (String, TerminalOutput) {
                     format!("The command timed out after {} seconds.", plain_secs(limit))
                 }
                 WaitEnded::NotWaited => "The command is still running.".to_owned(),
+                WaitEnded::IntegrationDamaged => DAMAGED.to_owned(),
                 WaitEnded::WaitingForInput => {
                     "The command is waiting for input; its prompt is the last line above."
                         .to_owned()

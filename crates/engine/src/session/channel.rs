@@ -13,7 +13,8 @@
 //!
 //! A record is `E;<seq>;<status>;<flags>`: command `seq` ended with
 //! `status`; the flag `o` says the shell's standard output is not the
-//! terminal (`exec >file`).
+//! terminal (`exec >file`), the flag `n` that the command never reached the
+//! `eval` that runs it (something broke the line we typed).
 //!
 //! The server's end is read without blocking, continuously (the PTY reader
 //! thread polls it), so a child that floods the channel can never fill the
@@ -54,6 +55,8 @@ pub(crate) struct Record {
     pub(crate) status: i32,
     /// The shell's standard output was not the terminal.
     pub(crate) output_elsewhere: bool,
+    /// The command never started: the line that runs it failed.
+    pub(crate) not_run: bool,
 }
 
 impl Channel {
@@ -121,7 +124,13 @@ fn parse(pid: i32, bytes: &[u8]) -> Option<Record> {
     if fields.next().is_some() || flags.len() > 8 {
         return None;
     }
-    Some(Record { pid, seq, status, output_elsewhere: flags.contains('o') })
+    Some(Record {
+        pid,
+        seq,
+        status,
+        output_elsewhere: flags.contains('o'),
+        not_run: flags.contains('n'),
+    })
 }
 
 #[cfg(test)]
@@ -130,10 +139,12 @@ mod tests {
 
     #[test]
     fn records_parse_strictly() {
-        let record =
-            |seq, status, output_elsewhere| Some(Record { pid: 7, seq, status, output_elsewhere });
-        assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false));
-        assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true));
+        let record = |seq, status, output_elsewhere, not_run| {
+            Some(Record { pid: 7, seq, status, output_elsewhere, not_run })
+        };
+        assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false, false));
+        assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true, false));
+        assert_eq!(parse(7, b"E;4;1;on"), record(4, 1, true, true));
         for bad in [&b"E;3;0"[..], b"E;3;0;;", b"S;3;0;", b"E;x;0;", b"E;3;;", b"", b"\xff"] {
             assert_eq!(parse(7, bad), None, "{bad:?}");
         }
@@ -151,8 +162,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                Record { pid: me, seq: 5, status: 42, output_elsewhere: false },
-                Record { pid: me, seq: 6, status: 0, output_elsewhere: true }
+                Record { pid: me, seq: 5, status: 42, output_elsewhere: false, not_run: false },
+                Record { pid: me, seq: 6, status: 0, output_elsewhere: true, not_run: false }
             ]
         );
         // Nothing waits: the next receive returns at once with nothing.

@@ -385,6 +385,7 @@ impl Shell {
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
                 shell_reading: false,
+                damaged: false,
                 kill: None,
                 interrupted: Vec::new(),
             });

@@ -214,6 +214,9 @@ pub enum WaitEnded {
     /// The program is blocked reading the terminal and its output has
     /// stopped: it waits for the agent.
     WaitingForInput,
+    /// The shell reported that the command never ran: something broke the
+    /// shell integration (`reset` restores it).
+    IntegrationDamaged,
     /// The client cancelled the call. The command was not touched, and
     /// nothing it printed was consumed: the next call reports it.
     Cancelled,
@@ -299,6 +302,9 @@ pub enum Note {
     /// A remote or container session (named: `ssh`, `docker`) is reading
     /// the terminal: it is driven with `is_input`.
     RemoteShell(String),
+    /// The shell reported that the command never ran: the shell
+    /// integration is damaged, and `reset` restores it.
+    IntegrationDamaged,
     /// A program that calls itself bash (its command line here) but does
     /// not run the session's bash is reading the terminal: the integration
     /// is not installed in it.

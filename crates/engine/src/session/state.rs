@@ -133,6 +133,9 @@ pub(super) struct Running {
     /// terminal at the supervisor's last look: a builtin (`read`), or a
     /// shell at its prompt that sent no end record (a damaged integration).
     pub(super) shell_reading: bool,
+    /// The shell reported that the command never ran (the line that runs
+    /// it failed): the integration is damaged.
+    pub(super) damaged: bool,
     /// Set once the supervisor starts killing it; the mode once it is done.
     pub(super) kill: Option<(Duration, Option<TerminationMode>)>,
     /// The foreground groups that were sent ^C; what is left of them when
@@ -269,6 +272,16 @@ impl State {
         let (seq, status) = (record.seq, record.status);
         if record.output_elsewhere && self.ready {
             self.integ.note(Note::OutputElsewhere);
+        }
+        if record.not_run
+            && let Some(running) = &mut self.running
+            && running.seq == seq
+            && running.finished.is_none()
+        {
+            // The shell is at its prompt, but the command never ran: it is
+            // not reported as ended, and nothing more will run.
+            running.damaged = true;
+            return;
         }
         if !self.ready {
             if seq == 0 {
