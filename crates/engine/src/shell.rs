@@ -173,7 +173,7 @@ __sk_mark() {{
 }}
 __sk_end() {{
   local __sk_how=
-  [[ -t 1 ]] || __sk_how=o
+  [[ -n ${{2-}} || -t 1 ]] || __sk_how=o
   [[ -n $__sk_ran ]] || __sk_how+=n
   builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
   __sk_mark "E;$__sk_seq;$1"
@@ -234,7 +234,7 @@ __sk_assert() {{
 __sk_fallback() {{
   local __sk_status=$? __sk_junk
   __sk_state
-  __sk_end "$__sk_status"
+  __sk_end "$__sk_status" fallback
   builtin read -r -t 0.3 -u 62 __sk_junk || :
 }}
 __sk_pre() {{

@@ -699,7 +699,7 @@ async fn the_next_command_is_never_typed_into_a_running_program() {
     let reply = term
         .run_for(
             "printf 'E;%s;0;' \"$__sk_seq\" >&62; echo AFTERFAKE; \
-             python3 -c 'import sys; open(\"captured\", \"w\").write(sys.stdin.readline())'; \
+             python3 -c 'import sys; l = sys.stdin.readline(); open(\"captured\", \"w\").write(l)'; \
              exit 7",
             20.0,
         )
@@ -778,6 +778,7 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
     // These break it: the reply says so.
     for tamper in [
         "unset -f __sk_prompt",
+        "unset -f __sk_prompt __sk_fallback",
         "unset -f __sk_pre __sk_on __sk_post __sk_end",
         "enable -n builtin",
         "enable -n eval",

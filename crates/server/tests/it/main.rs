@@ -16,6 +16,7 @@
 
 mod bad_input;
 mod cli;
+mod forgery;
 mod hostile;
 mod long_work;
 mod orphans;
