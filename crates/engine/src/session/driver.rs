@@ -119,6 +119,9 @@ impl Shell {
         // Only the child may hold the slave side, so that the reader sees
         // the terminal hang up once the shell and its jobs are gone.
         drop(opened.slave);
+        let channel_link = nix::sys::stat::fstat(&shell_end)
+            .ok()
+            .map(|stat| PathBuf::from(format!("socket:[{}]", stat.st_ino)));
         drop(shell_end);
         let pid = child.id().map_or(-1, |pid| pid as i32);
         // The child has run `exec` by now (spawn returns after it): this is
@@ -175,6 +178,7 @@ impl Shell {
             files: files.clone(),
             nonce,
             bash: integration::running_program(pid),
+            channel_link,
         }));
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),

@@ -173,6 +173,10 @@ pub(super) struct Watcher {
     /// The program the session's shell runs (device and inode): only a
     /// shell running it is given the integration.
     pub(super) bash: Option<integration::ProgramId>,
+    /// What `/proc/PID/fd/62` of a shell holding the completion channel
+    /// links to (`socket:[inode]`): a shell without it could never report
+    /// a command's end, so it is not given the integration.
+    pub(super) channel_link: Option<PathBuf>,
 }
 
 /// How long a running command must have been quiet before the watcher
@@ -248,7 +252,7 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce, bash } = watcher;
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link } = watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid == group
@@ -270,6 +274,17 @@ fn look_for_prompt(
             }
             let replaced = state.integ.levels.iter().any(|l| l.pid == pid);
             drop(state);
+            let fd = format!("/proc/{pid}/fd/{}", super::channel::SHELL_FD);
+            if channel_link.is_none() || std::fs::read_link(fd).ok() != *channel_link {
+                // A wrapper closed the descriptors it inherited (`sudo`,
+                // pexpect): this shell could not report any end.
+                if *noted != Some(seq) {
+                    *noted = Some(seq);
+                    shared.lock().integ.notes.push(Note::ReinstallFailed);
+                    shared.changed.notify_waiters();
+                }
+                return;
+            }
             *attempts += 1;
             let handshake = integration::REINSTALL_SEQ_BASE + *attempts;
             let script = files.reinstall_file(*attempts);

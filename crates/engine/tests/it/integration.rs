@@ -528,6 +528,8 @@ try:
         found.update(m.decode() for m in re.findall(rb"(?<![0-9a-f])([0-9a-f]{32})(?![0-9a-f])", data))
 except OSError:
     pass
+# Where ptrace is restricted (Yama) the theft fails; forge with the real
+# nonce anyway: knowing it must make no difference.
 print("stolen=" + ("yes" if expected in found else "no"), flush=True)
 tty = os.open("/dev/tty", os.O_WRONLY)
 for n in range(max(seq - 3, 0), seq + 40):
@@ -558,10 +560,11 @@ async fn a_child_that_steals_the_nonce_cannot_end_the_command() {
         .run_for(&format!("python3 forge.py {nonce} 2; echo child=$?; sleep 0.3; (exit 5)"), 20.0)
         .await;
     assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(5)), "{reply:?}");
-    assert_eq!(
-        reply.output.text, "stolen=yes\nCHILD-CONTINUES\nREALLY-DONE\nchild=42\n",
-        "{reply:?}"
-    );
+    let rest = reply.output.text.strip_prefix("stolen=yes\n").or_else(|| {
+        // Only where the kernel keeps a child out of its parent's memory.
+        (yama_restricts_ptrace()).then(|| reply.output.text.strip_prefix("stolen=no\n")).flatten()
+    });
+    assert_eq!(rest, Some("CHILD-CONTINUES\nREALLY-DONE\nchild=42\n"), "{reply:?}");
     // And the session goes on, every later command with its own status.
     expect(&term, "echo next; false", "next\n", 1).await;
     term.session.close().await;
@@ -831,5 +834,36 @@ async fn the_state_file_is_private_whatever_the_umask() {
         assert_eq!(mode, 0o600, "{file:?}");
     }
     assert!(states.iter().all(|s| s.exists()));
+    term.session.close().await;
+}
+
+/// Whether the Yama LSM keeps a process out of its parent's memory.
+fn yama_restricts_ptrace() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .is_ok_and(|scope| scope.trim() != "0")
+}
+
+#[tokio::test]
+async fn a_nested_shell_without_the_channel_is_not_given_the_integration() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = fixed_shlvl("no-channel").await;
+    // As a wrapper that closes the descriptors it inherits would leave it.
+    let mut reply = term.run_for("bash --norc 62>&-", 5.0).await;
+    let mut notes = reply.notes.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !notes.contains(&Note::ReinstallFailed) {
+        assert!(std::time::Instant::now() < deadline, "{reply:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        reply = term
+            .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
+            .await;
+        notes.extend(reply.notes.clone());
+    }
+    assert!(!notes.contains(&Note::NestedShellStarted), "{notes:?}");
+    assert_ne!(reply.status, Status::Completed, "{reply:?}");
+    // It is driven as a program; `exit` returns to the outer shell.
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }

@@ -29,6 +29,9 @@ try:
 except OSError:
     pass
 print("stolen=" + ("yes" if sys.argv[1].encode() in found else "no"), flush=True)
+# Where ptrace is restricted (Yama) the theft fails; forge with the real
+# nonce anyway: knowing it must make no difference.
+found.add(sys.argv[1].encode())
 for nonce in list(found)[:50]:
     for n in range(1, 30):
         os.write(1, b"\x1b]6973;%s;E;%d;0\x07" % (nonce, n))
@@ -52,7 +55,13 @@ async fn a_child_with_the_stolen_nonce_cannot_end_the_command_or_change_its_stat
         }))
         .await;
     assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(5)));
-    assert_eq!(r.output(), "stolen=yes\nCHILD-CONTINUES\nREALLY-DONE\nchild=42\n", "{r:#?}");
+    let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .is_ok_and(|scope| scope.trim() != "0");
+    let rest = r.output().strip_prefix("stolen=yes\n").or_else(|| {
+        // Only where the kernel keeps a child out of its parent's memory.
+        yama.then(|| r.output().strip_prefix("stolen=no\n")).flatten()
+    });
+    assert_eq!(rest, Some("CHILD-CONTINUES\nREALLY-DONE\nchild=42\n"), "{r:#?}");
     assert!(r.text.contains("exit code 5"), "{}", r.text);
     let r = server.terminal(json!({"command": "echo next; false"})).await;
     assert_eq!((r.output(), r["exit_code"].as_i64()), ("next\n", Some(1)), "{r:#?}");
