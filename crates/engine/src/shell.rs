@@ -6,8 +6,9 @@
 //! prints the start marker) and `eval`s it at the top level, so it runs as
 //! if typed at a prompt: syntax errors read like an interactive shell's,
 //! `$?` is the previous command's status, a top-level `return` is refused
-//! as at a prompt. `PROMPT_COMMAND` prints the end marker with the exit
-//! status, after draining terminal input nobody read, and writes the
+//! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
+//! status on the completion channel and then prints the end marker, after
+//! draining terminal input nobody read, and writes the
 //! working directory and `PATH` to a state file (an `EXIT` trap writes it
 //! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
 //! easy to drop (it comes before the start marker), any command text works
@@ -17,8 +18,11 @@
 //! `eval`, in groups whose trace goes to `/dev/null`.
 //!
 //! The same script, minus the user's start-up file, is what a nested or
-//! replaced shell gets when the integration is reinstalled. Every script
-//! carries the nonce, so the caller deletes it once it has been sourced.
+//! replaced shell gets when the integration is reinstalled. No script
+//! carries the marker nonce: the first shell takes it from its environment,
+//! a reinstalled one from the typed line. The nonce is no secret anyway:
+//! a command ends on the shell's record on the completion channel
+//! (descriptor 62), and the marker only places the end in the output.
 //! This module writes files and formats text; it does not start processes.
 
 use std::path::{Path, PathBuf};
