@@ -249,14 +249,15 @@ pub fn group_command_with_fds(
 /// environment, `scope`'s marker, default signal handling and a
 /// parent-death signal.
 ///
-/// `channel`, when given, is installed as the child's descriptor number
-/// `target` (not closed on exec): the shell's end of the completion
-/// channel.
+/// `channel`, when given, stays open in the child at its own number (it is
+/// not closed on exec): the shell's end of the completion channel, which
+/// the shell moves where it wants it. (Installing it at a fixed number here
+/// could overwrite a descriptor the spawn itself relies on.)
 pub fn pty_command(
     program: impl AsRef<OsStr>,
     slave: &OwnedFd,
     scope: &Scope,
-    channel: Option<(&OwnedFd, RawFd)>,
+    channel: Option<&OwnedFd>,
 ) -> std::io::Result<tokio::process::Command> {
     #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(program);
@@ -267,23 +268,17 @@ pub fn pty_command(
         .stderr(Stdio::from(slave.try_clone()?));
     let parent = std::process::id();
     let signals = SignalReset::new();
-    let channel = channel.map(|(fd, target)| (fd.as_raw_fd(), target));
+    let channel = channel.map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (sigaction, sigprocmask, setsid,
-    // ioctl, fcntl, dup2, prctl, getppid).
+    // ioctl, fcntl, prctl, getppid).
     unsafe {
         command.pre_exec(move || {
             signals.apply();
-            if let Some((fd, target)) = channel {
-                // dup2 onto itself would keep close-on-exec: clear it then.
-                let installed = if fd == target {
-                    libc::fcntl(fd, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(fd, target)
-                };
-                if installed == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            if let Some(fd) = channel
+                && libc::fcntl(fd, libc::F_SETFD, 0) == -1
+            {
+                return Err(std::io::Error::last_os_error());
             }
             nix::unistd::setsid()?;
             // Make the PTY (already dup'ed onto fd 0) the controlling

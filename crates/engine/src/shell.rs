@@ -63,7 +63,15 @@ impl ShellFiles {
 /// the start-up file moves it into a shell variable and unsets it.
 pub const NONCE_VAR: &str = "__SK_NONCE";
 
-/// The start-up file. The shell takes its marker nonce from
+/// The environment variable that tells the first shell at which descriptor
+/// it got its end of the completion channel; the start-up file moves it to
+/// descriptor 62 before anything else runs, and unsets the variable.
+pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
+
+/// The start-up file. Its first lines move the completion channel to
+/// descriptor 62 (a plain `exec`: `builtin exec` would undo the
+/// redirection when it returns), before the user's start-up file runs.
+/// The shell takes its marker nonce from
 /// [`NONCE_VAR`] in its environment: the nonce never touches a file.
 ///
 /// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
@@ -75,7 +83,9 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
     };
     format!(
         "# shellkeep shell integration (generated).\n\
-         __sk_nonce=${{{NONCE_VAR}-}}\nbuiltin unset {NONCE_VAR}\n{user_rc}{}",
+         if [[ ${{{CHANNEL_VAR}-62}} != 62 ]]; then\n  \
+         exec 62>&\"${CHANNEL_VAR}\" {{{CHANNEL_VAR}}}>&-\nfi\n\
+         __sk_nonce=${{{NONCE_VAR}-}}\nbuiltin unset {NONCE_VAR} {CHANNEL_VAR}\n{user_rc}{}",
         integration(files, 0)
     )
 }

@@ -1,8 +1,9 @@
 //! The completion channel: how a shell tells the server that a command
 //! ended, in a way no other process can forge.
 //!
-//! At spawn the shell gets one end of a `socketpair(AF_UNIX, SOCK_DGRAM)`
-//! as descriptor [`SHELL_FD`]; the server keeps the other, with
+//! At spawn the shell gets one end of a `socketpair(AF_UNIX, SOCK_DGRAM)`,
+//! which its start-up file moves to descriptor [`SHELL_FD`] before anything
+//! else runs; the server keeps the other, with
 //! `SO_PASSCRED` set, so the kernel attaches the sending process's pid to
 //! every datagram (`SCM_CREDENTIALS`). A process cannot put another pid
 //! there without `CAP_SYS_ADMIN`. The prompt writes one record per command
@@ -61,8 +62,8 @@ pub(crate) struct Record {
 
 impl Channel {
     /// A new channel: the server's end, and the shell's end to pass to
-    /// the shell as [`SHELL_FD`]. Both are closed on exec here; the
-    /// shell's copy is installed without that flag.
+    /// the shell, which moves it to [`SHELL_FD`] first thing. Both are
+    /// closed on exec here; the shell's copy is kept open across its exec.
     pub(crate) fn open() -> std::io::Result<(Channel, OwnedFd)> {
         let (server, shell) =
             socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::SOCK_CLOEXEC)?;

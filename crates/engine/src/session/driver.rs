@@ -14,6 +14,7 @@
 //! mutex only for short sections.
 
 use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +33,7 @@ use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
 
-use super::channel::{self, Channel};
+use super::channel::Channel;
 use super::incomplete::Incomplete;
 use super::integration::{Integ, Watcher, watch_integration};
 use super::state::{Running, RunningState, Shared, State, describe_exit, wait_for};
@@ -94,13 +95,9 @@ impl Shell {
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
-        let mut command = process::pty_command(
-            &config.shell,
-            &opened.slave,
-            &scope,
-            Some((&shell_end, channel::SHELL_FD)),
-        )
-        .map_err(|err| fail("PTY", err))?;
+        let mut command =
+            process::pty_command(&config.shell, &opened.slave, &scope, Some(&shell_end))
+                .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -112,7 +109,8 @@ impl Shell {
             .env_remove("BASH_ENV")
             .env_remove("ENV")
             .envs(config.env.iter().map(|(k, v)| (k, v)))
-            .env(shell::NONCE_VAR, &nonce);
+            .env(shell::NONCE_VAR, &nonce)
+            .env(shell::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;

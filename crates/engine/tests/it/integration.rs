@@ -867,3 +867,21 @@ async fn a_nested_shell_without_the_channel_is_not_given_the_integration() {
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
+
+#[tokio::test]
+async fn a_shell_starts_whatever_descriptors_the_server_has_open() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // With descriptor 62 (and many around it) in use in the server, the
+    // channel must still reach the shell without disturbing the spawn.
+    use std::os::fd::AsRawFd;
+    let mut held: Vec<std::fs::File> =
+        (0..300).map(|_| std::fs::File::open("/dev/null").expect("open")).collect();
+    // Free a window around 62 so the spawn's own descriptors land there.
+    held.retain(|file| !(50..=70).contains(&file.as_raw_fd()));
+    for _ in 0..6 {
+        let term = Term::new("many-fds").await;
+        expect(&term, "echo up; (exit 2)", "up\n", 2).await;
+        term.session.close().await;
+    }
+    drop(held);
+}
