@@ -216,8 +216,19 @@ impl State {
     pub(super) fn receive_records(&mut self) {
         let mut received = Vec::new();
         self.channel.receive(|record| received.push(record));
+        // One look at `/proc` per sender and batch, however many records a
+        // child floods the channel with.
+        let mut judged: Vec<(i32, bool)> = Vec::new();
         for record in received {
-            if !self.integ.believes(record.pid) {
+            let believed = match judged.iter().find(|(pid, _)| *pid == record.pid) {
+                Some(&(_, believed)) => believed,
+                None => {
+                    let believed = self.integ.believes(record.pid);
+                    judged.push((record.pid, believed));
+                    believed
+                }
+            };
+            if !believed {
                 tracing::debug!(pid = record.pid, "dropped an end record from another process");
                 continue;
             }
