@@ -5,9 +5,12 @@
 //!
 //! A shell that lost the integration is recognised from `/proc`: the
 //! terminal's foreground group is led by an interactive bash (no script,
-//! no `-c`) that is blocked reading the terminal, and that is not one of
-//! the shells we installed the integration in (a shell is identified by
-//! its pid and its auxiliary vector, which changes on `exec`). Other
+//! no `-c`) that is blocked reading the terminal, runs the very program
+//! the session's shell runs (`/proc/PID/exe`, by device and inode: a
+//! program that merely calls itself `bash` in its `argv[0]` is only named),
+//! and is not one of the shells we installed the integration in (a shell is
+//! identified by its pid and its auxiliary vector, which changes on
+//! `exec`). Other
 //! shells (`sh`, `zsh`) and remote shells (`ssh`, `docker exec`) are only
 //! named, so the reply can say they are driven with `is_input`. This module
 //! reads `/proc` and runs `bash -n`; it does not type into the terminal or
@@ -30,6 +33,9 @@ pub enum Prompting {
     OtherShell(String),
     /// A remote or container shell (`ssh`, `docker`, `kubectl`, ...).
     Remote(String),
+    /// A program whose `argv[0]` says bash but that does not run the
+    /// session's bash (its command line): only named, never typed into.
+    NamedBash(String),
 }
 
 /// A shell that carries the integration.
@@ -72,6 +78,59 @@ pub const REINSTALL_SEQ_BASE: u64 = 1 << 40;
 /// How long a reinstall may take before it is given up.
 pub const REINSTALL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A program file, by device and inode.
+pub type ProgramId = (u64, u64);
+
+/// The program file at `path` (symbolic links followed).
+pub fn program_id(path: &Path) -> Option<ProgramId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// The program process `pid` runs.
+pub fn running_program(pid: i32) -> Option<ProgramId> {
+    program_id(Path::new(&format!("/proc/{pid}/exe")))
+}
+
+/// The parent of process `pid`, from `/proc/PID/stat`.
+pub fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the
+    // last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// The controlling terminal of process `pid` (its device number) and
+/// that terminal's foreground process group, from `/proc/PID/stat`.
+pub fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state ppid pgrp session tty_nr tpgid ...
+    let fields: Vec<&str> = rest.split_ascii_whitespace().take(6).collect();
+    Some((fields.get(4)?.parse().ok()?, fields.get(5)?.parse().ok()?))
+}
+
+/// Process `pid`'s command line for a reply: its arguments joined by
+/// spaces, at most 200 characters; its name when that is all we can read.
+pub fn command_line(pid: i32) -> String {
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut line: String = args
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(String::from_utf8_lossy)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.is_empty() {
+        line = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        line = line.trim().to_owned();
+    }
+    if line.chars().count() > 200 {
+        line = line.chars().take(200).collect::<String>() + "…";
+    }
+    line
+}
+
 /// A number that changes when process `pid` calls `exec`: a hash of its
 /// auxiliary vector, which holds the addresses of the new program's stack
 /// and entry point (different on every exec under address randomisation,
@@ -87,8 +146,9 @@ pub fn fingerprint(pid: i32) -> Option<u64> {
 
 /// Looks at the leader of the terminal's foreground group `group`, which
 /// the caller found blocked reading the terminal: is it a shell at its
-/// prompt, and which kind? `None` for any other program.
-pub fn inspect(group: i32) -> Option<Prompting> {
+/// prompt, and which kind? `None` for any other program. Only a process
+/// running `bash` (the program the session's shell runs) counts as bash.
+pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
     let cmdline = std::fs::read(format!("/proc/{group}/cmdline")).ok()?;
     let args: Vec<String> = cmdline
         .split(|&b| b == 0)
@@ -101,6 +161,9 @@ pub fn inspect(group: i32) -> Option<Prompting> {
         // A shell of another user (`su someone`) could not read our script.
         "bash" if interactive(&args[1..]) && !same_user(group) => {
             Some(Prompting::OtherShell("bash of another user".to_owned()))
+        }
+        "bash" if interactive(&args[1..]) && (bash.is_none() || running_program(group) != bash) => {
+            Some(Prompting::NamedBash(command_line(group)))
         }
         "bash" if interactive(&args[1..]) => {
             Some(Prompting::Bash { pid: group, fingerprint: fingerprint(group)? })
@@ -128,7 +191,7 @@ const WRAPPERS: &[&str] =
 /// terminal reach it through the wrapper, and its markers come back the
 /// same way. Looks only at those programs and Python, and only at their
 /// descendants.
-pub fn wrapped_shell(group: i32) -> Option<Prompting> {
+pub fn wrapped_shell(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
     let comm = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
     let comm = comm.trim();
     // Python covers `pty.spawn("bash")` and pexpect run as `python -m`.
@@ -143,7 +206,7 @@ pub fn wrapped_shell(group: i32) -> Option<Prompting> {
             let Ok(tty) = std::fs::read_link(format!("/proc/{pid}/fd/0")) else { continue };
             if tty.starts_with("/dev/pts")
                 && crate::input_wait::process_reads_terminal(pid, &tty)
-                && let Some(found @ Prompting::Bash { .. }) = inspect(pid)
+                && let Some(found @ Prompting::Bash { .. }) = inspect(pid, bash)
             {
                 return Some(found);
             }

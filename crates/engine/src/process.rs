@@ -567,10 +567,16 @@ pub fn group_command_with_fds(
 /// controlling terminal is the PTY `slave`, with the non-interactive
 /// environment, `scope`'s marker, default signal handling and a
 /// parent-death signal.
+///
+/// `channel`, when given, stays open in the child at its own number (it is
+/// not closed on exec): the shell's end of the completion channel, which
+/// the shell moves where it wants it. (Installing it at a fixed number here
+/// could overwrite a descriptor the spawn itself relies on.)
 pub fn pty_command(
     program: impl AsRef<OsStr>,
     slave: &OwnedFd,
     scope: &Scope,
+    channel: Option<&OwnedFd>,
 ) -> std::io::Result<tokio::process::Command> {
     #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(program);
@@ -582,13 +588,19 @@ pub fn pty_command(
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = scope.joiner();
+    let channel = channel.map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, sigaction, sigprocmask,
-    // setsid, ioctl, prctl, getppid); the joiner is only read.
+    // setsid, ioctl, fcntl, prctl, getppid); the joiner is only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
             signals.apply();
+            if let Some(fd) = channel
+                && libc::fcntl(fd, libc::F_SETFD, 0) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             nix::unistd::setsid()?;
             // Make the PTY (already dup'ed onto fd 0) the controlling
             // terminal of the new session, so job control and ^C work.

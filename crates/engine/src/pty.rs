@@ -70,33 +70,41 @@ impl Pty {
     /// echo (it is not set up to read them) and, past what fits, when its
     /// input queue is full: the reader never blocks on a program that does
     /// not read.
+    ///
+    /// `also` is a descriptor the thread watches too (the completion
+    /// channel): when it is readable, `on_output` gets [`Event::Ready`] and
+    /// must read it, or the thread would spin.
     pub fn start(
         master: OwnedFd,
         name: &str,
-        mut on_output: impl FnMut(Option<&[u8]>) -> Vec<u8> + Send + 'static,
+        also: Option<OwnedFd>,
+        mut on_output: impl FnMut(Event<'_>) -> Vec<u8> + Send + 'static,
     ) -> io::Result<Pty> {
         let (stop_rx, stop) = nix::unistd::pipe()?;
         let read_side = master.try_clone()?;
         let reader = std::thread::Builder::new().name(format!("pty-{name}")).spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
-                match read_chunk(&read_side, &stop_rx, &mut buf) {
-                    Ok(Some(n)) => {
+                match read_chunk(&read_side, &stop_rx, also.as_ref(), &mut buf) {
+                    Ok(Chunk::Output(n)) => {
                         // Sampled as close to the read as possible: the
                         // mode the program was in when it asked.
                         let welcome = reads_answers(&read_side);
-                        let answer = on_output(Some(&buf[..n]));
+                        let answer = on_output(Event::Output(&buf[..n]));
                         if welcome && !answer.is_empty() {
                             // The master side is non-blocking.
                             let _ = write_some(&read_side, &answer);
                         }
                     }
-                    Ok(None) => continue,
+                    Ok(Chunk::Ready) => {
+                        let _ = on_output(Event::Ready);
+                    }
+                    Ok(Chunk::Nothing) => continue,
                     // EIO: every process holding the slave side is gone.
                     Err(_) => break,
                 }
             }
-            let _ = on_output(None);
+            let _ = on_output(Event::HangUp);
         })?;
         Ok(Pty { master, stop, reader: Some(reader) })
     }
@@ -246,23 +254,53 @@ fn reads_answers(master: &OwnedFd) -> bool {
 }
 
 /// Waits for output or a stop request; `Ok(None)` means "nothing yet".
-fn read_chunk(master: &OwnedFd, stop: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
-    let mut fds = [
+/// What the reader thread's callback is told.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Bytes the program wrote to the terminal.
+    Output(&'a [u8]),
+    /// The other watched descriptor is readable.
+    Ready,
+    /// The terminal hung up: every process holding its slave side is gone.
+    HangUp,
+}
+
+enum Chunk {
+    Output(usize),
+    Ready,
+    Nothing,
+}
+
+fn read_chunk(
+    master: &OwnedFd,
+    stop: &OwnedFd,
+    also: Option<&OwnedFd>,
+    buf: &mut [u8],
+) -> io::Result<Chunk> {
+    let mut fds = vec![
         PollFd::new(master.as_fd(), PollFlags::POLLIN),
         PollFd::new(stop.as_fd(), PollFlags::POLLIN),
     ];
+    if let Some(also) = also {
+        fds.push(PollFd::new(also.as_fd(), PollFlags::POLLIN));
+    }
     match poll(&mut fds, PollTimeout::NONE) {
         Ok(_) => {}
-        Err(Errno::EINTR) => return Ok(None),
+        Err(Errno::EINTR) => return Ok(Chunk::Nothing),
         Err(err) => return Err(err.into()),
     }
     if fds[1].revents().is_some_and(|r| !r.is_empty()) {
         return Err(io::Error::other("stopped"));
     }
+    let also_ready = fds.get(2).and_then(PollFd::revents).is_some_and(|r| !r.is_empty());
+    let output = fds[0].revents().is_some_and(|r| !r.is_empty());
+    if !output {
+        return Ok(if also_ready { Chunk::Ready } else { Chunk::Nothing });
+    }
     match nix::unistd::read(master.as_fd(), buf) {
         Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-        Ok(n) => Ok(Some(n)),
-        Err(Errno::EAGAIN | Errno::EINTR) => Ok(None),
+        Ok(n) => Ok(Chunk::Output(n)),
+        Err(Errno::EAGAIN | Errno::EINTR) => Ok(Chunk::Nothing),
         Err(err) => Err(err.into()),
     }
 }

@@ -6,8 +6,9 @@
 //! prints the start marker) and `eval`s it at the top level, so it runs as
 //! if typed at a prompt: syntax errors read like an interactive shell's,
 //! `$?` is the previous command's status, a top-level `return` is refused
-//! as at a prompt. `PROMPT_COMMAND` prints the end marker with the exit
-//! status, after draining terminal input nobody read, and writes the
+//! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
+//! status on the completion channel and then prints the end marker, after
+//! draining terminal input nobody read, and writes the
 //! working directory and `PATH` to a state file (an `EXIT` trap writes it
 //! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
 //! easy to drop (it comes before the start marker), any command text works
@@ -17,8 +18,11 @@
 //! `eval`, in groups whose trace goes to `/dev/null`.
 //!
 //! The same script, minus the user's start-up file, is what a nested or
-//! replaced shell gets when the integration is reinstalled. Every script
-//! carries the nonce, so the caller deletes it once it has been sourced.
+//! replaced shell gets when the integration is reinstalled. No script
+//! carries the marker nonce: the first shell takes it from its environment,
+//! a reinstalled one from the typed line. The nonce is no secret anyway:
+//! a command ends on the shell's record on the completion channel
+//! (descriptor 62), and the marker only places the end in the output.
 //! This module writes files and formats text; it does not start processes.
 
 use std::path::{Path, PathBuf};
@@ -55,35 +59,58 @@ impl ShellFiles {
     }
 }
 
-/// The start-up file for a shell whose markers carry `nonce`.
+/// The environment variable that hands the first shell its marker nonce;
+/// the start-up file moves it into a shell variable and unsets it.
+pub const NONCE_VAR: &str = "__SK_NONCE";
+
+/// The environment variable that tells the first shell at which descriptor
+/// it got its end of the completion channel; the start-up file moves it to
+/// descriptor 62 before anything else runs, and unsets the variable.
+pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
+
+/// The start-up file. Its first lines move the completion channel to
+/// descriptor 62 (a plain `exec`: `builtin exec` would undo the
+/// redirection when it returns), before the user's start-up file runs.
+/// The shell takes its marker nonce from
+/// [`NONCE_VAR`] in its environment: the nonce never touches a file.
 ///
 /// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
 /// aliases and functions the user relies on exist, and our settings win.
-pub fn rc_script(files: &ShellFiles, nonce: &str, user_rc: Option<&Path>) -> String {
+pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
     let user_rc = match user_rc {
         Some(path) => format!("[ -r {0} ] && . {0}\n", shell_quote(&path.to_string_lossy())),
         None => String::new(),
     };
-    format!("# shellkeep shell integration (generated).\n{user_rc}{}", integration(files, nonce, 0))
+    format!(
+        "# shellkeep shell integration (generated).\n\
+         if [[ ${{{CHANNEL_VAR}-62}} != 62 ]]; then\n  \
+         exec 62>&\"${CHANNEL_VAR}\" {{{CHANNEL_VAR}}}>&-\nfi\n\
+         __sk_nonce=${{{NONCE_VAR}-}}\nbuiltin unset {NONCE_VAR} {CHANNEL_VAR}\n{user_rc}{}",
+        integration(files, 0)
+    )
 }
 
 /// The script that reinstalls the integration in a shell that lost it (a
 /// nested `bash`, `exec bash`); its first prompt reports `seq`, the
 /// handshake. The user's start-up file is not read again: the shell
-/// already read its own.
-pub fn reinstall_script(files: &ShellFiles, nonce: &str, seq: u64) -> String {
-    integration(files, nonce, seq)
+/// already read its own. It carries nothing secret: the nonce comes with
+/// the typed line ([`reinstall_line`]).
+pub fn reinstall_script(files: &ShellFiles, seq: u64) -> String {
+    integration(files, seq)
 }
 
 /// The line typed into a shell that lost the integration to source
-/// `script`. The leading space keeps it out of history where
-/// `ignorespace` is on; the group sends `set -x` traces and `set -v`
-/// echoes of the script (which carries the nonce) to `/dev/null`.
-pub fn reinstall_line(script: &Path) -> String {
-    format!("\x15 {{ . {}; }} 2>/dev/null\r", shell_quote(&script.to_string_lossy()))
+/// `script`, giving it the marker `nonce`. The leading space keeps it out
+/// of history where `ignorespace` is on; the group sends `set -x` traces
+/// and `set -v` echoes of the script to `/dev/null`.
+pub fn reinstall_line(script: &Path, nonce: &str) -> String {
+    format!(
+        "\x15 {{ __sk_nonce={nonce}; . {}; }} 2>/dev/null\r",
+        shell_quote(&script.to_string_lossy())
+    )
 }
 
-fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
+fn integration(files: &ShellFiles, seq: u64) -> String {
     // Function by function:
     // - `__sk_post` (the last line of the `eval`, so that `eval` itself
     //   never fails: under `set -e` that would end the shell after an
@@ -93,16 +120,26 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     // - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
     //   /dev/null) does the same when `__sk_post` did not run (an interrupt),
     //   runs the user's own PROMPT_COMMAND, drains input nobody read
-    //   (so it is never run as commands), writes the state file and prints
-    //   the end marker last.
+    //   (so it is never run as commands), writes the state file, puts back
+    //   the keys our typed line relies on (a `bind` of Enter would edit
+    //   it), and ends the command (`__sk_end`): first the record on the
+    //   completion channel (descriptor 62; the kernel tells the server it
+    //   comes from this shell's pid), then the marker in the output, which
+    //   only says where the output ends.
+    // - `__sk_ran` is emptied by `__sk_pre` and set by `__sk_on`, the first
+    //   line the `eval` runs: a record whose command never reached the
+    //   `eval` says so (flag `n`), and the reply says the integration is
+    //   damaged instead of reporting a command that did not run.
     // - `__sk_pre N` prints the start marker and loads the command into
     //   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
     //   back on, `$?` restored). The command starts on a line of its own so
     //   that `set -v` echoes it.
-    // - While a command runs, PS1 holds `__sk_fallback`, which prints the
-    //   end marker from a subshell if PROMPT_COMMAND was cleared and the
+    // - While a command runs, PS1 holds `__sk_fallback`, which ends the
+    //   command from a subshell if PROMPT_COMMAND was cleared and the
     //   command was interrupted before `__sk_post` could restore it; the
-    //   prompt empties PS1 again, so normally nothing forks.
+    //   prompt empties PS1 again, so normally nothing forks. The subshell
+    //   is a fork of the shell (same program image, parent the shell); it
+    //   stays alive a moment after its record so the server can see that.
     // - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
     //   array) for `__sk_prompt` to run. Where the user's value contains
     //   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
@@ -118,6 +155,10 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
     //   `exec >file` cannot swallow them.
     // - Under `set -e` any failing command of ours would end the shell,
     //   hence the `|| :`.
+    // - Files are created with umask 077 (`__sk_private`), whatever the
+    //   user's umask, when they do not exist yet.
+    // - `__sk_dir` and `__sk_nonce` are read-only: a command cannot point
+    //   the integration elsewhere.
     // - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
     //   without `-e`.
     format!(
@@ -125,10 +166,10 @@ fn integration(files: &ShellFiles, nonce: &str, seq: u64) -> String {
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${{HISTCONTROL:+:$HISTCONTROL}}"
 PS1='' PS2='' PS0=''
-__sk_dir={dir}
-__sk_nonce={nonce}
+builtin readonly __sk_dir={dir} __sk_nonce 2>/dev/null
 __sk_seq={seq}
 __sk_last=0
+__sk_ran=1
 __sk_flags=
 __sk_posted=
 __sk_traps=
@@ -144,7 +185,23 @@ __sk_mark() {{
       builtin printf '\e]{osc};%s;%s\a' "$__sk_nonce" "$1"
   fi
 }}
+__sk_end() {{
+  local __sk_how=
+  [[ -n ${{2-}} || -t 1 ]] || __sk_how=o
+  [[ -n $__sk_ran ]] || __sk_how+=n
+  builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
+  __sk_mark "E;$__sk_seq;$1"
+}} 2>/dev/null
+__sk_private() {{
+  local __sk_u
+  [[ -e $1 ]] && return 0
+  __sk_u=$(builtin umask) || :
+  builtin umask 077
+  : >>"$1" || :
+  builtin umask "$__sk_u"
+}} 2>/dev/null
 __sk_state() {{
+  __sk_private "$__sk_dir/state"
   builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
 }} 2>/dev/null
 __sk_drain() {{
@@ -169,7 +226,9 @@ __sk_prompt() {{
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  __sk_mark "E;$__sk_seq;$__sk_last"
+  builtin bind '"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard' \
+    2>/dev/null || :
+  __sk_end "$__sk_last"
 }}
 __sk_assert() {{
   [[ -n ${{PROMPT_COMMAND+set}} ]] || PROMPT_COMMAND=
@@ -187,12 +246,14 @@ __sk_assert() {{
   fi
 }}
 __sk_fallback() {{
-  local __sk_status=$?
+  local __sk_status=$? __sk_junk
   __sk_state
-  __sk_mark "E;$__sk_seq;$__sk_status"
+  __sk_end "$__sk_status" fallback
+  builtin read -r -t 0.3 -u 62 __sk_junk || :
 }}
 __sk_pre() {{
   __sk_seq=$1
+  __sk_ran=
   [[ -z ${{SHELLKEEP_SCOPE-}} ]] || builtin export SHELLKEEP_SCOPE="${{SHELLKEEP_SCOPE%%/c[0-9]*}}/c$1" || :
   __sk_traps=${{2-}}
   __sk_assert
@@ -204,6 +265,7 @@ __sk_pre() {{
 }}
 __sk_on() {{
   local __sk_status=$__sk_last
+  __sk_ran=1
   __sk_c=
   case $- in *e*) __sk_status=0;; esac
   case $__sk_flags in *v*) builtin set -v;; esac
@@ -221,6 +283,7 @@ __sk_post() {{
 }}
 __sk_keep_exit_trap() {{
   local __sk_t= __sk_a=()
+  __sk_private "$__sk_dir/trap"
   builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
   IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
   [[ $__sk_t != *__sk_state* ]] || return 0
@@ -240,10 +303,11 @@ __sk_assert
 /// top level. It starts with C-u, which discards a partial line a program
 /// left unread (a key without Enter), in the terminal's line editing and in
 /// readline alike. The leading space keeps it out of history; the group's
-/// trace goes to `/dev/null`.
+/// trace goes to `/dev/null`. Its words are quoted (`\builtin`) so that
+/// aliases (`alias builtin=…` under `expand_aliases`) cannot replace them.
 pub fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { " t" } else { "" };
-    format!("\x15 {{ __sk_pre {seq}{traps}; }} 2>/dev/null; builtin eval -- \"$__sk_c\"\r")
+    format!("\x15 {{ \\__sk_pre {seq}{traps}; }} 2>/dev/null; \\builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.

@@ -102,6 +102,12 @@ pub struct TerminalOutput {
 
 /// OpenHands' words for what to do about a command that is still running
 /// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
+/// Why a command is not run once the shell integration is damaged.
+const DAMAGED: &str = "The shell reported that the command never ran: a command damaged \
+     shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
+     a DEBUG trap), so commands can no longer run or report their end in this shell. \
+     reset=true restores a working shell.";
+
 const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
      empty command '', send other commands to interact with the current process, send keys \
      (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \
@@ -368,7 +374,30 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     } else {
         out.output(&reply.output);
     }
+    let not_at_prompt = reply.notes.iter().find_map(|note| match note {
+        Note::ShellNotAtPrompt { pid, command_line } => Some((*pid, command_line.as_str())),
+        _ => None,
+    });
     let status = match (reply.status, not_executed) {
+        (_, Some(command)) if let Some((pid, command_line)) = not_at_prompt => {
+            out.note(format!(
+                "[Your command {} is NOT executed: the shell is not at its prompt. Process {pid} \
+                 (`{command_line}`) still has the terminal, although the previous command \
+                 reported its end (a sourced script or the shell itself can do that). Wait for \
+                 that program to end and send the command again, or use reset=true to stop it \
+                 and start a fresh shell.]",
+                echo(command)
+            ));
+            "not_executed"
+        }
+        (_, Some(command)) if reply.notes.contains(&Note::IntegrationDamaged) => {
+            out.note(format!("[Your command {} is NOT executed. {DAMAGED}]", echo(command)));
+            "not_executed"
+        }
+        (Status::Running(WaitEnded::IntegrationDamaged), None) => {
+            out.note(format!("[The command was NOT run. {DAMAGED}]"));
+            "not_executed"
+        }
         (_, Some(command)) => {
             out.note(format!(
                 "[Your command {} is NOT executed. The previous command is still running - You \
@@ -420,6 +449,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                     format!("The command timed out after {} seconds.", plain_secs(limit))
                 }
                 WaitEnded::NotWaited => "The command is still running.".to_owned(),
+                WaitEnded::IntegrationDamaged => DAMAGED.to_owned(),
                 WaitEnded::WaitingForInput => {
                     "The command is waiting for input; its prompt is the last line above."
                         .to_owned()
@@ -506,6 +536,33 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                 "[`{name}` is a remote or container session, driven as an interactive program: \
                  send its commands with is_input=true; `exit` (or C-d) ends it.]"
             )),
+            Note::NamedBash(command_line) => out.note(format!(
+                "[`{command_line}` calls itself bash but is not the bash shellkeep runs, so \
+                 shellkeep's integration was not installed in it: it is driven as an \
+                 interactive program (send its input with is_input=true).]"
+            )),
+            Note::ShellReading => out.note(
+                "[The shell itself is reading the terminal and has not reported the end of the \
+                 command. Either the command is a shell builtin waiting for input (such as \
+                 `read`): send it with is_input=true; or the command damaged shellkeep's shell \
+                 integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, \
+                 descriptor 62 closed, the shell stopped) and the shell sits at its prompt, \
+                 where commands can no longer run or report their end: reset=true restores a \
+                 working shell.]"
+                    .to_owned(),
+            ),
+            Note::EndMarkerMissing => out.note(
+                "[The shell reported the end of the command, but its end marker never reached \
+                 the terminal (the terminal or standard output was redirected, or an escape \
+                 sequence swallowed it): the output shown is what was read before the end.]"
+                    .to_owned(),
+            ),
+            Note::OutputElsewhere => out.note(
+                "[The shell's standard output does not go to the terminal (`exec >file`), so \
+                 the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true \
+                 restores it.]"
+                    .to_owned(),
+            ),
             _ => {}
         }
     }

@@ -13,6 +13,8 @@
 //! `tokio` mutex (hence `&mut Shell`), and takes the shared state's std
 //! mutex only for short sections.
 
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::input_wait;
+use crate::integration;
 use crate::keys::Input;
 use crate::output;
 use crate::private_fs;
@@ -30,6 +33,7 @@ use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
 
+use super::channel::Channel;
 use super::incomplete::Incomplete;
 use super::integration::{Integ, Watcher, watch_integration};
 use super::state::{Running, RunningState, Shared, State, describe_exit, wait_for};
@@ -80,14 +84,20 @@ impl Shell {
         private_fs::ensure_private_dir(&config.work_dir)
             .and_then(|()| private_fs::create_private_dir(&files.dir))
             .map_err(|err| fail("private directory", err))?;
-        let rc = shell::rc_script(&files, &nonce, config.user_rc.as_deref());
+        let rc = shell::rc_script(&files, config.user_rc.as_deref());
         private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
             .map_err(|err| fail("start-up file", err))?;
+        // Created private here; the shell only rewrites it.
+        private_fs::write_new_file(&files.state_file(), b"")
+            .map_err(|err| fail("state file", err))?;
+        let (channel, shell_end) =
+            Channel::open().map_err(|err| fail("completion channel", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
-        let mut command = process::pty_command(&config.shell, &opened.slave, &scope)
-            .map_err(|err| fail("PTY", err))?;
+        let mut command =
+            process::pty_command(&config.shell, &opened.slave, &scope, Some(&shell_end))
+                .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -98,14 +108,23 @@ impl Shell {
             .env_remove("PROMPT_COMMAND")
             .env_remove("BASH_ENV")
             .env_remove("ENV")
-            .envs(config.env.iter().map(|(k, v)| (k, v)));
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .env(shell::NONCE_VAR, &nonce)
+            .env(shell::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
         // Only the child may hold the slave side, so that the reader sees
         // the terminal hang up once the shell and its jobs are gone.
         drop(opened.slave);
+        let channel_link = nix::sys::stat::fstat(&shell_end)
+            .ok()
+            .map(|stat| PathBuf::from(format!("socket:[{}]", stat.st_ino)));
+        drop(shell_end);
         let pid = child.id().map_or(-1, |pid| pid as i32);
+        // The child has run `exec` by now (spawn returns after it): this is
+        // the program image whose records are believed.
+        let first_level = integration::fingerprint(pid);
         if let Some(guard) = &config.guard {
             guard.watch_session(pid);
         }
@@ -118,17 +137,22 @@ impl Shell {
                 idle_output: String::new(),
                 exited: None,
                 reader_done: false,
-                integ: Integ::default(),
+                integ: Integ::new(pid, first_level),
+                channel,
+                records: VecDeque::new(),
             }),
             changed: Notify::new(),
         });
         let reader_shared = Arc::clone(&shared);
-        let pty = Pty::start(opened.master, &config.name, move |bytes| {
+        let channel_handle =
+            shared.lock().channel.handle().map_err(|err| fail("completion channel", err))?;
+        let pty = Pty::start(opened.master, &config.name, Some(channel_handle), move |event| {
             let answers = {
                 let mut state = reader_shared.lock();
-                match bytes {
-                    Some(bytes) => state.ingest(bytes),
-                    None => state.reader_done = true,
+                match event {
+                    pty::Event::Output(bytes) => state.ingest(bytes),
+                    pty::Event::Ready => state.receive_records(),
+                    pty::Event::HangUp => state.reader_done = true,
                 }
                 state.screen.take_responses()
             };
@@ -151,6 +175,8 @@ impl Shell {
             tty: opened.tty.clone(),
             files: files.clone(),
             nonce,
+            bash: integration::running_program(pid),
+            channel_link,
         }));
         let supervisor = tokio::spawn(supervise(Supervisor {
             shared: Arc::clone(&shared),
@@ -175,7 +201,7 @@ impl Shell {
             incomplete: None,
         };
         let ready = shell.wait_ready(config.startup_timeout).await;
-        // The start-up file holds the nonce: it goes once it was read.
+        // Read once; nothing else should find it.
         let _ = std::fs::remove_file(shell.files.rc_file());
         if let Err(err) = ready {
             shell.stop(config).await;
@@ -183,7 +209,6 @@ impl Shell {
         }
         let mut shell = shell;
         shell.refresh_state();
-        shell.record_first_level();
         Ok(shell)
     }
 
@@ -301,6 +326,14 @@ impl Shell {
         let command = request.command.as_str();
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
+        if let Some((pid, command_line)) = self.not_at_prompt() {
+            notes.push(Note::NotExecuted { command: command.to_owned() });
+            notes.push(Note::ShellNotAtPrompt { pid, command_line });
+            let mut reply = self.idle_reply(command, notes);
+            reply.status = super::Status::Running(super::WaitEnded::NotWaited);
+            reply.exit_code = None;
+            return Ok(reply);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         // The directory may have been removed by a command (rm -rf /tmp/*).
@@ -353,6 +386,8 @@ impl Shell {
                 started_ticks: process::boot_ticks_now(),
                 input_wait: Duration::ZERO,
                 waiting_for_input: false,
+                shell_reading: false,
+                damaged: false,
                 kill: None,
                 interrupted: Vec::new(),
             });
@@ -364,6 +399,30 @@ impl Shell {
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
+    }
+
+    /// A command is typed only when the innermost shell with the
+    /// integration has its terminal's foreground; otherwise the line would
+    /// be read by whatever program holds it (one still running after a
+    /// sourced script or the shell itself reported an end). Returns the
+    /// program in front (its pid and command line) when that is not so.
+    fn not_at_prompt(&self) -> Option<(i32, String)> {
+        let top = self.shared.lock().integ.top().map(|level| level.pid)?;
+        let master = self.pty.handle().ok()?;
+        let front = pty::foreground_group(&master)?;
+        // A nested shell on a terminal of its own (`script`, `pty.spawn`):
+        // the foreground of its own terminal is the one that matters.
+        let own = integration::terminal_foreground(top);
+        let front = match own {
+            Some((terminal, own_front)) if Some(terminal) != self.terminal() => own_front,
+            _ => front,
+        };
+        (front != top).then(|| (front, integration::command_line(front)))
+    }
+
+    /// The terminal device number of the session's own shell.
+    fn terminal(&self) -> Option<u64> {
+        integration::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
     fn files_tag(&self) -> String {

@@ -4,7 +4,10 @@
 //! shell's prompt after a nested one exited), and the watcher task that
 //! finds a shell sitting at its prompt without the integration and types
 //! the line that reinstalls it; other shells and remote sessions are only
-//! named in a note.
+//! named in a note. Which processes' end records are believed: the
+//! shells of the levels (and one being given the integration), each by pid
+//! and program image, and forks of them that did not `exec` (a subshell of
+//! the shell is the shell's own code).
 //!
 //! Recognising shells from `/proc` and the levels' type live in
 //! `crate::integration`, the scripts in `crate::shell`. The watcher never
@@ -36,6 +39,51 @@ pub(super) struct Integ {
     pub(super) reinstall: Option<Reinstall>,
     /// What happened to the integration since the last reply.
     notes: Vec<Note>,
+}
+
+impl Integ {
+    /// The integration for a session whose own shell is `pid`, with its
+    /// program image's `fingerprint`.
+    pub(super) fn new(pid: i32, fingerprint: Option<u64>) -> Integ {
+        let levels = fingerprint
+            .map(|fingerprint| vec![Level { pid, fingerprint, launched_by: None }])
+            .unwrap_or_default();
+        Integ { levels, reinstall: None, notes: Vec::new() }
+    }
+
+    /// Whether an end record sent by process `pid` is believed: it is one
+    /// of our shells, or a fork of one that did not `exec` (the PS1
+    /// fallback's subshell), with that shell's program image. A child
+    /// program has another image (its auxiliary vector changes on `exec`)
+    /// and another pid, which the kernel, not the sender, reports.
+    pub(super) fn believes(&self, pid: i32) -> bool {
+        let shells = self
+            .levels
+            .iter()
+            .map(|l| (l.pid, l.fingerprint))
+            .chain(self.reinstall.iter().map(|r| (r.pid, r.fingerprint)));
+        let mut parent = None;
+        for (shell, fingerprint) in shells {
+            let ours = pid == shell
+                || *parent.get_or_insert_with(|| integration::parent(pid)) == Some(shell);
+            if ours && integration::fingerprint(pid) == Some(fingerprint) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Adds `note` for the next reply, once.
+    pub(super) fn note(&mut self, note: Note) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// The innermost shell carrying the integration.
+    pub(super) fn top(&self) -> Option<&Level> {
+        self.levels.last()
+    }
 }
 
 impl State {
@@ -106,14 +154,6 @@ impl State {
 }
 
 impl Shell {
-    /// Records the session's own shell as the first level.
-    pub(super) fn record_first_level(&mut self) {
-        if let Some(fingerprint) = integration::fingerprint(self.pid) {
-            let mut state = self.shared.lock();
-            state.integ.levels = vec![Level { pid: self.pid, fingerprint, launched_by: None }];
-        }
-    }
-
     /// Notes about the integration gathered since the last reply.
     pub(super) fn take_integration_notes(&self) -> Vec<Note> {
         std::mem::take(&mut self.shared.lock().integ.notes)
@@ -130,6 +170,13 @@ pub(super) struct Watcher {
     pub(super) tty: PathBuf,
     pub(super) files: ShellFiles,
     pub(super) nonce: String,
+    /// The program the session's shell runs (device and inode): only a
+    /// shell running it is given the integration.
+    pub(super) bash: Option<integration::ProgramId>,
+    /// What `/proc/PID/fd/62` of a shell holding the completion channel
+    /// links to (`socket:[inode]`): a shell without it could never report
+    /// a command's end, so it is not given the integration.
+    pub(super) channel_link: Option<PathBuf>,
 }
 
 /// How long a running command must have been quiet before the watcher
@@ -205,7 +252,7 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce } = watcher;
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link } = watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid == group
@@ -217,7 +264,8 @@ fn look_for_prompt(
     if !input_wait::process_reads_terminal(group, tty) {
         return;
     }
-    let found = integration::inspect(group).or_else(|| integration::wrapped_shell(group));
+    let found =
+        integration::inspect(group, *bash).or_else(|| integration::wrapped_shell(group, *bash));
     match found {
         Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
             let state = shared.lock();
@@ -226,10 +274,21 @@ fn look_for_prompt(
             }
             let replaced = state.integ.levels.iter().any(|l| l.pid == pid);
             drop(state);
+            let fd = format!("/proc/{pid}/fd/{}", super::channel::SHELL_FD);
+            if channel_link.is_none() || std::fs::read_link(fd).ok() != *channel_link {
+                // A wrapper closed the descriptors it inherited (`sudo`,
+                // pexpect): this shell could not report any end.
+                if *noted != Some(seq) {
+                    *noted = Some(seq);
+                    shared.lock().integ.notes.push(Note::ReinstallFailed);
+                    shared.changed.notify_waiters();
+                }
+                return;
+            }
             *attempts += 1;
             let handshake = integration::REINSTALL_SEQ_BASE + *attempts;
             let script = files.reinstall_file(*attempts);
-            let text = shell::reinstall_script(files, nonce, handshake);
+            let text = shell::reinstall_script(files, handshake);
             if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
                 return;
             }
@@ -251,11 +310,16 @@ fn look_for_prompt(
                     deadline: Instant::now() + integration::REINSTALL_TIMEOUT,
                 });
             }
-            let _ = pty::write_key(master, shell::reinstall_line(&script).as_bytes());
+            let _ = pty::write_key(master, shell::reinstall_line(&script, nonce).as_bytes());
         }
         Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
             *noted = Some(seq);
             shared.lock().integ.notes.push(Note::OtherShell(name));
+            shared.changed.notify_waiters();
+        }
+        Some(Prompting::NamedBash(command_line)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().integ.notes.push(Note::NamedBash(command_line));
             shared.changed.notify_waiters();
         }
         Some(Prompting::Remote(name)) if *noted != Some(seq) => {

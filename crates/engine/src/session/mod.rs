@@ -38,6 +38,7 @@
 //! never across `.await`. A session is owned by the registry
 //! (`crate::registry`), which alone starts and closes it.
 
+mod channel;
 mod driver;
 mod incomplete;
 mod integration;
@@ -213,6 +214,9 @@ pub enum WaitEnded {
     /// The program is blocked reading the terminal and its output has
     /// stopped: it waits for the agent.
     WaitingForInput,
+    /// The shell reported that the command never ran: something broke the
+    /// shell integration (`reset` restores it).
+    IntegrationDamaged,
     /// The client cancelled the call. The command was not touched, and
     /// nothing it printed was consumed: the next call reports it.
     Cancelled,
@@ -298,6 +302,33 @@ pub enum Note {
     /// A remote or container session (named: `ssh`, `docker`) is reading
     /// the terminal: it is driven with `is_input`.
     RemoteShell(String),
+    /// The shell reported that the command never ran: the shell
+    /// integration is damaged, and `reset` restores it.
+    IntegrationDamaged,
+    /// A program that calls itself bash (its command line here) but does
+    /// not run the session's bash is reading the terminal: the integration
+    /// is not installed in it.
+    NamedBash(String),
+    /// The shell itself is reading the terminal and has not reported the
+    /// end of the command: a builtin such as `read` waits for input, or a
+    /// command damaged the shell integration and the shell sits at its
+    /// prompt (`reset` restores it).
+    ShellReading,
+    /// The shell reported the command's end but its end marker never
+    /// appeared in the output (a command redirected or swallowed it): the
+    /// command ended after all its output was read.
+    EndMarkerMissing,
+    /// A command was not typed because the shell is not at its prompt:
+    /// this process (pid, command line) has the terminal.
+    ShellNotAtPrompt {
+        /// The foreground process group's leader.
+        pid: i32,
+        /// Its command line.
+        command_line: String,
+    },
+    /// The shell's standard output is not the terminal (`exec >file`), so
+    /// commands' output does not reach the reply.
+    OutputElsewhere,
     /// The command is incomplete (an open quote, `if` without `fi`, a
     /// here-document without its end): the shell waits for the rest, sent
     /// with `is_input`; C-c discards it.

@@ -4,7 +4,10 @@
 //! shell exited. [`State::ingest`] feeds the reader's bytes through the
 //! renderer and routes what it commits: to the running command's output
 //! once its start marker has passed (the echo of our line before it is
-//! dropped), else to the idle output; its end marker finishes it.
+//! dropped), else to the idle output. A command ends only on a record of
+//! the completion channel (`channel.rs`) sent by the shell itself; its end
+//! marker in the output only says where its output ends, and a marker with
+//! no such record is ignored.
 //!
 //! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
 //! for one chunk and by calls and tasks for short sections, never across an
@@ -17,6 +20,7 @@
 //! This module starts nothing, writes nothing to the terminal and builds no
 //! replies.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -28,6 +32,8 @@ use crate::process::TerminationMode;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::CommandLog;
 
+use super::Note;
+use super::channel::{Channel, Record};
 use super::integration::Integ;
 use super::supervise::INPUT_QUIET;
 
@@ -67,7 +73,15 @@ pub(super) struct State {
     pub(super) reader_done: bool,
     /// The shells carrying the integration and a reinstall in progress.
     pub(super) integ: Integ,
+    /// The server's end of the completion channel.
+    pub(super) channel: Channel,
+    /// Records received from the shells we believe, not yet matched with
+    /// their end marker (bounded by [`RECORDS_KEPT`]).
+    pub(super) records: VecDeque<Record>,
 }
+
+/// Records kept waiting for their marker; a shell sends one per prompt.
+const RECORDS_KEPT: usize = 32;
 
 /// The command being run, or finished but not yet reported.
 pub(super) struct Running {
@@ -115,6 +129,13 @@ pub(super) struct Running {
     /// was blocked at the last look.
     pub(super) input_wait: Duration,
     pub(super) waiting_for_input: bool,
+    /// The shell itself (not a program it runs) was the one reading the
+    /// terminal at the supervisor's last look: a builtin (`read`), or a
+    /// shell at its prompt that sent no end record (a damaged integration).
+    pub(super) shell_reading: bool,
+    /// The shell reported that the command never ran (the line that runs
+    /// it failed): the integration is damaged.
+    pub(super) damaged: bool,
     /// Set once the supervisor starts killing it; the mode once it is done.
     pub(super) kill: Option<(Duration, Option<TerminationMode>)>,
     /// The foreground groups that were sent ^C; what is left of them when
@@ -156,6 +177,10 @@ const IDLE_OUTPUT_CAP: usize = 8_000;
 
 impl State {
     pub(super) fn ingest(&mut self, bytes: &[u8]) {
+        // Records come before their markers: the shell sends its record,
+        // then prints the marker, so every record for a marker in `bytes`
+        // is already queued.
+        self.receive_records();
         let now = Instant::now();
         let mut rest = bytes;
         while !rest.is_empty() {
@@ -185,7 +210,90 @@ impl State {
         }
     }
 
-    fn on_prompt(&mut self, seq: u64, status: i32, now: Instant) {
+    /// Reads the completion channel and keeps the records of the shells
+    /// that carry the integration; anything else (a child writing to the
+    /// descriptor it inherited) is dropped.
+    pub(super) fn receive_records(&mut self) {
+        let mut received = Vec::new();
+        self.channel.receive(|record| received.push(record));
+        // One look at `/proc` per sender and batch, however many records a
+        // child floods the channel with.
+        let mut judged: Vec<(i32, bool)> = Vec::new();
+        for record in received {
+            let believed = match judged.iter().find(|(pid, _)| *pid == record.pid) {
+                Some(&(_, believed)) => believed,
+                None => {
+                    let believed = self.integ.believes(record.pid);
+                    judged.push((record.pid, believed));
+                    believed
+                }
+            };
+            if !believed {
+                tracing::debug!(pid = record.pid, "dropped an end record from another process");
+                continue;
+            }
+            if self.records.len() >= RECORDS_KEPT {
+                self.records.pop_front();
+            }
+            self.records.push_back(record);
+        }
+    }
+
+    /// Whether the shell sent the record of command `seq`.
+    pub(super) fn has_record(&mut self, seq: u64) -> bool {
+        self.receive_records();
+        self.records.iter().any(|r| r.seq == seq)
+    }
+
+    /// Takes the record of command `seq`, if the shell sent it.
+    pub(super) fn take_record(&mut self, seq: u64) -> Option<Record> {
+        let find = |records: &VecDeque<Record>| records.iter().position(|r| r.seq == seq);
+        let at = find(&self.records).or_else(|| {
+            self.receive_records();
+            find(&self.records)
+        })?;
+        self.records.remove(at)
+    }
+
+    /// Ends the running command on a record whose marker never came (a
+    /// command swallowed or redirected it): called once the terminal's
+    /// output has been read. Returns whether it did.
+    pub(super) fn end_without_marker(&mut self, now: Instant) -> bool {
+        let Some(seq) = self.running.as_ref().filter(|r| r.finished.is_none()).map(|r| r.seq)
+        else {
+            return false;
+        };
+        let Some(record) = self.take_record(seq) else { return false };
+        self.integ.note(Note::EndMarkerMissing);
+        self.end(record, now);
+        true
+    }
+
+    fn on_prompt(&mut self, seq: u64, _marker_status: i32, now: Instant) {
+        let Some(record) = self.take_record(seq) else {
+            // Text that looks like our marker, not sent by the shell.
+            tracing::debug!(seq, "an end marker without its record: ignored");
+            return;
+        };
+        self.end(record, now);
+    }
+
+    /// What the shell's record of command `record.seq` ends.
+    fn end(&mut self, record: Record, now: Instant) {
+        let (seq, status) = (record.seq, record.status);
+        if record.output_elsewhere && self.ready {
+            self.integ.note(Note::OutputElsewhere);
+        }
+        if record.not_run
+            && let Some(running) = &mut self.running
+            && running.seq == seq
+            && running.finished.is_none()
+        {
+            // The shell is at its prompt, but the command never ran: it is
+            // not reported as ended, and nothing more will run.
+            running.damaged = true;
+            return;
+        }
         if !self.ready {
             if seq == 0 {
                 // The first prompt: whatever start-up files printed before

@@ -103,6 +103,8 @@ struct Watched {
 pub(super) async fn supervise(supervisor: Supervisor) {
     let Supervisor { shared, master, tty, .. } = &supervisor;
     let mut look = Look::new(0);
+    // A record seen without its marker: the command and when.
+    let mut record_seen: Option<(u64, Instant)> = None;
     loop {
         let notified = shared.changed.notified();
         tokio::pin!(notified);
@@ -110,9 +112,9 @@ pub(super) async fn supervise(supervisor: Supervisor) {
         let watched = {
             let state = shared.lock();
             match &state.running {
-                Some(running)
-                    if running.started && running.finished.is_none() && running.kill.is_none() =>
-                {
+                // Before its start marker too: a shell whose integration a
+                // command damaged may never print it, and must not hang.
+                Some(running) if running.finished.is_none() && running.kill.is_none() => {
                     Some(Watched {
                         seq: running.seq,
                         quiet_from: running.quiet_from(),
@@ -138,9 +140,38 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             // Output still unread from the terminal is news the blocked read
             // may be about to answer (the shell's end marker, a new prompt):
             // look again once it has been read.
-            let waiting = pty::foreground_group(master)
-                .is_some_and(|group| input_wait::group_reads_terminal(group, tty))
-                && !pty::has_unread_output(master);
+            let drained = !pty::has_unread_output(master);
+            if drained && shared.lock().has_record(watched.seq) {
+                // The shell sent the end record. Its marker follows at once,
+                // unless a command redirected or swallowed it: after a
+                // moment with everything read, the record alone ends it.
+                let seen = *record_seen.get_or_insert((watched.seq, now));
+                if seen.0 == watched.seq && now >= seen.1 + MARKER_GRACE {
+                    shared.lock().end_without_marker(Instant::now());
+                    shared.changed.notify_waiters();
+                    continue;
+                }
+                if seen.0 != watched.seq {
+                    record_seen = Some((watched.seq, now));
+                }
+                tokio::select! {
+                    () = &mut notified => {}
+                    () = tokio::time::sleep(MARKER_GRACE) => {}
+                }
+                continue;
+            }
+            let front = pty::foreground_group(master);
+            let top = shared.lock().integ.top().map(|level| level.pid);
+            if let Some(shell) = top
+                && stopped(shell)
+            {
+                // `kill -STOP $$`: nothing else would ever wake the shell.
+                tracing::info!(shell, "the shell was stopped; continuing it");
+                process::signal_group(shell, nix::sys::signal::Signal::SIGCONT);
+            }
+            let waiting =
+                front.is_some_and(|group| input_wait::group_reads_terminal(group, tty)) && drained;
+            let shell_reading = waiting && front.is_some() && front == top;
             let accrued = match look.at {
                 Some(at) if look.waiting && waiting => now - at,
                 _ => Duration::ZERO,
@@ -150,6 +181,7 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == watched.seq) {
                 running.input_wait += accrued;
                 running.waiting_for_input = waiting;
+                running.shell_reading = shell_reading;
                 running.input_confirmed_at = look.confirmed.then_some(now);
             }
             // A waiting call returns as soon as the program waits for input.
@@ -251,4 +283,15 @@ impl Drop for Watch<'_> {
         }
         self.shared.changed.notify_waiters();
     }
+}
+
+/// How long an end record may wait for its marker once all the output has
+/// been read.
+const MARKER_GRACE: Duration = Duration::from_millis(100);
+
+/// Whether process `pid` is stopped (`T` in `/proc/PID/stat`): by a
+/// signal, not by a tracer.
+fn stopped(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    stat.rfind(')').and_then(|end| stat[end + 1..].split_ascii_whitespace().next()) == Some("T")
 }

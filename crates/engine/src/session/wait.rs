@@ -119,6 +119,9 @@ impl Shell {
                 }
                 // A shell at its prompt while the integration is being
                 // installed in it is not a program waiting for input.
+                if running.damaged {
+                    return Waited::Stopped(WaitEnded::IntegrationDamaged);
+                }
                 if running.waits_for_input() && state.integ.reinstall.is_none() {
                     return Waited::Stopped(WaitEnded::WaitingForInput);
                 }
@@ -227,8 +230,13 @@ impl Shell {
             drop(state);
             return self.idle_reply("", notes);
         };
-        if running.waits_for_input() {
+        if running.damaged {
+            notes.push(Note::IntegrationDamaged);
+        } else if running.waits_for_input() || reason == WaitEnded::WaitingForInput {
             notes.push(Note::WaitingForInput);
+            if running.shell_reading {
+                notes.push(Note::ShellReading);
+            }
         }
         let look_again_within = running.unwatched_limit;
         let part = running.replies + 1;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::session::{Note, Request, Status};
+use shellkeep_engine::session::{Note, Request, Status, WaitEnded};
 
 use crate::Term;
 
@@ -492,4 +492,396 @@ async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
     assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
+}
+
+// A command's end cannot be forged (issue 11): the end comes from a record
+// the shell itself sends on the completion channel, which the kernel tags
+// with the sender's pid; markers in the output only place the end.
+
+/// A child that steals the nonce from its parent shell (its environment and
+/// its memory, as any same-user process can where ptrace is not restricted)
+/// and forges the end of the command, both as markers in the output and as
+/// records written into the channel's descriptor it inherited.
+const FORGER: &str = r#"
+import os, re, sys, time
+expected, seq = sys.argv[1], int(sys.argv[2])
+ppid = os.getppid()
+found = set()
+try:
+    env = open(f"/proc/{ppid}/environ", "rb").read()
+    found.update(m.decode() for m in re.findall(rb"__SK_NONCE=([0-9a-f]{32})", env))
+except OSError:
+    pass
+try:
+    maps = open(f"/proc/{ppid}/maps").read().splitlines()
+    mem = open(f"/proc/{ppid}/mem", "rb", 0)
+    for line in maps:
+        fields = line.split()
+        if "rw" not in fields[1] or (len(fields) > 5 and fields[5] not in ("[heap]",)):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        try:
+            mem.seek(start)
+            data = mem.read(min(end - start, 64 << 20))
+        except OSError:
+            continue
+        found.update(m.decode() for m in re.findall(rb"(?<![0-9a-f])([0-9a-f]{32})(?![0-9a-f])", data))
+except OSError:
+    pass
+# Where ptrace is restricted (Yama) the theft fails; forge with the real
+# nonce anyway: knowing it must make no difference.
+print("stolen=" + ("yes" if expected in found else "no"), flush=True)
+tty = os.open("/dev/tty", os.O_WRONLY)
+for n in range(max(seq - 3, 0), seq + 40):
+    for status in (0, 7):
+        os.write(tty, b"\x1b]6973;%s;E;%d;%d\x07" % (expected.encode(), n, status))
+        try:
+            os.write(62, b"E;%d;%d;" % (n, status))
+        except OSError as err:
+            print("no channel:", err, flush=True)
+            sys.exit(3)
+for _ in range(2000):
+    os.write(62, b"E;%d;0;" % seq)
+print("CHILD-CONTINUES", flush=True)
+time.sleep(0.5)
+print("REALLY-DONE", flush=True)
+sys.exit(42)
+"#;
+
+#[tokio::test]
+async fn a_child_that_steals_the_nonce_cannot_end_the_command() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("forge-child").await;
+    std::fs::write(term.cwd().join("forge.py"), FORGER).expect("script");
+    let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
+    assert_eq!(nonce.len(), 32);
+    // The next command is number 2 (`echo $__sk_nonce` was 1).
+    let reply = term
+        .run_for(&format!("python3 forge.py {nonce} 2; echo child=$?; sleep 0.3; (exit 5)"), 20.0)
+        .await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(5)), "{reply:?}");
+    let rest = reply.output.text.strip_prefix("stolen=yes\n").or_else(|| {
+        // Only where the kernel keeps a child out of its parent's memory.
+        (yama_restricts_ptrace()).then(|| reply.output.text.strip_prefix("stolen=no\n")).flatten()
+    });
+    assert_eq!(rest, Some("CHILD-CONTINUES\nREALLY-DONE\nchild=42\n"), "{reply:?}");
+    // And the session goes on, every later command with its own status.
+    expect(&term, "echo next; false", "next\n", 1).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_background_child_cannot_end_later_commands() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("forge-bg").await;
+    std::fs::write(
+        term.cwd().join("bg.py"),
+        r#"
+import os, time
+for _ in range(60):
+    for n in range(1, 12):
+        os.write(62, b"E;%d;0;" % n)
+    time.sleep(0.05)
+"#,
+    )
+    .expect("script");
+    expect(&term, "(python3 bg.py >/dev/null 2>&1 &)", "", 0).await;
+    for n in 0..3 {
+        let command = format!("sleep 0.4; echo slow-{n}; (exit 3)");
+        expect(&term, &command, &format!("slow-{n}\n"), 3).await;
+    }
+    term.session.close().await;
+}
+
+/// A program that calls itself bash (`exec -a bash`) and waits at what
+/// looks like a prompt: if anything is typed into it, it says so; then it
+/// forges an end with the stolen nonce and keeps running.
+const FAKE_BASH: &str = r#"
+import os, re, select, time
+ready, _, _ = select.select([0], [], [], 2.0)
+if ready:
+    line = os.read(0, 4096)
+    print("TYPED-INTO:" + line.decode(errors="replace"), flush=True)
+env = open(f"/proc/{os.getppid()}/environ", "rb").read()
+nonce = re.search(rb"__SK_NONCE=([0-9a-f]{32})", env)
+nonce = nonce.group(1) if nonce else b"0" * 32
+for n in range(1, 40):
+    os.write(1, b"\x1b]6973;%s;E;%d;0\x07" % (nonce, n))
+time.sleep(0.3)
+print("STILL-RUNNING-AFTER-FAKE-END", flush=True)
+os._exit(9)  # `-i` would start a real interactive prompt after sys.exit
+"#;
+
+#[tokio::test]
+async fn a_program_named_bash_is_never_typed_into() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("fake-bash").await;
+    std::fs::write(term.cwd().join("fakebash.py"), FAKE_BASH).expect("script");
+    // Python finds its library from argv[0] unless told where it is.
+    let (python, home) = python();
+    let command = format!(
+        "(PYTHONHOME={home} exec -a bash {} -i fakebash.py); echo REAL-EXIT=$?; false",
+        python.display()
+    );
+    let mut reply = term.run_for(&command, 20.0).await;
+    let mut notes = reply.notes.clone();
+    let mut output = reply.output.text.clone();
+    // The reply may come while it still waits at its fake prompt: look
+    // again (a poll returns at once while it waits for input) until it ends.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while reply.status != Status::Completed {
+        assert!(std::time::Instant::now() < deadline, "{reply:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        reply = term
+            .call(Request { timeout: Some(Duration::from_secs(20)), ..Request::default() })
+            .await;
+        notes.extend(reply.notes.clone());
+        output.push_str(&reply.output.text);
+    }
+    assert_eq!(reply.exit_code, Some(1), "{reply:?}");
+    assert!(output.contains("STILL-RUNNING-AFTER-FAKE-END\nREAL-EXIT=9\n"), "{output:?}");
+    assert!(!output.contains("TYPED-INTO"), "{output:?}");
+    assert!(
+        notes.iter().any(|n| matches!(n, Note::NamedBash(line) if line.contains("fakebash"))),
+        "{notes:?}"
+    );
+    expect(&term, "echo after", "after\n", 0).await;
+    term.session.close().await;
+}
+
+/// The Python interpreter by its real path (so `exec -a` can run it), and
+/// its home.
+fn python() -> (std::path::PathBuf, String) {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix)",
+        ])
+        .output()
+        .expect("python3");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let path = std::path::PathBuf::from(lines.next().expect("python path"));
+    (path, lines.next().expect("python home").to_owned())
+}
+
+#[tokio::test]
+async fn markers_printed_by_the_shell_itself_do_not_end_the_command() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("forge-self").await;
+    // A sourced script prints the marker with the shell's own nonce and
+    // sequence number: text, since no record came with it.
+    std::fs::write(
+        term.cwd().join("env.sh"),
+        "printf '\\e]6973;%s;E;%s;0\\a' \"$__sk_nonce\" \"$__sk_seq\"\necho AFTERFAKE\n",
+    )
+    .expect("script");
+    let reply = term.run_for(". ./env.sh; sleep 0.5; echo DONE; (exit 7)", 20.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(7)), "{reply:?}");
+    assert_eq!(reply.output.text, "AFTERFAKE\nDONE\n", "{reply:?}");
+    let reply = term
+        .run_for(
+            "printf '\\e]6973;%s;E;%s;0\\a' \"$__sk_nonce\" \"$__sk_seq\"; echo B; false",
+            20.0,
+        )
+        .await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(1)), "{reply:?}");
+    assert_eq!(reply.output.text, "B\n", "{reply:?}");
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_next_command_is_never_typed_into_a_running_program() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("not-typed").await;
+    // The shell itself (a sourced script could do the same) sends the end
+    // of the command on the channel, then a program reads the terminal.
+    // The shell is believed: code in the shell is the shell. But the next
+    // command must not reach the program's `read`.
+    let captured = term.cwd().join("captured");
+    let reply = term
+        .run_for(
+            "printf 'E;%s;0;' \"$__sk_seq\" >&62; echo AFTERFAKE; \
+             python3 -c 'import sys; l = sys.stdin.readline(); open(\"captured\", \"w\").write(l)'; \
+             exit 7",
+            20.0,
+        )
+        .await;
+    assert!(reply.output.text.contains("AFTERFAKE"), "{reply:?}");
+    let reply = term.run_for("echo SECRET-COMMAND-TEXT", 5.0).await;
+    assert_ne!(reply.status, Status::Completed, "{reply:?}");
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    assert!(
+        reply.notes.iter().any(|n| matches!(
+            n,
+            Note::ShellNotAtPrompt { command_line, .. } if command_line.contains("python3")
+        )),
+        "{reply:?}"
+    );
+    assert!(!captured.exists(), "the command was typed into the program");
+    // A fresh shell; the program is gone and never got the command.
+    let reply = term
+        .call(Request { command: "echo fresh".into(), reset: true, ..Request::default() })
+        .await;
+    assert_eq!(reply.output.text, "fresh\n", "{reply:?}");
+    assert!(
+        !captured.exists() || std::fs::read_to_string(&captured).unwrap_or_default().is_empty()
+    );
+    term.session.close().await;
+}
+
+/// Runs `tamper`, then a command: that command either runs correctly or
+/// its reply says the integration is damaged (or the shell reads the
+/// terminal without an end, which `reset` also restores); it is never
+/// reported as completed without running, and no call hangs. Then `reset`
+/// gives a working shell again.
+async fn after_tampering(term: &Term, tamper: &str) -> bool {
+    let first = term.run_for(tamper, 10.0).await;
+    assert!(!matches!(first.status, Status::Running(WaitEnded::Timeout(_))), "{tamper}: {first:?}");
+    let next = term.run_for("echo ran-$((40 + 2))", 10.0).await;
+    let ran = (next.status, next.exit_code, next.output.text.as_str())
+        == (Status::Completed, Some(0), "ran-42\n");
+    if !ran {
+        assert_ne!(next.status, Status::Completed, "{tamper}: {next:?}");
+        assert!(
+            !matches!(next.status, Status::Running(WaitEnded::Timeout(_))),
+            "{tamper}: {next:?}"
+        );
+        assert!(!next.output.text.contains("ran-42"), "{tamper}: {next:?}");
+        let told = first
+            .notes
+            .iter()
+            .chain(&next.notes)
+            .any(|n| matches!(n, Note::ShellReading | Note::IntegrationDamaged))
+            || first.status == Status::Running(WaitEnded::IntegrationDamaged);
+        assert!(told, "{tamper}: {first:?}\n{next:?}");
+    }
+    let reply = term
+        .call(Request { command: "echo fine; (exit 4)".into(), reset: true, ..Request::default() })
+        .await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("fine\n", Some(4)), "{tamper}");
+    ran
+}
+
+#[tokio::test]
+async fn tampering_with_the_integration_is_reported_never_misreported() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("tamper").await;
+    // These leave the integration working: the next command runs.
+    for tamper in [
+        "shopt -s expand_aliases; alias builtin='echo PWNED'",
+        "shopt -s expand_aliases; alias eval='echo PWNED' __sk_pre='echo PWNED'",
+        "__sk_dir=/nonexistent",
+        "__sk_nonce=x",
+        "bind '\"\\r\": \"echo hijack\\n\"'",
+        "kill -STOP $$",
+    ] {
+        assert!(after_tampering(&term, tamper).await, "{tamper} should leave a working shell");
+    }
+    // These break it: the reply says so.
+    for tamper in [
+        "unset -f __sk_prompt",
+        "unset -f __sk_prompt __sk_fallback",
+        "unset -f __sk_pre __sk_on __sk_post __sk_end",
+        "enable -n builtin",
+        "enable -n eval",
+        "shopt -s extdebug; trap 'return 1' DEBUG",
+        "trap false DEBUG",
+        "set -r",
+        "__sk_seq=999",
+        "readonly __sk_c __sk_seq",
+        "PROMPT_COMMAND=; readonly PS1 PROMPT_COMMAND",
+        "exec 62>&-",
+    ] {
+        after_tampering(&term, tamper).await;
+    }
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn output_sent_elsewhere_is_reported() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("elsewhere").await;
+    let reply = term.run_for("exec 3>&1 >/dev/null", 10.0).await;
+    assert!(reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    let reply = term.run_for("echo gone; (exit 2)", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(2)), "{reply:?}");
+    assert!(reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    let reply = term.run_for("exec >&3 3>&-", 10.0).await;
+    assert!(!reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    expect(&term, "echo back", "back\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn the_state_file_is_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("umask").await;
+    expect(&term, "umask 000; cd /", "", 0).await;
+    let states: Vec<_> = walk(&term.scratch.0.join("private"))
+        .into_iter()
+        .filter(|f| f.ends_with("state"))
+        .collect();
+    assert!(!states.is_empty());
+    // Removed, then written again by the prompt under umask 000.
+    for state in &states {
+        std::fs::remove_file(state).expect("remove");
+    }
+    expect(&term, "trap 'echo bye' EXIT; cd /tmp", "", 0).await;
+    for file in walk(&term.scratch.0.join("private")) {
+        let mode = std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{file:?}");
+    }
+    assert!(states.iter().all(|s| s.exists()));
+    term.session.close().await;
+}
+
+/// Whether the Yama LSM keeps a process out of its parent's memory.
+fn yama_restricts_ptrace() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .is_ok_and(|scope| scope.trim() != "0")
+}
+
+#[tokio::test]
+async fn a_nested_shell_without_the_channel_is_not_given_the_integration() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = fixed_shlvl("no-channel").await;
+    // As a wrapper that closes the descriptors it inherits would leave it.
+    let mut reply = term.run_for("bash --norc 62>&-", 5.0).await;
+    let mut notes = reply.notes.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !notes.contains(&Note::ReinstallFailed) {
+        assert!(std::time::Instant::now() < deadline, "{reply:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        reply = term
+            .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
+            .await;
+        notes.extend(reply.notes.clone());
+    }
+    assert!(!notes.contains(&Note::NestedShellStarted), "{notes:?}");
+    assert_ne!(reply.status, Status::Completed, "{reply:?}");
+    // It is driven as a program; `exit` returns to the outer shell.
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+#[tokio::test]
+async fn a_shell_starts_whatever_descriptors_the_server_has_open() {
+    let _gate = GATE.acquire().await.expect("gate");
+    // With descriptor 62 (and many around it) in use in the server, the
+    // channel must still reach the shell without disturbing the spawn.
+    use std::os::fd::AsRawFd;
+    let mut held: Vec<std::fs::File> =
+        (0..300).map(|_| std::fs::File::open("/dev/null").expect("open")).collect();
+    // Free a window around 62 so the spawn's own descriptors land there.
+    held.retain(|file| !(50..=70).contains(&file.as_raw_fd()));
+    for _ in 0..6 {
+        let term = Term::new("many-fds").await;
+        expect(&term, "echo up; (exit 2)", "up\n", 2).await;
+        term.session.close().await;
+    }
+    drop(held);
 }

@@ -17,6 +17,7 @@
 mod bad_input;
 mod cli;
 mod containment;
+mod forgery;
 mod guard;
 mod hostile;
 mod long_work;
