@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::{Server, assert_none_survive, marker, processes_with, wait_alive, wait_until};
+use crate::{
+    Server, alive, assert_none_survive, guard_of, marker, processes_with, wait_alive, wait_until,
+};
 
 /// How long cleanup may take: the guard's own grace is 2 s.
 const CLEANUP: Duration = Duration::from_secs(10);
@@ -28,26 +30,6 @@ fn mark() -> String {
 fn euid() -> u32 {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata("/proc/self").expect("/proc/self").uid()
-}
-
-/// Whether process `pid` is alive (present and not a zombie).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// The orphan guard the server `pid` runs: its child running
-/// `shellkeep __guard`.
-fn guard_of(pid: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let child: u32 = entry.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        (ppid == pid && String::from_utf8_lossy(&cmdline).contains("__guard")).then_some(child)
-    })
 }
 
 /// A command's way of reaching the guard: it opens every descriptor of the

@@ -470,3 +470,23 @@ async fn assert_none_survive(markers: &[&str], within: Duration) {
     )
     .await;
 }
+
+/// Whether process `pid` is alive (present and not a zombie).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The orphan guard the server `pid` runs: its child running
+/// `shellkeep __guard`.
+fn guard_of(pid: u32) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let child: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+        let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+        (ppid == pid && String::from_utf8_lossy(&cmdline).contains("__guard")).then_some(child)
+    })
+}

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::{Server, assert_none_survive, call_with, marker, wait_alive, wait_until};
+use crate::{
+    Server, alive, assert_none_survive, call_with, guard_of, marker, wait_alive, wait_until,
+};
 
 /// How long cleanup may take before a survivor fails the test: the 5 s
 /// default grace is not involved (the trees here die on SIGTERM), and the
@@ -27,26 +29,6 @@ const CLEANUP: Duration = Duration::from_secs(10);
 fn sleep(secs: u32) -> (String, String) {
     let found_by = format!("{secs}.{}", marker());
     (format!("sleep {found_by}"), found_by)
-}
-
-/// Whether process `pid` is alive (present and not a zombie).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// The orphan guard the server `pid` started: its child running
-/// `shellkeep __guard`.
-fn guard_of(pid: u32) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let child: u32 = entry.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-        let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        (ppid == pid && String::from_utf8_lossy(&cmdline).contains("__guard")).then_some(child)
-    })
 }
 
 #[tokio::test]
