@@ -121,6 +121,22 @@ fn sleep() -> (String, String) {
     (format!("sleep {found_by}"), found_by)
 }
 
+/// Runs every escape shape (unmarked ones too) and a foreground `sleep`
+/// after `before`, as a command still running when the call returns, and
+/// waits until all of them are alive and settled. Returns what finds them.
+async fn run_escapes(server: &Server, mode: &str, before: &str) -> Vec<String> {
+    let (escapes, mut markers) = escapes(false);
+    let (foreground, f) = sleep();
+    let command = format!("{before}{escapes} {foreground}");
+    let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{mode}: {r:#?}");
+    let settling = markers.clone();
+    markers.push(f);
+    wait_alive(&refs(&markers)).await;
+    wait_settled(server, &settling).await;
+    markers
+}
+
 /// Starts a `&` job of the shell with its own command, and returns its
 /// marker: it must outlive every stop of a later command.
 async fn start_job(server: &Server) -> String {
@@ -139,16 +155,9 @@ async fn ctrl_c_stops_every_escape_shape_but_not_the_shells_jobs() {
     for mode in modes() {
         let server = server(&mode, &[]).await;
         let earlier_job = start_job(&server).await;
-        let (escapes, markers) = escapes(false);
         let (same_line_job, job) = sleep();
-        let (foreground, f) = sleep();
-        let command = format!("{same_line_job} & {escapes} {foreground}");
-        let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
-        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
-        let mut all = refs(&markers);
-        all.push(&f);
-        wait_alive(&all).await;
-        wait_settled(&server, &markers).await;
+        let all = run_escapes(&server, &mode, &format!("{same_line_job} & ")).await;
+        let all = refs(&all);
 
         let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
         assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
@@ -173,16 +182,8 @@ async fn ctrl_c_in_a_nested_shell_stops_its_command_not_the_shell() {
         let r = server.terminal(json!({"command": "bash --norc"})).await;
         assert!(r.text.contains("nested shell started"), "{mode}: {}", r.text);
         let job = start_job(&server).await;
-        let (escapes, markers) = escapes(false);
-        let (foreground, f) = sleep();
-        let r = server
-            .terminal(json!({"command": format!("{escapes} {foreground}"), "timeout": 0.5}))
-            .await;
-        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
-        let mut all = refs(&markers);
-        all.push(&f);
-        wait_alive(&all).await;
-        wait_settled(&server, &markers).await;
+        let all = run_escapes(&server, &mode, "").await;
+        let all = refs(&all);
         let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
         assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
         assert_none_survive(&all, CLEANUP).await;
@@ -209,16 +210,8 @@ async fn the_limit_kill_stops_every_escape_shape_but_not_the_shells_jobs() {
         std::fs::write(&policy, policy_json.to_string()).expect("write the policy");
         let server = server(&mode, &["--policy", policy.to_str().expect("utf-8")]).await;
         let job = start_job(&server).await;
-        let (escapes, markers) = escapes(false);
-        let (foreground, f) = sleep();
-        let r = server
-            .terminal(json!({"command": format!("{escapes} {foreground}"), "timeout": 0.5}))
-            .await;
-        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
-        let mut all = refs(&markers);
-        all.push(&f);
-        wait_alive(&all).await;
-        wait_settled(&server, &markers).await;
+        let all = run_escapes(&server, &mode, "").await;
+        let all = refs(&all);
         wait_until(
             CLEANUP,
             || server.log().contains("stopping a terminal command"),
