@@ -926,6 +926,11 @@ pub fn live_session_members(sid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.session == sid)
 }
 
+/// Live children of process `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    scan_proc(|stat| stat.ppid == pid)
+}
+
 /// The current time as clock ticks since boot, comparable with the start
 /// times in `/proc/PID/stat`.
 pub fn boot_ticks_now() -> u64 {

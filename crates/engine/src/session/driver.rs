@@ -41,6 +41,11 @@ use super::supervise::{Supervisor, supervise};
 use super::wait::spill_name;
 use super::{Note, Reply, Request, SessionConfig, SessionError};
 
+/// How long a command waits for the shell to come to read its terminal
+/// after the previous command ended, before it is refused as not at the
+/// prompt.
+const PROMPT_WAIT: Duration = Duration::from_millis(500);
+
 /// How long a new command or key waits for the end marker of a command
 /// whose job has just ended, and, when the shell is already reading the
 /// terminal again, for the marker it wrote before.
@@ -326,7 +331,11 @@ impl Shell {
         let command = request.command.as_str();
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
-        if let Some((pid, command_line)) = self.not_at_prompt() {
+        let blocked = match self.not_at_prompt() {
+            Some(front) => Some(front),
+            None => self.shell_not_reading().await,
+        };
+        if let Some((pid, command_line)) = blocked {
             notes.push(Note::NotExecuted { command: command.to_owned() });
             notes.push(Note::ShellNotAtPrompt { pid, command_line });
             let mut reply = self.idle_reply(command, notes);
@@ -418,6 +427,32 @@ impl Shell {
             _ => front,
         };
         (front != top).then(|| (front, integration::command_line(front)))
+    }
+
+    /// The foreground alone is not enough: a program the shell still waits
+    /// for can hand the foreground to the shell's group and take it back
+    /// once a line was typed. At its prompt the shell itself is blocked
+    /// reading its terminal, so that is checked too, for a moment (it may
+    /// still be on its way there after the end of the previous command).
+    /// Returns the program the shell waits for (a child of it, else the
+    /// shell) when the shell does not come to read. Where the shell's
+    /// blocked call cannot be read (`/proc/PID/syscall` needs ptrace
+    /// access), the foreground check stands alone.
+    async fn shell_not_reading(&self) -> Option<(i32, String)> {
+        let shell = self.shared.lock().integ.top().map(|level| level.pid)?;
+        let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
+        std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
+        let deadline = Instant::now() + PROMPT_WAIT;
+        let mut pause = Duration::from_millis(1);
+        while !input_wait::process_reads_terminal(shell, &tty) {
+            if Instant::now() >= deadline {
+                let waited_for = process::children(shell).into_iter().next().unwrap_or(shell);
+                return Some((waited_for, integration::command_line(waited_for)));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+        None
     }
 
     /// The terminal device number of the session's own shell.

@@ -390,3 +390,65 @@ async fn a_shown_prompt_is_not_repeated_when_its_line_ends() {
     assert_eq!(reply.exit_code, Some(130), "{reply:?}");
     term.session.close().await;
 }
+
+/// A program the shell still waits for can hand the terminal's foreground
+/// to the shell's group and take it back once a line is typed: after the
+/// shell reported an end early (code in the shell is the shell), the next
+/// command must still not reach that program, since the shell is not
+/// reading its terminal. Found by a hostile review of issue 11.
+#[tokio::test]
+async fn a_program_that_hands_the_foreground_back_gets_no_command() {
+    let term = Term::new("foreground-back").await;
+    let captured = term.cwd().join("captured");
+    let program = "import os, signal, sys, time\n\
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)\n\
+        signal.signal(signal.SIGTTIN, signal.SIG_IGN)\n\
+        tty = os.open('/dev/tty', os.O_RDWR)\n\
+        me = os.getpgrp()\n\
+        os.tcsetpgrp(tty, os.getpgid(os.getppid()))\n\
+        open('handed', 'w').close()\n\
+        while not os.path.exists('release'):\n\
+        \x20   time.sleep(0.01)\n\
+        os.tcsetpgrp(tty, me)\n\
+        import select\n\
+        ready, _, _ = select.select([tty], [], [], 2)\n\
+        open('captured', 'wb').write(os.read(tty, 4096) if ready else b'')\n\
+        open('done', 'w').close()\n";
+    std::fs::write(term.cwd().join("hands.py"), program).expect("write the program");
+    let reply = term
+        .run_for(
+            "printf 'E;%s;0;' \"$__sk_seq\" >&62; __sk_mark \"E;$__sk_seq;0\"; \
+             python3 hands.py; exit 7",
+            20.0,
+        )
+        .await;
+    assert_eq!(reply.status, Status::Completed, "the shell's own claim is believed: {reply:?}");
+    // Wait until the program has handed the foreground to the shell.
+    wait_for_file(&term.cwd().join("handed")).await;
+    let reply = term.run_for("echo SECRET-COMMAND-TEXT > typed", 5.0).await;
+    std::fs::write(term.cwd().join("release"), "").expect("release the program");
+    assert_ne!(reply.status, Status::Completed, "{reply:?}");
+    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    assert!(
+        reply.notes.iter().any(|n| matches!(
+            n,
+            Note::ShellNotAtPrompt { command_line, .. } if command_line.contains("hands.py")
+        )),
+        "{reply:?}"
+    );
+    // The program takes the terminal back and finds nothing typed.
+    wait_for_file(&term.cwd().join("done")).await;
+    let stolen = std::fs::read_to_string(&captured).unwrap_or_default();
+    assert!(!stolen.contains("__sk_pre"), "a command line was typed into the program: {stolen}");
+    assert!(!term.cwd().join("typed").exists());
+    term.session.close().await;
+}
+
+/// Waits (with a deadline) until `path` exists.
+async fn wait_for_file(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
