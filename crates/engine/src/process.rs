@@ -24,13 +24,16 @@
 //! processes can be told apart). Stopping an owner stops every process of
 //! ours whose `/proc/PID/environ` carries its marker, plus the groups,
 //! sessions and descendants it names, plus the processes of ours with no
-//! readable marker that descend from it or are adopted orphans attributed
-//! to it ([`Targets`], [`Unmarked`]). The server is a child subreaper
-//! ([`reap_adopted_orphans`]), so orphans stay its descendants. What still
-//! escapes in markers mode: an unmarked orphan taken for another owner's
-//! (see [`Unmarked`]), one alive after a server SIGKILL (the guard only sees
-//! markers, groups and sessions), and in every mode a process that asks
-//! something outside our tree (`systemd-run`, `at`, a daemon) to start it.
+//! readable marker of a live owner (a marker of an owner that never
+//! existed or has ended counts as none) that descend from it or are adopted
+//! orphans attributed to it ([`Targets`], [`Unmarked`]). The server is a
+//! child subreaper ([`reap_adopted_orphans`]), so orphans stay its
+//! descendants. What still escapes in markers mode: an unmarked orphan
+//! taken for another owner's (see [`Unmarked`]), a process relabelled with
+//! another live owner's marker (stopped with that owner), one alive after a
+//! server SIGKILL (the guard only sees markers, groups and sessions), and
+//! in every mode a process that asks something outside our tree
+//! (`systemd-run`, `at`, a daemon) to start it.
 #![allow(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -129,9 +132,14 @@ struct ScopeInner {
 
 impl Drop for ScopeInner {
     fn drop(&mut self) {
+        LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.value);
         owner_ended(&self.value);
     }
 }
+
+/// The values of every scope of this process that is alive (handed out and
+/// not yet dropped): only their markers count as marked ([`classify`]).
+static LIVE_OWNERS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 impl PartialEq for Scope {
     fn eq(&self, other: &Scope) -> bool {
@@ -150,6 +158,7 @@ impl Scope {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let value = format!("{}/{kind}-{n}", server_token());
+        LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner).insert(value.clone());
         if matches!(kind, "shell" | "run") {
             owner_started(&value);
         }
@@ -265,10 +274,12 @@ pub enum Mark {
 enum Marked {
     /// A marker this mark matches.
     Yes,
-    /// A marker of this server that the mark does not match (another
-    /// owner's).
+    /// A marker of another live owner of this server, or of one of its
+    /// commands.
     Other,
-    /// No marker of this server: a cleared or replaced environment.
+    /// No marker of a live owner of this server: a cleared or replaced
+    /// environment, or one relabelled with an owner that never existed or
+    /// has ended.
     Unmarked,
 }
 
@@ -302,17 +313,47 @@ fn marker_values(environ: &[u8]) -> impl Iterator<Item = &[u8]> {
         .map(move |entry| &entry[prefix..])
 }
 
-/// How `environ` relates to `marks`: see [`Marked`].
+/// How `environ` relates to `marks`: see [`Marked`]. A marker of this
+/// server counts only when it names a live owner (`<token>/<owner>`, or a
+/// command of it, `<token>/<owner>/c<seq>`): any process can set
+/// `SHELLKEEP_SCOPE` for what it starts, and one relabelled with a made-up
+/// or ended owner must still be found by the rules for unmarked processes.
+/// A mark that names a value outright (`Mark::Exact` of the owner being
+/// stopped, `Mark::Token` of the whole server) matches whatever it names.
 fn classify(marks: &[Mark], environ: &[u8]) -> Marked {
-    let token = Mark::Token(server_token().to_owned());
+    let live = LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    classify_among(marks, environ, server_token(), |owner| live.contains(owner))
+}
+
+/// [`classify`] with this server's `token` and which owners are alive.
+fn classify_among(
+    marks: &[Mark],
+    environ: &[u8],
+    token: &str,
+    alive: impl Fn(&str) -> bool,
+) -> Marked {
     let mut ours = false;
     for value in marker_values(environ) {
         if marks.iter().any(|mark| mark.matches_value(value)) {
             return Marked::Yes;
         }
-        ours |= token.matches_value(value);
+        ours |= live_owner_of(value, token).is_some_and(&alive);
     }
     if ours { Marked::Other } else { Marked::Unmarked }
+}
+
+/// The owner a marker value of this server's `token` names, when it has the
+/// shape of one we hand out: `<token>/<name>` or `<token>/<name>/c<seq>`.
+fn live_owner_of<'a>(value: &'a [u8], token: &str) -> Option<&'a str> {
+    let value = std::str::from_utf8(value).ok()?;
+    let name = value.strip_prefix(token)?.strip_prefix('/')?;
+    let owner_len = token.len() + 1 + name.find('/').unwrap_or(name.len());
+    let (owner, command) = value.split_at(owner_len);
+    let command_ok = command.is_empty()
+        || command
+            .strip_prefix("/c")
+            .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()));
+    (owner_len > token.len() + 1 && command_ok).then_some(owner)
 }
 
 /// Owners (`shell` and `run` scopes) with the time they started and, once
@@ -970,9 +1011,10 @@ pub struct Targets {
     /// Control groups: everything in them (and under them) is reached, and
     /// killed as a whole after the grace period.
     pub cgroups: Vec<Arc<cgroup::Group>>,
-    /// Processes of ours whose environment carries no marker of this server
-    /// (cleared, or unreadable: non-dumpable, another user's): which of
-    /// them this stop reaches.
+    /// Processes of ours whose environment carries no marker of a live
+    /// owner of this server (cleared, unreadable: non-dumpable, another
+    /// user's, or relabelled with a made-up or ended owner): which of them
+    /// this stop reaches.
     pub unmarked: Option<Unmarked>,
     /// Processes never reached (the orphan guard).
     pub exclude: Vec<i32>,
@@ -1147,9 +1189,9 @@ impl Targets {
         members
     }
 
-    /// Whether `pid`'s environment carries one of the marks; an environment
-    /// that cannot be read (a non-dumpable process, another user's) counts
-    /// as unmarked.
+    /// Whether `pid`'s environment carries one of the marks ([`classify`]);
+    /// an environment that cannot be read (a non-dumpable process, another
+    /// user's) counts as unmarked.
     fn environ_marked(&self, pid: i32) -> Marked {
         if self.marks.is_empty() && self.unmarked.is_none() {
             return Marked::Other;
@@ -1445,22 +1487,47 @@ mod tests {
     }
 
     #[test]
-    fn environments_without_our_token_are_unmarked() {
+    fn environments_without_a_live_owners_marker_are_unmarked() {
         let token = server_token();
         let mine = Mark::Exact(format!("{token}/run-1"));
         let env = |value: &str| format!("SHELLKEEP_SCOPE={value}\0").into_bytes();
-        assert_eq!(
-            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-1"))),
-            Marked::Yes
-        );
-        assert_eq!(
-            classify(std::slice::from_ref(&mine), &env(&format!("{token}/run-2"))),
-            Marked::Other
-        );
-        for foreign in ["x", "otherserver/run-1", ""] {
-            assert_eq!(classify(std::slice::from_ref(&mine), &env(foreign)), Marked::Unmarked);
+        let live = [format!("{token}/run-1"), format!("{token}/shell-2")];
+        let of = |value: &str| {
+            classify_among(std::slice::from_ref(&mine), &env(value), token, |owner| {
+                live.iter().any(|live| live == owner)
+            })
+        };
+        assert_eq!(of(&format!("{token}/run-1")), Marked::Yes);
+        for other in ["shell-2", "shell-2/c7"] {
+            assert_eq!(of(&format!("{token}/{other}")), Marked::Other, "{other}");
+        }
+        // Made up, ended, never handed out, or not of a shape we hand out.
+        for relabelled in [
+            "ghost",
+            "run-99",
+            "run-99/c1",
+            "shell-20",
+            "shell-2/x",
+            "shell-2/c",
+            "shell-2/c1/c2",
+            "",
+            "/shell-2",
+        ] {
+            assert_eq!(of(&format!("{token}/{relabelled}")), Marked::Unmarked, "{relabelled}");
+        }
+        for foreign in ["x", "otherserver/shell-2", "", "shell-2"] {
+            assert_eq!(of(foreign), Marked::Unmarked, "{foreign}");
         }
         assert_eq!(classify(&[mine], b"\0\0\0"), Marked::Unmarked);
+    }
+
+    #[test]
+    fn a_scope_is_a_live_owner_until_it_is_dropped() {
+        let scope = Scope::new("test");
+        let env = format!("SHELLKEEP_SCOPE={}/c3\0", scope.value()).into_bytes();
+        assert_eq!(classify(&[], &env), Marked::Other);
+        drop(scope);
+        assert_eq!(classify(&[], &env), Marked::Unmarked);
     }
 
     #[test]

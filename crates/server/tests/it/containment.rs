@@ -4,7 +4,8 @@
 //! can (`setsid` in a subshell, `setsid -f`, `nohup setsid … &`, a `tmux`
 //! server, a `setsid` tree that ignores SIGTERM, a non-dumpable double
 //! fork, a double fork that wipes its environment in memory, `env -i`, a
-//! replaced `SHELLKEEP_SCOPE`), and after each way the command can end
+//! replaced `SHELLKEEP_SCOPE`, one relabelled with this server's token and
+//! an owner that never existed or has ended), and after each way the command can end
 //! (`C-c`, the execution-limit kill, `run`'s timeout and its end, `reset`,
 //! `session_close`, the server's SIGTERM and SIGKILL) none of them is
 //! alive; the shell and its own `&` jobs are.
@@ -80,6 +81,15 @@ fn escapes(marked_only: bool) -> (String, Vec<String>) {
             format!("(env -i setsid /bin/sleep {} &);", next()),
             format!("(SHELLKEEP_SCOPE=x setsid sleep {} &);", next()),
         ]);
+        // Relabelled with this server's token and an owner that never
+        // existed: only a live owner's marker counts as marked.
+        for owner in ["ghost", "run-99"] {
+            parts.push(format!(
+                "(SHELLKEEP_SCOPE=${{SHELLKEEP_SCOPE%%/*}}/{owner} setsid -f sleep {} \
+                 </dev/null >/dev/null 2>&1);",
+                next()
+            ));
+        }
     }
     (parts.join(" "), markers)
 }
@@ -336,6 +346,67 @@ async fn reset_and_session_close_stop_every_escape_shape() {
         let r = server.call("session_close", json!({"session": "w"})).await;
         assert!(!r.is_error, "{r:#?}");
         assert_none_survive(&refs(&markers), CLEANUP).await;
+    }
+}
+
+/// A line that starts an orphan in a session of its own, relabelled with
+/// `marker_value`, and the marker that finds it.
+fn relabelled(marker_value: &str) -> (String, String) {
+    let found_by = format!("300.{}", marker());
+    let line = format!(
+        "(SHELLKEEP_SCOPE={marker_value} setsid -f sleep {found_by} </dev/null >/dev/null 2>&1);"
+    );
+    (line, found_by)
+}
+
+/// A process relabelled with the marker of an owner that has ended (a
+/// `run` that returned) counts as unmarked, and is stopped by `C-c`,
+/// `reset`, `session_close` and `run`'s end like any unmarked process.
+#[tokio::test]
+async fn a_process_relabelled_with_an_ended_owner_is_stopped() {
+    for mode in modes() {
+        let server = server(&mode, &[]).await;
+        let r = server.run(json!({"command": "echo \"$SHELLKEEP_SCOPE\""})).await;
+        assert_eq!(r["exitCode"], 0, "{mode}: {r:#?}");
+        let ended = r["stdout"].as_str().expect("stdout").trim().to_owned();
+        assert!(ended.contains("/run-"), "{mode}: {ended:?}");
+
+        let (line, escaped) = relabelled(&ended);
+        let (foreground, f) = sleep();
+        let r = server
+            .terminal(json!({"command": format!("{line} {foreground}"), "timeout": 0.5}))
+            .await;
+        assert_eq!(r["status"], "running", "{mode}: {r:#?}");
+        wait_alive(&[&escaped, &f]).await;
+        let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+        assert_eq!(r["status"], "completed", "{mode}: {r:#?}");
+        assert_none_survive(&[&escaped, &f], CLEANUP).await;
+
+        let (line, escaped) = relabelled(&ended);
+        let r = server.terminal(json!({"command": format!("{line} echo started")})).await;
+        assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
+        wait_alive(&[&escaped]).await;
+        let r = server.terminal(json!({"command": "", "reset": true})).await;
+        assert!(!r.is_error, "{r:#?}");
+        assert_none_survive(&[&escaped], CLEANUP).await;
+
+        let (line, escaped) = relabelled(&ended);
+        let r = server
+            .terminal(json!({"command": format!("{line} echo started"), "session": "w"}))
+            .await;
+        assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
+        wait_alive(&[&escaped]).await;
+        let r = server.call("session_close", json!({"session": "w"})).await;
+        assert!(!r.is_error, "{r:#?}");
+        assert_none_survive(&[&escaped], CLEANUP).await;
+
+        let (line, escaped) = relabelled(&ended);
+        let wait = format!("until pgrep -f '{escaped}' >/dev/null; do sleep 0.05; done;");
+        let r = server
+            .run(json!({"command": format!("{line} {wait} echo done"), "timeout_sec": 30}))
+            .await;
+        assert_eq!(r["exitCode"], 0, "{mode}: {r:#?}");
+        assert_none_survive(&[&escaped], CLEANUP).await;
     }
 }
 
