@@ -294,6 +294,14 @@ impl State {
             running.damaged = true;
             return;
         }
+        if record.fallback
+            && self.ready
+            && self.running.as_ref().is_some_and(|r| r.seq == seq && r.finished.is_none())
+        {
+            // The status is right, but the integration's prompt did not
+            // run: it is damaged (or PROMPT_COMMAND was cleared).
+            self.integ.note(Note::PromptNotRun);
+        }
         if !self.ready {
             if seq == 0 {
                 // The first prompt: whatever start-up files printed before
