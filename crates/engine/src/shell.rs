@@ -144,6 +144,9 @@ fn integration(files: &ShellFiles, seq: u64) -> String {
     //   that ran (`__sk_posted`, emptied by `__sk_pre`): the command's
     //   status is then `__sk_last`. Its record carries the flag `f`, and
     //   the reply says the integration's prompt did not run.
+    // - Without `__sk_post` (removed), nothing keeps the command's status:
+    //   a record then carries the flag `d`, and the reply says its exit
+    //   code may be wrong.
     // - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
     //   array) for `__sk_prompt` to run. Where the user's value contains
     //   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
@@ -194,6 +197,7 @@ __sk_end() {{
   [[ -n ${{2-}} || -t 1 ]] || __sk_how=o
   [[ -n $__sk_ran ]] || __sk_how+=n
   [[ -z ${{2-}} ]] || __sk_how+=f
+  builtin declare -F __sk_post >/dev/null || __sk_how+=d
   builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
   __sk_mark "E;$__sk_seq;$1"
 }} 2>/dev/null

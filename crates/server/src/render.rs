@@ -558,6 +558,12 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                  PROMPT_COMMAND: reset=true restores a working shell.]"
                     .to_owned(),
             ),
+            Note::StatusLost => out.note(
+                "[The exit code above may be wrong: a command removed a function of \
+                 shellkeep's shell integration that keeps the command's status, so the shell \
+                 integration is damaged. reset=true restores a working shell.]"
+                    .to_owned(),
+            ),
             Note::EndMarkerMissing => out.note(
                 "[The shell reported the end of the command, but its end marker never reached \
                  the terminal (the terminal or standard output was redirected, or an escape \

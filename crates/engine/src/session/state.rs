@@ -294,13 +294,17 @@ impl State {
             running.damaged = true;
             return;
         }
-        if record.fallback
-            && self.ready
-            && self.running.as_ref().is_some_and(|r| r.seq == seq && r.finished.is_none())
+        if self.ready && self.running.as_ref().is_some_and(|r| r.seq == seq && r.finished.is_none())
         {
-            // The status is right, but the integration's prompt did not
-            // run: it is damaged (or PROMPT_COMMAND was cleared).
-            self.integ.note(Note::PromptNotRun);
+            // The integration's prompt did not run: it is damaged (or
+            // PROMPT_COMMAND was cleared).
+            if record.fallback {
+                self.integ.note(Note::PromptNotRun);
+            }
+            // Nothing kept the command's status.
+            if record.status_lost {
+                self.integ.note(Note::StatusLost);
+            }
         }
         if !self.ready {
             if seq == 0 {

@@ -841,6 +841,21 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
         assert!(!reply.notes.contains(&Note::PromptNotRun), "{tamper}: {reply:?}");
         expect(&term, "false", "", 1).await;
+        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
+    }
+    // Without `__sk_post` the status is lost: the reply says so.
+    for tamper in ["unset -f __sk_post", "unset -f __sk_post __sk_prompt"] {
+        term.run_for(tamper, 20.0).await;
+        for command in ["false", "(exit 7)"] {
+            let reply = term.run_for(command, 20.0).await;
+            assert_eq!(reply.status, Status::Completed, "{tamper}; {command}: {reply:?}");
+            assert!(reply.notes.contains(&Note::StatusLost), "{tamper}; {command}: {reply:?}");
+        }
+        let reply = term
+            .call(Request { command: "(exit 4)".into(), reset: true, ..Request::default() })
+            .await;
+        assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
+        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
     }
     // PROMPT_COMMAND cleared by a command that is then interrupted: the
     // fallback ends it with its status and says so; the next command puts
