@@ -140,6 +140,13 @@ fn integration(files: &ShellFiles, seq: u64) -> String {
     //   prompt empties PS1 again, so normally nothing forks. The subshell
     //   is a fork of the shell (same program image, parent the shell); it
     //   stays alive a moment after its record so the server can see that.
+    //   Its `$?` is the status of the `eval`'s last line, `__sk_post`, when
+    //   that ran (`__sk_posted`, emptied by `__sk_pre`): the command's
+    //   status is then `__sk_last`. Its record carries the flag `f`, and
+    //   the reply says the integration's prompt did not run.
+    // - Without `__sk_post` (removed), nothing keeps the command's status:
+    //   a record then carries the flag `d`, and the reply says its exit
+    //   code may be wrong.
     // - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
     //   array) for `__sk_prompt` to run. Where the user's value contains
     //   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
@@ -189,6 +196,8 @@ __sk_end() {{
   local __sk_how=
   [[ -n ${{2-}} || -t 1 ]] || __sk_how=o
   [[ -n $__sk_ran ]] || __sk_how+=n
+  [[ -z ${{2-}} ]] || __sk_how+=f
+  builtin declare -F __sk_post >/dev/null || __sk_how+=d
   builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
   __sk_mark "E;$__sk_seq;$1"
 }} 2>/dev/null
@@ -247,6 +256,7 @@ __sk_assert() {{
 }}
 __sk_fallback() {{
   local __sk_status=$? __sk_junk
+  [[ -z $__sk_posted ]] || __sk_status=$__sk_last
   __sk_state
   __sk_end "$__sk_status" fallback
   builtin read -r -t 0.3 -u 62 __sk_junk || :
@@ -254,6 +264,7 @@ __sk_fallback() {{
 __sk_pre() {{
   __sk_seq=$1
   __sk_ran=
+  __sk_posted=
   [[ -z ${{SHELLKEEP_SCOPE-}} ]] || builtin export SHELLKEEP_SCOPE="${{SHELLKEEP_SCOPE%%/c[0-9]*}}/c$1" || :
   __sk_traps=${{2-}}
   __sk_assert

@@ -551,6 +551,19 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                  working shell.]"
                     .to_owned(),
             ),
+            Note::PromptNotRun => out.note(
+                "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not \
+                 run, and a fallback reported the end and the exit code of the command. A \
+                 command removed or replaced its functions or variables, or cleared \
+                 PROMPT_COMMAND: reset=true restores a working shell.]"
+                    .to_owned(),
+            ),
+            Note::StatusLost => out.note(
+                "[The exit code above may be wrong: a command removed a function of \
+                 shellkeep's shell integration that keeps the command's status, so the shell \
+                 integration is damaged. reset=true restores a working shell.]"
+                    .to_owned(),
+            ),
             Note::EndMarkerMissing => out.note(
                 "[The shell reported the end of the command, but its end marker never reached \
                  the terminal (the terminal or standard output was redirected, or an escape \

@@ -15,7 +15,10 @@
 //! A record is `E;<seq>;<status>;<flags>`: command `seq` ended with
 //! `status`; the flag `o` says the shell's standard output is not the
 //! terminal (`exec >file`), the flag `n` that the command never reached the
-//! `eval` that runs it (something broke the line we typed).
+//! `eval` that runs it (something broke the line we typed), the flag `f`
+//! that the prompt's fallback in `PS1` sent it, not `PROMPT_COMMAND` (the
+//! integration's prompt did not run), the flag `d` that the function that
+//! keeps the command's status is gone (the status may be wrong).
 //!
 //! The server's end is read without blocking, continuously (the PTY reader
 //! thread polls it), so a child that floods the channel can never fill the
@@ -58,6 +61,11 @@ pub(crate) struct Record {
     pub(crate) output_elsewhere: bool,
     /// The command never started: the line that runs it failed.
     pub(crate) not_run: bool,
+    /// The prompt's fallback sent it: the integration's prompt did not run.
+    pub(crate) fallback: bool,
+    /// The function that keeps the command's status is gone: the status
+    /// may be wrong.
+    pub(crate) status_lost: bool,
 }
 
 impl Channel {
@@ -131,6 +139,8 @@ fn parse(pid: i32, bytes: &[u8]) -> Option<Record> {
         status,
         output_elsewhere: flags.contains('o'),
         not_run: flags.contains('n'),
+        fallback: flags.contains('f'),
+        status_lost: flags.contains('d'),
     })
 }
 
@@ -140,12 +150,15 @@ mod tests {
 
     #[test]
     fn records_parse_strictly() {
-        let record = |seq, status, output_elsewhere, not_run| {
-            Some(Record { pid: 7, seq, status, output_elsewhere, not_run })
+        let record = |seq, status, output_elsewhere, not_run, fallback| {
+            let status_lost = false;
+            Some(Record { pid: 7, seq, status, output_elsewhere, not_run, fallback, status_lost })
         };
-        assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false, false));
-        assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true, false));
-        assert_eq!(parse(7, b"E;4;1;on"), record(4, 1, true, true));
+        assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false, false, false));
+        assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true, false, false));
+        assert_eq!(parse(7, b"E;4;1;on"), record(4, 1, true, true, false));
+        assert_eq!(parse(7, b"E;5;7;f"), record(5, 7, false, false, true));
+        assert!(parse(7, b"E;6;127;d").is_some_and(|r| r.status_lost && !r.fallback));
         for bad in [&b"E;3;0"[..], b"E;3;0;;", b"S;3;0;", b"E;x;0;", b"E;3;;", b"", b"\xff"] {
             assert_eq!(parse(7, bad), None, "{bad:?}");
         }
@@ -163,8 +176,24 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                Record { pid: me, seq: 5, status: 42, output_elsewhere: false, not_run: false },
-                Record { pid: me, seq: 6, status: 0, output_elsewhere: true, not_run: false }
+                Record {
+                    pid: me,
+                    seq: 5,
+                    status: 42,
+                    output_elsewhere: false,
+                    not_run: false,
+                    fallback: false,
+                    status_lost: false
+                },
+                Record {
+                    pid: me,
+                    seq: 6,
+                    status: 0,
+                    output_elsewhere: true,
+                    not_run: false,
+                    fallback: false,
+                    status_lost: false
+                }
             ]
         );
         // Nothing waits: the next receive returns at once with nothing.

@@ -305,6 +305,14 @@ pub enum Note {
     /// The shell reported that the command never ran: the shell
     /// integration is damaged, and `reset` restores it.
     IntegrationDamaged,
+    /// The command's end (and exit code) came from the fallback in `PS1`,
+    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
+    /// run: the integration is damaged, and `reset` restores it.
+    PromptNotRun,
+    /// The integration's function that keeps a command's status is gone,
+    /// so the exit code may be wrong: the integration is damaged, and
+    /// `reset` restores it.
+    StatusLost,
     /// A program that calls itself bash (its command line here) but does
     /// not run the session's bash is reading the terminal: the integration
     /// is not installed in it.

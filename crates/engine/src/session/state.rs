@@ -294,6 +294,18 @@ impl State {
             running.damaged = true;
             return;
         }
+        if self.ready && self.running.as_ref().is_some_and(|r| r.seq == seq && r.finished.is_none())
+        {
+            // The integration's prompt did not run: it is damaged (or
+            // PROMPT_COMMAND was cleared).
+            if record.fallback {
+                self.integ.note(Note::PromptNotRun);
+            }
+            // Nothing kept the command's status.
+            if record.status_lost {
+                self.integ.note(Note::StatusLost);
+            }
+        }
         if !self.ready {
             if seq == 0 {
                 // The first prompt: whatever start-up files printed before

@@ -798,6 +798,82 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
     term.session.close().await;
 }
 
+/// Asserts that `reply` completed with `code` and says the integration's
+/// prompt did not run.
+fn fallback_ended(reply: &shellkeep_engine::session::Reply, code: i32, what: &str) {
+    assert_eq!(
+        (reply.status, reply.exit_code),
+        (Status::Completed, Some(code)),
+        "{what}: {reply:?}"
+    );
+    assert!(reply.notes.contains(&Note::PromptNotRun), "{what}: {reply:?}");
+}
+
+#[tokio::test]
+async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("fallback").await;
+    for tamper in [
+        "unset -f __sk_prompt",
+        "__sk_pc=':'",
+        "unset -f __sk_prompt __sk_mark",
+        "PROMPT_COMMAND=; __sk_pc=':'",
+    ] {
+        let reply = term.run_for(tamper, 20.0).await;
+        assert_eq!(reply.exit_code, Some(0), "{tamper}: {reply:?}");
+        for (command, code) in [("false", 1), ("(exit 7)", 7), ("ls /nonexistent", 2), ("true", 0)]
+        {
+            let reply = term.run_for(command, 20.0).await;
+            fallback_ended(&reply, code, &format!("{tamper}; {command}"));
+        }
+        let reply = term.run_for("echo out; (exit 3)", 20.0).await;
+        fallback_ended(&reply, 3, tamper);
+        assert!(reply.output.text.contains("out\n"), "{tamper}: {reply:?}");
+        // An interrupted command: `__sk_post` never ran.
+        term.run_for("sleep 100", 0.5).await;
+        let reply = term.input("C-c", 20.0).await;
+        fallback_ended(&reply, 130, &format!("{tamper}; C-c"));
+        let reply = term.run_for("(exit 5)", 20.0).await;
+        fallback_ended(&reply, 5, &format!("{tamper}; after C-c"));
+        let reply = term
+            .call(Request { command: "(exit 4)".into(), reset: true, ..Request::default() })
+            .await;
+        assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
+        assert!(!reply.notes.contains(&Note::PromptNotRun), "{tamper}: {reply:?}");
+        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
+        expect(&term, "false", "", 1).await;
+    }
+    // Without `__sk_post` the status is lost: the reply says so.
+    for tamper in ["unset -f __sk_post", "unset -f __sk_post __sk_prompt"] {
+        term.run_for(tamper, 20.0).await;
+        for command in ["false", "(exit 7)"] {
+            let reply = term.run_for(command, 20.0).await;
+            assert_eq!(reply.status, Status::Completed, "{tamper}; {command}: {reply:?}");
+            assert!(reply.notes.contains(&Note::StatusLost), "{tamper}; {command}: {reply:?}");
+        }
+        let reply = term
+            .call(Request { command: "(exit 4)".into(), reset: true, ..Request::default() })
+            .await;
+        assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
+        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
+    }
+    // PROMPT_COMMAND cleared by a command that is then interrupted: the
+    // fallback ends it with its status and says so; the next command puts
+    // the prompt back.
+    for (command, key, code) in [
+        ("PROMPT_COMMAND=; sleep 100", "C-c", 130),
+        ("PROMPT_COMMAND=; (exit 9); sleep 100", "C-c", 130),
+    ] {
+        term.run_for(command, 0.5).await;
+        let reply = term.input(key, 20.0).await;
+        fallback_ended(&reply, code, command);
+        let reply = term.run_for("(exit 6)", 20.0).await;
+        assert_eq!(reply.exit_code, Some(6), "after {command}: {reply:?}");
+        assert!(!reply.notes.contains(&Note::PromptNotRun), "after {command}: {reply:?}");
+    }
+    term.session.close().await;
+}
+
 #[tokio::test]
 async fn output_sent_elsewhere_is_reported() {
     let _gate = GATE.acquire().await.expect("gate");

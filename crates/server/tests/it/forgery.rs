@@ -177,6 +177,26 @@ async fn a_damaged_integration_says_so_and_reset_restores_it() {
 }
 
 #[tokio::test]
+async fn without_its_prompt_exit_codes_stay_true_and_the_reply_says_so() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "unset -f __sk_prompt", "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    for (command, code) in [("false", 1), ("echo out; (exit 7)", 7), ("ls /nonexistent", 2)] {
+        let r = server.terminal(json!({"command": command, "timeout": 10})).await;
+        assert_eq!(
+            (r["status"].as_str(), r["exit_code"].as_i64()),
+            (Some("completed"), Some(code))
+        );
+        assert!(r.text.contains(&format!("exit code {code}")), "{}", r.text);
+        assert!(r.text.contains("prompt (PROMPT_COMMAND) did not run"), "{}", r.text);
+        assert!(r.text.contains("reset=true restores a working shell"), "{}", r.text);
+    }
+    let r = server.terminal(json!({"command": "echo restored; false", "reset": true})).await;
+    assert_eq!((r.output(), r["exit_code"].as_i64()), ("restored\n", Some(1)), "{r:#?}");
+    assert!(!r.text.contains("did not run"), "{}", r.text);
+}
+
+#[tokio::test]
 async fn a_shell_that_stops_itself_is_continued() {
     let server = Server::start().await;
     let r = server.terminal(json!({"command": "kill -STOP $$; echo woke", "timeout": 10})).await;
