@@ -198,8 +198,9 @@ __sk_end() {{
   [[ -n $__sk_ran ]] || __sk_how+=n
   [[ -z ${{2-}} ]] || __sk_how+=f
   builtin declare -F __sk_post >/dev/null || __sk_how+=d
-  builtin printf 'E;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" >&62 || :
-  __sk_mark "E;$__sk_seq;$1"
+  local __sk_tok=$(( ${{SRANDOM:-$RANDOM$RANDOM}} % 1000000000 ))
+  builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
+  __sk_mark "E;$__sk_seq;$__sk_tok"
 }} 2>/dev/null
 __sk_private() {{
   local __sk_u

@@ -12,8 +12,11 @@
 //! records carry their own pid and are dropped by whoever reads them
 //! ([`Channel::receive`] reports the pid; `state.rs` decides).
 //!
-//! A record is `E;<seq>;<status>;<flags>`: command `seq` ended with
-//! `status`; the flag `o` says the shell's standard output is not the
+//! A record is `E;<seq>;<status>;<flags>;<token>`: command `seq` ended
+//! with `status`; `token` is a random number the shell draws at that
+//! moment and also prints in the end marker, which so marks the end's
+//! position in the output (a marker printed earlier, even by the shell,
+//! which knows the sequence number, cannot carry it); the flag `o` says the shell's standard output is not the
 //! terminal (`exec >file`), the flag `n` that the command never reached the
 //! `eval` that runs it (something broke the line we typed), the flag `f`
 //! that the prompt's fallback in `PS1` sent it, not `PROMPT_COMMAND` (the
@@ -66,6 +69,8 @@ pub(crate) struct Record {
     /// The function that keeps the command's status is gone: the status
     /// may be wrong.
     pub(crate) status_lost: bool,
+    /// The random number its end marker carries.
+    pub(crate) token: i32,
 }
 
 impl Channel {
@@ -130,6 +135,7 @@ fn parse(pid: i32, bytes: &[u8]) -> Option<Record> {
     let seq = fields.next()?.parse().ok()?;
     let status = fields.next()?.parse().ok()?;
     let flags = fields.next()?;
+    let token = fields.next()?.parse().ok()?;
     if fields.next().is_some() || flags.len() > 8 {
         return None;
     }
@@ -141,6 +147,7 @@ fn parse(pid: i32, bytes: &[u8]) -> Option<Record> {
         not_run: flags.contains('n'),
         fallback: flags.contains('f'),
         status_lost: flags.contains('d'),
+        token,
     })
 }
 
@@ -152,14 +159,35 @@ mod tests {
     fn records_parse_strictly() {
         let record = |seq, status, output_elsewhere, not_run, fallback| {
             let status_lost = false;
-            Some(Record { pid: 7, seq, status, output_elsewhere, not_run, fallback, status_lost })
+            let token = 99;
+            Some(Record {
+                pid: 7,
+                seq,
+                status,
+                output_elsewhere,
+                not_run,
+                fallback,
+                status_lost,
+                token,
+            })
         };
-        assert_eq!(parse(7, b"E;3;0;"), record(3, 0, false, false, false));
-        assert_eq!(parse(7, b"E;12;130;o"), record(12, 130, true, false, false));
-        assert_eq!(parse(7, b"E;4;1;on"), record(4, 1, true, true, false));
-        assert_eq!(parse(7, b"E;5;7;f"), record(5, 7, false, false, true));
-        assert!(parse(7, b"E;6;127;d").is_some_and(|r| r.status_lost && !r.fallback));
-        for bad in [&b"E;3;0"[..], b"E;3;0;;", b"S;3;0;", b"E;x;0;", b"E;3;;", b"", b"\xff"] {
+        assert_eq!(parse(7, b"E;3;0;;99"), record(3, 0, false, false, false));
+        assert_eq!(parse(7, b"E;12;130;o;99"), record(12, 130, true, false, false));
+        assert_eq!(parse(7, b"E;4;1;on;99"), record(4, 1, true, true, false));
+        assert_eq!(parse(7, b"E;5;7;f;99"), record(5, 7, false, false, true));
+        assert!(parse(7, b"E;6;127;d;99").is_some_and(|r| r.status_lost && !r.fallback));
+        let bad: [&[u8]; 9] = [
+            b"E;3;0",
+            b"E;3;0;",
+            b"E;3;0;;",
+            b"E;3;0;;x",
+            b"S;3;0;;1",
+            b"E;x;0;;1",
+            b"E;3;;;1",
+            b"",
+            b"\xff",
+        ];
+        for bad in bad {
             assert_eq!(parse(7, bad), None, "{bad:?}");
         }
     }
@@ -167,9 +195,9 @@ mod tests {
     #[test]
     fn the_kernel_names_the_sender() {
         let (channel, shell) = Channel::open().expect("channel");
-        nix::unistd::write(&shell, b"E;5;42;").expect("send");
+        nix::unistd::write(&shell, b"E;5;42;;7").expect("send");
         nix::unistd::write(&shell, b"nonsense").expect("send");
-        nix::unistd::write(&shell, b"E;6;0;o").expect("send");
+        nix::unistd::write(&shell, b"E;6;0;o;8").expect("send");
         let mut got = Vec::new();
         channel.receive(|record| got.push(record));
         let me = std::process::id() as i32;
@@ -183,7 +211,8 @@ mod tests {
                     output_elsewhere: false,
                     not_run: false,
                     fallback: false,
-                    status_lost: false
+                    status_lost: false,
+                    token: 7,
                 },
                 Record {
                     pid: me,
@@ -192,7 +221,8 @@ mod tests {
                     output_elsewhere: true,
                     not_run: false,
                     fallback: false,
-                    status_lost: false
+                    status_lost: false,
+                    token: 8,
                 }
             ]
         );

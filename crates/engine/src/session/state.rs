@@ -246,8 +246,10 @@ impl State {
     }
 
     /// Takes the record of command `seq`, if the shell sent it.
-    pub(super) fn take_record(&mut self, seq: u64) -> Option<Record> {
-        let find = |records: &VecDeque<Record>| records.iter().position(|r| r.seq == seq);
+    pub(super) fn take_record(&mut self, seq: u64, token: Option<i32>) -> Option<Record> {
+        let find = |records: &VecDeque<Record>| {
+            records.iter().position(|r| r.seq == seq && token.is_none_or(|token| r.token == token))
+        };
         let at = find(&self.records).or_else(|| {
             self.receive_records();
             find(&self.records)
@@ -263,14 +265,17 @@ impl State {
         else {
             return false;
         };
-        let Some(record) = self.take_record(seq) else { return false };
+        let Some(record) = self.take_record(seq, None) else { return false };
         self.integ.note(Note::EndMarkerMissing);
         self.end(record, now);
         true
     }
 
-    fn on_prompt(&mut self, seq: u64, _marker_status: i32, now: Instant) {
-        let Some(record) = self.take_record(seq) else {
+    /// An end marker: it ends command `seq` only with the record whose
+    /// token it carries (the shell draws the token as the command ends, so
+    /// a marker printed before that, even by the shell, never matches).
+    fn on_prompt(&mut self, seq: u64, token: i32, now: Instant) {
+        let Some(record) = self.take_record(seq, Some(token)) else {
             // Text that looks like our marker, not sent by the shell.
             tracing::debug!(seq, "an end marker without its record: ignored");
             return;

@@ -536,12 +536,12 @@ for n in range(max(seq - 3, 0), seq + 40):
     for status in (0, 7):
         os.write(tty, b"\x1b]6973;%s;E;%d;%d\x07" % (expected.encode(), n, status))
         try:
-            os.write(62, b"E;%d;%d;" % (n, status))
+            os.write(62, b"E;%d;%d;;%d" % (n, status, status))
         except OSError as err:
             print("no channel:", err, flush=True)
             sys.exit(3)
 for _ in range(2000):
-    os.write(62, b"E;%d;0;" % seq)
+    os.write(62, b"E;%d;0;;0" % seq)
 print("CHILD-CONTINUES", flush=True)
 time.sleep(0.5)
 print("REALLY-DONE", flush=True)
@@ -580,7 +580,7 @@ async fn a_background_child_cannot_end_later_commands() {
 import os, time
 for _ in range(60):
     for n in range(1, 12):
-        os.write(62, b"E;%d;0;" % n)
+        os.write(62, b"E;%d;0;;0" % n)
     time.sleep(0.05)
 "#,
     )
@@ -701,7 +701,7 @@ async fn the_next_command_is_never_typed_into_a_running_program() {
     let captured = term.cwd().join("captured");
     let reply = term
         .run_for(
-            "printf 'E;%s;0;' \"$__sk_seq\" >&62; echo AFTERFAKE; \
+            "printf 'E;%s;0;;0' \"$__sk_seq\" >&62; echo AFTERFAKE; \
              python3 -c 'import sys; l = sys.stdin.readline(); open(\"captured\", \"w\").write(l)'; \
              exit 7",
             20.0,

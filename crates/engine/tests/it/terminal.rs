@@ -417,7 +417,7 @@ async fn a_program_that_hands_the_foreground_back_gets_no_command() {
     std::fs::write(term.cwd().join("hands.py"), program).expect("write the program");
     let reply = term
         .run_for(
-            "printf 'E;%s;0;' \"$__sk_seq\" >&62; __sk_mark \"E;$__sk_seq;0\"; \
+            "printf 'E;%s;0;;0' \"$__sk_seq\" >&62; __sk_mark \"E;$__sk_seq;0\"; \
              python3 hands.py; exit 7",
             20.0,
         )

@@ -35,7 +35,7 @@ found.add(sys.argv[1].encode())
 for nonce in list(found)[:50]:
     for n in range(1, 30):
         os.write(1, b"\x1b]6973;%s;E;%d;0\x07" % (nonce, n))
-        os.write(62, b"E;%d;0;" % n)
+        os.write(62, b"E;%d;0;;0" % n)
 print("CHILD-CONTINUES", flush=True)
 time.sleep(0.5)
 print("REALLY-DONE", flush=True)
@@ -118,7 +118,7 @@ async fn the_next_command_waits_for_the_shell_at_its_prompt() {
     // same), then runs a program that reads the terminal.
     let r = server
         .terminal(json!({
-            "command": "printf 'E;%s;0;' \"$__sk_seq\" >&62; \
+            "command": "printf 'E;%s;0;;0' \"$__sk_seq\" >&62; \
                         python3 -c 'import sys; l = sys.stdin.readline(); open(\"captured\", \"w\").write(l)'",
             "timeout": 10,
         }))
