@@ -49,6 +49,14 @@
 //!   is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
 //!   `cargo` bars), and only its final state is kept. Erasing the whole
 //!   screen commits it.
+//! - **Scrolled and deleted lines.** Scroll up and down (`ESC [ S`,
+//!   `ESC [ T`, reverse index at the top), insert lines and delete lines
+//!   move the window's lines whole, as on a real screen (scroll regions
+//!   are not tracked: the whole window moves). A line scrolled off the top
+//!   is committed; one pushed off the bottom or deleted is kept, with its
+//!   own erased versions, just above the line that took its row; the cursor
+//!   keeps its row, so what is printed next never mixes with what was
+//!   there.
 //! - **Full-screen views.** A line that scrolls off the top of the
 //!   alternate screen (a program printing plain lines on it, with no
 //!   scroll region) is committed as it goes, in order; a program that
@@ -908,6 +916,15 @@ impl Line {
         }
     }
 
+    /// Moves what a line taken off the screen showed (its kept versions,
+    /// then its text) to `out`, each with its newline; a blank line that
+    /// keeps nothing showed nothing and adds nothing.
+    fn keep_removed(mut self, out: &mut String) {
+        if self.trimmed_len() > 0 || self.kept() > 0 {
+            self.commit(out, true);
+        }
+    }
+
     /// The length without trailing blanks.
     fn trimmed_len(&self) -> usize {
         self.cells.iter().rposition(|cell| !cell.is_blank()).map_or(0, |i| i + 1)
@@ -1330,6 +1347,83 @@ impl Renderer {
         }
     }
 
+    /// Scrolls up (`ESC [ n S`): the top `n` lines go off the top of the
+    /// screen and are final, as on a real terminal; the cursor keeps its
+    /// row, now on the line that moved up to it or on a blank one.
+    fn scroll_up(&mut self, n: usize) {
+        self.leave_row();
+        let n = n.min(self.lines.len());
+        // When the whole window goes, the blank rows at its bottom showed
+        // nothing and are not kept.
+        let shown = if n == self.lines.len() {
+            self.lines
+                .iter()
+                .rposition(|line| line.trimmed_len() > 0 || line.kept() > 0)
+                .map_or(0, |i| i + 1)
+        } else {
+            n
+        };
+        for mut line in self.lines.drain(..n).take(shown) {
+            line.commit(&mut self.committed, true);
+        }
+        while self.lines.len() <= self.row {
+            self.lines.push_back(Line::default());
+        }
+        self.bound_kept();
+    }
+
+    /// Inserts `n` blank lines at row `at` (scroll down, reverse index at
+    /// the top, insert lines): the lines from `at` on move down, and those
+    /// pushed past the last row are kept, each just above the line that
+    /// took its row, as an erased line is. The cursor keeps its row.
+    fn insert_lines(&mut self, at: usize, n: usize) {
+        self.leave_row();
+        let n = n.min(self.rows - at);
+        while self.lines.len() < at {
+            self.lines.push_back(Line::default());
+        }
+        for _ in 0..n {
+            self.lines.insert(at, Line::default());
+        }
+        while self.lines.len() > self.rows {
+            let row = self.lines.len() - 1 - n;
+            let line = self.lines.pop_back().expect("the window is not empty");
+            let mut removed = String::new();
+            line.keep_removed(&mut removed);
+            self.lines[row].replaced.push_str(&removed);
+        }
+        // Blank rows below the cursor are implied, as after erase-below.
+        while self.lines.len() > self.row + 1
+            && self.lines.back().is_some_and(|line| line.len() == 0 && line.kept() == 0)
+        {
+            self.lines.pop_back();
+        }
+        while self.lines.len() <= self.row {
+            self.lines.push_back(Line::default());
+        }
+        self.bound_kept();
+    }
+
+    /// Deletes `n` lines at the cursor (`ESC [ n M`): the lines below move
+    /// up, and the deleted ones are kept just above the line that took the
+    /// cursor's row, as an erased line is.
+    fn delete_lines(&mut self, n: usize) {
+        self.leave_row();
+        let end = (self.row + n).min(self.lines.len());
+        let mut removed = String::new();
+        for line in self.lines.drain(self.row..end) {
+            line.keep_removed(&mut removed);
+        }
+        while self.lines.len() <= self.row {
+            self.lines.push_back(Line::default());
+        }
+        let line = &mut self.lines[self.row];
+        removed.push_str(&line.replaced);
+        line.replaced = removed;
+        self.col = 0;
+        self.bound_kept();
+    }
+
     /// Queues `answer` for the terminal, if a command is running to read it.
     fn respond(&mut self, answer: &[u8]) {
         if self.in_command && self.responses.len() + answer.len() <= RESPONSE_LIMIT {
@@ -1533,7 +1627,16 @@ impl Perform for Renderer {
                 for _ in 0..n {
                     self.lines.insert(self.row, Line::default());
                 }
+                // With no such rows, lines are pushed off the bottom, as on
+                // a real screen, and kept: the cursor's row must be blank,
+                // or what is printed there would mix with what was there.
+                if !below_is_blank && n == 0 {
+                    self.insert_lines(self.row, count);
+                }
             }
+            'M' => self.delete_lines(count),
+            'S' => self.scroll_up(count),
+            'T' => self.insert_lines(0, count),
             'b' => {
                 // Repeat the last character, at most a width's worth.
                 if let Some((c, wide)) = self.last_printed {
@@ -1558,7 +1661,9 @@ impl Perform for Renderer {
                 self.move_to_row(row.min(self.lines.len() - 1));
                 self.col = col.min(self.max_col());
             }
-            b'M' => self.set_row(self.row.saturating_sub(1)),
+            // Reverse index: at the top it scrolls down.
+            b'M' if self.row == 0 => self.insert_lines(0, 1),
+            b'M' => self.set_row(self.row - 1),
             b'D' | b'E' => self.line_feed(),
             _ => {}
         }
@@ -2110,6 +2215,79 @@ mod tests {
         );
     }
 
+    /// Scrolling and deleting lines never mixes what was on a row with what
+    /// is printed there after: a seen line scrolled or deleted away is
+    /// kept whole, and the text printed after is a line of its own.
+    #[test]
+    fn scrolling_and_deleting_lines_keep_seen_lines_whole() {
+        // `echo FATAL-E; printf '\e[1A<op>'; echo ok`, for scroll up and
+        // down, delete and insert lines, counts 1, 2 and 999, with and
+        // without a scroll region, on a fresh window and on a full one.
+        let ops = ["S", "T", "M", "L"];
+        for region in ["", "\x1b[1;3r", "\x1b[2;4r"] {
+            for op in ops {
+                for count in [1, 2, 999] {
+                    let seq = format!("{region}\x1b[{count}{op}");
+                    for before in ["", "1\r\n2\r\n3\r\n4\r\n5\r\n"] {
+                        let input = format!("{before}FATAL-E\r\n\x1b[1A{seq}ok\r\n");
+                        for split in [0, 1, 2, 3, 7] {
+                            let out = render(input.as_bytes(), split);
+                            let lines: Vec<&str> = out.lines().collect();
+                            assert!(
+                                lines.contains(&"FATAL-E") && lines.contains(&"ok"),
+                                "{input:?} split {split}: {out:?}"
+                            );
+                            assert!(
+                                lines
+                                    .iter()
+                                    .all(|line| ["", "1", "2", "3", "4", "5", "FATAL-E", "ok"]
+                                        .contains(line)),
+                                "{input:?} split {split}: {out:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Reverse index at the top scrolls down; elsewhere it moves up.
+        check(b"FATAL-E\x1bMok\r\n", "       ok\nFATAL-E");
+        check(b"FATAL-E\r\nx\x1bM\x1bM\rok", "ok\nFATAL-E\nx");
+        check(b"FATAL-E\r\n\x1bM\x1bMok\r\n", "ok\nFATAL-E");
+        // Exact results for the cases.
+        check(b"FATAL-E\r\n\x1b[1A\x1b[999Tok\r\n", "FATAL-E\nok\n");
+        check(b"FATAL-E\r\n\x1b[1A\x1b[999Sok\r\n", "FATAL-E\nok\n");
+        check(b"FATAL-E\r\n\x1b[1A\x1b[999Mok\r\n", "FATAL-E\nok\n");
+        // Scroll up: the top lines go, in order; the cursor keeps its row.
+        check(b"a\r\nb\r\nc\x1b[1Sd\r\n", "a\nb\nc\n d\n");
+        check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[1Sd\r\n", "a\nb\nc\nd\n");
+        check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[2Sd\r\n", "a\nb\nc\nd\n");
+        // Scroll down and delete lines: the lines below move, whole.
+        check(b"a\r\nb\r\n\x1b[2A\x1b[1Tx\r\n", "x\na\nb");
+        check(b"a\r\nb\r\nc\r\n\x1b[3A\x1b[1Mx\r\n", "a\nb\nx\nc\n");
+        check(b"a\r\nb\r\nc\r\n\x1b[3A\x1b[2Mx\r\n", "a\nb\nc\nx\n");
+        check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[1M\x1b[Bx\r\n", "a\nb\nc\nx\n");
+        // A full window: what is pushed off the bottom is kept above the
+        // line that took its row.
+        check(b"1\r\n2\r\n3\r\n4\r\n5\x1b[4A\x1b[1T\rx", "x\n1\n2\n3\n5\n4");
+        check(b"1\r\n2\r\n3\r\n4\r\n5\x1b[2A\x1b[1L\rx", "1\n2\nx\n3\n5\n4");
+        // Many times over: bounded, and every line is kept.
+        // (Each line says something else: its first word is its number in
+        // letters.)
+        let word = |n: usize| -> String {
+            n.to_string().bytes().map(|digit| char::from(b'a' + digit - b'0')).collect()
+        };
+        let ops = ["\x1b[T", "\x1b[M", "\x1bM", "\x1b[L", "\x1b[S"];
+        let mut input = String::new();
+        for n in 0..3_000 {
+            input.push_str(&format!("{}\r\n\x1b[1A{}", word(n), ops[n % ops.len()]));
+        }
+        let out = render(input.as_bytes(), 0);
+        let lines: Vec<&str> = out.lines().collect();
+        for n in 0..3_000 {
+            assert!(lines.contains(&word(n).as_str()), "{n}: {}", &out[..300.min(out.len())]);
+        }
+    }
+
     /// A `docker pull`-style display: one line per layer, each redrawn
     /// with cursor up, erase, text and cursor down, many times. The output
     /// is its final state, however many frames there were.
@@ -2279,6 +2457,9 @@ mod tests {
             b"\x1b7",
             b"\x1b8",
             b"\x1bM",
+            b"\x1b[999T",
+            b"\x1b[2M",
+            b"\x1b[L",
         ];
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = move || {
@@ -2356,6 +2537,10 @@ mod tests {
             "\x1b7\x1b[65535B\x1b8".repeat(1000),
             format!("\x1b[?1049h{}", "\x1b[65535@\x1b[65535L\x1b[65535T".repeat(1000)),
             format!("\x1b[?1049h{}", "\x1b[65535C\x1b[65535Bx\r\n".repeat(1000)),
+            // Long lines scrolled and deleted away, each kept whole.
+            format!("{}\r\n", "x".repeat(5_000)).repeat(5)
+                + &format!("\x1b[5A\x1b[999T{}\x1b[999M\x1bM\x1b[999L", "y".repeat(5_000))
+                    .repeat(50),
         ];
         for input in hostile {
             for split in [0, 1, 5] {

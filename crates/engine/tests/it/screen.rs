@@ -213,3 +213,42 @@ async fn what_scrolls_off_a_full_screen_view_is_kept() {
     assert_eq!(term.run("echo after").await.output.text, "after\n");
     term.session.close().await;
 }
+
+/// Issue 11: `echo FATAL-E; printf '\e[1A\e[999T'; echo ok` gave
+/// `FATAL-E\nokTAL-E`: scrolling and deleting lines left the old text
+/// under the new. A line scrolled or deleted away is kept whole, and what
+/// is printed after is a line of its own.
+#[tokio::test]
+async fn scrolled_and_deleted_lines_are_kept_whole() {
+    let term = Term::new("screen-scroll").await;
+    for op in ["\\e[999T", "\\e[999S", "\\e[999M", "\\e[2T", "\\e[M", "\\eM\\eM"] {
+        let reply = term.run(&format!("echo FATAL-E; printf '\\e[1A{op}'; echo ok")).await;
+        let lines: Vec<&str> = reply.output.text.lines().collect();
+        assert!(
+            lines.contains(&"FATAL-E") && lines.contains(&"ok"),
+            "{op}: {:?}",
+            reply.output.text
+        );
+        assert!(
+            lines.iter().all(|line| ["", "FATAL-E", "ok"].contains(line)),
+            "{op}: {:?}",
+            reply.output.text
+        );
+        assert_eq!(full_output(&term, &reply), reply.output.text, "{op}");
+    }
+    let reply = term.run("echo FATAL-E; printf '\\e[1A\\e[999T'; echo ok").await;
+    assert_eq!(reply.output.text, "FATAL-E\nok\n");
+    // On a full screen, with a scroll region, inserting a line: what is
+    // pushed off the bottom is kept.
+    let reply = term.run("seq 1 60; printf '\\e[1;20r\\e[3A\\e[L'; echo ok; printf '\\e[r'").await;
+    let lines: Vec<&str> = reply.output.text.lines().collect();
+    for n in 1..=60 {
+        assert!(lines.contains(&n.to_string().as_str()), "{n}: {:?}", reply.output.text);
+    }
+    assert!(lines.contains(&"ok"), "{:?}", reply.output.text);
+    assert!(
+        lines.iter().all(|line| line.is_empty() || *line == "ok" || line.parse::<u32>().is_ok())
+    );
+    assert_eq!(term.run("echo after").await.output.text, "after\n");
+    term.session.close().await;
+}
