@@ -392,12 +392,15 @@ fn owner_ended(value: &str) {
 /// The owner an unmarked orphan that started at `started` ticks is
 /// attributed to: the newest of the owners alive then (the most specific
 /// guess: a `run` or a session opened while an older session was open);
-/// `None` when none was.
+/// `None` when none was. Start times are clock ticks (10 ms): an orphan
+/// born in the tick its owner ended is not given to that owner, whose stop
+/// is over (it would then be nobody's until the server ends), but to one
+/// still alive.
 fn owner_at(started: u64) -> Option<String> {
     let owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
     owners
         .iter()
-        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end >= started))
+        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end > started))
         .max_by_key(|owner| owner.started)
         .map(|owner| owner.value.clone())
 }
@@ -1544,6 +1547,8 @@ mod tests {
         assert_eq!(owner_at(base + 5).as_deref(), Some("t/old"));
         assert_eq!(owner_at(base + 15).as_deref(), Some("t/new"));
         assert_eq!(owner_at(base + 25).as_deref(), Some("t/old"));
+        // Born in the tick the newer owner ended: the live one takes it.
+        assert_eq!(owner_at(base + 20).as_deref(), Some("t/old"));
     }
 
     #[tokio::test]
