@@ -443,7 +443,9 @@ impl Shell {
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
         std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
         let deadline = Instant::now() + PROMPT_WAIT;
-        let mut pause = Duration::from_millis(1);
+        // Usually the shell is there already, or within a fraction of a
+        // millisecond of its prompt's last work.
+        let mut pause = Duration::from_micros(50);
         while !input_wait::process_reads_terminal(shell, &tty) {
             if Instant::now() >= deadline {
                 let waited_for = process::children(shell).into_iter().next().unwrap_or(shell);
