@@ -221,7 +221,7 @@ pub fn wrapped_shell(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
 
 /// The children of `pid`, from `/proc/<pid>/task/*/children` (a few small
 /// reads; no scan of every process).
-fn children(pid: i32) -> Vec<i32> {
+pub fn children(pid: i32) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     tasks
         .flatten()

@@ -970,11 +970,6 @@ pub fn live_session_members(sid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.session == sid)
 }
 
-/// Live children of process `pid`.
-pub fn children(pid: i32) -> Vec<i32> {
-    scan_proc(|stat| stat.ppid == pid)
-}
-
 /// The current time as clock ticks since boot, comparable with the start
 /// times in `/proc/PID/stat`.
 pub fn boot_ticks_now() -> u64 {
@@ -1070,9 +1065,9 @@ impl Targets {
     }
 
     /// Everything this server started: its descendants (orphans included,
-    /// once [`reap_adopted_orphans`] made it a subreaper), whatever carries
-    /// its token and everything in its control group directory, except
-    /// `exclude`.
+    /// once [`reap_adopted_orphans`] made it a subreaper) and whatever
+    /// carries its token, except `exclude`. Its control-group directory is
+    /// killed apart, when the containment ends ([`end_containment`]).
     pub fn whole_server(exclude: &[i32]) -> Targets {
         Targets {
             roots: Root::of(std::process::id() as i32).into_iter().collect(),

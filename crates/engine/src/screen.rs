@@ -1100,9 +1100,13 @@ impl Renderer {
     /// Moves the cursor to `row` of the window, leaving the line it was on.
     fn set_row(&mut self, row: usize) {
         if row != self.row {
+            let left = self.row;
             self.leave_row();
             self.row = row;
-            self.bound_kept();
+            // Only the line just left can have kept a new version.
+            if !self.lines[left].replaced.is_empty() {
+                self.bound_kept();
+            }
         }
     }
 

@@ -100,14 +100,14 @@ pub struct TerminalOutput {
     pub previous_call_cancelled_sec_ago: Option<f64>,
 }
 
-/// OpenHands' words for what to do about a command that is still running
-/// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
 /// Why a command is not run once the shell integration is damaged.
 const DAMAGED: &str = "The shell reported that the command never ran: a command damaged \
      shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
      a DEBUG trap), so commands can no longer run or report their end in this shell. \
      reset=true restores a working shell.";
 
+/// OpenHands' words for what to do about a command that is still running
+/// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
 const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
      empty command '', send other commands to interact with the current process, send keys \
      (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \

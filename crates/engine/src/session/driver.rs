@@ -448,7 +448,7 @@ impl Shell {
         let mut pause = Duration::from_micros(50);
         while !input_wait::process_reads_terminal(shell, &tty) {
             if Instant::now() >= deadline {
-                let waited_for = process::children(shell).into_iter().next().unwrap_or(shell);
+                let waited_for = integration::children(shell).into_iter().next().unwrap_or(shell);
                 return Some((waited_for, integration::command_line(waited_for)));
             }
             tokio::time::sleep(pause).await;
