@@ -778,7 +778,9 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
     ] {
         assert!(after_tampering(&term, tamper).await, "{tamper} should leave a working shell");
     }
-    // These break it: the reply says so.
+    // These may break it: the next command then runs correctly anyway, or
+    // the reply says the integration is damaged (`after_tampering` checks
+    // that it is never misreported).
     for tamper in [
         "unset -f __sk_prompt",
         "unset -f __sk_prompt __sk_fallback",

@@ -347,7 +347,7 @@ fn a_guard_without_a_channel_from_its_parent_refuses_to_run() {
     let dir = std::env::temp_dir().join(format!("sk-guard-refuses-{}", marker()));
     std::fs::create_dir(&dir).expect("a directory");
     std::fs::write(dir.join("kept"), "kept").expect("a file");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_shellkeep"))
+    let output = std::process::Command::new(crate::binary())
         .args(["__guard", "--runtime-dir"])
         .arg(&dir)
         .stdin(std::process::Stdio::piped())

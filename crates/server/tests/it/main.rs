@@ -205,7 +205,8 @@ struct Reply {
     /// All text content blocks, joined, each starting on a line of its own.
     text: String,
     /// The text content blocks, one by one: a command's output and
-    /// shellkeep's notices are never in the same block.
+    /// shellkeep's notices never share a block when the output has a line
+    /// shaped like a notice.
     blocks: Vec<String>,
     /// `structuredContent` (`Null` when absent).
     structured: Value,
