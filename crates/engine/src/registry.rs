@@ -40,7 +40,7 @@ pub const MAX_NAME_LEN: usize = 32;
 const MAX_REMEMBERED: usize = 64;
 
 /// Limits on the sessions of one server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegistryLimits {
     /// Live sessions at most, `default` included.
     pub max_sessions: usize,
@@ -56,10 +56,11 @@ impl Default for RegistryLimits {
     }
 }
 
-/// Why a session could not be opened or found.
+/// Why a session could not be opened or found. The texts state the fact
+/// and name no tool or argument: the server words what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The name breaks the naming rule.
+    /// The name breaks the naming rule ([`validate_name`]).
     #[error(
         "invalid session name {0:?}: use 1 to {MAX_NAME_LEN} characters from A-Z, a-z, 0-9, \
          `_`, `.` and `-`"
@@ -70,30 +71,24 @@ pub enum RegistryError {
     Unknown {
         /// The name asked for.
         name: String,
-        /// The open sessions, listed for the agent.
+        /// The open sessions, listed for the reader.
         open: String,
     },
     /// Starting one more would pass the limit.
-    #[error(
-        "cannot start session {name:?}: {limit} sessions are open, the limit. Close one with \
-         session_close first. Open sessions: {open}"
-    )]
+    #[error("cannot start session {name:?}: {limit} sessions are open, the limit")]
     TooMany {
         /// The name asked for.
         name: String,
         /// The limit.
         limit: usize,
-        /// The open sessions, listed for the agent.
+        /// The open sessions, listed for the reader.
         open: String,
     },
     /// A background job was asked for under a name already in use.
-    #[error(
-        "session {0:?} already exists: a background job needs a new session. Omit `session` \
-         to get a generated name, or close that session first"
-    )]
+    #[error("session {0:?} already exists: a background job needs a new session")]
     NameTaken(String),
-    /// `cwd` names no directory.
-    #[error("cwd {0:?} is not a directory")]
+    /// The directory a new session was to start in is not a directory.
+    #[error("{0:?} is not a directory")]
     BadCwd(PathBuf),
 }
 

@@ -587,7 +587,7 @@ async fn run_once(
 ) -> anyhow::Result<std::process::ExitCode> {
     let loaded = load_policy(args)?;
     let command = command.join(" ");
-    let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
+    let explicit = cli_timeout(timeout)?;
     let decision = loaded.policy.decide(&command, explicit);
     let _containment = start_containment(args)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
@@ -613,6 +613,17 @@ async fn run_once(
         oneshot::RunStatus::Error => 125,
     };
     Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// `--timeout` of `run` and `policy explain`, checked by the policy and
+/// worded with the flag's name.
+fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> {
+    timeout
+        .map(|secs| {
+            ExplicitTimeout::try_from(secs)
+                .map_err(|err| anyhow::anyhow!(render::invalid_timeout("--timeout", &err)))
+        })
+        .transpose()
 }
 
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
@@ -736,7 +747,7 @@ fn policy_command(
         PolicyAction::Explain { timeout, command } => {
             let loaded = load_policy(args)?;
             let command = command.join(" ");
-            let explicit = timeout.map(ExplicitTimeout::try_from).transpose()?;
+            let explicit = cli_timeout(timeout)?;
             let decision = loaded.policy.decide(&command, explicit);
             let (text, _) = render::explain(&command, &decision, &loaded.origin);
             writeln!(stdout, "{text}")?;

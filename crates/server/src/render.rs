@@ -9,9 +9,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::Shown;
-use shellkeep_engine::policy::{Decision, DecisionSource};
+use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::registry::{JobEnded, RegistryLimits, SessionInfo};
+use shellkeep_engine::registry::{JobEnded, RegistryError, RegistryLimits, SessionInfo};
 use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEnded};
 
 use rmcp::schemars;
@@ -28,7 +28,8 @@ pub struct TerminalOutput {
     /// limit), `running` (control came back before the command finished),
     /// `waiting_for_input` (it is blocked reading the terminal), or
     /// `not_executed` (another command is still running).
-    pub status: &'static str,
+    #[schemars(with = "String")]
+    pub status: TerminalStatus,
     /// The shell's working directory.
     pub cwd: String,
     /// The Python interpreter `python` runs, when there is one.
@@ -98,6 +99,24 @@ pub struct TerminalOutput {
     /// since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_call_cancelled_sec_ago: Option<f64>,
+}
+
+/// The `status` of a terminal reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalStatus {
+    /// The command finished.
+    Completed,
+    /// It was stopped after running unwatched past its limit.
+    Killed,
+    /// Control came back before it finished.
+    Running,
+    /// It is blocked reading the terminal.
+    WaitingForInput,
+    /// The command was not run (another one still has the terminal, or the
+    /// integration is damaged). The only status that makes the reply a tool
+    /// error.
+    NotExecuted,
 }
 
 /// Why a command is not run once the shell integration is damaged.
@@ -388,15 +407,15 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                  and start a fresh shell.]",
                 echo(command)
             ));
-            "not_executed"
+            TerminalStatus::NotExecuted
         }
         (_, Some(command)) if reply.notes.contains(&Note::IntegrationDamaged) => {
             out.note(format!("[Your command {} is NOT executed. {DAMAGED}]", echo(command)));
-            "not_executed"
+            TerminalStatus::NotExecuted
         }
         (Status::Running(WaitEnded::IntegrationDamaged), None) => {
             out.note(format!("[The command was NOT run. {DAMAGED}]"));
-            "not_executed"
+            TerminalStatus::NotExecuted
         }
         (_, Some(command)) => {
             out.note(format!(
@@ -406,7 +425,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                  {TIMEOUT_MESSAGE_TEMPLATE}]",
                 echo(command)
             ));
-            "not_executed"
+            TerminalStatus::NotExecuted
         }
         (Status::Completed, None) => {
             let code = reply.exit_code.unwrap_or(-1);
@@ -438,7 +457,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             if let Some(python) = &reply.python {
                 out.line(format!("[Python interpreter: {}]", in_text(python)));
             }
-            if killed.is_some() { "killed" } else { "completed" }
+            if killed.is_some() { TerminalStatus::Killed } else { TerminalStatus::Completed }
         }
         (Status::Running(ended), None) => {
             let why = match ended {
@@ -471,8 +490,8 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                 seconds(reply.duration)
             ));
             match ended {
-                WaitEnded::WaitingForInput => "waiting_for_input",
-                _ => "running",
+                WaitEnded::WaitingForInput => TerminalStatus::WaitingForInput,
+                _ => TerminalStatus::Running,
             }
         }
     };
@@ -495,7 +514,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                 out.note("[Your input was not sent: the command had already finished.]".to_owned())
             }
             Note::WaitingForInput if reply.notes.contains(&Note::Incomplete) => {}
-            Note::WaitingForInput if status != "waiting_for_input" => out
+            Note::WaitingForInput if status != TerminalStatus::WaitingForInput => out
                 .note("[The program is waiting for input: send it with is_input=true.]".to_owned()),
             Note::InputPartlySent { sent, total } => out.note(format!(
                 "[Only {sent} of the {total} bytes of your input were delivered: the program is \
@@ -862,9 +881,9 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
 /// A background job that ended, in structured content.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct JobEndedOutput {
-    /// Its session.
+    /// The job's session.
     pub session: String,
-    /// Its command.
+    /// Its command (cut to 200 characters).
     pub command: String,
     /// Its exit code.
     pub exit_code: i32,
@@ -1069,9 +1088,18 @@ fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 10.0).round() / 10.0
 }
 
+/// Whose output a [`read_hint`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HintFor {
+    /// The command this reply is about.
+    This,
+    /// The previous command, whose end this reply reports.
+    Previous,
+}
+
 /// When a reply's output was cut: the line that says exactly how to read
 /// what was left out with the `output` tool, and the command's number.
-pub fn read_hint(session: &str, reply: &Reply) -> Option<(String, u64)> {
+pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String, u64)> {
     let number = reply.number?;
     let shown = &reply.output;
     if !shown.truncated && shown.full_output_cut.is_none() {
@@ -1089,7 +1117,11 @@ pub fn read_hint(session: &str, reply: &Reply) -> Option<(String, u64)> {
              \"limit\": {limit}}}"
         )
     };
-    Some((format!("[Read the lines left out with the output tool: {args}]"), number))
+    let what = match whose {
+        HintFor::This => "the lines left out",
+        HintFor::Previous => "the lines the previous command's output left out",
+    };
+    Some((format!("[Read {what} with the output tool: {args}]"), number))
 }
 
 /// Structured result of the `output` tool.
@@ -1206,6 +1238,26 @@ pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (B
     (text, structured)
 }
 
+/// A timeout the policy refused, named as the caller wrote it
+/// (`timeout_sec`, `--timeout`).
+pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
+    format!("{name} {err}")
+}
+
+/// Why a session could not be opened or found, with what to do about it.
+pub fn registry_error(err: &RegistryError) -> String {
+    match err {
+        RegistryError::InvalidName(_) | RegistryError::Unknown { .. } => err.to_string(),
+        RegistryError::TooMany { open, .. } => {
+            format!("{err}. Close one with session_close first. Open sessions: {open}")
+        }
+        RegistryError::NameTaken(_) => {
+            format!("{err}. Omit `session` to get a generated name, or close that session first")
+        }
+        RegistryError::BadCwd(dir) => format!("cwd {dir:?} is not a directory"),
+    }
+}
+
 /// A byte count for people: `512 B`, `3.2 KiB`, `48.1 MiB`.
 fn bytes(n: u64) -> String {
     match n {
@@ -1218,6 +1270,45 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_errors_are_worded_with_the_tools_to_use() {
+        let too_many = RegistryError::TooMany {
+            name: "three".into(),
+            limit: 3,
+            open: "default, one, two".into(),
+        };
+        let cases = [
+            (
+                registry_error(&too_many),
+                "cannot start session \"three\": 3 sessions are open, the limit. Close one with \
+                 session_close first. Open sessions: default, one, two",
+            ),
+            (
+                registry_error(&RegistryError::NameTaken("dev".into())),
+                "session \"dev\" already exists: a background job needs a new session. Omit \
+                 `session` to get a generated name, or close that session first",
+            ),
+            (
+                registry_error(&RegistryError::BadCwd("/nowhere".into())),
+                "cwd \"/nowhere\" is not a directory",
+            ),
+            (
+                registry_error(&RegistryError::Unknown {
+                    name: "x".into(),
+                    open: "default".into(),
+                }),
+                "no session is named \"x\". Open sessions: default",
+            ),
+            (
+                invalid_timeout("--timeout", &InvalidTimeout::NotPositive(-1.0)),
+                "--timeout must be a positive number of seconds, got -1",
+            ),
+        ];
+        for (got, expected) in cases {
+            assert_eq!(got, expected);
+        }
+    }
 
     fn shown(text: &str) -> Shown {
         Shown { text: text.to_owned(), ..Shown::empty() }

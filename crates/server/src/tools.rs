@@ -304,7 +304,7 @@ impl Shellkeep {
         let result = match executed {
             Ok(reply) => {
                 let (mut text, mut structured) = render::terminal(&reply);
-                let is_error = structured.status == "not_executed";
+                let is_error = structured.status == render::TerminalStatus::NotExecuted;
                 if lease.name() != DEFAULT_SESSION {
                     structured.session = Some(lease.name().to_owned());
                 }
@@ -314,15 +314,14 @@ impl Shellkeep {
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
-                    && let Some((line, _)) = render::read_hint(lease.name(), previous)
+                    && let Some((line, _)) =
+                        render::read_hint(lease.name(), previous, render::HintFor::Previous)
                 {
-                    text.notice(&line.replacen(
-                        "lines left out",
-                        "lines the previous command's output left out",
-                        1,
-                    ));
+                    text.notice(&line);
                 }
-                if let Some((line, number)) = render::read_hint(lease.name(), &reply) {
+                if let Some((line, number)) =
+                    render::read_hint(lease.name(), &reply, render::HintFor::This)
+                {
                     text.notice(&line);
                     structured.command_number = Some(number);
                 }
@@ -465,7 +464,7 @@ impl Shellkeep {
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         let session = match self.shared.sessions.get(name) {
             Ok(session) => session,
-            Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+            Err(err) => return self.with_job_notices(tool_error(render::registry_error(&err))),
         };
         session.commit_screen();
         let page =
@@ -506,7 +505,9 @@ impl Shellkeep {
         if name == DEFAULT_SESSION {
             let session = match self.shared.sessions.get(DEFAULT_SESSION) {
                 Ok(session) => session,
-                Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+                Err(err) => {
+                    return self.with_job_notices(tool_error(render::registry_error(&err)));
+                }
             };
             let last = session.last_words().await;
             let request = Request { reset: true, ..Request::default() };
@@ -518,7 +519,7 @@ impl Shellkeep {
         }
         let session = match self.shared.sessions.remove(&name) {
             Ok(session) => session,
-            Err(err) => return self.with_job_notices(tool_error(err.to_string())),
+            Err(err) => return self.with_job_notices(tool_error(render::registry_error(&err))),
         };
         // A call waiting on the session returns at once rather than holding
         // up the close.
@@ -573,14 +574,14 @@ impl Shellkeep {
             }
             let (lease, cwd) = registry
                 .open_background(args.session.as_deref(), cwd, &args.command)
-                .map_err(|err| err.to_string())?;
+                .map_err(|err| render::registry_error(&err))?;
             return Ok((lease, SessionOpened::Background(cwd)));
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         registry
             .open(name, cwd)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
-            .map_err(|err| err.to_string())
+            .map_err(|err| render::registry_error(&err))
     }
 
     /// Adds the notices of background jobs that ended since the last reply
@@ -633,11 +634,11 @@ impl Shellkeep {
         let explicit = timeout_sec
             .map(ExplicitTimeout::try_from)
             .transpose()
-            .map_err(|err| err.naming("timeout_sec"))?;
+            .map_err(|err| render::invalid_timeout("timeout_sec", &err))?;
         let no_output = no_output_timeout_sec
             .map(ExplicitTimeout::try_from)
             .transpose()
-            .map_err(|err| err.naming("no_output_timeout_sec"))?;
+            .map_err(|err| render::invalid_timeout("no_output_timeout_sec", &err))?;
         let decision = self.shared.policy.decide(command, explicit);
         Ok(match no_output {
             Some(no_output) => decision.with_no_output(no_output),
