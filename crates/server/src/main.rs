@@ -5,6 +5,8 @@
 //! stdout belongs to the MCP transport while serving: everything else is
 //! logged with `tracing` to stderr.
 
+mod cli;
+mod config;
 mod render;
 mod tools;
 mod verify;
@@ -17,177 +19,25 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::Parser;
 use rmcp::ServiceExt;
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
+use shellkeep_engine::output::SpillStore;
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
-use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
-use shellkeep_engine::session::SessionConfig;
-use shellkeep_engine::store::StoreLimits;
+use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
 use tokio_util::sync::CancellationToken;
 
-/// An MCP server that gives AI agents a persistent shell in a real
-/// terminal, and a one-shot runner that can never hang them.
-///
-/// Without a subcommand it serves MCP on stdin/stdout.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    serve: ServeArgs,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve MCP on stdin/stdout (the default).
-    Serve,
-    /// Run one command under the timeout policy and print the result as JSON
-    /// (`{status, stdout, stderr, exitCode, timeoutReason, terminationMode,
-    /// durationMs}`); exits with the command's exit code (124 on timeout).
-    Run {
-        /// Execution limit in seconds (default: the policy's category).
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// Working directory.
-        #[arg(long)]
-        cwd: Option<PathBuf>,
-        /// The command and its arguments, joined with spaces and run by bash.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<String>,
-    },
-    /// Inspect the timeout policy.
-    Policy {
-        #[command(subcommand)]
-        action: PolicyAction,
-    },
-    /// Run the timeout policy's four acceptance tests and write the
-    /// verification document from the results.
-    VerifyTimeouts {
-        /// Where to write the document.
-        #[arg(long, default_value = "docs/TERMINAL_TIMEOUT_VERIFICATION.md")]
-        output: PathBuf,
-    },
-    /// Print what protects this host's sessions: the containment mode, who
-    /// can read a process's memory, Landlock, seccomp, and the private
-    /// directories. Changes nothing of yours (it removes what servers that
-    /// are gone left behind); exits 0.
-    Doctor,
-    /// The orphan guard (internal: started by the server itself, which
-    /// sends it the scope token over its stdin, never on the command line).
-    #[command(name = "__guard", hide = true)]
-    Guard {
-        /// The server's runtime directory, removed once the server is gone.
-        #[arg(long)]
-        runtime_dir: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum PolicyAction {
-    /// Validate a policy file (default: the one the server would use) and
-    /// summarise it.
-    Check {
-        /// The policy file.
-        file: Option<PathBuf>,
-    },
-    /// Print the category and limits a command would get.
-    Explain {
-        /// An explicit timeout in seconds, as an agent might give.
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// The command.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<String>,
-    },
-}
-
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// The timeout policy file. Otherwise $SHELLKEEP_POLICY,
-    /// ./config/terminal_timeout_policy.json, then
-    /// $XDG_CONFIG_HOME/shellkeep/policy.json; else the embedded default.
-    #[arg(long, global = true)]
-    policy: Option<PathBuf>,
-    /// Directory the terminal starts in (and returns to on reset).
-    #[arg(long, env = "SHELLKEEP_CWD")]
-    cwd: Option<PathBuf>,
-    /// Seconds without new output after which a terminal call hands control
-    /// back (the command keeps running).
-    #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
-    no_output_return: f64,
-    /// Longest a terminal call waits when the agent gives no timeout, even
-    /// while output keeps coming (keep it below the client's request
-    /// timeout, commonly 60 s).
-    #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
-    max_wait: f64,
-    /// Characters of output shown per reply (per stream for `run`) before
-    /// the middle is cut; the full output is saved to a file.
-    #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
-    output_cap: usize,
-    /// Seconds between SIGTERM and SIGKILL when a command is killed.
-    #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
-    grace: f64,
-    /// The shell to run in the terminal.
-    #[arg(long, default_value = "bash", env = "SHELLKEEP_SHELL")]
-    shell: PathBuf,
-    /// Do not source ~/.bashrc in the terminal.
-    #[arg(long, env = "SHELLKEEP_NO_RC")]
-    no_rc: bool,
-    /// The most terminal sessions open at once, `default` included.
-    #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
-    max_sessions: usize,
-    /// Seconds a named session may sit idle at its prompt before it is
-    /// closed (`default` and background jobs never expire).
-    #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
-    session_idle_expiry: f64,
-    /// Commands whose complete output each session keeps for the `output`
-    /// tool (the oldest are dropped first).
-    #[arg(long, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]
-    output_keep_commands: usize,
-    /// MiB of complete command output each session keeps for the `output`
-    /// tool (the oldest commands are dropped first).
-    #[arg(long, default_value_t = 256, env = "SHELLKEEP_OUTPUT_KEEP_MIB")]
-    output_keep_mib: u64,
-    /// Where full outputs of cut replies are kept, so their paths stay
-    /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
-    /// else ~/.local/state/shellkeep/output].
-    #[arg(long, env = "SHELLKEEP_FULL_OUTPUT_DIR")]
-    full_output_dir: Option<PathBuf>,
-    /// MiB of full output saved per command (all its streams and replies);
-    /// the file then ends with a line saying where it was cut.
-    #[arg(long, default_value_t = 100, env = "SHELLKEEP_FULL_OUTPUT_MAX_MIB")]
-    full_output_max_mib: u64,
-    /// MiB of full output one server saves in all.
-    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_SERVER_MAX_MIB")]
-    full_output_server_max_mib: u64,
-    /// Full-output files older than this many days are deleted (at start-up
-    /// and when a file is added).
-    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_FULL_OUTPUT_KEEP_DAYS")]
-    full_output_keep_days: f64,
-    /// Beyond this many MiB in the full-output directory, the oldest files
-    /// are deleted.
-    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
-    full_output_keep_mib: u64,
-    /// What contains the processes of every session and `run` command:
-    /// `auto` (the best the host allows), `cgroup2`, `cgroup1` or `markers`.
-    /// A mode named here that the host does not allow stops start-up.
-    #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
-    containment: String,
-}
+use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
+use crate::config::ServerConfig;
 
 /// Chooses the containment before anything is started (see
 /// `shellkeep_engine::cgroup`); the returned value ends it (kills what is
 /// left in the server's control group and removes it) when dropped.
-fn start_containment(args: &ServeArgs) -> anyhow::Result<ContainmentEnd> {
-    let requested: cgroup::Requested =
-        args.containment.parse().map_err(|err: String| anyhow::anyhow!("--containment: {err}"))?;
+fn start_containment(requested: cgroup::Requested) -> anyhow::Result<ContainmentEnd> {
     let active = process::init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
     match &active.dir {
         Some(dir) => tracing::info!("containment: {} in {}", active.mode.as_str(), dir.display()),
@@ -259,7 +109,11 @@ fn init_logging() {
 async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         None | Some(Command::Serve) => {
-            serve(cli.serve).await.map(|()| std::process::ExitCode::SUCCESS)
+            // Every flag is checked before anything starts.
+            let config = ServerConfig::from_args(&cli.serve)?;
+            serve(cli.serve.policy.as_deref(), config)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS)
         }
         Some(Command::Run { timeout, cwd, command }) => {
             run_once(&cli.serve, timeout, cwd, command).await
@@ -267,7 +121,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
         Some(Command::Doctor) => doctor(&cli.serve),
         Some(Command::VerifyTimeouts { output }) => {
-            let loaded = load_policy(&cli.serve)?;
+            let loaded = load_policy(cli.serve.policy.as_deref())?;
             let dir = RuntimeDir::create()?;
             let passed = verify::run(&loaded.policy, &output, &dir.path).await?;
             let _ = writeln!(
@@ -287,8 +141,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 }
 
 /// Loads the policy the flags and environment select, logging any notice.
-fn load_policy(args: &ServeArgs) -> anyhow::Result<LoadedPolicy> {
-    let loaded = policy::load_from_environment(args.policy.as_deref())?;
+fn load_policy(file: Option<&std::path::Path>) -> anyhow::Result<LoadedPolicy> {
+    let loaded = policy::load_from_environment(file)?;
     if let Some(notice) = &loaded.notice {
         tracing::warn!("{notice}");
     }
@@ -344,25 +198,13 @@ impl Drop for RuntimeDir {
 /// if that cannot be made private, `fallback` (removed at exit) with a
 /// warning.
 fn full_output_store(
-    args: &ServeArgs,
+    config: &ServerConfig,
     fallback: &std::path::Path,
 ) -> anyhow::Result<Arc<SpillStore>> {
-    let limits = SpillLimits {
-        per_command: args.full_output_max_mib.saturating_mul(1 << 20),
-        per_server: args.full_output_server_max_mib.saturating_mul(1 << 20),
-    };
-    let keep_days = args.full_output_keep_days;
-    anyhow::ensure!(
-        keep_days.is_finite() && keep_days >= 0.0,
-        "--full-output-keep-days must be a number of days, 0 or more, got {keep_days}"
-    );
-    let retention = Retention {
-        max_age: Duration::from_secs_f64(keep_days * 86_400.0),
-        max_total: args.full_output_keep_mib.saturating_mul(1 << 20),
-    };
+    let (limits, retention) = (config.full_output_limits, config.retention);
     // Unique among servers sharing the directory.
     let prefix = format!("{}-{}", std::process::id(), private_fs::random_hex(3)?);
-    let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
+    let wanted = config.full_output_dir.clone().or_else(default_full_output_dir);
     let checked = wanted.as_ref().map(|dir| {
         anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
         private_fs::ensure_private_dir(dir).map_err(anyhow::Error::from)
@@ -371,7 +213,7 @@ fn full_output_store(
         (Some(dir), Some(Ok(()))) => {
             let store = SpillStore::new(dir, &prefix, limits, Some(retention));
             // The default location is ours by its path: its old files are pruned.
-            if args.full_output_dir.is_none()
+            if config.full_output_dir.is_none()
                 && let Err(err) = store.claim_dir()
             {
                 tracing::warn!("cannot mark {} as shellkeep's: {err}", store.dir().display());
@@ -403,15 +245,10 @@ fn default_full_output_dir() -> Option<PathBuf> {
     Some(state.join("shellkeep/output"))
 }
 
-fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
-    anyhow::ensure!(
-        value.is_finite() && value > 0.0,
-        "{what} must be a positive number of seconds, got {value}"
-    );
-    Ok(Duration::from_secs_f64(value))
-}
-
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// Serves MCP on stdio with `config` until the client leaves or a signal
+/// comes, then stops everything it started. Only wiring: every value was
+/// checked by [`ServerConfig::from_args`].
+async fn serve(policy_file: Option<&std::path::Path>, config: ServerConfig) -> anyhow::Result<()> {
     // First of all: a command running as the same user must not be able to
     // open our stdout through /proc and forge protocol messages.
     if let Err(err) = private_fs::make_process_undumpable() {
@@ -419,10 +256,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
         );
     }
-    let loaded = load_policy(&args)?;
+    let loaded = load_policy(policy_file)?;
     // Before anything is started: every child joins its owner's group.
-    let containment = start_containment(&args)?;
-    let cwd = match &args.cwd {
+    let containment = start_containment(config.containment)?;
+    let cwd = match &config.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
     };
@@ -447,45 +284,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
         guard.watch_cgroup(dir);
     }
-    let spill = full_output_store(&args, &dir.path.join("output"))?;
+    let spill = full_output_store(&config, &dir.path.join("output"))?;
     let pruning = Arc::clone(&spill);
     tokio::task::spawn_blocking(move || {
         for removed in pruning.prune() {
             tracing::info!("removed the old full output {}", removed.display());
         }
     });
-    let mut config = SessionConfig::new("default", cwd, dir.path.join("sessions"), PathBuf::new());
-    config.spill = Arc::clone(&spill);
-    config.no_output_return = seconds(args.no_output_return, "--no-output-return")?;
-    config.max_wait = seconds(args.max_wait, "--max-wait")?;
-    let output_cap = args.output_cap.max(100);
-    let grace = seconds(args.grace, "--grace")?;
-    config.output_cap = output_cap;
-    config.grace = grace;
-    config.shell = args.shell.clone();
-    config.guard = guard.clone();
-    anyhow::ensure!(args.output_keep_commands >= 1, "--output-keep-commands must be at least 1");
-    config.output_limits = StoreLimits {
-        max_commands: args.output_keep_commands,
-        max_bytes: args.output_keep_mib.saturating_mul(1 << 20),
-    };
-    if args.no_rc {
-        config.user_rc = None;
-    }
-    anyhow::ensure!(args.max_sessions >= 1, "--max-sessions must be at least 1");
-    let limits = RegistryLimits {
-        max_sessions: args.max_sessions,
-        idle_expiry: seconds(args.session_idle_expiry, "--session-idle-expiry")?,
-    };
-    let sessions = Registry::new(config, limits);
+    let template =
+        config.session_template(cwd, dir.path.join("sessions"), Arc::clone(&spill), guard.clone());
+    let sessions = Registry::new(template, config.sessions);
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
+    let grace = config.grace;
     let shared = Arc::new(tools::Shared {
         sessions: Arc::clone(&sessions),
         policy: loaded.policy,
         policy_origin: loaded.origin,
         spill,
-        run_stream_cap: output_cap,
-        grace,
+        config,
         guard: guard.clone(),
         runs: AtomicU64::new(0),
     });
@@ -585,18 +401,19 @@ async fn run_once(
     cwd: Option<PathBuf>,
     command: Vec<String>,
 ) -> anyhow::Result<std::process::ExitCode> {
-    let loaded = load_policy(args)?;
-    let command = command.join(" ");
     let explicit = cli_timeout(timeout)?;
+    let grace = config::grace(args)?;
+    let loaded = load_policy(args.policy.as_deref())?;
+    let command = command.join(" ");
     let decision = loaded.policy.decide(&command, explicit);
-    let _containment = start_containment(args)?;
+    let _containment = start_containment(config::containment(args)?)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
     // them even with a cleared environment.
     let reaper = tokio::spawn(async { process::reap_adopted_orphans().await });
     let dir = RuntimeDir::create()?;
     let request = RunRequest {
         cwd,
-        grace: seconds(args.grace, "--grace")?,
+        grace,
         stream_cap: usize::MAX / 4,
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
@@ -726,7 +543,7 @@ fn policy_command(
             let (policy, origin) = match file {
                 Some(path) => (Policy::from_file(&path)?, path.display().to_string()),
                 None => {
-                    let loaded = load_policy(args)?;
+                    let loaded = load_policy(args.policy.as_deref())?;
                     (loaded.policy, loaded.origin)
                 }
             };
@@ -745,9 +562,9 @@ fn policy_command(
             }
         }
         PolicyAction::Explain { timeout, command } => {
-            let loaded = load_policy(args)?;
-            let command = command.join(" ");
             let explicit = cli_timeout(timeout)?;
+            let loaded = load_policy(args.policy.as_deref())?;
+            let command = command.join(" ");
             let decision = loaded.policy.decide(&command, explicit);
             let (text, _) = render::explain(&command, &decision, &loaded.origin);
             writeln!(stdout, "{text}")?;

@@ -1238,6 +1238,22 @@ pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (B
     (text, structured)
 }
 
+/// A length of time for people, as a limit is stated: `50 s`, `1.5 s`,
+/// `30 minutes`, `2 hours`, `1 day`, `365 days`.
+pub fn span(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    let whole = duration.subsec_nanos() == 0;
+    let secs_whole = duration.as_secs();
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    match secs_whole {
+        _ if !whole || secs_whole < 120 => seconds(duration),
+        n if n.is_multiple_of(86_400) => plural(n / 86_400, "day"),
+        n if n.is_multiple_of(3_600) => plural(n / 3_600, "hour"),
+        n if n.is_multiple_of(60) => plural(n / 60, "minute"),
+        _ => format!("{secs:.0} s"),
+    }
+}
+
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
 pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
@@ -1270,6 +1286,25 @@ fn bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_are_stated_in_plain_units() {
+        let secs = Duration::from_secs;
+        let cases = [
+            (span(secs(50)), "50 s"),
+            (span(Duration::from_millis(1500)), "1.5 s"),
+            (span(secs(119)), "119 s"),
+            (span(secs(1800)), "30 minutes"),
+            (span(secs(60 * 61)), "61 minutes"),
+            (span(secs(7200)), "2 hours"),
+            (span(secs(86_400)), "1 day"),
+            (span(secs(365 * 86_400)), "365 days"),
+            (span(secs(3601)), "3601 s"),
+        ];
+        for (got, expected) in cases {
+            assert_eq!(got, expected);
+        }
+    }
 
     #[test]
     fn engine_errors_are_worded_with_the_tools_to_use() {

@@ -36,10 +36,9 @@ pub struct Shared {
     pub policy_origin: String,
     /// Where cut outputs are saved in full, and the limits on them.
     pub spill: Arc<shellkeep_engine::output::SpillStore>,
-    /// Characters of each `run` stream shown before head and tail are cut.
-    pub run_stream_cap: usize,
-    /// Time between SIGTERM and SIGKILL.
-    pub grace: Duration,
+    /// The server's checked configuration: `run`'s stream cap and grace
+    /// period among it.
+    pub config: crate::config::ServerConfig,
     /// The orphan guard, if running.
     pub guard: Option<Arc<Guard>>,
     /// Numbers `run` calls, for spill file names.
@@ -370,8 +369,8 @@ impl Shellkeep {
             cwd: args.cwd.map(PathBuf::from),
             env: args.env.unwrap_or_default().into_iter().collect(),
             stdin: args.stdin,
-            grace: self.shared.grace,
-            stream_cap: self.shared.run_stream_cap,
+            grace: self.shared.config.grace,
+            stream_cap: self.shared.config.output_cap,
             guard: self.shared.guard.clone(),
             spill: Arc::clone(&self.shared.spill),
             ..RunRequest::new(

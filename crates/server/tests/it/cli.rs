@@ -89,3 +89,22 @@ fn a_missing_policy_file_falls_back_to_the_default_with_a_notice() {
     assert!(stdout.contains("[policy: embedded default]"), "{stdout}");
     assert!(stderr.contains("/nonexistent/policy.json"), "{stderr}");
 }
+
+/// Issue 12: serving refuses to start on a bad flag, before any MCP
+/// traffic, and says which flag and what range; nothing is clamped.
+#[test]
+fn a_bad_server_flag_stops_start_up_naming_the_flag_and_its_range() {
+    let serve_cases: &[(&[&str], &str)] = &[
+        (&["--max-wait", "0"], "--max-wait must be a positive number of seconds"),
+        (&["--no-output-return=-3"], "--no-output-return must be a positive number"),
+        (&["--output-cap", "10"], "--output-cap must be a number of characters from 100"),
+        (&["--max-sessions", "0"], "--max-sessions must be at least 1, got 0"),
+        (&["--full-output-keep-days=-1"], "--full-output-keep-days must be a number of days"),
+        (&["--containment", "jail"], "--containment: unknown containment mode"),
+    ];
+    for (args, says) in serve_cases {
+        let (code, stdout, stderr) = shellkeep(args);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

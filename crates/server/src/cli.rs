@@ -1,0 +1,160 @@
+//! The command line as written: clap's structs for the subcommands and the
+//! server's flags, with their help texts, defaults and environment
+//! variables. Values here are raw (seconds as `f64`, sizes in MiB, the
+//! containment mode as text): `config` checks and converts them before
+//! anything starts. This module checks nothing and starts nothing.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// An MCP server that gives AI agents a persistent shell in a real
+/// terminal, and a one-shot runner that can never hang them.
+///
+/// Without a subcommand it serves MCP on stdin/stdout.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP on stdin/stdout (the default).
+    Serve,
+    /// Run one command under the timeout policy and print the result as JSON
+    /// (`{status, stdout, stderr, exitCode, timeoutReason, terminationMode,
+    /// durationMs}`); exits with the command's exit code (124 on timeout).
+    Run {
+        /// Execution limit in seconds (default: the policy's category).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Working directory.
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The command and its arguments, joined with spaces and run by bash.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Inspect the timeout policy.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Run the timeout policy's four acceptance tests and write the
+    /// verification document from the results.
+    VerifyTimeouts {
+        /// Where to write the document.
+        #[arg(long, default_value = "docs/TERMINAL_TIMEOUT_VERIFICATION.md")]
+        output: PathBuf,
+    },
+    /// Print what protects this host's sessions: the containment mode, who
+    /// can read a process's memory, Landlock, seccomp, and the private
+    /// directories. Changes nothing of yours (it removes what servers that
+    /// are gone left behind); exits 0.
+    Doctor,
+    /// The orphan guard (internal: started by the server itself, which
+    /// sends it the scope token over its stdin, never on the command line).
+    #[command(name = "__guard", hide = true)]
+    Guard {
+        /// The server's runtime directory, removed once the server is gone.
+        #[arg(long)]
+        runtime_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyAction {
+    /// Validate a policy file (default: the one the server would use) and
+    /// summarise it.
+    Check {
+        /// The policy file.
+        file: Option<PathBuf>,
+    },
+    /// Print the category and limits a command would get.
+    Explain {
+        /// An explicit timeout in seconds, as an agent might give.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// The command.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The timeout policy file. Otherwise $SHELLKEEP_POLICY,
+    /// ./config/terminal_timeout_policy.json, then
+    /// $XDG_CONFIG_HOME/shellkeep/policy.json; else the embedded default.
+    #[arg(long, global = true)]
+    pub policy: Option<PathBuf>,
+    /// Directory the terminal starts in (and returns to on reset).
+    #[arg(long, env = "SHELLKEEP_CWD")]
+    pub cwd: Option<PathBuf>,
+    /// Seconds without new output after which a terminal call hands control
+    /// back (the command keeps running).
+    #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
+    pub no_output_return: f64,
+    /// Longest a terminal call waits when the agent gives no timeout, even
+    /// while output keeps coming (keep it below the client's request
+    /// timeout, commonly 60 s).
+    #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
+    pub max_wait: f64,
+    /// Characters of output shown per reply (per stream for `run`) before
+    /// the middle is cut; the full output is saved to a file.
+    #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
+    pub output_cap: usize,
+    /// Seconds between SIGTERM and SIGKILL when a command is killed.
+    #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
+    pub grace: f64,
+    /// The shell to run in the terminal.
+    #[arg(long, default_value = "bash", env = "SHELLKEEP_SHELL")]
+    pub shell: PathBuf,
+    /// Do not source ~/.bashrc in the terminal.
+    #[arg(long, env = "SHELLKEEP_NO_RC")]
+    pub no_rc: bool,
+    /// The most terminal sessions open at once, `default` included.
+    #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
+    pub max_sessions: usize,
+    /// Seconds a named session may sit idle at its prompt before it is
+    /// closed (`default` and background jobs never expire).
+    #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
+    pub session_idle_expiry: f64,
+    /// Commands whose complete output each session keeps for the `output`
+    /// tool (the oldest are dropped first).
+    #[arg(long, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]
+    pub output_keep_commands: usize,
+    /// MiB of complete command output each session keeps for the `output`
+    /// tool (the oldest commands are dropped first).
+    #[arg(long, default_value_t = 256, env = "SHELLKEEP_OUTPUT_KEEP_MIB")]
+    pub output_keep_mib: u64,
+    /// Where full outputs of cut replies are kept, so their paths stay
+    /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
+    /// else ~/.local/state/shellkeep/output].
+    #[arg(long, env = "SHELLKEEP_FULL_OUTPUT_DIR")]
+    pub full_output_dir: Option<PathBuf>,
+    /// MiB of full output saved per command (all its streams and replies);
+    /// the file then ends with a line saying where it was cut.
+    #[arg(long, default_value_t = 100, env = "SHELLKEEP_FULL_OUTPUT_MAX_MIB")]
+    pub full_output_max_mib: u64,
+    /// MiB of full output one server saves in all.
+    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_SERVER_MAX_MIB")]
+    pub full_output_server_max_mib: u64,
+    /// Full-output files older than this many days are deleted (at start-up
+    /// and when a file is added).
+    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_FULL_OUTPUT_KEEP_DAYS")]
+    pub full_output_keep_days: f64,
+    /// Beyond this many MiB in the full-output directory, the oldest files
+    /// are deleted.
+    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
+    pub full_output_keep_mib: u64,
+    /// What contains the processes of every session and `run` command:
+    /// `auto` (the best the host allows), `cgroup2`, `cgroup1` or `markers`.
+    /// A mode named here that the host does not allow stops start-up.
+    #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
+    pub containment: String,
+}

@@ -1,0 +1,355 @@
+//! The server's configuration, checked: the raw flags of `cli::ServeArgs`
+//! become a [`ServerConfig`] of `Duration`s, limits and caps before anything
+//! starts. Each bad flag is one error that names the flag and the range it
+//! takes (`--max-wait must be a positive number of seconds, at most 86400
+//! (1 day), got 0`); a value out of range is refused, never clamped.
+//!
+//! The conversion is a pure function of the flags; it does not read the
+//! policy file, look at the disk or start anything (`main` does, with the
+//! result).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shellkeep_engine::cgroup;
+use shellkeep_engine::guard::Guard;
+use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
+use shellkeep_engine::registry::RegistryLimits;
+use shellkeep_engine::session::SessionConfig;
+use shellkeep_engine::store::StoreLimits;
+
+use crate::cli::ServeArgs;
+use crate::render;
+
+/// The fewest characters a reply may show before its middle is cut: less
+/// leaves no room for a head, a tail and the line saying what was cut.
+pub const MIN_OUTPUT_CAP: usize = 100;
+/// The most characters a reply may show before its middle is cut.
+pub const MAX_OUTPUT_CAP: usize = 100_000_000;
+/// The largest size flag, in MiB (1 TiB).
+pub const MAX_MIB: u64 = 1 << 20;
+/// The longest `--full-output-keep-days`: 100 years.
+pub const MAX_KEEP_DAYS: f64 = 36_500.0;
+/// The longest `--session-idle-expiry`: 365 days.
+pub const MAX_IDLE_EXPIRY: Duration = shellkeep_engine::policy::MAX_TIMEOUT;
+
+/// Everything the server runs with, checked. Built once from the flags by
+/// [`ServerConfig::from_args`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Where the terminal starts (`--cwd`); `None`: the server's own
+    /// working directory.
+    pub cwd: Option<PathBuf>,
+    /// Silence after which a terminal call hands control back.
+    pub no_output_return: Duration,
+    /// The longest a terminal call without `timeout` waits.
+    pub max_wait: Duration,
+    /// Characters of output shown per reply (per stream for `run`).
+    pub output_cap: usize,
+    /// Time between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// The terminal's shell.
+    pub shell: PathBuf,
+    /// Whether the terminal sources `~/.bashrc`.
+    pub source_rc: bool,
+    /// The session limit and idle expiry.
+    pub sessions: RegistryLimits,
+    /// What each session keeps for the `output` tool.
+    pub output_keep: StoreLimits,
+    /// Where full outputs go (`--full-output-dir`); `None`: the default
+    /// state directory.
+    pub full_output_dir: Option<PathBuf>,
+    /// How much full output one command and one server may save.
+    pub full_output_limits: SpillLimits,
+    /// When full-output files are deleted.
+    pub retention: Retention,
+    /// The containment mode asked for.
+    pub containment: cgroup::Requested,
+}
+
+/// A flag whose value cannot be used: the message names the flag and the
+/// values it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagError(pub String);
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FlagError {}
+
+impl ServerConfig {
+    /// Checks every flag and converts it; the first bad one is the error.
+    pub fn from_args(args: &ServeArgs) -> Result<ServerConfig, FlagError> {
+        let output_cap = args.output_cap;
+        if !(MIN_OUTPUT_CAP..=MAX_OUTPUT_CAP).contains(&output_cap) {
+            return Err(FlagError(format!(
+                "--output-cap must be a number of characters from {MIN_OUTPUT_CAP} to \
+                 {MAX_OUTPUT_CAP}, got {output_cap}"
+            )));
+        }
+        if args.max_sessions < 1 {
+            return Err(FlagError(format!(
+                "--max-sessions must be at least 1, got {}",
+                args.max_sessions
+            )));
+        }
+        if args.output_keep_commands < 1 {
+            return Err(FlagError(format!(
+                "--output-keep-commands must be at least 1, got {}",
+                args.output_keep_commands
+            )));
+        }
+        Ok(ServerConfig {
+            cwd: args.cwd.clone(),
+            no_output_return: seconds("--no-output-return", args.no_output_return)?,
+            max_wait: seconds("--max-wait", args.max_wait)?,
+            output_cap,
+            grace: grace(args)?,
+            shell: args.shell.clone(),
+            source_rc: !args.no_rc,
+            sessions: RegistryLimits {
+                max_sessions: args.max_sessions,
+                idle_expiry: seconds_up_to(
+                    "--session-idle-expiry",
+                    args.session_idle_expiry,
+                    MAX_IDLE_EXPIRY,
+                )?,
+            },
+            output_keep: StoreLimits {
+                max_commands: args.output_keep_commands,
+                max_bytes: mib("--output-keep-mib", args.output_keep_mib)?,
+            },
+            full_output_dir: args.full_output_dir.clone(),
+            full_output_limits: SpillLimits {
+                per_command: mib("--full-output-max-mib", args.full_output_max_mib)?,
+                per_server: mib("--full-output-server-max-mib", args.full_output_server_max_mib)?,
+            },
+            retention: Retention {
+                max_age: days("--full-output-keep-days", args.full_output_keep_days)?,
+                max_total: mib("--full-output-keep-mib", args.full_output_keep_mib)?,
+            },
+            containment: containment(args)?,
+        })
+    }
+
+    /// The configuration every session starts from: this server's limits,
+    /// with `spill` for cut outputs and `guard` for orphans. The registry
+    /// gives each session its own name and directory.
+    pub fn session_template(
+        &self,
+        cwd: PathBuf,
+        work_dir: PathBuf,
+        spill: Arc<SpillStore>,
+        guard: Option<Arc<Guard>>,
+    ) -> SessionConfig {
+        let mut config = SessionConfig::new("default", cwd, work_dir, PathBuf::new());
+        config.spill = spill;
+        config.no_output_return = self.no_output_return;
+        config.max_wait = self.max_wait;
+        config.output_cap = self.output_cap;
+        config.grace = self.grace;
+        config.shell = self.shell.clone();
+        config.guard = guard;
+        config.output_limits = self.output_keep;
+        if !self.source_rc {
+            config.user_rc = None;
+        }
+        config
+    }
+}
+
+/// `--grace`, which `shellkeep run` uses as well.
+pub fn grace(args: &ServeArgs) -> Result<Duration, FlagError> {
+    seconds("--grace", args.grace)
+}
+
+/// `--containment`, which every subcommand that starts processes uses.
+pub fn containment(args: &ServeArgs) -> Result<cgroup::Requested, FlagError> {
+    args.containment.parse().map_err(|err: String| FlagError(format!("--containment: {err}")))
+}
+
+/// The longest wait a flag in seconds may give: one day.
+pub const MAX_SECONDS: Duration = Duration::from_secs(86_400);
+
+/// A flag in seconds: positive, at most a day.
+fn seconds(flag: &str, value: f64) -> Result<Duration, FlagError> {
+    seconds_up_to(flag, value, MAX_SECONDS)
+}
+
+/// A positive number of seconds, at most `max`.
+fn seconds_up_to(flag: &str, value: f64, max: Duration) -> Result<Duration, FlagError> {
+    if value.is_finite() && value > 0.0 && value <= max.as_secs_f64() {
+        let duration = Duration::from_secs_f64(value);
+        if !duration.is_zero() {
+            return Ok(duration);
+        }
+    }
+    Err(FlagError(format!(
+        "{flag} must be a positive number of seconds, at most {} ({}), got {value}",
+        max.as_secs(),
+        render::span(max)
+    )))
+}
+
+/// A flag in MiB, as bytes.
+fn mib(flag: &str, value: u64) -> Result<u64, FlagError> {
+    if value > MAX_MIB {
+        return Err(FlagError(format!(
+            "{flag} must be a number of MiB from 0 to {MAX_MIB} (1 TiB), got {value}"
+        )));
+    }
+    Ok(value << 20)
+}
+
+/// A flag in days, 0 included.
+fn days(flag: &str, value: f64) -> Result<Duration, FlagError> {
+    if !(value.is_finite() && (0.0..=MAX_KEEP_DAYS).contains(&value)) {
+        return Err(FlagError(format!(
+            "{flag} must be a number of days from 0 to {MAX_KEEP_DAYS}, got {value}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(value * 86_400.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    /// The configuration the server flags `flags` give, or the error.
+    fn config(flags: &[&str]) -> Result<ServerConfig, String> {
+        let cli = Cli::try_parse_from(std::iter::once("shellkeep").chain(flags.iter().copied()))
+            .map_err(|err| format!("clap: {err}"))?;
+        ServerConfig::from_args(&cli.serve).map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn the_defaults_are_the_documented_ones() {
+        let config = config(&[]).expect("the defaults are valid");
+        assert_eq!(config.no_output_return, Duration::from_secs(30));
+        assert_eq!(config.max_wait, Duration::from_secs(50));
+        assert_eq!(config.output_cap, 30_000);
+        assert_eq!(config.grace, Duration::from_secs(5));
+        assert_eq!(config.sessions.max_sessions, 16);
+        assert_eq!(config.sessions.idle_expiry, Duration::from_secs(1800));
+        assert_eq!(config.output_keep, StoreLimits { max_commands: 100, max_bytes: 256 << 20 });
+        assert_eq!(
+            config.full_output_limits,
+            SpillLimits { per_command: 100 << 20, per_server: 1 << 30 }
+        );
+        assert_eq!(
+            config.retention,
+            Retention { max_age: Duration::from_secs(7 * 86_400), max_total: 1 << 30 }
+        );
+        assert_eq!(config.containment, cgroup::Requested::Auto);
+        assert!(config.source_rc);
+    }
+
+    #[test]
+    fn good_flags_become_typed_values() {
+        type Check = fn(&ServerConfig) -> bool;
+        let cases: &[(&[&str], Check)] = &[
+            (&["--max-wait", "1.5"], |c| c.max_wait == Duration::from_millis(1500)),
+            (&["--max-wait", "86400"], |c| c.max_wait == Duration::from_secs(86_400)),
+            (&["--no-output-return", "0.25"], |c| c.no_output_return == Duration::from_millis(250)),
+            (&["--grace", "0.5"], |c| c.grace == Duration::from_millis(500)),
+            (&["--output-cap", "100"], |c| c.output_cap == 100),
+            (&["--max-sessions", "1"], |c| c.sessions.max_sessions == 1),
+            (&["--session-idle-expiry", "0.5"], |c| {
+                c.sessions.idle_expiry == Duration::from_millis(500)
+            }),
+            (&["--output-keep-commands", "1"], |c| c.output_keep.max_commands == 1),
+            (&["--output-keep-mib", "0"], |c| c.output_keep.max_bytes == 0),
+            (&["--full-output-max-mib", "1"], |c| c.full_output_limits.per_command == 1 << 20),
+            (&["--full-output-keep-days", "0"], |c| c.retention.max_age.is_zero()),
+            (&["--full-output-keep-days", "0.5"], |c| {
+                c.retention.max_age == Duration::from_secs(43_200)
+            }),
+            (&["--full-output-keep-mib", "0"], |c| c.retention.max_total == 0),
+            (&["--containment", "markers"], |c| {
+                c.containment == cgroup::Requested::Only(cgroup::Mode::Markers)
+            }),
+            (&["--no-rc"], |c| !c.source_rc),
+        ];
+        for (flags, check) in cases {
+            let config = config(flags).unwrap_or_else(|err| panic!("{flags:?}: {err}"));
+            assert!(check(&config), "{flags:?}: {config:#?}");
+        }
+    }
+
+    #[test]
+    fn each_bad_flag_is_an_error_that_names_it_and_its_range() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--max-wait", "0"],
+                "--max-wait must be a positive number of seconds, at most 86400 (1 day), got 0",
+            ),
+            (
+                &["--max-wait=-1"],
+                "--max-wait must be a positive number of seconds, at most 86400 (1 day), got -1",
+            ),
+            (
+                &["--max-wait", "1e30"],
+                "--max-wait must be a positive number of seconds, at most 86400 (1 day), got \
+                 1000000000000000000000000000000",
+            ),
+            (
+                &["--no-output-return", "NaN"],
+                "--no-output-return must be a positive number of seconds, at most 86400 (1 \
+                 day), got NaN",
+            ),
+            (
+                &["--grace", "inf"],
+                "--grace must be a positive number of seconds, at most 86400 (1 day), got inf",
+            ),
+            (
+                &["--session-idle-expiry", "0"],
+                "--session-idle-expiry must be a positive number of seconds, at most 31536000 \
+                 (365 days), got 0",
+            ),
+            (
+                &["--output-cap", "99"],
+                "--output-cap must be a number of characters from 100 to 100000000, got 99",
+            ),
+            (&["--max-sessions", "0"], "--max-sessions must be at least 1, got 0"),
+            (&["--output-keep-commands", "0"], "--output-keep-commands must be at least 1, got 0"),
+            (
+                &["--output-keep-mib", "1048577"],
+                "--output-keep-mib must be a number of MiB from 0 to 1048576 (1 TiB), got 1048577",
+            ),
+            (
+                &["--full-output-server-max-mib", "18446744073709551615"],
+                "--full-output-server-max-mib must be a number of MiB from 0 to 1048576 (1 TiB), \
+                 got 18446744073709551615",
+            ),
+            (
+                &["--full-output-keep-days=-1"],
+                "--full-output-keep-days must be a number of days from 0 to 36500, got -1",
+            ),
+            (
+                &["--full-output-keep-days", "1e20"],
+                "--full-output-keep-days must be a number of days from 0 to 36500, got \
+                 100000000000000000000",
+            ),
+            (
+                &["--containment", "jail"],
+                "--containment: unknown containment mode \"jail\": use auto, cgroup2, cgroup1 or \
+                 markers",
+            ),
+        ];
+        let mut problems = Vec::new();
+        for (flags, expected) in cases {
+            match config(flags) {
+                Err(message) if message == *expected => {}
+                other => problems.push(format!("{flags:?}: expected {expected:?}, got {other:?}")),
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+}
