@@ -19,8 +19,8 @@ use shellkeep_engine::registry::RegistryLimits;
 use shellkeep_engine::session::SessionConfig;
 use shellkeep_engine::store::StoreLimits;
 
+use crate::args;
 use crate::cli::ServeArgs;
-use crate::render;
 
 /// The fewest characters a reply may show before its middle is cut: less
 /// leaves no room for a head, a tail and the line saying what was cut.
@@ -113,11 +113,12 @@ impl ServerConfig {
             source_rc: !args.no_rc,
             sessions: RegistryLimits {
                 max_sessions: args.max_sessions,
-                idle_expiry: seconds_up_to(
+                idle_expiry: args::seconds_up_to(
                     "--session-idle-expiry",
                     args.session_idle_expiry,
                     MAX_IDLE_EXPIRY,
-                )?,
+                )
+                .map_err(FlagError)?,
             },
             output_keep: StoreLimits {
                 max_commands: args.output_keep_commands,
@@ -172,27 +173,10 @@ pub fn containment(args: &ServeArgs) -> Result<cgroup::Requested, FlagError> {
     args.containment.parse().map_err(|err: String| FlagError(format!("--containment: {err}")))
 }
 
-/// The longest wait a flag in seconds may give: one day.
-pub const MAX_SECONDS: Duration = Duration::from_secs(86_400);
-
-/// A flag in seconds: positive, at most a day.
+/// A flag in seconds: positive, at most a day (the rule tool timeouts
+/// follow too).
 fn seconds(flag: &str, value: f64) -> Result<Duration, FlagError> {
-    seconds_up_to(flag, value, MAX_SECONDS)
-}
-
-/// A positive number of seconds, at most `max`.
-fn seconds_up_to(flag: &str, value: f64, max: Duration) -> Result<Duration, FlagError> {
-    if value.is_finite() && value > 0.0 && value <= max.as_secs_f64() {
-        let duration = Duration::from_secs_f64(value);
-        if !duration.is_zero() {
-            return Ok(duration);
-        }
-    }
-    Err(FlagError(format!(
-        "{flag} must be a positive number of seconds, at most {} ({}), got {value}",
-        max.as_secs(),
-        render::span(max)
-    )))
+    args::seconds(flag, value).map_err(FlagError)
 }
 
 /// A flag in MiB, as bytes.

@@ -5,9 +5,11 @@
 //! stdout belongs to the MCP transport while serving: everything else is
 //! logged with `tracing` to stderr.
 
+mod args;
 mod cli;
 mod config;
 mod render;
+mod schema;
 mod tools;
 mod verify;
 mod wire;
@@ -432,15 +434,13 @@ async fn run_once(
     Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
 }
 
-/// `--timeout` of `run` and `policy explain`, checked by the policy and
-/// worded with the flag's name.
+/// `--timeout` of `run` and `policy explain`, under the rule every timeout
+/// follows (see [`args::seconds`]), in the CLI's own words.
 fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> {
     timeout
-        .map(|secs| {
-            ExplicitTimeout::try_from(secs)
-                .map_err(|err| anyhow::anyhow!(render::invalid_timeout("--timeout", &err)))
-        })
+        .map(|secs| args::explicit_timeout("--timeout", secs))
         .transpose()
+        .map_err(anyhow::Error::msg)
 }
 
 /// `shellkeep doctor`: what protects this host's sessions, one fact per

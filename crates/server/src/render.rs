@@ -1254,6 +1254,29 @@ pub fn span(duration: Duration) -> String {
     }
 }
 
+/// A size limit for people: `256 MiB`, `1 GiB`, `1.5 MiB`, `0 B`.
+pub fn size(n: u64) -> String {
+    match n {
+        0 => "0 B".to_owned(),
+        n if n.is_multiple_of(1 << 30) => format!("{} GiB", n >> 30),
+        n if n.is_multiple_of(1 << 20) => format!("{} MiB", n >> 20),
+        n => bytes(n),
+    }
+}
+
+/// A count for people, with thousands separated: `30,000`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
 pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
@@ -1300,6 +1323,13 @@ mod tests {
             (span(secs(86_400)), "1 day"),
             (span(secs(365 * 86_400)), "365 days"),
             (span(secs(3601)), "3601 s"),
+            (size(256 << 20), "256 MiB"),
+            (size(1 << 30), "1 GiB"),
+            (size(0), "0 B"),
+            (size(1536 << 10), "1.5 MiB"),
+            (count(30_000), "30,000"),
+            (count(100), "100"),
+            (count(1_234_567), "1,234,567"),
         ];
         for (got, expected) in cases {
             assert_eq!(got, expected);

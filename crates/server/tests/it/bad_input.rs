@@ -74,8 +74,16 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
             json!({"command": "ls", "colour": true}),
             &["unknown field `colour`", "expected one of"],
         ),
-        (t, json!({"command": "ls", "timeout": -1}), &["timeout must be", "0 to 86400"]),
+        // Issue 12: every timeout follows one rule, the same as `run`'s.
+        (t, json!({"command": "ls", "timeout": -1}), &["timeout must be", "at most 86400", "-1"]),
+        (t, json!({"command": "ls", "timeout": 0}), &["timeout must be a positive number"]),
         (t, json!({"command": "ls", "timeout": 1e9}), &["timeout must be"]),
+        (t, json!({"command": "ls", "cwd": "/tmp\u{0}x"}), &["`cwd`", "NUL byte"]),
+        (
+            t,
+            json!({"command": "ls", "is_input": true, "background": true}),
+            &["background=true", "without is_input"],
+        ),
         (t, json!({"command": "ls", "session": "a b"}), &["invalid session name", "32 characters"]),
     ];
     for case in nothing_runs {
@@ -142,6 +150,23 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
                 &["no_output_timeout_sec", "at most"],
             ),
             ("policy_explain", json!({"cmd": "ls"}), &["unknown field `cmd`"]),
+            // Issue 12: `timeout_sec` has `terminal.timeout`'s range.
+            (
+                "run",
+                json!({"command": "true", "timeout_sec": 86_401}),
+                &["timeout_sec must be", "at most 86400 (1 day)", "got 86401"],
+            ),
+            (
+                "policy_explain",
+                json!({"command": "ls", "timeout_sec": 1e7}),
+                &["timeout_sec must be", "at most 86400 (1 day)"],
+            ),
+            (
+                "session_close",
+                json!({"session": "a/b"}),
+                &["invalid session name", "32 characters"],
+            ),
+            ("output", json!({"session": "a b"}), &["invalid session name", "32 characters"]),
         ],
     )
     .await;

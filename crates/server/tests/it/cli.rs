@@ -90,6 +90,28 @@ fn a_missing_policy_file_falls_back_to_the_default_with_a_notice() {
     assert!(stderr.contains("/nonexistent/policy.json"), "{stderr}");
 }
 
+/// Issue 12: the command line checks its own flags in its own words, with
+/// the rule tool timeouts follow, and never speaks of `timeout_sec`.
+#[test]
+fn bad_flags_are_named_as_the_command_line_spells_them() {
+    let rule = "must be a positive number of seconds, at most 86400 (1 day)";
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--timeout", "-1", "--", "true"], "--timeout"),
+        (&["run", "--timeout=0", "--", "true"], "--timeout"),
+        (&["run", "--timeout", "1e9", "--", "true"], "--timeout"),
+        (&["policy", "explain", "--timeout", "-1", "--", "ls"], "--timeout"),
+        (&["policy", "explain", "--timeout", "90000", "--", "ls"], "--timeout"),
+    ];
+    for (args, flag) in cases {
+        let (code, stdout, stderr) = shellkeep(args);
+        assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("{flag} {rule}")), "{args:?}: {stderr}");
+        assert!(!stderr.contains("timeout_sec"), "{args:?}: {stderr}");
+    }
+    let (_, stdout, _) = shellkeep(&["policy", "explain", "--timeout", "86400", "--", "ls"]);
+    assert!(stdout.contains("explicit timeout (exec 86400 s"), "{stdout}");
+}
+
 /// Issue 12: serving refuses to start on a bad flag, before any MCP
 /// traffic, and says which flag and what range; nothing is clamped.
 #[test]

@@ -67,6 +67,94 @@ async fn tools_list_names_schemas_and_annotations() {
     }
 }
 
+/// The description of `tool` and of its `argument` (if given) in `tools`.
+fn described(tools: &[Value], tool: &str, argument: Option<&str>) -> String {
+    let tool = tools.iter().find(|t| t["name"] == tool).expect("the tool is listed");
+    let text = match argument {
+        Some(argument) => &tool["inputSchema"]["properties"][argument]["description"],
+        None => &tool["description"],
+    };
+    text.as_str().unwrap_or_else(|| panic!("no description: {tool:#}")).to_owned()
+}
+
+/// Issue 12: tool descriptions state the limits the server was started
+/// with, never the defaults written into the code.
+#[tokio::test]
+async fn descriptions_state_the_limits_the_server_runs_with() {
+    let flags = [
+        "--max-wait",
+        "20",
+        "--no-output-return",
+        "7",
+        "--max-sessions",
+        "5",
+        "--session-idle-expiry",
+        "7200",
+        "--output-keep-commands",
+        "12",
+        "--output-keep-mib",
+        "64",
+        "--output-cap",
+        "5000",
+        "--grace",
+        "2.5",
+    ];
+    let mut described_by = Vec::new();
+    for server in [Server::start().await, Server::with(&flags).await] {
+        let tools = server.client().list_all_tools().await.expect("tools/list");
+        let tools: Vec<Value> = tools.iter().map(|t| serde_json::to_value(t).unwrap()).collect();
+        described_by.push(tools);
+    }
+    let [defaults, configured] = &described_by[..] else { unreachable!() };
+    // (tool, argument, what the default server says, what the configured one says)
+    let cases: &[(&str, Option<&str>, &str, &str)] = &[
+        ("terminal", None, "after at most 50 s", "after at most 20 s"),
+        ("terminal", None, "Output over 30,000 characters", "Output over 5,000 characters"),
+        (
+            "terminal",
+            Some("timeout"),
+            "after 30 s without new output, and after 50 s at most",
+            "after 7 s without new output, and after 20 s at most",
+        ),
+        ("terminal", Some("timeout"), "at most 86400 (1 day)", "at most 86400 (1 day)"),
+        ("sessions", None, "at most 16 are open at once", "at most 5 are open at once"),
+        ("sessions", None, "idle at its prompt for 30 minutes", "idle at its prompt for 2 hours"),
+        ("output", None, "the last 100 commands and 256 MiB", "the last 12 commands and 64 MiB"),
+        (
+            "output",
+            Some("limit"),
+            "at most 5,000); a page also stops at 30,000 characters",
+            "at most 5,000); a page also stops at 30,000 characters",
+        ),
+        ("run", None, "SIGKILL after 5 s", "SIGKILL after 2.5 s"),
+        ("run", None, "Each stream over 30,000 characters", "Each stream over 5,000 characters"),
+        ("run", Some("timeout_sec"), "at most 86400 (1 day)", "at most 86400 (1 day)"),
+        ("policy_explain", Some("no_output_timeout_sec"), "at most 86400", "at most 86400"),
+        ("session_close", None, "SIGKILL after 5 s", "SIGKILL after 2.5 s"),
+    ];
+    let mut problems = Vec::new();
+    for (tool, argument, default, configured_text) in cases {
+        for (tools, says) in [(defaults, default), (configured, configured_text)] {
+            let text = described(tools, tool, *argument);
+            if !text.contains(says) {
+                problems.push(format!("{tool} {argument:?} should say {says:?}: {text}"));
+            }
+        }
+    }
+    // No default number survives in the configured server's descriptions.
+    for tool in ["terminal", "sessions", "output", "run", "session_close"] {
+        let text = described(configured, tool, None);
+        for default in
+            ["50 s", "16 are", "30 minutes", "256 MiB", "100 commands", "30,000 characters"]
+        {
+            if text.contains(default) {
+                problems.push(format!("{tool} still says {default:?}: {text}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+}
+
 /// Issue 6 §6: every tool's input and output schema uses the subset of JSON
 /// Schema every client accepts: no type lists (`["number", "null"]`), no
 /// `null` defaults, no `format` outside JSON Schema's own (`double`,

@@ -1,0 +1,180 @@
+//! The MCP tools: the `Shellkeep` handler, what the tools share, and the
+//! helpers every tool's reply goes through (tool errors, structured
+//! results, notices of ended background jobs and of the orphan guard).
+//! Each tool is a file of its own: its description (stating the limits
+//! this server was started with), and the call into the engine.
+//!
+//! This is the only module that knows `rmcp`'s tool API. Arguments are
+//! checked in `args`, replies worded in `render`, schemas rewritten in
+//! `schema`; nothing here runs a command itself.
+
+mod output;
+mod policy_explain;
+mod run;
+mod session_close;
+mod sessions;
+mod terminal;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities};
+use rmcp::{ServerHandler, tool_handler};
+use serde::Serialize;
+use shellkeep_engine::guard::Guard;
+use shellkeep_engine::policy::{Decision, Policy};
+use shellkeep_engine::registry::Registry;
+
+use crate::args::ExplicitLimits;
+use crate::config::ServerConfig;
+use crate::{render, schema};
+
+/// Everything the tools share, built once at start-up.
+pub struct Shared {
+    /// The terminal sessions, `default` among them.
+    pub sessions: Arc<Registry>,
+    /// The timeout policy in force.
+    pub policy: Policy,
+    /// Where the policy came from, for explanations.
+    pub policy_origin: String,
+    /// Where cut outputs are saved in full, and the limits on them.
+    pub spill: Arc<shellkeep_engine::output::SpillStore>,
+    /// The server's checked configuration: `run`'s stream cap and grace
+    /// period, and the limits tool descriptions state.
+    pub config: ServerConfig,
+    /// The orphan guard, if running.
+    pub guard: Option<Arc<Guard>>,
+    /// Numbers `run` calls, for spill file names.
+    pub runs: AtomicU64,
+}
+
+/// The MCP server: a cheap handle on the shared state.
+#[derive(Clone)]
+pub struct Shellkeep {
+    shared: Arc<Shared>,
+    tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
+}
+
+impl Shellkeep {
+    /// A server over `shared`: every tool, its schemas made portable and
+    /// its descriptions stating `shared.config`'s limits.
+    pub fn new(shared: Arc<Shared>) -> Shellkeep {
+        let mut tool_router = Self::terminal_router()
+            + Self::run_router()
+            + Self::policy_explain_router()
+            + Self::sessions_router()
+            + Self::output_router()
+            + Self::session_close_router();
+        let config = &shared.config;
+        for route in tool_router.map.values_mut() {
+            let tool = &mut route.attr;
+            let mut input = schema::portable(&tool.input_schema);
+            let description = match tool.name.as_ref() {
+                "terminal" => terminal::describe(config, &mut input),
+                "run" => run::describe(config, &mut input),
+                "policy_explain" => policy_explain::describe(&mut input),
+                "sessions" => sessions::describe(config),
+                "output" => output::describe(config, &mut input),
+                "session_close" => session_close::describe(config),
+                other => unreachable!("the tool {other} has no description"),
+            };
+            tool.description = Some(description.into());
+            tool.input_schema = Arc::new(input);
+            if let Some(output) = &tool.output_schema {
+                let mut output = (**output).clone();
+                schema::declare_jobs_ended(&mut output);
+                tool.output_schema = Some(Arc::new(schema::portable(&output)));
+            }
+        }
+        Shellkeep { shared, tool_router }
+    }
+
+    /// Adds the notices of background jobs that ended since the last reply
+    /// to `result`: a line of text each and `jobs_ended` in the structured
+    /// content.
+    fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
+        let ended = self.shared.sessions.take_ended_jobs();
+        if ended.is_empty() {
+            return result;
+        }
+        let (text, structured) = render::jobs_ended(&ended);
+        result.content.push(ContentBlock::text(text));
+        if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+            map.insert("jobs_ended".to_owned(), structured);
+        }
+        result
+    }
+
+    /// Adds what happened to the orphan guard that this reply's reader has
+    /// not been told yet: a line of text, and for a `terminal` reply
+    /// (`session`: its session's name, the reader) an entry of `notes`.
+    /// `run` replies (`None`) are one reader together.
+    fn with_guard_notice(
+        &self,
+        mut result: CallToolResult,
+        session: Option<&str>,
+    ) -> CallToolResult {
+        let guard = self.shared.guard.as_ref();
+        let reader = session.unwrap_or("");
+        let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
+        if session.is_some()
+            && let Some(serde_json::Value::Object(map)) = &mut result.structured_content
+            && let serde_json::Value::Array(notes) =
+                map.entry("notes").or_insert_with(|| serde_json::Value::Array(Vec::new()))
+        {
+            notes.push(notice.clone().into());
+        }
+        result.content.push(ContentBlock::text(notice));
+        result
+    }
+
+    /// The limits for `command`: the agent's explicit values, else the
+    /// policy's.
+    fn decide(&self, command: &str, explicit: ExplicitLimits) -> Decision {
+        let decision = self.shared.policy.decide(command, explicit.timeout);
+        match explicit.no_output {
+            Some(no_output) => decision.with_no_output(no_output),
+            None => decision,
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Shellkeep {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "shellkeep gives you a persistent bash terminal (`terminal`) and a one-shot \
+                 runner that never hangs (`run`). Use `terminal` for work that builds on state \
+                 (cd, export, venvs); use `run` for independent commands with a hard limit.",
+            )
+    }
+}
+
+/// A result with readable text and structured content. Output that could
+/// pass for one of shellkeep's notices never shares a text block with
+/// them (see [`render::Blocks`]).
+fn structured_result(
+    text: impl Into<render::Blocks>,
+    structured: &impl Serialize,
+    is_error: bool,
+) -> CallToolResult {
+    let content: Vec<ContentBlock> =
+        text.into().into_texts().into_iter().map(ContentBlock::text).collect();
+    let mut result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        let mut result = CallToolResult::success(content);
+        // `isError` defaults to false: leaving it out saves every reply bytes.
+        result.is_error = None;
+        result
+    };
+    result.structured_content = serde_json::to_value(structured).ok();
+    result
+}
+
+/// A tool error the agent reads: what went wrong and what to do.
+fn tool_error(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}

@@ -1,0 +1,48 @@
+//! The `policy_explain` tool: which timeout policy category and limits a
+//! command would get, without running it. It does not check arguments
+//! (`args`) or word the reply (`render`).
+
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{tool, tool_router};
+
+use super::{Shellkeep, structured_result, tool_error};
+use crate::args::{Checked, ExplainArgs};
+use crate::render;
+
+/// The tool's description; its timeouts take `run`'s range.
+pub(super) fn describe(input: &mut JsonObject) -> String {
+    super::run::describe_timeouts(input);
+    "Show which timeout policy category and limits a command would get, without running it."
+        .to_owned()
+}
+
+#[tool_router(router = policy_explain_router, vis = "pub(super)")]
+impl Shellkeep {
+    /// Explains the limits a command would get.
+    #[tool(
+        output_schema = schema_for_output::<render::ExplainOutput>(),
+        annotations(
+            title = "Explain the timeout policy",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn policy_explain(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<ExplainArgs>>,
+    ) -> CallToolResult {
+        match args.check() {
+            Ok((command, limits)) => {
+                let decision = self.decide(&command, limits);
+                let (text, structured) =
+                    render::explain(&command, &decision, &self.shared.policy_origin);
+                structured_result(text, &structured, false)
+            }
+            Err(message) => tool_error(message),
+        }
+    }
+}

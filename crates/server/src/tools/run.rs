@@ -1,0 +1,114 @@
+//! The `run` tool: one command with `bash -c` in a fresh process, under an
+//! execution limit and a no-output limit, with its stdout and stderr. Its
+//! description states the per-stream cap. It does not check arguments
+//! (`args`) or word the reply (`render`); the engine's `oneshot` runs it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+use shellkeep_engine::oneshot::{self, RunRequest};
+
+use super::{Shellkeep, structured_result, tool_error};
+use crate::args::{self, Checked, RunArgs};
+use crate::config::ServerConfig;
+use crate::render::{self, span};
+use crate::schema;
+
+/// The tool's description, with the limits this server runs with; the
+/// timeouts' descriptions state their range.
+pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
+    describe_timeouts(input);
+    format!(
+        "Run one command with `bash -c` in a fresh process and return its stdout, stderr and \
+         exit code: {{status, stdout, stderr, exitCode, timeoutReason, terminationMode, \
+         durationMs}}. Nothing persists between runs (use `terminal` for that); stdin is empty \
+         unless given. It can never hang: an execution limit and a no-output limit (from \
+         timeout_sec and no_output_timeout_sec, or the timeout policy's category for the \
+         command) end it with SIGTERM to its whole process group, then SIGKILL after {}; \
+         partial output is kept. Each stream over {} characters is cut to its head and tail and \
+         saved in full to a file named in the reply.",
+        span(config.grace),
+        render::count(config.output_cap as u64),
+    )
+}
+
+/// The descriptions of `timeout_sec` and `no_output_timeout_sec`, which
+/// `run` and `policy_explain` share, with their range.
+pub(super) fn describe_timeouts(input: &mut JsonObject) {
+    let range = format!(
+        "more than 0, at most {} ({})",
+        args::MAX_TIMEOUT.as_secs(),
+        span(args::MAX_TIMEOUT)
+    );
+    schema::describe_property(
+        input,
+        "timeout_sec",
+        format!(
+            "Execution limit in seconds ({range}); the no-output limit is then min(timeout/4, \
+             60) s, at least 1 s, unless no_output_timeout_sec is given. Without it, the \
+             policy's category for the command decides."
+        ),
+    );
+    schema::describe_property(
+        input,
+        "no_output_timeout_sec",
+        format!(
+            "Seconds the command may print nothing (on stdout or stderr) before it is stopped \
+             ({range}). Give it for commands that stay silent for a while (a download, a \
+             compile step)."
+        ),
+    );
+}
+
+#[tool_router(router = run_router, vis = "pub(super)")]
+impl Shellkeep {
+    /// Runs one command in a fresh process under the timeout policy.
+    #[tool(
+        output_schema = schema_for_output::<render::RunOutput>(),
+        annotations(
+            title = "Run a command",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn run(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<RunArgs>>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args.check() {
+            Ok(args) => args,
+            Err(message) => return tool_error(message),
+        };
+        let decision = self.decide(&args.command, args.limits);
+        let number = self.shared.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let request = RunRequest {
+            cwd: args.cwd,
+            env: args.env,
+            stdin: args.stdin,
+            grace: self.shared.config.grace,
+            stream_cap: self.shared.config.output_cap,
+            guard: self.shared.guard.clone(),
+            spill: Arc::clone(&self.shared.spill),
+            ..RunRequest::new(
+                args.command,
+                decision.limits,
+                self.shared.spill.dir(),
+                format!("run-{number}"),
+            )
+        };
+        let outcome = oneshot::run(request, context.ct.clone()).await;
+        let (text, structured) = render::run(&outcome, &decision);
+        self.with_guard_notice(
+            self.with_job_notices(structured_result(text, &structured, false)),
+            None,
+        )
+    }
+}

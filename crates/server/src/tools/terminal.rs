@@ -1,0 +1,223 @@
+//! The `terminal` tool: one call on a persistent session (a command, input
+//! or a key, a poll, a reset, or a background job's start), with progress
+//! forwarded while it waits. Its description states the server's waits and
+//! caps. It does not check arguments (`args`) or word the reply (`render`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{RoleServer, tool, tool_router};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened};
+use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
+
+use super::{Shellkeep, structured_result, tool_error};
+use crate::args::{self, Checked, Terminal, TerminalArgs};
+use crate::config::ServerConfig;
+use crate::render::{self, HintFor, TerminalStatus, span};
+use crate::schema;
+
+/// The tool's description and its `timeout` argument's, with the limits
+/// this server runs with.
+pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
+    let (max_wait, quiet) = (span(config.max_wait), span(config.no_output_return));
+    schema::describe_property(
+        input,
+        "timeout",
+        format!(
+            "Seconds this call may wait before handing control back (the command keeps \
+             running, exit code -1): more than 0, at most {} ({}). Without it, control comes \
+             back after {quiet} without new output, and after {max_wait} at most. Control also \
+             comes back as soon as the program waits for input. A larger value also raises how \
+             long the command may then run unwatched.",
+            args::MAX_TIMEOUT.as_secs(),
+            span(args::MAX_TIMEOUT),
+        ),
+    );
+    format!(
+        "Run a command in a persistent bash session in a real terminal: the working directory, \
+         environment variables, virtual environments, functions and aliases persist between \
+         calls. One command at a time; chain with && or ;. Interactive programs work: when a \
+         call returns exit code -1 the command is still running: send an empty command to wait \
+         for more output, or is_input=true with text or a key such as C-c. Output over {} \
+         characters is cut to its head and tail and saved in full to a file named in the reply. \
+         A call hands control back after at most {max_wait} (or its timeout), or within about a \
+         second when the program waits for input; the command keeps running. A running command \
+         is stopped, with the rest of its command line, only when no call has waited on it, \
+         polled it or sent it input for longer than its limit (its timeout category's execution \
+         limit, or the last call's timeout if larger; time waiting for input not counted); every \
+         reply for a running command says by when to look again. If the client cancels a call, \
+         the command is left running and the next call shows its output. shellkeep's notices \
+         are lines in [brackets]; output that could pass for one comes in a text block of its \
+         own.",
+        render::count(config.output_cap as u64),
+    )
+}
+
+/// How long the call that starts a background job waits before it
+/// returns with the job's first output.
+const BACKGROUND_FIRST_WAIT: Duration = Duration::from_secs(1);
+
+#[tool_router(router = terminal_router, vis = "pub(super)")]
+impl Shellkeep {
+    /// Runs a command, sends input or a key, polls, or resets a session.
+    #[tool(
+        output_schema = schema_for_output::<render::TerminalOutput>(),
+        annotations(
+            title = "Terminal",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    async fn terminal(
+        &self,
+        Parameters(Checked(args)): Parameters<Checked<TerminalArgs>>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args.check() {
+            Ok(args) => args,
+            Err(message) => return self.with_job_notices(tool_error(message)),
+        };
+        let (lease, opened) = match self.open_for(&args) {
+            Ok(opened) => opened,
+            Err(message) => return self.with_job_notices(tool_error(message)),
+        };
+        // The policy's execution limit applies to new commands; the session
+        // raises it to cover any wait the agent asks for. Background jobs
+        // are not under it.
+        let (exec_limit, timeout) = match opened {
+            SessionOpened::Background(_) => (None, Some(BACKGROUND_FIRST_WAIT)),
+            _ => (Some(self.shared.policy.decide(&args.command, None).limits.exec), args.timeout),
+        };
+        // Progress goes out while the call waits, when the client asked for
+        // it: the engine reports to a channel, a task forwards to the peer.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(token) => {
+                let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+                let hook = ProgressHook::new(move |progress| {
+                    let _ = sender.send(progress);
+                });
+                (
+                    Some(hook),
+                    Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))),
+                )
+            }
+            None => (None, None),
+        };
+        let request = Request {
+            command: args.command,
+            is_input: args.is_input,
+            timeout,
+            reset: args.reset,
+            exec_limit,
+            progress,
+        };
+        let executed = lease.session().execute(request, context.ct.clone()).await;
+        // The request, and with it the hook, is gone: the forwarder sends
+        // what is queued and ends, so no progress follows the result.
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
+        if matches!(opened, SessionOpened::Background(_)) {
+            self.shared.sessions.watch_job(&lease);
+        }
+        let result = match executed {
+            Ok(reply) => {
+                let (mut text, mut structured) = render::terminal(&reply);
+                let is_error = structured.status == TerminalStatus::NotExecuted;
+                if lease.name() != DEFAULT_SESSION {
+                    structured.session = Some(lease.name().to_owned());
+                }
+                if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
+                    text.notice_first(&line);
+                }
+                // The previous command's output, reported now, may have been
+                // cut too: say how to read it as well.
+                if let Some(previous) = &reply.previous
+                    && let Some((line, _)) =
+                        render::read_hint(lease.name(), previous, HintFor::Previous)
+                {
+                    text.notice(&line);
+                }
+                if let Some((line, number)) = render::read_hint(lease.name(), &reply, HintFor::This)
+                {
+                    text.notice(&line);
+                    structured.command_number = Some(number);
+                }
+                self.with_job_notices(structured_result(text, &structured, is_error))
+            }
+            Err(SessionError::Invalid(message)) => self.with_job_notices(tool_error(message)),
+            Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
+                "{err}. Try again, or reset=true to start a fresh shell."
+            ))),
+        };
+        self.with_guard_notice(result, Some(lease.name()))
+    }
+}
+
+/// How the session of a `terminal` call was found.
+enum SessionOpened {
+    /// It existed, or was started (with where and whether its name had
+    /// expired).
+    Interactive(Opened),
+    /// A background job's new session, started in this directory.
+    Background(PathBuf),
+}
+
+impl SessionOpened {
+    fn as_note(&self) -> render::SessionNote {
+        match self {
+            SessionOpened::Interactive(Opened::Existing) => render::SessionNote::Existing,
+            SessionOpened::Interactive(Opened::Started { cwd, expired_before }) => {
+                render::SessionNote::Started { cwd: cwd.clone(), expired_before: *expired_before }
+            }
+            SessionOpened::Background(cwd) => render::SessionNote::Background { cwd: cwd.clone() },
+        }
+    }
+}
+
+impl Shellkeep {
+    /// Finds or starts the session a `terminal` call names; errors are
+    /// worded for the agent.
+    fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
+        let registry = &self.shared.sessions;
+        let cwd = args.cwd.clone();
+        if args.background {
+            let (lease, cwd) = registry
+                .open_background(args.session.as_deref(), cwd, &args.command)
+                .map_err(|err| render::registry_error(&err))?;
+            return Ok((lease, SessionOpened::Background(cwd)));
+        }
+        let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
+        registry
+            .open(name, cwd)
+            .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
+            .map_err(|err| render::registry_error(&err))
+    }
+}
+
+/// Sends each progress report of a waiting `terminal` call to the client
+/// as `notifications/progress`: `progress` counts the reports (strictly
+/// increasing), `message` is the newest line of output. The engine reports
+/// about once a second, which is the rate limit, so the queue holds at most
+/// a report or two (one per second of the call). Ends when the call ends.
+async fn forward_progress(
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<Progress>,
+) {
+    while let Some(report) = reports.recv().await {
+        let mut param = ProgressNotificationParam::new(token.clone(), report.count as f64);
+        if !report.line.trim().is_empty() {
+            param = param.with_message(report.line);
+        }
+        if let Err(err) = peer.notify_progress(param).await {
+            tracing::debug!("could not send progress: {err}");
+        }
+    }
+}
