@@ -29,7 +29,8 @@ pub enum Command {
     /// (`{status, stdout, stderr, exitCode, timeoutReason, terminationMode,
     /// durationMs}`); exits with the command's exit code (124 on timeout).
     Run {
-        /// Execution limit in seconds (default: the policy's category).
+        /// Execution limit in seconds, more than 0 and at most 86400 (default:
+        /// the policy's category).
         #[arg(long)]
         timeout: Option<f64>,
         /// Working directory.
@@ -76,7 +77,8 @@ pub enum PolicyAction {
     },
     /// Print the category and limits a command would get.
     Explain {
-        /// An explicit timeout in seconds, as an agent might give.
+        /// An explicit timeout in seconds, as an agent might give (more than 0,
+        /// at most 86400).
         #[arg(long)]
         timeout: Option<f64>,
         /// The command.
@@ -96,19 +98,21 @@ pub struct ServeArgs {
     #[arg(long, env = "SHELLKEEP_CWD")]
     pub cwd: Option<PathBuf>,
     /// Seconds without new output after which a terminal call hands control
-    /// back (the command keeps running).
+    /// back (the command keeps running); more than 0, at most 86400.
     #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
     pub no_output_return: f64,
     /// Longest a terminal call waits when the agent gives no timeout, even
     /// while output keeps coming (keep it below the client's request
-    /// timeout, commonly 60 s).
+    /// timeout, commonly 60 s); more than 0, at most 86400.
     #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
     pub max_wait: f64,
     /// Characters of output shown per reply (per stream for `run`) before
-    /// the middle is cut; the full output is saved to a file.
+    /// the middle is cut; the full output is saved to a file. From 100 to
+    /// 100000000.
     #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
     pub output_cap: usize,
-    /// Seconds between SIGTERM and SIGKILL when a command is killed.
+    /// Seconds between SIGTERM and SIGKILL when a command is killed; more
+    /// than 0, at most 86400.
     #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
     pub grace: f64,
     /// The shell to run in the terminal.
@@ -121,7 +125,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
     pub max_sessions: usize,
     /// Seconds a named session may sit idle at its prompt before it is
-    /// closed (`default` and background jobs never expire).
+    /// closed (`default` and background jobs never expire); more than 0, at
+    /// most 365 days.
     #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
     pub session_idle_expiry: f64,
     /// Commands whose complete output each session keeps for the `output`
