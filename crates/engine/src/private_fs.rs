@@ -418,6 +418,7 @@ pub fn random_hex(n_bytes: usize) -> io::Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "a test starts a short-lived process of its own")]
 mod tests {
     use super::*;
 

@@ -26,6 +26,7 @@ pub fn signal_group(pgid: i32, signal: Signal) -> bool {
     if pgid <= 1 {
         return false;
     }
+    #[allow(clippy::disallowed_methods, reason = "process is where signals are sent")]
     killpg(Pid::from_raw(pgid), signal).is_ok()
 }
 
@@ -251,6 +252,7 @@ impl Targets {
         }
         for &pid in members {
             if pid > 1 {
+                #[allow(clippy::disallowed_methods, reason = "process is where signals are sent")]
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
             }
         }
