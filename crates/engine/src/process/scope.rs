@@ -77,7 +77,7 @@ impl Scope {
     /// A new owner, unique within this process: `kind` says what it is
     /// (`shell`, `run`), for people reading `/proc` and the cgroup tree.
     /// Owners of kind `shell` and `run` are candidates when an unmarked
-    /// orphan is attributed by its start time ([`Unmarked`]).
+    /// orphan is attributed by its start time ([`super::Unmarked`]).
     pub fn new(kind: &str) -> Scope {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -221,7 +221,7 @@ fn live_owner_of<'a>(value: &'a [u8], token: &str) -> Option<&'a str> {
 
 /// Owners (`shell` and `run` scopes) with the time they started and, once
 /// their scope is gone, ended, in clock ticks since boot: what an unmarked
-/// orphan is attributed by ([`Unmarked`]). Ended owners are kept (at most
+/// orphan is attributed by ([`super::Unmarked`]). Ended owners are kept (at most
 /// [`OWNERS_KEPT`]) so that an orphan born while two owners lived stays
 /// ambiguous after one ended.
 static OWNERS: Mutex<Vec<OwnerSpan>> = Mutex::new(Vec::new());

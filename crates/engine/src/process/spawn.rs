@@ -44,7 +44,7 @@ enum Joiner {
 }
 
 /// The errors a child reports when joining its group failed carry this tag
-/// above the errno, so [`spawn`] can say what went wrong.
+/// above the errno, so [`super::spawn()`] can say what went wrong.
 const JOIN_FAILED: i32 = 0x4a00_0000;
 
 impl Joiner {
@@ -69,7 +69,7 @@ impl Joiner {
     }
 }
 
-/// The error [`spawn`] returns: a failed join named as such.
+/// The error [`super::spawn()`] returns: a failed join named as such.
 pub(super) fn spawn_error(err: std::io::Error) -> std::io::Error {
     match err.raw_os_error() {
         Some(code) if code & !0xffff == JOIN_FAILED => {
