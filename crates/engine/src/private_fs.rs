@@ -404,8 +404,7 @@ fn is_hex(text: &str, len: usize) -> bool {
 }
 
 /// The start time of process `pid` in clock ticks after boot, or `None` if
-/// it does not exist (read by `process`, the one parser of
-/// `/proc/PID/stat`).
+/// it does not exist (`process` parses `/proc/PID/stat` for both).
 fn start_ticks(pid: u32) -> Option<u64> {
     crate::process::start_ticks(i32::try_from(pid).ok()?)
 }
