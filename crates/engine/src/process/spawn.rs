@@ -94,7 +94,7 @@ pub(super) fn prove_cgroup(dir: &Path) -> Result<(), String> {
     use std::os::unix::process::CommandExt as _;
     let probe = cgroup::Group::create_in(dir, "probe").map_err(|err| err.to_string())?;
     let joiner = Joiner::Join(Arc::clone(&probe));
-    #[allow(clippy::disallowed_methods)]
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = std::process::Command::new("cat");
     command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: the closure runs in the child between fork and exec and only
@@ -157,7 +157,7 @@ pub fn seccomp_status() -> String {
 /// with the non-interactive environment, `scope`'s marker, default signal
 /// handling and a parent-death signal.
 pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::process::Command {
-    #[allow(clippy::disallowed_methods)]
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
     command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
     command.process_group(0);
@@ -232,7 +232,7 @@ pub fn pty_command(
     scope: &Scope,
     channel: Option<&OwnedFd>,
 ) -> std::io::Result<tokio::process::Command> {
-    #[allow(clippy::disallowed_methods)]
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
     command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
     command
@@ -281,7 +281,7 @@ pub fn pty_command(
 /// Its stdout is never the server's: that is the MCP channel.
 pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
-    #[allow(clippy::disallowed_methods)]
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = std::process::Command::new(program);
     command.envs(NONINTERACTIVE_ENV.iter().copied()).env_remove(SCOPE_VAR);
     command.process_group(0);
@@ -468,7 +468,10 @@ mod tests {
             };
             let group = cgroup::Group::create_in(&dir, "test").expect("a group");
             let joiner = Joiner::Join(Arc::clone(&group));
-            #[allow(clippy::disallowed_methods)]
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "process/spawn.rs is where children are built"
+            )]
             let mut command = tokio::process::Command::new("bash");
             command
                 .arg("-c")
@@ -507,7 +510,10 @@ mod tests {
     #[tokio::test]
     async fn a_child_that_cannot_join_its_group_does_not_start() {
         let joiner = Joiner::Fail(libc::EACCES);
-        #[allow(clippy::disallowed_methods)]
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "process/spawn.rs is where children are built"
+        )]
         let mut command = tokio::process::Command::new("true");
         // SAFETY: only returns an error between fork and exec.
         unsafe {
