@@ -442,6 +442,10 @@ fn kill_dir(dir: &Path, version: Version) -> std::io::Result<()> {
         std::thread::sleep(Duration::from_millis(5));
     }
     for pid in members(dir) {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a frozen group's members are killed here, where the group is thawed after"
+        )]
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
     std::fs::write(&freeze, thawed)

@@ -925,6 +925,10 @@ impl Message {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the tests start and kill guards and victims of their own"
+)]
 mod tests {
     use std::process::Stdio;
     use std::sync::atomic::{AtomicBool, Ordering};

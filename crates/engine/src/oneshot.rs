@@ -624,6 +624,10 @@ async fn supervise(
                 if ending.exit.is_none() {
                     // The main process left the group it leads, so the group
                     // kill missed it; stop it by pid.
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "the child we wait for, by its handle, which knows whether it was reaped"
+                    )]
                     let _ = child.start_kill();
                 }
             }

@@ -403,14 +403,10 @@ fn is_hex(text: &str, len: usize) -> bool {
     text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The start time of process `pid` in clock ticks after boot (field 22 of
-/// `/proc/PID/stat`), or `None` if it does not exist.
+/// The start time of process `pid` in clock ticks after boot, or `None` if
+/// it does not exist (`process` parses `/proc/PID/stat` for both).
 fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may contain anything.
-    let after_name = stat.rsplit_once(')')?.1;
-    // After the name: state is field 3, so starttime (22) is the 20th.
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    crate::process::start_ticks(i32::try_from(pid).ok()?)
 }
 
 /// `n_bytes` random bytes as lowercase hex.
@@ -421,6 +417,7 @@ pub fn random_hex(n_bytes: usize) -> io::Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "a test starts a short-lived process of its own")]
 mod tests {
     use super::*;
 

@@ -14,6 +14,7 @@
 //! and a command with no output. Each reply is checked, so a wrong answer
 //! fails the run. Like the stdio benchmark it prints a table, and exits
 //! non-zero only when the measurement itself fails.
+#![allow(clippy::disallowed_methods, reason = "the benchmark starts the server it measures")]
 
 use std::fs::File;
 use std::path::Path;

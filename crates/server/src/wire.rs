@@ -451,6 +451,16 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
         Err(err) => {
+            // `rmcp` itself stopped answering lines that are not JSON
+            // (modelcontextprotocol/rust-sdk issue #938, PR #940): a peer
+            // that answers the error with more non-JSON (a log line on the
+            // wrong stream) can make two programs bounce errors for ever.
+            // We still answer, once per line: JSON-RPC asks for it, and an
+            // agent that sent a broken request learns why nothing ran
+            // instead of waiting. The storm needs a client that writes a
+            // non-JSON line in reply to a response; MCP clients write only
+            // requests, notifications and responses to requests we sent, and
+            // the reply has `id: null`, which no request of ours carries.
             output
                 .error(
                     Value::Null,
@@ -748,6 +758,8 @@ fn watch_stdout(closed: CancellationToken) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use serde_json::json;
 
@@ -793,5 +805,94 @@ mod tests {
                 .is_ok()
         );
         assert!(classify(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}), &in_flight).is_ok());
+    }
+
+    /// The `method` of every typed variant of one of `rmcp`'s untagged
+    /// message unions, read from its JSON schema: each variant is a
+    /// `Request`/`Notification` whose `method` is a constant string; the
+    /// catch-all (`CustomRequest`, `CustomNotification`) has a free string
+    /// and yields none.
+    fn typed_methods(schema: &Value) -> BTreeSet<String> {
+        let resolve = |node: &Value| -> Value {
+            let mut node = node.clone();
+            while let Some(reference) = node.get("$ref").and_then(Value::as_str).map(str::to_owned)
+            {
+                let name = reference.rsplit('/').next().expect("a reference names a definition");
+                node = schema["$defs"][name].clone();
+                assert!(!node.is_null(), "unresolved reference {reference}");
+            }
+            node
+        };
+        let variants = schema["anyOf"].as_array().or_else(|| schema["oneOf"].as_array());
+        let variants = variants.expect("an untagged union's schema lists its variants");
+        let mut methods = BTreeSet::new();
+        for variant in variants {
+            let method = resolve(&resolve(variant)["properties"]["method"]);
+            if let Some(name) = method.get("const").and_then(Value::as_str) {
+                methods.insert(name.to_owned());
+            }
+        }
+        methods
+    }
+
+    fn schema_of<T: rmcp::schemars::JsonSchema>() -> Value {
+        serde_json::to_value(rmcp::schemars::schema_for!(T)).expect("a schema is JSON")
+    }
+
+    /// `KNOWN_METHODS` decides between `-32602` (a method `rmcp` parses,
+    /// with bad parameters) and `-32601` (a method it does not know). It
+    /// must be exactly the requests `rmcp` parses into typed ones, so that
+    /// an `rmcp` upgrade that adds or drops one fails here instead of
+    /// silently changing which error a client gets.
+    #[test]
+    fn known_methods_are_exactly_rmcps_typed_client_requests() {
+        let rmcp_methods = typed_methods(&schema_of::<ClientRequest>());
+        let ours: BTreeSet<String> = KNOWN_METHODS.iter().map(|m| (*m).to_owned()).collect();
+        assert_eq!(ours.len(), KNOWN_METHODS.len(), "KNOWN_METHODS repeats a method");
+        assert_eq!(
+            ours, rmcp_methods,
+            "KNOWN_METHODS (left) differs from the requests rmcp parses into typed ones (right): \
+             make KNOWN_METHODS the right-hand list"
+        );
+        // The schema is read right: methods whose parameters may be left
+        // out parse into typed requests, an unknown one into the catch-all
+        // (as does a typed method whose parameters do not fit, which is why
+        // the wire needs this list at all).
+        for (method, typed) in [("ping", true), ("tools/list", true), ("no/such/method", false)] {
+            let line = json!({"jsonrpc": "2.0", "id": 1, "method": method});
+            let Ok(JsonRpcMessage::Request(request)) =
+                serde_json::from_value::<ClientJsonRpcMessage>(line)
+            else {
+                panic!("{method}: not parsed as a request");
+            };
+            let custom = matches!(request.request, ClientRequest::CustomRequest(_));
+            assert_eq!(!custom, typed, "{method}");
+            assert_eq!(rmcp_methods.contains(method), typed, "{method}");
+        }
+    }
+
+    /// The notifications the wire forwards must be ones `rmcp` parses into
+    /// typed ones (else `rmcp` would ignore them), and the typed ones are
+    /// pinned: a new one in an `rmcp` upgrade fails here until someone
+    /// decides whether `forwards_notification` lets it through.
+    #[test]
+    fn forwarded_notifications_are_rmcps_typed_ones() {
+        let rmcp_methods = typed_methods(&schema_of::<ClientNotification>());
+        let pinned: BTreeSet<String> = [
+            "notifications/cancelled",
+            "notifications/initialized",
+            "notifications/progress",
+            "notifications/roots/list_changed",
+        ]
+        .map(str::to_owned)
+        .into();
+        assert_eq!(
+            pinned, rmcp_methods,
+            "rmcp's typed client notifications (right) changed: decide whether the wire forwards \
+             each new one (forwards_notification), then pin the new list (left)"
+        );
+        for forwarded in ["notifications/cancelled", "notifications/initialized"] {
+            assert!(rmcp_methods.contains(forwarded), "{forwarded} is not typed in rmcp");
+        }
     }
 }

@@ -1,4 +1,5 @@
 //! Engine integration tests: a real bash in a real PTY.
+#![allow(clippy::disallowed_methods, reason = "the tests start and signal processes of their own")]
 
 mod input;
 mod integration;

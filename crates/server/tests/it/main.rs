@@ -13,6 +13,10 @@
 //! never a fixed sleep. Process trees started by tests carry unique markers
 //! (`sleep 300.<digits>`, which GNU sleep accepts) so that survivors can be
 //! found in `/proc` without confusing parallel tests.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the tests start the binary and the processes they check, and signal them"
+)]
 
 mod bad_input;
 mod cli;

@@ -1,0 +1,95 @@
+//! The children we spawned ourselves, registered by pid and start time at
+//! spawn, and the reaping of orphans the server adopted as a subreaper
+//! (zombies among its children that it did not spawn). No `unsafe`: the
+//! subreaper flag is set in `spawn`.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
+
+use nix::unistd::Pid;
+
+use super::proc_scan::{Root, for_each_stat};
+use super::spawn::{become_subreaper, spawn_error};
+
+/// Children we started ourselves, by pid and start time, so that the reaper
+/// of adopted orphans never takes the exit status of a child a `Child`
+/// handle waits for. Held across each spawn, so a child that exits at once
+/// is registered before the reaper can see its zombie.
+static SPAWNED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+
+/// Spawns `command` (built by this module) and registers the child as ours.
+pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
+    let child = command.spawn().map_err(spawn_error)?;
+    if let Some(pid) = child.id() {
+        register(&mut spawned, pid as i32);
+    }
+    Ok(child)
+}
+
+/// [`spawn`] for a blocking `std` command (the orphan guard's).
+pub fn spawn_std(command: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
+    let child = command.spawn()?;
+    register(&mut spawned, child.id() as i32);
+    Ok(child)
+}
+
+/// A copy of the registry of children we spawned, by pid and start time.
+pub(super) fn spawned() -> Vec<(i32, u64)> {
+    SPAWNED.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Makes this process a child subreaper, so that orphans of everything it
+/// started stay its descendants, and reaps those orphans (zombies that are
+/// children of ours but were not started by [`spawn`]) every time a child
+/// changes state. Runs until the task is dropped; only the server calls it.
+pub async fn reap_adopted_orphans() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut children = signal(SignalKind::child())?;
+    become_subreaper()?;
+    loop {
+        reap_adopted_now();
+        if children.recv().await.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// Registers `pid`. Outside the server nothing reaps, so the list is pruned
+/// of children that are gone once it grows: it holds about as many entries
+/// as there are live children, plus at most 256.
+fn register(spawned: &mut Vec<(i32, u64)>, pid: i32) {
+    if spawned.len() >= 256 {
+        spawned.retain(|&(pid, start)| Root::of(pid).is_some_and(|root| root.start_ticks == start));
+    }
+    spawned.push((pid, Root::of(pid).map_or(0, |root| root.start_ticks)));
+}
+
+/// Reaps the zombies among our children that we did not spawn ourselves,
+/// and forgets registered children that are gone. Returns how many it
+/// reaped.
+pub fn reap_adopted_now() -> usize {
+    let me = std::process::id() as i32;
+    let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut present = HashSet::new();
+    let mut zombies = Vec::new();
+    for_each_stat(|stat| {
+        present.insert((stat.pid, stat.start_ticks));
+        if stat.ppid == me && stat.state == b'Z' {
+            zombies.push((stat.pid, stat.start_ticks));
+        }
+    });
+    spawned.retain(|entry| present.contains(entry));
+    let mut reaped = 0;
+    for zombie in zombies {
+        if spawned.contains(&zombie) {
+            continue;
+        }
+        let pid = Pid::from_raw(zombie.0);
+        if nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).is_ok() {
+            reaped += 1;
+        }
+    }
+    reaped
+}

@@ -1,0 +1,188 @@
+//! Building child processes, signalling them, and containing what they start.
+//!
+//! This is the only module that builds a child `Command` or contains
+//! `unsafe` code (all of it in `spawn`), and the one that sends signals
+//! (`cgroup` only SIGKILLs the members of a frozen group). Every child we start gets the same
+//! non-interactive environment, default signal dispositions and an empty
+//! signal mask (so a server started under `nohup` still gives its shell a
+//! working ^C), its own process group (or, for a PTY shell, its own
+//! session), a parent-death signal, a scope marker, and, in a cgroup mode,
+//! its owner's control group, joined before exec; the one exception to the
+//! parent-death signal is the orphan guard, which exists to outlive the
+//! server. It does not know about sessions, policies or MCP.
+//!
+//! # Containment
+//!
+//! In a cgroup mode ([`init_containment`], `cgroup`), every owner has a
+//! control group its child joins between fork and exec; nothing it starts
+//! leaves it without privileges, and stopping the owner kills the group.
+//! The rest is the second net there, and the only one in markers mode:
+//! every child carries an inherited marker in its environment,
+//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which every
+//! descendant inherits whatever it does to its group or session (a terminal
+//! shell exports `<owner>/c<seq>` for each command, so one command's
+//! processes can be told apart). Stopping an owner stops every process of
+//! ours whose `/proc/PID/environ` carries its marker, plus the groups,
+//! sessions and descendants it names, plus the processes of ours with no
+//! readable marker of a live owner (a marker of an owner that never
+//! existed or has ended counts as none) that descend from it or are adopted
+//! orphans attributed to it ([`Targets`], [`Unmarked`]). The server is a
+//! child subreaper ([`reap_adopted_orphans`]), so orphans stay its
+//! descendants. What still escapes in markers mode: an unmarked orphan
+//! taken for another owner's (see [`Unmarked`]), a process relabelled with
+//! another live owner's marker (stopped with that owner), one alive after a
+//! server SIGKILL (the guard only sees markers, groups and sessions), and
+//! in every mode a process that asks something outside our tree
+//! (`systemd-run`, `at`, a daemon) to start it.
+//!
+//! # Rooms
+//!
+//! - `spawn`: the one place with `unsafe`: building commands (what runs
+//!   between fork and exec: joining the control group, default signal
+//!   handling, the parent-death signal, descriptors), the subreaper flag,
+//!   the guard's descriptors and peer credentials, the Landlock and seccomp
+//!   probes of `doctor`.
+//! - `scope`: owners, their markers and control groups, and when each
+//!   owner lived (for attributing unmarked orphans).
+//! - `children`: the children we spawned (registered at spawn) and the
+//!   reaping of orphans we adopted.
+//! - `terminate`: what a stop reaches ([`Targets`]) and the stop itself:
+//!   SIGTERM, grace, the control group's kill and SIGKILL.
+//! - `proc_scan`: reading `/proc/PID/stat`: groups, sessions, start times.
+
+mod children;
+mod proc_scan;
+mod scope;
+mod spawn;
+mod terminate;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use self::spawn::prove_cgroup;
+use crate::cgroup;
+
+pub use self::children::{reap_adopted_now, reap_adopted_orphans, spawn, spawn_std};
+pub use self::proc_scan::{
+    Root, boot_ticks_now, live_group_members, live_session_members, orphaned_groups,
+    session_groups, start_ticks,
+};
+pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
+pub use self::spawn::{
+    group_command, group_command_with_fds, guard_channel_from_stdin, guard_command,
+    ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup, peer_credentials, pty_command,
+    seccomp_status,
+};
+pub use self::terminate::{
+    Targets, Unmarked, command_targets, kill_now, signal_group, terminate, terminate_groups,
+    terminate_session,
+};
+
+/// Environment set for every child we start, terminal and one-shot alike.
+///
+/// Pagers and prompts are the classic ways an agent's command hangs forever
+/// on a terminal nobody is watching; these defaults turn them off.
+pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("SYSTEMD_PAGER", ""),
+    ("GH_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_EDITOR", "true"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    ("PYTHONUNBUFFERED", "1"),
+    ("PIP_NO_INPUT", "1"),
+];
+
+/// How a process group we stopped went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationMode {
+    /// It exited within the grace period after SIGTERM.
+    Soft,
+    /// It was still alive after the grace period and got SIGKILL.
+    Hard,
+}
+
+impl TerminationMode {
+    /// The seed's spelling: `"soft"` or `"hard"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationMode::Soft => "soft",
+            TerminationMode::Hard => "hard",
+        }
+    }
+}
+
+/// Chooses the containment of this process, once, before anything is
+/// started: the first mode of `requested` the host allows (see `cgroup`),
+/// proved by starting a child that joins a test group. A mode that fails is
+/// logged and the next one tried; a mode asked for by name that fails is an
+/// error. Returns the containment in use.
+pub fn init_containment(requested: cgroup::Requested) -> Result<&'static cgroup::Active, String> {
+    let mut unavailable = Vec::new();
+    for mode in requested.candidates() {
+        if mode == cgroup::Mode::Markers {
+            return Ok(cgroup::set_active(cgroup::Active { mode, dir: None, unavailable }));
+        }
+        match cgroup::prepare(mode).and_then(|dir| match prove_cgroup(&dir) {
+            Ok(()) => Ok(dir),
+            Err(err) => {
+                // The host seemed to allow it: worth a warning, unlike a
+                // host that plainly does not.
+                tracing::warn!("{} containment failed its proof: {err}", mode.as_str());
+                let _ = cgroup::kill_tree(&dir);
+                Err(err)
+            }
+        }) {
+            Ok(dir) => {
+                tracing::debug!("containment: {} in {}", mode.as_str(), dir.display());
+                return Ok(cgroup::set_active(cgroup::Active {
+                    mode,
+                    dir: Some(dir),
+                    unavailable,
+                }));
+            }
+            Err(why) => {
+                if requested != cgroup::Requested::Auto {
+                    return Err(format!("{} containment is not available: {why}", mode.as_str()));
+                }
+                tracing::info!("{} containment is not available: {why}", mode.as_str());
+                unavailable.push(format!("{}: {why}", mode.as_str()));
+            }
+        }
+    }
+    Err("no containment mode was asked for".into())
+}
+
+/// Ends this server's containment: kills everything left in its control
+/// group directory and removes the directory (nothing in markers mode).
+pub fn end_containment() {
+    if let Some(dir) = cgroup::server_dir()
+        && let Err(err) = cgroup::kill_tree(dir)
+    {
+        tracing::warn!("{err}");
+    }
+}
+
+/// The absolute path of bash, found once on the server's own `PATH` (not a
+/// command's `env`, which may override `PATH`); `/bin/bash` if it is not
+/// there.
+pub fn bash() -> &'static Path {
+    static BASH: OnceLock<PathBuf> = OnceLock::new();
+    BASH.get_or_init(|| {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join("bash"))
+            .find(|path| is_executable(path))
+            .unwrap_or_else(|| PathBuf::from("/bin/bash"))
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}

@@ -1,0 +1,173 @@
+//! Reading `/proc/PID/stat`: the live members of a process group or
+//! session, the groups a command orphaned, start times in clock ticks since
+//! boot, and [`Root`] (a pid with its start time). Reads only; its parser
+//! also gives `private_fs` the start times that name server directories.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+/// Process ids of the live (not zombie) processes in group `pgid`.
+///
+/// Zombies are not counted: where PID 1 does not reap orphans, a killed
+/// grandchild can stay a zombie for ever, and it is dead all the same.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    scan_proc(|stat| stat.pgrp == pgid)
+}
+
+/// Process groups with a live member in session `sid`.
+pub fn session_groups(sid: i32) -> BTreeSet<i32> {
+    let mut groups = BTreeSet::new();
+    for_each_proc(|stat| {
+        if stat.session == sid {
+            groups.insert(stat.pgrp);
+        }
+    });
+    groups
+}
+
+/// Process groups in the session of the shell `shell_pid` that are not
+/// the jobs of a shell: their leader is gone or was orphaned (its parent is
+/// no longer in the session: `(sleep 300 &)` leaves such a group behind),
+/// and some member started at or after `since_ticks`. These belong to the
+/// command that started then. A group whose leader's parent is the shell,
+/// or a nested shell in the session, is that shell's job.
+pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
+    let mut members = Vec::new();
+    let mut in_session = HashSet::new();
+    for_each_proc(|stat| {
+        if stat.session == shell_pid {
+            in_session.insert(stat.pid);
+            if stat.pgrp != shell_pid {
+                members.push((stat.pid, stat.ppid, stat.pgrp, stat.start_ticks));
+            }
+        }
+    });
+    let mut groups: Vec<i32> = members
+        .iter()
+        .filter(|&&(_, _, pgrp, start)| {
+            let leader = members.iter().find(|&&(pid, ..)| pid == pgrp);
+            start >= since_ticks && leader.is_none_or(|&(_, ppid, ..)| !in_session.contains(&ppid))
+        })
+        .map(|&(_, _, pgrp, _)| pgrp)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
+/// Live processes in session `sid`.
+pub fn live_session_members(sid: i32) -> Vec<i32> {
+    scan_proc(|stat| stat.session == sid)
+}
+
+/// The current time as clock ticks since boot, comparable with the start
+/// times in `/proc/PID/stat`.
+pub fn boot_ticks_now() -> u64 {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
+        .unwrap_or_default();
+    let ticks_per_second = clock_ticks_per_second();
+    now.as_secs() * ticks_per_second
+        + u64::from(now.subsec_nanos()) * ticks_per_second / 1_000_000_000
+}
+
+fn clock_ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().map_or(100, |t| t as u64)
+}
+
+/// A process identified by its pid and its start time, so that a pid the
+/// kernel has given to a new process since is not taken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Root {
+    pub(super) pid: i32,
+    pub(super) start_ticks: u64,
+}
+
+impl Root {
+    /// Process `pid` as it is now; `None` if it is gone.
+    pub fn of(pid: i32) -> Option<Root> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse_stat(pid, &text).map(|stat| Root { pid, start_ticks: stat.start_ticks })
+    }
+}
+
+/// The fields of `/proc/PID/stat` we use.
+pub(super) struct ProcStat {
+    pub(super) pid: i32,
+    pub(super) state: u8,
+    pub(super) ppid: i32,
+    pub(super) pgrp: i32,
+    pub(super) session: i32,
+    pub(super) start_ticks: u64,
+}
+
+pub(super) fn scan_proc(mut keep: impl FnMut(&ProcStat) -> bool) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for_each_proc(|stat| {
+        if keep(stat) {
+            pids.push(stat.pid);
+        }
+    });
+    pids
+}
+
+/// Calls `visit` for every live, non-zombie process on the machine.
+pub(super) fn for_each_proc(mut visit: impl FnMut(&ProcStat)) {
+    for_each_stat(|stat| {
+        if stat.state != b'Z' && stat.state != b'X' {
+            visit(stat);
+        }
+    });
+}
+
+/// Calls `visit` for every process on the machine, zombies included.
+pub(super) fn for_each_stat(mut visit: impl FnMut(&ProcStat)) {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        if let Some(stat) = parse_stat(pid, &text) {
+            visit(&stat);
+        }
+    }
+}
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of
+/// `/proc/PID/stat`), or `None` if it does not exist.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    Root::of(pid).map(|root| root.start_ticks)
+}
+
+/// Parses `/proc/PID/stat`. The command name is in parentheses and may
+/// itself contain spaces and parentheses, so fields are counted from the
+/// last `)`.
+pub(super) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the name: state(3) ppid(4) pgrp(5) session(6) ... starttime(22).
+    Some(ProcStat {
+        pid,
+        state: *fields.first()?.as_bytes().first()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_names() {
+        let text =
+            "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10";
+        let stat = parse_stat(1234, text).expect("parses");
+        assert_eq!(
+            (stat.state, stat.pgrp, stat.session, stat.start_ticks),
+            (b'S', 1234, 1234, 98765)
+        );
+    }
+}

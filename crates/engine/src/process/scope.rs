@@ -1,0 +1,384 @@
+//! Owners of processes ([`Scope`]): a terminal shell or one `run` call,
+//! its marker `SHELLKEEP_SCOPE=<server token>/<owner>` and its control
+//! group; which markers a sweep looks for ([`Mark`]) and how an environment
+//! relates to them; and when each owner lived, to attribute unmarked
+//! orphans by their start time. Starts and signals nothing.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use super::proc_scan::boot_ticks_now;
+use crate::cgroup;
+
+/// The environment variable that marks every process we start and all
+/// their descendants: `SHELLKEEP_SCOPE=<server token>/<owner>`.
+pub const SCOPE_VAR: &str = "SHELLKEEP_SCOPE";
+
+/// This process's random token, the first half of every scope marker it
+/// hands out. Chosen once, on first use.
+pub fn server_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        let mut bytes = [0u8; 12];
+        if getrandom::fill(&mut bytes).is_err() {
+            // Uniqueness only matters against other servers of this user;
+            // the pid and the time nearly give it.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            bytes[..4].copy_from_slice(&std::process::id().to_le_bytes());
+            bytes[4..].copy_from_slice(&(now as u64).to_le_bytes());
+        }
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })
+}
+
+/// An owner of processes: a terminal shell or one `run` call. Its marker is
+/// set in the environment of the child we start for it, so every process
+/// that child starts carries it too, whatever it does to its process group
+/// or session; in a cgroup mode it also has a control group of its own,
+/// which the child joins before it runs anything.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    inner: Arc<ScopeInner>,
+}
+
+#[derive(Debug)]
+struct ScopeInner {
+    /// `<server token>/<kind>-<n>`.
+    value: String,
+    /// Its control group (a cgroup mode), or why it could not be made:
+    /// then every spawn in this scope fails, containment is never silently
+    /// off.
+    group: Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>>,
+}
+
+impl Drop for ScopeInner {
+    fn drop(&mut self) {
+        LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.value);
+        owner_ended(&self.value);
+    }
+}
+
+/// The values of every scope of this process that is alive (handed out and
+/// not yet dropped): only their markers count as marked ([`classify`]).
+static LIVE_OWNERS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Scope) -> bool {
+        self.inner.value == other.inner.value
+    }
+}
+
+impl Eq for Scope {}
+
+impl Scope {
+    /// A new owner, unique within this process: `kind` says what it is
+    /// (`shell`, `run`), for people reading `/proc` and the cgroup tree.
+    /// Owners of kind `shell` and `run` are candidates when an unmarked
+    /// orphan is attributed by its start time ([`super::Unmarked`]).
+    pub fn new(kind: &str) -> Scope {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let value = format!("{}/{kind}-{n}", server_token());
+        LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner).insert(value.clone());
+        if matches!(kind, "shell" | "run") {
+            owner_started(&value);
+        }
+        let group = cgroup::Group::create(&format!("{kind}-{n}")).map_err(|err| {
+            tracing::error!("{err}; nothing can be started in this scope");
+            Arc::new(err)
+        });
+        if let Ok(Some(group)) = &group {
+            let mut live = LIVE_GROUPS.lock().unwrap_or_else(PoisonError::into_inner);
+            live.retain(|(_, group)| group.strong_count() > 0);
+            live.push((value.clone(), Arc::downgrade(group)));
+        }
+        Scope { inner: Arc::new(ScopeInner { value, group }) }
+    }
+
+    /// The marker's value, as set in [`SCOPE_VAR`].
+    pub fn value(&self) -> &str {
+        &self.inner.value
+    }
+
+    /// The mark that finds this owner's processes (the marks of its
+    /// commands, `<value>/c<seq>`, included).
+    pub fn mark(&self) -> Mark {
+        Mark::Exact(self.inner.value.clone())
+    }
+
+    /// Its control group, in a cgroup mode.
+    pub fn group(&self) -> Option<&Arc<cgroup::Group>> {
+        self.inner.group.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// Its control group (a cgroup mode: `Some`), or why it could not be
+    /// made: then every spawn in this scope fails.
+    pub(super) fn group_state(&self) -> &Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>> {
+        &self.inner.group
+    }
+}
+
+/// Which scope markers a sweep looks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// This marker value, or one that extends it with `/…` (the marks of
+    /// one terminal command, `<owner>/c<seq>`): one owner's processes, or
+    /// one command's.
+    Exact(String),
+    /// Any marker with this server token: everything a server started.
+    Token(String),
+}
+
+/// What [`Mark::matches`] found in an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Marked {
+    /// A marker this mark matches.
+    Yes,
+    /// A marker of another live owner of this server, or of one of its
+    /// commands.
+    Other,
+    /// No marker of a live owner of this server: a cleared or replaced
+    /// environment, or one relabelled with an owner that never existed or
+    /// has ended.
+    Unmarked,
+}
+
+impl Mark {
+    /// Whether `environ` (a `/proc/PID/environ`: NUL-separated
+    /// `NAME=value` entries) carries this mark.
+    #[cfg(test)]
+    fn matches(&self, environ: &[u8]) -> bool {
+        marker_values(environ).any(|value| self.matches_value(value))
+    }
+
+    fn matches_value(&self, value: &[u8]) -> bool {
+        let (Mark::Exact(prefix) | Mark::Token(prefix)) = self;
+        value.strip_prefix(prefix.as_bytes()).is_some_and(|rest| match self {
+            Mark::Exact(_) => rest.is_empty() || rest.first() == Some(&b'/'),
+            Mark::Token(_) => rest.first() == Some(&b'/'),
+        })
+    }
+}
+
+/// The values of every `SHELLKEEP_SCOPE=` entry in `environ`.
+fn marker_values(environ: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let prefix = SCOPE_VAR.len() + 1;
+    environ
+        .split(|&b| b == 0)
+        .filter(move |entry| {
+            entry.len() > prefix
+                && entry.starts_with(SCOPE_VAR.as_bytes())
+                && entry[SCOPE_VAR.len()] == b'='
+        })
+        .map(move |entry| &entry[prefix..])
+}
+
+/// How `environ` relates to `marks`: see [`Marked`]. A marker of this
+/// server counts only when it names a live owner (`<token>/<owner>`, or a
+/// command of it, `<token>/<owner>/c<seq>`): any process can set
+/// `SHELLKEEP_SCOPE` for what it starts, and one relabelled with a made-up
+/// or ended owner must still be found by the rules for unmarked processes.
+/// A mark that names a value outright (`Mark::Exact` of the owner being
+/// stopped, `Mark::Token` of the whole server) matches whatever it names.
+pub(super) fn classify(marks: &[Mark], environ: &[u8]) -> Marked {
+    let live = LIVE_OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    classify_among(marks, environ, server_token(), |owner| live.contains(owner))
+}
+
+/// [`classify`] with this server's `token` and which owners are alive.
+fn classify_among(
+    marks: &[Mark],
+    environ: &[u8],
+    token: &str,
+    alive: impl Fn(&str) -> bool,
+) -> Marked {
+    let mut ours = false;
+    for value in marker_values(environ) {
+        if marks.iter().any(|mark| mark.matches_value(value)) {
+            return Marked::Yes;
+        }
+        ours |= live_owner_of(value, token).is_some_and(&alive);
+    }
+    if ours { Marked::Other } else { Marked::Unmarked }
+}
+
+/// The owner a marker value of this server's `token` names, when it has the
+/// shape of one we hand out: `<token>/<name>` or `<token>/<name>/c<seq>`.
+fn live_owner_of<'a>(value: &'a [u8], token: &str) -> Option<&'a str> {
+    let value = std::str::from_utf8(value).ok()?;
+    let name = value.strip_prefix(token)?.strip_prefix('/')?;
+    let owner_len = token.len() + 1 + name.find('/').unwrap_or(name.len());
+    let (owner, command) = value.split_at(owner_len);
+    let command_ok = command.is_empty()
+        || command
+            .strip_prefix("/c")
+            .is_some_and(|seq| !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit()));
+    (owner_len > token.len() + 1 && command_ok).then_some(owner)
+}
+
+/// Owners (`shell` and `run` scopes) with the time they started and, once
+/// their scope is gone, ended, in clock ticks since boot: what an unmarked
+/// orphan is attributed by ([`super::Unmarked`]). Ended owners are kept (at most
+/// [`OWNERS_KEPT`]) so that an orphan born while two owners lived stays
+/// ambiguous after one ended.
+static OWNERS: Mutex<Vec<OwnerSpan>> = Mutex::new(Vec::new());
+const OWNERS_KEPT: usize = 4096;
+
+#[derive(Debug, Clone)]
+struct OwnerSpan {
+    value: String,
+    started: u64,
+    ended: Option<u64>,
+}
+
+fn owner_started(value: &str) {
+    let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if owners.len() >= OWNERS_KEPT
+        && let Some(oldest) = owners.iter().position(|owner| owner.ended.is_some())
+    {
+        owners.remove(oldest);
+    }
+    owners.push(OwnerSpan { value: value.to_owned(), started: boot_ticks_now(), ended: None });
+}
+
+fn owner_ended(value: &str) {
+    let now = boot_ticks_now();
+    let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(owner) = owners.iter_mut().find(|owner| owner.value == value) {
+        owner.ended = Some(now);
+    }
+}
+
+/// The owner an unmarked orphan that started at `started` ticks is
+/// attributed to: the newest of the owners alive then (the most specific
+/// guess: a `run` or a session opened while an older session was open);
+/// `None` when none was. Start times are clock ticks (10 ms): an orphan
+/// born in the tick its owner ended is not given to that owner, whose stop
+/// is over (it would then be nobody's until the server ends), but to one
+/// still alive.
+pub(super) fn owner_at(started: u64) -> Option<String> {
+    let owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+    owners
+        .iter()
+        .filter(|owner| owner.started <= started && owner.ended.is_none_or(|end| end > started))
+        .max_by_key(|owner| owner.started)
+        .map(|owner| owner.value.clone())
+}
+
+/// The scope value a shell we started carries, from its environment at
+/// start (what we set; a shell cannot change its own `/proc/PID/environ`
+/// by exporting).
+pub(super) fn shell_scope(shell_pid: i32) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{shell_pid}/environ")).ok()?;
+    let token = Mark::Token(server_token().to_owned());
+    marker_values(&environ)
+        .find(|value| token.matches_value(value))
+        .map(|value| String::from_utf8_lossy(value).into_owned())
+}
+
+/// The live control group of the owner `value`, if it has one.
+pub(super) fn cgroup_of_owner(value: &str) -> Option<Arc<cgroup::Group>> {
+    LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(|(owner, group)| (owner == value).then(|| group.upgrade()).flatten())
+        .next()
+}
+
+/// The control groups of live scopes, by owner value, so that a command's
+/// stop finds its shell's group from the shell's pid.
+static LIVE_GROUPS: Mutex<Vec<(String, std::sync::Weak<cgroup::Group>)>> = Mutex::new(Vec::new());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_match_whole_entries_only() {
+        let environ = b"A=1\0SHELLKEEP_SCOPE=abc/run-7\0B=SHELLKEEP_SCOPE=zzz/run-1\0";
+        let exact = |value: &str| Mark::Exact(value.into()).matches(environ);
+        let token = |value: &str| Mark::Token(value.into()).matches(environ);
+        assert!(exact("abc/run-7"));
+        assert!(!exact("abc/run-70") && !exact("abc/run-") && !exact("zzz/run-1"));
+        assert!(token("abc"));
+        assert!(!token("ab") && !token("abc/") && !token("zzz"));
+        assert!(!Mark::Token("abc".into()).matches(b"SHELLKEEP_SCOPE=\0SHELLKEEP_SCOPEX=abc/1"));
+    }
+
+    #[test]
+    fn an_owner_mark_finds_its_commands_marks_and_nothing_longer() {
+        let owner = Mark::Exact("abc/shell-1".into());
+        let command = Mark::Exact("abc/shell-1/c7".into());
+        let env = |value: &str| format!("A=1\0SHELLKEEP_SCOPE={value}\0").into_bytes();
+        assert!(owner.matches(&env("abc/shell-1/c7")) && owner.matches(&env("abc/shell-1")));
+        assert!(!owner.matches(&env("abc/shell-10")) && !owner.matches(&env("abc/shell-10/c1")));
+        assert!(command.matches(&env("abc/shell-1/c7")));
+        assert!(!command.matches(&env("abc/shell-1/c70")) && !command.matches(&env("abc/shell-1")));
+    }
+
+    #[test]
+    fn environments_without_a_live_owners_marker_are_unmarked() {
+        let token = server_token();
+        let mine = Mark::Exact(format!("{token}/run-1"));
+        let env = |value: &str| format!("SHELLKEEP_SCOPE={value}\0").into_bytes();
+        let live = [format!("{token}/run-1"), format!("{token}/shell-2")];
+        let of = |value: &str| {
+            classify_among(std::slice::from_ref(&mine), &env(value), token, |owner| {
+                live.iter().any(|live| live == owner)
+            })
+        };
+        assert_eq!(of(&format!("{token}/run-1")), Marked::Yes);
+        for other in ["shell-2", "shell-2/c7"] {
+            assert_eq!(of(&format!("{token}/{other}")), Marked::Other, "{other}");
+        }
+        // Made up, ended, never handed out, or not of a shape we hand out.
+        for relabelled in [
+            "ghost",
+            "run-99",
+            "run-99/c1",
+            "shell-20",
+            "shell-2/x",
+            "shell-2/c",
+            "shell-2/c1/c2",
+            "",
+            "/shell-2",
+        ] {
+            assert_eq!(of(&format!("{token}/{relabelled}")), Marked::Unmarked, "{relabelled}");
+        }
+        for foreign in ["x", "otherserver/shell-2", "", "shell-2"] {
+            assert_eq!(of(foreign), Marked::Unmarked, "{foreign}");
+        }
+        assert_eq!(classify(&[mine], b"\0\0\0"), Marked::Unmarked);
+    }
+
+    #[test]
+    fn a_scope_is_a_live_owner_until_it_is_dropped() {
+        let scope = Scope::new("test");
+        let env = format!("SHELLKEEP_SCOPE={}/c3\0", scope.value()).into_bytes();
+        assert_eq!(classify(&[], &env), Marked::Other);
+        drop(scope);
+        assert_eq!(classify(&[], &env), Marked::Unmarked);
+    }
+
+    #[test]
+    fn an_orphan_goes_to_the_newest_owner_alive_at_its_birth() {
+        let base = boot_ticks_now() + 1_000_000;
+        {
+            let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
+            for (value, started, ended) in
+                [("t/old", base, None), ("t/new", base + 10, Some(base + 20))]
+            {
+                owners.push(OwnerSpan { value: value.into(), started, ended });
+            }
+        }
+        assert_eq!(owner_at(base + 5).as_deref(), Some("t/old"));
+        assert_eq!(owner_at(base + 15).as_deref(), Some("t/new"));
+        assert_eq!(owner_at(base + 25).as_deref(), Some("t/old"));
+        // Born in the tick the newer owner ended: the live one takes it.
+        assert_eq!(owner_at(base + 20).as_deref(), Some("t/old"));
+    }
+}

@@ -1,0 +1,527 @@
+//! The one room of `process` with `unsafe` code, each block with its
+//! `// SAFETY:` comment: the commands we build and what their children do
+//! between fork and exec (join the control group, default signal handling
+//! and mask, the parent-death signal, a new session on the PTY, passed
+//! descriptors), the subreaper flag, the guard's own descriptors and
+//! signals, peer credentials, and the Landlock and seccomp probes. Nothing
+//! else here: scanning `/proc`, stopping processes and the registry of our
+//! children live in rooms without `unsafe`.
+#![allow(unsafe_code)]
+
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use nix::sys::signal::Signal;
+
+use super::NONINTERACTIVE_ENV;
+use super::children::spawn_std;
+use super::scope::{SCOPE_VAR, Scope};
+use crate::cgroup;
+
+/// What a child of `scope` does between fork and exec to join its control
+/// group: the descriptor to write `0` to, or the error to fail with.
+fn joiner(scope: &Scope) -> Joiner {
+    match scope.group_state() {
+        Ok(Some(group)) => Joiner::Join(Arc::clone(group)),
+        Ok(None) => Joiner::Nothing,
+        Err(err) => Joiner::Fail(err.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// How a child joins its scope's control group between fork and exec.
+#[derive(Clone)]
+enum Joiner {
+    /// No cgroup mode.
+    Nothing,
+    /// Write `0` to this group's `cgroup.procs` (the `Arc` keeps the
+    /// descriptor open until the command is dropped).
+    Join(Arc<cgroup::Group>),
+    /// The group could not be made: fail with this errno.
+    Fail(i32),
+}
+
+/// The errors a child reports when joining its group failed carry this tag
+/// above the errno, so [`super::spawn()`] can say what went wrong.
+const JOIN_FAILED: i32 = 0x4a00_0000;
+
+impl Joiner {
+    /// Only async-signal-safe calls: this runs between fork and exec.
+    fn apply(&self) -> std::io::Result<()> {
+        let fd = match self {
+            Joiner::Nothing => return Ok(()),
+            Joiner::Fail(errno) => {
+                return Err(std::io::Error::from_raw_os_error(JOIN_FAILED | errno));
+            }
+            Joiner::Join(group) => group.procs_fd(),
+        };
+        // SAFETY: write(2) on a descriptor the parent opened before the
+        // fork, from a static buffer; async-signal-safe.
+        let written = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+        if written == 1 {
+            Ok(())
+        } else {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            Err(std::io::Error::from_raw_os_error(JOIN_FAILED | errno))
+        }
+    }
+}
+
+/// The error [`super::spawn()`] returns: a failed join named as such.
+pub(super) fn spawn_error(err: std::io::Error) -> std::io::Error {
+    match err.raw_os_error() {
+        Some(code) if code & !0xffff == JOIN_FAILED => {
+            let cause = std::io::Error::from_raw_os_error(code & 0xffff);
+            std::io::Error::new(
+                cause.kind(),
+                format!(
+                    "could not put the new process in its control group ({} containment): \
+                     {cause}; start the server with {}=markers to run without control groups",
+                    cgroup::active().mode.as_str(),
+                    cgroup::MODE_VAR
+                ),
+            )
+        }
+        _ => err,
+    }
+}
+
+/// Starts a child that joins a group under `dir` between fork and exec,
+/// and checks that the kernel lists it there.
+pub(super) fn prove_cgroup(dir: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt as _;
+    let probe = cgroup::Group::create_in(dir, "probe").map_err(|err| err.to_string())?;
+    let joiner = Joiner::Join(Arc::clone(&probe));
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = std::process::Command::new("cat");
+    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls write(2) on a descriptor opened before the fork.
+    unsafe {
+        command.pre_exec(move || joiner.apply());
+    }
+    let mut child = spawn_std(&mut command)
+        .map_err(|err| format!("a child could not join a test group: {}", spawn_error(err)))?;
+    let pid = child.id() as i32;
+    let joined = probe.members().contains(&pid);
+    drop(child.stdin.take());
+    let _ = child.wait();
+    if joined {
+        Ok(())
+    } else {
+        Err(format!("a child was not found in its test group {}", probe.path().display()))
+    }
+}
+
+/// The Landlock ABI version the kernel offers
+/// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`),
+/// or why there is none.
+pub fn landlock_abi() -> std::io::Result<i64> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_ulong = 1;
+    // SAFETY: with a null attribute pointer and size 0, the call only
+    // returns the ABI version; no memory is read or written.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 0 { Err(std::io::Error::last_os_error()) } else { Ok(abi) }
+}
+
+/// Whether seccomp filters are available, and this process's mode: from
+/// `Seccomp:` in `/proc/self/status` and `prctl(PR_GET_SECCOMP)`.
+pub fn seccomp_status() -> String {
+    // SAFETY: PR_GET_SECCOMP reads a flag of this process; no memory is
+    // passed.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Seccomp:"))
+        .map(|value| value.trim().to_owned());
+    match (field.as_deref(), mode) {
+        (None, -1) => "not available (the kernel has no seccomp)".to_owned(),
+        (_, 2) | (Some("2"), _) => {
+            "available; this process already runs under a seccomp filter (mode 2)".to_owned()
+        }
+        _ => "available (mode 0: this process runs without a filter)".to_owned(),
+    }
+}
+
+/// A command for `program` that starts in a new process group of its own,
+/// with the non-interactive environment, `scope`'s marker, default signal
+/// handling and a parent-death signal.
+pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::process::Command {
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = tokio::process::Command::new(program);
+    command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
+    command.process_group(0);
+    let parent = std::process::id();
+    let signals = SignalReset::new();
+    let joiner = joiner(scope);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls async-signal-safe functions (write, sigaction, sigprocmask,
+    // prctl, getppid, _exit); the joiner is only read.
+    unsafe {
+        command.pre_exec(move || {
+            joiner.apply()?;
+            signals.apply();
+            die_with_parent(parent)
+        });
+    }
+    command
+}
+
+/// Like [`group_command`], and the child also gets each `(fd, target)` of
+/// `fds` as its descriptor number `target` (for input passed through a
+/// pipe). The caller keeps `fds` open until the command is spawned and
+/// closes them after. At most eight descriptors.
+pub fn group_command_with_fds(
+    program: impl AsRef<OsStr>,
+    scope: &Scope,
+    fds: &[(&OwnedFd, RawFd)],
+) -> tokio::process::Command {
+    assert!(fds.len() <= 8, "at most eight descriptors can be passed to a child");
+    let mut command = group_command(program, scope);
+    let fds: Vec<(RawFd, RawFd)> =
+        fds.iter().map(|(fd, target)| (fd.as_raw_fd(), *target)).collect();
+    // SAFETY: runs between fork and exec after the closure installed by
+    // `group_command`; fcntl, dup2 and close are async-signal-safe, and the
+    // vector is only read, never allocated, here.
+    unsafe {
+        command.pre_exec(move || {
+            // First move every source out of the way of every target, so
+            // that installing one cannot overwrite another's source.
+            let mut moved = [(-1, -1); 8];
+            for (slot, &(fd, target)) in moved.iter_mut().zip(&fds) {
+                let high = libc::fcntl(fd, libc::F_DUPFD, 100);
+                if high == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                *slot = (high, target);
+            }
+            for &(high, target) in moved.iter().take(fds.len()) {
+                if libc::dup2(high, target) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(high);
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+/// A command for `program` that runs as the leader of a new session whose
+/// controlling terminal is the PTY `slave`, with the non-interactive
+/// environment, `scope`'s marker, default signal handling and a
+/// parent-death signal.
+///
+/// `channel`, when given, stays open in the child at its own number (it is
+/// not closed on exec): the shell's end of the completion channel, which
+/// the shell moves where it wants it. (Installing it at a fixed number here
+/// could overwrite a descriptor the spawn itself relies on.)
+pub fn pty_command(
+    program: impl AsRef<OsStr>,
+    slave: &OwnedFd,
+    scope: &Scope,
+    channel: Option<&OwnedFd>,
+) -> std::io::Result<tokio::process::Command> {
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = tokio::process::Command::new(program);
+    command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
+    command
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave.try_clone()?));
+    let parent = std::process::id();
+    let signals = SignalReset::new();
+    let joiner = joiner(scope);
+    let channel = channel.map(AsRawFd::as_raw_fd);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls async-signal-safe functions (write, sigaction, sigprocmask,
+    // setsid, ioctl, fcntl, prctl, getppid); the joiner is only read.
+    unsafe {
+        command.pre_exec(move || {
+            joiner.apply()?;
+            signals.apply();
+            if let Some(fd) = channel
+                && libc::fcntl(fd, libc::F_SETFD, 0) == -1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            nix::unistd::setsid()?;
+            // Make the PTY (already dup'ed onto fd 0) the controlling
+            // terminal of the new session, so job control and ^C work.
+            if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            die_with_parent(parent)
+        });
+    }
+    Ok(command)
+}
+
+/// A command for the orphan guard: `program` in a new process group of its
+/// own, with default signal handling, stdout to `/dev/null` and stderr
+/// inherited for its logs. The caller sets its stdin to the guard's end of
+/// its channel (closing the other end is how the guard learns the server
+/// has ended).
+///
+/// Unlike every other child it gets no parent-death signal and no scope
+/// marker, because its whole job is to outlive the server and stop what
+/// carries the marker (it asks for a parent-death signal it handles itself:
+/// [`parent_death_wakeup`]). Its own process group keeps a ^C meant for the
+/// server's terminal, or a kill of the server's group, from reaching it.
+/// Its stdout is never the server's: that is the MCP channel.
+pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = std::process::Command::new(program);
+    command.envs(NONINTERACTIVE_ENV.iter().copied()).env_remove(SCOPE_VAR);
+    command.process_group(0);
+    command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    let signals = SignalReset::new();
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls async-signal-safe functions (sigaction, sigprocmask).
+    unsafe {
+        command.pre_exec(move || {
+            signals.apply();
+            Ok(())
+        });
+    }
+    command
+}
+
+/// The orphan guard's channel, taken from its stdin: a close-on-exec copy,
+/// with `/dev/null` put in its place, so that nothing the guard might ever
+/// start could inherit it.
+pub fn guard_channel_from_stdin() -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: fcntl duplicates fd 0 into a new descriptor that nothing else
+    // owns; it is wrapped in an `OwnedFd` at once.
+    let channel = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if channel == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `channel` was just created above and is owned by no one else.
+    let channel = unsafe { OwnedFd::from_raw_fd(channel) };
+    let null = std::fs::File::open("/dev/null")?;
+    // SAFETY: dup2 replaces fd 0, which no Rust object owns here (stdin is
+    // only ever used through the copy above).
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(channel)
+}
+
+/// The process id and user id of whoever made the other end of `socket`
+/// (`SO_PEERCRED`; for a socket pair, the process that created the pair).
+pub fn peer_credentials(socket: &impl AsRawFd) -> std::io::Result<(i32, u32)> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the
+    // kernel writes at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if rc == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
+/// For the orphan guard process: blocks SIGTERM (in the calling thread,
+/// and so in threads it starts later), asks for it as the parent-death
+/// signal, and returns a non-blocking `signalfd` that becomes readable when
+/// it arrives. The guard then wakes when the server dies, and a SIGTERM
+/// from anyone else only wakes it too. The parent may already be gone: the
+/// caller checks `getppid()` after this.
+pub fn parent_death_wakeup() -> std::io::Result<OwnedFd> {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let mut mask = nix::sys::signal::SigSet::empty();
+    mask.add(Signal::SIGTERM);
+    mask.thread_block()?;
+    let wake = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+    Ok(OwnedFd::from(wake))
+}
+
+/// Makes this process a child subreaper, so that orphans of everything it
+/// started stay its descendants (`PR_SET_CHILD_SUBREAPER`).
+pub(super) fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this
+    // process; no memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Restores default signal handling in a child between fork and exec:
+/// every signal's disposition to `SIG_DFL` and an empty signal mask. A
+/// server started under `nohup` or as a `&` job of a script ignores SIGHUP,
+/// SIGINT or SIGQUIT, and ignored signals stay ignored across exec.
+#[derive(Clone, Copy)]
+struct SignalReset {
+    /// The highest signal number, read before fork (`SIGRTMAX` is a libc
+    /// call).
+    last: libc::c_int,
+}
+
+impl SignalReset {
+    fn new() -> SignalReset {
+        SignalReset { last: libc::SIGRTMAX() }
+    }
+
+    /// Only async-signal-safe calls: this runs between fork and exec.
+    fn apply(self) {
+        for signal in 1..=self.last {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            // The raw system call, because the C library refuses the
+            // signals it reserves for itself (32 and 33), which can be
+            // inherited as ignored all the same. An all-zero kernel
+            // `struct sigaction` is SIG_DFL with no flags in every layout
+            // (handler, flags, [restorer,] mask); 32 bytes cover them all.
+            let action: [u64; 4] = [0; 4];
+            // SAFETY: `action` lives across the call and is at least as
+            // large as the kernel's `struct sigaction`; no old action is
+            // written back. Failures are fine: nothing else to do.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    action.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
+            }
+        }
+        // SAFETY: an empty set on the stack, passed by pointer for the call.
+        unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Makes the calling process ignore SIGINT and SIGHUP, so that a terminal
+/// closing or a ^C does not end it. Only for the orphan guard process: the
+/// setting is inherited by every child started afterwards.
+pub fn ignore_interrupt_and_hangup() -> std::io::Result<()> {
+    for signal in [Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: installing SIG_IGN runs no code of ours in signal context,
+        // so there is no handler whose async-signal-safety could be wrong.
+        unsafe { nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigIgn) }?;
+    }
+    Ok(())
+}
+
+/// Asks the kernel to SIGKILL the calling (child) process when its parent
+/// thread dies, and exits at once if the parent is already gone.
+///
+/// Only async-signal-safe calls: this runs between fork and exec.
+fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // The parent may have died between fork and prctl; then the signal
+    // will never come, so leave now.
+    if nix::unistd::getppid().as_raw() as u32 != parent {
+        // SAFETY: _exit is async-signal-safe and ends the forked child only.
+        unsafe { libc::_exit(1) };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::process::terminate::wait_until;
+    use crate::process::{Targets, TerminationMode, spawn, terminate};
+
+    /// The control group alone finds and kills what left every group,
+    /// session and environment, then the server's directory goes.
+    #[tokio::test]
+    async fn a_control_group_kills_what_nothing_else_finds() {
+        for mode in [cgroup::Mode::Cgroup2, cgroup::Mode::Cgroup1] {
+            let dir = match cgroup::prepare(mode) {
+                Ok(dir) => dir,
+                Err(why) => {
+                    eprintln!("{}: skipped, not available here: {why}", mode.as_str());
+                    continue;
+                }
+            };
+            let group = cgroup::Group::create_in(&dir, "test").expect("a group");
+            let joiner = Joiner::Join(Arc::clone(&group));
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "process/spawn.rs is where children are built"
+            )]
+            let mut command = tokio::process::Command::new("bash");
+            command
+                .arg("-c")
+                .arg(
+                    "(env -i setsid sleep 300 &); (setsid bash -c 'trap \"\" TERM; sleep 300' &); \
+                     trap '' TERM; exec sleep 300",
+                )
+                .stdin(Stdio::null());
+            // SAFETY: only write(2) between fork and exec (see Joiner::apply).
+            unsafe {
+                command.pre_exec(move || joiner.apply());
+            }
+            let mut child = spawn(&mut command).expect("spawn bash");
+            // Three sleeps, each past its `trap`: no shell left that SIGTERM kills.
+            let sleeps = || {
+                let comm = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/comm"));
+                group
+                    .members()
+                    .into_iter()
+                    .filter(move |&pid| comm(pid).is_ok_and(|c| c == "sleep\n"))
+            };
+            assert!(wait_until(Duration::from_secs(10), || sleeps().count() == 3).await);
+            let targets = Targets { cgroups: vec![Arc::clone(&group)], ..Targets::default() };
+            let mode_used = terminate(&targets, Duration::from_millis(200)).await;
+            assert_eq!(mode_used, Some(TerminationMode::Hard), "{}", mode.as_str());
+            assert_eq!(group.members(), Vec::<i32>::new(), "{}", mode.as_str());
+            child.wait().await.expect("reaped");
+            drop(group);
+            cgroup::kill_tree(&dir).expect("the directory is removed");
+            assert!(!dir.exists());
+        }
+    }
+
+    /// A child that cannot join its control group does not start, and the
+    /// error says so: containment is never silently off.
+    #[tokio::test]
+    async fn a_child_that_cannot_join_its_group_does_not_start() {
+        let joiner = Joiner::Fail(libc::EACCES);
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "process/spawn.rs is where children are built"
+        )]
+        let mut command = tokio::process::Command::new("true");
+        // SAFETY: only returns an error between fork and exec.
+        unsafe {
+            command.pre_exec(move || joiner.apply());
+        }
+        let err = spawn(&mut command).expect_err("the spawn fails");
+        let text = err.to_string();
+        assert!(text.contains("could not put the new process in its control group"), "{text}");
+        assert!(text.contains("Permission denied") && text.contains("=markers"), "{text}");
+    }
+}

@@ -1,0 +1,418 @@
+//! Stopping processes: what a stop reaches ([`Targets`]: groups,
+//! sessions, descendants, control groups, markers, unmarked processes of
+//! ours attributed to an owner; sparing a shell's jobs) and the stop itself
+//! (SIGTERM, grace, the control groups' kill and SIGKILL). Sends signals;
+//! starts nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+use super::TerminationMode;
+use super::children::spawned;
+use super::proc_scan::{Root, for_each_proc, orphaned_groups};
+use super::scope::{
+    Mark, Marked, Scope, cgroup_of_owner, classify, owner_at, server_token, shell_scope,
+};
+use crate::cgroup;
+
+/// Sends `signal` to every process in group `pgid`. Returns false when the
+/// group no longer exists.
+pub fn signal_group(pgid: i32, signal: Signal) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    #[allow(clippy::disallowed_methods, reason = "process is where signals are sent")]
+    killpg(Pid::from_raw(pgid), signal).is_ok()
+}
+
+/// What a stop reaches: every live process that is in one of `groups`,
+/// `sessions` or `cgroups`, descends from one of `roots`, carries one of
+/// `marks` in its environment, or is an unmarked process of ours that
+/// `unmarked` attributes to the stop; never this process or one in
+/// `exclude`, and (with `spare_jobs_of`) the shell's own jobs only when named
+/// by `groups`, `sessions`, `roots` or `cgroups`.
+///
+/// Each check is one scan of `/proc` (the `stat` of every process, and the
+/// `environ` of those not already matched when there are marks), so its
+/// cost grows with the number of processes on the machine, not with what
+/// is found.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    /// Process groups.
+    pub groups: Vec<i32>,
+    /// Sessions (a PTY shell and its jobs).
+    pub sessions: Vec<i32>,
+    /// Processes whose descendants (and themselves) are reached.
+    pub roots: Vec<Root>,
+    /// Scope markers.
+    pub marks: Vec<Mark>,
+    /// Control groups: everything in them (and under them) is reached, and
+    /// killed as a whole after the grace period.
+    pub cgroups: Vec<Arc<cgroup::Group>>,
+    /// Processes of ours whose environment carries no marker of a live
+    /// owner of this server (cleared, unreadable: non-dumpable, another
+    /// user's, or relabelled with a made-up or ended owner): which of them
+    /// this stop reaches.
+    pub unmarked: Option<Unmarked>,
+    /// Processes never reached (the orphan guard).
+    pub exclude: Vec<i32>,
+    /// A shell whose own jobs the sweeps by marker and by attribution never
+    /// reach: the shell, every process group led by a child of the shell
+    /// (other than `groups`), and their descendants. For stopping one
+    /// command of a shell.
+    pub spare_jobs_of: Option<i32>,
+    /// Send SIGHUP before SIGTERM: interactive bash ignores SIGTERM but not
+    /// SIGHUP, and passes SIGHUP on to its jobs.
+    pub hangup: bool,
+}
+
+/// Which unmarked processes of ours (see [`Targets::unmarked`]) a stop
+/// reaches: those that started at or after `since` and either descend
+/// (now) from `under`, are in `cgroup`, or descend from an orphan the
+/// server adopted (its parent is the server, which did not start it) that
+/// is attributed to `owner`. An adopted orphan has lost its ancestry, so it
+/// is attributed by its start time: to the newest `shell` or `run` owner
+/// alive when it started. When several were alive (a `run` while a session
+/// is open, two sessions), an orphan of the older one is taken for the
+/// newer one's: stopped when that one stops, missed when its own owner
+/// stops, and in any case stopped when the server ends. In a cgroup mode
+/// the group decides instead, exactly.
+#[derive(Debug, Clone, Default)]
+pub struct Unmarked {
+    /// The owner's scope value.
+    pub owner: String,
+    /// Clock ticks since boot (see [`super::boot_ticks_now`]).
+    pub since: u64,
+    /// A process whose descendants are the owner's (its shell, its bash).
+    pub under: Option<i32>,
+    /// The owner's control group.
+    pub cgroup: Option<Arc<cgroup::Group>>,
+}
+
+impl Targets {
+    /// Everything `scope` owns.
+    pub fn scope(scope: &Scope) -> Targets {
+        Targets {
+            marks: vec![scope.mark()],
+            cgroups: scope.group().cloned().into_iter().collect(),
+            unmarked: Some(Unmarked {
+                owner: scope.value().to_owned(),
+                cgroup: scope.group().cloned(),
+                ..Unmarked::default()
+            }),
+            ..Targets::default()
+        }
+    }
+
+    /// Everything this server started: its descendants (orphans included,
+    /// once [`super::reap_adopted_orphans`] made it a subreaper) and whatever
+    /// carries its token, except `exclude`. Its control-group directory is
+    /// killed apart, when the containment ends ([`super::end_containment`]).
+    pub fn whole_server(exclude: &[i32]) -> Targets {
+        Targets {
+            roots: Root::of(std::process::id() as i32).into_iter().collect(),
+            marks: vec![Mark::Token(server_token().to_owned())],
+            exclude: exclude.to_vec(),
+            ..Targets::default()
+        }
+    }
+
+    /// The live processes these targets reach now.
+    pub fn members(&self) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let mut all = Vec::new();
+        let mut live_roots = Vec::new();
+        for_each_proc(|stat| {
+            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session, stat.start_ticks));
+            if self.roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
+                live_roots.push(stat.pid);
+            }
+        });
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        let mut parent: HashMap<i32, (i32, u64)> = HashMap::new();
+        for &(pid, ppid, _, _, start) in &all {
+            children.entry(ppid).or_default().push(pid);
+            parent.insert(pid, (ppid, start));
+        }
+        let descendants = |roots: Vec<i32>| {
+            let mut reached: HashSet<i32> = HashSet::new();
+            let mut stack = roots;
+            while let Some(pid) = stack.pop() {
+                if reached.insert(pid) {
+                    stack.extend(children.get(&pid).into_iter().flatten());
+                }
+            }
+            reached
+        };
+        let reached = descendants(live_roots);
+        let spared = match self.spare_jobs_of {
+            Some(shell) => {
+                let leaders: Vec<i32> = all
+                    .iter()
+                    .filter(|&&(pid, ppid, pgrp, ..)| {
+                        ppid == shell && pgrp == pid && !self.groups.contains(&pgrp)
+                    })
+                    .map(|&(pid, ..)| pid)
+                    .collect();
+                let mut jobs: Vec<i32> = all
+                    .iter()
+                    .filter(|&&(_, _, pgrp, ..)| leaders.contains(&pgrp))
+                    .map(|&(pid, ..)| pid)
+                    .collect();
+                jobs.push(shell);
+                let mut spared = descendants(jobs);
+                spared.insert(shell);
+                spared
+            }
+            None => HashSet::new(),
+        };
+        let in_cgroups: HashSet<i32> =
+            self.cgroups.iter().flat_map(|group| group.members()).collect();
+        let unmarked_cgroup: HashSet<i32> = self
+            .unmarked
+            .as_ref()
+            .and_then(|unmarked| unmarked.cgroup.as_ref())
+            .map(|group| group.members().into_iter().collect())
+            .unwrap_or_default();
+        let under: HashSet<i32> = self
+            .unmarked
+            .as_ref()
+            .and_then(|unmarked| unmarked.under)
+            .map(|pid| descendants(vec![pid]))
+            .unwrap_or_default();
+        // The ancestor of `pid` whose parent is this server, if any.
+        let top_of = |pid: i32| {
+            let mut current = pid;
+            for _ in 0..4096 {
+                let (ppid, start) = *parent.get(&current)?;
+                if ppid == me {
+                    return Some((current, start));
+                }
+                current = ppid;
+            }
+            None
+        };
+        let spawned = spawned();
+        let mut members = Vec::new();
+        for &(pid, _, pgrp, session, start) in &all {
+            if pid == me || self.exclude.contains(&pid) {
+                continue;
+            }
+            // What is named outright is reached; the shell's jobs are spared
+            // only from the sweeps by marker and by attribution.
+            let found = reached.contains(&pid)
+                || self.groups.contains(&pgrp)
+                || self.sessions.contains(&session)
+                || in_cgroups.contains(&pid)
+                || !spared.contains(&pid)
+                    && match self.environ_marked(pid) {
+                        Marked::Yes => true,
+                        Marked::Other => false,
+                        Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
+                            start >= unmarked.since
+                                && (under.contains(&pid)
+                                    || unmarked_cgroup.contains(&pid)
+                                    || top_of(pid).is_some_and(|top| {
+                                        !spawned.contains(&top)
+                                            && owner_at(top.1).as_deref()
+                                                == Some(unmarked.owner.as_str())
+                                    }))
+                        }),
+                    };
+            if found {
+                members.push(pid);
+            }
+        }
+        members
+    }
+
+    /// Whether `pid`'s environment carries one of the marks ([`classify`]);
+    /// an environment that cannot be read (a non-dumpable process, another
+    /// user's) counts as unmarked.
+    fn environ_marked(&self, pid: i32) -> Marked {
+        if self.marks.is_empty() && self.unmarked.is_none() {
+            return Marked::Other;
+        }
+        match std::fs::read(format!("/proc/{pid}/environ")) {
+            Ok(environ) => classify(&self.marks, &environ),
+            Err(_) => Marked::Unmarked,
+        }
+    }
+
+    /// Sends `signal` to every member, and to the groups and sessions'
+    /// groups as a whole (atomic against a fork in progress within them).
+    fn signal(&self, members: &[i32], signal: Signal) {
+        for &group in &self.groups {
+            signal_group(group, signal);
+        }
+        for &pid in members {
+            if pid > 1 {
+                #[allow(clippy::disallowed_methods, reason = "process is where signals are sent")]
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), signal);
+            }
+        }
+    }
+
+    /// Kills the control groups as a whole.
+    fn kill_cgroups(&self) {
+        for group in &self.cgroups {
+            if let Err(err) = group.kill() {
+                tracing::warn!("cannot kill the control group {}: {err}", group.path().display());
+            }
+        }
+    }
+}
+
+/// Stops every process `targets` reach: SIGTERM (after SIGHUP when
+/// `targets.hangup`) and SIGCONT, then, after `grace`, the control groups'
+/// kill and SIGKILL to whatever else is still alive. Processes that appear
+/// meanwhile (a fork in progress) get the same. Returns `None` when there
+/// was nothing alive to stop.
+///
+/// There is no kernel event for "these processes are gone", so the grace
+/// period checks for survivors at a short, growing interval.
+pub async fn terminate(targets: &Targets, grace: Duration) -> Option<TerminationMode> {
+    let members = targets.members();
+    if members.is_empty() {
+        return None;
+    }
+    let mut signalled: HashSet<i32> = HashSet::new();
+    let mut polite = |members: &[i32]| {
+        let fresh: Vec<i32> =
+            members.iter().copied().filter(|pid| signalled.insert(*pid)).collect();
+        if targets.hangup {
+            targets.signal(&fresh, Signal::SIGHUP);
+        }
+        targets.signal(&fresh, Signal::SIGTERM);
+        // A stopped process does not act on SIGTERM until it continues.
+        targets.signal(&fresh, Signal::SIGCONT);
+    };
+    polite(&members);
+    let gone = wait_until(grace, || {
+        let members = targets.members();
+        polite(&members);
+        members.is_empty()
+    })
+    .await;
+    if gone {
+        return Some(TerminationMode::Soft);
+    }
+    wait_until(Duration::from_secs(2), || {
+        targets.kill_cgroups();
+        let members = targets.members();
+        targets.signal(&members, Signal::SIGKILL);
+        members.is_empty()
+    })
+    .await;
+    Some(TerminationMode::Hard)
+}
+
+/// Sends SIGKILL at once to every process `targets` reach (the control
+/// groups as a whole), a few rounds to catch forks in progress; for paths
+/// that cannot wait (a dropped run).
+pub fn kill_now(targets: &Targets) {
+    for _ in 0..3 {
+        targets.kill_cgroups();
+        let members = targets.members();
+        if members.is_empty() {
+            return;
+        }
+        targets.signal(&members, Signal::SIGKILL);
+    }
+}
+
+/// Stops every process in each of `groups`: SIGTERM first, then SIGKILL to
+/// whatever is still alive after `grace`. Returns `None` when there was
+/// nothing alive to stop.
+pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<TerminationMode> {
+    terminate(&Targets { groups: groups.to_vec(), ..Targets::default() }, grace).await
+}
+
+/// Stops every process in session `sid` (a PTY shell and everything it
+/// started) and, when given, everything `scope` owns (its control group,
+/// what carries its marker, what descends from the shell, and unmarked
+/// orphans attributed to it): SIGHUP, SIGTERM and SIGCONT, then the
+/// group's kill and SIGKILL to whatever is left after `grace`.
+pub async fn terminate_session(sid: i32, scope: Option<&Scope>, grace: Duration) {
+    let mut targets = scope.map(Targets::scope).unwrap_or_default();
+    targets.sessions.push(sid);
+    targets.roots.extend(Root::of(sid));
+    if let Some(unmarked) = &mut targets.unmarked {
+        unmarked.under = Some(sid);
+    }
+    targets.hangup = true;
+    terminate(&targets, grace).await;
+}
+
+/// What stopping one command of the terminal shell `shell_pid` reaches
+/// (`C-c`, the execution-limit kill): the groups it left behind in the
+/// shell's session, every process carrying the command's own marker
+/// (`<shell's scope>/c<seq>`, which the shell exports before it runs
+/// command `seq`) in any session, and unmarked processes of the shell's
+/// owner that started at or after `since`; never the shell or its own jobs
+/// (groups led by a child of the shell). The caller adds the foreground
+/// group.
+pub fn command_targets(shell_pid: i32, seq: u64, since: u64) -> Targets {
+    let scope = shell_scope(shell_pid);
+    let group = scope.as_deref().and_then(cgroup_of_owner);
+    Targets {
+        groups: orphaned_groups(shell_pid, since),
+        marks: scope.iter().map(|value| Mark::Exact(format!("{value}/c{seq}"))).collect(),
+        unmarked: scope.map(|owner| Unmarked {
+            owner,
+            since,
+            under: Some(shell_pid),
+            cgroup: group,
+        }),
+        spare_jobs_of: Some(shell_pid),
+        ..Targets::default()
+    }
+}
+
+/// Waits until `done` holds or `limit` passes; returns whether it held.
+pub(super) async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut interval = Duration::from_millis(2);
+    loop {
+        if done() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::time::sleep(interval.min(deadline - now)).await;
+        interval = (interval * 2).min(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Stdio;
+
+    use super::*;
+    use crate::process::{group_command, live_group_members};
+
+    #[tokio::test]
+    async fn terminate_groups_kills_a_whole_tree() {
+        let mut child = group_command("bash", &Scope::new("test"))
+            .arg("-c")
+            .arg("trap '' TERM; sleep 300 & sleep 300 & wait")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn bash");
+        let pgid = child.id().expect("pid") as i32;
+        // Wait until both sleeps exist, so the kill has a tree to kill.
+        assert!(wait_until(Duration::from_secs(10), || live_group_members(pgid).len() >= 3).await);
+        let mode = terminate_groups(&[pgid], Duration::from_millis(300)).await;
+        // bash ignores SIGTERM, so it takes SIGKILL.
+        assert_eq!(mode, Some(TerminationMode::Hard));
+        assert!(live_group_members(pgid).is_empty());
+        child.wait().await.expect("reaped");
+    }
+}
