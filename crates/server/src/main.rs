@@ -13,7 +13,6 @@ mod wire;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -28,7 +27,7 @@ use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry, RegistryLimits};
 use shellkeep_engine::session::SessionConfig;
-use shellkeep_engine::store::StoreLimits;
+use shellkeep_engine::store::{OutputStore, StoreLimits};
 use tokio_util::sync::CancellationToken;
 
 /// An MCP server that gives AI agents a persistent shell in a real
@@ -477,6 +476,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_sessions: args.max_sessions,
         idle_expiry: seconds(args.session_idle_expiry, "--session-idle-expiry")?,
     };
+    // `run` outputs are kept as a session's are, under the same retention.
+    let (spill_for_runs, run_limits) = (Arc::clone(&config.spill), config.output_limits);
     let sessions = Registry::new(config, limits);
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     let shared = Arc::new(tools::Shared {
@@ -487,7 +488,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         run_stream_cap: output_cap,
         grace,
         guard: guard.clone(),
-        runs: AtomicU64::new(0),
+        runs: OutputStore::new(spill_for_runs, "run", run_limits),
     });
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);

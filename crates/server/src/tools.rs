@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::handler::server::tool::schema_for_output;
@@ -23,6 +22,7 @@ use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::policy::{Decision, ExplicitTimeout, Policy};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, Registry};
 use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
+use shellkeep_engine::store::{OutputStore, StoreError, Stream};
 
 use crate::render;
 
@@ -42,8 +42,8 @@ pub struct Shared {
     pub grace: Duration,
     /// The orphan guard, if running.
     pub guard: Option<Arc<Guard>>,
-    /// Numbers `run` calls, for spill file names.
-    pub runs: AtomicU64,
+    /// The outputs of `run` calls, numbered, for the `output` tool.
+    pub runs: Arc<OutputStore>,
 }
 
 /// The MCP server: a cheap handle on the shared state.
@@ -146,6 +146,13 @@ pub struct OutputArgs {
     /// The command's number, as a cut reply names it; omit for the latest.
     #[serde(default)]
     pub command: Option<u64>,
+    /// Read a `run` command's output instead of a terminal command's: its number, as a cut
+    /// `run` reply names it. Not with `session` or `command`.
+    #[serde(default)]
+    pub run: Option<u64>,
+    /// With `run`: which stream to read, `stdout` (default) or `stderr`.
+    #[serde(default)]
+    pub stream: Option<StreamArg>,
     /// The first line to return, from 0; negative counts from the end (-50: the last 50 lines,
     /// as `tail`). Default 0.
     #[serde(default)]
@@ -154,6 +161,25 @@ pub struct OutputArgs {
     /// characters.
     #[serde(default)]
     pub limit: Option<u64>,
+}
+
+/// A stream of a `run` command, as the `output` tool names it.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamArg {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(stream: StreamArg) -> Stream {
+        match stream {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
+    }
 }
 
 /// Arguments of the `sessions` tool (none).
@@ -343,7 +369,9 @@ impl Shellkeep {
             that); stdin is empty unless given. It can never hang: an execution limit and a \
             no-output limit (from timeout_sec and no_output_timeout_sec, or the timeout policy's \
             category for the command) end it with SIGTERM to its whole process group, then SIGKILL after a grace \
-            period; partial output is kept.",
+            period; partial output is kept. A stream cut to its head and tail is kept whole: the \
+            reply names the `output` call that reads the rest (`{\"run\": N, \"stream\": \
+            \"stderr\", ...}`) and the file that holds it.",
         output_schema = schema_for_output::<render::RunOutput>(),
         annotations(
             title = "Run a command",
@@ -366,7 +394,6 @@ impl Shellkeep {
                 Ok(decision) => decision,
                 Err(message) => return tool_error(message),
             };
-        let number = self.shared.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let request = RunRequest {
             cwd: args.cwd.map(PathBuf::from),
             env: args.env.unwrap_or_default().into_iter().collect(),
@@ -374,13 +401,8 @@ impl Shellkeep {
             grace: self.shared.grace,
             stream_cap: self.shared.run_stream_cap,
             guard: self.shared.guard.clone(),
-            spill: Arc::clone(&self.shared.spill),
-            ..RunRequest::new(
-                args.command,
-                decision.limits,
-                self.shared.spill.dir(),
-                format!("run-{number}"),
-            )
+            output: Arc::clone(&self.shared.runs),
+            ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
         let outcome = oneshot::run(request, context.ct.clone()).await;
         let (text, structured) = render::run(&outcome, &decision);
@@ -448,7 +470,9 @@ impl Shellkeep {
             `default`), the command number a cut reply names (default: the latest), an offset \
             (negative counts from the end, as tail) and a limit in lines. The reply says how \
             many lines there are so far and whether the command is still running; follow a \
-            running job by reading again from the offset it gives.",
+            running job by reading again from the offset it gives. `run` outputs are kept the \
+            same way (the last 100 runs by default): give `run` (the number a cut `run` reply \
+            names) and `stream` (`stdout` or `stderr`) instead of session and command.",
         output_schema = schema_for_output::<render::OutputPage>(),
         annotations(
             title = "Read a command's complete output",
@@ -462,6 +486,9 @@ impl Shellkeep {
         &self,
         Parameters(Checked(args)): Parameters<Checked<OutputArgs>>,
     ) -> CallToolResult {
+        if args.run.is_some() || args.stream.is_some() {
+            return self.with_job_notices(self.run_output(&args));
+        }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         let session = match self.shared.sessions.get(name) {
             Ok(session) => session,
@@ -475,7 +502,7 @@ impl Shellkeep {
             });
         match page {
             Ok(page) => {
-                let (text, structured) = render::output_page(name, &page);
+                let (text, structured) = render::output_page(&render::Source::Session(name), &page);
                 self.with_job_notices(structured_result(text, &structured, false))
             }
             Err(message) => self.with_job_notices(tool_error(format!(
@@ -581,6 +608,46 @@ impl Shellkeep {
             .open(name, cwd)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
             .map_err(|err| err.to_string())
+    }
+
+    /// The `output` tool for a `run` command's stream: `run` and `stream`
+    /// only, never with `session` or `command`.
+    fn run_output(&self, args: &OutputArgs) -> CallToolResult {
+        let Some(number) = args.run else {
+            return tool_error(
+                "`stream` is only for `run` outputs (a terminal command's output is one \
+                 stream): give `run` with it, or leave `stream` out"
+                    .to_owned(),
+            );
+        };
+        if args.session.is_some() || args.command.is_some() {
+            return tool_error(
+                "`run` reads a `run` command's output; `session` and `command` read a terminal \
+                 command's. Give one or the other, not both."
+                    .to_owned(),
+            );
+        }
+        let stream = args.stream.map_or(Stream::Stdout, Stream::from);
+        let page = self
+            .shared
+            .runs
+            .get_stream(Some(number), stream)
+            .and_then(|log| log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(200)));
+        match page {
+            Ok(page) => {
+                let (text, structured) = render::output_page(&render::Source::Run(stream), &page);
+                structured_result(text, &structured, false)
+            }
+            Err(StoreError::Empty) => tool_error(format!(
+                "no run has been kept yet, so there is no run {number}: a cut `run` reply names \
+                 the run number to read"
+            )),
+            Err(StoreError::NotKept { asked, first, last }) => tool_error(format!(
+                "run {asked} is not kept: the server keeps runs {first} to {last} (the oldest \
+                 go first)"
+            )),
+            Err(err) => tool_error(err.to_string()),
+        }
     }
 
     /// Adds the notices of background jobs that ended since the last reply
