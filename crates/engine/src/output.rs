@@ -340,11 +340,6 @@ pub struct CommandSpill {
 }
 
 impl CommandSpill {
-    /// A view of at most `cap` characters (transitional).
-    pub fn capped(&self, cap: usize, _name: &str) -> CappedOutput {
-        CappedOutput::new(cap)
-    }
-
     /// Creates the new private file `name` in the store (pruning the store
     /// as every new file does); returns its path and the open file.
     pub fn create_file(&self, name: &str) -> std::io::Result<(PathBuf, File)> {
@@ -433,11 +428,6 @@ impl CappedOutput {
             total_chars: 0,
             total_lines: 0,
         }
-    }
-
-    /// What is shown, naming no saved copy (transitional).
-    pub fn finish(self) -> Shown {
-        self.into_shown(None)
     }
 
     /// Appends `text` to the stream.

@@ -1018,7 +1018,7 @@ mod tests {
         assert!(kept.len() <= 3, "{kept:?}");
         assert!(!paths[0].exists(), "the oldest file is deleted");
         assert!(paths[4].exists());
-        let err = store.get(Some(1)).err().expect("dropped").to_string();
+        let err = store.get(Some(1)).expect_err("dropped").to_string();
         assert!(err.contains("not kept") && err.contains("to 5"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -1203,7 +1203,7 @@ mod sink {
         let scratch = Scratch::new("perserver");
         let limits = SpillLimits { per_command: 1000, per_server: 1500 };
         let store = scratch.store(limits, StoreLimits::default());
-        let mut shown = |text: &str| {
+        let shown = |text: &str| {
             let mut sink = OutputSink::new(store.begin("x"), 10);
             sink.push(text);
             sink.take_shown()
@@ -1305,11 +1305,11 @@ mod sink {
         assert_eq!(err.read(-1, 1).expect("read").text, "err 3\n");
         let out = store.get_stream(None, Stream::Stdout).expect("kept");
         assert_eq!(out.read(0, 1).expect("read").text, "out 3\n");
-        let gone = store.get_stream(Some(1), Stream::Stderr).err().expect("dropped");
+        let gone = store.get_stream(Some(1), Stream::Stderr).expect_err("dropped");
         assert!(matches!(gone, StoreError::NotKept { asked: 1, first: 2, last: 3 }), "{gone}");
         // A terminal command has one stream.
         store.begin("terminal");
-        let none = store.get_stream(None, Stream::Stderr).err().expect("no stderr");
+        let none = store.get_stream(None, Stream::Stderr).expect_err("no stderr");
         assert!(matches!(none, StoreError::NoStream { number: 4, .. }), "{none}");
     }
 }
