@@ -519,12 +519,17 @@ impl CommandLog {
     }
 
     /// Where the output is saved, as a cut reply names it; the file holds
-    /// everything pushed so far.
+    /// everything pushed so far. Once a write failed, no path: the error
+    /// says why, and the file holds only the beginning.
     pub fn saved(&self) -> Saved {
         self.flush();
         let inner = self.lock();
         Saved {
-            path: inner.file.as_ref().map(|(path, _)| path.clone()),
+            path: inner
+                .file
+                .as_ref()
+                .filter(|_| inner.error.is_none())
+                .map(|(path, _)| path.clone()),
             cut: inner.cut,
             error: inner.error.clone(),
         }
