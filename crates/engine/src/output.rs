@@ -49,7 +49,8 @@ pub struct Shown {
     pub omitted_chars: u64,
     /// Lines (newline characters) left out of `text`.
     pub omitted_lines: u64,
-    /// The file that holds the complete stream, once it outgrew the cap.
+    /// The file that holds the complete stream (the command's log), when
+    /// what is shown left something out.
     pub full_output_path: Option<PathBuf>,
     /// Set when that file reached a size limit and the rest of the stream
     /// was not saved; the file ends with a line saying so.
@@ -250,7 +251,7 @@ impl SpillStore {
         self.limits
     }
 
-    /// A budget for one command's full output: everything spilled through
+    /// A budget for one command's full output: everything written through
     /// it counts against the per-command limit together.
     pub fn command(self: &Arc<SpillStore>) -> CommandSpill {
         CommandSpill { store: Arc::clone(self), written: Arc::new(AtomicU64::new(0)) }
@@ -305,7 +306,7 @@ impl SpillStore {
         }
     }
 
-    /// Creates a new spill file (never an existing one, never through a
+    /// Creates a new full-output file (never an existing one, never through a
     /// symlink), making the directory private first if it is missing.
     fn create(&self, path: &Path) -> std::io::Result<File> {
         // Whether the directory is ours is decided before our first file
@@ -335,7 +336,7 @@ const PRUNE_RUNNING_AGAIN: u8 = 2;
 #[derive(Debug, Clone)]
 pub struct CommandSpill {
     store: Arc<SpillStore>,
-    /// Bytes this command spilled so far.
+    /// Bytes this command wrote so far, over all its logs.
     written: Arc<AtomicU64>,
 }
 

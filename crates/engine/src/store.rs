@@ -144,7 +144,8 @@ pub struct OutputStore {
 }
 
 impl OutputStore {
-    /// A store for the session `label` writing its files into `spill`.
+    /// A store for the session (or the `run` commands) `label` writing its
+    /// files into `spill`.
     pub fn new(spill: Arc<SpillStore>, label: &str, limits: StoreLimits) -> Arc<OutputStore> {
         Arc::new(OutputStore {
             spill,
