@@ -1,6 +1,6 @@
 //! The one-shot runner behind the `run` tool: one command through `bash -c`,
-//! under both limits of the timeout policy, with its output capped and
-//! spilled.
+//! under both limits of the timeout policy, with each stream kept whole in
+//! a command log of the caller's store and shown capped.
 //!
 //! The command runs in a process group, a scope and (where the host allows
 //! it) a control group of its own (see `process` and `cgroup`: they find
@@ -19,6 +19,11 @@
 //! too: a one-shot run leaves nothing behind (background jobs belong in a
 //! shell session).
 //!
+//! Each stream's bytes are decoded (UTF-8, a character split between reads
+//! kept whole) and then pass through the stream's `store::OutputSink`: its
+//! log (stdout and stderr of one run share the per-command disk budget) and
+//! the capped view the outcome shows.
+//!
 //! Whatever happens to the command, the result is a [`RunOutcome`] value.
 //! This module does not choose the limits (`policy` does), render the
 //! outcome for an agent (the server does) or mask secrets.
@@ -35,9 +40,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
-use crate::output::{CappedOutput, Shown, SpillLimits, SpillStore};
+use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
 use crate::process::{self, Scope, Targets, TerminationMode};
+use crate::store::{OutputSink, OutputStore, StoreLimits};
 
 /// The grace period between SIGTERM and SIGKILL unless a request sets one.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -69,30 +75,31 @@ pub struct RunRequest {
     pub limits: Limits,
     /// How long the process group has to exit after SIGTERM before SIGKILL.
     pub grace: Duration,
-    /// Characters shown of each of stdout and stderr; the rest is spilled.
+    /// Characters shown of each of stdout and stderr; the rest is in the
+    /// stream's log.
     pub stream_cap: usize,
-    /// Where spill files go, and the limits on them (per command: stdout
-    /// and stderr together).
-    pub spill: Arc<SpillStore>,
-    /// The stem of the spill files: `run-7` gives `run-7.stdout` and
-    /// `run-7.stderr`, each created only if its stream outgrows the cap.
-    pub spill_name: String,
+    /// The store that keeps the run's stdout and stderr (numbered by it:
+    /// a store labelled `run` names the files of its 7th command
+    /// `run-7-<tag>.stdout` and `.stderr`, each made only when its stream
+    /// outgrows memory or the cap), with its retention and disk limits
+    /// (per command: stdout and stderr together).
+    pub output: Arc<OutputStore>,
     /// The orphan guard to tell about the command's process group while it
     /// runs, so that it dies with the server.
     pub guard: Option<Arc<Guard>>,
 }
 
 impl RunRequest {
-    /// A request for `command` under `limits`, spilling into `spill_dir` (a
-    /// store of its own with the default limits; set `spill` to share one) as
-    /// `spill_name.stdout` / `spill_name.stderr`, with no cwd, env or stdin,
+    /// A request for `command` under `limits`, keeping its output in
+    /// `spill_dir` (a store of its own labelled `label`, with the default
+    /// limits; set `output` to share one), with no cwd, env or stdin,
     /// [`DEFAULT_GRACE`], [`DEFAULT_STREAM_CAP`] and no guard. Set the other
     /// fields with struct update syntax.
     pub fn new(
         command: impl Into<String>,
         limits: Limits,
         spill_dir: impl Into<PathBuf>,
-        spill_name: impl Into<String>,
+        label: impl Into<String>,
     ) -> RunRequest {
         RunRequest {
             command: command.into(),
@@ -102,8 +109,11 @@ impl RunRequest {
             limits,
             grace: DEFAULT_GRACE,
             stream_cap: DEFAULT_STREAM_CAP,
-            spill: SpillStore::new(spill_dir.into(), "", SpillLimits::default(), None),
-            spill_name: spill_name.into(),
+            output: OutputStore::new(
+                SpillStore::new(spill_dir.into(), "", SpillLimits::default(), None),
+                &label.into(),
+                StoreLimits::default(),
+            ),
             guard: None,
         }
     }
@@ -309,6 +319,9 @@ impl TimeoutReason {
 pub struct RunOutcome {
     /// How the run ended.
     pub status: RunStatus,
+    /// The run's number in its store ([`RunRequest::output`]), to read its
+    /// streams back by line.
+    pub number: u64,
     /// What is shown of stdout, and where the rest is.
     pub stdout: Shown,
     /// What is shown of stderr, and where the rest is. When the command
@@ -342,16 +355,18 @@ pub struct RunOutcome {
 /// with [`RunStatus::Error`].
 pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();
-    let spill = request.spill.command();
-    let stdout = spill.capped(request.stream_cap, &format!("{}.stdout", request.spill_name));
-    let stderr = spill.capped(request.stream_cap, &format!("{}.stderr", request.spill_name));
-    let not_started = |reason: String, stdout: CappedOutput, mut stderr: CappedOutput| {
+    let logs = request.output.begin_run(&request.command);
+    let number = logs.number;
+    let stdout = OutputSink::new(logs.stdout, request.stream_cap);
+    let stderr = OutputSink::new(logs.stderr, request.stream_cap);
+    let not_started = |reason: String, mut stdout: OutputSink, mut stderr: OutputSink| {
         tracing::debug!(command = %request.command, %reason, "command did not start");
         stderr.push(&reason);
         RunOutcome {
+            number,
             status: RunStatus::Error,
-            stdout: stdout.finish(),
-            stderr: stderr.finish(),
+            stdout: finish_sink(&mut stdout, -1),
+            stderr: finish_sink(&mut stderr, -1),
             exit_code: -1,
             timeout_reason: None,
             termination_mode: None,
@@ -498,9 +513,10 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     // went away without needing SIGKILL.
     let termination_mode = stopped_by_us.then(|| ending.kill.unwrap_or(TerminationMode::Soft));
     let outcome = RunOutcome {
+        number,
         status,
-        stdout: streams.stdout.finish(),
-        stderr: streams.stderr.finish(),
+        stdout: streams.stdout.finish(exit_code),
+        stderr: streams.stderr.finish(exit_code),
         exit_code,
         timeout_reason,
         termination_mode,
@@ -706,17 +722,24 @@ fn cwd_problem(cwd: &Path) -> Option<String> {
     }
 }
 
-/// One output pipe, decoded and capped.
+/// Ends a stream's log with the run's `exit_code` and returns what the
+/// outcome shows of it.
+fn finish_sink(sink: &mut OutputSink, exit_code: i32) -> Shown {
+    sink.log().finish(exit_code);
+    sink.take_shown()
+}
+
+/// One output pipe, decoded, then through its sink.
 struct Stream<R> {
     /// The pipe, until it reaches end of file.
     pipe: Option<R>,
     buffer: Box<[u8]>,
     decoder: Utf8Decoder,
-    output: CappedOutput,
+    output: OutputSink,
 }
 
 impl<R: AsyncRead + Unpin> Stream<R> {
-    fn new(pipe: Option<R>, output: CappedOutput) -> Stream<R> {
+    fn new(pipe: Option<R>, output: OutputSink) -> Stream<R> {
         Stream { pipe, buffer: vec![0; READ_CHUNK].into(), decoder: Utf8Decoder::default(), output }
     }
 
@@ -759,11 +782,11 @@ impl<R: AsyncRead + Unpin> Stream<R> {
         self.pipe.is_none()
     }
 
-    fn finish(mut self) -> Shown {
+    fn finish(mut self, exit_code: i32) -> Shown {
         if !self.is_closed() {
             self.close();
         }
-        self.output.finish()
+        finish_sink(&mut self.output, exit_code)
     }
 }
 
@@ -863,6 +886,7 @@ impl Drop for GroupWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Stream;
 
     /// A directory for spill files, removed when dropped.
     struct TempDir(PathBuf);
@@ -1115,12 +1139,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn output_beyond_the_cap_is_cut_and_complete_in_the_spill_file() {
+    async fn output_beyond_the_cap_is_cut_and_complete_in_its_log() {
         let dir = TempDir::new("spill");
         let capped = RunRequest {
             stream_cap: 100,
             ..request(&dir, "seq 1 10000; echo oops >&2", limits(10.0, 5.0))
         };
+        let store = Arc::clone(&capped.output);
         let outcome = run_now(capped).await;
         let full: String = (1..=10000).map(|i| format!("{i}\n")).collect();
         assert_eq!(outcome.status, RunStatus::Success);
@@ -1128,12 +1153,26 @@ mod tests {
         assert!(outcome.stdout.text.starts_with("1\n2\n3\n"), "{}", outcome.stdout.text);
         assert!(outcome.stdout.text.ends_with("9999\n10000\n"), "{}", outcome.stdout.text);
         assert_eq!(outcome.stdout.omitted_chars, full.len() as u64 - 100);
-        let spill = outcome.stdout.full_output_path.as_ref().expect("spilled");
-        assert_eq!(spill, &dir.0.join("run.stdout"));
-        assert_eq!(std::fs::read_to_string(spill).expect("spill file"), full);
-        // The short stream is whole and never spilled.
+        let spill = outcome.stdout.full_output_path.as_ref().expect("saved");
+        let name = spill.file_name().expect("name").to_string_lossy().into_owned();
+        assert!(name.starts_with("run-1-") && name.ends_with(".stdout"), "{name}");
+        assert_eq!(std::fs::read_to_string(spill).expect("log file"), full);
+        // The head is 50 characters: lines 1 to 19 whole, then "20", the
+        // line (0-based: 19) where the text left out begins.
+        assert_eq!(outcome.stdout.lines_before_omission, 19);
+        assert!(outcome.stdout.text.contains("19\n20\n[... "), "{}", outcome.stdout.text);
+        // The store reads the whole stream back, and the run is over.
+        let log = store.get_stream(Some(outcome.number), Stream::Stdout).expect("kept");
+        let page = log.read(19, 5000).expect("read");
+        let from_20: String = (20..=5019).map(|i| format!("{i}\n")).collect();
+        assert!(page.text == from_20, "{} lines from {}", page.lines, page.first_line);
+        assert_eq!((page.total_lines, page.running, page.exit_code), (10_000, false, Some(0)));
+        assert_eq!(log.read(-1, 1).expect("read").text, "10000\n");
+        // The short stream is whole, kept in memory, and no file was made.
         assert_eq!((outcome.stderr.text.as_str(), outcome.stderr.truncated), ("oops\n", false));
-        assert!(!dir.0.join("run.stderr").exists());
+        let err = store.get_stream(Some(outcome.number), Stream::Stderr).expect("kept");
+        assert_eq!((err.read(0, 10).expect("read").text, err.path()), ("oops\n".to_owned(), None));
+        assert_eq!(std::fs::read_dir(&dir.0).expect("dir").count(), 1, "one file: stdout's");
     }
 
     #[tokio::test]

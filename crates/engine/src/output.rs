@@ -1,21 +1,24 @@
-//! Capped output: the head and tail an agent is shown, and the complete
-//! stream kept in a full-output ("spill") file, itself capped on disk.
+//! Capped output: the head and tail an agent is shown of a stream, and the
+//! disk budget of the one stored copy of every output.
 //!
-//! A [`CappedOutput`] takes a stream of (already masked) text. While the
-//! stream is within its cap it stays in memory; once it grows past the cap
-//! the whole stream so far, and everything after, goes to a spill file, and
-//! memory keeps only the first and last halves of the cap. Memory stays
-//! bounded however much a command prints (about twice the cap, plus the
-//! write buffer).
+//! A [`CappedOutput`] is a view of a stream of (already rendered) text:
+//! while the stream is within its cap it is shown whole; past it, memory
+//! keeps only the first and last halves of the cap, and what is shown says
+//! how much was left out and where the complete stream is. It writes no
+//! file: the complete stream is the command's log (`store::CommandLog`),
+//! and both are fed only by `store::OutputSink`. Memory stays bounded
+//! however much a command prints (about twice the cap).
 //!
-//! Disk is bounded too. A [`SpillStore`] is one directory of spill files
-//! with two limits ([`SpillLimits`]): bytes per command (all its streams
-//! and reply parts together) and bytes per store (one server). A file that
-//! reaches a limit ends with a line saying where and why it was cut, and
-//! [`Shown::full_output_cut`] says so. A store in a directory shared across
-//! restarts has a [`Retention`]: files older than its age, then the oldest
-//! beyond its total size, are deleted at start-up and whenever a new file
-//! is added. Files are created with `private_fs` (new, 0600, no symlinks).
+//! Disk is bounded too. A [`SpillStore`] is one directory of full-output
+//! files (the command logs) with two limits ([`SpillLimits`]): bytes per
+//! command (all its streams together, each byte counted once) and bytes per
+//! store (one server). A [`CommandSpill`] is one command's share; a file
+//! that reaches a limit ends with a line saying where and why it was cut,
+//! and [`Shown::full_output_cut`] says so. A store in a directory shared
+//! across restarts has a [`Retention`]: files older than its age, then the
+//! oldest beyond its total size, are deleted at start-up and whenever a new
+//! file is added. Files are created with `private_fs` (new, 0600, no
+//! symlinks).
 //!
 //! Retention deletes only what a store created: in a directory that is
 //! marked as a store's own (the mark file [`DIR_MARK`], written when the
@@ -28,7 +31,6 @@
 //! that before.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,7 +49,8 @@ pub struct Shown {
     pub omitted_chars: u64,
     /// Lines (newline characters) left out of `text`.
     pub omitted_lines: u64,
-    /// The file that holds the complete stream, once it outgrew the cap.
+    /// The file that holds the complete stream (the command's log), when
+    /// what is shown left something out.
     pub full_output_path: Option<PathBuf>,
     /// Set when that file reached a size limit and the rest of the stream
     /// was not saved; the file ends with a line saying so.
@@ -107,7 +110,8 @@ impl std::fmt::Display for SpillCut {
 /// Limits on the bytes written to full-output files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpillLimits {
-    /// Bytes one command may write, over all its streams and reply parts.
+    /// Bytes one command may write, over all its streams (stdout and stderr
+    /// of a `run` together).
     pub per_command: u64,
     /// Bytes one store (one server) may write in all.
     pub per_server: u64,
@@ -247,7 +251,7 @@ impl SpillStore {
         self.limits
     }
 
-    /// A budget for one command's full output: everything spilled through
+    /// A budget for one command's full output: everything written through
     /// it counts against the per-command limit together.
     pub fn command(self: &Arc<SpillStore>) -> CommandSpill {
         CommandSpill { store: Arc::clone(self), written: Arc::new(AtomicU64::new(0)) }
@@ -302,7 +306,7 @@ impl SpillStore {
         }
     }
 
-    /// Creates a new spill file (never an existing one, never through a
+    /// Creates a new full-output file (never an existing one, never through a
     /// symlink), making the directory private first if it is missing.
     fn create(&self, path: &Path) -> std::io::Result<File> {
         // Whether the directory is ours is decided before our first file
@@ -332,32 +336,11 @@ const PRUNE_RUNNING_AGAIN: u8 = 2;
 #[derive(Debug, Clone)]
 pub struct CommandSpill {
     store: Arc<SpillStore>,
-    /// Bytes this command spilled so far.
+    /// Bytes this command wrote so far, over all its logs.
     written: Arc<AtomicU64>,
 }
 
 impl CommandSpill {
-    /// A new stream that shows at most `cap` characters and spills to the
-    /// file `name` in the store (created only when needed).
-    pub fn capped(&self, cap: usize, name: &str) -> CappedOutput {
-        CappedOutput {
-            half_cap: cap.max(2) / 2,
-            spill_path: self.store.path_for(name),
-            budget: self.clone(),
-            seen: String::new(),
-            seen_chars: 0,
-            seen_lines: 0,
-            head: String::new(),
-            head_chars: 0,
-            tail: String::new(),
-            tail_chars: 0,
-            total_chars: 0,
-            total_lines: 0,
-            spill: None,
-            spill_error: None,
-        }
-    }
-
     /// Creates the new private file `name` in the store (pruning the store
     /// as every new file does); returns its path and the open file.
     pub fn create_file(&self, name: &str) -> std::io::Result<(PathBuf, File)> {
@@ -397,29 +380,28 @@ fn take(counter: &AtomicU64, limit: u64, n: u64) -> u64 {
     granted
 }
 
-/// An open spill file and what went into it.
-#[derive(Debug)]
-struct SpillFile {
-    writer: BufWriter<File>,
-    /// Bytes of the stream written so far.
-    written: u64,
-    /// Set once a limit was reached: nothing more is written.
-    cut: Option<SpillCut>,
+/// Where the complete stream of a [`CappedOutput`] is kept, as its command
+/// log says: named in what is shown once the view was cut.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Saved {
+    /// The file holding the complete stream.
+    pub path: Option<PathBuf>,
+    /// Set when that file reached a size limit.
+    pub cut: Option<SpillCut>,
+    /// Set when the stream could not be saved: why.
+    pub error: Option<String>,
 }
 
-/// A stream of text capped to a head and a tail, with the full stream
-/// spilled to a file once it outgrows the cap.
+/// A stream of text as a reply shows it: its head and tail, in memory
+/// only. The complete stream is kept by the command's log
+/// (`store::CommandLog`); [`CappedOutput::into_shown`] names it when the view
+/// had to leave text out.
 #[derive(Debug)]
 pub struct CappedOutput {
     /// Characters kept at the start, and at the end, of the stream.
     half_cap: usize,
-    /// Where the complete stream goes once it outgrows the cap.
-    spill_path: PathBuf,
-    /// The command's share of the store's limits.
-    budget: CommandSpill,
     /// Text at the start of the stream that an earlier reply already showed
-    /// (see [`CappedOutput::push_seen`]), kept until the stream spills.
-    seen: String,
+    /// (see [`CappedOutput::push_seen`]): counted, never shown again.
     seen_chars: usize,
     seen_lines: usize,
     /// The first `half_cap` characters (the whole stream while it fits).
@@ -431,13 +413,24 @@ pub struct CappedOutput {
     tail_chars: usize,
     total_chars: u64,
     total_lines: u64,
-    /// Open once the stream outgrew the cap; holds the whole stream.
-    spill: Option<SpillFile>,
-    /// Set if the spill file could not be written; reported, never fatal.
-    spill_error: Option<String>,
 }
 
 impl CappedOutput {
+    /// A view that shows at most `cap` characters of what is new.
+    pub fn new(cap: usize) -> CappedOutput {
+        CappedOutput {
+            half_cap: cap.max(2) / 2,
+            seen_chars: 0,
+            seen_lines: 0,
+            head: String::new(),
+            head_chars: 0,
+            tail: String::new(),
+            tail_chars: 0,
+            total_chars: 0,
+            total_lines: 0,
+        }
+    }
+
     /// Appends `text` to the stream.
     pub fn push(&mut self, mut text: &str) {
         if text.is_empty() {
@@ -446,10 +439,6 @@ impl CappedOutput {
         let n_chars = count_chars(text);
         self.total_chars += n_chars as u64;
         self.total_lines += memchr_count(b'\n', text.as_bytes()) as u64;
-        if self.spill.is_none() && self.total_chars > (2 * self.half_cap) as u64 {
-            self.start_spill();
-        }
-        self.write_spill(text);
         if self.head_chars < self.half_cap {
             let room = self.half_cap - self.head_chars;
             let split = byte_index_of_char(text, room);
@@ -468,85 +457,74 @@ impl CappedOutput {
     }
 
     /// Appends text an earlier reply already showed (the start of a line
-    /// that was unfinished then): it belongs to the full output, but is not
-    /// shown again. Only at the start of the stream, before any
-    /// [`CappedOutput::push`]; later it is pushed as usual.
-    ///
-    /// With `force_spill` the stream spills at once, so that the file holds
-    /// the part of `text` the earlier reply had to leave out.
-    pub fn push_seen(&mut self, text: &str, force_spill: bool) {
+    /// that was unfinished then): it is counted, but not shown again. Only
+    /// at the start of the stream, before any [`CappedOutput::push`]; later
+    /// it is pushed as usual.
+    pub fn push_seen(&mut self, text: &str) {
         if self.head_chars > 0 || self.tail_chars > 0 {
             self.push(text);
             return;
         }
-        self.total_chars += count_chars(text) as u64;
-        self.total_lines += memchr_count(b'\n', text.as_bytes()) as u64;
-        self.seen_chars += count_chars(text);
-        self.seen_lines += memchr_count(b'\n', text.as_bytes());
-        if self.spill.is_none() && !force_spill && self.seen.len() + text.len() <= 2 * self.half_cap
-        {
-            self.seen.push_str(text);
-            return;
-        }
-        if self.spill.is_none() {
-            self.start_spill();
-        }
-        self.write_spill(text);
+        let (chars, lines) = (count_chars(text), memchr_count(b'\n', text.as_bytes()));
+        self.total_chars += chars as u64;
+        self.total_lines += lines as u64;
+        self.seen_chars += chars;
+        self.seen_lines += lines;
     }
 
     /// Appends committed `text` that may begin with the line a reply showed
-    /// unfinished (`shown`): that part goes to the full output but is not
-    /// shown again; the rest is pushed as usual.
-    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &str) {
+    /// unfinished (`shown`): that part is counted but not shown again; the
+    /// rest is pushed as usual. Returns whether that line was cut when it
+    /// was shown, so the reply where it ends must name the saved copy.
+    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &str) -> bool {
         match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
             Some((shown, end)) => {
-                self.push_seen(&text[..end], shown.cut);
+                self.push_seen(&text[..end]);
                 self.push(&text[end..]);
+                shown.cut
             }
-            None => self.push(text),
+            None => {
+                self.push(text);
+                false
+            }
         }
     }
 
-    /// Ends the stream: flushes the spill file and returns what to show.
-    pub fn finish(mut self) -> Shown {
-        if let Some(spill) = &mut self.spill
-            && let Err(err) = spill.writer.flush()
-        {
-            self.spill_error.get_or_insert_with(|| err.to_string());
+    /// Whether the new text outgrew the cap, so what is shown leaves some
+    /// of it out.
+    pub fn is_cut(&self) -> bool {
+        self.total_chars - self.seen_chars as u64 > (2 * self.half_cap) as u64
+    }
+
+    /// Ends the view and returns what to show. `saved`, when given, is
+    /// where the complete stream is kept: named in the omission line of a
+    /// cut view, and in the fields of [`Shown`] either way.
+    pub fn into_shown(mut self, saved: Option<Saved>) -> Shown {
+        let cut = self.is_cut();
+        if cut {
+            self.trim_tail(self.half_cap);
         }
-        if self.spill.is_none() {
+        let saved = saved.unwrap_or_default();
+        let mut text = self.head;
+        if !cut {
             // Within the cap: everything not seen before is in memory, and
             // nothing was left out.
-            let mut text = self.head;
-            text.push_str(&self.tail);
-            return Shown { text, ..Shown::default() };
-        }
-        self.trim_tail(self.half_cap);
-        let shown_chars = (self.head_chars + self.tail_chars + self.seen_chars) as u64;
-        let shown_lines = (memchr_count(b'\n', self.head.as_bytes())
-            + memchr_count(b'\n', self.tail.as_bytes())
-            + self.seen_lines) as u64;
-        let omitted_chars = self.total_chars.saturating_sub(shown_chars);
-        let omitted_lines = self.total_lines.saturating_sub(shown_lines);
-        let full_output_path = match &self.spill_error {
-            None => Some(self.spill_path.clone()),
-            Some(_) => None,
-        };
-        let full_output_cut = self.spill.as_ref().and_then(|spill| spill.cut);
-        let mut text = self.head;
-        if omitted_chars == 0 {
-            // Spilled only to keep text an earlier reply showed: nothing is
-            // left out of what is new.
             text.push_str(&self.tail);
             return Shown {
                 text,
-                full_output_path,
-                full_output_cut,
-                full_output_error: self.spill_error,
+                full_output_path: saved.path,
+                full_output_cut: saved.cut,
+                full_output_error: saved.error,
                 ..Shown::default()
             };
         }
-        let where_kept = match (&self.spill_error, &full_output_path, full_output_cut) {
+        let new_chars = self.total_chars - self.seen_chars as u64;
+        let omitted_chars = new_chars.saturating_sub((self.head_chars + self.tail_chars) as u64);
+        let head_lines = memchr_count(b'\n', text.as_bytes());
+        let shown_lines =
+            (head_lines + memchr_count(b'\n', self.tail.as_bytes()) + self.seen_lines) as u64;
+        let omitted_lines = self.total_lines.saturating_sub(shown_lines);
+        let where_kept = match (&saved.error, &saved.path, saved.cut) {
             (None, Some(path), None) => format!("; full output in {}", path.display()),
             (None, Some(path), Some(cut)) => {
                 format!("; full output in {} ({cut})", path.display())
@@ -554,7 +532,7 @@ impl CappedOutput {
             (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
             _ => String::new(),
         };
-        let lines_before_omission = (self.seen_lines + memchr_count(b'\n', text.as_bytes())) as u64;
+        let lines_before_omission = (self.seen_lines + head_lines) as u64;
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
@@ -569,68 +547,11 @@ impl CappedOutput {
             truncated: true,
             omitted_chars,
             omitted_lines,
-            full_output_path,
-            full_output_cut,
-            full_output_error: self.spill_error,
+            full_output_path: saved.path,
+            full_output_cut: saved.cut,
+            full_output_error: saved.error,
             lines_before_omission,
             omission,
-        }
-    }
-
-    fn start_spill(&mut self) {
-        let store = Arc::clone(&self.budget.store);
-        match store.create(&self.spill_path) {
-            Ok(file) => {
-                self.spill = Some(SpillFile {
-                    writer: BufWriter::with_capacity(1 << 16, file),
-                    written: 0,
-                    cut: None,
-                });
-                // Everything pushed before now is still in memory.
-                for text in [std::mem::take(&mut self.seen), self.head.clone(), self.tail.clone()] {
-                    self.write_spill(&text);
-                }
-            }
-            Err(err) => {
-                self.spill_error = Some(format!("{}: {err}", self.spill_path.display()));
-                // Keep the cap in force even without a file, by pretending
-                // to spill into nothing.
-                self.spill = Some(SpillFile {
-                    writer: BufWriter::new(
-                        File::options()
-                            .write(true)
-                            .open("/dev/null")
-                            .expect("/dev/null is writable"),
-                    ),
-                    written: 0,
-                    cut: None,
-                });
-            }
-        }
-    }
-
-    /// Writes `text` to the spill file within the limits; at a limit, writes
-    /// the cut line instead and nothing after it.
-    fn write_spill(&mut self, text: &str) {
-        let Some(spill) = &mut self.spill else { return };
-        if spill.cut.is_some() || text.is_empty() || self.spill_error.is_some() {
-            return;
-        }
-        let (granted, stopped_by) = self.budget.grant(text.len() as u64);
-        let mut end = granted as usize;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut result = spill.writer.write_all(&text.as_bytes()[..end]);
-        spill.written += end as u64;
-        if let Some(limit) = stopped_by {
-            let cut = SpillCut { after_bytes: spill.written, limit };
-            spill.cut = Some(cut);
-            let line = format!("\n[shellkeep: the full output stops here, {cut}.]\n");
-            result = result.and_then(|()| spill.writer.write_all(line.as_bytes()));
-        }
-        if let Err(err) = result {
-            self.spill_error.get_or_insert_with(|| err.to_string());
         }
     }
 
@@ -903,191 +824,102 @@ pub fn byte_index_of_char(text: &str, n: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// A store in a fresh private directory, removed when dropped.
-    struct TestStore {
-        store: Arc<SpillStore>,
+    /// Creates the file `name` in `store` as a command log does and writes
+    /// `size` bytes into it; returns its path.
+    fn saved_file(store: &Arc<SpillStore>, name: &str, size: usize) -> PathBuf {
+        let (path, mut file) = store.command().create_file(name).expect("create");
+        std::io::Write::write_all(&mut file, &vec![b'y'; size]).expect("write");
+        path
     }
 
-    impl TestStore {
-        fn new(name: &str, limits: SpillLimits) -> TestStore {
-            let dir = std::env::temp_dir().join(format!(
-                "shellkeep-output-test-{}-{name}-{}",
-                std::process::id(),
-                private_fs::random_hex(4).expect("random")
-            ));
-            TestStore { store: SpillStore::new(dir, "", limits, None) }
-        }
-
-        fn capped(&self, cap: usize, name: &str) -> CappedOutput {
-            self.store.command().capped(cap, name)
-        }
-    }
-
-    impl Drop for TestStore {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(self.store.dir());
-        }
-    }
-
-    fn store(name: &str) -> TestStore {
-        TestStore::new(name, SpillLimits::default())
+    fn saved_at(path: &str) -> Saved {
+        Saved { path: Some(PathBuf::from(path)), ..Saved::default() }
     }
 
     #[test]
     fn short_streams_are_shown_whole() {
-        let store = store("short");
-        let mut out = store.capped(100, "short");
+        let mut out = CappedOutput::new(100);
         out.push("hello ");
         out.push("world\n");
-        let shown = out.finish();
+        assert!(!out.is_cut());
+        let shown = out.into_shown(None);
         assert_eq!(shown.text, "hello world\n");
         assert!(!shown.truncated);
         assert_eq!(shown.full_output_path, None);
-        assert!(!store.store.dir().exists(), "nothing on disk");
     }
 
     #[test]
-    fn long_streams_keep_head_and_tail_and_spill_everything() {
-        let store = store("long");
-        let mut out = store.capped(20, "long");
+    fn long_streams_keep_head_and_tail_and_name_the_saved_copy() {
+        let mut out = CappedOutput::new(20);
         let full: String = (0..1000).map(|i| format!("{i}\n")).collect();
         // Split into odd pieces, including multi-byte characters.
         for piece in full.as_bytes().chunks(7) {
             out.push(std::str::from_utf8(piece).expect("ascii"));
         }
         out.push("é€\n");
-        let shown = out.finish();
+        assert!(out.is_cut());
+        let shown = out.into_shown(Some(saved_at("/saved/it.log")));
         assert!(shown.truncated);
         assert!(shown.text.starts_with("0\n1\n2\n3\n4\n"), "{}", shown.text);
         assert!(shown.text.ends_with("999\né€\n"), "{}", shown.text);
         let expected_total = full.chars().count() as u64 + 3;
         assert_eq!(shown.omitted_chars, expected_total - 20);
+        // The head holds lines 0-4 whole; line 5 starts the omission.
+        assert_eq!(shown.lines_before_omission, 5);
         let omission = &shown.text[shown.omission.clone().expect("a notice")];
         assert!(omission.starts_with("[... ") && omission.ends_with(" ...]\n"), "{omission}");
-        let path = shown.full_output_path.as_ref().expect("spilled");
-        assert_eq!(std::fs::read_to_string(path).expect("spill file"), format!("{full}é€\n"));
-        use std::os::unix::fs::{MetadataExt, PermissionsExt};
-        let meta = std::fs::metadata(path).expect("stat");
-        assert_eq!(meta.mode() & 0o777, 0o600);
-        let dir_mode = std::fs::metadata(store.store.dir()).expect("stat").permissions().mode();
-        assert_eq!(dir_mode & 0o777, 0o700, "the directory is made private");
-        assert_eq!(shown.full_output_cut, None);
+        assert!(omission.contains("; full output in /saved/it.log ..."), "{omission}");
+        assert_eq!(shown.full_output_path, Some(PathBuf::from("/saved/it.log")));
+    }
+
+    #[test]
+    fn a_cut_or_unsaved_copy_is_named_in_the_omission_line() {
+        let cut = SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) };
+        let saved = Saved { cut: Some(cut), ..saved_at("/saved/it.log") };
+        let mut out = CappedOutput::new(10);
+        out.push(&"a".repeat(100));
+        let shown = out.into_shown(Some(saved));
+        assert!(shown.text.contains("full output in /saved/it.log (cut after 700 bytes"));
+        assert_eq!(shown.full_output_cut, Some(cut));
+        let mut out = CappedOutput::new(10);
+        out.push(&"a".repeat(100));
+        let unsaved = Saved { error: Some("No space left".into()), ..Saved::default() };
+        let shown = out.into_shown(Some(unsaved));
+        assert!(shown.text.contains("the full output could not be saved: No space left"));
+        assert_eq!(shown.full_output_error.as_deref(), Some("No space left"));
     }
 
     #[test]
     fn exactly_at_the_cap_is_not_truncated() {
-        let store = store("exact");
-        let mut out = store.capped(10, "exact");
+        let mut out = CappedOutput::new(10);
         out.push("0123456789");
-        let shown = out.finish();
+        assert!(!out.is_cut());
+        let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), ("0123456789", false));
     }
 
     #[test]
-    fn an_existing_file_or_symlink_is_never_written() {
-        let store = store("exists");
-        std::fs::create_dir_all(store.store.dir()).expect("dir");
-        let victim = store.store.dir().join("victim");
-        std::fs::write(&victim, "precious").expect("write");
-        std::os::unix::fs::symlink(&victim, store.store.dir().join("link")).expect("symlink");
-        let mut out = store.capped(10, "link");
-        out.push(&"x".repeat(100));
-        let shown = out.finish();
-        assert!(shown.truncated);
-        assert_eq!(shown.full_output_path, None);
-        assert!(shown.text.contains("could not be saved"), "{}", shown.text);
-        let error = shown.full_output_error.expect("the error is given");
-        assert!(error.contains("File exists"), "{error}");
-        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
-    }
-
-    /// Issue 7, 1.4: full-output files have a cap per command, shared by
-    /// its streams and parts; past it the file says where it was cut, and
-    /// what is shown says so.
-    #[test]
-    fn the_per_command_limit_cuts_the_file_with_a_final_line() {
-        let store =
-            TestStore::new("percmd", SpillLimits { per_command: 1000, per_server: 1 << 20 });
-        let command = store.store.command();
-        let mut stdout = command.capped(10, "cmd.stdout");
-        stdout.push(&"a".repeat(600));
-        let mut stderr = command.capped(10, "cmd.stderr");
-        stderr.push(&"é".repeat(150));
-        stdout.push(&"b".repeat(600));
-        let (stdout, stderr) = (stdout.finish(), stderr.finish());
-        let saved_out =
-            std::fs::read_to_string(stdout.full_output_path.as_ref().expect("path")).expect("read");
-        let saved_err =
-            std::fs::read_to_string(stderr.full_output_path.as_ref().expect("path")).expect("read");
-        assert_eq!(stderr.full_output_cut, None);
-        assert_eq!(saved_err, "é".repeat(150));
-        // 600 + 300 bytes so far: the second push of stdout gets 100 more.
-        let cut = stdout.full_output_cut.expect("cut");
-        assert_eq!(cut, SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) });
-        assert_eq!(
-            saved_out.lines().next(),
-            Some(format!("{}{}", "a".repeat(600), "b".repeat(100))).as_deref()
-        );
-        let last_line = saved_out.trim_end().lines().last().expect("a last line");
-        assert_eq!(
-            last_line,
-            "[shellkeep: the full output stops here, cut after 700 bytes: the limit per \
-             command of 1000 bytes for saved output was reached.]"
-        );
-        assert!(stdout.text.contains("cut after 700 bytes"), "{}", stdout.text);
-        // Another command has its own budget.
-        let mut other = store.store.command().capped(10, "other");
-        other.push(&"c".repeat(500));
-        assert_eq!(other.finish().full_output_cut, None);
-    }
-
-    #[test]
-    fn the_per_server_limit_covers_every_command() {
-        let store =
-            TestStore::new("perserver", SpillLimits { per_command: 1000, per_server: 1500 });
-        let mut first = store.capped(10, "first");
-        first.push(&"a".repeat(1000));
-        assert_eq!(first.finish().full_output_cut, None);
-        let mut second = store.capped(10, "second");
-        second.push(&"b".repeat(700));
-        let shown = second.finish();
-        assert_eq!(
-            shown.full_output_cut,
-            Some(SpillCut { after_bytes: 500, limit: SpillLimit::PerServer(1500) })
-        );
-        assert!(shown.text.contains("the server's total limit of 1500 bytes"), "{}", shown.text);
-        let mut third = store.capped(10, "third");
-        third.push(&"c".repeat(100));
-        let shown = third.finish();
-        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
-        assert!(saved.starts_with("\n[shellkeep: the full output stops here, cut after 0 bytes"));
-    }
-
-    #[test]
-    fn text_seen_before_is_kept_in_the_file_but_not_shown_again() {
-        let store = store("seen");
-        // Small: kept in memory, shown only as the new part.
-        let mut out = store.capped(100, "small");
-        out.push_seen("Password", false);
+    fn text_seen_before_is_counted_but_not_shown_again() {
+        // Small: shown only as the new part.
+        let mut out = CappedOutput::new(100);
+        out.push_seen("Password");
         out.push(": ok\n");
-        let shown = out.finish();
+        let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), (": ok\n", false));
-        // Forced: the file holds it all, the text only what is new.
-        let mut out = store.capped(100, "forced");
-        out.push_seen(&"x".repeat(500), true);
+        // Much seen text does not make the new text cut.
+        let mut out = CappedOutput::new(100);
+        out.push_seen(&"x".repeat(500));
         out.push("done\n");
-        let shown = out.finish();
-        assert_eq!((shown.text.as_str(), shown.truncated), ("done\n", false));
-        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
-        assert_eq!(saved, format!("{}done\n", "x".repeat(500)));
-        // Large new output after it: omitted counts only what is new.
-        let mut out = store.capped(10, "large");
-        out.push_seen("seen", false);
+        assert!(!out.is_cut());
+        assert_eq!(out.into_shown(None).text, "done\n");
+        // Large new output after it: omitted counts only what is new, and
+        // the omission starts after the seen lines.
+        let mut out = CappedOutput::new(10);
+        out.push_seen("seen\n");
         out.push(&"y".repeat(100));
-        let shown = out.finish();
+        let shown = out.into_shown(None);
         assert_eq!(shown.omitted_chars, 90);
-        let saved = std::fs::read_to_string(shown.full_output_path.expect("path")).expect("read");
-        assert_eq!(saved, format!("seen{}", "y".repeat(100)));
+        assert_eq!(shown.lines_before_omission, 1);
     }
 
     #[test]
@@ -1103,7 +935,7 @@ mod tests {
         let other = show_unfinished_line("Passw0rd", grown.shown, 100);
         assert_eq!(other.text, "Passw0rd");
         assert_eq!(show_unfinished_line("", other.shown, 100).shown, None);
-        // Long: head and tail only, and the file will owe the rest.
+        // Long: head and tail only, and the saved copy will be named.
         let long = "z".repeat(10_000);
         let cut = show_unfinished_line(&long, None, 100);
         assert_eq!(cut.omitted, 9_900);
@@ -1116,24 +948,20 @@ mod tests {
 
     #[test]
     fn a_committed_line_is_not_shown_again() {
-        let store = store("continuing");
         let line = show_unfinished_line("answer: ", None, 100);
-        let mut out = store.capped(100, "small");
-        out.push_continuing(line.shown, "answer: 42\nnext\n");
-        assert_eq!(out.finish().text, "42\nnext\n");
+        let mut out = CappedOutput::new(100);
+        assert!(!out.push_continuing(line.shown, "answer: 42\nnext\n"));
+        assert_eq!(out.into_shown(None).text, "42\nnext\n");
         // A different line is shown whole.
-        let mut out = store.capped(100, "other");
+        let mut out = CappedOutput::new(100);
         out.push_continuing(line.shown, "done\n");
-        assert_eq!(out.finish().text, "done\n");
-        // A line that was cut when shown is saved whole.
+        assert_eq!(out.into_shown(None).text, "done\n");
+        // A line that was cut when shown asks for the saved copy.
         let long = "z".repeat(1000);
         let cut = show_unfinished_line(&long, None, 100);
-        let mut out = store.capped(100, "cut");
-        out.push_continuing(cut.shown, &format!("{long}\n"));
-        let shown = out.finish();
-        assert_eq!(shown.text, "\n");
-        let saved = std::fs::read_to_string(shown.full_output_path.expect("saved")).expect("read");
-        assert_eq!(saved, format!("{long}\n"));
+        let mut out = CappedOutput::new(100);
+        assert!(out.push_continuing(cut.shown, &format!("{long}\n")));
+        assert_eq!(out.into_shown(None).text, "\n");
     }
 
     #[test]
@@ -1244,9 +1072,7 @@ mod tests {
         assert_eq!(store.prune(), Vec::<PathBuf>::new(), "at start-up");
         let mut saved = Vec::new();
         for name in ["first", "second", "third"] {
-            let mut out = store.command().capped(10, &format!("{name}.log"));
-            out.push(&"y".repeat(1000));
-            saved.push(out.finish().full_output_path.expect("saved"));
+            saved.push(saved_file(&store, &format!("{name}.log"), 1000));
             wait_for_pruning(&store);
         }
         assert_all_exist(&users);
@@ -1268,9 +1094,7 @@ mod tests {
         let store =
             SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
         // The directory is made (and marked) with the first file.
-        let mut out = store.command().capped(10, "first.log");
-        out.push(&"y".repeat(1000));
-        let first = out.finish().full_output_path.expect("saved");
+        let first = saved_file(&store, "first.log", 1000);
         wait_for_pruning(&store);
         assert!(store.prunes() && dir.join(DIR_MARK).is_file());
         let mut users = users_files(&dir);
@@ -1352,11 +1176,7 @@ mod tests {
         ));
         let retention = Retention { max_age: Duration::from_secs(3600), max_total: 150 };
         let store = SpillStore::new(dir.clone(), "1-abc", SpillLimits::default(), Some(retention));
-        let spill = |name: &str| {
-            let mut out = store.command().capped(10, name);
-            out.push(&"x".repeat(100));
-            out.finish().full_output_path.expect("saved")
-        };
+        let spill = |name: &str| saved_file(&store, name, 100);
         let first = spill("first.log");
         std::fs::File::options()
             .write(true)

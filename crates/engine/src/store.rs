@@ -1,19 +1,31 @@
-//! The complete output of every command of a session, kept so that it can
-//! be read back by line number while the command runs and after it ended.
+//! The complete output of every command, kept exactly once, so that it can
+//! be read back by line number while the command runs and after it ended;
+//! and [`OutputSink`], the one way a command's output comes in.
 //!
-//! A [`CommandLog`] holds one command's output exactly as it was committed
-//! (rendered, before any cutting for display). While small it stays in
-//! memory; past [`MEMORY_LIMIT`] bytes everything goes to a private file of
-//! the session's [`SpillStore`], under the same per-command and per-server
-//! byte limits as every other full-output file (past a limit the file ends
-//! with a line saying where it was cut). A sparse index (the byte offset of
-//! every [`INDEX_STEP`]th line) lets a read start near its first line
-//! instead of scanning the file from the top.
+//! A [`CommandLog`] holds one stream of a command's output exactly as it
+//! was committed (rendered, or for `run` decoded, before any cutting for
+//! display). It is the only stored copy: what a reply shows is a view of it
+//! (`output::CappedOutput`). While small it stays in memory; past
+//! [`MEMORY_LIMIT`] bytes (or once a view was cut and must name a file)
+//! everything goes to a private file of the [`SpillStore`], under its
+//! per-command and per-server byte limits, each byte counted once (past a
+//! limit the file ends with a line saying where it was cut):
+//! [`CommandLog::write`] is the one place that writes such a file. A sparse
+//! index (the byte offset of every [`INDEX_STEP`]th line) lets a read start
+//! near its first line instead of scanning the file from the top.
 //!
-//! An [`OutputStore`] keeps one session's logs, newest last, with
-//! retention: at most [`StoreLimits::max_commands`] logs and
-//! [`StoreLimits::max_bytes`] bytes of output in all; the oldest logs are
-//! dropped first (their files deleted), never the newest.
+//! An [`OutputStore`] keeps the logs of one session's commands (one log
+//! each: the terminal merges stdout and stderr) or of one server's `run`
+//! commands (two logs each, [`Stream::Stdout`] and [`Stream::Stderr`],
+//! sharing the command's budget), newest last, with retention: at most
+//! [`StoreLimits::max_commands`] commands and [`StoreLimits::max_bytes`]
+//! bytes of output in all; the oldest are dropped first (their files
+//! deleted), never the newest.
+//!
+//! [`OutputSink::push`] is the only way text reaches a log and a view: every
+//! byte a command prints passes there once, in order, after rendering (for
+//! `run`, after UTF-8 decoding) and before anything is kept, shown or
+//! reported as progress. Secret masking belongs there.
 //!
 //! Bounds: memory per log is at most [`MEMORY_LIMIT`] bytes plus its index
 //! (8 bytes per [`INDEX_STEP`] lines) and a 64 KiB write buffer; a read
@@ -29,7 +41,10 @@ use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::output::{CommandSpill, SpillCut, SpillStore, count_chars};
+use crate::output::{
+    CappedOutput, CommandSpill, Saved, Shown, ShownLine, SpillCut, SpillStore, UnfinishedLine,
+    count_chars, show_unfinished_line,
+};
 
 /// Bytes of a command's output kept in memory before it moves to a file.
 pub const MEMORY_LIMIT: usize = 8 * 1024;
@@ -59,6 +74,27 @@ impl Default for StoreLimits {
     }
 }
 
+/// One stream of a `run` command; a terminal command has one stream
+/// ([`Stream::Stdout`]), where its stdout and stderr meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stream {
+    /// Standard output (a terminal command's whole output).
+    #[default]
+    Stdout,
+    /// Standard error, kept apart by `run`.
+    Stderr,
+}
+
+impl Stream {
+    /// `stdout` or `stderr`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
 /// Why a read could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -75,6 +111,14 @@ pub enum StoreError {
         /// The newest.
         last: u64,
     },
+    /// The command has no such stream (a terminal command has only one).
+    #[error("command {number} has no separate {}", stream.as_str())]
+    NoStream {
+        /// The command.
+        number: u64,
+        /// The stream asked for.
+        stream: Stream,
+    },
     /// The file could not be read.
     #[error("the output of command {number} could not be read from {path}: {error}")]
     Unreadable {
@@ -87,20 +131,21 @@ pub enum StoreError {
     },
 }
 
-/// One session's command outputs.
+/// The outputs of one session's commands, or of one server's `run`s.
 pub struct OutputStore {
     spill: Arc<SpillStore>,
     /// Names the files, so sessions sharing a spill directory differ.
     label: String,
     limits: StoreLimits,
-    logs: Mutex<VecDeque<Arc<CommandLog>>>,
+    logs: Mutex<VecDeque<Kept>>,
     /// The number of the last command begun (numbers start at 1 and are
     /// never reused, so a number always means the same command).
     last_number: std::sync::atomic::AtomicU64,
 }
 
 impl OutputStore {
-    /// A store for the session `label` writing its files into `spill`.
+    /// A store for the session (or the `run` commands) `label` writing its
+    /// files into `spill`.
     pub fn new(spill: Arc<SpillStore>, label: &str, limits: StoreLimits) -> Arc<OutputStore> {
         Arc::new(OutputStore {
             spill,
@@ -111,36 +156,70 @@ impl OutputStore {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<CommandLog>>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Kept>> {
         self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts the log of the next command, dropping the oldest logs beyond
-    /// the retention limits.
+    /// Starts the log of the next terminal command (one stream, files
+    /// `<label>-cmd<N>-<tag>.log`), dropping the oldest beyond the
+    /// retention limits.
     pub fn begin(&self, command: &str) -> Arc<CommandLog> {
-        let number = self.last_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        let log = Arc::new(CommandLog {
-            number,
-            command: command.chars().take(200).collect(),
-            budget: self.spill.command(),
-            label: self.label.clone(),
-            inner: Mutex::new(LogInner::default()),
-        });
-        let mut logs = self.lock();
-        logs.push_back(Arc::clone(&log));
-        self.apply_retention(&mut logs);
-        log
+        let (_, mut logs) =
+            self.begin_logs(command, |number| vec![(format!("{}-cmd{number}", self.label), "log")]);
+        logs.remove(0)
     }
 
-    /// Drops the oldest logs while there are too many or they hold too
+    /// Starts the logs of the next `run` command: its stdout and stderr
+    /// (files `<label>-<N>-<tag>.stdout` and `.stderr`), which share one
+    /// budget under the per-command limit.
+    pub fn begin_run(&self, command: &str) -> RunLogs {
+        let (number, mut logs) = self.begin_logs(command, |number| {
+            let stem = format!("{}-{number}", self.label);
+            vec![(stem.clone(), "stdout"), (stem, "stderr")]
+        });
+        let stderr = logs.pop().expect("two logs");
+        let stdout = logs.pop().expect("two logs");
+        RunLogs { number, stdout, stderr }
+    }
+
+    /// Numbers the next command and makes its logs, one per `(file stem,
+    /// extension)` that `names` gives for its number.
+    fn begin_logs(
+        &self,
+        command: &str,
+        names: impl FnOnce(u64) -> Vec<(String, &'static str)>,
+    ) -> (u64, Vec<Arc<CommandLog>>) {
+        let number = self.last_number.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let command: String = command.chars().take(200).collect();
+        let budget = self.spill.command();
+        let made: Vec<Arc<CommandLog>> = names(number)
+            .into_iter()
+            .map(|(stem, extension)| {
+                Arc::new(CommandLog {
+                    number,
+                    command: command.clone(),
+                    budget: budget.clone(),
+                    stem,
+                    extension,
+                    inner: Mutex::new(LogInner::default()),
+                })
+            })
+            .collect();
+        let mut logs = self.lock();
+        logs.push_back(Kept { number, logs: made.clone() });
+        self.apply_retention(&mut logs);
+        (number, made)
+    }
+
+    /// Drops the oldest commands while there are too many or they hold too
     /// much; the newest is always kept.
-    fn apply_retention(&self, logs: &mut VecDeque<Arc<CommandLog>>) {
+    fn apply_retention(&self, logs: &mut VecDeque<Kept>) {
         while logs.len() > self.limits.max_commands.max(1) {
             if let Some(old) = logs.pop_front() {
                 old.discard();
             }
         }
-        let mut total: u64 = logs.iter().map(|log| log.bytes()).sum();
+        let mut total: u64 = logs.iter().map(Kept::bytes).sum();
         while total > self.limits.max_bytes && logs.len() > 1 {
             if let Some(old) = logs.pop_front() {
                 total -= old.bytes();
@@ -155,36 +234,51 @@ impl OutputStore {
         self.apply_retention(&mut logs);
     }
 
-    /// The log of command `number`, or the newest when `None`.
+    /// The log of command `number`, or the newest when `None` (its only
+    /// stream, or its stdout).
     pub fn get(&self, number: Option<u64>) -> Result<Arc<CommandLog>, StoreError> {
+        self.get_stream(number, Stream::Stdout)
+    }
+
+    /// The log of `stream` of command `number`, or of the newest command
+    /// when `None`.
+    pub fn get_stream(
+        &self,
+        number: Option<u64>,
+        stream: Stream,
+    ) -> Result<Arc<CommandLog>, StoreError> {
         let logs = self.lock();
         let (Some(first), Some(last)) = (logs.front(), logs.back()) else {
             return Err(StoreError::Empty);
         };
-        match number {
-            None => Ok(Arc::clone(last)),
+        let kept = match number {
+            None => last,
             Some(asked) => logs
                 .iter()
-                .find(|log| log.number == asked)
-                .cloned()
-                .ok_or(StoreError::NotKept { asked, first: first.number, last: last.number }),
-        }
+                .find(|kept| kept.number == asked)
+                .ok_or(StoreError::NotKept { asked, first: first.number, last: last.number })?,
+        };
+        let index = match stream {
+            Stream::Stdout => 0,
+            Stream::Stderr => 1,
+        };
+        kept.logs.get(index).cloned().ok_or(StoreError::NoStream { number: kept.number, stream })
     }
 
     /// Bytes of output kept now.
     pub fn bytes(&self) -> u64 {
-        self.lock().iter().map(|log| log.bytes()).sum()
+        self.lock().iter().map(Kept::bytes).sum()
     }
 
     /// Numbers of the commands kept, oldest first.
     pub fn numbers(&self) -> Vec<u64> {
-        self.lock().iter().map(|log| log.number).collect()
+        self.lock().iter().map(|kept| kept.number).collect()
     }
 
     /// Drops every log and deletes their files.
     pub fn clear(&self) {
-        for log in self.lock().drain(..) {
-            log.discard();
+        for kept in self.lock().drain(..) {
+            kept.discard();
         }
     }
 }
@@ -204,22 +298,63 @@ impl Drop for OutputStore {
         // Files of a session that is gone stay for the retention of the
         // spill directory, like every full-output file: a path given to an
         // agent stays valid.
-        for log in self.lock().iter() {
-            let _ = log.flush();
+        for log in self.lock().iter().flat_map(|kept| &kept.logs) {
+            log.flush();
         }
     }
 }
 
-/// One command's complete output.
+/// One command in a store: its number and its logs (one per stream).
+struct Kept {
+    number: u64,
+    logs: Vec<Arc<CommandLog>>,
+}
+
+impl Kept {
+    fn bytes(&self) -> u64 {
+        self.logs.iter().map(|log| log.bytes()).sum()
+    }
+
+    fn discard(&self) {
+        for log in &self.logs {
+            log.discard();
+        }
+    }
+}
+
+/// The two logs of one `run` command.
+#[derive(Debug, Clone)]
+pub struct RunLogs {
+    /// The command's number in its store.
+    pub number: u64,
+    /// Its standard output.
+    pub stdout: Arc<CommandLog>,
+    /// Its standard error.
+    pub stderr: Arc<CommandLog>,
+}
+
+/// One stream of one command's complete output.
 pub struct CommandLog {
     number: u64,
     /// The command, cut to 200 characters.
     command: String,
+    /// The command's share of the disk limits, shared by all its streams.
     budget: CommandSpill,
-    /// The session's label, for the file name (made only when the output
-    /// outgrows memory, so most commands cost no random draw).
-    label: String,
+    /// The file name without its random tag and extension (the file is
+    /// made only when the output outgrows memory, so most commands cost no
+    /// random draw).
+    stem: String,
+    extension: &'static str,
     inner: Mutex<LogInner>,
+}
+
+impl std::fmt::Debug for CommandLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandLog")
+            .field("number", &self.number)
+            .field("file", &format_args!("{}.{}", self.stem, self.extension))
+            .finish()
+    }
 }
 
 #[derive(Default)]
@@ -359,17 +494,46 @@ impl CommandLog {
         }
     }
 
-    /// Writes out what is buffered.
-    fn flush(&self) -> std::io::Result<()> {
-        match &mut self.lock().file {
-            Some((_, Some(writer))) => writer.flush(),
-            _ => Ok(()),
+    /// Writes out what is buffered, so the file holds everything pushed so
+    /// far; a failure is kept as the log's error.
+    fn flush(&self) {
+        let mut inner = self.lock();
+        if let Some((_, Some(writer))) = &mut inner.file
+            && let Err(err) = writer.flush()
+        {
+            inner.error.get_or_insert_with(|| err.to_string());
         }
     }
 
     /// The file holding the output, once it outgrew memory.
     pub fn path(&self) -> Option<PathBuf> {
         self.lock().file.as_ref().map(|(path, _)| path.clone())
+    }
+
+    /// Moves the output to its file now, if it is still in memory, so that
+    /// a reply that left text out can name the file.
+    pub fn keep_on_disk(&self) {
+        let mut inner = self.lock();
+        if inner.file.is_none() && inner.error.is_none() && !inner.discarded {
+            self.open_file(&mut inner);
+        }
+    }
+
+    /// Where the output is saved, as a cut reply names it; the file holds
+    /// everything pushed so far. Once a write failed, no path: the error
+    /// says why, and the file holds only the beginning.
+    pub fn saved(&self) -> Saved {
+        self.flush();
+        let inner = self.lock();
+        Saved {
+            path: inner
+                .file
+                .as_ref()
+                .filter(|_| inner.error.is_none())
+                .map(|(path, _)| path.clone()),
+            cut: inner.cut,
+            error: inner.error.clone(),
+        }
     }
 
     /// Lines `offset ..` (a negative `offset` counts from the end, as
@@ -480,7 +644,7 @@ impl CommandLog {
     }
 
     fn open_file(&self, inner: &mut LogInner) {
-        let name = format!("{}-cmd{}-{}.log", self.label, self.number, random_tag());
+        let name = format!("{}-{}.{}", self.stem, random_tag(), self.extension);
         match self.budget.create_file(&name) {
             Ok((path, file)) => {
                 let memory = std::mem::take(&mut inner.memory);
@@ -495,7 +659,8 @@ impl CommandLog {
         }
     }
 
-    /// Writes `text` within the byte limits; at a limit, the cut line.
+    /// Writes `text` within the byte limits; at a limit, the cut line. The
+    /// one place a full-output file is written.
     fn write(&self, inner: &mut LogInner, text: &str) {
         let Some((_, Some(writer))) = &mut inner.file else {
             // No file could be made: keep counting, keep nothing.
@@ -524,6 +689,94 @@ impl CommandLog {
         if let Err(err) = result {
             inner.error.get_or_insert_with(|| err.to_string());
         }
+    }
+}
+
+/// The one way a command's output comes in: every piece of text a command
+/// prints passes through [`OutputSink::push`], once and in order, after
+/// rendering (for `run`, after UTF-8 decoding) and before anything is kept,
+/// shown, reported as progress or announced. It appends the text to the
+/// command's log (the only stored copy) and feeds the view a reply shows
+/// (head and tail in memory). Nothing else writes either; secret masking
+/// goes here.
+#[derive(Debug)]
+pub struct OutputSink {
+    log: Arc<CommandLog>,
+    /// What the next reply shows.
+    view: CappedOutput,
+    /// Characters a view shows.
+    cap: usize,
+    /// The unfinished line the last reply showed, so that the next view
+    /// shows only what is new of it.
+    line_shown: Option<ShownLine>,
+    /// The view must name the saved copy even if it was not cut: it holds
+    /// the rest of a line an earlier reply had to cut.
+    name_saved: bool,
+}
+
+impl OutputSink {
+    /// A sink writing into `log`, whose views show at most `cap`
+    /// characters each.
+    pub fn new(log: Arc<CommandLog>, cap: usize) -> OutputSink {
+        OutputSink { log, view: CappedOutput::new(cap), cap, line_shown: None, name_saved: false }
+    }
+
+    /// Takes in the next piece of the command's output: the log keeps it,
+    /// the view shows it (less the start of a line an earlier reply
+    /// showed). A view that outgrew its cap moves the log to its file, so
+    /// that the reply can name it.
+    pub fn push(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.log.push(text);
+        let was_cut = self.view.is_cut();
+        if self.view.push_continuing(self.line_shown.take(), text) {
+            self.name_saved = true;
+            self.log.keep_on_disk();
+        }
+        if !was_cut && self.view.is_cut() {
+            self.log.keep_on_disk();
+        }
+    }
+
+    /// What a reply shows of the line the command has not finished (the
+    /// screen's current line, not committed yet, so not kept): only what is
+    /// new since the last reply showed it, cut to `room` characters. Text
+    /// shown before it is committed passes here, so that what the sink
+    /// does to text applies to it too.
+    pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
+        let shown = show_unfinished_line(line, self.line_shown, room);
+        self.line_shown = shown.shown;
+        shown
+    }
+
+    /// What a reply shows of a full-screen program: its `screen` as it is
+    /// now (not kept; its lines are kept as they scroll off or when it
+    /// ends). The next reply shows the current line whole.
+    pub fn show_screen(&mut self, screen: String) -> String {
+        self.line_shown = None;
+        screen
+    }
+
+    /// The line a progress report shows: the screen's newest line while
+    /// there is one (not committed yet), else the last line of the view.
+    pub fn progress_line(&self, screen_line: String) -> String {
+        if screen_line.is_empty() { self.view.last_line().to_owned() } else { screen_line }
+    }
+
+    /// What a reply shows of the output since the last one; the next view
+    /// starts empty.
+    pub fn take_shown(&mut self) -> Shown {
+        let view = std::mem::replace(&mut self.view, CappedOutput::new(self.cap));
+        let name_saved = std::mem::take(&mut self.name_saved);
+        let saved = (name_saved || view.is_cut()).then(|| self.log.saved());
+        view.into_shown(saved)
+    }
+
+    /// The log every piece goes to.
+    pub fn log(&self) -> &Arc<CommandLog> {
+        &self.log
     }
 }
 
@@ -771,7 +1024,7 @@ mod tests {
         assert!(kept.len() <= 3, "{kept:?}");
         assert!(!paths[0].exists(), "the oldest file is deleted");
         assert!(paths[4].exists());
-        let err = store.get(Some(1)).err().expect("dropped").to_string();
+        let err = store.get(Some(1)).expect_err("dropped").to_string();
         assert!(err.contains("not kept") && err.contains("to 5"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -806,5 +1059,263 @@ mod paging {
         assert_eq!(all.len(), full.len());
         assert!(all == full);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod sink {
+    use super::*;
+    use crate::output::{SpillLimit, SpillLimits};
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!(
+                "shellkeep-sink-{}-{name}-{}",
+                std::process::id(),
+                crate::private_fs::random_hex(4).expect("random")
+            ));
+            Scratch(dir)
+        }
+
+        fn store(&self, limits: SpillLimits, kept: StoreLimits) -> Arc<OutputStore> {
+            OutputStore::new(SpillStore::new(self.0.clone(), "", limits, None), "t", kept)
+        }
+
+        /// The files in the directory and their sizes.
+        fn files(&self) -> Vec<(PathBuf, u64)> {
+            let mut files: Vec<_> = std::fs::read_dir(&self.0)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| (entry.path(), entry.metadata().expect("stat").len()))
+                .collect();
+            files.sort();
+            files
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// Every byte of a command's output is written once: a big output
+    /// leaves exactly one file, of its size, however many replies showed
+    /// parts of it; each cut reply names that file.
+    #[test]
+    fn a_big_output_is_stored_once_in_its_log() {
+        let scratch = Scratch::new("once");
+        let store = scratch.store(SpillLimits::default(), StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("seq"), 20);
+        let full: String = (0..50_000).map(|i| format!("{i}\n")).collect();
+        let mut shown = Vec::new();
+        for (i, piece) in full.as_bytes().chunks(4096).enumerate() {
+            sink.push(std::str::from_utf8(piece).expect("ascii"));
+            if i % 20 == 19 {
+                shown.push(sink.take_shown());
+            }
+        }
+        shown.push(sink.take_shown());
+        sink.log().finish(0);
+        let files = scratch.files();
+        assert_eq!(files.len(), 1, "{files:?}");
+        assert_eq!(files[0].1, full.len() as u64);
+        assert_eq!(std::fs::read_to_string(&files[0].0).expect("read"), full);
+        assert!(files[0].0.to_string_lossy().ends_with(".log"));
+        for reply in &shown {
+            assert!(reply.truncated);
+            assert_eq!(reply.full_output_path.as_ref(), Some(&files[0].0));
+            assert!(reply.text.contains(&format!("full output in {}", files[0].0.display())));
+        }
+    }
+
+    /// A short output stays in memory: no file, nothing named.
+    #[test]
+    fn a_short_output_makes_no_file() {
+        let scratch = Scratch::new("short");
+        let store = scratch.store(SpillLimits::default(), StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("echo"), 100);
+        sink.push("hello\n");
+        let shown = sink.take_shown();
+        assert_eq!(
+            (shown.text.as_str(), shown.truncated, shown.full_output_path),
+            ("hello\n", false, None)
+        );
+        assert_eq!(sink.log().read(0, 10).expect("read").text, "hello\n");
+        assert!(!scratch.0.exists(), "nothing on disk");
+    }
+
+    /// A cut view moves the log to its file at once (even while it would
+    /// fit in memory), so the reply can name it.
+    #[test]
+    fn a_cut_view_names_a_file_even_for_a_small_output() {
+        let scratch = Scratch::new("small-cut");
+        let store = scratch.store(SpillLimits::default(), StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("seq 100"), 10);
+        let text: String = (0..100).map(|i| format!("{i}\n")).collect();
+        sink.push(&text);
+        let shown = sink.take_shown();
+        let path = shown.full_output_path.expect("named");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), text);
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&path).expect("stat").mode() & 0o777, 0o600);
+    }
+
+    /// Issue 7, 1.4, now counted once: the per-command limit covers a
+    /// run's stdout and stderr together, each byte once; past it the file
+    /// says where it was cut, and what is shown says so. The files hold at
+    /// most the limit, less their cut lines.
+    #[test]
+    fn the_per_command_limit_counts_each_byte_once() {
+        let scratch = Scratch::new("percmd");
+        let limits = SpillLimits { per_command: 1000, per_server: 1 << 20 };
+        let store = scratch.store(limits, StoreLimits::default());
+        let logs = store.begin_run("both");
+        let mut stdout = OutputSink::new(logs.stdout, 10);
+        let mut stderr = OutputSink::new(logs.stderr, 10);
+        stdout.push(&"a".repeat(600));
+        stderr.push(&"é".repeat(150));
+        stdout.push(&"b".repeat(600));
+        let (out, err) = (stdout.take_shown(), stderr.take_shown());
+        let saved_out =
+            std::fs::read_to_string(out.full_output_path.as_ref().expect("path")).expect("read");
+        let saved_err =
+            std::fs::read_to_string(err.full_output_path.as_ref().expect("path")).expect("read");
+        assert_eq!(err.full_output_cut, None);
+        assert_eq!(saved_err, "é".repeat(150));
+        // 600 + 300 bytes so far: the second push of stdout gets 100 more.
+        let cut = out.full_output_cut.expect("cut");
+        assert_eq!(cut, SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) });
+        let cut_line = "\n[shellkeep: the full output stops here, cut after 700 bytes: the limit \
+                        per command of 1000 bytes for saved output was reached.]\n";
+        assert_eq!(saved_out, format!("{}{}{cut_line}", "a".repeat(600), "b".repeat(100)));
+        assert!(out.text.contains("cut after 700 bytes"), "{}", out.text);
+        // Everything on disk: the limit's bytes of output, and the cut line.
+        let on_disk: u64 = scratch.files().iter().map(|(_, size)| size).sum();
+        assert_eq!(on_disk, 1000 + cut_line.len() as u64);
+        // Another command has its own budget.
+        let mut other = OutputSink::new(store.begin("other"), 10);
+        other.push(&"c".repeat(500));
+        assert_eq!(other.take_shown().full_output_cut, None);
+    }
+
+    #[test]
+    fn the_per_server_limit_covers_every_command() {
+        let scratch = Scratch::new("perserver");
+        let limits = SpillLimits { per_command: 1000, per_server: 1500 };
+        let store = scratch.store(limits, StoreLimits::default());
+        let shown = |text: &str| {
+            let mut sink = OutputSink::new(store.begin("x"), 10);
+            sink.push(text);
+            sink.take_shown()
+        };
+        assert_eq!(shown(&"a".repeat(1000)).full_output_cut, None);
+        let second = shown(&"b".repeat(700));
+        assert_eq!(
+            second.full_output_cut,
+            Some(SpillCut { after_bytes: 500, limit: SpillLimit::PerServer(1500) })
+        );
+        assert!(second.text.contains("the server's total limit of 1500 bytes"), "{}", second.text);
+        let third = shown(&"c".repeat(100));
+        let saved = std::fs::read_to_string(third.full_output_path.expect("path")).expect("read");
+        assert!(saved.starts_with("\n[shellkeep: the full output stops here, cut after 0 bytes"));
+    }
+
+    /// When no file can be made, a cut reply says why and names none.
+    #[test]
+    fn an_output_that_cannot_be_saved_says_why() {
+        let scratch = Scratch::new("unsaved");
+        std::fs::write(&scratch.0, "a file, not a directory").expect("write");
+        let spill = SpillStore::new(scratch.0.join("output"), "", SpillLimits::default(), None);
+        let store = OutputStore::new(spill, "t", StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("x"), 10);
+        sink.push(&"x".repeat(100));
+        let shown = sink.take_shown();
+        assert!(shown.truncated);
+        assert_eq!(shown.full_output_path, None);
+        assert!(shown.text.contains("could not be saved"), "{}", shown.text);
+        let error = shown.full_output_error.expect("the error is given");
+        assert!(error.contains("Not a directory"), "{error}");
+    }
+
+    /// The start of a line an earlier reply showed unfinished is kept in
+    /// the log but not shown again; one the reply had to cut makes the
+    /// reply where it ends name the saved copy, which holds it whole.
+    #[test]
+    fn a_line_shown_unfinished_is_kept_once_and_shown_once() {
+        let scratch = Scratch::new("line");
+        let store = scratch.store(SpillLimits::default(), StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("ask"), 100);
+        assert_eq!(sink.show_unfinished("answer: ", 100).text, "answer: ");
+        assert_eq!(sink.show_unfinished("answer: ", 100).text, "", "shown once");
+        sink.push("answer: 42\nnext\n");
+        let shown = sink.take_shown();
+        assert_eq!((shown.text.as_str(), shown.full_output_path), ("42\nnext\n", None));
+        assert_eq!(sink.log().read(0, 10).expect("read").text, "answer: 42\nnext\n");
+        let long = "z".repeat(1000);
+        assert_eq!(sink.show_unfinished(&long, 100).omitted, 900);
+        sink.push(&format!("{long}\n"));
+        let shown = sink.take_shown();
+        assert_eq!((shown.text.as_str(), shown.truncated), ("\n", false));
+        let path = shown.full_output_path.expect("named");
+        assert_eq!(
+            std::fs::read_to_string(path).expect("read"),
+            format!("answer: 42\nnext\n{long}\n")
+        );
+    }
+
+    /// A full-screen view resets the shown line; progress reads the
+    /// screen's line, else the view's last line.
+    #[test]
+    fn what_is_shown_before_it_is_committed_passes_the_sink() {
+        let scratch = Scratch::new("screen");
+        let store = scratch.store(SpillLimits::default(), StoreLimits::default());
+        let mut sink = OutputSink::new(store.begin("top"), 100);
+        sink.push("built 3 of 9\n\n");
+        assert_eq!(sink.progress_line(String::new()), "built 3 of 9");
+        assert_eq!(sink.progress_line("compiling x".into()), "compiling x");
+        sink.show_unfinished("> ", 100);
+        assert_eq!(sink.show_screen("full\nscreen".into()), "full\nscreen");
+        assert_eq!(sink.show_unfinished("> ", 100).text, "> ", "shown whole again");
+        assert_eq!(sink.log().read(0, 10).expect("read").text, "built 3 of 9\n\n");
+    }
+
+    /// A store of runs keeps each run's two streams under its number, and
+    /// drops the oldest runs (both files) beyond its retention.
+    #[test]
+    fn runs_keep_two_streams_and_the_newest_runs() {
+        let scratch = Scratch::new("runs");
+        let store = scratch
+            .store(SpillLimits::default(), StoreLimits { max_commands: 2, max_bytes: 1 << 30 });
+        let mut paths = Vec::new();
+        for n in 1..=3u64 {
+            let logs = store.begin_run(&format!("run {n}"));
+            assert_eq!(logs.number, n);
+            logs.stdout.push(&format!("out {n}\n").repeat(MEMORY_LIMIT));
+            logs.stderr.push(&format!("err {n}\n").repeat(MEMORY_LIMIT));
+            logs.stdout.finish(0);
+            logs.stderr.finish(0);
+            paths.push([logs.stdout.path().expect("file"), logs.stderr.path().expect("file")]);
+        }
+        assert!(paths[2][0].to_string_lossy().ends_with(".stdout"), "{:?}", paths[2]);
+        assert!(paths[2][1].to_string_lossy().ends_with(".stderr"), "{:?}", paths[2]);
+        assert_eq!(store.numbers(), vec![2, 3]);
+        assert!(paths[0].iter().all(|path| !path.exists()), "both files of run 1 are deleted");
+        assert!(paths[1].iter().chain(&paths[2]).all(|path| path.exists()));
+        let err = store.get_stream(Some(3), Stream::Stderr).expect("kept");
+        assert_eq!(err.read(-1, 1).expect("read").text, "err 3\n");
+        let out = store.get_stream(None, Stream::Stdout).expect("kept");
+        assert_eq!(out.read(0, 1).expect("read").text, "out 3\n");
+        let gone = store.get_stream(Some(1), Stream::Stderr).expect_err("dropped");
+        assert!(matches!(gone, StoreError::NotKept { asked: 1, first: 2, last: 3 }), "{gone}");
+        // A terminal command has one stream.
+        store.begin("terminal");
+        let none = store.get_stream(None, Stream::Stderr).expect_err("no stderr");
+        assert!(matches!(none, StoreError::NoStream { number: 4, .. }), "{none}");
     }
 }

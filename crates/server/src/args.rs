@@ -20,6 +20,7 @@ use serde::Deserialize;
 use shellkeep_engine::policy::ExplicitTimeout;
 use shellkeep_engine::process::SCOPE_VAR;
 use shellkeep_engine::registry;
+use shellkeep_engine::store::Stream;
 
 use crate::render;
 
@@ -174,6 +175,13 @@ pub struct OutputArgs {
     /// The command's number, as a cut reply names it; omit for the latest.
     #[serde(default)]
     pub command: Option<u64>,
+    /// Read a `run` command's output instead of a terminal command's: its number, as a cut
+    /// `run` reply names it. Not with `session` or `command`.
+    #[serde(default)]
+    pub run: Option<u64>,
+    /// With `run`: which stream to read, `stdout` (default) or `stderr`.
+    #[serde(default)]
+    pub stream: Option<StreamArg>,
     /// The first line to return, from 0; negative counts from the end (-50: the last 50 lines,
     /// as `tail`). Default 0.
     #[serde(default)]
@@ -184,10 +192,41 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// Checks the session's name; the other arguments take any value.
+    /// Checks the session's name, and that a `run` output is asked for with
+    /// `run` (and maybe `stream`) alone, never with `session` or `command`;
+    /// the other arguments take any value.
     pub fn check(mut self) -> Result<OutputArgs, String> {
+        if self.stream.is_some() && self.run.is_none() {
+            return Err("`stream` is only for `run` outputs (a terminal command's output is one \
+                        stream): give `run` with it, or leave `stream` out"
+                .to_owned());
+        }
+        if self.run.is_some() && (self.session.is_some() || self.command.is_some()) {
+            return Err("`run` reads a `run` command's output; `session` and `command` read a \
+                        terminal command's. Give one or the other, not both."
+                .to_owned());
+        }
         self.session = self.session.map(session).transpose()?;
         Ok(self)
+    }
+}
+
+/// A stream of a `run` command, as the `output` tool names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamArg {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl From<StreamArg> for Stream {
+    fn from(stream: StreamArg) -> Stream {
+        match stream {
+            StreamArg::Stdout => Stream::Stdout,
+            StreamArg::Stderr => Stream::Stderr,
+        }
     }
 }
 
@@ -622,12 +661,21 @@ mod tests {
             |args| check(args, SessionCloseArgs::check),
             &[(json!({"session": "dev"}), None), (json!({"session": "a/b"}), Some(bad))],
         );
+        let stream_alone = "`stream` is only for `run` outputs (a terminal command's output is \
+                            one stream): give `run` with it, or leave `stream` out";
+        let run_and_session = "`run` reads a `run` command's output; `session` and `command` \
+                               read a terminal command's. Give one or the other, not both.";
         table(
             |args| check(args, OutputArgs::check),
             &[
                 (json!({}), None),
                 (json!({"session": "dev", "offset": -5}), None),
                 (json!({"session": "a/b"}), Some(bad)),
+                (json!({"run": 3}), None),
+                (json!({"run": 3, "stream": "stderr", "offset": -5}), None),
+                (json!({"stream": "stderr"}), Some(stream_alone)),
+                (json!({"run": 3, "session": "dev"}), Some(run_and_session)),
+                (json!({"run": 3, "command": 2}), Some(run_and_session)),
             ],
         );
         let long = "x".repeat(10_000);

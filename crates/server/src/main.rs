@@ -17,7 +17,6 @@ mod wire;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -31,6 +30,7 @@ use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
@@ -298,6 +298,8 @@ async fn serve(policy_file: Option<&std::path::Path>, config: ServerConfig) -> a
     let sessions = Registry::new(template, config.sessions);
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     let grace = config.grace;
+    // `run` outputs are kept as a session's are, under the same retention.
+    let runs = OutputStore::new(Arc::clone(&spill), "run", config.output_keep);
     let shared = Arc::new(tools::Shared {
         sessions: Arc::clone(&sessions),
         policy: loaded.policy,
@@ -305,7 +307,7 @@ async fn serve(policy_file: Option<&std::path::Path>, config: ServerConfig) -> a
         spill,
         config,
         guard: guard.clone(),
-        runs: AtomicU64::new(0),
+        runs,
     });
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);

@@ -13,6 +13,7 @@ use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::registry::{JobEnded, RegistryError, RegistryLimits, SessionInfo};
 use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEnded};
+use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
 
@@ -718,6 +719,56 @@ pub struct RunOutput {
     /// file holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_stderr_error: Option<String>,
+    /// When stdout was cut: the arguments of the `output` call that reads
+    /// the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_output_call: Option<OutputCall>,
+    /// When stderr was cut: the arguments of the `output` call that reads
+    /// the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_output_call: Option<OutputCall>,
+}
+
+/// The arguments of an `output` call that reads part of a `run` stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct OutputCall {
+    /// The run's number.
+    pub run: u64,
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// The first line to read.
+    pub offset: u64,
+    /// How many lines.
+    pub limit: u64,
+}
+
+impl OutputCall {
+    /// The call for the lines `shown` (of `stream` of run `run`) left out,
+    /// when it left any out.
+    fn for_cut(run: u64, stream: Stream, shown: &Shown) -> Option<OutputCall> {
+        if !shown.truncated && shown.full_output_cut.is_none() {
+            return None;
+        }
+        Some(OutputCall {
+            run,
+            stream: stream.as_str(),
+            offset: shown.lines_before_omission,
+            limit: (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES),
+        })
+    }
+
+    /// As the arguments are written in a reply's text: `stream` only for
+    /// stderr (stdout is the default).
+    fn arguments(&self) -> String {
+        let stream = match self.stream {
+            "stdout" => String::new(),
+            other => format!(", \"stream\": {other:?}"),
+        };
+        format!(
+            "{{\"run\": {}{stream}, \"offset\": {}, \"limit\": {}}}",
+            self.run, self.offset, self.limit
+        )
+    }
 }
 
 /// The structured result and readable text of a `run`.
@@ -743,6 +794,8 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         full_stderr_cut: full_cut(&outcome.stderr),
         full_stdout_error: outcome.stdout.full_output_error.clone(),
         full_stderr_error: outcome.stderr.full_output_error.clone(),
+        stdout_output_call: OutputCall::for_cut(outcome.number, Stream::Stdout, &outcome.stdout),
+        stderr_output_call: OutputCall::for_cut(outcome.number, Stream::Stderr, &outcome.stderr),
     };
     let mut text = Blocks::default();
     text.shown(&outcome.stdout);
@@ -781,6 +834,16 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         outcome.status.as_str(),
         seconds(outcome.duration),
     ));
+    for (name, call) in
+        [("stdout", &structured.stdout_output_call), ("stderr", &structured.stderr_output_call)]
+    {
+        if let Some(call) = call {
+            text.notice(&format!(
+                "[Read the lines of {name} left out with the output tool: {}]",
+                call.arguments()
+            ));
+        }
+    }
     (text, structured)
 }
 
@@ -1124,12 +1187,28 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     Some((format!("[Read {what} with the output tool: {args}]"), number))
 }
 
+/// Whose output a page of the `output` tool is.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A terminal command of this session.
+    Session(&'a str),
+    /// A stream of a `run` command.
+    Run(Stream),
+}
+
 /// Structured result of the `output` tool.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct OutputPage {
-    /// The session.
-    pub session: String,
-    /// The command's number in the session.
+    /// The session, for a terminal command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The `run` command's number, for a `run` output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// The stream read (`stdout` or `stderr`), for a `run` output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<&'static str>,
+    /// The command's number in the session (a `run` output: the run's).
     pub command: u64,
     /// The command (cut to 200 characters).
     pub command_text: String,
@@ -1165,7 +1244,10 @@ pub struct OutputPage {
 }
 
 /// The text and structured content of a page of a command's output.
-pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (Blocks, OutputPage) {
+pub fn output_page(
+    source: &Source<'_>,
+    page: &shellkeep_engine::store::LogPage,
+) -> (Blocks, OutputPage) {
     let end = page.first_line + page.lines;
     // Lines past what was saved can never be read: the next offset moves
     // past them, so a reader following it never asks for them again.
@@ -1212,15 +1294,29 @@ pub fn output_page(session: &str, page: &shellkeep_engine::store::LogPage) -> (B
         (None, None, Some(cut)) => Some(format!(" The saved output stops: {cut}.")),
         (None, None, None) => None,
     };
+    let whose = match source {
+        Source::Session(session) => {
+            format!("Command {} ({:?}) in session {session:?}", page.number, page.command)
+        }
+        Source::Run(stream) => {
+            format!("Run {} ({:?}), {}", page.number, page.command, stream.as_str())
+        }
+    };
     text.notice(&format!(
-        "[Command {} ({:?}) in session {session:?}: {range} of {}; {state}.{more}{cut}{}]",
-        page.number,
-        page.command,
+        "[{whose}: {range} of {}; {state}.{more}{cut}{}]",
         page.total_lines,
         saved.as_deref().unwrap_or("")
     ));
     let structured = OutputPage {
-        session: session.to_owned(),
+        session: match source {
+            Source::Session(session) => Some((*session).to_owned()),
+            Source::Run(_) => None,
+        },
+        run: matches!(source, Source::Run(_)).then_some(page.number),
+        stream: match source {
+            Source::Run(stream) => Some(stream.as_str()),
+            Source::Session(_) => None,
+        },
         command: page.number,
         command_text: page.command.clone(),
         lines: page.text.clone(),

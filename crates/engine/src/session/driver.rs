@@ -32,13 +32,13 @@ use crate::process;
 use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
+use crate::store::{OutputSink, OutputStore};
 
 use super::channel::Channel;
 use super::incomplete::Incomplete;
 use super::integration::{Integ, Watcher, watch_integration};
 use super::state::{Running, RunningState, Shared, State, describe_exit, wait_for};
 use super::supervise::{Supervisor, supervise};
-use super::wait::spill_name;
 use super::{Note, Reply, Request, SessionConfig, SessionError};
 
 /// How long a command waits for the shell to come to read its terminal
@@ -368,23 +368,22 @@ impl Shell {
             if !idle.trim().is_empty() {
                 notes.push(Note::IdleOutput(idle));
             }
-            // Unique among this server's shells without naming the nonce.
-            let spill_stem = format!("{}-{seq}-{}", config.name, self.files_tag());
-            let spill = config.spill.command();
-            let pending = spill.capped(config.output_cap, &spill_name(&spill_stem, 0));
+            let log = match &config.output {
+                Some(store) => store.begin(command),
+                None => {
+                    OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
+                        .begin(command)
+                }
+            };
             state.running = Some(Running {
                 seq,
                 command: command.to_owned(),
                 started_at: now,
                 started: false,
-                pending,
+                output: OutputSink::new(log, config.output_cap),
                 replies: 0,
                 last_output_at: now,
                 finished: None,
-                spill,
-                spill_stem,
-                line_shown: None,
-                log: config.output.as_ref().map(|store| store.begin(command)),
                 part_first_line: 0,
                 exec_limit,
                 unwatched_limit: exec_limit.map(|limit| limit.max(timeout.unwrap_or_default())),
@@ -460,10 +459,6 @@ impl Shell {
     /// The terminal device number of the session's own shell.
     fn terminal(&self) -> Option<u64> {
         integration::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
-    }
-
-    fn files_tag(&self) -> String {
-        self.files.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
     /// Sends text (with Enter) or a key to the running program. Never

@@ -145,8 +145,9 @@ impl State {
                 if running.finished.is_none() && seq.is_none_or(|seq| seq == running.seq) =>
             {
                 running.started = true;
-                running.pending.push(&text);
+                running.push_output(&text);
                 running.finished = Some((status, now));
+                running.output.log().finish(status);
             }
             _ => self.push_idle(&text),
         }

@@ -14,23 +14,26 @@
 //! `.await`. `Shared::changed` wakes every waiter after each change;
 //! [`wait_for`] is how anyone waits on the state.
 //!
+//! Every piece of a command's committed output goes through its
+//! `store::OutputSink` ([`Running::push_output`]): the command log and the
+//! view the next reply shows.
+//!
 //! Bounds: the idle output keeps at most about [`IDLE_OUTPUT_CAP`]
-//! characters; a command's output is bounded by its `CappedOutput`.
+//! characters; a command's shown output is bounded by its sink's view.
 //!
 //! This module starts nothing, writes nothing to the terminal and builds no
 //! replies.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::output::{CappedOutput, CommandSpill, ShownLine};
 use crate::process::TerminationMode;
 use crate::screen::{Marker, Screen, Stop};
-use crate::store::CommandLog;
+use crate::store::OutputSink;
 
 use super::Note;
 use super::channel::{Channel, Record};
@@ -90,21 +93,15 @@ pub(super) struct Running {
     pub(super) started_at: Instant,
     /// The start marker arrived: output from now on is the command's.
     pub(super) started: bool,
-    /// Output not yet shown to the agent.
-    pub(super) pending: CappedOutput,
+    /// Where its output goes: the command's log (complete) and the view
+    /// of what no reply has shown yet.
+    pub(super) output: OutputSink,
     /// How many replies already showed part of the output.
     pub(super) replies: u32,
     pub(super) last_output_at: Instant,
     pub(super) finished: Option<(i32, Instant)>,
-    /// The command's share of the spill limits, and its files' stem.
-    pub(super) spill: CommandSpill,
-    pub(super) spill_stem: String,
-    /// The unfinished line the last reply showed, to show only what is
-    /// new of it next time.
-    pub(super) line_shown: Option<ShownLine>,
-    /// The complete output, kept in the session's store.
-    pub(super) log: Option<Arc<CommandLog>>,
-    /// The line of `log` where the output not yet replied begins.
+    /// The line of the command's log where the output not yet replied
+    /// begins.
     pub(super) part_first_line: u64,
     /// The category's execution limit, if any.
     pub(super) exec_limit: Option<Duration>,
@@ -144,14 +141,11 @@ pub(super) struct Running {
 }
 
 impl Running {
-    /// Adds committed text to the output not yet shown. The start of a
-    /// line an earlier reply showed unfinished goes to the full output but
-    /// is not shown again.
-    fn push_output(&mut self, text: &str) {
-        if let Some(log) = &self.log {
-            log.push(text);
-        }
-        self.pending.push_continuing(self.line_shown.take(), text);
+    /// Adds committed text to the command's output, through its sink only.
+    /// The start of a line an earlier reply showed unfinished goes to the
+    /// log but is not shown again.
+    pub(super) fn push_output(&mut self, text: &str) {
+        self.output.push(text);
     }
 
     /// Finished, and not still being killed.
@@ -332,9 +326,7 @@ impl State {
                 running.started = true;
                 running.push_output(&text);
                 running.finished = Some((status, now));
-                if let Some(log) = &running.log {
-                    log.finish(status);
-                }
+                running.output.log().finish(status);
             }
             _ => self.push_idle(&text),
         }

@@ -63,9 +63,7 @@ impl Shell {
                     && running.finished.is_none()
                 {
                     running.finished = Some((code, Instant::now()));
-                    if let Some(log) = &running.log {
-                        log.finish(code);
-                    }
+                    running.output.log().finish(code);
                 }
                 drop(state);
                 Ok(self.finished_reply(notes))
@@ -174,10 +172,7 @@ impl Shell {
             return String::new();
         }
         let newest = state.screen.newest_line();
-        if !newest.is_empty() {
-            return newest;
-        }
-        state.running.as_ref().map(|r| r.pending.last_line().to_owned()).unwrap_or_default()
+        state.running.as_ref().map(|r| r.output.progress_line(newest)).unwrap_or_default()
     }
 
     /// After the shell exits, its last output may still be in flight: wait
@@ -190,7 +185,7 @@ impl Shell {
     pub(super) fn finished_reply(&mut self, notes: Vec<Note>) -> Reply {
         let running = self.shared.lock().running.take();
         self.refresh_state();
-        let Some(running) = running else { return self.idle_reply("", notes) };
+        let Some(mut running) = running else { return self.idle_reply("", notes) };
         let (exit_code, finished_at) = running.finished.unwrap_or((-1, Instant::now()));
         let mut notes = notes;
         if let Some((limit, Some(mode))) = running.kill {
@@ -198,7 +193,7 @@ impl Shell {
         }
         Reply {
             command: running.command,
-            output: running.pending.finish(),
+            output: running.output.take_shown(),
             status: Status::Completed,
             exit_code: Some(exit_code),
             cwd: self.cwd.clone(),
@@ -207,7 +202,7 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
-            number: running.log.as_ref().map(|log| log.number()),
+            number: Some(running.output.log().number()),
             first_line: running.part_first_line,
             look_again_within: None,
         }
@@ -239,32 +234,25 @@ impl Shell {
             }
         }
         let look_again_within = running.unwatched_limit;
-        let part = running.replies + 1;
-        let next_name = spill_name(&running.spill_stem, part);
-        let next = running.spill.capped(config.output_cap, &next_name);
-        let mut output = std::mem::replace(&mut running.pending, next).finish();
+        let mut output = running.output.take_shown();
         let first_line = running.part_first_line;
-        if let Some(log) = &running.log {
-            running.part_first_line = log.complete_lines();
-        }
+        running.part_first_line = running.output.log().complete_lines();
         match alternate {
             Some(screen) => {
                 notes.push(Note::FullScreen);
-                output.text = screen;
-                running.line_shown = None;
+                output.text = running.output.show_screen(screen);
             }
             None => {
                 let room = config
                     .output_cap
                     .saturating_sub(output::count_chars(&output.text))
                     .max(config.output_cap / 4);
-                let line = output::show_unfinished_line(&current_line, running.line_shown, room);
+                let line = running.output.show_unfinished(&current_line, room);
                 if line.omitted > 0 {
                     output.truncated = true;
                     output.omitted_chars += line.omitted;
                 }
                 output.text.push_str(&line.text);
-                running.line_shown = line.shown;
             }
         }
         let reply = Reply {
@@ -278,7 +266,7 @@ impl Shell {
             continued: running.replies > 0,
             notes,
             previous: None,
-            number: running.log.as_ref().map(|log| log.number()),
+            number: Some(running.output.log().number()),
             first_line,
             look_again_within,
         };
@@ -311,8 +299,4 @@ enum Waited {
     ShellExited,
     Stopped(WaitEnded),
     Cancelled,
-}
-
-pub(super) fn spill_name(spill_stem: &str, part: u32) -> String {
-    format!("{spill_stem}-part{part}.log")
 }

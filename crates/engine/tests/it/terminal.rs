@@ -265,10 +265,13 @@ async fn large_output_is_cut_and_kept_whole() {
     assert!(reply.output.truncated);
     assert!(reply.output.text.starts_with("1\n2\n3\n"));
     assert!(reply.output.text.ends_with("4999\n5000\n"));
-    let full =
-        std::fs::read_to_string(reply.output.full_output_path.expect("spilled")).expect("spill");
+    let path = reply.output.full_output_path.expect("the command's log is named");
+    let full = std::fs::read_to_string(&path).expect("log");
     let expected: String = (1..=5000).map(|i| format!("{i}\n")).collect();
     assert_eq!(full, expected);
+    // The log is the only copy: one file in the output directory.
+    let files: Vec<_> = std::fs::read_dir(path.parent().expect("dir")).expect("dir").collect();
+    assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(reply.output.omitted_chars as usize, expected.len() - 1000);
     term.session.close().await;
 }
@@ -331,8 +334,8 @@ async fn an_unfinished_line_is_capped_and_not_sent_twice() {
     assert!(text.contains("characters omitted"), "{text}");
     assert!(reply.output.truncated);
     // The renderer hands a long line on in pieces: what this reply left out
-    // of them is in its full-output file.
-    let first_part = reply.output.full_output_path.clone();
+    // of them is in the command's log, which it names.
+    let first_path = reply.output.full_output_path.clone().expect("the log is named");
 
     // Polling again: nothing new, so nothing is shown again.
     let reply = term.call(Request::default()).await;
@@ -344,11 +347,11 @@ async fn an_unfinished_line_is_capped_and_not_sent_twice() {
     assert_eq!(reply.exit_code, Some(0), "{reply:?}");
     assert!(!reply.output.text.contains("xxx"), "{:?}", reply.output.text);
     assert!(reply.output.text.ends_with("end 42\n"), "{:?}", reply.output.text);
-    // The reply files together hold the whole line, each byte once.
-    let mut full = String::new();
-    for path in [first_part, reply.output.full_output_path.clone()].into_iter().flatten() {
-        full.push_str(&std::fs::read_to_string(path).expect("file"));
-    }
+    // The reply where the line ends names the same log, which holds the
+    // whole line, each byte once.
+    let last_path = reply.output.full_output_path.clone().expect("the log is named");
+    assert_eq!(first_path, last_path, "one file for the command");
+    let full = std::fs::read_to_string(last_path).expect("file");
     assert_eq!(
         full.len(),
         size + "42\nend 42\n".len(),

@@ -16,7 +16,6 @@ mod sessions;
 mod terminal;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities};
 use rmcp::{ServerHandler, tool_handler};
@@ -24,6 +23,7 @@ use serde::Serialize;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
 use shellkeep_engine::registry::Registry;
+use shellkeep_engine::store::OutputStore;
 
 use crate::args::ExplicitLimits;
 use crate::config::ServerConfig;
@@ -44,8 +44,8 @@ pub struct Shared {
     pub config: ServerConfig,
     /// The orphan guard, if running.
     pub guard: Option<Arc<Guard>>,
-    /// Numbers `run` calls, for spill file names.
-    pub runs: AtomicU64,
+    /// The outputs of `run` calls, numbered, for the `output` tool.
+    pub runs: Arc<OutputStore>,
 }
 
 /// The MCP server: a cheap handle on the shared state.

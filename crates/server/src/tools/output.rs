@@ -1,5 +1,6 @@
 //! The `output` tool: a terminal command's complete output, by line, from
-//! the session's store. Its description states what each session keeps and
+//! the session's store, or a `run` command's stream from the server's store
+//! of runs. Its description states what each session keeps and
 //! the page limits. It does not check arguments (`args`) or word the reply
 //! (`render`).
 
@@ -8,7 +9,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::store::{MAX_READ_LINES, READ_CAP};
+use shellkeep_engine::store::{MAX_READ_LINES, READ_CAP, StoreError, Stream};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, OutputArgs};
@@ -39,9 +40,12 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          reply names (default: the latest), an offset (negative counts from the end, as tail) \
          and a limit in lines. The reply says how many lines there are so far and whether the \
          command is still running; follow a running job by reading again from the offset it \
-         gives.",
+         gives. `run` outputs are kept the same way (the last {} runs): give `run` (the number a \
+         cut `run` reply names) and `stream` (`stdout` or `stderr`) instead of session and \
+         command.",
         config.output_keep.max_commands,
         size(config.output_keep.max_bytes),
+        config.output_keep.max_commands,
     )
 }
 
@@ -66,6 +70,9 @@ impl Shellkeep {
             Ok(args) => args,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
+        if args.run.is_some() {
+            return self.with_job_notices(self.run_output(&args));
+        }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         let session = match self.shared.sessions.get(name) {
             Ok(session) => session,
@@ -79,13 +86,42 @@ impl Shellkeep {
             });
         match page {
             Ok(page) => {
-                let (text, structured) = render::output_page(name, &page);
+                let (text, structured) = render::output_page(&render::Source::Session(name), &page);
                 self.with_job_notices(structured_result(text, &structured, false))
             }
             Err(message) => self.with_job_notices(tool_error(format!(
                 "{message}. List the sessions with the sessions tool; a cut reply names the \
                  command number to read."
             ))),
+        }
+    }
+}
+
+impl Shellkeep {
+    /// The `output` tool for a `run` command's stream (`args` checked: `run`
+    /// is given, `session` and `command` are not).
+    fn run_output(&self, args: &OutputArgs) -> CallToolResult {
+        let Some(number) = args.run else {
+            return tool_error("`run` is missing: give the number a cut `run` reply names".into());
+        };
+        let stream = args.stream.map_or(Stream::Stdout, Stream::from);
+        let page = self.shared.runs.get_stream(Some(number), stream).and_then(|log| {
+            log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(DEFAULT_LINES))
+        });
+        match page {
+            Ok(page) => {
+                let (text, structured) = render::output_page(&render::Source::Run(stream), &page);
+                structured_result(text, &structured, false)
+            }
+            Err(StoreError::Empty) => tool_error(format!(
+                "no run has been kept yet, so there is no run {number}: a cut `run` reply names \
+                 the run number to read"
+            )),
+            Err(StoreError::NotKept { asked, first, last }) => tool_error(format!(
+                "run {asked} is not kept: the server keeps runs {first} to {last} (the oldest \
+                 go first)"
+            )),
+            Err(err) => tool_error(err.to_string()),
         }
     }
 }

@@ -4,7 +4,6 @@
 //! (`args`) or word the reply (`render`); the engine's `oneshot` runs it.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
@@ -31,7 +30,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          timeout_sec and no_output_timeout_sec, or the timeout policy's category for the \
          command) end it with SIGTERM to its whole process group, then SIGKILL after {}; \
          partial output is kept. Each stream over {} characters is cut to its head and tail and \
-         saved in full to a file named in the reply.",
+         kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
+         \"stream\": \"stderr\", ...}}`) and the file that holds it.",
         span(config.grace),
         render::count(config.output_cap as u64),
     )
@@ -88,7 +88,6 @@ impl Shellkeep {
             Err(message) => return tool_error(message),
         };
         let decision = self.decide(&args.command, args.limits);
-        let number = self.shared.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let request = RunRequest {
             cwd: args.cwd,
             env: args.env,
@@ -96,13 +95,8 @@ impl Shellkeep {
             grace: self.shared.config.grace,
             stream_cap: self.shared.config.output_cap,
             guard: self.shared.guard.clone(),
-            spill: Arc::clone(&self.shared.spill),
-            ..RunRequest::new(
-                args.command,
-                decision.limits,
-                self.shared.spill.dir(),
-                format!("run-{number}"),
-            )
+            output: Arc::clone(&self.shared.runs),
+            ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
         let outcome = oneshot::run(request, context.ct.clone()).await;
         let (text, structured) = render::run(&outcome, &decision);

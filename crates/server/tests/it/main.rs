@@ -26,6 +26,7 @@ mod guard;
 mod hostile;
 mod long_work;
 mod orphans;
+mod outputs;
 mod run;
 mod runtime;
 mod screen;
