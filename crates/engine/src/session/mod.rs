@@ -16,21 +16,30 @@
 //! This file holds the public face: the request, reply and note types,
 //! [`Session`] with its `execute` dispatch (from the request and what the
 //! shell is doing: run, poll, send input, or refuse), restarting a shell
-//! that died, and the read-only views that listings use. Behind it:
+//! that died, and the read-only views that listings use. Behind it, in
+//! layers that each know only the ones below (no file imports one above
+//! it, and no type has an `impl` outside its own file):
 //!
 //! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
 //!   handshake, running a command, input and keys, settling a command that
 //!   is ending, clean-up after an interrupt, stop.
-//! - `state`: what the PTY reader thread shares with calls and tasks
-//!   (`Shared`, `State`, `Running`): ingesting output through the renderer
-//!   and routing what it commits; `wait_for`, the one way to wait on it.
+//! - `incomplete`: commands `bash -n` finds incomplete, held until complete
+//!   (a small state machine).
 //! - `wait`: a call waiting on the running command (end, quiet, input wait,
 //!   timeout, cancellation, progress) and the replies it builds.
 //! - `supervise`: the per-shell supervisor task: input-wait sampling,
 //!   unwatched time, stopping a command past its limit.
-//! - `integration`: keeping the shell integration alive: nested shells, the
-//!   reinstall handshake, the watcher task.
-//! - `incomplete`: commands `bash -n` finds incomplete, held until complete.
+//! - `watcher`: the per-shell task that reinstalls the integration in a
+//!   shell that lost it.
+//! - `shared`: what the PTY reader thread shares with calls and tasks
+//!   (`Shared`, `State`): ingesting output through the renderer, routing
+//!   what it commits, ending commands; `wait_for`, the one way to wait on it.
+//! - `command`: the command, as data in groups (output, watch budget,
+//!   input wait, lifecycle), with its one push and its one finish.
+//! - `levels`: the shells that carry the integration (nested shells, a
+//!   reinstall in progress).
+//! - `timing`: the timing rules, pure functions of instants.
+//! - `channel`: the completion channel.
 //!
 //! Locks: `Session::shell` (tokio) is held for the whole of a call;
 //! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
@@ -39,12 +48,15 @@
 //! (`crate::registry`), which alone starts and closes it.
 
 mod channel;
+mod command;
 mod driver;
 mod incomplete;
-mod integration;
-mod state;
+mod levels;
+mod shared;
 mod supervise;
+mod timing;
 mod wait;
+mod watcher;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -62,7 +74,7 @@ use crate::store::{OutputStore, StoreLimits};
 
 use driver::Shell;
 use incomplete::Step;
-use state::{RunningState, Shared, exit_code, wait_for};
+use shared::{CommandState, Shared, exit_code, wait_for};
 
 /// How a session is set up. Every field has a sensible default from
 /// [`SessionConfig::new`].
@@ -388,6 +400,28 @@ pub enum SessionError {
     /// The shell could not be started or driven.
     #[error("{0}")]
     Shell(String),
+    /// A poll while no command runs.
+    #[error("No command is running, so there is nothing to wait for. Send a command to run it.")]
+    NothingToWaitFor,
+    /// Input while no command runs.
+    #[error(
+        "No command is running, so there is nothing to send input to. Run a command first, or \
+         send this text as a command."
+    )]
+    NothingToSendInputTo,
+    /// A reset together with input: a fresh shell runs no program to take it.
+    #[error(
+        "a reset cannot be combined with input: a reset starts a fresh shell, so there is no \
+         running program to send input to. Ask for the reset alone (optionally with a command \
+         to run in the new shell)."
+    )]
+    ResetWithInput,
+    /// A key other than C-c or C-d while an incomplete command is held.
+    #[error(
+        "The shell is waiting for the rest of an incomplete command, so keys other than C-c \
+         (discard it) and C-d (end of input) do nothing. Send the remaining lines as input."
+    )]
+    KeyWhileIncomplete,
 }
 
 /// A persistent shell session.
@@ -450,15 +484,15 @@ impl Session {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(shared) = current else { return Activity::NotStarted };
         let state = shared.lock();
-        match &state.running {
+        match state.command() {
             None => Activity::Idle,
-            Some(running) => match running.finished {
+            Some(command) => match command.finished() {
                 Some((exit_code, _)) => {
-                    Activity::Finished { command: running.command.clone(), exit_code }
+                    Activity::Finished { command: command.text().to_owned(), exit_code }
                 }
                 None => Activity::Running {
-                    command: running.command.clone(),
-                    elapsed: running.started_at.elapsed(),
+                    command: command.text().to_owned(),
+                    elapsed: command.started_at().elapsed(),
                 },
             },
         }
@@ -466,9 +500,9 @@ impl Session {
 
     /// Puts a newly started shell in `slot`.
     fn install<'a>(&self, slot: &'a mut Option<Shell>, shell: Shell) -> &'a mut Shell {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shell.shared));
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(shell.shared()));
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((shell.pid, shell.files.clone()));
+            Some((shell.pid(), shell.files().clone()));
         slot.insert(shell)
     }
 
@@ -535,9 +569,24 @@ impl Session {
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
         let mut request = request;
-        match shell.incomplete_step(&self.config, &request).await? {
+        let state = shell.command_state();
+        let view = shell.view().clone();
+        let step = incomplete::step(shell.incomplete(), &self.config.shell, &request, state, &view)
+            .await?;
+        match step {
             Step::Reply(reply) => {
                 let mut reply = *reply;
+                reply.notes.splice(0..0, notes);
+                reply.notes.extend(shell.take_integration_notes());
+                return Ok(reply);
+            }
+            Step::Held(reply) => {
+                // The command that finished before it is reported first.
+                let previous = shell.finished_reply(Vec::new());
+                let mut reply = *reply;
+                reply.cwd.clone_from(&previous.cwd);
+                reply.python.clone_from(&previous.python);
+                reply.previous = Some(Box::new(previous));
                 reply.notes.splice(0..0, notes);
                 reply.notes.extend(shell.take_integration_notes());
                 return Ok(reply);
@@ -550,51 +599,47 @@ impl Session {
         }
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
-        let mut running = shell.running_state();
-        if running == RunningState::Unfinished && !command.trim().is_empty() {
+        let mut running = shell.command_state();
+        if running == CommandState::Running && !command.trim().is_empty() {
             // Never refuse a command, or drop a key, for a command that has
             // in fact just ended.
             shell.settle(&self.config).await;
-            running = shell.running_state();
+            running = shell.command_state();
         }
-        if running == RunningState::Finished {
+        if running == CommandState::Finished {
             shell.reap_interrupted(self.config.grace).await;
         }
-        if running == RunningState::Unfinished {
+        if running == CommandState::Running {
             // Any call about the running command is a look at it.
             shell.touch(request.timeout);
         }
         let progress = request.progress.as_ref();
         let reply = match running {
-            RunningState::Unfinished if command.trim().is_empty() => {
+            CommandState::Running if command.trim().is_empty() => {
                 shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
-            RunningState::Unfinished if request.is_input || is_key => {
+            CommandState::Running if request.is_input || is_key => {
                 let input = keys::parse(command).map_err(SessionError::Invalid)?;
                 notes.extend(shell.send_input(input).await?);
                 shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
-            RunningState::Unfinished => {
+            CommandState::Running => {
                 notes.push(Note::NotExecuted { command: command.to_owned() });
                 Ok(shell.partial_reply(&self.config, WaitEnded::NotWaited, notes))
             }
-            RunningState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
-            RunningState::Finished if request.is_input || is_key => {
+            CommandState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
+            CommandState::Finished if request.is_input || is_key => {
                 notes.push(Note::InputNotSent);
                 Ok(shell.finished_reply(notes))
             }
-            RunningState::Finished => {
+            CommandState::Finished => {
                 let previous = shell.finished_reply(Vec::new());
                 let mut reply = shell.run(&self.config, &request, notes, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
-            RunningState::None if command.trim().is_empty() => Err(SessionError::Invalid(
-                "No command is running, so there is nothing to wait for. \
-                 Send a command to run it."
-                    .into(),
-            )),
-            RunningState::None if is_key => {
+            CommandState::Idle if command.trim().is_empty() => Err(SessionError::NothingToWaitFor),
+            CommandState::Idle if is_key => {
                 // As at a prompt: a key with nothing to receive it is
                 // harmless. It is not typed into the idle shell, where C-d
                 // would end it and C-c would disturb its prompt.
@@ -605,12 +650,8 @@ impl Session {
                 notes.push(Note::KeyNotNeeded(name));
                 Ok(shell.idle_reply("", notes))
             }
-            RunningState::None if request.is_input => Err(SessionError::Invalid(
-                "No command is running, so there is nothing to send input to. \
-                 Run a command first, or send this as a command with is_input=false."
-                    .into(),
-            )),
-            RunningState::None => shell.run(&self.config, &request, notes, cancel).await,
+            CommandState::Idle if request.is_input => Err(SessionError::NothingToSendInputTo),
+            CommandState::Idle => shell.run(&self.config, &request, notes, cancel).await,
         }?;
         if shell.has_exited() {
             // The command ended the shell: report it and start a new one in
@@ -668,7 +709,7 @@ impl Session {
     ) -> Result<&'a mut Shell, SessionError> {
         if let Some(shell) = slot.as_mut()
             && shell.has_exited()
-            && shell.running_state() == RunningState::None
+            && shell.command_state() == CommandState::Idle
         {
             let cwd = shell.restart_dir(&self.config);
             notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
@@ -718,9 +759,7 @@ impl Session {
     /// supervisor last saw it.
     pub fn waiting_for_input(&self) -> bool {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        current.is_some_and(|shared| {
-            shared.lock().running.as_ref().is_some_and(|r| r.waiting_for_input)
-        })
+        current.is_some_and(|shared| shared.lock().command().is_some_and(|c| c.reads_terminal()))
     }
 
     /// What the session was doing and the last lines it printed that no
@@ -744,9 +783,7 @@ impl Session {
             }
             Activity::Idle | Activity::NotStarted => {
                 let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                current
-                    .map(|shared| std::mem::take(&mut shared.lock().idle_output))
-                    .unwrap_or_default()
+                current.map(|shared| shared.lock().take_idle_output()).unwrap_or_default()
             }
         };
         LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
@@ -758,9 +795,7 @@ impl Session {
     pub fn commit_screen(&self) {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(shared) = current {
-            let mut state = shared.lock();
-            state.screen.commit_complete_lines();
-            state.route_committed(Instant::now());
+            shared.lock().commit_lines(Instant::now());
         }
     }
 
@@ -781,15 +816,15 @@ impl Session {
     /// reply reported its end first (the agent already knows).
     pub async fn command_end(&self) -> Option<(String, i32)> {
         let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        let seq = shared.lock().running.as_ref()?.seq;
+        let seq = shared.lock().command()?.seq();
         let mut outcome = None;
         // Ten years: a job that runs longer is not waited for.
         wait_for(&shared, Duration::from_secs(10 * 365 * 86_400), |state| {
-            let exited = state.exited.map(exit_code);
-            match &state.running {
-                Some(running) if running.seq == seq => match (running.finished, exited) {
+            let exited = state.exited().map(exit_code);
+            match state.command() {
+                Some(command) if command.seq() == seq => match (command.finished(), exited) {
                     (Some((code, _)), _) | (None, Some(code)) => {
-                        outcome = Some((running.command.clone(), code));
+                        outcome = Some((command.text().to_owned(), code));
                         true
                     }
                     (None, None) => false,
@@ -805,12 +840,7 @@ impl Session {
 
 fn validate(request: &Request) -> Result<(), SessionError> {
     if request.reset && request.is_input {
-        return Err(SessionError::Invalid(
-            "reset cannot be combined with is_input: reset starts a fresh shell, so there is \
-             no running program to send input to. Send reset=true alone (optionally with a \
-             command to run in the new shell)."
-                .into(),
-        ));
+        return Err(SessionError::ResetWithInput);
     }
     if request.command.contains('\0') {
         return Err(SessionError::Invalid(

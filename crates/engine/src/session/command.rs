@@ -1,0 +1,483 @@
+//! The command a shell runs (or ran, until a reply reports its end), as
+//! plain data in the groups that different code owns:
+//!
+//! - [`CommandOutput`]: its committed text: what no reply has shown yet,
+//!   the complete log in the session's store, the unfinished line a reply
+//!   already showed. [`CommandOutput::push`] is the one way text enters it.
+//! - [`WatchBudget`]: its unwatched-time limit, the calls watching it, and
+//!   the input wait discounted from the unwatched time.
+//! - [`InputWait`]: whether the program waits for input, as the supervisor
+//!   last saw it, and when we last sent it some.
+//! - [`Lifecycle`]: started, finished, being killed, interrupted, damaged.
+//!
+//! [`Command::finish`] is the one way a command ends, whatever ended it: it
+//! pushes the last text, finishes the log and sets the exit code, so the
+//! reply, the log, the listing and a job's end agree.
+//!
+//! No locks, no tasks, no clock: callers pass `now`; the timing rules are
+//! `timing.rs`. It lives inside the shared state (`shared.rs`), whose lock
+//! guards it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::output::{CappedOutput, CommandSpill, Shown, ShownLine};
+use crate::process::TerminationMode;
+use crate::store::CommandLog;
+
+use super::timing;
+
+/// Where the supervisor's limit kill stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KillState {
+    /// Not stopped by its limit.
+    NotKilled,
+    /// The supervisor is stopping it for running unwatched past `limit`.
+    Killing {
+        /// The limit it ran past.
+        limit: Duration,
+    },
+    /// It was stopped for running unwatched past `limit`, by `mode`.
+    Killed {
+        /// The limit it ran past.
+        limit: Duration,
+        /// How it died.
+        mode: TerminationMode,
+    },
+}
+
+/// What a command printed, in the forms that read it: the text no reply
+/// has shown yet (head and tail, spilled past its cap), the complete log in
+/// the session's store, and the unfinished line a reply already showed.
+pub(super) struct CommandOutput {
+    /// Output not yet shown to the agent.
+    pending: CappedOutput,
+    /// The command's share of the spill limits, and its files' stem.
+    spill: CommandSpill,
+    spill_stem: String,
+    /// The unfinished line the last reply showed, to show only what is new
+    /// of it next time.
+    line_shown: Option<ShownLine>,
+    /// The complete output, kept in the session's store.
+    log: Option<Arc<CommandLog>>,
+    /// How many replies already showed part of the output.
+    replies: u32,
+    /// The line of `log` where the output not yet replied begins.
+    first_unreplied_line: u64,
+}
+
+impl CommandOutput {
+    /// The output of a command whose pending text is capped at `cap`
+    /// characters, spilling under `spill_stem`, logged in `log`.
+    pub(super) fn new(
+        cap: usize,
+        spill: CommandSpill,
+        spill_stem: String,
+        log: Option<Arc<CommandLog>>,
+    ) -> CommandOutput {
+        let pending = spill.capped(cap, &spill_name(&spill_stem, 0));
+        CommandOutput {
+            pending,
+            spill,
+            spill_stem,
+            line_shown: None,
+            log,
+            replies: 0,
+            first_unreplied_line: 0,
+        }
+    }
+
+    /// The single place every byte of a command's committed text passes,
+    /// after rendering and before it is kept or shown: it goes to the
+    /// complete log and to the text not yet shown. The start of a line an
+    /// earlier reply showed unfinished goes to the log but is not shown
+    /// again.
+    pub(super) fn push(&mut self, text: &str) {
+        if let Some(log) = &self.log {
+            log.push(text);
+        }
+        self.pending.push_continuing(self.line_shown.take(), text);
+    }
+
+    /// The log is complete: the command ended with `status`.
+    fn finish(&self, status: i32) {
+        if let Some(log) = &self.log {
+            log.finish(status);
+        }
+    }
+
+    /// The last line of the text not yet shown.
+    pub(super) fn last_line(&self) -> &str {
+        self.pending.last_line()
+    }
+
+    /// Hands the text not yet shown to a reply of a running command:
+    /// returns it, the log's line where it begins, and whether an earlier
+    /// reply showed part of the output. Later text goes to a fresh part.
+    pub(super) fn take_part(&mut self, cap: usize) -> (Shown, u64, bool) {
+        let continued = self.replies > 0;
+        self.replies += 1;
+        let next = self.spill.capped(cap, &spill_name(&self.spill_stem, self.replies));
+        let shown = std::mem::replace(&mut self.pending, next).finish();
+        let first_line = self.first_unreplied_line;
+        if let Some(log) = &self.log {
+            self.first_unreplied_line = log.complete_lines();
+        }
+        (shown, first_line, continued)
+    }
+
+    /// The unfinished line the last reply showed.
+    pub(super) fn line_shown(&self) -> Option<ShownLine> {
+        self.line_shown
+    }
+
+    /// What of the unfinished line this reply showed (`None`: nothing, or a
+    /// full screen).
+    pub(super) fn set_line_shown(&mut self, shown: Option<ShownLine>) {
+        self.line_shown = shown;
+    }
+
+    /// The command's number in the session's store.
+    pub(super) fn number(&self) -> Option<u64> {
+        self.log.as_ref().map(|log| log.number())
+    }
+}
+
+/// The name of the spill file of part `part` of a command's output.
+fn spill_name(spill_stem: &str, part: u32) -> String {
+    format!("{spill_stem}-part{part}.log")
+}
+
+/// How long the command may run unwatched, who watches it, and the input
+/// wait discounted from its unwatched time.
+pub(super) struct WatchBudget {
+    /// The category's execution limit, if any.
+    exec_limit: Option<Duration>,
+    /// The unwatched-time limit in force: the larger of `exec_limit` and the
+    /// last call's `timeout`.
+    unwatched_limit: Option<Duration>,
+    /// Calls waiting on the command right now.
+    watchers: u32,
+    /// When the last call about the command began or ended: unwatched time
+    /// counts from here while `watchers` is 0.
+    unwatched_since: Instant,
+    /// Time the program spent blocked on terminal input since
+    /// `unwatched_since` (not counted against the limit).
+    input_wait: Duration,
+}
+
+impl WatchBudget {
+    fn new(exec_limit: Option<Duration>, timeout: Option<Duration>, now: Instant) -> WatchBudget {
+        WatchBudget {
+            exec_limit,
+            unwatched_limit: timing::unwatched_limit(exec_limit, timeout),
+            watchers: 0,
+            unwatched_since: now,
+            input_wait: Duration::ZERO,
+        }
+    }
+
+    /// A call looks at the command at `now`: unwatched time starts again,
+    /// and the limit becomes the larger of the category's and `timeout`.
+    fn touch(&mut self, now: Instant, timeout: Option<Duration>) {
+        self.restart(now);
+        self.unwatched_limit = timing::unwatched_limit(self.exec_limit, timeout);
+    }
+
+    fn restart(&mut self, now: Instant) {
+        self.unwatched_since = now;
+        self.input_wait = Duration::ZERO;
+    }
+
+    /// When the command is stopped if nothing changes.
+    fn stop_at(&self) -> Option<Instant> {
+        timing::stop_at(self.unwatched_limit, self.watchers, self.unwatched_since, self.input_wait)
+    }
+}
+
+/// Whether the program waits for input, as the supervisor last saw it.
+#[derive(Default)]
+pub(super) struct InputWait {
+    /// When a call last sent the program input.
+    last_input_at: Option<Instant>,
+    /// When the supervisor confirmed that the program waits for input: a
+    /// second look, with no output in between, found it still blocked
+    /// reading the terminal.
+    confirmed_at: Option<Instant>,
+    /// Blocked reading the terminal at the last look.
+    waiting: bool,
+    /// The shell itself (not a program it runs) was the one reading the
+    /// terminal at the last look: a builtin (`read`), or a shell at its
+    /// prompt that sent no end record (a damaged integration).
+    shell_reading: bool,
+}
+
+/// Where the command is in its life.
+pub(super) struct Lifecycle {
+    started_at: Instant,
+    /// When it started, in the clock ticks `/proc` uses.
+    started_ticks: u64,
+    /// The start marker arrived: output from now on is the command's.
+    started: bool,
+    last_output_at: Instant,
+    finished: Option<(i32, Instant)>,
+    /// The shell reported that the command never ran (the line that runs
+    /// it failed): the integration is damaged.
+    damaged: bool,
+    kill: KillState,
+    /// The foreground groups that were sent ^C; what is left of them when
+    /// the command ends is stopped, so an interrupt leaves nothing behind.
+    interrupted: Vec<i32>,
+}
+
+/// The command being run, or finished but not yet reported.
+pub(super) struct Command {
+    seq: u64,
+    text: String,
+    output: CommandOutput,
+    budget: WatchBudget,
+    input: InputWait,
+    life: Lifecycle,
+}
+
+/// How a new command is set up.
+pub(super) struct CommandStart {
+    /// Its sequence number in the shell.
+    pub(super) seq: u64,
+    /// The command line.
+    pub(super) text: String,
+    /// The category's execution limit, if any.
+    pub(super) exec_limit: Option<Duration>,
+    /// The starting call's wait.
+    pub(super) timeout: Option<Duration>,
+    /// When it started, in the clock ticks `/proc` uses.
+    pub(super) started_ticks: u64,
+}
+
+impl Command {
+    /// A command started at `now`, not yet past its start marker.
+    pub(super) fn new(start: CommandStart, output: CommandOutput, now: Instant) -> Command {
+        let CommandStart { seq, text, exec_limit, timeout, started_ticks } = start;
+        Command {
+            seq,
+            text,
+            output,
+            budget: WatchBudget::new(exec_limit, timeout, now),
+            input: InputWait::default(),
+            life: Lifecycle {
+                started_at: now,
+                started_ticks,
+                started: false,
+                last_output_at: now,
+                finished: None,
+                damaged: false,
+                kill: KillState::NotKilled,
+                interrupted: Vec::new(),
+            },
+        }
+    }
+
+    /// Its sequence number in the shell.
+    pub(super) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The command line.
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(super) fn started_at(&self) -> Instant {
+        self.life.started_at
+    }
+
+    pub(super) fn started_ticks(&self) -> u64 {
+        self.life.started_ticks
+    }
+
+    /// Its output.
+    pub(super) fn output(&self) -> &CommandOutput {
+        &self.output
+    }
+
+    /// Its output, to hand part of it to a reply.
+    pub(super) fn output_mut(&mut self) -> &mut CommandOutput {
+        &mut self.output
+    }
+
+    /// Past its start marker: output is the command's.
+    pub(super) fn has_started(&self) -> bool {
+        self.life.started
+    }
+
+    /// The start marker arrived.
+    pub(super) fn mark_started(&mut self) {
+        self.life.started = true;
+    }
+
+    /// Committed text of the running command at `now`.
+    pub(super) fn push(&mut self, text: &str, now: Instant) {
+        self.output.push(text);
+        self.life.last_output_at = now;
+    }
+
+    /// The terminal showed something new of the command at `now`.
+    pub(super) fn output_seen(&mut self, now: Instant) {
+        self.life.last_output_at = now;
+    }
+
+    pub(super) fn last_output_at(&self) -> Instant {
+        self.life.last_output_at
+    }
+
+    /// Ends the command with `status` at `now`, with `text`, the last it
+    /// printed: the one way a command ends (its end record and marker, a
+    /// nested shell's handshake or exit, the shell's exit, a reset or the
+    /// session's close). The text goes through [`CommandOutput::push`] like
+    /// all the rest, the log is finished, and the exit code is set, once: a
+    /// command that already ended keeps its end.
+    pub(super) fn finish(&mut self, text: &str, status: i32, now: Instant) {
+        if self.life.finished.is_some() {
+            return;
+        }
+        self.life.started = true;
+        self.output.push(text);
+        self.output.finish(status);
+        self.life.finished = Some((status, now));
+    }
+
+    /// Its exit code and when it ended, once it has.
+    pub(super) fn finished(&self) -> Option<(i32, Instant)> {
+        self.life.finished
+    }
+
+    pub(super) fn is_finished(&self) -> bool {
+        self.life.finished.is_some()
+    }
+
+    /// Finished, and not still being killed.
+    pub(super) fn is_done(&self) -> bool {
+        self.is_finished() && !self.is_being_killed()
+    }
+
+    /// The shell says the command never ran: the integration is damaged.
+    pub(super) fn set_damaged(&mut self) {
+        self.life.damaged = true;
+    }
+
+    pub(super) fn is_damaged(&self) -> bool {
+        self.life.damaged
+    }
+
+    /// The supervisor started stopping it (it ran past `limit`).
+    pub(super) fn begin_kill(&mut self, limit: Duration) {
+        self.life.kill = KillState::Killing { limit };
+    }
+
+    /// The supervisor's stop ended, by `mode`.
+    pub(super) fn end_kill(&mut self, limit: Duration, mode: TerminationMode) {
+        self.life.kill = KillState::Killed { limit, mode };
+    }
+
+    pub(super) fn kill(&self) -> KillState {
+        self.life.kill
+    }
+
+    pub(super) fn is_being_killed(&self) -> bool {
+        matches!(self.life.kill, KillState::Killing { .. })
+    }
+
+    /// Group `group` is about to get ^C.
+    pub(super) fn note_interrupted(&mut self, group: i32) {
+        self.life.interrupted.push(group);
+    }
+
+    /// The groups that got ^C.
+    pub(super) fn interrupted(&self) -> &[i32] {
+        &self.life.interrupted
+    }
+
+    /// A call looks at the command at `now` with its `timeout`.
+    pub(super) fn touch(&mut self, now: Instant, timeout: Option<Duration>) {
+        self.budget.touch(now, timeout);
+    }
+
+    /// A call begins waiting on the command.
+    pub(super) fn begin_watch(&mut self) {
+        self.budget.watchers += 1;
+    }
+
+    /// A call stopped waiting at `now`: unwatched time counts from here.
+    pub(super) fn end_watch(&mut self, now: Instant) {
+        self.budget.watchers = self.budget.watchers.saturating_sub(1);
+        self.budget.restart(now);
+    }
+
+    /// The unwatched-time limit in force.
+    pub(super) fn unwatched_limit(&self) -> Option<Duration> {
+        self.budget.unwatched_limit
+    }
+
+    /// When the supervisor stops it, if nothing changes.
+    pub(super) fn stop_at(&self) -> Option<Instant> {
+        self.budget.stop_at()
+    }
+
+    /// A call sent the program input at `now`.
+    pub(super) fn input_sent(&mut self, now: Instant) {
+        self.input.last_input_at = Some(now);
+    }
+
+    /// The supervisor's look at `now`: the program is `waiting` for input
+    /// (the shell itself when `shell_reading`), `confirmed` by a second
+    /// look; `accrued` more of its time counts as input wait.
+    pub(super) fn record_look(
+        &mut self,
+        now: Instant,
+        (waiting, shell_reading, confirmed): (bool, bool, bool),
+        accrued: Duration,
+    ) {
+        self.budget.input_wait += accrued;
+        self.input.waiting = waiting;
+        self.input.shell_reading = shell_reading;
+        self.input.confirmed_at = confirmed.then_some(now);
+    }
+
+    /// Blocked reading the terminal at the supervisor's last look.
+    pub(super) fn reads_terminal(&self) -> bool {
+        self.input.waiting
+    }
+
+    /// The shell itself was the reader at the last look.
+    pub(super) fn shell_reading(&self) -> bool {
+        self.input.shell_reading
+    }
+
+    /// Since when neither the program's output nor our input changed.
+    pub(super) fn quiet_from(&self) -> Instant {
+        self.life.last_output_at.max(self.input.last_input_at.unwrap_or(self.life.started_at))
+    }
+
+    /// Blocked reading the terminal, as confirmed by looks taken after its
+    /// output (and our input) went quiet: it waits for the agent.
+    pub(super) fn waits_for_input(&self) -> bool {
+        timing::waits_for_input(self.input.waiting, self.input.confirmed_at, self.quiet_from())
+    }
+
+    /// Ends it as the reply that reports its end: the text not yet shown.
+    pub(super) fn into_shown(self) -> Shown {
+        self.output.pending.finish()
+    }
+
+    /// How many replies showed part of it.
+    pub(super) fn replies(&self) -> u32 {
+        self.output.replies
+    }
+
+    /// The log's line where the text not yet shown begins.
+    pub(super) fn first_unreplied_line(&self) -> u64 {
+        self.output.first_unreplied_line
+    }
+}
