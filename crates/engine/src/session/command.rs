@@ -242,24 +242,18 @@ pub(super) struct Command {
     life: Lifecycle,
 }
 
-/// How a new command is set up.
-pub(super) struct CommandStart {
-    /// Its sequence number in the shell.
-    pub(super) seq: u64,
-    /// The command line.
-    pub(super) text: String,
-    /// The category's execution limit, if any.
-    pub(super) exec_limit: Option<Duration>,
-    /// The starting call's wait.
-    pub(super) timeout: Option<Duration>,
-    /// When it started, in the clock ticks `/proc` uses.
-    pub(super) started_ticks: u64,
-}
-
 impl Command {
-    /// A command started at `now`, not yet past its start marker.
-    pub(super) fn new(start: CommandStart, output: CommandOutput, now: Instant) -> Command {
-        let CommandStart { seq, text, exec_limit, timeout, started_ticks } = start;
+    /// Command `seq` of its shell, the command line `text`, started at
+    /// `now` (`started_ticks` in the clock ticks `/proc` uses) under the
+    /// category's `exec_limit` by a call with `timeout`; not yet past its
+    /// start marker.
+    pub(super) fn new(
+        (seq, text): (u64, String),
+        (exec_limit, timeout): (Option<Duration>, Option<Duration>),
+        started_ticks: u64,
+        output: CommandOutput,
+        now: Instant,
+    ) -> Command {
         Command {
             seq,
             text,

@@ -32,15 +32,15 @@ use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
 
+use super::call::{Note, ProgressHook, Reply, Request, SessionConfig, SessionError};
 use super::channel::Channel;
-use super::command::{Command, CommandOutput, CommandStart};
+use super::command::{Command, CommandOutput};
 use super::incomplete::Incomplete;
 use super::levels::Levels;
 use super::shared::{CommandState, Shared, State, describe_exit, wait_for};
 use super::supervise::{Supervisor, supervise};
 use super::wait::{self, ShellView, Waited};
 use super::watcher::{Watcher, watch_integration};
-use super::{Note, ProgressHook, Reply, Request, SessionConfig, SessionError};
 
 /// How long a command waits for the shell to come to read its terminal
 /// after the previous command ended, before it is refused as not at the
@@ -336,7 +336,7 @@ impl Shell {
             notes.push(Note::NotExecuted { command: command.to_owned() });
             notes.push(Note::ShellNotAtPrompt { pid, command_line });
             let mut reply = wait::idle_reply(&self.view, command, notes);
-            reply.status = super::Status::Running(super::WaitEnded::NotWaited);
+            reply.status = super::call::Status::Running(super::call::WaitEnded::NotWaited);
             reply.exit_code = None;
             return Ok(reply);
         }
@@ -359,16 +359,16 @@ impl Shell {
         let spill_stem = format!("{}-{seq}-{}", config.name, self.files_tag());
         let log = config.output.as_ref().map(|store| store.begin(command));
         let output = CommandOutput::new(config.output_cap, config.spill.command(), spill_stem, log);
-        let start = CommandStart {
-            seq,
-            text: command.to_owned(),
-            exec_limit,
-            timeout,
-            started_ticks: process::boot_ticks_now(),
-        };
+        let started = Command::new(
+            (seq, command.to_owned()),
+            (exec_limit, timeout),
+            process::boot_ticks_now(),
+            output,
+            now,
+        );
         // Whatever background jobs printed since the last command is
         // reported now, not mixed into this command's output.
-        let idle = self.shared.lock().begin(Command::new(start, output, now), now);
+        let idle = self.shared.lock().begin(started, now);
         if !idle.trim().is_empty() {
             notes.push(Note::IdleOutput(idle));
         }
@@ -417,7 +417,7 @@ impl Shell {
     pub(super) fn partial_reply(
         &mut self,
         config: &SessionConfig,
-        reason: super::WaitEnded,
+        reason: super::call::WaitEnded,
         notes: Vec<Note>,
     ) -> Reply {
         wait::partial_reply(&mut self.shared.lock(), &self.view, config, reason, notes)

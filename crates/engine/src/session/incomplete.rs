@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use crate::keys::{self, Input};
 use crate::syntax;
 
+use super::call::{Note, Reply, Request, SessionError, Status, WaitEnded};
 use super::shared::CommandState;
 use super::wait::{ShellView, idle_reply};
-use super::{Note, Reply, Request, SessionError, Status, WaitEnded};
 
 /// An incomplete command: what the shell would hold at its `>` prompt.
 /// Bounded: past [`INCOMPLETE_CAP`] bytes it is run as it is.

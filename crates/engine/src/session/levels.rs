@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::proc_shell;
 
-use super::Note;
+use super::call::Note;
 
 /// A shell that carries the integration.
 #[derive(Debug, Clone, PartialEq, Eq)]

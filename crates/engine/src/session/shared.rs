@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 
-use super::Note;
+use super::call::Note;
 use super::channel::{Channel, Record};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::WaitEnded;
+use super::call::WaitEnded;
 
 /// A command whose output (and our input) has been quiet this long is
 /// looked at: is it waiting for input? Short, so that a prompt is answered
@@ -34,11 +34,23 @@ const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy)]
 pub(super) struct WaitBudget {
     /// The call's own wait, if it gave one: silence alone does not end it.
-    pub(super) timeout: Option<Duration>,
+    timeout: Option<Duration>,
     /// Without a timeout, the call returns after this long without output.
-    pub(super) no_output_return: Duration,
+    no_output_return: Duration,
     /// Without a timeout, the call returns after this long in any case.
-    pub(super) max_wait: Duration,
+    max_wait: Duration,
+}
+
+impl WaitBudget {
+    /// A call's wait: its own `timeout`, else until `no_output_return` of
+    /// silence or `max_wait` in all.
+    pub(super) fn new(
+        timeout: Option<Duration>,
+        no_output_return: Duration,
+        max_wait: Duration,
+    ) -> WaitBudget {
+        WaitBudget { timeout, no_output_return, max_wait }
+    }
 }
 
 /// Whether a call that began at `call_start` and waits on a command whose

@@ -21,12 +21,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::output::{self, Shown};
 
+use super::call::{
+    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, SessionConfig, Status, WaitEnded,
+};
 use super::command::{Command, KillState};
 use super::shared::{Shared, State, Watch, wait_for};
 use super::timing::{self, WaitBudget};
-use super::{
-    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, SessionConfig, Status, WaitEnded,
-};
 
 /// What the shell's prompt last reported, for replies.
 #[derive(Debug, Clone)]
@@ -89,11 +89,7 @@ async fn wait_until_turn(
     progress: Option<&ProgressHook>,
 ) -> Waited {
     let call_start = Instant::now();
-    let budget = WaitBudget {
-        timeout,
-        no_output_return: config.no_output_return,
-        max_wait: config.max_wait,
-    };
+    let budget = WaitBudget::new(timeout, config.no_output_return, config.max_wait);
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
     let mut next_report = call_start + PROGRESS_INTERVAL;
@@ -132,7 +128,7 @@ async fn wait_until_turn(
                 next_report += PROGRESS_INTERVAL;
                 if let Some(hook) = progress {
                     let line = newest_line(&shared.lock());
-                    (hook.0)(Progress { count: reports, elapsed: call_start.elapsed(), line });
+                    hook.report(Progress { count: reports, elapsed: call_start.elapsed(), line });
                 }
             }
         }

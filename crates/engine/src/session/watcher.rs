@@ -22,7 +22,7 @@ use crate::proc_shell::{self, Prompting};
 use crate::pty;
 use crate::shell::{self, ShellFiles};
 
-use super::Note;
+use super::call::Note;
 use super::levels::{Level, REINSTALL_SEQ_BASE, Reinstall};
 use super::shared::Shared;
 
