@@ -475,3 +475,75 @@ impl Command {
         self.output.first_unreplied_line
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::{SpillLimits, SpillStore, show_unfinished_line};
+    use crate::store::{OutputStore, StoreLimits};
+
+    /// A command logged in a store of its own, and its log.
+    fn command(name: &str) -> (Command, Arc<CommandLog>) {
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-command-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+        let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
+        let log = store.begin("a command");
+        let output =
+            CommandOutput::new(1_000, spill.command(), "t-1".to_owned(), Some(Arc::clone(&log)));
+        let command =
+            Command::new((1, "a command".to_owned()), (None, None), 0, output, Instant::now());
+        (command, log)
+    }
+
+    #[test]
+    fn finishing_pushes_the_last_text_finishes_the_log_and_sets_the_exit_code_once() {
+        let (mut command, log) = command("finish");
+        let now = Instant::now();
+        command.push("first\n", now);
+        assert!(log.read(0, 100).expect("reads").running);
+        command.finish("last\n", 3, now);
+        // A second end (a late marker, the shell's exit) changes nothing.
+        command.finish("again\n", 4, now + Duration::from_secs(1));
+        assert_eq!(command.finished(), Some((3, now)));
+        let page = log.read(0, 100).expect("reads");
+        assert_eq!(
+            (page.running, page.exit_code, page.text.as_str()),
+            (false, Some(3), "first\nlast\n")
+        );
+        assert_eq!(command.into_shown().text, "first\nlast\n");
+    }
+
+    #[test]
+    fn a_line_a_reply_showed_unfinished_is_logged_whole_and_shown_once() {
+        let (mut command, log) = command("shown");
+        let now = Instant::now();
+        command.push("a\n", now);
+        let (shown, first_line, continued) = command.output_mut().take_part(1_000);
+        assert_eq!((shown.text.as_str(), first_line, continued), ("a\n", 0, false));
+        // The reply showed the prompt the program is on.
+        let line = show_unfinished_line("name? ", None, 1_000);
+        command.output_mut().set_line_shown(line.shown);
+        // Its end, committed as the command ends, is the rest of that line.
+        command.finish("name? bob\n", 0, now);
+        let page = log.read(0, 100).expect("reads");
+        assert_eq!((page.running, page.text.as_str()), (false, "a\nname? bob\n"));
+        assert_eq!((command.replies(), command.first_unreplied_line()), (1, 1));
+        assert_eq!(command.into_shown().text, "bob\n");
+    }
+
+    #[test]
+    fn a_command_being_killed_is_not_done_until_the_kill_ends() {
+        let (mut command, _log) = command("kill");
+        let now = Instant::now();
+        command.begin_kill(Duration::from_secs(1));
+        command.finish("", 130, now);
+        assert!(command.is_finished() && !command.is_done());
+        command.end_kill(Duration::from_secs(1), TerminationMode::Soft);
+        assert!(command.is_done());
+        let killed =
+            KillState::Killed { limit: Duration::from_secs(1), mode: TerminationMode::Soft };
+        assert_eq!(command.kill(), killed);
+    }
+}
