@@ -500,3 +500,119 @@ pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
         _ => "it stopped".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::output::{SpillLimits, SpillStore};
+    use crate::proc_shell;
+    use crate::store::{CommandLog, OutputStore, StoreLimits};
+
+    use super::super::command::CommandOutput;
+    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall};
+
+    const NONCE: &str = "0123abcd";
+
+    /// A shared state whose shell is this test process (so the kernel
+    /// names it as the records' sender), past its first prompt, and the
+    /// shell's end of the completion channel.
+    fn ready_state() -> (State, OwnedFd) {
+        let (channel, shell) = Channel::open().expect("channel");
+        let me = std::process::id() as i32;
+        let levels = Levels::new(me, proc_shell::fingerprint(me));
+        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel);
+        end(&mut state, &shell, 0, 0, 1);
+        assert!(state.is_ready());
+        (state, shell)
+    }
+
+    /// The shell's record of command `seq` and then its end marker.
+    fn end(state: &mut State, shell: &OwnedFd, seq: u64, status: i32, token: i32) {
+        let record = format!("E;{seq};{status};;{token}");
+        nix::unistd::write(shell, record.as_bytes()).expect("send a record");
+        let marker = format!("\x1b]6973;{NONCE};E;{seq};{token}\x07");
+        state.on_event(pty::Event::Output(marker.as_bytes()));
+    }
+
+    /// Starts command `seq`, logged in a store of its own, and feeds its
+    /// start marker and `output`.
+    fn run(state: &mut State, seq: u64, output: &str) -> Arc<CommandLog> {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-shared-{}-{seq}-{}",
+            std::process::id(),
+            output.len()
+        ));
+        let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+        let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
+        let log = store.begin("a command");
+        let out =
+            CommandOutput::new(1_000, spill.command(), format!("t-{seq}"), Some(Arc::clone(&log)));
+        let now = Instant::now();
+        let command = Command::new((seq, "a command".to_owned()), (None, None), 0, out, now);
+        state.begin(command, now);
+        let start = format!("echo of our line\x1b]6973;{NONCE};S;{seq}\x07{output}");
+        state.on_event(pty::Event::Output(start.as_bytes()));
+        log
+    }
+
+    /// The command's end as the state, its log and its reply see it.
+    fn ended(state: &mut State, log: &CommandLog) -> (Option<i32>, bool, Option<i32>, String) {
+        let page = log.read(0, 100).expect("the log reads");
+        let command = state.take_command().expect("a command");
+        let code = command.finished().map(|(code, _)| code);
+        assert_eq!(page.text, command.into_shown().text, "the log and the reply disagree");
+        (code, page.running, page.exit_code, page.text)
+    }
+
+    #[test]
+    fn a_command_ends_on_its_record_and_marker_with_all_its_text() {
+        let (mut state, shell) = ready_state();
+        let log = run(&mut state, 1, "hello\n");
+        // A marker with no record, or with another token, is text.
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;9\x07").as_bytes()));
+        nix::unistd::write(&shell, b"E;1;5;;77").expect("send a record");
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;78\x07").as_bytes()));
+        assert_eq!(state.command_state(), CommandState::Running);
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;77\x07").as_bytes()));
+        assert_eq!(state.command_state(), CommandState::Finished);
+        assert_eq!(ended(&mut state, &log), (Some(5), false, Some(5), "hello\n".to_owned()));
+    }
+
+    #[test]
+    fn nested_shell_commands_end_through_the_same_finish() {
+        let (mut state, shell) = ready_state();
+        let me = std::process::id() as i32;
+        let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
+        // `bash`: the new shell's handshake ends it.
+        let log = run(&mut state, 2, "started\n");
+        let handshake = REINSTALL_SEQ_BASE + 1;
+        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
+        let reinstall =
+            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        // As the watcher does before it types the reinstall line: what the
+        // command printed is kept; the new prompt and our line are not.
+        state.commit_lines(Instant::now());
+        state.levels_mut().begin_reinstall(reinstall);
+        state.on_event(pty::Event::Output(b"inner$ the line we typed"));
+        end(&mut state, &shell, handshake, 0, 11);
+        assert_eq!(ended(&mut state, &log), (Some(0), false, Some(0), "started\n".to_owned()));
+        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellStarted]);
+        // `exit 4` in it: the outer shell's marker for command 2 ends it.
+        let log = run(&mut state, 3, "bye\n");
+        end(&mut state, &shell, 2, 4, 12);
+        assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
+        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellExited { status: 4 }]);
+    }
+
+    #[test]
+    fn a_command_ends_with_its_shell() {
+        let (mut state, _shell) = ready_state();
+        let log = run(&mut state, 1, "partial line");
+        state.finish_with_shell(Instant::now());
+        let end = ended(&mut state, &log);
+        assert_eq!(end, (Some(-1), false, Some(-1), "partial line".to_owned()));
+    }
+}
