@@ -32,7 +32,9 @@ use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
 
-use super::call::{Note, ProgressHook, Reply, Request, SessionConfig, SessionError};
+use super::call::{
+    Note, ProgressHook, Reply, Request, SessionConfig, SessionError, Status, WaitEnded,
+};
 use super::channel::Channel;
 use super::command::{Command, CommandOutput};
 use super::incomplete::Incomplete;
@@ -336,7 +338,7 @@ impl Shell {
             notes.push(Note::NotExecuted { command: command.to_owned() });
             notes.push(Note::ShellNotAtPrompt { pid, command_line });
             let mut reply = wait::idle_reply(&self.view, command, notes);
-            reply.status = super::call::Status::Running(super::call::WaitEnded::NotWaited);
+            reply.status = Status::Running(WaitEnded::NotWaited);
             reply.exit_code = None;
             return Ok(reply);
         }
@@ -417,7 +419,7 @@ impl Shell {
     pub(super) fn partial_reply(
         &mut self,
         config: &SessionConfig,
-        reason: super::call::WaitEnded,
+        reason: WaitEnded,
         notes: Vec<Note>,
     ) -> Reply {
         wait::partial_reply(&mut self.shared.lock(), &self.view, config, reason, notes)
