@@ -51,7 +51,7 @@ pub struct SessionConfig {
     pub guard: Option<Arc<Guard>>,
     /// How many commands' complete output the session keeps, and how much.
     pub output_limits: StoreLimits,
-    /// The session's store of complete outputs: made by [`Session::new`]
+    /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
     /// (from `spill` and `output_limits`), so `None` in a template.
     pub output: Option<Arc<OutputStore>>,
 }

@@ -2,7 +2,7 @@
 //! samples whether the foreground job is blocked reading the terminal (no
 //! kernel event exists for that), soon after the output goes quiet, and
 //! accounts that time; it stops the command once it has run unwatched past
-//! its limit, with no call waiting on it ([`Watch`]), polling it or sending
+//! its limit, with no call waiting on it (a `Watch`), polling it or sending
 //! it input. It stops the whole command line, never the shell or its `&`
 //! jobs, and never while a call waits.
 //!
