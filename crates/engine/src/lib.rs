@@ -7,12 +7,12 @@
 pub mod cgroup;
 pub mod guard;
 pub mod input_wait;
-pub mod integration;
 pub mod keys;
 pub mod oneshot;
 pub mod output;
 pub mod policy;
 pub mod private_fs;
+pub mod proc_shell;
 pub mod process;
 pub mod pty;
 pub mod registry;
@@ -20,3 +20,4 @@ pub mod screen;
 pub mod session;
 pub mod shell;
 pub mod store;
+pub mod syntax;

@@ -12,7 +12,9 @@ use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::registry::{JobEnded, RegistryError, RegistryLimits, SessionInfo};
-use shellkeep_engine::session::{Activity, LastWords, Note, Reply, Status, WaitEnded};
+use shellkeep_engine::session::{
+    Activity, LastWords, Note, Reply, SessionError, Status, WaitEnded,
+};
 use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
@@ -146,6 +148,25 @@ pub const ECHO_CHARS: usize = 200;
 /// (head and tail) with the number of characters left out. Bounded: at most
 /// [`ECHO_CHARS`] characters, each escaped to at most 10 bytes, plus the
 /// notice.
+/// The tool error for a request the session refused, in the `terminal`
+/// tool's words (the engine's own message names no argument).
+pub fn session_refused(err: &SessionError) -> String {
+    match err {
+        SessionError::NothingToSendInputTo => "No command is running, so there is nothing to send \
+            input to. Run a command first, or send this as a command with is_input=false."
+            .to_owned(),
+        SessionError::ResetWithInput => "reset cannot be combined with is_input: reset starts a \
+            fresh shell, so there is no running program to send input to. Send reset=true alone \
+            (optionally with a command to run in the new shell)."
+            .to_owned(),
+        SessionError::KeyWhileIncomplete => "The shell is waiting for the rest of an incomplete \
+            command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send \
+            the remaining lines with is_input=true."
+            .to_owned(),
+        other => other.to_string(),
+    }
+}
+
 pub fn echo(command: &str) -> String {
     let total = command.chars().count();
     if total <= ECHO_CHARS {

@@ -7,39 +7,43 @@
 //! is ending a moment to show it, stops what an interrupt left behind, and
 //! stops the shell with everything it started.
 //!
-//! It does not decide what a call does (`mod.rs`), wait for a command or
-//! build replies (`wait.rs`), or stop a command past its limit
-//! (`supervise.rs`). It is driven by the one call that holds the session's
-//! `tokio` mutex (hence `&mut Shell`), and takes the shared state's std
-//! mutex only for short sections.
+//! It does not decide what a call does (`mod.rs`), decide how long a call
+//! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
+//! past its limit (`supervise.rs`). Nothing below it in `session/` knows it.
+//! It is driven by the one call that holds the session's `tokio` mutex
+//! (hence `&mut Shell`), and takes the shared state's std mutex only for
+//! short sections.
 
-use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::input_wait;
-use crate::integration;
 use crate::keys::Input;
 use crate::output;
 use crate::private_fs;
+use crate::proc_shell;
 use crate::process;
 use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::shell::{self, ShellFiles};
-use crate::store::{OutputSink, OutputStore};
+use crate::store::OutputStore;
 
+use super::call::{
+    Note, ProgressHook, Reply, Request, SessionConfig, SessionError, Status, WaitEnded,
+};
 use super::channel::Channel;
+use super::command::{Command, CommandOutput};
 use super::incomplete::Incomplete;
-use super::integration::{Integ, Watcher, watch_integration};
-use super::state::{Running, RunningState, Shared, State, describe_exit, wait_for};
+use super::levels::Levels;
+use super::shared::{CommandState, Shared, State, describe_exit, wait_for};
 use super::supervise::{Supervisor, supervise};
-use super::{Note, Reply, Request, SessionConfig, SessionError};
+use super::wait::{self, ShellView, Waited};
+use super::watcher::{Watcher, watch_integration};
 
 /// How long a command waits for the shell to come to read its terminal
 /// after the previous command ended, before it is refused as not at the
@@ -56,25 +60,24 @@ const INPUT_STALL: Duration = Duration::from_millis(300);
 
 /// One bash process and its PTY.
 pub(super) struct Shell {
-    pub(super) shared: Arc<Shared>,
+    shared: Arc<Shared>,
     pty: Pty,
     /// The PTY slave's path, to discard unread input before ^C.
     tty: PathBuf,
-    pub(super) pid: i32,
+    pid: i32,
     /// The marker every process the shell starts inherits, so that `reset`
     /// and the end of the session reach what left the session.
     scope: process::Scope,
-    pub(super) files: ShellFiles,
+    files: ShellFiles,
     next_seq: u64,
     /// The directory and `PATH` the prompt reported last.
-    pub(super) cwd: PathBuf,
-    pub(super) python: Option<PathBuf>,
+    view: ShellView,
     waiter: tokio::task::JoinHandle<()>,
     supervisor: tokio::task::JoinHandle<()>,
-    /// Watches for a shell that lost the integration (`integration.rs`).
+    /// Watches for a shell that lost the integration (`watcher.rs`).
     watcher: tokio::task::JoinHandle<()>,
     /// An incomplete command the shell would be waiting to complete.
-    pub(super) incomplete: Option<Incomplete>,
+    incomplete: Option<Incomplete>,
 }
 
 impl Shell {
@@ -129,39 +132,22 @@ impl Shell {
         let pid = child.id().map_or(-1, |pid| pid as i32);
         // The child has run `exec` by now (spawn returns after it): this is
         // the program image whose records are believed.
-        let first_level = integration::fingerprint(pid);
+        let first_level = proc_shell::fingerprint(pid);
         if let Some(guard) = &config.guard {
             guard.watch_session(pid);
         }
 
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                screen: Screen::new(config.rows, config.cols, &nonce),
-                ready: false,
-                running: None,
-                idle_output: String::new(),
-                exited: None,
-                reader_done: false,
-                integ: Integ::new(pid, first_level),
-                channel,
-                records: VecDeque::new(),
-            }),
-            changed: Notify::new(),
-        });
+        let shared = Arc::new(Shared::new(State::new(
+            Screen::new(config.rows, config.cols, &nonce),
+            Levels::new(pid, first_level),
+            channel,
+        )));
         let reader_shared = Arc::clone(&shared);
         let channel_handle =
-            shared.lock().channel.handle().map_err(|err| fail("completion channel", err))?;
+            shared.lock().channel_handle().map_err(|err| fail("completion channel", err))?;
         let pty = Pty::start(opened.master, &config.name, Some(channel_handle), move |event| {
-            let answers = {
-                let mut state = reader_shared.lock();
-                match event {
-                    pty::Event::Output(bytes) => state.ingest(bytes),
-                    pty::Event::Ready => state.receive_records(),
-                    pty::Event::HangUp => state.reader_done = true,
-                }
-                state.screen.take_responses()
-            };
-            reader_shared.changed.notify_waiters();
+            let answers = reader_shared.lock().on_event(event);
+            reader_shared.notify();
             answers
         })
         .map_err(|err| fail("reader thread", err))?;
@@ -169,27 +155,24 @@ impl Shell {
         let waiter = tokio::spawn(async move {
             let status = child.wait().await;
             if let Ok(status) = status {
-                waiter_shared.lock().exited = Some(status);
+                waiter_shared.lock().set_exited(status);
             }
-            waiter_shared.changed.notify_waiters();
+            waiter_shared.notify();
         });
 
-        let watcher = tokio::spawn(watch_integration(Watcher {
-            shared: Arc::clone(&shared),
-            master: pty.handle().map_err(|err| fail("PTY", err))?,
-            tty: opened.tty.clone(),
-            files: files.clone(),
-            nonce,
-            bash: integration::running_program(pid),
+        let watcher = tokio::spawn(watch_integration(Watcher::new(
+            Arc::clone(&shared),
+            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
+            (files.clone(), nonce),
+            proc_shell::running_program(pid),
             channel_link,
-        }));
-        let supervisor = tokio::spawn(supervise(Supervisor {
-            shared: Arc::clone(&shared),
-            master: pty.handle().map_err(|err| fail("PTY", err))?,
-            tty: opened.tty.clone(),
-            shell_pid: pid,
-            grace: config.grace,
-        }));
+        )));
+        let supervisor = tokio::spawn(supervise(Supervisor::new(
+            Arc::clone(&shared),
+            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
+            pid,
+            config.grace,
+        )));
         let shell = Shell {
             shared,
             pty,
@@ -198,8 +181,7 @@ impl Shell {
             scope,
             files,
             next_seq: 1,
-            cwd: cwd.to_owned(),
-            python: None,
+            view: ShellView::new(cwd.to_owned(), None),
             waiter,
             supervisor,
             watcher,
@@ -220,8 +202,8 @@ impl Shell {
     /// The start-up handshake: wait for the first prompt's marker, so the
     /// first command never races the shell's start.
     async fn wait_ready(&self, limit: Duration) -> Result<(), SessionError> {
-        if wait_for(&self.shared, limit, |state| state.ready || state.exited.is_some()).await
-            && self.shared.lock().ready
+        if wait_for(&self.shared, limit, |state| state.is_ready() || state.exited().is_some()).await
+            && self.shared.lock().is_ready()
         {
             return Ok(());
         }
@@ -229,34 +211,54 @@ impl Shell {
         Err(SessionError::Shell(format!(
             "the shell did not reach its first prompt ({}). Check the shell and its start-up \
              files; the last line it printed: {:?}",
-            match state.exited {
+            match state.exited() {
                 Some(status) => describe_exit(status),
                 None => format!("still starting after {limit:?}"),
             },
             // Bounded: a start-up file may print a line of any length.
-            output::head_tail(&state.screen.current_line(), 2_000, "").0,
+            output::head_tail(&state.screen().current_line(), 2_000, "").0,
         )))
     }
 
-    pub(super) fn running_state(&self) -> RunningState {
-        match &self.shared.lock().running {
-            None => RunningState::None,
-            Some(running) if running.is_done() => RunningState::Finished,
-            Some(_) => RunningState::Unfinished,
-        }
+    /// What the shell is doing with its command.
+    pub(super) fn command_state(&self) -> CommandState {
+        self.shared.lock().command_state()
+    }
+
+    /// The state the reader thread shares, for the session's read-only
+    /// views.
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The shell's pid.
+    pub(super) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The shell's private files.
+    pub(super) fn files(&self) -> &ShellFiles {
+        &self.files
+    }
+
+    /// The incomplete command held for the shell, if any.
+    pub(super) fn incomplete(&mut self) -> &mut Option<Incomplete> {
+        &mut self.incomplete
+    }
+
+    /// What the shell's prompt last reported.
+    pub(super) fn view(&self) -> &ShellView {
+        &self.view
     }
 
     /// A call looks at the running command: unwatched time starts again,
     /// and the limit becomes the larger of the category's and the call's
     /// `timeout`.
     pub(super) fn touch(&self, timeout: Option<Duration>) {
-        if let Some(running) = &mut self.shared.lock().running
-            && running.finished.is_none()
+        if let Some(command) = self.shared.lock().command_mut()
+            && !command.is_finished()
         {
-            running.unwatched_since = Instant::now();
-            running.input_wait = Duration::ZERO;
-            running.unwatched_limit =
-                running.exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()));
+            command.touch(Instant::now(), timeout);
         }
     }
 
@@ -265,9 +267,7 @@ impl Shell {
     /// period), and when the shell is back in the foreground its end marker
     /// may still be on its way.
     pub(super) async fn settle(&self, config: &SessionConfig) {
-        let killing = |state: &State| {
-            state.running.as_ref().is_some_and(|r| matches!(r.kill, Some((_, None))))
-        };
+        let killing = |state: &State| state.command().is_some_and(Command::is_being_killed);
         if killing(&self.shared.lock()) {
             wait_for(&self.shared, 2 * config.grace + Duration::from_secs(3), |state| {
                 !killing(state)
@@ -291,32 +291,32 @@ impl Shell {
                 front == Some(self.pid) && input_wait::process_reads_terminal(self.pid, &self.tty);
             let limit = if reading { SETTLE_READING } else { SETTLE };
             wait_for(&self.shared, limit, |state| {
-                state.exited.is_some() || state.running.as_ref().is_none_or(|r| r.is_done())
+                state.exited().is_some() || state.command().is_none_or(Command::is_done)
             })
             .await;
         }
     }
 
     pub(super) fn has_exited(&self) -> bool {
-        self.shared.lock().exited.is_some()
+        self.shared.lock().exited().is_some()
     }
 
     pub(super) fn exit_description(&self) -> String {
-        self.shared.lock().exited.map_or_else(|| "it stopped".to_owned(), describe_exit)
+        self.shared.lock().exited().map_or_else(|| "it stopped".to_owned(), describe_exit)
     }
 
     /// Where a replacement shell should start: the last directory if it
     /// still exists, else the original one.
     pub(super) fn restart_dir(&mut self, config: &SessionConfig) -> PathBuf {
         self.refresh_state();
-        if self.cwd.is_dir() { self.cwd.clone() } else { config.cwd.clone() }
+        let cwd = self.view.cwd();
+        if cwd.is_dir() { cwd.clone() } else { config.cwd.clone() }
     }
 
     /// Reads the directory and `PATH` the prompt last recorded.
     pub(super) fn refresh_state(&mut self) {
         if let Some(state) = shell::read_state(&self.files) {
-            self.python = shell::python_interpreter(&state.path);
-            self.cwd = state.cwd;
+            self.view = ShellView::new(state.cwd, shell::python_interpreter(&state.path));
         }
     }
 
@@ -338,8 +338,8 @@ impl Shell {
         if let Some((pid, command_line)) = blocked {
             notes.push(Note::NotExecuted { command: command.to_owned() });
             notes.push(Note::ShellNotAtPrompt { pid, command_line });
-            let mut reply = self.idle_reply(command, notes);
-            reply.status = super::Status::Running(super::WaitEnded::NotWaited);
+            let mut reply = wait::idle_reply(&self.view, command, notes);
+            reply.status = Status::Running(WaitEnded::NotWaited);
             reply.exit_code = None;
             return Ok(reply);
         }
@@ -358,55 +358,85 @@ impl Shell {
             SessionError::Shell(format!("could not write the command file: {err}"))
         })?;
         let now = Instant::now();
-        {
-            let mut state = self.shared.lock();
-            // Whatever background jobs printed since the last command is
-            // reported now, not mixed into this command's output.
-            state.screen.commit_all();
-            state.route_committed(now);
-            let idle = std::mem::take(&mut state.idle_output);
-            if !idle.trim().is_empty() {
-                notes.push(Note::IdleOutput(idle));
-            }
-            let log = match &config.output {
-                Some(store) => store.begin(command),
-                None => {
-                    OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
-                        .begin(command)
-                }
-            };
-            state.running = Some(Running {
-                seq,
-                command: command.to_owned(),
-                started_at: now,
-                started: false,
-                output: OutputSink::new(log, config.output_cap),
-                replies: 0,
-                last_output_at: now,
-                finished: None,
-                part_first_line: 0,
-                exec_limit,
-                unwatched_limit: exec_limit.map(|limit| limit.max(timeout.unwrap_or_default())),
-                watchers: 0,
-                unwatched_since: now,
-                last_input_at: None,
-                input_confirmed_at: None,
-                started_ticks: process::boot_ticks_now(),
-                input_wait: Duration::ZERO,
-                waiting_for_input: false,
-                shell_reading: false,
-                damaged: false,
-                kill: None,
-                interrupted: Vec::new(),
-            });
+        let log = match &config.output {
+            Some(store) => store.begin(command),
+            // A session always has a store; a bare config gets one of its own.
+            None => OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
+                .begin(command),
+        };
+        let output = CommandOutput::new(config.output_cap, log);
+        let started = Command::new(
+            (seq, command.to_owned()),
+            (exec_limit, timeout),
+            process::boot_ticks_now(),
+            output,
+            now,
+        );
+        // Whatever background jobs printed since the last command is
+        // reported now, not mixed into this command's output.
+        let idle = self.shared.lock().begin(started, now);
+        if !idle.trim().is_empty() {
+            notes.push(Note::IdleOutput(idle));
         }
         // Tell the supervisor a command with a limit has started.
-        self.shared.changed.notify_waiters();
+        self.shared.notify();
         self.pty
             .write_all(shell::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
+    }
+
+    /// Waits for the running command as the call's timeout allows, then
+    /// replies with what happened.
+    pub(super) async fn wait_reply(
+        &mut self,
+        config: &SessionConfig,
+        timeout: Option<Duration>,
+        notes: Vec<Note>,
+        cancel: CancellationToken,
+        progress: Option<&ProgressHook>,
+    ) -> Result<Reply, SessionError> {
+        match wait::wait(&self.shared, config, timeout, &cancel, progress).await {
+            Waited::Finished => {
+                self.reap_interrupted(config.grace).await;
+                Ok(self.finished_reply(notes))
+            }
+            Waited::ShellExited => {
+                wait::finish_after_exit(&self.shared).await;
+                Ok(self.finished_reply(notes))
+            }
+            Waited::Stopped(reason) => Ok(self.partial_reply(config, reason, notes)),
+            Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, notes)),
+        }
+    }
+
+    /// The reply for a finished command; clears it from the session.
+    pub(super) fn finished_reply(&mut self, notes: Vec<Note>) -> Reply {
+        let command = self.shared.lock().take_command();
+        self.refresh_state();
+        wait::finished_reply(command, &self.view, notes)
+    }
+
+    /// The reply for a command that is still running: what it printed since
+    /// the last reply, and the line it is on now.
+    pub(super) fn partial_reply(
+        &mut self,
+        config: &SessionConfig,
+        reason: WaitEnded,
+        notes: Vec<Note>,
+    ) -> Reply {
+        wait::partial_reply(&mut self.shared.lock(), &self.view, config, reason, notes)
+    }
+
+    /// A reply with no command output (reset alone, say).
+    pub(super) fn idle_reply(&self, command: &str, notes: Vec<Note>) -> Reply {
+        wait::idle_reply(&self.view, command, notes)
+    }
+
+    /// Notes about the integration gathered since the last reply.
+    pub(super) fn take_integration_notes(&self) -> Vec<Note> {
+        self.shared.lock().levels_mut().take_notes()
     }
 
     /// A command is typed only when the innermost shell with the
@@ -415,17 +445,17 @@ impl Shell {
     /// sourced script or the shell itself reported an end). Returns the
     /// program in front (its pid and command line) when that is not so.
     fn not_at_prompt(&self) -> Option<(i32, String)> {
-        let top = self.shared.lock().integ.top().map(|level| level.pid)?;
+        let top = self.shared.lock().levels().top().map(|level| level.pid())?;
         let master = self.pty.handle().ok()?;
         let front = pty::foreground_group(&master)?;
         // A nested shell on a terminal of its own (`script`, `pty.spawn`):
         // the foreground of its own terminal is the one that matters.
-        let own = integration::terminal_foreground(top);
+        let own = proc_shell::terminal_foreground(top);
         let front = match own {
             Some((terminal, own_front)) if Some(terminal) != self.terminal() => own_front,
             _ => front,
         };
-        (front != top).then(|| (front, integration::command_line(front)))
+        (front != top).then(|| (front, proc_shell::command_line(front)))
     }
 
     /// The foreground alone is not enough: a program the shell still waits
@@ -438,7 +468,7 @@ impl Shell {
     /// blocked call cannot be read (`/proc/PID/syscall` needs ptrace
     /// access), the foreground check stands alone.
     async fn shell_not_reading(&self) -> Option<(i32, String)> {
-        let shell = self.shared.lock().integ.top().map(|level| level.pid)?;
+        let shell = self.shared.lock().levels().top().map(|level| level.pid())?;
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
         std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
         let deadline = Instant::now() + PROMPT_WAIT;
@@ -447,8 +477,8 @@ impl Shell {
         let mut pause = Duration::from_micros(50);
         while !input_wait::process_reads_terminal(shell, &tty) {
             if Instant::now() >= deadline {
-                let waited_for = integration::children(shell).into_iter().next().unwrap_or(shell);
-                return Some((waited_for, integration::command_line(waited_for)));
+                let waited_for = proc_shell::children(shell).into_iter().next().unwrap_or(shell);
+                return Some((waited_for, proc_shell::command_line(waited_for)));
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
@@ -458,7 +488,7 @@ impl Shell {
 
     /// The terminal device number of the session's own shell.
     fn terminal(&self) -> Option<u64> {
-        integration::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
+        proc_shell::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
     /// Sends text (with Enter) or a key to the running program. Never
@@ -494,22 +524,19 @@ impl Shell {
             SessionError::Shell(format!("could not send the input to the program: {err}"))
         })?;
         let front = pty::foreground_group(&master);
-        let seq = self.shared.lock().running.as_ref().map(|r| r.seq);
+        let seq = self.shared.lock().command().map(Command::seq);
         let shared = Arc::clone(&self.shared);
         let still_running = move || {
-            let unfinished = shared
-                .lock()
-                .running
-                .as_ref()
-                .is_some_and(|r| Some(r.seq) == seq && r.finished.is_none());
+            let unfinished =
+                shared.lock().command().is_some_and(|c| Some(c.seq()) == seq && !c.is_finished());
             unfinished && pty::foreground_group(&master) == front
         };
         let sent =
             self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
                 SessionError::Shell(format!("could not send the input to the program: {err}"))
             })?;
-        if let Some(running) = &mut self.shared.lock().running {
-            running.last_input_at = Some(Instant::now());
+        if let Some(command) = self.shared.lock().command_mut() {
+            command.input_sent(Instant::now());
         }
         let mut notes = vec![note];
         if sent < bytes.len() {
@@ -524,11 +551,11 @@ impl Shell {
         let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
         let mut state = self.shared.lock();
         // A nested shell running a builtin is not the command's to stop.
-        if state.is_integrated_shell(group) {
+        if state.levels().is_integrated_shell(group) {
             return;
         }
-        if let Some(running) = &mut state.running {
-            running.interrupted.push(group);
+        if let Some(command) = state.command_mut() {
+            command.note_interrupted(group);
         }
     }
 
@@ -538,9 +565,9 @@ impl Shell {
     pub(super) async fn reap_interrupted(&self, grace: Duration) {
         let (groups, since, seq) = {
             let state = self.shared.lock();
-            match &state.running {
-                Some(running) if !running.interrupted.is_empty() => {
-                    (running.interrupted.clone(), running.started_ticks, running.seq)
+            match state.command() {
+                Some(command) if !command.interrupted().is_empty() => {
+                    (command.interrupted().to_vec(), command.started_ticks(), command.seq())
                 }
                 _ => return,
             }
@@ -554,8 +581,13 @@ impl Shell {
     /// carrying its scope marker (what left the session with `setsid`):
     /// SIGHUP (which bash passes on to its jobs) and SIGTERM, then SIGKILL
     /// after `grace`.
+    /// A command still running ends with the shell (reset, close), through
+    /// the same finish as every other end: its log reads as ended.
     pub(super) async fn stop(self, config: &SessionConfig) {
         process::terminate_session(self.pid, Some(&self.scope), config.grace).await;
+        // What the reader thread already has is the command's last text.
+        self.shared.lock().finish_with_shell(Instant::now());
+        self.shared.notify();
         if let Some(guard) = &config.guard {
             guard.forget_session(self.pid);
         }

@@ -16,21 +16,32 @@
 //! This file holds the public face: the request, reply and note types,
 //! [`Session`] with its `execute` dispatch (from the request and what the
 //! shell is doing: run, poll, send input, or refuse), restarting a shell
-//! that died, and the read-only views that listings use. Behind it:
+//! that died, and the read-only views that listings use. Behind it, in
+//! layers that each know only the ones below (no file imports one above
+//! it, and no type has an `impl` outside its own file):
 //!
 //! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
 //!   handshake, running a command, input and keys, settling a command that
 //!   is ending, clean-up after an interrupt, stop.
-//! - `state`: what the PTY reader thread shares with calls and tasks
-//!   (`Shared`, `State`, `Running`): ingesting output through the renderer
-//!   and routing what it commits; `wait_for`, the one way to wait on it.
+//! - `incomplete`: commands `bash -n` finds incomplete, held until complete
+//!   (a small state machine).
 //! - `wait`: a call waiting on the running command (end, quiet, input wait,
 //!   timeout, cancellation, progress) and the replies it builds.
 //! - `supervise`: the per-shell supervisor task: input-wait sampling,
 //!   unwatched time, stopping a command past its limit.
-//! - `integration`: keeping the shell integration alive: nested shells, the
-//!   reinstall handshake, the watcher task.
-//! - `incomplete`: commands `bash -n` finds incomplete, held until complete.
+//! - `watcher`: the per-shell task that reinstalls the integration in a
+//!   shell that lost it.
+//! - `shared`: what the PTY reader thread shares with calls and tasks
+//!   (`Shared`, `State`): ingesting output through the renderer, routing
+//!   what it commits, ending commands; `wait_for`, the one way to wait on it.
+//! - `command`: the command, as data in groups (output, watch budget,
+//!   input wait, lifecycle), with its one push and its one finish.
+//! - `levels`: the shells that carry the integration (nested shells, a
+//!   reinstall in progress).
+//! - `timing`: the timing rules, pure functions of instants.
+//! - `channel`: the completion channel.
+//! - `call`: the terms of a call (configuration, request, reply, notes,
+//!   errors), which every layer shares.
 //!
 //! Locks: `Session::shell` (tokio) is held for the whole of a call;
 //! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
@@ -38,13 +49,17 @@
 //! never across `.await`. A session is owned by the registry
 //! (`crate::registry`), which alone starts and closes it.
 
+mod call;
 mod channel;
+mod command;
 mod driver;
 mod incomplete;
-mod integration;
-mod state;
+mod levels;
+mod shared;
 mod supervise;
+mod timing;
 mod wait;
+mod watcher;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -53,342 +68,18 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::guard::Guard;
 use crate::keys;
-use crate::output::{Shown, SpillLimits, SpillStore};
-use crate::process::{self, TerminationMode};
+use crate::process;
 use crate::shell::{self, ShellFiles};
-use crate::store::{OutputStore, StoreLimits};
+use crate::store::OutputStore;
 
+pub use call::{
+    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, Request, SessionConfig, SessionError,
+    Status, WaitEnded,
+};
 use driver::Shell;
 use incomplete::Step;
-use state::{RunningState, Shared, exit_code, wait_for};
-
-/// How a session is set up. Every field has a sensible default from
-/// [`SessionConfig::new`].
-#[derive(Debug, Clone)]
-pub struct SessionConfig {
-    /// A short name used in thread names and spill file names.
-    pub name: String,
-    /// Where the shell starts, and where `reset` takes it back to.
-    pub cwd: PathBuf,
-    /// The shell program.
-    pub shell: PathBuf,
-    /// A start-up file sourced before our settings (normally `~/.bashrc`).
-    pub user_rc: Option<PathBuf>,
-    /// Extra environment for the shell.
-    pub env: Vec<(String, String)>,
-    /// Terminal size.
-    pub rows: u16,
-    /// Terminal size.
-    pub cols: u16,
-    /// Private directory for the shell's files (created, mode 0700).
-    pub work_dir: PathBuf,
-    /// Where complete outputs that were cut are saved, and their limits.
-    pub spill: Arc<SpillStore>,
-    /// Characters of output shown in one reply before head and tail are cut.
-    pub output_cap: usize,
-    /// A call without a timeout returns after this long without new output.
-    pub no_output_return: Duration,
-    /// A call without a timeout returns after this long in any case, even
-    /// while output keeps coming (below the 60 s after which common clients
-    /// give up on a request).
-    pub max_wait: Duration,
-    /// How long bash may take to start and show its first prompt.
-    pub startup_timeout: Duration,
-    /// Time between SIGTERM and SIGKILL when processes are stopped.
-    pub grace: Duration,
-    /// The orphan guard told about every shell, if the server runs one.
-    pub guard: Option<Arc<Guard>>,
-    /// How many commands' complete output the session keeps, and how much.
-    pub output_limits: StoreLimits,
-    /// The session's store of complete outputs: made by [`Session::new`]
-    /// (from `spill` and `output_limits`), so `None` in a template.
-    pub output: Option<Arc<OutputStore>>,
-}
-
-impl SessionConfig {
-    /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
-    /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill
-    /// grace, spill files in `spill_dir` with the default [`SpillLimits`]
-    /// and no retention.
-    pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
-        let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
-        SessionConfig {
-            name: name.to_owned(),
-            cwd,
-            shell: PathBuf::from("bash"),
-            user_rc,
-            env: Vec::new(),
-            rows: 50,
-            cols: 200,
-            work_dir,
-            spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
-            output_cap: 30_000,
-            no_output_return: Duration::from_secs(30),
-            max_wait: Duration::from_secs(50),
-            startup_timeout: Duration::from_secs(15),
-            grace: Duration::from_secs(5),
-            guard: None,
-            output_limits: StoreLimits::default(),
-            output: None,
-        }
-    }
-}
-
-/// One call on a session, in the terms of the OpenHands `terminal` tool.
-#[derive(Debug, Clone, Default)]
-pub struct Request {
-    /// A command to run; empty to poll a running one; with `is_input`, text
-    /// or a key for the running program.
-    pub command: String,
-    /// Send `command` to the running program instead of running it.
-    pub is_input: bool,
-    /// How long this call may wait before handing control back.
-    pub timeout: Option<Duration>,
-    /// Start a fresh shell in the original directory first.
-    pub reset: bool,
-    /// The longest a new command may run in the foreground **unwatched**
-    /// (no call waiting on it, polling it or sending it input) before it is
-    /// stopped: the policy's execution limit; `None` for no limit. The limit
-    /// in force is the larger of this and the last call's `timeout`, and
-    /// time the command spends blocked reading the terminal is not counted.
-    pub exec_limit: Option<Duration>,
-    /// Told about once a second while the call waits, if set.
-    pub progress: Option<ProgressHook>,
-}
-
-/// What a waiting call reports about once a second.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
-    /// The report's number within the call, from 1: strictly increasing.
-    pub count: u64,
-    /// Time since the call began.
-    pub elapsed: Duration,
-    /// The newest line of output with text on it; empty when there is
-    /// none yet.
-    pub line: String,
-}
-
-/// A callback a waiting call tells its [`Progress`] to. It runs on the
-/// call's task, so it must return quickly (hand the value to a channel or
-/// spawn the work).
-#[derive(Clone)]
-pub struct ProgressHook(Arc<dyn Fn(Progress) + Send + Sync>);
-
-impl ProgressHook {
-    /// A hook that calls `report`.
-    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressHook {
-        ProgressHook(Arc::new(report))
-    }
-}
-
-impl std::fmt::Debug for ProgressHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProgressHook")
-    }
-}
-
-/// How often a waiting call reports progress.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Whether the command finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// The command finished; `exit_code` is set.
-    Completed,
-    /// The command is still running; the call stopped waiting because of
-    /// this.
-    Running(WaitEnded),
-}
-
-/// Why a call stopped waiting for a running command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitEnded {
-    /// It printed nothing new for this long.
-    NoNewOutput(Duration),
-    /// The call's wait (its `timeout`, or the longest wait) ran out.
-    Timeout(Duration),
-    /// The call did not wait (its command was not executed).
-    NotWaited,
-    /// The program is blocked reading the terminal and its output has
-    /// stopped: it waits for the agent.
-    WaitingForInput,
-    /// The shell reported that the command never ran: something broke the
-    /// shell integration (`reset` restores it).
-    IntegrationDamaged,
-    /// The client cancelled the call. The command was not touched, and
-    /// nothing it printed was consumed: the next call reports it.
-    Cancelled,
-}
-
-/// Something the agent should be told besides the output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Note {
-    /// The session was reset before this call's command.
-    Reset,
-    /// The shell exited (how, as text); a new one was started in `cwd`.
-    ShellRestarted {
-        /// How the old shell ended, e.g. "exit code 3" or "signal 9".
-        how: String,
-        /// Where the new shell starts.
-        cwd: PathBuf,
-    },
-    /// A new command arrived while another was running; it was not run.
-    NotExecuted {
-        /// The command that was not run.
-        command: String,
-    },
-    /// A key was sent to the running program.
-    KeySent(String),
-    /// Text was typed to the running program.
-    InputSent,
-    /// Input was not sent: the command had already finished.
-    InputNotSent,
-    /// Only `sent` of the `total` bytes of text were delivered: the program
-    /// is not reading its input, and the terminal's queue is full.
-    InputPartlySent {
-        /// Bytes the terminal accepted.
-        sent: usize,
-        /// Bytes of the input, Enter included.
-        total: usize,
-    },
-    /// A key arrived while no command was running; nothing needed it, so
-    /// it was not sent (the shell's prompt is left as it is).
-    KeyNotNeeded(String),
-    /// This call stopped waiting because the session is being closed.
-    SessionClosing,
-    /// The client cancelled the previous call on this session this long
-    /// ago; the command was left running, and this reply carries what it
-    /// printed since.
-    PreviousCallCancelled {
-        /// Time since the cancellation.
-        ago: Duration,
-    },
-    /// The output is the current screen of a full-screen program.
-    FullScreen,
-    /// Text printed while no command was running (background jobs).
-    IdleOutput(String),
-    /// The program is blocked waiting for input from the terminal.
-    WaitingForInput,
-    /// The command ran unwatched past its limit and was stopped, with
-    /// everything later in the same command line.
-    Killed {
-        /// The limit it exceeded: time with no call waiting on it, polling
-        /// it or sending it input (time waiting for input not counted).
-        limit: Duration,
-        /// How it died: after SIGTERM, or SIGKILL after the grace period.
-        mode: TerminationMode,
-    },
-    /// A nested interactive bash started (`bash`, `nix-shell`); the
-    /// integration was installed in it, so commands now run inside it
-    /// with exit codes and cwd, and `exit` returns to the outer shell.
-    NestedShellStarted,
-    /// A nested shell exited with `status`; commands run in the shell one
-    /// level out again.
-    NestedShellExited {
-        /// The nested shell's exit status.
-        status: i32,
-    },
-    /// The shell was replaced (`exec bash`) and lost the integration; it
-    /// was reinstalled in the new shell.
-    IntegrationReinstalled,
-    /// A shell lost the integration and it could not be reinstalled within
-    /// a few seconds; the command is driven as an interactive program.
-    ReinstallFailed,
-    /// An interactive shell other than bash (named) is reading the
-    /// terminal: its commands are sent with `is_input`, without exit codes.
-    OtherShell(String),
-    /// A remote or container session (named: `ssh`, `docker`) is reading
-    /// the terminal: it is driven with `is_input`.
-    RemoteShell(String),
-    /// The shell reported that the command never ran: the shell
-    /// integration is damaged, and `reset` restores it.
-    IntegrationDamaged,
-    /// The command's end (and exit code) came from the fallback in `PS1`,
-    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
-    /// run: the integration is damaged, and `reset` restores it.
-    PromptNotRun,
-    /// The integration's function that keeps a command's status is gone,
-    /// so the exit code may be wrong: the integration is damaged, and
-    /// `reset` restores it.
-    StatusLost,
-    /// A program that calls itself bash (its command line here) but does
-    /// not run the session's bash is reading the terminal: the integration
-    /// is not installed in it.
-    NamedBash(String),
-    /// The shell itself is reading the terminal and has not reported the
-    /// end of the command: a builtin such as `read` waits for input, or a
-    /// command damaged the shell integration and the shell sits at its
-    /// prompt (`reset` restores it).
-    ShellReading,
-    /// The shell reported the command's end but its end marker never
-    /// appeared in the output (a command redirected or swallowed it): the
-    /// command ended after all its output was read.
-    EndMarkerMissing,
-    /// A command was not typed because the shell is not at its prompt:
-    /// this process (pid, command line) has the terminal.
-    ShellNotAtPrompt {
-        /// The foreground process group's leader.
-        pid: i32,
-        /// Its command line.
-        command_line: String,
-    },
-    /// The shell's standard output is not the terminal (`exec >file`), so
-    /// commands' output does not reach the reply.
-    OutputElsewhere,
-    /// The command is incomplete (an open quote, `if` without `fi`, a
-    /// here-document without its end): the shell waits for the rest, sent
-    /// with `is_input`; C-c discards it.
-    Incomplete,
-}
-
-/// What one call returns.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    /// The command this reply is about.
-    pub command: String,
-    /// What the command printed since the last reply, cut to the cap.
-    pub output: Shown,
-    /// Whether it finished, or why the call stopped waiting.
-    pub status: Status,
-    /// The exit code, once finished.
-    pub exit_code: Option<i32>,
-    /// The shell's working directory.
-    pub cwd: PathBuf,
-    /// The Python interpreter `python` would run.
-    pub python: Option<PathBuf>,
-    /// Time since the command started.
-    pub duration: Duration,
-    /// Whether earlier replies already showed part of this command's output.
-    pub continued: bool,
-    /// What else the agent should know.
-    pub notes: Vec<Note>,
-    /// The end of a previous command that finished while nobody was
-    /// listening, reported before this one.
-    pub previous: Option<Box<Reply>>,
-    /// The command's number in the session's output store, to read its
-    /// complete output by line.
-    pub number: Option<u64>,
-    /// The line of the command's complete output where this reply's output
-    /// begins.
-    pub first_line: u64,
-    /// For a command still running under a limit: if no call waits on it,
-    /// polls it or sends it input within this time from now (time it spends
-    /// waiting for input not counted), it is stopped.
-    pub look_again_within: Option<Duration>,
-}
-
-/// A request we cannot carry out; the message says what to do instead.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// The request itself is wrong.
-    #[error("{0}")]
-    Invalid(String),
-    /// The shell could not be started or driven.
-    #[error("{0}")]
-    Shell(String),
-}
+use shared::{CommandState, Shared, exit_code, wait_for};
 
 /// A persistent shell session.
 pub struct Session {
@@ -450,15 +141,15 @@ impl Session {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(shared) = current else { return Activity::NotStarted };
         let state = shared.lock();
-        match &state.running {
+        match state.command() {
             None => Activity::Idle,
-            Some(running) => match running.finished {
+            Some(command) => match command.finished() {
                 Some((exit_code, _)) => {
-                    Activity::Finished { command: running.command.clone(), exit_code }
+                    Activity::Finished { command: command.text().to_owned(), exit_code }
                 }
                 None => Activity::Running {
-                    command: running.command.clone(),
-                    elapsed: running.started_at.elapsed(),
+                    command: command.text().to_owned(),
+                    elapsed: command.started_at().elapsed(),
                 },
             },
         }
@@ -466,9 +157,9 @@ impl Session {
 
     /// Puts a newly started shell in `slot`.
     fn install<'a>(&self, slot: &'a mut Option<Shell>, shell: Shell) -> &'a mut Shell {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shell.shared));
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(shell.shared()));
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((shell.pid, shell.files.clone()));
+            Some((shell.pid(), shell.files().clone()));
         slot.insert(shell)
     }
 
@@ -535,9 +226,24 @@ impl Session {
         }
         let shell = self.live_shell(&mut slot, &mut notes).await?;
         let mut request = request;
-        match shell.incomplete_step(&self.config, &request).await? {
+        let state = shell.command_state();
+        let view = shell.view().clone();
+        let step = incomplete::step(shell.incomplete(), &self.config.shell, &request, state, &view)
+            .await?;
+        match step {
             Step::Reply(reply) => {
                 let mut reply = *reply;
+                reply.notes.splice(0..0, notes);
+                reply.notes.extend(shell.take_integration_notes());
+                return Ok(reply);
+            }
+            Step::Held(reply) => {
+                // The command that finished before it is reported first.
+                let previous = shell.finished_reply(Vec::new());
+                let mut reply = *reply;
+                reply.cwd.clone_from(&previous.cwd);
+                reply.python.clone_from(&previous.python);
+                reply.previous = Some(Box::new(previous));
                 reply.notes.splice(0..0, notes);
                 reply.notes.extend(shell.take_integration_notes());
                 return Ok(reply);
@@ -550,51 +256,47 @@ impl Session {
         }
         let command = request.command.as_str();
         let is_key = keys::is_key(command);
-        let mut running = shell.running_state();
-        if running == RunningState::Unfinished && !command.trim().is_empty() {
+        let mut running = shell.command_state();
+        if running == CommandState::Running && !command.trim().is_empty() {
             // Never refuse a command, or drop a key, for a command that has
             // in fact just ended.
             shell.settle(&self.config).await;
-            running = shell.running_state();
+            running = shell.command_state();
         }
-        if running == RunningState::Finished {
+        if running == CommandState::Finished {
             shell.reap_interrupted(self.config.grace).await;
         }
-        if running == RunningState::Unfinished {
+        if running == CommandState::Running {
             // Any call about the running command is a look at it.
             shell.touch(request.timeout);
         }
         let progress = request.progress.as_ref();
         let reply = match running {
-            RunningState::Unfinished if command.trim().is_empty() => {
+            CommandState::Running if command.trim().is_empty() => {
                 shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
-            RunningState::Unfinished if request.is_input || is_key => {
+            CommandState::Running if request.is_input || is_key => {
                 let input = keys::parse(command).map_err(SessionError::Invalid)?;
                 notes.extend(shell.send_input(input).await?);
                 shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
             }
-            RunningState::Unfinished => {
+            CommandState::Running => {
                 notes.push(Note::NotExecuted { command: command.to_owned() });
                 Ok(shell.partial_reply(&self.config, WaitEnded::NotWaited, notes))
             }
-            RunningState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
-            RunningState::Finished if request.is_input || is_key => {
+            CommandState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
+            CommandState::Finished if request.is_input || is_key => {
                 notes.push(Note::InputNotSent);
                 Ok(shell.finished_reply(notes))
             }
-            RunningState::Finished => {
+            CommandState::Finished => {
                 let previous = shell.finished_reply(Vec::new());
                 let mut reply = shell.run(&self.config, &request, notes, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
-            RunningState::None if command.trim().is_empty() => Err(SessionError::Invalid(
-                "No command is running, so there is nothing to wait for. \
-                 Send a command to run it."
-                    .into(),
-            )),
-            RunningState::None if is_key => {
+            CommandState::Idle if command.trim().is_empty() => Err(SessionError::NothingToWaitFor),
+            CommandState::Idle if is_key => {
                 // As at a prompt: a key with nothing to receive it is
                 // harmless. It is not typed into the idle shell, where C-d
                 // would end it and C-c would disturb its prompt.
@@ -605,12 +307,8 @@ impl Session {
                 notes.push(Note::KeyNotNeeded(name));
                 Ok(shell.idle_reply("", notes))
             }
-            RunningState::None if request.is_input => Err(SessionError::Invalid(
-                "No command is running, so there is nothing to send input to. \
-                 Run a command first, or send this as a command with is_input=false."
-                    .into(),
-            )),
-            RunningState::None => shell.run(&self.config, &request, notes, cancel).await,
+            CommandState::Idle if request.is_input => Err(SessionError::NothingToSendInputTo),
+            CommandState::Idle => shell.run(&self.config, &request, notes, cancel).await,
         }?;
         if shell.has_exited() {
             // The command ended the shell: report it and start a new one in
@@ -668,7 +366,7 @@ impl Session {
     ) -> Result<&'a mut Shell, SessionError> {
         if let Some(shell) = slot.as_mut()
             && shell.has_exited()
-            && shell.running_state() == RunningState::None
+            && shell.command_state() == CommandState::Idle
         {
             let cwd = shell.restart_dir(&self.config);
             notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
@@ -718,9 +416,7 @@ impl Session {
     /// supervisor last saw it.
     pub fn waiting_for_input(&self) -> bool {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        current.is_some_and(|shared| {
-            shared.lock().running.as_ref().is_some_and(|r| r.waiting_for_input)
-        })
+        current.is_some_and(|shared| shared.lock().command().is_some_and(|c| c.reads_terminal()))
     }
 
     /// What the session was doing and the last lines it printed that no
@@ -744,9 +440,7 @@ impl Session {
             }
             Activity::Idle | Activity::NotStarted => {
                 let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                current
-                    .map(|shared| std::mem::take(&mut shared.lock().idle_output))
-                    .unwrap_or_default()
+                current.map(|shared| shared.lock().take_idle_output()).unwrap_or_default()
             }
         };
         LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
@@ -758,9 +452,7 @@ impl Session {
     pub fn commit_screen(&self) {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(shared) = current {
-            let mut state = shared.lock();
-            state.screen.commit_complete_lines();
-            state.route_committed(Instant::now());
+            shared.lock().commit_lines(Instant::now());
         }
     }
 
@@ -781,15 +473,15 @@ impl Session {
     /// reply reported its end first (the agent already knows).
     pub async fn command_end(&self) -> Option<(String, i32)> {
         let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        let seq = shared.lock().running.as_ref()?.seq;
+        let seq = shared.lock().command()?.seq();
         let mut outcome = None;
         // Ten years: a job that runs longer is not waited for.
         wait_for(&shared, Duration::from_secs(10 * 365 * 86_400), |state| {
-            let exited = state.exited.map(exit_code);
-            match &state.running {
-                Some(running) if running.seq == seq => match (running.finished, exited) {
+            let exited = state.exited().map(exit_code);
+            match state.command() {
+                Some(command) if command.seq() == seq => match (command.finished(), exited) {
                     (Some((code, _)), _) | (None, Some(code)) => {
-                        outcome = Some((running.command.clone(), code));
+                        outcome = Some((command.text().to_owned(), code));
                         true
                     }
                     (None, None) => false,
@@ -805,12 +497,7 @@ impl Session {
 
 fn validate(request: &Request) -> Result<(), SessionError> {
     if request.reset && request.is_input {
-        return Err(SessionError::Invalid(
-            "reset cannot be combined with is_input: reset starts a fresh shell, so there is \
-             no running program to send input to. Send reset=true alone (optionally with a \
-             command to run in the new shell)."
-                .into(),
-        ));
+        return Err(SessionError::ResetWithInput);
     }
     if request.command.contains('\0') {
         return Err(SessionError::Invalid(

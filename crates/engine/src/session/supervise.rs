@@ -2,9 +2,13 @@
 //! samples whether the foreground job is blocked reading the terminal (no
 //! kernel event exists for that), soon after the output goes quiet, and
 //! accounts that time; it stops the command once it has run unwatched past
-//! its limit, with no call waiting on it ([`Watch`]), polling it or sending
+//! its limit, with no call waiting on it (a `Watch`), polling it or sending
 //! it input. It stops the whole command line, never the shell or its `&`
 //! jobs, and never while a call waits.
+//!
+//! When to look and when to stop are the pure rules of `timing.rs`; this
+//! task reads the clock, samples `/proc` and signals. It depends on the
+//! shared state, never on the shell driver.
 //!
 //! It never takes the session's `tokio` mutex (it must act while no call
 //! runs, and must not hold up one that does); it takes the shared state's
@@ -21,66 +25,31 @@ use crate::input_wait;
 use crate::process::{self, TerminationMode};
 use crate::pty;
 
-use super::state::{Shared, wait_for};
+use super::command::KillState;
+use super::shared::{Shared, wait_for};
+use super::timing::{self, Look};
 
 /// What the supervisor of one shell needs.
 pub(super) struct Supervisor {
-    pub(super) shared: Arc<Shared>,
+    shared: Arc<Shared>,
     /// A handle on the PTY master: the foreground group.
-    pub(super) master: std::os::fd::OwnedFd,
+    master: std::os::fd::OwnedFd,
     /// The PTY slave's path, to recognise reads of the terminal.
-    pub(super) tty: PathBuf,
-    pub(super) shell_pid: i32,
-    pub(super) grace: Duration,
+    tty: PathBuf,
+    shell_pid: i32,
+    grace: Duration,
 }
 
-/// A command whose output (and our input) has been quiet this long is
-/// looked at: is it waiting for input? Short, so that a prompt is answered
-/// within about a second; long enough that a program that just got input
-/// has woken up to read it.
-pub(super) const INPUT_QUIET: Duration = Duration::from_millis(150);
-/// Between looks while the command stays quiet: from the first interval,
-/// doubling up to the longest while it is not waiting for input.
-const INPUT_SAMPLE: Duration = Duration::from_millis(250);
-/// After a look finds the program waiting, the look that confirms it. One
-/// look is not enough: the shell back at its prompt reads the terminal too,
-/// and the output it wrote before (its end marker) may not have been read
-/// from the terminal yet when the machine is busy.
-const INPUT_CONFIRM: Duration = Duration::from_millis(100);
-const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
-
-/// The supervisor's last look at one command.
-struct Look {
-    seq: u64,
-    at: Option<Instant>,
-    waiting: bool,
-    confirmed: bool,
-    interval: Duration,
-}
-
-impl Look {
-    fn new(seq: u64) -> Look {
-        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
-    }
-
-    /// When to look next: soon after the output goes quiet, then at a
-    /// growing interval while nothing changes.
-    fn due(&self, quiet_from: Instant) -> Instant {
-        let after_quiet = quiet_from + INPUT_QUIET;
-        match self.at {
-            Some(at) if at >= after_quiet && self.waiting && !self.confirmed => at + INPUT_CONFIRM,
-            Some(at) if at >= after_quiet => at + self.interval,
-            _ => after_quiet,
-        }
-    }
-
-    fn record(&mut self, now: Instant, waiting: bool, fresh: bool) {
-        // Confirmed: waiting at two looks with no output in between.
-        self.confirmed = waiting && self.waiting && !fresh;
-        self.interval =
-            if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
-        self.at = Some(now);
-        self.waiting = waiting;
+impl Supervisor {
+    /// The supervisor of shell `shell_pid` on the terminal `tty` (`master`
+    /// its PTY master), stopping with `grace` between SIGTERM and SIGKILL.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        (master, tty): (std::os::fd::OwnedFd, PathBuf),
+        shell_pid: i32,
+        grace: Duration,
+    ) -> Supervisor {
+        Supervisor { shared, master, tty, shell_pid, grace }
     }
 }
 
@@ -89,9 +58,7 @@ struct Watched {
     seq: u64,
     quiet_from: Instant,
     limit: Option<Duration>,
-    watchers: u32,
-    unwatched_since: Instant,
-    input_wait: Duration,
+    stop_at: Option<Instant>,
 }
 
 /// Watches the running command for the life of the shell: looks whether
@@ -106,22 +73,22 @@ pub(super) async fn supervise(supervisor: Supervisor) {
     // A record seen without its marker: the command and when.
     let mut record_seen: Option<(u64, Instant)> = None;
     loop {
-        let notified = shared.changed.notified();
+        let notified = shared.changed();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let watched = {
             let state = shared.lock();
-            match &state.running {
+            match state.command() {
                 // Before its start marker too: a shell whose integration a
                 // command damaged may never print it, and must not hang.
-                Some(running) if running.finished.is_none() && running.kill.is_none() => {
+                Some(command)
+                    if !command.is_finished() && command.kill() == KillState::NotKilled =>
+                {
                     Some(Watched {
-                        seq: running.seq,
-                        quiet_from: running.quiet_from(),
-                        limit: running.unwatched_limit,
-                        watchers: running.watchers,
-                        unwatched_since: running.unwatched_since,
-                        input_wait: running.input_wait,
+                        seq: command.seq(),
+                        quiet_from: command.quiet_from(),
+                        limit: command.unwatched_limit(),
+                        stop_at: command.stop_at(),
                     })
                 }
                 _ => None,
@@ -131,7 +98,7 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             notified.await;
             continue;
         };
-        if look.seq != watched.seq {
+        if look.seq() != watched.seq {
             look = Look::new(watched.seq);
         }
         let now = Instant::now();
@@ -148,7 +115,7 @@ pub(super) async fn supervise(supervisor: Supervisor) {
                 let seen = *record_seen.get_or_insert((watched.seq, now));
                 if seen.0 == watched.seq && now >= seen.1 + MARKER_GRACE {
                     shared.lock().end_without_marker(Instant::now());
-                    shared.changed.notify_waiters();
+                    shared.notify();
                     continue;
                 }
                 if seen.0 != watched.seq {
@@ -161,7 +128,7 @@ pub(super) async fn supervise(supervisor: Supervisor) {
                 continue;
             }
             let front = pty::foreground_group(master);
-            let top = shared.lock().integ.top().map(|level| level.pid);
+            let top = shared.lock().levels().top().map(|level| level.pid());
             if let Some(shell) = top
                 && stopped(shell)
             {
@@ -172,37 +139,22 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             let waiting =
                 front.is_some_and(|group| input_wait::group_reads_terminal(group, tty)) && drained;
             let shell_reading = waiting && front.is_some() && front == top;
-            let accrued = match look.at {
-                Some(at) if look.waiting && waiting => now - at,
-                _ => Duration::ZERO,
-            };
-            let fresh = look.at.is_none_or(|at| at < watched.quiet_from + INPUT_QUIET);
-            look.record(now, waiting, fresh);
-            if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == watched.seq) {
-                running.input_wait += accrued;
-                running.waiting_for_input = waiting;
-                running.shell_reading = shell_reading;
-                running.input_confirmed_at = look.confirmed.then_some(now);
+            let accrued = look.observe(now, waiting, watched.quiet_from);
+            if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
+                command.record_look(now, (waiting, shell_reading, look.confirmed()), accrued);
             }
             // A waiting call returns as soon as the program waits for input.
-            shared.changed.notify_waiters();
+            shared.notify();
             continue;
         }
-        let stop_at = match watched.limit {
-            Some(limit) if watched.watchers == 0 => {
-                Some((limit, watched.unwatched_since + limit + watched.input_wait))
-            }
-            _ => None,
-        };
-        if let Some((limit, at)) = stop_at
-            && now >= at
-            && !look.waiting
+        if let Some(limit) = watched.limit
+            && timing::stops_now(watched.stop_at, now, look.waiting())
         {
             kill_foreground(&supervisor, watched.seq, limit).await;
             continue;
         }
-        let wake = match stop_at {
-            Some((_, at)) if at > now => due.min(at),
+        let wake = match watched.stop_at {
+            Some(at) if at > now => due.min(at),
             _ => due,
         };
         tokio::select! {
@@ -226,20 +178,20 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
     let Supervisor { shared, master, shell_pid, grace, .. } = supervisor;
     let since = {
         let mut state = shared.lock();
-        let Some(running) = state.running.as_mut().filter(|r| r.seq == seq) else { return };
-        running.kill = Some((limit, None));
-        running.started_ticks
+        let Some(command) = state.command_seq_mut(seq) else { return };
+        command.begin_kill(limit);
+        command.started_ticks()
     };
     tracing::info!(seq, ?limit, "stopping a terminal command that ran unwatched past its limit");
     process::signal_group(*shell_pid, nix::sys::signal::Signal::SIGINT);
     let mut targets = process::command_targets(*shell_pid, seq, since);
     // A nested shell of ours in the foreground is not the command: it stays.
     let foreground = pty::foreground_group(master)
-        .filter(|&group| group != *shell_pid && !shared.lock().is_integrated_shell(group));
+        .filter(|&group| group != *shell_pid && !shared.lock().levels().is_integrated_shell(group));
     targets.groups.extend(foreground);
     let mode = process::terminate(&targets, *grace).await;
     let finished = wait_for(shared, *grace, |state| {
-        state.running.as_ref().is_none_or(|r| r.seq != seq || r.finished.is_some())
+        state.command().is_none_or(|c| c.seq() != seq || c.is_finished())
     })
     .await;
     let mode = if finished {
@@ -248,41 +200,10 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         process::terminate_session(*shell_pid, None, *grace).await;
         TerminationMode::Hard
     };
-    if let Some(running) = shared.lock().running.as_mut().filter(|r| r.seq == seq) {
-        running.kill = Some((limit, Some(mode)));
+    if let Some(command) = shared.lock().command_seq_mut(seq) {
+        command.end_kill(limit, mode);
     }
-    shared.changed.notify_waiters();
-}
-
-/// A call waiting on the running command, for as long as it waits: the
-/// command is watched, so the unwatched-time limit does not run. When the
-/// wait ends in any way (reply, timeout, cancellation, or the call's future
-/// dropped), unwatched time starts counting from that moment.
-pub(super) struct Watch<'a> {
-    shared: &'a Shared,
-    seq: Option<u64>,
-}
-
-impl Watch<'_> {
-    pub(super) fn begin(shared: &Shared) -> Watch<'_> {
-        let seq = shared.lock().running.as_mut().map(|running| {
-            running.watchers += 1;
-            running.seq
-        });
-        Watch { shared, seq }
-    }
-}
-
-impl Drop for Watch<'_> {
-    fn drop(&mut self) {
-        let Some(seq) = self.seq else { return };
-        if let Some(running) = self.shared.lock().running.as_mut().filter(|r| r.seq == seq) {
-            running.watchers = running.watchers.saturating_sub(1);
-            running.unwatched_since = Instant::now();
-            running.input_wait = Duration::ZERO;
-        }
-        self.shared.changed.notify_waiters();
-    }
+    shared.notify();
 }
 
 /// How long an end record may wait for its marker once all the output has

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::session::{Note, Request, Status, WaitEnded};
+use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
+use shellkeep_engine::store::LogPage;
 
 use crate::Term;
 
@@ -962,4 +963,80 @@ async fn a_shell_starts_whatever_descriptors_the_server_has_open() {
         term.session.close().await;
     }
     drop(held);
+}
+
+/// The complete output of command `number` as the session's store keeps
+/// it (what the `output` tool reads).
+fn logged(term: &Term, number: Option<u64>) -> LogPage {
+    let log = term.session.output().get(number).expect("the command is in the store");
+    log.read(0, 10_000).expect("the log reads")
+}
+
+/// The reply that reported a command's end and the store agree: finished,
+/// the same exit code, and the same text (the reply showed all of it),
+/// which holds `text`.
+fn agree(term: &Term, reply: &Reply, text: &str, code: i32) {
+    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(code)), "{reply:?}");
+    let page = logged(term, reply.number);
+    assert_eq!((page.running, page.exit_code), (false, Some(code)), "{page:?}");
+    assert_eq!(reply.output.text, page.text, "the reply and the store disagree");
+    assert!(page.text.contains(text), "{page:?}");
+}
+
+// Issue 12: a command ended by the nested-shell handshake or by `exit` from
+// a nested shell read as still running in the store, with its end missing.
+#[tokio::test]
+async fn the_store_reads_nested_shell_commands_as_finished_with_all_their_text() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = fixed_shlvl("nested-log").await;
+    // `bash`: ends on the new shell's handshake.
+    let reply = term.run_for("echo before; bash --norc", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    agree(&term, &reply, "before\n", 0);
+    // `exit` from the nested shell: ends on its parent's prompt.
+    let reply = term.run_for("echo leaving; exit 3", 20.0).await;
+    assert!(reply.notes.contains(&Note::NestedShellExited { status: 3 }), "{:?}", reply.notes);
+    agree(&term, &reply, "leaving\n", 3);
+    // `exec bash`: ends on the replacing shell's handshake.
+    let reply = term.run_for("echo replacing; exec bash --norc", 20.0).await;
+    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    agree(&term, &reply, "replacing\n", 0);
+    // The listing says so too, and the session goes on.
+    assert_eq!(term.session.activity(), Activity::Idle);
+    let reply = term.run("echo after").await;
+    agree(&term, &reply, "after\n", 0);
+    term.session.close().await;
+}
+
+// Every other way a command ends: `C-c`, the shell exiting, a reset and
+// the session's close all leave its log finished, with its text.
+#[tokio::test]
+async fn the_store_reads_interrupted_exited_and_reset_commands_as_finished() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("ends-log").await;
+    // C-c.
+    let reply = term.run_for("echo go; sleep 100", 0.5).await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(500))));
+    let number = reply.number;
+    let reply = term.input("C-c", 10.0).await;
+    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    let page = logged(&term, number);
+    assert_eq!((page.running, page.exit_code), (false, Some(130)), "{page:?}");
+    assert!(page.text.starts_with("go\n"), "{page:?}");
+    // The shell exiting ends its command with the shell's status.
+    let reply = term.run("echo bye; exit 7").await;
+    agree(&term, &reply, "bye\n", 7);
+    // A reset ends the command it interrupts: its log is complete.
+    let reply = term.run_for("echo reset-me; sleep 100", 0.5).await;
+    let number = reply.number;
+    term.call(Request { reset: true, ..Request::default() }).await;
+    let page = logged(&term, number);
+    assert!(!page.running && page.exit_code.is_some(), "{page:?}");
+    assert_eq!(page.text, "reset-me\n");
+    // So does closing the session.
+    let reply = term.run_for("echo close-me; sleep 100", 0.5).await;
+    term.session.close().await;
+    let page = logged(&term, reply.number);
+    assert!(!page.running && page.exit_code.is_some(), "{page:?}");
+    assert_eq!(page.text, "close-me\n");
 }

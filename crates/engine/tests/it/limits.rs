@@ -5,13 +5,17 @@
 //! terminal is not counted; while a call waits, it is never stopped. When
 //! the limit fires, the whole command line stops, never the shell.
 //!
-//! The limits here are a second or two, so the tests are quick; the
-//! unwatched stretches are the scenario itself, hence the few plain sleeps.
+//! The limits here are a second or two, so the tests are quick. When to
+//! stop is a pure rule (`session::timing`, unit-tested with made-up
+//! instants); these tests check each rule once end to end, waiting on what
+//! the command itself does (its output, in the session's store) rather than
+//! on a fixed sleep.
 
 use std::time::Duration;
 
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
+use shellkeep_engine::store::LogPage;
 
 use crate::{Term, eventually, processes_with};
 
@@ -26,6 +30,19 @@ fn limited(command: &str, limit: f64, timeout: Option<f64>) -> Request {
 
 fn killed(limit: f64, mode: TerminationMode) -> Note {
     Note::Killed { limit: Duration::from_secs_f64(limit), mode }
+}
+
+/// The running command's complete output so far, as the session's store
+/// keeps it; reading it does not watch the command.
+fn logged_text(term: &Term) -> String {
+    term.session.commit_screen();
+    logged(term).text
+}
+
+/// The latest command's log in the session's store.
+fn logged(term: &Term) -> LogPage {
+    let log = term.session.output().get(None).expect("a command in the store");
+    log.read(0, 10_000).expect("the log reads")
 }
 
 /// Waits, without any call watching, until the supervisor has ended the
@@ -47,11 +64,21 @@ async fn an_unwatched_command_is_stopped_and_the_rest_of_its_line_never_runs() {
     // The reply says by when to look again: the limit, as the call's
     // timeout is smaller.
     assert_eq!(reply.look_again_within, Some(Duration::from_secs(1)));
+    // Before any call reports it, the listing and the store agree that it
+    // ended, with the same exit code (issue 12).
+    eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
+    let Activity::Finished { exit_code, .. } = term.session.activity() else { unreachable!() };
+    let page = logged(&term);
+    assert_eq!((page.running, page.exit_code), (false, Some(exit_code)), "{page:?}");
+    assert!(page.text.starts_with("start\n") && !page.text.contains("end"), "{page:?}");
     let reply = stopped_unwatched(&term).await;
+    // The first reply showed `start`; this one shows the rest.
+    assert_eq!(format!("start\n{}", reply.output.text), page.text, "reply and store disagree");
     assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
     assert!(!reply.output.text.contains("end"), "the rest of the line ran: {:?}", reply.output);
     // One exit code, from the shell that abandoned the line.
     assert!(matches!(reply.exit_code, Some(130 | 143)), "{:?}", reply.exit_code);
+    assert_eq!(reply.exit_code, Some(exit_code));
     assert_eq!(term.run("echo $KEPT").await.output.text, "1\n");
     term.session.close().await;
 }
@@ -132,27 +159,36 @@ async fn polling_keeps_a_long_job_alive() {
 #[tokio::test]
 async fn the_last_calls_timeout_raises_the_limit() {
     let term = Term::new("raised").await;
-    let reply = term.call(limited("sleep 3; echo done", 0.5, Some(1.0))).await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_secs(1))));
-    assert_eq!(reply.look_again_within, Some(Duration::from_secs(1)));
-    // Unwatched for longer than the category's limit, less than the call's.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    let reply = term.call(limited("sleep 3; echo mid; sleep 1; echo done", 0.5, Some(2.0))).await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_secs(2))));
+    assert_eq!(reply.look_again_within, Some(Duration::from_secs(2)));
+    // The call returned after 2 s, so `mid` comes after about 1 s
+    // unwatched: past the category's limit, within the call's. Stopped at
+    // the category's limit, the command would never print it.
+    eventually(|| logged_text(&term).contains("mid")).await;
     assert!(matches!(term.session.activity(), Activity::Running { .. }));
     let reply = term.call(Request { timeout: Some(Duration::from_secs(10)), ..Request::default() });
     let reply = reply.await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("mid\ndone\n", Some(0)));
     term.session.close().await;
 }
 
 #[tokio::test]
 async fn waiting_for_input_does_not_count() {
     let term = Term::new("inputwait").await;
-    let reply = term.call(limited("read -p 'answer: ' x; echo got $x", 1.0, Some(5.0))).await;
+    // A prompt that gives up by itself after 3.5 s, then a second one.
+    let command = "read -t 3.5 -p 'first: ' x; echo gave up; read -p 'answer: ' x; echo got $x";
+    // A call without a timeout: the limit in force is the category's 2 s.
+    let reply = term.call(limited(command, 2.0, None)).await;
     assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
-    assert_eq!(reply.output.text, "answer: ");
-    // Unwatched well past the limit, all of it at the prompt.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(reply.output.text, "first: ");
+    // Unwatched well past the limit, nearly all of it at the prompt: were
+    // that time counted, the command would be stopped before it gave up.
+    eventually(|| logged_text(&term).contains("gave up")).await;
     assert!(matches!(term.session.activity(), Activity::Running { .. }));
+    let reply = term.call(Request { timeout: Some(Duration::from_secs(5)), ..Request::default() });
+    let reply = reply.await;
+    assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
     let reply = term.input("42", 10.0).await;
     // The prompt was shown by the reply before; only what is new follows.
     assert_eq!((reply.output.text.as_str(), reply.exit_code), ("42\ngot 42\n", Some(0)));

@@ -151,10 +151,10 @@ impl Shellkeep {
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }
-            Err(SessionError::Invalid(message)) => self.with_job_notices(tool_error(message)),
             Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
                 "{err}. Try again, or reset=true to start a fresh shell."
             ))),
+            Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
         };
         self.with_guard_notice(result, Some(lease.name()))
     }

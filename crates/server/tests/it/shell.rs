@@ -45,3 +45,29 @@ async fn a_here_document_is_fed_line_by_line() {
     assert_eq!(r.output(), "line 1\nline 2\n", "{r:#?}");
     assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(0)));
 }
+
+/// Issue 12: `output` read a command that a nested shell's start or `exit`
+/// ended as still running, with its end missing.
+#[tokio::test]
+async fn output_reads_nested_shell_commands_as_finished() {
+    let server = Server::start().await;
+    for (command, code, text) in [
+        ("echo into; bash --norc", 0, "into\n"),
+        ("echo out; exit 3", 3, "out\n"),
+        ("echo replaced; exec bash --norc", 0, "replaced\n"),
+    ] {
+        let r = server.terminal(json!({"command": command})).await;
+        assert_eq!(
+            (r["status"].as_str(), r["exit_code"].as_i64()),
+            (Some("completed"), Some(code))
+        );
+        let page = server.call("output", json!({})).await;
+        assert!(!page.is_error, "{}", page.text);
+        assert_eq!(
+            (page["running"].as_bool(), page["exit_code"].as_i64()),
+            (Some(false), Some(code)),
+            "{command}: {page:#?}"
+        );
+        assert!(page["lines"].as_str().is_some_and(|lines| lines.contains(text)), "{page:#?}");
+    }
+}

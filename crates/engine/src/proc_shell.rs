@@ -1,7 +1,9 @@
-//! Keeping the shell integration alive: recognising a shell that sits at
-//! its prompt without our markers (after `exec bash`, a nested `bash`, a
-//! `nix-shell`), the stack of shells that carry the integration, and
-//! whether a command is complete or the shell would wait for more lines.
+//! Recognising a shell from `/proc`: whether the program blocked reading
+//! the terminal is an interactive bash that sits at its prompt without our
+//! integration (after `exec bash`, a nested `bash`, a `nix-shell`), another
+//! shell, a remote session or a program that only calls itself bash; and the
+//! small `/proc` readings that go with it (a process's parent, children,
+//! command line, terminal and the fingerprint of its program image).
 //!
 //! A shell that lost the integration is recognised from `/proc`: the
 //! terminal's foreground group is led by an interactive bash (no script,
@@ -10,14 +12,12 @@
 //! program that merely calls itself `bash` in its `argv[0]` is only named),
 //! and is not one of the shells we installed the integration in (a shell is
 //! identified by its pid and its auxiliary vector, which changes on
-//! `exec`). Other
-//! shells (`sh`, `zsh`) and remote shells (`ssh`, `docker exec`) are only
-//! named, so the reply can say they are driven with `is_input`. This module
-//! reads `/proc` and runs `bash -n`; it does not type into the terminal or
-//! change session state.
+//! `exec`). Other shells (`sh`, `zsh`) and remote shells (`ssh`, `docker
+//! exec`) are only named. This module only reads `/proc`: it starts
+//! nothing, types nothing into the terminal and keeps no session state
+//! (the levels of nested shells are `session::levels`).
 
 use std::path::Path;
-use std::time::Duration;
 
 /// What a program blocked reading the terminal turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,46 +37,6 @@ pub enum Prompting {
     /// session's bash (its command line): only named, never typed into.
     NamedBash(String),
 }
-
-/// A shell that carries the integration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Level {
-    /// Its pid.
-    pub pid: i32,
-    /// Its identity when the integration was installed.
-    pub fingerprint: u64,
-    /// The command (by sequence number) that started it, in the shell one
-    /// level out; `None` for the session's own shell and for a shell that
-    /// replaced one with `exec`.
-    pub launched_by: Option<u64>,
-}
-
-/// A reinstall in progress: the line was typed, the handshake (an end
-/// marker carrying `seq`) has not arrived yet.
-#[derive(Debug, Clone)]
-pub struct Reinstall {
-    /// The handshake's sequence number.
-    pub seq: u64,
-    /// The shell being given the integration.
-    pub pid: i32,
-    /// Its identity.
-    pub fingerprint: u64,
-    /// Whether it replaced the shell of the current level (`exec`).
-    pub replaced: bool,
-    /// The running command when it was started (the `bash` or `exec bash`).
-    pub command_seq: u64,
-    /// The script, deleted on the handshake or when it is given up.
-    pub script: std::path::PathBuf,
-    /// When the attempt is given up.
-    pub deadline: tokio::time::Instant,
-}
-
-/// First sequence number of reinstall handshakes; command numbers stay far
-/// below it.
-pub const REINSTALL_SEQ_BASE: u64 = 1 << 40;
-
-/// How long a reinstall may take before it is given up.
-pub const REINSTALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A program file, by device and inode.
 pub type ProgramId = (u64, u64);
@@ -273,134 +233,6 @@ fn interactive(args: &[String]) -> bool {
     true
 }
 
-/// Whether bash would wait for more lines after `command`, as at a `>`
-/// prompt: an unclosed quote, `if` without `fi`, an unfinished here-document,
-/// a trailing `\`, `&&` or `|`. Checked with `bash -n` (in the C locale, so
-/// the messages are known) only when the text could be incomplete; a real
-/// syntax error is not incomplete (running it shows bash's message).
-///
-/// Bounded: the text goes through a pipe; the check is given 5 s.
-pub async fn is_incomplete(shell: &Path, command: &str) -> bool {
-    if ends_with_continuation(command) {
-        return true;
-    }
-    if !could_be_incomplete(command) {
-        return false;
-    }
-    let mut check =
-        crate::process::group_command(shell, &crate::process::Scope::new("syntax-check"));
-    check
-        .arg("--norc")
-        .arg("--noprofile")
-        .arg("-n")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let Ok(mut child) = crate::process::spawn(&mut check) else { return false };
-    let input = child.stdin.take();
-    let text = command.to_owned();
-    let feed = async move {
-        if let Some(mut stdin) = input {
-            use tokio::io::AsyncWriteExt;
-            let _ = stdin.write_all(text.as_bytes()).await;
-            let _ = stdin.write_all(b"\n").await;
-        }
-    };
-    let run = async {
-        feed.await;
-        child.wait_with_output().await
-    };
-    let Ok(Ok(output)) = tokio::time::timeout(Duration::from_secs(5), run).await else {
-        return false;
-    };
-    let messages = String::from_utf8_lossy(&output.stderr);
-    messages.contains("unexpected end of file")
-        || messages.contains("unexpected EOF while looking for matching")
-        || messages.contains("delimited by end-of-file")
-}
-
-/// A line ending in an odd number of backslashes continues on the next.
-fn ends_with_continuation(command: &str) -> bool {
-    let trailing = command.bytes().rev().take_while(|&b| b == b'\\').count();
-    trailing % 2 == 1
-}
-
-/// Whether `command` could leave bash waiting for more: it has a
-/// construct a quick scan cannot close (brackets, substitutions, keywords,
-/// here-documents), an unclosed quote, or ends with an operator. Plain
-/// commands with balanced quotes (`ls -la`, `git commit -m "msg"`) skip
-/// the `bash -n` check. Errs on the side of checking.
-fn could_be_incomplete(command: &str) -> bool {
-    #[derive(PartialEq)]
-    enum Quote {
-        None,
-        Single,
-        Double,
-    }
-    let mut quote = Quote::None;
-    let mut chars = command.chars().peekable();
-    let mut word_start = true;
-    while let Some(c) = chars.next() {
-        match quote {
-            Quote::Single => {
-                if c == '\'' {
-                    quote = Quote::None;
-                }
-            }
-            Quote::Double => match c {
-                '\\' => {
-                    chars.next();
-                }
-                '"' => quote = Quote::None,
-                '`' => return true,
-                '$' if chars.peek() == Some(&'(') => return true,
-                _ => {}
-            },
-            Quote::None => match c {
-                '\\' => {
-                    chars.next();
-                }
-                '\'' => quote = Quote::Single,
-                '"' => quote = Quote::Double,
-                '#' if word_start => {
-                    // A comment: quotes in it do not count.
-                    for c in chars.by_ref() {
-                        if c == '\n' {
-                            break;
-                        }
-                    }
-                }
-                '`' | '(' | ')' | '{' | '}' | '[' | '<' => return true,
-                _ => {}
-            },
-        }
-        word_start = quote == Quote::None && (c.is_whitespace() || matches!(c, ';' | '&' | '|'));
-    }
-    if quote != Quote::None {
-        return true;
-    }
-    if command.trim_end().ends_with(['|', '&']) {
-        return true;
-    }
-    command.split(|c: char| c.is_whitespace() || c == ';').any(|word| {
-        matches!(
-            word,
-            "if" | "then"
-                | "else"
-                | "elif"
-                | "do"
-                | "case"
-                | "while"
-                | "until"
-                | "for"
-                | "select"
-                | "function"
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,53 +251,5 @@ mod tests {
         assert!(!interactive(&strings(&["-ec", "read x"])));
         assert!(!interactive(&strings(&["script.sh"])));
         assert!(!interactive(&strings(&["-x", "script.sh", "arg"])));
-    }
-
-    #[test]
-    fn only_text_that_can_open_a_construct_is_checked() {
-        assert!(!could_be_incomplete("ls -la /tmp"));
-        assert!(!could_be_incomplete("cargo test --workspace"));
-        assert!(!could_be_incomplete("git commit -m \"it's done\" && echo 'ok'"));
-        assert!(!could_be_incomplete("echo hi # don't"));
-        assert!(could_be_incomplete("echo \"open"));
-        assert!(could_be_incomplete("echo a &&"));
-        assert!(could_be_incomplete("echo \"$(date\""));
-        assert!(could_be_incomplete("echo 'x"));
-        assert!(could_be_incomplete("cat << EOF"));
-        assert!(could_be_incomplete("if true; then"));
-        assert!(could_be_incomplete("for i in 1 2; do"));
-        assert!(ends_with_continuation("echo a \\"));
-        assert!(!ends_with_continuation("echo a \\\\"));
-    }
-
-    #[tokio::test]
-    async fn incomplete_commands_are_recognised() {
-        let bash = Path::new("bash");
-        for text in [
-            "echo 'abc",
-            "echo \"abc",
-            "if true; then",
-            "cat << EOF",
-            "cat << EOF\nline 1",
-            "echo a &&",
-            "echo a |",
-            "f() {",
-            "echo $(date",
-            "for i in 1 2; do echo $i",
-            "echo a \\",
-        ] {
-            assert!(is_incomplete(bash, text).await, "{text:?}");
-        }
-        for text in [
-            "echo hi",
-            "echo )",
-            "fi",
-            "cat << EOF\nline 1\nEOF",
-            "if true; then echo y; fi",
-            "echo 'a\nb'",
-            "echo a \\\\",
-        ] {
-            assert!(!is_incomplete(bash, text).await, "{text:?}");
-        }
     }
 }

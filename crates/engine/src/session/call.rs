@@ -1,0 +1,367 @@
+//! The terms of one call on a session, shared by every layer of `session/`:
+//! the session's configuration, the request, the reply with its status and
+//! notes, progress reports, and the errors. Plain types with no behaviour
+//! beyond their defaults; they name no tool or tool argument (the server
+//! words everything an agent reads).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::guard::Guard;
+use crate::output::{Shown, SpillLimits, SpillStore};
+use crate::process::TerminationMode;
+use crate::store::{OutputStore, StoreLimits};
+
+/// How a session is set up. Every field has a sensible default from
+/// [`SessionConfig::new`].
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// A short name used in thread names and spill file names.
+    pub name: String,
+    /// Where the shell starts, and where `reset` takes it back to.
+    pub cwd: PathBuf,
+    /// The shell program.
+    pub shell: PathBuf,
+    /// A start-up file sourced before our settings (normally `~/.bashrc`).
+    pub user_rc: Option<PathBuf>,
+    /// Extra environment for the shell.
+    pub env: Vec<(String, String)>,
+    /// Terminal size.
+    pub rows: u16,
+    /// Terminal size.
+    pub cols: u16,
+    /// Private directory for the shell's files (created, mode 0700).
+    pub work_dir: PathBuf,
+    /// Where complete outputs that were cut are saved, and their limits.
+    pub spill: Arc<SpillStore>,
+    /// Characters of output shown in one reply before head and tail are cut.
+    pub output_cap: usize,
+    /// A call without a timeout returns after this long without new output.
+    pub no_output_return: Duration,
+    /// A call without a timeout returns after this long in any case, even
+    /// while output keeps coming (below the 60 s after which common clients
+    /// give up on a request).
+    pub max_wait: Duration,
+    /// How long bash may take to start and show its first prompt.
+    pub startup_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when processes are stopped.
+    pub grace: Duration,
+    /// The orphan guard told about every shell, if the server runs one.
+    pub guard: Option<Arc<Guard>>,
+    /// How many commands' complete output the session keeps, and how much.
+    pub output_limits: StoreLimits,
+    /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
+    /// (from `spill` and `output_limits`), so `None` in a template.
+    pub output: Option<Arc<OutputStore>>,
+}
+
+impl SessionConfig {
+    /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
+    /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill
+    /// grace, spill files in `spill_dir` with the default [`SpillLimits`]
+    /// and no retention.
+    pub fn new(name: &str, cwd: PathBuf, work_dir: PathBuf, spill_dir: PathBuf) -> SessionConfig {
+        let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
+        SessionConfig {
+            name: name.to_owned(),
+            cwd,
+            shell: PathBuf::from("bash"),
+            user_rc,
+            env: Vec::new(),
+            rows: 50,
+            cols: 200,
+            work_dir,
+            spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
+            output_cap: 30_000,
+            no_output_return: Duration::from_secs(30),
+            max_wait: Duration::from_secs(50),
+            startup_timeout: Duration::from_secs(15),
+            grace: Duration::from_secs(5),
+            guard: None,
+            output_limits: StoreLimits::default(),
+            output: None,
+        }
+    }
+}
+
+/// One call on a session, in the terms of the OpenHands `terminal` tool.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// A command to run; empty to poll a running one; with `is_input`, text
+    /// or a key for the running program.
+    pub command: String,
+    /// Send `command` to the running program instead of running it.
+    pub is_input: bool,
+    /// How long this call may wait before handing control back.
+    pub timeout: Option<Duration>,
+    /// Start a fresh shell in the original directory first.
+    pub reset: bool,
+    /// The longest a new command may run in the foreground **unwatched**
+    /// (no call waiting on it, polling it or sending it input) before it is
+    /// stopped: the policy's execution limit; `None` for no limit. The limit
+    /// in force is the larger of this and the last call's `timeout`, and
+    /// time the command spends blocked reading the terminal is not counted.
+    pub exec_limit: Option<Duration>,
+    /// Told about once a second while the call waits, if set.
+    pub progress: Option<ProgressHook>,
+}
+
+/// What a waiting call reports about once a second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// The report's number within the call, from 1: strictly increasing.
+    pub count: u64,
+    /// Time since the call began.
+    pub elapsed: Duration,
+    /// The newest line of output with text on it; empty when there is
+    /// none yet.
+    pub line: String,
+}
+
+/// A callback a waiting call tells its [`Progress`] to. It runs on the
+/// call's task, so it must return quickly (hand the value to a channel or
+/// spawn the work).
+#[derive(Clone)]
+pub struct ProgressHook(Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl ProgressHook {
+    /// A hook that calls `report`.
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressHook {
+        ProgressHook(Arc::new(report))
+    }
+
+    /// Tells the hook `progress`.
+    pub(super) fn report(&self, progress: Progress) {
+        (self.0)(progress);
+    }
+}
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// How often a waiting call reports progress.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Whether the command finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The command finished; `exit_code` is set.
+    Completed,
+    /// The command is still running; the call stopped waiting because of
+    /// this.
+    Running(WaitEnded),
+}
+
+/// Why a call stopped waiting for a running command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnded {
+    /// It printed nothing new for this long.
+    NoNewOutput(Duration),
+    /// The call's wait (its `timeout`, or the longest wait) ran out.
+    Timeout(Duration),
+    /// The call did not wait (its command was not executed).
+    NotWaited,
+    /// The program is blocked reading the terminal and its output has
+    /// stopped: it waits for the agent.
+    WaitingForInput,
+    /// The shell reported that the command never ran: something broke the
+    /// shell integration (`reset` restores it).
+    IntegrationDamaged,
+    /// The client cancelled the call. The command was not touched, and
+    /// nothing it printed was consumed: the next call reports it.
+    Cancelled,
+}
+
+/// Something the agent should be told besides the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The session was reset before this call's command.
+    Reset,
+    /// The shell exited (how, as text); a new one was started in `cwd`.
+    ShellRestarted {
+        /// How the old shell ended, e.g. "exit code 3" or "signal 9".
+        how: String,
+        /// Where the new shell starts.
+        cwd: PathBuf,
+    },
+    /// A new command arrived while another was running; it was not run.
+    NotExecuted {
+        /// The command that was not run.
+        command: String,
+    },
+    /// A key was sent to the running program.
+    KeySent(String),
+    /// Text was typed to the running program.
+    InputSent,
+    /// Input was not sent: the command had already finished.
+    InputNotSent,
+    /// Only `sent` of the `total` bytes of text were delivered: the program
+    /// is not reading its input, and the terminal's queue is full.
+    InputPartlySent {
+        /// Bytes the terminal accepted.
+        sent: usize,
+        /// Bytes of the input, Enter included.
+        total: usize,
+    },
+    /// A key arrived while no command was running; nothing needed it, so
+    /// it was not sent (the shell's prompt is left as it is).
+    KeyNotNeeded(String),
+    /// This call stopped waiting because the session is being closed.
+    SessionClosing,
+    /// The client cancelled the previous call on this session this long
+    /// ago; the command was left running, and this reply carries what it
+    /// printed since.
+    PreviousCallCancelled {
+        /// Time since the cancellation.
+        ago: Duration,
+    },
+    /// The output is the current screen of a full-screen program.
+    FullScreen,
+    /// Text printed while no command was running (background jobs).
+    IdleOutput(String),
+    /// The program is blocked waiting for input from the terminal.
+    WaitingForInput,
+    /// The command ran unwatched past its limit and was stopped, with
+    /// everything later in the same command line.
+    Killed {
+        /// The limit it exceeded: time with no call waiting on it, polling
+        /// it or sending it input (time waiting for input not counted).
+        limit: Duration,
+        /// How it died: after SIGTERM, or SIGKILL after the grace period.
+        mode: TerminationMode,
+    },
+    /// A nested interactive bash started (`bash`, `nix-shell`); the
+    /// integration was installed in it, so commands now run inside it
+    /// with exit codes and cwd, and `exit` returns to the outer shell.
+    NestedShellStarted,
+    /// A nested shell exited with `status`; commands run in the shell one
+    /// level out again.
+    NestedShellExited {
+        /// The nested shell's exit status.
+        status: i32,
+    },
+    /// The shell was replaced (`exec bash`) and lost the integration; it
+    /// was reinstalled in the new shell.
+    IntegrationReinstalled,
+    /// A shell lost the integration and it could not be reinstalled within
+    /// a few seconds; the command is driven as an interactive program.
+    ReinstallFailed,
+    /// An interactive shell other than bash (named) is reading the
+    /// terminal: its commands are sent with `is_input`, without exit codes.
+    OtherShell(String),
+    /// A remote or container session (named: `ssh`, `docker`) is reading
+    /// the terminal: it is driven with `is_input`.
+    RemoteShell(String),
+    /// The shell reported that the command never ran: the shell
+    /// integration is damaged, and `reset` restores it.
+    IntegrationDamaged,
+    /// The command's end (and exit code) came from the fallback in `PS1`,
+    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
+    /// run: the integration is damaged, and `reset` restores it.
+    PromptNotRun,
+    /// The integration's function that keeps a command's status is gone,
+    /// so the exit code may be wrong: the integration is damaged, and
+    /// `reset` restores it.
+    StatusLost,
+    /// A program that calls itself bash (its command line here) but does
+    /// not run the session's bash is reading the terminal: the integration
+    /// is not installed in it.
+    NamedBash(String),
+    /// The shell itself is reading the terminal and has not reported the
+    /// end of the command: a builtin such as `read` waits for input, or a
+    /// command damaged the shell integration and the shell sits at its
+    /// prompt (`reset` restores it).
+    ShellReading,
+    /// The shell reported the command's end but its end marker never
+    /// appeared in the output (a command redirected or swallowed it): the
+    /// command ended after all its output was read.
+    EndMarkerMissing,
+    /// A command was not typed because the shell is not at its prompt:
+    /// this process (pid, command line) has the terminal.
+    ShellNotAtPrompt {
+        /// The foreground process group's leader.
+        pid: i32,
+        /// Its command line.
+        command_line: String,
+    },
+    /// The shell's standard output is not the terminal (`exec >file`), so
+    /// commands' output does not reach the reply.
+    OutputElsewhere,
+    /// The command is incomplete (an open quote, `if` without `fi`, a
+    /// here-document without its end): the shell waits for the rest, sent
+    /// with `is_input`; C-c discards it.
+    Incomplete,
+}
+
+/// What one call returns.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The command this reply is about.
+    pub command: String,
+    /// What the command printed since the last reply, cut to the cap.
+    pub output: Shown,
+    /// Whether it finished, or why the call stopped waiting.
+    pub status: Status,
+    /// The exit code, once finished.
+    pub exit_code: Option<i32>,
+    /// The shell's working directory.
+    pub cwd: PathBuf,
+    /// The Python interpreter `python` would run.
+    pub python: Option<PathBuf>,
+    /// Time since the command started.
+    pub duration: Duration,
+    /// Whether earlier replies already showed part of this command's output.
+    pub continued: bool,
+    /// What else the agent should know.
+    pub notes: Vec<Note>,
+    /// The end of a previous command that finished while nobody was
+    /// listening, reported before this one.
+    pub previous: Option<Box<Reply>>,
+    /// The command's number in the session's output store, to read its
+    /// complete output by line.
+    pub number: Option<u64>,
+    /// The line of the command's complete output where this reply's output
+    /// begins.
+    pub first_line: u64,
+    /// For a command still running under a limit: if no call waits on it,
+    /// polls it or sends it input within this time from now (time it spends
+    /// waiting for input not counted), it is stopped.
+    pub look_again_within: Option<Duration>,
+}
+
+/// A request we cannot carry out; the message says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The request itself is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    /// The shell could not be started or driven.
+    #[error("{0}")]
+    Shell(String),
+    /// A poll while no command runs.
+    #[error("No command is running, so there is nothing to wait for. Send a command to run it.")]
+    NothingToWaitFor,
+    /// Input while no command runs.
+    #[error(
+        "No command is running, so there is nothing to send input to. Run a command first, or \
+         send this text as a command."
+    )]
+    NothingToSendInputTo,
+    /// A reset together with input: a fresh shell runs no program to take it.
+    #[error(
+        "a reset cannot be combined with input: a reset starts a fresh shell, so there is no \
+         running program to send input to. Ask for the reset alone (optionally with a command \
+         to run in the new shell)."
+    )]
+    ResetWithInput,
+    /// A key other than C-c or C-d while an incomplete command is held.
+    #[error(
+        "The shell is waiting for the rest of an incomplete command, so keys other than C-c \
+         (discard it) and C-d (end of input) do nothing. Send the remaining lines as input."
+    )]
+    KeyWhileIncomplete,
+}

@@ -1,0 +1,617 @@
+//! The state a shell's PTY reader thread shares with the calls and tasks
+//! that drive it: the renderer, the command (running, or finished and not
+//! yet reported), text printed between commands, the levels of shells that
+//! carry the integration, the completion channel, and how the shell exited.
+//!
+//! [`State::ingest`] is the single place every raw byte of the terminal
+//! passes (escape sequences included), before the renderer: it feeds them
+//! through the renderer and routes what it commits, to the command once its
+//! start marker has passed (the echo of our line before it is dropped),
+//! else to the idle output. A command ends only on a record of the
+//! completion channel (`channel.rs`) sent by one of our shells (`levels.rs`
+//! judges the sender); its end marker only says where its output ends, and
+//! a marker with no such record is ignored. Every way a command ends here
+//! (its record and marker, a nested shell's handshake or exit, the shell's
+//! exit, a stop) commits the screen and calls `Command::finish`.
+//!
+//! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
+//! for one chunk and by calls and tasks for short sections, never across an
+//! `.await`. `Shared::changed` wakes every waiter after each change;
+//! [`wait_for`] is how anyone waits on the state.
+//!
+//! Bounds: the idle output keeps at most about [`IDLE_OUTPUT_CAP`]
+//! characters; a command's output is bounded by its `CappedOutput`.
+//!
+//! This module knows nothing of the shell driver: it starts nothing, writes
+//! nothing to the terminal and builds no replies.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::pty;
+use crate::screen::{Marker, Screen, Stop};
+
+use super::call::Note;
+use super::channel::{Channel, Record};
+use super::command::Command;
+use super::levels::{LevelEvent, Levels};
+
+/// What the shell is doing with its command, as a call sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CommandState {
+    /// No command: the shell waits at its prompt.
+    Idle,
+    /// A command runs (or is being killed).
+    Running,
+    /// A command ended and no reply has reported it yet.
+    Finished,
+}
+
+/// State shared between the reader thread and the call.
+pub(super) struct Shared {
+    /// A std mutex: held only for short sections with no `.await`.
+    state: Mutex<State>,
+    /// Woken after every chunk of output and when the shell exits.
+    changed: Notify,
+}
+
+impl Shared {
+    pub(super) fn new(state: State) -> Shared {
+        Shared { state: Mutex::new(state), changed: Notify::new() }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent-enough state for
+        // reporting; keep going rather than poisoning every later call.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Wakes everyone waiting on a change.
+    pub(super) fn notify(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// A future that completes at the next [`Shared::notify`]; enable it
+    /// before looking at the state, so no change is missed.
+    pub(super) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+}
+
+pub(super) struct State {
+    screen: Screen,
+    /// The first prompt has been seen: the shell is ready for commands.
+    ready: bool,
+    command: Option<Command>,
+    /// Text printed while no command was running, kept for the next reply.
+    idle_output: String,
+    /// How the shell exited, once it has.
+    exited: Option<std::process::ExitStatus>,
+    /// The reader thread has seen the terminal hang up.
+    reader_done: bool,
+    /// The shells carrying the integration and a reinstall in progress.
+    levels: Levels,
+    /// The server's end of the completion channel.
+    channel: Channel,
+    /// Records received from the shells we believe, not yet matched with
+    /// their end marker (bounded by [`RECORDS_KEPT`]).
+    records: VecDeque<Record>,
+}
+
+/// Records kept waiting for their marker; a shell sends one per prompt.
+const RECORDS_KEPT: usize = 32;
+
+/// Keep this much of what is printed between commands.
+const IDLE_OUTPUT_CAP: usize = 8_000;
+
+impl State {
+    /// The state of a shell that has not reached its first prompt.
+    pub(super) fn new(screen: Screen, levels: Levels, channel: Channel) -> State {
+        State {
+            screen,
+            ready: false,
+            command: None,
+            idle_output: String::new(),
+            exited: None,
+            reader_done: false,
+            levels,
+            channel,
+            records: VecDeque::new(),
+        }
+    }
+
+    /// What the reader thread saw; returns the answers to terminal queries
+    /// to write back.
+    pub(super) fn on_event(&mut self, event: pty::Event<'_>) -> Vec<u8> {
+        match event {
+            pty::Event::Output(bytes) => self.ingest(bytes),
+            pty::Event::Ready => self.receive_records(),
+            pty::Event::HangUp => self.reader_done = true,
+        }
+        self.screen.take_responses()
+    }
+
+    /// The single place every raw byte of the terminal passes, in order,
+    /// before the renderer.
+    fn ingest(&mut self, bytes: &[u8]) {
+        // Records come before their markers: the shell sends its record,
+        // then prints the marker, so every record for a marker in `bytes`
+        // is already queued.
+        self.receive_records();
+        let now = Instant::now();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (consumed, stop) = self.screen.feed(rest);
+            rest = &rest[consumed..];
+            self.route_committed(now);
+            match stop {
+                Some(Stop::Marker(Marker::Start { seq })) => {
+                    if let Some(command) = &mut self.command
+                        && command.seq() == seq
+                        && !command.has_started()
+                    {
+                        // What came before is the echo of the line we typed.
+                        self.screen.discard_window();
+                        command.mark_started();
+                    }
+                }
+                Some(Stop::Marker(Marker::End { seq, status })) => self.on_prompt(seq, status, now),
+                Some(Stop::AlternateScreen(_)) | None => {}
+            }
+        }
+        if let Some(command) = &mut self.command
+            && command.has_started()
+            && !command.is_finished()
+        {
+            command.output_seen(now);
+        }
+    }
+
+    /// Reads the completion channel and keeps the records of the shells
+    /// that carry the integration; anything else (a child writing to the
+    /// descriptor it inherited) is dropped.
+    fn receive_records(&mut self) {
+        let mut received = Vec::new();
+        self.channel.receive(|record| received.push(record));
+        // One look at `/proc` per sender and batch, however many records a
+        // child floods the channel with.
+        let mut judged: Vec<(i32, bool)> = Vec::new();
+        for record in received {
+            let believed = match judged.iter().find(|(pid, _)| *pid == record.pid) {
+                Some(&(_, believed)) => believed,
+                None => {
+                    let believed = self.levels.believes(record.pid);
+                    judged.push((record.pid, believed));
+                    believed
+                }
+            };
+            if !believed {
+                tracing::debug!(pid = record.pid, "dropped an end record from another process");
+                continue;
+            }
+            if self.records.len() >= RECORDS_KEPT {
+                self.records.pop_front();
+            }
+            self.records.push_back(record);
+        }
+    }
+
+    /// Whether the shell sent the record of command `seq`.
+    pub(super) fn has_record(&mut self, seq: u64) -> bool {
+        self.receive_records();
+        self.records.iter().any(|r| r.seq == seq)
+    }
+
+    /// Takes the record of command `seq`, if the shell sent it.
+    fn take_record(&mut self, seq: u64, token: Option<i32>) -> Option<Record> {
+        let find = |records: &VecDeque<Record>| {
+            records.iter().position(|r| r.seq == seq && token.is_none_or(|token| r.token == token))
+        };
+        let at = find(&self.records).or_else(|| {
+            self.receive_records();
+            find(&self.records)
+        })?;
+        self.records.remove(at)
+    }
+
+    /// Ends the running command on a record whose marker never came (a
+    /// command swallowed or redirected it): called once the terminal's
+    /// output has been read. Returns whether it did.
+    pub(super) fn end_without_marker(&mut self, now: Instant) -> bool {
+        let Some(seq) = self.command.as_ref().filter(|c| !c.is_finished()).map(Command::seq) else {
+            return false;
+        };
+        let Some(record) = self.take_record(seq, None) else { return false };
+        self.levels.note(Note::EndMarkerMissing);
+        self.end(record, now);
+        true
+    }
+
+    /// An end marker: it ends command `seq` only with the record whose
+    /// token it carries (the shell draws the token as the command ends, so
+    /// a marker printed before that, even by the shell, never matches).
+    fn on_prompt(&mut self, seq: u64, token: i32, now: Instant) {
+        let Some(record) = self.take_record(seq, Some(token)) else {
+            // Text that looks like our marker, not sent by the shell.
+            tracing::debug!(seq, "an end marker without its record: ignored");
+            return;
+        };
+        self.end(record, now);
+    }
+
+    /// The running command `seq` (any, for `None`), if it has not ended.
+    fn unfinished(&mut self, seq: Option<u64>) -> Option<&mut Command> {
+        self.command.as_mut().filter(|c| !c.is_finished() && seq.is_none_or(|seq| seq == c.seq()))
+    }
+
+    /// What the shell's record of command `record.seq` ends.
+    fn end(&mut self, record: Record, now: Instant) {
+        let (seq, status) = (record.seq, record.status);
+        if record.output_elsewhere && self.ready {
+            self.levels.note(Note::OutputElsewhere);
+        }
+        if record.not_run
+            && let Some(command) = self.unfinished(Some(seq))
+        {
+            // The shell is at its prompt, but the command never ran: it is
+            // not reported as ended, and nothing more will run.
+            command.set_damaged();
+            return;
+        }
+        if self.ready && self.unfinished(Some(seq)).is_some() {
+            // The integration's prompt did not run: it is damaged (or
+            // PROMPT_COMMAND was cleared).
+            if record.fallback {
+                self.levels.note(Note::PromptNotRun);
+            }
+            // Nothing kept the command's status.
+            if record.status_lost {
+                self.levels.note(Note::StatusLost);
+            }
+        }
+        if !self.ready {
+            if seq == 0 {
+                // The first prompt: whatever start-up files printed before
+                // it is not a command's output.
+                self.screen.discard_window();
+                self.screen.take_committed();
+                self.ready = true;
+            }
+            return;
+        }
+        match self.levels.on_marker(seq, status) {
+            Some(LevelEvent::Handshake) => {
+                // What is left in the window is the new shell's prompt and
+                // the line we typed; the command's own output was committed
+                // first. The shell now waits for the next command: as far as
+                // the agent is concerned, the command that started it is
+                // done.
+                self.screen.discard_window();
+                self.finish_command(None, 0, now);
+            }
+            // The shell started by command `seq` exited and its parent is
+            // back at its prompt: the command typed into the nested shell
+            // (`exit`) ended with the nested shell's status.
+            Some(LevelEvent::NestedExited { status }) => self.finish_command(None, status, now),
+            None => self.finish_command(Some(seq), status, now),
+        }
+    }
+
+    /// Ends the running command (`seq`, or whichever runs) with `status` at
+    /// `now`, with what is left on the screen; text that was not the
+    /// command's goes to the idle output.
+    fn finish_command(&mut self, seq: Option<u64>, status: i32, now: Instant) {
+        self.screen.commit_all();
+        self.screen.leave_alternate();
+        let text = self.screen.take_committed();
+        match self.unfinished(seq) {
+            Some(command) => command.finish(&text, status, now),
+            None => self.push_idle(&text),
+        }
+    }
+
+    /// The shell is gone (it exited, or it is being stopped): the running
+    /// command ends with the shell's exit code (-1 when it is not known),
+    /// with all it printed.
+    pub(super) fn finish_with_shell(&mut self, now: Instant) {
+        let status = self.exited.map_or(-1, exit_code);
+        self.finish_command(None, status, now);
+    }
+
+    /// Makes every finished line on the screen final and routes it (to the
+    /// running command, or the idle output).
+    pub(super) fn commit_lines(&mut self, now: Instant) {
+        self.screen.commit_complete_lines();
+        self.route_committed(now);
+    }
+
+    fn route_committed(&mut self, now: Instant) {
+        if !self.screen.has_committed() {
+            return;
+        }
+        let text = self.screen.take_committed();
+        match &mut self.command {
+            Some(command) if !command.is_finished() => {
+                // Before the start marker it is the echo of our own line.
+                if command.has_started() {
+                    command.push(&text, now);
+                }
+            }
+            _ => self.push_idle(&text),
+        }
+    }
+
+    fn push_idle(&mut self, text: &str) {
+        if !self.ready || text.is_empty() {
+            return;
+        }
+        self.idle_output.push_str(text);
+        if self.idle_output.len() > 2 * IDLE_OUTPUT_CAP {
+            let cut = self.idle_output.len() - IDLE_OUTPUT_CAP;
+            let cut = (cut..self.idle_output.len())
+                .find(|&i| self.idle_output.is_char_boundary(i))
+                .unwrap_or(0);
+            self.idle_output.drain(..cut);
+        }
+    }
+
+    /// Takes what was printed between commands.
+    pub(super) fn take_idle_output(&mut self) -> String {
+        std::mem::take(&mut self.idle_output)
+    }
+
+    /// Starts `command` at `now`: whatever was printed before it (by
+    /// background jobs) is returned for its reply, not mixed into its
+    /// output.
+    pub(super) fn begin(&mut self, command: Command, now: Instant) -> String {
+        self.screen.commit_all();
+        self.route_committed(now);
+        self.command = Some(command);
+        self.take_idle_output()
+    }
+
+    /// The command, running or finished and not yet reported.
+    pub(super) fn command(&self) -> Option<&Command> {
+        self.command.as_ref()
+    }
+
+    /// The command, to record what a call or task learnt about it.
+    pub(super) fn command_mut(&mut self) -> Option<&mut Command> {
+        self.command.as_mut()
+    }
+
+    /// The command `seq`, if it is still the session's.
+    pub(super) fn command_seq_mut(&mut self, seq: u64) -> Option<&mut Command> {
+        self.command.as_mut().filter(|c| c.seq() == seq)
+    }
+
+    /// Takes the command for the reply that reports its end.
+    pub(super) fn take_command(&mut self) -> Option<Command> {
+        self.command.take()
+    }
+
+    pub(super) fn command_state(&self) -> CommandState {
+        match &self.command {
+            None => CommandState::Idle,
+            Some(command) if command.is_done() => CommandState::Finished,
+            Some(_) => CommandState::Running,
+        }
+    }
+
+    pub(super) fn screen(&self) -> &Screen {
+        &self.screen
+    }
+
+    pub(super) fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    pub(super) fn exited(&self) -> Option<std::process::ExitStatus> {
+        self.exited
+    }
+
+    /// The waiter saw the shell exit with `status`.
+    pub(super) fn set_exited(&mut self, status: std::process::ExitStatus) {
+        self.exited = Some(status);
+    }
+
+    pub(super) fn reader_done(&self) -> bool {
+        self.reader_done
+    }
+
+    pub(super) fn levels(&self) -> &Levels {
+        &self.levels
+    }
+
+    pub(super) fn levels_mut(&mut self) -> &mut Levels {
+        &mut self.levels
+    }
+
+    /// A handle on the completion channel for the reader thread to poll.
+    pub(super) fn channel_handle(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.channel.handle()
+    }
+}
+
+/// Waits until `done` holds for the shared state, or `limit` passes.
+pub(super) async fn wait_for(
+    shared: &Shared,
+    limit: Duration,
+    mut done: impl FnMut(&State) -> bool,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let notified = shared.changed();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if done(&shared.lock()) {
+            return true;
+        }
+        tokio::select! {
+            () = &mut notified => {}
+            () = tokio::time::sleep_until(deadline) => return false,
+        }
+    }
+}
+
+/// A call waiting on the running command, for as long as it waits: the
+/// command is watched, so the unwatched-time limit does not run. When the
+/// wait ends in any way (reply, timeout, cancellation, or the call's future
+/// dropped), unwatched time starts counting from that moment.
+pub(super) struct Watch<'a> {
+    shared: &'a Shared,
+    seq: Option<u64>,
+}
+
+impl Watch<'_> {
+    pub(super) fn begin(shared: &Shared) -> Watch<'_> {
+        let seq = shared.lock().command_mut().map(|command| {
+            command.begin_watch();
+            command.seq()
+        });
+        Watch { shared, seq }
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        let Some(seq) = self.seq else { return };
+        if let Some(command) = self.shared.lock().command_seq_mut(seq) {
+            command.end_watch(Instant::now());
+        }
+        self.shared.notify();
+    }
+}
+
+pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => "it stopped".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::OwnedFd;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::output::{SpillLimits, SpillStore};
+    use crate::proc_shell;
+    use crate::store::{CommandLog, OutputStore, StoreLimits};
+
+    use super::super::command::CommandOutput;
+    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall};
+
+    const NONCE: &str = "0123abcd";
+
+    /// A shared state whose shell is this test process (so the kernel
+    /// names it as the records' sender), past its first prompt, and the
+    /// shell's end of the completion channel.
+    fn ready_state() -> (State, OwnedFd) {
+        let (channel, shell) = Channel::open().expect("channel");
+        let me = std::process::id() as i32;
+        let levels = Levels::new(me, proc_shell::fingerprint(me));
+        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel);
+        end(&mut state, &shell, 0, 0, 1);
+        assert!(state.is_ready());
+        (state, shell)
+    }
+
+    /// The shell's record of command `seq` and then its end marker.
+    fn end(state: &mut State, shell: &OwnedFd, seq: u64, status: i32, token: i32) {
+        let record = format!("E;{seq};{status};;{token}");
+        nix::unistd::write(shell, record.as_bytes()).expect("send a record");
+        let marker = format!("\x1b]6973;{NONCE};E;{seq};{token}\x07");
+        state.on_event(pty::Event::Output(marker.as_bytes()));
+    }
+
+    /// Starts command `seq`, logged in a store of its own, and feeds its
+    /// start marker and `output`.
+    fn run(state: &mut State, seq: u64, output: &str) -> Arc<CommandLog> {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-shared-{}-{seq}-{}",
+            std::process::id(),
+            output.len()
+        ));
+        let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+        let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
+        let log = store.begin("a command");
+        let out = CommandOutput::new(1_000, Arc::clone(&log));
+        let now = Instant::now();
+        let command = Command::new((seq, "a command".to_owned()), (None, None), 0, out, now);
+        state.begin(command, now);
+        let start = format!("echo of our line\x1b]6973;{NONCE};S;{seq}\x07{output}");
+        state.on_event(pty::Event::Output(start.as_bytes()));
+        log
+    }
+
+    /// The command's end as the state, its log and its reply see it.
+    fn ended(state: &mut State, log: &CommandLog) -> (Option<i32>, bool, Option<i32>, String) {
+        let page = log.read(0, 100).expect("the log reads");
+        let command = state.take_command().expect("a command");
+        let code = command.finished().map(|(code, _)| code);
+        assert_eq!(page.text, command.into_shown().text, "the log and the reply disagree");
+        (code, page.running, page.exit_code, page.text)
+    }
+
+    #[test]
+    fn a_command_ends_on_its_record_and_marker_with_all_its_text() {
+        let (mut state, shell) = ready_state();
+        let log = run(&mut state, 1, "hello\n");
+        // A marker with no record, or with another token, is text.
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;9\x07").as_bytes()));
+        nix::unistd::write(&shell, b"E;1;5;;77").expect("send a record");
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;78\x07").as_bytes()));
+        assert_eq!(state.command_state(), CommandState::Running);
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;77\x07").as_bytes()));
+        assert_eq!(state.command_state(), CommandState::Finished);
+        assert_eq!(ended(&mut state, &log), (Some(5), false, Some(5), "hello\n".to_owned()));
+    }
+
+    #[test]
+    fn nested_shell_commands_end_through_the_same_finish() {
+        let (mut state, shell) = ready_state();
+        let me = std::process::id() as i32;
+        let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
+        // `bash`: the new shell's handshake ends it.
+        let log = run(&mut state, 2, "started\n");
+        let handshake = REINSTALL_SEQ_BASE + 1;
+        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
+        let reinstall =
+            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        // As the watcher does before it types the reinstall line: what the
+        // command printed is kept; the new prompt and our line are not.
+        state.commit_lines(Instant::now());
+        state.levels_mut().begin_reinstall(reinstall);
+        state.on_event(pty::Event::Output(b"inner$ the line we typed"));
+        end(&mut state, &shell, handshake, 0, 11);
+        assert_eq!(ended(&mut state, &log), (Some(0), false, Some(0), "started\n".to_owned()));
+        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellStarted]);
+        // `exit 4` in it: the outer shell's marker for command 2 ends it.
+        let log = run(&mut state, 3, "bye\n");
+        end(&mut state, &shell, 2, 4, 12);
+        assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
+        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellExited { status: 4 }]);
+    }
+
+    #[test]
+    fn a_command_ends_with_its_shell() {
+        let (mut state, _shell) = ready_state();
+        let log = run(&mut state, 1, "partial line");
+        state.finish_with_shell(Instant::now());
+        let end = ended(&mut state, &log);
+        assert_eq!(end, (Some(-1), false, Some(-1), "partial line".to_owned()));
+    }
+}

@@ -1,0 +1,321 @@
+//! The session's timing decisions, as pure functions of instants, durations
+//! and budgets: when a waiting call returns ([`wait_turn`]), when the
+//! supervisor looks whether the program waits for input and how much of
+//! the time between looks is discounted as input wait ([`Look`]), and when
+//! a command that runs unwatched is stopped ([`stop_at`]).
+//!
+//! Nothing here reads a clock, sleeps, locks or touches a process: callers
+//! pass `now`, so every rule is unit-tested with made-up instants. The
+//! callers (`wait.rs`, `supervise.rs`) do the sleeping and the sampling.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::call::WaitEnded;
+
+/// A command whose output (and our input) has been quiet this long is
+/// looked at: is it waiting for input? Short, so that a prompt is answered
+/// within about a second; long enough that a program that just got input
+/// has woken up to read it.
+pub(super) const INPUT_QUIET: Duration = Duration::from_millis(150);
+/// Between looks while the command stays quiet: from the first interval,
+/// doubling up to the longest while it is not waiting for input.
+const INPUT_SAMPLE: Duration = Duration::from_millis(250);
+/// After a look finds the program waiting, the look that confirms it. One
+/// look is not enough: the shell back at its prompt reads the terminal too,
+/// and the output it wrote before (its end marker) may not have been read
+/// from the terminal yet when the machine is busy.
+const INPUT_CONFIRM: Duration = Duration::from_millis(100);
+const INPUT_SAMPLE_MAX: Duration = Duration::from_secs(1);
+
+/// How long a waiting call may wait, from the session's configuration and
+/// the call's own `timeout`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WaitBudget {
+    /// The call's own wait, if it gave one: silence alone does not end it.
+    timeout: Option<Duration>,
+    /// Without a timeout, the call returns after this long without output.
+    no_output_return: Duration,
+    /// Without a timeout, the call returns after this long in any case.
+    max_wait: Duration,
+}
+
+impl WaitBudget {
+    /// A call's wait: its own `timeout`, else until `no_output_return` of
+    /// silence or `max_wait` in all.
+    pub(super) fn new(
+        timeout: Option<Duration>,
+        no_output_return: Duration,
+        max_wait: Duration,
+    ) -> WaitBudget {
+        WaitBudget { timeout, no_output_return, max_wait }
+    }
+}
+
+/// Whether a call that began at `call_start` and waits on a command whose
+/// output last changed at `last_output_at` returns at `now` (and why), or
+/// else until when it may sleep before deciding again. The command's end
+/// and its input wait are events decided elsewhere; this is the clock.
+pub(super) fn wait_turn(
+    budget: WaitBudget,
+    call_start: Instant,
+    last_output_at: Instant,
+    now: Instant,
+) -> Result<Instant, WaitEnded> {
+    match budget.timeout {
+        // An explicit wait: the agent said how long it is willing to wait,
+        // so silence alone does not end it.
+        Some(limit) => {
+            if now >= call_start + limit {
+                return Err(WaitEnded::Timeout(limit));
+            }
+            Ok(call_start + limit)
+        }
+        None => {
+            let quiet_since = last_output_at.max(call_start);
+            if now >= quiet_since + budget.no_output_return {
+                return Err(WaitEnded::NoNewOutput(budget.no_output_return));
+            }
+            if now >= call_start + budget.max_wait {
+                return Err(WaitEnded::Timeout(budget.max_wait));
+            }
+            Ok((quiet_since + budget.no_output_return).min(call_start + budget.max_wait))
+        }
+    }
+}
+
+/// Whether a program blocked reading the terminal at the last look waits
+/// for the agent: a look confirmed it at `confirmed_at`, after its output
+/// (and our input) went quiet at `quiet_from`.
+pub(super) fn waits_for_input(
+    waiting: bool,
+    confirmed_at: Option<Instant>,
+    quiet_from: Instant,
+) -> bool {
+    waiting && confirmed_at.is_some_and(|at| at >= quiet_from + INPUT_QUIET)
+}
+
+/// The supervisor's last look at one command: when to look next, and how
+/// much of the time between two looks is discounted as input wait.
+#[derive(Debug, Clone)]
+pub(super) struct Look {
+    seq: u64,
+    at: Option<Instant>,
+    waiting: bool,
+    confirmed: bool,
+    interval: Duration,
+}
+
+impl Look {
+    /// No look yet at command `seq`.
+    pub(super) fn new(seq: u64) -> Look {
+        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
+    }
+
+    /// The command this look is about.
+    pub(super) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The program was blocked reading the terminal at the last look.
+    pub(super) fn waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// Two looks in a row, with no output in between, found it waiting.
+    pub(super) fn confirmed(&self) -> bool {
+        self.confirmed
+    }
+
+    /// When to look next: soon after the output goes quiet at
+    /// `quiet_from`, then at a growing interval while nothing changes.
+    pub(super) fn due(&self, quiet_from: Instant) -> Instant {
+        let after_quiet = quiet_from + INPUT_QUIET;
+        match self.at {
+            Some(at) if at >= after_quiet && self.waiting && !self.confirmed => at + INPUT_CONFIRM,
+            Some(at) if at >= after_quiet => at + self.interval,
+            _ => after_quiet,
+        }
+    }
+
+    /// Records a look at `now` that found the program `waiting` (or not),
+    /// for output quiet since `quiet_from`. Returns the input wait it
+    /// discounts: the time since the last look when both found the program
+    /// waiting, else nothing.
+    pub(super) fn observe(&mut self, now: Instant, waiting: bool, quiet_from: Instant) -> Duration {
+        let accrued = match self.at {
+            Some(at) if self.waiting && waiting => now.saturating_duration_since(at),
+            _ => Duration::ZERO,
+        };
+        // Output (or input) since the last look makes this look a first one.
+        let fresh = self.at.is_none_or(|at| at < quiet_from + INPUT_QUIET);
+        self.confirmed = waiting && self.waiting && !fresh;
+        self.interval =
+            if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
+        self.at = Some(now);
+        self.waiting = waiting;
+        accrued
+    }
+}
+
+/// When a command that runs under `limit` is stopped: once it has run
+/// unwatched (no call waiting on it: `watchers` is 0) for `limit` since
+/// `unwatched_since`, not counting `input_wait`, the time it spent waiting
+/// for input in that stretch. `None` while it is watched or has no limit.
+pub(super) fn stop_at(
+    limit: Option<Duration>,
+    watchers: u32,
+    unwatched_since: Instant,
+    input_wait: Duration,
+) -> Option<Instant> {
+    match limit {
+        Some(limit) if watchers == 0 => Some(unwatched_since + limit + input_wait),
+        _ => None,
+    }
+}
+
+/// Whether the supervisor stops the command at `now`: its stop time has
+/// come and the program is not waiting for input at the last look (time at
+/// a prompt is never what runs a command out of its limit).
+pub(super) fn stops_now(stop_at: Option<Instant>, now: Instant, waiting: bool) -> bool {
+    stop_at.is_some_and(|at| now >= at) && !waiting
+}
+
+/// The limit in force after a call with `timeout` looks at a command whose
+/// category allows `exec_limit`: the larger of the two (none without a
+/// category limit).
+pub(super) fn unwatched_limit(
+    exec_limit: Option<Duration>,
+    timeout: Option<Duration>,
+) -> Option<Duration> {
+    exec_limit.map(|limit| limit.max(timeout.unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    const BUDGET: WaitBudget = WaitBudget {
+        timeout: None,
+        no_output_return: Duration::from_secs(30),
+        max_wait: Duration::from_secs(50),
+    };
+
+    #[test]
+    fn a_call_with_a_timeout_waits_it_out_whatever_the_output() {
+        let t0 = Instant::now();
+        let budget = WaitBudget { timeout: Some(ms(2_000)), ..BUDGET };
+        // Silent for longer than the soft return: still waits.
+        assert_eq!(wait_turn(budget, t0, t0, t0 + ms(1_999)), Ok(t0 + ms(2_000)));
+        assert_eq!(wait_turn(budget, t0, t0, t0 + ms(2_000)), Err(WaitEnded::Timeout(ms(2_000))));
+        let zero = WaitBudget { timeout: Some(Duration::ZERO), ..BUDGET };
+        assert_eq!(wait_turn(zero, t0, t0, t0), Err(WaitEnded::Timeout(Duration::ZERO)));
+    }
+
+    #[test]
+    fn a_call_without_a_timeout_returns_on_silence_or_at_the_longest_wait() {
+        let t0 = Instant::now();
+        let quiet = WaitBudget { no_output_return: ms(300), ..BUDGET };
+        // Quiet counts from the call's start or the last output, the later.
+        assert_eq!(wait_turn(quiet, t0, t0 - ms(10_000), t0 + ms(100)), Ok(t0 + ms(300)));
+        assert_eq!(wait_turn(quiet, t0, t0 + ms(200), t0 + ms(400)), Ok(t0 + ms(500)));
+        assert_eq!(
+            wait_turn(quiet, t0, t0 + ms(200), t0 + ms(500)),
+            Err(WaitEnded::NoNewOutput(ms(300)))
+        );
+        // Output that never stops: the longest wait ends it.
+        let busy = WaitBudget { no_output_return: ms(300), max_wait: ms(1_000), ..BUDGET };
+        assert_eq!(wait_turn(busy, t0, t0 + ms(900), t0 + ms(950)), Ok(t0 + ms(1_000)));
+        assert_eq!(
+            wait_turn(busy, t0, t0 + ms(990), t0 + ms(1_000)),
+            Err(WaitEnded::Timeout(ms(1_000)))
+        );
+    }
+
+    #[test]
+    fn the_supervisor_looks_soon_after_quiet_confirms_then_backs_off() {
+        let t0 = Instant::now();
+        let mut look = Look::new(1);
+        assert_eq!(look.due(t0), t0 + INPUT_QUIET);
+        // Not waiting: the interval doubles up to its longest.
+        let mut at = t0 + INPUT_QUIET;
+        let mut intervals = Vec::new();
+        for _ in 0..5 {
+            look.observe(at, false, t0);
+            let next = look.due(t0);
+            intervals.push(next - at);
+            at = next;
+        }
+        assert_eq!(intervals, vec![ms(250), ms(500), ms(1_000), ms(1_000), ms(1_000)]);
+        // Waiting once: a quick second look confirms it.
+        look.observe(at, true, t0);
+        assert!(look.waiting() && !look.confirmed());
+        assert_eq!(look.due(t0), at + INPUT_CONFIRM);
+        look.observe(at + INPUT_CONFIRM, true, t0);
+        assert!(look.confirmed());
+        assert_eq!(look.due(t0), at + INPUT_CONFIRM + INPUT_SAMPLE);
+        // New output starts over: soon after it goes quiet again.
+        let later = at + ms(5_000);
+        assert_eq!(look.due(later), later + INPUT_QUIET);
+        look.observe(later + INPUT_QUIET, true, later);
+        assert!(!look.confirmed(), "output since the last look: not a confirmation");
+    }
+
+    #[test]
+    fn only_time_between_two_waiting_looks_is_discounted() {
+        let t0 = Instant::now();
+        let mut look = Look::new(1);
+        assert_eq!(look.observe(t0 + ms(150), true, t0), Duration::ZERO, "first look");
+        assert_eq!(look.observe(t0 + ms(250), true, t0), ms(100));
+        assert_eq!(look.observe(t0 + ms(500), true, t0), ms(250));
+        assert_eq!(look.observe(t0 + ms(750), false, t0), Duration::ZERO, "stopped waiting");
+        assert_eq!(look.observe(t0 + ms(1_000), true, t0), Duration::ZERO, "waiting again");
+        assert_eq!(look.observe(t0 + ms(1_100), true, t0), ms(100));
+    }
+
+    #[test]
+    fn input_wait_counts_only_once_confirmed_after_quiet() {
+        let t0 = Instant::now();
+        assert!(!waits_for_input(true, None, t0));
+        assert!(!waits_for_input(false, Some(t0 + ms(500)), t0));
+        assert!(!waits_for_input(true, Some(t0 + ms(100)), t0), "before the quiet time");
+        assert!(waits_for_input(true, Some(t0 + INPUT_QUIET), t0));
+    }
+
+    #[test]
+    fn an_unwatched_command_stops_at_its_limit_plus_its_input_wait() {
+        let t0 = Instant::now();
+        let limit = Some(ms(1_000));
+        // Watched: never.
+        assert_eq!(stop_at(limit, 1, t0, Duration::ZERO), None);
+        assert_eq!(stop_at(None, 0, t0, Duration::ZERO), None);
+        let at = stop_at(limit, 0, t0, Duration::ZERO);
+        assert_eq!(at, Some(t0 + ms(1_000)));
+        assert!(!stops_now(at, t0 + ms(999), false));
+        assert!(stops_now(at, t0 + ms(1_000), false));
+        // At a prompt at the last look: not now.
+        assert!(!stops_now(at, t0 + ms(5_000), true));
+        // 2.5 s spent waiting for input move the stop by as much.
+        let at = stop_at(limit, 0, t0, ms(2_500));
+        assert!(!stops_now(at, t0 + ms(3_499), false));
+        assert!(stops_now(at, t0 + ms(3_500), false));
+    }
+
+    #[test]
+    fn the_last_calls_timeout_raises_the_limit_never_lowers_it() {
+        assert_eq!(unwatched_limit(Some(ms(500)), Some(ms(1_000))), Some(ms(1_000)));
+        assert_eq!(unwatched_limit(Some(ms(500)), Some(ms(100))), Some(ms(500)));
+        assert_eq!(unwatched_limit(Some(ms(500)), None), Some(ms(500)));
+        assert_eq!(unwatched_limit(None, Some(ms(1_000))), None);
+        // Unwatched for 700 ms after a call with a 1 s timeout: not stopped.
+        let t0 = Instant::now();
+        let at = stop_at(unwatched_limit(Some(ms(500)), Some(ms(1_000))), 0, t0, Duration::ZERO);
+        assert!(!stops_now(at, t0 + ms(700), false));
+        assert!(stops_now(at, t0 + ms(1_000), false));
+    }
+}

@@ -1,0 +1,209 @@
+//! The integration watcher: one task per shell that finds a shell sitting
+//! at its prompt without the integration (after `exec bash`, in a nested
+//! `bash`) while a command runs quietly, and types the line that
+//! reinstalls it; its first prompt is the handshake that `levels.rs` and
+//! `shared.rs` handle. Other shells, programs that only call themselves
+//! bash and remote sessions are only named in a note.
+//!
+//! It depends on the shared state, never on the shell driver. It never
+//! takes the session's `tokio` mutex; it takes the shared state's std mutex
+//! for short sections, never across `.await`. Bounded: at most 16 shells
+//! whose reinstall failed are remembered.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::input_wait;
+use crate::private_fs;
+use crate::proc_shell::{self, Prompting};
+use crate::pty;
+use crate::shell::{self, ShellFiles};
+
+use super::call::Note;
+use super::levels::{Level, REINSTALL_SEQ_BASE, Reinstall};
+use super::shared::Shared;
+
+/// What the integration watcher of one shell needs.
+pub(super) struct Watcher {
+    shared: Arc<Shared>,
+    /// A handle on the PTY master: the foreground group, and typing the
+    /// reinstall line.
+    master: std::os::fd::OwnedFd,
+    /// The PTY slave's path, to recognise reads of the terminal.
+    tty: PathBuf,
+    files: ShellFiles,
+    nonce: String,
+    /// The program the session's shell runs (device and inode): only a
+    /// shell running it is given the integration.
+    bash: Option<proc_shell::ProgramId>,
+    /// What `/proc/PID/fd/62` of a shell holding the completion channel
+    /// links to (`socket:[inode]`): a shell without it could never report
+    /// a command's end, so it is not given the integration.
+    channel_link: Option<PathBuf>,
+}
+
+impl Watcher {
+    /// The watcher of a shell running program `bash`, on the terminal `tty`
+    /// (`master` its PTY master), with its private `files`, marker `nonce`
+    /// and completion channel seen as `channel_link`.
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        (master, tty): (std::os::fd::OwnedFd, PathBuf),
+        (files, nonce): (ShellFiles, String),
+        bash: Option<proc_shell::ProgramId>,
+        channel_link: Option<PathBuf>,
+    ) -> Watcher {
+        Watcher { shared, master, tty, files, nonce, bash, channel_link }
+    }
+}
+
+/// How long a running command must have been quiet before the watcher
+/// looks for a shell at its prompt, and how often it looks again. There is
+/// no kernel event for "a shell is waiting at its prompt", so it is sampled
+/// while a command runs quietly; an idle session is never looked at.
+const WATCH_QUIET: Duration = Duration::from_millis(150);
+const WATCH_SAMPLE: Duration = Duration::from_millis(250);
+
+/// Watches a running command for a shell that sits at its prompt without
+/// the integration (after `exec bash` or in a nested `bash`) and reinstalls
+/// it: it types a line that sources a fresh script, whose first prompt is
+/// the handshake (`Levels::on_marker`). Other shells and remote
+/// sessions are named in a note. Runs for the life of the shell.
+pub(super) async fn watch_integration(watcher: Watcher) {
+    let shared = &watcher.shared;
+    let mut attempts: u64 = 0;
+    let mut failed: Vec<(i32, u64)> = Vec::new();
+    let mut noted: Option<u64> = None;
+    loop {
+        let notified = shared.changed();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = Instant::now();
+        let look = {
+            let mut state = shared.lock();
+            if let Some(shell) = state.levels_mut().give_up_reinstall(now) {
+                // Remembered so the same shell is not tried again; bounded.
+                if failed.len() >= 16 {
+                    failed.remove(0);
+                }
+                failed.push(shell);
+            }
+            let reinstall_deadline = state.levels().reinstall().map(Reinstall::deadline);
+            match (state.command(), reinstall_deadline) {
+                (_, Some(deadline)) => Err(Some(deadline)),
+                (Some(command), None)
+                    if state.is_ready() && command.has_started() && !command.is_finished() =>
+                {
+                    let quiet_at = command.last_output_at().max(command.started_at()) + WATCH_QUIET;
+                    Ok((command.seq(), quiet_at, state.levels().top().cloned()))
+                }
+                _ => Err(None),
+            }
+        };
+        let wake = match look {
+            Err(deadline) => deadline,
+            Ok((_, quiet_at, _)) if now < quiet_at => Some(quiet_at),
+            Ok((seq, _, top)) => {
+                look_for_prompt(&watcher, seq, top, &mut attempts, &failed, &mut noted);
+                Some(now + WATCH_SAMPLE)
+            }
+        };
+        match wake {
+            Some(wake) => tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            },
+            None => notified.await,
+        }
+    }
+}
+
+/// One look at the terminal's foreground group while command `seq` runs
+/// quietly; `top` is the innermost shell with the integration.
+fn look_for_prompt(
+    watcher: &Watcher,
+    seq: u64,
+    top: Option<Level>,
+    attempts: &mut u64,
+    failed: &[(i32, u64)],
+    noted: &mut Option<u64>,
+) {
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link } = watcher;
+    let Some(group) = pty::foreground_group(master) else { return };
+    if let Some(top) = &top
+        && top.pid() == group
+        && proc_shell::fingerprint(group) == Some(top.fingerprint())
+    {
+        // Our own shell runs a builtin that reads (`read`): not a prompt.
+        return;
+    }
+    if !input_wait::process_reads_terminal(group, tty) {
+        return;
+    }
+    let found =
+        proc_shell::inspect(group, *bash).or_else(|| proc_shell::wrapped_shell(group, *bash));
+    match found {
+        Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
+            let state = shared.lock();
+            if state.levels().carries(pid, fingerprint) {
+                return;
+            }
+            let replaced = state.levels().is_integrated_shell(pid);
+            drop(state);
+            let fd = format!("/proc/{pid}/fd/{}", super::channel::SHELL_FD);
+            if channel_link.is_none() || std::fs::read_link(fd).ok() != *channel_link {
+                // A wrapper closed the descriptors it inherited (`sudo`,
+                // pexpect): this shell could not report any end.
+                if *noted != Some(seq) {
+                    *noted = Some(seq);
+                    shared.lock().levels_mut().note(Note::ReinstallFailed);
+                    shared.notify();
+                }
+                return;
+            }
+            *attempts += 1;
+            let handshake = REINSTALL_SEQ_BASE + *attempts;
+            let script = files.reinstall_file(*attempts);
+            let text = shell::reinstall_script(files, handshake);
+            if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
+                return;
+            }
+            tracing::info!(pid, replaced, "reinstalling the shell integration");
+            {
+                let mut state = shared.lock();
+                // Keep what the command printed before the new prompt; the
+                // prompt line and the echo of our line are dropped on the
+                // handshake.
+                let now = Instant::now();
+                state.commit_lines(now);
+                state.levels_mut().begin_reinstall(Reinstall::new(
+                    (handshake, seq),
+                    (pid, fingerprint),
+                    replaced,
+                    script.clone(),
+                    now,
+                ));
+            }
+            let _ = pty::write_key(master, shell::reinstall_line(&script, nonce).as_bytes());
+        }
+        Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().levels_mut().note(Note::OtherShell(name));
+            shared.notify();
+        }
+        Some(Prompting::NamedBash(command_line)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().levels_mut().note(Note::NamedBash(command_line));
+            shared.notify();
+        }
+        Some(Prompting::Remote(name)) if *noted != Some(seq) => {
+            *noted = Some(seq);
+            shared.lock().levels_mut().note(Note::RemoteShell(name));
+            shared.notify();
+        }
+        _ => {}
+    }
+}
