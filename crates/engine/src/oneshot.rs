@@ -1207,17 +1207,27 @@ mod tests {
         let dir = TempDir::new("cancel");
         let cancel = CancellationToken::new();
         let canceller = cancel.clone();
-        // Cancel as soon as the command is known to be running: when its
-        // marked sleep shows up.
+        // Cancel as soon as the command is known to be running: when it says
+        // its marked sleep started, through a FIFO (opened for reading and
+        // writing, so it never reads as ended before the command writes).
+        let ready = dir.0.join("ready");
+        nix::unistd::mkfifo(&ready, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let mut said = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&ready)
+            .expect("the FIFO opens");
         tokio::spawn(async move {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && pids_with_argument("300.4242").is_empty() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            let mut line = [0u8; 1];
+            let heard = tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::io::AsyncReadExt::read(&mut said, &mut line),
+            )
+            .await;
+            assert!(matches!(heard, Ok(Ok(1))), "the command never said it started: {heard:?}");
             canceller.cancel();
         });
-        let outcome =
-            run(request(&dir, "echo started; sleep 300.4242", limits(60.0, 60.0)), cancel).await;
+        let command = format!("echo started; sleep 300.4242 & echo > {}; wait", ready.display());
+        let outcome = run(request(&dir, &command, limits(60.0, 60.0)), cancel).await;
         assert_eq!(
             summary(&outcome),
             r#"error exit=-1 reason=- mode=soft cancelled=true leftovers=false stdout="started\n" stderr="""#

@@ -33,8 +33,10 @@ const UNSAFE_FILE: &str = "crates/engine/src/process/spawn.rs";
 /// condition until a deadline and fails (or gives up) when it passes.
 const SLEEP_HELPERS: &[(&str, &str)] = &[
     ("crates/engine/tests/it/main.rs", "eventually"),
+    ("crates/engine/tests/it/main.rs", "poll_until"),
     ("crates/engine/tests/it/terminal.rs", "wait_for_file"),
     ("crates/server/tests/it/main.rs", "wait_until"),
+    ("crates/server/tests/it/main.rs", "poll_until"),
     ("crates/engine/src/guard.rs", "wait_until"),
     ("crates/engine/src/output.rs", "wait_for_pruning"),
     // The test servers' `Drop`: waits up to 10 s for the server to exit,

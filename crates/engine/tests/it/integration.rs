@@ -8,7 +8,7 @@ use std::time::Duration;
 use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
 use shellkeep_engine::store::LogPage;
 
-use crate::Term;
+use crate::{Term, eventually, poll_until};
 
 /// These tests start nested shells (some read the user's start-up files);
 /// two at a time keep the machine responsive for the timing-sensitive
@@ -627,18 +627,18 @@ async fn a_program_named_bash_is_never_typed_into() {
     let mut reply = term.run_for(&command, 20.0).await;
     let mut notes = reply.notes.clone();
     let mut output = reply.output.text.clone();
-    // The reply may come while it still waits at its fake prompt: look
-    // again (a poll returns at once while it waits for input) until it ends.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while reply.status != Status::Completed {
-        assert!(std::time::Instant::now() < deadline, "{reply:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // The reply may come while it still waits at its fake prompt (a poll
+    // returns at once while it waits for input): wait until it ended, then
+    // look.
+    if reply.status != Status::Completed {
+        eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
         reply = term
             .call(Request { timeout: Some(Duration::from_secs(20)), ..Request::default() })
             .await;
         notes.extend(reply.notes.clone());
         output.push_str(&reply.output.text);
     }
+    assert_eq!(reply.status, Status::Completed, "{reply:?}");
     assert_eq!(reply.exit_code, Some(1), "{reply:?}");
     assert!(output.contains("STILL-RUNNING-AFTER-FAKE-END\nREAL-EXIT=9\n"), "{output:?}");
     assert!(!output.contains("TYPED-INTO"), "{output:?}");
@@ -927,16 +927,24 @@ async fn a_nested_shell_without_the_channel_is_not_given_the_integration() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = fixed_shlvl("no-channel").await;
     // As a wrapper that closes the descriptors it inherits would leave it.
-    let mut reply = term.run_for("bash --norc 62>&-", 5.0).await;
-    let mut notes = reply.notes.clone();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !notes.contains(&Note::ReinstallFailed) {
-        assert!(std::time::Instant::now() < deadline, "{reply:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        reply = term
-            .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
-            .await;
-        notes.extend(reply.notes.clone());
+    let first = term.run_for("bash --norc 62>&-", 5.0).await;
+    let mut notes = first.notes.clone();
+    // The watcher names it once the nested shell sits at its prompt; a poll
+    // returns at once while the shell waits for input, so look again until a
+    // reply carries the note.
+    let mut reply = first;
+    if !notes.contains(&Note::ReinstallFailed) {
+        reply = poll_until(
+            async || {
+                let reply = term
+                    .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
+                    .await;
+                notes.extend(reply.notes.clone());
+                reply
+            },
+            |reply| reply.notes.contains(&Note::ReinstallFailed),
+        )
+        .await;
     }
     assert!(!notes.contains(&Note::NestedShellStarted), "{notes:?}");
     assert_ne!(reply.status, Status::Completed, "{reply:?}");

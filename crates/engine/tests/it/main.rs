@@ -112,6 +112,24 @@ pub async fn eventually(mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Repeats `attempt` (a call, say) every 10 ms until `done` holds for what
+/// it returned, and returns that; fails the test with the last value after
+/// 20 s.
+pub async fn poll_until<T: std::fmt::Debug>(
+    mut attempt: impl AsyncFnMut() -> T,
+    mut done: impl FnMut(&T) -> bool,
+) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let value = attempt().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "not within 20 s: {value:#?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Pids of live processes whose command line contains `needle`.
 pub fn processes_with(needle: &str) -> Vec<i32> {
     let mut pids = Vec::new();

@@ -9,7 +9,8 @@
 //! the connection), signal it, and wait for it to exit. The [`Server`] drop
 //! guard always stops the server.
 //!
-//! Waiting is always for a condition with a deadline ([`wait_until`]),
+//! Waiting is always for a condition with a deadline ([`wait_until`],
+//! [`poll_until`]),
 //! never a fixed sleep. Process trees started by tests carry unique markers
 //! (`sleep 300.<digits>`, which GNU sleep accepts) so that survivors can be
 //! found in `/proc` without confusing parallel tests.
@@ -429,6 +430,25 @@ async fn wait_until(
     let deadline = Instant::now() + within;
     while !condition() {
         assert!(Instant::now() < deadline, "not within {within:?}: {}", what());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Repeats `attempt` (a call, say) every 10 ms until `done` holds for what
+/// it returned, and returns that; fails the test with the last value after
+/// `within`.
+async fn poll_until<T: std::fmt::Debug>(
+    within: Duration,
+    mut attempt: impl AsyncFnMut() -> T,
+    mut done: impl FnMut(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let value = attempt().await;
+        if done(&value) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "not within {within:?}: {value:#?}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

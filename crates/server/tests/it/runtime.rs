@@ -586,16 +586,13 @@ async fn output_that_could_not_be_saved_is_said_to_be_unavailable() {
     let command = "seq 1 100000; while [ ! -e go ]; do sleep 0.05; done";
     let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    let page = loop {
-        let page = server.call("output", json!({"offset": 50_000, "limit": 10})).await;
-        assert!(!page.is_error, "{}", page.text);
-        if page["total_lines"] == 100_000 {
-            break page;
-        }
-        assert!(std::time::Instant::now() < deadline, "{page:#?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let page = crate::poll_until(
+        EVENTUALLY,
+        async || server.call("output", json!({"offset": 50_000, "limit": 10})).await,
+        |page| page.is_error || page["total_lines"] == 100_000,
+    )
+    .await;
+    assert!(!page.is_error, "{}", page.text);
     assert_eq!((page["running"].as_bool(), page["line_count"].as_u64()), (Some(true), Some(0)));
     assert_eq!(page["unavailable_from"], 50_000, "{page:#?}");
     assert_ne!(page["next_offset"], 50_000, "{page:#?}");

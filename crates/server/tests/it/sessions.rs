@@ -1,11 +1,9 @@
 //! Named sessions, background jobs and the `sessions` / `session_close`
 //! tools (issue 8, parts 1 and 2), through the real binary.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use crate::{EVENTUALLY, Server, assert_none_survive, marker, wait_alive, wait_until};
+use crate::{EVENTUALLY, Server, assert_none_survive, marker, poll_until, wait_alive, wait_until};
 
 /// A free TCP port on the loopback interface (the listener is closed again,
 /// so a server started right after can bind it).
@@ -88,16 +86,19 @@ async fn sessions_lists_true_states_and_close_stops_the_whole_tree() {
     server.terminal(json!({"command": "true", "session": "quiet"})).await;
     wait_alive(&[&tree]).await;
 
-    let mut listing = server.call("sessions", json!({})).await;
     // The waiting-for-input state is sampled; ask again until it shows.
-    for _ in 0..200 {
-        let rows = listing["sessions"].as_array().expect("rows").clone();
-        if rows.iter().any(|row| row["name"] == "asks" && row["state"] == "waiting_for_input") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        listing = server.call("sessions", json!({})).await;
-    }
+    let listing = poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| {
+            listing["sessions"]
+                .as_array()
+                .expect("rows")
+                .iter()
+                .any(|row| row["name"] == "asks" && row["state"] == "waiting_for_input")
+        },
+    )
+    .await;
     let rows = listing["sessions"].as_array().expect("rows").clone();
     let row = |name: &str| {
         rows.iter()
@@ -158,13 +159,12 @@ async fn the_session_limit_and_idle_expiry_give_clear_answers() {
 
     // "one" sits idle at its prompt and expires; "two" is running and does
     // not; "default" never does.
-    let mut listing = server.call("sessions", json!({})).await;
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while listing.text.contains("- one:") {
-        assert!(std::time::Instant::now() < deadline, "one never expired: {}", listing.text);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        listing = server.call("sessions", json!({})).await;
-    }
+    let listing = poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| !listing.text.contains("- one:"),
+    )
+    .await;
     assert!(
         listing.text.contains("- two:") && listing.text.contains("- default:"),
         "{}",
@@ -193,17 +193,13 @@ async fn a_background_dev_server_is_reachable_and_its_end_is_reported_once() {
     // The default session reaches it; the job is not under the execution
     // limit, so polling it later still finds it running.
     let url = format!("http://127.0.0.1:{port}/");
-    let mut fetched = server
-        .terminal(json!({"command": format!("curl -s -o /dev/null -w '%{{http_code}}' {url}")}))
-        .await;
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while fetched.output() != "200" {
-        assert!(std::time::Instant::now() < deadline, "{fetched:#?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        fetched = server
-            .terminal(json!({"command": format!("curl -s -o /dev/null -w '%{{http_code}}' {url}")}))
-            .await;
-    }
+    let fetch = json!({"command": format!("curl -s -o /dev/null -w '%{{http_code}}' {url}")});
+    poll_until(
+        EVENTUALLY,
+        async || server.terminal(fetch.clone()).await,
+        |fetched| fetched.output() == "200",
+    )
+    .await;
     let r = server.terminal(json!({"command": "", "session": "job-1", "timeout": 0.5})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
     assert!(r.output().contains("GET / HTTP"), "the job's log: {r:#?}");
@@ -220,18 +216,12 @@ async fn a_background_dev_server_is_reachable_and_its_end_is_reported_once() {
     let taken =
         server.terminal(json!({"command": "true", "background": true, "session": "short"})).await;
     assert!(taken.is_error && taken.text.contains("already exists"), "{taken:#?}");
-    let mut notice = None;
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while notice.is_none() {
-        assert!(std::time::Instant::now() < deadline, "no notice of the job's end");
-        let r = server.run(json!({"command": "true"})).await;
-        if r.text.contains("ended with exit code 3") {
-            notice = Some(r);
-        } else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    let notice = notice.expect("notice");
+    let notice = poll_until(
+        EVENTUALLY,
+        async || server.run(json!({"command": "true"})).await,
+        |r| r.text.contains("ended with exit code 3"),
+    )
+    .await;
     assert_eq!(notice["jobs_ended"][0]["session"], "short", "{notice:#?}");
     assert_eq!(notice["jobs_ended"][0]["exit_code"], 3, "{notice:#?}");
     let again = server.run(json!({"command": "true"})).await;
@@ -337,18 +327,18 @@ async fn a_running_job_is_followed_by_offset_and_unknown_numbers_are_clear_error
     assert_eq!(r["session"], "ticker", "{r:#?}");
     let mut seen = String::new();
     let mut offset = 0;
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    loop {
-        let page = server.call("output", json!({"session": "ticker", "offset": offset})).await;
-        seen.push_str(page["lines"].as_str().unwrap());
-        offset = page["next_offset"].as_u64().unwrap();
-        // A line still being written is left for the next read.
-        if page["running"] == false && offset == page["total_lines"].as_u64().unwrap() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{page:#?}");
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+    // A line still being written is left for the next read.
+    poll_until(
+        EVENTUALLY,
+        async || {
+            let page = server.call("output", json!({"session": "ticker", "offset": offset})).await;
+            seen.push_str(page["lines"].as_str().unwrap());
+            offset = page["next_offset"].as_u64().unwrap();
+            page
+        },
+        |page| page["running"] == false && page["next_offset"] == page["total_lines"],
+    )
+    .await;
     let expected: String = (1..=30).map(|i| format!("tick {i}\n")).collect();
     assert_eq!(seen, expected);
 
@@ -407,12 +397,12 @@ async fn a_cut_previous_output_says_how_to_read_it() {
     // It finishes while no call waits on it; the next command reports it.
     let r = server.terminal(json!({"command": "sleep 0.3; seq 1 5000", "timeout": 0.1})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
-    let listing = || async { server.call("sessions", json!({})).await };
-    let deadline = std::time::Instant::now() + EVENTUALLY;
-    while !listing().await.text.contains("ended with exit code 0") {
-        assert!(std::time::Instant::now() < deadline, "the command never ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| listing.text.contains("ended with exit code 0"),
+    )
+    .await;
     let r = server.terminal(json!({"command": "echo next"})).await;
     assert_eq!(r.output(), "next\n", "{r:#?}");
     assert_eq!(r["previous_exit_code"], 0, "{r:#?}");
