@@ -121,57 +121,77 @@ impl RunRequest {
 
 impl RunRequest {
     /// Checks what bash and the kernel cannot take: a NUL byte in the
-    /// command or in `env`, and `env` names that are empty or contain `=`.
-    /// [`run`] checks this first; a server can call it to answer with an
-    /// error before anything starts.
-    pub fn validate(&self) -> Result<(), InvalidRequest> {
+    /// command or in the environment, environment names that are empty or
+    /// contain `=`, and the scope marker among them. [`run`] checks this
+    /// first and refuses the request without starting anything; a server
+    /// checks its arguments before it builds a request (in the words of its
+    /// own interface), so this is a second net.
+    pub fn validate(&self) -> Result<(), InvalidRunRequest> {
         if let Some(at) = self.command.find('\0') {
-            return Err(InvalidRequest(format!(
-                "argument `command` contains a NUL byte (at byte {at}); a command line cannot \
-                 hold one: remove it, or write it with printf '\\0'"
-            )));
+            return Err(InvalidRunRequest::NulInCommand { at });
         }
         for (name, value) in &self.env {
-            if name.is_empty() {
-                return Err(InvalidRequest(
-                    "argument `env` has an empty variable name; give every variable a name".into(),
-                ));
-            }
-            if name.contains('=') {
-                return Err(InvalidRequest(format!(
-                    "argument `env`: the name {name:?} contains `=`; put the value after the \
-                     name, not in it"
-                )));
-            }
-            if name.contains('\0') {
-                return Err(InvalidRequest(format!(
-                    "argument `env`: the name {:?} contains a NUL byte; remove it",
-                    name.replace('\0', "\\0")
-                )));
-            }
-            if name == process::SCOPE_VAR {
-                return Err(InvalidRequest(format!(
-                    "argument `env`: {name} cannot be set; shellkeep marks every process a \
-                     command starts with it, to stop them all when the command ends. Remove it \
-                     from `env`"
-                )));
-            }
-            if value.contains('\0') {
-                return Err(InvalidRequest(format!(
-                    "argument `env`: the value of {name} contains a NUL byte, which an \
-                     environment variable cannot hold; remove it"
-                )));
-            }
+            let problem = if name.is_empty() {
+                InvalidRunRequest::EmptyEnvName
+            } else if name.contains('=') {
+                InvalidRunRequest::EqualsInEnvName { name: name.clone() }
+            } else if name.contains('\0') {
+                InvalidRunRequest::NulInEnvName { name: name.clone() }
+            } else if name == process::SCOPE_VAR {
+                InvalidRunRequest::ScopeVarInEnv
+            } else if value.contains('\0') {
+                InvalidRunRequest::NulInEnvValue { name: name.clone() }
+            } else {
+                continue;
+            };
+            return Err(problem);
         }
         Ok(())
     }
 }
 
-/// Why a [`RunRequest`] cannot run, worded for the agent: it names the
-/// argument and says what to do.
+/// Why a [`RunRequest`] cannot run. The words of its `Display` speak of the
+/// request, not of any interface's arguments: whoever takes the request
+/// from a person or an agent checks it first and says what to do in its own
+/// terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct InvalidRequest(pub String);
+pub enum InvalidRunRequest {
+    /// The command holds a NUL byte, which no command line can carry.
+    #[error("the command contains a NUL byte (at byte {at}), which no command line can carry")]
+    NulInCommand {
+        /// Its byte offset in the command.
+        at: usize,
+    },
+    /// An environment variable has an empty name.
+    #[error("an environment variable has an empty name")]
+    EmptyEnvName,
+    /// An environment variable's name contains `=`.
+    #[error("the environment variable name {name:?} contains `=`")]
+    EqualsInEnvName {
+        /// The name.
+        name: String,
+    },
+    /// An environment variable's name contains a NUL byte.
+    #[error("the environment variable name {name:?} contains a NUL byte")]
+    NulInEnvName {
+        /// The name.
+        name: String,
+    },
+    /// The environment sets the scope marker, which every process of the
+    /// run carries so that all of them can be stopped.
+    #[error(
+        "the environment sets {}, the marker that finds every process of the run; it cannot be \
+         set",
+        process::SCOPE_VAR
+    )]
+    ScopeVarInEnv,
+    /// An environment variable's value contains a NUL byte.
+    #[error("the value of the environment variable {name} contains a NUL byte")]
+    NulInEnvValue {
+        /// The variable's name.
+        name: String,
+    },
+}
 
 /// The largest command or environment value passed to bash as an argument
 /// or environment string; anything bigger goes through a pipe. The kernel's

@@ -10,7 +10,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use shellkeep_engine::oneshot::{self, RunOutcome, RunRequest, RunStatus, TimeoutReason};
+use shellkeep_engine::oneshot::{
+    self, InvalidRunRequest, RunOutcome, RunRequest, RunStatus, TimeoutReason,
+};
 use shellkeep_engine::policy::Limits;
 use shellkeep_engine::process::TerminationMode;
 use tokio_util::sync::CancellationToken;
@@ -208,32 +210,46 @@ async fn many_small_values_over_the_total_limit_still_run() {
 /// A request's environment.
 type Env = Vec<(String, String)>;
 
+/// A request bash or the kernel cannot take is refused with a typed reason
+/// (the server checks its arguments first and words them itself), and
+/// nothing starts.
 #[tokio::test]
-async fn nul_bytes_and_bad_names_are_refused_naming_the_argument() {
+async fn nul_bytes_and_bad_names_are_refused_with_a_typed_reason() {
     let scratch = Scratch::new("run-invalid");
-    let cases: [(&str, Env, &str); 5] = [
-        ("echo a\0b", vec![], "argument `command` contains a NUL byte"),
+    let named = |name: &str| name.to_owned();
+    let cases: [(&str, Env, InvalidRunRequest); 6] = [
+        ("echo a\0b", vec![], InvalidRunRequest::NulInCommand { at: 6 }),
         (
             "true",
             vec![("A".into(), "x\0y".into())],
-            "argument `env`: the value of A contains a NUL byte",
+            InvalidRunRequest::NulInEnvValue { name: named("A") },
         ),
         (
             "true",
             vec![("A\0B".into(), "x".into())],
-            "argument `env`: the name \"A\\\\0B\" contains a NUL byte",
+            InvalidRunRequest::NulInEnvName { name: named("A\0B") },
         ),
-        ("true", vec![(String::new(), "x".into())], "argument `env` has an empty variable name"),
-        ("true", vec![("A=B".into(), "x".into())], "argument `env`: the name \"A=B\" contains `=`"),
+        ("true", vec![(String::new(), "x".into())], InvalidRunRequest::EmptyEnvName),
+        (
+            "true",
+            vec![("A=B".into(), "x".into())],
+            InvalidRunRequest::EqualsInEnvName { name: named("A=B") },
+        ),
+        ("true", vec![("SHELLKEEP_SCOPE".into(), "x".into())], InvalidRunRequest::ScopeVarInEnv),
     ];
     for (command, env, expected) in cases {
         let request =
             RunRequest { env, ..RunRequest::new(command, limits(5.0, 5.0), &scratch.0, "run") };
-        assert!(request.validate().is_err());
+        assert_eq!(request.validate(), Err(expected.clone()), "{command:?}");
         let outcome = run_request(request).await;
         assert_eq!((outcome.status, outcome.pgid), (RunStatus::Error, None), "{command:?}");
-        assert!(outcome.stderr.text.starts_with(expected), "{:?}", outcome.stderr.text);
+        assert_eq!(outcome.stderr.text, expected.to_string(), "{command:?}");
     }
+    // The reason speaks of the request, never of a tool's arguments.
+    assert_eq!(
+        InvalidRunRequest::NulInEnvName { name: named("A\0B") }.to_string(),
+        "the environment variable name \"A\\0B\" contains a NUL byte"
+    );
 }
 
 /// Issue 11, F5: `env` cannot replace the scope marker that finds what a
@@ -251,7 +267,7 @@ async fn the_scope_marker_cannot_be_set_through_env() {
     let outcome = run_request(request).await;
     assert_eq!((outcome.status, outcome.pgid), (RunStatus::Error, None));
     assert!(
-        outcome.stderr.text.contains("SHELLKEEP_SCOPE cannot be set"),
+        outcome.stderr.text.contains("SHELLKEEP_SCOPE, the marker that finds every process"),
         "{:?}",
         outcome.stderr.text
     );
