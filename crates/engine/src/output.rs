@@ -1,5 +1,16 @@
-//! Capped output: the head and tail an agent is shown of a stream, and the
-//! disk budget of the one stored copy of every output.
+//! The one place output text passes, capped output (the head and tail an
+//! agent is shown of a stream), and the disk budget of the one stored copy
+//! of every output.
+//!
+//! [`pass`] is the one place every piece of output text passes, after
+//! rendering (for `run`, after UTF-8 decoding) and before anything keeps,
+//! shows, reports or announces it: a terminal command's text, a `run`
+//! stream's, the unfinished line and full screen a reply shows, a progress
+//! line, and what background jobs print between commands. It returns a
+//! [`Passed`], the only type a view ([`CappedOutput`]) or a log
+//! (`store::CommandLog`) takes in, and only [`pass`] makes one, so no text
+//! reaches either without passing it. Today it changes nothing; secret
+//! masking goes there.
 //!
 //! A [`CappedOutput`] is a view of a stream of (already rendered) text:
 //! while the stream is within its cap it is shown whole; past it, memory
@@ -27,9 +38,9 @@
 //! and a store's name (`<pid>-<hex>-<name>.log|.stdout|.stderr`). A
 //! directory holding anything else is used without deleting anything.
 //!
-//! This module does not render terminal escapes or mask secrets: callers do
-//! that before.
+//! This module does not render terminal escapes: callers do that before.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -37,6 +48,39 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::private_fs;
+
+/// Output text that passed [`pass`]. Its field is private and only [`pass`]
+/// makes one, so every view and log write, which take only this, is text
+/// that passed the one place.
+#[derive(Debug)]
+pub struct Passed<'a>(Cow<'a, str>);
+
+impl Passed<'_> {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The text, owned.
+    pub fn into_string(self) -> String {
+        self.0.into_owned()
+    }
+}
+
+/// The one place every piece of output text passes, once, in order, before
+/// anything keeps, shows, reports or announces it (see the module's
+/// comment). It changes nothing yet; secret masking goes here.
+///
+/// In the crate's own tests it marks [`tests::PASS_WITNESS`] wherever the
+/// word appears, in a way that shows a second pass, so that a test can
+/// prove every path of output takes this one, once.
+pub(crate) fn pass(text: &str) -> Passed<'_> {
+    #[cfg(test)]
+    if text.contains(tests::PASS_WITNESS) {
+        return Passed(Cow::Owned(tests::mark_witness(text)));
+    }
+    Passed(Cow::Borrowed(text))
+}
 
 /// What an agent is shown of a stream, and where the rest is.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -432,7 +476,11 @@ impl CappedOutput {
     }
 
     /// Appends `text` to the stream.
-    pub fn push(&mut self, mut text: &str) {
+    pub fn push(&mut self, text: &Passed<'_>) {
+        self.push_text(text.as_str());
+    }
+
+    fn push_text(&mut self, mut text: &str) {
         if text.is_empty() {
             return;
         }
@@ -460,9 +508,9 @@ impl CappedOutput {
     /// that was unfinished then): it is counted, but not shown again. Only
     /// at the start of the stream, before any [`CappedOutput::push`]; later
     /// it is pushed as usual.
-    pub fn push_seen(&mut self, text: &str) {
+    fn push_seen(&mut self, text: &str) {
         if self.head_chars > 0 || self.tail_chars > 0 {
-            self.push(text);
+            self.push_text(text);
             return;
         }
         let (chars, lines) = (count_chars(text), memchr_count(b'\n', text.as_bytes()));
@@ -476,15 +524,16 @@ impl CappedOutput {
     /// unfinished (`shown`): that part is counted but not shown again; the
     /// rest is pushed as usual. Returns whether that line was cut when it
     /// was shown, so the reply where it ends must name the saved copy.
-    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &str) -> bool {
+    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &Passed<'_>) -> bool {
+        let text = text.as_str();
         match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
             Some((shown, end)) => {
                 self.push_seen(&text[..end]);
-                self.push(&text[end..]);
+                self.push_text(&text[end..]);
                 shown.cut
             }
             None => {
-                self.push(text);
+                self.push_text(text);
                 false
             }
         }
@@ -821,8 +870,41 @@ pub fn byte_index_of_char(text: &str, n: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A word no other test prints: in test builds [`pass`] marks it, so
+    /// that the surfaces of output show whether it passed there, and how
+    /// often.
+    pub(crate) const PASS_WITNESS: &str = "pass-witness-7f3a";
+
+    /// `text` with [`PASS_WITNESS`] marked as [`pass`] marks it in tests:
+    /// `<<` and `>>` around each appearance, so a text that passed twice
+    /// shows it doubled and one that never passed shows it bare.
+    pub(crate) fn mark_witness(text: &str) -> String {
+        text.replace(PASS_WITNESS, &format!("<<{PASS_WITNESS}>>"))
+    }
+
+    /// How `text` shows the witness: (marked once, marked more than once,
+    /// bare). Every appearance of the word is exactly one of them.
+    pub(crate) fn witness_passes(text: &str) -> (usize, usize, usize) {
+        let all = text.matches(PASS_WITNESS).count();
+        let more = text.matches(&format!("<<<<{PASS_WITNESS}")).count();
+        let marked = text.matches(&format!("<<{PASS_WITNESS}>>")).count();
+        (marked - more, more, all - marked)
+    }
+
+    #[test]
+    fn the_witness_shows_how_often_text_passed() {
+        let word = PASS_WITNESS;
+        assert_eq!(witness_passes(&format!("a {word} b")), (0, 0, 1));
+        assert_eq!(witness_passes(pass(&format!("a {word} b\n")).as_str()), (1, 0, 0));
+        let twice = pass(&format!("{word} and {word}")).into_string();
+        assert_eq!(witness_passes(&twice), (2, 0, 0));
+        assert_eq!(witness_passes(pass(&twice).as_str()), (0, 2, 0));
+        // Other text passes untouched, without a copy.
+        assert!(matches!(pass("plain").0, Cow::Borrowed("plain")));
+    }
 
     /// Creates the file `name` in `store` as a command log does and writes
     /// `size` bytes into it; returns its path.
@@ -839,8 +921,8 @@ mod tests {
     #[test]
     fn short_streams_are_shown_whole() {
         let mut out = CappedOutput::new(100);
-        out.push("hello ");
-        out.push("world\n");
+        out.push(&pass("hello "));
+        out.push(&pass("world\n"));
         assert!(!out.is_cut());
         let shown = out.into_shown(None);
         assert_eq!(shown.text, "hello world\n");
@@ -854,9 +936,9 @@ mod tests {
         let full: String = (0..1000).map(|i| format!("{i}\n")).collect();
         // Split into odd pieces, including multi-byte characters.
         for piece in full.as_bytes().chunks(7) {
-            out.push(std::str::from_utf8(piece).expect("ascii"));
+            out.push(&pass(std::str::from_utf8(piece).expect("ascii")));
         }
-        out.push("é€\n");
+        out.push(&pass("é€\n"));
         assert!(out.is_cut());
         let shown = out.into_shown(Some(saved_at("/saved/it.log")));
         assert!(shown.truncated);
@@ -877,12 +959,12 @@ mod tests {
         let cut = SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) };
         let saved = Saved { cut: Some(cut), ..saved_at("/saved/it.log") };
         let mut out = CappedOutput::new(10);
-        out.push(&"a".repeat(100));
+        out.push(&pass(&"a".repeat(100)));
         let shown = out.into_shown(Some(saved));
         assert!(shown.text.contains("full output in /saved/it.log (cut after 700 bytes"));
         assert_eq!(shown.full_output_cut, Some(cut));
         let mut out = CappedOutput::new(10);
-        out.push(&"a".repeat(100));
+        out.push(&pass(&"a".repeat(100)));
         let unsaved = Saved { error: Some("No space left".into()), ..Saved::default() };
         let shown = out.into_shown(Some(unsaved));
         assert!(shown.text.contains("the full output could not be saved: No space left"));
@@ -892,7 +974,7 @@ mod tests {
     #[test]
     fn exactly_at_the_cap_is_not_truncated() {
         let mut out = CappedOutput::new(10);
-        out.push("0123456789");
+        out.push(&pass("0123456789"));
         assert!(!out.is_cut());
         let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), ("0123456789", false));
@@ -903,20 +985,20 @@ mod tests {
         // Small: shown only as the new part.
         let mut out = CappedOutput::new(100);
         out.push_seen("Password");
-        out.push(": ok\n");
+        out.push(&pass(": ok\n"));
         let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), (": ok\n", false));
         // Much seen text does not make the new text cut.
         let mut out = CappedOutput::new(100);
         out.push_seen(&"x".repeat(500));
-        out.push("done\n");
+        out.push(&pass("done\n"));
         assert!(!out.is_cut());
         assert_eq!(out.into_shown(None).text, "done\n");
         // Large new output after it: omitted counts only what is new, and
         // the omission starts after the seen lines.
         let mut out = CappedOutput::new(10);
         out.push_seen("seen\n");
-        out.push(&"y".repeat(100));
+        out.push(&pass(&"y".repeat(100)));
         let shown = out.into_shown(None);
         assert_eq!(shown.omitted_chars, 90);
         assert_eq!(shown.lines_before_omission, 1);
@@ -950,17 +1032,17 @@ mod tests {
     fn a_committed_line_is_not_shown_again() {
         let line = show_unfinished_line("answer: ", None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(!out.push_continuing(line.shown, "answer: 42\nnext\n"));
+        assert!(!out.push_continuing(line.shown, &pass("answer: 42\nnext\n")));
         assert_eq!(out.into_shown(None).text, "42\nnext\n");
         // A different line is shown whole.
         let mut out = CappedOutput::new(100);
-        out.push_continuing(line.shown, "done\n");
+        out.push_continuing(line.shown, &pass("done\n"));
         assert_eq!(out.into_shown(None).text, "done\n");
         // A line that was cut when shown asks for the saved copy.
         let long = "z".repeat(1000);
         let cut = show_unfinished_line(&long, None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(out.push_continuing(cut.shown, &format!("{long}\n")));
+        assert!(out.push_continuing(cut.shown, &pass(&format!("{long}\n"))));
         assert_eq!(out.into_shown(None).text, "\n");
     }
 

@@ -25,7 +25,12 @@
 //! [`OutputSink::push`] is the only way text reaches a log and a view: every
 //! byte a command prints passes there once, in order, after rendering (for
 //! `run`, after UTF-8 decoding) and before anything is kept, shown or
-//! reported as progress. Secret masking belongs there.
+//! reported as progress, and it hands the text to `output::pass` (the one
+//! place every piece of output passes, where secret masking goes) before
+//! the log and the view, which take only what `pass` returns. What is shown
+//! unkept (the unfinished line, a full screen, a progress line) passes
+//! there too, through the sink; what background jobs print between
+//! commands, through [`IdleOutput`].
 //!
 //! Bounds: memory per log is at most [`MEMORY_LIMIT`] bytes plus its index
 //! (8 bytes per [`INDEX_STEP`] lines) and a 64 KiB write buffer; a read
@@ -42,8 +47,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::output::{
-    CappedOutput, CommandSpill, Saved, Shown, ShownLine, SpillCut, SpillStore, UnfinishedLine,
-    count_chars, show_unfinished_line,
+    CappedOutput, CommandSpill, Passed, Saved, Shown, ShownLine, SpillCut, SpillStore,
+    UnfinishedLine, count_chars, pass, show_unfinished_line,
 };
 
 /// Bytes of a command's output kept in memory before it moves to a file.
@@ -443,8 +448,9 @@ impl CommandLog {
         total_lines(&inner)
     }
 
-    /// Appends `text`.
-    pub fn push(&self, text: &str) {
+    /// Appends `text`; only [`OutputSink::push`] calls it.
+    fn push(&self, text: &Passed<'_>) {
+        let text = text.as_str();
         if text.is_empty() {
             return;
         }
@@ -729,9 +735,10 @@ impl OutputSink {
         if text.is_empty() {
             return;
         }
-        self.log.push(text);
+        let text = pass(text);
+        self.log.push(&text);
         let was_cut = self.view.is_cut();
-        if self.view.push_continuing(self.line_shown.take(), text) {
+        if self.view.push_continuing(self.line_shown.take(), &text) {
             self.name_saved = true;
             self.log.keep_on_disk();
         }
@@ -746,7 +753,7 @@ impl OutputSink {
     /// shown before it is committed passes here, so that what the sink
     /// does to text applies to it too.
     pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
-        let shown = show_unfinished_line(line, self.line_shown, room);
+        let shown = show_unfinished_line(pass(line).as_str(), self.line_shown, room);
         self.line_shown = shown.shown;
         shown
     }
@@ -756,13 +763,17 @@ impl OutputSink {
     /// ends). The next reply shows the current line whole.
     pub fn show_screen(&mut self, screen: String) -> String {
         self.line_shown = None;
-        screen
+        pass(&screen).into_string()
     }
 
     /// The line a progress report shows: the screen's newest line while
     /// there is one (not committed yet), else the last line of the view.
     pub fn progress_line(&self, screen_line: String) -> String {
-        if screen_line.is_empty() { self.view.last_line().to_owned() } else { screen_line }
+        if screen_line.is_empty() {
+            self.view.last_line().to_owned()
+        } else {
+            pass(&screen_line).into_string()
+        }
     }
 
     /// What a reply shows of the output since the last one; the next view
@@ -777,6 +788,49 @@ impl OutputSink {
     /// The log every piece goes to.
     pub fn log(&self) -> &Arc<CommandLog> {
         &self.log
+    }
+}
+
+/// What a session's terminal printed while no command ran (background
+/// jobs, say), kept for the next reply that announces it: the sink of idle
+/// time. No command owns the text, so there is no log; the view keeps the
+/// newest [`IDLE_OUTPUT_CAP`] characters or so. Text comes in only through
+/// [`IdleOutput::push`], which passes it through [`pass`] as
+/// [`OutputSink::push`] does a command's.
+#[derive(Debug, Default)]
+pub struct IdleOutput {
+    /// What was printed since the last [`IdleOutput::take`], its newest
+    /// part once it outgrew the cap.
+    text: String,
+}
+
+/// Keep about this much of what is printed between commands (bytes; the
+/// newest, cut at a character boundary).
+pub const IDLE_OUTPUT_CAP: usize = 8_000;
+
+impl IdleOutput {
+    /// An empty idle output.
+    pub fn new() -> IdleOutput {
+        IdleOutput::default()
+    }
+
+    /// Takes in the next piece of what the terminal printed while no
+    /// command ran. Bound: at most twice [`IDLE_OUTPUT_CAP`] bytes are held.
+    pub fn push(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.text.push_str(pass(text).as_str());
+        if self.text.len() > 2 * IDLE_OUTPUT_CAP {
+            let cut = self.text.len() - IDLE_OUTPUT_CAP;
+            let cut = (cut..self.text.len()).find(|&i| self.text.is_char_boundary(i)).unwrap_or(0);
+            self.text.drain(..cut);
+        }
+    }
+
+    /// Takes what was printed since the last time.
+    pub fn take(&mut self) -> String {
+        std::mem::take(&mut self.text)
     }
 }
 
@@ -871,7 +925,7 @@ mod tests {
             let log = store.begin("seq");
             let full: String = (0..n_lines).map(|i| format!("line {i}\n")).collect();
             for piece in full.as_bytes().chunks(777) {
-                log.push(std::str::from_utf8(piece).expect("ascii"));
+                log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
             }
             assert_eq!(log.total_lines(), n_lines);
             assert_eq!(log.path().is_some(), full.len() > MEMORY_LIMIT, "{n_lines}");
@@ -901,11 +955,11 @@ mod tests {
         let dir = scratch("unfinished");
         let store = store(&dir, StoreLimits::default());
         let log = store.begin("printf");
-        log.push("a\nb");
+        log.push(&pass("a\nb"));
         assert_eq!(log.total_lines(), 2);
         assert_eq!(log.read(1, 5).expect("read").text, "b");
         let big = "x".repeat(MEMORY_LIMIT * 2);
-        log.push(&big);
+        log.push(&pass(&big));
         let page = log.read(1, 5).expect("read");
         assert!(page.text.starts_with('b') && !page.text.ends_with('\n'), "{}", page.text.len());
         assert!(page.cut_at_cap || page.text.len() == 1 + big.len());
@@ -917,7 +971,7 @@ mod tests {
         let dir = scratch("closed");
         let store = store(&dir, StoreLimits::default());
         let log = store.begin("big");
-        log.push(&"z\n".repeat(MEMORY_LIMIT));
+        log.push(&pass(&"z\n".repeat(MEMORY_LIMIT)));
         let path = log.path().expect("on disk");
         let open = || {
             std::fs::read_dir("/proc/self/fd")
@@ -964,7 +1018,7 @@ mod tests {
         let log = store.begin("seq");
         let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
         for piece in full.as_bytes().chunks(777) {
-            log.push(std::str::from_utf8(piece).expect("ascii"));
+            log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
         }
         log.finish(0);
         assert_eq!(log.total_lines(), 10_000);
@@ -998,7 +1052,7 @@ mod tests {
         let log = OutputStore::new(spill, "t", StoreLimits::default()).begin("seq");
         let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
         for piece in full.as_bytes().chunks(4096) {
-            log.push(std::str::from_utf8(piece).expect("ascii"));
+            log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
         }
         let (text, last) = follow(&log);
         assert!(last.rest_unavailable && last.saved_until.is_some(), "{last:?}");
@@ -1014,7 +1068,7 @@ mod tests {
         let mut paths = Vec::new();
         for _ in 1..=5 {
             let log = store.begin("big");
-            log.push(&"y".repeat(MEMORY_LIMIT + 10));
+            log.push(&pass(&"y".repeat(MEMORY_LIMIT + 10)));
             log.finish(0);
             paths.push(log.path().expect("on disk"));
             store.enforce();
@@ -1043,7 +1097,7 @@ mod paging {
         let log = store.begin("seq");
         let full: String = (1..=200_000).map(|i| format!("build step {i:09}\n")).collect();
         for piece in full.as_bytes().chunks(4096) {
-            log.push(std::str::from_utf8(piece).unwrap());
+            log.push(&pass(std::str::from_utf8(piece).unwrap()));
         }
         let mut all = String::new();
         let mut offset = 0;
@@ -1296,8 +1350,8 @@ mod sink {
         for n in 1..=3u64 {
             let logs = store.begin_run(&format!("run {n}"));
             assert_eq!(logs.number, n);
-            logs.stdout.push(&format!("out {n}\n").repeat(MEMORY_LIMIT));
-            logs.stderr.push(&format!("err {n}\n").repeat(MEMORY_LIMIT));
+            logs.stdout.push(&pass(&format!("out {n}\n").repeat(MEMORY_LIMIT)));
+            logs.stderr.push(&pass(&format!("err {n}\n").repeat(MEMORY_LIMIT)));
             logs.stdout.finish(0);
             logs.stderr.finish(0);
             paths.push([logs.stdout.path().expect("file"), logs.stderr.path().expect("file")]);
@@ -1317,5 +1371,196 @@ mod sink {
         store.begin("terminal");
         let none = store.get_stream(None, Stream::Stderr).expect_err("no stderr");
         assert!(matches!(none, StoreError::NoStream { number: 4, .. }), "{none}");
+    }
+}
+
+/// Every path of output passes [`pass`] exactly once, end to end: a real
+/// shell's committed text (reply and log, cut and spilled to a file), the
+/// unfinished line and the full screen a reply shows, a progress report,
+/// what a background job prints between commands, and both streams of a
+/// `run` (view and log). In test builds `pass` marks a witness word (see
+/// `output::tests`): a path that skipped it shows the word bare, one that
+/// passed it twice shows it doubled. The commands spell the word in two
+/// halves, so the echo of the typed line never holds it.
+#[cfg(test)]
+mod one_way_in {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::oneshot::{self, RunRequest};
+    use crate::output::tests::{PASS_WITNESS, witness_passes};
+    use crate::policy::Limits;
+    use crate::session::{Progress, ProgressHook, Reply, Request, Session, SessionConfig, Status};
+
+    /// The shell's words for printing the witness (`printf` of its halves).
+    const PRINT: &str = "printf 'pass-%s' witness-7f3a";
+
+    /// A scratch directory, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "shellkeep-one-way-{}-{name}-{}",
+            std::process::id(),
+            crate::private_fs::random_hex(4).expect("random")
+        ));
+        std::fs::create_dir_all(dir.join("work")).expect("scratch");
+        Scratch(dir)
+    }
+
+    /// Asserts that `text` (named `surface`) shows the witness `times`
+    /// times, each marked exactly once.
+    fn passed_once(surface: &str, text: &str, times: usize) {
+        assert_eq!(
+            witness_passes(text),
+            (times, 0, 0),
+            "{surface}: (passed once, more than once, never) for {PASS_WITNESS} in {text:?}"
+        );
+    }
+
+    async fn call(session: &Session, request: Request) -> Reply {
+        session.execute(request, CancellationToken::new()).await.expect("the call succeeds")
+    }
+
+    fn command(text: &str) -> Request {
+        Request {
+            command: text.into(),
+            timeout: Some(Duration::from_secs(20)),
+            ..Request::default()
+        }
+    }
+
+    fn input(text: &str) -> Request {
+        Request { is_input: true, ..command(text) }
+    }
+
+    /// The whole log of the session's latest command.
+    fn logged(session: &Session) -> String {
+        let log = session.output().get(None).expect("a command in the store");
+        let mut text = String::new();
+        let mut offset = 0;
+        loop {
+            let page = log.read(offset as i64, MAX_READ_LINES).expect("the log reads");
+            text.push_str(&page.text);
+            offset += page.lines;
+            if offset >= page.total_lines {
+                return text;
+            }
+        }
+    }
+
+    /// Takes the session's last words until `done` holds for all taken so
+    /// far (what background jobs print reaches the session on the reader
+    /// thread, and its lines are committed when looked at); fails after
+    /// 20 s.
+    async fn wait_for_last_words(session: &Session, done: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut taken = String::new();
+        while !done(&taken) {
+            assert!(std::time::Instant::now() < deadline, "not within 20 s: {taken:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            // Lines stay on the screen until something commits them.
+            session.commit_screen();
+            taken.push_str(&session.last_words().await.output);
+        }
+        taken
+    }
+
+    #[tokio::test]
+    async fn every_path_of_output_passes_the_one_place_once() {
+        let dir = scratch("terminal");
+        let mut config = SessionConfig::new(
+            "witness",
+            dir.0.join("work"),
+            dir.0.join("private"),
+            dir.0.join("spill"),
+        );
+        config.user_rc = None;
+        config.output_cap = 2_000;
+        let session = Session::new(config);
+        session.start().await.expect("the shell starts");
+
+        // Committed text, cut in the reply and spilled to the log's file.
+        let reply =
+            call(&session, command(&format!("{PRINT}; echo; seq 1 20000; {PRINT}; echo"))).await;
+        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        assert!(reply.output.truncated, "{reply:?}");
+        passed_once("a cut reply", &reply.output.text, 2);
+        passed_once("a spilled log", &logged(&session), 2);
+
+        // The unfinished line a reply shows while the program waits; the
+        // rest of the line, once committed, is not shown again.
+        let reply = call(&session, command(&format!("{PRINT}; read x; echo ' end'"))).await;
+        assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
+        passed_once("an unfinished line", &reply.output.text, 1);
+        let reply = call(&session, input("y")).await;
+        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        passed_once("the rest of the line", &reply.output.text, 0);
+        passed_once("its log", &logged(&session), 1);
+
+        // A full-screen program's screen.
+        let reply = call(
+            &session,
+            command(&format!("printf '\\e[?1049h'; {PRINT}; read x; printf '\\e[?1049l'")),
+        )
+        .await;
+        assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
+        passed_once("a full screen", &reply.output.text, 1);
+        call(&session, input("y")).await;
+
+        // A progress report shows the line the command is on.
+        let lines = std::sync::Arc::new(Mutex::new(String::new()));
+        let heard = std::sync::Arc::clone(&lines);
+        let hook = ProgressHook::new(move |progress: Progress| {
+            heard.lock().expect("lock").push_str(&format!("{}\n", progress.line));
+        });
+        let reply = call(
+            &session,
+            Request { progress: Some(hook), ..command(&format!("{PRINT}; sleep 1.5; echo")) },
+        )
+        .await;
+        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        let reports = lines.lock().expect("lock").clone();
+        let shown = reports.lines().filter(|line| !line.is_empty()).count();
+        assert!(shown > 0, "no progress report showed a line: {reports:?}");
+        passed_once("progress reports", &reports, shown);
+        passed_once("the reply after them", &reply.output.text, 1);
+
+        // What a background job prints between commands (once told to:
+        // after the command that started it ended).
+        let go = dir.0.join("work/go");
+        let job = format!("(while [ ! -e go ]; do sleep 0.02; done; {PRINT}; echo) &");
+        let reply = call(&session, command(&job)).await;
+        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        std::fs::write(&go, "").expect("go");
+        let idle = wait_for_last_words(&session, |taken| taken.contains(PASS_WITNESS)).await;
+        passed_once("background output", &idle, 1);
+        session.close().await;
+
+        // Both streams of a `run`: the cut view and the complete log.
+        let run_dir = scratch("run");
+        let limits = Limits { exec: Duration::from_secs(20), no_output: Duration::from_secs(20) };
+        let both = format!("{PRINT}; echo; seq 1 20000; {PRINT}; echo; {PRINT} >&2; echo >&2");
+        let request =
+            RunRequest { stream_cap: 2_000, ..RunRequest::new(both, limits, &run_dir.0, "run") };
+        let store = Arc::clone(&request.output);
+        let outcome = oneshot::run(request, CancellationToken::new()).await;
+        assert!(outcome.stdout.truncated, "{outcome:?}");
+        passed_once("run's cut stdout", &outcome.stdout.text, 2);
+        passed_once("run's stderr", &outcome.stderr.text, 1);
+        let stdout = store.get_stream(Some(outcome.number), Stream::Stdout).expect("stdout");
+        let ends = [stdout.read(0, 1), stdout.read(-1, 1)].map(|page| page.expect("reads").text);
+        passed_once("run's stdout log", &ends.concat(), 2);
+        let stderr = store.get_stream(Some(outcome.number), Stream::Stderr).expect("stderr");
+        passed_once("run's stderr log", &stderr.read(0, 10).expect("reads").text, 1);
     }
 }

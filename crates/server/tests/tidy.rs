@@ -39,6 +39,7 @@ const SLEEP_HELPERS: &[(&str, &str)] = &[
     ("crates/server/tests/it/main.rs", "poll_until"),
     ("crates/engine/src/guard.rs", "wait_until"),
     ("crates/engine/src/output.rs", "wait_for_pruning"),
+    ("crates/engine/src/store.rs", "wait_for_last_words"),
     // The test servers' `Drop`: waits up to 10 s for the server to exit,
     // then kills it.
     ("crates/server/tests/it/main.rs", "drop"),

@@ -70,8 +70,9 @@ impl CommandOutput {
     }
 
     /// The single place every byte of a command's committed text passes,
-    /// after rendering and before it is kept or shown: the sink puts it in
-    /// the complete log and the view not yet shown. The start of a line an
+    /// after rendering and before it is kept or shown: the sink passes it
+    /// through `output::pass` and puts it in the complete log and the view
+    /// not yet shown. The start of a line an
     /// earlier reply showed unfinished goes to the log but is not shown
     /// again.
     pub(super) fn push(&mut self, text: &str) {

@@ -19,8 +19,13 @@
 //! `.await`. `Shared::changed` wakes every waiter after each change;
 //! [`wait_for`] is how anyone waits on the state.
 //!
-//! Bounds: the idle output keeps at most about [`IDLE_OUTPUT_CAP`]
-//! characters; a command's output is bounded by its `CappedOutput`.
+//! Committed text goes to the running command's `CommandOutput::push`, or
+//! to the idle output (`store::IdleOutput`, what background jobs print
+//! between commands): both pass it through `output::pass`, the one place
+//! every piece of output text passes.
+//!
+//! Bounds: the idle output keeps about `store::IDLE_OUTPUT_CAP` bytes; a
+//! command's output is bounded by its `CappedOutput`.
 //!
 //! This module knows nothing of the shell driver: it starts nothing, writes
 //! nothing to the terminal and builds no replies.
@@ -34,6 +39,7 @@ use tokio::time::Instant;
 
 use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
+use crate::store::IdleOutput;
 
 use super::call::Note;
 use super::channel::{Channel, Record};
@@ -88,7 +94,7 @@ pub(super) struct State {
     ready: bool,
     command: Option<Command>,
     /// Text printed while no command was running, kept for the next reply.
-    idle_output: String,
+    idle_output: IdleOutput,
     /// How the shell exited, once it has.
     exited: Option<std::process::ExitStatus>,
     /// The reader thread has seen the terminal hang up.
@@ -105,9 +111,6 @@ pub(super) struct State {
 /// Records kept waiting for their marker; a shell sends one per prompt.
 const RECORDS_KEPT: usize = 32;
 
-/// Keep this much of what is printed between commands.
-const IDLE_OUTPUT_CAP: usize = 8_000;
-
 impl State {
     /// The state of a shell that has not reached its first prompt.
     pub(super) fn new(screen: Screen, levels: Levels, channel: Channel) -> State {
@@ -115,7 +118,7 @@ impl State {
             screen,
             ready: false,
             command: None,
-            idle_output: String::new(),
+            idle_output: IdleOutput::new(),
             exited: None,
             reader_done: false,
             levels,
@@ -349,19 +352,12 @@ impl State {
         if !self.ready || text.is_empty() {
             return;
         }
-        self.idle_output.push_str(text);
-        if self.idle_output.len() > 2 * IDLE_OUTPUT_CAP {
-            let cut = self.idle_output.len() - IDLE_OUTPUT_CAP;
-            let cut = (cut..self.idle_output.len())
-                .find(|&i| self.idle_output.is_char_boundary(i))
-                .unwrap_or(0);
-            self.idle_output.drain(..cut);
-        }
+        self.idle_output.push(text);
     }
 
     /// Takes what was printed between commands.
     pub(super) fn take_idle_output(&mut self) -> String {
-        std::mem::take(&mut self.idle_output)
+        self.idle_output.take()
     }
 
     /// Starts `command` at `now`: whatever was printed before it (by
