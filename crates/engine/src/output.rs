@@ -2,13 +2,13 @@
 //! agent is shown of a stream), and the disk budget of the one stored copy
 //! of every output.
 //!
-//! [`pass`] is the one place every piece of output text passes, after
+//! `pass` is the one place every piece of output text passes, after
 //! rendering (for `run`, after UTF-8 decoding) and before anything keeps,
 //! shows, reports or announces it: a terminal command's text, a `run`
 //! stream's, the unfinished line and full screen a reply shows, a progress
 //! line, and what background jobs print between commands. It returns a
 //! [`Passed`], the only type a view ([`CappedOutput`]) or a log
-//! (`store::CommandLog`) takes in, and only [`pass`] makes one, so no text
+//! (`store::CommandLog`) takes in, and only `pass` makes one, so no text
 //! reaches either without passing it. Today it changes nothing; secret
 //! masking goes there.
 //!
@@ -49,7 +49,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::private_fs;
 
-/// Output text that passed [`pass`]. Its field is private and only [`pass`]
+/// Output text that passed `pass`. Its field is private and only `pass`
 /// makes one, so every view and log write, which take only this, is text
 /// that passed the one place.
 #[derive(Debug)]
@@ -71,7 +71,7 @@ impl Passed<'_> {
 /// anything keeps, shows, reports or announces it (see the module's
 /// comment). It changes nothing yet; secret masking goes here.
 ///
-/// In the crate's own tests it marks [`tests::PASS_WITNESS`] wherever the
+/// In the crate's own tests it marks `tests::PASS_WITNESS` wherever the
 /// word appears, in a way that shows a second pass, so that a test can
 /// prove every path of output takes this one, once.
 pub(crate) fn pass(text: &str) -> Passed<'_> {
@@ -873,12 +873,12 @@ pub fn byte_index_of_char(text: &str, n: usize) -> usize {
 pub(crate) mod tests {
     use super::*;
 
-    /// A word no other test prints: in test builds [`pass`] marks it, so
+    /// A word no other test prints: in test builds `pass` marks it, so
     /// that the surfaces of output show whether it passed there, and how
     /// often.
     pub(crate) const PASS_WITNESS: &str = "pass-witness-7f3a";
 
-    /// `text` with [`PASS_WITNESS`] marked as [`pass`] marks it in tests:
+    /// `text` with [`PASS_WITNESS`] marked as `pass` marks it in tests:
     /// `<<` and `>>` around each appearance, so a text that passed twice
     /// shows it doubled and one that never passed shows it bare.
     pub(crate) fn mark_witness(text: &str) -> String {

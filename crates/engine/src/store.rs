@@ -10,7 +10,7 @@
 //! everything goes to a private file of the [`SpillStore`], under its
 //! per-command and per-server byte limits, each byte counted once (past a
 //! limit the file ends with a line saying where it was cut):
-//! [`CommandLog::write`] is the one place that writes such a file. A sparse
+//! `CommandLog::write` is the one place that writes such a file. A sparse
 //! index (the byte offset of every [`INDEX_STEP`]th line) lets a read start
 //! near its first line instead of scanning the file from the top.
 //!
@@ -795,7 +795,7 @@ impl OutputSink {
 /// jobs, say), kept for the next reply that announces it: the sink of idle
 /// time. No command owns the text, so there is no log; the view keeps the
 /// newest [`IDLE_OUTPUT_CAP`] characters or so. Text comes in only through
-/// [`IdleOutput::push`], which passes it through [`pass`] as
+/// [`IdleOutput::push`], which passes it through `output::pass` as
 /// [`OutputSink::push`] does a command's.
 #[derive(Debug, Default)]
 pub struct IdleOutput {
