@@ -526,7 +526,9 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     let (status, exit_code, timeout_reason) = match ending.stop {
         Some(Stop::Limit(reason)) => (RunStatus::Timeout, -1, Some(reason)),
         Some(Stop::Cancelled) => (RunStatus::Error, -1, None),
-        Some(Stop::Leftovers) | None => (RunStatus::Success, exit_code_of(ending.exit), None),
+        Some(Stop::Leftovers) | None => {
+            (RunStatus::Success, ending.exit.map_or(-1, process::exit_code), None)
+        }
     };
     let stopped_by_us = matches!(ending.stop, Some(Stop::Limit(_) | Stop::Cancelled));
     // When the group was already gone at the moment we came to stop it, it
@@ -711,15 +713,6 @@ async fn sleep_until_some(deadline: Option<Instant>) {
 fn deadline_after(limit: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(limit).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
-}
-
-/// The exit code a shell would report: the code, or 128+N for signal N.
-fn exit_code_of(status: Option<ExitStatus>) -> i32 {
-    use std::os::unix::process::ExitStatusExt as _;
-    match status {
-        Some(status) => status.code().or_else(|| status.signal().map(|n| 128 + n)).unwrap_or(-1),
-        None => -1,
-    }
 }
 
 /// Why `cwd` cannot be the working directory, said so an agent knows what

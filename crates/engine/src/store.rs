@@ -893,11 +893,10 @@ fn collect_lines<'a>(page: &mut LogPage, lines: impl Iterator<Item = &'a str>, l
     }
 }
 
-/// A short random tag, so file names cannot be guessed or collide.
+/// A short random tag, so file names cannot be guessed or collide (zeros
+/// if the system has no randomness to give).
 fn random_tag() -> String {
-    let mut bytes = [0u8; 6];
-    let _ = getrandom::fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::private_fs::random_hex(6).unwrap_or_else(|_| "0".repeat(12))
 }
 
 #[cfg(test)]

@@ -165,6 +165,13 @@ pub fn end_containment() {
     }
 }
 
+/// The exit code a shell would report for `status`: the code, or 128+N for
+/// signal N; -1 if it has neither.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.code().or_else(|| status.signal().map(|n| 128 + n)).unwrap_or(-1)
+}
+
 /// The absolute path of bash, found once on the server's own `PATH` (not a
 /// command's `env`, which may override `PATH`); `/bin/bash` if it is not
 /// there.

@@ -85,7 +85,7 @@ impl Shell {
         let fail = |what: &str, err: std::io::Error| {
             SessionError::Shell(format!("could not start the shell ({what}): {err}"))
         };
-        let nonce = random_hex(16).map_err(|err| fail("random nonce", err))?;
+        let nonce = private_fs::random_hex(16).map_err(|err| fail("random nonce", err))?;
         // The directory's name is random, but not from the nonce.
         let tag = private_fs::random_hex(4).map_err(|err| fail("random name", err))?;
         let files = ShellFiles { dir: config.work_dir.join(format!("shell-{tag}")) };
@@ -597,10 +597,4 @@ impl Shell {
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
     }
-}
-
-fn random_hex(n_bytes: usize) -> std::io::Result<String> {
-    let mut bytes = vec![0u8; n_bytes];
-    getrandom::fill(&mut bytes).map_err(|err| std::io::Error::other(err.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

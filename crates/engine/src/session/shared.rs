@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub(super) use crate::process::exit_code;
 use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
@@ -481,11 +482,6 @@ impl Drop for Watch<'_> {
         }
         self.shared.notify();
     }
-}
-
-pub(super) fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
