@@ -6,7 +6,8 @@
 //! rendering (for `run`, after UTF-8 decoding) and before anything keeps,
 //! shows, reports or announces it: a terminal command's text, a `run`
 //! stream's, the unfinished line and full screen a reply shows, a progress
-//! line, and what background jobs print between commands. It returns a
+//! line, what background jobs print between commands, and the last line a
+//! shell printed when it never reached its first prompt. It returns a
 //! [`Passed`], the only type a view ([`CappedOutput`]) or a log
 //! (`store::CommandLog`) takes in, and only `pass` makes one, so no text
 //! reaches either without passing it. Today it changes nothing; secret

@@ -215,8 +215,9 @@ impl Shell {
                 Some(status) => describe_exit(status),
                 None => format!("still starting after {limit:?}"),
             },
-            // Bounded: a start-up file may print a line of any length.
-            output::head_tail(&state.screen().current_line(), 2_000, "").0,
+            // Bounded: a start-up file may print a line of any length. It is
+            // output, so it passes the one place all output passes.
+            output::head_tail(output::pass(&state.screen().current_line()).as_str(), 2_000, "").0,
         )))
     }
 
