@@ -715,21 +715,22 @@ fn deadline_after(limit: Duration) -> Instant {
     now.checked_add(limit).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
-/// Why `cwd` cannot be the working directory, said so an agent knows what
-/// to do; `None` if it can.
+/// Why `cwd` cannot be the working directory, said so that whoever asked
+/// knows what to do (in words of the request, not of any interface's
+/// arguments); `None` if it can.
 fn cwd_problem(cwd: &Path) -> Option<String> {
     match std::fs::metadata(cwd) {
         Ok(meta) if meta.is_dir() => None,
         Ok(_) => Some(format!(
-            "working directory {} is not a directory; pass a directory as cwd",
+            "the working directory {} is not a directory; choose a directory",
             cwd.display()
         )),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Some(format!(
-            "working directory {} does not exist; pass an existing cwd",
+            "the working directory {} does not exist; choose an existing directory",
             cwd.display()
         )),
         Err(err) => Some(format!(
-            "working directory {} cannot be used: {err}; pass a directory you can enter as cwd",
+            "the working directory {} cannot be used: {err}; choose a directory you can enter",
             cwd.display()
         )),
     }
@@ -1204,8 +1205,10 @@ mod tests {
         let bad_cwd =
             RunRequest { cwd: Some(missing.clone()), ..request(&dir, "true", limits(5.0, 2.0)) };
         let outcome = run_now(bad_cwd).await;
-        let expected =
-            format!("working directory {} does not exist; pass an existing cwd", missing.display());
+        let expected = format!(
+            "the working directory {} does not exist; choose an existing directory",
+            missing.display()
+        );
         assert_eq!(
             summary(&outcome),
             format!(
