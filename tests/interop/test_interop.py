@@ -156,7 +156,7 @@ async def test_lists_tools_with_output_schemas(era: str, tmp_path: pathlib.Path)
         assert set(by_name["session_close"].input_schema["properties"]) == {"session"}
         assert by_name["session_close"].input_schema["required"] == ["session"]
         assert {"session", "final_state", "last_output"} <= set(by_name["session_close"].output_schema["properties"])
-        assert set(by_name["output"].input_schema["properties"]) == {"session", "command", "offset", "limit"}
+        assert set(by_name["output"].input_schema["properties"]) == {"session", "command", "run", "stream", "offset", "limit"}
         assert not by_name["output"].input_schema.get("required")
         assert {"lines", "total_lines", "next_offset", "running"} <= set(by_name["output"].output_schema["properties"])
 
