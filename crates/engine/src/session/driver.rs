@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::bash_script::{self as shell, ShellFiles};
 use crate::input_wait;
 use crate::integration;
 use crate::keys::Input;
@@ -31,7 +32,6 @@ use crate::private_fs;
 use crate::process;
 use crate::pty::{self, Pty};
 use crate::screen::Screen;
-use crate::shell::{self, ShellFiles};
 
 use super::channel::Channel;
 use super::incomplete::Incomplete;

@@ -10,7 +10,7 @@
 //! the shell is the shell's own code).
 //!
 //! Recognising shells from `/proc` and the levels' type live in
-//! `crate::integration`, the scripts in `crate::shell`. The watcher never
+//! `crate::integration`, the scripts in `crate::bash_script`. The watcher never
 //! takes the session's `tokio` mutex; everything here takes the shared
 //! state's std mutex for short sections, never across `.await`. Bounded: at
 //! most 16 shells whose reinstall failed are remembered.
@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bash_script::{self as shell, ShellFiles};
 use crate::input_wait;
 use crate::integration::{self, Level, Prompting, Reinstall};
 use crate::private_fs;
 use crate::pty;
-use crate::shell::{self, ShellFiles};
 
 use super::Note;
 use super::driver::Shell;

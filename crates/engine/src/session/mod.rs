@@ -53,11 +53,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::bash_script::{self as shell, ShellFiles};
 use crate::guard::Guard;
 use crate::keys;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::{self, TerminationMode};
-use crate::shell::{self, ShellFiles};
 use crate::store::{OutputStore, StoreLimits};
 
 use driver::Shell;
