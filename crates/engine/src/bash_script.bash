@@ -65,6 +65,15 @@
 #   the integration elsewhere.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
+# - Each redirection costs the shell several system calls, and these run
+#   for every command: the functions the prompt calls have none of their
+#   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
+#   standard error sent to /dev/null (PROMPT_COMMAND and PS1 hold the
+#   redirection); the EXIT trap carries its own.
+# - The state file is written over in place (`1<>`), not truncated: on
+#   ext4, a file truncated to nothing and written again is flushed to disk
+#   when it is closed. Its two fields each end with a NUL, so what an
+#   earlier, longer state left behind them is never read.
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
@@ -98,7 +107,7 @@ __sk_end() {
   local __sk_tok=$(( ${SRANDOM:-$RANDOM$RANDOM} % 1000000000 ))
   builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
   __sk_mark "E;$__sk_seq;$__sk_tok"
-} 2>/dev/null
+}
 __sk_private() {
   local __sk_u
   [[ -e $1 ]] && return 0
@@ -106,16 +115,16 @@ __sk_private() {
   builtin umask 077
   : >>"$1" || :
   builtin umask "$__sk_u"
-} 2>/dev/null
+}
 __sk_state() {
   __sk_private "$__sk_dir/state"
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" >|"$__sk_dir/state" || :
-} 2>/dev/null
+  builtin printf '%s\0%s\0' "$PWD" "$PATH" 1<>"$__sk_dir/state" || :
+}
 __sk_drain() {
   local __sk_junk __sk_n=0
   [[ -t 0 ]] || return 0
-  while (( __sk_n < 16 )) && builtin read -t 0 2>/dev/null; do
-    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk 2>/dev/null || :
+  while (( __sk_n < 16 )) && builtin read -t 0; do
+    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk || :
     __sk_n=$(( __sk_n + 1 ))
   done
 }
@@ -133,8 +142,7 @@ __sk_prompt() {
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  builtin bind '"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard' \
-    2>/dev/null || :
+  builtin bind '"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard' || :
   __sk_end "$__sk_last"
 }
 __sk_assert() {
@@ -197,7 +205,7 @@ __sk_keep_exit_trap() {
   IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
   [[ $__sk_t != *__sk_state* ]] || return 0
   builtin eval "__sk_a=($__sk_t)" || :
-  builtin trap -- "__sk_state; ${__sk_a[2]-}" EXIT
+  builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
-builtin trap '__sk_state' EXIT
+builtin trap '{ __sk_state; } 2>/dev/null' EXIT
 __sk_assert

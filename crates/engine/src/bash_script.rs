@@ -238,6 +238,38 @@ mod tests {
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     }
 
+    /// The prompt writes the state file over in place: what a longer,
+    /// earlier state left after the two fields is not read.
+    #[test]
+    fn the_state_is_its_first_two_fields() {
+        let dir = std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id()));
+        crate::private_fs::create_private_dir(&dir).expect("dir");
+        let files = ShellFiles { dir: dir.clone() };
+        crate::private_fs::rewrite_file(&files.state_file(), b"/a\0/bin\0/longer/dir\0/x:/y\0")
+            .expect("write");
+        let state = read_state(&files).expect("state");
+        assert_eq!(state, ShellState { cwd: PathBuf::from("/a"), path: "/bin".into() });
+        // As the shell writes it: a long state, then a shorter one.
+        let long = dir.join("a directory with a long name");
+        std::fs::create_dir(&long).expect("dir");
+        let script = dir.join("reinstall.sh");
+        std::fs::write(&script, reinstall_script(&files, 1)).expect("write");
+        let probe = format!(
+            ". {} 2>/dev/null; trap - EXIT; cd {} && PATH=/a/long:/path __sk_state; \
+             cd / && PATH=/p __sk_state",
+            shell_quote(&script.to_string_lossy()),
+            shell_quote(&long.to_string_lossy())
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &probe])
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let state = read_state(&files).expect("state");
+        assert_eq!(state, ShellState { cwd: PathBuf::from("/"), path: "/p".into() });
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
     #[test]
     fn quoting() {
         assert_eq!(shell_quote("plain"), "'plain'");
