@@ -442,17 +442,25 @@ impl Shell {
         let shell = self.shared.lock().integ.top().map(|level| level.pid)?;
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
         std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
-        let deadline = Instant::now() + PROMPT_WAIT;
+        let start = Instant::now();
+        let deadline = start + PROMPT_WAIT;
         // Usually the shell is there already, or within a fraction of a
-        // millisecond of its prompt's last work.
-        let mut pause = Duration::from_micros(50);
+        // millisecond of its prompt's last work: for the first millisecond
+        // the task only yields between looks, since the runtime's timer
+        // sleeps a whole millisecond at least; then it sleeps.
+        let mut pause = Duration::from_millis(1);
         while !input_wait::process_reads_terminal(shell, &tty) {
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 let waited_for = integration::children(shell).into_iter().next().unwrap_or(shell);
                 return Some((waited_for, integration::command_line(waited_for)));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
+            if now - start < Duration::from_millis(1) {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
         }
         None
     }
