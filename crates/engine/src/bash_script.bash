@@ -74,6 +74,13 @@
 #   ext4, a file truncated to nothing and written again is flushed to disk
 #   when it is closed. Its two fields each end with a NUL, so what an
 #   earlier, longer state left behind them is never read.
+# - The keys are put back from a file (`bind -f`, written when the
+#   integration is installed): `bind` with bindings as arguments walks the
+#   whole keymap twice for each, looking for `bind -x` bindings it
+#   replaced, which costs more than the rest of the prompt. Without the
+#   file (its directory removed) they are bound from `__sk_keys`. (The file
+#   also becomes the one `re-read-init-file`, C-x C-r, reads: nobody types
+#   keys at this prompt.)
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
@@ -90,6 +97,7 @@ __sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
 # shellcheck disable=SC2016 # expanded by the shell when it prints the prompt, not here
 __sk_ps1='$({ __sk_fallback; } 2>/dev/null)'
 __sk_upc=
+__sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard')
 __sk_mark() {
   if [[ -t 1 ]]; then
     builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
@@ -142,7 +150,7 @@ __sk_prompt() {
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  builtin bind '"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard' || :
+  builtin bind -f "$__sk_dir/keys" || builtin bind "${__sk_keys[@]}" || :
   __sk_end "$__sk_last"
 }
 __sk_assert() {
@@ -179,7 +187,7 @@ __sk_pre() {
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
   __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   return 0
-}
+} 2>/dev/null
 __sk_on() {
   local __sk_status=$__sk_last
   __sk_ran=1
@@ -208,4 +216,6 @@ __sk_keep_exit_trap() {
   builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
+__sk_private "$__sk_dir/keys" 2>/dev/null
+builtin printf '%s\n' "${__sk_keys[@]}" 2>/dev/null >|"$__sk_dir/keys" || :
 __sk_assert

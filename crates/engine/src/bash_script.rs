@@ -131,12 +131,14 @@ fn integration(files: &ShellFiles, seq: u64) -> String {
 /// is `command`: it loads the command file and runs it with `eval` at the
 /// top level. It starts with C-u, which discards a partial line a program
 /// left unread (a key without Enter), in the terminal's line editing and in
-/// readline alike. The leading space keeps it out of history; the group's
-/// trace goes to `/dev/null`. Its words are quoted (`\builtin`) so that
-/// aliases (`alias builtin=…` under `expand_aliases`) cannot replace them.
+/// readline alike. The leading space keeps it out of history; `__sk_pre`
+/// sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
+/// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
+/// replace them. It is short: the shell reads what is typed a byte at a
+/// time, with three system calls for each.
 pub fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { " t" } else { "" };
-    format!("\x15 {{ \\__sk_pre {seq}{traps}; }} 2>/dev/null; \\builtin eval -- \"$__sk_c\"\r")
+    format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
 }
 
 /// What the prompt last recorded.
