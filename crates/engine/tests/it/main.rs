@@ -1,5 +1,6 @@
 //! Engine integration tests: a real bash in a real PTY.
 
+mod bash_script;
 mod input;
 mod integration;
 mod limits;
