@@ -2,11 +2,11 @@
 # The shellkeep bash integration, sourced by the start-up file of a session's
 # first shell and typed into a shell that lost it (a nested `bash`,
 # `exec bash`). `bash_script.rs` puts a preamble of assignments in front:
-# `__sk_seq` (the sequence number the first prompt reports), `__sk_osc` (the
-# marker's OSC number) and `__sk_dir_value` (the private directory).
+# `__sk_seq` (the sequence number the first prompt reports), `__sk_osc_value`
+# (the marker's OSC number) and `__sk_dir_value` (the private directory).
 # `__sk_nonce` is set before: by the start-up file from its environment, or
 # by the line that sources a reinstall script.
-# shellcheck disable=SC2154 # __sk_osc, __sk_dir_value and __sk_nonce come from outside, as above
+# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value and __sk_nonce come from outside, as above
 #
 # Function by function:
 # - `__sk_post` (the last line of the `eval`, so that `eval` itself
@@ -61,8 +61,8 @@
 #   hence the `|| :`.
 # - Files are created with umask 077 (`__sk_private`), whatever the
 #   user's umask, when they do not exist yet.
-# - `__sk_dir` and `__sk_nonce` are read-only: a command cannot point
-#   the integration elsewhere.
+# - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
+#   point the integration elsewhere.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
 # - Each redirection costs the shell several system calls, and these run
@@ -85,8 +85,8 @@ builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
-builtin readonly __sk_dir="$__sk_dir_value" __sk_nonce 2>/dev/null
-builtin unset __sk_dir_value
+builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
+builtin unset __sk_dir_value __sk_osc_value
 __sk_last=0
 __sk_ran=1
 __sk_flags=

@@ -79,7 +79,8 @@ pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
 const RC_HEAD: &str = include_str!("bash_rc.bash");
 
 /// The integration itself, after a preamble that sets `__sk_seq`,
-/// `__sk_osc` and `__sk_dir_value`; its comments explain each function.
+/// `__sk_osc_value` and `__sk_dir_value`; its comments explain each
+/// function.
 const INTEGRATION: &str = include_str!("bash_script.bash");
 
 /// The start-up file. Its first lines move the completion channel to
@@ -121,7 +122,7 @@ pub fn reinstall_line(script: &Path, nonce: &str) -> String {
 /// from Rust are assignments here, each quoted.
 fn integration(files: &ShellFiles, seq: u64) -> String {
     format!(
-        "__sk_seq={seq}\n__sk_osc={}\n__sk_dir_value={}\n{INTEGRATION}",
+        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n{INTEGRATION}",
         shell_quote(MARKER_OSC),
         shell_quote(&files.dir.to_string_lossy()),
     )
@@ -219,7 +220,8 @@ mod tests {
         assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR}")));
     }
 
-    /// The preamble's values arrive as they were, whatever they contain.
+    /// The preamble's values arrive as they were, whatever they contain,
+    /// and those a command must not change are read-only.
     #[test]
     fn the_preamble_hands_its_values_to_the_script() {
         let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir";
@@ -228,7 +230,8 @@ mod tests {
         std::fs::write(&script, reinstall_script(&files(dir), 42)).expect("write");
         let probe = format!(
             "__sk_nonce=n0nce; . {} 2>/dev/null; printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
-             \"${{__sk_dir_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"",
+             \"${{__sk_dir_value-unset}}${{__sk_osc_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"; \
+             echo \"${{__sk_osc@a}}${{__sk_dir@a}}${{__sk_nonce@a}}\"",
             shell_quote(&script.to_string_lossy())
         );
         let out = std::process::Command::new("bash")
@@ -236,7 +239,7 @@ mod tests {
             .output()
             .expect("run bash");
         std::fs::remove_file(&script).expect("cleanup");
-        let expected = format!("{dir}\n42\nunset\n{MARKER_OSC}\nn0nce\n");
+        let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrr\n");
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
     }
 

@@ -61,3 +61,16 @@ async fn a_shorter_state_replaces_a_longer_one() {
     assert_eq!(term.session.cwd(), std::path::PathBuf::from("/"));
     term.session.close().await;
 }
+
+/// The values the integration takes from its preamble that place the
+/// markers and the files are read-only: a command cannot move them.
+#[tokio::test]
+async fn a_command_cannot_change_where_the_integration_writes_or_what_it_marks() {
+    let term = Term::new("readonly").await;
+    for tamper in ["__sk_osc=1", "__sk_dir=/tmp", "__sk_nonce=x", "unset __sk_osc __sk_dir"] {
+        term.run_for(tamper, 20.0).await;
+        expect(&term, "echo ran-$((40 + 2))", "ran-42\n", 0).await;
+    }
+    expect(&term, "echo \"${__sk_osc@a}${__sk_dir@a}${__sk_nonce@a}\"", "rrr\n", 0).await;
+    term.session.close().await;
+}
