@@ -4,6 +4,7 @@
 //! It knows nothing about MCP, JSON-RPC or how results are rendered for an
 //! agent; the `shellkeep` server crate does that.
 
+pub mod bash_script;
 pub mod cgroup;
 pub mod guard;
 pub mod input_wait;
@@ -18,6 +19,5 @@ pub mod pty;
 pub mod registry;
 pub mod screen;
 pub mod session;
-pub mod shell;
 pub mod store;
 pub mod syntax;

@@ -169,11 +169,19 @@ pub fn rewrite_file(path: &Path, contents: &[u8]) -> io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)?;
     check_own_regular_file(path, &file)?;
-    if file.metadata()?.mode() & 0o077 != 0 {
+    let meta = file.metadata()?;
+    if meta.mode() & 0o077 != 0 {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
-    file.set_len(0)?;
-    file.write_all(contents)
+    // Written over in place, then cut to its new length: on ext4 a file
+    // truncated to nothing and written again is flushed to disk when it is
+    // closed (`auto_da_alloc`), a disk write on every call.
+    file.write_all(contents)?;
+    let len = contents.len() as u64;
+    if meta.len() > len {
+        file.set_len(len)?;
+    }
+    Ok(())
 }
 
 /// Reads at most `limit` bytes of the file `path`, which must be a regular
@@ -406,7 +414,7 @@ fn is_hex(text: &str, len: usize) -> bool {
 /// The start time of process `pid` in clock ticks after boot, or `None` if
 /// it does not exist (`process` parses `/proc/PID/stat` for both).
 fn start_ticks(pid: u32) -> Option<u64> {
-    crate::process::start_ticks(i32::try_from(pid).ok()?)
+    crate::process::proc_scan::start_ticks(i32::try_from(pid).ok()?)
 }
 
 /// `n_bytes` random bytes as lowercase hex.
@@ -550,6 +558,11 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         rewrite_file(&path, b"third").expect("rewritten");
         assert_eq!(mode(&path), 0o600, "made private again");
+        // Longer, shorter and empty contents replace what was there whole.
+        for contents in [&b"a command longer than any before"[..], b"short", b"", b"again"] {
+            rewrite_file(&path, contents).expect("rewritten");
+            assert_eq!(read_private_file(&path, 100).expect("read"), contents);
+        }
 
         let victim = scratch.0.join("victim");
         std::fs::write(&victim, "precious").expect("write");

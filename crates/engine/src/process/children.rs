@@ -1,7 +1,7 @@
 //! The children we spawned ourselves, registered by pid and start time at
 //! spawn, and the reaping of orphans the server adopted as a subreaper
-//! (zombies among its children that it did not spawn). No `unsafe`: the
-//! subreaper flag is set in `spawn`.
+//! (zombies among its children that it did not spawn). No `unsafe`, and
+//! nothing of `spawn`, which registers what it starts here.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
@@ -9,7 +9,6 @@ use std::sync::{Mutex, PoisonError};
 use nix::unistd::Pid;
 
 use super::proc_scan::{Root, for_each_stat};
-use super::spawn::{become_subreaper, spawn_error};
 
 /// Children we started ourselves, by pid and start time, so that the reaper
 /// of adopted orphans never takes the exit status of a child a `Child`
@@ -17,43 +16,30 @@ use super::spawn::{become_subreaper, spawn_error};
 /// is registered before the reaper can see its zombie.
 static SPAWNED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 
-/// Spawns `command` (built by this module) and registers the child as ours.
-pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+/// Runs `spawn` while holding the registry and registers the child it
+/// returns (`pid` reads its pid), so that a child that exits at once is
+/// registered before the reaper can see its zombie.
+pub(super) fn spawn_registered<T>(
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    pid: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<T> {
     let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
-    let child = command.spawn().map_err(spawn_error)?;
-    if let Some(pid) = child.id() {
+    let child = spawn()?;
+    if let Some(pid) = pid(&child) {
         register(&mut spawned, pid as i32);
     }
     Ok(child)
 }
 
-/// [`spawn`] for a blocking `std` command (the orphan guard's).
+/// Spawns a blocking `std` command (the orphan guard's) and registers the
+/// child as ours.
 pub fn spawn_std(command: &mut std::process::Command) -> std::io::Result<std::process::Child> {
-    let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
-    let child = command.spawn()?;
-    register(&mut spawned, child.id() as i32);
-    Ok(child)
+    spawn_registered(|| command.spawn(), |child| Some(child.id()))
 }
 
 /// A copy of the registry of children we spawned, by pid and start time.
 pub(super) fn spawned() -> Vec<(i32, u64)> {
     SPAWNED.lock().unwrap_or_else(PoisonError::into_inner).clone()
-}
-
-/// Makes this process a child subreaper, so that orphans of everything it
-/// started stay its descendants, and reaps those orphans (zombies that are
-/// children of ours but were not started by [`spawn`]) every time a child
-/// changes state. Runs until the task is dropped; only the server calls it.
-pub async fn reap_adopted_orphans() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut children = signal(SignalKind::child())?;
-    become_subreaper()?;
-    loop {
-        reap_adopted_now();
-        if children.recv().await.is_none() {
-            return Ok(());
-        }
-    }
 }
 
 /// Registers `pid`. Outside the server nothing reaps, so the list is pruned

@@ -45,13 +45,14 @@
 //! - `scope`: owners, their markers and control groups, and when each
 //!   owner lived (for attributing unmarked orphans).
 //! - `children`: the children we spawned (registered at spawn) and the
-//!   reaping of orphans we adopted.
+//!   reaping of orphans we adopted ([`reap_adopted_orphans`], here, sets
+//!   the subreaper flag through `spawn` and reaps through `children`).
 //! - `terminate`: what a stop reaches ([`Targets`]) and the stop itself:
 //!   SIGTERM, grace, the control group's kill and SIGKILL.
 //! - `proc_scan`: reading `/proc/PID/stat`: groups, sessions, start times.
 
 mod children;
-mod proc_scan;
+pub(crate) mod proc_scan;
 mod scope;
 mod spawn;
 mod terminate;
@@ -59,10 +60,10 @@ mod terminate;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use self::spawn::prove_cgroup;
+use self::spawn::{become_subreaper, prove_cgroup};
 use crate::cgroup;
 
-pub use self::children::{reap_adopted_now, reap_adopted_orphans, spawn, spawn_std};
+pub use self::children::{reap_adopted_now, spawn_std};
 pub use self::proc_scan::{
     Root, boot_ticks_now, live_group_members, live_session_members, orphaned_groups,
     session_groups, start_ticks,
@@ -71,12 +72,28 @@ pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
 pub use self::spawn::{
     group_command, group_command_with_fds, guard_channel_from_stdin, guard_command,
     ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup, peer_credentials, pty_command,
-    seccomp_status,
+    seccomp_status, spawn,
 };
 pub use self::terminate::{
     Targets, Unmarked, command_targets, kill_now, signal_group, terminate, terminate_groups,
     terminate_session,
 };
+
+/// Makes this process a child subreaper, so that orphans of everything it
+/// started stay its descendants, and reaps those orphans (zombies that are
+/// children of ours but were not started by [`spawn`]) every time a child
+/// changes state. Runs until the task is dropped; only the server calls it.
+pub async fn reap_adopted_orphans() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut children = signal(SignalKind::child())?;
+    become_subreaper()?;
+    loop {
+        reap_adopted_now();
+        if children.recv().await.is_none() {
+            return Ok(());
+        }
+    }
+}
 
 /// Environment set for every child we start, terminal and one-shot alike.
 ///

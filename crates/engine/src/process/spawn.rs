@@ -17,7 +17,7 @@ use std::sync::Arc;
 use nix::sys::signal::Signal;
 
 use super::NONINTERACTIVE_ENV;
-use super::children::spawn_std;
+use super::children::{spawn_registered, spawn_std};
 use super::scope::{SCOPE_VAR, Scope};
 use crate::cgroup;
 
@@ -69,8 +69,13 @@ impl Joiner {
     }
 }
 
-/// The error [`super::spawn()`] returns: a failed join named as such.
-pub(super) fn spawn_error(err: std::io::Error) -> std::io::Error {
+/// Spawns `command` (built by this module) and registers the child as ours.
+pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    spawn_registered(|| command.spawn().map_err(spawn_error), tokio::process::Child::id)
+}
+
+/// The error [`spawn()`] returns: a failed join named as such.
+fn spawn_error(err: std::io::Error) -> std::io::Error {
     match err.raw_os_error() {
         Some(code) if code & !0xffff == JOIN_FAILED => {
             let cause = std::io::Error::from_raw_os_error(code & 0xffff);

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
 use crate::keys::Input;
 use crate::output;
@@ -30,7 +31,6 @@ use crate::proc_shell;
 use crate::process;
 use crate::pty::{self, Pty};
 use crate::screen::Screen;
-use crate::shell::{self, ShellFiles};
 use crate::store::OutputStore;
 
 use super::call::{
@@ -92,7 +92,7 @@ impl Shell {
         private_fs::ensure_private_dir(&config.work_dir)
             .and_then(|()| private_fs::create_private_dir(&files.dir))
             .map_err(|err| fail("private directory", err))?;
-        let rc = shell::rc_script(&files, config.user_rc.as_deref());
+        let rc = bash_script::rc_script(&files, config.user_rc.as_deref());
         private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
             .map_err(|err| fail("start-up file", err))?;
         // Created private here; the shell only rewrites it.
@@ -117,8 +117,8 @@ impl Shell {
             .env_remove("BASH_ENV")
             .env_remove("ENV")
             .envs(config.env.iter().map(|(k, v)| (k, v)))
-            .env(shell::NONCE_VAR, &nonce)
-            .env(shell::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
+            .env(bash_script::NONCE_VAR, &nonce)
+            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
@@ -316,8 +316,8 @@ impl Shell {
 
     /// Reads the directory and `PATH` the prompt last recorded.
     pub(super) fn refresh_state(&mut self) {
-        if let Some(state) = shell::read_state(&self.files) {
-            self.view = ShellView::new(state.cwd, shell::python_interpreter(&state.path));
+        if let Some(state) = bash_script::read_state(&self.files) {
+            self.view = ShellView::new(state.cwd, bash_script::python_interpreter(&state.path));
         }
     }
 
@@ -382,7 +382,7 @@ impl Shell {
         // Tell the supervisor a command with a limit has started.
         self.shared.notify();
         self.pty
-            .write_all(shell::run_line(seq, command).as_bytes(), Duration::from_secs(5))
+            .write_all(bash_script::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
@@ -472,17 +472,25 @@ impl Shell {
         let shell = self.shared.lock().levels().top().map(|level| level.pid())?;
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
         std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
-        let deadline = Instant::now() + PROMPT_WAIT;
+        let start = Instant::now();
+        let deadline = start + PROMPT_WAIT;
         // Usually the shell is there already, or within a fraction of a
-        // millisecond of its prompt's last work.
-        let mut pause = Duration::from_micros(50);
+        // millisecond of its prompt's last work: for the first millisecond
+        // the task only yields between looks, since the runtime's timer
+        // sleeps a whole millisecond at least; then it sleeps.
+        let mut pause = Duration::from_millis(1);
         while !input_wait::process_reads_terminal(shell, &tty) {
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 let waited_for = proc_shell::children(shell).into_iter().next().unwrap_or(shell);
                 return Some((waited_for, proc_shell::command_line(waited_for)));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
+            if now - start < Duration::from_millis(1) {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
         }
         None
     }

@@ -68,9 +68,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::bash_script::{self, ShellFiles};
 use crate::keys;
 use crate::process;
-use crate::shell::{self, ShellFiles};
 use crate::store::OutputStore;
 
 pub use call::{
@@ -408,7 +408,7 @@ impl Session {
     /// start directory before the shell has run anything).
     pub fn cwd(&self) -> PathBuf {
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        live.and_then(|(_, files)| shell::read_state(&files))
+        live.and_then(|(_, files)| bash_script::read_state(&files))
             .map_or_else(|| self.config.cwd.clone(), |state| state.cwd)
     }
 

@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
 use crate::private_fs;
 use crate::proc_shell::{self, Prompting};
 use crate::pty;
-use crate::shell::{self, ShellFiles};
 
 use super::call::Note;
 use super::levels::{Level, REINSTALL_SEQ_BASE, Reinstall};
@@ -167,7 +167,7 @@ fn look_for_prompt(
             *attempts += 1;
             let handshake = REINSTALL_SEQ_BASE + *attempts;
             let script = files.reinstall_file(*attempts);
-            let text = shell::reinstall_script(files, handshake);
+            let text = bash_script::reinstall_script(files, handshake);
             if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
                 return;
             }
@@ -187,7 +187,7 @@ fn look_for_prompt(
                     now,
                 ));
             }
-            let _ = pty::write_key(master, shell::reinstall_line(&script, nonce).as_bytes());
+            let _ = pty::write_key(master, bash_script::reinstall_line(&script, nonce).as_bytes());
         }
         Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
             *noted = Some(seq);

@@ -1,6 +1,7 @@
 //! Engine integration tests: a real bash in a real PTY.
 #![allow(clippy::disallowed_methods, reason = "the tests start and signal processes of their own")]
 
+mod bash_script;
 mod input;
 mod integration;
 mod limits;

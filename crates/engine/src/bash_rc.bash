@@ -1,0 +1,23 @@
+# shellcheck shell=bash
+# The head of the start-up file passed to a session's first shell
+# (`bash --rcfile`), before the integration (`bash_script.bash`).
+# `bash_script.rs` puts a preamble in front that sets `__sk_user_rc`: the
+# user's start-up file to source (normally `~/.bashrc`), or nothing.
+#
+# The completion channel moves to descriptor 62 before anything else runs
+# (a plain `exec`: `builtin exec` would undo the redirection when it
+# returns); `__SK_CHANNEL` says where the shell got it. The marker nonce
+# moves from `__SK_NONCE` in the environment into a shell variable: it never
+# touches a file. Both variables are then unset. The user's start-up file
+# is sourced before the integration, so that aliases and functions the user
+# relies on exist, and our settings win.
+if [[ ${__SK_CHANNEL-62} != 62 ]]; then
+  exec 62>&"$__SK_CHANNEL" {__SK_CHANNEL}>&-
+fi
+__sk_nonce=${__SK_NONCE-}
+builtin unset __SK_NONCE __SK_CHANNEL
+if [[ -n $__sk_user_rc && -r $__sk_user_rc ]]; then
+  # shellcheck source=/dev/null # the user's own file: not ours to check
+  . "$__sk_user_rc"
+fi
+builtin unset __sk_user_rc

@@ -1,0 +1,221 @@
+# shellcheck shell=bash
+# The shellkeep bash integration, sourced by the start-up file of a session's
+# first shell and typed into a shell that lost it (a nested `bash`,
+# `exec bash`). `bash_script.rs` puts a preamble of assignments in front:
+# `__sk_seq` (the sequence number the first prompt reports), `__sk_osc_value`
+# (the marker's OSC number) and `__sk_dir_value` (the private directory).
+# `__sk_nonce` is set before: by the start-up file from its environment, or
+# by the line that sources a reinstall script.
+# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value and __sk_nonce come from outside, as above
+#
+# Function by function:
+# - `__sk_post` (the last line of the `eval`, so that `eval` itself
+#   never fails: under `set -e` that would end the shell after an
+#   exempt failure such as `false && true`) keeps the status and the
+#   shell options, switches tracing and verbose mode off, and re-asserts
+#   PROMPT_COMMAND. Under `set -v` its line is echoed.
+# - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
+#   /dev/null) does the same when `__sk_post` did not run (an interrupt),
+#   runs the user's own PROMPT_COMMAND, drains input nobody read
+#   (so it is never run as commands), writes the state file, puts back
+#   the keys our typed line relies on (a `bind` of Enter would edit
+#   it), and ends the command (`__sk_end`): first the record on the
+#   completion channel (descriptor 62; the kernel tells the server it
+#   comes from this shell's pid), then the marker in the output, which
+#   only says where the output ends.
+# - `__sk_ran` is emptied by `__sk_pre` and set by `__sk_on`, the first
+#   line the `eval` runs: a record whose command never reached the
+#   `eval` says so (flag `n`), and the reply says the integration is
+#   damaged instead of reporting a command that did not run.
+# - `__sk_pre N` prints the start marker and loads the command into
+#   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
+#   back on, `$?` restored). The command starts on a line of its own so
+#   that `set -v` echoes it.
+# - While a command runs, PS1 holds `__sk_fallback`, which ends the
+#   command from a subshell if PROMPT_COMMAND was cleared and the
+#   command was interrupted before `__sk_post` could restore it; the
+#   prompt empties PS1 again, so normally nothing forks. The subshell
+#   is a fork of the shell (same program image, parent the shell); it
+#   stays alive a moment after its record so the server can see that.
+#   Its `$?` is the status of the `eval`'s last line, `__sk_post`, when
+#   that ran (`__sk_posted`, emptied by `__sk_pre`): the command's
+#   status is then `__sk_last`. Its record carries the flag `f`, and
+#   the reply says the integration's prompt did not run.
+# - Without `__sk_post` (removed), nothing keeps the command's status:
+#   a record then carries the flag `d`, and the reply says its exit
+#   code may be wrong.
+# - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
+#   array) for `__sk_prompt` to run. Where the user's value contains
+#   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
+#   does), ours stands for the hooks kept so far; it is never kept
+#   itself, which would recurse. (`${#a[@]}` fails on a scalar under
+#   `set -u`, hence `${a@a}`.)
+# - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
+#   20 ms each time, and only when `read -t 0` says a line is there.
+# - A command that mentions `trap` (`__sk_pre N t`) may have replaced
+#   our EXIT trap, which writes the state file when the shell exits:
+#   `__sk_keep_exit_trap` puts it back in front of the user's.
+# - Markers go to /dev/tty when standard output is not a terminal, so
+#   `exec >file` cannot swallow them.
+# - Under `set -e` any failing command of ours would end the shell,
+#   hence the `|| :`.
+# - Files are created with umask 077 (`__sk_private`), whatever the
+#   user's umask, when they do not exist yet.
+# - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
+#   point the integration elsewhere.
+# - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
+#   without `-e`.
+# - Each redirection costs the shell several system calls, and these run
+#   for every command: the functions the prompt calls have none of their
+#   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
+#   standard error sent to /dev/null (PROMPT_COMMAND and PS1 hold the
+#   redirection); the EXIT trap carries its own.
+# - The state file is written over in place (`1<>`), not truncated: on
+#   ext4, a file truncated to nothing and written again is flushed to disk
+#   when it is closed. Its two fields each end with a NUL, so what an
+#   earlier, longer state left behind them is never read.
+# - The keys are put back from a file (`bind -f`, written when the
+#   integration is installed): `bind` with bindings as arguments walks the
+#   whole keymap twice for each, looking for `bind -x` bindings it
+#   replaced, which costs more than the rest of the prompt. Without the
+#   file (its directory removed) they are bound from `__sk_keys`. (The file
+#   also becomes the one `re-read-init-file`, C-x C-r, reads: nobody types
+#   keys at this prompt.)
+builtin set +H
+builtin bind 'set enable-bracketed-paste off' 2>/dev/null
+HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
+PS1='' PS2='' PS0=''
+builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
+builtin unset __sk_dir_value __sk_osc_value
+__sk_last=0
+__sk_ran=1
+__sk_flags=
+__sk_posted=
+__sk_traps=
+__sk_c=
+__sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
+# shellcheck disable=SC2016 # expanded by the shell when it prints the prompt, not here
+__sk_ps1='$({ __sk_fallback; } 2>/dev/null)'
+__sk_upc=
+__sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard')
+__sk_mark() {
+  if [[ -t 1 ]]; then
+    builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
+  else
+    builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1" >/dev/tty 2>/dev/null ||
+      builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
+  fi
+}
+__sk_end() {
+  local __sk_how=
+  [[ -n ${2-} || -t 1 ]] || __sk_how=o
+  [[ -n $__sk_ran ]] || __sk_how+=n
+  [[ -z ${2-} ]] || __sk_how+=f
+  builtin declare -F __sk_post >/dev/null || __sk_how+=d
+  local __sk_tok=$(( ${SRANDOM:-$RANDOM$RANDOM} % 1000000000 ))
+  builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
+  __sk_mark "E;$__sk_seq;$__sk_tok"
+}
+__sk_private() {
+  local __sk_u
+  [[ -e $1 ]] && return 0
+  __sk_u=$(builtin umask) || :
+  builtin umask 077
+  : >>"$1" || :
+  builtin umask "$__sk_u"
+}
+__sk_state() {
+  __sk_private "$__sk_dir/state"
+  builtin printf '%s\0%s\0' "$PWD" "$PATH" 1<>"$__sk_dir/state" || :
+}
+__sk_drain() {
+  local __sk_junk __sk_n=0
+  [[ -t 0 ]] || return 0
+  while (( __sk_n < 16 )) && builtin read -t 0; do
+    IFS= builtin read -r -s -d '' -N 65536 -t 0.02 __sk_junk || :
+    __sk_n=$(( __sk_n + 1 ))
+  done
+}
+__sk_prompt() {
+  local __sk_status=$?
+  if [[ -n $__sk_posted ]]; then
+    __sk_status=$__sk_last
+    __sk_posted=
+  else
+    __sk_flags=$-
+    builtin set +xv
+  fi
+  __sk_last=$__sk_status
+  if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
+  __sk_drain
+  __sk_state
+  PS1='' PS2='' PS0=''
+  builtin bind -f "$__sk_dir/keys" || builtin bind "${__sk_keys[@]}" || :
+  __sk_end "$__sk_last"
+}
+__sk_assert() {
+  [[ -n ${PROMPT_COMMAND+set} ]] || PROMPT_COMMAND=
+  if [[ $PROMPT_COMMAND != "$__sk_pc" || ${PROMPT_COMMAND@a} == *a* ]]; then
+    local __sk_e __sk_u=
+    for __sk_e in "${PROMPT_COMMAND[@]}"; do
+      __sk_e=${__sk_e//"$__sk_pc"/$__sk_upc}
+      __sk_e=${__sk_e#"${__sk_e%%[![:space:];]*}"}
+      __sk_e=${__sk_e%"${__sk_e##*[![:space:];]}"}
+      [[ -z $__sk_e ]] || __sk_u+="${__sk_u:+$'\n'}$__sk_e"
+    done
+    __sk_upc=$__sk_u
+    builtin unset PROMPT_COMMAND
+    PROMPT_COMMAND=$__sk_pc
+  fi
+}
+__sk_fallback() {
+  local __sk_status=$? __sk_junk
+  [[ -z $__sk_posted ]] || __sk_status=$__sk_last
+  __sk_state
+  __sk_end "$__sk_status" fallback
+  builtin read -r -t 0.3 -u 62 __sk_junk || :
+}
+__sk_pre() {
+  __sk_seq=$1
+  __sk_ran=
+  __sk_posted=
+  [[ -z ${SHELLKEEP_SCOPE-} ]] || builtin export SHELLKEEP_SCOPE="${SHELLKEEP_SCOPE%%/c[0-9]*}/c$1" || :
+  __sk_traps=${2-}
+  __sk_assert
+  PS1=$__sk_ps1
+  __sk_mark "S;$__sk_seq"
+  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
+  __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
+  return 0
+} 2>/dev/null
+__sk_on() {
+  local __sk_status=$__sk_last
+  __sk_ran=1
+  __sk_c=
+  case $- in *e*) __sk_status=0;; esac
+  case $__sk_flags in *v*) builtin set -v;; esac
+  case $__sk_flags in *x*) builtin set -x;; esac
+  return $__sk_status
+}
+__sk_post() {
+  __sk_last=$?
+  __sk_posted=1
+  __sk_flags=$-
+  builtin set +xv
+  __sk_assert
+  if [[ -n $__sk_traps ]]; then __sk_keep_exit_trap; fi
+  return 0
+}
+__sk_keep_exit_trap() {
+  local __sk_t='' __sk_a=()
+  __sk_private "$__sk_dir/trap"
+  builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
+  IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
+  [[ $__sk_t != *__sk_state* ]] || return 0
+  builtin eval "__sk_a=($__sk_t)" || :
+  builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
+}
+builtin trap '{ __sk_state; } 2>/dev/null' EXIT
+__sk_private "$__sk_dir/keys" 2>/dev/null
+builtin printf '%s\n' "${__sk_keys[@]}" 2>/dev/null >|"$__sk_dir/keys" || :
+__sk_assert

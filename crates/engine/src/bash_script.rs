@@ -1,0 +1,304 @@
+//! The shell integration: the start-up file we give bash, the line we type
+//! to run a command, and reading back the state bash leaves for us.
+//!
+//! Commands never go through readline. Each one is written to a private
+//! file; the line we type reads it into a variable (`__sk_pre`, which also
+//! prints the start marker) and `eval`s it at the top level, so it runs as
+//! if typed at a prompt: syntax errors read like an interactive shell's,
+//! `$?` is the previous command's status, a top-level `return` is refused
+//! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
+//! status on the completion channel and then prints the end marker, after
+//! draining terminal input nobody read, and writes the
+//! working directory and `PATH` to a state file (an `EXIT` trap writes it
+//! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
+//! easy to drop (it comes before the start marker), any command text works
+//! (tabs, `!`, `\;`, heredocs, 100 KB lines), our own commands stay out of
+//! history, `set -u` cannot break the prompt, and `set -x` never traces our
+//! functions: tracing is switched off in the prompt and back on inside the
+//! `eval`, in groups whose trace goes to `/dev/null`.
+//!
+//! The same script, minus the user's start-up file, is what a nested or
+//! replaced shell gets when the integration is reinstalled. No script
+//! carries the marker nonce: the first shell takes it from its environment,
+//! a reinstalled one from the typed line. The nonce is no secret anyway:
+//! a command ends on the shell's record on the completion channel
+//! (descriptor 62), and the marker only places the end in the output.
+//! The scripts are bash files of their own, `bash_rc.bash` (the head of
+//! the start-up file) and `bash_script.bash` (the integration), included
+//! at build time; the few values they take (the private directory, the
+//! marker's OSC number, the first sequence number, the user's start-up
+//! file) come in a preamble of quoted assignments in front of them.
+//! This module writes files and formats text; it does not start processes
+//! (its tests run `bash`).
+
+use std::path::{Path, PathBuf};
+
+use crate::screen::MARKER_OSC;
+
+/// The private files of one shell.
+#[derive(Debug, Clone)]
+pub struct ShellFiles {
+    /// The private directory (mode 0700).
+    pub dir: PathBuf,
+}
+
+impl ShellFiles {
+    /// The start-up file passed to `bash --rcfile`; deleted once sourced.
+    pub fn rc_file(&self) -> PathBuf {
+        self.dir.join("init.sh")
+    }
+
+    /// A file that reinstalls the integration in a shell that lost it;
+    /// `id` keeps concurrent attempts apart. Deleted once sourced.
+    pub fn reinstall_file(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("reinstall-{id}.sh"))
+    }
+
+    /// The file holding the command to run next.
+    pub fn command_file(&self) -> PathBuf {
+        self.dir.join("cmd")
+    }
+
+    /// The file where the prompt writes the working directory and `PATH`.
+    pub fn state_file(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+}
+
+/// The environment variable that hands the first shell its marker nonce;
+/// the start-up file moves it into a shell variable and unsets it.
+pub const NONCE_VAR: &str = "__SK_NONCE";
+
+/// The environment variable that tells the first shell at which descriptor
+/// it got its end of the completion channel; the start-up file moves it to
+/// descriptor 62 before anything else runs, and unsets the variable.
+pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
+
+/// The head of the start-up file: the completion channel, the nonce and
+/// the user's start-up file; after a preamble that sets `__sk_user_rc`.
+const RC_HEAD: &str = include_str!("bash_rc.bash");
+
+/// The integration itself, after a preamble that sets `__sk_seq`,
+/// `__sk_osc_value` and `__sk_dir_value`; its comments explain each
+/// function.
+const INTEGRATION: &str = include_str!("bash_script.bash");
+
+/// The start-up file. Its first lines move the completion channel to
+/// descriptor 62 (from the descriptor named by [`CHANNEL_VAR`]), before the
+/// user's start-up file runs. The shell takes its marker nonce from
+/// [`NONCE_VAR`] in its environment: the nonce never touches a file.
+///
+/// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
+/// aliases and functions the user relies on exist, and our settings win.
+pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
+    let user_rc = user_rc.map(|path| shell_quote(&path.to_string_lossy())).unwrap_or_default();
+    format!(
+        "# shellkeep shell integration (generated).\n__sk_user_rc={user_rc}\n{RC_HEAD}{}",
+        integration(files, 0)
+    )
+}
+
+/// The script that reinstalls the integration in a shell that lost it (a
+/// nested `bash`, `exec bash`); its first prompt reports `seq`, the
+/// handshake. The user's start-up file is not read again: the shell
+/// already read its own. It carries nothing secret: the nonce comes with
+/// the typed line ([`reinstall_line`]).
+pub fn reinstall_script(files: &ShellFiles, seq: u64) -> String {
+    integration(files, seq)
+}
+
+/// The line typed into a shell that lost the integration to source
+/// `script`, giving it the marker `nonce`. The leading space keeps it out
+/// of history where `ignorespace` is on; the group sends `set -x` traces
+/// and `set -v` echoes of the script to `/dev/null`.
+pub fn reinstall_line(script: &Path, nonce: &str) -> String {
+    format!(
+        "\x15 {{ __sk_nonce={nonce}; . {}; }} 2>/dev/null\r",
+        shell_quote(&script.to_string_lossy())
+    )
+}
+
+/// The integration script behind its preamble: the only values it takes
+/// from Rust are assignments here, each quoted.
+fn integration(files: &ShellFiles, seq: u64) -> String {
+    format!(
+        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n{INTEGRATION}",
+        shell_quote(MARKER_OSC),
+        shell_quote(&files.dir.to_string_lossy()),
+    )
+}
+
+/// The line typed into the shell to run command number `seq`, whose text
+/// is `command`: it loads the command file and runs it with `eval` at the
+/// top level. It starts with C-u, which discards a partial line a program
+/// left unread (a key without Enter), in the terminal's line editing and in
+/// readline alike. The leading space keeps it out of history; `__sk_pre`
+/// sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
+/// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
+/// replace them. It is short: the shell reads what is typed a byte at a
+/// time, with three system calls for each.
+pub fn run_line(seq: u64, command: &str) -> String {
+    let traps = if command.contains("trap") { " t" } else { "" };
+    format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
+}
+
+/// What the prompt last recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellState {
+    /// The shell's working directory.
+    pub cwd: PathBuf,
+    /// The shell's `PATH`.
+    pub path: String,
+}
+
+/// Reads the state file; `None` if it is missing or malformed.
+pub fn read_state(files: &ShellFiles) -> Option<ShellState> {
+    use std::os::unix::ffi::OsStrExt;
+    // Never followed as a symlink; bounded (a PATH is far shorter).
+    let bytes = crate::private_fs::read_private_file(&files.state_file(), 1 << 20).ok()?;
+    let mut fields = bytes.split(|&b| b == 0);
+    let cwd = std::ffi::OsStr::from_bytes(fields.next()?);
+    let path = String::from_utf8_lossy(fields.next()?).into_owned();
+    Some(ShellState { cwd: PathBuf::from(cwd), path })
+}
+
+/// The Python interpreter a command named `python` (else `python3`) would
+/// run with this `PATH`, as `command -v` would find it.
+pub fn python_interpreter(path: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    ["python", "python3"].iter().find_map(|name| {
+        path.split(':').filter(|dir| !dir.is_empty()).find_map(|dir| {
+            let candidate = Path::new(dir).join(name);
+            let meta = std::fs::metadata(&candidate).ok()?;
+            (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+        })
+    })
+}
+
+/// Quotes `text` for bash with single quotes.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "the tests run `bash -n` on the scripts")]
+mod tests {
+    use super::*;
+
+    /// `bash -n` on a script given as text: it parses.
+    fn parses(name: &str, script: &str) {
+        let out = std::process::Command::new("bash")
+            .args(["-n", "-c", script, name])
+            .output()
+            .expect("run bash -n");
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn files(dir: &str) -> ShellFiles {
+        ShellFiles { dir: PathBuf::from(dir) }
+    }
+
+    #[test]
+    fn the_scripts_and_what_is_generated_from_them_parse() {
+        parses("bash_rc.bash", RC_HEAD);
+        parses("bash_script.bash", INTEGRATION);
+        let files = files("/tmp/shellkeep-it's $(dir)");
+        parses("rc", &rc_script(&files, Some(Path::new("/home/o'brien/.bashrc"))));
+        parses("rc without a user file", &rc_script(&files, None));
+        parses("reinstall", &reinstall_script(&files, 42));
+        // A script that does not parse fails the check: it is no formality.
+        let out = std::process::Command::new("bash")
+            .args(["-n", "-c", &format!("{INTEGRATION}\n__sk_x() {{")])
+            .output()
+            .expect("run bash -n");
+        assert!(!out.status.success());
+    }
+
+    #[test]
+    fn the_start_up_file_reads_the_variables_the_server_sets() {
+        assert!(RC_HEAD.contains(&format!("__sk_nonce=${{{NONCE_VAR}-}}")));
+        assert!(RC_HEAD.contains(&format!("exec 62>&\"${CHANNEL_VAR}\" {{{CHANNEL_VAR}}}>&-")));
+        assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR}")));
+    }
+
+    /// The preamble's values arrive as they were, whatever they contain,
+    /// and those a command must not change are read-only.
+    #[test]
+    fn the_preamble_hands_its_values_to_the_script() {
+        let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir";
+        let script = std::env::temp_dir()
+            .join(format!("shellkeep-reinstall-test-{}.sh", std::process::id()));
+        std::fs::write(&script, reinstall_script(&files(dir), 42)).expect("write");
+        let probe = format!(
+            "__sk_nonce=n0nce; . {} 2>/dev/null; printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
+             \"${{__sk_dir_value-unset}}${{__sk_osc_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"; \
+             echo \"${{__sk_osc@a}}${{__sk_dir@a}}${{__sk_nonce@a}}\"",
+            shell_quote(&script.to_string_lossy())
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &probe])
+            .output()
+            .expect("run bash");
+        std::fs::remove_file(&script).expect("cleanup");
+        let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrr\n");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    }
+
+    /// The prompt writes the state file over in place: what a longer,
+    /// earlier state left after the two fields is not read.
+    #[test]
+    fn the_state_is_its_first_two_fields() {
+        let dir = std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id()));
+        crate::private_fs::create_private_dir(&dir).expect("dir");
+        let files = ShellFiles { dir: dir.clone() };
+        crate::private_fs::rewrite_file(&files.state_file(), b"/a\0/bin\0/longer/dir\0/x:/y\0")
+            .expect("write");
+        let state = read_state(&files).expect("state");
+        assert_eq!(state, ShellState { cwd: PathBuf::from("/a"), path: "/bin".into() });
+        // As the shell writes it: a long state, then a shorter one.
+        let long = dir.join("a directory with a long name");
+        std::fs::create_dir(&long).expect("dir");
+        let script = dir.join("reinstall.sh");
+        std::fs::write(&script, reinstall_script(&files, 1)).expect("write");
+        let probe = format!(
+            ". {} 2>/dev/null; trap - EXIT; cd {} && PATH=/a/long:/path __sk_state; \
+             cd / && PATH=/p __sk_state",
+            shell_quote(&script.to_string_lossy()),
+            shell_quote(&long.to_string_lossy())
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &probe])
+            .output()
+            .expect("run bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let state = read_state(&files).expect("state");
+        assert_eq!(state, ShellState { cwd: PathBuf::from("/"), path: "/p".into() });
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("plain"), "'plain'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn python_is_found_on_path_in_order() {
+        let dir = std::env::temp_dir().join(format!("shellkeep-py-{}", std::process::id()));
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d).expect("dir");
+        }
+        let make = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(p, "").expect("write");
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        };
+        make(&b.join("python3"));
+        let path = format!("{}:{}", a.display(), b.display());
+        assert_eq!(python_interpreter(&path), Some(b.join("python3")));
+        make(&a.join("python"));
+        assert_eq!(python_interpreter(&path), Some(a.join("python")));
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
