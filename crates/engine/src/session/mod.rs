@@ -68,14 +68,14 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::keys;
+use crate::keys::Input;
 use crate::process;
 use crate::shell::{self, ShellFiles};
 use crate::store::OutputStore;
 
 pub use call::{
-    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, Request, SessionConfig, SessionError,
-    Status, WaitEnded,
+    Call, Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader,
+    Reply, Request, SessionConfig, SessionError, WaitEnded,
 };
 use driver::Shell;
 use incomplete::Step;
@@ -204,37 +204,41 @@ impl Session {
             (call, Some(AbortOnDrop(link)))
         };
         let mut slot = self.shell.lock().await;
-        let mut notes = Vec::new();
+        let mut events = Vec::new();
         if cancel.is_cancelled() {
             // The client gave up before this call's turn came: do nothing
             // for it (its answer would be dropped).
             self.note_cancelled();
-            return Err(SessionError::Invalid("the client cancelled this call".into()));
+            return Err(SessionError::Cancelled);
         }
         if let Some(at) = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            notes.push(Note::PreviousCallCancelled { ago: at.elapsed() });
+            events.push(Event::PreviousCallCancelled { ago: at.elapsed() });
         }
-        if request.reset {
-            if let Some(old) = slot.take() {
-                old.stop(&self.config).await;
-            }
-            notes.push(Note::Reset);
-            let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
-            if request.command.trim().is_empty() {
-                return Ok(shell.idle_reply("", notes));
-            }
-        }
-        let shell = self.live_shell(&mut slot, &mut notes).await?;
         let mut request = request;
+        let call = match std::mem::take(&mut request.call) {
+            Call::Reset { then } => {
+                if let Some(old) = slot.take() {
+                    old.stop(&self.config).await;
+                }
+                events.push(Event::Reset);
+                let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
+                match then {
+                    Some(command) if !command.trim().is_empty() => Call::Run { command },
+                    _ => return Ok(shell.idle_reply("", events)),
+                }
+            }
+            call => call,
+        };
+        let shell = self.live_shell(&mut slot, &mut events).await?;
         let state = shell.command_state();
         let view = shell.view().clone();
-        let step = incomplete::step(shell.incomplete(), &self.config.shell, &request, state, &view)
-            .await?;
-        match step {
+        let step =
+            incomplete::step(shell.incomplete(), &self.config.shell, &call, state, &view).await?;
+        let act = match step {
             Step::Reply(reply) => {
                 let mut reply = *reply;
-                reply.notes.splice(0..0, notes);
-                reply.notes.extend(shell.take_integration_notes());
+                reply.events = events;
+                reply.events.extend(shell.take_integration_events());
                 return Ok(reply);
             }
             Step::Held(reply) => {
@@ -244,20 +248,15 @@ impl Session {
                 reply.cwd.clone_from(&previous.cwd);
                 reply.python.clone_from(&previous.python);
                 reply.previous = Some(Box::new(previous));
-                reply.notes.splice(0..0, notes);
-                reply.notes.extend(shell.take_integration_notes());
+                reply.events = events;
+                reply.events.extend(shell.take_integration_events());
                 return Ok(reply);
             }
-            Step::Run(command) => {
-                request.command = command;
-                request.is_input = false;
-            }
-            Step::Pass => {}
-        }
-        let command = request.command.as_str();
-        let is_key = keys::is_key(command);
+            Step::Run(command) => Act::Run(command),
+            Step::Pass => Act::from(call),
+        };
         let mut running = shell.command_state();
-        if running == CommandState::Running && !command.trim().is_empty() {
+        if running == CommandState::Running && act != Act::Poll {
             // Never refuse a command, or drop a key, for a command that has
             // in fact just ended.
             shell.settle(&self.config).await;
@@ -270,69 +269,71 @@ impl Session {
             // Any call about the running command is a look at it.
             shell.touch(request.timeout);
         }
+        let (config, timeout) = (&self.config, request.timeout);
         let progress = request.progress.as_ref();
-        let reply = match running {
-            CommandState::Running if command.trim().is_empty() => {
-                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
+        let reply = match (running, act) {
+            (CommandState::Running, Act::Poll) => {
+                shell.wait_reply(config, timeout, events, cancel, progress).await
             }
-            CommandState::Running if request.is_input || is_key => {
-                let input = keys::parse(command).map_err(SessionError::Invalid)?;
-                notes.extend(shell.send_input(input).await?);
-                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
+            (CommandState::Running, Act::Input(input)) => {
+                let report = shell.send_input(input).await?;
+                let mut reply = shell.wait_reply(config, timeout, events, cancel, progress).await?;
+                reply.input = Some(report);
+                Ok(reply)
             }
-            CommandState::Running => {
-                notes.push(Note::NotExecuted { command: command.to_owned() });
-                Ok(shell.partial_reply(&self.config, WaitEnded::NotWaited, notes))
+            (CommandState::Running, Act::Run(command)) => {
+                Ok(shell.not_executed_reply(config, &command, events))
             }
-            CommandState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
-            CommandState::Finished if request.is_input || is_key => {
-                notes.push(Note::InputNotSent);
-                Ok(shell.finished_reply(notes))
+            (CommandState::Finished, Act::Poll) => Ok(shell.finished_reply(events)),
+            (CommandState::Finished, Act::Input(_)) => {
+                let mut reply = shell.finished_reply(events);
+                reply.input = Some(InputReport::NotSent);
+                Ok(reply)
             }
-            CommandState::Finished => {
+            (CommandState::Finished, Act::Run(command)) => {
                 let previous = shell.finished_reply(Vec::new());
-                let mut reply = shell.run(&self.config, &request, notes, cancel).await?;
+                let mut reply = shell.run(config, &command, &request, events, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
-            CommandState::Idle if command.trim().is_empty() => Err(SessionError::NothingToWaitFor),
-            CommandState::Idle if is_key => {
+            (CommandState::Idle, Act::Poll) => Err(SessionError::NothingToWaitFor),
+            (CommandState::Idle, Act::Input(Input::Key { name, .. })) => {
                 // As at a prompt: a key with nothing to receive it is
                 // harmless. It is not typed into the idle shell, where C-d
                 // would end it and C-c would disturb its prompt.
-                let name = match keys::parse(command) {
-                    Ok(keys::Input::Key { name, .. }) => name,
-                    _ => command.trim().to_owned(),
-                };
-                notes.push(Note::KeyNotNeeded(name));
-                Ok(shell.idle_reply("", notes))
+                let mut reply = shell.idle_reply("", events);
+                reply.input = Some(InputReport::KeyNotNeeded(name));
+                Ok(reply)
             }
-            CommandState::Idle if request.is_input => Err(SessionError::NothingToSendInputTo),
-            CommandState::Idle => shell.run(&self.config, &request, notes, cancel).await,
+            (CommandState::Idle, Act::Input(Input::Text(_))) => {
+                Err(SessionError::NothingToSendInputTo)
+            }
+            (CommandState::Idle, Act::Run(command)) => {
+                shell.run(config, &command, &request, events, cancel).await
+            }
         }?;
+        let mut reply = reply;
         if shell.has_exited() {
             // The command ended the shell: report it and start a new one in
             // the directory it was in.
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit_description();
-            let mut reply = reply;
-            reply.notes.extend(shell.take_integration_notes());
+            reply.events.extend(shell.take_integration_events());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
             self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
-            reply.notes.push(Note::ShellRestarted { how, cwd });
+            reply.events.push(Event::ShellRestarted { how, cwd });
             return Ok(reply);
         }
-        let mut reply = reply;
-        if reply.status == Status::Running(WaitEnded::Cancelled) {
+        if reply.outcome == (Outcome::Running { why: WaitEnded::Cancelled }) {
             if client.is_cancelled() {
                 self.note_cancelled();
             } else {
-                reply.notes.push(Note::SessionClosing);
+                reply.outcome = Outcome::Running { why: WaitEnded::SessionClosing };
             }
         }
-        reply.notes.extend(shell.take_integration_notes());
+        reply.events.extend(shell.take_integration_events());
         Ok(reply)
     }
 
@@ -358,18 +359,18 @@ impl Session {
     }
 
     /// The live shell, starting one when there is none or when the old one
-    /// died while idle (which `notes` then reports).
+    /// died while idle (which `events` then reports).
     async fn live_shell<'a>(
         &self,
         slot: &'a mut Option<Shell>,
-        notes: &mut Vec<Note>,
+        events: &mut Vec<Event>,
     ) -> Result<&'a mut Shell, SessionError> {
         if let Some(shell) = slot.as_mut()
             && shell.has_exited()
             && shell.command_state() == CommandState::Idle
         {
             let cwd = shell.restart_dir(&self.config);
-            notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
+            events.push(Event::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
@@ -496,17 +497,40 @@ impl Session {
 }
 
 fn validate(request: &Request) -> Result<(), SessionError> {
-    if request.reset && request.is_input {
-        return Err(SessionError::ResetWithInput);
-    }
-    if request.command.contains('\0') {
-        return Err(SessionError::Invalid(
-            "the command contains a NUL byte, which no shell command can contain. \
-             Remove it (use printf '\\0' to produce one)."
-                .into(),
-        ));
+    let text = match &request.call {
+        Call::Run { command } | Call::Reset { then: Some(command) } => command.as_str(),
+        Call::Input(Input::Text(text)) => text.as_str(),
+        Call::Poll | Call::Input(Input::Key { .. }) | Call::Reset { then: None } => "",
+    };
+    if text.contains('\0') {
+        return Err(SessionError::NulByte);
     }
     Ok(())
+}
+
+/// What a call does once a reset is behind it and no incomplete command
+/// takes it: the three things a call can ask of a live shell.
+#[derive(Debug, PartialEq, Eq)]
+enum Act {
+    /// Run a new command.
+    Run(String),
+    /// Wait for the running command.
+    Poll,
+    /// Send text or a key to the running program.
+    Input(Input),
+}
+
+impl From<Call> for Act {
+    /// A blank command, or blank text, is a poll (as an empty line is at a
+    /// prompt); a reset was carried out before.
+    fn from(call: Call) -> Act {
+        match call {
+            Call::Run { command } if !command.trim().is_empty() => Act::Run(command),
+            Call::Input(Input::Text(text)) if text.trim().is_empty() => Act::Poll,
+            Call::Input(input) => Act::Input(input),
+            Call::Run { .. } | Call::Poll | Call::Reset { .. } => Act::Poll,
+        }
+    }
 }
 
 /// Aborts a task when dropped: the link between a call's cancellation and

@@ -11,8 +11,9 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
+use shellkeep_engine::keys::{self, Input};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened};
-use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
+use shellkeep_engine::session::{Call, Progress, ProgressHook, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -109,14 +110,11 @@ impl Shellkeep {
             }
             None => (None, None),
         };
-        let request = Request {
-            command: args.command,
-            is_input: args.is_input,
-            timeout,
-            reset: args.reset,
-            exec_limit,
-            progress,
+        let call = match call(args.command, args.is_input, args.reset) {
+            Ok(call) => call,
+            Err(message) => return self.with_job_notices(tool_error(message)),
         };
+        let request = Request { call, timeout, exec_limit, progress };
         let executed = lease.session().execute(request, context.ct.clone()).await;
         // The request, and with it the hook, is gone: the forwarder sends
         // what is queued and ends, so no progress follows the result.
@@ -151,12 +149,32 @@ impl Shellkeep {
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }
-            Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
-                "{err}. Try again, or reset=true to start a fresh shell."
-            ))),
             Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
         };
         self.with_guard_notice(result, Some(lease.name()))
+    }
+}
+
+/// The engine's call for the tool's `command`, `is_input` and `reset`
+/// (already checked together): a reset (then the command, if any); input
+/// (text, or a key by name); a key even without `is_input` (a command that
+/// is exactly a key name is unmistakably one); a poll for an empty command;
+/// else a command to run. An unknown key name is an error (the message
+/// lists the keys).
+fn call(command: String, is_input: bool, reset: bool) -> Result<Call, String> {
+    if reset {
+        let then = (!command.trim().is_empty()).then_some(command);
+        return Ok(Call::Reset { then });
+    }
+    if is_input {
+        return keys::parse(&command).map(Call::Input);
+    }
+    if command.trim().is_empty() {
+        return Ok(Call::Poll);
+    }
+    match keys::parse(&command) {
+        Ok(key @ Input::Key { .. }) => Ok(Call::Input(key)),
+        _ => Ok(Call::run(command)),
     }
 }
 
