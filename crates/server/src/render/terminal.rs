@@ -139,9 +139,9 @@ pub enum Termination {
     Hard,
 }
 
-/// Why a command is not run once the shell integration is damaged.
-const DAMAGED: &str = "The shell reported that the command never ran: a command damaged \
-     shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
+/// Why a command is not run once the shell integration is damaged, and
+/// what to do.
+const DAMAGED: &str = "A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
      a DEBUG trap), so commands can no longer run or report their end in this shell. \
      reset=true restores a working shell.";
 
@@ -210,6 +210,8 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                 (_, Some(InputReport::KeyNotNeeded(key))) => out.note(format!(
                     "[No command is running, so {key} was not sent: the shell is at its prompt.]"
                 )),
+                // No command ran (a reset alone): there is no exit code to tell.
+                (Outcome::Idle, _) => {}
                 _ => {
                     out.line(format!("[The command completed with exit code {code}.{sent}]"));
                     out.notes.extend(key.map(key_sent));
@@ -224,17 +226,25 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
                 _ => TerminalStatus::Completed,
             }
         }
+        Outcome::Running { why: WaitEnded::SessionClosing } => {
+            // Nothing more can be done with the command: it is stopped with
+            // the session.
+            out.note(format!("[{}]", wait_ended(WaitEnded::SessionClosing)));
+            TerminalStatus::Running
+        }
         Outcome::Running { why } => still_running(&mut out, reply, &wait_ended(*why), &sent),
         Outcome::WaitingForInput { .. } => {
             let why = "The command is waiting for input; its prompt is the last line above.";
             still_running(&mut out, reply, why, &sent);
             TerminalStatus::WaitingForInput
         }
-        Outcome::Incomplete => {
-            still_running(&mut out, reply, "The command is still running.", &sent)
-        }
+        // Nothing runs yet: the note about the incomplete command (below)
+        // says what the shell waits for.
+        Outcome::Incomplete => TerminalStatus::Running,
         Outcome::IntegrationDamaged => {
-            out.note(format!("[The command was NOT run. {DAMAGED}]"));
+            out.note(format!(
+                "[The command was NOT run: the shell reported that it never ran. {DAMAGED}]"
+            ));
             TerminalStatus::NotExecuted
         }
         Outcome::NotExecuted { command, why } => {
@@ -242,8 +252,9 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             TerminalStatus::NotExecuted
         }
     };
-    // Every reply about a command still running says by when to look again.
-    let look_again = reply.look_again_within.filter(|_| reply.is_running());
+    // Every reply about a command still running says by when to look again
+    // (not one stopped with its session).
+    let look_again = reply.look_again_within.filter(|_| reply.is_running() && !closing(reply));
     if let Some(within) = look_again {
         out.note(format!(
             "[It is stopped if no call waits on it, polls it or sends it input within the next \
@@ -300,13 +311,18 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         notes,
         look_again_within_sec: reply
             .look_again_within
-            .filter(|_| reply.is_running())
+            .filter(|_| reply.is_running() && !closing(reply))
             .map(|d| d.as_secs_f64()),
         previous_call_cancelled_sec_ago: reply.events.iter().find_map(|event| match event {
             Event::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
             _ => None,
         }),
     }
+}
+
+/// Whether the reply is about a command stopped with its session.
+fn closing(reply: &Reply) -> bool {
+    reply.outcome == (Outcome::Running { why: WaitEnded::SessionClosing })
 }
 
 /// The line about a previous command that ended while no call waited.
@@ -380,10 +396,15 @@ fn not_executed(command: &str, why: &NotRun) -> String {
              program to end and send the command again, or use reset=true to stop it and start \
              a fresh shell.]"
         ),
-        NotRun::IntegrationDamaged => {
-            format!("[Your command {command} is NOT executed. {DAMAGED}]")
-        }
-        NotRun::CommandRunning { .. } | NotRun::Incomplete => format!(
+        NotRun::IntegrationDamaged => format!(
+            "[Your command {command} is NOT executed: the shell reported that the running \
+             command never ran. {DAMAGED}]"
+        ),
+        NotRun::Incomplete => format!(
+            "[Your command {command} is NOT executed: the previous command is incomplete, and the \
+             shell waits for its remaining lines.]"
+        ),
+        NotRun::CommandRunning { .. } => format!(
             "[Your command {command} is NOT executed. The previous command is still running - You \
              CANNOT send new commands until the previous command is completed. By setting \
              `is_input` to `true`, you can interact with the current process: \

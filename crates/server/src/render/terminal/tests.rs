@@ -235,26 +235,21 @@ fn running_while_the_session_closes() {
     check(
         &reply,
         expect![[r#"
-        [This call stopped waiting: the session is being closed (session_close), and the command is stopped with it. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[This call stopped waiting: the session is being closed (session_close), and the command is stopped with it. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]"
+              ]
+            }
+        "#]],
     );
 }
 
@@ -329,26 +324,22 @@ fn incomplete() {
     check(
         &reply,
         expect![[r#"
-        [The command is still running. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[The command is still running. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-          ]
-        }
-    "#]],
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
     );
 }
 
@@ -362,27 +353,23 @@ fn incomplete_after_a_line() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        [The command is still running. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[The command is still running. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-          ]
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
     );
 }
 
@@ -391,24 +378,24 @@ fn integration_damaged() {
     check(
         &running(Outcome::IntegrationDamaged, ""),
         expect![[r#"
-        [The command was NOT run. The shell reported that the command never ran: a command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[The command was NOT run. The shell reported that the command never ran: a command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
+            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
+                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -519,25 +506,25 @@ fn not_executed_while_a_command_is_incomplete() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-          ]
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed: the previous command is incomplete, and the shell waits for its remaining lines.]
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed: the previous command is incomplete, and the shell waits for its remaining lines.]",
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
     );
 }
 
@@ -576,25 +563,25 @@ fn not_executed_with_the_integration_damaged() {
     check(
         &running(outcome, ""),
         expect![[r#"
-        [Below is the output of the previous command.]
-        [Your command "echo second" is NOT executed. The shell reported that the command never ran: a command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed. The shell reported that the command never ran: a command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
+            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
+                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -608,26 +595,25 @@ fn reset_alone() {
     check(
         &reply,
         expect![[r#"
-        Terminal session has been reset. All previous environment variables and session state have been cleared.
-        [The new shell started in /home/me/project.]
-        [The command completed with exit code 0.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 0,
-          "truncated": false,
-          "notes": [
-            "Terminal session has been reset. All previous environment variables and session state have been cleared.",
-            "[The new shell started in /home/me/project.]"
-          ]
-        }
-    "#]],
+            Terminal session has been reset. All previous environment variables and session state have been cleared.
+            [The new shell started in /home/me/project.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "output": "",
+              "exit_code": 0,
+              "status": "completed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 0,
+              "truncated": false,
+              "notes": [
+                "Terminal session has been reset. All previous environment variables and session state have been cleared.",
+                "[The new shell started in /home/me/project.]"
+              ]
+            }
+        "#]],
     );
 }
 
