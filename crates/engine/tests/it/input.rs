@@ -136,16 +136,12 @@ async fn a_server_blocked_on_sockets_is_not_waiting_for_input_and_stays_under_it
             reply.outcome,
             Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(2)) }
         );
-        assert!(
-            !matches!(reply.outcome, Outcome::WaitingForInput { .. }),
-            "{program}: {:?}",
-            reply
-        );
+        assert!(!matches!(reply.outcome, Outcome::WaitingForInput { .. }), "{program}: {reply:?}");
         // Left unwatched, it is stopped: blocking on a socket is not an
         // exemption from the limit.
         eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
         let reply = term.run("").await;
-        assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{:?}", reply);
+        assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     }
     term.session.close().await;
 }
@@ -199,6 +195,6 @@ async fn keys_sent_to_an_idle_shell_are_harmless() {
     // The shell was not touched (C-d would have ended it).
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
-    assert!(reply.events.is_empty(), "{:?}", reply);
+    assert!(reply.events.is_empty(), "{reply:?}");
     term.session.close().await;
 }

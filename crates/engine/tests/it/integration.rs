@@ -40,20 +40,20 @@ async fn exec_bash_keeps_the_session_working() {
     term.run("mkdir -p sub && cd sub && export KEEP=1").await;
     let reply = term.run_for("exec bash --norc", 20.0).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
-    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{:?}", reply);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     assert_eq!(reply.output.text, "");
     expect(&term, "echo $KEEP; false", "1\n", 1).await;
     expect(&term, "cd .. && pwd", &format!("{}\n", term.cwd().display()), 0).await;
     assert_eq!(term.run("true").await.cwd, term.cwd());
     // Twice in a row, and with the user's start-up files.
     let reply = term.run_for("exec bash", 20.0).await;
-    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{:?}", reply);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     expect(&term, "echo again", "again\n", 0).await;
     // A shell that traces and echoes everything it reads shows nothing of
     // the integration script.
     let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
     let reply = term.run_for("exec bash --norc -xv", 20.0).await;
-    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{:?}", reply);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
     assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
     let reply = term.run("echo traced").await;
@@ -69,7 +69,7 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     term.run("OUTER=1; mkdir -p a b").await;
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
-    assert!(reply.events.contains(&Event::NestedShellStarted), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     assert_eq!(reply.output.text, "before\n");
     // Inside: exit codes, cwd, its own variables.
     expect(&term, "echo ${OUTER:-unset}; (exit 4)", "unset\n", 4).await;
@@ -77,17 +77,17 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     assert_eq!(reply.cwd, term.cwd().join("a"));
     // Nested twice.
     let reply = term.run_for("bash --norc", 20.0).await;
-    assert!(reply.events.contains(&Event::NestedShellStarted), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     expect(&term, "cd ../b && echo $SHLVL", "4\n", 0).await;
     // exit returns one level, with the exit code it was given.
     let reply = term.run_for("exit 5", 20.0).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 5 }, "{reply:?}");
-    assert!(reply.events.contains(&Event::NestedShellExited { status: 5 }), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 5 }), "{reply:?}");
     assert_eq!(reply.cwd, term.cwd().join("a"));
     expect(&term, "echo $SHLVL", "3\n", 0).await;
     let reply = term.run_for("exit", 20.0).await;
     assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
-    assert!(reply.events.contains(&Event::NestedShellExited { status: 0 }), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 0 }), "{reply:?}");
     // The outer shell kept its state and works as before.
     expect(&term, "echo $OUTER $SHLVL; pwd", &format!("1 2\n{}\n", term.cwd().display()), 0).await;
     assert!(
@@ -113,7 +113,7 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
         assert_eq!(reply.exit_code(), Some(1), "after {command}: {reply:?}");
         assert!(reply.output.text.contains("alive\n"), "after {command}: {reply:?}");
         assert!(!reply.output.text.contains("custom>"), "{reply:?}");
-        assert!(!reply.idle_output.is_some(), "{reply:?}");
+        assert!(reply.idle_output.is_none(), "{reply:?}");
     }
     // Clearing PROMPT_COMMAND clears the user's hook, not ours.
     expect(&term, "PROMPT_COMMAND=", "", 0).await;
@@ -182,7 +182,7 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
         let text = &reply.output.text;
         assert!(text.contains("+ "), "{command}: {text:?}");
         assert!(!text.contains("__sk") && !text.contains("shell-"), "{command}: {text:?}");
-        assert!(!reply.idle_output.is_some(), "{reply:?}");
+        assert!(reply.idle_output.is_none(), "{reply:?}");
     }
     let reply = term.run("echo hi").await;
     assert!(reply.output.text.ends_with("echo hi\nhi\n"), "{:?}", reply.output.text);
@@ -335,7 +335,7 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
     assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
     let reply = term.run("echo next").await;
     assert_eq!(reply.output.text, "next\n", "{reply:?}");
-    assert!(!reply.idle_output.is_some(), "{reply:?}");
+    assert!(reply.idle_output.is_none(), "{reply:?}");
     assert!(!marker.exists(), "the input was run as a command");
     // Keys without Enter (a partial line) are discarded too.
     for key in ["TAB", "UP", "x"] {
@@ -994,15 +994,15 @@ async fn the_store_reads_nested_shell_commands_as_finished_with_all_their_text()
     let term = fixed_shlvl("nested-log").await;
     // `bash`: ends on the new shell's handshake.
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
-    assert!(reply.events.contains(&Event::NestedShellStarted), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     agree(&term, &reply, "before\n", 0);
     // `exit` from the nested shell: ends on its parent's prompt.
     let reply = term.run_for("echo leaving; exit 3", 20.0).await;
-    assert!(reply.events.contains(&Event::NestedShellExited { status: 3 }), "{:?}", reply);
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 3 }), "{reply:?}");
     agree(&term, &reply, "leaving\n", 3);
     // `exec bash`: ends on the replacing shell's handshake.
     let reply = term.run_for("echo replacing; exec bash --norc", 20.0).await;
-    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{:?}", reply);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     agree(&term, &reply, "replacing\n", 0);
     // The listing says so too, and the session goes on.
     assert_eq!(term.session.activity(), Activity::Idle);

@@ -80,7 +80,7 @@ async fn an_unwatched_command_is_stopped_and_the_rest_of_its_line_never_runs() {
     let reply = stopped_unwatched(&term).await;
     // The first reply showed `start`; this one shows the rest.
     assert_eq!(format!("start\n{}", reply.output.text), page.text, "reply and store disagree");
-    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{:?}", reply);
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     assert!(!reply.output.text.contains("end"), "the rest of the line ran: {:?}", reply.output);
     // One exit code, from the shell that abandoned the line.
     assert!(matches!(reply.exit_code(), Some(130 | 143)), "{:?}", reply.exit_code());
@@ -96,12 +96,12 @@ async fn an_unwatched_loop_stops_for_good() {
         term.call(limited("while true; do sleep 0.2; echo tick; done", 1.0, Some(0.1))).await;
     assert_eq!(reply.exit_code(), None);
     let reply = stopped_unwatched(&term).await;
-    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{:?}", reply);
+    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     // Nothing ticks afterwards, between commands or in the next one.
     let reply = term.run("sleep 0.6; echo quiet").await;
     assert_eq!(reply.output.text, "quiet\n");
     let reply = term.run("true").await;
-    assert!(!reply.idle_output.is_some(), "{:?}", reply);
+    assert!(reply.idle_output.is_none(), "{reply:?}");
     term.session.close().await;
 }
 
@@ -112,7 +112,7 @@ async fn a_job_that_ignores_sigterm_gets_sigkill() {
         term.call(limited("bash -c \"trap '' TERM; sleep 100\"; echo end", 1.0, Some(0.1))).await;
     assert_eq!(reply.exit_code(), None);
     let reply = stopped_unwatched(&term).await;
-    assert!(killed(&reply, 1.0, TerminationMode::Hard), "{:?}", reply);
+    assert!(killed(&reply, 1.0, TerminationMode::Hard), "{reply:?}");
     assert!(!reply.output.text.contains("end"), "{:?}", reply.output.text);
     term.session.close().await;
 }
@@ -123,7 +123,7 @@ async fn a_busy_shell_loop_is_interrupted() {
     term.call(limited("while :; do :; done", 1.0, Some(0.1))).await;
     let reply = stopped_unwatched(&term).await;
     assert_eq!(reply.exit_code(), Some(130));
-    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{:?}", reply);
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     assert_eq!(term.run("echo ok").await.output.text, "ok\n");
     term.session.close().await;
 }
@@ -210,7 +210,7 @@ async fn leftovers_of_the_command_die_but_background_jobs_do_not() {
     term.call(limited(&format!("sleep {job} & (sleep {orphan} &); sleep 100"), 1.0, Some(0.1)))
         .await;
     let reply = stopped_unwatched(&term).await;
-    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{:?}", reply);
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     eventually(|| processes_with(&format!("sleep {orphan}")).is_empty()).await;
     // The job started with & is the shell's, not the timed-out command's.
     assert_eq!(processes_with(&format!("sleep {job}")).len(), 1);

@@ -55,7 +55,7 @@ async fn a_cancelled_call_leaves_the_command_running_and_loses_nothing() {
     );
     // Said once only.
     let reply = term.run("echo next").await;
-    assert!(reply.events.is_empty(), "{:?}", reply);
+    assert!(reply.events.is_empty(), "{reply:?}");
     term.session.close().await;
 }
 
@@ -109,8 +109,8 @@ async fn after_a_cancel_c_c_interrupts_the_command_that_still_runs() {
     assert!(matches!(reply.outcome, Outcome::NotExecuted { .. }), "{reply:?}");
     let reply = term.input("C-c", 10.0).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 });
-    assert!(key_sent(&reply, "C-c"), "{:?}", reply);
-    assert!(!(reply.input == Some(InputReport::NotSent)), "{:?}", reply);
+    assert!(key_sent(&reply, "C-c"), "{reply:?}");
+    assert!(reply.input != Some(InputReport::NotSent), "{reply:?}");
     assert_eq!(term.run("echo after").await.output.text, "after\n");
     term.session.close().await;
 }
@@ -126,7 +126,7 @@ async fn a_command_cancelled_unwatched_is_still_stopped_by_its_limit() {
     cancelled_call(&term, request, |term| running_for(term, Duration::from_millis(200))).await;
     eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
     let reply = term.run("").await;
-    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{:?}", reply);
+    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     assert!(!reply.output.text.contains("never"));
     term.session.close().await;
 }
