@@ -170,33 +170,7 @@ fn key_sent(key: &str) -> String {
 /// The text and structured content for a terminal reply.
 pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     let mut out = Text::default();
-    if let Some(previous) = &reply.previous {
-        out.note(previous_ended(previous));
-        out.output(&previous.output);
-    }
-    for event in reply.events.iter().filter(|event| comes_first(event)) {
-        event_lines(event, reply, &mut out);
-    }
-    if let Some(idle) = &reply.idle_output {
-        out.note("[Printed while no command was running (background jobs):]".to_owned());
-        out.blocks.output(idle);
-    }
-    if reply.screen {
-        out.note(
-            "[A full-screen program is showing this screen; send keys with is_input=true (for \
-             example q, ESC or C-c).]"
-                .to_owned(),
-        );
-    }
-    if reply.continued || matches!(reply.outcome, Outcome::NotExecuted { .. }) {
-        out.line(CONTINUED.to_owned());
-    }
-    if reply.screen {
-        // The screen replaced the stream's text: no omission line in it.
-        out.blocks.output(&reply.output.text);
-    } else {
-        out.output(&reply.output);
-    }
+    before_the_status(reply, &mut out);
     let key = match &reply.input {
         Some(InputReport::Sent { key: Some(key), .. }) => Some(key.as_str()),
         _ => None,
@@ -204,27 +178,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
     let status = match &reply.outcome {
         Outcome::Idle | Outcome::Completed { .. } | Outcome::Killed { .. } => {
-            let code = reply.exit_code().unwrap_or(-1);
-            match (&reply.outcome, &reply.input) {
-                (Outcome::Killed { limit, mode, .. }, _) => out.note(killed(code, *limit, *mode)),
-                (_, Some(InputReport::KeyNotNeeded(key))) => out.note(format!(
-                    "[No command is running, so {key} was not sent: the shell is at its prompt.]"
-                )),
-                // No command ran (a reset alone): there is no exit code to tell.
-                (Outcome::Idle, _) => {}
-                _ => {
-                    out.line(format!("[The command completed with exit code {code}.{sent}]"));
-                    out.notes.extend(key.map(key_sent));
-                }
-            }
-            out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
-            if let Some(python) = &reply.python {
-                out.line(format!("[Python interpreter: {}]", in_text(python)));
-            }
-            match reply.outcome {
-                Outcome::Killed { .. } => TerminalStatus::Killed,
-                _ => TerminalStatus::Completed,
-            }
+            ended(reply, key, &mut out)
         }
         Outcome::Running { why: WaitEnded::SessionClosing } => {
             // Nothing more can be done with the command: it is stopped with
@@ -269,6 +223,66 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     }
     let structured = structured(reply, status, out.notes);
     (out.blocks, structured)
+}
+
+/// What comes before the status: a previous command's end, the events
+/// that happened before this call's command, background output, the
+/// full-screen notice, and the output.
+fn before_the_status(reply: &Reply, out: &mut Text) {
+    if let Some(previous) = &reply.previous {
+        out.note(previous_ended(previous));
+        out.output(&previous.output);
+    }
+    for event in reply.events.iter().filter(|event| comes_first(event)) {
+        event_lines(event, reply, out);
+    }
+    if let Some(idle) = &reply.idle_output {
+        out.note("[Printed while no command was running (background jobs):]".to_owned());
+        out.blocks.output(idle);
+    }
+    if reply.screen {
+        out.note(
+            "[A full-screen program is showing this screen; send keys with is_input=true (for \
+             example q, ESC or C-c).]"
+                .to_owned(),
+        );
+    }
+    if reply.continued || matches!(reply.outcome, Outcome::NotExecuted { .. }) {
+        out.line(CONTINUED.to_owned());
+    }
+    if reply.screen {
+        // The screen replaced the stream's text: no omission line in it.
+        out.blocks.output(&reply.output.text);
+    } else {
+        out.output(&reply.output);
+    }
+}
+
+/// The lines of a reply whose command has ended (or that had none: a reset
+/// alone, a key nothing needed), with the key the call sent, if any.
+fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
+    let code = reply.exit_code().unwrap_or(-1);
+    match (&reply.outcome, &reply.input) {
+        (Outcome::Killed { limit, mode, .. }, _) => out.note(killed(code, *limit, *mode)),
+        (_, Some(InputReport::KeyNotNeeded(key))) => out.note(format!(
+            "[No command is running, so {key} was not sent: the shell is at its prompt.]"
+        )),
+        // No command ran (a reset alone): there is no exit code to tell.
+        (Outcome::Idle, _) => {}
+        _ => {
+            let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+            out.line(format!("[The command completed with exit code {code}.{sent}]"));
+            out.notes.extend(key.map(key_sent));
+        }
+    }
+    out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
+    if let Some(python) = &reply.python {
+        out.line(format!("[Python interpreter: {}]", in_text(python)));
+    }
+    match reply.outcome {
+        Outcome::Killed { .. } => TerminalStatus::Killed,
+        _ => TerminalStatus::Completed,
+    }
 }
 
 /// The structured content of a terminal reply, with the notices `notes`.
