@@ -22,7 +22,7 @@ use rmcp::schemars;
 
 mod terminal;
 
-pub use terminal::{TerminalOutput, TerminalStatus, session_refused, terminal};
+pub use terminal::{TerminalOutput, TerminalStatus, session_refused, terminal, unknown_key};
 
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not

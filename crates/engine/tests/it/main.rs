@@ -111,7 +111,7 @@ pub fn call(command: impl Into<String>, is_input: bool) -> Call {
     let parsed = keys::parse(&command);
     match parsed {
         Ok(input) if is_input => Call::Input(input),
-        Err(message) if is_input => panic!("{message}"),
+        Err(err) if is_input => panic!("{err}"),
         _ if command.trim().is_empty() => Call::Poll,
         Ok(key @ Input::Key { .. }) => Call::Input(key),
         _ => Call::run(command),

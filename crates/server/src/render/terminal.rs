@@ -6,6 +6,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use shellkeep_engine::keys::{self, UnknownKey};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
     Event, InputReport, NotRun, Outcome, Reply, SessionError, WaitEnded,
@@ -553,6 +554,18 @@ const SHELL_READING: &str = "[The shell itself is reading the terminal and has n
      shell stopped) and the shell sits at its prompt, where commands can no longer run or report \
      their end: reset=true restores a working shell.]";
 
+/// The tool error for text sent as a key that is no key we know, with the
+/// keys there are.
+pub fn unknown_key(err: &UnknownKey) -> String {
+    let names: Vec<&str> = keys::names().collect();
+    format!(
+        "unknown key {:?}. Valid keys: C-<letter> (e.g. C-c, C-d, C-z), {}. To type text \
+         instead, send it without a C- prefix.",
+        err.text,
+        names.join(", ")
+    )
+}
+
 /// The tool error for a call the session refused, in the `terminal` tool's
 /// words (the engine's own messages name no argument).
 pub fn session_refused(err: &SessionError) -> String {
@@ -562,7 +575,9 @@ pub fn session_refused(err: &SessionError) -> String {
             contain. Remove it (use printf '\\0' to produce one)."
             .to_owned(),
         SessionError::Shell(problem) => {
-            format!("{problem}. Try again, or reset=true to start a fresh shell.")
+            format!(
+                "The session's shell failed ({problem}). Try again, or reset=true to start a fresh shell."
+            )
         }
         SessionError::NothingToWaitFor => "No command is running, so there is nothing to wait \
             for. Send a command to run it."

@@ -167,7 +167,7 @@ fn call(command: String, is_input: bool, reset: bool) -> Result<Call, String> {
         return Ok(Call::Reset { then });
     }
     if is_input {
-        return keys::parse(&command).map(Call::Input);
+        return keys::parse(&command).map(Call::Input).map_err(|err| render::unknown_key(&err));
     }
     if command.trim().is_empty() {
         return Ok(Call::Poll);

@@ -8,13 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use expect_test::{Expect, expect};
+use shellkeep_engine::keys::UnknownKey;
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
     Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, WaitEnded,
 };
 
-use super::{session_refused, terminal};
+use super::{session_refused, terminal, unknown_key};
 
 /// A reply about `echo hi` in `/home/me/project` that printed `output`.
 fn reply(outcome: Outcome, output: &str) -> Reply {
@@ -922,12 +923,14 @@ fn refused_calls() {
         SessionError::NothingToSendInputTo,
         SessionError::KeyWhileIncomplete,
     ];
-    let words: Vec<String> = errors.iter().map(session_refused).collect();
+    let mut words: Vec<String> = errors.iter().map(session_refused).collect();
+    words.push(unknown_key(&UnknownKey { text: "C-1".into() }));
     expect![[r#"
         The client cancelled this call before it started.
         The command contains a NUL byte, which no shell command can contain. Remove it (use printf '\0' to produce one).
-        could not write to the shell: broken pipe. Try again, or reset=true to start a fresh shell.
+        The session's shell failed (could not write to the shell: broken pipe). Try again, or reset=true to start a fresh shell.
         No command is running, so there is nothing to wait for. Send a command to run it.
         No command is running, so there is nothing to send input to. Run a command first, or send this as a command with is_input=false.
-        The shell is waiting for the rest of an incomplete command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send the remaining lines with is_input=true."#]].assert_eq(&words.join("\n"));
+        The shell is waiting for the rest of an incomplete command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send the remaining lines with is_input=true.
+        unknown key "C-1". Valid keys: C-<letter> (e.g. C-c, C-d, C-z), ENTER, TAB, BS, ESC, UP, DOWN, RIGHT, LEFT, HOME, END, PGUP, PGDN, DEL. To type text instead, send it without a C- prefix."#]].assert_eq(&words.join("\n"));
 }
