@@ -239,3 +239,46 @@ async fn forward_progress(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use shellkeep_engine::keys::Input;
+    use shellkeep_engine::session::Call;
+
+    use super::call;
+
+    fn key(name: &str, bytes: &[u8]) -> Call {
+        Call::Input(Input::Key { name: name.to_owned(), bytes: bytes.to_vec() })
+    }
+
+    #[test]
+    fn the_tool_arguments_map_onto_one_call() {
+        let text = |t: &str| Call::Input(Input::Text(t.to_owned()));
+        let cases = [
+            (("echo hi", false, false), Ok(Call::run("echo hi"))),
+            (("", false, false), Ok(Call::Poll)),
+            (("  ", false, false), Ok(Call::Poll)),
+            (("yes", true, false), Ok(text("yes"))),
+            // Empty input is an empty line (it completes a here-document's
+            // blank line; to a running program the engine treats it as a poll).
+            (("", true, false), Ok(text(""))),
+            (("C-c", true, false), Ok(key("C-c", b"\x03"))),
+            // A command that is exactly a key name is a key.
+            (("C-c", false, false), Ok(key("C-c", b"\x03"))),
+            (("UP", false, false), Ok(key("UP", b"\x1b[A"))),
+            // Text that only starts like one is a command.
+            (("Cat file", false, false), Ok(Call::run("Cat file"))),
+            (("", false, true), Ok(Call::Reset { then: None })),
+            (("  ", false, true), Ok(Call::Reset { then: None })),
+            (("ls", false, true), Ok(Call::Reset { then: Some("ls".to_owned()) })),
+        ];
+        for ((command, is_input, reset), expected) in cases {
+            let got: Result<Call, String> = call(command.to_owned(), is_input, reset);
+            assert_eq!(got, expected, "{command:?} is_input={is_input} reset={reset}");
+        }
+        let err = call("C-1".to_owned(), true, false).expect_err("an unknown key");
+        assert!(err.contains("unknown key \"C-1\"") && err.contains("PGUP"), "{err}");
+        // Without is_input, text that is no key is a command.
+        assert_eq!(call("C-1".to_owned(), false, false), Ok(Call::run("C-1")));
+    }
+}
