@@ -179,41 +179,19 @@ impl Session {
     /// the wait ends, the command is left running untouched (under the
     /// unwatched-time limit), nothing it printed is consumed, and the next
     /// call reports it and says that this one was cancelled.
+    ///
+    /// A reset comes first; then an incomplete command may take the call;
+    /// else what it asks (run, poll, input) meets what the shell is doing.
     pub async fn execute(
         &self,
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
         validate(&request)?;
-        // The wait ends when the client cancels, or when the session is
-        // being closed (not for calls made by the close itself).
         let client = cancel;
-        let (cancel, _link) = if self.closing.is_cancelled() {
-            (client.clone(), None)
-        } else {
-            let call = self.closing.child_token();
-            let link = {
-                let (client, call) = (client.clone(), call.clone());
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = client.cancelled() => call.cancel(),
-                        () = call.cancelled() => {}
-                    }
-                })
-            };
-            (call, Some(AbortOnDrop(link)))
-        };
+        let (cancel, _link) = self.call_token(&client);
         let mut slot = self.shell.lock().await;
-        let mut events = Vec::new();
-        if cancel.is_cancelled() {
-            // The client gave up before this call's turn came: do nothing
-            // for it (its answer would be dropped).
-            self.note_cancelled();
-            return Err(SessionError::Cancelled);
-        }
-        if let Some(at) = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            events.push(Event::PreviousCallCancelled { ago: at.elapsed() });
-        }
+        let mut events = self.begin_call(&cancel)?;
         let mut request = request;
         let call = match std::mem::take(&mut request.call) {
             Call::Reset { then } => {
@@ -230,17 +208,11 @@ impl Session {
             call => call,
         };
         let shell = self.live_shell(&mut slot, &mut events).await?;
-        let state = shell.command_state();
-        let view = shell.view().clone();
+        let (state, view) = (shell.command_state(), shell.view().clone());
         let step =
             incomplete::step(shell.incomplete(), &self.config.shell, &call, state, &view).await?;
         let act = match step {
-            Step::Reply(reply) => {
-                let mut reply = *reply;
-                reply.events = events;
-                reply.events.extend(shell.take_integration_events());
-                return Ok(reply);
-            }
+            Step::Reply(reply) => return Ok(with_events(*reply, events, shell)),
             Step::Held(reply) => {
                 // The command that finished before it is reported first.
                 let previous = shell.finished_reply(Vec::new());
@@ -248,13 +220,60 @@ impl Session {
                 reply.cwd.clone_from(&previous.cwd);
                 reply.python.clone_from(&previous.python);
                 reply.previous = Some(Box::new(previous));
-                reply.events = events;
-                reply.events.extend(shell.take_integration_events());
-                return Ok(reply);
+                return Ok(with_events(reply, events, shell));
             }
             Step::Run(command) => Act::Run(command),
             Step::Pass => Act::from(call),
         };
+        let reply = self.act(shell, act, &request, events, cancel).await?;
+        self.end_call(&mut slot, reply, &client).await
+    }
+
+    /// The token that ends this call's wait: the client's cancellation, or
+    /// the session being closed (not for calls made by the close itself),
+    /// with the task that links them, aborted when the call ends.
+    fn call_token(&self, client: &CancellationToken) -> (CancellationToken, Option<AbortOnDrop>) {
+        if self.closing.is_cancelled() {
+            return (client.clone(), None);
+        }
+        let call = self.closing.child_token();
+        let link = {
+            let (client, call) = (client.clone(), call.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = client.cancelled() => call.cancel(),
+                    () = call.cancelled() => {}
+                }
+            })
+        };
+        (call, Some(AbortOnDrop(link)))
+    }
+
+    /// The start of a call whose turn has come: refused if the client gave
+    /// up meanwhile (its answer would be dropped), else the events it
+    /// begins with (a previous call that was cancelled).
+    fn begin_call(&self, cancel: &CancellationToken) -> Result<Vec<Event>, SessionError> {
+        if cancel.is_cancelled() {
+            self.note_cancelled();
+            return Err(SessionError::Cancelled);
+        }
+        let cancelled_at = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(cancelled_at
+            .map(|at| Event::PreviousCallCancelled { ago: at.elapsed() })
+            .into_iter()
+            .collect())
+    }
+
+    /// What the call asks (`act`) meets what the shell is doing: the
+    /// dispatch.
+    async fn act(
+        &self,
+        shell: &mut Shell,
+        act: Act,
+        request: &Request,
+        events: Vec<Event>,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
         let mut running = shell.command_state();
         if running == CommandState::Running && act != Act::Poll {
             // Never refuse a command, or drop a key, for a command that has
@@ -271,7 +290,7 @@ impl Session {
         }
         let (config, timeout) = (&self.config, request.timeout);
         let progress = request.progress.as_ref();
-        let reply = match (running, act) {
+        match (running, act) {
             (CommandState::Running, Act::Poll) => {
                 shell.wait_reply(config, timeout, events, cancel, progress).await
             }
@@ -292,7 +311,7 @@ impl Session {
             }
             (CommandState::Finished, Act::Run(command)) => {
                 let previous = shell.finished_reply(Vec::new());
-                let mut reply = shell.run(config, &command, &request, events, cancel).await?;
+                let mut reply = shell.run(config, &command, request, events, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
@@ -309,20 +328,30 @@ impl Session {
                 Err(SessionError::NothingToSendInputTo)
             }
             (CommandState::Idle, Act::Run(command)) => {
-                shell.run(config, &command, &request, events, cancel).await
+                shell.run(config, &command, request, events, cancel).await
             }
-        }?;
-        let mut reply = reply;
+        }
+    }
+
+    /// The end of a call: a shell the command ended is replaced (in the
+    /// directory it was in) and the reply says so; a cancelled wait is
+    /// told apart from the session closing; the integration's events are
+    /// added.
+    async fn end_call(
+        &self,
+        slot: &mut Option<Shell>,
+        mut reply: Reply,
+        client: &CancellationToken,
+    ) -> Result<Reply, SessionError> {
+        let Some(shell) = slot.as_mut() else { return Ok(reply) };
         if shell.has_exited() {
-            // The command ended the shell: report it and start a new one in
-            // the directory it was in.
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit_description();
             reply.events.extend(shell.take_integration_events());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
-            self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
+            self.install(slot, Shell::spawn(&self.config, &cwd).await?);
             reply.events.push(Event::ShellRestarted { how, cwd });
             return Ok(reply);
         }
@@ -506,6 +535,13 @@ fn validate(request: &Request) -> Result<(), SessionError> {
         return Err(SessionError::NulByte);
     }
     Ok(())
+}
+
+/// `reply` with the call's `events` first and then the integration's.
+fn with_events(mut reply: Reply, events: Vec<Event>, shell: &Shell) -> Reply {
+    reply.events = events;
+    reply.events.extend(shell.take_integration_events());
+    reply
 }
 
 /// What a call does once a reset is behind it and no incomplete command
