@@ -316,10 +316,10 @@ pub enum Event {
     },
     /// The session was reset before this call's command.
     Reset,
-    /// The shell exited (how, as text); a new one was started in `cwd`.
+    /// The shell exited; a new one was started in `cwd`.
     ShellRestarted {
-        /// How the old shell ended, e.g. "exit code 3" or "signal 9".
-        how: String,
+        /// How the old shell ended.
+        how: ShellExit,
         /// Where the new shell starts.
         cwd: PathBuf,
     },
@@ -364,6 +364,17 @@ pub enum Event {
     /// The shell's standard output is not the terminal (`exec >file`), so
     /// commands' output does not reach the reply.
     OutputElsewhere,
+}
+
+/// How a shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellExit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal (this number) killed it.
+    Signal(i32),
+    /// It is gone, and how is not known.
+    Unknown,
 }
 
 /// What one call returns.

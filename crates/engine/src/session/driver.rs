@@ -35,6 +35,7 @@ use crate::store::OutputStore;
 
 use super::call::{
     Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
+    ShellExit,
 };
 use super::channel::Channel;
 use super::command::{Command, CommandOutput};
@@ -301,8 +302,15 @@ impl Shell {
         self.shared.lock().exited().is_some()
     }
 
-    pub(super) fn exit_description(&self) -> String {
-        self.shared.lock().exited().map_or_else(|| "it stopped".to_owned(), describe_exit)
+    /// How the shell ended (once it has).
+    pub(super) fn exit(&self) -> ShellExit {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.shared.lock().exited();
+        match status.map(|status| (status.code(), status.signal())) {
+            Some((Some(code), _)) => ShellExit::Code(code),
+            Some((None, Some(signal))) => ShellExit::Signal(signal),
+            _ => ShellExit::Unknown,
+        }
     }
 
     /// Where a replacement shell should start: the last directory if it

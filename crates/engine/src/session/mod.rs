@@ -13,12 +13,13 @@
 //! command line. A shell that dies is restarted in the same directory. This
 //! module does not know about MCP or how replies are worded.
 //!
-//! This file holds the public face: the request, reply and note types,
-//! [`Session`] with its `execute` dispatch (from the request and what the
-//! shell is doing: run, poll, send input, or refuse), restarting a shell
-//! that died, and the read-only views that listings use. Behind it, in
-//! layers that each know only the ones below (no file imports one above
-//! it, and no type has an `impl` outside its own file):
+//! This file holds the public face: the call, reply, outcome and event
+//! types (from `call`), [`Session`] with its `execute` dispatch (from the
+//! typed [`Call`] and what the shell is doing: run, poll, send input, or
+//! refuse), restarting a shell that died, and the read-only views that
+//! listings use. Behind it, in layers that each know only the ones below
+//! (no file imports one above it, and no type has an `impl` outside its
+//! own file):
 //!
 //! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
 //!   handshake, running a command, input and keys, settling a command that
@@ -40,8 +41,8 @@
 //!   reinstall in progress).
 //! - `timing`: the timing rules, pure functions of instants.
 //! - `channel`: the completion channel.
-//! - `call`: the terms of a call (configuration, request, reply, notes,
-//!   errors), which every layer shares.
+//! - `call`: the terms of a call (configuration, request, reply with its
+//!   outcome and events, errors), which every layer shares.
 //!
 //! Locks: `Session::shell` (tokio) is held for the whole of a call;
 //! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
@@ -75,7 +76,7 @@ use crate::store::OutputStore;
 
 pub use call::{
     Call, Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader,
-    Reply, Request, SessionConfig, SessionError, WaitEnded,
+    Reply, Request, SessionConfig, SessionError, ShellExit, WaitEnded,
 };
 use driver::Shell;
 use incomplete::Step;
@@ -346,7 +347,7 @@ impl Session {
         let Some(shell) = slot.as_mut() else { return Ok(reply) };
         if shell.has_exited() {
             let cwd = shell.restart_dir(&self.config);
-            let how = shell.exit_description();
+            let how = shell.exit();
             reply.events.extend(shell.take_integration_events());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
@@ -399,7 +400,7 @@ impl Session {
             && shell.command_state() == CommandState::Idle
         {
             let cwd = shell.restart_dir(&self.config);
-            events.push(Event::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
+            events.push(Event::ShellRestarted { how: shell.exit(), cwd: cwd.clone() });
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use shellkeep_engine::keys::{self, UnknownKey};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reply, SessionError, WaitEnded,
+    Event, InputReport, NotRun, Outcome, Reply, SessionError, ShellExit, WaitEnded,
 };
 
 use rmcp::schemars;
@@ -490,8 +490,9 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             format!("[The new shell started in {}.]", in_text(&reply.cwd))
         }
         Event::ShellRestarted { how, cwd } => format!(
-            "[The shell exited ({how}); a new shell was started in {}. Variables, functions and \
+            "[The shell exited ({}); a new shell was started in {}. Variables, functions and \
              background jobs from before are gone.]",
+            shell_exit(*how),
             in_text(cwd)
         ),
         Event::NestedShellStarted => "[A nested shell started; shellkeep's integration was \
@@ -544,6 +545,15 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             .to_owned(),
     };
     out.note(line);
+}
+
+/// How a shell ended, in words.
+fn shell_exit(how: ShellExit) -> String {
+    match how {
+        ShellExit::Code(code) => format!("exit code {code}"),
+        ShellExit::Signal(signal) => format!("killed by signal {signal}"),
+        ShellExit::Unknown => "it stopped".to_owned(),
+    }
 }
 
 /// What the shell reading the terminal itself means, and what to do.

@@ -12,7 +12,7 @@ use shellkeep_engine::keys::UnknownKey;
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, WaitEnded,
+    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
 };
 
 use super::{session_refused, terminal, unknown_key};
@@ -865,7 +865,7 @@ fn shell_and_integration_events() {
         Event::StatusLost,
         Event::EndMarkerMissing,
         Event::OutputElsewhere,
-        Event::ShellRestarted { how: "exit code 5".into(), cwd: PathBuf::from("/home/me") },
+        Event::ShellRestarted { how: ShellExit::Code(5), cwd: PathBuf::from("/home/me") },
     ];
     check(
         &reply,
