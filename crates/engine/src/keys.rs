@@ -88,12 +88,6 @@ pub fn parse(text: &str) -> Result<Input, UnknownKey> {
     }
 }
 
-/// Whether `text` is exactly a key name (for commands that are keys only
-/// when they are unmistakably keys).
-pub fn is_key(text: &str) -> bool {
-    matches!(parse(text), Ok(Input::Key { .. }))
-}
-
 /// The names of the named keys (besides `C-<letter>`), in a fixed order.
 pub fn names() -> impl Iterator<Item = &'static str> {
     NAMED_KEYS.iter().map(|(name, _)| *name)
