@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use shellkeep_engine::session::{Activity, Call, InputReport, Outcome, Reply, Request, WaitEnded};
+use shellkeep_engine::session::{
+    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
+};
 
 use crate::{Term, call, eventually};
 
@@ -196,5 +198,36 @@ async fn keys_sent_to_an_idle_shell_are_harmless() {
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
     assert!(reply.events.is_empty(), "{reply:?}");
+    term.session.close().await;
+}
+
+/// Issue 12: each reply is one typed value. A program and the shell's own
+/// `read` waiting for input are told apart; a new command while either
+/// waits is not executed and the reply says who reads; the input a call
+/// sends is reported with the bytes delivered.
+#[tokio::test]
+async fn who_reads_and_what_was_sent_are_typed() {
+    let term = term("typed").await;
+    let reply = term.run("python3 -c \"x=input('name? '); print('hello', x)\"").await;
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
+    assert_eq!(reply.input, None, "{reply:?}");
+    let reply = term.run("echo other").await;
+    let program = NotRun::CommandRunning { reading: Some(Reader::Program) };
+    let expected = Outcome::NotExecuted { command: "echo other".into(), why: program };
+    assert_eq!(reply.outcome, expected, "{reply:?}");
+    let reply = answer(&term, "bob").await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    assert_eq!(reply.input, Some(InputReport::Sent { key: None, delivered: 4, total: 4 }));
+    assert!(reply.output.text.contains("hello bob"), "{reply:?}");
+
+    let reply = term.run("read -p 'name: ' x; echo hi $x").await;
+    assert_eq!(reply.outcome, Outcome::WaitingForInput { shell_reading: true }, "{reply:?}");
+    let reply = term.run("echo other").await;
+    let shell = NotRun::CommandRunning { reading: Some(Reader::Shell) };
+    let expected = Outcome::NotExecuted { command: "echo other".into(), why: shell };
+    assert_eq!(reply.outcome, expected, "{reply:?}");
+    let reply = answer(&term, "C-c").await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 }, "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
     term.session.close().await;
 }
