@@ -1389,10 +1389,11 @@ mod one_way_in {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
+    use crate::keys::Input;
     use crate::oneshot::{self, RunRequest};
     use crate::output::tests::{PASS_WITNESS, witness_passes};
     use crate::policy::Limits;
-    use crate::session::{Progress, ProgressHook, Reply, Request, Session, SessionConfig, Status};
+    use crate::session::{Call, Progress, ProgressHook, Reply, Request, Session, SessionConfig};
 
     /// The shell's words for printing the witness (`printf` of its halves).
     const PRINT: &str = "printf 'pass-%s' witness-7f3a";
@@ -1432,14 +1433,14 @@ mod one_way_in {
 
     fn command(text: &str) -> Request {
         Request {
-            command: text.into(),
+            call: Call::Run { command: text.into() },
             timeout: Some(Duration::from_secs(20)),
             ..Request::default()
         }
     }
 
     fn input(text: &str) -> Request {
-        Request { is_input: true, ..command(text) }
+        Request { call: Call::Input(Input::Text(text.into())), ..command(text) }
     }
 
     /// The whole log of the session's latest command.
@@ -1491,7 +1492,7 @@ mod one_way_in {
         // Committed text, cut in the reply and spilled to the log's file.
         let reply =
             call(&session, command(&format!("{PRINT}; echo; seq 1 20000; {PRINT}; echo"))).await;
-        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        assert!(!reply.is_running(), "{reply:?}");
         assert!(reply.output.truncated, "{reply:?}");
         passed_once("a cut reply", &reply.output.text, 2);
         passed_once("a spilled log", &logged(&session), 2);
@@ -1499,10 +1500,10 @@ mod one_way_in {
         // The unfinished line a reply shows while the program waits; the
         // rest of the line, once committed, is not shown again.
         let reply = call(&session, command(&format!("{PRINT}; read x; echo ' end'"))).await;
-        assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
+        assert!(reply.is_running(), "{reply:?}");
         passed_once("an unfinished line", &reply.output.text, 1);
         let reply = call(&session, input("y")).await;
-        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        assert!(!reply.is_running(), "{reply:?}");
         passed_once("the rest of the line", &reply.output.text, 0);
         passed_once("its log", &logged(&session), 1);
 
@@ -1512,7 +1513,7 @@ mod one_way_in {
             command(&format!("printf '\\e[?1049h'; {PRINT}; read x; printf '\\e[?1049l'")),
         )
         .await;
-        assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
+        assert!(reply.is_running(), "{reply:?}");
         passed_once("a full screen", &reply.output.text, 1);
         call(&session, input("y")).await;
 
@@ -1527,7 +1528,7 @@ mod one_way_in {
             Request { progress: Some(hook), ..command(&format!("{PRINT}; sleep 1.5; echo")) },
         )
         .await;
-        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        assert!(!reply.is_running(), "{reply:?}");
         let reports = lines.lock().expect("lock").clone();
         let shown = reports.lines().filter(|line| !line.is_empty()).count();
         assert!(shown > 0, "no progress report showed a line: {reports:?}");
@@ -1539,7 +1540,7 @@ mod one_way_in {
         let go = dir.0.join("work/go");
         let job = format!("(while [ ! -e go ]; do sleep 0.02; done; {PRINT}; echo) &");
         let reply = call(&session, command(&job)).await;
-        assert_eq!(reply.status, Status::Completed, "{reply:?}");
+        assert!(!reply.is_running(), "{reply:?}");
         std::fs::write(&go, "").expect("go");
         let idle = wait_for_last_words(&session, |taken| taken.contains(PASS_WITNESS)).await;
         passed_once("background output", &idle, 1);

@@ -1,14 +1,16 @@
 //! The terms of one call on a session, shared by every layer of `session/`:
-//! the session's configuration, the request, the reply with its status and
-//! notes, progress reports, and the errors. Plain types with no behaviour
-//! beyond their defaults; they name no tool or tool argument (the server
-//! words everything an agent reads).
+//! the session's configuration, the typed request ([`Call`] and its
+//! options), the reply with its typed [`Outcome`], input report and
+//! [`Event`]s, progress reports, and the errors. Plain types with no
+//! behaviour beyond their defaults; they name no tool or tool argument and
+//! hold no words for the agent (the server chooses every one).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::guard::Guard;
+use crate::keys::Input;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
 use crate::store::{OutputStore, StoreLimits};
@@ -85,18 +87,44 @@ impl SessionConfig {
     }
 }
 
-/// One call on a session, in the terms of the OpenHands `terminal` tool.
+/// What one call asks of a session. The server maps its tool's arguments
+/// onto it; the engine knows no tool argument.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Call {
+    /// Run a new command (a command `bash -n` finds incomplete is held
+    /// until input lines complete it).
+    Run {
+        /// The command, any bash.
+        command: String,
+    },
+    /// Wait for more output of the running command.
+    #[default]
+    Poll,
+    /// Send text (typed, with Enter) or a key to the running program, or add
+    /// a line to an incomplete command.
+    Input(Input),
+    /// Stop the shell and everything it runs, start a fresh one in the
+    /// original directory, then run `then` in it, if given.
+    Reset {
+        /// A command to run in the fresh shell.
+        then: Option<String>,
+    },
+}
+
+impl Call {
+    /// A call that runs `command`.
+    pub fn run(command: impl Into<String>) -> Call {
+        Call::Run { command: command.into() }
+    }
+}
+
+/// One call on a session: what it asks, and how it may wait.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
-    /// A command to run; empty to poll a running one; with `is_input`, text
-    /// or a key for the running program.
-    pub command: String,
-    /// Send `command` to the running program instead of running it.
-    pub is_input: bool,
+    /// What the call asks.
+    pub call: Call,
     /// How long this call may wait before handing control back.
     pub timeout: Option<Duration>,
-    /// Start a fresh shell in the original directory first.
-    pub reset: bool,
     /// The longest a new command may run in the foreground **unwatched**
     /// (no call waiting on it, polling it or sending it input) before it is
     /// stopped: the policy's execution limit; `None` for no limit. The limit
@@ -105,6 +133,13 @@ pub struct Request {
     pub exec_limit: Option<Duration>,
     /// Told about once a second while the call waits, if set.
     pub progress: Option<ProgressHook>,
+}
+
+impl Request {
+    /// A request for `call` with no timeout, no limit and no progress.
+    pub fn new(call: Call) -> Request {
+        Request { call, ..Request::default() }
+    }
 }
 
 /// What a waiting call reports about once a second.
@@ -146,14 +181,90 @@ impl std::fmt::Debug for ProgressHook {
 /// How often a waiting call reports progress.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Whether the command finished.
+/// How a call ended for the command it is about: each reply's facts as
+/// one value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// No command was involved: a reset alone, or a key nothing needed.
+    /// The shell is at its prompt.
+    Idle,
+    /// The command finished.
+    Completed {
+        /// Its exit code.
+        exit_code: i32,
+    },
+    /// The command ran unwatched past its limit and was stopped, with
+    /// everything later in the same command line.
+    Killed {
+        /// The limit it exceeded: time with no call waiting on it, polling
+        /// it or sending it input (time waiting for input not counted).
+        limit: Duration,
+        /// How it died: after SIGTERM, or SIGKILL after the grace period.
+        mode: TerminationMode,
+        /// Its exit code.
+        exit_code: i32,
+    },
+    /// The command is still running; the call stopped waiting.
+    Running {
+        /// Why the call stopped waiting.
+        why: WaitEnded,
+    },
+    /// The command is still running, blocked reading the terminal with its
+    /// output quiet: it waits for input.
+    WaitingForInput {
+        /// Whether the reader is the shell itself: a builtin such as `read`
+        /// waits for input, or a command damaged the shell integration and
+        /// the shell sits at its prompt without reporting the end.
+        shell_reading: bool,
+    },
+    /// The command is incomplete (an open quote, `if` without `fi`, a
+    /// here-document without its end): it is held while the shell waits for
+    /// the rest, sent as input; C-c discards it.
+    Incomplete,
+    /// The shell reported that the running command never ran: something
+    /// broke the shell integration (a reset restores it).
+    IntegrationDamaged,
+    /// A new command was not run; the reply is about what kept it out.
+    NotExecuted {
+        /// The command that was not run.
+        command: String,
+        /// Why.
+        why: NotRun,
+    },
+}
+
+/// Why a new command was not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRun {
+    /// Another command is running; the reply is about it.
+    CommandRunning {
+        /// Whether that command is blocked reading the terminal, and who
+        /// reads it.
+        reading: Option<Reader>,
+    },
+    /// An incomplete command is held, waiting for its remaining lines.
+    Incomplete,
+    /// The shell is not at its prompt: this process has the terminal,
+    /// although the previous command reported its end.
+    NotAtPrompt {
+        /// The foreground process group's leader (or the program the shell
+        /// waits for).
+        pid: i32,
+        /// Its command line.
+        command_line: String,
+    },
+    /// The running command never ran: the shell integration is damaged.
+    IntegrationDamaged,
+}
+
+/// Who is blocked reading the terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// The command finished; `exit_code` is set.
-    Completed,
-    /// The command is still running; the call stopped waiting because of
-    /// this.
-    Running(WaitEnded),
+pub enum Reader {
+    /// The program the command runs.
+    Program,
+    /// The shell itself (a builtin such as `read`, or a shell whose
+    /// integration a command damaged).
+    Shell,
 }
 
 /// Why a call stopped waiting for a running command.
@@ -163,55 +274,39 @@ pub enum WaitEnded {
     NoNewOutput(Duration),
     /// The call's wait (its `timeout`, or the longest wait) ran out.
     Timeout(Duration),
-    /// The call did not wait (its command was not executed).
-    NotWaited,
-    /// The program is blocked reading the terminal and its output has
-    /// stopped: it waits for the agent.
-    WaitingForInput,
-    /// The shell reported that the command never ran: something broke the
-    /// shell integration (`reset` restores it).
-    IntegrationDamaged,
     /// The client cancelled the call. The command was not touched, and
     /// nothing it printed was consumed: the next call reports it.
     Cancelled,
+    /// The session is being closed; the command is stopped with it.
+    SessionClosing,
 }
 
-/// Something the agent should be told besides the output.
+/// What became of the input a call sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Note {
-    /// The session was reset before this call's command.
-    Reset,
-    /// The shell exited (how, as text); a new one was started in `cwd`.
-    ShellRestarted {
-        /// How the old shell ended, e.g. "exit code 3" or "signal 9".
-        how: String,
-        /// Where the new shell starts.
-        cwd: PathBuf,
-    },
-    /// A new command arrived while another was running; it was not run.
-    NotExecuted {
-        /// The command that was not run.
-        command: String,
-    },
-    /// A key was sent to the running program.
-    KeySent(String),
-    /// Text was typed to the running program.
-    InputSent,
-    /// Input was not sent: the command had already finished.
-    InputNotSent,
-    /// Only `sent` of the `total` bytes of text were delivered: the program
-    /// is not reading its input, and the terminal's queue is full.
-    InputPartlySent {
+pub enum InputReport {
+    /// A key (its name) or text (with Enter) went to the program or to the
+    /// incomplete command: `delivered` of its `total` bytes. Fewer means
+    /// the program is not reading its input and the terminal's queue is
+    /// full; the rest was dropped.
+    Sent {
+        /// The key's name; `None` for text.
+        key: Option<String>,
         /// Bytes the terminal accepted.
-        sent: usize,
+        delivered: usize,
         /// Bytes of the input, Enter included.
         total: usize,
     },
+    /// Nothing was sent: the command had already finished.
+    NotSent,
     /// A key arrived while no command was running; nothing needed it, so
     /// it was not sent (the shell's prompt is left as it is).
     KeyNotNeeded(String),
-    /// This call stopped waiting because the session is being closed.
-    SessionClosing,
+}
+
+/// Something that happened to the session or its shell integration, told
+/// besides the command's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
     /// The client cancelled the previous call on this session this long
     /// ago; the command was left running, and this reply carries what it
     /// printed since.
@@ -219,20 +314,14 @@ pub enum Note {
         /// Time since the cancellation.
         ago: Duration,
     },
-    /// The output is the current screen of a full-screen program.
-    FullScreen,
-    /// Text printed while no command was running (background jobs).
-    IdleOutput(String),
-    /// The program is blocked waiting for input from the terminal.
-    WaitingForInput,
-    /// The command ran unwatched past its limit and was stopped, with
-    /// everything later in the same command line.
-    Killed {
-        /// The limit it exceeded: time with no call waiting on it, polling
-        /// it or sending it input (time waiting for input not counted).
-        limit: Duration,
-        /// How it died: after SIGTERM, or SIGKILL after the grace period.
-        mode: TerminationMode,
+    /// The session was reset before this call's command.
+    Reset,
+    /// The shell exited; a new one was started in `cwd`.
+    ShellRestarted {
+        /// How the old shell ended.
+        how: ShellExit,
+        /// Where the new shell starts.
+        cwd: PathBuf,
     },
     /// A nested interactive bash started (`bash`, `nix-shell`); the
     /// integration was installed in it, so commands now run inside it
@@ -251,50 +340,41 @@ pub enum Note {
     /// a few seconds; the command is driven as an interactive program.
     ReinstallFailed,
     /// An interactive shell other than bash (named) is reading the
-    /// terminal: its commands are sent with `is_input`, without exit codes.
+    /// terminal: its commands are sent as input, without exit codes.
     OtherShell(String),
     /// A remote or container session (named: `ssh`, `docker`) is reading
-    /// the terminal: it is driven with `is_input`.
+    /// the terminal: it is driven as an interactive program.
     RemoteShell(String),
-    /// The shell reported that the command never ran: the shell
-    /// integration is damaged, and `reset` restores it.
-    IntegrationDamaged,
-    /// The command's end (and exit code) came from the fallback in `PS1`,
-    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
-    /// run: the integration is damaged, and `reset` restores it.
-    PromptNotRun,
-    /// The integration's function that keeps a command's status is gone,
-    /// so the exit code may be wrong: the integration is damaged, and
-    /// `reset` restores it.
-    StatusLost,
     /// A program that calls itself bash (its command line here) but does
     /// not run the session's bash is reading the terminal: the integration
     /// is not installed in it.
     NamedBash(String),
-    /// The shell itself is reading the terminal and has not reported the
-    /// end of the command: a builtin such as `read` waits for input, or a
-    /// command damaged the shell integration and the shell sits at its
-    /// prompt (`reset` restores it).
-    ShellReading,
+    /// The command's end (and exit code) came from the fallback in `PS1`,
+    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
+    /// run: the integration is damaged, and a reset restores it.
+    PromptNotRun,
+    /// The integration's function that keeps a command's status is gone,
+    /// so the exit code may be wrong: the integration is damaged, and a
+    /// reset restores it.
+    StatusLost,
     /// The shell reported the command's end but its end marker never
     /// appeared in the output (a command redirected or swallowed it): the
     /// command ended after all its output was read.
     EndMarkerMissing,
-    /// A command was not typed because the shell is not at its prompt:
-    /// this process (pid, command line) has the terminal.
-    ShellNotAtPrompt {
-        /// The foreground process group's leader.
-        pid: i32,
-        /// Its command line.
-        command_line: String,
-    },
     /// The shell's standard output is not the terminal (`exec >file`), so
     /// commands' output does not reach the reply.
     OutputElsewhere,
-    /// The command is incomplete (an open quote, `if` without `fi`, a
-    /// here-document without its end): the shell waits for the rest, sent
-    /// with `is_input`; C-c discards it.
-    Incomplete,
+}
+
+/// How a shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellExit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal (this number) killed it.
+    Signal(i32),
+    /// It is gone, and how is not known.
+    Unknown,
 }
 
 /// What one call returns.
@@ -302,12 +382,20 @@ pub enum Note {
 pub struct Reply {
     /// The command this reply is about.
     pub command: String,
+    /// How the call ended for it.
+    pub outcome: Outcome,
     /// What the command printed since the last reply, cut to the cap.
     pub output: Shown,
-    /// Whether it finished, or why the call stopped waiting.
-    pub status: Status,
-    /// The exit code, once finished.
-    pub exit_code: Option<i32>,
+    /// Whether `output` is the current screen of a full-screen program
+    /// rather than the command's stream.
+    pub screen: bool,
+    /// What became of the input this call sent, if it sent any.
+    pub input: Option<InputReport>,
+    /// Text printed while no command was running (background jobs), before
+    /// this call's command started.
+    pub idle_output: Option<String>,
+    /// What else happened to the session, in order.
+    pub events: Vec<Event>,
     /// The shell's working directory.
     pub cwd: PathBuf,
     /// The Python interpreter `python` would run.
@@ -316,8 +404,6 @@ pub struct Reply {
     pub duration: Duration,
     /// Whether earlier replies already showed part of this command's output.
     pub continued: bool,
-    /// What else the agent should know.
-    pub notes: Vec<Note>,
     /// The end of a previous command that finished while nobody was
     /// listening, reported before this one.
     pub previous: Option<Box<Reply>>,
@@ -333,35 +419,47 @@ pub struct Reply {
     pub look_again_within: Option<Duration>,
 }
 
-/// A request we cannot carry out; the message says what to do instead.
+impl Reply {
+    /// The command's exit code, once it has ended (an idle reply: 0).
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.outcome {
+            Outcome::Idle => Some(0),
+            Outcome::Completed { exit_code } | Outcome::Killed { exit_code, .. } => Some(exit_code),
+            _ => None,
+        }
+    }
+
+    /// Whether the command is still running (or held, or kept out by one
+    /// that is).
+    pub fn is_running(&self) -> bool {
+        self.exit_code().is_none()
+    }
+}
+
+/// A request we cannot carry out. The messages are neutral (they name no
+/// tool or argument); the server words what the agent reads.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The request itself is wrong.
-    #[error("{0}")]
-    Invalid(String),
+    /// The client cancelled the call before its turn came; nothing was done.
+    #[error("the call was cancelled before it started")]
+    Cancelled,
+    /// The command or input holds a NUL byte, which no shell command can
+    /// contain.
+    #[error("the command contains a NUL byte")]
+    NulByte,
     /// The shell could not be started or driven.
     #[error("{0}")]
     Shell(String),
     /// A poll while no command runs.
-    #[error("No command is running, so there is nothing to wait for. Send a command to run it.")]
+    #[error("no command is running, so there is nothing to wait for")]
     NothingToWaitFor,
-    /// Input while no command runs.
-    #[error(
-        "No command is running, so there is nothing to send input to. Run a command first, or \
-         send this text as a command."
-    )]
+    /// Text input while no command runs.
+    #[error("no command is running, so there is nothing to send input to")]
     NothingToSendInputTo,
-    /// A reset together with input: a fresh shell runs no program to take it.
-    #[error(
-        "a reset cannot be combined with input: a reset starts a fresh shell, so there is no \
-         running program to send input to. Ask for the reset alone (optionally with a command \
-         to run in the new shell)."
-    )]
-    ResetWithInput,
     /// A key other than C-c or C-d while an incomplete command is held.
     #[error(
-        "The shell is waiting for the rest of an incomplete command, so keys other than C-c \
-         (discard it) and C-d (end of input) do nothing. Send the remaining lines as input."
+        "an incomplete command is held: keys other than C-c (discard it) and C-d (end of input) \
+         do nothing"
     )]
     KeyWhileIncomplete,
 }

@@ -34,7 +34,8 @@ use crate::screen::Screen;
 use crate::store::OutputStore;
 
 use super::call::{
-    Note, ProgressHook, Reply, Request, SessionConfig, SessionError, Status, WaitEnded,
+    Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
+    ShellExit,
 };
 use super::channel::Channel;
 use super::command::{Command, CommandOutput};
@@ -302,8 +303,15 @@ impl Shell {
         self.shared.lock().exited().is_some()
     }
 
-    pub(super) fn exit_description(&self) -> String {
-        self.shared.lock().exited().map_or_else(|| "it stopped".to_owned(), describe_exit)
+    /// How the shell ended (once it has).
+    pub(super) fn exit(&self) -> ShellExit {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.shared.lock().exited();
+        match status.map(|status| (status.code(), status.signal())) {
+            Some((Some(code), _)) => ShellExit::Code(code),
+            Some((None, Some(signal))) => ShellExit::Signal(signal),
+            _ => ShellExit::Unknown,
+        }
     }
 
     /// Where a replacement shell should start: the last directory if it
@@ -321,15 +329,16 @@ impl Shell {
         }
     }
 
-    /// Starts `command` and waits for it as a call with `timeout` would.
+    /// Starts `command` and waits for it as a call with `request`'s
+    /// options would.
     pub(super) async fn run(
         &mut self,
         config: &SessionConfig,
+        command: &str,
         request: &Request,
-        mut notes: Vec<Note>,
+        events: Vec<Event>,
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
-        let command = request.command.as_str();
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
         let blocked = match self.not_at_prompt() {
@@ -337,11 +346,9 @@ impl Shell {
             None => self.shell_not_reading().await,
         };
         if let Some((pid, command_line)) = blocked {
-            notes.push(Note::NotExecuted { command: command.to_owned() });
-            notes.push(Note::ShellNotAtPrompt { pid, command_line });
-            let mut reply = wait::idle_reply(&self.view, command, notes);
-            reply.status = Status::Running(WaitEnded::NotWaited);
-            reply.exit_code = None;
+            let mut reply = wait::idle_reply(&self.view, command, events);
+            let why = NotRun::NotAtPrompt { pid, command_line };
+            reply.outcome = Outcome::NotExecuted { command: command.to_owned(), why };
             return Ok(reply);
         }
         let seq = self.next_seq;
@@ -376,16 +383,17 @@ impl Shell {
         // Whatever background jobs printed since the last command is
         // reported now, not mixed into this command's output.
         let idle = self.shared.lock().begin(started, now);
-        if !idle.trim().is_empty() {
-            notes.push(Note::IdleOutput(idle));
-        }
+        let idle_output = (!idle.trim().is_empty()).then_some(idle);
         // Tell the supervisor a command with a limit has started.
         self.shared.notify();
         self.pty
             .write_all(bash_script::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
-        self.wait_reply(config, timeout, notes, cancel, request.progress.as_ref()).await
+        let mut reply =
+            self.wait_reply(config, timeout, events, cancel, request.progress.as_ref()).await?;
+        reply.idle_output = idle_output;
+        Ok(reply)
     }
 
     /// Waits for the running command as the call's timeout allows, then
@@ -394,29 +402,29 @@ impl Shell {
         &mut self,
         config: &SessionConfig,
         timeout: Option<Duration>,
-        notes: Vec<Note>,
+        events: Vec<Event>,
         cancel: CancellationToken,
         progress: Option<&ProgressHook>,
     ) -> Result<Reply, SessionError> {
         match wait::wait(&self.shared, config, timeout, &cancel, progress).await {
             Waited::Finished => {
                 self.reap_interrupted(config.grace).await;
-                Ok(self.finished_reply(notes))
+                Ok(self.finished_reply(events))
             }
             Waited::ShellExited => {
                 wait::finish_after_exit(&self.shared).await;
-                Ok(self.finished_reply(notes))
+                Ok(self.finished_reply(events))
             }
-            Waited::Stopped(reason) => Ok(self.partial_reply(config, reason, notes)),
-            Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, notes)),
+            Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, events)),
+            waited => Ok(self.partial_reply(config, |c| wait::stopped(c, &waited), events)),
         }
     }
 
     /// The reply for a finished command; clears it from the session.
-    pub(super) fn finished_reply(&mut self, notes: Vec<Note>) -> Reply {
+    pub(super) fn finished_reply(&mut self, events: Vec<Event>) -> Reply {
         let command = self.shared.lock().take_command();
         self.refresh_state();
-        wait::finished_reply(command, &self.view, notes)
+        wait::finished_reply(command, &self.view, events)
     }
 
     /// The reply for a command that is still running: what it printed since
@@ -424,20 +432,35 @@ impl Shell {
     pub(super) fn partial_reply(
         &mut self,
         config: &SessionConfig,
-        reason: WaitEnded,
-        notes: Vec<Note>,
+        outcome: impl FnOnce(&Command) -> Outcome,
+        events: Vec<Event>,
     ) -> Reply {
-        wait::partial_reply(&mut self.shared.lock(), &self.view, config, reason, notes)
+        wait::partial_reply(&mut self.shared.lock(), &self.view, config, outcome, events)
+    }
+
+    /// The reply about the running command to a new command that was not
+    /// run because of it.
+    pub(super) fn not_executed_reply(
+        &mut self,
+        config: &SessionConfig,
+        command: &str,
+        events: Vec<Event>,
+    ) -> Reply {
+        let outcome = |running: &Command| Outcome::NotExecuted {
+            command: command.to_owned(),
+            why: wait::blocking(running),
+        };
+        self.partial_reply(config, outcome, events)
     }
 
     /// A reply with no command output (reset alone, say).
-    pub(super) fn idle_reply(&self, command: &str, notes: Vec<Note>) -> Reply {
-        wait::idle_reply(&self.view, command, notes)
+    pub(super) fn idle_reply(&self, command: &str, events: Vec<Event>) -> Reply {
+        wait::idle_reply(&self.view, command, events)
     }
 
-    /// Notes about the integration gathered since the last reply.
-    pub(super) fn take_integration_notes(&self) -> Vec<Note> {
-        self.shared.lock().levels_mut().take_notes()
+    /// Events of the integration gathered since the last reply.
+    pub(super) fn take_integration_events(&self) -> Vec<Event> {
+        self.shared.lock().levels_mut().take_events()
     }
 
     /// A command is typed only when the innermost shell with the
@@ -508,8 +531,8 @@ impl Shell {
     ///
     /// Bounded: at most the input's bytes, and [`INPUT_STALL`] of waiting
     /// per stall of the program.
-    pub(super) async fn send_input(&mut self, input: Input) -> Result<Vec<Note>, SessionError> {
-        let (bytes, note) = match input {
+    pub(super) async fn send_input(&mut self, input: Input) -> Result<InputReport, SessionError> {
+        let (bytes, key) = match input {
             Input::Key { name, bytes } => {
                 if name == "C-c" {
                     self.note_interrupt();
@@ -519,12 +542,12 @@ impl Shell {
                 {
                     tracing::debug!("could not discard unread terminal input: {err}");
                 }
-                (bytes, Note::KeySent(name))
+                (bytes, Some(name))
             }
             Input::Text(text) => {
                 let mut bytes = text.into_bytes();
                 bytes.push(b'\r');
-                (bytes, Note::InputSent)
+                (bytes, None)
             }
         };
         // Write only while the command that was sent the input runs, with
@@ -547,11 +570,7 @@ impl Shell {
         if let Some(command) = self.shared.lock().command_mut() {
             command.input_sent(Instant::now());
         }
-        let mut notes = vec![note];
-        if sent < bytes.len() {
-            notes.push(Note::InputPartlySent { sent, total: bytes.len() });
-        }
-        Ok(notes)
+        Ok(InputReport::Sent { key, delivered: sent, total: bytes.len() })
     }
 
     /// Remembers the foreground group about to get ^C.

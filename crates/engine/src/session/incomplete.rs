@@ -14,10 +14,10 @@ use std::path::Path;
 
 use tokio::time::Instant;
 
-use crate::keys::{self, Input};
+use crate::keys::Input;
 use crate::syntax;
 
-use super::call::{Note, Reply, Request, SessionError, Status, WaitEnded};
+use super::call::{Call, InputReport, NotRun, Outcome, Reply, SessionError};
 use super::shared::CommandState;
 use super::wait::{ShellView, idle_reply};
 
@@ -54,17 +54,18 @@ pub(super) enum Step {
 pub(super) async fn step(
     held: &mut Option<Incomplete>,
     shell: &Path,
-    request: &Request,
+    call: &Call,
     state: CommandState,
     view: &ShellView,
 ) -> Result<Step, SessionError> {
-    let command = request.command.as_str();
-    let is_key = keys::is_key(command);
     let Some(mut text) = held.take() else {
-        let fresh = !request.is_input && !is_key && !command.trim().is_empty();
-        if fresh && state != CommandState::Running && syntax::is_incomplete(shell, command).await {
-            let new = Incomplete { text: command.to_owned(), since: Instant::now(), replies: 0 };
-            let reply = incomplete_reply(&new, view, Vec::new());
+        if let Call::Run { command } = call
+            && !command.trim().is_empty()
+            && state != CommandState::Running
+            && syntax::is_incomplete(shell, command).await
+        {
+            let new = Incomplete { text: command.clone(), since: Instant::now(), replies: 0 };
+            let reply = incomplete_reply(&new, view, Outcome::Incomplete, None);
             *held = Some(new);
             return Ok(match state {
                 CommandState::Finished => Step::Held(Box::new(reply)),
@@ -73,53 +74,65 @@ pub(super) async fn step(
         }
         return Ok(Step::Pass);
     };
-    if command.trim().is_empty() && !request.is_input {
-        text.replies += 1;
-        let reply = incomplete_reply(&text, view, Vec::new());
-        *held = Some(text);
-        return Ok(Step::Reply(Box::new(reply)));
-    }
-    if is_key {
-        return match keys::parse(command).map_err(SessionError::Invalid)? {
-            Input::Key { name, .. } if name == "C-c" => {
-                let mut reply = idle_reply(view, &text.text, vec![Note::KeySent(name)]);
-                reply.exit_code = Some(130);
-                reply.duration = text.since.elapsed();
-                Ok(Step::Reply(Box::new(reply)))
-            }
-            Input::Key { name, .. } if name == "C-d" => Ok(Step::Run(text.text)),
-            _ => {
-                *held = Some(text);
-                Err(SessionError::KeyWhileIncomplete)
-            }
-        };
-    }
-    if !request.is_input {
-        text.replies += 1;
-        let notes = vec![Note::NotExecuted { command: command.to_owned() }];
-        let reply = incomplete_reply(&text, view, notes);
-        *held = Some(text);
-        return Ok(Step::Reply(Box::new(reply)));
-    }
+    let line = match call {
+        Call::Input(Input::Key { name, bytes }) if name == "C-c" => {
+            let mut reply = idle_reply(view, &text.text, Vec::new());
+            reply.outcome = Outcome::Completed { exit_code: 130 };
+            reply.input = Some(InputReport::Sent {
+                key: Some(name.clone()),
+                delivered: bytes.len(),
+                total: bytes.len(),
+            });
+            reply.duration = text.since.elapsed();
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        Call::Input(Input::Key { name, .. }) if name == "C-d" => return Ok(Step::Run(text.text)),
+        Call::Input(Input::Key { .. }) => {
+            *held = Some(text);
+            return Err(SessionError::KeyWhileIncomplete);
+        }
+        Call::Input(Input::Text(line)) => line,
+        Call::Run { command } if !command.trim().is_empty() => {
+            text.replies += 1;
+            let why = NotRun::Incomplete;
+            let outcome = Outcome::NotExecuted { command: command.clone(), why };
+            let reply = incomplete_reply(&text, view, outcome, None);
+            *held = Some(text);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+        // A poll (a reset never reaches a held command: it starts a new shell).
+        Call::Run { .. } | Call::Poll | Call::Reset { .. } => {
+            text.replies += 1;
+            let reply = incomplete_reply(&text, view, Outcome::Incomplete, None);
+            *held = Some(text);
+            return Ok(Step::Reply(Box::new(reply)));
+        }
+    };
     text.text.push('\n');
-    text.text.push_str(command);
+    text.text.push_str(line);
     if text.text.len() <= INCOMPLETE_CAP && syntax::is_incomplete(shell, &text.text).await {
         text.replies += 1;
-        let reply = incomplete_reply(&text, view, vec![Note::InputSent]);
+        // The line and its Enter, as the shell's `>` prompt would take them.
+        let total = line.len() + 1;
+        let input = InputReport::Sent { key: None, delivered: total, total };
+        let reply = incomplete_reply(&text, view, Outcome::Incomplete, Some(input));
         *held = Some(text);
         return Ok(Step::Reply(Box::new(reply)));
     }
     Ok(Step::Run(text.text))
 }
 
-/// The reply while an incomplete command is held: still "running",
-/// waiting for input, nothing printed (no `>` prompts).
-fn incomplete_reply(held: &Incomplete, view: &ShellView, mut notes: Vec<Note>) -> Reply {
-    notes.push(Note::Incomplete);
-    notes.push(Note::WaitingForInput);
-    let mut reply = idle_reply(view, &held.text, notes);
-    reply.status = Status::Running(WaitEnded::NotWaited);
-    reply.exit_code = None;
+/// The reply while an incomplete command is held: nothing printed (no `>`
+/// prompts), waiting for the rest.
+fn incomplete_reply(
+    held: &Incomplete,
+    view: &ShellView,
+    outcome: Outcome,
+    input: Option<InputReport>,
+) -> Reply {
+    let mut reply = idle_reply(view, &held.text, Vec::new());
+    reply.outcome = outcome;
+    reply.input = input;
     reply.duration = held.since.elapsed();
     reply.continued = held.replies > 0;
     reply

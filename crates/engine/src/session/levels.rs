@@ -1,5 +1,5 @@
 //! The shells of one session that carry the integration (the session's own,
-//! then nested ones), a reinstall in progress, and the notes about them for
+//! then nested ones), a reinstall in progress, and the events about them for
 //! the next reply. Which processes' end records are believed: the shells of
 //! the levels (and one being given the integration), each by pid and
 //! program image, and forks of them that did not `exec` (a subshell of the
@@ -12,7 +12,7 @@
 //! `crate::proc_shell`) to judge a record's sender, and removes a finished
 //! reinstall's script; it touches neither the terminal nor the command, and
 //! takes no lock (it lives inside the shared state). Bounded: one level per
-//! nested shell, and notes are kept once each.
+//! nested shell, and events are kept once each.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::proc_shell;
 
-use super::call::Note;
+use super::call::Event;
 
 /// A shell that carries the integration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,13 +113,13 @@ pub(super) enum LevelEvent {
 }
 
 /// The shells that carry the integration, outermost first, a reinstall in
-/// progress, and notes for the next reply.
+/// progress, and events for the next reply.
 #[derive(Default)]
 pub(super) struct Levels {
     levels: Vec<Level>,
     reinstall: Option<Reinstall>,
     /// What happened to the integration since the last reply.
-    notes: Vec<Note>,
+    events: Vec<Event>,
 }
 
 impl Levels {
@@ -129,7 +129,7 @@ impl Levels {
         let levels = fingerprint
             .map(|fingerprint| vec![Level { pid, fingerprint, launched_by: None }])
             .unwrap_or_default();
-        Levels { levels, reinstall: None, notes: Vec::new() }
+        Levels { levels, reinstall: None, events: Vec::new() }
     }
 
     /// Whether an end record sent by process `pid` is believed: it is one
@@ -154,16 +154,16 @@ impl Levels {
         false
     }
 
-    /// Adds `note` for the next reply, once.
-    pub(super) fn note(&mut self, note: Note) {
-        if !self.notes.contains(&note) {
-            self.notes.push(note);
+    /// Adds `event` for the next reply, once.
+    pub(super) fn note(&mut self, event: Event) {
+        if !self.events.contains(&event) {
+            self.events.push(event);
         }
     }
 
-    /// The notes gathered since the last reply.
-    pub(super) fn take_notes(&mut self) -> Vec<Note> {
-        std::mem::take(&mut self.notes)
+    /// The events gathered since the last reply.
+    pub(super) fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 
     /// The innermost shell carrying the integration.
@@ -198,7 +198,7 @@ impl Levels {
     pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<(i32, u64)> {
         let reinstall = self.reinstall.take_if(|r| now >= r.deadline)?;
         let _ = std::fs::remove_file(&reinstall.script);
-        self.notes.push(Note::ReinstallFailed);
+        self.events.push(Event::ReinstallFailed);
         Some((reinstall.pid, reinstall.fingerprint))
     }
 
@@ -211,20 +211,20 @@ impl Levels {
                 if let Some(level) = self.levels.iter_mut().rev().find(|l| l.pid == reinstall.pid) {
                     level.fingerprint = reinstall.fingerprint;
                 }
-                self.notes.push(Note::IntegrationReinstalled);
+                self.events.push(Event::IntegrationReinstalled);
             } else {
                 self.levels.push(Level {
                     pid: reinstall.pid,
                     fingerprint: reinstall.fingerprint,
                     launched_by: Some(reinstall.command_seq),
                 });
-                self.notes.push(Note::NestedShellStarted);
+                self.events.push(Event::NestedShellStarted);
             }
             return Some(LevelEvent::Handshake);
         }
         let depth = self.levels.iter().position(|l| l.launched_by == Some(seq))?;
         self.levels.truncate(depth);
-        self.notes.push(Note::NestedShellExited { status });
+        self.events.push(Event::NestedShellExited { status });
         Some(LevelEvent::NestedExited { status })
     }
 }
@@ -246,13 +246,13 @@ mod tests {
         assert_eq!(levels.on_marker(REINSTALL_SEQ_BASE + 1, 0), Some(LevelEvent::Handshake));
         assert_eq!(levels.top().map(Level::pid), Some(200));
         assert!(levels.is_integrated_shell(100) && levels.is_integrated_shell(200));
-        assert_eq!(levels.take_notes(), vec![Note::NestedShellStarted]);
+        assert_eq!(levels.take_events(), vec![Event::NestedShellStarted]);
         // The outer shell's marker for command 3 (the `bash`): the nested
         // shell exited, and the command typed last ends with its status.
         assert_eq!(levels.on_marker(3, 5), Some(LevelEvent::NestedExited { status: 5 }));
         assert_eq!(levels.top().map(Level::pid), Some(100));
         assert!(!levels.is_integrated_shell(200));
-        assert_eq!(levels.take_notes(), vec![Note::NestedShellExited { status: 5 }]);
+        assert_eq!(levels.take_events(), vec![Event::NestedShellExited { status: 5 }]);
     }
 
     #[test]
@@ -261,7 +261,7 @@ mod tests {
         levels.begin_reinstall(reinstall(REINSTALL_SEQ_BASE + 1, 100, true, 4));
         assert_eq!(levels.on_marker(REINSTALL_SEQ_BASE + 1, 0), Some(LevelEvent::Handshake));
         assert!(levels.carries(100, 7) && !levels.carries(100, 1));
-        assert_eq!(levels.take_notes(), vec![Note::IntegrationReinstalled]);
+        assert_eq!(levels.take_events(), vec![Event::IntegrationReinstalled]);
         // `exec` started no level: command 4's number means nothing more.
         assert_eq!(levels.on_marker(4, 0), None);
     }
@@ -275,6 +275,6 @@ mod tests {
         assert_eq!(levels.give_up_reinstall(deadline - Duration::from_millis(1)), None);
         assert_eq!(levels.give_up_reinstall(deadline), Some((200, 7)));
         assert!(levels.reinstall().is_none());
-        assert_eq!(levels.take_notes(), vec![Note::ReinstallFailed]);
+        assert_eq!(levels.take_events(), vec![Event::ReinstallFailed]);
     }
 }

@@ -13,12 +13,13 @@
 //! command line. A shell that dies is restarted in the same directory. This
 //! module does not know about MCP or how replies are worded.
 //!
-//! This file holds the public face: the request, reply and note types,
-//! [`Session`] with its `execute` dispatch (from the request and what the
-//! shell is doing: run, poll, send input, or refuse), restarting a shell
-//! that died, and the read-only views that listings use. Behind it, in
-//! layers that each know only the ones below (no file imports one above
-//! it, and no type has an `impl` outside its own file):
+//! This file holds the public face: the call, reply, outcome and event
+//! types (from `call`), [`Session`] with its `execute` dispatch (from the
+//! typed [`Call`] and what the shell is doing: run, poll, send input, or
+//! refuse), restarting a shell that died, and the read-only views that
+//! listings use. Behind it, in layers that each know only the ones below
+//! (no file imports one above it, and no type has an `impl` outside its
+//! own file):
 //!
 //! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
 //!   handshake, running a command, input and keys, settling a command that
@@ -40,8 +41,8 @@
 //!   reinstall in progress).
 //! - `timing`: the timing rules, pure functions of instants.
 //! - `channel`: the completion channel.
-//! - `call`: the terms of a call (configuration, request, reply, notes,
-//!   errors), which every layer shares.
+//! - `call`: the terms of a call (configuration, request, reply with its
+//!   outcome and events, errors), which every layer shares.
 //!
 //! Locks: `Session::shell` (tokio) is held for the whole of a call;
 //! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
@@ -69,13 +70,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::bash_script::{self, ShellFiles};
-use crate::keys;
+use crate::keys::Input;
 use crate::process;
 use crate::store::OutputStore;
 
 pub use call::{
-    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, Request, SessionConfig, SessionError,
-    Status, WaitEnded,
+    Call, Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader,
+    Reply, Request, SessionConfig, SessionError, ShellExit, WaitEnded,
 };
 use driver::Shell;
 use incomplete::Step;
@@ -179,64 +180,40 @@ impl Session {
     /// the wait ends, the command is left running untouched (under the
     /// unwatched-time limit), nothing it printed is consumed, and the next
     /// call reports it and says that this one was cancelled.
+    ///
+    /// A reset comes first; then an incomplete command may take the call;
+    /// else what it asks (run, poll, input) meets what the shell is doing.
     pub async fn execute(
         &self,
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
         validate(&request)?;
-        // The wait ends when the client cancels, or when the session is
-        // being closed (not for calls made by the close itself).
         let client = cancel;
-        let (cancel, _link) = if self.closing.is_cancelled() {
-            (client.clone(), None)
-        } else {
-            let call = self.closing.child_token();
-            let link = {
-                let (client, call) = (client.clone(), call.clone());
-                tokio::spawn(async move {
-                    tokio::select! {
-                        () = client.cancelled() => call.cancel(),
-                        () = call.cancelled() => {}
-                    }
-                })
-            };
-            (call, Some(AbortOnDrop(link)))
-        };
+        let (cancel, _link) = self.call_token(&client);
         let mut slot = self.shell.lock().await;
-        let mut notes = Vec::new();
-        if cancel.is_cancelled() {
-            // The client gave up before this call's turn came: do nothing
-            // for it (its answer would be dropped).
-            self.note_cancelled();
-            return Err(SessionError::Invalid("the client cancelled this call".into()));
-        }
-        if let Some(at) = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            notes.push(Note::PreviousCallCancelled { ago: at.elapsed() });
-        }
-        if request.reset {
-            if let Some(old) = slot.take() {
-                old.stop(&self.config).await;
-            }
-            notes.push(Note::Reset);
-            let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
-            if request.command.trim().is_empty() {
-                return Ok(shell.idle_reply("", notes));
-            }
-        }
-        let shell = self.live_shell(&mut slot, &mut notes).await?;
+        let mut events = self.begin_call(&cancel)?;
         let mut request = request;
-        let state = shell.command_state();
-        let view = shell.view().clone();
-        let step = incomplete::step(shell.incomplete(), &self.config.shell, &request, state, &view)
-            .await?;
-        match step {
-            Step::Reply(reply) => {
-                let mut reply = *reply;
-                reply.notes.splice(0..0, notes);
-                reply.notes.extend(shell.take_integration_notes());
-                return Ok(reply);
+        let call = match std::mem::take(&mut request.call) {
+            Call::Reset { then } => {
+                if let Some(old) = slot.take() {
+                    old.stop(&self.config).await;
+                }
+                events.push(Event::Reset);
+                let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
+                match then {
+                    Some(command) if !command.trim().is_empty() => Call::Run { command },
+                    _ => return Ok(shell.idle_reply("", events)),
+                }
             }
+            call => call,
+        };
+        let shell = self.live_shell(&mut slot, &mut events).await?;
+        let (state, view) = (shell.command_state(), shell.view().clone());
+        let step =
+            incomplete::step(shell.incomplete(), &self.config.shell, &call, state, &view).await?;
+        let act = match step {
+            Step::Reply(reply) => return Ok(with_events(*reply, events, shell)),
             Step::Held(reply) => {
                 // The command that finished before it is reported first.
                 let previous = shell.finished_reply(Vec::new());
@@ -244,20 +221,62 @@ impl Session {
                 reply.cwd.clone_from(&previous.cwd);
                 reply.python.clone_from(&previous.python);
                 reply.previous = Some(Box::new(previous));
-                reply.notes.splice(0..0, notes);
-                reply.notes.extend(shell.take_integration_notes());
-                return Ok(reply);
+                return Ok(with_events(reply, events, shell));
             }
-            Step::Run(command) => {
-                request.command = command;
-                request.is_input = false;
-            }
-            Step::Pass => {}
+            Step::Run(command) => Act::Run(command),
+            Step::Pass => Act::from(call),
+        };
+        let reply = self.act(shell, act, &request, events, cancel).await?;
+        self.end_call(&mut slot, reply, &client).await
+    }
+
+    /// The token that ends this call's wait: the client's cancellation, or
+    /// the session being closed (not for calls made by the close itself),
+    /// with the task that links them, aborted when the call ends.
+    fn call_token(&self, client: &CancellationToken) -> (CancellationToken, Option<AbortOnDrop>) {
+        if self.closing.is_cancelled() {
+            return (client.clone(), None);
         }
-        let command = request.command.as_str();
-        let is_key = keys::is_key(command);
+        let call = self.closing.child_token();
+        let link = {
+            let (client, call) = (client.clone(), call.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = client.cancelled() => call.cancel(),
+                    () = call.cancelled() => {}
+                }
+            })
+        };
+        (call, Some(AbortOnDrop(link)))
+    }
+
+    /// The start of a call whose turn has come: refused if the client gave
+    /// up meanwhile (its answer would be dropped), else the events it
+    /// begins with (a previous call that was cancelled).
+    fn begin_call(&self, cancel: &CancellationToken) -> Result<Vec<Event>, SessionError> {
+        if cancel.is_cancelled() {
+            self.note_cancelled();
+            return Err(SessionError::Cancelled);
+        }
+        let cancelled_at = self.cancelled_at.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(cancelled_at
+            .map(|at| Event::PreviousCallCancelled { ago: at.elapsed() })
+            .into_iter()
+            .collect())
+    }
+
+    /// What the call asks (`act`) meets what the shell is doing: the
+    /// dispatch.
+    async fn act(
+        &self,
+        shell: &mut Shell,
+        act: Act,
+        request: &Request,
+        events: Vec<Event>,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
         let mut running = shell.command_state();
-        if running == CommandState::Running && !command.trim().is_empty() {
+        if running == CommandState::Running && act != Act::Poll {
             // Never refuse a command, or drop a key, for a command that has
             // in fact just ended.
             shell.settle(&self.config).await;
@@ -270,69 +289,81 @@ impl Session {
             // Any call about the running command is a look at it.
             shell.touch(request.timeout);
         }
+        let (config, timeout) = (&self.config, request.timeout);
         let progress = request.progress.as_ref();
-        let reply = match running {
-            CommandState::Running if command.trim().is_empty() => {
-                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
+        match (running, act) {
+            (CommandState::Running, Act::Poll) => {
+                shell.wait_reply(config, timeout, events, cancel, progress).await
             }
-            CommandState::Running if request.is_input || is_key => {
-                let input = keys::parse(command).map_err(SessionError::Invalid)?;
-                notes.extend(shell.send_input(input).await?);
-                shell.wait_reply(&self.config, request.timeout, notes, cancel, progress).await
+            (CommandState::Running, Act::Input(input)) => {
+                let report = shell.send_input(input).await?;
+                let mut reply = shell.wait_reply(config, timeout, events, cancel, progress).await?;
+                reply.input = Some(report);
+                Ok(reply)
             }
-            CommandState::Running => {
-                notes.push(Note::NotExecuted { command: command.to_owned() });
-                Ok(shell.partial_reply(&self.config, WaitEnded::NotWaited, notes))
+            (CommandState::Running, Act::Run(command)) => {
+                Ok(shell.not_executed_reply(config, &command, events))
             }
-            CommandState::Finished if command.trim().is_empty() => Ok(shell.finished_reply(notes)),
-            CommandState::Finished if request.is_input || is_key => {
-                notes.push(Note::InputNotSent);
-                Ok(shell.finished_reply(notes))
+            (CommandState::Finished, Act::Poll) => Ok(shell.finished_reply(events)),
+            (CommandState::Finished, Act::Input(_)) => {
+                let mut reply = shell.finished_reply(events);
+                reply.input = Some(InputReport::NotSent);
+                Ok(reply)
             }
-            CommandState::Finished => {
+            (CommandState::Finished, Act::Run(command)) => {
                 let previous = shell.finished_reply(Vec::new());
-                let mut reply = shell.run(&self.config, &request, notes, cancel).await?;
+                let mut reply = shell.run(config, &command, request, events, cancel).await?;
                 reply.previous = Some(Box::new(previous));
                 Ok(reply)
             }
-            CommandState::Idle if command.trim().is_empty() => Err(SessionError::NothingToWaitFor),
-            CommandState::Idle if is_key => {
+            (CommandState::Idle, Act::Poll) => Err(SessionError::NothingToWaitFor),
+            (CommandState::Idle, Act::Input(Input::Key { name, .. })) => {
                 // As at a prompt: a key with nothing to receive it is
                 // harmless. It is not typed into the idle shell, where C-d
                 // would end it and C-c would disturb its prompt.
-                let name = match keys::parse(command) {
-                    Ok(keys::Input::Key { name, .. }) => name,
-                    _ => command.trim().to_owned(),
-                };
-                notes.push(Note::KeyNotNeeded(name));
-                Ok(shell.idle_reply("", notes))
+                let mut reply = shell.idle_reply("", events);
+                reply.input = Some(InputReport::KeyNotNeeded(name));
+                Ok(reply)
             }
-            CommandState::Idle if request.is_input => Err(SessionError::NothingToSendInputTo),
-            CommandState::Idle => shell.run(&self.config, &request, notes, cancel).await,
-        }?;
+            (CommandState::Idle, Act::Input(Input::Text(_))) => {
+                Err(SessionError::NothingToSendInputTo)
+            }
+            (CommandState::Idle, Act::Run(command)) => {
+                shell.run(config, &command, request, events, cancel).await
+            }
+        }
+    }
+
+    /// The end of a call: a shell the command ended is replaced (in the
+    /// directory it was in) and the reply says so; a cancelled wait is
+    /// told apart from the session closing; the integration's events are
+    /// added.
+    async fn end_call(
+        &self,
+        slot: &mut Option<Shell>,
+        mut reply: Reply,
+        client: &CancellationToken,
+    ) -> Result<Reply, SessionError> {
+        let Some(shell) = slot.as_mut() else { return Ok(reply) };
         if shell.has_exited() {
-            // The command ended the shell: report it and start a new one in
-            // the directory it was in.
             let cwd = shell.restart_dir(&self.config);
-            let how = shell.exit_description();
-            let mut reply = reply;
-            reply.notes.extend(shell.take_integration_notes());
+            let how = shell.exit();
+            reply.events.extend(shell.take_integration_events());
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
-            self.install(&mut slot, Shell::spawn(&self.config, &cwd).await?);
-            reply.notes.push(Note::ShellRestarted { how, cwd });
+            self.install(slot, Shell::spawn(&self.config, &cwd).await?);
+            reply.events.push(Event::ShellRestarted { how, cwd });
             return Ok(reply);
         }
-        let mut reply = reply;
-        if reply.status == Status::Running(WaitEnded::Cancelled) {
+        if reply.outcome == (Outcome::Running { why: WaitEnded::Cancelled }) {
             if client.is_cancelled() {
                 self.note_cancelled();
             } else {
-                reply.notes.push(Note::SessionClosing);
+                reply.outcome = Outcome::Running { why: WaitEnded::SessionClosing };
             }
         }
-        reply.notes.extend(shell.take_integration_notes());
+        reply.events.extend(shell.take_integration_events());
         Ok(reply)
     }
 
@@ -358,18 +389,18 @@ impl Session {
     }
 
     /// The live shell, starting one when there is none or when the old one
-    /// died while idle (which `notes` then reports).
+    /// died while idle (which `events` then reports).
     async fn live_shell<'a>(
         &self,
         slot: &'a mut Option<Shell>,
-        notes: &mut Vec<Note>,
+        events: &mut Vec<Event>,
     ) -> Result<&'a mut Shell, SessionError> {
         if let Some(shell) = slot.as_mut()
             && shell.has_exited()
             && shell.command_state() == CommandState::Idle
         {
             let cwd = shell.restart_dir(&self.config);
-            notes.push(Note::ShellRestarted { how: shell.exit_description(), cwd: cwd.clone() });
+            events.push(Event::ShellRestarted { how: shell.exit(), cwd: cwd.clone() });
             if let Some(old) = slot.take() {
                 old.stop(&self.config).await;
             }
@@ -496,17 +527,47 @@ impl Session {
 }
 
 fn validate(request: &Request) -> Result<(), SessionError> {
-    if request.reset && request.is_input {
-        return Err(SessionError::ResetWithInput);
-    }
-    if request.command.contains('\0') {
-        return Err(SessionError::Invalid(
-            "the command contains a NUL byte, which no shell command can contain. \
-             Remove it (use printf '\\0' to produce one)."
-                .into(),
-        ));
+    let text = match &request.call {
+        Call::Run { command } | Call::Reset { then: Some(command) } => command.as_str(),
+        Call::Input(Input::Text(text)) => text.as_str(),
+        Call::Poll | Call::Input(Input::Key { .. }) | Call::Reset { then: None } => "",
+    };
+    if text.contains('\0') {
+        return Err(SessionError::NulByte);
     }
     Ok(())
+}
+
+/// `reply` with the call's `events` first and then the integration's.
+fn with_events(mut reply: Reply, events: Vec<Event>, shell: &Shell) -> Reply {
+    reply.events = events;
+    reply.events.extend(shell.take_integration_events());
+    reply
+}
+
+/// What a call does once a reset is behind it and no incomplete command
+/// takes it: the three things a call can ask of a live shell.
+#[derive(Debug, PartialEq, Eq)]
+enum Act {
+    /// Run a new command.
+    Run(String),
+    /// Wait for the running command.
+    Poll,
+    /// Send text or a key to the running program.
+    Input(Input),
+}
+
+impl From<Call> for Act {
+    /// A blank command, or blank text, is a poll (as an empty line is at a
+    /// prompt); a reset was carried out before.
+    fn from(call: Call) -> Act {
+        match call {
+            Call::Run { command } if !command.trim().is_empty() => Act::Run(command),
+            Call::Input(Input::Text(text)) if text.trim().is_empty() => Act::Poll,
+            Call::Input(input) => Act::Input(input),
+            Call::Run { .. } | Call::Poll | Call::Reset { .. } => Act::Poll,
+        }
+    }
 }
 
 /// Aborts a task when dropped: the link between a call's cancellation and

@@ -42,7 +42,7 @@ use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 
-use super::call::Note;
+use super::call::Event;
 use super::channel::{Channel, Record};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
@@ -230,7 +230,7 @@ impl State {
             return false;
         };
         let Some(record) = self.take_record(seq, None) else { return false };
-        self.levels.note(Note::EndMarkerMissing);
+        self.levels.note(Event::EndMarkerMissing);
         self.end(record, now);
         true
     }
@@ -256,7 +256,7 @@ impl State {
     fn end(&mut self, record: Record, now: Instant) {
         let (seq, status) = (record.seq, record.status);
         if record.output_elsewhere && self.ready {
-            self.levels.note(Note::OutputElsewhere);
+            self.levels.note(Event::OutputElsewhere);
         }
         if record.not_run
             && let Some(command) = self.unfinished(Some(seq))
@@ -270,11 +270,11 @@ impl State {
             // The integration's prompt did not run: it is damaged (or
             // PROMPT_COMMAND was cleared).
             if record.fallback {
-                self.levels.note(Note::PromptNotRun);
+                self.levels.note(Event::PromptNotRun);
             }
             // Nothing kept the command's status.
             if record.status_lost {
-                self.levels.note(Note::StatusLost);
+                self.levels.note(Event::StatusLost);
             }
         }
         if !self.ready {
@@ -590,12 +590,12 @@ mod tests {
         state.on_event(pty::Event::Output(b"inner$ the line we typed"));
         end(&mut state, &shell, handshake, 0, 11);
         assert_eq!(ended(&mut state, &log), (Some(0), false, Some(0), "started\n".to_owned()));
-        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellStarted]);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellStarted]);
         // `exit 4` in it: the outer shell's marker for command 2 ends it.
         let log = run(&mut state, 3, "bye\n");
         end(&mut state, &shell, 2, 4, 12);
         assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
-        assert_eq!(state.levels_mut().take_notes(), vec![Note::NestedShellExited { status: 4 }]);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 4 }]);
     }
 
     #[test]

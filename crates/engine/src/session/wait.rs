@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use crate::output::{self, Shown};
 
 use super::call::{
-    Note, PROGRESS_INTERVAL, Progress, ProgressHook, Reply, SessionConfig, Status, WaitEnded,
+    Event, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader, Reply,
+    SessionConfig, WaitEnded,
 };
 use super::command::{Command, KillState};
 use super::shared::{Shared, State, Watch, wait_for};
@@ -55,6 +56,10 @@ pub(super) enum Waited {
     ShellExited,
     /// The call stops waiting; the command keeps running.
     Stopped(WaitEnded),
+    /// The program is blocked reading the terminal with its output quiet.
+    InputWait,
+    /// The shell reported that the command never ran.
+    Damaged,
     /// The client cancelled the call.
     Cancelled,
 }
@@ -107,12 +112,12 @@ async fn wait_until_turn(
                 return Waited::ShellExited;
             }
             if command.is_damaged() {
-                return Waited::Stopped(WaitEnded::IntegrationDamaged);
+                return Waited::Damaged;
             }
             // A shell at its prompt while the integration is being
             // installed in it is not a program waiting for input.
             if command.waits_for_input() && state.levels().reinstall().is_none() {
-                return Waited::Stopped(WaitEnded::WaitingForInput);
+                return Waited::InputWait;
             }
             match timing::wait_turn(budget, call_start, command.last_output_at(), Instant::now()) {
                 Ok(deadline) => deadline,
@@ -158,23 +163,25 @@ pub(super) async fn finish_after_exit(shared: &Shared) {
 pub(super) fn finished_reply(
     command: Option<Command>,
     view: &ShellView,
-    notes: Vec<Note>,
+    events: Vec<Event>,
 ) -> Reply {
-    let Some(command) = command else { return idle_reply(view, "", notes) };
+    let Some(command) = command else { return idle_reply(view, "", events) };
     let (exit_code, finished_at) = command.finished().unwrap_or((-1, Instant::now()));
-    let mut notes = notes;
-    if let KillState::Killed { limit, mode } = command.kill() {
-        notes.push(Note::Killed { limit, mode });
-    }
+    let outcome = match command.kill() {
+        KillState::Killed { limit, mode } => Outcome::Killed { limit, mode, exit_code },
+        _ => Outcome::Completed { exit_code },
+    };
     Reply {
         command: command.text().to_owned(),
-        status: Status::Completed,
-        exit_code: Some(exit_code),
+        outcome,
+        screen: false,
+        input: None,
+        idle_output: None,
+        events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: finished_at - command.started_at(),
         continued: command.replies() > 0,
-        notes,
         previous: None,
         number: Some(command.output().number()),
         first_line: command.first_unreplied_line(),
@@ -183,37 +190,61 @@ pub(super) fn finished_reply(
     }
 }
 
+/// How a running command stands: blocked reading the terminal (and who
+/// reads it), or not.
+fn reading(command: &Command) -> Option<Reader> {
+    match (command.waits_for_input(), command.shell_reading()) {
+        (false, _) => None,
+        (true, false) => Some(Reader::Program),
+        (true, true) => Some(Reader::Shell),
+    }
+}
+
+/// What keeps a new command out while this one runs.
+pub(super) fn blocking(command: &Command) -> NotRun {
+    if command.is_damaged() {
+        NotRun::IntegrationDamaged
+    } else {
+        NotRun::CommandRunning { reading: reading(command) }
+    }
+}
+
+/// What a call that stopped waiting (`waited`) says about the running
+/// command: damaged, waiting for input (and who reads), or running.
+pub(super) fn stopped(command: &Command, waited: &Waited) -> Outcome {
+    if command.is_damaged() || matches!(waited, Waited::Damaged) {
+        return Outcome::IntegrationDamaged;
+    }
+    match (waited, reading(command)) {
+        (_, Some(reader)) => Outcome::WaitingForInput { shell_reading: reader == Reader::Shell },
+        (Waited::Stopped(why), None) => Outcome::Running { why: *why },
+        (_, None) => Outcome::WaitingForInput { shell_reading: command.shell_reading() },
+    }
+}
+
 /// The reply for a command that is still running: what it printed since
-/// the last reply, and the line it is on now.
+/// the last reply, and the line it is on now. `outcome` says, from the
+/// command, what the reply reports.
 pub(super) fn partial_reply(
     state: &mut State,
     view: &ShellView,
     config: &SessionConfig,
-    reason: WaitEnded,
-    mut notes: Vec<Note>,
+    outcome: impl FnOnce(&Command) -> Outcome,
+    events: Vec<Event>,
 ) -> Reply {
     state.commit_lines(Instant::now());
     let current_line = state.screen().current_line();
     let alternate = state.screen().alternate_contents();
     let Some(command) = state.command_mut() else {
-        return idle_reply(view, "", notes);
+        return idle_reply(view, "", events);
     };
-    if command.is_damaged() {
-        notes.push(Note::IntegrationDamaged);
-    } else if command.waits_for_input() || reason == WaitEnded::WaitingForInput {
-        notes.push(Note::WaitingForInput);
-        if command.shell_reading() {
-            notes.push(Note::ShellReading);
-        }
-    }
+    let outcome = outcome(command);
     let look_again_within = command.unwatched_limit();
     let out = command.output_mut();
     let (mut output, first_line, continued) = out.take_part();
+    let screen = alternate.is_some();
     match alternate {
-        Some(screen) => {
-            notes.push(Note::FullScreen);
-            output.text = out.show_screen(screen);
-        }
+        Some(screen) => output.text = out.show_screen(screen),
         None => {
             let room = config
                 .output_cap
@@ -230,14 +261,16 @@ pub(super) fn partial_reply(
     let number = Some(out.number());
     Reply {
         command: command.text().to_owned(),
+        outcome,
         output,
-        status: Status::Running(reason),
-        exit_code: None,
+        screen,
+        input: None,
+        idle_output: None,
+        events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: command.started_at().elapsed(),
         continued,
-        notes,
         previous: None,
         number,
         first_line,
@@ -247,29 +280,30 @@ pub(super) fn partial_reply(
 
 /// The reply to a cancelled call, which nobody will read: it takes
 /// nothing from the session, so the next call reports everything.
-pub(super) fn cancelled_reply(state: &State, view: &ShellView, notes: Vec<Note>) -> Reply {
-    let mut reply = idle_reply(view, "", notes);
+pub(super) fn cancelled_reply(state: &State, view: &ShellView, events: Vec<Event>) -> Reply {
+    let mut reply = idle_reply(view, "", events);
     if let Some(command) = state.command() {
         reply.command = command.text().to_owned();
         reply.duration = command.started_at().elapsed();
     }
-    reply.status = Status::Running(WaitEnded::Cancelled);
-    reply.exit_code = None;
+    reply.outcome = Outcome::Running { why: WaitEnded::Cancelled };
     reply
 }
 
 /// A reply with no command output (reset alone, say).
-pub(super) fn idle_reply(view: &ShellView, command: &str, notes: Vec<Note>) -> Reply {
+pub(super) fn idle_reply(view: &ShellView, command: &str, events: Vec<Event>) -> Reply {
     Reply {
         command: command.to_owned(),
+        outcome: Outcome::Idle,
         output: Shown::empty(),
-        status: Status::Completed,
-        exit_code: Some(0),
+        screen: false,
+        input: None,
+        idle_output: None,
+        events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: Duration::ZERO,
         continued: false,
-        notes,
         previous: None,
         number: None,
         first_line: 0,

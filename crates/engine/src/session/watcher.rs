@@ -22,7 +22,7 @@ use crate::private_fs;
 use crate::proc_shell::{self, Prompting};
 use crate::pty;
 
-use super::call::Note;
+use super::call::Event;
 use super::levels::{Level, REINSTALL_SEQ_BASE, Reinstall};
 use super::shared::Shared;
 
@@ -159,7 +159,7 @@ fn look_for_prompt(
                 // pexpect): this shell could not report any end.
                 if *noted != Some(seq) {
                     *noted = Some(seq);
-                    shared.lock().levels_mut().note(Note::ReinstallFailed);
+                    shared.lock().levels_mut().note(Event::ReinstallFailed);
                     shared.notify();
                 }
                 return;
@@ -191,17 +191,17 @@ fn look_for_prompt(
         }
         Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
             *noted = Some(seq);
-            shared.lock().levels_mut().note(Note::OtherShell(name));
+            shared.lock().levels_mut().note(Event::OtherShell(name));
             shared.notify();
         }
         Some(Prompting::NamedBash(command_line)) if *noted != Some(seq) => {
             *noted = Some(seq);
-            shared.lock().levels_mut().note(Note::NamedBash(command_line));
+            shared.lock().levels_mut().note(Event::NamedBash(command_line));
             shared.notify();
         }
         Some(Prompting::Remote(name)) if *noted != Some(seq) => {
             *noted = Some(seq);
-            shared.lock().levels_mut().note(Note::RemoteShell(name));
+            shared.lock().levels_mut().note(Event::RemoteShell(name));
             shared.notify();
         }
         _ => {}

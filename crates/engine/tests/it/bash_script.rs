@@ -1,7 +1,7 @@
 //! The bash integration's own files: the keys it binds again at every
 //! prompt, and the state it writes over in place.
 
-use shellkeep_engine::session::Status;
+use shellkeep_engine::session::Outcome;
 
 use crate::Term;
 
@@ -9,8 +9,8 @@ use crate::Term;
 async fn expect(term: &Term, command: &str, output: &str, code: i32) {
     let reply = term.run_for(command, 20.0).await;
     assert_eq!(
-        (reply.output.text.as_str(), reply.status, reply.exit_code),
-        (output, Status::Completed, Some(code)),
+        (reply.output.text.as_str(), &reply.outcome),
+        (output, &Outcome::Completed { exit_code: code }),
         "{command:?}: {reply:?}"
     );
 }
@@ -56,7 +56,7 @@ async fn a_shorter_state_replaces_a_longer_one() {
     assert_eq!(reply.python, Some(long.join("python")), "{reply:?}");
     assert_eq!(term.session.cwd(), long);
     let reply = term.run_for(&format!("cd / && PATH='{}'", short.display()), 20.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
     assert_eq!(reply.python, Some(short.join("python")), "{reply:?}");
     assert_eq!(term.session.cwd(), std::path::PathBuf::from("/"));
     term.session.close().await;

@@ -5,11 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
+use shellkeep_engine::session::{
+    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
+};
 
-use crate::{Term, eventually};
+use crate::{Term, call, eventually};
 
-const WAITING: Status = Status::Running(WaitEnded::WaitingForInput);
+const WAITING: Outcome = Outcome::WaitingForInput { shell_reading: false };
 
 /// A terminal whose calls without a timeout would otherwise wait 20 s for
 /// silence: a reply in less means input waiting was detected.
@@ -19,7 +21,7 @@ async fn term(name: &str) -> Term {
 
 /// Sends `text` with no timeout, as an agent answering a prompt does.
 async fn answer(term: &Term, text: &str) -> Reply {
-    term.call(Request { command: text.into(), is_input: true, ..Request::default() }).await
+    term.call(Request::new(call(text, true))).await
 }
 
 #[tokio::test]
@@ -27,13 +29,13 @@ async fn a_prompt_is_reported_as_soon_as_the_output_stops() {
     let term = term("prompt").await;
     let started = Instant::now();
     let reply = term.run("python3 -c \"x=input('name? '); print('hello', x)\"").await;
-    assert_eq!(reply.status, WAITING, "{reply:?}");
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
     assert_eq!(reply.output.text, "name? ");
-    assert!(reply.notes.contains(&Note::WaitingForInput));
+    assert!(matches!(reply.outcome, Outcome::WaitingForInput { .. }));
     // Loose: far below the 20 s silence return it replaces.
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let reply = answer(&term, "Bob").await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert!(reply.output.text.ends_with("hello Bob\n"), "{:?}", reply.output.text);
     term.session.close().await;
 }
@@ -50,29 +52,31 @@ async fn a_python_repl_and_read_prompts_take_seconds_not_minutes() {
         ("print('hi', name)", "hi Bob\n>>> "),
     ];
     let reply = term.run("python3 -q").await;
-    assert_eq!(reply.status, WAITING, "{reply:?}");
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
     assert!(reply.output.text.ends_with(">>> "), "{:?}", reply.output.text);
     for (input, shown) in steps {
         let started = Instant::now();
         let reply = answer(&term, input).await;
-        assert_eq!(reply.status, WAITING, "{input}: {reply:?}");
+        assert_eq!(reply.outcome, WAITING, "{input}: {reply:?}");
         assert!(reply.output.text.ends_with(shown), "{input}: {:?}", reply.output.text);
         assert!(started.elapsed() < Duration::from_secs(10), "{input}: {:?}", started.elapsed());
     }
     let reply = term.input("C-d", 10.0).await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
 
     // The same with bash's own `read -p`.
     let reply = term.run("for i in 1 2 3; do read -p \"step $i: \" v; echo \"got $v\"; done").await;
-    assert_eq!((reply.status, reply.output.text.as_str()), (WAITING, "step 1: "));
+    // `read` is the shell itself reading the terminal.
+    let reading = Outcome::WaitingForInput { shell_reading: true };
+    assert_eq!((reply.outcome.clone(), reply.output.text.as_str()), (reading.clone(), "step 1: "));
     for (i, next) in [(1, Some("step 2: ")), (2, Some("step 3: ")), (3, None)] {
         let reply = answer(&term, &format!("v{i}")).await;
         match next {
             Some(prompt) => {
-                assert_eq!(reply.status, WAITING, "{reply:?}");
+                assert_eq!(reply.outcome, reading.clone(), "{reply:?}");
                 assert!(reply.output.text.ends_with(prompt), "{:?}", reply.output.text);
             }
-            None => assert_eq!(reply.exit_code, Some(0)),
+            None => assert_eq!(reply.exit_code(), Some(0)),
         }
         assert!(reply.output.text.contains(&format!("got v{i}\n")), "{:?}", reply.output.text);
     }
@@ -83,10 +87,10 @@ async fn a_python_repl_and_read_prompts_take_seconds_not_minutes() {
 async fn getpass_reading_dev_tty_is_waiting_for_input() {
     let term = term("getpass").await;
     let reply = term.run("python3 -c 'import getpass; print(len(getpass.getpass()))'").await;
-    assert_eq!(reply.status, WAITING, "{reply:?}");
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
     assert_eq!(reply.output.text, "Password: ");
     let reply = answer(&term, "secret").await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert!(reply.output.text.ends_with("6\n"), "{:?}", reply.output.text);
     term.session.close().await;
 }
@@ -103,7 +107,7 @@ async fn every_way_of_waiting_on_the_terminal_counts() {
                  print('got', sys.stdin.readline().strip())\""
             ))
             .await;
-        assert_eq!(reply.status, WAITING, "{selector}: {reply:?}");
+        assert_eq!(reply.outcome, WAITING, "{selector}: {reply:?}");
         let reply = answer(&term, "go").await;
         assert!(reply.output.text.ends_with("got go\n"), "{selector}: {:?}", reply.output.text);
     }
@@ -124,19 +128,22 @@ async fn a_server_blocked_on_sockets_is_not_waiting_for_input_and_stays_under_it
     for program in programs {
         let reply = term
             .call(Request {
-                command: program.into(),
+                call: Call::run(program),
                 timeout: Some(Duration::from_secs(2)),
                 exec_limit: Some(Duration::from_secs(1)),
                 ..Request::default()
             })
             .await;
-        assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_secs(2))));
-        assert!(!reply.notes.contains(&Note::WaitingForInput), "{program}: {:?}", reply.notes);
+        assert_eq!(
+            reply.outcome,
+            Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(2)) }
+        );
+        assert!(!matches!(reply.outcome, Outcome::WaitingForInput { .. }), "{program}: {reply:?}");
         // Left unwatched, it is stopped: blocking on a socket is not an
         // exemption from the limit.
         eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
         let reply = term.run("").await;
-        assert!(reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })), "{:?}", reply.notes);
+        assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     }
     term.session.close().await;
 }
@@ -145,27 +152,28 @@ async fn a_server_blocked_on_sockets_is_not_waiting_for_input_and_stays_under_it
 async fn c_c_works_after_input_nobody_reads() {
     let term = term("unread").await;
     let reply = term.run_for("sleep 100", 0.3).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     // 8 KiB in one line, then lines that would be commands: sleep never
     // reads any of it. The calls come back; what did not fit is reported.
     let reply = term.input(&"x".repeat(8192), 0.5).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     let lines = "echo INJECTED\n".repeat(600);
     let reply = term.input(&lines, 0.5).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     // More than the terminal's queues hold (about 68 KiB): the rest is
     // dropped, and the reply says how much.
     let reply = term.input(&"y".repeat(200_000), 0.5).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     assert!(
-        reply.notes.iter().any(
-            |n| matches!(n, Note::InputPartlySent { sent, total: 200_001 } if *sent < 100_000)
+        matches!(
+            reply.input,
+            Some(InputReport::Sent { key: None, delivered, total: 200_001 }) if delivered < 100_000
         ),
         "{:?}",
-        reply.notes
+        reply.input
     );
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(130)));
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 });
     // The discarded input never reaches the shell.
     let reply = term.run("echo after").await;
     assert_eq!(reply.output.text, "after\n");
@@ -178,18 +186,48 @@ async fn keys_sent_to_an_idle_shell_are_harmless() {
     let term = term("idlekeys").await;
     term.run("export KEPT=1").await;
     for (command, is_input) in [("C-c", true), ("C-c", false), ("C-d", true), ("ENTER", true)] {
-        let reply =
-            term.call(Request { command: command.into(), is_input, ..Request::default() }).await;
-        assert_eq!(reply.status, Status::Completed);
+        let reply = term.call(Request::new(call(command, is_input))).await;
+        assert!(reply.exit_code().is_some());
         assert!(
-            reply.notes.iter().any(|n| matches!(n, Note::KeyNotNeeded(_))),
+            matches!(reply.input, Some(InputReport::KeyNotNeeded(_))),
             "{command}: {:?}",
-            reply.notes
+            reply.input
         );
     }
     // The shell was not touched (C-d would have ended it).
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
-    assert!(reply.notes.is_empty(), "{:?}", reply.notes);
+    assert!(reply.events.is_empty(), "{reply:?}");
+    term.session.close().await;
+}
+
+/// Issue 12: each reply is one typed value. A program and the shell's own
+/// `read` waiting for input are told apart; a new command while either
+/// waits is not executed and the reply says who reads; the input a call
+/// sends is reported with the bytes delivered.
+#[tokio::test]
+async fn who_reads_and_what_was_sent_are_typed() {
+    let term = term("typed").await;
+    let reply = term.run("python3 -c \"x=input('name? '); print('hello', x)\"").await;
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
+    assert_eq!(reply.input, None, "{reply:?}");
+    let reply = term.run("echo other").await;
+    let program = NotRun::CommandRunning { reading: Some(Reader::Program) };
+    let expected = Outcome::NotExecuted { command: "echo other".into(), why: program };
+    assert_eq!(reply.outcome, expected, "{reply:?}");
+    let reply = answer(&term, "bob").await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    assert_eq!(reply.input, Some(InputReport::Sent { key: None, delivered: 4, total: 4 }));
+    assert!(reply.output.text.contains("hello bob"), "{reply:?}");
+
+    let reply = term.run("read -p 'name: ' x; echo hi $x").await;
+    assert_eq!(reply.outcome, Outcome::WaitingForInput { shell_reading: true }, "{reply:?}");
+    let reply = term.run("echo other").await;
+    let shell = NotRun::CommandRunning { reading: Some(Reader::Shell) };
+    let expected = Outcome::NotExecuted { command: "echo other".into(), why: shell };
+    assert_eq!(reply.outcome, expected, "{reply:?}");
+    let reply = answer(&term, "C-c").await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 }, "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
     term.session.close().await;
 }

@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
+use shellkeep_engine::session::{
+    Activity, Call, Event, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
+};
 use shellkeep_engine::store::LogPage;
 
-use crate::{Term, eventually, poll_until};
+use crate::{Term, call, eventually, poll_until};
 
 /// These tests start nested shells (some read the user's start-up files);
 /// two at a time keep the machine responsive for the timing-sensitive
@@ -25,8 +27,8 @@ async fn fixed_shlvl(name: &str) -> Term {
 async fn expect(term: &Term, command: &str, output: &str, code: i32) {
     let reply = term.run_for(command, 20.0).await;
     assert_eq!(
-        (reply.output.text.as_str(), reply.status, reply.exit_code),
-        (output, Status::Completed, Some(code)),
+        (reply.output.text.as_str(), reply.outcome.clone()),
+        (output, Outcome::Completed { exit_code: code }),
         "{command:?}: {reply:?}"
     );
 }
@@ -37,21 +39,21 @@ async fn exec_bash_keeps_the_session_working() {
     let term = Term::new("exec").await;
     term.run("mkdir -p sub && cd sub && export KEEP=1").await;
     let reply = term.run_for("exec bash --norc", 20.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
-    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     assert_eq!(reply.output.text, "");
     expect(&term, "echo $KEEP; false", "1\n", 1).await;
     expect(&term, "cd .. && pwd", &format!("{}\n", term.cwd().display()), 0).await;
     assert_eq!(term.run("true").await.cwd, term.cwd());
     // Twice in a row, and with the user's start-up files.
     let reply = term.run_for("exec bash", 20.0).await;
-    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     expect(&term, "echo again", "again\n", 0).await;
     // A shell that traces and echoes everything it reads shows nothing of
     // the integration script.
     let nonce = term.run("echo $__sk_nonce").await.output.text.trim().to_owned();
     let reply = term.run_for("exec bash --norc -xv", 20.0).await;
-    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     assert!(!reply.output.text.contains(&nonce), "{:?}", reply.output.text);
     assert!(!reply.output.text.contains("__sk"), "{:?}", reply.output.text);
     let reply = term.run("echo traced").await;
@@ -66,8 +68,8 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     let term = fixed_shlvl("nested").await;
     term.run("OUTER=1; mkdir -p a b").await;
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)), "{reply:?}");
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     assert_eq!(reply.output.text, "before\n");
     // Inside: exit codes, cwd, its own variables.
     expect(&term, "echo ${OUTER:-unset}; (exit 4)", "unset\n", 4).await;
@@ -75,20 +77,22 @@ async fn a_nested_shell_has_full_command_semantics_and_exit_returns() {
     assert_eq!(reply.cwd, term.cwd().join("a"));
     // Nested twice.
     let reply = term.run_for("bash --norc", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     expect(&term, "cd ../b && echo $SHLVL", "4\n", 0).await;
     // exit returns one level, with the exit code it was given.
     let reply = term.run_for("exit 5", 20.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(5)), "{reply:?}");
-    assert!(reply.notes.contains(&Note::NestedShellExited { status: 5 }), "{:?}", reply.notes);
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 5 }, "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 5 }), "{reply:?}");
     assert_eq!(reply.cwd, term.cwd().join("a"));
     expect(&term, "echo $SHLVL", "3\n", 0).await;
     let reply = term.run_for("exit", 20.0).await;
-    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
-    assert!(reply.notes.contains(&Note::NestedShellExited { status: 0 }), "{:?}", reply.notes);
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 0 }), "{reply:?}");
     // The outer shell kept its state and works as before.
     expect(&term, "echo $OUTER $SHLVL; pwd", &format!("1 2\n{}\n", term.cwd().display()), 0).await;
-    assert!(!term.run("true").await.notes.iter().any(|n| matches!(n, Note::ShellRestarted { .. })));
+    assert!(
+        !term.run("true").await.events.iter().any(|e| matches!(e, Event::ShellRestarted { .. }))
+    );
     term.session.close().await;
 }
 
@@ -104,12 +108,12 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
         "PS0='before: '",
     ] {
         let reply = term.run_for(command, 20.0).await;
-        assert_eq!(reply.exit_code, Some(0), "{command}: {reply:?}");
+        assert_eq!(reply.exit_code(), Some(0), "{command}: {reply:?}");
         let reply = term.run_for("echo alive; false", 20.0).await;
-        assert_eq!(reply.exit_code, Some(1), "after {command}: {reply:?}");
+        assert_eq!(reply.exit_code(), Some(1), "after {command}: {reply:?}");
         assert!(reply.output.text.contains("alive\n"), "after {command}: {reply:?}");
         assert!(!reply.output.text.contains("custom>"), "{reply:?}");
-        assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+        assert!(reply.idle_output.is_none(), "{reply:?}");
     }
     // Clearing PROMPT_COMMAND clears the user's hook, not ours.
     expect(&term, "PROMPT_COMMAND=", "", 0).await;
@@ -130,7 +134,7 @@ async fn clearing_the_prompt_settings_does_not_wedge_the_session() {
     // PROMPT_COMMAND cleared by a command that is then interrupted.
     term.run_for("PROMPT_COMMAND=; sleep 100", 0.5).await;
     let reply = term.input("C-c", 20.0).await;
-    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
     expect(&term, "echo still", "still\n", 0).await;
     term.session.close().await;
 }
@@ -172,13 +176,13 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("xtrace").await;
     let reply = term.run("set -x").await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("", Some(0)), "{reply:?}");
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("", Some(0)), "{reply:?}");
     for command in ["echo hi", "false", "cd /tmp", "x=1; echo $x"] {
         let reply = term.run(command).await;
         let text = &reply.output.text;
         assert!(text.contains("+ "), "{command}: {text:?}");
         assert!(!text.contains("__sk") && !text.contains("shell-"), "{command}: {text:?}");
-        assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+        assert!(reply.idle_output.is_none(), "{reply:?}");
     }
     let reply = term.run("echo hi").await;
     assert!(reply.output.text.ends_with("echo hi\nhi\n"), "{:?}", reply.output.text);
@@ -219,7 +223,7 @@ async fn commands_behave_as_if_typed_at_a_prompt() {
     // Syntax errors read like an interactive shell's: no file, no line.
     let reply = term.run("echo )").await;
     assert_eq!(reply.output.text, "bash: syntax error near unexpected token `)'\n");
-    assert_eq!(reply.exit_code, Some(2));
+    assert_eq!(reply.exit_code(), Some(2));
     let reply = term.run("echo a\nfi\necho b").await;
     assert!(reply.output.text.starts_with("a\nbash: syntax error near unexpected token `fi'"));
     assert!(!reply.output.text.contains("line "), "{reply:?}");
@@ -238,18 +242,17 @@ async fn a_here_document_fed_line_by_line() {
     // OpenHands test_interactive_command.
     let term = Term::new("heredoc").await;
     let reply = term.run("cat << EOF").await;
-    assert_eq!((reply.exit_code, reply.output.text.as_str()), (None, ""), "{reply:?}");
-    assert!(matches!(reply.status, Status::Running(_)), "{reply:?}");
-    assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
-    assert!(reply.notes.contains(&Note::Incomplete), "{reply:?}");
+    assert_eq!((reply.exit_code(), reply.output.text.as_str()), (None, ""), "{reply:?}");
+    assert!(reply.is_running(), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Incomplete, "{reply:?}");
     for line in ["line 1", "line 2"] {
         let reply = term.input(line, 5.0).await;
-        assert_eq!((reply.exit_code, reply.output.text.as_str()), (None, ""), "{reply:?}");
-        assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
+        assert_eq!((reply.exit_code(), reply.output.text.as_str()), (None, ""), "{reply:?}");
+        assert_eq!(reply.outcome, Outcome::Incomplete, "{reply:?}");
     }
     let reply = term.input("EOF", 5.0).await;
     assert_eq!(reply.output.text, "line 1\nline 2\n");
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)));
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 });
     expect(&term, "echo next", "next\n", 0).await;
     term.session.close().await;
 }
@@ -259,27 +262,29 @@ async fn incomplete_input_waits_for_the_rest() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("incomplete").await;
     // An unclosed quote: the newline is part of the string.
-    assert_eq!(term.run("echo 'one").await.exit_code, None);
+    assert_eq!(term.run("echo 'one").await.exit_code(), None);
     let reply = term.input("two'", 5.0).await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("one\ntwo\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("one\ntwo\n", Some(0)));
     // if without fi, a trailing pipe, a trailing backslash.
-    assert_eq!(term.run("if true; then").await.exit_code, None);
-    assert_eq!(term.input("echo yes", 5.0).await.exit_code, None);
+    assert_eq!(term.run("if true; then").await.exit_code(), None);
+    assert_eq!(term.input("echo yes", 5.0).await.exit_code(), None);
     let reply = term.input("fi", 5.0).await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("yes\n", Some(0)));
-    assert_eq!(term.run("echo abc |").await.exit_code, None);
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("yes\n", Some(0)));
+    assert_eq!(term.run("echo abc |").await.exit_code(), None);
     assert_eq!(term.input("tr a-z A-Z", 5.0).await.output.text, "ABC\n");
-    assert_eq!(term.run("echo a \\").await.exit_code, None);
+    assert_eq!(term.run("echo a \\").await.exit_code(), None);
     assert_eq!(term.input("b", 5.0).await.output.text, "a b\n");
     // A new command while one is incomplete is not run; polling waits.
-    assert_eq!(term.run("for i in 1 2; do").await.exit_code, None);
+    assert_eq!(term.run("for i in 1 2; do").await.exit_code(), None);
     let reply = term.run("echo other").await;
-    assert!(reply.notes.contains(&Note::NotExecuted { command: "echo other".into() }));
+    assert!(
+        matches!(&reply.outcome, Outcome::NotExecuted { command, .. } if command == "echo other")
+    );
     let reply = term.call(Request::default()).await;
-    assert!(reply.notes.contains(&Note::WaitingForInput), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Incomplete, "{reply:?}");
     // C-c discards it, as at a `>` prompt.
     let reply = term.input("C-c", 5.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(130)));
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 });
     expect(&term, "echo fresh", "fresh\n", 0).await;
     // C-d runs it as it is: bash reports the error.
     term.run("echo 'open").await;
@@ -294,9 +299,9 @@ async fn exit_restarts_in_the_directory_it_was_in() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("exit-cwd").await;
     let reply = term.run("mkdir -p x/y && cd x/y; exit 3").await;
-    assert_eq!(reply.exit_code, Some(3));
-    let restarted = reply.notes.iter().find_map(|n| match n {
-        Note::ShellRestarted { cwd, .. } => Some(cwd.clone()),
+    assert_eq!(reply.exit_code(), Some(3));
+    let restarted = reply.events.iter().find_map(|n| match n {
+        Event::ShellRestarted { cwd, .. } => Some(cwd.clone()),
         _ => None,
     });
     assert_eq!(restarted, Some(term.cwd().join("x/y")), "{reply:?}");
@@ -308,13 +313,13 @@ async fn exit_restarts_in_the_directory_it_was_in() {
     term.run("trap 'echo bye' EXIT").await;
     let reply = term.run("cd ..; exit 4").await;
     assert!(reply.output.text.ends_with("bye\n"), "{reply:?}");
-    let restarted = reply.notes.iter().find_map(|n| match n {
-        Note::ShellRestarted { cwd, .. } => Some(cwd.clone()),
+    let restarted = reply.events.iter().find_map(|n| match n {
+        Event::ShellRestarted { cwd, .. } => Some(cwd.clone()),
         _ => None,
     });
     assert_eq!(restarted, Some(term.cwd().join("x")), "{reply:?}");
     let reply = term.run("set -e; cd ..; false").await;
-    assert_eq!(reply.exit_code, Some(1));
+    assert_eq!(reply.exit_code(), Some(1));
     assert_eq!(term.run("true").await.cwd, term.cwd());
     term.session.close().await;
 }
@@ -325,20 +330,19 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
     let term = Term::new("drain").await;
     let marker = term.scratch.0.join("injected");
     let reply = term.run_for("sleep 1.5", 0.2).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     let reply = term.input(&format!("touch {}; echo INJECTED", marker.display()), 10.0).await;
-    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
     let reply = term.run("echo next").await;
     assert_eq!(reply.output.text, "next\n", "{reply:?}");
-    assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{reply:?}");
+    assert!(reply.idle_output.is_none(), "{reply:?}");
     assert!(!marker.exists(), "the input was run as a command");
     // Keys without Enter (a partial line) are discarded too.
     for key in ["TAB", "UP", "x"] {
         term.run_for("sleep 1", 0.2).await;
         let reply = if key == "x" {
             term.call(Request {
-                command: "C-x".into(),
-                is_input: true,
+                call: call("C-x", true),
                 timeout: Some(Duration::from_secs(10)),
                 ..Request::default()
             })
@@ -346,7 +350,7 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
         } else {
             term.input(key, 10.0).await
         };
-        assert_eq!(reply.exit_code, Some(0), "{key}: {reply:?}");
+        assert_eq!(reply.exit_code(), Some(0), "{key}: {reply:?}");
         expect(&term, "echo clean", "clean\n", 0).await;
     }
     term.session.close().await;
@@ -398,9 +402,9 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("other-shell").await;
     let reply = term.run_for("sh", 3.0).await;
-    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
     let named = |reply: &shellkeep_engine::session::Reply| {
-        reply.notes.iter().any(|n| matches!(n, Note::OtherShell(name) if name == "sh"))
+        reply.events.iter().any(|n| matches!(n, Event::OtherShell(name) if name == "sh"))
     };
     let mut seen = named(&reply);
     if !seen {
@@ -414,7 +418,7 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     let reply = term.input("echo inside", 2.0).await;
     assert!(reply.output.text.contains("inside"), "{reply:?}");
     let reply = term.input("exit 2", 10.0).await;
-    assert_eq!(reply.exit_code, Some(2), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(2), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
@@ -427,19 +431,19 @@ async fn a_shell_on_a_terminal_of_its_own_gets_the_integration_too() {
     let term = Term::new("wrapped").await;
     term.run("mkdir -p w").await;
     let reply = term.run_for("script -e -q -c 'bash --norc' /dev/null", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     expect(&term, "cd w; (exit 6)", "", 6).await;
     assert_eq!(term.run("true").await.cwd, term.cwd().join("w"));
     let reply = term.run_for("exit 2", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellExited { status: 2 }), "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 2 }), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     // Python's pty.spawn, the classic way to get a shell with a terminal.
     let reply =
         term.run_for("python3 -c 'import pty; pty.spawn([\"bash\", \"--norc\"])'", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     expect(&term, "(exit 7)", "", 7).await;
     let reply = term.run_for("exit", 20.0).await;
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    assert!(reply.events.iter().any(|e| matches!(e, Event::NestedShellExited { .. })), "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
@@ -452,12 +456,12 @@ async fn remote_sessions_are_driven_as_programs_and_the_reply_says_so() {
     let term = Term::new("remote").await;
     term.run("mkdir -p bin && ln -s \"$(command -v cat)\" bin/ssh").await;
     let reply = term.run_for("./bin/ssh", 3.0).await;
-    assert_eq!(reply.exit_code, None, "{reply:?}");
-    assert!(reply.notes.contains(&Note::RemoteShell("ssh".into())), "{reply:?}");
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
+    assert!(reply.events.contains(&Event::RemoteShell("ssh".into())), "{reply:?}");
     let reply = term.input("hello", 3.0).await;
     assert!(reply.output.text.contains("hello"), "{reply:?}");
     let reply = term.input("C-d", 10.0).await;
-    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
     term.session.close().await;
 }
 
@@ -466,12 +470,15 @@ async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = fixed_shlvl("nested-int").await;
     let reply = term.run_for("bash --norc", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{reply:?}");
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     let reply = term.run_for("read line", 0.5).await;
-    assert_eq!(reply.exit_code, None, "{reply:?}");
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
-    assert!(!reply.notes.iter().any(|n| matches!(n, Note::NestedShellExited { .. })), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
+    assert!(
+        !reply.events.iter().any(|e| matches!(e, Event::NestedShellExited { .. })),
+        "{reply:?}"
+    );
     expect(&term, "echo $SHLVL", "3\n", 0).await;
     term.session.close().await;
 }
@@ -485,12 +492,12 @@ async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
     let term = Term::new("refused").await;
     std::fs::write(term.cwd().join("rc"), "enable -n . source\nPS1='$ '\n").expect("rc");
     let reply = term.run_for("bash --rcfile ./rc", 8.0).await;
-    assert_eq!(reply.exit_code, None, "{reply:?}");
-    assert!(reply.notes.contains(&Note::ReinstallFailed), "{reply:?}");
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
+    assert!(reply.events.contains(&Event::ReinstallFailed), "{reply:?}");
     let reply = term.input("echo inside", 3.0).await;
     assert!(reply.output.text.contains("inside"), "{reply:?}");
     let reply = term.input("exit 3", 10.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 3 }, "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
@@ -560,7 +567,7 @@ async fn a_child_that_steals_the_nonce_cannot_end_the_command() {
     let reply = term
         .run_for(&format!("python3 forge.py {nonce} 2; echo child=$?; sleep 0.3; (exit 5)"), 20.0)
         .await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(5)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 5 }, "{reply:?}");
     let rest = reply.output.text.strip_prefix("stolen=yes\n").or_else(|| {
         // Only where the kernel keeps a child out of its parent's memory.
         (yama_restricts_ptrace()).then(|| reply.output.text.strip_prefix("stolen=no\n")).flatten()
@@ -625,26 +632,25 @@ async fn a_program_named_bash_is_never_typed_into() {
         python.display()
     );
     let mut reply = term.run_for(&command, 20.0).await;
-    let mut notes = reply.notes.clone();
+    let mut events = reply.events.clone();
     let mut output = reply.output.text.clone();
     // The reply may come while it still waits at its fake prompt (a poll
     // returns at once while it waits for input): wait until it ended, then
     // look.
-    if reply.status != Status::Completed {
+    if reply.is_running() {
         eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
         reply = term
             .call(Request { timeout: Some(Duration::from_secs(20)), ..Request::default() })
             .await;
-        notes.extend(reply.notes.clone());
+        events.extend(reply.events.clone());
         output.push_str(&reply.output.text);
     }
-    assert_eq!(reply.status, Status::Completed, "{reply:?}");
-    assert_eq!(reply.exit_code, Some(1), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(1), "{reply:?}");
     assert!(output.contains("STILL-RUNNING-AFTER-FAKE-END\nREAL-EXIT=9\n"), "{output:?}");
     assert!(!output.contains("TYPED-INTO"), "{output:?}");
     assert!(
-        notes.iter().any(|n| matches!(n, Note::NamedBash(line) if line.contains("fakebash"))),
-        "{notes:?}"
+        events.iter().any(|n| matches!(n, Event::NamedBash(line) if line.contains("fakebash"))),
+        "{events:?}"
     );
     expect(&term, "echo after", "after\n", 0).await;
     term.session.close().await;
@@ -678,7 +684,7 @@ async fn markers_printed_by_the_shell_itself_do_not_end_the_command() {
     )
     .expect("script");
     let reply = term.run_for(". ./env.sh; sleep 0.5; echo DONE; (exit 7)", 20.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(7)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 7 }, "{reply:?}");
     assert_eq!(reply.output.text, "AFTERFAKE\nDONE\n", "{reply:?}");
     let reply = term
         .run_for(
@@ -686,7 +692,7 @@ async fn markers_printed_by_the_shell_itself_do_not_end_the_command() {
             20.0,
         )
         .await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(1)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 1 }, "{reply:?}");
     assert_eq!(reply.output.text, "B\n", "{reply:?}");
     term.session.close().await;
 }
@@ -710,20 +716,19 @@ async fn the_next_command_is_never_typed_into_a_running_program() {
         .await;
     assert!(reply.output.text.contains("AFTERFAKE"), "{reply:?}");
     let reply = term.run_for("echo SECRET-COMMAND-TEXT", 5.0).await;
-    assert_ne!(reply.status, Status::Completed, "{reply:?}");
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    assert!(reply.is_running(), "{reply:?}");
+    assert!(matches!(reply.outcome, Outcome::NotExecuted { .. }), "{reply:?}");
     assert!(
-        reply.notes.iter().any(|n| matches!(
-            n,
-            Note::ShellNotAtPrompt { command_line, .. } if command_line.contains("python3")
-        )),
+        matches!(
+            &reply.outcome,
+            Outcome::NotExecuted { why: NotRun::NotAtPrompt { command_line, .. }, .. }
+                if command_line.contains("python3")
+        ),
         "{reply:?}"
     );
     assert!(!captured.exists(), "the command was typed into the program");
     // A fresh shell; the program is gone and never got the command.
-    let reply = term
-        .call(Request { command: "echo fresh".into(), reset: true, ..Request::default() })
-        .await;
+    let reply = term.call(Request::new(Call::Reset { then: Some("echo fresh".into()) })).await;
     assert_eq!(reply.output.text, "fresh\n", "{reply:?}");
     assert!(
         !captured.exists() || std::fs::read_to_string(&captured).unwrap_or_default().is_empty()
@@ -738,29 +743,34 @@ async fn the_next_command_is_never_typed_into_a_running_program() {
 /// gives a working shell again.
 async fn after_tampering(term: &Term, tamper: &str) -> bool {
     let first = term.run_for(tamper, 10.0).await;
-    assert!(!matches!(first.status, Status::Running(WaitEnded::Timeout(_))), "{tamper}: {first:?}");
+    let timed_out =
+        |reply: &Reply| matches!(reply.outcome, Outcome::Running { why: WaitEnded::Timeout(_) });
+    assert!(!timed_out(&first), "{tamper}: {first:?}");
     let next = term.run_for("echo ran-$((40 + 2))", 10.0).await;
-    let ran = (next.status, next.exit_code, next.output.text.as_str())
-        == (Status::Completed, Some(0), "ran-42\n");
+    let ran = (&next.outcome, next.output.text.as_str())
+        == (&Outcome::Completed { exit_code: 0 }, "ran-42\n");
     if !ran {
-        assert_ne!(next.status, Status::Completed, "{tamper}: {next:?}");
-        assert!(
-            !matches!(next.status, Status::Running(WaitEnded::Timeout(_))),
-            "{tamper}: {next:?}"
-        );
+        assert!(next.is_running(), "{tamper}: {next:?}");
+        assert!(!timed_out(&next), "{tamper}: {next:?}");
         assert!(!next.output.text.contains("ran-42"), "{tamper}: {next:?}");
-        let told = first
-            .notes
-            .iter()
-            .chain(&next.notes)
-            .any(|n| matches!(n, Note::ShellReading | Note::IntegrationDamaged))
-            || first.status == Status::Running(WaitEnded::IntegrationDamaged);
+        let damaged = |reply: &Reply| {
+            matches!(
+                reply.outcome,
+                Outcome::IntegrationDamaged
+                    | Outcome::WaitingForInput { shell_reading: true }
+                    | Outcome::NotExecuted { why: NotRun::IntegrationDamaged, .. }
+                    | Outcome::NotExecuted {
+                        why: NotRun::CommandRunning { reading: Some(Reader::Shell) },
+                        ..
+                    }
+            )
+        };
+        let told = damaged(&first) || damaged(&next);
         assert!(told, "{tamper}: {first:?}\n{next:?}");
     }
-    let reply = term
-        .call(Request { command: "echo fine; (exit 4)".into(), reset: true, ..Request::default() })
-        .await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("fine\n", Some(4)), "{tamper}");
+    let reply =
+        term.call(Request::new(Call::Reset { then: Some("echo fine; (exit 4)".into()) })).await;
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("fine\n", Some(4)), "{tamper}");
     ran
 }
 
@@ -804,12 +814,8 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
 /// Asserts that `reply` completed with `code` and says the integration's
 /// prompt did not run.
 fn fallback_ended(reply: &shellkeep_engine::session::Reply, code: i32, what: &str) {
-    assert_eq!(
-        (reply.status, reply.exit_code),
-        (Status::Completed, Some(code)),
-        "{what}: {reply:?}"
-    );
-    assert!(reply.notes.contains(&Note::PromptNotRun), "{what}: {reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: code }, "{what}: {reply:?}");
+    assert!(reply.events.contains(&Event::PromptNotRun), "{what}: {reply:?}");
 }
 
 #[tokio::test]
@@ -823,7 +829,7 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         "PROMPT_COMMAND=; __sk_pc=':'",
     ] {
         let reply = term.run_for(tamper, 20.0).await;
-        assert_eq!(reply.exit_code, Some(0), "{tamper}: {reply:?}");
+        assert_eq!(reply.exit_code(), Some(0), "{tamper}: {reply:?}");
         for (command, code) in [("false", 1), ("(exit 7)", 7), ("ls /nonexistent", 2), ("true", 0)]
         {
             let reply = term.run_for(command, 20.0).await;
@@ -838,12 +844,10 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         fallback_ended(&reply, 130, &format!("{tamper}; C-c"));
         let reply = term.run_for("(exit 5)", 20.0).await;
         fallback_ended(&reply, 5, &format!("{tamper}; after C-c"));
-        let reply = term
-            .call(Request { command: "(exit 4)".into(), reset: true, ..Request::default() })
-            .await;
-        assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
-        assert!(!reply.notes.contains(&Note::PromptNotRun), "{tamper}: {reply:?}");
-        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
+        let reply = term.call(Request::new(Call::Reset { then: Some("(exit 4)".into()) })).await;
+        assert_eq!(reply.exit_code(), Some(4), "{tamper}: {reply:?}");
+        assert!(!reply.events.contains(&Event::PromptNotRun), "{tamper}: {reply:?}");
+        assert!(!reply.events.contains(&Event::StatusLost), "{tamper}: {reply:?}");
         expect(&term, "false", "", 1).await;
     }
     // Without `__sk_post` the status is lost: the reply says so.
@@ -851,14 +855,12 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         term.run_for(tamper, 20.0).await;
         for command in ["false", "(exit 7)"] {
             let reply = term.run_for(command, 20.0).await;
-            assert_eq!(reply.status, Status::Completed, "{tamper}; {command}: {reply:?}");
-            assert!(reply.notes.contains(&Note::StatusLost), "{tamper}; {command}: {reply:?}");
+            assert!(reply.exit_code().is_some(), "{tamper}; {command}: {reply:?}");
+            assert!(reply.events.contains(&Event::StatusLost), "{tamper}; {command}: {reply:?}");
         }
-        let reply = term
-            .call(Request { command: "(exit 4)".into(), reset: true, ..Request::default() })
-            .await;
-        assert_eq!(reply.exit_code, Some(4), "{tamper}: {reply:?}");
-        assert!(!reply.notes.contains(&Note::StatusLost), "{tamper}: {reply:?}");
+        let reply = term.call(Request::new(Call::Reset { then: Some("(exit 4)".into()) })).await;
+        assert_eq!(reply.exit_code(), Some(4), "{tamper}: {reply:?}");
+        assert!(!reply.events.contains(&Event::StatusLost), "{tamper}: {reply:?}");
     }
     // PROMPT_COMMAND cleared by a command that is then interrupted: the
     // fallback ends it with its status and says so; the next command puts
@@ -871,8 +873,8 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         let reply = term.input(key, 20.0).await;
         fallback_ended(&reply, code, command);
         let reply = term.run_for("(exit 6)", 20.0).await;
-        assert_eq!(reply.exit_code, Some(6), "after {command}: {reply:?}");
-        assert!(!reply.notes.contains(&Note::PromptNotRun), "after {command}: {reply:?}");
+        assert_eq!(reply.exit_code(), Some(6), "after {command}: {reply:?}");
+        assert!(!reply.events.contains(&Event::PromptNotRun), "after {command}: {reply:?}");
     }
     term.session.close().await;
 }
@@ -882,12 +884,12 @@ async fn output_sent_elsewhere_is_reported() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("elsewhere").await;
     let reply = term.run_for("exec 3>&1 >/dev/null", 10.0).await;
-    assert!(reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    assert!(reply.events.contains(&Event::OutputElsewhere), "{reply:?}");
     let reply = term.run_for("echo gone; (exit 2)", 10.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(2)), "{reply:?}");
-    assert!(reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 2 }, "{reply:?}");
+    assert!(reply.events.contains(&Event::OutputElsewhere), "{reply:?}");
     let reply = term.run_for("exec >&3 3>&-", 10.0).await;
-    assert!(!reply.notes.contains(&Note::OutputElsewhere), "{reply:?}");
+    assert!(!reply.events.contains(&Event::OutputElsewhere), "{reply:?}");
     expect(&term, "echo back", "back\n", 0).await;
     term.session.close().await;
 }
@@ -928,29 +930,29 @@ async fn a_nested_shell_without_the_channel_is_not_given_the_integration() {
     let term = fixed_shlvl("no-channel").await;
     // As a wrapper that closes the descriptors it inherits would leave it.
     let first = term.run_for("bash --norc 62>&-", 5.0).await;
-    let mut notes = first.notes.clone();
+    let mut events = first.events.clone();
     // The watcher names it once the nested shell sits at its prompt; a poll
     // returns at once while the shell waits for input, so look again until a
-    // reply carries the note.
+    // reply carries the event.
     let mut reply = first;
-    if !notes.contains(&Note::ReinstallFailed) {
+    if !events.contains(&Event::ReinstallFailed) {
         reply = poll_until(
             async || {
                 let reply = term
                     .call(Request { timeout: Some(Duration::from_secs(2)), ..Request::default() })
                     .await;
-                notes.extend(reply.notes.clone());
+                events.extend(reply.events.clone());
                 reply
             },
-            |reply| reply.notes.contains(&Note::ReinstallFailed),
+            |reply| reply.events.contains(&Event::ReinstallFailed),
         )
         .await;
     }
-    assert!(!notes.contains(&Note::NestedShellStarted), "{notes:?}");
-    assert_ne!(reply.status, Status::Completed, "{reply:?}");
+    assert!(!events.contains(&Event::NestedShellStarted), "{events:?}");
+    assert!(reply.is_running(), "{reply:?}");
     // It is driven as a program; `exit` returns to the outer shell.
     let reply = term.input("exit 3", 10.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(3)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 3 }, "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
     term.session.close().await;
 }
@@ -984,7 +986,7 @@ fn logged(term: &Term, number: Option<u64>) -> LogPage {
 /// the same exit code, and the same text (the reply showed all of it),
 /// which holds `text`.
 fn agree(term: &Term, reply: &Reply, text: &str, code: i32) {
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(code)), "{reply:?}");
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: code }, "{reply:?}");
     let page = logged(term, reply.number);
     assert_eq!((page.running, page.exit_code), (false, Some(code)), "{page:?}");
     assert_eq!(reply.output.text, page.text, "the reply and the store disagree");
@@ -999,15 +1001,15 @@ async fn the_store_reads_nested_shell_commands_as_finished_with_all_their_text()
     let term = fixed_shlvl("nested-log").await;
     // `bash`: ends on the new shell's handshake.
     let reply = term.run_for("echo before; bash --norc", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellStarted), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
     agree(&term, &reply, "before\n", 0);
     // `exit` from the nested shell: ends on its parent's prompt.
     let reply = term.run_for("echo leaving; exit 3", 20.0).await;
-    assert!(reply.notes.contains(&Note::NestedShellExited { status: 3 }), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 3 }), "{reply:?}");
     agree(&term, &reply, "leaving\n", 3);
     // `exec bash`: ends on the replacing shell's handshake.
     let reply = term.run_for("echo replacing; exec bash --norc", 20.0).await;
-    assert!(reply.notes.contains(&Note::IntegrationReinstalled), "{:?}", reply.notes);
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
     agree(&term, &reply, "replacing\n", 0);
     // The listing says so too, and the session goes on.
     assert_eq!(term.session.activity(), Activity::Idle);
@@ -1024,10 +1026,13 @@ async fn the_store_reads_interrupted_exited_and_reset_commands_as_finished() {
     let term = Term::new("ends-log").await;
     // C-c.
     let reply = term.run_for("echo go; sleep 100", 0.5).await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(500))));
+    assert_eq!(
+        reply.outcome,
+        Outcome::Running { why: WaitEnded::Timeout(Duration::from_millis(500)) }
+    );
     let number = reply.number;
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
     let page = logged(&term, number);
     assert_eq!((page.running, page.exit_code), (false, Some(130)), "{page:?}");
     assert!(page.text.starts_with("go\n"), "{page:?}");
@@ -1037,7 +1042,7 @@ async fn the_store_reads_interrupted_exited_and_reset_commands_as_finished() {
     // A reset ends the command it interrupts: its log is complete.
     let reply = term.run_for("echo reset-me; sleep 100", 0.5).await;
     let number = reply.number;
-    term.call(Request { reset: true, ..Request::default() }).await;
+    term.call(Request::new(Call::Reset { then: None })).await;
     let page = logged(&term, number);
     assert!(!page.running && page.exit_code.is_some(), "{page:?}");
     assert_eq!(page.text, "reset-me\n");

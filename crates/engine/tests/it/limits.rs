@@ -14,22 +14,25 @@
 use std::time::Duration;
 
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{Activity, Note, Reply, Request, Status, WaitEnded};
+use shellkeep_engine::session::{Activity, Call, Outcome, Reply, Request, WaitEnded};
 use shellkeep_engine::store::LogPage;
 
 use crate::{Term, eventually, processes_with};
 
 fn limited(command: &str, limit: f64, timeout: Option<f64>) -> Request {
     Request {
-        command: command.into(),
+        call: Call::run(command),
         timeout: timeout.map(Duration::from_secs_f64),
         exec_limit: Some(Duration::from_secs_f64(limit)),
         ..Request::default()
     }
 }
 
-fn killed(limit: f64, mode: TerminationMode) -> Note {
-    Note::Killed { limit: Duration::from_secs_f64(limit), mode }
+/// Whether `reply` says its command was stopped past `limit` seconds, in
+/// `mode`.
+fn killed(reply: &Reply, limit: f64, mode: TerminationMode) -> bool {
+    let expected = (Duration::from_secs_f64(limit), mode);
+    matches!(reply.outcome, Outcome::Killed { limit, mode, .. } if (limit, mode) == expected)
 }
 
 /// The running command's complete output so far, as the session's store
@@ -50,7 +53,7 @@ fn logged(term: &Term) -> LogPage {
 async fn stopped_unwatched(term: &Term) -> Reply {
     eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
     let reply = term.run("").await;
-    assert_eq!(reply.status, Status::Completed, "{reply:?}");
+    assert!(reply.exit_code().is_some(), "{reply:?}");
     reply
 }
 
@@ -59,7 +62,10 @@ async fn an_unwatched_command_is_stopped_and_the_rest_of_its_line_never_runs() {
     let term = Term::new("limit").await;
     term.run("export KEPT=1").await;
     let reply = term.call(limited("echo start; sleep 100; echo end", 1.0, Some(0.3))).await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(300))));
+    assert_eq!(
+        reply.outcome,
+        Outcome::Running { why: WaitEnded::Timeout(Duration::from_millis(300)) }
+    );
     assert_eq!(reply.output.text, "start\n");
     // The reply says by when to look again: the limit, as the call's
     // timeout is smaller.
@@ -74,11 +80,11 @@ async fn an_unwatched_command_is_stopped_and_the_rest_of_its_line_never_runs() {
     let reply = stopped_unwatched(&term).await;
     // The first reply showed `start`; this one shows the rest.
     assert_eq!(format!("start\n{}", reply.output.text), page.text, "reply and store disagree");
-    assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     assert!(!reply.output.text.contains("end"), "the rest of the line ran: {:?}", reply.output);
     // One exit code, from the shell that abandoned the line.
-    assert!(matches!(reply.exit_code, Some(130 | 143)), "{:?}", reply.exit_code);
-    assert_eq!(reply.exit_code, Some(exit_code));
+    assert!(matches!(reply.exit_code(), Some(130 | 143)), "{:?}", reply.exit_code());
+    assert_eq!(reply.exit_code(), Some(exit_code));
     assert_eq!(term.run("echo $KEPT").await.output.text, "1\n");
     term.session.close().await;
 }
@@ -88,14 +94,14 @@ async fn an_unwatched_loop_stops_for_good() {
     let term = Term::new("loop").await;
     let reply =
         term.call(limited("while true; do sleep 0.2; echo tick; done", 1.0, Some(0.1))).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     let reply = stopped_unwatched(&term).await;
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })), "{:?}", reply.notes);
+    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     // Nothing ticks afterwards, between commands or in the next one.
     let reply = term.run("sleep 0.6; echo quiet").await;
     assert_eq!(reply.output.text, "quiet\n");
     let reply = term.run("true").await;
-    assert!(!reply.notes.iter().any(|n| matches!(n, Note::IdleOutput(_))), "{:?}", reply.notes);
+    assert!(reply.idle_output.is_none(), "{reply:?}");
     term.session.close().await;
 }
 
@@ -104,9 +110,9 @@ async fn a_job_that_ignores_sigterm_gets_sigkill() {
     let term = Term::new("hardkill").await;
     let reply =
         term.call(limited("bash -c \"trap '' TERM; sleep 100\"; echo end", 1.0, Some(0.1))).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     let reply = stopped_unwatched(&term).await;
-    assert!(reply.notes.contains(&killed(1.0, TerminationMode::Hard)), "{:?}", reply.notes);
+    assert!(killed(&reply, 1.0, TerminationMode::Hard), "{reply:?}");
     assert!(!reply.output.text.contains("end"), "{:?}", reply.output.text);
     term.session.close().await;
 }
@@ -116,8 +122,8 @@ async fn a_busy_shell_loop_is_interrupted() {
     let term = Term::new("busyloop").await;
     term.call(limited("while :; do :; done", 1.0, Some(0.1))).await;
     let reply = stopped_unwatched(&term).await;
-    assert_eq!(reply.exit_code, Some(130));
-    assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
+    assert_eq!(reply.exit_code(), Some(130));
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     assert_eq!(term.run("echo ok").await.output.text, "ok\n");
     term.session.close().await;
 }
@@ -127,10 +133,10 @@ async fn a_watched_command_is_never_stopped() {
     // A call waiting far past the limit, with and without a timeout.
     let term = Term::with("watched", |c| c.no_output_return = Duration::from_secs(20)).await;
     let reply = term.call(limited("sleep 2; echo done", 0.5, Some(10.0))).await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("done\n", Some(0)));
     let reply = term.call(limited("sleep 2; echo done", 0.5, None)).await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("done\n", Some(0)));
-    assert!(!reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("done\n", Some(0)));
+    assert!(!matches!(reply.outcome, Outcome::Killed { .. }));
     term.session.close().await;
 }
 
@@ -144,15 +150,15 @@ async fn polling_keeps_a_long_job_alive() {
         .await;
     let mut seen = reply.output.text.clone();
     let mut polls = 0;
-    while reply.status != Status::Completed {
+    while reply.is_running() {
         polls += 1;
         let timeout = if polls % 2 == 0 { Some(Duration::from_millis(400)) } else { None };
         reply = term.call(Request { timeout, ..Request::default() }).await;
         seen.push_str(&reply.output.text);
     }
     assert_eq!(seen, "1\n2\n3\n4\n5\n6\n7\n8\n");
-    assert_eq!(reply.exit_code, Some(0));
-    assert!(!reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })));
+    assert_eq!(reply.exit_code(), Some(0));
+    assert!(!matches!(reply.outcome, Outcome::Killed { .. }));
     term.session.close().await;
 }
 
@@ -160,7 +166,7 @@ async fn polling_keeps_a_long_job_alive() {
 async fn the_last_calls_timeout_raises_the_limit() {
     let term = Term::new("raised").await;
     let reply = term.call(limited("sleep 3; echo mid; sleep 1; echo done", 0.5, Some(2.0))).await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_secs(2))));
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(2)) });
     assert_eq!(reply.look_again_within, Some(Duration::from_secs(2)));
     // The call returned after 2 s, so `mid` comes after about 1 s
     // unwatched: past the category's limit, within the call's. Stopped at
@@ -169,7 +175,7 @@ async fn the_last_calls_timeout_raises_the_limit() {
     assert!(matches!(term.session.activity(), Activity::Running { .. }));
     let reply = term.call(Request { timeout: Some(Duration::from_secs(10)), ..Request::default() });
     let reply = reply.await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("mid\ndone\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("mid\ndone\n", Some(0)));
     term.session.close().await;
 }
 
@@ -180,7 +186,8 @@ async fn waiting_for_input_does_not_count() {
     let command = "read -t 3.5 -p 'first: ' x; echo gave up; read -p 'answer: ' x; echo got $x";
     // A call without a timeout: the limit in force is the category's 2 s.
     let reply = term.call(limited(command, 2.0, None)).await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
+    // `read` is the shell itself reading the terminal.
+    assert_eq!(reply.outcome, Outcome::WaitingForInput { shell_reading: true });
     assert_eq!(reply.output.text, "first: ");
     // Unwatched well past the limit, nearly all of it at the prompt: were
     // that time counted, the command would be stopped before it gave up.
@@ -188,10 +195,10 @@ async fn waiting_for_input_does_not_count() {
     assert!(matches!(term.session.activity(), Activity::Running { .. }));
     let reply = term.call(Request { timeout: Some(Duration::from_secs(5)), ..Request::default() });
     let reply = reply.await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
+    assert_eq!(reply.outcome, Outcome::WaitingForInput { shell_reading: true });
     let reply = term.input("42", 10.0).await;
     // The prompt was shown by the reply before; only what is new follows.
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("42\ngot 42\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("42\ngot 42\n", Some(0)));
     term.session.close().await;
 }
 
@@ -203,7 +210,7 @@ async fn leftovers_of_the_command_die_but_background_jobs_do_not() {
     term.call(limited(&format!("sleep {job} & (sleep {orphan} &); sleep 100"), 1.0, Some(0.1)))
         .await;
     let reply = stopped_unwatched(&term).await;
-    assert!(reply.notes.contains(&killed(1.0, TerminationMode::Soft)), "{:?}", reply.notes);
+    assert!(killed(&reply, 1.0, TerminationMode::Soft), "{reply:?}");
     eventually(|| processes_with(&format!("sleep {orphan}")).is_empty()).await;
     // The job started with & is the shell's, not the timed-out command's.
     assert_eq!(processes_with(&format!("sleep {job}")).len(), 1);
@@ -233,7 +240,7 @@ async fn what_the_command_moved_to_other_sessions_dies_with_it() {
         eventually(|| !processes_with(&format!("sleep {marker}")).is_empty()).await;
     }
     let reply = stopped_unwatched(&term).await;
-    assert!(reply.notes.iter().any(|note| matches!(note, Note::Killed { .. })), "{reply:?}");
+    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     for marker in &escaped {
         eventually(|| processes_with(&format!("sleep {marker}")).is_empty()).await;
     }

@@ -13,7 +13,8 @@ mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shellkeep_engine::session::{Reply, Request, Session, SessionConfig};
+use shellkeep_engine::keys::{self, Input};
+use shellkeep_engine::session::{Call, InputReport, Reply, Request, Session, SessionConfig};
 use tokio_util::sync::CancellationToken;
 
 /// A scratch directory removed when dropped.
@@ -79,13 +80,13 @@ impl Term {
 
     /// Runs `command`, waiting as a call without a timeout does.
     pub async fn run(&self, command: &str) -> Reply {
-        self.call(Request { command: command.into(), ..Request::default() }).await
+        self.call(Request::new(Call::run(command))).await
     }
 
     /// Runs `command`, waiting at most `timeout` seconds.
     pub async fn run_for(&self, command: &str, timeout: f64) -> Reply {
         self.call(Request {
-            command: command.into(),
+            call: Call::run(command),
             timeout: Some(Duration::from_secs_f64(timeout)),
             ..Request::default()
         })
@@ -95,13 +96,32 @@ impl Term {
     /// Sends text or a key to the running program.
     pub async fn input(&self, text: &str, timeout: f64) -> Reply {
         self.call(Request {
-            command: text.into(),
-            is_input: true,
+            call: call(text, true),
             timeout: Some(Duration::from_secs_f64(timeout)),
             ..Request::default()
         })
         .await
     }
+}
+
+/// The call a tool's `command` and `is_input` ask for, as the server maps
+/// them: text or a key with `is_input`; a key name alone is a key; empty
+/// is a poll; anything else a command to run.
+pub fn call(command: impl Into<String>, is_input: bool) -> Call {
+    let command = command.into();
+    let parsed = keys::parse(&command);
+    match parsed {
+        Ok(input) if is_input => Call::Input(input),
+        Err(err) if is_input => panic!("{err}"),
+        _ if command.trim().is_empty() => Call::Poll,
+        Ok(key @ Input::Key { .. }) => Call::Input(key),
+        _ => Call::run(command),
+    }
+}
+
+/// Whether `reply` says the key `name` was sent.
+pub fn key_sent(reply: &Reply, name: &str) -> bool {
+    matches!(&reply.input, Some(InputReport::Sent { key: Some(key), .. }) if key == name)
 }
 
 /// Waits until `condition` holds, failing the test after 20 s.

@@ -31,7 +31,7 @@ async fn huge_cursor_moves_stop_at_the_window() {
     let term = Term::new("screen-moves").await;
     let reply = term.run("for i in $(seq 4000); do printf '\\e[65535C'; done; echo x").await;
     assert_eq!(reply.output.text, format!("{}x\n", " ".repeat(199)));
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
 
     let reply = term.run("for i in $(seq 3000); do printf '\\e[65535B'; done; echo x").await;
     assert_eq!(reply.output.text, format!("{}x\n", "\n".repeat(49)));
@@ -52,7 +52,7 @@ async fn output_on_an_alternate_screen_that_is_never_left_is_kept() {
     let term = Term::new("screen-alt").await;
     let reply = term.run("printf '\\e[?1049h'; echo IMPORTANT; (exit 3)").await;
     assert_eq!(reply.output.text, "IMPORTANT\n");
-    assert_eq!(reply.exit_code, Some(3));
+    assert_eq!(reply.exit_code(), Some(3));
 
     // A traceback longer than the screen, printed before the shell returns.
     let reply = term
@@ -64,7 +64,7 @@ async fn output_on_an_alternate_screen_that_is_never_left_is_kept() {
         .await;
     let frames: String = (0..60).map(|n| format!("frame {n}\n")).collect();
     assert_eq!(reply.output.text, format!("before\n{frames}Traceback: boom\n"));
-    assert_eq!(reply.exit_code, Some(1));
+    assert_eq!(reply.exit_code(), Some(1));
 
     // The next command renders on the normal screen again.
     assert_eq!(term.run("echo after").await.output.text, "after\n");
@@ -132,7 +132,7 @@ async fn an_unterminated_escape_sequence_hides_nothing() {
     // Left open at the very end of the command: its end abandons it.
     let reply = term.run("echo first; printf '\\e]0;FATAL: tail'").await;
     assert_eq!(reply.output.text, "first\n]0;FATAL: tail");
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     // Longer than any real one, with no line feed (a page of the complete
     // output holds at most 30,000 characters).
     let reply = term.run("printf '\\e]52;c;'; head -c 20000 /dev/zero | tr '\\0' A; echo").await;
@@ -156,7 +156,7 @@ async fn an_erased_line_is_kept() {
     let expected = "FATAL: 3 tests FAILED\nall 120 tests passed\n";
     assert_eq!(reply.output.text, expected);
     assert_eq!(full_output(&term, &reply), expected);
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     // Overwritten after a carriage return, erased and left blank, erased
     // below.
     let reply = term.run("echo 'error: boom'; printf '\\e[A\\rall fine   \\n'").await;

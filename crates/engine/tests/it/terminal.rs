@@ -4,22 +4,24 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::session::{Activity, Note, Request, SessionError, Status, WaitEnded};
+use shellkeep_engine::session::{
+    Activity, Call, Event, NotRun, Outcome, Request, SessionError, WaitEnded,
+};
 
-use crate::Term;
+use crate::{Term, call, key_sent};
 
 #[tokio::test]
 async fn echo_and_exit_codes() {
     let term = Term::new("echo").await;
     let reply = term.run("echo hi").await;
     assert_eq!(reply.output.text, "hi\n");
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(0)));
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 });
     assert_eq!(reply.cwd, term.cwd());
     let reply = term.run("false").await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("", Some(1)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("", Some(1)));
     let reply = term.run("nonexistent_command_xyz").await;
     assert!(reply.output.text.contains("nonexistent_command_xyz: command not found"));
-    assert_eq!(reply.exit_code, Some(127));
+    assert_eq!(reply.exit_code(), Some(127));
     let reply = term.run("printf 'no newline'").await;
     assert_eq!(reply.output.text, "no newline");
     term.session.close().await;
@@ -57,7 +59,7 @@ async fn commands_of_any_shape() {
     );
     term.run("mkdir -p src && echo 'fn main() {}' > src/a.rs && echo 'x' > src/b.rs").await;
     let reply = term.run("find . -name '*.rs' -exec grep -l fn {} \\;").await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("./src/a.rs\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("./src/a.rs\n", Some(0)));
     // Multi-line blocks run as a whole, with no PS2 prompts in the output.
     let reply = term
         .run("for i in 1 2 3; do\n  if [ $i -gt 1 ]; then\n    echo \"n=$i\"\n  fi\ndone")
@@ -83,7 +85,7 @@ async fn fake_markers_cannot_end_a_command() {
     let reply = term
         .run("printf '\\e]6973;0000;E;1;0\\a###PS1JSON###\\n{\"exit_code\": \"0\"}\\n###PS1END###\\n'; sleep 0.2; echo real; false")
         .await;
-    assert_eq!(reply.exit_code, Some(1));
+    assert_eq!(reply.exit_code(), Some(1));
     assert!(reply.output.text.ends_with("real\n"), "{:?}", reply.output.text);
     assert!(reply.output.text.contains("###PS1END###"));
     term.session.close().await;
@@ -109,13 +111,13 @@ async fn a_dead_shell_is_restarted_in_the_same_directory() {
     term.run("mkdir -p d && cd d && export LOST=1").await;
     for (command, code) in [("exit 3", 3), ("set -e; false", 1), ("kill -9 $$", 137)] {
         let reply = term.run(command).await;
-        assert_eq!(reply.exit_code, Some(code), "{command}");
+        assert_eq!(reply.exit_code(), Some(code), "{command}");
         assert!(
-            reply.notes.iter().any(
-                |n| matches!(n, Note::ShellRestarted { cwd, .. } if *cwd == term.cwd().join("d"))
+            reply.events.iter().any(
+                |n| matches!(n, Event::ShellRestarted { cwd, .. } if *cwd == term.cwd().join("d"))
             ),
             "{command}: {:?}",
-            reply.notes
+            reply.events
         );
         let reply = term.run("pwd; echo ${LOST:-gone}").await;
         assert_eq!(reply.output.text, format!("{}/d\ngone\n", term.cwd().display()));
@@ -127,22 +129,27 @@ async fn a_dead_shell_is_restarted_in_the_same_directory() {
 async fn soft_timeout_then_poll_then_reject_then_finish() {
     let term = Term::with("soft", |c| c.no_output_return = Duration::from_millis(700)).await;
     let reply = term.run("echo 1; sleep 1.5; echo 2; sleep 1.5; echo 3").await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::NoNewOutput(Duration::from_millis(700))));
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("1\n", None));
+    assert_eq!(
+        reply.outcome,
+        Outcome::Running { why: WaitEnded::NoNewOutput(Duration::from_millis(700)) }
+    );
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("1\n", None));
     // A new command is not executed while one runs.
     let reply = term.run("echo never").await;
-    assert!(reply.notes.contains(&Note::NotExecuted { command: "echo never".into() }));
+    assert!(
+        matches!(&reply.outcome, Outcome::NotExecuted { command, .. } if command == "echo never")
+    );
     // Polling continues where the last reply stopped.
     let mut seen = String::new();
     let mut reply = term.run("").await;
-    while reply.status != Status::Completed {
+    while reply.is_running() {
         seen.push_str(&reply.output.text);
         reply = term.run("").await;
     }
     seen.push_str(&reply.output.text);
     assert_eq!(seen, "2\n3\n");
     assert!(reply.continued);
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert!(!term.run("echo after").await.output.text.contains("never"));
     term.session.close().await;
 }
@@ -152,14 +159,14 @@ async fn output_of_a_finished_but_unpolled_command_is_reported_first() {
     // OpenHands A.14.
     let term = Term::new("unpolled").await;
     let reply = term.run_for("sleep 0.3; echo late; probe() { return 4; }; probe", 0.05).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     crate::eventually(|| {
         matches!(term.session.activity(), Activity::Finished { exit_code: 4, .. })
     })
     .await;
     let reply = term.run("echo next").await;
     let previous = reply.previous.expect("the previous command is reported");
-    assert_eq!((previous.output.text.as_str(), previous.exit_code), ("late\n", Some(4)));
+    assert_eq!((previous.output.text.as_str(), previous.exit_code()), ("late\n", Some(4)));
     assert_eq!(reply.output.text, "next\n");
     term.session.close().await;
 }
@@ -169,10 +176,10 @@ async fn interactive_input_and_keys() {
     let term = Term::new("input").await;
     // Without a timeout: the call comes back as soon as the prompt is up.
     let reply = term.run("python3 -c \"x=input('name? '); print('hello', x)\"").await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::WaitingForInput));
+    assert_eq!(reply.outcome, Outcome::WaitingForInput { shell_reading: false });
     assert_eq!(reply.output.text, "name? ");
     let reply = term.input("Bob", 10.0).await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert!(reply.output.text.ends_with("hello Bob\n"), "{:?}", reply.output.text);
 
     // read -p, then a program fed line by line until C-d.
@@ -182,23 +189,23 @@ async fn interactive_input_and_keys() {
     term.input("line 1", 0.3).await;
     term.input("line 2", 0.3).await;
     let reply = term.input("C-d", 10.0).await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert_eq!(term.run("cat fed.txt").await.output.text, "line 1\nline 2\n");
 
     // C-c interrupts the foreground job, not the shell.
     let reply = term.run_for("export KEPT=yes; sleep 100", 0.3).await;
-    assert_eq!(reply.exit_code, None);
+    assert_eq!(reply.exit_code(), None);
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!(reply.exit_code, Some(130));
-    assert!(reply.notes.contains(&Note::KeySent("C-c".into())));
+    assert_eq!(reply.exit_code(), Some(130));
+    assert!(key_sent(&reply, "C-c"));
     assert_eq!(term.run("echo $KEPT").await.output.text, "yes\n");
 
     // C-z stops the job and hands the prompt back.
     term.run_for("sleep 100", 0.3).await;
     let reply = term.input("C-z", 10.0).await;
-    assert_eq!(reply.exit_code, Some(148));
+    assert_eq!(reply.exit_code(), Some(148));
     assert!(reply.output.text.contains("Stopped"), "{:?}", reply.output.text);
-    assert_eq!(term.run("kill %1").await.exit_code, Some(0));
+    assert_eq!(term.run("kill %1").await.exit_code(), Some(0));
     term.session.close().await;
 }
 
@@ -207,20 +214,14 @@ async fn nothing_running_means_nothing_to_poll_or_feed() {
     let term = Term::new("idle").await;
     type Expected = fn(&SessionError) -> bool;
     let cases: [(Request, Expected); 4] = [
-        (Request { command: String::new(), ..Request::default() }, |err| {
-            matches!(err, SessionError::NothingToWaitFor)
-        }),
-        (Request { command: "hello".into(), is_input: true, ..Request::default() }, |err| {
+        (Request::new(Call::Poll), |err| matches!(err, SessionError::NothingToWaitFor)),
+        (Request::new(call("hello", true)), |err| {
             matches!(err, SessionError::NothingToSendInputTo)
         }),
-        (
-            Request { command: "echo a\0b".into(), ..Request::default() },
-            |err| matches!(err, SessionError::Invalid(message) if message.contains("NUL byte")),
-        ),
-        (
-            Request { command: String::new(), is_input: true, reset: true, ..Request::default() },
-            |err| matches!(err, SessionError::ResetWithInput),
-        ),
+        (Request::new(Call::run("echo a\0b")), |err| matches!(err, SessionError::NulByte)),
+        // Input with a NUL byte is refused before anything else (a reset
+        // with input cannot be asked for at all: `Call` has no such value).
+        (Request::new(call("a\0b", true)), |err| matches!(err, SessionError::NulByte)),
     ];
     for (request, expected) in cases {
         let err =
@@ -237,22 +238,16 @@ async fn nothing_running_means_nothing_to_poll_or_feed() {
 async fn reset_starts_a_fresh_shell_in_the_original_directory() {
     let term = Term::new("reset").await;
     term.run("mkdir -p elsewhere && cd elsewhere && export GONE=1").await;
-    let reply = term.call(Request { reset: true, ..Request::default() }).await;
-    assert!(reply.notes.contains(&Note::Reset));
+    let reply = term.call(Request::new(Call::Reset { then: None })).await;
+    assert!(reply.events.contains(&Event::Reset));
     assert_eq!(reply.cwd, term.cwd());
     let reply = term
-        .call(Request {
-            command: "echo ${GONE:-unset}; pwd".into(),
-            reset: true,
-            ..Request::default()
-        })
+        .call(Request::new(Call::Reset { then: Some("echo ${GONE:-unset}; pwd".into()) }))
         .await;
     assert_eq!(reply.output.text, format!("unset\n{}\n", term.cwd().display()));
     // Reset while a command runs stops it.
     term.run_for("sleep 100", 0.2).await;
-    let reply = term
-        .call(Request { command: "echo fresh".into(), reset: true, ..Request::default() })
-        .await;
+    let reply = term.call(Request::new(Call::Reset { then: Some("echo fresh".into()) })).await;
     assert_eq!(reply.output.text, "fresh\n");
     term.session.close().await;
 }
@@ -288,7 +283,7 @@ async fn pagers_do_not_take_over_the_terminal() {
     let term = Term::new("pager").await;
     let reply = term.run("git init -q repo && cd repo && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m first && git log -p | head -1").await;
     assert!(reply.output.text.starts_with("commit "), "{:?}", reply.output.text);
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     term.session.close().await;
 }
 
@@ -297,9 +292,12 @@ async fn a_chatty_command_still_hands_control_back() {
     // OpenHands A.6: output that never stops must not block the call.
     let term = Term::with("chatty", |c| c.max_wait = Duration::from_millis(800)).await;
     let reply = term.run("while :; do echo tick; sleep 0.1; done").await;
-    assert_eq!(reply.status, Status::Running(WaitEnded::Timeout(Duration::from_millis(800))));
+    assert_eq!(
+        reply.outcome,
+        Outcome::Running { why: WaitEnded::Timeout(Duration::from_millis(800)) }
+    );
     assert!(reply.output.text.starts_with("tick\n"));
-    assert_eq!(term.input("C-c", 10.0).await.exit_code, Some(130));
+    assert_eq!(term.input("C-c", 10.0).await.exit_code(), Some(130));
     term.session.close().await;
 }
 
@@ -334,7 +332,7 @@ async fn an_unfinished_line_is_capped_and_not_sent_twice() {
     let size = 2_000_000;
     let command = format!("head -c {size} /dev/zero | tr '\\0' x; read answer; echo end $answer");
     let reply = term.run(&command).await;
-    assert!(matches!(reply.status, Status::Running(_)), "{:?}", reply.status);
+    assert!(reply.is_running(), "{:?}", reply.outcome);
     let text = &reply.output.text;
     assert!(text.len() < 2000, "the reply is bounded: {} bytes", text.len());
     assert!(text.starts_with("xxxxx") && text.ends_with("xxxxx"), "{text}");
@@ -346,12 +344,12 @@ async fn an_unfinished_line_is_capped_and_not_sent_twice() {
 
     // Polling again: nothing new, so nothing is shown again.
     let reply = term.call(Request::default()).await;
-    assert!(matches!(reply.status, Status::Running(_)), "{:?}", reply.status);
+    assert!(reply.is_running(), "{:?}", reply.outcome);
     assert_eq!(reply.output.text, "", "the line was not sent again");
 
     // The line ends: its new part is shown, and the file has all of it.
     let reply = term.input("42", 10.0).await;
-    assert_eq!(reply.exit_code, Some(0), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
     assert!(!reply.output.text.contains("xxx"), "{:?}", reply.output.text);
     assert!(reply.output.text.ends_with("end 42\n"), "{:?}", reply.output.text);
     // The reply where the line ends names the same log, which holds the
@@ -381,7 +379,7 @@ async fn a_growing_line_shows_only_its_new_part() {
     let reply = term.input("1", 1.0).await;
     assert_eq!(reply.output.text, "1\n, step two", "{reply:?}");
     let reply = term.input("2", 10.0).await;
-    assert_eq!((reply.output.text.as_str(), reply.exit_code), ("2\n done\n", Some(0)));
+    assert_eq!((reply.output.text.as_str(), reply.exit_code()), ("2\n done\n", Some(0)));
     term.session.close().await;
 }
 
@@ -397,7 +395,7 @@ async fn a_shown_prompt_is_not_repeated_when_its_line_ends() {
     let reply = term.input("ENTER", 3.0).await;
     assert_eq!(reply.output.text, "\ngot=\nask> ", "{reply:?}");
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!(reply.exit_code, Some(130), "{reply:?}");
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
     term.session.close().await;
 }
 
@@ -432,18 +430,19 @@ async fn a_program_that_hands_the_foreground_back_gets_no_command() {
             20.0,
         )
         .await;
-    assert_eq!(reply.status, Status::Completed, "the shell's own claim is believed: {reply:?}");
+    assert!(reply.exit_code().is_some(), "the shell's own claim is believed: {reply:?}");
     // Wait until the program has handed the foreground to the shell.
     wait_for_file(&term.cwd().join("handed")).await;
     let reply = term.run_for("echo SECRET-COMMAND-TEXT > typed", 5.0).await;
     std::fs::write(term.cwd().join("release"), "").expect("release the program");
-    assert_ne!(reply.status, Status::Completed, "{reply:?}");
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    assert!(reply.is_running(), "{reply:?}");
+    assert!(matches!(reply.outcome, Outcome::NotExecuted { .. }), "{reply:?}");
     assert!(
-        reply.notes.iter().any(|n| matches!(
-            n,
-            Note::ShellNotAtPrompt { command_line, .. } if command_line.contains("hands.py")
-        )),
+        matches!(
+            &reply.outcome,
+            Outcome::NotExecuted { why: NotRun::NotAtPrompt { command_line, .. }, .. }
+                if command_line.contains("hands.py")
+        ),
         "{reply:?}"
     );
     // The program takes the terminal back and finds nothing typed.

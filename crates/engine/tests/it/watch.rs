@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shellkeep_engine::session::{
-    Activity, Note, Progress, ProgressHook, Request, SessionConfig, Status, WaitEnded,
+    Activity, Call, Event, InputReport, Outcome, Progress, ProgressHook, Request, SessionConfig,
+    WaitEnded,
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{Term, eventually, processes_with};
+use crate::{Term, eventually, key_sent, processes_with};
 
 /// Runs `request` and cancels it, as a client does, once `ready` holds.
 async fn cancelled_call(term: &Term, request: Request, ready: impl Fn(&Term) -> bool) {
@@ -23,7 +24,7 @@ async fn cancelled_call(term: &Term, request: Request, ready: impl Fn(&Term) -> 
     };
     let (reply, ()) = tokio::join!(call, canceller);
     let reply = reply.expect("a cancelled call still returns");
-    assert_eq!(reply.status, Status::Running(WaitEnded::Cancelled));
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::Cancelled });
     assert_eq!(reply.output.text, "", "a cancelled call consumes nothing");
 }
 
@@ -36,7 +37,7 @@ async fn a_cancelled_call_leaves_the_command_running_and_loses_nothing() {
     let term = Term::new("cancel").await;
     let command = "for i in 1 2 3 4; do echo line$i; sleep 0.3; done; echo finished";
     let request = Request {
-        command: command.into(),
+        call: Call::run(command),
         timeout: Some(Duration::from_secs(30)),
         ..Request::default()
     };
@@ -46,15 +47,15 @@ async fn a_cancelled_call_leaves_the_command_running_and_loses_nothing() {
     let reply =
         term.call(Request { timeout: Some(Duration::from_secs(20)), ..Request::default() }).await;
     assert_eq!(reply.output.text, "line1\nline2\nline3\nline4\nfinished\n");
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     assert!(
-        reply.notes.iter().any(|n| matches!(n, Note::PreviousCallCancelled { .. })),
+        reply.events.iter().any(|e| matches!(e, Event::PreviousCallCancelled { .. })),
         "{:?}",
-        reply.notes
+        reply.events
     );
     // Said once only.
     let reply = term.run("echo next").await;
-    assert!(reply.notes.is_empty(), "{:?}", reply.notes);
+    assert!(reply.events.is_empty(), "{reply:?}");
     term.session.close().await;
 }
 
@@ -64,7 +65,7 @@ async fn after_a_cancel_the_next_command_runs_once_the_old_one_ended() {
     // and C-c then said the command had already finished.
     let term = Term::new("aftercancel").await;
     let marker = format!("0.3{}", std::process::id());
-    let request = Request { command: format!("sleep {marker}; echo slept"), ..Request::default() };
+    let request = Request::new(Call::run(format!("sleep {marker}; echo slept")));
     cancelled_call(&term, request, |_| !processes_with(&format!("sleep {marker}")).is_empty())
         .await;
     // The moment the sleep is gone, the shell's end marker may still be on
@@ -73,8 +74,8 @@ async fn after_a_cancel_the_next_command_runs_once_the_old_one_ended() {
     let reply = term.run("echo after").await;
     assert_eq!(reply.output.text, "after\n", "{reply:?}");
     let previous = reply.previous.expect("the cancelled command is reported");
-    assert_eq!((previous.output.text.as_str(), previous.exit_code), ("slept\n", Some(0)));
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::PreviousCallCancelled { .. })));
+    assert_eq!((previous.output.text.as_str(), previous.exit_code()), ("slept\n", Some(0)));
+    assert!(reply.events.iter().any(|e| matches!(e, Event::PreviousCallCancelled { .. })));
     term.session.close().await;
 }
 
@@ -84,12 +85,12 @@ async fn after_a_timed_out_call_a_command_that_has_ended_is_never_refused() {
     for round in 0..3 {
         let marker = format!("0.3{}{round}", std::process::id());
         let reply = term.run_for(&format!("sleep {marker}; echo slept"), 0.05).await;
-        assert_eq!(reply.exit_code, None);
+        assert_eq!(reply.exit_code(), None);
         // The moment the job is gone, send the next command (or a key).
         eventually(|| processes_with(&format!("sleep {marker}")).is_empty()).await;
         let reply =
             if round == 2 { term.input("C-c", 10.0).await } else { term.run("echo after").await };
-        assert!(!reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+        assert!(!matches!(reply.outcome, Outcome::NotExecuted { .. }), "{reply:?}");
         match reply.previous {
             Some(previous) => assert_eq!(previous.output.text, "slept\n"),
             None => assert_eq!(reply.output.text, "slept\n", "{reply:?}"),
@@ -101,15 +102,15 @@ async fn after_a_timed_out_call_a_command_that_has_ended_is_never_refused() {
 #[tokio::test]
 async fn after_a_cancel_c_c_interrupts_the_command_that_still_runs() {
     let term = Term::new("cancelkey").await;
-    let request = Request { command: "sleep 100".into(), ..Request::default() };
+    let request = Request::new(Call::run("sleep 100"));
     cancelled_call(&term, request, |term| running_for(term, Duration::from_millis(200))).await;
     // Still running: a new command is refused, and C-c interrupts it.
     let reply = term.run("echo after").await;
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::NotExecuted { .. })), "{reply:?}");
+    assert!(matches!(reply.outcome, Outcome::NotExecuted { .. }), "{reply:?}");
     let reply = term.input("C-c", 10.0).await;
-    assert_eq!((reply.status, reply.exit_code), (Status::Completed, Some(130)));
-    assert!(reply.notes.contains(&Note::KeySent("C-c".into())), "{:?}", reply.notes);
-    assert!(!reply.notes.contains(&Note::InputNotSent), "{:?}", reply.notes);
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 });
+    assert!(key_sent(&reply, "C-c"), "{reply:?}");
+    assert!(reply.input != Some(InputReport::NotSent), "{reply:?}");
     assert_eq!(term.run("echo after").await.output.text, "after\n");
     term.session.close().await;
 }
@@ -118,14 +119,14 @@ async fn after_a_cancel_c_c_interrupts_the_command_that_still_runs() {
 async fn a_command_cancelled_unwatched_is_still_stopped_by_its_limit() {
     let term = Term::new("cancellimit").await;
     let request = Request {
-        command: "sleep 100; echo never".into(),
+        call: Call::run("sleep 100; echo never"),
         exec_limit: Some(Duration::from_secs(1)),
         ..Request::default()
     };
     cancelled_call(&term, request, |term| running_for(term, Duration::from_millis(200))).await;
     eventually(|| matches!(term.session.activity(), Activity::Finished { .. })).await;
     let reply = term.run("").await;
-    assert!(reply.notes.iter().any(|n| matches!(n, Note::Killed { .. })), "{:?}", reply.notes);
+    assert!(matches!(reply.outcome, Outcome::Killed { .. }), "{reply:?}");
     assert!(!reply.output.text.contains("never"));
     term.session.close().await;
 }
@@ -138,14 +139,15 @@ async fn a_waiting_call_reports_progress_about_once_a_second() {
     let hook = ProgressHook::new(move |progress| sink.lock().expect("lock").push(progress));
     let reply = term
         .call(Request {
-            command: "for i in 1 2 3; do echo step$i; sleep 1; done; printf 'almost'; sleep 1"
-                .into(),
+            call: Call::run(
+                "for i in 1 2 3; do echo step$i; sleep 1; done; printf 'almost'; sleep 1",
+            ),
             timeout: Some(Duration::from_secs(30)),
             progress: Some(hook),
             ..Request::default()
         })
         .await;
-    assert_eq!(reply.exit_code, Some(0));
+    assert_eq!(reply.exit_code(), Some(0));
     let seen = reports.lock().expect("lock").clone();
     assert!((2..=6).contains(&seen.len()), "{seen:?}");
     assert!(seen.windows(2).all(|w| w[1].count > w[0].count && w[1].elapsed > w[0].elapsed));

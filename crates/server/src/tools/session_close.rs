@@ -8,7 +8,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::session::Request;
+use shellkeep_engine::session::{Call, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, SessionCloseArgs};
@@ -54,9 +54,9 @@ impl Shellkeep {
                 }
             };
             let last = session.last_words().await;
-            let request = Request { reset: true, ..Request::default() };
+            let request = Request::new(Call::Reset { then: None });
             if let Err(err) = session.execute(request, Default::default()).await {
-                return self.with_job_notices(tool_error(err.to_string()));
+                return self.with_job_notices(tool_error(render::session_refused(&err)));
             }
             let (text, structured) = render::session_closed(&name, &last, true);
             return self.with_job_notices(structured_result(text, &structured, false));

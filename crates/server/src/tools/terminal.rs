@@ -11,8 +11,9 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
+use shellkeep_engine::keys::{self, Input};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened};
-use shellkeep_engine::session::{Progress, ProgressHook, Request, SessionError};
+use shellkeep_engine::session::{Call, Progress, ProgressHook, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -109,14 +110,11 @@ impl Shellkeep {
             }
             None => (None, None),
         };
-        let request = Request {
-            command: args.command,
-            is_input: args.is_input,
-            timeout,
-            reset: args.reset,
-            exec_limit,
-            progress,
+        let call = match call(args.command, args.is_input, args.reset) {
+            Ok(call) => call,
+            Err(message) => return self.with_job_notices(tool_error(message)),
         };
+        let request = Request { call, timeout, exec_limit, progress };
         let executed = lease.session().execute(request, context.ct.clone()).await;
         // The request, and with it the hook, is gone: the forwarder sends
         // what is queued and ends, so no progress follows the result.
@@ -151,12 +149,32 @@ impl Shellkeep {
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }
-            Err(err @ SessionError::Shell(_)) => self.with_job_notices(tool_error(format!(
-                "{err}. Try again, or reset=true to start a fresh shell."
-            ))),
             Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
         };
         self.with_guard_notice(result, Some(lease.name()))
+    }
+}
+
+/// The engine's call for the tool's `command`, `is_input` and `reset`
+/// (already checked together): a reset (then the command, if any); input
+/// (text, or a key by name); a key even without `is_input` (a command that
+/// is exactly a key name is unmistakably one); a poll for an empty command;
+/// else a command to run. An unknown key name is an error (the message
+/// lists the keys).
+fn call(command: String, is_input: bool, reset: bool) -> Result<Call, String> {
+    if reset {
+        let then = (!command.trim().is_empty()).then_some(command);
+        return Ok(Call::Reset { then });
+    }
+    if is_input {
+        return keys::parse(&command).map(Call::Input).map_err(|err| render::unknown_key(&err));
+    }
+    if command.trim().is_empty() {
+        return Ok(Call::Poll);
+    }
+    match keys::parse(&command) {
+        Ok(key @ Input::Key { .. }) => Ok(Call::Input(key)),
+        _ => Ok(Call::run(command)),
     }
 }
 
@@ -219,5 +237,48 @@ async fn forward_progress(
         if let Err(err) = peer.notify_progress(param).await {
             tracing::debug!("could not send progress: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shellkeep_engine::keys::Input;
+    use shellkeep_engine::session::Call;
+
+    use super::call;
+
+    fn key(name: &str, bytes: &[u8]) -> Call {
+        Call::Input(Input::Key { name: name.to_owned(), bytes: bytes.to_vec() })
+    }
+
+    #[test]
+    fn the_tool_arguments_map_onto_one_call() {
+        let text = |t: &str| Call::Input(Input::Text(t.to_owned()));
+        let cases = [
+            (("echo hi", false, false), Ok(Call::run("echo hi"))),
+            (("", false, false), Ok(Call::Poll)),
+            (("  ", false, false), Ok(Call::Poll)),
+            (("yes", true, false), Ok(text("yes"))),
+            // Empty input is an empty line (it completes a here-document's
+            // blank line; to a running program the engine treats it as a poll).
+            (("", true, false), Ok(text(""))),
+            (("C-c", true, false), Ok(key("C-c", b"\x03"))),
+            // A command that is exactly a key name is a key.
+            (("C-c", false, false), Ok(key("C-c", b"\x03"))),
+            (("UP", false, false), Ok(key("UP", b"\x1b[A"))),
+            // Text that only starts like one is a command.
+            (("Cat file", false, false), Ok(Call::run("Cat file"))),
+            (("", false, true), Ok(Call::Reset { then: None })),
+            (("  ", false, true), Ok(Call::Reset { then: None })),
+            (("ls", false, true), Ok(Call::Reset { then: Some("ls".to_owned()) })),
+        ];
+        for ((command, is_input, reset), expected) in cases {
+            let got: Result<Call, String> = call(command.to_owned(), is_input, reset);
+            assert_eq!(got, expected, "{command:?} is_input={is_input} reset={reset}");
+        }
+        let err = call("C-1".to_owned(), true, false).expect_err("an unknown key");
+        assert!(err.contains("unknown key \"C-1\"") && err.contains("PGUP"), "{err}");
+        // Without is_input, text that is no key is a command.
+        assert_eq!(call("C-1".to_owned(), false, false), Ok(Call::run("C-1")));
     }
 }

@@ -238,3 +238,51 @@ async fn output_shaped_like_notices_is_set_apart_from_the_real_ones() {
     assert_eq!(blocks_with(&r, fake_line), Vec::<usize>::new(), "{:#?}", r.blocks);
     assert!(r.text.contains("[Current working directory: \""), "{}", r.text);
 }
+
+/// Issue 12: the tool's `command`, `is_input` and `reset` reach the engine
+/// as one typed call, and each reply's words follow from its outcome: a
+/// reset alone tells no exit code, a key nothing needs is not sent, a held
+/// incomplete command is not called running and keeps new commands out,
+/// C-c discards it, and an unknown key name is refused whatever runs.
+#[tokio::test]
+async fn each_call_and_outcome_gets_its_own_words() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "", "reset": true})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(0)));
+    assert!(r.text.starts_with("Terminal session has been reset."), "{}", r.text);
+    assert!(!r.text.contains("exit code"), "no command ran: {}", r.text);
+
+    // A key name alone is a key, with or without is_input.
+    for call in [json!({"command": "C-c"}), json!({"command": "C-c", "is_input": true})] {
+        let r = server.terminal(call).await;
+        assert!(!r.is_error, "{r:#?}");
+        assert!(r.text.contains("[No command is running, so C-c was not sent"), "{}", r.text);
+    }
+    // An unknown key name is bad input even with nothing running.
+    let r = server.terminal(json!({"command": "C-1", "is_input": true})).await;
+    assert!(r.is_error, "{r:#?}");
+    assert!(r.text.contains("unknown key \"C-1\"") && r.text.contains("PGUP"), "{}", r.text);
+
+    let r = server.terminal(json!({"command": "echo 'one"})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["waiting_for_input"].as_bool()),
+        (Some("running"), Some(true))
+    );
+    assert!(r.text.contains("The command is incomplete"), "{}", r.text);
+    assert!(!r.text.contains("still running"), "nothing runs yet: {}", r.text);
+    let r = server.terminal(json!({"command": "echo other"})).await;
+    assert!(r.is_error, "{r:#?}");
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.contains("the previous command is incomplete"), "{}", r.text);
+    let r = server.terminal(json!({"command": "two'", "is_input": true})).await;
+    assert_eq!((r.output(), r["exit_code"].as_i64()), ("one\ntwo\n", Some(0)), "{r:#?}");
+
+    let r = server.terminal(json!({"command": "if true; then"})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let r = server.terminal(json!({"command": "C-c", "is_input": true})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(130)));
+    assert!(r.text.contains("CTRL+C was sent."), "{}", r.text);
+    let r = server.terminal(json!({"command": "echo after"})).await;
+    assert_eq!(r.output(), "after\n", "{r:#?}");
+}

@@ -1,0 +1,606 @@
+//! The words of a `terminal` reply: one `match` on the engine's
+//! [`Outcome`], the input report and a loop over the [`Event`]s, into the
+//! text (OpenHands' words where they exist) and the structured content.
+//! Every line an agent reads about a terminal call is chosen here; the
+//! snapshot tests at the end of this file are the record of each.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use shellkeep_engine::keys::{self, UnknownKey};
+use shellkeep_engine::process::TerminationMode;
+use shellkeep_engine::session::{
+    Event, InputReport, NotRun, Outcome, Reply, SessionError, ShellExit, WaitEnded,
+};
+
+use rmcp::schemars;
+
+use super::Blocks;
+use super::{RESET_NOTICE, Text, echo, full_cut, full_path, in_text, plain_secs, seconds};
+
+/// Structured result of the `terminal` tool. It carries every fact the
+/// text does, for clients that show the model only one of the two.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TerminalOutput {
+    /// What the command printed since the last reply (head and tail when cut).
+    pub output: String,
+    /// The exit code, or -1 while the command is still running.
+    pub exit_code: i32,
+    /// `completed`, `killed` (stopped after running unwatched past its
+    /// limit), `running` (control came back before the command finished),
+    /// `waiting_for_input` (it is blocked reading the terminal), or
+    /// `not_executed` (another command is still running).
+    #[schemars(with = "String")]
+    pub status: TerminalStatus,
+    /// The shell's working directory.
+    pub cwd: String,
+    /// The Python interpreter `python` runs, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_interpreter: Option<String>,
+    /// Time since the command started, in milliseconds.
+    pub duration_ms: u64,
+    /// Whether the middle of `output` was cut.
+    pub truncated: bool,
+    /// The file with the complete output, when it was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_path: Option<String>,
+    /// Where and why that file was cut, when it reached its size limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_cut: Option<String>,
+    /// Why the complete output could not be saved (a full disk, a directory
+    /// that cannot be written), when the output was cut and no file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output_error: Option<String>,
+    /// `exec_timeout` when the command was killed for running past its
+    /// execution limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub timeout_reason: Option<KillReason>,
+    /// How a killed command died: `soft` (SIGTERM) or `hard` (SIGKILL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub termination_mode: Option<Termination>,
+    /// True when the program is blocked waiting for terminal input.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_input: bool,
+    /// The session, when it is not `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// When the output was cut: the command's number, to read the rest with
+    /// the `output` tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_number: Option<u64>,
+    /// The last output of a previous command that finished while no call
+    /// was waiting on it, reported before this command ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_output: Option<String>,
+    /// That previous command's exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_exit_code: Option<i32>,
+    /// The file with that previous command's complete output, when it was
+    /// cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_path: Option<String>,
+    /// Why that previous command's complete output could not be saved,
+    /// when it was cut and no file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_error: Option<String>,
+    /// Output printed while no command was running (background jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_output: Option<String>,
+    /// The reply's notices, worded as in the text (what happened besides
+    /// the output, and what to do next); facts that have their own field
+    /// (exit code, working directory, interpreter) are not repeated here.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// While the command runs under a limit: seconds from now within which
+    /// a call must wait on it, poll it or send it input, or it is stopped
+    /// (time it spends waiting for input not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub look_again_within_sec: Option<f64>,
+    /// Seconds since the client cancelled the previous call on this
+    /// session, when it did; this reply carries what the command printed
+    /// since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_call_cancelled_sec_ago: Option<f64>,
+}
+
+/// The `status` of a terminal reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalStatus {
+    /// The command finished.
+    Completed,
+    /// It was stopped after running unwatched past its limit.
+    Killed,
+    /// Control came back before it finished.
+    Running,
+    /// It is blocked reading the terminal.
+    WaitingForInput,
+    /// The command was not run (another one still has the terminal, or the
+    /// integration is damaged). The only status that makes the reply a tool
+    /// error.
+    NotExecuted,
+}
+
+/// Why a command was killed: the one reason a terminal command is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    /// It ran unwatched past its execution limit.
+    ExecTimeout,
+}
+
+/// How a killed command died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// It ended on SIGTERM.
+    Soft,
+    /// It ignored SIGTERM and got SIGKILL after the grace period.
+    Hard,
+}
+
+/// Why a command is not run once the shell integration is damaged, and
+/// what to do.
+const DAMAGED: &str = "A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, \
+     a DEBUG trap), so commands can no longer run or report their end in this shell. \
+     reset=true restores a working shell.";
+
+/// OpenHands' words for what to do about a command that is still running
+/// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
+const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
+     empty command '', send other commands to interact with the current process, send keys \
+     (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \
+     command, or use the timeout parameter in terminal for future commands.";
+
+/// OpenHands' prefix for output of a command earlier calls already showed
+/// part of.
+const CONTINUED: &str = "[Below is the output of the previous command.]";
+
+/// The suffix OpenHands gives a key that was sent: "CTRL+C was sent." for
+/// `C-c` (its exact three-character form), "UP was sent." otherwise.
+fn key_sent(key: &str) -> String {
+    match key.as_bytes() {
+        [b'C', b'-', letter] if letter.is_ascii_alphabetic() => {
+            format!("CTRL+{} was sent.", letter.to_ascii_uppercase() as char)
+        }
+        _ => format!("{key} was sent."),
+    }
+}
+
+/// The text and structured content for a terminal reply.
+pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
+    let mut out = Text::default();
+    before_the_status(reply, &mut out);
+    let key = match &reply.input {
+        Some(InputReport::Sent { key: Some(key), .. }) => Some(key.as_str()),
+        _ => None,
+    };
+    let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+    let status = match &reply.outcome {
+        Outcome::Idle | Outcome::Completed { .. } | Outcome::Killed { .. } => {
+            ended(reply, key, &mut out)
+        }
+        Outcome::Running { why: WaitEnded::SessionClosing } => {
+            // Nothing more can be done with the command: it is stopped with
+            // the session.
+            out.note(format!("[{}]", wait_ended(WaitEnded::SessionClosing)));
+            TerminalStatus::Running
+        }
+        Outcome::Running { why } => still_running(&mut out, reply, &wait_ended(*why), &sent),
+        Outcome::WaitingForInput { .. } => {
+            let why = "The command is waiting for input; its prompt is the last line above.";
+            still_running(&mut out, reply, why, &sent);
+            TerminalStatus::WaitingForInput
+        }
+        // Nothing runs yet: the note about the incomplete command (below)
+        // says what the shell waits for.
+        Outcome::Incomplete => TerminalStatus::Running,
+        Outcome::IntegrationDamaged => {
+            out.note(format!(
+                "[The command was NOT run: the shell reported that it never ran. {DAMAGED}]"
+            ));
+            TerminalStatus::NotExecuted
+        }
+        Outcome::NotExecuted { command, why } => {
+            out.note(not_executed(command, why));
+            TerminalStatus::NotExecuted
+        }
+    };
+    // Every reply about a command still running says by when to look again
+    // (not one stopped with its session).
+    let look_again = reply.look_again_within.filter(|_| reply.is_running() && !closing(reply));
+    if let Some(within) = look_again {
+        out.note(format!(
+            "[It is stopped if no call waits on it, polls it or sends it input within the next \
+             {} (time waiting for input not counted).]",
+            seconds(within)
+        ));
+    }
+    input_lines(reply.input.as_ref(), &mut out);
+    outcome_lines(&reply.outcome, status, &mut out);
+    for event in reply.events.iter().filter(|event| !comes_first(event)) {
+        event_lines(event, reply, &mut out);
+    }
+    let structured = structured(reply, status, out.notes);
+    (out.blocks, structured)
+}
+
+/// What comes before the status: a previous command's end, the events
+/// that happened before this call's command, background output, the
+/// full-screen notice, and the output.
+fn before_the_status(reply: &Reply, out: &mut Text) {
+    if let Some(previous) = &reply.previous {
+        out.note(previous_ended(previous));
+        out.output(&previous.output);
+    }
+    for event in reply.events.iter().filter(|event| comes_first(event)) {
+        event_lines(event, reply, out);
+    }
+    if let Some(idle) = &reply.idle_output {
+        out.note("[Printed while no command was running (background jobs):]".to_owned());
+        out.blocks.output(idle);
+    }
+    if reply.screen {
+        out.note(
+            "[A full-screen program is showing this screen; send keys with is_input=true (for \
+             example q, ESC or C-c).]"
+                .to_owned(),
+        );
+    }
+    if reply.continued || matches!(reply.outcome, Outcome::NotExecuted { .. }) {
+        out.line(CONTINUED.to_owned());
+    }
+    if reply.screen {
+        // The screen replaced the stream's text: no omission line in it.
+        out.blocks.output(&reply.output.text);
+    } else {
+        out.output(&reply.output);
+    }
+}
+
+/// The lines of a reply whose command has ended (or that had none: a reset
+/// alone, a key nothing needed), with the key the call sent, if any.
+fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
+    let code = reply.exit_code().unwrap_or(-1);
+    match (&reply.outcome, &reply.input) {
+        (Outcome::Killed { limit, mode, .. }, _) => out.note(killed(code, *limit, *mode)),
+        (_, Some(InputReport::KeyNotNeeded(key))) => out.note(format!(
+            "[No command is running, so {key} was not sent: the shell is at its prompt.]"
+        )),
+        // No command ran (a reset alone): there is no exit code to tell.
+        (Outcome::Idle, _) => {}
+        _ => {
+            let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
+            out.line(format!("[The command completed with exit code {code}.{sent}]"));
+            out.notes.extend(key.map(key_sent));
+        }
+    }
+    out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
+    if let Some(python) = &reply.python {
+        out.line(format!("[Python interpreter: {}]", in_text(python)));
+    }
+    match reply.outcome {
+        Outcome::Killed { .. } => TerminalStatus::Killed,
+        _ => TerminalStatus::Completed,
+    }
+}
+
+/// The structured content of a terminal reply, with the notices `notes`.
+fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> TerminalOutput {
+    let previous = reply.previous.as_deref();
+    let killed = match reply.outcome {
+        Outcome::Killed { mode, .. } => Some(match mode {
+            TerminationMode::Soft => Termination::Soft,
+            TerminationMode::Hard => Termination::Hard,
+        }),
+        _ => None,
+    };
+    let waiting_for_input = match &reply.outcome {
+        Outcome::WaitingForInput { .. } | Outcome::Incomplete => true,
+        Outcome::NotExecuted { why: NotRun::Incomplete, .. } => true,
+        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => reading.is_some(),
+        _ => false,
+    };
+    TerminalOutput {
+        output: reply.output.text.clone(),
+        exit_code: reply.exit_code().unwrap_or(-1),
+        status,
+        cwd: reply.cwd.display().to_string(),
+        python_interpreter: reply.python.as_ref().map(|p| p.display().to_string()),
+        duration_ms: reply.duration.as_millis() as u64,
+        truncated: reply.output.truncated,
+        full_output_path: full_path(&reply.output),
+        full_output_cut: full_cut(&reply.output),
+        full_output_error: reply.output.full_output_error.clone(),
+        timeout_reason: killed.map(|_| KillReason::ExecTimeout),
+        termination_mode: killed,
+        waiting_for_input,
+        session: None,
+        command_number: None,
+        previous_output: previous.map(|p| p.output.text.clone()),
+        previous_exit_code: previous.map(|p| p.exit_code().unwrap_or(-1)),
+        previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
+        previous_full_output_error: previous.and_then(|p| p.output.full_output_error.clone()),
+        background_output: reply.idle_output.clone(),
+        notes,
+        look_again_within_sec: reply
+            .look_again_within
+            .filter(|_| reply.is_running() && !closing(reply))
+            .map(|d| d.as_secs_f64()),
+        previous_call_cancelled_sec_ago: reply.events.iter().find_map(|event| match event {
+            Event::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
+            _ => None,
+        }),
+    }
+}
+
+/// Whether the reply is about a command stopped with its session.
+fn closing(reply: &Reply) -> bool {
+    reply.outcome == (Outcome::Running { why: WaitEnded::SessionClosing })
+}
+
+/// The line about a previous command that ended while no call waited.
+fn previous_ended(previous: &Reply) -> String {
+    let code = previous.exit_code().unwrap_or(-1);
+    match previous.outcome {
+        Outcome::Killed { limit, .. } => format!(
+            "[The previous command was stopped with exit code {code} before this one started: no \
+             call waited on it, polled it or sent it input for {}. Its last output follows.]",
+            seconds(limit)
+        ),
+        _ => format!(
+            "[The previous command finished with exit code {code} before this one started; its \
+             last output follows.]"
+        ),
+    }
+}
+
+/// The line about a command stopped past its limit.
+fn killed(code: i32, limit: std::time::Duration, mode: TerminationMode) -> String {
+    format!(
+        "[The command was stopped with exit code {code}: no call waited on it, polled it or sent \
+         it input for {} (its limit; time waiting for input not counted). {}; nothing after it in \
+         the command line ran.]",
+        seconds(limit),
+        match mode {
+            TerminationMode::Soft => "It ended on SIGTERM",
+            TerminationMode::Hard => "It ignored SIGTERM and got SIGKILL after the grace period",
+        }
+    )
+}
+
+/// The two lines about a command that is still running: why the call
+/// returned (with the key sent, if any) and what to do.
+fn still_running(out: &mut Text, reply: &Reply, why: &str, sent: &str) -> TerminalStatus {
+    out.note(format!("[{why}{sent} {TIMEOUT_MESSAGE_TEMPLATE}]"));
+    out.note(format!(
+        "[It is still running ({} so far): send text or keys to it with is_input=true, or \
+         reset=true for a fresh shell.]",
+        seconds(reply.duration)
+    ));
+    TerminalStatus::Running
+}
+
+/// Why a call stopped waiting, in OpenHands' words where it has them.
+fn wait_ended(why: WaitEnded) -> String {
+    match why {
+        WaitEnded::NoNewOutput(quiet) => {
+            format!("The command has no new output after {} seconds.", plain_secs(quiet))
+        }
+        WaitEnded::Timeout(limit) => {
+            format!("The command timed out after {} seconds.", plain_secs(limit))
+        }
+        WaitEnded::Cancelled => {
+            "The command was left running: the client cancelled this call.".to_owned()
+        }
+        WaitEnded::SessionClosing => "This call stopped waiting: the session is being closed \
+            (session_close), and the command is stopped with it."
+            .to_owned(),
+    }
+}
+
+/// The line about a new command that was not run.
+fn not_executed(command: &str, why: &NotRun) -> String {
+    let command = echo(command);
+    match why {
+        NotRun::NotAtPrompt { pid, command_line } => format!(
+            "[Your command {command} is NOT executed: the shell is not at its prompt. Process \
+             {pid} (`{command_line}`) still has the terminal, although the previous command \
+             reported its end (a sourced script or the shell itself can do that). Wait for that \
+             program to end and send the command again, or use reset=true to stop it and start \
+             a fresh shell.]"
+        ),
+        NotRun::IntegrationDamaged => format!(
+            "[Your command {command} is NOT executed: the shell reported that the running \
+             command never ran. {DAMAGED}]"
+        ),
+        NotRun::Incomplete => format!(
+            "[Your command {command} is NOT executed: the previous command is incomplete, and the \
+             shell waits for its remaining lines.]"
+        ),
+        NotRun::CommandRunning { .. } => format!(
+            "[Your command {command} is NOT executed. The previous command is still running - You \
+             CANNOT send new commands until the previous command is completed. By setting \
+             `is_input` to `true`, you can interact with the current process: \
+             {TIMEOUT_MESSAGE_TEMPLATE}]"
+        ),
+    }
+}
+
+/// The lines about input that did not all arrive.
+fn input_lines(input: Option<&InputReport>, out: &mut Text) {
+    match input {
+        Some(InputReport::NotSent) => {
+            out.note("[Your input was not sent: the command had already finished.]".to_owned())
+        }
+        Some(InputReport::Sent { delivered, total, .. }) if delivered < total => out.note(format!(
+            "[Only {delivered} of the {total} bytes of your input were delivered: the program is \
+             not reading its input, and the rest was dropped. C-c still interrupts it.]"
+        )),
+        _ => {}
+    }
+}
+
+/// The lines an outcome adds after the status: who waits for input, an
+/// incomplete command.
+fn outcome_lines(outcome: &Outcome, status: TerminalStatus, out: &mut Text) {
+    let reading = match outcome {
+        Outcome::WaitingForInput { shell_reading } => Some(*shell_reading),
+        Outcome::NotExecuted { why: NotRun::CommandRunning { reading: Some(reader) }, .. } => {
+            Some(*reader == shellkeep_engine::session::Reader::Shell)
+        }
+        _ => None,
+    };
+    if reading.is_some() && status != TerminalStatus::WaitingForInput {
+        out.note("[The program is waiting for input: send it with is_input=true.]".to_owned());
+    }
+    if reading == Some(true) {
+        out.note(SHELL_READING.to_owned());
+    }
+    if matches!(outcome, Outcome::Incomplete | Outcome::NotExecuted { why: NotRun::Incomplete, .. })
+    {
+        out.note(
+            "[The command is incomplete, so the shell waits for the rest of it (as at a `>` \
+             prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+                .to_owned(),
+        );
+    }
+}
+
+/// Whether an event is told before the output (it happened before the
+/// command ran) rather than after the status.
+fn comes_first(event: &Event) -> bool {
+    matches!(event, Event::PreviousCallCancelled { .. } | Event::Reset)
+}
+
+/// The lines of one event.
+fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
+    let line = match event {
+        Event::PreviousCallCancelled { ago } => format!(
+            "[The previous call was cancelled by the client {} ago; the command was left \
+             running, and what it printed since is below.]",
+            seconds(*ago)
+        ),
+        Event::Reset => {
+            out.note(format!(
+                "{RESET_NOTICE} All previous environment variables and session state have been \
+                 cleared."
+            ));
+            format!("[The new shell started in {}.]", in_text(&reply.cwd))
+        }
+        Event::ShellRestarted { how, cwd } => format!(
+            "[The shell exited ({}); a new shell was started in {}. Variables, functions and \
+             background jobs from before are gone.]",
+            shell_exit(*how),
+            in_text(cwd)
+        ),
+        Event::NestedShellStarted => "[A nested shell started; shellkeep's integration was \
+            installed in it, so your commands now run inside it with exit codes and the working \
+            directory. `exit` returns to the outer shell.]"
+            .to_owned(),
+        Event::NestedShellExited { status } => format!(
+            "[The nested shell exited (exit code {status}); commands run in the outer shell \
+             again.]"
+        ),
+        Event::IntegrationReinstalled => "[The shell was replaced (exec) and lost shellkeep's \
+            integration; it was reinstalled, so commands keep their exit codes and working \
+            directory.]"
+            .to_owned(),
+        Event::ReinstallFailed => "[A shell without shellkeep's integration is waiting at its \
+            prompt and the integration could not be installed in it: send its commands with \
+            is_input=true, or reset=true for a fresh shell.]"
+            .to_owned(),
+        Event::OtherShell(name) => format!(
+            "[`{name}` is an interactive shell without shellkeep's integration: send its \
+             commands with is_input=true (exit codes and the working directory are not tracked \
+             inside it); `exit` returns to bash.]"
+        ),
+        Event::RemoteShell(name) => format!(
+            "[`{name}` is a remote or container session, driven as an interactive program: send \
+             its commands with is_input=true; `exit` (or C-d) ends it.]"
+        ),
+        Event::NamedBash(command_line) => format!(
+            "[`{command_line}` calls itself bash but is not the bash shellkeep runs, so \
+             shellkeep's integration was not installed in it: it is driven as an interactive \
+             program (send its input with is_input=true).]"
+        ),
+        Event::PromptNotRun => "[shellkeep's shell integration is damaged: its prompt \
+            (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of \
+            the command. A command removed or replaced its functions or variables, or cleared \
+            PROMPT_COMMAND: reset=true restores a working shell.]"
+            .to_owned(),
+        Event::StatusLost => "[The exit code above may be wrong: a command removed a function \
+            of shellkeep's shell integration that keeps the command's status, so the shell \
+            integration is damaged. reset=true restores a working shell.]"
+            .to_owned(),
+        Event::EndMarkerMissing => "[The shell reported the end of the command, but its end \
+            marker never reached the terminal (the terminal or standard output was redirected, \
+            or an escape sequence swallowed it): the output shown is what was read before the \
+            end.]"
+            .to_owned(),
+        Event::OutputElsewhere => "[The shell's standard output does not go to the terminal \
+            (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or \
+            reset=true restores it.]"
+            .to_owned(),
+    };
+    out.note(line);
+}
+
+/// How a shell ended, in words.
+fn shell_exit(how: ShellExit) -> String {
+    match how {
+        ShellExit::Code(code) => format!("exit code {code}"),
+        ShellExit::Signal(signal) => format!("killed by signal {signal}"),
+        ShellExit::Unknown => "it stopped".to_owned(),
+    }
+}
+
+/// What the shell reading the terminal itself means, and what to do.
+const SHELL_READING: &str = "[The shell itself is reading the terminal and has not reported the \
+     end of the command. Either the command is a shell builtin waiting for input (such as \
+     `read`): send it with is_input=true; or the command damaged shellkeep's shell integration \
+     (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the \
+     shell stopped) and the shell sits at its prompt, where commands can no longer run or report \
+     their end: reset=true restores a working shell.]";
+
+/// The tool error for text sent as a key that is no key we know, with the
+/// keys there are.
+pub fn unknown_key(err: &UnknownKey) -> String {
+    let names: Vec<&str> = keys::names().collect();
+    format!(
+        "unknown key {:?}. Valid keys: C-<letter> (e.g. C-c, C-d, C-z), {}. To type text \
+         instead, send it without a C- prefix.",
+        err.text,
+        names.join(", ")
+    )
+}
+
+/// The tool error for a call the session refused, in the `terminal` tool's
+/// words (the engine's own messages name no argument).
+pub fn session_refused(err: &SessionError) -> String {
+    match err {
+        SessionError::Cancelled => "The client cancelled this call before it started.".to_owned(),
+        SessionError::NulByte => "The command contains a NUL byte, which no shell command can \
+            contain. Remove it (use printf '\\0' to produce one)."
+            .to_owned(),
+        SessionError::Shell(problem) => {
+            format!(
+                "The session's shell failed ({problem}). Try again, or reset=true to start a fresh shell."
+            )
+        }
+        SessionError::NothingToWaitFor => "No command is running, so there is nothing to wait \
+            for. Send a command to run it."
+            .to_owned(),
+        SessionError::NothingToSendInputTo => "No command is running, so there is nothing to send \
+            input to. Run a command first, or send this as a command with is_input=false."
+            .to_owned(),
+        SessionError::KeyWhileIncomplete => "The shell is waiting for the rest of an incomplete \
+            command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send \
+            the remaining lines with is_input=true."
+            .to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,936 @@
+//! Snapshot tests of terminal replies: for each outcome, the main events
+//! and the input reports, a fixture [`Reply`] and the text and structured
+//! content (JSON) an agent reads. They are the reviewable record of every
+//! word; `UPDATE_EXPECT=1 cargo test -p shellkeep --bin shellkeep` rewrites
+//! them after a deliberate change.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use expect_test::{Expect, expect};
+use shellkeep_engine::keys::UnknownKey;
+use shellkeep_engine::output::Shown;
+use shellkeep_engine::process::TerminationMode;
+use shellkeep_engine::session::{
+    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
+};
+
+use super::{session_refused, terminal, unknown_key};
+
+/// A reply about `echo hi` in `/home/me/project` that printed `output`.
+fn reply(outcome: Outcome, output: &str) -> Reply {
+    Reply {
+        command: "echo hi".to_owned(),
+        outcome,
+        output: Shown { text: output.to_owned(), ..Shown::empty() },
+        screen: false,
+        input: None,
+        idle_output: None,
+        events: Vec::new(),
+        cwd: PathBuf::from("/home/me/project"),
+        python: Some(PathBuf::from("/usr/bin/python3")),
+        duration: Duration::from_millis(1_500),
+        continued: false,
+        previous: None,
+        number: Some(1),
+        first_line: 0,
+        look_again_within: None,
+    }
+}
+
+/// A reply about a command still running under a limit.
+fn running(outcome: Outcome, output: &str) -> Reply {
+    Reply { look_again_within: Some(Duration::from_secs(42)), ..reply(outcome, output) }
+}
+
+/// Checks the text blocks (separated by a line of `=`) and the structured
+/// content of `reply` against `expected`.
+fn check(reply: &Reply, expected: Expect) {
+    let (blocks, structured) = terminal(reply);
+    let text = blocks.into_texts().join("\n=====\n");
+    let json = serde_json::to_string_pretty(&structured).expect("serializable");
+    expected.assert_eq(&format!("{text}\n-----\n{json}\n"));
+}
+
+#[test]
+fn completed() {
+    check(
+        &reply(Outcome::Completed { exit_code: 0 }, "hi\n"),
+        expect![[r#"
+        hi
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "hi\n",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn completed_after_a_key() {
+    let mut reply = reply(Outcome::Completed { exit_code: 130 }, "^C\n");
+    reply.input = Some(InputReport::Sent { key: Some("C-c".into()), delivered: 1, total: 1 });
+    reply.continued = true;
+    check(
+        &reply,
+        expect![[r#"
+        [Below is the output of the previous command.]
+        ^C
+        [The command completed with exit code 130. CTRL+C was sent.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "^C\n",
+          "exit_code": 130,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "CTRL+C was sent."
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn killed() {
+    let outcome = Outcome::Killed {
+        limit: Duration::from_secs(600),
+        mode: TerminationMode::Hard,
+        exit_code: 137,
+    };
+    check(
+        &reply(outcome, "working\n"),
+        expect![[r#"
+        working
+        [The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "working\n",
+          "exit_code": 137,
+          "status": "killed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "timeout_reason": "exec_timeout",
+          "termination_mode": "hard",
+          "notes": [
+            "[The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn running_quiet() {
+    let outcome = Outcome::Running { why: WaitEnded::NoNewOutput(Duration::from_secs(30)) };
+    check(
+        &running(outcome, "step 1\n"),
+        expect![[r#"
+        step 1
+        [The command has no new output after 30 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "step 1\n",
+          "exit_code": -1,
+          "status": "running",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[The command has no new output after 30 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn running_past_the_call_timeout() {
+    let outcome = Outcome::Running { why: WaitEnded::Timeout(Duration::from_millis(500)) };
+    let mut reply = running(outcome, "step 2\n");
+    reply.continued = true;
+    check(
+        &reply,
+        expect![[r#"
+        [Below is the output of the previous command.]
+        step 2
+        [The command timed out after 0.5 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "step 2\n",
+          "exit_code": -1,
+          "status": "running",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[The command timed out after 0.5 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn running_after_a_cancelled_call() {
+    let reply = running(Outcome::Running { why: WaitEnded::Cancelled }, "");
+    check(
+        &reply,
+        expect![[r#"
+        [The command was left running: the client cancelled this call. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "",
+          "exit_code": -1,
+          "status": "running",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[The command was left running: the client cancelled this call. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn running_while_the_session_closes() {
+    let reply = running(Outcome::Running { why: WaitEnded::SessionClosing }, "");
+    check(
+        &reply,
+        expect![[r#"
+            [This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]"
+              ]
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn waiting_for_input() {
+    let reply = running(Outcome::WaitingForInput { shell_reading: false }, "Password: ");
+    check(
+        &reply,
+        expect![[r#"
+        Password: 
+        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "Password: ",
+          "exit_code": -1,
+          "status": "waiting_for_input",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "notes": [
+            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn waiting_for_input_read_by_the_shell() {
+    let reply = running(Outcome::WaitingForInput { shell_reading: true }, "");
+    check(
+        &reply,
+        expect![[r#"
+        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        [The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]
+        -----
+        {
+          "output": "",
+          "exit_code": -1,
+          "status": "waiting_for_input",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "notes": [
+            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
+            "[The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn incomplete() {
+    let mut reply = reply(Outcome::Incomplete, "");
+    reply.command = "echo 'open".to_owned();
+    reply.number = None;
+    check(
+        &reply,
+        expect![[r#"
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn incomplete_after_a_line() {
+    let mut reply = reply(Outcome::Incomplete, "");
+    reply.command = "cat <<EOF\nline".to_owned();
+    reply.input = Some(InputReport::Sent { key: None, delivered: 5, total: 5 });
+    reply.continued = true;
+    reply.number = None;
+    check(
+        &reply,
+        expect![[r#"
+            [Below is the output of the previous command.]
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn integration_damaged() {
+    check(
+        &running(Outcome::IntegrationDamaged, ""),
+        expect![[r#"
+            [The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
+            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
+                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn not_executed_while_a_command_runs() {
+    let why = NotRun::CommandRunning { reading: None };
+    let outcome = Outcome::NotExecuted { command: "echo second".into(), why };
+    check(
+        &running(outcome, "still going\n"),
+        expect![[r#"
+        [Below is the output of the previous command.]
+        still going
+        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "still going\n",
+          "exit_code": -1,
+          "status": "not_executed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn not_executed_while_a_program_waits_for_input() {
+    let why = NotRun::CommandRunning { reading: Some(Reader::Program) };
+    let outcome = Outcome::NotExecuted { command: "echo second".into(), why };
+    check(
+        &running(outcome, "Continue? [y/N] "),
+        expect![[r#"
+        [Below is the output of the previous command.]
+        Continue? [y/N] 
+        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        [The program is waiting for input: send it with is_input=true.]
+        -----
+        {
+          "output": "Continue? [y/N] ",
+          "exit_code": -1,
+          "status": "not_executed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "notes": [
+            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
+            "[The program is waiting for input: send it with is_input=true.]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn not_executed_while_the_shell_reads() {
+    let why = NotRun::CommandRunning { reading: Some(Reader::Shell) };
+    let outcome = Outcome::NotExecuted { command: "echo second".into(), why };
+    check(
+        &running(outcome, ""),
+        expect![[r#"
+        [Below is the output of the previous command.]
+        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        [The program is waiting for input: send it with is_input=true.]
+        [The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]
+        -----
+        {
+          "output": "",
+          "exit_code": -1,
+          "status": "not_executed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "notes": [
+            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
+            "[The program is waiting for input: send it with is_input=true.]",
+            "[The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn not_executed_while_a_command_is_incomplete() {
+    let outcome = Outcome::NotExecuted { command: "echo second".into(), why: NotRun::Incomplete };
+    let mut reply = reply(outcome, "");
+    reply.command = "echo 'open".to_owned();
+    reply.continued = true;
+    reply.number = None;
+    check(
+        &reply,
+        expect![[r#"
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed: the previous command is incomplete, and the shell waits for its remaining lines.]
+            [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed: the previous command is incomplete, and the shell waits for its remaining lines.]",
+                "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
+              ]
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn not_executed_away_from_the_prompt() {
+    let why = NotRun::NotAtPrompt { pid: 4242, command_line: "python3 hands.py".into() };
+    let mut reply = reply(Outcome::NotExecuted { command: "echo second".into(), why }, "");
+    reply.command = "echo second".to_owned();
+    reply.number = None;
+    check(
+        &reply,
+        expect![[r#"
+        [Below is the output of the previous command.]
+        [Your command "echo second" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]
+        -----
+        {
+          "output": "",
+          "exit_code": -1,
+          "status": "not_executed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[Your command \"echo second\" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn not_executed_with_the_integration_damaged() {
+    let why = NotRun::IntegrationDamaged;
+    let outcome = Outcome::NotExecuted { command: "echo second".into(), why };
+    check(
+        &running(outcome, ""),
+        expect![[r#"
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
+            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
+                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn reset_alone() {
+    let mut reply = reply(Outcome::Idle, "");
+    reply.command = String::new();
+    reply.number = None;
+    reply.duration = Duration::ZERO;
+    reply.events = vec![Event::Reset];
+    check(
+        &reply,
+        expect![[r#"
+            Terminal session has been reset. All previous environment variables and session state have been cleared.
+            [The new shell started in /home/me/project.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "output": "",
+              "exit_code": 0,
+              "status": "completed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 0,
+              "truncated": false,
+              "notes": [
+                "Terminal session has been reset. All previous environment variables and session state have been cleared.",
+                "[The new shell started in /home/me/project.]"
+              ]
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn a_key_nothing_needed() {
+    let mut reply = reply(Outcome::Idle, "");
+    reply.command = String::new();
+    reply.number = None;
+    reply.duration = Duration::ZERO;
+    reply.input = Some(InputReport::KeyNotNeeded("C-c".into()));
+    check(
+        &reply,
+        expect![[r#"
+        [No command is running, so C-c was not sent: the shell is at its prompt.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 0,
+          "truncated": false,
+          "notes": [
+            "[No command is running, so C-c was not sent: the shell is at its prompt.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn input_after_the_command_finished() {
+    let mut reply = reply(Outcome::Completed { exit_code: 0 }, "done\n");
+    reply.input = Some(InputReport::NotSent);
+    check(
+        &reply,
+        expect![[r#"
+        done
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        [Your input was not sent: the command had already finished.]
+        -----
+        {
+          "output": "done\n",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[Your input was not sent: the command had already finished.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn input_partly_delivered() {
+    let mut reply = running(Outcome::Running { why: WaitEnded::Timeout(Duration::ZERO) }, "");
+    reply.input = Some(InputReport::Sent { key: None, delivered: 69_632, total: 200_001 });
+    check(
+        &reply,
+        expect![[r#"
+        [The command timed out after 0 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        [Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]
+        -----
+        {
+          "output": "",
+          "exit_code": -1,
+          "status": "running",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[The command timed out after 0 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
+            "[Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn a_previous_command_background_output_and_a_cancelled_call() {
+    let mut previous = reply(Outcome::Completed { exit_code: 3 }, "late\n");
+    previous.command = "sleep 1; echo late; (exit 3)".to_owned();
+    let mut reply = reply(Outcome::Completed { exit_code: 0 }, "next\n");
+    reply.previous = Some(Box::new(previous));
+    reply.idle_output = Some("bg-out\n".to_owned());
+    reply.events = vec![Event::PreviousCallCancelled { ago: Duration::from_millis(2_300) }];
+    check(
+        &reply,
+        expect![[r#"
+        [The previous command finished with exit code 3 before this one started; its last output follows.]
+        late
+        [The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]
+        [Printed while no command was running (background jobs):]
+        bg-out
+        next
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "next\n",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "previous_output": "late\n",
+          "previous_exit_code": 3,
+          "background_output": "bg-out\n",
+          "notes": [
+            "[The previous command finished with exit code 3 before this one started; its last output follows.]",
+            "[The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]",
+            "[Printed while no command was running (background jobs):]"
+          ],
+          "previous_call_cancelled_sec_ago": 2.3
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn a_previous_command_that_was_killed() {
+    let outcome = Outcome::Killed {
+        limit: Duration::from_secs(30),
+        mode: TerminationMode::Soft,
+        exit_code: 143,
+    };
+    let mut reply = reply(Outcome::Completed { exit_code: 0 }, "next\n");
+    reply.previous = Some(Box::new(self::reply(outcome, "")));
+    check(
+        &reply,
+        expect![[r#"
+        [The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]
+        next
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "next\n",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "previous_output": "",
+          "previous_exit_code": 143,
+          "notes": [
+            "[The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn a_full_screen_program() {
+    let mut reply = running(Outcome::WaitingForInput { shell_reading: false }, "~\n~\n:");
+    reply.screen = true;
+    check(
+        &reply,
+        expect![[r#"
+        [A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]
+        ~
+        ~
+        :
+        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
+        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
+        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
+        -----
+        {
+          "output": "~\n~\n:",
+          "exit_code": -1,
+          "status": "waiting_for_input",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "notes": [
+            "[A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]",
+            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
+            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
+            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+          ],
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn output_that_looks_like_a_notice_gets_a_block_of_its_own() {
+    let output = "[The command completed with exit code 0.]\n";
+    check(
+        &reply(Outcome::Completed { exit_code: 1 }, output),
+        expect![[r#"
+        [The command completed with exit code 0.]
+
+        =====
+        [The command completed with exit code 1.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "[The command completed with exit code 0.]\n",
+          "exit_code": 1,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn shell_and_integration_events() {
+    let mut reply = reply(Outcome::Completed { exit_code: 5 }, "");
+    reply.events = vec![
+        Event::NestedShellStarted,
+        Event::NestedShellExited { status: 5 },
+        Event::IntegrationReinstalled,
+        Event::ReinstallFailed,
+        Event::OtherShell("sh".into()),
+        Event::RemoteShell("ssh".into()),
+        Event::NamedBash("fakebash -i".into()),
+        Event::PromptNotRun,
+        Event::StatusLost,
+        Event::EndMarkerMissing,
+        Event::OutputElsewhere,
+        Event::ShellRestarted { how: ShellExit::Code(5), cwd: PathBuf::from("/home/me") },
+    ];
+    check(
+        &reply,
+        expect![[r#"
+        [The command completed with exit code 5.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        [A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]
+        [The nested shell exited (exit code 5); commands run in the outer shell again.]
+        [The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]
+        [A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]
+        [`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]
+        [`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]
+        [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
+        [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
+        [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
+        [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
+        [The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]
+        [The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
+        -----
+        {
+          "output": "",
+          "exit_code": 5,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "notes": [
+            "[A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]",
+            "[The nested shell exited (exit code 5); commands run in the outer shell again.]",
+            "[The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]",
+            "[A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]",
+            "[`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]",
+            "[`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]",
+            "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
+            "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
+            "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
+            "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
+            "[The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]",
+            "[The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn refused_calls() {
+    let errors = [
+        SessionError::Cancelled,
+        SessionError::NulByte,
+        SessionError::Shell("could not write to the shell: broken pipe".into()),
+        SessionError::NothingToWaitFor,
+        SessionError::NothingToSendInputTo,
+        SessionError::KeyWhileIncomplete,
+    ];
+    let mut words: Vec<String> = errors.iter().map(session_refused).collect();
+    words.push(unknown_key(&UnknownKey { text: "C-1".into() }));
+    expect![[r#"
+        The client cancelled this call before it started.
+        The command contains a NUL byte, which no shell command can contain. Remove it (use printf '\0' to produce one).
+        The session's shell failed (could not write to the shell: broken pipe). Try again, or reset=true to start a fresh shell.
+        No command is running, so there is nothing to wait for. Send a command to run it.
+        No command is running, so there is nothing to send input to. Run a command first, or send this as a command with is_input=false.
+        The shell is waiting for the rest of an incomplete command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send the remaining lines with is_input=true.
+        unknown key "C-1". Valid keys: C-<letter> (e.g. C-c, C-d, C-z), ENTER, TAB, BS, ESC, UP, DOWN, RIGHT, LEFT, HOME, END, PGUP, PGDN, DEL. To type text instead, send it without a C- prefix."#]].assert_eq(&words.join("\n"));
+}
