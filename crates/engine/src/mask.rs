@@ -1,0 +1,1021 @@
+//! Secret masking: every registered secret value, its encodings, and the
+//! shapes of well-known credentials become [`MASK`] in output text, whole
+//! or in pieces.
+//!
+//! [`Secrets`] is what is masked, built once (from the list another module
+//! makes out of flags, files and the environment); a [`StreamMasker`] is
+//! the state of one stream of text (a terminal command's output, one `run`
+//! stream, what background jobs print), so that a secret split between
+//! pieces, or printed in pieces with pauses between them, is masked as if
+//! the stream had come whole: `output::pass`, the one place every piece of
+//! output passes, calls it.
+//!
+//! What is masked, as [`MASK`]:
+//! - each registered value (8 characters or more; a shorter one is
+//!   skipped: it cannot be masked without wrecking the output); each line
+//!   of a multi-line value on its own (lines of 8 characters or more);
+//! - for each of those, its base64 at each of the three byte alignments (as
+//!   GitHub's runner does: the value encoded after 0, 1 and 2 unknown bytes,
+//!   less the characters that depend on the bytes around it and on
+//!   padding), its URL encoding (every byte but `A-Z a-z 0-9 - . _ ~`
+//!   percent-encoded) and its JSON string escaping;
+//! - with shapes on, well-known credentials wherever they appear, registered
+//!   or not ([`SHAPES`]): GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`,
+//!   `ghr_` and 36 or more letters and digits; `github_pat_`), GitLab
+//!   (`glpat-`), AWS access key ids (`AKIA`/`ASIA` and 16 capitals or
+//!   digits), Slack (`xoxa-`, `xoxb-`, `xoxp-`, `xoxo-`, `xoxs-`, `xoxr-`),
+//!   Stripe (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`), OpenAI and
+//!   Anthropic (`sk-` and 20 or more of `A-Z a-z 0-9 _ -` with a digit:
+//!   `sk-proj-…`, `sk-ant-…`), Google API keys (`AIza` and 35 characters),
+//!   the body of a private key's PEM block (the runs of base64 between
+//!   `-----BEGIN … PRIVATE KEY-----` and the next `-----`), and the password
+//!   of a URL (`scheme://user:PASSWORD@host`: only the password). A token
+//!   must not follow a letter, digit or `_`.
+//!
+//! Overlapping or touching matches are masked as their union: one
+//! [`MASK`]. Values are found with one Aho-Corasick automaton (all of them
+//! and all their encodings, every overlapping match), the shapes with a
+//! second one over their literal beginnings, each beginning then judged by
+//! its shape's rule (a run of its characters, within its lengths).
+//!
+//! # Streaming
+//!
+//! [`StreamMasker::push`] releases the text it can decide and holds back the
+//! shortest tail that could still begin a match: at most the longest value
+//! pattern less one byte, and for a shape up to the first character that
+//! decides it (a token's run ends or reaches its longest, a URL reaches its
+//! `@`). The next piece decides it; the end of the stream releases
+//! everything. So any split of a stream gives the same text as masking it
+//! whole (a property test checks it). A mask that reaches the end of what
+//! was released stays open: what follows it and belongs to the same match
+//! is not released again.
+//!
+//! Released early, held text cannot always be decided: a reply taken while
+//! text is held shows it as masked as the text so far allows
+//! ([`StreamMasker::preview`]), so a secret whose first part is held and
+//! whose rest has not been printed yet can show that first part, shorter
+//! than the hold (GitHub's runner has the same limit). The terminal's
+//! committed text comes in whole lines (no pattern spans a line, apart
+//! from a PEM body, which is decided a character at a time), so there
+//! nothing is held except after a line longer than the renderer's limit
+//! was cut, and a reply shows that held part together with the rest of
+//! the line.
+//!
+//! What masking cannot do: a command that sends a secret over the network,
+//! writes it to a file of its own, or prints it transformed in a way not
+//! listed here (reversed, split with other text between its parts, another
+//! encoding) is not stopped.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+/// What a masked secret becomes (OpenHands' words, which models know).
+pub const MASK: &str = "<secret-hidden>";
+
+/// Values shorter than this many bytes are not masked.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// The secrets of a session or of the `run` commands: values, their
+/// encodings, and (if on) the shapes of well-known credentials.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    /// The names of the registered values (for notices; never the values).
+    names: Vec<String>,
+    values: Option<Patterns>,
+    shapes: Option<Shapes>,
+}
+
+/// A set of literal patterns: the automaton that finds them and what tells
+/// whether a text ends with the beginning of one.
+#[derive(Debug)]
+struct Patterns {
+    matcher: AhoCorasick,
+    beginnings: Beginnings,
+}
+
+/// Sorted patterns, to tell whether the end of a text may begin one.
+#[derive(Debug)]
+struct Beginnings {
+    sorted: Vec<Vec<u8>>,
+    first_bytes: [bool; 256],
+    longest: usize,
+}
+
+impl Beginnings {
+    fn new(patterns: &[Vec<u8>]) -> Beginnings {
+        let mut sorted = patterns.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        let mut first_bytes = [false; 256];
+        for pattern in &sorted {
+            first_bytes[pattern[0] as usize] = true;
+        }
+        let longest = sorted.iter().map(Vec::len).max().unwrap_or(0);
+        Beginnings { sorted, first_bytes, longest }
+    }
+
+    /// Where the shortest tail of `text` begins that is the beginning, and
+    /// not the whole, of some pattern: the text from there may still become
+    /// a match. `text.len()` when there is none.
+    fn undecided_from(&self, text: &[u8]) -> usize {
+        let from = text.len().saturating_sub(self.longest.saturating_sub(1));
+        (from..text.len())
+            .find(|&i| self.first_bytes[text[i] as usize] && self.is_proper_beginning(&text[i..]))
+            .unwrap_or(text.len())
+    }
+
+    fn is_proper_beginning(&self, tail: &[u8]) -> bool {
+        // Patterns that start with `tail` come right after it in order.
+        let at = self.sorted.partition_point(|pattern| pattern.as_slice() < tail);
+        self.sorted[at..]
+            .iter()
+            .take(2)
+            .any(|pattern| pattern.len() > tail.len() && pattern.starts_with(tail))
+    }
+}
+
+impl Secrets {
+    /// Nothing to mask.
+    pub fn none() -> Secrets {
+        Secrets::default()
+    }
+
+    /// The secrets `values` (name, value), and the shapes of well-known
+    /// credentials when `shapes`. A value shorter than [`MIN_SECRET_LEN`]
+    /// bytes is skipped (the caller refuses or reports those first).
+    pub fn new(values: impl IntoIterator<Item = (String, String)>, shapes: bool) -> Secrets {
+        let mut names = Vec::new();
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        for (name, value) in values {
+            if value.len() < MIN_SECRET_LEN {
+                tracing::warn!(
+                    "the secret {name} is shorter than {MIN_SECRET_LEN} bytes: not masked"
+                );
+                continue;
+            }
+            names.push(name);
+            for form in forms(&value) {
+                for encoded in encodings(&form) {
+                    if encoded.len() >= MIN_SECRET_LEN {
+                        patterns.push(encoded.into_bytes());
+                    }
+                }
+            }
+        }
+        let values = (!patterns.is_empty()).then(|| Patterns {
+            matcher: AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+                .expect("literal patterns build"),
+            beginnings: Beginnings::new(&patterns),
+        });
+        Secrets { names, values, shapes: shapes.then(Shapes::new) }
+    }
+
+    /// Whether nothing is masked at all.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_none() && self.shapes.is_none()
+    }
+
+    /// The names of the registered values.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Whether the shapes of well-known credentials are masked.
+    pub fn masks_shapes(&self) -> bool {
+        self.shapes.is_some()
+    }
+
+    /// `text` masked whole, and how many masks it got: for text that is not
+    /// part of a stream (a command line, a full screen).
+    pub fn mask<'a>(&self, text: &'a str) -> (Cow<'a, str>, u64) {
+        StreamMasker::default().push(self, text, true)
+    }
+}
+
+/// The forms of a value that are masked: the value (unless it spans
+/// lines), and each line of 8 or more bytes of a multi-line value.
+fn forms(value: &str) -> Vec<String> {
+    if !value.contains(['\n', '\r']) {
+        return vec![value.to_owned()];
+    }
+    value
+        .split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|line| line.len() >= MIN_SECRET_LEN)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `form` and its encodings: base64 at three alignments, URL encoding,
+/// JSON string escaping (those that differ from it).
+fn encodings(form: &str) -> Vec<String> {
+    let mut all = vec![form.to_owned()];
+    for prefix in 0..3 {
+        all.push(base64_aligned(form.as_bytes(), prefix));
+    }
+    all.push(url_encode(form));
+    let json = serde_json::to_string(form).expect("a string serializes");
+    all.push(json[1..json.len() - 1].to_owned());
+    all.sort();
+    all.dedup();
+    all
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// The base64 characters of `value` encoded after `prefix` (0 to 2)
+/// unknown bytes, less those that depend on the unknown bytes before it or
+/// after it (and on padding): what any base64 of text that holds `value`
+/// at that alignment contains.
+fn base64_aligned(value: &[u8], prefix: usize) -> String {
+    let mut bytes = vec![0u8; prefix];
+    bytes.extend_from_slice(value);
+    let bits = bytes.len() * 8;
+    let first = (prefix * 8).div_ceil(6);
+    let last = bits / 6;
+    (first..last)
+        .map(|j| {
+            let bit = j * 6;
+            let (byte, shift) = (bit / 8, bit % 8);
+            let pair =
+                (u16::from(bytes[byte]) << 8) | u16::from(*bytes.get(byte + 1).unwrap_or(&0));
+            BASE64[((pair >> (10 - shift)) & 0x3f) as usize] as char
+        })
+        .collect()
+}
+
+/// `value` with every byte but `A-Z a-z 0-9 - . _ ~` percent-encoded.
+fn url_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() * 3);
+    for &byte in value.as_bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// How a shape's beginning is judged.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// A token: its beginning, then a run of `body` characters of `min` to
+    /// `max` (a longer run is masked up to `max`), with a digit in it when
+    /// `digit`.
+    Token { body: fn(u8) -> bool, min: usize, max: usize, digit: bool },
+    /// `://user:PASSWORD@`: the password is masked.
+    UrlPassword,
+    /// `-----BEGIN … PRIVATE KEY-----`: the runs of base64 after it, to the
+    /// next `-----`, are masked.
+    PemBegin,
+}
+
+/// A well-known credential's literal beginning and its rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// The literal it starts with.
+    pub begins: &'static str,
+    rule: Rule,
+}
+
+fn alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn word_dash(b: u8) -> bool {
+    word(b) || b == b'-'
+}
+
+fn alnum_dash(b: u8) -> bool {
+    alnum(b) || b == b'-'
+}
+
+fn upper_digit(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+const fn token(begins: &'static str, body: fn(u8) -> bool, min: usize, max: usize) -> Shape {
+    Shape { begins, rule: Rule::Token { body, min, max, digit: false } }
+}
+
+const fn token_with_digit(
+    begins: &'static str,
+    body: fn(u8) -> bool,
+    min: usize,
+    max: usize,
+) -> Shape {
+    Shape { begins, rule: Rule::Token { body, min, max, digit: true } }
+}
+
+/// The shapes of well-known credentials, masked wherever they appear when
+/// shapes are on. At one place, the first that matches wins.
+pub const SHAPES: &[Shape] = &[
+    token("ghp_", alnum, 36, 255),
+    token("gho_", alnum, 36, 255),
+    token("ghu_", alnum, 36, 255),
+    token("ghs_", alnum, 36, 255),
+    token("ghr_", alnum, 36, 255),
+    token("github_pat_", word, 22, 255),
+    token("glpat-", word_dash, 20, 255),
+    token("AKIA", upper_digit, 16, 16),
+    token("ASIA", upper_digit, 16, 16),
+    token("xoxa-", alnum_dash, 10, 255),
+    token("xoxb-", alnum_dash, 10, 255),
+    token("xoxp-", alnum_dash, 10, 255),
+    token("xoxo-", alnum_dash, 10, 255),
+    token("xoxs-", alnum_dash, 10, 255),
+    token("xoxr-", alnum_dash, 10, 255),
+    token("sk_live_", alnum, 16, 255),
+    token("rk_live_", alnum, 16, 255),
+    token("sk_test_", alnum, 16, 255),
+    token("rk_test_", alnum, 16, 255),
+    // OpenAI (`sk-…`, `sk-proj-…`) and Anthropic (`sk-ant-…`).
+    token_with_digit("sk-", word_dash, 20, 255),
+    token("AIza", word_dash, 35, 35),
+    Shape { begins: "://", rule: Rule::UrlPassword },
+    Shape { begins: "-----BEGIN ", rule: Rule::PemBegin },
+];
+
+/// Bytes of a URL's user name and of its password that are looked at.
+const URL_PART_LIMIT: usize = 256;
+
+/// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
+const PEM_LABEL_LIMIT: usize = 40;
+
+/// The automaton over the shapes' beginnings.
+#[derive(Debug)]
+struct Shapes {
+    patterns: Patterns,
+}
+
+impl Shapes {
+    fn new() -> Shapes {
+        let beginnings: Vec<Vec<u8>> =
+            SHAPES.iter().map(|shape| shape.begins.as_bytes().to_vec()).collect();
+        Shapes {
+            patterns: Patterns {
+                matcher: AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .build(&beginnings)
+                    .expect("literal patterns build"),
+                beginnings: Beginnings::new(&beginnings),
+            },
+        }
+    }
+}
+
+/// What the text at a shape's beginning is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// A match: the span to mask, and where the match ends.
+    Match(Range<usize>, usize),
+    /// Not one.
+    No,
+    /// The text ends before it is decided.
+    Undecided,
+}
+
+/// Judges `shape` at `at` in `text` (the beginning is there); `end`: no more
+/// text comes.
+fn judge(shape: &Shape, text: &[u8], at: usize, end: bool) -> Verdict {
+    let start = at + shape.begins.len();
+    let open = |verdict: Verdict| if end { verdict } else { Verdict::Undecided };
+    match shape.rule {
+        Rule::Token { body, min, max, digit } => {
+            let run = text[start..].iter().take(max).take_while(|&&b| body(b)).count();
+            let judged = || {
+                let has_digit = !digit || text[start..start + run].iter().any(u8::is_ascii_digit);
+                if run >= min && has_digit {
+                    Verdict::Match(at..start + run, start + run)
+                } else {
+                    Verdict::No
+                }
+            };
+            if run < max && start + run == text.len() { open(judged()) } else { judged() }
+        }
+        Rule::UrlPassword => {
+            let user = |b: &&u8| !matches!(**b, b'/' | b':' | b'@') && !b.is_ascii_whitespace();
+            let user_len = text[start..].iter().take(URL_PART_LIMIT).take_while(user).count();
+            let colon = start + user_len;
+            match text.get(colon) {
+                None if user_len < URL_PART_LIMIT => return open(Verdict::No),
+                Some(b':') => {}
+                _ => return Verdict::No,
+            }
+            let pass = |b: &&u8| !matches!(**b, b'/' | b'@') && !b.is_ascii_whitespace();
+            let pass_len = text[colon + 1..].iter().take(URL_PART_LIMIT).take_while(pass).count();
+            let at_sign = colon + 1 + pass_len;
+            match text.get(at_sign) {
+                None if pass_len < URL_PART_LIMIT => open(Verdict::No),
+                Some(b'@') if pass_len > 0 => Verdict::Match(colon + 1..at_sign, at_sign),
+                _ => Verdict::No,
+            }
+        }
+        Rule::PemBegin => {
+            const TAIL: &[u8] = b"PRIVATE KEY";
+            let label = |b: &&u8| b.is_ascii_uppercase() || b.is_ascii_digit() || **b == b' ';
+            let rest = &text[start..];
+            // The label runs into `PRIVATE KEY` (its letters are label
+            // letters too): look for it at each place in the run.
+            let run = rest.iter().take(PEM_LABEL_LIMIT + TAIL.len()).take_while(label).count();
+            for i in 0..=run.min(PEM_LABEL_LIMIT) {
+                let after = &rest[i..];
+                let wanted: &[&[u8]] = &[b"PRIVATE KEY-----", b"PRIVATE KEY BLOCK-----"];
+                for marker in wanted {
+                    if after.starts_with(marker) {
+                        let end_at = start + i + marker.len();
+                        return Verdict::Match(end_at..end_at, end_at);
+                    }
+                    if marker.starts_with(after) {
+                        return open(Verdict::No);
+                    }
+                }
+            }
+            if run == rest.len() && run < PEM_LABEL_LIMIT + TAIL.len() {
+                return open(Verdict::No);
+            }
+            Verdict::No
+        }
+    }
+}
+
+/// Where a PEM body stands at a place in the stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Pem {
+    /// Not in a private key's body.
+    #[default]
+    Out,
+    /// In one, after this many dashes in a row.
+    In(u8),
+}
+
+impl Pem {
+    /// The state after `byte`, and whether `byte` is part of the body's
+    /// key material (masked).
+    fn step(self, byte: u8) -> (Pem, bool) {
+        let Pem::In(dashes) = self else { return (Pem::Out, false) };
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'=' => (Pem::In(0), true),
+            b'-' if dashes >= 4 => (Pem::Out, false),
+            b'-' => (Pem::In(dashes + 1), false),
+            b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' => (Pem::In(0), false),
+            // Anything else cannot be in a key's body: it ended unseen.
+            _ => (Pem::Out, false),
+        }
+    }
+}
+
+/// The masking state of one stream of text: the tail held back until it
+/// is decided, and what the last release left open.
+#[derive(Debug, Clone, Default)]
+pub struct StreamMasker {
+    /// Text not released yet.
+    held: String,
+    /// Bytes at the start of `held` inside a mask already released.
+    covered: usize,
+    /// The released text ends with a mask that reaches the start of `held`
+    /// plus `covered`: a match starting there joins it.
+    open: bool,
+    /// The byte released last (for the rule that a token does not follow a
+    /// letter, digit or `_`).
+    before: Option<u8>,
+    /// Whether the start of `held` is in a private key's PEM body.
+    pem: Pem,
+}
+
+impl StreamMasker {
+    /// A stream with nothing held.
+    pub fn new() -> StreamMasker {
+        StreamMasker::default()
+    }
+
+    /// Whether text is held back.
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Takes in the next piece of the stream and returns the text that can
+    /// be released, masked, with the number of masks in it; `end`: the
+    /// stream ends here, so everything is released.
+    pub fn push<'a>(&mut self, secrets: &Secrets, text: &'a str, end: bool) -> (Cow<'a, str>, u64) {
+        if secrets.is_empty() {
+            return self.release_plain(text);
+        }
+        let joined;
+        let window: &str = if self.held.is_empty() {
+            text
+        } else {
+            joined = std::mem::take(&mut self.held) + text;
+            &joined
+        };
+        let bytes = window.as_bytes();
+        let mut spans: Vec<Range<usize>> = Vec::new();
+        let mut release = window.len();
+        if let Some(values) = &secrets.values {
+            spans.extend(values.matcher.find_overlapping_iter(bytes).map(|m| m.start()..m.end()));
+            if !end {
+                release = release.min(values.beginnings.undecided_from(bytes));
+            }
+        }
+        let mut pem_end = self.pem;
+        if let Some(shapes) = &secrets.shapes {
+            let (undecided, pem) = self.shapes(shapes, bytes, end, &mut spans, release);
+            release = undecided;
+            pem_end = pem;
+        }
+        let (out, masks) = self.release(window, spans, release, pem_end);
+        match out {
+            Some(out) => (Cow::Owned(out), masks),
+            None if std::ptr::eq(window, text) => (Cow::Borrowed(&text[..release]), 0),
+            None => (Cow::Owned(window[..release].to_owned()), 0),
+        }
+    }
+
+    /// What the stream shows if it ended now, without ending it: the held
+    /// text and `text` after it, masked as far as they can be decided, and
+    /// the number of masks. For what a reply shows but nothing keeps (the
+    /// line a command has not finished, a progress line).
+    pub fn preview(&self, secrets: &Secrets, text: &str) -> (String, u64) {
+        let (out, masks) = self.clone().push(secrets, text, true);
+        (out.into_owned(), masks)
+    }
+
+    /// With nothing to mask: releases the held text (from a time there was)
+    /// and `text`.
+    fn release_plain<'a>(&mut self, text: &'a str) -> (Cow<'a, str>, u64) {
+        if self.held.is_empty() {
+            return (Cow::Borrowed(text), 0);
+        }
+        let held = std::mem::take(&mut self.held);
+        let start = self.covered.min(held.len());
+        *self = StreamMasker::default();
+        (Cow::Owned(held[start..].to_owned() + text), 0)
+    }
+
+    /// Finds the shapes in `window` (its start is the start of `held`):
+    /// adds their spans, and returns where the undecided text begins (at
+    /// most `release`) and the PEM state there.
+    fn shapes(
+        &self,
+        shapes: &Shapes,
+        bytes: &[u8],
+        end: bool,
+        spans: &mut Vec<Range<usize>>,
+        mut release: usize,
+    ) -> (usize, Pem) {
+        let mut found: Vec<(usize, usize)> = shapes
+            .patterns
+            .matcher
+            .find_overlapping_iter(bytes)
+            .map(|m| (m.start(), m.pattern().as_usize()))
+            .collect();
+        if !end {
+            release = release.min(shapes.patterns.beginnings.undecided_from(bytes));
+        }
+        if found.is_empty() && self.pem == Pem::Out {
+            return (release, Pem::Out);
+        }
+        found.sort_unstable();
+        let before = |at: usize| if at == 0 { self.before } else { Some(bytes[at - 1]) };
+        // Tokens and URLs: leftmost first, no overlap, as one search of the
+        // whole stream would find them.
+        let mut matches: Vec<Range<usize>> = Vec::new();
+        let mut next = 0;
+        for &(at, index) in &found {
+            let shape = &SHAPES[index];
+            if at < next || matches!(shape.rule, Rule::PemBegin) {
+                continue;
+            }
+            if matches!(shape.rule, Rule::Token { .. }) && before(at).is_some_and(word) {
+                continue;
+            }
+            match judge(shape, bytes, at, end) {
+                Verdict::Match(span, match_end) => {
+                    if !span.is_empty() {
+                        spans.push(span);
+                    }
+                    matches.push(at..match_end);
+                    next = match_end;
+                }
+                Verdict::Undecided => {
+                    release = release.min(at);
+                    break;
+                }
+                Verdict::No => {}
+            }
+        }
+        let begins: Vec<usize> = found
+            .iter()
+            .filter(|(_, index)| matches!(SHAPES[*index].rule, Rule::PemBegin))
+            .map(|(at, _)| *at)
+            .collect();
+        let (pem_spans, undecided, markers) = pem_scan(bytes, self.pem, &begins, end);
+        spans.extend(pem_spans);
+        release = release.min(undecided);
+        // A match (or a PEM marker) is never cut by a release: the next
+        // search finds it again, whole.
+        loop {
+            let cut = matches.iter().chain(&markers).find(|r| r.start < release && release < r.end);
+            match cut {
+                Some(range) => release = range.start,
+                None => break,
+            }
+        }
+        // The state where the release ends: the scan again, up to there,
+        // judged as an end (what was undecided there lies beyond it).
+        let pem_at_release = if release == bytes.len() {
+            pem_scan_state(bytes, self.pem, &begins, end)
+        } else {
+            let begins: Vec<usize> = begins.into_iter().filter(|&at| at < release).collect();
+            pem_scan_state(&bytes[..release], self.pem, &begins, true)
+        };
+        (release, pem_at_release)
+    }
+
+    /// Releases `window[..release]` with `spans` masked (merged where they
+    /// overlap or touch, joined to the mask left open), keeps the rest held;
+    /// returns the released text (`None`: `window[..release]` unchanged)
+    /// and the number of masks.
+    fn release(
+        &mut self,
+        window: &str,
+        mut spans: Vec<Range<usize>>,
+        release: usize,
+        pem: Pem,
+    ) -> (Option<String>, u64) {
+        let covered = self.covered.min(window.len());
+        if spans.is_empty() && covered == 0 {
+            // A mask left open stays open while nothing is released.
+            self.keep(window, release, release, self.open && release == 0, pem);
+            return (None, 0);
+        }
+        spans.sort_unstable_by_key(|span| (span.start, span.end));
+        let mut out = String::with_capacity(release + MASK.len());
+        let mut masks = 0;
+        let mut done = covered;
+        let mut open = self.open;
+        for span in spans.into_iter().filter(|span| span.start < release) {
+            if open && span.start <= done {
+                done = done.max(span.end);
+                continue;
+            }
+            if span.end <= done {
+                continue;
+            }
+            out.push_str(&window[done.min(span.start)..span.start]);
+            out.push_str(MASK);
+            masks += 1;
+            done = span.end;
+            open = true;
+        }
+        if done < release {
+            out.push_str(&window[done..release]);
+            open = false;
+            done = release;
+        }
+        self.keep(window, release, done, open, pem);
+        (Some(out), masks)
+    }
+
+    /// Holds `window[release..]`; `done` is where the released text (or its
+    /// last mask) ends.
+    fn keep(&mut self, window: &str, release: usize, done: usize, open: bool, pem: Pem) {
+        if release > 0 {
+            self.before = Some(window.as_bytes()[release - 1]);
+        }
+        self.held = window[release..].to_owned();
+        self.covered = done.saturating_sub(release);
+        self.open = open && done >= release;
+        self.pem = pem;
+    }
+}
+
+/// Scans `bytes` for private-key PEM bodies from state `pem`, with the
+/// beginnings of `-----BEGIN ` at `begins`: the body spans, where the
+/// undecided text begins (a beginning not judged yet), and the markers
+/// found.
+fn pem_scan(
+    bytes: &[u8],
+    mut pem: Pem,
+    begins: &[usize],
+    end: bool,
+) -> (Vec<Range<usize>>, usize, Vec<Range<usize>>) {
+    let mut spans = Vec::new();
+    let mut markers = Vec::new();
+    let mut at = 0;
+    let mut begins = begins.iter().copied().peekable();
+    let shape = SHAPES.iter().find(|s| matches!(s.rule, Rule::PemBegin)).expect("a PEM shape");
+    loop {
+        if pem == Pem::Out {
+            let Some(begin) = begins.find(|&b| b >= at) else {
+                return (spans, bytes.len(), markers);
+            };
+            match judge(shape, bytes, begin, end) {
+                Verdict::Match(_, marker_end) => {
+                    markers.push(begin..marker_end);
+                    pem = Pem::In(0);
+                    at = marker_end;
+                }
+                Verdict::Undecided => return (spans, begin, markers),
+                Verdict::No => at = begin + 1,
+            }
+            continue;
+        }
+        let mut run: Option<usize> = None;
+        while at < bytes.len() && pem != Pem::Out {
+            let (next, secret) = pem.step(bytes[at]);
+            match (secret, run) {
+                (true, None) => run = Some(at),
+                (false, Some(start)) => {
+                    spans.push(start..at);
+                    run = None;
+                }
+                _ => {}
+            }
+            pem = next;
+            at += 1;
+        }
+        if let Some(start) = run {
+            spans.push(start..at);
+        }
+        if at >= bytes.len() {
+            return (spans, bytes.len(), markers);
+        }
+    }
+}
+
+/// The PEM state at the end of `bytes`.
+fn pem_scan_state(bytes: &[u8], pem: Pem, begins: &[usize], end: bool) -> Pem {
+    // The state at the end is the state after the last byte; `pem_scan`
+    // does not return it, so walk the same way.
+    let shape = SHAPES.iter().find(|s| matches!(s.rule, Rule::PemBegin)).expect("a PEM shape");
+    let mut pem = pem;
+    let mut at = 0;
+    let mut begins = begins.iter().copied();
+    while at < bytes.len() {
+        if pem == Pem::Out {
+            let Some(begin) = begins.find(|&b| b >= at) else { return Pem::Out };
+            match judge(shape, bytes, begin, end) {
+                Verdict::Match(_, marker_end) => {
+                    pem = Pem::In(0);
+                    at = marker_end;
+                }
+                _ => at = begin + 1,
+            }
+            continue;
+        }
+        pem = pem.step(bytes[at]).0;
+        at += 1;
+    }
+    pem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secrets(values: &[&str], shapes: bool) -> Secrets {
+        Secrets::new(
+            values.iter().enumerate().map(|(i, v)| (format!("S{i}"), (*v).to_owned())),
+            shapes,
+        )
+    }
+
+    fn masked(secrets: &Secrets, text: &str) -> String {
+        secrets.mask(text).0.into_owned()
+    }
+
+    /// Standard base64 with padding, for the tests.
+    fn base64(bytes: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(BASE64[((n >> (18 - 6 * i)) & 0x3f) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    const TOKEN: &str = "s3cr3t-Value_42!xyz";
+
+    #[test]
+    fn values_and_their_encodings_are_masked() {
+        let secrets = secrets(&[TOKEN], false);
+        assert_eq!(masked(&secrets, &format!("a {TOKEN} b")), "a <secret-hidden> b");
+        for prefix in ["", "u", "us", "user:", "ab:cd"] {
+            let encoded = base64(format!("{prefix}{TOKEN}").as_bytes());
+            let out = masked(&secrets, &format!("Basic {encoded}\n"));
+            assert!(out.contains(MASK), "{prefix:?}: {out}");
+            // What is left of the encoding is what the bytes around the
+            // value decide.
+            let kept = out.replace(MASK, "").len() - "Basic \n".len();
+            assert!(kept <= prefix.len() * 4 / 3 + 2 + 4, "{prefix:?}: {out}");
+        }
+        assert_eq!(
+            masked(&secrets, "url s3cr3t-Value_42%21xyz and json s3cr3t-Value_42!xyz"),
+            "url <secret-hidden> and json <secret-hidden>"
+        );
+        let quoted = secrets_with("pa\"ss\\word\t1");
+        assert_eq!(masked(&quoted, r#"{"p":"pa\"ss\\word\t1"}"#), r#"{"p":"<secret-hidden>"}"#);
+        // Short values are not masked.
+        assert!(secrets_with("short").is_empty());
+    }
+
+    fn secrets_with(value: &str) -> Secrets {
+        Secrets::new([("X".to_owned(), value.to_owned())], false)
+    }
+
+    #[test]
+    fn each_line_of_a_multi_line_value_is_masked() {
+        let value = "first-line-1234\nsecond-line-5678\nend";
+        let secrets = secrets_with(value);
+        assert_eq!(masked(&secrets, value), "<secret-hidden>\n<secret-hidden>\nend");
+    }
+
+    #[test]
+    fn overlapping_matches_are_masked_as_their_union() {
+        let secrets = secrets(&["abcdefgh12", "fgh12345678"], false);
+        assert_eq!(masked(&secrets, "x abcdefgh12345678 y"), "x <secret-hidden> y");
+        // Touching ones too.
+        assert_eq!(masked(&secrets, "abcdefgh12fgh12345678"), "<secret-hidden>");
+    }
+
+    #[test]
+    fn shapes_are_masked_registered_or_not() {
+        let secrets = Secrets::new([], true);
+        let cases = [
+            ("token ghp_0123456789abcdefghijABCDEFGHIJ012345 end", "token <secret-hidden> end"),
+            ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "<secret-hidden>"),
+            ("glpat-abcdefghij0123456789", "<secret-hidden>"),
+            ("id=AKIAIOSFODNN7EXAMPLE,", "id=<secret-hidden>,"),
+            ("ASIAIOSFODNN7EXAMPLE", "<secret-hidden>"),
+            ("xoxb-1234567890-abcdefghij", "<secret-hidden>"),
+            ("sk_live_abcdefghij0123456789", "<secret-hidden>"),
+            ("rk_live_abcdefghij0123456789", "<secret-hidden>"),
+            ("OPENAI=sk-proj-abc123DEF456ghi789JKL0_-x", "OPENAI=<secret-hidden>"),
+            ("sk-ant-api03-abcdefghij0123456789-xyz", "<secret-hidden>"),
+            ("AIzaSyA-0123456789abcdefghijklmnopqrstu", "<secret-hidden>"),
+            (
+                "git https://x-access-token:hunter2hunter2@github.com/a",
+                "git https://x-access-token:<secret-hidden>@github.com/a",
+            ),
+            ("postgres://user:pw@db:5432", "postgres://user:<secret-hidden>@db:5432"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(masked(&secrets, text), want, "{text}");
+        }
+        // Not credentials.
+        for text in [
+            "ghp_short",
+            "task-0123456789abcdefghijklmn",
+            "sk-learn-is-a-library-for-python",
+            "https://example.com:8080/path@x",
+            "mask ghp_0123456789abcdefghijABCDEFGHIJ012345 inside wordghp_0123456789abcdefghijABCDEFGHIJ012345",
+        ] {
+            let out = masked(&secrets, text);
+            if text.starts_with("mask") {
+                assert_eq!(out.matches(MASK).count(), 1, "{out}");
+            } else {
+                assert_eq!(out, text);
+            }
+        }
+    }
+
+    const PEM: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nQyNTUxOQAAACBoZ2Fsb3c=\n-----END OPENSSH PRIVATE KEY-----\n$ ls\n";
+
+    #[test]
+    fn a_private_key_body_is_masked_line_by_line() {
+        let secrets = Secrets::new([], true);
+        assert_eq!(
+            masked(&secrets, PEM),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n<secret-hidden>\n<secret-hidden>\n-----END OPENSSH PRIVATE KEY-----\n$ ls\n"
+        );
+        let public =
+            "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0D\n-----END PUBLIC KEY-----\n";
+        assert_eq!(masked(&secrets, public), public);
+    }
+
+    /// A small random generator with a fixed seed (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+
+        /// A value of 8 to 28 characters: 8 fixed ones, then random.
+        fn value(&mut self, alphabet: &[u8]) -> String {
+            let head: String = (0..8).map(|_| alphabet[self.below(62)] as char).collect();
+            head + &self.word(alphabet, 20)
+        }
+
+        /// Up to `max` random characters of `alphabet`.
+        fn word(&mut self, alphabet: &[u8], max: usize) -> String {
+            let len = self.below(max + 1);
+            (0..len).map(|_| alphabet[self.below(alphabet.len())] as char).collect()
+        }
+    }
+
+    /// Any split of any stream gives the same text as masking it whole:
+    /// random secrets, embedded raw and encoded at random places among
+    /// random text, shapes and PEM blocks, cut at random places (every
+    /// byte, sometimes).
+    #[test]
+    fn any_split_masks_as_the_whole_does() {
+        let mut rng = Rng(0x5eed_1234_abcd_0001);
+        let alphabet =
+            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:/@ \n=+.%";
+        for round in 0..300 {
+            let values: Vec<String> = (0..1 + rng.below(4)).map(|_| rng.value(alphabet)).collect();
+            let shapes = round % 2 == 0;
+            let secrets = secrets(&values.iter().map(String::as_str).collect::<Vec<_>>(), shapes);
+            let mut text = String::new();
+            for _ in 0..rng.below(12) {
+                text.push_str(&rng.word(alphabet, 30));
+                let value = &values[rng.below(values.len())];
+                let piece = match rng.below(9) {
+                    0 => base64(format!("{}{value}", rng.word(alphabet, 2)).as_bytes()),
+                    1 => url_encode(value),
+                    2 => serde_json::to_string(value).expect("json"),
+                    3 => value[..rng.below(value.len())].to_owned(),
+                    4 => "ghp_0123456789abcdefghijABCDEFGHIJ012345".to_owned(),
+                    5 => format!("https://u:{}x@h", rng.word(b"abc:", 5)),
+                    6 => PEM.to_owned(),
+                    7 => "-----BEGIN RSA PRIV".to_owned(),
+                    _ => value.clone(),
+                };
+                text.push_str(&piece);
+            }
+            let whole = masked(&secrets, &text);
+            for value in &values {
+                if text.contains(value.as_str()) {
+                    assert!(!whole.contains(value.as_str()), "{value:?} in {whole:?}");
+                }
+            }
+            for attempt in 0..4 {
+                let mut masker = StreamMasker::new();
+                let mut out = String::new();
+                let mut at = 0;
+                while at < text.len() {
+                    let mut step = if attempt == 0 { 1 } else { 1 + rng.below(12 * attempt) };
+                    while !text.is_char_boundary((at + step).min(text.len())) {
+                        step += 1;
+                    }
+                    let next = (at + step).min(text.len());
+                    out.push_str(&masker.push(&secrets, &text[at..next], false).0);
+                    at = next;
+                }
+                out.push_str(&masker.push(&secrets, "", true).0);
+                assert_eq!(out, whole, "round {round}, attempt {attempt}: {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_hold_is_the_shortest_undecided_tail() {
+        let secrets = secrets_with("abcdefghij");
+        let mut masker = StreamMasker::new();
+        assert_eq!(masker.push(&secrets, "xyz abc", false).0, "xyz ");
+        assert_eq!(masker.push(&secrets, "def", false).0, "");
+        assert_eq!(masker.push(&secrets, "ghij tail\n", false).0, "<secret-hidden> tail\n");
+        assert!(!masker.holds());
+        // Something that cannot begin a match is released at once.
+        assert_eq!(masker.push(&secrets, "abx", false).0, "abx");
+        // A preview shows the held text as far as it is decided, without
+        // releasing it.
+        assert_eq!(masker.push(&secrets, "abcde", false).0, "");
+        assert_eq!(masker.preview(&secrets, "fghij").0, "<secret-hidden>");
+        assert_eq!(masker.push(&secrets, "", true).0, "abcde");
+    }
+
+    #[test]
+    fn nothing_to_mask_costs_no_copy() {
+        let none = Secrets::none();
+        let mut masker = StreamMasker::new();
+        assert!(matches!(masker.push(&none, "plain", false).0, Cow::Borrowed("plain")));
+        let some = secrets_with("abcdefghij");
+        assert!(matches!(masker.push(&some, "plain\n", false).0, Cow::Borrowed("plain\n")));
+    }
+}
