@@ -26,7 +26,9 @@
 //!
 //! Whatever happens to the command, the result is a [`RunOutcome`] value.
 //! This module does not choose the limits (`policy` does), render the
-//! outcome for an agent (the server does) or mask secrets.
+//! outcome for an agent (the server does). Secrets are masked where every
+//! piece of output passes (`output::pass`, through the sinks), with the
+//! request's [`Secrets`].
 
 use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
@@ -40,6 +42,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
+use crate::mask::Secrets;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
 use crate::process::{self, Scope, Targets, TerminationMode};
@@ -87,13 +90,15 @@ pub struct RunRequest {
     /// The orphan guard to tell about the command's process group while it
     /// runs, so that it dies with the server.
     pub guard: Option<Arc<Guard>>,
+    /// What is masked in both streams (and their logs); nothing by default.
+    pub secrets: Arc<Secrets>,
 }
 
 impl RunRequest {
     /// A request for `command` under `limits`, keeping its output in
     /// `spill_dir` (a store of its own labelled `label`, with the default
     /// limits; set `output` to share one), with no cwd, env or stdin,
-    /// [`DEFAULT_GRACE`], [`DEFAULT_STREAM_CAP`] and no guard. Set the other
+    /// [`DEFAULT_GRACE`], [`DEFAULT_STREAM_CAP`], no guard and no secrets. Set the other
     /// fields with struct update syntax.
     pub fn new(
         command: impl Into<String>,
@@ -115,6 +120,7 @@ impl RunRequest {
                 StoreLimits::default(),
             ),
             guard: None,
+            secrets: Arc::new(Secrets::none()),
         }
     }
 }
@@ -377,8 +383,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutco
     let started = Instant::now();
     let logs = request.output.begin_run(&request.command);
     let number = logs.number;
-    let stdout = OutputSink::new(logs.stdout, request.stream_cap);
-    let stderr = OutputSink::new(logs.stderr, request.stream_cap);
+    let stdout = OutputSink::new(logs.stdout, request.stream_cap, Arc::clone(&request.secrets));
+    let stderr = OutputSink::new(logs.stderr, request.stream_cap, Arc::clone(&request.secrets));
     let not_started = |reason: String, mut stdout: OutputSink, mut stderr: OutputSink| {
         tracing::debug!(command = %request.command, %reason, "command did not start");
         stderr.push(&reason);
@@ -739,7 +745,7 @@ fn cwd_problem(cwd: &Path) -> Option<String> {
 /// Ends a stream's log with the run's `exit_code` and returns what the
 /// outcome shows of it.
 fn finish_sink(sink: &mut OutputSink, exit_code: i32) -> Shown {
-    sink.log().finish(exit_code);
+    sink.finish(exit_code);
     sink.take_shown()
 }
 

@@ -10,8 +10,11 @@
 //! shell printed when it never reached its first prompt. It returns a
 //! [`Passed`], the only type a view ([`CappedOutput`]) or a log
 //! (`store::CommandLog`) takes in, and only `pass` makes one, so no text
-//! reaches either without passing it. Today it changes nothing; secret
-//! masking goes there.
+//! reaches either without passing it. It is where secrets are masked
+//! (`mask.rs`): with the session's or the run's [`Secrets`] and the
+//! stream's state ([`Masking`]), so a secret split between pieces is
+//! masked as if it came whole; text shown but not kept (an unfinished
+//! line, a progress line) passes on a copy of that state.
 //!
 //! A [`CappedOutput`] is a view of a stream of (already rendered) text:
 //! while the stream is within its cap it is shown whole; past it, memory
@@ -48,39 +51,84 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::mask::{Secrets, StreamMasker};
 use crate::private_fs;
 
-/// Output text that passed `pass`. Its field is private and only `pass`
+/// Output text that passed `pass`. Its fields are private and only `pass`
 /// makes one, so every view and log write, which take only this, is text
 /// that passed the one place.
 #[derive(Debug)]
-pub struct Passed<'a>(Cow<'a, str>);
+pub struct Passed<'a> {
+    text: Cow<'a, str>,
+    /// Secrets masked in it.
+    masked: u64,
+}
 
 impl Passed<'_> {
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// The text, owned.
     pub fn into_string(self) -> String {
-        self.0.into_owned()
+        self.text.into_owned()
+    }
+
+    /// How many secrets were masked in it.
+    pub fn masked(&self) -> u64 {
+        self.masked
+    }
+}
+
+/// How one stream of output is masked: the secrets, and the stream's
+/// state (the undecided tail held back, what the last piece left open).
+#[derive(Debug, Clone)]
+pub struct Masking {
+    secrets: Arc<Secrets>,
+    stream: StreamMasker,
+}
+
+impl Masking {
+    /// A stream masked with `secrets`, nothing held yet.
+    pub fn new(secrets: Arc<Secrets>) -> Masking {
+        Masking { secrets, stream: StreamMasker::new() }
+    }
+
+    /// The secrets.
+    pub fn secrets(&self) -> &Arc<Secrets> {
+        &self.secrets
     }
 }
 
 /// The one place every piece of output text passes, once, in order, before
 /// anything keeps, shows, reports or announces it (see the module's
-/// comment). It changes nothing yet; secret masking goes here.
+/// comment): it masks the secrets of `masking` in `text`, the next piece of
+/// its stream, and returns what can be released; the undecided tail (the
+/// beginning of what may be a secret) is held until the next piece, or
+/// `end` (the stream ends here) releases it.
 ///
 /// In the crate's own tests it marks `tests::PASS_WITNESS` wherever the
 /// word appears, in a way that shows a second pass, so that a test can
 /// prove every path of output takes this one, once.
-pub(crate) fn pass(text: &str) -> Passed<'_> {
+pub(crate) fn pass<'a>(masking: &mut Masking, text: &'a str, end: bool) -> Passed<'a> {
+    let (text, masked) = masking.stream.push(&masking.secrets, text, end);
     #[cfg(test)]
     if text.contains(tests::PASS_WITNESS) {
-        return Passed(Cow::Owned(tests::mark_witness(text)));
+        return Passed { text: Cow::Owned(tests::mark_witness(&text)), masked };
     }
-    Passed(Cow::Borrowed(text))
+    Passed { text, masked }
+}
+
+/// Text shown but not kept (the line a command has not finished, a
+/// progress line), as `pass` passes it after what `masking` holds: the
+/// held text and `text`, masked as far as they can be decided now, leaving
+/// the stream as it is. What this can show of a secret is the part that
+/// was held while the rest of it was not printed yet, shorter than the
+/// hold (the module `mask` says more).
+pub(crate) fn pass_shown(masking: &Masking, text: &str) -> Passed<'static> {
+    let passed = pass(&mut masking.clone(), text, true);
+    Passed { text: Cow::Owned(passed.text.into_owned()), masked: passed.masked }
 }
 
 /// What an agent is shown of a stream, and where the rest is.
@@ -110,6 +158,8 @@ pub struct Shown {
     /// was left out (`[... N characters (M lines) omitted ...]`), so a reply
     /// can set it apart from the command's own text around it.
     pub omission: Option<std::ops::Range<usize>>,
+    /// Secrets masked in `text` (each became `mask::MASK`).
+    pub masked: u64,
 }
 
 impl Shown {
@@ -458,6 +508,8 @@ pub struct CappedOutput {
     tail_chars: usize,
     total_chars: u64,
     total_lines: u64,
+    /// Secrets masked in the text pushed.
+    masked: u64,
 }
 
 impl CappedOutput {
@@ -473,11 +525,13 @@ impl CappedOutput {
             tail_chars: 0,
             total_chars: 0,
             total_lines: 0,
+            masked: 0,
         }
     }
 
     /// Appends `text` to the stream.
     pub fn push(&mut self, text: &Passed<'_>) {
+        self.masked += text.masked;
         self.push_text(text.as_str());
     }
 
@@ -526,6 +580,7 @@ impl CappedOutput {
     /// rest is pushed as usual. Returns whether that line was cut when it
     /// was shown, so the reply where it ends must name the saved copy.
     pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &Passed<'_>) -> bool {
+        self.masked += text.masked;
         let text = text.as_str();
         match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
             Some((shown, end)) => {
@@ -565,6 +620,7 @@ impl CappedOutput {
                 full_output_path: saved.path,
                 full_output_cut: saved.cut,
                 full_output_error: saved.error,
+                masked: self.masked,
                 ..Shown::default()
             };
         }
@@ -602,6 +658,7 @@ impl CappedOutput {
             full_output_error: saved.error,
             lines_before_omission,
             omission,
+            masked: self.masked,
         }
     }
 
@@ -706,6 +763,8 @@ pub struct UnfinishedLine {
     /// What to pass as `before` next time, and to
     /// [`CappedOutput::push_continuing`] when the line is committed.
     pub shown: Option<ShownLine>,
+    /// Secrets masked in the line.
+    pub masked: u64,
 }
 
 /// The unfinished `line` as a reply shows it: only what is new since
@@ -718,7 +777,7 @@ pub fn show_unfinished_line(line: &str, before: Option<ShownLine>, room: usize) 
     let (text, omitted) = head_tail(&line[skip..], room, why);
     // A cut earlier part that is still unsaved stays owed to the file.
     let cut = omitted > 0 || before.is_some_and(|before| before.cut && skip > 0);
-    UnfinishedLine { text, omitted, shown: ShownLine::of(line, cut) }
+    UnfinishedLine { text, omitted, shown: ShownLine::of(line, cut), masked: 0 }
 }
 
 /// The file that marks a directory as a spill store's own, so that its
@@ -879,6 +938,11 @@ pub(crate) mod tests {
     /// often.
     pub(crate) const PASS_WITNESS: &str = "pass-witness-7f3a";
 
+    /// `text` passed with nothing to mask, as a piece of a stream that ends.
+    pub(crate) fn plain(text: &str) -> Passed<'_> {
+        pass(&mut Masking::new(Arc::new(Secrets::none())), text, true)
+    }
+
     /// `text` with [`PASS_WITNESS`] marked as `pass` marks it in tests:
     /// `<<` and `>>` around each appearance, so a text that passed twice
     /// shows it doubled and one that never passed shows it bare.
@@ -899,12 +963,12 @@ pub(crate) mod tests {
     fn the_witness_shows_how_often_text_passed() {
         let word = PASS_WITNESS;
         assert_eq!(witness_passes(&format!("a {word} b")), (0, 0, 1));
-        assert_eq!(witness_passes(pass(&format!("a {word} b\n")).as_str()), (1, 0, 0));
-        let twice = pass(&format!("{word} and {word}")).into_string();
+        assert_eq!(witness_passes(plain(&format!("a {word} b\n")).as_str()), (1, 0, 0));
+        let twice = plain(&format!("{word} and {word}")).into_string();
         assert_eq!(witness_passes(&twice), (2, 0, 0));
-        assert_eq!(witness_passes(pass(&twice).as_str()), (0, 2, 0));
+        assert_eq!(witness_passes(plain(&twice).as_str()), (0, 2, 0));
         // Other text passes untouched, without a copy.
-        assert!(matches!(pass("plain").0, Cow::Borrowed("plain")));
+        assert!(matches!(plain("plain").text, Cow::Borrowed("plain")));
     }
 
     /// Creates the file `name` in `store` as a command log does and writes
@@ -922,8 +986,8 @@ pub(crate) mod tests {
     #[test]
     fn short_streams_are_shown_whole() {
         let mut out = CappedOutput::new(100);
-        out.push(&pass("hello "));
-        out.push(&pass("world\n"));
+        out.push(&plain("hello "));
+        out.push(&plain("world\n"));
         assert!(!out.is_cut());
         let shown = out.into_shown(None);
         assert_eq!(shown.text, "hello world\n");
@@ -937,9 +1001,9 @@ pub(crate) mod tests {
         let full: String = (0..1000).map(|i| format!("{i}\n")).collect();
         // Split into odd pieces, including multi-byte characters.
         for piece in full.as_bytes().chunks(7) {
-            out.push(&pass(std::str::from_utf8(piece).expect("ascii")));
+            out.push(&plain(std::str::from_utf8(piece).expect("ascii")));
         }
-        out.push(&pass("é€\n"));
+        out.push(&plain("é€\n"));
         assert!(out.is_cut());
         let shown = out.into_shown(Some(saved_at("/saved/it.log")));
         assert!(shown.truncated);
@@ -960,12 +1024,12 @@ pub(crate) mod tests {
         let cut = SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(1000) };
         let saved = Saved { cut: Some(cut), ..saved_at("/saved/it.log") };
         let mut out = CappedOutput::new(10);
-        out.push(&pass(&"a".repeat(100)));
+        out.push(&plain(&"a".repeat(100)));
         let shown = out.into_shown(Some(saved));
         assert!(shown.text.contains("full output in /saved/it.log (cut after 700 bytes"));
         assert_eq!(shown.full_output_cut, Some(cut));
         let mut out = CappedOutput::new(10);
-        out.push(&pass(&"a".repeat(100)));
+        out.push(&plain(&"a".repeat(100)));
         let unsaved = Saved { error: Some("No space left".into()), ..Saved::default() };
         let shown = out.into_shown(Some(unsaved));
         assert!(shown.text.contains("the full output could not be saved: No space left"));
@@ -975,7 +1039,7 @@ pub(crate) mod tests {
     #[test]
     fn exactly_at_the_cap_is_not_truncated() {
         let mut out = CappedOutput::new(10);
-        out.push(&pass("0123456789"));
+        out.push(&plain("0123456789"));
         assert!(!out.is_cut());
         let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), ("0123456789", false));
@@ -986,20 +1050,20 @@ pub(crate) mod tests {
         // Small: shown only as the new part.
         let mut out = CappedOutput::new(100);
         out.push_seen("Password");
-        out.push(&pass(": ok\n"));
+        out.push(&plain(": ok\n"));
         let shown = out.into_shown(None);
         assert_eq!((shown.text.as_str(), shown.truncated), (": ok\n", false));
         // Much seen text does not make the new text cut.
         let mut out = CappedOutput::new(100);
         out.push_seen(&"x".repeat(500));
-        out.push(&pass("done\n"));
+        out.push(&plain("done\n"));
         assert!(!out.is_cut());
         assert_eq!(out.into_shown(None).text, "done\n");
         // Large new output after it: omitted counts only what is new, and
         // the omission starts after the seen lines.
         let mut out = CappedOutput::new(10);
         out.push_seen("seen\n");
-        out.push(&pass(&"y".repeat(100)));
+        out.push(&plain(&"y".repeat(100)));
         let shown = out.into_shown(None);
         assert_eq!(shown.omitted_chars, 90);
         assert_eq!(shown.lines_before_omission, 1);
@@ -1033,17 +1097,17 @@ pub(crate) mod tests {
     fn a_committed_line_is_not_shown_again() {
         let line = show_unfinished_line("answer: ", None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(!out.push_continuing(line.shown, &pass("answer: 42\nnext\n")));
+        assert!(!out.push_continuing(line.shown, &plain("answer: 42\nnext\n")));
         assert_eq!(out.into_shown(None).text, "42\nnext\n");
         // A different line is shown whole.
         let mut out = CappedOutput::new(100);
-        out.push_continuing(line.shown, &pass("done\n"));
+        out.push_continuing(line.shown, &plain("done\n"));
         assert_eq!(out.into_shown(None).text, "done\n");
         // A line that was cut when shown asks for the saved copy.
         let long = "z".repeat(1000);
         let cut = show_unfinished_line(&long, None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(out.push_continuing(cut.shown, &pass(&format!("{long}\n"))));
+        assert!(out.push_continuing(cut.shown, &plain(&format!("{long}\n"))));
         assert_eq!(out.into_shown(None).text, "\n");
     }
 

@@ -26,11 +26,12 @@
 //! byte a command prints passes there once, in order, after rendering (for
 //! `run`, after UTF-8 decoding) and before anything is kept, shown or
 //! reported as progress, and it hands the text to `output::pass` (the one
-//! place every piece of output passes, where secret masking goes) before
-//! the log and the view, which take only what `pass` returns. What is shown
-//! unkept (the unfinished line, a full screen, a progress line) passes
-//! there too, through the sink; what background jobs print between
-//! commands, through [`IdleOutput`].
+//! place every piece of output passes, where secrets are masked, with the
+//! stream's own masking state) before the log and the view, which take only
+//! what `pass` returns; [`OutputSink::finish`] releases what `pass` held
+//! back when the command ends. What is shown unkept (the unfinished line,
+//! a full screen, a progress line) passes there too, through the sink;
+//! what background jobs print between commands, through [`IdleOutput`].
 //!
 //! Bounds: memory per log is at most [`MEMORY_LIMIT`] bytes plus its index
 //! (8 bytes per [`INDEX_STEP`] lines) and a 64 KiB write buffer; a read
@@ -46,9 +47,10 @@ use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::mask::Secrets;
 use crate::output::{
-    CappedOutput, CommandSpill, Passed, Saved, Shown, ShownLine, SpillCut, SpillStore,
-    UnfinishedLine, count_chars, pass, show_unfinished_line,
+    CappedOutput, CommandSpill, Masking, Passed, Saved, Shown, ShownLine, SpillCut, SpillStore,
+    UnfinishedLine, count_chars, pass, pass_shown, show_unfinished_line,
 };
 
 /// Bytes of a command's output kept in memory before it moves to a file.
@@ -701,10 +703,11 @@ impl CommandLog {
 /// The one way a command's output comes in: every piece of text a command
 /// prints passes through [`OutputSink::push`], once and in order, after
 /// rendering (for `run`, after UTF-8 decoding) and before anything is kept,
-/// shown, reported as progress or announced. It appends the text to the
-/// command's log (the only stored copy) and feeds the view a reply shows
-/// (head and tail in memory). Nothing else writes either; secret masking
-/// goes here.
+/// shown, reported as progress or announced. It passes the text through
+/// `output::pass`, which masks secrets (holding back a tail that may begin
+/// one until the next piece decides it), then appends it to the command's
+/// log (the only stored copy) and feeds the view a reply shows (head and
+/// tail in memory). Nothing else writes either.
 #[derive(Debug)]
 pub struct OutputSink {
     log: Arc<CommandLog>,
@@ -718,13 +721,22 @@ pub struct OutputSink {
     /// The view must name the saved copy even if it was not cut: it holds
     /// the rest of a line an earlier reply had to cut.
     name_saved: bool,
+    /// The stream's secrets and masking state.
+    masking: Masking,
 }
 
 impl OutputSink {
     /// A sink writing into `log`, whose views show at most `cap`
-    /// characters each.
-    pub fn new(log: Arc<CommandLog>, cap: usize) -> OutputSink {
-        OutputSink { log, view: CappedOutput::new(cap), cap, line_shown: None, name_saved: false }
+    /// characters each, masking `secrets`.
+    pub fn new(log: Arc<CommandLog>, cap: usize, secrets: Arc<Secrets>) -> OutputSink {
+        OutputSink {
+            log,
+            view: CappedOutput::new(cap),
+            cap,
+            line_shown: None,
+            name_saved: false,
+            masking: Masking::new(secrets),
+        }
     }
 
     /// Takes in the next piece of the command's output: the log keeps it,
@@ -735,10 +747,17 @@ impl OutputSink {
         if text.is_empty() {
             return;
         }
-        let text = pass(text);
-        self.log.push(&text);
+        let text = pass(&mut self.masking, text, false);
+        self.keep(&text);
+    }
+
+    fn keep(&mut self, text: &Passed<'_>) {
+        if text.as_str().is_empty() {
+            return;
+        }
+        self.log.push(text);
         let was_cut = self.view.is_cut();
-        if self.view.push_continuing(self.line_shown.take(), &text) {
+        if self.view.push_continuing(self.line_shown.take(), text) {
             self.name_saved = true;
             self.log.keep_on_disk();
         }
@@ -747,23 +766,38 @@ impl OutputSink {
         }
     }
 
+    /// The command ended with `exit_code`: what `pass` held back is
+    /// released (a command's last output is never held), and the log is
+    /// finished.
+    pub fn finish(&mut self, exit_code: i32) {
+        let rest = pass(&mut self.masking, "", true);
+        self.keep(&rest);
+        self.log.finish(exit_code);
+    }
+
     /// What a reply shows of the line the command has not finished (the
     /// screen's current line, not committed yet, so not kept): only what is
-    /// new since the last reply showed it, cut to `room` characters. Text
-    /// shown before it is committed passes here, so that what the sink
-    /// does to text applies to it too.
+    /// new since the last reply showed it, cut to `room` characters. It
+    /// passes after what the stream holds back (the start of a line cut at
+    /// the renderer's line limit), so that a secret across that cut is
+    /// masked too.
     pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
-        let shown = show_unfinished_line(pass(line).as_str(), self.line_shown, room);
+        let passed = pass_shown(&self.masking, line);
+        let mut shown = show_unfinished_line(passed.as_str(), self.line_shown, room);
+        shown.masked = passed.masked();
         self.line_shown = shown.shown;
         shown
     }
 
     /// What a reply shows of a full-screen program: its `screen` as it is
     /// now (not kept; its lines are kept as they scroll off or when it
-    /// ends). The next reply shows the current line whole.
-    pub fn show_screen(&mut self, screen: String) -> String {
+    /// ends), and the secrets masked in it. The next reply shows the
+    /// current line whole.
+    pub fn show_screen(&mut self, screen: String) -> (String, u64) {
         self.line_shown = None;
-        pass(&screen).into_string()
+        let passed = pass(&mut Masking::new(Arc::clone(self.masking.secrets())), &screen, true);
+        let masked = passed.masked();
+        (passed.into_string(), masked)
     }
 
     /// The line a progress report shows: the screen's newest line while
@@ -772,7 +806,7 @@ impl OutputSink {
         if screen_line.is_empty() {
             self.view.last_line().to_owned()
         } else {
-            pass(&screen_line).into_string()
+            pass_shown(&self.masking, &screen_line).into_string()
         }
     }
 
@@ -796,12 +830,15 @@ impl OutputSink {
 /// time. No command owns the text, so there is no log; the view keeps the
 /// newest [`IDLE_OUTPUT_CAP`] characters or so. Text comes in only through
 /// [`IdleOutput::push`], which passes it through `output::pass` as
-/// [`OutputSink::push`] does a command's.
-#[derive(Debug, Default)]
+/// [`OutputSink::push`] does a command's, masking the session's secrets.
+#[derive(Debug)]
 pub struct IdleOutput {
     /// What was printed since the last [`IdleOutput::take`], its newest
     /// part once it outgrew the cap.
     text: String,
+    /// Secrets masked in `text`.
+    masked: u64,
+    masking: Masking,
 }
 
 /// Keep about this much of what is printed between commands (bytes; the
@@ -809,9 +846,9 @@ pub struct IdleOutput {
 pub const IDLE_OUTPUT_CAP: usize = 8_000;
 
 impl IdleOutput {
-    /// An empty idle output.
-    pub fn new() -> IdleOutput {
-        IdleOutput::default()
+    /// An empty idle output masking `secrets`.
+    pub fn new(secrets: Arc<Secrets>) -> IdleOutput {
+        IdleOutput { text: String::new(), masked: 0, masking: Masking::new(secrets) }
     }
 
     /// Takes in the next piece of what the terminal printed while no
@@ -820,7 +857,13 @@ impl IdleOutput {
         if text.is_empty() {
             return;
         }
-        self.text.push_str(pass(text).as_str());
+        let passed = pass(&mut self.masking, text, false);
+        self.append(&passed);
+    }
+
+    fn append(&mut self, passed: &Passed<'_>) {
+        self.masked += passed.masked();
+        self.text.push_str(passed.as_str());
         if self.text.len() > 2 * IDLE_OUTPUT_CAP {
             let cut = self.text.len() - IDLE_OUTPUT_CAP;
             let cut = (cut..self.text.len()).find(|&i| self.text.is_char_boundary(i)).unwrap_or(0);
@@ -828,9 +871,14 @@ impl IdleOutput {
         }
     }
 
-    /// Takes what was printed since the last time.
-    pub fn take(&mut self) -> String {
-        std::mem::take(&mut self.text)
+    /// Takes what was printed since the last time, and how many secrets
+    /// were masked in it. What `pass` held back is released now, masked as
+    /// far as it can be decided (background output comes in whole lines, so
+    /// that is rarely anything).
+    pub fn take(&mut self) -> (String, u64) {
+        let rest = pass(&mut self.masking, "", true);
+        self.append(&rest);
+        (std::mem::take(&mut self.text), std::mem::take(&mut self.masked))
     }
 }
 
@@ -903,6 +951,7 @@ fn random_tag() -> String {
 mod tests {
     use super::*;
     use crate::output::SpillLimits;
+    use crate::output::tests::plain;
 
     fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
         let spill = SpillStore::new(dir.to_path_buf(), "", SpillLimits::default(), None);
@@ -924,7 +973,7 @@ mod tests {
             let log = store.begin("seq");
             let full: String = (0..n_lines).map(|i| format!("line {i}\n")).collect();
             for piece in full.as_bytes().chunks(777) {
-                log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
+                log.push(&plain(std::str::from_utf8(piece).expect("ascii")));
             }
             assert_eq!(log.total_lines(), n_lines);
             assert_eq!(log.path().is_some(), full.len() > MEMORY_LIMIT, "{n_lines}");
@@ -954,11 +1003,11 @@ mod tests {
         let dir = scratch("unfinished");
         let store = store(&dir, StoreLimits::default());
         let log = store.begin("printf");
-        log.push(&pass("a\nb"));
+        log.push(&plain("a\nb"));
         assert_eq!(log.total_lines(), 2);
         assert_eq!(log.read(1, 5).expect("read").text, "b");
         let big = "x".repeat(MEMORY_LIMIT * 2);
-        log.push(&pass(&big));
+        log.push(&plain(&big));
         let page = log.read(1, 5).expect("read");
         assert!(page.text.starts_with('b') && !page.text.ends_with('\n'), "{}", page.text.len());
         assert!(page.cut_at_cap || page.text.len() == 1 + big.len());
@@ -970,7 +1019,7 @@ mod tests {
         let dir = scratch("closed");
         let store = store(&dir, StoreLimits::default());
         let log = store.begin("big");
-        log.push(&pass(&"z\n".repeat(MEMORY_LIMIT)));
+        log.push(&plain(&"z\n".repeat(MEMORY_LIMIT)));
         let path = log.path().expect("on disk");
         let open = || {
             std::fs::read_dir("/proc/self/fd")
@@ -1017,7 +1066,7 @@ mod tests {
         let log = store.begin("seq");
         let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
         for piece in full.as_bytes().chunks(777) {
-            log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
+            log.push(&plain(std::str::from_utf8(piece).expect("ascii")));
         }
         log.finish(0);
         assert_eq!(log.total_lines(), 10_000);
@@ -1051,7 +1100,7 @@ mod tests {
         let log = OutputStore::new(spill, "t", StoreLimits::default()).begin("seq");
         let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
         for piece in full.as_bytes().chunks(4096) {
-            log.push(&pass(std::str::from_utf8(piece).expect("ascii")));
+            log.push(&plain(std::str::from_utf8(piece).expect("ascii")));
         }
         let (text, last) = follow(&log);
         assert!(last.rest_unavailable && last.saved_until.is_some(), "{last:?}");
@@ -1067,7 +1116,7 @@ mod tests {
         let mut paths = Vec::new();
         for _ in 1..=5 {
             let log = store.begin("big");
-            log.push(&pass(&"y".repeat(MEMORY_LIMIT + 10)));
+            log.push(&plain(&"y".repeat(MEMORY_LIMIT + 10)));
             log.finish(0);
             paths.push(log.path().expect("on disk"));
             store.enforce();
@@ -1086,6 +1135,7 @@ mod tests {
 mod paging {
     use super::*;
     use crate::output::SpillLimits;
+    use crate::output::tests::plain;
 
     #[test]
     fn paging_through_a_big_log_returns_every_line_once() {
@@ -1096,7 +1146,7 @@ mod paging {
         let log = store.begin("seq");
         let full: String = (1..=200_000).map(|i| format!("build step {i:09}\n")).collect();
         for piece in full.as_bytes().chunks(4096) {
-            log.push(&pass(std::str::from_utf8(piece).unwrap()));
+            log.push(&plain(std::str::from_utf8(piece).unwrap()));
         }
         let mut all = String::new();
         let mut offset = 0;
@@ -1118,7 +1168,12 @@ mod paging {
 #[cfg(test)]
 mod sink {
     use super::*;
+    use crate::output::tests::plain;
     use crate::output::{SpillLimit, SpillLimits};
+
+    fn none() -> Arc<Secrets> {
+        Arc::new(Secrets::none())
+    }
 
     /// A scratch directory, removed when dropped.
     struct Scratch(PathBuf);
@@ -1164,7 +1219,7 @@ mod sink {
     fn a_big_output_is_stored_once_in_its_log() {
         let scratch = Scratch::new("once");
         let store = scratch.store(SpillLimits::default(), StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("seq"), 20);
+        let mut sink = OutputSink::new(store.begin("seq"), 20, none());
         let full: String = (0..50_000).map(|i| format!("{i}\n")).collect();
         let mut shown = Vec::new();
         for (i, piece) in full.as_bytes().chunks(4096).enumerate() {
@@ -1174,7 +1229,7 @@ mod sink {
             }
         }
         shown.push(sink.take_shown());
-        sink.log().finish(0);
+        sink.finish(0);
         let files = scratch.files();
         assert_eq!(files.len(), 1, "{files:?}");
         assert_eq!(files[0].1, full.len() as u64);
@@ -1192,7 +1247,7 @@ mod sink {
     fn a_short_output_makes_no_file() {
         let scratch = Scratch::new("short");
         let store = scratch.store(SpillLimits::default(), StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("echo"), 100);
+        let mut sink = OutputSink::new(store.begin("echo"), 100, none());
         sink.push("hello\n");
         let shown = sink.take_shown();
         assert_eq!(
@@ -1209,7 +1264,7 @@ mod sink {
     fn a_cut_view_names_a_file_even_for_a_small_output() {
         let scratch = Scratch::new("small-cut");
         let store = scratch.store(SpillLimits::default(), StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("seq 100"), 10);
+        let mut sink = OutputSink::new(store.begin("seq 100"), 10, none());
         let text: String = (0..100).map(|i| format!("{i}\n")).collect();
         sink.push(&text);
         let shown = sink.take_shown();
@@ -1229,8 +1284,8 @@ mod sink {
         let limits = SpillLimits { per_command: 1000, per_server: 1 << 20 };
         let store = scratch.store(limits, StoreLimits::default());
         let logs = store.begin_run("both");
-        let mut stdout = OutputSink::new(logs.stdout, 10);
-        let mut stderr = OutputSink::new(logs.stderr, 10);
+        let mut stdout = OutputSink::new(logs.stdout, 10, none());
+        let mut stderr = OutputSink::new(logs.stderr, 10, none());
         stdout.push(&"a".repeat(600));
         stderr.push(&"é".repeat(150));
         stdout.push(&"b".repeat(600));
@@ -1252,7 +1307,7 @@ mod sink {
         let on_disk: u64 = scratch.files().iter().map(|(_, size)| size).sum();
         assert_eq!(on_disk, 1000 + cut_line.len() as u64);
         // Another command has its own budget.
-        let mut other = OutputSink::new(store.begin("other"), 10);
+        let mut other = OutputSink::new(store.begin("other"), 10, none());
         other.push(&"c".repeat(500));
         assert_eq!(other.take_shown().full_output_cut, None);
     }
@@ -1263,7 +1318,7 @@ mod sink {
         let limits = SpillLimits { per_command: 1000, per_server: 1500 };
         let store = scratch.store(limits, StoreLimits::default());
         let shown = |text: &str| {
-            let mut sink = OutputSink::new(store.begin("x"), 10);
+            let mut sink = OutputSink::new(store.begin("x"), 10, none());
             sink.push(text);
             sink.take_shown()
         };
@@ -1286,7 +1341,7 @@ mod sink {
         std::fs::write(&scratch.0, "a file, not a directory").expect("write");
         let spill = SpillStore::new(scratch.0.join("output"), "", SpillLimits::default(), None);
         let store = OutputStore::new(spill, "t", StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("x"), 10);
+        let mut sink = OutputSink::new(store.begin("x"), 10, none());
         sink.push(&"x".repeat(100));
         let shown = sink.take_shown();
         assert!(shown.truncated);
@@ -1303,7 +1358,7 @@ mod sink {
     fn a_line_shown_unfinished_is_kept_once_and_shown_once() {
         let scratch = Scratch::new("line");
         let store = scratch.store(SpillLimits::default(), StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("ask"), 100);
+        let mut sink = OutputSink::new(store.begin("ask"), 100, none());
         assert_eq!(sink.show_unfinished("answer: ", 100).text, "answer: ");
         assert_eq!(sink.show_unfinished("answer: ", 100).text, "", "shown once");
         sink.push("answer: 42\nnext\n");
@@ -1328,12 +1383,12 @@ mod sink {
     fn what_is_shown_before_it_is_committed_passes_the_sink() {
         let scratch = Scratch::new("screen");
         let store = scratch.store(SpillLimits::default(), StoreLimits::default());
-        let mut sink = OutputSink::new(store.begin("top"), 100);
+        let mut sink = OutputSink::new(store.begin("top"), 100, none());
         sink.push("built 3 of 9\n\n");
         assert_eq!(sink.progress_line(String::new()), "built 3 of 9");
         assert_eq!(sink.progress_line("compiling x".into()), "compiling x");
         sink.show_unfinished("> ", 100);
-        assert_eq!(sink.show_screen("full\nscreen".into()), "full\nscreen");
+        assert_eq!(sink.show_screen("full\nscreen".into()).0, "full\nscreen");
         assert_eq!(sink.show_unfinished("> ", 100).text, "> ", "shown whole again");
         assert_eq!(sink.log().read(0, 10).expect("read").text, "built 3 of 9\n\n");
     }
@@ -1349,8 +1404,8 @@ mod sink {
         for n in 1..=3u64 {
             let logs = store.begin_run(&format!("run {n}"));
             assert_eq!(logs.number, n);
-            logs.stdout.push(&pass(&format!("out {n}\n").repeat(MEMORY_LIMIT)));
-            logs.stderr.push(&pass(&format!("err {n}\n").repeat(MEMORY_LIMIT)));
+            logs.stdout.push(&plain(&format!("out {n}\n").repeat(MEMORY_LIMIT)));
+            logs.stderr.push(&plain(&format!("err {n}\n").repeat(MEMORY_LIMIT)));
             logs.stdout.finish(0);
             logs.stderr.finish(0);
             paths.push([logs.stdout.path().expect("file"), logs.stderr.path().expect("file")]);

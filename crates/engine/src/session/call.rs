@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::guard::Guard;
 use crate::keys::Input;
+use crate::mask::Secrets;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
 use crate::store::{OutputStore, StoreLimits};
@@ -53,6 +54,9 @@ pub struct SessionConfig {
     pub guard: Option<Arc<Guard>>,
     /// How many commands' complete output the session keeps, and how much.
     pub output_limits: StoreLimits,
+    /// What is masked in everything the session's commands print (its
+    /// output, logs, progress lines, background output); nothing by default.
+    pub secrets: Arc<Secrets>,
     /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
     /// (from `spill` and `output_limits`), so `None` in a template.
     pub output: Option<Arc<OutputStore>>,
@@ -82,6 +86,7 @@ impl SessionConfig {
             grace: Duration::from_secs(5),
             guard: None,
             output_limits: StoreLimits::default(),
+            secrets: Arc::new(Secrets::none()),
             output: None,
         }
     }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::mask::Secrets;
 use crate::output::{Shown, UnfinishedLine};
 use crate::process::TerminationMode;
 use crate::store::{CommandLog, OutputSink};
@@ -64,9 +65,10 @@ pub(super) struct CommandOutput {
 
 impl CommandOutput {
     /// The output of a command logged in `log`, whose replies show at most
-    /// `cap` characters each.
-    pub(super) fn new(cap: usize, log: Arc<CommandLog>) -> CommandOutput {
-        CommandOutput { sink: OutputSink::new(log, cap), replies: 0, first_unreplied_line: 0 }
+    /// `cap` characters each, with `secrets` masked.
+    pub(super) fn new(cap: usize, log: Arc<CommandLog>, secrets: Arc<Secrets>) -> CommandOutput {
+        let sink = OutputSink::new(log, cap, secrets);
+        CommandOutput { sink, replies: 0, first_unreplied_line: 0 }
     }
 
     /// The single place every byte of a command's committed text passes,
@@ -79,9 +81,10 @@ impl CommandOutput {
         self.sink.push(text);
     }
 
-    /// The log is complete: the command ended with `status`.
-    fn finish(&self, status: i32) {
-        self.sink.log().finish(status);
+    /// The log is complete: the command ended with `status` (what masking
+    /// held back is released first).
+    fn finish(&mut self, status: i32) {
+        self.sink.finish(status);
     }
 
     /// The line a progress report shows: the screen's newest line while
@@ -108,8 +111,9 @@ impl CommandOutput {
         self.sink.show_unfinished(line, room)
     }
 
-    /// What this reply shows of a full-screen program: `screen` as it is.
-    pub(super) fn show_screen(&mut self, screen: String) -> String {
+    /// What this reply shows of a full-screen program: `screen` as it is,
+    /// and the secrets masked in it.
+    pub(super) fn show_screen(&mut self, screen: String) -> (String, u64) {
         self.sink.show_screen(screen)
     }
 
@@ -459,7 +463,7 @@ mod tests {
         let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
         let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
         let log = store.begin("a command");
-        let output = CommandOutput::new(1_000, Arc::clone(&log));
+        let output = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
         let command =
             Command::new((1, "a command".to_owned()), (None, None), 0, output, Instant::now());
         (command, log)

@@ -142,6 +142,7 @@ impl Shell {
             Screen::new(config.rows, config.cols, &nonce),
             Levels::new(pid, first_level),
             channel,
+            Arc::clone(&config.secrets),
         )));
         let reader_shared = Arc::clone(&shared);
         let channel_handle =
@@ -218,7 +219,7 @@ impl Shell {
             },
             // Bounded: a start-up file may print a line of any length. It is
             // output, so it passes the one place all output passes.
-            output::head_tail(output::pass(&state.screen().current_line()).as_str(), 2_000, "").0,
+            output::head_tail(&state.current_line_shown(), 2_000, "").0,
         )))
     }
 
@@ -372,7 +373,7 @@ impl Shell {
             None => OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
                 .begin(command),
         };
-        let output = CommandOutput::new(config.output_cap, log);
+        let output = CommandOutput::new(config.output_cap, log, Arc::clone(&config.secrets));
         let started = Command::new(
             (seq, command.to_owned()),
             (exec_limit, timeout),

@@ -31,12 +31,14 @@
 //! nothing to the terminal and builds no replies.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::mask::Secrets;
+use crate::output::{self, Masking};
 pub(super) use crate::process::exit_code;
 use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
@@ -107,24 +109,33 @@ pub(super) struct State {
     /// Records received from the shells we believe, not yet matched with
     /// their end marker (bounded by [`RECORDS_KEPT`]).
     records: VecDeque<Record>,
+    /// What is masked in the shell's output.
+    secrets: Arc<Secrets>,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
 const RECORDS_KEPT: usize = 32;
 
 impl State {
-    /// The state of a shell that has not reached its first prompt.
-    pub(super) fn new(screen: Screen, levels: Levels, channel: Channel) -> State {
+    /// The state of a shell that has not reached its first prompt, whose
+    /// output is masked with `secrets`.
+    pub(super) fn new(
+        screen: Screen,
+        levels: Levels,
+        channel: Channel,
+        secrets: Arc<Secrets>,
+    ) -> State {
         State {
             screen,
             ready: false,
             command: None,
-            idle_output: IdleOutput::new(),
+            idle_output: IdleOutput::new(Arc::clone(&secrets)),
             exited: None,
             reader_done: false,
             levels,
             channel,
             records: VecDeque::new(),
+            secrets,
         }
     }
 
@@ -358,7 +369,14 @@ impl State {
 
     /// Takes what was printed between commands.
     pub(super) fn take_idle_output(&mut self) -> String {
-        self.idle_output.take()
+        self.idle_output.take().0
+    }
+
+    /// The line the cursor is on, as output shown once (a shell that never
+    /// reached its prompt): it passes the one place all output passes.
+    pub(super) fn current_line_shown(&self) -> String {
+        let line = self.screen.current_line();
+        output::pass(&mut Masking::new(Arc::clone(&self.secrets)), &line, true).into_string()
     }
 
     /// Starts `command` at `now`: whatever was printed before it (by
@@ -515,7 +533,8 @@ mod tests {
         let (channel, shell) = Channel::open().expect("channel");
         let me = std::process::id() as i32;
         let levels = Levels::new(me, proc_shell::fingerprint(me));
-        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel);
+        let mut state =
+            State::new(Screen::new(24, 80, NONCE), levels, channel, Arc::new(Secrets::none()));
         end(&mut state, &shell, 0, 0, 1);
         assert!(state.is_ready());
         (state, shell)
@@ -540,7 +559,7 @@ mod tests {
         let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
         let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
         let log = store.begin("a command");
-        let out = CommandOutput::new(1_000, Arc::clone(&log));
+        let out = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
         let now = Instant::now();
         let command = Command::new((seq, "a command".to_owned()), (None, None), 0, out, now);
         state.begin(command, now);

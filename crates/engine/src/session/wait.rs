@@ -244,7 +244,7 @@ pub(super) fn partial_reply(
     let (mut output, first_line, continued) = out.take_part();
     let screen = alternate.is_some();
     match alternate {
-        Some(screen) => output.text = out.show_screen(screen),
+        Some(screen) => (output.text, output.masked) = out.show_screen(screen),
         None => {
             let room = config
                 .output_cap
@@ -256,6 +256,7 @@ pub(super) fn partial_reply(
                 output.omitted_chars += line.omitted;
             }
             output.text.push_str(&line.text);
+            output.masked += line.masked;
         }
     }
     let number = Some(out.number());
