@@ -231,7 +231,7 @@ const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 /// unknown bytes, less those that depend on the unknown bytes before it or
 /// after it (and on padding): what any base64 of text that holds `value`
 /// at that alignment contains.
-fn base64_aligned(value: &[u8], prefix: usize) -> String {
+pub(crate) fn base64_aligned(value: &[u8], prefix: usize) -> String {
     let mut bytes = vec![0u8; prefix];
     bytes.extend_from_slice(value);
     let bits = bytes.len() * 8;
@@ -249,7 +249,7 @@ fn base64_aligned(value: &[u8], prefix: usize) -> String {
 }
 
 /// `value` with every byte but `A-Z a-z 0-9 - . _ ~` percent-encoded.
-fn url_encode(value: &str) -> String {
+pub(crate) fn url_encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len() * 3);
     for &byte in value.as_bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {

@@ -1618,4 +1618,184 @@ mod one_way_in {
         let stderr = store.get_stream(Some(outcome.number), Stream::Stderr).expect("stderr");
         passed_once("run's stderr log", &stderr.read(0, 10).expect("reads").text, 1);
     }
+
+    /// A secret registered for a session and for `run`, and the forms of it
+    /// that must never appear: the value, its base64 at each alignment, its
+    /// URL and JSON encodings.
+    const SECRET: &str = "Zq9!secret-VALUE_2026/xyz";
+
+    fn forbidden() -> Vec<String> {
+        let mut all = vec![SECRET.to_owned(), crate::mask::url_encode(SECRET)];
+        all.extend((0..3).map(|k| crate::mask::base64_aligned(SECRET.as_bytes(), k)));
+        let json = serde_json::to_string(SECRET).expect("json");
+        all.push(json[1..json.len() - 1].to_owned());
+        all
+    }
+
+    /// Asserts that `text` (named `surface`) holds no form of the secret.
+    fn hidden(surface: &str, text: &str) {
+        for form in forbidden() {
+            assert!(!text.contains(&form), "{surface} shows {form:?}: {text:?}");
+        }
+    }
+
+    fn secrets() -> Arc<crate::mask::Secrets> {
+        Arc::new(crate::mask::Secrets::new([("T".to_owned(), SECRET.to_owned())], true))
+    }
+
+    /// Every file under `dir`, read.
+    fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                found.extend(files_under(&path));
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                found.push((path, bytes));
+            }
+        }
+        found
+    }
+
+    /// A registered secret printed by terminal commands in every way the
+    /// issue lists (in pieces with a pause, redrawn by `\r`, on a full
+    /// screen, by a background job, in the middle of 5 MB, across the
+    /// renderer's line limit, base64-encoded) and by a `run` (stdout and
+    /// stderr, in pieces) never appears raw or encoded in a reply, a
+    /// progress line, a log or any file written; `$T` still works.
+    #[tokio::test]
+    async fn a_registered_secret_never_appears() {
+        let dir = scratch("secret");
+        let mut config = SessionConfig::new(
+            "secret",
+            dir.0.join("work"),
+            dir.0.join("private"),
+            dir.0.join("spill"),
+        );
+        config.user_rc = None;
+        config.output_cap = 2_000;
+        config.env = vec![("T".to_owned(), SECRET.to_owned())];
+        config.secrets = secrets();
+        let session = Session::new(config);
+        session.start().await.expect("the shell starts");
+        let mut seen = String::new();
+        let mut masked = 0;
+        let mut check = |surface: &str, reply: &Reply| {
+            hidden(surface, &reply.output.text);
+            seen.push_str(&reply.output.text);
+            masked += reply.output.masked;
+        };
+
+        // In pieces with a pause; and the secret still works in commands.
+        let reply = call(
+            &session,
+            command(r#"printf '%s' "${T:0:5}"; sleep 0.3; printf '%s\n' "${T:5}"; echo ${#T}"#),
+        )
+        .await;
+        check("a split printf", &reply);
+        assert_eq!(reply.output.text, format!("<secret-hidden>\n{}\n", SECRET.len()));
+        assert_eq!(reply.output.masked, 1);
+
+        // Encoded.
+        let reply = call(
+            &session,
+            command(
+                r#"for p in '' u us 'user:'; do printf '%s%s' "$p" "$T" | base64 -w0; echo; done; printf '%s' "$T" | jq -Rs . 2>/dev/null; python3 -c 'import os,urllib.parse;print(urllib.parse.quote(os.environ["T"],safe=""))' 2>/dev/null"#,
+            ),
+        )
+        .await;
+        check("encodings", &reply);
+
+        // A progress line redrawn over it, reported while it runs.
+        let lines = std::sync::Arc::new(Mutex::new(String::new()));
+        let heard = std::sync::Arc::clone(&lines);
+        let hook = ProgressHook::new(move |progress: Progress| {
+            heard.lock().expect("lock").push_str(&format!("{}\n", progress.line));
+        });
+        let redraw =
+            r#"for i in 1 2 3 4 5 6; do printf '\rstep %s %s' $i "$T"; sleep 0.3; done; echo"#;
+        let reply = call(&session, Request { progress: Some(hook), ..command(redraw) }).await;
+        check("a redrawn line", &reply);
+        let reports = lines.lock().expect("lock").clone();
+        assert!(reports.contains("<secret-hidden>"), "no progress showed the line: {reports:?}");
+        hidden("progress", &reports);
+
+        // A full-screen view.
+        let reply = call(
+            &session,
+            command(r#"printf '\e[?1049h'; printf 'env T=%s\n' "$T"; read x; printf '\e[?1049l'"#),
+        )
+        .await;
+        assert!(reply.is_running() && reply.screen, "{reply:?}");
+        assert!(reply.output.text.contains("<secret-hidden>"), "{reply:?}");
+        check("a full screen", &reply);
+        check("after it", &call(&session, input("q")).await);
+
+        // Across the renderer's line limit, shown unfinished, then ended.
+        // A line past the limit is cut at the start of the row the cursor
+        // is on (200 columns): the secret straddles that place.
+        let cut = crate::screen::LINE_LIMIT - crate::screen::LINE_LIMIT % 200;
+        let long = format!(
+            r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' 150 '' | tr ' ' b; read x; echo"#,
+            cut - 10
+        );
+        let reply = call(&session, command(&long)).await;
+        assert!(reply.is_running(), "{reply:?}");
+        // The line was cut inside the secret: its start is held, and shown
+        // masked with the rest of the line.
+        assert!(reply.output.text.contains("aaa<secret-hidden>bbb"), "{reply:?}");
+        assert!(!reply.output.text.contains("2026/xyz"), "{reply:?}");
+        check("an unfinished long line", &reply);
+        check("its end", &call(&session, input("y")).await);
+        hidden("its log", &logged(&session));
+
+        // 5 MB with the secret in the middle.
+        let big = r#"seq 1 400000; printf 'mid %s\n' "$T"; seq 1 400000"#;
+        let reply = call(&session, command(big)).await;
+        assert!(!reply.is_running() && reply.output.truncated, "{reply:?}");
+        check("a 5 MB output", &reply);
+        let log = logged(&session);
+        assert!(log.len() > 5_000_000 && log.contains("mid <secret-hidden>\n"), "{}", log.len());
+        hidden("its log", &log);
+
+        // A background job's output, between commands.
+        let job = r#"(sleep 0.3; printf 'bg %s\n' "$T") &"#;
+        check("starting a job", &call(&session, command(job)).await);
+        let idle = wait_for_last_words(&session, |taken| taken.contains("bg ")).await;
+        assert!(idle.contains("bg <secret-hidden>"), "{idle:?}");
+        hidden("background output", &idle);
+        assert!(masked >= 8, "masks counted: {masked}");
+        session.close().await;
+
+        // Both streams of a `run`, in pieces.
+        let run_dir = scratch("secret-run");
+        let limits = Limits { exec: Duration::from_secs(20), no_output: Duration::from_secs(20) };
+        let both = r#"printf '%s' "${T:0:7}"; sleep 0.3; printf '%s\n' "${T:7}"; printf 'err %s\n' "$T" >&2; seq 1 3000; printf '%s' "$T" | base64"#;
+        let request = RunRequest {
+            stream_cap: 2_000,
+            env: vec![("T".to_owned(), SECRET.to_owned())],
+            secrets: secrets(),
+            ..RunRequest::new(both, limits, &run_dir.0, "run")
+        };
+        let store = Arc::clone(&request.output);
+        let outcome = oneshot::run(request, CancellationToken::new()).await;
+        assert!(outcome.stdout.text.starts_with("<secret-hidden>\n1\n"), "{outcome:?}");
+        assert_eq!(outcome.stderr.text, "err <secret-hidden>\n");
+        hidden("run's stdout", &outcome.stdout.text);
+        hidden("run's stderr", &outcome.stderr.text);
+        assert!(outcome.stdout.masked >= 1 && outcome.stderr.masked == 1, "{outcome:?}");
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let log = store.get_stream(Some(outcome.number), stream).expect("kept");
+            hidden("run's log", &log.read(0, MAX_READ_LINES).expect("reads").text);
+        }
+        drop(store);
+
+        // Every file written: the command logs, the shell's own files.
+        for root in [&dir.0, &run_dir.0] {
+            for (path, bytes) in files_under(root) {
+                hidden(&path.display().to_string(), &String::from_utf8_lossy(&bytes));
+            }
+        }
+        assert!(seen.contains("<secret-hidden>"));
+    }
 }
