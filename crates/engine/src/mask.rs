@@ -33,10 +33,13 @@
 //!   must not follow a letter, digit or `_`.
 //!
 //! Overlapping or touching matches are masked as their union: one
-//! [`MASK`]. Values are found with one Aho-Corasick automaton (all of them
-//! and all their encodings, every overlapping match), the shapes with a
-//! second one over their literal beginnings, each beginning then judged by
-//! its shape's rule (a run of its characters, within its lengths).
+//! [`MASK`]. One Aho-Corasick automaton (a DFA) finds, in one pass, every
+//! overlapping match of the values and their encodings and every literal
+//! beginning of a shape; each beginning is then judged by its shape's rule
+//! (a run of its characters within its lengths, a URL's `:…@`, a PEM
+//! marker). The shapes are literal beginnings and character runs, which
+//! this decides exactly and also tells, at the end of a piece, how much is
+//! still undecided; a regular expression engine could not tell that.
 //!
 //! # Streaming
 //!
@@ -69,7 +72,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 /// What a masked secret becomes (OpenHands' words, which models know).
 pub const MASK: &str = "<secret-hidden>";
@@ -83,8 +86,13 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Secrets {
     /// The names of the registered values (for notices; never the values).
     names: Vec<String>,
-    values: Option<Patterns>,
-    shapes: Option<Shapes>,
+    /// The values' patterns, then the shapes' beginnings, in one automaton:
+    /// one pass over the text finds both.
+    patterns: Option<Patterns>,
+    /// How many of the patterns are values (the rest begin shapes).
+    values: usize,
+    /// Whether the shapes are masked.
+    shapes: bool,
 }
 
 /// A set of literal patterns: the automaton that finds them and what tells
@@ -164,19 +172,26 @@ impl Secrets {
                 }
             }
         }
-        let values = (!patterns.is_empty()).then(|| Patterns {
+        let values = patterns.len();
+        if shapes {
+            patterns.extend(SHAPES.iter().map(|shape| shape.begins.as_bytes().to_vec()));
+        }
+        let patterns = (!patterns.is_empty()).then(|| Patterns {
+            // A DFA: one table lookup per byte, which keeps masking cheap
+            // next to the rest of a byte's path (see the benchmark).
             matcher: AhoCorasick::builder()
                 .match_kind(MatchKind::Standard)
+                .kind(Some(AhoCorasickKind::DFA))
                 .build(&patterns)
                 .expect("literal patterns build"),
             beginnings: Beginnings::new(&patterns),
         });
-        Secrets { names, values, shapes: shapes.then(Shapes::new) }
+        Secrets { names, patterns, values, shapes }
     }
 
     /// Whether nothing is masked at all.
     pub fn is_empty(&self) -> bool {
-        self.values.is_none() && self.shapes.is_none()
+        self.patterns.is_none()
     }
 
     /// The names of the registered values.
@@ -186,7 +201,7 @@ impl Secrets {
 
     /// Whether the shapes of well-known credentials are masked.
     pub fn masks_shapes(&self) -> bool {
-        self.shapes.is_some()
+        self.shapes
     }
 
     /// `text` masked whole, and how many masks it got: for text that is not
@@ -351,28 +366,6 @@ const URL_PART_LIMIT: usize = 256;
 /// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
 const PEM_LABEL_LIMIT: usize = 40;
 
-/// The automaton over the shapes' beginnings.
-#[derive(Debug)]
-struct Shapes {
-    patterns: Patterns,
-}
-
-impl Shapes {
-    fn new() -> Shapes {
-        let beginnings: Vec<Vec<u8>> =
-            SHAPES.iter().map(|shape| shape.begins.as_bytes().to_vec()).collect();
-        Shapes {
-            patterns: Patterns {
-                matcher: AhoCorasick::builder()
-                    .match_kind(MatchKind::Standard)
-                    .build(&beginnings)
-                    .expect("literal patterns build"),
-                beginnings: Beginnings::new(&beginnings),
-            },
-        }
-    }
-}
-
 /// What the text at a shape's beginning is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Verdict {
@@ -519,16 +512,22 @@ impl StreamMasker {
         };
         let bytes = window.as_bytes();
         let mut spans: Vec<Range<usize>> = Vec::new();
+        let mut found: Vec<(usize, usize)> = Vec::new();
         let mut release = window.len();
-        if let Some(values) = &secrets.values {
-            spans.extend(values.matcher.find_overlapping_iter(bytes).map(|m| m.start()..m.end()));
+        if let Some(patterns) = &secrets.patterns {
+            for m in patterns.matcher.find_overlapping_iter(bytes) {
+                match m.pattern().as_usize().checked_sub(secrets.values) {
+                    None => spans.push(m.start()..m.end()),
+                    Some(shape) => found.push((m.start(), shape)),
+                }
+            }
             if !end {
-                release = release.min(values.beginnings.undecided_from(bytes));
+                release = release.min(patterns.beginnings.undecided_from(bytes));
             }
         }
         let mut pem_end = self.pem;
-        if let Some(shapes) = &secrets.shapes {
-            let (undecided, pem) = self.shapes(shapes, bytes, end, &mut spans, release);
+        if secrets.shapes {
+            let (undecided, pem) = self.shapes(found, bytes, end, &mut spans, release);
             release = undecided;
             pem_end = pem;
         }
@@ -561,26 +560,17 @@ impl StreamMasker {
         (Cow::Owned(held[start..].to_owned() + text), 0)
     }
 
-    /// Finds the shapes in `window` (its start is the start of `held`):
-    /// adds their spans, and returns where the undecided text begins (at
+    /// Judges the shapes' beginnings `found` (place, index in [`SHAPES`])
+    /// in `bytes` (its start is the start of `held`): adds their spans, and returns where the undecided text begins (at
     /// most `release`) and the PEM state there.
     fn shapes(
         &self,
-        shapes: &Shapes,
+        mut found: Vec<(usize, usize)>,
         bytes: &[u8],
         end: bool,
         spans: &mut Vec<Range<usize>>,
         mut release: usize,
     ) -> (usize, Pem) {
-        let mut found: Vec<(usize, usize)> = shapes
-            .patterns
-            .matcher
-            .find_overlapping_iter(bytes)
-            .map(|m| (m.start(), m.pattern().as_usize()))
-            .collect();
-        if !end {
-            release = release.min(shapes.patterns.beginnings.undecided_from(bytes));
-        }
         if found.is_empty() && self.pem == Pem::Out {
             return (release, Pem::Out);
         }
