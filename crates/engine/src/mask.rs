@@ -608,13 +608,14 @@ impl StreamMasker {
             .filter(|(_, index)| matches!(SHAPES[*index].rule, Rule::PemBegin))
             .map(|(at, _)| *at)
             .collect();
-        let (pem_spans, undecided, markers) = pem_scan(bytes, self.pem, &begins, end);
-        spans.extend(pem_spans);
-        release = release.min(undecided);
+        let scan = pem_scan(bytes, self.pem, &begins, end);
+        spans.extend(scan.spans);
+        release = release.min(scan.undecided);
         // A match (or a PEM marker) is never cut by a release: the next
         // search finds it again, whole.
         loop {
-            let cut = matches.iter().chain(&markers).find(|r| r.start < release && release < r.end);
+            let cut =
+                matches.iter().chain(&scan.markers).find(|r| r.start < release && release < r.end);
             match cut {
                 Some(range) => release = range.start,
                 None => break,
@@ -623,10 +624,10 @@ impl StreamMasker {
         // The state where the release ends: the scan again, up to there,
         // judged as an end (what was undecided there lies beyond it).
         let pem_at_release = if release == bytes.len() {
-            pem_scan_state(bytes, self.pem, &begins, end)
+            scan.state
         } else {
             let begins: Vec<usize> = begins.into_iter().filter(|&at| at < release).collect();
-            pem_scan_state(&bytes[..release], self.pem, &begins, true)
+            pem_scan(&bytes[..release], self.pem, &begins, true).state
         };
         (release, pem_at_release)
     }
@@ -689,33 +690,43 @@ impl StreamMasker {
     }
 }
 
+/// What a scan for private-key PEM bodies found in a piece of text.
+struct PemScan {
+    /// The key material's runs.
+    spans: Vec<Range<usize>>,
+    /// Where the undecided text begins (a `-----BEGIN ` not judged yet).
+    undecided: usize,
+    /// The `-----BEGIN … PRIVATE KEY-----` markers found.
+    markers: Vec<Range<usize>>,
+    /// The state at the end of the text.
+    state: Pem,
+}
+
 /// Scans `bytes` for private-key PEM bodies from state `pem`, with the
-/// beginnings of `-----BEGIN ` at `begins`: the body spans, where the
-/// undecided text begins (a beginning not judged yet), and the markers
-/// found.
-fn pem_scan(
-    bytes: &[u8],
-    mut pem: Pem,
-    begins: &[usize],
-    end: bool,
-) -> (Vec<Range<usize>>, usize, Vec<Range<usize>>) {
-    let mut spans = Vec::new();
-    let mut markers = Vec::new();
-    let mut at = 0;
-    let mut begins = begins.iter().copied().peekable();
+/// beginnings of `-----BEGIN ` at `begins`; `end`: no more text comes.
+fn pem_scan(bytes: &[u8], mut pem: Pem, begins: &[usize], end: bool) -> PemScan {
     let shape = SHAPES.iter().find(|s| matches!(s.rule, Rule::PemBegin)).expect("a PEM shape");
+    let mut scan =
+        PemScan { spans: Vec::new(), undecided: bytes.len(), markers: Vec::new(), state: pem };
+    let mut at = 0;
+    let mut begins = begins.iter().copied();
     loop {
         if pem == Pem::Out {
             let Some(begin) = begins.find(|&b| b >= at) else {
-                return (spans, bytes.len(), markers);
+                scan.state = Pem::Out;
+                return scan;
             };
             match judge(shape, bytes, begin, end) {
                 Verdict::Match(_, marker_end) => {
-                    markers.push(begin..marker_end);
+                    scan.markers.push(begin..marker_end);
                     pem = Pem::In(0);
                     at = marker_end;
                 }
-                Verdict::Undecided => return (spans, begin, markers),
+                Verdict::Undecided => {
+                    scan.undecided = begin;
+                    scan.state = Pem::Out;
+                    return scan;
+                }
                 Verdict::No => at = begin + 1,
             }
             continue;
@@ -726,7 +737,7 @@ fn pem_scan(
             match (secret, run) {
                 (true, None) => run = Some(at),
                 (false, Some(start)) => {
-                    spans.push(start..at);
+                    scan.spans.push(start..at);
                     run = None;
                 }
                 _ => {}
@@ -735,38 +746,13 @@ fn pem_scan(
             at += 1;
         }
         if let Some(start) = run {
-            spans.push(start..at);
+            scan.spans.push(start..at);
         }
         if at >= bytes.len() {
-            return (spans, bytes.len(), markers);
+            scan.state = pem;
+            return scan;
         }
     }
-}
-
-/// The PEM state at the end of `bytes`.
-fn pem_scan_state(bytes: &[u8], pem: Pem, begins: &[usize], end: bool) -> Pem {
-    // The state at the end is the state after the last byte; `pem_scan`
-    // does not return it, so walk the same way.
-    let shape = SHAPES.iter().find(|s| matches!(s.rule, Rule::PemBegin)).expect("a PEM shape");
-    let mut pem = pem;
-    let mut at = 0;
-    let mut begins = begins.iter().copied();
-    while at < bytes.len() {
-        if pem == Pem::Out {
-            let Some(begin) = begins.find(|&b| b >= at) else { return Pem::Out };
-            match judge(shape, bytes, begin, end) {
-                Verdict::Match(_, marker_end) => {
-                    pem = Pem::In(0);
-                    at = marker_end;
-                }
-                _ => at = begin + 1,
-            }
-            continue;
-        }
-        pem = pem.step(bytes[at]).0;
-        at += 1;
-    }
-    pem
 }
 
 #[cfg(test)]
