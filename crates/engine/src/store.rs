@@ -1696,6 +1696,14 @@ mod one_way_in {
         assert_eq!(reply.output.text, format!("<secret-hidden>\n{}\n", SECRET.len()));
         assert_eq!(reply.output.masked, 1);
 
+        // A credential's shape, registered nowhere, split by a pause.
+        let token = "0123456789abcdefghijABCDEFGHIJ012345";
+        let shaped =
+            format!("printf 'x ghp_{}'; sleep 0.3; printf '{} y\\n'", &token[..9], &token[9..]);
+        let reply = call(&session, command(&shaped)).await;
+        assert_eq!(reply.output.text, "x <secret-hidden> y\n");
+        check("a GitHub token", &reply);
+
         // Encoded.
         let reply = call(
             &session,
