@@ -381,12 +381,14 @@ pub struct RunOutcome {
 /// with [`RunStatus::Error`].
 pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();
-    let logs = request.output.begin_run(&request.command);
+    // The log names its command (a read of the log shows it): masked.
+    let logs = request.output.begin_run(&request.secrets.mask(&request.command).0);
     let number = logs.number;
     let stdout = OutputSink::new(logs.stdout, request.stream_cap, Arc::clone(&request.secrets));
     let stderr = OutputSink::new(logs.stderr, request.stream_cap, Arc::clone(&request.secrets));
     let not_started = |reason: String, mut stdout: OutputSink, mut stderr: OutputSink| {
-        tracing::debug!(command = %request.command, %reason, "command did not start");
+        let command = request.secrets.mask(&request.command).0;
+        tracing::debug!(%command, %reason, "command did not start");
         stderr.push(&reason);
         RunOutcome {
             number,

@@ -1796,6 +1796,17 @@ mod one_way_in {
             let log = store.get_stream(Some(outcome.number), stream).expect("kept");
             hidden("run's log", &log.read(0, MAX_READ_LINES).expect("reads").text);
         }
+        // A command that holds the secret itself is logged masked.
+        let literal = format!("printf '%s\\n' '{SECRET}'");
+        let request = RunRequest {
+            secrets: secrets(),
+            output: Arc::clone(&store),
+            ..RunRequest::new(literal, limits, &run_dir.0, "run")
+        };
+        let outcome = oneshot::run(request, CancellationToken::new()).await;
+        assert_eq!(outcome.stdout.text, "<secret-hidden>\n");
+        let page = store.get(Some(outcome.number)).expect("kept").read(0, 10).expect("reads");
+        hidden("run's logged command", &page.command);
         drop(store);
 
         // Every file written: the command logs, the shell's own files.
