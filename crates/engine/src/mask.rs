@@ -81,8 +81,9 @@ pub const MASK: &str = "<secret-hidden>";
 pub const MIN_SECRET_LEN: usize = 8;
 
 /// The secrets of a session or of the `run` commands: values, their
-/// encodings, and (if on) the shapes of well-known credentials.
-#[derive(Debug, Default)]
+/// encodings, and (if on) the shapes of well-known credentials. Its `Debug`
+/// shows names and counts, never a value.
+#[derive(Default)]
 pub struct Secrets {
     /// The names of the registered values (for notices; never the values).
     names: Vec<String>,
@@ -95,16 +96,24 @@ pub struct Secrets {
     shapes: bool,
 }
 
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("names", &self.names)
+            .field("patterns", &self.values)
+            .field("shapes", &self.shapes)
+            .finish()
+    }
+}
+
 /// A set of literal patterns: the automaton that finds them and what tells
 /// whether a text ends with the beginning of one.
-#[derive(Debug)]
 struct Patterns {
     matcher: AhoCorasick,
     beginnings: Beginnings,
 }
 
 /// Sorted patterns, to tell whether the end of a text may begin one.
-#[derive(Debug)]
 struct Beginnings {
     sorted: Vec<Vec<u8>>,
     first_bytes: [bool; 256],
@@ -469,7 +478,7 @@ impl Pem {
 
 /// The masking state of one stream of text: the tail held back until it
 /// is decided, and what the last release left open.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StreamMasker {
     /// Text not released yet.
     held: String,
@@ -483,6 +492,13 @@ pub struct StreamMasker {
     before: Option<u8>,
     /// Whether the start of `held` is in a private key's PEM body.
     pem: Pem,
+}
+
+impl std::fmt::Debug for StreamMasker {
+    /// The held text may begin a secret: only its length is shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamMasker").field("held_bytes", &self.held.len()).finish()
+    }
 }
 
 impl StreamMasker {
@@ -984,6 +1000,12 @@ mod tests {
         assert_eq!(masker.push(&secrets, "abcde", false).0, "");
         assert_eq!(masker.preview(&secrets, "fghij").0, "<secret-hidden>");
         assert_eq!(masker.push(&secrets, "", true).0, "abcde");
+    }
+
+    #[test]
+    fn debug_shows_no_value() {
+        let shown = format!("{:?}", secrets_with(TOKEN));
+        assert!(!shown.contains("s3cr3t") && shown.contains("\"X\""), "{shown}");
     }
 
     #[test]
