@@ -57,6 +57,8 @@ pub enum Command {
     /// directories. Changes nothing of yours (it removes what servers that
     /// are gone left behind); exits 0.
     Doctor,
+    /// What the agent ran, from the audit log: one line per command.
+    Audit(crate::audit::AuditQuery),
     /// The orphan guard (internal: started by the server itself, which
     /// sends it the scope token over its stdin, never on the command line).
     #[command(name = "__guard", hide = true)]
@@ -162,4 +164,6 @@ pub struct ServeArgs {
     /// A mode named here that the host does not allow stops start-up.
     #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
     pub containment: String,
+    #[command(flatten)]
+    pub audit: crate::audit::AuditArgs,
 }

@@ -11,9 +11,11 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::store::Stream;
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, RunArgs};
+use crate::audit;
 use crate::config::ServerConfig;
 use crate::render::{self, span};
 use crate::schema;
@@ -98,7 +100,12 @@ impl Shellkeep {
             output: Arc::clone(&self.shared.runs),
             ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
+        let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
         let outcome = oneshot::run(request, context.ct.clone()).await;
+        let bytes = [Stream::Stdout, Stream::Stderr].map(|stream| {
+            self.shared.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
+        });
+        audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);
         self.with_guard_notice(
             self.with_job_notices(structured_result(text, &structured, false)),

@@ -1,0 +1,3 @@
+//! Unit tests of line building, rotation, reading back and times.
+
+use super::*;
