@@ -43,8 +43,10 @@ pub fn no_mask() -> Mask {
 /// line says how long it was.
 pub const COMMAND_BOUND: usize = 2000;
 
+/// The smallest `--audit-log-max-mib` (10 KiB: room for a few lines).
+const MIN_MIB: f64 = 0.01;
 /// The largest `--audit-log-max-mib`.
-const MAX_MIB: u64 = 1_048_576;
+const MAX_MIB: f64 = 1_048_576.0;
 /// The most rotated files `--audit-log-keep` may ask for.
 const MAX_KEEP: u32 = 1000;
 
@@ -57,9 +59,9 @@ pub struct AuditArgs {
     #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
     /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
-    /// to FILE.2, and so on); from 1 to 1048576.
-    #[arg(long, default_value_t = 10, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
-    pub audit_log_max_mib: u64,
+    /// to FILE.2, and so on); from 0.01 to 1048576.
+    #[arg(long, default_value_t = 10.0, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
+    pub audit_log_max_mib: f64,
     /// Rotated audit logs kept (FILE.1 … FILE.N, the oldest dropped); from
     /// 0 to 1000.
     #[arg(long, default_value_t = 5, env = "SHELLKEEP_AUDIT_LOG_KEEP")]
@@ -108,10 +110,10 @@ impl AuditLog {
     /// `--audit-log`.
     pub fn open(args: &AuditArgs, mask: Mask) -> anyhow::Result<Option<Arc<AuditLog>>> {
         let Some(path) = &args.audit_log else { return Ok(None) };
+        let mib = args.audit_log_max_mib;
         anyhow::ensure!(
-            (1..=MAX_MIB).contains(&args.audit_log_max_mib),
-            "--audit-log-max-mib must be from 1 to {MAX_MIB}, got {}",
-            args.audit_log_max_mib
+            (MIN_MIB..=MAX_MIB).contains(&mib),
+            "--audit-log-max-mib must be from {MIN_MIB} to {MAX_MIB}, got {mib}"
         );
         anyhow::ensure!(
             args.audit_log_keep <= MAX_KEEP,
@@ -119,7 +121,7 @@ impl AuditLog {
             args.audit_log_keep
         );
         let log =
-            AuditLog::with_limits(path, args.audit_log_max_mib << 20, args.audit_log_keep, mask)
+            AuditLog::with_limits(path, (mib * 1_048_576.0) as u64, args.audit_log_keep, mask)
                 .with_context(|| format!("--audit-log {}", path.display()))?;
         Ok(Some(Arc::new(log)))
     }

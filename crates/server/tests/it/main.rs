@@ -19,6 +19,7 @@
     reason = "the tests start the binary and the processes they check, and signal them"
 )]
 
+mod audit;
 mod bad_input;
 mod cli;
 mod containment;
