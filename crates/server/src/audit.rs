@@ -28,6 +28,7 @@ use shellkeep_engine::keys::Input;
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
 use shellkeep_engine::policy::Decision;
 use shellkeep_engine::private_fs;
+use shellkeep_engine::registry::JobEnded;
 use shellkeep_engine::session::{Activity, Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
 
 /// What hides secrets in text written to the log: the identity unless the
@@ -94,6 +95,9 @@ pub struct AuditLog {
     /// share one file.
     server: String,
     next_id: AtomicU64,
+    /// The id of the call that started each running background job, by
+    /// session: the job's end line carries it.
+    jobs: Mutex<std::collections::HashMap<String, String>>,
     writer: Mutex<Writer>,
 }
 
@@ -137,6 +141,7 @@ impl AuditLog {
             mask,
             server: private_fs::random_hex(4)?,
             next_id: AtomicU64::new(1),
+            jobs: Mutex::default(),
             writer: Mutex::new(Writer { file: Some(file), failing: false }),
         })
     }
@@ -165,7 +170,41 @@ impl AuditLog {
             ..Line::default()
         };
         self.write(&line);
+        if start.call == "background"
+            && let Some(session) = &start.session
+        {
+            let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+            jobs.insert(session.clone(), id.clone());
+        }
         AuditCall { log: Some(Arc::clone(self)), id, start, started: Instant::now(), ended: false }
+    }
+
+    /// Writes the `job_end` line of a background job the server reports
+    /// ended, with the id of the call that started it.
+    pub fn job_ended(&self, job: &JobEnded) {
+        let started = self.jobs.lock().unwrap_or_else(PoisonError::into_inner).remove(&job.session);
+        let id = started.unwrap_or_else(|| {
+            format!("{}-{}", self.server, self.next_id.fetch_add(1, Ordering::Relaxed))
+        });
+        let (command, command_chars) = cut_command(Some(&(self.mask)(&job.command)));
+        let signal = signal_of(job.exit_code);
+        let line = Line {
+            time: rfc3339(SystemTime::now()),
+            event: "job_end",
+            id: &id,
+            tool: "terminal",
+            call: "background",
+            session: Some(&job.session),
+            command,
+            command_chars,
+            status: Some("completed"),
+            exit_code: Some(job.exit_code),
+            reason: signal.map(|_| "signal"),
+            detail: signal.map(|signal| format!("signal {signal}")),
+            duration_ms: Some(job.ran_for.as_millis() as u64),
+            ..Line::default()
+        };
+        self.write(&line);
     }
 
     /// Appends `line` (rotating first if it would pass the bound); a
@@ -788,6 +827,7 @@ fn rows(records: &[Record]) -> Vec<Row> {
     let mut order: Vec<&str> = Vec::new();
     let mut starts = std::collections::HashMap::new();
     let mut ends = std::collections::HashMap::new();
+    let mut job_ends = std::collections::HashMap::new();
     // (server, session, command number) → the last end that says how the
     // command finished.
     let mut finished = std::collections::HashMap::new();
@@ -807,6 +847,9 @@ fn rows(records: &[Record]) -> Vec<Row> {
                     finished.insert((record.server(), session.as_str(), number), record);
                 }
             }
+            "job_end" => {
+                job_ends.insert(record.id.as_str(), record);
+            }
             _ => {}
         }
     }
@@ -817,6 +860,7 @@ fn rows(records: &[Record]) -> Vec<Row> {
         if first.call == "poll" {
             continue;
         }
+        let end = job_ends.get(id).copied().or(end);
         let end = end.map(|end| match (&end.session, end.command_number, end.status.as_deref()) {
             (Some(session), Some(number), Some("running" | "waiting_for_input")) => {
                 finished.get(&(end.server(), session.as_str(), number)).copied().unwrap_or(end)

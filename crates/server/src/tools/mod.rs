@@ -95,11 +95,14 @@ impl Shellkeep {
 
     /// Adds the notices of background jobs that ended since the last reply
     /// to `result`: a line of text each and `jobs_ended` in the structured
-    /// content.
+    /// content; the audit log gets each job's end line.
     fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
         let ended = self.shared.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
+        }
+        if let Some(log) = &self.shared.audit {
+            ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
         result.content.push(ContentBlock::text(text));

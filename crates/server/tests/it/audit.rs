@@ -198,6 +198,14 @@ async fn a_killed_command_and_the_failures_are_listed_by_shellkeep_audit() {
         audited(&log, &["--policy", policy.to_str().expect("utf-8"), "--grace", "1"]).await;
     server.terminal(json!({"command": "echo fine"})).await;
     server.terminal(json!({"command": "exit_with() { return $1; }; exit_with 4"})).await;
+    // A background job's end comes with a later reply, and its line then.
+    let job = "sleep 1.5; exit 5";
+    server.terminal(json!({"command": job, "background": true, "session": "bg"})).await;
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while server.terminal(json!({"command": "true"})).await["jobs_ended"].is_null() {
+        assert!(std::time::Instant::now() < deadline, "the job's end was never reported");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let r = server.terminal(json!({"command": "echo start; sleep 135", "timeout": 0.5})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
     wait_until(
@@ -215,13 +223,20 @@ async fn a_killed_command_and_the_failures_are_listed_by_shellkeep_audit() {
     assert!(end["termination_mode"].is_string(), "{end}");
     assert_eq!(end["command"], "echo start; sleep 135");
 
+    let start = lines.iter().find(|l| l["command"] == job).expect("the job's start");
+    let job_end = lines.iter().find(|l| l["event"] == "job_end").expect("the job's end");
+    assert_eq!((&job_end["id"], &job_end["exit_code"]), (&start["id"], &json!(5)), "{job_end}");
+
     let file = log.to_str().expect("utf-8");
     let (code, all, stderr) = audit_command(&["--since", "1h", file]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(all.lines().count(), 3, "polls are not listed:\n{all}");
+    let listed = |text: &str, what: &str| text.lines().filter(|l| l.ends_with(what)).count();
+    assert_eq!(all.lines().count() - listed(&all, "  true"), 4, "polls are not listed:\n{all}");
     let (code, failed, stderr) = audit_command(&["--failed", file]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(failed.lines().count(), 2, "{failed}");
+    assert_eq!(failed.lines().count(), 3, "{failed}");
+    let job = failed.lines().find(|l| l.contains("exit 5")).expect(&failed);
+    assert!(job.contains("completed") && job.contains(" 5 ") && job.contains("bg"), "{job}");
     assert!(!failed.contains("echo fine"), "{failed}");
     let killed = failed.lines().find(|l| l.contains("sleep 135")).expect(&failed);
     assert!(killed.contains("killed") && killed.contains("default"), "{killed}");
