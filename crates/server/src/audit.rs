@@ -479,6 +479,14 @@ impl AuditCall {
             ..Line::default()
         };
         log.write(&line);
+        // A job that ended within the call that started it has no end to
+        // report later.
+        if self.start.call == "background"
+            && end.status != "running"
+            && let Some(session) = &self.start.session
+        {
+            log.jobs.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+        }
     }
 }
 

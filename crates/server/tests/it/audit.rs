@@ -325,3 +325,29 @@ fn a_symlink_or_a_bad_size_stops_start_up() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("--audit-log-max-mib must be from 0.01"), "{stderr}");
 }
+
+/// A log that cannot be written never fails a call: the error is logged on
+/// stderr once, and lines come again once it can be written.
+#[tokio::test]
+async fn a_write_error_is_logged_once_and_calls_go_on() {
+    let dir = Scratch::new();
+    let log = log_in(&dir);
+    let server = audited(&log, &[]).await;
+    server.terminal(json!({"command": "echo one"})).await;
+    // The log's path becomes a directory: it cannot be opened for writing.
+    std::fs::remove_file(&log).expect("remove the log");
+    std::fs::create_dir(&log).expect("a directory in its place");
+    for command in ["echo two", "echo three"] {
+        let r = server.terminal(json!({"command": command})).await;
+        assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(0)));
+    }
+    let r = server.run(json!({"command": "echo four"})).await;
+    assert_eq!(r["stdout"], "four\n", "{r:#?}");
+    assert_eq!(server.log().matches("cannot write the audit log").count(), 1, "{}", server.log());
+    std::fs::remove_dir(&log).expect("remove the directory");
+    server.terminal(json!({"command": "echo five"})).await;
+    wait_until(EVENTUALLY, || server.log().contains("is written again"), || server.log()).await;
+    let lines = lines(&log);
+    assert!(pair(&lines, command_is("echo five")).1["status"] == "completed", "{lines:#?}");
+    assert_eq!(std::fs::metadata(&log).expect("the log").permissions().mode() & 0o777, 0o600);
+}
