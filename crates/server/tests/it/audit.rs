@@ -351,3 +351,21 @@ async fn a_write_error_is_logged_once_and_calls_go_on() {
     assert!(pair(&lines, command_is("echo five")).1["status"] == "completed", "{lines:#?}");
     assert_eq!(std::fs::metadata(&log).expect("the log").permissions().mode() & 0o777, 0o600);
 }
+
+/// A `run` the client gives up on is stopped, and its end line says so.
+#[tokio::test]
+async fn a_cancelled_run_ends_with_cancel() {
+    let dir = Scratch::new();
+    let log = log_in(&dir);
+    let server = audited(&log, &[]).await;
+    let sleeper = format!("sleep 300.{}", marker());
+    let call = server.run(json!({"command": sleeper, "timeout_sec": 60}));
+    assert!(tokio::time::timeout(Duration::from_millis(500), call).await.is_err());
+    let ended = || {
+        lines(&log).into_iter().find(|l| l["event"] == "end" && l["command"] == sleeper.as_str())
+    };
+    wait_until(EVENTUALLY, || ended().is_some(), || format!("{:#?}", lines(&log))).await;
+    let end = ended().expect("the end line");
+    assert_eq!((&end["status"], &end["reason"]), (&json!("error"), &json!("cancel")), "{end}");
+    crate::assert_none_survive(&[sleeper.as_str()], EVENTUALLY).await;
+}
