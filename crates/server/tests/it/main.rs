@@ -31,6 +31,7 @@ mod outputs;
 mod run;
 mod runtime;
 mod screen;
+mod secrets;
 mod sessions;
 mod shell;
 mod terminal;
