@@ -498,6 +498,10 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, ParseError> {
                 comment.map_or(raw, |at| &raw[..at]).trim_end_matches([' ', '\t']).to_owned()
             }
         };
+        if value.contains('\0') {
+            // No environment can hold it: the shell would not start.
+            return Err(fail(format!("the value of {name} contains a NUL character")));
+        }
         if RESERVED_NAMES.contains(&name)
             || ["SHELLKEEP_", "BASH_FUNC_", "__sk", "__SK"].iter().any(|p| name.starts_with(p))
         {
@@ -691,6 +695,7 @@ mod tests {
             ("PROMPT_COMMAND=x\n", 1, "PROMPT_COMMAND cannot be set"),
             ("SHELLKEEP_SECRETS=x\n", 1, "SHELLKEEP_SECRETS cannot be set"),
             ("__sk_c=x\n", 1, "__sk_c cannot be set"),
+            ("A=1\nB=\"nul\0secretvalue\"\n", 2, "the value of B contains a NUL character"),
         ];
         for (text, line, message) in cases {
             match parse(text) {
