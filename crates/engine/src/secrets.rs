@@ -679,6 +679,24 @@ mod tests {
     }
 
     #[test]
+    fn the_readmes_example_parses_as_it_says() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```sh\n# a comment line").expect("the example") + "```sh\n".len();
+        let example = &readme[start..][..readme[start..].find("```").expect("its end")];
+        let entries = parse(example).expect("the README's example parses");
+        assert_eq!(
+            pairs(&entries),
+            [
+                ("DEPLOY_TOKEN", "abc123def456"),
+                ("DB_URL", "postgres://app:pa#ss@db/app"),
+                ("SIGNING_KEY", "taken literally: $HOME \\n"),
+                ("WEBHOOK", "line one\nline \"two\"\\"),
+                ("PEM", "-----BEGIN PRIVATE KEY-----\nMIIEv...\n-----END PRIVATE KEY-----"),
+            ]
+        );
+    }
+
+    #[test]
     fn dotenv_errors_name_the_line_and_never_the_value() {
         let cases: &[(&str, usize, &str)] = &[
             ("A=1\nnot a line\n", 2, "expected `=` after not"),
