@@ -74,6 +74,9 @@ const NOT_SECRET_LAST_WORDS: &[&str] = &[
 pub struct Sources {
     /// Variables of the server's environment whose values are secret.
     pub names: Vec<String>,
+    /// Where `names` were given (`--secret or SHELLKEEP_SECRETS`), said in
+    /// errors about them; empty: nothing is said.
+    pub names_from: String,
     /// A file of `NAME=value` lines whose values are secret and exported.
     pub file: Option<PathBuf>,
     /// Whether variables whose names say secret, and the shapes of
@@ -155,7 +158,10 @@ pub fn load(sources: &Sources, env: &[(OsString, OsString)]) -> Result<Found, Se
     let mut found = Found { shapes: sources.defaults, ..Found::default() };
     let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_os_str());
     for name in sources.names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-        let what = format!("secret {name} (from --secret or SHELLKEEP_SECRETS)");
+        let what = match sources.names_from.as_str() {
+            "" => format!("secret {name}"),
+            from => format!("secret {name} (from {from})"),
+        };
         if !is_name(name) {
             return Err(SecretsError(format!(
                 "{what}: not a variable name (letters, digits and `_`, not starting with a digit)"
@@ -813,6 +819,7 @@ mod tests {
         let named = |names: &[&str]| {
             let sources = Sources {
                 names: names.iter().map(|n| (*n).to_owned()).collect(),
+                names_from: "the list".to_owned(),
                 ..Sources::default()
             };
             load(&sources, &env)
@@ -826,16 +833,10 @@ mod tests {
         assert!(found.exported().is_empty() && !found.shapes && found.notices.is_empty());
 
         let cases: &[(&str, &str)] = &[
-            (
-                "SHORT",
-                "secret SHORT (from --secret or SHELLKEEP_SECRETS): its value is shorter than 8",
-            ),
-            ("EMPTY", "secret EMPTY (from --secret or SHELLKEEP_SECRETS): its value is empty"),
+            ("SHORT", "secret SHORT (from the list): its value is shorter than 8"),
+            ("EMPTY", "secret EMPTY (from the list): its value is empty"),
             ("MISSING", "the server's environment has no variable MISSING"),
-            (
-                "BAD-NAME",
-                "secret BAD-NAME (from --secret or SHELLKEEP_SECRETS): not a variable name",
-            ),
+            ("BAD-NAME", "secret BAD-NAME (from the list): not a variable name"),
         ];
         for (name, message) in cases {
             let err = named(&[name]).expect_err(name);
@@ -872,7 +873,12 @@ mod tests {
             ("OTHER_SECRET", "other-secret-value"),
             ("OTHER_SECRET", "duplicate-later-value"),
         ]);
-        let sources = Sources { names: vec!["NAMED_ONE".into()], defaults: true, file: None };
+        let sources = Sources {
+            names: vec!["NAMED_ONE".into()],
+            defaults: true,
+            file: None,
+            ..Sources::default()
+        };
         let found = load(&sources, &env).expect("loads");
         assert!(found.shapes);
         let names: Vec<(&str, Origin)> =
@@ -906,8 +912,12 @@ mod tests {
             0o600,
         );
         let env = env(&[("PLAIN", "server-plain-value")]);
-        let sources =
-            Sources { names: vec!["PLAIN".into()], file: Some(path.clone()), defaults: false };
+        let sources = Sources {
+            names: vec!["PLAIN".into()],
+            file: Some(path.clone()),
+            defaults: false,
+            ..Sources::default()
+        };
         let found = load(&sources, &env).expect("loads");
         let exported = [
             ("DEPLOY_KEY".to_owned(), "line-one\nline-two".to_owned()),

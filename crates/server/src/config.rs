@@ -149,6 +149,7 @@ impl ServerConfig {
             secrets: secrets::load(
                 &secrets::Sources {
                     names: args.secrets.clone(),
+                    names_from: "--secret or SHELLKEEP_SECRETS".to_owned(),
                     file: args.secrets_file.clone(),
                     defaults: !args.no_default_secrets,
                 },
