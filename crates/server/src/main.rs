@@ -113,7 +113,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         None | Some(Command::Serve) => {
             // Every flag is checked before anything starts.
-            let config = ServerConfig::from_args(&cli.serve)?;
+            let env: Vec<_> = std::env::vars_os().collect();
+            let config = ServerConfig::from_args(&cli.serve, &env)?;
+            for notice in &config.secrets.notices {
+                let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
+            }
             let audit = audit::AuditLog::open(&cli.serve.audit, audit::no_mask())?;
             serve(cli.serve.policy.as_deref(), config, audit)
                 .await

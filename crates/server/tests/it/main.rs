@@ -32,6 +32,7 @@ mod outputs;
 mod run;
 mod runtime;
 mod screen;
+mod secrets;
 mod sessions;
 mod shell;
 mod terminal;
