@@ -92,7 +92,8 @@ impl Shellkeep {
         let decision = self.decide(&args.command, args.limits);
         let request = RunRequest {
             cwd: args.cwd,
-            env: args.env,
+            // The secrets file's values first, so the call's own `env` wins.
+            env: self.shared.config.secrets.exported().into_iter().chain(args.env).collect(),
             stdin: args.stdin,
             grace: self.shared.config.grace,
             stream_cap: self.shared.config.output_cap,

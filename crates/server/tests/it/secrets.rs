@@ -289,7 +289,14 @@ async fn the_secrets_files_values_reach_every_shell_through_the_environment_only
     server.terminal(json!({"command": "exit"})).await;
     let r = server.terminal(json!({"command": dump("again")})).await;
     assert_eq!(r.output(), lengths, "{r:#?}");
-    for name in ["default", "named", "job", "again"] {
+    // A `run` gets them too, and its own `env` wins over them.
+    let r = server.run(json!({"command": dump("run")})).await;
+    assert!(r.text.contains(lengths.trim_end()), "{}", r.text);
+    let r = server
+        .run(json!({"command": "printf %s \"$SK_FILE_ONE\"", "env": {"SK_FILE_ONE": "mine"}}))
+        .await;
+    assert!(r.text.starts_with("mine"), "{}", r.text);
+    for name in ["default", "named", "job", "again", "run"] {
         let read = |part: &str| {
             std::fs::read_to_string(out.join(format!("{name}-{part}"))).expect("written")
         };
@@ -318,7 +325,7 @@ async fn the_secrets_files_values_reach_every_shell_through_the_environment_only
     }
     // The searches find what is there: the values the shells wrote, and
     // the shell's own command line.
-    assert_eq!(files_containing(&out, format!("{tag}-two").as_bytes()).len(), 4);
+    assert_eq!(files_containing(&out, format!("{tag}-two").as_bytes()).len(), 5);
     assert!(!command_lines_containing(b"--rcfile").is_empty());
     // Where the shell's start-up and command files are.
     let r = server.terminal(json!({"command": "echo \"$__sk_dir\""})).await;
