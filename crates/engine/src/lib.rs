@@ -19,6 +19,7 @@ pub mod process;
 pub mod pty;
 pub mod registry;
 pub mod screen;
+pub mod secrets;
 pub mod session;
 pub mod store;
 pub mod syntax;

@@ -106,6 +106,20 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
+/// Two sets of secrets are equal when they mask the same: the same names,
+/// patterns and shapes.
+impl PartialEq for Secrets {
+    fn eq(&self, other: &Secrets) -> bool {
+        let sorted = |secrets: &Secrets| {
+            secrets.patterns.as_ref().map(|patterns| patterns.beginnings.sorted.clone())
+        };
+        self.names == other.names
+            && self.values == other.values
+            && self.shapes == other.shapes
+            && sorted(self) == sorted(other)
+    }
+}
+
 /// A set of literal patterns: the automaton that finds them and what tells
 /// whether a text ends with the beginning of one.
 struct Patterns {

@@ -184,6 +184,31 @@ pub fn rewrite_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Opens the file `path` for appending (`O_APPEND`: each write lands at
+/// the end, whoever else appends), creating it with mode 0600. An existing
+/// file must be a regular file of ours with one link, never followed as a
+/// symlink; one others could read or write is made 0600.
+pub fn open_private_append(path: &Path) -> io::Result<File> {
+    let file = File::options()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} is a symlink; refusing to follow it", path.display()),
+            ),
+            _ => err,
+        })?;
+    check_own_regular_file(path, &file)?;
+    if file.metadata()?.mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
 /// Reads at most `limit` bytes of the file `path`, which must be a regular
 /// file of ours (not followed as a symlink).
 pub fn read_private_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {

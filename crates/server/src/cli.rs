@@ -57,6 +57,8 @@ pub enum Command {
     /// directories. Changes nothing of yours (it removes what servers that
     /// are gone left behind); exits 0.
     Doctor,
+    /// What the agent ran, from the audit log: one line per command.
+    Audit(crate::audit::AuditQuery),
     /// The orphan guard (internal: started by the server itself, which
     /// sends it the scope token over its stdin, never on the command line).
     #[command(name = "__guard", hide = true)]
@@ -157,9 +159,28 @@ pub struct ServeArgs {
     /// are deleted.
     #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
     pub full_output_keep_mib: u64,
+    /// An environment variable of the server whose value is secret: masked
+    /// in everything shellkeep shows or writes. Repeatable; its value must
+    /// have at least 8 characters. Or a comma-separated list in
+    /// $SHELLKEEP_SECRETS.
+    #[arg(long = "secret", value_name = "NAME", env = "SHELLKEEP_SECRETS", value_delimiter = ',')]
+    pub secrets: Vec<String>,
+    /// A file of `NAME=value` lines (dotenv syntax: quotes, `#` comments,
+    /// `export`) whose values are secret: masked, and exported into every
+    /// terminal session and `run` command through the environment. It
+    /// must be yours and private (chmod 600), not a symlink.
+    #[arg(long, value_name = "FILE", env = "SHELLKEEP_SECRETS_FILE")]
+    pub secrets_file: Option<PathBuf>,
+    /// Mask only the secrets named with --secret and --secrets-file: not
+    /// the variables whose names say secret (`*_TOKEN`, `*_KEY`,
+    /// `*PASSWORD*`, …), nor the shapes of well-known credentials.
+    #[arg(long, env = "SHELLKEEP_NO_DEFAULT_SECRETS")]
+    pub no_default_secrets: bool,
     /// What contains the processes of every session and `run` command:
     /// `auto` (the best the host allows), `cgroup2`, `cgroup1` or `markers`.
     /// A mode named here that the host does not allow stops start-up.
     #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
     pub containment: String,
+    #[command(flatten)]
+    pub audit: crate::audit::AuditArgs,
 }

@@ -4,18 +4,22 @@
 //! takes (`--max-wait must be a positive number of seconds, at most 86400
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
-//! The conversion is a pure function of the flags; it does not read the
-//! policy file, look at the disk or start anything (`main` does, with the
+//! The conversion is a function of the flags and of the environment it is
+//! given; it reads one file, the secrets file (`secrets::load`), and does
+//! not read the policy file or start anything (`main` does, with the
 //! result).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::Guard;
+use shellkeep_engine::mask::Secrets;
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::registry::RegistryLimits;
+use shellkeep_engine::secrets::{self, Found};
 use shellkeep_engine::session::SessionConfig;
 use shellkeep_engine::store::StoreLimits;
 
@@ -66,6 +70,14 @@ pub struct ServerConfig {
     pub retention: Retention,
     /// The containment mode asked for.
     pub containment: cgroup::Requested,
+    /// The secrets: every value to mask (`masked()`), the secrets file's
+    /// values to export into every shell and `run` command (`exported()`),
+    /// whether credential shapes are masked, and the notices about
+    /// variables skipped. Its `Debug` shows no value.
+    pub secrets: Found,
+    /// What every session and `run` masks: the secrets' values and, when
+    /// on, the credential shapes (built once).
+    pub masks: Arc<Secrets>,
 }
 
 /// A flag whose value cannot be used: the message names the flag and the
@@ -83,7 +95,11 @@ impl std::error::Error for FlagError {}
 
 impl ServerConfig {
     /// Checks every flag and converts it; the first bad one is the error.
-    pub fn from_args(args: &ServeArgs) -> Result<ServerConfig, FlagError> {
+    /// `env` is the server's environment, where secrets are looked for.
+    pub fn from_args(
+        args: &ServeArgs,
+        env: &[(OsString, OsString)],
+    ) -> Result<ServerConfig, FlagError> {
         let output_cap = args.output_cap;
         if !(MIN_OUTPUT_CAP..=MAX_OUTPUT_CAP).contains(&output_cap) {
             return Err(FlagError(format!(
@@ -103,6 +119,16 @@ impl ServerConfig {
                 args.output_keep_commands
             )));
         }
+        let found = secrets::load(
+            &secrets::Sources {
+                names: args.secrets.clone(),
+                names_from: "--secret or SHELLKEEP_SECRETS".to_owned(),
+                file: args.secrets_file.clone(),
+                defaults: !args.no_default_secrets,
+            },
+            env,
+        )
+        .map_err(|err| FlagError(err.0))?;
         Ok(ServerConfig {
             cwd: args.cwd.clone(),
             no_output_return: seconds("--no-output-return", args.no_output_return)?,
@@ -134,6 +160,8 @@ impl ServerConfig {
                 max_total: mib("--full-output-keep-mib", args.full_output_keep_mib)?,
             },
             containment: containment(args)?,
+            masks: Arc::new(Secrets::new(found.masked(), found.shapes)),
+            secrets: found,
         })
     }
 
@@ -156,6 +184,10 @@ impl ServerConfig {
         config.shell = self.shell.clone();
         config.guard = guard;
         config.output_limits = self.output_keep;
+        // Through the environment only: never a file we write, never a
+        // command line.
+        config.env = self.secrets.exported();
+        config.secrets = Arc::clone(&self.masks);
         if !self.source_rc {
             config.user_rc = None;
         }
@@ -208,9 +240,16 @@ mod tests {
 
     /// The configuration the server flags `flags` give, or the error.
     fn config(flags: &[&str]) -> Result<ServerConfig, String> {
+        config_in(flags, &[])
+    }
+
+    /// [`config`] for a server whose environment is `env`.
+    fn config_in(flags: &[&str], env: &[(&str, &str)]) -> Result<ServerConfig, String> {
         let cli = Cli::try_parse_from(std::iter::once("shellkeep").chain(flags.iter().copied()))
             .map_err(|err| format!("clap: {err}"))?;
-        ServerConfig::from_args(&cli.serve).map_err(|err| err.to_string())
+        let env: Vec<(OsString, OsString)> =
+            env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
+        ServerConfig::from_args(&cli.serve, &env).map_err(|err| err.to_string())
     }
 
     #[test]
@@ -233,6 +272,48 @@ mod tests {
         );
         assert_eq!(config.containment, cgroup::Requested::Auto);
         assert!(config.source_rc);
+        assert!(config.secrets.secrets.is_empty() && config.secrets.shapes);
+    }
+
+    #[test]
+    fn secrets_come_from_named_variables_and_names_that_say_secret() {
+        let env = [
+            ("DEPLOY", "deploy-value-1"),
+            ("OTHER", "other-value-2"),
+            ("GITHUB_TOKEN", "ghp_0123456789abcdef"),
+            ("DB_PASSWORD", "short"),
+        ];
+        let names = |config: &ServerConfig| -> Vec<String> {
+            config.secrets.masked().into_iter().map(|(name, _)| name).collect()
+        };
+        for flags in [
+            &["--secret", "DEPLOY", "--secret", "OTHER"][..],
+            &["--secret", "DEPLOY,OTHER"][..],
+            &["--secret=DEPLOY", "--secret=OTHER,"][..],
+        ] {
+            let config = config_in(flags, &env).unwrap_or_else(|err| panic!("{flags:?}: {err}"));
+            assert_eq!(names(&config), ["DEPLOY", "OTHER", "GITHUB_TOKEN"], "{flags:?}");
+            assert!(config.secrets.shapes);
+            assert_eq!(config.secrets.notices.len(), 1, "{:?}", config.secrets.notices);
+            assert!(config.secrets.exported().is_empty());
+        }
+        let config = config_in(&["--secret", "DEPLOY", "--no-default-secrets"], &env).unwrap();
+        assert_eq!(names(&config), ["DEPLOY"]);
+        assert!(!config.secrets.shapes && config.secrets.notices.is_empty());
+        // The configuration's Debug, which tests print, shows no value.
+        assert!(!format!("{config:?}").contains("deploy-value-1"));
+
+        let err = config_in(&["--secret", "DB_PASSWORD"], &env).expect_err("too short");
+        assert_eq!(
+            err,
+            "secret DB_PASSWORD (from --secret or SHELLKEEP_SECRETS): its value is shorter than 8 \
+             characters, too short to mask without wrecking ordinary output"
+        );
+        let err = config_in(&["--secret", "NOPE"], &env).expect_err("unset");
+        assert!(err.ends_with("the server's environment has no variable NOPE"), "{err}");
+        let err = config_in(&["--secrets-file", "/nonexistent/secrets.env"], &env)
+            .expect_err("missing file");
+        assert!(err.starts_with("cannot open the secrets file /nonexistent/secrets.env"), "{err}");
     }
 
     #[test]

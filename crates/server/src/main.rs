@@ -6,6 +6,7 @@
 //! logged with `tracing` to stderr.
 
 mod args;
+mod audit;
 mod cli;
 mod config;
 mod render;
@@ -112,8 +113,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         None | Some(Command::Serve) => {
             // Every flag is checked before anything starts.
-            let config = ServerConfig::from_args(&cli.serve)?;
-            serve(cli.serve.policy.as_deref(), config)
+            let env: Vec<_> = std::env::vars_os().collect();
+            let config = ServerConfig::from_args(&cli.serve, &env)?;
+            for notice in &config.secrets.notices {
+                let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
+            }
+            let audit = audit::AuditLog::open(&cli.serve.audit, audit::no_mask())?;
+            serve(cli.serve.policy.as_deref(), config, audit)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS)
         }
@@ -122,6 +128,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
         Some(Command::Doctor) => doctor(&cli.serve),
+        Some(Command::Audit(query)) => {
+            audit::print(&query, &mut std::io::stdout().lock())?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Some(Command::VerifyTimeouts { output }) => {
             let loaded = load_policy(cli.serve.policy.as_deref())?;
             let dir = RuntimeDir::create()?;
@@ -250,7 +260,11 @@ fn default_full_output_dir() -> Option<PathBuf> {
 /// Serves MCP on stdio with `config` until the client leaves or a signal
 /// comes, then stops everything it started. Only wiring: every value was
 /// checked by [`ServerConfig::from_args`].
-async fn serve(policy_file: Option<&std::path::Path>, config: ServerConfig) -> anyhow::Result<()> {
+async fn serve(
+    policy_file: Option<&std::path::Path>,
+    config: ServerConfig,
+    audit: Option<Arc<audit::AuditLog>>,
+) -> anyhow::Result<()> {
     // First of all: a command running as the same user must not be able to
     // open our stdout through /proc and forge protocol messages.
     if let Err(err) = private_fs::make_process_undumpable() {
@@ -308,6 +322,7 @@ async fn serve(policy_file: Option<&std::path::Path>, config: ServerConfig) -> a
         config,
         guard: guard.clone(),
         runs,
+        audit,
     });
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);

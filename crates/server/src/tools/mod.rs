@@ -26,6 +26,7 @@ use shellkeep_engine::registry::Registry;
 use shellkeep_engine::store::OutputStore;
 
 use crate::args::ExplicitLimits;
+use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
 use crate::{render, schema};
 
@@ -46,6 +47,9 @@ pub struct Shared {
     pub guard: Option<Arc<Guard>>,
     /// The outputs of `run` calls, numbered, for the `output` tool.
     pub runs: Arc<OutputStore>,
+    /// Where every call that runs something leaves a start and an end
+    /// line, if the server keeps an audit log.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 /// The MCP server: a cheap handle on the shared state.
@@ -91,11 +95,14 @@ impl Shellkeep {
 
     /// Adds the notices of background jobs that ended since the last reply
     /// to `result`: a line of text each and `jobs_ended` in the structured
-    /// content.
+    /// content; the audit log gets each job's end line.
     fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
         let ended = self.shared.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
+        }
+        if let Some(log) = &self.shared.audit {
+            ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
         result.content.push(ContentBlock::text(text));
@@ -126,6 +133,19 @@ impl Shellkeep {
         }
         result.content.push(ContentBlock::text(notice));
         result
+    }
+
+    /// Writes the start line of a call that runs something, with the
+    /// client that `peer` named in its `initialize` request; the returned
+    /// call writes the end line.
+    fn audit(
+        &self,
+        peer: &rmcp::service::Peer<rmcp::RoleServer>,
+        start: audit::Start,
+    ) -> AuditCall {
+        let Some(log) = &self.shared.audit else { return AuditCall::none() };
+        let client = peer.peer_info().map(|info| audit::Client::new(&info.client_info));
+        log.begin(client, start)
     }
 
     /// The limits for `command`: the agent's explicit values, else the

@@ -11,9 +11,11 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::store::Stream;
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, RunArgs};
+use crate::audit;
 use crate::config::ServerConfig;
 use crate::render::{self, span};
 use crate::schema;
@@ -90,15 +92,22 @@ impl Shellkeep {
         let decision = self.decide(&args.command, args.limits);
         let request = RunRequest {
             cwd: args.cwd,
-            env: args.env,
+            // The secrets file's values first, so the call's own `env` wins.
+            env: self.shared.config.secrets.exported().into_iter().chain(args.env).collect(),
             stdin: args.stdin,
             grace: self.shared.config.grace,
             stream_cap: self.shared.config.output_cap,
             guard: self.shared.guard.clone(),
             output: Arc::clone(&self.shared.runs),
+            secrets: Arc::clone(&self.shared.config.masks),
             ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
+        let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
         let outcome = oneshot::run(request, context.ct.clone()).await;
+        let bytes = [Stream::Stdout, Stream::Stderr].map(|stream| {
+            self.shared.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
+        });
+        audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);
         self.with_guard_notice(
             self.with_job_notices(structured_result(text, &structured, false)),

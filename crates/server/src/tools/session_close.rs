@@ -6,12 +6,14 @@
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
-use rmcp::{tool, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::session::{Call, Request};
+use shellkeep_engine::session::{Call, LastWords, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, SessionCloseArgs};
+use crate::audit;
 use crate::config::ServerConfig;
 use crate::render::{self, span};
 
@@ -41,36 +43,52 @@ impl Shellkeep {
     async fn session_close(
         &self,
         Parameters(Checked(args)): Parameters<Checked<SessionCloseArgs>>,
+        context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = match args.check() {
             Ok(name) => name,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
+        let audit = self.audit(&context.peer, audit::Start::session_close(&name));
+        let result = match self.close(&name).await {
+            Ok((last, reset)) => {
+                audit.end_session_close(Ok((&last.activity, reset)), last.output.len() as u64);
+                let (text, structured) = render::session_closed(&name, &last, reset);
+                structured_result(text, &structured, false)
+            }
+            Err(message) => {
+                audit.end_session_close(Err(&message), 0);
+                tool_error(message)
+            }
+        };
+        self.with_job_notices(result)
+    }
+}
+
+impl Shellkeep {
+    /// Closes the session `name` (resets `default`): its last words, and
+    /// whether it was a reset; errors are worded for the agent.
+    async fn close(&self, name: &str) -> Result<(LastWords, bool), String> {
         if name == DEFAULT_SESSION {
-            let session = match self.shared.sessions.get(DEFAULT_SESSION) {
-                Ok(session) => session,
-                Err(err) => {
-                    return self.with_job_notices(tool_error(render::registry_error(&err)));
-                }
-            };
+            let session = self
+                .shared
+                .sessions
+                .get(DEFAULT_SESSION)
+                .map_err(|e| render::registry_error(&e))?;
             let last = session.last_words().await;
             let request = Request::new(Call::Reset { then: None });
-            if let Err(err) = session.execute(request, Default::default()).await {
-                return self.with_job_notices(tool_error(render::session_refused(&err)));
-            }
-            let (text, structured) = render::session_closed(&name, &last, true);
-            return self.with_job_notices(structured_result(text, &structured, false));
+            session
+                .execute(request, Default::default())
+                .await
+                .map_err(|e| render::session_refused(&e))?;
+            return Ok((last, true));
         }
-        let session = match self.shared.sessions.remove(&name) {
-            Ok(session) => session,
-            Err(err) => return self.with_job_notices(tool_error(render::registry_error(&err))),
-        };
+        let session = self.shared.sessions.remove(name).map_err(|e| render::registry_error(&e))?;
         // A call waiting on the session returns at once rather than holding
         // up the close.
         session.interrupt_waits();
         let last = session.last_words().await;
         session.close().await;
-        let (text, structured) = render::session_closed(&name, &last, false);
-        self.with_job_notices(structured_result(text, &structured, false))
+        Ok((last, false))
     }
 }

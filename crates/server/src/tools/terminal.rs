@@ -17,6 +17,7 @@ use shellkeep_engine::session::{Call, Progress, ProgressHook, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
+use crate::audit;
 use crate::config::ServerConfig;
 use crate::render::{self, HintFor, TerminalStatus, span};
 use crate::schema;
@@ -91,10 +92,11 @@ impl Shellkeep {
         // The policy's execution limit applies to new commands; the session
         // raises it to cover any wait the agent asks for. Background jobs
         // are not under it.
-        let (exec_limit, timeout) = match opened {
+        let (decision, timeout) = match opened {
             SessionOpened::Background(_) => (None, Some(BACKGROUND_FIRST_WAIT)),
-            _ => (Some(self.shared.policy.decide(&args.command, None).limits.exec), args.timeout),
+            _ => (Some(self.shared.policy.decide(&args.command, None)), args.timeout),
         };
+        let exec_limit = decision.as_ref().map(|decision| decision.limits.exec);
         // Progress goes out while the call waits, when the client asked for
         // it: the engine reports to a channel, a task forwards to the peer.
         let (progress, forwarder) = match context.meta.get_progress_token() {
@@ -114,8 +116,13 @@ impl Shellkeep {
             Ok(call) => call,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
+        let audit = self
+            .audit(&context.peer, audit::Start::terminal(lease.name(), &call, decision.as_ref()));
         let request = Request { call, timeout, exec_limit, progress };
         let executed = lease.session().execute(request, context.ct.clone()).await;
+        let number = executed.as_ref().ok().and_then(|reply| reply.number);
+        let log = number.and_then(|number| lease.session().output().get(Some(number)).ok());
+        audit.end_terminal(&executed, log.map(|log| log.bytes()));
         // The request, and with it the hook, is gone: the forwarder sends
         // what is queued and ends, so no progress follows the result.
         if let Some(forwarder) = forwarder {

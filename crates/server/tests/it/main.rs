@@ -19,6 +19,7 @@
     reason = "the tests start the binary and the processes they check, and signal them"
 )]
 
+mod audit;
 mod bad_input;
 mod cli;
 mod containment;
@@ -31,6 +32,7 @@ mod outputs;
 mod run;
 mod runtime;
 mod screen;
+mod secrets;
 mod sessions;
 mod shell;
 mod terminal;

@@ -1,0 +1,406 @@
+//! Unit tests of line building, rotation, reading back and times.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+use serde_json::Value;
+use shellkeep_engine::oneshot::TimeoutReason;
+use shellkeep_engine::output::Shown;
+use shellkeep_engine::policy::{DecisionSource, Limits};
+use shellkeep_engine::process::TerminationMode;
+
+use super::*;
+
+/// A fresh private directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir()
+            .join(format!("shellkeep-audit-test-{}", private_fs::random_hex(8).unwrap()));
+        private_fs::create_private_dir(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect()
+}
+
+fn decision(exec: u64) -> Decision {
+    Decision {
+        limits: Limits { exec: Duration::from_secs(exec), no_output: Duration::from_secs(30) },
+        category: Some("quick".to_owned()),
+        source: DecisionSource::Default,
+    }
+}
+
+fn reply(command: &str, outcome: Outcome) -> Reply {
+    Reply {
+        command: command.to_owned(),
+        outcome,
+        output: Shown::empty(),
+        screen: false,
+        input: None,
+        idle_output: None,
+        events: Vec::new(),
+        cwd: PathBuf::from("/"),
+        python: None,
+        duration: Duration::from_millis(1500),
+        continued: false,
+        previous: None,
+        number: Some(3),
+        first_line: 0,
+        look_again_within: None,
+    }
+}
+
+#[test]
+fn times_are_rfc3339_utc_and_read_back() {
+    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    let time = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+    assert_eq!(rfc3339(time), "2023-11-14T22:13:20.123Z");
+    // A leap day and the turn of a century.
+    let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+    assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    for secs in [0, 951_782_400, 1_700_000_000, 4_102_444_799, 1_234_567_890] {
+        let time = UNIX_EPOCH + Duration::from_millis(secs * 1000 + 7);
+        assert_eq!(parse_rfc3339(&rfc3339(time)), Some(time), "{secs}");
+    }
+    assert_eq!(
+        parse_rfc3339("2023-11-14T22:13:20Z"),
+        Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+    );
+    assert_eq!(parse_rfc3339("yesterday"), None);
+}
+
+#[test]
+fn spans_for_since() {
+    assert_eq!(parse_span("90s").unwrap(), Duration::from_secs(90));
+    assert_eq!(parse_span("30m").unwrap(), Duration::from_secs(1800));
+    assert_eq!(parse_span("1h").unwrap(), Duration::from_secs(3600));
+    assert_eq!(parse_span("2d").unwrap(), Duration::from_secs(172_800));
+    assert_eq!(parse_span("45").unwrap(), Duration::from_secs(45));
+    assert_eq!(parse_span("1.5h").unwrap(), Duration::from_secs(5400));
+    for bad in ["1w", "h", "-1h", ""] {
+        let err = parse_span(bad).map(|_| ()).unwrap_err().to_string();
+        assert!(bad.is_empty() || err.contains("as in 1h"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_long_command_is_cut_and_says_how_long_it_was() {
+    let long = "é".repeat(COMMAND_BOUND + 5);
+    let (text, chars) = cut_command(Some(&long));
+    assert_eq!(text.unwrap().chars().count(), COMMAND_BOUND);
+    assert_eq!(chars, Some(COMMAND_BOUND + 5));
+    assert_eq!(cut_command(Some("ls")), (Some("ls".to_owned()), None));
+    assert_eq!(cut_command(None), (None, None));
+}
+
+#[test]
+fn a_terminal_start_names_the_kind_of_call() {
+    let d = decision(10);
+    let kinds = [
+        (Call::run("make"), Some(&d), "command", Some("make"), None, None),
+        (Call::run("server"), None, "background", Some("server"), None, None),
+        (Call::Reset { then: Some("ls".into()) }, Some(&d), "reset", Some("ls"), None, None),
+        (Call::Reset { then: None }, Some(&d), "reset", None, None, None),
+        (Call::Input(Input::Text("hunter2".into())), Some(&d), "input", None, None, Some(7)),
+        (
+            Call::Input(Input::Key { name: "C-c".into(), bytes: vec![3] }),
+            Some(&d),
+            "key",
+            None,
+            Some("C-c"),
+            None,
+        ),
+        (Call::Poll, Some(&d), "poll", None, None, None),
+    ];
+    for (call, decision, kind, command, key, input_bytes) in kinds {
+        let start = Start::terminal("work", &call, decision);
+        assert_eq!(start.call, kind);
+        assert_eq!(start.session.as_deref(), Some("work"));
+        assert_eq!(start.command.as_deref(), command, "{kind}");
+        assert_eq!(start.key.as_deref(), key, "{kind}");
+        assert_eq!(start.input_bytes, input_bytes, "{kind}");
+        // Limits only for a call that runs a command under them.
+        assert_eq!(start.category.is_some(), command.is_some() && kind != "background", "{kind}");
+    }
+}
+
+#[test]
+fn a_terminal_end_says_how_the_command_ended() {
+    let start = Start::terminal("default", &Call::run("make"), Some(&decision(10)));
+    let completed =
+        terminal_end(&start, &Ok(reply("make", Outcome::Completed { exit_code: 2 })), Some(40));
+    assert_eq!(
+        (completed.status, completed.exit_code, completed.reason, completed.output_bytes),
+        ("completed", Some(2), None, Some(40))
+    );
+    assert_eq!(completed.duration, Some(Duration::from_millis(1500)));
+    assert_eq!(completed.command_number, Some(3));
+
+    let killed = Outcome::Killed {
+        limit: Duration::from_secs(10),
+        mode: TerminationMode::Hard,
+        exit_code: 137,
+    };
+    let killed = terminal_end(&start, &Ok(reply("make", killed)), None);
+    assert_eq!(
+        (killed.status, killed.reason, killed.termination_mode),
+        ("killed", Some("limit"), Some("hard"))
+    );
+    assert_eq!(killed.exit_code, Some(137));
+
+    let signal =
+        terminal_end(&start, &Ok(reply("make", Outcome::Completed { exit_code: 143 })), None);
+    assert_eq!((signal.reason, signal.detail.as_deref()), (Some("signal"), Some("signal 15")));
+
+    let cancelled = Outcome::Running { why: WaitEnded::Cancelled };
+    let cancelled = terminal_end(&start, &Ok(reply("make", cancelled)), None);
+    assert_eq!(
+        (cancelled.status, cancelled.reason, cancelled.exit_code),
+        ("running", Some("cancel"), None)
+    );
+
+    let key = Start::terminal(
+        "default",
+        &Call::Input(Input::Key { name: "C-c".into(), bytes: vec![3] }),
+        None,
+    );
+    let interrupted =
+        terminal_end(&key, &Ok(reply("sleep 9", Outcome::Completed { exit_code: 130 })), None);
+    assert_eq!(
+        (interrupted.reason, interrupted.command.as_deref()),
+        (Some("C-c"), Some("sleep 9"))
+    );
+
+    let not_run = Outcome::NotExecuted {
+        command: "ls".into(),
+        why: NotRun::CommandRunning { reading: None },
+    };
+    let not_run = terminal_end(&start, &Ok(reply("sleep 9", not_run)), Some(5));
+    assert_eq!((not_run.status, not_run.reason), ("not_executed", Some("not_executed")));
+    assert_eq!(
+        (not_run.exit_code, not_run.output_bytes, not_run.command_number),
+        (None, None, None)
+    );
+
+    let reset = Start::terminal("default", &Call::Reset { then: None }, Some(&decision(10)));
+    let idle = terminal_end(&reset, &Ok(reply("", Outcome::Idle)), None);
+    assert_eq!((idle.status, idle.reason), ("idle", Some("reset")));
+
+    let refused = terminal_end(&start, &Err(SessionError::Cancelled), None);
+    assert_eq!((refused.status, refused.reason), ("not_executed", Some("cancel")));
+    let refused = terminal_end(&start, &Err(SessionError::NothingToWaitFor), None);
+    assert_eq!(refused.status, "refused");
+}
+
+#[test]
+fn a_run_end_says_which_limit() {
+    let outcome = RunOutcome {
+        status: RunStatus::Timeout,
+        number: 1,
+        stdout: Shown::empty(),
+        stderr: Shown::empty(),
+        exit_code: -1,
+        timeout_reason: Some(TimeoutReason::NoOutput),
+        termination_mode: Some(TerminationMode::Soft),
+        cancelled: false,
+        stopped_leftovers: false,
+        duration: Duration::from_secs(2),
+        limits: decision(1).limits,
+        pgid: None,
+    };
+    let end = run_end(&outcome, 12);
+    assert_eq!(
+        (end.status, end.reason, end.detail.as_deref()),
+        ("timeout", Some("limit"), Some("no_output_timeout"))
+    );
+    assert_eq!(
+        (end.termination_mode, end.output_bytes, end.exit_code),
+        (Some("soft"), Some(12), Some(-1))
+    );
+    let cancelled = RunOutcome { status: RunStatus::Error, cancelled: true, ..outcome.clone() };
+    assert_eq!(run_end(&cancelled, 0).reason, Some("cancel"));
+    let failed =
+        RunOutcome { status: RunStatus::Success, exit_code: 1, timeout_reason: None, ..outcome };
+    assert_eq!((run_end(&failed, 0).status, run_end(&failed, 0).reason), ("success", None));
+}
+
+#[test]
+fn lines_are_written_masked_with_a_shared_id() {
+    let dir = TempDir::new();
+    let path = dir.0.join("audit.jsonl");
+    let mask: Mask = Arc::new(|text: &str| text.replace("s3cr3tvalue", "<secret-hidden>"));
+    let log = Arc::new(AuditLog::with_limits(&path, 1 << 20, 5, mask).unwrap());
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    let client = Client { name: "tester".into(), version: "1.2".into() };
+    let call = log.begin(
+        Some(client),
+        Start::terminal("default", &Call::run("echo s3cr3tvalue"), Some(&decision(10))),
+    );
+    // The start line is on disk before the command starts.
+    let written = lines(&path);
+    assert_eq!(written.len(), 1);
+    let start = &written[0];
+    assert_eq!(start["event"], "start");
+    assert_eq!(start["command"], "echo <secret-hidden>");
+    assert_eq!(start["client"]["name"], "tester");
+    assert_eq!(start["category"], "quick");
+    assert_eq!(start["limits"]["exec_sec"], 10.0);
+    assert!(parse_rfc3339(start["time"].as_str().unwrap()).is_some());
+    call.end_terminal(
+        &Ok(reply("echo s3cr3tvalue", Outcome::Completed { exit_code: 0 })),
+        Some(12),
+    );
+    let written = lines(&path);
+    let end = &written[1];
+    assert_eq!((&end["event"], &end["id"]), (&Value::from("end"), &start["id"]));
+    assert_eq!(end["command"], "echo <secret-hidden>");
+    assert_eq!(
+        (&end["status"], &end["exit_code"], &end["output_bytes"]),
+        (&"completed".into(), &0.into(), &12.into())
+    );
+    assert_eq!(end["duration_ms"], 1500);
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("s3cr3tvalue"));
+
+    // A call whose task goes away still ends: cancelled.
+    drop(log.begin(None, Start::run("sleep 100", &decision(10))));
+    let written = lines(&path);
+    assert_eq!(
+        (&written[3]["status"], &written[3]["reason"]),
+        (&"cancelled".into(), &"cancel".into())
+    );
+    assert_eq!(written[2]["id"], written[3]["id"]);
+    assert_ne!(written[0]["id"], written[2]["id"]);
+}
+
+#[test]
+fn the_log_rotates_at_its_bound_keeping_n_files() {
+    let dir = TempDir::new();
+    let path = dir.0.join("audit.jsonl");
+    let log = Arc::new(AuditLog::with_limits(&path, 1000, 2, no_mask()).unwrap());
+    for n in 0..40 {
+        log.begin(None, Start::run(&format!("echo {n}"), &decision(10))).end_run(
+            &RunOutcome {
+                status: RunStatus::Success,
+                number: n,
+                stdout: Shown::empty(),
+                stderr: Shown::empty(),
+                exit_code: 0,
+                timeout_reason: None,
+                termination_mode: None,
+                cancelled: false,
+                stopped_leftovers: false,
+                duration: Duration::ZERO,
+                limits: decision(10).limits,
+                pgid: None,
+            },
+            0,
+        );
+    }
+    let rotated = |n: u32| dir.0.join(format!("audit.jsonl.{n}"));
+    assert!(rotated(1).exists() && rotated(2).exists());
+    assert!(!rotated(3).exists(), "only two rotations are kept");
+    for file in [path.clone(), rotated(1), rotated(2)] {
+        let meta = std::fs::metadata(&file).unwrap();
+        assert!(meta.len() <= 1000, "{} is {} bytes", file.display(), meta.len());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // Whole lines only.
+        assert_eq!(
+            lines(&file).len() as u64,
+            std::fs::read_to_string(&file).unwrap().matches('\n').count() as u64
+        );
+    }
+    // The newest command is in the current file, and the read-back sees
+    // the rotations oldest first.
+    assert!(std::fs::read_to_string(&path).unwrap().contains("echo 39"));
+    let mut out = Vec::new();
+    print(&AuditQuery { since: None, failed: false, file: path.clone() }, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let numbers: Vec<u64> =
+        out.lines().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap()).collect();
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{out}");
+    assert_eq!(numbers.last(), Some(&39));
+
+    // With no rotations kept, the log starts afresh.
+    let single = dir.0.join("single.jsonl");
+    let log = Arc::new(AuditLog::with_limits(&single, 400, 0, no_mask()).unwrap());
+    for n in 0..10 {
+        drop(log.begin(None, Start::run(&format!("echo {n}"), &decision(10))));
+    }
+    assert!(std::fs::metadata(&single).unwrap().len() <= 400);
+    assert!(!dir.0.join("single.jsonl.1").exists());
+}
+
+#[test]
+fn a_symlink_or_a_file_of_another_user_is_refused() {
+    let dir = TempDir::new();
+    let target = dir.0.join("target");
+    std::fs::write(&target, "").unwrap();
+    let link = dir.0.join("audit.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let err = AuditLog::with_limits(&link, 1000, 1, no_mask()).map(|_| ()).unwrap_err();
+    assert!(err.to_string().contains("is a symlink"), "{err}");
+    if private_fs::euid() == 0 {
+        let theirs = dir.0.join("theirs.jsonl");
+        std::fs::write(&theirs, "").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let err = AuditLog::with_limits(&theirs, 1000, 1, no_mask()).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("is not owned by us"), "{err}");
+    }
+    // A file others could read is made private.
+    let open = dir.0.join("open.jsonl");
+    std::fs::write(&open, "").unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    AuditLog::with_limits(&open, 1000, 1, no_mask()).unwrap();
+    assert_eq!(std::fs::metadata(&open).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
+#[test]
+fn the_read_back_takes_a_commands_end_from_a_later_poll() {
+    let record = |json: Value| serde_json::from_value::<Record>(json).unwrap();
+    let records = [
+        record(
+            serde_json::json!({"time": "2026-01-01T00:00:00.000Z", "event": "start", "id": "ab-1", "tool": "terminal", "call": "command", "session": "default", "command": "make"}),
+        ),
+        record(
+            serde_json::json!({"event": "end", "id": "ab-1", "tool": "terminal", "call": "command", "session": "default", "status": "running", "command_number": 4, "duration_ms": 50000}),
+        ),
+        record(
+            serde_json::json!({"event": "start", "id": "ab-2", "tool": "terminal", "call": "poll", "session": "default"}),
+        ),
+        record(
+            serde_json::json!({"event": "end", "id": "ab-2", "tool": "terminal", "call": "poll", "session": "default", "status": "completed", "exit_code": 2, "command_number": 4, "duration_ms": 70000}),
+        ),
+        // Another server's command 4 on its own default session.
+        record(
+            serde_json::json!({"event": "end", "id": "cd-9", "tool": "terminal", "call": "poll", "session": "default", "status": "completed", "exit_code": 0, "command_number": 4}),
+        ),
+        record(
+            serde_json::json!({"time": "2026-01-01T00:01:00.000Z", "event": "start", "id": "ab-3", "tool": "run", "call": "run", "command": "sleep 100"}),
+        ),
+    ];
+    let rows = rows(&records);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        (rows[0].status.as_str(), rows[0].exit_code, rows[0].duration_ms),
+        ("completed", Some(2), Some(70000))
+    );
+    assert!(rows[0].failed());
+    // A start line without its end: the server was killed mid-command.
+    assert_eq!((rows[1].status.as_str(), rows[1].session.as_str()), ("unfinished", "(run)"));
+    assert!(!rows[1].failed());
+}
