@@ -19,6 +19,11 @@
 //!    in sessions that the calls start and then again in the same, warm
 //!    sessions.
 //!
+//! `SHELLKEEP_BENCH_SECRETS=N` starts the server with `N` registered secrets
+//! (`--secret`, values of 32 characters and more) and the default secrets
+//! and shapes on; `SHELLKEEP_BENCH_SECRETS=0` with nothing to mask
+//! (`--no-default-secrets`), to measure what masking costs.
+//!
 //! It is a benchmark, not a test: it prints a table and says whether each
 //! target was met or missed, and exits non-zero only when the measurement
 //! itself fails (the server does not start, a call errors, a reply is not
@@ -644,6 +649,20 @@ fn server_command(scratch: &Scratch) -> Command {
         if key.to_string_lossy().starts_with("SHELLKEEP_") && key != "SHELLKEEP_LOG" {
             command.env_remove(key);
         }
+    }
+    match std::env::var("SHELLKEEP_BENCH_SECRETS").ok().and_then(|n| n.parse::<usize>().ok()) {
+        Some(0) => {
+            command.arg("--no-default-secrets");
+        }
+        Some(n) => {
+            for i in 0..n {
+                let name = format!("BENCH_SECRET_{i}");
+                let value: String =
+                    (0..32).map(|j| (b'A' + ((i * 7 + j * 13) % 26) as u8) as char).collect();
+                command.env(&name, format!("{value}{i}")).arg("--secret").arg(name);
+            }
+        }
+        None => {}
     }
     command
 }
