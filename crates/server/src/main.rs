@@ -118,7 +118,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             for notice in &config.secrets.notices {
                 let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
             }
-            let audit = audit::AuditLog::open(&cli.serve.audit, audit::no_mask())?;
+            // The audit log masks what every reply masks.
+            let masks = Arc::clone(&config.masks);
+            let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
+            let audit = audit::AuditLog::open(&cli.serve.audit, mask)?;
             serve(cli.serve.policy.as_deref(), config, audit)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS)
