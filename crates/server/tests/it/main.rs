@@ -27,6 +27,7 @@ mod forgery;
 mod guard;
 mod hostile;
 mod long_work;
+mod masking;
 mod orphans;
 mod outputs;
 mod run;

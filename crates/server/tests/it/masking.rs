@@ -1,0 +1,37 @@
+//! Masking through the binary: a secret named with `--secret` and a
+//! credential's shape printed by commands reach the client as
+//! `<secret-hidden>`, in the text and the structured content of terminal and
+//! `run` replies, while the secret still works inside commands.
+
+use serde_json::json;
+
+use crate::Server;
+
+const VALUE: &str = "e2e-Secret-Value-0123456789";
+
+const GITHUB_TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+
+/// Asserts that no reply text or structured content shows the secret or
+/// the token.
+fn hidden(reply: &crate::Reply) {
+    let all = format!("{}\n{}", reply.text, reply.structured);
+    assert!(!all.contains(VALUE) && !all.contains(GITHUB_TOKEN), "{all}");
+}
+
+#[tokio::test]
+async fn a_named_secret_and_a_token_shape_are_masked_and_the_secret_still_works() {
+    let server = Server::with_env(&["--secret", "SK_E2E_VALUE"], &[("SK_E2E_VALUE", VALUE)]).await;
+    // In pieces with a pause; its length proves the command saw it whole.
+    let split = r#"printf '%s' "${SK_E2E_VALUE:0:6}"; sleep 0.3; printf '%s\n' "${SK_E2E_VALUE:6}"; echo ${#SK_E2E_VALUE}"#;
+    let r = server.terminal(json!({ "command": split })).await;
+    assert_eq!(r.output(), format!("<secret-hidden>\n{}\n", VALUE.len()), "{r:#?}");
+    hidden(&r);
+    let r = server.terminal(json!({ "command": format!("echo token={GITHUB_TOKEN}") })).await;
+    assert_eq!(r.output(), "token=<secret-hidden>\n", "{r:#?}");
+    hidden(&r);
+    let both =
+        r#"printf 'out %s\n' "$SK_E2E_VALUE"; printf 'err %s\n' "$SK_E2E_VALUE" | base64 >&2"#;
+    let r = server.run(json!({ "command": both })).await;
+    assert!(r.text.contains("out <secret-hidden>"), "{}", r.text);
+    hidden(&r);
+}
