@@ -1686,6 +1686,12 @@ mod one_way_in {
             masked += reply.output.masked;
         };
 
+        // A command that holds the secret itself is logged masked.
+        let reply = call(&session, command(&format!("echo '{SECRET}' >/dev/null"))).await;
+        check("a command holding it", &reply);
+        let page = session.output().get(None).expect("kept").read(0, 1).expect("reads");
+        hidden("its logged command", &page.command);
+
         // In pieces with a pause; and the secret still works in commands.
         let reply = call(
             &session,

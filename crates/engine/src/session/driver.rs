@@ -367,11 +367,13 @@ impl Shell {
             SessionError::Shell(format!("could not write the command file: {err}"))
         })?;
         let now = Instant::now();
+        // The log names its command (a read of the log shows it): masked.
+        let named = config.secrets.mask(command).0;
         let log = match &config.output {
-            Some(store) => store.begin(command),
+            Some(store) => store.begin(&named),
             // A session always has a store; a bare config gets one of its own.
             None => OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
-                .begin(command),
+                .begin(&named),
         };
         let output = CommandOutput::new(config.output_cap, log, Arc::clone(&config.secrets));
         let started = Command::new(
