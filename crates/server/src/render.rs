@@ -283,6 +283,14 @@ pub struct RunOutput {
     /// the lines left out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr_output_call: Option<OutputCall>,
+    /// How many secret values in stdout and stderr were replaced by
+    /// `<secret-hidden>`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub secrets_masked: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The arguments of an `output` call that reads part of a `run` stream.
@@ -352,6 +360,7 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         full_stderr_error: outcome.stderr.full_output_error.clone(),
         stdout_output_call: OutputCall::for_cut(outcome.number, Stream::Stdout, &outcome.stdout),
         stderr_output_call: OutputCall::for_cut(outcome.number, Stream::Stderr, &outcome.stderr),
+        secrets_masked: outcome.stdout.masked + outcome.stderr.masked,
     };
     let mut text = Blocks::default();
     text.shown(&outcome.stdout);
@@ -399,6 +408,9 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
                 call.arguments()
             ));
         }
+    }
+    if let Some(line) = terminal::masked_note(structured.secrets_masked) {
+        text.notice(&line);
     }
     (text, structured)
 }

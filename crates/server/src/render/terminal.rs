@@ -102,6 +102,14 @@ pub struct TerminalOutput {
     /// since.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_call_cancelled_sec_ago: Option<f64>,
+    /// How many secret values in this reply's output were replaced by
+    /// `<secret-hidden>`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub secrets_masked: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The `status` of a terminal reply.
@@ -222,6 +230,9 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     for event in reply.events.iter().filter(|event| !comes_first(event)) {
         event_lines(event, reply, &mut out);
     }
+    if let Some(line) = masked_note(secrets_masked(reply)) {
+        out.note(line);
+    }
     let structured = structured(reply, status, out.notes);
     (out.blocks, structured)
 }
@@ -332,7 +343,28 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
             Event::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
             _ => None,
         }),
+        secrets_masked: secrets_masked(reply),
     }
+}
+
+/// How many secrets this reply's output (and the previous command's, which
+/// it reports) had replaced by `<secret-hidden>`.
+fn secrets_masked(reply: &Reply) -> u64 {
+    reply.output.masked + reply.previous.as_deref().map_or(0, |previous| previous.output.masked)
+}
+
+/// The one line a reply carries when its output had secrets replaced, so
+/// the agent knows why `<secret-hidden>` is there and that the values
+/// still work in commands.
+pub fn masked_note(masked: u64) -> Option<String> {
+    (masked > 0).then(|| {
+        let what = if masked == 1 { "1 secret value" } else { &format!("{masked} secret values") };
+        format!(
+            "[{what} in the output were replaced by <secret-hidden>; the values are unchanged \
+             for commands, so use the variable (for example \"$GITHUB_TOKEN\") where one is \
+             needed.]"
+        )
+    })
 }
 
 /// Whether the reply is about a command stopped with its session.

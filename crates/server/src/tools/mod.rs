@@ -97,9 +97,13 @@ impl Shellkeep {
     /// to `result`: a line of text each and `jobs_ended` in the structured
     /// content; the audit log gets each job's end line.
     fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
-        let ended = self.shared.sessions.take_ended_jobs();
+        let mut ended = self.shared.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
+        }
+        // A job's command is masked as output is, in the notice and the log.
+        for job in &mut ended {
+            job.command = self.shared.config.masks.mask(&job.command).0.into_owned();
         }
         if let Some(log) = &self.shared.audit {
             ended.iter().for_each(|job| log.job_ended(job));

@@ -6,6 +6,7 @@ use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
+use shellkeep_engine::session::Activity;
 
 use super::{Shellkeep, structured_result};
 use crate::args::{Checked, SessionsArgs};
@@ -42,7 +43,19 @@ impl Shellkeep {
         &self,
         Parameters(Checked(_args)): Parameters<Checked<SessionsArgs>>,
     ) -> CallToolResult {
-        let rows = self.shared.sessions.list();
+        let masks = &self.shared.config.masks;
+        let mut rows = self.shared.sessions.list();
+        // The commands a listing names are masked as output is.
+        for row in &mut rows {
+            if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
+                &mut row.activity
+            {
+                *command = masks.mask(command).0.into_owned();
+            }
+            if let Some(background) = &mut row.background {
+                *background = masks.mask(background).0.into_owned();
+            }
+        }
         let (text, structured) = render::sessions(&rows, self.shared.sessions.limits());
         self.with_job_notices(structured_result(text, &structured, false))
     }

@@ -13,7 +13,7 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::keys::{self, Input};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened};
-use shellkeep_engine::session::{Call, Progress, ProgressHook, Request};
+use shellkeep_engine::session::{Call, Outcome, Progress, ProgressHook, Reply, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -132,7 +132,8 @@ impl Shellkeep {
             self.shared.sessions.watch_job(&lease);
         }
         let result = match executed {
-            Ok(reply) => {
+            Ok(mut reply) => {
+                self.mask_commands(&mut reply);
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == TerminalStatus::NotExecuted;
                 if lease.name() != DEFAULT_SESSION {
@@ -243,6 +244,23 @@ async fn forward_progress(
         }
         if let Err(err) = peer.notify_progress(param).await {
             tracing::debug!("could not send progress: {err}");
+        }
+    }
+}
+
+impl Shellkeep {
+    /// Masks the commands a reply echoes back (its own, the previous one's,
+    /// one that was not run) as its output is masked: an agent that typed a
+    /// secret's value does not get it back.
+    fn mask_commands(&self, reply: &mut Reply) {
+        let masks = &self.shared.config.masks;
+        let mut next = Some(reply);
+        while let Some(reply) = next {
+            reply.command = masks.mask(&reply.command).0.into_owned();
+            if let Outcome::NotExecuted { command, .. } = &mut reply.outcome {
+                *command = masks.mask(command).0.into_owned();
+            }
+            next = reply.previous.as_deref_mut();
         }
     }
 }

@@ -35,3 +35,38 @@ async fn a_named_secret_and_a_token_shape_are_masked_and_the_secret_still_works(
     assert!(r.text.contains("out <secret-hidden>"), "{}", r.text);
     hidden(&r);
 }
+
+#[tokio::test]
+async fn replies_say_once_that_secrets_were_masked_and_never_echo_one_in_a_command() {
+    let server = Server::start().await;
+    // Two tokens in the output: one note, and the count in the structured
+    // content.
+    let r = server
+        .terminal(json!({ "command": format!("echo {GITHUB_TOKEN}; echo {GITHUB_TOKEN}") }))
+        .await;
+    assert_eq!(r.output(), "<secret-hidden>\n<secret-hidden>\n", "{r:#?}");
+    assert_eq!(r.structured["secrets_masked"], 2, "{r:#?}");
+    assert_eq!(r.text.matches("replaced by <secret-hidden>").count(), 1, "{}", r.text);
+    assert!(r.text.contains("use the variable"), "{}", r.text);
+    // Nothing masked: no note, no count.
+    let r = server.terminal(json!({ "command": "echo plain" })).await;
+    assert!(!r.text.contains("<secret-hidden>") && r.structured.get("secrets_masked").is_none());
+    // A `run` counts both streams.
+    let r = server
+        .run(json!({ "command": format!("echo {GITHUB_TOKEN}; echo {GITHUB_TOKEN} >&2") }))
+        .await;
+    assert_eq!(r.structured["secretsMasked"], 2, "{}", r.structured);
+    assert_eq!(r.text.matches("replaced by <secret-hidden>").count(), 1, "{}", r.text);
+    // A command holding a token, running: the listing and a refused
+    // command name it masked.
+    let running = format!("sleep 30 # {GITHUB_TOKEN}");
+    let r = server.terminal(json!({ "command": running, "timeout": 1 })).await;
+    hidden(&r);
+    let listing = server.call("sessions", json!({})).await;
+    assert!(listing.text.contains("sleep 30 # <secret-hidden>"), "{}", listing.text);
+    hidden(&listing);
+    let refused = server.terminal(json!({ "command": format!("echo {GITHUB_TOKEN}") })).await;
+    assert!(refused.is_error, "{}", refused.text);
+    hidden(&refused);
+    server.terminal(json!({ "command": "C-c", "is_input": true })).await;
+}
