@@ -9,7 +9,7 @@ use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::session::{Call, LastWords, Request};
+use shellkeep_engine::session::{Activity, Call, LastWords, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, SessionCloseArgs};
@@ -51,7 +51,13 @@ impl Shellkeep {
         };
         let audit = self.audit(&context.peer, audit::Start::session_close(&name));
         let result = match self.close(&name).await {
-            Ok((last, reset)) => {
+            Ok((mut last, reset)) => {
+                // The command it names is masked as output is.
+                if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
+                    &mut last.activity
+                {
+                    *command = self.shared.config.masks.mask(command).0.into_owned();
+                }
                 audit.end_session_close(Ok((&last.activity, reset)), last.output.len() as u64);
                 let (text, structured) = render::session_closed(&name, &last, reset);
                 structured_result(text, &structured, false)
