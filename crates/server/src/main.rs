@@ -97,16 +97,50 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Logs to stderr, at the level `SHELLKEEP_LOG` sets (default: warnings).
+/// Logs to stderr, at the level `SHELLKEEP_LOG` sets (default: warnings),
+/// each line masked with the server's secrets once they are known
+/// ([`LOG_MASKS`]).
 fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SHELLKEEP_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| MaskedStderr(Vec::new()))
         .with_ansi(false)
         .init();
+}
+
+/// The secrets the log masks: set once the configuration is read, before
+/// anything runs (a log line before that cannot hold a command or its
+/// output). The debug log names every request with its arguments.
+static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::mask::Secrets>> =
+    std::sync::OnceLock::new();
+
+/// One log event, collected and written to stderr masked, in one write,
+/// when the formatter drops it.
+struct MaskedStderr(Vec<u8>);
+
+impl Write for MaskedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for MaskedStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let masked = match LOG_MASKS.get() {
+            Some(masks) => masks.mask(&text).0.into_owned(),
+            None => text.into_owned(),
+        };
+        let _ = std::io::stderr().lock().write_all(masked.as_bytes());
+    }
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
@@ -118,7 +152,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             for notice in &config.secrets.notices {
                 let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
             }
-            // The audit log masks what every reply masks.
+            // The log and the audit log mask what every reply masks.
+            let _ = LOG_MASKS.set(Arc::clone(&config.masks));
             let masks = Arc::clone(&config.masks);
             let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
             let audit = audit::AuditLog::open(&cli.serve.audit, mask)?;
