@@ -28,6 +28,7 @@ mod guard;
 mod hostile;
 mod long_work;
 mod masking;
+mod no_leak;
 mod orphans;
 mod outputs;
 mod run;
@@ -51,8 +52,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use rmcp::handler::client::ClientHandler;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
-use rmcp::service::{Peer, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncWrite;
@@ -276,11 +278,40 @@ async fn call_with(
     peer.call_tool_once(params).await.map(Reply::from_response)
 }
 
+/// The client's handler: records every progress notification
+/// the server sends (rmcp's client asks for progress on every request), as
+/// JSON.
+#[derive(Clone, Default)]
+struct Notifications(Arc<Mutex<Vec<Value>>>);
+
+impl Notifications {
+    /// The notifications received so far.
+    fn all(&self) -> Vec<Value> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn push(&self, value: Value) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(value);
+    }
+}
+
+impl ClientHandler for Notifications {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.push(serde_json::to_value(params).unwrap_or_default());
+    }
+}
+
 /// A running server with a connected rmcp client. Dropping it stops the
 /// server (SIGTERM, then SIGKILL) and removes its scratch directory.
 struct Server {
     /// The client connection; `None` once the test closed it.
-    client: Option<RunningService<RoleClient, ()>>,
+    client: Option<RunningService<RoleClient, Notifications>>,
+    /// Every notification the server sent the client.
+    notifications: Notifications,
     /// The server process.
     child: tokio::process::Child,
     /// The server's stdin, also held by the client's transport.
@@ -315,8 +346,9 @@ impl Server {
         let pid = child.id().expect("the server has a pid");
         let stdout = child.stdout.take().expect("piped stdout");
         let stdin = ClosableStdin(Arc::new(Mutex::new(child.stdin.take())));
-        let client = match tokio::time::timeout(EVENTUALLY, ().serve((stdout, stdin.clone()))).await
-        {
+        let notifications = Notifications::default();
+        let serving = notifications.clone().serve((stdout, stdin.clone()));
+        let client = match tokio::time::timeout(EVENTUALLY, serving).await {
             Ok(Ok(client)) => client,
             Ok(Err(err)) => panic!(
                 "MCP handshake failed: {err}\nserver log:\n{}",
@@ -324,7 +356,7 @@ impl Server {
             ),
             Err(_) => panic!("no MCP handshake within {EVENTUALLY:?}"),
         };
-        Server { client: Some(client), child, stdin, pid, scratch }
+        Server { client: Some(client), notifications, child, stdin, pid, scratch }
     }
 
     /// The server's (and the terminal's starting) working directory.
@@ -343,7 +375,7 @@ impl Server {
     }
 
     /// The connected client.
-    fn client(&self) -> &RunningService<RoleClient, ()> {
+    fn client(&self) -> &RunningService<RoleClient, Notifications> {
         self.client.as_ref().expect("the connection is open")
     }
 
