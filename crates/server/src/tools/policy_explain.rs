@@ -38,8 +38,10 @@ impl Shellkeep {
         match args.check() {
             Ok((command, limits)) => {
                 let decision = self.decide(&command, limits);
+                // The command it names is masked as output is.
+                let named = self.shared.config.masks.mask(&command).0;
                 let (text, structured) =
-                    render::explain(&command, &decision, &self.shared.policy_origin);
+                    render::explain(&named, &decision, &self.shared.policy_origin);
                 structured_result(text, &structured, false)
             }
             Err(message) => tool_error(message),
