@@ -30,7 +30,8 @@
 # - `__sk_pre N` prints the start marker and loads the command into
 #   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
 #   back on, `$?` restored). The command starts on a line of its own so
-#   that `set -v` echoes it.
+#   that `set -v` echoes it. The file is emptied once read: a value
+#   typed into a command stays on disk only until the command starts.
 # - While a command runs, PS1 holds `__sk_fallback`, which ends the
 #   command from a subshell if PROMPT_COMMAND was cleared and the
 #   command was interrupted before `__sk_post` could restore it; the
@@ -185,6 +186,7 @@ __sk_pre() {
   PS1=$__sk_ps1
   __sk_mark "S;$__sk_seq"
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
+  builtin : >|"$__sk_dir/cmd" || :
   __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   return 0
 } 2>/dev/null
