@@ -244,6 +244,35 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
         .await;
     assert!(r.text.contains("err <secret-hidden>"), "{}", r.text);
     replies.push(r);
+    // A run's stream read back with `output`.
+    let r = server
+        .run(json!({"command": "seq 1 100000 >&2; echo \"tail $GITHUB_TOKEN\" >&2; echo \"$SK_E2E_NAMED\" | base64 -w0 >&2"}))
+        .await;
+    let mut page_call = r["stderrOutputCall"].clone();
+    assert!(page_call.is_object(), "the reply was cut: {r:#?}");
+    replies.push(r);
+    page_call["offset"] = json!(99_995);
+    let page = server.call("output", page_call).await;
+    assert!(received(&page).contains("tail <secret-hidden>"), "{page:#?}");
+    replies.push(page);
+    // A value typed into a command is echoed back masked, and matches; the
+    // command file the shell read it from no longer holds it (the search
+    // of the runtime directory below).
+    let r = keep(
+        &server,
+        &mut replies,
+        json!({"command": format!(
+            "[ \"$SK_FILE_SECRET\" = '{from_file}' ] && echo typed-same"
+        )}),
+    )
+    .await;
+    assert_eq!(r.output(), "typed-same\n", "{r:#?}");
+    // The policy's explanation of a command names it masked.
+    let r = server
+        .call("policy_explain", json!({"command": format!("curl -u 'x:{from_file}' https://user:{unregistered}@example.com")}))
+        .await;
+    assert!(received(&r).contains("https://user:<secret-hidden>@example.com"), "{r:#?}");
+    replies.push(r);
     // Still running when listed and closed: the listing shows its command
     // and the close its last lines.
     let command = format!(
