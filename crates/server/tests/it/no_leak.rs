@@ -229,7 +229,7 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     replies.push(page);
     // A background job, a run on stderr, a session closed with a secret in
     // its last lines, the listing.
-    let r = keep(&server, &mut replies, json!({"command": "sleep 0.2; echo \"bg $OPENAI_API_KEY\"", "background": true, "session": "bg"}))
+    let r = keep(&server, &mut replies, json!({"command": format!("sleep 0.2; echo \"bg $OPENAI_API_KEY\" # {unregistered}"), "background": true, "session": "bg"}))
     .await;
     assert!(!r.is_error, "{r:#?}");
     let job = poll_until(
@@ -239,6 +239,10 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     )
     .await;
     replies.push(job);
+    assert!(
+        replies.iter().any(|r| received(r).contains("# <secret-hidden>")),
+        "the job's command is named masked"
+    );
     let r = server
         .run(json!({"command": "echo \"run $SK_FILE_SECRET\"; echo \"err $GITHUB_TOKEN\" >&2; printf %s \"$GITHUB_TOKEN\" | base64 >&2"}))
         .await;
