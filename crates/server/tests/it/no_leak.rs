@@ -185,14 +185,22 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     .await;
     assert_eq!(r.output().matches("<secret-hidden>").count(), 4, "{r:#?}");
     // A full-screen view of the file.
-    let viewer = if std::path::Path::new("/usr/bin/vim").exists() { "vim" } else { "less" };
-    let r = keep(&server, &mut replies, json!({"command": format!("{viewer} .env"), "timeout": 3}))
-        .await;
-    assert!(r.output().contains("OTHER=<secret-hidden>"), "{r:#?}");
-    let quit = if viewer == "vim" { ":q!" } else { "q" };
-    let r = keep(&server, &mut replies, json!({"command": quit, "is_input": true, "timeout": 10}))
-        .await;
-    assert_eq!(r["status"], "completed", "{r:#?}");
+    let on_path = |program: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+    };
+    let viewer = ["vim", "less"].into_iter().find(|p| on_path(p));
+    if let Some(viewer) = viewer {
+        let command = format!("{viewer} .env");
+        let r = keep(&server, &mut replies, json!({"command": command, "timeout": 3})).await;
+        assert!(r.output().contains("OTHER=<secret-hidden>"), "{r:#?}");
+        let quit = if viewer == "vim" { ":q!" } else { "q" };
+        let keys = json!({"command": quit, "is_input": true, "timeout": 10});
+        let r = keep(&server, &mut replies, keys).await;
+        assert_eq!(r["status"], "completed", "{r:#?}");
+    } else {
+        eprintln!("the full-screen view is not tested: neither vim nor less is installed");
+    }
     // A progress line redrawn over a token, and a call long enough to get
     // progress notifications.
     let r = keep(&server, &mut replies, json!({"command":
@@ -335,7 +343,7 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
         "vim .env",
         "set -x; echo \"Authorization: Bearer $GITHUB_TOKEN\" >/dev/null; set +x",
     ] {
-        if expected != "vim .env" || viewer == "vim" {
+        if expected != "vim .env" || viewer == Some("vim") {
             assert!(commands.contains(&expected), "{expected}: {commands:#?}");
         }
     }
