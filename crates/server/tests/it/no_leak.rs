@@ -285,6 +285,13 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
         .await;
     assert!(received(&r).contains("https://user:<secret-hidden>@example.com"), "{r:#?}");
     replies.push(r);
+    // Errors that name what the agent sent.
+    let missing = format!("/nonexistent/{unregistered}");
+    let r = server.terminal(json!({"command": "pwd", "cwd": missing, "session": "lost"})).await;
+    assert!(r.is_error && r.text.contains("/nonexistent/<secret-hidden>"), "{r:#?}");
+    replies.push(r);
+    let r = server.run(json!({"command": "pwd", "cwd": missing})).await;
+    replies.push(r);
     // Still running when listed and closed: the listing shows its command
     // and the close its last lines.
     let command = format!(
@@ -377,7 +384,7 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
         for needle in needles(secret) {
             for (i, reply) in replies.iter().enumerate() {
                 if received(reply).contains(&needle) {
-                    leaks.push(format!("reply {i}: {needle}"));
+                    leaks.push(format!("reply {i}: {needle}: {}", received(reply)));
                 }
             }
             for n in &notifications {
