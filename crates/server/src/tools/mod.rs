@@ -165,6 +165,33 @@ impl Shellkeep {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Shellkeep {
+    /// Calls the tool. An error's text can quote what the agent sent (an
+    /// argument that did not parse, a session name): it is masked as
+    /// output is.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let mut response = self.tool_router.call(call).await;
+        let masks = &self.shared.config.masks;
+        match &mut response {
+            Ok(rmcp::model::CallToolResponse::Complete(result))
+                if result.is_error == Some(true) =>
+            {
+                for block in &mut result.content {
+                    if let ContentBlock::Text(text) = block {
+                        text.text = masks.mask(&text.text).0.into_owned();
+                    }
+                }
+            }
+            Err(error) => error.message = masks.mask(&error.message).0.into_owned().into(),
+            _ => {}
+        }
+        response
+    }
+
     fn get_info(&self) -> rmcp::model::ServerConfig {
         rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))

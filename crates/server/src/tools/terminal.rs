@@ -213,20 +213,17 @@ impl Shellkeep {
     fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
         let registry = &self.shared.sessions;
         let cwd = args.cwd.clone();
-        // An error names the directory it was given: masked as output is.
-        let refused =
-            |err| self.shared.config.masks.mask(&render::registry_error(&err)).0.into_owned();
         if args.background {
             let (lease, cwd) = registry
                 .open_background(args.session.as_deref(), cwd, &args.command)
-                .map_err(refused)?;
+                .map_err(|err| render::registry_error(&err))?;
             return Ok((lease, SessionOpened::Background(cwd)));
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         registry
             .open(name, cwd)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
-            .map_err(refused)
+            .map_err(|err| render::registry_error(&err))
     }
 }
 
