@@ -163,6 +163,8 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     std::fs::write(cwd.join("token-file"), &github).expect("write the token file");
 
     let mut replies: Vec<Reply> = Vec::new();
+    // Protocol errors, as the client saw them.
+    let mut errors: Vec<String> = Vec::new();
 
     // The environment, a file holding the values, and the secret at work.
     let r = keep(&server, &mut replies, json!({"command": "env"})).await;
@@ -292,6 +294,21 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     replies.push(r);
     let r = server.run(json!({"command": "pwd", "cwd": missing})).await;
     replies.push(r);
+    // Arguments that do not fit, worded back to the agent.
+    for args in [
+        json!({"command": "pwd", "timeout": unregistered}),
+        json!({"command": "pwd", "session": unregistered}),
+        json!({"command": "pwd", "colour": unregistered}),
+    ] {
+        let quoted = args["colour"].is_null();
+        match server.try_call("terminal", args).await {
+            Ok(r) => {
+                assert!(r.is_error && (!quoted || r.text.contains("<secret-hidden>")), "{r:#?}");
+                replies.push(r);
+            }
+            Err(err) => errors.push(err.to_string()),
+        }
+    }
     // Still running when listed and closed: the listing shows its command
     // and the close its last lines.
     let command = format!(
@@ -385,6 +402,11 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
             for (i, reply) in replies.iter().enumerate() {
                 if received(reply).contains(&needle) {
                     leaks.push(format!("reply {i}: {needle}: {}", received(reply)));
+                }
+            }
+            for e in &errors {
+                if e.contains(&needle) {
+                    leaks.push(format!("protocol error {e}: {needle}"));
                 }
             }
             for n in &notifications {
