@@ -111,11 +111,21 @@ fn init_logging() {
         .init();
 }
 
-/// The secrets the log masks: set once the configuration is read, before
-/// anything runs (a log line before that cannot hold a command or its
-/// output). The debug log names every request with its arguments.
+/// The server's secrets for what has no handle on its configuration: the
+/// log (the debug log names every request with its arguments) and the
+/// wire's own errors (which quote parameters that do not parse). Set once
+/// the configuration is read, before anything is served.
 static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::mask::Secrets>> =
     std::sync::OnceLock::new();
+
+/// `text` masked with the server's secrets (as it is before they are
+/// known).
+fn masked(text: &str) -> String {
+    match LOG_MASKS.get() {
+        Some(masks) => masks.mask(text).0.into_owned(),
+        None => text.to_owned(),
+    }
+}
 
 /// One log event, collected and written to stderr masked, in one write,
 /// when the formatter drops it.
@@ -134,12 +144,8 @@ impl Write for MaskedStderr {
 
 impl Drop for MaskedStderr {
     fn drop(&mut self) {
-        let text = String::from_utf8_lossy(&self.0);
-        let masked = match LOG_MASKS.get() {
-            Some(masks) => masks.mask(&text).0.into_owned(),
-            None => text.into_owned(),
-        };
-        let _ = std::io::stderr().lock().write_all(masked.as_bytes());
+        let text = masked(&String::from_utf8_lossy(&self.0));
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 

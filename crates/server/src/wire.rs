@@ -650,7 +650,8 @@ fn bad_params(method: &str, value: &Value) -> String {
         _ => None,
     };
     match detail {
-        Some(err) => format!("Invalid params for {method}: {err}"),
+        // The error can quote a parameter: masked as output is.
+        Some(err) => crate::masked(&format!("Invalid params for {method}: {err}")),
         None => format!("Invalid params for {method}: they do not match the method's parameters"),
     }
 }
@@ -762,6 +763,24 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    /// A parameter quoted by the `-32602` message is masked with the
+    /// server's secrets.
+    #[test]
+    fn bad_params_masks_what_it_quotes() {
+        let value = "wire-secret-value-0123";
+        let secrets =
+            shellkeep_engine::mask::Secrets::new([("W".to_owned(), value.to_owned())], true);
+        let _ = crate::LOG_MASKS.set(std::sync::Arc::new(secrets));
+        let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        for quoted in [value, token] {
+            let request =
+                json!({"method": "tools/call", "params": {"name": "x", "arguments": quoted}});
+            let message = bad_params("tools/call", &request);
+            assert!(message.contains("Invalid params for tools/call"), "{message}");
+            assert!(message.contains("<secret-hidden>") && !message.contains(quoted), "{message}");
+        }
+    }
 
     #[test]
     fn scan_id_finds_the_top_level_id_only() {
