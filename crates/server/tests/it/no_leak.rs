@@ -61,7 +61,7 @@ fn needles(value: &str) -> Vec<String> {
 }
 
 /// Every regular file under `dir`, with its bytes.
-fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+pub(crate) fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(dir) = pending.pop() {

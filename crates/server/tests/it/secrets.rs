@@ -199,22 +199,11 @@ fn help_describes_the_secret_flags() {
 
 /// Every regular file under `dir` whose bytes contain `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
-            if kind.is_dir() {
-                pending.push(entry.path());
-            } else if kind.is_file()
-                && std::fs::read(entry.path())
-                    .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
-            {
-                found.push(entry.path());
-            }
-        }
-    }
-    found
+    crate::no_leak::files_under(dir)
+        .into_iter()
+        .filter(|(_, bytes)| bytes.windows(needle.len()).any(|w| w == needle))
+        .map(|(path, _)| path)
+        .collect()
 }
 
 /// Processes on this machine whose command line contains `needle`.
