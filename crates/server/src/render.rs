@@ -289,6 +289,7 @@ pub struct RunOutput {
     pub secrets_masked: u64,
 }
 
+/// Serde's test for a count left out when nothing was counted.
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -104,12 +104,8 @@ pub struct TerminalOutput {
     pub previous_call_cancelled_sec_ago: Option<f64>,
     /// How many secret values in this reply's output were replaced by
     /// `<secret-hidden>`.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "super::is_zero")]
     pub secrets_masked: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// The `status` of a terminal reply.
