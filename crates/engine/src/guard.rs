@@ -1375,11 +1375,13 @@ mod tests {
         let record = dir.join("lines");
         let guard = Guard::spawn(
             Path::new("bash"),
-            &["-c", "cat > \"$0\"", record.to_str().expect("utf-8 path")],
+            &["-c", "exec cat > \"$0\"", record.to_str().expect("utf-8 path")],
         )
         .expect("spawn guard");
+        // The whole group: a bash that forks its `cat` instead of becoming it
+        // would leave a reader running.
         let pid = nix::unistd::Pid::from_raw(guard.pid() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop");
+        nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop");
         let started = Instant::now();
         let behind = || guard.lock().channel.as_ref().is_some_and(|channel| channel.behind);
         // However much the socket buffers, the outbox fills at last.
@@ -1392,7 +1394,7 @@ mod tests {
         assert!(behind(), "the guard fell behind");
         guard.watch_group(77);
         assert!(started.elapsed() < Duration::from_secs(60), "never blocked for long");
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("continue");
+        nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGCONT).expect("continue");
         // Whatever it now reads ends with the full list: nothing but 77.
         guard.watch_session(88);
         assert!(guard.shutdown(Duration::from_secs(10)).is_some());
