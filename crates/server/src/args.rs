@@ -5,7 +5,9 @@
 //! `--timeout`) is a positive number of seconds, at most [`MAX_TIMEOUT`];
 //! NUL bytes, environment names, session names and the combinations of
 //! flags that mean nothing are refused here, with the argument's own name,
-//! before the engine is called.
+//! before the engine is called. A number or a boolean may also come as a
+//! string holding only it (`"5"`, `"-2"`, `"true"`), as many model clients
+//! send them; the schemas still say number and boolean.
 //!
 //! The engine checks some of these again as a second net; its words are not
 //! what the agent reads for them. This module runs nothing and words no
@@ -74,15 +76,15 @@ pub struct TerminalArgs {
     /// `PGUP`, `PGDN`.
     pub command: String,
     /// If true, `command` is input for the running program instead of a new command.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::flag")]
     pub is_input: bool,
     /// Seconds this call may wait before handing control back (the command keeps running, exit
     /// code -1).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub timeout: Option<f64>,
     /// If true, kill the shell and everything it runs and start a fresh one in the original
     /// directory (variables, functions and jobs are lost); `command`, if any, then runs in it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::flag")]
     pub reset: bool,
     /// The session: a name of 1 to 32 characters from A-Z a-z 0-9 _ . - (omit for `default`).
     /// Naming a session that does not exist starts it. Commands in different sessions run in
@@ -98,7 +100,7 @@ pub struct TerminalArgs {
     /// a second with the session name; the job is not under the execution limit and runs until
     /// it ends, is closed with session_close, or the server stops. Poll it, send it input or
     /// keys with that `session`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::flag")]
     pub background: bool,
 }
 
@@ -173,21 +175,21 @@ pub struct OutputArgs {
     #[serde(default)]
     pub session: Option<String>,
     /// The command's number, as a cut reply names it; omit for the latest.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub command: Option<u64>,
     /// Read a `run` command's output instead of a terminal command's: its number, as a cut
     /// `run` reply names it. Not with `session` or `command`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub run: Option<u64>,
     /// With `run`: which stream to read, `stdout` (default) or `stderr`.
     #[serde(default)]
     pub stream: Option<StreamArg>,
     /// The first line to return, from 0; negative counts from the end (-50: the last 50 lines,
     /// as `tail`). Default 0.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub offset: Option<i64>,
     /// How many lines at most.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub limit: Option<u64>,
 }
 
@@ -244,11 +246,11 @@ pub struct RunArgs {
     /// Execution limit in seconds; the no-output limit is then min(timeout/4, 60) s, at least
     /// 1 s, unless no_output_timeout_sec is given. Without it, the policy's category for the
     /// command decides.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub timeout_sec: Option<f64>,
     /// Seconds the command may print nothing (on stdout or stderr) before it is stopped. Give
     /// it for commands that stay silent for a while (a download, a compile step).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub no_output_timeout_sec: Option<f64>,
     /// Working directory (default: the server's).
     #[serde(default)]
@@ -326,10 +328,10 @@ pub struct ExplainArgs {
     /// The command to classify.
     pub command: String,
     /// An explicit timeout in seconds, as `run` would get it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub timeout_sec: Option<f64>,
     /// An explicit no-output limit in seconds, as `run` would get it.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient::number")]
     pub no_output_timeout_sec: Option<f64>,
 }
 
@@ -426,6 +428,62 @@ fn environment(name: &str, value: &str) -> Result<(), String> {
         return Err(format!("`env` value of {shown} {NUL}"));
     }
     Ok(())
+}
+
+/// Numbers and booleans as the schemas declare them, or as strings holding
+/// only them: `"5"`, `"-2"`, `"5.5"`, `"true"`, as many model clients send
+/// them. A string is read with JSON's own number syntax, so what it holds
+/// gets exactly the checks a number would (`"-2"` is no line count, `"5.5"`
+/// no command number); anything else in it (`"five"`, `" 5"`, `"1e999"`,
+/// `"0x10"`) is refused with the string quoted. `Checked` puts the
+/// argument's name in front of each message.
+mod lenient {
+    use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error};
+    use serde_json::Value;
+
+    use crate::render;
+
+    /// An optional number (`null` is left out).
+    pub fn number<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+        deserializer: D,
+    ) -> Result<Option<T>, D::Error> {
+        let value = match Option::<Value>::deserialize(deserializer)? {
+            None => return Ok(None),
+            Some(Value::String(text)) => Value::Number(number_in(&text).map_err(D::Error::custom)?),
+            Some(value) => value,
+        };
+        T::deserialize(value).map(Some).map_err(D::Error::custom)
+    }
+
+    /// A boolean, or `"true"` or `"false"`.
+    pub fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Bool(flag) => Ok(flag),
+            Value::String(text) if text == "true" => Ok(true),
+            Value::String(text) if text == "false" => Ok(false),
+            Value::String(text) => Err(D::Error::custom(format!(
+                "expected a boolean, true or false (or the string \"true\" or \"false\"), got \
+                 the string {}",
+                render::echo(&text)
+            ))),
+            other => bool::deserialize(other).map_err(D::Error::custom),
+        }
+    }
+
+    /// The number a string holds, written as JSON writes numbers.
+    pub fn number_in(text: &str) -> Result<serde_json::Number, String> {
+        let plain = !text.is_empty()
+            && !text.starts_with(char::is_whitespace)
+            && !text.ends_with(char::is_whitespace);
+        match serde_json::from_str::<serde_json::Number>(text) {
+            Ok(number) if plain => Ok(number),
+            _ => Err(format!(
+                "expected a number (or a string holding only a number, such as \"5\" or \
+                 \"-2.5\"), got the string {}",
+                render::echo(text)
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -651,6 +709,103 @@ mod tests {
                 (json!({"command": "ls", "no_output_timeout_sec": 1e12}), Some(&t2)),
             ],
         );
+    }
+
+    /// Numbers and booleans given as strings are read as the numbers and
+    /// booleans they hold, with the same rules; other strings are refused
+    /// with the string quoted.
+    #[test]
+    fn numbers_and_booleans_may_come_as_strings() {
+        let number = |got: &str| {
+            format!(
+                "serde: expected a number (or a string holding only a number, such as \"5\" or \
+                 \"-2.5\"), got the string {got}"
+            )
+        };
+        let (five, spaced, huge, hex, empty, plus) = (
+            number("\"five\""),
+            number("\" 5\""),
+            number("\"1e999\""),
+            number("\"0x10\""),
+            number("\"\""),
+            number("\"+5\""),
+        );
+        let yes = "serde: expected a boolean, true or false (or the string \"true\" or \
+                   \"false\"), got the string \"yes\"";
+        let zero = format!("timeout {NOT_A_TIMEOUT} 0");
+        table(
+            |args| check(args, TerminalArgs::check),
+            &[
+                (json!({"command": "ls", "timeout": "5"}), None),
+                (json!({"command": "ls", "timeout": "5.5"}), None),
+                (json!({"command": "ls", "timeout": "2e1"}), None),
+                (json!({"command": "ls", "timeout": "0"}), Some(&zero)),
+                (json!({"command": "ls", "timeout": "five"}), Some(&five)),
+                (json!({"command": "ls", "timeout": " 5"}), Some(&spaced)),
+                (json!({"command": "ls", "timeout": "5 "}), Some(&number("\"5 \""))),
+                (json!({"command": "ls", "timeout": "1e999"}), Some(&huge)),
+                (json!({"command": "ls", "timeout": "0x10"}), Some(&hex)),
+                (json!({"command": "ls", "timeout": ""}), Some(&empty)),
+                (json!({"command": "ls", "timeout": "+5"}), Some(&plus)),
+                (json!({"command": "ls", "timeout": "NaN"}), Some(&number("\"NaN\""))),
+                (json!({"command": "ls", "timeout": null}), None),
+                (json!({"command": "C-c", "is_input": "true"}), None),
+                (json!({"command": "ls", "reset": "false", "background": "false"}), None),
+                (json!({"command": "ls", "reset": "yes"}), Some(yes)),
+                (
+                    json!({"command": "ls", "reset": 1}),
+                    Some("serde: invalid type: integer `1`, expected a boolean"),
+                ),
+            ],
+        );
+        let checked: TerminalArgs =
+            serde_json::from_value(json!({"command": "x", "timeout": "5.5", "is_input": "true"}))
+                .expect("valid");
+        assert_eq!((checked.timeout, checked.is_input), (Some(5.5), true));
+        let checked: TerminalArgs =
+            serde_json::from_value(json!({"command": "x", "is_input": "false"})).expect("valid");
+        assert!(!checked.is_input);
+
+        table(
+            |args| check(args, OutputArgs::check),
+            &[
+                (json!({"offset": "-2", "limit": "100", "command": "3"}), None),
+                (json!({"run": "4", "stream": "stderr"}), None),
+                (json!({"limit": "-2"}), Some("serde: invalid value: integer `-2`, expected u64")),
+                (
+                    json!({"command": "5.5"}),
+                    Some("serde: invalid type: floating point `5.5`, expected u64"),
+                ),
+                (json!({"offset": "last"}), Some(&number("\"last\""))),
+            ],
+        );
+        let read: OutputArgs =
+            serde_json::from_value(json!({"offset": "-2", "limit": "100"})).expect("valid");
+        assert_eq!((read.offset, read.limit), (Some(-2), Some(100)));
+
+        let t3 = format!("no_output_timeout_sec {NOT_A_TIMEOUT} -3");
+        for checker in
+            [(|args| check(args, RunArgs::check)) as fn(Value) -> Result<String, String>, |args| {
+                check(args, ExplainArgs::check)
+            }]
+        {
+            table(
+                checker,
+                &[
+                    (
+                        json!({"command": "true", "timeout_sec": "5", "no_output_timeout_sec": "30"}),
+                        None,
+                    ),
+                    (json!({"command": "true", "no_output_timeout_sec": "-3"}), Some(&t3)),
+                    (json!({"command": "true", "timeout_sec": "soon"}), Some(&number("\"soon\""))),
+                ],
+            );
+        }
+        let run: RunArgs = serde_json::from_value(
+            json!({"command": "x", "timeout_sec": "5", "no_output_timeout_sec": "30.5"}),
+        )
+        .expect("valid");
+        assert_eq!((run.timeout_sec, run.no_output_timeout_sec), (Some(5.0), Some(30.5)));
     }
 
     #[test]

@@ -66,7 +66,12 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
         // cannot tell which one to fix.
         (t, json!({"command": "ls", "is_input": "yes"}), &["is_input", "boolean"]),
         (t, json!({"command": "ls", "reset": 1}), &["reset", "boolean"]),
-        (t, json!({"command": "ls", "timeout": "soon"}), &["timeout", "invalid type"]),
+        // Issue 14: a number may come as a string, but it must hold one.
+        (
+            t,
+            json!({"command": "ls", "timeout": "soon"}),
+            &["`timeout`", "expected a number", "\"soon\""],
+        ),
         (t, json!({"command": 42}), &["command", "string"]),
         (t, json!({"is_input": false}), &["missing field `command`"]),
         (
@@ -129,7 +134,11 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
         &[
             ("run", json!({"command": "true", "timeout_sec": -1}), &["timeout_sec", "-1"]),
             ("run", json!({"command": "true", "timeout_sec": 0}), &["timeout_sec", "positive"]),
-            ("run", json!({"command": "true", "timeout_sec": "soon"}), &["timeout_sec"]),
+            (
+                "run",
+                json!({"command": "true", "timeout_sec": "soon"}),
+                &["`timeout_sec`", "expected a number", "\"soon\""],
+            ),
             ("run", json!({"command": "true", "env": ["A=1"]}), &["env"]),
             ("run", json!({"command": "true", "bogus": 1}), &["unknown field `bogus`"]),
             ("run", json!({}), &["missing field `command`"]),
@@ -167,6 +176,82 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
                 &["invalid session name", "32 characters"],
             ),
             ("output", json!({"session": "a b"}), &["invalid session name", "32 characters"]),
+        ],
+    )
+    .await;
+    assert_alive(&server).await;
+}
+
+/// Issue 14: many model clients send numbers and booleans as strings
+/// (`"timeout": "5"`). Each is read as what it holds, with the rule for
+/// that argument; a string that holds no number, or something besides it,
+/// is an error that names the argument and quotes the string.
+#[tokio::test]
+async fn numbers_and_booleans_given_as_strings_are_read_as_such() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(
+            json!({"command": "seq 1 5", "timeout": "5", "is_input": "false", "reset": "false"}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!((r.output(), &r["exit_code"]), ("1\n2\n3\n4\n5\n", &json!(0)), "{r:#?}");
+    // A fraction where fractions are taken: the call hands control back
+    // within it, the command keeps running.
+    let r = server.terminal(json!({"command": "sleep 30", "timeout": "0.5"})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let r = server.terminal(json!({"command": "C-c", "is_input": "true", "timeout": "10"})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(130)));
+
+    let r = server.call("output", json!({"command": "1", "offset": "-2", "limit": "100"})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!(r["lines"], "4\n5\n", "{r:#?}");
+    let r = server.call("output", json!({"command": "1", "offset": "1", "limit": "2"})).await;
+    assert_eq!(r["lines"], "2\n3\n", "{r:#?}");
+
+    let r = server
+        .run(json!({"command": "echo ran", "timeout_sec": "5", "no_output_timeout_sec": "30"}))
+        .await;
+    assert_eq!(
+        (r["status"].as_str(), r.text.starts_with("ran")),
+        (Some("success"), true),
+        "{r:#?}"
+    );
+    let r = server.call("policy_explain", json!({"command": "ls", "timeout_sec": "5.5"})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert!(r.text.contains("5.5"), "{}", r.text);
+
+    check_all(
+        &server,
+        &[
+            ("terminal", json!({"command": "ls", "timeout": "five"}), &["`timeout`", "\"five\""]),
+            ("terminal", json!({"command": "ls", "timeout": "1e999"}), &["`timeout`", "\"1e999\""]),
+            ("terminal", json!({"command": "ls", "timeout": " 5"}), &["`timeout`", "\" 5\""]),
+            ("terminal", json!({"command": "ls", "timeout": "0"}), &["timeout must be a positive"]),
+            ("terminal", json!({"command": "ls", "timeout": "-1"}), &["timeout must be", "-1"]),
+            (
+                "terminal",
+                json!({"command": "ls", "reset": "yes"}),
+                &["`reset`", "boolean", "\"yes\""],
+            ),
+            (
+                "terminal",
+                json!({"command": "ls", "background": "True"}),
+                &["`background`", "\"True\""],
+            ),
+            ("output", json!({"limit": "-2"}), &["`limit`", "-2"]),
+            ("output", json!({"offset": "last"}), &["`offset`", "\"last\""]),
+            ("output", json!({"command": "1.5"}), &["`command`", "1.5"]),
+            (
+                "run",
+                json!({"command": "true", "no_output_timeout_sec": "0x10"}),
+                &["`no_output_timeout_sec`", "\"0x10\""],
+            ),
+            (
+                "policy_explain",
+                json!({"command": "ls", "timeout_sec": "NaN"}),
+                &["`timeout_sec`", "\"NaN\""],
+            ),
         ],
     )
     .await;
