@@ -180,6 +180,23 @@ pub fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// The command line bash would split back into exactly `words`: each
+/// word as it is when bash would take it whole unquoted (`cargo`, `--release`,
+/// `a/b.txt`), else single-quoted, as `printf %q` does; an empty word is
+/// `''`. So `shellkeep run -- touch 'a b'` runs `touch 'a b'`, and the
+/// policy sees the same line the shell runs.
+pub fn command_line(words: &[String]) -> String {
+    let plain = |word: &str| {
+        !word.is_empty()
+            && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+    };
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|word| if plain(word) { word.clone() } else { shell_quote(word) })
+        .collect();
+    quoted.join(" ")
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods, reason = "the tests run `bash -n` on the scripts")]
 mod tests {
@@ -280,6 +297,48 @@ mod tests {
     fn quoting() {
         assert_eq!(shell_quote("plain"), "'plain'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    /// bash splits the line back into the very words, whatever they hold.
+    #[test]
+    fn a_command_line_of_words_splits_back_into_them() {
+        let words: Vec<String> = [
+            "printf",
+            "<%s>",
+            "a b",
+            "",
+            "it's",
+            "$HOME",
+            "`id`",
+            "$(id)",
+            "x\ny",
+            "*",
+            "~",
+            "a;b",
+            "--flag=1",
+            "tab\there",
+            "\\",
+            "\"",
+            "!x",
+            "{a,b}",
+            "é",
+        ]
+        .iter()
+        .map(|w| (*w).to_owned())
+        .collect();
+        let line = command_line(&words);
+        assert!(line.starts_with("printf '<%s>' 'a b' '' 'it'\\''s' '$HOME'"), "{line}");
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &line])
+            .current_dir("/")
+            .output()
+            .expect("run bash");
+        let expected: String = words[2..].iter().map(|w| format!("<{w}>")).collect();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+        assert_eq!(
+            command_line(&["cargo".into(), "build".into(), "--release".into()]),
+            "cargo build --release"
+        );
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub enum Command {
         /// Working directory.
         #[arg(long)]
         cwd: Option<PathBuf>,
-        /// The command and its arguments, joined with spaces and run by bash.
+        /// The command: one argument is a command line for bash (`'make | tail'`);
+        /// several are a command and its arguments, each passed as it is.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },

@@ -23,6 +23,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use rmcp::ServiceExt;
+use shellkeep_engine::bash_script;
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
@@ -177,6 +178,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Some(Command::VerifyTimeouts { output }) => {
+            // Its directory is made first (`docs/` of a fresh checkout), so
+            // that a path that cannot be written fails before the tests run,
+            // naming the path.
+            if let Some(dir) = output.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| {
+                    let full = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+                    format!("cannot create the directory {} for the document", full.display())
+                })?;
+            }
             let loaded = load_policy(cli.serve.policy.as_deref())?;
             let dir = RuntimeDir::create()?;
             let passed = verify::run(&loaded.policy, &output, &dir.path).await?;
@@ -467,7 +477,7 @@ async fn run_once(
     let explicit = cli_timeout(timeout)?;
     let grace = config::grace(args)?;
     let loaded = load_policy(args.policy.as_deref())?;
-    let command = command.join(" ");
+    let command = cli_command(command);
     let decision = loaded.policy.decide(&command, explicit);
     let _containment = start_containment(config::containment(args)?)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
@@ -493,6 +503,14 @@ async fn run_once(
         oneshot::RunStatus::Error => 125,
     };
     Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The command of `run` and `policy explain`: one argument is a shell
+/// command line as it is (`'make test | tail'`); several are a command and
+/// its arguments, each passed as it is (`touch 'a b'` makes one file),
+/// quoted into the line the policy and bash see.
+fn cli_command(mut words: Vec<String>) -> String {
+    if words.len() == 1 { words.remove(0) } else { bash_script::command_line(&words) }
 }
 
 /// `--timeout` of `run` and `policy explain`, under the rule every timeout
@@ -625,7 +643,7 @@ fn policy_command(
         PolicyAction::Explain { timeout, command } => {
             let explicit = cli_timeout(timeout)?;
             let loaded = load_policy(args.policy.as_deref())?;
-            let command = command.join(" ");
+            let command = cli_command(command);
             let decision = loaded.policy.decide(&command, explicit);
             let (text, _) = render::explain(&command, &decision, &loaded.origin);
             writeln!(stdout, "{text}")?;

@@ -117,7 +117,10 @@ pub async fn run(policy: &Policy, output: &Path, scratch: &Path) -> anyhow::Resu
         "Overall: **{}**.",
         if all_passed { "all four tests passed" } else { "some tests FAILED" }
     );
-    std::fs::write(output, document)?;
+    std::fs::write(output, document).map_err(|err| {
+        let full = std::path::absolute(output).unwrap_or_else(|_| output.to_owned());
+        anyhow::anyhow!("cannot write {}: {err}", full.display())
+    })?;
     Ok(all_passed)
 }
 

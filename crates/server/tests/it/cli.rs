@@ -6,7 +6,13 @@ use std::process::Command;
 use serde_json::Value;
 
 fn shellkeep(args: &[&str]) -> (i32, String, String) {
+    shellkeep_in(&std::env::temp_dir(), args)
+}
+
+/// `shellkeep` with `args`, started in `dir`.
+fn shellkeep_in(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let output = Command::new(crate::binary())
+        .current_dir(dir)
         .args(args)
         .env_remove("SHELLKEEP_POLICY")
         .stdin(std::process::Stdio::null())
@@ -27,8 +33,7 @@ fn scratch_file(name: &str, text: &str) -> std::path::PathBuf {
 
 #[test]
 fn run_prints_the_seed_result_and_exits_with_the_command_code() {
-    let (code, stdout, _) =
-        shellkeep(&["run", "--", "echo", "out;", "echo", "err", ">&2;", "exit", "3"]);
+    let (code, stdout, _) = shellkeep(&["run", "--", "echo out; echo err >&2; exit 3"]);
     assert_eq!(code, 3);
     let result: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
     assert_eq!(
@@ -129,4 +134,77 @@ fn a_bad_server_flag_stops_start_up_naming_the_flag_and_its_range() {
         assert_eq!((code, stdout.as_str()), (2, ""), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// The `stdout` of a `shellkeep run` that succeeded.
+fn run_stdout(dir: &std::path::Path, args: &[&str]) -> String {
+    let (code, stdout, stderr) = shellkeep_in(dir, args);
+    assert_eq!(code, 0, "{args:?}: {stdout} {stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    result["stdout"].as_str().expect("stdout").to_owned()
+}
+
+/// Issue 14: `shellkeep run -- touch 'file with space'` made three files:
+/// the arguments were joined with spaces. Several arguments are now a
+/// command and its arguments, each passed as it is; one argument is still
+/// a shell command line.
+#[test]
+fn run_passes_several_arguments_as_arguments_and_one_as_a_command_line() {
+    let scratch = crate::Scratch::new();
+    let dir = scratch.path.join("work");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    run_stdout(&dir, &["run", "--", "touch", "file with space"]);
+    assert_eq!(files(), ["file with space"]);
+    run_stdout(&dir, &["run", "--", "touch", "it's $HOME", "*", "a;b"]);
+    assert_eq!(files(), ["*", "a;b", "file with space", "it's $HOME"]);
+
+    // Quotes, `$`, backquotes, newlines, empty arguments, globs and `~`
+    // arrive untouched, one argument each.
+    let words = ["a b", "", "it's", "$HOME", "`id`", "$(id)", "x\ny", "*", "~", "\\", "!x", "--"];
+    let mut args = vec!["run", "--", "printf", "<%s>"];
+    args.extend(words);
+    let expected: String = words.iter().map(|w| format!("<{w}>")).collect();
+    assert_eq!(run_stdout(&dir, &args), expected);
+    // A command's own flags are its own, after `--` or not.
+    assert_eq!(run_stdout(&dir, &["run", "printf", "%s-", "--timeout", "x"]), "--timeout-x-");
+
+    // One argument is a command line for bash: pipes, `$`, `;` work.
+    assert_eq!(run_stdout(&dir, &["run", "--", "echo a | tr a b; echo \"$((6 * 7))\""]), "b\n42\n");
+    assert_eq!(run_stdout(&dir, &["run", "ls | wc -l"]).trim(), "4");
+    // `policy explain` sees the same line as `run`.
+    let (_, stdout, _) = shellkeep(&["policy", "explain", "--", "echo", "a b"]);
+    assert!(stdout.contains("echo 'a b'"), "{stdout}");
+    let (_, stdout, _) = shellkeep(&["policy", "explain", "--", "cargo", "build", "--release"]);
+    assert!(stdout.contains("cargo build --release"), "{stdout}");
+}
+
+/// Issue 14: `verify-timeouts` in a directory without `docs/` failed with
+/// "No such file or directory" and no path. It makes the directory; a
+/// path that cannot be made is named in full, before any test runs.
+#[test]
+fn verify_timeouts_makes_its_directory_or_names_it() {
+    let scratch = crate::Scratch::new();
+    let (code, stdout, stderr) = shellkeep_in(&scratch.path, &["verify-timeouts"]);
+    assert_eq!(code, 0, "{stdout} {stderr}");
+    assert_eq!(stdout, "docs/TERMINAL_TIMEOUT_VERIFICATION.md: all four tests passed\n");
+    let document =
+        std::fs::read_to_string(scratch.path.join("docs/TERMINAL_TIMEOUT_VERIFICATION.md"))
+            .expect("the document");
+    assert!(document.starts_with("# Terminal timeout verification"), "{document}");
+
+    std::fs::write(scratch.path.join("a-file"), "").expect("write");
+    let (code, stdout, stderr) =
+        shellkeep_in(&scratch.path, &["verify-timeouts", "--output", "a-file/sub/doc.md"]);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    let full = scratch.path.join("a-file/sub");
+    assert!(stderr.contains(&format!("{}", full.display())), "{stderr}");
+    assert!(stderr.contains("Not a directory"), "{stderr}");
 }
