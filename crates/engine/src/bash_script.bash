@@ -27,6 +27,16 @@
 #   line the `eval` runs: a record whose command never reached the
 #   `eval` says so (flag `n`), and the reply says the integration is
 #   damaged instead of reporting a command that did not run.
+# - History never keeps a line of ours: the typed lines start with a space
+#   and HISTCONTROL gets `ignorespace`. Where that does not hold (a
+#   nested shell before the integration is in it, whose `.bashrc` may
+#   leave HISTCONTROL empty; a command that unset it), `__sk_unhist`
+#   deletes the line from the history list as it runs, before any prompt
+#   can append it to the history file (`PROMPT_COMMAND='history -a'`) and
+#   before the shell can exit: the reinstall script at its top, `__sk_pre`
+#   for its own line. It deletes only the last entry, and only when that
+#   is the very line (it holds the nonce, or `__sk_pre` and the sequence
+#   number), never a user's.
 # - `__sk_pre N` prints the start marker and loads the command into
 #   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
 #   back on, `$?` restored). The command starts on a line of its own so
@@ -84,6 +94,15 @@
 #   keys at this prompt.)
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
+__sk_unhist() {
+  local __sk_h
+  __sk_h=$(builtin history 1 2>/dev/null) || return 0
+  [[ $__sk_h == *"$1"* ]] || return 0
+  __sk_h=${__sk_h#"${__sk_h%%[![:space:]]*}"}
+  __sk_h=${__sk_h%%[!0-9]*}
+  [[ -z $__sk_h ]] || builtin history -d "$__sk_h" 2>/dev/null || :
+}
+[[ -z ${__sk_nonce-} ]] || __sk_unhist "__sk_nonce=$__sk_nonce; . "
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
@@ -177,6 +196,10 @@ __sk_fallback() {
   builtin read -r -t 0.3 -u 62 __sk_junk || :
 }
 __sk_pre() {
+  case :${HISTCONTROL-}: in
+    *:ignorespace:* | *:ignoreboth:*) ;;
+    *) __sk_unhist "\\__sk_pre $1${2:+ $2};" ;;
+  esac
   __sk_seq=$1
   __sk_ran=
   __sk_posted=

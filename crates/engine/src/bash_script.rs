@@ -109,8 +109,11 @@ pub fn reinstall_script(files: &ShellFiles, seq: u64) -> String {
 
 /// The line typed into a shell that lost the integration to source
 /// `script`, giving it the marker `nonce`. The leading space keeps it out
-/// of history where `ignorespace` is on; the group sends `set -x` traces
-/// and `set -v` echoes of the script to `/dev/null`.
+/// of history where `ignorespace` is on; where it is not (the shell has
+/// not read our settings yet), the script deletes the line from the
+/// history list before any prompt can write it to the history file. The
+/// group sends `set -x` traces and `set -v` echoes of the script to
+/// `/dev/null`.
 pub fn reinstall_line(script: &Path, nonce: &str) -> String {
     format!(
         "\x15 {{ __sk_nonce={nonce}; . {}; }} 2>/dev/null\r",

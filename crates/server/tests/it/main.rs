@@ -39,6 +39,7 @@ mod sessions;
 mod shell;
 mod terminal;
 mod tools;
+mod traps;
 mod wire;
 
 use std::collections::hash_map::RandomState;

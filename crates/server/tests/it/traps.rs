@@ -1,0 +1,119 @@
+//! Issue 14's small traps, end to end: the editor and pagers an agent gets
+//! and how it asks for an editor on purpose, and a user's history file that
+//! never receives a line of shellkeep's.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::{Reply, Server};
+
+/// A wrapper that starts the server without the harness's `--no-rc` (its
+/// first argument after the binary), so the shell reads the user's
+/// `~/.bashrc` as it does for a real user.
+const WITH_RC: &[&str] = &["bash", "-c", r#"b=$1; shift 2; exec "$b" "$@""#, "with-rc"];
+
+/// A user's home: a `.bashrc` that appends to the history file at every
+/// prompt (`PROMPT_COMMAND='history -a'`), with `histappend` and no
+/// `HISTCONTROL` at all, and a history file of earlier work. `history_file`
+/// is where the `.bashrc` points `HISTFILE` (relative to the home).
+fn home(dir: &Path, history_file: &str) {
+    std::fs::create_dir_all(dir).expect("home");
+    let rc = format!(
+        "HISTFILE=\"$HOME/{history_file}\"\nHISTSIZE=1000\nHISTFILESIZE=2000\nunset HISTCONTROL \
+         HISTIGNORE\nshopt -s histappend\nPROMPT_COMMAND='history -a'\n"
+    );
+    std::fs::write(dir.join(".bashrc"), rc).expect(".bashrc");
+    let history = dir.join(history_file);
+    std::fs::create_dir_all(history.parent().expect("a directory")).expect("mkdir");
+    std::fs::write(history, "echo earlier work\ngit status\n").expect("history");
+}
+
+/// Runs `command` in the terminal and checks that it completed with `code`.
+async fn ok(server: &Server, command: &str, code: i64) -> Reply {
+    let r = server.terminal(json!({"command": command, "timeout": 20})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["exit_code"].as_i64()),
+        (Some("completed"), Some(code)),
+        "{command}: {r:#?}"
+    );
+    r
+}
+
+/// Issue 14: after a nested `bash` and `exit`, the line that reinstalls the
+/// integration (`{ __sk_nonce=…; . '…/reinstall-2.sh'; }`) landed in
+/// `~/.bash_history`. A day's work (plain commands, nested shells, `exec
+/// bash`, a login shell, `HISTCONTROL` unset, a reset) leaves the history
+/// file with the user's own lines and nothing of shellkeep's.
+#[tokio::test]
+async fn nothing_of_shellkeeps_reaches_the_history_file() {
+    for history_file in [".bash_history", "custom/history"] {
+        let base = std::env::temp_dir().join(format!(
+            "sk-hist-{}-{}",
+            std::process::id(),
+            history_file.len()
+        ));
+        let _ = std::fs::remove_dir_all(&base);
+        let home_dir = base.join("home");
+        home(&home_dir, history_file);
+        let home_str = home_dir.to_str().expect("utf-8");
+        let server = Server::wrapped(WITH_RC, &[], &[("HOME", home_str)]).await;
+        let history = home_dir.join(history_file);
+
+        let r = ok(&server, "echo \"$HISTFILE\"; echo plain", 0).await;
+        assert_eq!(r.output(), format!("{}\nplain\n", history.display()), "{r:#?}");
+        // A line the user puts in history on purpose gets there.
+        ok(&server, "history -s 'echo kept on purpose'", 0).await;
+        ok(&server, "cd /tmp && ls >/dev/null", 0).await;
+        ok(&server, "unset HISTCONTROL HISTIGNORE", 0).await;
+        ok(&server, "echo after unset", 0).await;
+        // A nested shell reads the same `.bashrc`.
+        let r = ok(&server, "bash", 0).await;
+        assert!(r.text.contains("nested shell started"), "{}", r.text);
+        ok(&server, "echo inner; unset HISTCONTROL", 0).await;
+        ok(&server, "echo inner again", 0).await;
+        ok(&server, "exit", 0).await;
+        // One level deeper and back, then `exec bash` and a login shell.
+        ok(&server, "bash", 0).await;
+        ok(&server, "bash", 0).await;
+        ok(&server, "exit 3", 3).await;
+        ok(&server, "exit 0", 0).await;
+        let r = ok(&server, "exec bash", 0).await;
+        assert!(r.text.contains("reinstalled"), "{}", r.text);
+        ok(&server, "echo after exec", 0).await;
+        ok(&server, "bash -l", 0).await;
+        ok(&server, "echo in a login shell", 0).await;
+        ok(&server, "exit", 0).await;
+        // A shell on a terminal of its own, and (as root, where it asks
+        // no password) `su` keeping the environment, home included.
+        ok(&server, "script -qc bash /dev/null", 0).await;
+        ok(&server, "echo in script", 0).await;
+        ok(&server, "exit", 0).await;
+        if ok(&server, "id -u", 0).await.output() == "0\n" {
+            ok(&server, "su -p", 0).await;
+            ok(&server, "echo in su", 0).await;
+            ok(&server, "exit", 0).await;
+        }
+        // The shell's own list holds nothing of ours either.
+        ok(&server, "bash", 0).await;
+        let r = ok(&server, "unset HISTCONTROL; echo x; history", 0).await;
+        assert!(!r.output().contains("__sk"), "{r:#?}");
+        ok(&server, "exit", 0).await;
+        ok(&server, "history -a", 0).await;
+        let r =
+            server.terminal(json!({"command": "echo reset", "reset": true, "timeout": 20})).await;
+        assert_eq!(r.output(), "reset\n", "{r:#?}");
+        ok(&server, "bash", 0).await;
+        ok(&server, "exit", 0).await;
+        drop(server);
+
+        let text = std::fs::read_to_string(&history).expect("the history file");
+        assert_eq!(text, "echo earlier work\ngit status\necho kept on purpose\n", "{history_file}");
+        // Shells that did not read the `.bashrc` (the login shell) keep
+        // bash's default file: nothing of ours there either.
+        if let Ok(text) = std::fs::read_to_string(home_dir.join(".bash_history")) {
+            assert!(!text.contains("__sk") && !text.contains("eval --"), "{text}");
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
