@@ -95,10 +95,12 @@ pub async fn reap_adopted_orphans() -> std::io::Result<()> {
     }
 }
 
-/// Environment set for every child we start, terminal and one-shot alike.
+/// Environment set for every child we start, terminal and one-shot alike,
+/// besides git's editor ([`noninteractive_env`]).
 ///
 /// Pagers and prompts are the classic ways an agent's command hangs forever
-/// on a terminal nobody is watching; these defaults turn them off.
+/// on a terminal nobody is watching; these defaults turn them off. Each is
+/// an ordinary variable a command can set for itself (`PAGER=less man ls`).
 pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),
@@ -106,11 +108,45 @@ pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
     ("SYSTEMD_PAGER", ""),
     ("GH_PAGER", "cat"),
     ("GIT_TERMINAL_PROMPT", "0"),
-    ("GIT_EDITOR", "true"),
     ("DEBIAN_FRONTEND", "noninteractive"),
     ("PYTHONUNBUFFERED", "1"),
     ("PIP_NO_INPUT", "1"),
 ];
+
+/// The editor git runs for a commit message or a `rebase -i` list: `true`,
+/// which leaves the file as it is (`git commit` without `-m` then aborts,
+/// `git rebase -i` keeps its list). It is git's `core.editor`, given
+/// through git's environment configuration (`GIT_CONFIG_COUNT`, git 2.31
+/// and later), which wins over the user's config files but not over
+/// `git -c core.editor=vim` or `GIT_EDITOR=vim`: an agent that asks for an
+/// editor gets it. (`GIT_EDITOR=true` would win over `git -c` too.)
+pub const GIT_EDITOR_CONFIG: (&str, &str) = ("core.editor", "true");
+
+/// [`NONINTERACTIVE_ENV`] and git's editor, for a server whose own
+/// environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
+/// own, kept: the editor is added after them).
+pub fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)> {
+    let index = inherited_count.and_then(|count| count.parse::<u16>().ok()).unwrap_or(0);
+    let (key, value) = GIT_EDITOR_CONFIG;
+    let mut env: Vec<(String, String)> = NONINTERACTIVE_ENV
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    env.push(("GIT_CONFIG_COUNT".to_owned(), (u32::from(index) + 1).to_string()));
+    env.push((format!("GIT_CONFIG_KEY_{index}"), key.to_owned()));
+    env.push((format!("GIT_CONFIG_VALUE_{index}"), value.to_owned()));
+    env
+}
+
+/// The environment every child gets on top of the server's: see
+/// [`noninteractive_env`]. Read once.
+pub fn child_env() -> &'static [(String, String)] {
+    static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let count = std::env::var("GIT_CONFIG_COUNT").ok();
+        noninteractive_env(count.as_deref())
+    })
+}
 
 /// How a process group we stopped went away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,4 +245,30 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path)
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::noninteractive_env;
+
+    /// git's editor comes after the configuration entries the server's own
+    /// environment gives git, which stay.
+    #[test]
+    fn the_git_editor_is_added_after_inherited_configuration() {
+        let tail = |env: Vec<(String, String)>| -> Vec<String> {
+            env.iter()
+                .filter(|(name, _)| name.starts_with("GIT_CONFIG"))
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect()
+        };
+        let fresh =
+            ["GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.editor", "GIT_CONFIG_VALUE_0=true"];
+        assert_eq!(tail(noninteractive_env(None)), fresh);
+        assert_eq!(tail(noninteractive_env(Some("bogus"))), fresh);
+        assert_eq!(
+            tail(noninteractive_env(Some("2"))),
+            ["GIT_CONFIG_COUNT=3", "GIT_CONFIG_KEY_2=core.editor", "GIT_CONFIG_VALUE_2=true"]
+        );
+        assert!(noninteractive_env(None).iter().all(|(name, _)| name != "GIT_EDITOR"));
+    }
 }

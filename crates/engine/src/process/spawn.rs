@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 
-use super::NONINTERACTIVE_ENV;
+use super::child_env;
 use super::children::{spawn_registered, spawn_std};
 use super::scope::{SCOPE_VAR, Scope};
 use crate::cgroup;
@@ -164,7 +164,9 @@ pub fn seccomp_status() -> String {
 pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::process::Command {
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
-    command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
+    command
+        .envs(child_env().iter().map(|(name, value)| (name, value)))
+        .env(SCOPE_VAR, scope.value());
     command.process_group(0);
     let parent = std::process::id();
     let signals = SignalReset::new();
@@ -239,7 +241,9 @@ pub fn pty_command(
 ) -> std::io::Result<tokio::process::Command> {
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
-    command.envs(NONINTERACTIVE_ENV.iter().copied()).env(SCOPE_VAR, scope.value());
+    command
+        .envs(child_env().iter().map(|(name, value)| (name, value)))
+        .env(SCOPE_VAR, scope.value());
     command
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
@@ -288,7 +292,7 @@ pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = std::process::Command::new(program);
-    command.envs(NONINTERACTIVE_ENV.iter().copied()).env_remove(SCOPE_VAR);
+    command.envs(child_env().iter().map(|(name, value)| (name, value))).env_remove(SCOPE_VAR);
     command.process_group(0);
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
     let signals = SignalReset::new();

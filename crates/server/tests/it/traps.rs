@@ -117,3 +117,87 @@ async fn nothing_of_shellkeeps_reaches_the_history_file() {
         let _ = std::fs::remove_dir_all(&base);
     }
 }
+
+/// Whether `program` is on the tests' `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+}
+
+/// Sends `keys` to vim and returns the reply.
+async fn keys(server: &Server, keys: &str) -> Reply {
+    server.terminal(json!({"command": keys, "is_input": true, "timeout": 10})).await
+}
+
+/// Writes `message` in the vim that shows `file`'s screen, then `:wq`;
+/// returns the reply for the command that ran vim, once it has ended.
+async fn write_in_vim(server: &Server, message: &str) -> Reply {
+    let r = keys(server, &format!("i{message}")).await;
+    assert_eq!(r["exit_code"], -1, "vim still runs: {r:#?}");
+    keys(server, "ESC").await;
+    keys(server, ":wq").await
+}
+
+/// Issue 14: `GIT_EDITOR=true` was set but said nowhere, so `git commit`
+/// without `-m` just aborted. The non-interactive environment is what the
+/// README and the tool's description say, and an agent that asks for an
+/// editor gets one: `git -c core.editor=vim`, `GIT_EDITOR=vim`, `vim file`.
+#[tokio::test]
+async fn editors_and_pagers_are_off_unless_asked_for() {
+    let server = Server::start().await;
+    let r = ok(&server, "echo $PAGER $GIT_PAGER $MANPAGER $PIP_NO_INPUT $DEBIAN_FRONTEND; git var GIT_EDITOR; echo ${GIT_EDITOR-unset}", 0).await;
+    assert_eq!(r.output(), "cat cat cat 1 noninteractive\ntrue\nunset\n", "{r:#?}");
+    let tools = server.client().list_all_tools().await.expect("tools/list");
+    let terminal = tools.iter().find(|t| t.name == "terminal").expect("terminal");
+    let description = terminal.description.as_deref().unwrap_or_default();
+    for said in ["PAGER=cat", "core.editor", "GIT_EDITOR=vim"] {
+        assert!(description.contains(said), "{said} not in {description}");
+    }
+
+    ok(&server, "git init -q repo && cd repo && git config user.email a@b.c && git config user.name A && git config core.editor vim", 0).await;
+    // A repository's own editor does not open by surprise: the commit
+    // aborts for its empty message, as documented.
+    let r = server.terminal(json!({"command": "git commit --allow-empty", "timeout": 20})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["exit_code"].as_i64()),
+        (Some("completed"), Some(1)),
+        "{r:#?}"
+    );
+    assert!(r.output().contains("Aborting commit due to empty commit message"), "{r:#?}");
+    // `git rebase -i` keeps its list.
+    ok(&server, "git commit -q --allow-empty -m one && git commit -q --allow-empty -m two", 0)
+        .await;
+    let r = ok(&server, "git rebase -q -i --keep-empty HEAD~1 && git log --format=%s", 0).await;
+    assert_eq!(r.output(), "two\none\n", "{r:#?}");
+
+    if !on_path("vim") {
+        eprintln!("opening an editor on purpose is not tested: vim is not installed");
+        return;
+    }
+    for (how, message) in [
+        ("git -c core.editor=vim commit --allow-empty", "chosen with -c"),
+        ("GIT_EDITOR=vim git commit --allow-empty", "chosen with GIT_EDITOR"),
+    ] {
+        let r = server.terminal(json!({"command": how, "timeout": 10})).await;
+        assert_eq!(r["waiting_for_input"], true, "{how}: {r:#?}");
+        assert!(r.output().contains("COMMIT_EDITMSG"), "{how}: vim shows the message file: {r:#?}");
+        let r = write_in_vim(&server, message).await;
+        assert_eq!(
+            (r["status"].as_str(), r["exit_code"].as_i64()),
+            (Some("completed"), Some(0)),
+            "{how}: {r:#?}"
+        );
+        let r = ok(&server, "git log -1 --format=%s", 0).await;
+        assert_eq!(r.output(), format!("{message}\n"), "{how}");
+    }
+    // An editor of the agent's own on a file.
+    let r =
+        server.terminal(json!({"command": "EDITOR=vim; $EDITOR notes.txt", "timeout": 10})).await;
+    assert_eq!(r["waiting_for_input"], true, "{r:#?}");
+    assert!(r.output().contains("notes.txt"), "{r:#?}");
+    let r = write_in_vim(&server, "written in vim").await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    // Enter, which `is_input` adds, made a second line.
+    let r = ok(&server, "cat notes.txt", 0).await;
+    assert_eq!(r.output(), "written in vim\n\n", "{r:#?}");
+}
