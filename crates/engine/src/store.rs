@@ -383,12 +383,37 @@ struct LogInner {
     /// The exit code once the command ended.
     exit_code: Option<i32>,
     ended: bool,
-    /// Set when the file reached a byte limit.
+    /// Set when the file reached a byte limit. From then on `bytes`,
+    /// `newlines` and `ends_with_newline` stay as they were (they describe
+    /// what was saved, all that a read can return) and what comes after is
+    /// only counted, in `unsaved`.
     cut: Option<SpillCut>,
+    /// What the command printed past the cut.
+    unsaved: Unsaved,
     /// Set when the file could not be written.
     error: Option<String>,
     /// Dropped by retention: nothing more is kept.
     discarded: bool,
+}
+
+/// Text counted but not saved, past a byte limit.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Unsaved {
+    bytes: u64,
+    newlines: u64,
+    ends_with_newline: bool,
+}
+
+/// What a command printed past the byte limit that cut its saved output:
+/// never saved, so no read returns it, and not counted in
+/// [`LogPage::total_lines`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotSaved {
+    /// Bytes.
+    pub bytes: u64,
+    /// Lines that start past the cut (the rest of a line the cut split is
+    /// not one of them).
+    pub lines: u64,
 }
 
 /// A page of a command's output.
@@ -414,6 +439,8 @@ pub struct LogPage {
     pub cut_at_cap: bool,
     /// Set when the saved output stops at a byte limit.
     pub saved_until: Option<SpillCut>,
+    /// What was printed past that limit, when anything was.
+    pub not_saved: Option<NotSaved>,
     /// Set when the output could not be saved (from some point on): why.
     pub save_error: Option<String>,
     /// Whether lines from `first_line + lines` on are counted in
@@ -444,7 +471,8 @@ impl CommandLog {
         self.lock().newlines
     }
 
-    /// Lines of output so far (a last line without its newline counts).
+    /// Lines of output so far (a last line without its newline counts);
+    /// past a byte limit, the lines saved.
     pub fn total_lines(&self) -> u64 {
         let inner = self.lock();
         total_lines(&inner)
@@ -457,36 +485,32 @@ impl CommandLog {
             return;
         }
         let mut inner = self.lock();
-        if inner.discarded || inner.cut.is_some() {
+        if inner.discarded {
             return;
         }
-        // Index the lines that start inside `text`.
-        let start = inner.bytes;
-        let mut line = inner.newlines;
-        for (i, byte) in text.bytes().enumerate() {
-            if byte == b'\n' {
-                line += 1;
-                if line.is_multiple_of(INDEX_STEP) {
-                    inner.index.push(start + i as u64 + 1);
-                }
-            }
+        if inner.cut.is_some() {
+            not_saved(&mut inner, text);
+            return;
         }
-        inner.newlines = line;
-        inner.ends_with_newline = text.ends_with('\n');
+        let start = inner.bytes;
         // Once a file could not be made, memory keeps only the beginning:
         // a later short piece appended there would be out of place.
-        if inner.file.is_none()
+        let kept = if inner.file.is_none()
             && inner.error.is_none()
             && inner.memory.len() + text.len() <= MEMORY_LIMIT
         {
             inner.memory.push_str(text);
             inner.bytes += text.len() as u64;
-            return;
-        }
-        if inner.file.is_none() && inner.error.is_none() {
-            self.open_file(&mut inner);
-        }
-        self.write(&mut inner, text);
+            text.len()
+        } else {
+            if inner.file.is_none() && inner.error.is_none() {
+                self.open_file(&mut inner);
+            }
+            // Moving what was in memory may itself have reached a limit.
+            if inner.cut.is_some() { 0 } else { self.write(&mut inner, text) }
+        };
+        counted(&mut inner, start, &text[..kept]);
+        not_saved(&mut inner, &text[kept..]);
     }
 
     /// Records that the command ended with `exit_code`.
@@ -566,6 +590,7 @@ impl CommandLog {
             exit_code: inner.exit_code,
             cut_at_cap: false,
             saved_until: inner.cut,
+            not_saved: not_saved_summary(&inner),
             save_error: inner.error.clone(),
             rest_unavailable: false,
             path: inner.file.as_ref().map(|(path, _)| path.clone()),
@@ -573,6 +598,9 @@ impl CommandLog {
         if first >= total {
             return Ok(page);
         }
+        // Never past the lines counted: a file cut at a limit ends with a
+        // line of ours saying so, which is not output.
+        let limit = limit.min(total - first);
         let limit_lines = limit;
         // A page that ends before the lines counted, though neither its line
         // limit nor its character cap stopped it, met the end of what was
@@ -657,29 +685,38 @@ impl CommandLog {
             Ok((path, file)) => {
                 let memory = std::mem::take(&mut inner.memory);
                 inner.file = Some((path, Some(BufWriter::with_capacity(64 * 1024, file))));
-                // What was in memory goes first; it was counted in `bytes`.
-                let before = inner.bytes;
+                // What was in memory goes first; it was counted in `bytes`
+                // and its lines. Where a limit cut it (the server's limit
+                // was nearly reached), the lines past the cut are counted
+                // again, as not saved.
                 inner.bytes = 0;
-                self.write(inner, &memory);
-                inner.bytes = before.max(inner.bytes);
+                let kept = self.write(inner, &memory);
+                if kept < memory.len() {
+                    let (saved, rest) = memory.split_at(kept);
+                    inner.newlines = saved.bytes().filter(|&b| b == b'\n').count() as u64;
+                    inner.ends_with_newline = saved.is_empty() || saved.ends_with('\n');
+                    inner.index.retain(|&start| start <= kept as u64);
+                    not_saved(inner, rest);
+                }
             }
             Err(err) => inner.error = Some(err.to_string()),
         }
     }
 
     /// Writes `text` within the byte limits; at a limit, the cut line. The
-    /// one place a full-output file is written.
-    fn write(&self, inner: &mut LogInner, text: &str) {
+    /// one place a full-output file is written. Returns how much of `text`
+    /// counts as the log's (all of it, unless a limit cut it).
+    fn write(&self, inner: &mut LogInner, text: &str) -> usize {
         let Some((_, Some(writer))) = &mut inner.file else {
             // No file could be made: keep counting, keep nothing.
             inner.bytes += text.len() as u64;
-            return;
+            return text.len();
         };
         if inner.error.is_some() {
             // Once a write failed, nothing more is written: a later write
             // that succeeded (space freed) would leave a gap in the lines.
             inner.bytes += text.len() as u64;
-            return;
+            return text.len();
         }
         let (granted, stopped_by) = self.budget.grant(text.len() as u64);
         let mut end = granted as usize;
@@ -697,7 +734,54 @@ impl CommandLog {
         if let Err(err) = result {
             inner.error.get_or_insert_with(|| err.to_string());
         }
+        end
     }
+}
+
+/// Counts `text`, which starts at byte `start` of the log, as the log's:
+/// its lines, and an index entry for each line that starts inside it at a
+/// multiple of [`INDEX_STEP`].
+fn counted(inner: &mut LogInner, start: u64, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let mut line = inner.newlines;
+    for (i, byte) in text.bytes().enumerate() {
+        if byte == b'\n' {
+            line += 1;
+            if line.is_multiple_of(INDEX_STEP) {
+                inner.index.push(start + i as u64 + 1);
+            }
+        }
+    }
+    inner.newlines = line;
+    inner.ends_with_newline = text.ends_with('\n');
+}
+
+/// Counts `text`, printed past the cut, as not saved.
+fn not_saved(inner: &mut LogInner, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let unsaved = &mut inner.unsaved;
+    unsaved.bytes += text.len() as u64;
+    unsaved.newlines += text.bytes().filter(|&b| b == b'\n').count() as u64;
+    unsaved.ends_with_newline = text.ends_with('\n');
+}
+
+/// What was printed past the cut, when anything was.
+fn not_saved_summary(inner: &LogInner) -> Option<NotSaved> {
+    let unsaved = inner.unsaved;
+    (unsaved.bytes > 0).then(|| {
+        // The first newline past the cut ends a line the cut split; a last
+        // line without its newline is a line.
+        let split = u64::from(inner.bytes > 0 && !inner.ends_with_newline);
+        let unfinished = u64::from(!unsaved.ends_with_newline);
+        NotSaved {
+            bytes: unsaved.bytes,
+            lines: (unsaved.newlines + unfinished).saturating_sub(split),
+        }
+    })
 }
 
 /// The one way a command's output comes in: every piece of text a command
@@ -1086,26 +1170,62 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
     }
 
-    /// The same past a size limit: the lines counted after the cut are
-    /// unavailable.
+    /// Issue 14: past a size limit, lines that were never saved were
+    /// counted, so `offset: -2` returned nothing and the file's cut notice
+    /// read as output. Now the lines and offsets are those saved, and what
+    /// was not saved is said in bytes and lines, cut anywhere in a piece
+    /// and anywhere in a line.
     #[test]
-    fn lines_past_a_size_limit_are_said_to_be_unavailable() {
-        let dir = scratch("limit");
-        let spill = SpillStore::new(
-            dir.clone(),
-            "",
-            SpillLimits { per_command: 20_000, per_server: 1 << 20 },
-            None,
-        );
-        let log = OutputStore::new(spill, "t", StoreLimits::default()).begin("seq");
+    fn past_a_size_limit_the_lines_are_those_saved() {
         let full: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
-        for piece in full.as_bytes().chunks(4096) {
-            log.push(&plain(std::str::from_utf8(piece).expect("ascii")));
+        for (per_command, piece) in [(20_000u64, 4096), (20_000, 7), (6, 4096), (8_000, 1 << 20)] {
+            let dir = scratch(&format!("limit-{per_command}-{piece}"));
+            let spill = SpillStore::new(
+                dir.clone(),
+                "",
+                SpillLimits { per_command, per_server: 1 << 20 },
+                None,
+            );
+            let log = OutputStore::new(spill, "t", StoreLimits::default()).begin("seq");
+            for part in full.as_bytes().chunks(piece) {
+                log.push(&plain(std::str::from_utf8(part).expect("ascii")));
+            }
+            log.keep_on_disk();
+            let saved = &full[..per_command as usize];
+            let saved_lines = saved.split_inclusive('\n').count() as u64;
+            let case = format!("limit {per_command}, pieces of {piece}");
+            assert_eq!(log.total_lines(), saved_lines, "{case}");
+            let (text, last) = follow(&log);
+            assert_eq!(text, saved, "{case}");
+            assert!(!last.rest_unavailable && last.saved_until.is_some(), "{case}: {last:?}");
+            let unsaved = &full[per_command as usize..];
+            let split = u64::from(!saved.ends_with('\n'));
+            let lines = unsaved.split_inclusive('\n').count() as u64 - split;
+            let expected = NotSaved { bytes: unsaved.len() as u64, lines };
+            assert_eq!(last.not_saved, Some(expected), "{case}");
+            // The last lines saved, the last without the newline it never got.
+            let tail = log.read(-2, 10).expect("read");
+            let mut lines = saved.split_inclusive('\n').rev().take(2).collect::<Vec<_>>();
+            lines.reverse();
+            assert_eq!(
+                tail.text,
+                lines.concat().trim_end_matches('\n').to_owned()
+                    + &"\n".repeat(usize::from(split == 0)),
+                "{case}"
+            );
+            assert_eq!(
+                (tail.first_line + tail.lines, tail.total_lines),
+                (saved_lines, saved_lines),
+                "{case}"
+            );
+            assert_eq!(log.read(saved_lines as i64, 10).expect("read").lines, 0, "{case}");
+            // The file says where it stops.
+            let path = log.path().expect("a file");
+            let on_disk = std::fs::read_to_string(path).expect("read");
+            assert!(on_disk.starts_with(saved), "{case}");
+            assert_eq!(on_disk.matches("the full output stops here").count(), 1, "{case}");
+            let _ = std::fs::remove_dir_all(&dir);
         }
-        let (text, last) = follow(&log);
-        assert!(last.rest_unavailable && last.saved_until.is_some(), "{last:?}");
-        assert!(text.contains("the full output stops here"), "{}", &text[text.len() - 200..]);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

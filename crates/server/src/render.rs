@@ -802,6 +802,12 @@ pub struct OutputPage {
     /// When the saved output stopped at a size limit: where and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub saved_until: Option<String>,
+    /// Bytes printed past that limit, never saved (not in `total_lines`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_not_saved: Option<u64>,
+    /// Lines that start past that limit, never saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines_not_saved: Option<u64>,
     /// When the output could not be saved from some line on (a full disk,
     /// a directory that cannot be written): why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -860,7 +866,14 @@ pub fn output_page(
     let saved = match (unavailable_from, &page.save_error, page.saved_until) {
         (Some(_), ..) => None,
         (None, Some(error), _) => Some(format!(" Part of the output could not be saved: {error}.")),
-        (None, None, Some(cut)) => Some(format!(" The saved output stops: {cut}.")),
+        (None, None, Some(cut)) => Some(match page.not_saved {
+            Some(rest) => format!(
+                " The saved output stops: {cut}; the {} bytes ({} lines) printed after it were \
+                 not saved.",
+                rest.bytes, rest.lines
+            ),
+            None => format!(" The saved output stops: {cut}."),
+        }),
         (None, None, None) => None,
     };
     let whose = match source {
@@ -897,6 +910,8 @@ pub fn output_page(
         exit_code: page.exit_code,
         cut_at_cap: page.cut_at_cap,
         saved_until: page.saved_until.map(|cut| cut.to_string()),
+        bytes_not_saved: page.not_saved.map(|rest| rest.bytes),
+        lines_not_saved: page.not_saved.map(|rest| rest.lines),
         save_error: page.save_error.clone(),
         unavailable_from,
     };

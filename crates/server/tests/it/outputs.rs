@@ -211,3 +211,49 @@ async fn run_outputs_are_kept_by_the_store_retention() {
     }
     assert!(paths[1].exists() && paths[2].exists());
 }
+
+/// Issue 14: at the per-command limit, `output` counted lines that were
+/// never saved, so `offset: -2` returned nothing and its next offset
+/// pointed past the end. The lines and offsets are now those saved, and
+/// the page says how much was not saved; in the terminal and for `run`.
+#[tokio::test]
+async fn at_the_per_command_limit_output_reads_the_lines_saved() {
+    let server = Server::with(&["--full-output-max-mib", "1"]).await;
+    let full = numbers(1, 300_000);
+    let saved = &full[..1 << 20];
+    let saved_lines = saved.split_inclusive('\n').count() as u64;
+    // The last two lines saved: the second was cut inside, and has no newline.
+    let mut last_two: Vec<&str> = saved.split_inclusive('\n').rev().take(2).collect();
+    last_two.reverse();
+    let last_two = last_two.concat();
+    let not_saved = (full.len() - saved.len()) as u64;
+    let r = server.terminal(json!({"command": "seq 1 300000", "timeout": 120})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let r2 = server.run(json!({"command": "seq 1 300000", "timeout_sec": 120})).await;
+    let run = r2["stdoutOutputCall"]["run"].as_u64().expect("the run's number");
+    for args in [json!({"offset": -2}), json!({"run": run, "offset": -2})] {
+        let page = server.call("output", args.clone()).await;
+        assert!(!page.is_error, "{page:#?}");
+        assert_eq!(page["lines"], last_two.as_str(), "{args}: {page:#?}");
+        assert_eq!(page["total_lines"], saved_lines, "{args}: {page:#?}");
+        assert_eq!(page["next_offset"], saved_lines, "{args}: {page:#?}");
+        assert_eq!(page["first_line"], saved_lines - 2, "{args}: {page:#?}");
+        assert_eq!(page["bytes_not_saved"], not_saved, "{args}: {page:#?}");
+        assert!(page["unavailable_from"].is_null(), "{args}: {page:#?}");
+        let says = format!("the {not_saved} bytes");
+        assert!(page.text.contains(&says) && page.text.contains("were not saved"), "{}", page.text);
+        // Nothing past the end: the file's own cut line is not output.
+        let past = server
+            .call("output", {
+                let mut args = args.clone();
+                args["offset"] = json!(saved_lines);
+                args
+            })
+            .await;
+        assert_eq!(
+            (past["line_count"].as_u64(), past["lines"].as_str()),
+            (Some(0), Some("")),
+            "{past:#?}"
+        );
+    }
+}
