@@ -16,12 +16,13 @@ const WITH_RC: &[&str] = &["bash", "-c", r#"b=$1; shift 2; exec "$b" "$@""#, "wi
 /// A user's home: a `.bashrc` that appends to the history file at every
 /// prompt (`PROMPT_COMMAND='history -a'`), with `histappend` and no
 /// `HISTCONTROL` at all, and a history file of earlier work. `history_file`
-/// is where the `.bashrc` points `HISTFILE` (relative to the home).
-fn home(dir: &Path, history_file: &str) {
+/// is where the `.bashrc` points `HISTFILE` (relative to the home); the
+/// `.bashrc` adds `extra` (time stamps, say).
+fn home(dir: &Path, history_file: &str, extra: &str) {
     std::fs::create_dir_all(dir).expect("home");
     let rc = format!(
         "HISTFILE=\"$HOME/{history_file}\"\nHISTSIZE=1000\nHISTFILESIZE=2000\nunset HISTCONTROL \
-         HISTIGNORE\nshopt -s histappend\nPROMPT_COMMAND='history -a'\n"
+         HISTIGNORE\nshopt -s histappend\nPROMPT_COMMAND='history -a'\n{extra}\n"
     );
     std::fs::write(dir.join(".bashrc"), rc).expect(".bashrc");
     let history = dir.join(history_file);
@@ -47,7 +48,9 @@ async fn ok(server: &Server, command: &str, code: i64) -> Reply {
 /// file with the user's own lines and nothing of shellkeep's.
 #[tokio::test]
 async fn nothing_of_shellkeeps_reaches_the_history_file() {
-    for history_file in [".bash_history", "custom/history"] {
+    for (history_file, extra) in
+        [(".bash_history", ""), ("custom/history", "HISTTIMEFORMAT='%F %T '")]
+    {
         let base = std::env::temp_dir().join(format!(
             "sk-hist-{}-{}",
             std::process::id(),
@@ -55,7 +58,7 @@ async fn nothing_of_shellkeeps_reaches_the_history_file() {
         ));
         let _ = std::fs::remove_dir_all(&base);
         let home_dir = base.join("home");
-        home(&home_dir, history_file);
+        home(&home_dir, history_file, extra);
         let home_str = home_dir.to_str().expect("utf-8");
         let server = Server::wrapped(WITH_RC, &[], &[("HOME", home_str)]).await;
         let history = home_dir.join(history_file);
@@ -108,7 +111,10 @@ async fn nothing_of_shellkeeps_reaches_the_history_file() {
         drop(server);
 
         let text = std::fs::read_to_string(&history).expect("the history file");
-        assert_eq!(text, "echo earlier work\ngit status\necho kept on purpose\n", "{history_file}");
+        // Time stamps are `#` lines of their own.
+        let lines: Vec<&str> = text.lines().filter(|line| !line.starts_with('#')).collect();
+        assert_eq!(lines, ["echo earlier work", "git status", "echo kept on purpose"], "{text}");
+        assert_eq!(text.contains("\n#"), !extra.is_empty(), "{text}");
         // Shells that did not read the `.bashrc` (the login shell) keep
         // bash's default file: nothing of ours there either.
         if let Ok(text) = std::fs::read_to_string(home_dir.join(".bash_history")) {
