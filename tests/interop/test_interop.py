@@ -294,6 +294,7 @@ async def test_run_without_output_times_out(era: str, tmp_path: pathlib.Path) ->
         pytest.param({"command": "echo x", "reset": True, "is_input": True}, "reset", id="reset-with-input"),
         pytest.param({"command": "echo a\x00b"}, "NUL byte", id="nul-byte"),
         pytest.param({"command": "echo hi", "timeout": "soon"}, "invalid type", id="wrong-type"),
+        pytest.param({"command": "echo hi", "timeout": " 5"}, "`timeout`", id="number-in-a-padded-string"),
         pytest.param({"command": "echo hi", "bogus": 1}, "unknown field", id="unknown-argument"),
         pytest.param({"command": "echo hi", "session": "a b"}, "invalid session name", id="bad-session-name"),
     ],
@@ -307,6 +308,18 @@ async def test_bad_input_is_a_tool_error_and_the_server_survives(
         assert hint.lower() in text_of(result).lower()
         alive = await terminal(tools, "echo alive")
         assert alive["output"].strip() == "alive"
+
+
+@pytest.mark.anyio
+async def test_numbers_and_booleans_may_come_as_strings(era: str, tmp_path: pathlib.Path) -> None:
+    """Many model clients send numbers as strings: they are read as numbers."""
+    async with serve(era, tmp_path) as tools:
+        reply = await terminal(tools, "seq 1 5", timeout="5", is_input="false")
+        assert (reply["status"], reply["exit_code"]) == ("completed", 0)
+        page = await tools.call_tool("output", {"offset": "-2", "limit": "100"})
+        assert not page.is_error, text_of(page)
+        assert page.structured_content is not None
+        assert page.structured_content["lines"] == "4\n5\n"
 
 
 @pytest.mark.anyio

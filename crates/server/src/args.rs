@@ -462,8 +462,8 @@ mod lenient {
             Value::String(text) if text == "true" => Ok(true),
             Value::String(text) if text == "false" => Ok(false),
             Value::String(text) => Err(D::Error::custom(format!(
-                "expected a boolean, true or false (or the string \"true\" or \"false\"), got \
-                 the string {}",
+                "invalid type: string {}, expected a boolean (true or false; the strings \
+                 \"true\" and \"false\" are read as such)",
                 render::echo(&text)
             ))),
             other => bool::deserialize(other).map_err(D::Error::custom),
@@ -478,8 +478,8 @@ mod lenient {
         match serde_json::from_str::<serde_json::Number>(text) {
             Ok(number) if plain => Ok(number),
             _ => Err(format!(
-                "expected a number (or a string holding only a number, such as \"5\" or \
-                 \"-2.5\"), got the string {}",
+                "invalid type: string {}, expected a number (a string is read as one when it \
+                 holds only a number, such as \"5\" or \"-2.5\")",
                 render::echo(text)
             )),
         }
@@ -718,8 +718,8 @@ mod tests {
     fn numbers_and_booleans_may_come_as_strings() {
         let number = |got: &str| {
             format!(
-                "serde: expected a number (or a string holding only a number, such as \"5\" or \
-                 \"-2.5\"), got the string {got}"
+                "serde: invalid type: string {got}, expected a number (a string is read as one \
+                 when it holds only a number, such as \"5\" or \"-2.5\")"
             )
         };
         let (five, spaced, huge, hex, empty, plus) = (
@@ -730,8 +730,8 @@ mod tests {
             number("\"\""),
             number("\"+5\""),
         );
-        let yes = "serde: expected a boolean, true or false (or the string \"true\" or \
-                   \"false\"), got the string \"yes\"";
+        let yes = "serde: invalid type: string \"yes\", expected a boolean (true or false; the \
+                   strings \"true\" and \"false\" are read as such)";
         let zero = format!("timeout {NOT_A_TIMEOUT} 0");
         table(
             |args| check(args, TerminalArgs::check),

@@ -70,7 +70,7 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
         (
             t,
             json!({"command": "ls", "timeout": "soon"}),
-            &["`timeout`", "expected a number", "\"soon\""],
+            &["`timeout`", "invalid type", "expected a number", "\"soon\""],
         ),
         (t, json!({"command": 42}), &["command", "string"]),
         (t, json!({"is_input": false}), &["missing field `command`"]),
