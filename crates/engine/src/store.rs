@@ -9,7 +9,9 @@
 //! [`MEMORY_LIMIT`] bytes (or once a view was cut and must name a file)
 //! everything goes to a private file of the [`SpillStore`], under its
 //! per-command and per-server byte limits, each byte counted once (past a
-//! limit the file ends with a line saying where it was cut):
+//! limit the file ends with a line saying where it was cut, and the log's
+//! lines and offsets are those saved: what comes after is only counted, as
+//! [`NotSaved`]):
 //! `CommandLog::write` is the one place that writes such a file. A sparse
 //! index (the byte offset of every [`INDEX_STEP`]th line) lets a read start
 //! near its first line instead of scanning the file from the top.
