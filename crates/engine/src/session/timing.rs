@@ -1,5 +1,8 @@
 //! The session's timing decisions, as pure functions of instants, durations
-//! and budgets: when a waiting call returns ([`wait_turn`]), when the
+//! and budgets: when a waiting call returns ([`wait_turn`]; early, as
+//! running, for a job that reads the terminal but may still be at work,
+//! [`unsure_turn`], and for a full-screen program that keeps redrawing,
+//! [`screen_turn`]), when the
 //! supervisor looks whether the program waits for input and how much of
 //! the time between looks is discounted as input wait ([`Look`]), and when
 //! a command that runs unwatched is stopped ([`stop_at`]).
@@ -83,6 +86,72 @@ pub(super) fn wait_turn(
             Ok((quiet_since + budget.no_output_return).min(call_start + budget.max_wait))
         }
     }
+}
+
+/// A job that reads the terminal while something of it may still be at
+/// work (a live writer on a pipe it also waits on, a connected socket, a
+/// process running or sleeping) is not claimed to wait for input: after
+/// this much quiet the call hands control back as running. Longer than the
+/// pause of a program between two lines, short beside the silence rule.
+pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
+
+/// A full-screen program is given this long after it is first seen in this
+/// call to draw its screen.
+pub(super) const SCREEN_SETTLE: Duration = Duration::from_secs(1);
+/// A full-screen program is between two redraws once its output has been
+/// quiet this long.
+pub(super) const SCREEN_GAP: Duration = Duration::from_millis(200);
+/// A full-screen program that never pauses between redraws is handed back
+/// this long after it was first seen in this call.
+pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
+
+/// Whether a call that began at `call_start`, on a command whose job
+/// reads the terminal but may still be at work (`unsure`, at the last
+/// look) and whose output (and our input) has been quiet since
+/// `quiet_from`, returns at `now` as running, or else until when that rule
+/// lets it sleep (`None`: the rule does not apply). Quiet counts from the
+/// call's start at the earliest, so a poll always waits that long.
+pub(super) fn unsure_turn(
+    unsure: bool,
+    call_start: Instant,
+    quiet_from: Instant,
+    now: Instant,
+) -> Result<Option<Instant>, WaitEnded> {
+    if !unsure {
+        return Ok(None);
+    }
+    let at = quiet_from.max(call_start) + UNSURE_QUIET;
+    if now >= at {
+        return Err(WaitEnded::NoNewOutput(UNSURE_QUIET));
+    }
+    Ok(Some(at))
+}
+
+/// Whether a call without a `timeout` that began at `call_start` returns at
+/// `now` as running because a full-screen program shows its screen: it has
+/// been on the alternate screen since `shown_since` (seen by this call;
+/// `None`: not full-screen) for at least [`SCREEN_SETTLE`] and its output,
+/// last at `last_output_at`, pauses between redraws ([`SCREEN_GAP`]), or
+/// for [`SCREEN_LONGEST`] whatever it does. `watch` and `tmux` redraw at
+/// their own rhythm for ever: without this the call would wait for the
+/// longest wait. A call with a `timeout` waits it out, as for any output.
+/// `Ok(None)`: the rule does not apply.
+pub(super) fn screen_turn(
+    budget: WaitBudget,
+    shown_since: Option<Instant>,
+    call_start: Instant,
+    last_output_at: Instant,
+    now: Instant,
+) -> Result<Option<Instant>, WaitEnded> {
+    let Some(shown) = shown_since.filter(|_| budget.timeout.is_none()) else { return Ok(None) };
+    let since = shown.max(call_start);
+    let settled = since + SCREEN_SETTLE;
+    let longest = since + SCREEN_LONGEST;
+    let between = last_output_at + SCREEN_GAP;
+    if now >= longest || (now >= settled && now >= between) {
+        return Err(WaitEnded::FullScreen);
+    }
+    Ok(Some(settled.max(between).min(longest)))
 }
 
 /// Whether a program blocked reading the terminal at the last look waits
@@ -235,6 +304,64 @@ mod tests {
             wait_turn(busy, t0, t0 + ms(990), t0 + ms(1_000)),
             Err(WaitEnded::Timeout(ms(1_000)))
         );
+    }
+
+    #[test]
+    fn a_job_that_may_still_be_at_work_is_handed_back_after_a_short_quiet() {
+        let t0 = Instant::now();
+        // Not unsure: the rule does not apply.
+        assert_eq!(unsure_turn(false, t0, t0, t0 + ms(60_000)), Ok(None));
+        // Quiet counts from the last output...
+        let quiet = t0 + ms(500);
+        assert_eq!(unsure_turn(true, t0, quiet, t0 + ms(1_000)), Ok(Some(quiet + UNSURE_QUIET)));
+        assert_eq!(
+            unsure_turn(true, t0, quiet, quiet + UNSURE_QUIET),
+            Err(WaitEnded::NoNewOutput(UNSURE_QUIET))
+        );
+        // ...or from the call's start: a poll of a long-quiet job waits too.
+        let poll = t0 + ms(60_000);
+        assert_eq!(unsure_turn(true, poll, t0, poll), Ok(Some(poll + UNSURE_QUIET)));
+        assert!(unsure_turn(true, poll, t0, poll + UNSURE_QUIET - ms(1)).is_ok());
+        // Output that keeps coming keeps the call waiting.
+        let chatty = |n: u64| unsure_turn(true, t0, t0 + ms(n * 500), t0 + ms(n * 500 + 100));
+        assert!((0..100).all(|n| chatty(n).is_ok()));
+    }
+
+    #[test]
+    fn a_full_screen_program_is_handed_back_once_drawn() {
+        let t0 = Instant::now();
+        // Not full-screen, or a call with a timeout: the rule does not apply.
+        assert_eq!(screen_turn(BUDGET, None, t0, t0, t0 + ms(10_000)), Ok(None));
+        let timed = WaitBudget { timeout: Some(ms(20_000)), ..BUDGET };
+        assert_eq!(screen_turn(timed, Some(t0), t0, t0, t0 + ms(10_000)), Ok(None));
+        // Drawn, then quiet: back once settled.
+        let drawn = t0 + ms(100);
+        assert_eq!(
+            screen_turn(BUDGET, Some(t0), t0, drawn, t0 + ms(500)),
+            Ok(Some(t0 + ms(1_000)))
+        );
+        assert_eq!(
+            screen_turn(BUDGET, Some(t0), t0, drawn, t0 + ms(1_000)),
+            Err(WaitEnded::FullScreen)
+        );
+        // A redraw every 500 ms (`watch -n 0.5`): back in the first pause
+        // after the settling time.
+        let redraw = t0 + ms(1_000);
+        assert_eq!(
+            screen_turn(BUDGET, Some(t0), t0, redraw, redraw),
+            Ok(Some(redraw + SCREEN_GAP))
+        );
+        assert_eq!(
+            screen_turn(BUDGET, Some(t0), t0, redraw, redraw + SCREEN_GAP),
+            Err(WaitEnded::FullScreen)
+        );
+        // Redrawing without a pause: back at the longest.
+        let busy = |now: Instant| screen_turn(BUDGET, Some(t0), t0, now, now);
+        assert_eq!(busy(t0 + ms(2_900)), Ok(Some(t0 + SCREEN_LONGEST)));
+        assert_eq!(busy(t0 + SCREEN_LONGEST), Err(WaitEnded::FullScreen));
+        // A poll of a screen shown long before: its own settling time.
+        let poll = t0 + ms(60_000);
+        assert_eq!(screen_turn(BUDGET, Some(t0), poll, t0, poll), Ok(Some(poll + SCREEN_SETTLE)));
     }
 
     #[test]

@@ -98,6 +98,9 @@ async fn wait_until_turn(
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
     let mut next_report = call_start + PROGRESS_INTERVAL;
+    // When this call first saw a full-screen program on the alternate
+    // screen (the screen changes only with output, which wakes this loop).
+    let mut shown_since: Option<Instant> = None;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
@@ -119,10 +122,29 @@ async fn wait_until_turn(
             if command.waits_for_input() && state.levels().reinstall().is_none() {
                 return Waited::InputWait;
             }
-            match timing::wait_turn(budget, call_start, command.last_output_at(), Instant::now()) {
+            let now = Instant::now();
+            shown_since = state.screen().is_alternate().then(|| shown_since.unwrap_or(now));
+            let last_output_at = command.last_output_at();
+            let early = [
+                timing::unsure_turn(
+                    command.reads_terminal_unsure(),
+                    call_start,
+                    command.quiet_from(),
+                    now,
+                ),
+                timing::screen_turn(budget, shown_since, call_start, last_output_at, now),
+            ];
+            let mut deadline = match timing::wait_turn(budget, call_start, last_output_at, now) {
                 Ok(deadline) => deadline,
                 Err(reason) => return Waited::Stopped(reason),
+            };
+            for turn in early {
+                match turn {
+                    Ok(at) => deadline = at.map_or(deadline, |at| at.min(deadline)),
+                    Err(reason) => return Waited::Stopped(reason),
+                }
             }
+            deadline
         };
         tokio::select! {
             () = &mut notified => {}
