@@ -98,11 +98,11 @@ pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
 /// A full-screen program is given this long after it is first seen in this
 /// call to draw its screen.
 pub(super) const SCREEN_SETTLE: Duration = Duration::from_secs(1);
-/// A full-screen program is between two redraws once its output has been
-/// quiet this long.
+/// Output after a pause this long is a redraw; output that has been quiet
+/// this long is between two redraws.
 pub(super) const SCREEN_GAP: Duration = Duration::from_millis(200);
-/// A full-screen program that never pauses between redraws is handed back
-/// this long after it was first seen in this call.
+/// A full-screen program that redraws, but never pauses at the moment the
+/// call looks, is handed back this long after it was first seen.
 pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
 
 /// Whether a call that began at `call_start`, on a command whose job
@@ -127,27 +127,55 @@ pub(super) fn unsure_turn(
     Ok(Some(at))
 }
 
+/// What a waiting call has seen of a full-screen program (one on the
+/// alternate screen): since when, its last output, and whether it drew
+/// again after a pause: a program that redraws at its own rhythm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ScreenSeen {
+    since: Instant,
+    last_output_at: Instant,
+    redrawn: bool,
+}
+
+impl ScreenSeen {
+    /// First seen at `now`, its output last changed at `last_output_at`.
+    pub(super) fn new(now: Instant, last_output_at: Instant) -> ScreenSeen {
+        ScreenSeen { since: now, last_output_at, redrawn: false }
+    }
+
+    /// Its output last changed at `last_output_at` (the call sees every
+    /// change: output wakes it).
+    pub(super) fn observe(&mut self, last_output_at: Instant) {
+        if last_output_at >= self.last_output_at + SCREEN_GAP {
+            self.redrawn = true;
+        }
+        self.last_output_at = self.last_output_at.max(last_output_at);
+    }
+}
+
 /// Whether a call without a `timeout` that began at `call_start` returns at
-/// `now` as running because a full-screen program shows its screen: it has
-/// been on the alternate screen since `shown_since` (seen by this call;
-/// `None`: not full-screen) for at least [`SCREEN_SETTLE`] and its output,
-/// last at `last_output_at`, pauses between redraws ([`SCREEN_GAP`]), or
-/// for [`SCREEN_LONGEST`] whatever it does. `watch` and `tmux` redraw at
-/// their own rhythm for ever: without this the call would wait for the
-/// longest wait. A call with a `timeout` waits it out, as for any output.
+/// `now` as running because a full-screen program shows its screen and
+/// redraws it at its own rhythm (`seen`; `None`: not full-screen): once it
+/// has been seen for [`SCREEN_SETTLE`] and redrew after a pause, at a pause
+/// between redraws ([`SCREEN_GAP`]), or at [`SCREEN_LONGEST`] whatever it
+/// does. `watch` and `tmux` redraw for ever: without this the call would
+/// wait for the longest wait. A program that drew once and is quiet (a
+/// prompt, a program at work behind its screen) is left to the other
+/// rules, and a call with a `timeout` waits it out, as for any output.
 /// `Ok(None)`: the rule does not apply.
 pub(super) fn screen_turn(
     budget: WaitBudget,
-    shown_since: Option<Instant>,
+    seen: Option<ScreenSeen>,
     call_start: Instant,
-    last_output_at: Instant,
     now: Instant,
 ) -> Result<Option<Instant>, WaitEnded> {
-    let Some(shown) = shown_since.filter(|_| budget.timeout.is_none()) else { return Ok(None) };
-    let since = shown.max(call_start);
+    let Some(seen) = seen.filter(|seen| seen.redrawn && budget.timeout.is_none()) else {
+        return Ok(None);
+    };
+    let since = seen.since.max(call_start);
     let settled = since + SCREEN_SETTLE;
     let longest = since + SCREEN_LONGEST;
-    let between = last_output_at + SCREEN_GAP;
+    let between = seen.last_output_at + SCREEN_GAP;
     if now >= longest || (now >= settled && now >= between) {
         return Err(WaitEnded::FullScreen);
     }
@@ -328,40 +356,45 @@ mod tests {
     }
 
     #[test]
-    fn a_full_screen_program_is_handed_back_once_drawn() {
+    fn a_full_screen_program_that_redraws_is_handed_back_once_drawn() {
         let t0 = Instant::now();
-        // Not full-screen, or a call with a timeout: the rule does not apply.
-        assert_eq!(screen_turn(BUDGET, None, t0, t0, t0 + ms(10_000)), Ok(None));
-        let timed = WaitBudget { timeout: Some(ms(20_000)), ..BUDGET };
-        assert_eq!(screen_turn(timed, Some(t0), t0, t0, t0 + ms(10_000)), Ok(None));
-        // Drawn, then quiet: back once settled.
-        let drawn = t0 + ms(100);
-        assert_eq!(
-            screen_turn(BUDGET, Some(t0), t0, drawn, t0 + ms(500)),
-            Ok(Some(t0 + ms(1_000)))
-        );
-        assert_eq!(
-            screen_turn(BUDGET, Some(t0), t0, drawn, t0 + ms(1_000)),
-            Err(WaitEnded::FullScreen)
-        );
-        // A redraw every 500 ms (`watch -n 0.5`): back in the first pause
+        let turn = |seen: ScreenSeen, now: Instant| screen_turn(BUDGET, Some(seen), t0, now);
+        // Not full-screen: the rule does not apply.
+        assert_eq!(screen_turn(BUDGET, None, t0, t0 + ms(10_000)), Ok(None));
+        // Drawn once, then quiet (a prompt, or work behind the screen):
+        // left to the other rules, however long.
+        let mut seen = ScreenSeen::new(t0, t0);
+        seen.observe(t0 + ms(50));
+        assert_eq!(turn(seen, t0 + ms(10_000)), Ok(None));
+        // `watch -n 0.5`: a redraw after a pause; back at the first pause
         // after the settling time.
-        let redraw = t0 + ms(1_000);
-        assert_eq!(
-            screen_turn(BUDGET, Some(t0), t0, redraw, redraw),
-            Ok(Some(redraw + SCREEN_GAP))
-        );
-        assert_eq!(
-            screen_turn(BUDGET, Some(t0), t0, redraw, redraw + SCREEN_GAP),
-            Err(WaitEnded::FullScreen)
-        );
-        // Redrawing without a pause: back at the longest.
-        let busy = |now: Instant| screen_turn(BUDGET, Some(t0), t0, now, now);
-        assert_eq!(busy(t0 + ms(2_900)), Ok(Some(t0 + SCREEN_LONGEST)));
-        assert_eq!(busy(t0 + SCREEN_LONGEST), Err(WaitEnded::FullScreen));
-        // A poll of a screen shown long before: its own settling time.
+        seen.observe(t0 + ms(500));
+        assert_eq!(turn(seen, t0 + ms(600)), Ok(Some(t0 + SCREEN_SETTLE)));
+        seen.observe(t0 + ms(1_000));
+        assert_eq!(turn(seen, t0 + ms(1_000)), Ok(Some(t0 + ms(1_000) + SCREEN_GAP)));
+        assert_eq!(turn(seen, t0 + ms(1_000) + SCREEN_GAP), Err(WaitEnded::FullScreen));
+        // A call with a timeout waits it out.
+        let timed = WaitBudget { timeout: Some(ms(20_000)), ..BUDGET };
+        assert_eq!(screen_turn(timed, Some(seen), t0, t0 + ms(10_000)), Ok(None));
+        // Output that never pauses is no redraw; one that pauses once and
+        // then never again is handed back at the longest.
+        let mut busy = ScreenSeen::new(t0, t0);
+        for n in 1..100 {
+            busy.observe(t0 + ms(n * 20));
+        }
+        assert_eq!(turn(busy, t0 + ms(2_000)), Ok(None));
+        busy.observe(t0 + ms(2_300));
+        busy.observe(t0 + ms(2_900));
+        assert_eq!(turn(busy, t0 + ms(2_900)), Ok(Some(t0 + SCREEN_LONGEST)));
+        assert_eq!(turn(busy, t0 + SCREEN_LONGEST), Err(WaitEnded::FullScreen));
+        // A poll of a screen shown before the call: its own settling time.
         let poll = t0 + ms(60_000);
-        assert_eq!(screen_turn(BUDGET, Some(t0), poll, t0, poll), Ok(Some(poll + SCREEN_SETTLE)));
+        let mut polled = ScreenSeen::new(poll, poll - ms(300));
+        polled.observe(poll + ms(200));
+        assert_eq!(
+            screen_turn(BUDGET, Some(polled), poll, poll + ms(500)),
+            Ok(Some(poll + SCREEN_SETTLE))
+        );
     }
 
     #[test]

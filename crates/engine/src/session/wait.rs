@@ -27,7 +27,7 @@ use super::call::{
 };
 use super::command::{Command, KillState};
 use super::shared::{Shared, State, Watch, wait_for};
-use super::timing::{self, WaitBudget};
+use super::timing::{self, ScreenSeen, WaitBudget};
 
 /// What the shell's prompt last reported, for replies.
 #[derive(Debug, Clone)]
@@ -98,9 +98,9 @@ async fn wait_until_turn(
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
     let mut next_report = call_start + PROGRESS_INTERVAL;
-    // When this call first saw a full-screen program on the alternate
-    // screen (the screen changes only with output, which wakes this loop).
-    let mut shown_since: Option<Instant> = None;
+    // What this call has seen of a full-screen program on the alternate
+    // screen (it changes only with output, which wakes this loop).
+    let mut screen: Option<ScreenSeen> = None;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
@@ -123,8 +123,12 @@ async fn wait_until_turn(
                 return Waited::InputWait;
             }
             let now = Instant::now();
-            shown_since = state.screen().is_alternate().then(|| shown_since.unwrap_or(now));
             let last_output_at = command.last_output_at();
+            screen = state.screen().is_alternate().then(|| {
+                let mut seen = screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
+                seen.observe(last_output_at);
+                seen
+            });
             let early = [
                 timing::unsure_turn(
                     command.reads_terminal_unsure(),
@@ -132,7 +136,7 @@ async fn wait_until_turn(
                     command.quiet_from(),
                     now,
                 ),
-                timing::screen_turn(budget, shown_since, call_start, last_output_at, now),
+                timing::screen_turn(budget, screen, call_start, now),
             ];
             let mut deadline = match timing::wait_turn(budget, call_start, last_output_at, now) {
                 Ok(deadline) => deadline,

@@ -246,6 +246,18 @@ async fn watch_redrawing_for_ever_hands_control_back_and_c_c_ends_it() {
     term.session.close().await;
 }
 
+/// A full screen drawn once, with the program at work behind it, is not
+/// handed back early: the command's end comes in the reply.
+#[tokio::test]
+async fn a_full_screen_drawn_once_waits_for_the_end() {
+    let term = term("drawnonce").await;
+    let reply =
+        term.run("printf '\\e[?1049h'; echo drawn; sleep 2; echo IMPORTANT; (exit 3)").await;
+    assert_eq!(reply.exit_code(), Some(3), "{reply:?}");
+    assert!(reply.output.text.ends_with("IMPORTANT\n"), "{:?}", reply.output.text);
+    term.session.close().await;
+}
+
 #[tokio::test]
 async fn tmux_starts_hands_control_back_and_exit_ends_it() {
     if !installed("tmux") {
