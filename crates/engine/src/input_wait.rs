@@ -12,7 +12,8 @@
 //! job waits for input only when nothing else in it is still at work. It is
 //! [`Reading::Unsure`] when a process of the job is running (`R`, or `D`
 //! in the kernel), is asleep in anything but a wait for input, for its
-//! children or on a descriptor (`sleep`, a lock), or when a set that holds
+//! children, on a descriptor or to write into a full pipe (`sleep`, a
+//! lock), or when a set that holds
 //! the terminal (or any set a process of the job waits on) also holds
 //! something that may still produce:
 //! - a pipe whose write end a live process holds (a child's stdout: apt
@@ -178,7 +179,7 @@ impl ProcessLook {
                 others |= !running;
                 continue;
             };
-            if call.is_child_wait() {
+            if call.is_child_wait() || call.writes_to_pipe(pid) {
                 waits = true;
                 continue;
             }
@@ -451,6 +452,14 @@ impl BlockedCall {
             || POLL_CALLS.contains(&self.number)
             || SELECT_CALLS.contains(&self.number)
             || EPOLL_CALLS.contains(&self.number)
+    }
+
+    /// Blocked writing to a full pipe (`git log | less`): it waits for its
+    /// reader, and produces nothing more until that reads.
+    fn writes_to_pipe(&self, pid: i32) -> bool {
+        (self.number == libc::SYS_write || self.number == libc::SYS_writev)
+            && std::fs::read_link(format!("/proc/{pid}/fd/{}", self.args[0] as i32))
+                .is_ok_and(|target| target.to_str().is_some_and(|t| t.starts_with("pipe:")))
     }
 
     /// Waits for a child or a signal (`wait4`, `waitid`, `pause`,

@@ -168,6 +168,18 @@ async fn repls_and_password_prompts_are_still_prompts() {
     assert_eq!(reply.outcome, WAITING, "{reply:?}");
     let reply = answer(&term, "Bob").await;
     assert!(reply.output.text.contains("hi Bob"), "{reply:?}");
+
+    // A writer blocked on a full pipe waits for its reader, as `git log`
+    // waits for `less`: the reader at its prompt is at a prompt.
+    let reply = term
+        .run(
+            "seq 1 1000000 | python3 -c \"import sys; sys.stdin.readline(); \
+              print('got', open('/dev/tty').readline().strip())\"",
+        )
+        .await;
+    assert_eq!(reply.outcome, WAITING, "{reply:?}");
+    let reply = answer(&term, "q").await;
+    assert!(reply.output.text.contains("got q"), "{reply:?}");
     term.session.close().await;
 }
 
