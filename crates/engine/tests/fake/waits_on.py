@@ -9,6 +9,8 @@ what it reads from the terminal. The other thing (argv[1]):
 - "eof-pipe-edge": the same pipe kept in an edge-triggered epoll set after
   its end of file was seen once: blocked on the terminal and a pipe nobody
   can write to any more;
+- "pty": a PTY master whose slave a live child holds (apt runs dpkg on a
+  terminal of its own);
 - "self-pipe": a socket pair this process holds both ends of (an event
   loop's wake-up channel, as asyncio's).
 
@@ -47,6 +49,15 @@ elif kind.startswith("eof-pipe"):
     os.close(write_end)
     os.wait()
     watched = read_end
+elif kind == "pty":
+    master, slave = os.openpty()
+    if os.fork() == 0:
+        os.setsid()
+        os.close(master)
+        time.sleep(600)
+        os._exit(0)
+    os.close(slave)
+    watched = master
 elif kind == "self-pipe":
     mine, theirs = socket.socketpair()
     watched = mine.fileno()

@@ -184,11 +184,12 @@ async fn repls_and_password_prompts_are_still_prompts() {
 }
 
 #[tokio::test]
-async fn a_socket_with_a_live_peer_is_not_a_prompt_and_a_pipe_at_its_end_is() {
+async fn a_socket_or_pty_with_a_live_peer_is_not_a_prompt_and_a_pipe_at_its_end_is() {
     let term = term("sets").await;
     let waits_on = fake("waits_on.py");
     for (kind, expected) in [
         ("socket", UNSURE),
+        ("pty", UNSURE),
         ("eof-pipe", WAITING),
         ("eof-pipe-edge", WAITING),
         ("self-pipe", WAITING),
