@@ -101,6 +101,10 @@ pub(super) const SCREEN_SETTLE: Duration = Duration::from_secs(1);
 /// Output after a pause this long is a redraw; output that has been quiet
 /// this long is between two redraws.
 pub(super) const SCREEN_GAP: Duration = Duration::from_millis(200);
+/// A full-screen program whose screen has been still this long has drawn
+/// it: it waits (for input that may go to a reader outside the job, as
+/// `tmux`'s server reads the terminal for its client) or works behind it.
+pub(super) const SCREEN_QUIET: Duration = Duration::from_millis(1_500);
 /// A full-screen program that redraws, but never pauses at the moment the
 /// call looks, is handed back this long after it was first seen.
 pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
@@ -154,32 +158,33 @@ impl ScreenSeen {
 }
 
 /// Whether a call without a `timeout` that began at `call_start` returns at
-/// `now` as running because a full-screen program shows its screen and
-/// redraws it at its own rhythm (`seen`; `None`: not full-screen): once it
-/// has been seen for [`SCREEN_SETTLE`] and redrew after a pause, at a pause
-/// between redraws ([`SCREEN_GAP`]), or at [`SCREEN_LONGEST`] whatever it
-/// does. `watch` and `tmux` redraw for ever: without this the call would
-/// wait for the longest wait. A program that drew once and is quiet (a
-/// prompt, a program at work behind its screen) is left to the other
-/// rules, and a call with a `timeout` waits it out, as for any output.
-/// `Ok(None)`: the rule does not apply.
+/// `now` as running because a full-screen program shows its screen (`seen`;
+/// `None`: not full-screen). Once it has been seen for [`SCREEN_SETTLE`]:
+/// when its screen has been still for [`SCREEN_QUIET`] (drawn, and waiting
+/// or working behind it), or, if it redrew after a pause, at a pause
+/// between redraws ([`SCREEN_GAP`]); and at [`SCREEN_LONGEST`] whatever it
+/// does. `watch` and `tmux` redraw or wait for ever: without this the call
+/// would wait for the silence rule or the longest wait. A call with a
+/// `timeout` waits it out, as for any output. `Ok(None)`: the rule does
+/// not apply.
 pub(super) fn screen_turn(
     budget: WaitBudget,
     seen: Option<ScreenSeen>,
     call_start: Instant,
     now: Instant,
 ) -> Result<Option<Instant>, WaitEnded> {
-    let Some(seen) = seen.filter(|seen| seen.redrawn && budget.timeout.is_none()) else {
-        return Ok(None);
-    };
+    let Some(seen) = seen.filter(|_| budget.timeout.is_none()) else { return Ok(None) };
     let since = seen.since.max(call_start);
     let settled = since + SCREEN_SETTLE;
-    let longest = since + SCREEN_LONGEST;
-    let between = seen.last_output_at + SCREEN_GAP;
-    if now >= longest || (now >= settled && now >= between) {
+    let still = settled.max(seen.last_output_at + SCREEN_QUIET);
+    let mut at = still.min(since + SCREEN_LONGEST);
+    if seen.redrawn {
+        at = at.min(settled.max(seen.last_output_at + SCREEN_GAP));
+    }
+    if now >= at {
         return Err(WaitEnded::FullScreen);
     }
-    Ok(Some(settled.max(between).min(longest)))
+    Ok(Some(at))
 }
 
 /// Whether a program blocked reading the terminal at the last look waits
@@ -356,16 +361,17 @@ mod tests {
     }
 
     #[test]
-    fn a_full_screen_program_that_redraws_is_handed_back_once_drawn() {
+    fn a_full_screen_program_is_handed_back_once_drawn() {
         let t0 = Instant::now();
         let turn = |seen: ScreenSeen, now: Instant| screen_turn(BUDGET, Some(seen), t0, now);
         // Not full-screen: the rule does not apply.
         assert_eq!(screen_turn(BUDGET, None, t0, t0 + ms(10_000)), Ok(None));
-        // Drawn once, then quiet (a prompt, or work behind the screen):
-        // left to the other rules, however long.
+        // Drawn once, then still (`tmux`, whose server reads the terminal):
+        // back once the screen has been still long enough.
         let mut seen = ScreenSeen::new(t0, t0);
         seen.observe(t0 + ms(50));
-        assert_eq!(turn(seen, t0 + ms(10_000)), Ok(None));
+        assert_eq!(turn(seen, t0 + ms(1_000)), Ok(Some(t0 + ms(50) + SCREEN_QUIET)));
+        assert_eq!(turn(seen, t0 + ms(50) + SCREEN_QUIET), Err(WaitEnded::FullScreen));
         // `watch -n 0.5`: a redraw after a pause; back at the first pause
         // after the settling time.
         seen.observe(t0 + ms(500));
@@ -376,25 +382,18 @@ mod tests {
         // A call with a timeout waits it out.
         let timed = WaitBudget { timeout: Some(ms(20_000)), ..BUDGET };
         assert_eq!(screen_turn(timed, Some(seen), t0, t0 + ms(10_000)), Ok(None));
-        // Output that never pauses is no redraw; one that pauses once and
-        // then never again is handed back at the longest.
+        // Redrawn without a pause: handed back at the longest.
         let mut busy = ScreenSeen::new(t0, t0);
-        for n in 1..100 {
+        for n in 1..150 {
             busy.observe(t0 + ms(n * 20));
+            let due = turn(busy, t0 + ms(n * 20));
+            assert_eq!(due, Ok(Some((t0 + ms(n * 20) + SCREEN_QUIET).min(t0 + SCREEN_LONGEST))));
         }
-        assert_eq!(turn(busy, t0 + ms(2_000)), Ok(None));
-        busy.observe(t0 + ms(2_300));
-        busy.observe(t0 + ms(2_900));
-        assert_eq!(turn(busy, t0 + ms(2_900)), Ok(Some(t0 + SCREEN_LONGEST)));
         assert_eq!(turn(busy, t0 + SCREEN_LONGEST), Err(WaitEnded::FullScreen));
         // A poll of a screen shown before the call: its own settling time.
         let poll = t0 + ms(60_000);
-        let mut polled = ScreenSeen::new(poll, poll - ms(300));
-        polled.observe(poll + ms(200));
-        assert_eq!(
-            screen_turn(BUDGET, Some(polled), poll, poll + ms(500)),
-            Ok(Some(poll + SCREEN_SETTLE))
-        );
+        let polled = ScreenSeen::new(poll, poll - ms(5_000));
+        assert_eq!(screen_turn(BUDGET, Some(polled), poll, poll), Ok(Some(poll + SCREEN_SETTLE)));
     }
 
     #[test]

@@ -276,13 +276,17 @@ async fn watch_redrawing_for_ever_hands_control_back_and_c_c_ends_it() {
     term.session.close().await;
 }
 
-/// A full screen drawn once, with the program at work behind it, is not
-/// handed back early: the command's end comes in the reply.
+/// A full screen drawn once, with the program at work behind it, is
+/// handed back as running once still, and nothing it shows or prints after
+/// is lost: the end comes with a poll.
 #[tokio::test]
-async fn a_full_screen_drawn_once_waits_for_the_end() {
+async fn a_still_full_screen_is_handed_back_and_loses_nothing() {
     let term = term("drawnonce").await;
     let reply =
-        term.run("printf '\\e[?1049h'; echo drawn; sleep 2; echo IMPORTANT; (exit 3)").await;
+        term.run("printf '\\e[?1049h'; echo drawn; sleep 5; echo IMPORTANT; (exit 3)").await;
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::FullScreen }, "{reply:?}");
+    assert!(reply.screen && reply.output.text.contains("drawn"), "{reply:?}");
+    let reply = until_done(&term, reply).await;
     assert_eq!(reply.exit_code(), Some(3), "{reply:?}");
     assert!(reply.output.text.ends_with("IMPORTANT\n"), "{:?}", reply.output.text);
     term.session.close().await;
@@ -297,14 +301,30 @@ async fn tmux_starts_hands_control_back_and_exit_ends_it() {
     // A server of its own, without the user's configuration.
     let socket = format!("shellkeep-it-{}", std::process::id());
     let reply = term.run(&format!("SHELL=/bin/sh tmux -L {socket} -f /dev/null new-session")).await;
-    assert!(matches!(reply.outcome, Outcome::Running { .. }), "{reply:?}");
+    // Its client waits on its server, which reads the terminal: the screen
+    // is drawn, then still.
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::FullScreen }, "{reply:?}");
     assert!(reply.screen, "{reply:?}");
-    let reply = term.input("echo inside-$((6 * 7))", 5.0).await;
+    let reply = answer(&term, "echo inside-$((6 * 7))").await;
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::FullScreen }, "{reply:?}");
     assert!(reply.output.text.contains("inside-42"), "{reply:?}");
     let reply = term.input("exit", 1.0).await;
     let reply = until_done(&term, reply).await;
     assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
     assert_eq!(term.run("echo after").await.output.text, "after\n");
+
+    // Detached with C-b d: the client ends, the server keeps the session.
+    let tmux = format!("SHELL=/bin/sh tmux -L {socket} -f /dev/null");
+    let reply = term.run(&format!("{tmux} new-session")).await;
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::FullScreen }, "{reply:?}");
+    term.input("C-b", 1.0).await;
+    // Text gets Enter, which reaches the shell once tmux has gone.
+    let reply = term.input("d", 5.0).await;
+    let reply = until_done(&term, reply).await;
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
+    assert!(reply.output.text.contains("detached"), "{reply:?}");
+    let reply = term.run(&format!("{tmux} kill-server; echo killed")).await;
+    assert!(reply.output.text.ends_with("killed\n"), "{reply:?}");
     term.session.close().await;
 }
 
