@@ -1,27 +1,56 @@
-//! Whether a process group is blocked reading the terminal: the one test
-//! behind `waiting_for_input`.
+//! Whether the foreground job waits for input: the one test behind
+//! `waiting_for_input`.
 //!
-//! A group waits for input when one of its threads is asleep in a system
-//! call that reads the terminal: `read` on a descriptor that is the PTY
-//! slave or `/dev/tty` (`getpass`, `sudo` and `ssh` open `/dev/tty`), or
-//! `poll`, `select`, `pselect6`, `ppoll` or an `epoll` wait whose set
-//! includes such a descriptor for reading (line editors wait there before
-//! they read). A server asleep on its sockets is not waiting for input.
+//! A process reads the terminal when one of its threads is asleep in a
+//! system call that reads it: `read` on a descriptor that is the PTY slave
+//! or `/dev/tty` (`getpass`, `sudo` and `ssh` open `/dev/tty`), or `poll`,
+//! `select`, `pselect6`, `ppoll` or an `epoll` wait whose set includes such
+//! a descriptor for reading (line editors wait there before they read). A
+//! server asleep on its sockets does not read the terminal.
+//!
+//! Reading the terminal is not enough for a prompt ([`job_reading`]): the
+//! job waits for input only when nothing else in it is still at work. It is
+//! [`Reading::Unsure`] when a process of the job is running (`R`, or `D`
+//! in the kernel), is asleep in anything but a wait for input, for its
+//! children, on a descriptor or to write into a full pipe (`sleep`, a
+//! lock), or when a set that holds
+//! the terminal (or any set a process of the job waits on) also holds
+//! something that may still produce:
+//! - a pipe whose write end a live process holds (a child's stdout: apt
+//!   waiting for dpkg while it polls the terminal);
+//! - a PTY master whose slave a live process holds (apt runs dpkg on a
+//!   terminal of its own);
+//! - a Unix socket with a connected peer (`sock_diag`), unless it has shut
+//!   its end; any other socket (TCP, or when `sock_diag` cannot say).
+//!
+//! A process that itself reads the terminal never counts as a producer:
+//! its pipe to the next command of a pipeline, or a self-pipe or socket
+//! pair an event loop keeps for wake-ups (Python's asyncio, libuv), waits
+//! on the same prompt. A pipe or socket whose writers are all gone
+//! (end of file pending) produces nothing more: such a set is a prompt.
+//! Callers treat `Unsure` as running, never as a prompt.
 //!
 //! The kernel has no event for this, so callers sample it. Everything comes
 //! from `/proc`: the blocked call and its arguments from
-//! `/proc/PID/task/TID/syscall`, descriptor targets from `/proc/PID/fd`,
+//! `/proc/PID/task/TID/syscall`, thread states from its `stat`, descriptor
+//! targets from `/proc/PID/fd` and access modes from `fdinfo`,
 //! `poll`/`select` sets from the process's memory (`/proc/PID/mem`, which
 //! the server may read because it is the ancestor of every command it
-//! runs), `epoll` interest lists from `/proc/PID/fdinfo`. Plain file reads,
-//! no `ptrace`. A process we may not inspect (a set-uid `sudo`) counts as
-//! not waiting. This module only looks; it signals nothing.
+//! runs), `epoll` interest lists from `/proc/PID/fdinfo`; the peer of a Unix
+//! socket from a `sock_diag` netlink query. Plain file reads, no `ptrace`. A
+//! process we may not inspect (a set-uid `sudo`) counts as not reading.
+//! This module only looks; it signals nothing.
 //!
 //! Bounded by construction: at most [`MAX_TASKS`] threads per process,
 //! [`MAX_FDS`] descriptors and a [`MAX_SET_BYTES`] descriptor set are read
-//! per look.
+//! per look, and [`MAX_MEMBERS`] processes of the job. Writers are looked
+//! for only among the processes of the shell's session and their
+//! descendants, at most [`MAX_SESSION_PROCESSES`] of them, and only when a
+//! set holds a pipe, a socket or a PTY master: a plain prompt (`read`, a
+//! line editor's `select` on the terminal alone) costs no more than the
+//! job's own `/proc` files.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -33,43 +62,149 @@ pub const MAX_TASKS: usize = 256;
 pub const MAX_FDS: usize = 4096;
 /// Bytes of a `poll` array or `select` set read from a process's memory.
 pub const MAX_SET_BYTES: usize = 32 * 1024;
+/// Processes of the foreground job looked at.
+pub const MAX_MEMBERS: usize = 256;
+/// Processes of the session whose descriptors are searched for writers.
+pub const MAX_SESSION_PROCESSES: usize = 1024;
 
-/// Whether some member of process group `pgid` is blocked reading the
-/// terminal `tty` (the PTY slave's path) or `/dev/tty`.
-pub fn group_reads_terminal(pgid: i32, tty: &Path) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // The leader first: it is usually the program the agent started, and
-    // looking at it alone costs a few small reads instead of a /proc scan.
-    if process_reads_terminal(pgid, tty) {
-        return true;
-    }
-    process::live_group_members(pgid)
-        .into_iter()
-        .filter(|&pid| pid != pgid)
-        .any(|pid| process_reads_terminal(pid, tty))
+/// What a look at the foreground job found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// No process of the job is blocked reading the terminal.
+    No,
+    /// A process of the job is blocked reading the terminal and nothing
+    /// else in the job is running or can still produce: a prompt.
+    Prompt,
+    /// A process of the job is blocked reading the terminal, but the job
+    /// may still be at work (a process running or sleeping, a live writer
+    /// on a pipe it waits on, a connected socket): not a prompt.
+    Unsure,
 }
 
-/// Whether a thread of process `pid` is blocked reading the terminal.
+/// Whether process group `pgid`, the terminal's foreground job, waits for
+/// input on the terminal `tty` (the PTY slave's path) or `/dev/tty`; writers
+/// are looked for among the processes of session `session` (the shell's)
+/// and their descendants.
+pub fn job_reading(pgid: i32, tty: &Path, session: i32) -> Reading {
+    if pgid <= 1 {
+        return Reading::No;
+    }
+    let mut members = process::live_group_members(pgid);
+    members.truncate(MAX_MEMBERS);
+    let looks: Vec<(i32, ProcessLook)> =
+        members.iter().map(|&pid| (pid, ProcessLook::of(pid, tty))).collect();
+    if !looks.iter().any(|(_, look)| look.reads_terminal) {
+        return Reading::No;
+    }
+    if looks.iter().any(|(_, look)| look.busy) {
+        return Reading::Unsure;
+    }
+    let readers: BTreeSet<i32> =
+        looks.iter().filter(|(_, look)| look.reads_terminal).map(|&(pid, _)| pid).collect();
+    let mut sources = Vec::new();
+    for (pid, look) in &looks {
+        for &fd in &look.other_fds {
+            if let Some(source) = Source::of(*pid, fd) {
+                sources.push(source);
+            }
+        }
+    }
+    if sources.is_empty() {
+        return Reading::Prompt;
+    }
+    let holders = Holders::of(&process::session_tree(session, MAX_SESSION_PROCESSES), &readers);
+    if sources.iter().any(|source| source.may_produce(&holders)) {
+        Reading::Unsure
+    } else {
+        Reading::Prompt
+    }
+}
+
+/// Whether a thread of process `pid` is blocked reading the terminal,
+/// whatever else it waits on (a shell at its prompt, for the driver and the
+/// watcher).
 pub fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
+    // The driver asks this before typing every command: no more reads than
+    // the answer needs (no thread states, no other descriptors).
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     let mut terminal_fds: Option<BTreeSet<i64>> = None;
     for task in tasks.flatten().take(MAX_TASKS) {
         let Ok(text) = std::fs::read_to_string(task.path().join("syscall")) else { continue };
-        let Some(call) = BlockedCall::parse(&text) else { continue };
-        if !call.may_read_terminal() {
+        let Some(call) = BlockedCall::parse(&text).filter(BlockedCall::waits_on_descriptors) else {
             continue;
-        }
+        };
         let fds = terminal_fds.get_or_insert_with(|| terminal_descriptors(pid, tty));
         if fds.is_empty() {
             return false;
         }
-        if call.reads_any_of(pid, fds) {
+        if call.wait_set(pid).is_some_and(|set| set.iter().any(|fd| fds.contains(fd))) {
             return true;
         }
     }
     false
+}
+
+/// One process of the job at one look.
+#[derive(Debug, Default)]
+struct ProcessLook {
+    /// A thread is blocked reading the terminal.
+    reads_terminal: bool,
+    /// A thread is running, or the process is asleep in something other
+    /// than a wait for input, for its children or on descriptors.
+    busy: bool,
+    /// The descriptors other than the terminal that its blocked reads and
+    /// waits also wait on.
+    other_fds: BTreeSet<i64>,
+}
+
+impl ProcessLook {
+    fn of(pid: i32, tty: &Path) -> ProcessLook {
+        let mut look = ProcessLook::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return look };
+        let mut terminal_fds: Option<BTreeSet<i64>> = None;
+        // Whether some thread waits on descriptors or for children: a
+        // process whose threads all sleep otherwise is at work.
+        let mut waits = false;
+        let mut others = false;
+        for task in tasks.flatten().take(MAX_TASKS) {
+            let path = task.path();
+            let running = std::fs::read_to_string(path.join("stat"))
+                .is_ok_and(|stat| matches!(thread_state(&stat), Some(b'R' | b'D')));
+            let call = std::fs::read_to_string(path.join("syscall"))
+                .ok()
+                .and_then(|text| BlockedCall::parse(&text));
+            let Some(call) = call.filter(|_| !running) else {
+                // Running, or between calls: at work.
+                look.busy |= running;
+                others |= !running;
+                continue;
+            };
+            if call.is_child_wait() || call.writes_to_pipe(pid) {
+                waits = true;
+                continue;
+            }
+            let Some(set) = call.wait_set(pid) else {
+                others = true;
+                continue;
+            };
+            waits = true;
+            let fds = terminal_fds.get_or_insert_with(|| terminal_descriptors(pid, tty));
+            let (terminal, other): (Vec<i64>, Vec<i64>) =
+                set.into_iter().partition(|fd| fds.contains(fd));
+            look.reads_terminal |= !terminal.is_empty();
+            look.other_fds.extend(other);
+        }
+        // A thread asleep elsewhere (a lock, a timer) beside one that waits
+        // is a helper thread; a process that only sleeps is at work.
+        look.busy |= others && !waits;
+        look
+    }
+}
+
+/// The state letter of a `/proc/…/stat` line.
+fn thread_state(stat: &str) -> Option<u8> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().next()?.bytes().next()
 }
 
 /// The descriptors of `pid` open on the terminal `tty` or on `/dev/tty`.
@@ -87,6 +222,208 @@ fn terminal_descriptors(pid: i32, tty: &Path) -> BTreeSet<i64> {
         }
     }
     fds
+}
+
+/// Something other than the terminal that a process of the job waits on,
+/// and that may still produce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// The read end of a pipe (its inode).
+    Pipe(u64),
+    /// A PTY master; its slave is `/dev/pts/N`.
+    Master(String),
+    /// A socket (its inode).
+    Socket(u64),
+}
+
+impl Source {
+    /// What descriptor `fd` of `pid` is, if it can produce.
+    fn of(pid: i32, fd: i64) -> Option<Source> {
+        let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+        let target = target.to_str()?;
+        if let Some(inode) = bracketed(target, "pipe:") {
+            return Some(Source::Pipe(inode));
+        }
+        if let Some(inode) = bracketed(target, "socket:") {
+            return Some(Source::Socket(inode));
+        }
+        if target == "/dev/ptmx" || target == "/dev/pts/ptmx" {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+            let index = info.lines().find_map(|line| line.strip_prefix("tty-index:"))?;
+            return Some(Source::Master(format!("/dev/pts/{}", index.trim())));
+        }
+        // Files, event and timer descriptors: nothing a writer holds.
+        None
+    }
+
+    /// Whether a live process other than the terminal's readers may still
+    /// write to it.
+    fn may_produce(&self, holders: &Holders) -> bool {
+        match self {
+            Source::Pipe(inode) => holders.pipe_writers.contains(inode),
+            Source::Master(slave) => holders.slaves.contains(slave),
+            Source::Socket(inode) => match unix_socket(*inode) {
+                Some(socket) => socket.has_live_peer(holders),
+                // Not a Unix socket (TCP, say), or no `sock_diag`: a peer
+                // may be there.
+                None => true,
+            },
+        }
+    }
+}
+
+/// `prefix[N]` → N.
+fn bracketed(target: &str, prefix: &str) -> Option<u64> {
+    target.strip_prefix(prefix)?.strip_prefix('[')?.strip_suffix(']')?.parse().ok()
+}
+
+/// What the processes of the session other than the terminal's readers
+/// hold: write ends of pipes, PTY slaves, sockets.
+#[derive(Debug, Default)]
+struct Holders {
+    pipe_writers: BTreeSet<u64>,
+    slaves: BTreeSet<String>,
+    /// Socket inodes, and whether a process other than a reader holds it.
+    sockets: BTreeMap<u64, bool>,
+}
+
+impl Holders {
+    fn of(processes: &[i32], readers: &BTreeSet<i32>) -> Holders {
+        let mut holders = Holders::default();
+        for &pid in processes {
+            let reader = readers.contains(&pid);
+            let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+            for entry in entries.flatten().take(MAX_FDS) {
+                let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+                let Some(target) = target.to_str() else { continue };
+                if let Some(inode) = bracketed(target, "socket:") {
+                    *holders.sockets.entry(inode).or_default() |= !reader;
+                    continue;
+                }
+                if reader {
+                    continue;
+                }
+                if let Some(inode) = bracketed(target, "pipe:") {
+                    let fd = entry.file_name();
+                    if writes(pid, fd.to_str().unwrap_or_default()) {
+                        holders.pipe_writers.insert(inode);
+                    }
+                } else if target.starts_with("/dev/pts/") {
+                    holders.slaves.insert(target.to_owned());
+                }
+            }
+        }
+        holders
+    }
+}
+
+/// Whether descriptor `fd` of `pid` is open for writing (its `fdinfo`
+/// flags).
+fn writes(pid: i32, fd: &str) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .is_some_and(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32)
+}
+
+/// A Unix socket as `sock_diag` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UnixSocket {
+    /// `TCP_LISTEN` and friends (`TCP_ESTABLISHED` for a connected one).
+    state: u8,
+    /// The peer's inode; 0 when it has none (never connected, or its last
+    /// descriptor was closed).
+    peer: u64,
+    /// `sk_shutdown`: bit 0 set when nothing more can be received.
+    shutdown: u8,
+}
+
+impl UnixSocket {
+    /// Whether a live peer may still send on it: connected, not shut down
+    /// for receiving, and the peer held by a process other than the
+    /// terminal's readers (or by one we cannot see, outside the session:
+    /// the `tmux` server).
+    fn has_live_peer(&self, holders: &Holders) -> bool {
+        const TCP_LISTEN: u8 = 10;
+        if self.state == TCP_LISTEN || self.peer == 0 || self.shutdown & 1 != 0 {
+            return false;
+        }
+        holders.sockets.get(&self.peer).is_none_or(|&other| other)
+    }
+
+    /// Parses a `sock_diag` answer: `nlmsghdr`, `unix_diag_msg`, attributes.
+    fn parse(reply: &[u8]) -> Option<UnixSocket> {
+        const NLMSG_ERROR: u16 = 2;
+        const UNIX_DIAG_PEER: u16 = 2;
+        const UNIX_DIAG_SHUTDOWN: u16 = 6;
+        let length = u32::from_ne_bytes(reply.get(0..4)?.try_into().ok()?) as usize;
+        let kind = u16::from_ne_bytes(reply.get(4..6)?.try_into().ok()?);
+        if kind == NLMSG_ERROR {
+            return None;
+        }
+        let message = reply.get(16..length.min(reply.len()))?;
+        let mut socket = UnixSocket { state: *message.get(2)?, peer: 0, shutdown: 0 };
+        let mut attributes = message.get(16..)?;
+        while attributes.len() >= 4 {
+            let len = u16::from_ne_bytes([attributes[0], attributes[1]]) as usize;
+            let kind = u16::from_ne_bytes([attributes[2], attributes[3]]);
+            if len < 4 || len > attributes.len() {
+                break;
+            }
+            let value = &attributes[4..len];
+            match kind {
+                UNIX_DIAG_PEER if value.len() >= 4 => {
+                    socket.peer = u64::from(u32::from_ne_bytes(value[..4].try_into().ok()?));
+                }
+                UNIX_DIAG_SHUTDOWN if !value.is_empty() => socket.shutdown = value[0],
+                _ => {}
+            }
+            attributes = attributes.get(len.next_multiple_of(4)..).unwrap_or_default();
+        }
+        Some(socket)
+    }
+}
+
+/// The Unix socket with `inode`, from a `sock_diag` netlink query; `None`
+/// if it is not a Unix socket of our network namespace or the kernel does
+/// not answer such queries.
+fn unix_socket(inode: u64) -> Option<UnixSocket> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
+        socket,
+    };
+    use std::os::fd::AsRawFd;
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const UDIAG_SHOW_PEER: u32 = 0x04;
+    let inode = u32::try_from(inode).ok()?;
+    let netlink = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )
+    .ok()?;
+    // nlmsghdr (16 bytes), then unix_diag_req (24 bytes).
+    let mut request = Vec::with_capacity(40);
+    request.extend_from_slice(&40u32.to_ne_bytes());
+    request.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    request.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    request.extend_from_slice(&1u32.to_ne_bytes());
+    request.extend_from_slice(&0u32.to_ne_bytes());
+    request.extend_from_slice(&[libc::AF_UNIX as u8, 0, 0, 0]);
+    request.extend_from_slice(&u32::MAX.to_ne_bytes());
+    request.extend_from_slice(&inode.to_ne_bytes());
+    request.extend_from_slice(&UDIAG_SHOW_PEER.to_ne_bytes());
+    request.extend_from_slice(&u32::MAX.to_ne_bytes());
+    request.extend_from_slice(&u32::MAX.to_ne_bytes());
+    sendto(netlink.as_raw_fd(), &request, &NetlinkAddr::new(0, 0), MsgFlags::empty()).ok()?;
+    // The kernel answers before `sendto` returns.
+    let mut reply = [0u8; 512];
+    let len = recv(netlink.as_raw_fd(), &mut reply, MsgFlags::MSG_DONTWAIT).ok()?;
+    UnixSocket::parse(&reply[..len])
 }
 
 /// A system call a thread is asleep in, with its first arguments.
@@ -109,30 +446,49 @@ impl BlockedCall {
         Some(BlockedCall { number, args })
     }
 
-    fn may_read_terminal(&self) -> bool {
+    /// `read`, or a `poll`, `select` or `epoll` wait.
+    fn waits_on_descriptors(&self) -> bool {
         self.number == libc::SYS_read
             || POLL_CALLS.contains(&self.number)
             || SELECT_CALLS.contains(&self.number)
             || EPOLL_CALLS.contains(&self.number)
     }
 
-    /// Whether this call waits to read one of `fds` (descriptors of `pid`).
-    fn reads_any_of(&self, pid: i32, fds: &BTreeSet<i64>) -> bool {
+    /// Blocked writing to a full pipe (`git log | less`): it waits for its
+    /// reader, and produces nothing more until that reads.
+    fn writes_to_pipe(&self, pid: i32) -> bool {
+        (self.number == libc::SYS_write || self.number == libc::SYS_writev)
+            && std::fs::read_link(format!("/proc/{pid}/fd/{}", self.args[0] as i32))
+                .is_ok_and(|target| target.to_str().is_some_and(|t| t.starts_with("pipe:")))
+    }
+
+    /// Waits for a child or a signal (`wait4`, `waitid`, `pause`,
+    /// `rt_sigsuspend`): a shell or a parent waiting on the job's programs.
+    fn is_child_wait(&self) -> bool {
+        CHILD_WAIT_CALLS.contains(&self.number)
+    }
+
+    /// The descriptors this call waits to read (descriptors of `pid`):
+    /// one for `read`, the set of a `poll`, `select` or `epoll` wait; `None`
+    /// for any other call, or a set that cannot be read.
+    fn wait_set(&self, pid: i32) -> Option<Vec<i64>> {
         let [a0, a1, ..] = self.args;
+        if !self.waits_on_descriptors() {
+            return None;
+        }
         if self.number == libc::SYS_read {
-            return fds.contains(&(a0 as i32 as i64));
+            return Some(vec![i64::from(a0 as i32)]);
         }
         if POLL_CALLS.contains(&self.number) {
-            return poll_set(pid, a0, a1).is_some_and(|set| set.iter().any(|fd| fds.contains(fd)));
+            return poll_set(pid, a0, a1);
         }
         if SELECT_CALLS.contains(&self.number) {
-            return select_set(pid, a0, a1)
-                .is_some_and(|set| set.iter().any(|fd| fds.contains(fd)));
+            return select_set(pid, a0, a1);
         }
         if EPOLL_CALLS.contains(&self.number) {
-            return epoll_set(pid, a0 as i32 as i64).iter().any(|fd| fds.contains(fd));
+            return Some(epoll_set(pid, i64::from(a0 as i32)));
         }
-        false
+        None
     }
 }
 
@@ -209,6 +565,12 @@ const SELECT_CALLS: &[i64] = &[libc::SYS_select, libc::SYS_pselect6];
 const SELECT_CALLS: &[i64] = &[libc::SYS_pselect6];
 
 #[cfg(target_arch = "x86_64")]
+const CHILD_WAIT_CALLS: &[i64] =
+    &[libc::SYS_wait4, libc::SYS_waitid, libc::SYS_pause, libc::SYS_rt_sigsuspend];
+#[cfg(not(target_arch = "x86_64"))]
+const CHILD_WAIT_CALLS: &[i64] = &[libc::SYS_wait4, libc::SYS_waitid, libc::SYS_rt_sigsuspend];
+
+#[cfg(target_arch = "x86_64")]
 const EPOLL_CALLS: &[i64] = &[libc::SYS_epoll_wait, libc::SYS_epoll_pwait, libc::SYS_epoll_pwait2];
 #[cfg(not(target_arch = "x86_64"))]
 const EPOLL_CALLS: &[i64] = &[libc::SYS_epoll_pwait, libc::SYS_epoll_pwait2];
@@ -243,5 +605,87 @@ mod tests {
         let set: [u64; 2] = [1, 1 << 1];
         assert_eq!(select_set(me, 66, set.as_ptr() as u64), Some(vec![0, 65]));
         assert_eq!(select_set(me, 65, set.as_ptr() as u64), Some(vec![0]));
+    }
+
+    fn inode(fd: &impl std::os::fd::AsRawFd) -> u64 {
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        let target = target.to_str().unwrap();
+        bracketed(target, "socket:").or_else(|| bracketed(target, "pipe:")).unwrap()
+    }
+
+    #[test]
+    fn a_socket_pairs_peer_is_known_until_it_is_closed() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let Some(socket) = unix_socket(inode(&a)) else {
+            // A kernel without `sock_diag` for Unix sockets: every socket
+            // then counts as producing, which `job_reading` tests cover.
+            eprintln!("skipped: no sock_diag for Unix sockets");
+            return;
+        };
+        assert_eq!(socket.peer, inode(&b));
+        assert_eq!(socket.state, 1, "TCP_ESTABLISHED");
+        drop(b);
+        let socket = unix_socket(inode(&a)).unwrap();
+        assert!(socket.peer == 0 || socket.shutdown & 1 != 0, "{socket:?}");
+        assert!(!socket.has_live_peer(&Holders::default()));
+        // A listening socket waits for anyone: no peer.
+        let dir = std::env::temp_dir().join(format!("sk-iw-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let listener = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        let socket = unix_socket(inode(&listener)).unwrap();
+        assert!(!socket.has_live_peer(&Holders::default()), "{socket:?}");
+        let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn a_peer_held_only_by_the_readers_is_a_self_pipe() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let Some(socket) = unix_socket(inode(&a)) else { return };
+        let me = std::process::id() as i32;
+        // This process holds both ends: as a reader, the pair is its own
+        // wake-up channel; as anyone else, a live peer.
+        let readers = BTreeSet::from([me]);
+        assert!(!socket.has_live_peer(&Holders::of(&[me], &readers)));
+        assert!(socket.has_live_peer(&Holders::of(&[me], &BTreeSet::new())));
+        // A peer nobody in the session holds is held outside it (a
+        // server): live.
+        assert!(socket.has_live_peer(&Holders::default()));
+        drop(b);
+    }
+
+    #[test]
+    fn pipe_write_ends_are_told_from_read_ends() {
+        let (read, write) = std::io::pipe().unwrap();
+        let me = std::process::id() as i32;
+        let fd = |end: &dyn std::os::fd::AsRawFd| end.as_raw_fd().to_string();
+        assert!(!writes(me, &fd(&read)));
+        assert!(writes(me, &fd(&write)));
+        let holders = Holders::of(&[me], &BTreeSet::new());
+        assert!(Source::Pipe(inode(&read)).may_produce(&holders));
+        drop(write);
+        let holders = Holders::of(&[me], &BTreeSet::new());
+        assert!(!Source::Pipe(inode(&read)).may_produce(&holders), "no writer left");
+    }
+
+    #[test]
+    fn a_diag_answer_is_parsed_and_an_error_is_not_a_socket() {
+        let mut reply = Vec::new();
+        reply.extend_from_slice(&44u32.to_ne_bytes());
+        reply.extend_from_slice(&20u16.to_ne_bytes());
+        reply.extend_from_slice(&[0; 10]);
+        // unix_diag_msg: family, type, state, pad, inode, cookie.
+        reply.extend_from_slice(&[1, 1, 1, 0]);
+        reply.extend_from_slice(&[0; 12]);
+        // UNIX_DIAG_PEER = 77, then UNIX_DIAG_SHUTDOWN = 0 (padded).
+        reply.extend_from_slice(&8u16.to_ne_bytes());
+        reply.extend_from_slice(&2u16.to_ne_bytes());
+        reply.extend_from_slice(&77u32.to_ne_bytes());
+        reply.extend_from_slice(&5u16.to_ne_bytes());
+        reply.extend_from_slice(&6u16.to_ne_bytes());
+        reply.extend_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(UnixSocket::parse(&reply), Some(UnixSocket { state: 1, peer: 77, shutdown: 0 }));
+        reply[4..6].copy_from_slice(&2u16.to_ne_bytes());
+        assert_eq!(UnixSocket::parse(&reply), None);
+        assert_eq!(UnixSocket::parse(&[0; 3]), None);
     }
 }

@@ -419,6 +419,11 @@ impl Screen {
         .unwrap_or_default()
     }
 
+    /// A full-screen program is showing the alternate screen.
+    pub fn is_alternate(&self) -> bool {
+        self.state.alternate.is_some()
+    }
+
     /// The alternate screen's contents when a full-screen program is
     /// showing it: its rows without trailing spaces, without the blank rows
     /// at the bottom.

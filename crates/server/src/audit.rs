@@ -551,7 +551,7 @@ fn terminal_end(
             let reason = match why {
                 WaitEnded::Cancelled => Some("cancel"),
                 WaitEnded::SessionClosing => Some("close"),
-                WaitEnded::NoNewOutput(_) | WaitEnded::Timeout(_) => None,
+                WaitEnded::NoNewOutput(_) | WaitEnded::Timeout(_) | WaitEnded::FullScreen => None,
             };
             ("running", reason)
         }

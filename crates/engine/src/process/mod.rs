@@ -66,7 +66,7 @@ use crate::cgroup;
 pub use self::children::{reap_adopted_now, spawn_std};
 pub use self::proc_scan::{
     Root, boot_ticks_now, live_group_members, live_session_members, orphaned_groups,
-    session_groups, start_ticks,
+    session_groups, session_tree, start_ticks,
 };
 pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
 pub use self::spawn::{

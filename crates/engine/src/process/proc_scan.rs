@@ -60,6 +60,36 @@ pub fn live_session_members(sid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.session == sid)
 }
 
+/// Live processes of session `sid` and their descendants (in sessions of
+/// their own too: a program that gives its child a terminal of its own),
+/// at most `limit` of them. One pass over `/proc`.
+pub fn session_tree(sid: i32, limit: usize) -> Vec<i32> {
+    let mut all = Vec::new();
+    for_each_proc(|stat| all.push((stat.pid, stat.ppid, stat.session)));
+    let mut tree: HashSet<i32> =
+        all.iter().filter(|&&(_, _, session)| session == sid).map(|&(pid, ..)| pid).collect();
+    // Each round adds one more generation; a parent listed after its
+    // child is found in the next.
+    loop {
+        let before = tree.len();
+        for &(pid, ppid, _) in &all {
+            if tree.len() >= limit {
+                break;
+            }
+            if tree.contains(&ppid) {
+                tree.insert(pid);
+            }
+        }
+        if tree.len() == before || tree.len() >= limit {
+            break;
+        }
+    }
+    let mut pids: Vec<i32> = tree.into_iter().collect();
+    pids.sort_unstable();
+    pids.truncate(limit);
+    pids
+}
+
 /// The current time as clock ticks since boot, comparable with the start
 /// times in `/proc/PID/stat`.
 pub fn boot_ticks_now() -> u64 {

@@ -279,6 +279,9 @@ pub enum WaitEnded {
     NoNewOutput(Duration),
     /// The call's wait (its `timeout`, or the longest wait) ran out.
     Timeout(Duration),
+    /// A full-screen program has drawn its screen and keeps redrawing it
+    /// (`watch`, `tmux`): the call hands control back with the screen.
+    FullScreen,
     /// The client cancelled the call. The command was not touched, and
     /// nothing it printed was consumed: the next call reports it.
     Cancelled,

@@ -181,6 +181,9 @@ pub(super) struct InputWait {
     confirmed_at: Option<Instant>,
     /// Blocked reading the terminal at the last look.
     waiting: bool,
+    /// Reading the terminal at the last look, but something of the job may
+    /// still be at work (`input_wait::Reading::Unsure`): not a prompt.
+    unsure: bool,
     /// The shell itself (not a program it runs) was the one reading the
     /// terminal at the last look: a builtin (`read`), or a shell at its
     /// prompt that sent no end record (a damaged integration).
@@ -399,15 +402,17 @@ impl Command {
 
     /// The supervisor's look at `now`: the program is `waiting` for input
     /// (the shell itself when `shell_reading`), `confirmed` by a second
-    /// look; `accrued` more of its time counts as input wait.
+    /// look, or reads the terminal but may still be at work (`unsure`);
+    /// `accrued` more of its time counts as input wait.
     pub(super) fn record_look(
         &mut self,
         now: Instant,
-        (waiting, shell_reading, confirmed): (bool, bool, bool),
+        (waiting, unsure, shell_reading, confirmed): (bool, bool, bool, bool),
         accrued: Duration,
     ) {
         self.budget.input_wait += accrued;
         self.input.waiting = waiting;
+        self.input.unsure = unsure;
         self.input.shell_reading = shell_reading;
         self.input.confirmed_at = confirmed.then_some(now);
     }
@@ -415,6 +420,12 @@ impl Command {
     /// Blocked reading the terminal at the supervisor's last look.
     pub(super) fn reads_terminal(&self) -> bool {
         self.input.waiting
+    }
+
+    /// Reading the terminal at the last look while something of the job
+    /// may still be at work: handed back as running after a short quiet.
+    pub(super) fn reads_terminal_unsure(&self) -> bool {
+        self.input.unsure
     }
 
     /// The shell itself was the reader at the last look.

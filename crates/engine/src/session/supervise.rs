@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::input_wait;
+use crate::input_wait::{self, Reading};
 use crate::process::{self, TerminationMode};
 use crate::pty;
 
@@ -136,12 +136,16 @@ pub(super) async fn supervise(supervisor: Supervisor) {
                 tracing::info!(shell, "the shell was stopped; continuing it");
                 process::signal_group(shell, nix::sys::signal::Signal::SIGCONT);
             }
-            let waiting =
-                front.is_some_and(|group| input_wait::group_reads_terminal(group, tty)) && drained;
+            let reading = front.map_or(Reading::No, |group| {
+                input_wait::job_reading(group, tty, supervisor.shell_pid)
+            });
+            let waiting = reading == Reading::Prompt && drained;
+            let unsure = reading == Reading::Unsure;
             let shell_reading = waiting && front.is_some() && front == top;
             let accrued = look.observe(now, waiting, watched.quiet_from);
             if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
-                command.record_look(now, (waiting, shell_reading, look.confirmed()), accrued);
+                let seen = (waiting, unsure, shell_reading, look.confirmed());
+                command.record_look(now, seen, accrued);
             }
             // A waiting call returns as soon as the program waits for input.
             shared.notify();

@@ -1,5 +1,8 @@
 //! The session's timing decisions, as pure functions of instants, durations
-//! and budgets: when a waiting call returns ([`wait_turn`]), when the
+//! and budgets: when a waiting call returns ([`wait_turn`]; early, as
+//! running, for a job that reads the terminal but may still be at work,
+//! [`unsure_turn`], and for a full-screen program that keeps redrawing,
+//! [`screen_turn`]), when the
 //! supervisor looks whether the program waits for input and how much of
 //! the time between looks is discounted as input wait ([`Look`]), and when
 //! a command that runs unwatched is stopped ([`stop_at`]).
@@ -83,6 +86,105 @@ pub(super) fn wait_turn(
             Ok((quiet_since + budget.no_output_return).min(call_start + budget.max_wait))
         }
     }
+}
+
+/// A job that reads the terminal while something of it may still be at
+/// work (a live writer on a pipe it also waits on, a connected socket, a
+/// process running or sleeping) is not claimed to wait for input: after
+/// this much quiet the call hands control back as running. Longer than the
+/// pause of a program between two lines, short beside the silence rule.
+pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
+
+/// A full-screen program is given this long after it is first seen in this
+/// call to draw its screen.
+pub(super) const SCREEN_SETTLE: Duration = Duration::from_secs(1);
+/// Output after a pause this long is a redraw; output that has been quiet
+/// this long is between two redraws.
+pub(super) const SCREEN_GAP: Duration = Duration::from_millis(200);
+/// A full-screen program whose screen has been still this long has drawn
+/// it: it waits (for input that may go to a reader outside the job, as
+/// `tmux`'s server reads the terminal for its client) or works behind it.
+pub(super) const SCREEN_QUIET: Duration = Duration::from_millis(1_500);
+/// A full-screen program that redraws, but never pauses at the moment the
+/// call looks, is handed back this long after it was first seen.
+pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
+
+/// Whether a call that began at `call_start`, on a command whose job
+/// reads the terminal but may still be at work (`unsure`, at the last
+/// look) and whose output (and our input) has been quiet since
+/// `quiet_from`, returns at `now` as running, or else until when that rule
+/// lets it sleep (`None`: the rule does not apply). Quiet counts from the
+/// call's start at the earliest, so a poll always waits that long.
+pub(super) fn unsure_turn(
+    unsure: bool,
+    call_start: Instant,
+    quiet_from: Instant,
+    now: Instant,
+) -> Result<Option<Instant>, WaitEnded> {
+    if !unsure {
+        return Ok(None);
+    }
+    let at = quiet_from.max(call_start) + UNSURE_QUIET;
+    if now >= at {
+        return Err(WaitEnded::NoNewOutput(UNSURE_QUIET));
+    }
+    Ok(Some(at))
+}
+
+/// What a waiting call has seen of a full-screen program (one on the
+/// alternate screen): since when, its last output, and whether it drew
+/// again after a pause: a program that redraws at its own rhythm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ScreenSeen {
+    since: Instant,
+    last_output_at: Instant,
+    redrawn: bool,
+}
+
+impl ScreenSeen {
+    /// First seen at `now`, its output last changed at `last_output_at`.
+    pub(super) fn new(now: Instant, last_output_at: Instant) -> ScreenSeen {
+        ScreenSeen { since: now, last_output_at, redrawn: false }
+    }
+
+    /// Its output last changed at `last_output_at` (the call sees every
+    /// change: output wakes it).
+    pub(super) fn observe(&mut self, last_output_at: Instant) {
+        if last_output_at >= self.last_output_at + SCREEN_GAP {
+            self.redrawn = true;
+        }
+        self.last_output_at = self.last_output_at.max(last_output_at);
+    }
+}
+
+/// Whether a call without a `timeout` that began at `call_start` returns at
+/// `now` as running because a full-screen program shows its screen (`seen`;
+/// `None`: not full-screen). Once it has been seen for [`SCREEN_SETTLE`]:
+/// when its screen has been still for [`SCREEN_QUIET`] (drawn, and waiting
+/// or working behind it), or, if it redrew after a pause, at a pause
+/// between redraws ([`SCREEN_GAP`]); and at [`SCREEN_LONGEST`] whatever it
+/// does. `watch` and `tmux` redraw or wait for ever: without this the call
+/// would wait for the silence rule or the longest wait. A call with a
+/// `timeout` waits it out, as for any output. `Ok(None)`: the rule does
+/// not apply.
+pub(super) fn screen_turn(
+    budget: WaitBudget,
+    seen: Option<ScreenSeen>,
+    call_start: Instant,
+    now: Instant,
+) -> Result<Option<Instant>, WaitEnded> {
+    let Some(seen) = seen.filter(|_| budget.timeout.is_none()) else { return Ok(None) };
+    let since = seen.since.max(call_start);
+    let settled = since + SCREEN_SETTLE;
+    let still = settled.max(seen.last_output_at + SCREEN_QUIET);
+    let mut at = still.min(since + SCREEN_LONGEST);
+    if seen.redrawn {
+        at = at.min(settled.max(seen.last_output_at + SCREEN_GAP));
+    }
+    if now >= at {
+        return Err(WaitEnded::FullScreen);
+    }
+    Ok(Some(at))
 }
 
 /// Whether a program blocked reading the terminal at the last look waits
@@ -235,6 +337,63 @@ mod tests {
             wait_turn(busy, t0, t0 + ms(990), t0 + ms(1_000)),
             Err(WaitEnded::Timeout(ms(1_000)))
         );
+    }
+
+    #[test]
+    fn a_job_that_may_still_be_at_work_is_handed_back_after_a_short_quiet() {
+        let t0 = Instant::now();
+        // Not unsure: the rule does not apply.
+        assert_eq!(unsure_turn(false, t0, t0, t0 + ms(60_000)), Ok(None));
+        // Quiet counts from the last output...
+        let quiet = t0 + ms(500);
+        assert_eq!(unsure_turn(true, t0, quiet, t0 + ms(1_000)), Ok(Some(quiet + UNSURE_QUIET)));
+        assert_eq!(
+            unsure_turn(true, t0, quiet, quiet + UNSURE_QUIET),
+            Err(WaitEnded::NoNewOutput(UNSURE_QUIET))
+        );
+        // ...or from the call's start: a poll of a long-quiet job waits too.
+        let poll = t0 + ms(60_000);
+        assert_eq!(unsure_turn(true, poll, t0, poll), Ok(Some(poll + UNSURE_QUIET)));
+        assert!(unsure_turn(true, poll, t0, poll + UNSURE_QUIET - ms(1)).is_ok());
+        // Output that keeps coming keeps the call waiting.
+        let chatty = |n: u64| unsure_turn(true, t0, t0 + ms(n * 500), t0 + ms(n * 500 + 100));
+        assert!((0..100).all(|n| chatty(n).is_ok()));
+    }
+
+    #[test]
+    fn a_full_screen_program_is_handed_back_once_drawn() {
+        let t0 = Instant::now();
+        let turn = |seen: ScreenSeen, now: Instant| screen_turn(BUDGET, Some(seen), t0, now);
+        // Not full-screen: the rule does not apply.
+        assert_eq!(screen_turn(BUDGET, None, t0, t0 + ms(10_000)), Ok(None));
+        // Drawn once, then still (`tmux`, whose server reads the terminal):
+        // back once the screen has been still long enough.
+        let mut seen = ScreenSeen::new(t0, t0);
+        seen.observe(t0 + ms(50));
+        assert_eq!(turn(seen, t0 + ms(1_000)), Ok(Some(t0 + ms(50) + SCREEN_QUIET)));
+        assert_eq!(turn(seen, t0 + ms(50) + SCREEN_QUIET), Err(WaitEnded::FullScreen));
+        // `watch -n 0.5`: a redraw after a pause; back at the first pause
+        // after the settling time.
+        seen.observe(t0 + ms(500));
+        assert_eq!(turn(seen, t0 + ms(600)), Ok(Some(t0 + SCREEN_SETTLE)));
+        seen.observe(t0 + ms(1_000));
+        assert_eq!(turn(seen, t0 + ms(1_000)), Ok(Some(t0 + ms(1_000) + SCREEN_GAP)));
+        assert_eq!(turn(seen, t0 + ms(1_000) + SCREEN_GAP), Err(WaitEnded::FullScreen));
+        // A call with a timeout waits it out.
+        let timed = WaitBudget { timeout: Some(ms(20_000)), ..BUDGET };
+        assert_eq!(screen_turn(timed, Some(seen), t0, t0 + ms(10_000)), Ok(None));
+        // Redrawn without a pause: handed back at the longest.
+        let mut busy = ScreenSeen::new(t0, t0);
+        for n in 1..150 {
+            busy.observe(t0 + ms(n * 20));
+            let due = turn(busy, t0 + ms(n * 20));
+            assert_eq!(due, Ok(Some((t0 + ms(n * 20) + SCREEN_QUIET).min(t0 + SCREEN_LONGEST))));
+        }
+        assert_eq!(turn(busy, t0 + SCREEN_LONGEST), Err(WaitEnded::FullScreen));
+        // A poll of a screen shown before the call: its own settling time.
+        let poll = t0 + ms(60_000);
+        let polled = ScreenSeen::new(poll, poll - ms(5_000));
+        assert_eq!(screen_turn(BUDGET, Some(polled), poll, poll), Ok(Some(poll + SCREEN_SETTLE)));
     }
 
     #[test]

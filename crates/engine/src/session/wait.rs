@@ -27,7 +27,7 @@ use super::call::{
 };
 use super::command::{Command, KillState};
 use super::shared::{Shared, State, Watch, wait_for};
-use super::timing::{self, WaitBudget};
+use super::timing::{self, ScreenSeen, WaitBudget};
 
 /// What the shell's prompt last reported, for replies.
 #[derive(Debug, Clone)]
@@ -98,6 +98,9 @@ async fn wait_until_turn(
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
     let mut next_report = call_start + PROGRESS_INTERVAL;
+    // What this call has seen of a full-screen program on the alternate
+    // screen (it changes only with output, which wakes this loop).
+    let mut screen: Option<ScreenSeen> = None;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
@@ -119,10 +122,33 @@ async fn wait_until_turn(
             if command.waits_for_input() && state.levels().reinstall().is_none() {
                 return Waited::InputWait;
             }
-            match timing::wait_turn(budget, call_start, command.last_output_at(), Instant::now()) {
+            let now = Instant::now();
+            let last_output_at = command.last_output_at();
+            screen = state.screen().is_alternate().then(|| {
+                let mut seen = screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
+                seen.observe(last_output_at);
+                seen
+            });
+            let early = [
+                timing::unsure_turn(
+                    command.reads_terminal_unsure(),
+                    call_start,
+                    command.quiet_from(),
+                    now,
+                ),
+                timing::screen_turn(budget, screen, call_start, now),
+            ];
+            let mut deadline = match timing::wait_turn(budget, call_start, last_output_at, now) {
                 Ok(deadline) => deadline,
                 Err(reason) => return Waited::Stopped(reason),
+            };
+            for turn in early {
+                match turn {
+                    Ok(at) => deadline = at.map_or(deadline, |at| at.min(deadline)),
+                    Err(reason) => return Waited::Stopped(reason),
+                }
             }
+            deadline
         };
         tokio::select! {
             () = &mut notified => {}

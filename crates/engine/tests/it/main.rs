@@ -5,6 +5,7 @@ mod bash_script;
 mod input;
 mod integration;
 mod limits;
+mod prompt;
 mod run;
 mod screen;
 mod terminal;

@@ -419,6 +419,9 @@ fn wait_ended(why: WaitEnded) -> String {
         WaitEnded::Timeout(limit) => {
             format!("The command timed out after {} seconds.", plain_secs(limit))
         }
+        WaitEnded::FullScreen => {
+            "The command shows a full screen (above) and keeps redrawing it.".to_owned()
+        }
         WaitEnded::Cancelled => {
             "The command was left running: the client cancelled this call.".to_owned()
         }

@@ -31,6 +31,7 @@ mod masking;
 mod no_leak;
 mod orphans;
 mod outputs;
+mod prompt;
 mod run;
 mod runtime;
 mod screen;
