@@ -90,9 +90,12 @@ pub(super) fn wait_turn(
 
 /// A job that reads the terminal while something of it may still be at
 /// work (a live writer on a pipe it also waits on, a connected socket, a
-/// process running or sleeping) is not claimed to wait for input: after
-/// this much quiet the call hands control back as running. Longer than the
-/// pause of a program between two lines, short beside the silence rule.
+/// process running or sleeping) is not claimed to wait for input. When it
+/// left text on the cursor's line (what may be a question: `password: `),
+/// the call hands control back as running after this much quiet; after a
+/// finished line it is a command at work, under the call's usual rules.
+/// Longer than the pause of a program between two lines, short beside the
+/// silence rule.
 pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
 
 /// A full-screen program is given this long after it is first seen in this
@@ -110,8 +113,9 @@ pub(super) const SCREEN_QUIET: Duration = Duration::from_millis(1_500);
 pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
 
 /// Whether a call that began at `call_start`, on a command whose job
-/// reads the terminal but may still be at work (`unsure`, at the last
-/// look) and whose output (and our input) has been quiet since
+/// reads the terminal but may still be at work with text left on the
+/// cursor's line (`unsure`, at the last look) and whose output (and our
+/// input) has been quiet since
 /// `quiet_from`, returns at `now` as running, or else until when that rule
 /// lets it sleep (`None`: the rule does not apply). Quiet counts from the
 /// call's start at the earliest, so a poll always waits that long.

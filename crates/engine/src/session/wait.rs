@@ -131,7 +131,10 @@ async fn wait_until_turn(
             });
             let early = [
                 timing::unsure_turn(
-                    command.reads_terminal_unsure(),
+                    // A finished line followed by silence is no question:
+                    // only text left on the cursor's line may be one.
+                    command.reads_terminal_unsure()
+                        && !state.screen().current_line().trim().is_empty(),
                     call_start,
                     command.quiet_from(),
                     now,

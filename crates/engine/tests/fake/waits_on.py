@@ -14,7 +14,8 @@ what it reads from the terminal. The other thing (argv[1]):
 - "self-pipe": a socket pair this process holds both ends of (an event
   loop's wake-up channel, as asyncio's).
 
-Prints "ready" once it waits, then "got LINE" for the line read, and exits.
+Prints "ready" and a "> " prompt once it waits, then "got LINE" for the
+line read, and exits.
 """
 
 import os
@@ -68,13 +69,13 @@ if kind == "eof-pipe-edge":
     epoll.register(watched, select.EPOLLIN | select.EPOLLET)
     # The end of file is reported once; the pipe stays in the set.
     assert any(fd == watched for fd, _ in epoll.poll(5)), "end of file first"
-    print("ready", flush=True)
+    print("ready\n> ", end="", flush=True)
     while True:
         if any(fd == sys.stdin.fileno() for fd, _ in epoll.poll()):
             break
 else:
     fds = [sys.stdin.fileno(), watched]
-    print("ready", flush=True)
+    print("ready\n> ", end="", flush=True)
     while True:
         readable, _, _ = select.select(fds, [], [])
         if sys.stdin.fileno() in readable:

@@ -85,11 +85,19 @@ async fn apt_polling_the_terminal_while_dpkg_works_is_not_a_prompt() {
     }
     assert_eq!(term.run("echo next").await.output.text, "next\n");
 
-    // dpkg silent for longer: the call comes back as running after the
-    // short quiet, never as a prompt; a new command is refused only because
-    // apt runs, and no one is said to read.
-    let reply = term.run(&format!("python3 {} 1 6", fake("apt.py"))).await;
-    assert_eq!(reply.outcome, UNSURE, "{reply:?}");
+    // dpkg silent for longer than the quiet fallback, after a finished
+    // line: no question was asked, so the call keeps waiting as for any
+    // command at work and sees apt to its end.
+    let (text, reply) =
+        run_to_the_end_without_a_prompt(&term, &format!("python3 {} 1 5", fake("apt.py"))).await;
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
+    assert!(text.ends_with("Done\n"), "{text:?}");
+
+    // A call whose timeout ends while dpkg is silent comes back as running,
+    // never as a prompt; a new command is refused only because apt runs,
+    // and no one is said to read.
+    let reply = term.run_for(&format!("python3 {} 1 6", fake("apt.py")), 2.0).await;
+    assert!(matches!(reply.outcome, Outcome::Running { .. }), "{reply:?}");
     let reply = term.run("echo next").await;
     let running = NotRun::CommandRunning { reading: None };
     assert_eq!(
@@ -247,11 +255,31 @@ async fn faking_busy_only_delays_the_answer_to_the_quiet_fallback() {
     // A process of the job asleep (not waiting on anything) beside one
     // that reads /dev/tty: the job is busy.
     let reply = term
-        .run("{ sleep 60; } | python3 -c \"print('got', open('/dev/tty').readline().strip())\"")
+        .run(
+            "{ sleep 60; } | python3 -c \"import sys; sys.stdout.write('answer? '); \
+             sys.stdout.flush(); print('got', open('/dev/tty').readline().strip())\"",
+        )
         .await;
     assert_eq!(reply.outcome, UNSURE, "{reply:?}");
     let reply = term.input("x", 2.0).await;
     assert!(reply.output.text.contains("got x"), "{reply:?}");
+    let reply = term.input("C-c", 10.0).await;
+    assert!(reply.exit_code().is_some(), "{reply:?}");
+
+    // The same after a finished line: no question was asked, so the call's
+    // own timeout decides, and it holds.
+    let reply = term
+        .run_for(
+            "{ sleep 60; } | python3 -c \"print('working', flush=True); \
+             print('got', open('/dev/tty').readline().strip())\"",
+            2.0,
+        )
+        .await;
+    assert_eq!(
+        reply.outcome,
+        Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(2)) },
+        "{reply:?}"
+    );
     let reply = term.input("C-c", 10.0).await;
     assert!(reply.exit_code().is_some(), "{reply:?}");
     term.session.close().await;

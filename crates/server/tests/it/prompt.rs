@@ -16,8 +16,10 @@ async fn apt_waiting_for_dpkg_is_running_not_waiting_for_input() {
     let apt: PathBuf =
         [env!("CARGO_MANIFEST_DIR"), "..", "engine", "tests", "fake", "apt.py"].iter().collect();
     // dpkg prints a line, then is silent for 6 s, as when man-db's
-    // triggers run.
-    let r = server.terminal(json!({"command": format!("python3 '{}' 1 6", apt.display())})).await;
+    // triggers run: a call that ends meanwhile says it runs.
+    let r = server
+        .terminal(json!({"command": format!("python3 '{}' 1 6", apt.display()), "timeout": 2}))
+        .await;
     assert_eq!(r["status"], "running", "{r:#?}");
     assert_ne!(r["waiting_for_input"], true, "{r:#?}");
     assert!(r.output().contains("Setting up package-0"), "{r:#?}");
