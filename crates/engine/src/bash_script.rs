@@ -193,9 +193,17 @@ pub fn command_line(words: &[String]) -> String {
         !word.is_empty()
             && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
     };
+    // A first word with `=` would be read as an assignment, not a program.
     let quoted: Vec<String> = words
         .iter()
-        .map(|word| if plain(word) { word.clone() } else { shell_quote(word) })
+        .enumerate()
+        .map(|(at, word)| {
+            if plain(word) && (at > 0 || !word.contains('=')) {
+                word.clone()
+            } else {
+                shell_quote(word)
+            }
+        })
         .collect();
     quoted.join(" ")
 }
@@ -342,6 +350,8 @@ mod tests {
             command_line(&["cargo".into(), "build".into(), "--release".into()]),
             "cargo build --release"
         );
+        // A program named like an assignment stays a program.
+        assert_eq!(command_line(&["A=1".into(), "x=2".into()]), "'A=1' x=2");
     }
 
     #[test]
