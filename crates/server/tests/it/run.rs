@@ -1,10 +1,12 @@
 //! The `run` tool and `policy_explain` end to end: the seed's result schema
 //! for a success, a no-output timeout and a command that cannot start, and
-//! the policy decisions an agent can ask about.
+//! the policy decisions an agent can ask about, compound commands included.
 
-use serde_json::json;
+use std::path::Path;
 
-use crate::Server;
+use serde_json::{Value, json};
+
+use crate::{Scratch, Server};
 
 #[tokio::test]
 async fn run_separates_stdout_stderr_and_exit_code() {
@@ -121,4 +123,148 @@ async fn run_uses_the_policy_category() {
     assert_eq!(r["execTimeoutSec"], 1.0, "{r:#?}");
     let duration = r["durationMs"].as_u64().expect("durationMs");
     assert!((900..=5000).contains(&duration), "durationMs {duration}");
+}
+
+/// Issue 14 §5: the policy matches each part of a compound command, and the
+/// part with the longest limits decides: `cd … && cargo build --release`
+/// gets the release build's 900 s, not the default 120 s. `cargo` here is a
+/// shell function, so nothing is built.
+#[tokio::test]
+async fn compound_commands_get_the_limits_of_their_work() {
+    let server = Server::start().await;
+    let command = "cargo() { echo \"built $*\"; }; cd /tmp && sleep 0 && cargo build --release";
+    let r = server.run(json!({"command": command})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["exitCode"].as_i64()),
+        (Some("success"), Some(0)),
+        "{r:#?}"
+    );
+    assert_eq!(r["stdout"], "built build --release\n", "{r:#?}");
+    assert_eq!(r["category"], "extended", "{r:#?}");
+    assert_eq!(r["pattern"], "cargo build --release", "{r:#?}");
+    assert_eq!(
+        (r["execTimeoutSec"].as_f64(), r["noOutputTimeoutSec"].as_f64()),
+        (Some(900.0), Some(120.0))
+    );
+    assert!(r.text.contains("limits: extended (exec 900 s, no output 120 s)"), "{}", r.text);
+
+    let r = server.call("policy_explain", json!({"command": command})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!((r["category"].as_str(), r["source"].as_str()), (Some("extended"), Some("pattern")));
+    assert_eq!(r["part"], "cargo build --release", "{r:#?}");
+    assert_eq!(r["exec_timeout_sec"], 900.0, "{r:#?}");
+    let parts: Vec<(&str, &str)> = r["parts"]
+        .as_array()
+        .expect("the parts considered")
+        .iter()
+        .map(|p| (p["text"].as_str().unwrap(), p["category"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            ("cargo() { echo \"built $*\"", "quick"),
+            ("cd /tmp", "quick"),
+            ("sleep 0", "medium"),
+            ("cargo build --release", "extended"),
+        ]
+    );
+    assert_eq!(r["parts"][0]["matched_text"], "echo \"built $*\"", "{r:#?}");
+    assert!(r["parts"][3].get("matched_text").is_none(), "{r:#?}");
+    assert!(
+        r.text.contains("extended (exec 900 s, no output 120 s; matched \"cargo build --release\") from the part \"cargo build --release\""),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("\"sleep 0\" medium"), "{}", r.text);
+
+    // The seed's example from the issue, and the other operators.
+    for (command, category, part) in [
+        ("cd demo && cargo build --release", "extended", "cargo build --release"),
+        ("make || npm ci", "long", "npm ci"),
+        ("ls; pip install requests", "long", "pip install requests"),
+        ("cat data | python train.py", "extended", "python train.py"),
+        ("(cd demo && make -j8) > log 2>&1", "long", "make -j8"),
+        ("echo \"$(go build ./...)\"", "long", "go build ./..."),
+        ("sudo -E env A=1 nice cargo build", "long", "sudo -E env A=1 nice cargo build"),
+    ] {
+        let r = server.call("policy_explain", json!({"command": command})).await;
+        assert_eq!(
+            (r["category"].as_str(), r["part"].as_str()),
+            (Some(category), Some(part)),
+            "{command}: {r:#?}"
+        );
+    }
+    // Quotes and escapes do not split: one `echo`, matched as written.
+    let r = server
+        .call("policy_explain", json!({"command": "echo 'a && cargo build --release'"}))
+        .await;
+    assert_ne!(r["category"], "extended", "{r:#?}");
+    assert!(r["part"].is_null() && r["parts"].is_null(), "one part, matched as written: {r:#?}");
+    // A prefix looked through is named.
+    let r =
+        server.call("policy_explain", json!({"command": "sudo -u me cargo build --release"})).await;
+    assert_eq!(r["category"], "extended", "{r:#?}");
+    assert_eq!(r["parts"][0]["matched_text"], "cargo build --release", "{r:#?}");
+    assert!(r.text.contains("(as \"cargo build --release\")"), "{}", r.text);
+    // An explicit timeout still beats every part.
+    let r = server
+        .call(
+            "policy_explain",
+            json!({"command": "cd demo && cargo build --release", "timeout_sec": 30}),
+        )
+        .await;
+    assert_eq!(
+        (r["source"].as_str(), r["exec_timeout_sec"].as_f64()),
+        (Some("explicit"), Some(30.0)),
+        "{r:#?}"
+    );
+}
+
+/// The list of parts is bounded, and a hostile command costs a reply like
+/// any other.
+#[tokio::test]
+async fn policy_explain_lists_a_bounded_number_of_parts() {
+    let server = Server::start().await;
+    let many: Vec<String> = (0..30).map(|i| format!("tool{i}")).collect();
+    let command = format!("{}; cargo build --release", many.join(" && "));
+    let r = server.call("policy_explain", json!({"command": command})).await;
+    assert_eq!(r["category"], "extended", "{r:#?}");
+    assert_eq!(r["part"], "cargo build --release", "{r:#?}");
+    assert_eq!(r["parts"].as_array().map(Vec::len), Some(20), "{r:#?}");
+    assert_eq!(r["more_parts"], 11, "{r:#?}");
+    assert!(r.text.contains("and 11 more"), "{}", r.text);
+
+    let hostile = format!("{}{}", "( ".repeat(50_000), ";".repeat(500_000));
+    let r = server.call("policy_explain", json!({"command": hostile})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert!(r.text.len() < 20_000, "{} characters", r.text.len());
+    let distinct: String = (0..2_000).map(|i| format!("t{i};")).collect();
+    let r = server.call("policy_explain", json!({"command": distinct})).await;
+    assert_eq!(r["more_parts"], 2_000 - 20, "{r:#?}");
+    assert!(r.text.contains("were not matched"), "{}", r.text);
+}
+
+/// The terminal takes its limit from the same rule: the audit log's start
+/// line records the category and limits a command got.
+#[tokio::test]
+async fn the_terminal_gets_the_limits_of_the_work_too() {
+    let dir = Scratch::new();
+    let log = dir.path.join("audit.jsonl");
+    let server = Server::with(&["--audit-log", log.to_str().expect("utf-8")]).await;
+    let command = "cargo() { echo built; }; cd /tmp && cargo build --release; unset -f cargo";
+    let r = server.terminal(json!({"command": command})).await;
+    assert!(r.output().contains("built"), "{r:#?}");
+    let start = audit_start(&log, command);
+    assert_eq!(start["category"], "extended", "{start}");
+    assert_eq!(start["limits"]["exec_sec"], 900.0, "{start}");
+}
+
+/// The audit log's start line for `command`.
+fn audit_start(log: &Path, command: &str) -> Value {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .find(|line| line["event"] == "start" && line["command"] == command)
+        .unwrap_or_else(|| panic!("no start line for {command:?} in {}", log.display()))
 }
