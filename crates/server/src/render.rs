@@ -402,6 +402,12 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         outcome.status.as_str(),
         seconds(outcome.duration),
     ));
+    if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
+        text.notice(
+            "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
+             silence to allow.]",
+        );
+    }
     for (name, call) in
         [("stdout", &structured.stdout_output_call), ("stderr", &structured.stderr_output_call)]
     {

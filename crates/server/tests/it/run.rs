@@ -55,6 +55,8 @@ async fn run_sleep_hits_the_no_output_limit() {
     assert!((900..=3000).contains(&duration), "durationMs {duration}");
     assert_eq!(r["stdout"], "");
     assert!(r.text.contains("no_output_timeout"), "{}", r.text);
+    // Issue 14: the reply says how to allow a longer silence.
+    assert!(r.text.contains("no_output_timeout_sec"), "{}", r.text);
 }
 
 #[tokio::test]
@@ -244,6 +246,19 @@ async fn policy_explain_lists_a_bounded_number_of_parts() {
     assert!(r.text.contains("were not matched"), "{}", r.text);
 }
 
+/// `run`'s description states the silence rule in its first sentence.
+#[tokio::test]
+async fn run_description_states_the_silence_rule_first() {
+    let server = Server::start().await;
+    let tools = server.client().list_all_tools().await.expect("tools/list");
+    let run = tools.iter().find(|tool| tool.name == "run").expect("the run tool");
+    let description = run.description.as_deref().unwrap_or_default();
+    let first = description.split(". ").next().unwrap_or_default();
+    for words in ["min(timeout_sec / 4, 60) s", "no_output_timeout_sec", "printing nothing"] {
+        assert!(first.contains(words), "{words:?} in the first sentence: {first}");
+    }
+}
+
 /// The terminal takes its limit from the same rule: the audit log's start
 /// line records the category and limits a command got.
 #[tokio::test]
@@ -267,4 +282,34 @@ fn audit_start(log: &Path, command: &str) -> Value {
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .find(|line| line["event"] == "start" && line["command"] == command)
         .unwrap_or_else(|| panic!("no start line for {command:?} in {}", log.display()))
+}
+
+/// Issue 14 §5: `sleep 3; echo done` with `timeout_sec` 10 is stopped after
+/// 2.5 s of silence (the original design's rule, which stays); the reply
+/// says how to allow a longer silence, and doing so lets it finish.
+#[tokio::test]
+async fn a_silent_command_is_told_how_to_allow_longer_silence() {
+    let server = Server::start().await;
+    let r = server.run(json!({"command": "sleep 3; echo done", "timeout_sec": 10})).await;
+    assert_eq!(
+        (r["status"].as_str(), r["timeoutReason"].as_str()),
+        (Some("timeout"), Some("no_output_timeout")),
+        "{r:#?}"
+    );
+    assert_eq!(r["noOutputTimeoutSec"], 2.5, "{r:#?}");
+    assert!(
+        r.text.ends_with(
+            "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
+             silence to allow.]"
+        ),
+        "{}",
+        r.text
+    );
+    let r = server
+        .run(
+            json!({"command": "sleep 3; echo done", "timeout_sec": 10, "no_output_timeout_sec": 5}),
+        )
+        .await;
+    assert_eq!((r["status"].as_str(), r["stdout"].as_str()), (Some("success"), Some("done\n")));
+    assert!(!r.text.contains("no_output_timeout_sec"), "no hint after a success: {}", r.text);
 }
