@@ -27,7 +27,7 @@
 //! default category. Here the command is split into its parts
 //! ([`syntax::command_parts`]: at `&&`, `||`, `;`, `|`, `&` and newlines,
 //! and inside `( … )`, `{ …; }`, `$( … )`, backquotes and `<( … )`; never
-//! inside quotes, escapes, comments or here-documents). Each part that runs
+//! inside quotes, escapes, `[[ … ]]`, comments or here-documents). Each part that runs
 //! a command is matched as written (after reserved words such as `if`,
 //! `then`, `do`, `!`, `{`, `time`), then, while no pattern matches, with
 //! one prefix after another looked through ([`look_through`]: assignments
@@ -1988,6 +1988,9 @@ mod tests {
                 // Quick only when every part is.
                 ("cd /tmp && ls", "quick", "cd /tmp"),
                 ("git status && git diff", "quick", "git status"),
+                ("[[ -f x || -d y ]] && ls", "quick", "ls"),
+                ("time (make -j8 && make test)", "long", "make -j8"),
+                ("git commit -m \"fix: a && b\" && git push", "long", "git push"),
                 ("cd /tmp && ./configure", "medium", "./configure"),
                 ("cd /tmp && unknown-tool", "medium", "unknown-tool"),
                 // Quotes, escapes, comments and here-documents hold no parts.

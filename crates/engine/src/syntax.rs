@@ -204,6 +204,8 @@ enum Open {
     Parameter,
     /// `$(( … ))` or `(( … ))`, with the parentheses open inside it.
     Arithmetic { parens: usize },
+    /// `[[ … ]]`, whose `&&`, `||`, `<`, `>` and parentheses are its own.
+    Conditional,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -223,8 +225,8 @@ struct HereDoc {
 /// `||`, `;`, `|`, `&` and newlines (`;;` and `|&` included), and taken out
 /// of `( … )`, `$( … )`, backquotes and `<( … )` (a part that contains a
 /// substitution is returned too, with the substitution in its text). Quotes
-/// (`'…'`, `"…"`, `$'…'`), `\`, `${ … }`, arithmetic and here-document
-/// bodies never split, and comments are left out; `>&`, `&>` and `>|` are redirections,
+/// (`'…'`, `"…"`, `$'…'`), `\`, `${ … }`, arithmetic, `[[ … ]]` and
+/// here-document bodies never split, and comments are left out; `>&`, `&>` and `>|` are redirections,
 /// not operators. A brace group's `{` and `}` stay in their parts'
 /// text, for [`command_words`] to skip. Empty parts are dropped.
 ///
@@ -284,6 +286,9 @@ pub fn command_parts(command: &str) -> Parts<'_> {
                         if opens.is_none() {
                             i += if at(i + 1) == b'\'' { ansi_c_end(bytes, i + 2) - i } else { 1 };
                         }
+                    }
+                    b'[' if word_start && at(i + 1) == b'[' && is_blank(at(i + 2)) => {
+                        opens = Some((Open::Conditional, 2));
                     }
                     b'(' if word_start && at(i + 1) == b'(' => {
                         opens = Some((Open::Arithmetic { parens: 0 }, 2));
@@ -373,6 +378,23 @@ pub fn command_parts(command: &str) -> Parts<'_> {
                     if opens.is_none() {
                         i += 1;
                     }
+                }
+                _ => i += 1,
+            },
+            Open::Conditional => match c {
+                b'\\' => i += 2,
+                b'\'' => i = after(bytes, i + 1, b'\''),
+                b'"' => opens = Some((Open::Double, 1)),
+                b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
+                b'$' => {
+                    opens = dollar(bytes, i, lists);
+                    if opens.is_none() {
+                        i += 1;
+                    }
+                }
+                b']' if at(i + 1) == b']' && i > 0 && is_blank(bytes[i - 1]) => {
+                    open.pop();
+                    i += 2;
                 }
                 _ => i += 1,
             },
@@ -582,13 +604,15 @@ const HEADER_RESERVED: &[&str] = &["for", "select", "case"];
 /// with its `-p`) and without a function definition's header
 /// (`function f {`, `f() {`). `None` when the part runs no command of its
 /// own: empty, a closing word (`fi`, `done`, `esac`, `}`), a `for`,
-/// `select` or `case` header, or a subshell `( … )` or arithmetic
-/// `(( … ))`, whose commands are parts of their own ([`command_parts`]).
+/// `select` or `case` header, a `[[ … ]]` test, or a subshell `( … )` or
+/// arithmetic `(( … ))`, whose commands are parts of their own
+/// ([`command_parts`]).
 pub fn command_of(part: &str) -> Option<&str> {
     let mut text = part.trim_start_matches(is_blank_char);
     loop {
         let (word, rest) = split_word(text)?;
         if word.starts_with('(')
+            || word == "[["
             || CLOSING_RESERVED.contains(&word)
             || HEADER_RESERVED.contains(&word)
         {
@@ -666,6 +690,10 @@ fn redirection(word: &str) -> Option<bool> {
     let body = operator.trim_start_matches(['<', '>', '&', '|', '-']);
     let has_operator = operator.starts_with(['<', '>']) || operator.starts_with("&>");
     has_operator.then_some(body.is_empty())
+}
+
+fn is_blank(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n')
 }
 
 fn is_blank_char(c: char) -> bool {
@@ -784,6 +812,9 @@ mod part_tests {
             ("echo ${x:-a;b} ${#y}", &["echo ${x:-a;b} ${#y}"]),
             ("echo $((1 | 2)); ls", &["echo $((1 | 2))", "ls"]),
             ("echo a \\\n && ls", &["echo a \\", "ls"]),
+            ("[[ -f x || -d y ]] && ls", &["[[ -f x || -d y ]]", "ls"]),
+            ("[[ $(a || b) == \"]]\" ]]; c", &["[[ $(a || b) == \"]]\" ]]", "a", "b", "c"]),
+            ("[[x || y", &["[[x", "y"]),
         ]);
     }
 
@@ -943,6 +974,8 @@ mod part_tests {
             ("case $x in", None),
             ("(cd x && make)", None),
             ("((i++))", None),
+            ("[[ -f x ]]", None),
+            ("[[x", Some("[[x")),
             ("", None),
             ("if", None),
         ];
