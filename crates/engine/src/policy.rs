@@ -39,7 +39,8 @@
 //! such part. A limit too short kills real work, one too long only delays
 //! noticing a hang, so the longest is the safe answer. A command with no
 //! part of its own (empty, only assignments) is matched whole, as the seed
-//! did. The cost is linear in the command's length, with no recursion: one
+//! did. A pattern sees one part at a time: one written across `&&` or `|`
+//! no longer matches. The cost is linear in the command's length, with no recursion: one
 //! scan, at most [`syntax::MAX_PARTS`] parts matched, each as at most
 //! [`MAX_LOOKS`] texts, and at most [`MATCH_BUDGET_PER_BYTE`] bytes matched
 //! per byte of the command (the parts past these bounds are counted, not

@@ -159,8 +159,9 @@ pub const MAX_PART_DEPTH: usize = 16;
 
 /// Constructs open at once (quotes, parentheses, substitutions) that the
 /// scan tracks; past this it stops splitting, and the rest of the text
-/// belongs to the parts open there. The bound on the scan's memory besides
-/// its list of parts.
+/// belongs to the parts open there. Also the most here-documents one line
+/// opens that are skipped. The bound on the scan's memory besides its list
+/// of parts.
 const MAX_OPEN: usize = 1024;
 
 /// One part of a compound command: a simple command as written, without
@@ -329,7 +330,9 @@ pub fn command_parts(command: &str) -> Parts<'_> {
                     b'<' if at(i + 1) == b'<' && at(i + 2) == b'<' => i += 3,
                     b'<' if at(i + 1) == b'<' => {
                         let (doc, end) = here_doc(bytes, i + 2);
-                        here_docs.extend(doc);
+                        if here_docs.len() < MAX_OPEN {
+                            here_docs.extend(doc);
+                        }
                         i = end;
                     }
                     b'&' if i > 0 && matches!(bytes[i - 1], b'<' | b'>') => i += 1,
@@ -887,6 +890,9 @@ mod part_tests {
         let many = "a;".repeat(1 << 19);
         let parts = command_parts(&many);
         assert_eq!((parts.parts.len(), parts.omitted), (MAX_PARTS, (1 << 19) - MAX_PARTS));
+        let here_docs = format!("cat {}\nmake\nEOF\nls", "<<EOF ".repeat(1 << 17));
+        // The second body never ends, as in bash: `ls` is in it.
+        assert_eq!(command_parts(&here_docs).parts.len(), 1);
         let quotes = "'".repeat(1 << 20);
         assert_eq!(command_parts(&quotes).parts.len(), 1, "one word of empty quotes");
         let mixed = "\"$(`'".repeat(1 << 16);
