@@ -30,7 +30,7 @@
 //! inside quotes, escapes, `[[ … ]]`, comments or here-documents). Each part that runs
 //! a command is matched as written (after reserved words such as `if`,
 //! `then`, `do`, `!`, `{`, `time`), then, while no pattern matches, with
-//! one prefix after another looked through ([`look_through`]: assignments
+//! one prefix after another looked through (`look_through`: assignments
 //! and redirections, `env`, `sudo`, `doas`, `nice`, `nohup`, `time`,
 //! `timeout`, `command`, `builtin`, `exec`, `stdbuf`, `ionice`, `setsid`,
 //! with their options). A part no pattern matches gets the default
@@ -442,7 +442,7 @@ impl Policy {
     /// explicit timeout wins. Otherwise each part of the command
     /// ([`syntax::command_parts`]) gets the category of the first pattern
     /// that matches it (its command as written, then with each prefix
-    /// looked through, see [`look_through`]) or the default category, and
+    /// looked through, see `look_through`) or the default category, and
     /// the part with the longest limits decides: the larger execution
     /// limit, then the larger no-output limit; the first such part on a
     /// tie. A command with no part that runs a command of its own (empty,

@@ -7,9 +7,10 @@
 //! - the parts of a compound command ([`command_parts`]): the simple
 //!   commands it runs, split at `&&`, `||`, `;`, `|`, `&` and newlines and
 //!   taken out of subshells, groups and command substitutions, with quotes,
-//!   escapes and here-documents kept whole and comments left out; and the words before a
-//!   part's command (reserved words, assignments, redirections:
-//!   [`command_words`]). The timeout policy matches each part.
+//!   escapes, `[[ … ]]` and here-documents kept whole and comments left
+//!   out; and the words before a part's command (reserved words,
+//!   assignments, redirections: [`command_of`], [`skip_assignments`],
+//!   [`split_word`]). The timeout policy matches each part.
 //!
 //! The completeness check runs `bash -n` on the text (through a pipe, never
 //! a file) and nothing else; the parts are a pure scan that runs nothing.
@@ -227,9 +228,10 @@ struct HereDoc {
 /// of `( … )`, `$( … )`, backquotes and `<( … )` (a part that contains a
 /// substitution is returned too, with the substitution in its text). Quotes
 /// (`'…'`, `"…"`, `$'…'`), `\`, `${ … }`, arithmetic, `[[ … ]]` and
-/// here-document bodies never split, and comments are left out; `>&`, `&>` and `>|` are redirections,
-/// not operators. A brace group's `{` and `}` stay in their parts'
-/// text, for [`command_words`] to skip. Empty parts are dropped.
+/// here-document bodies never split, and comments are left out; `>&`, `&>`
+/// and `>|` are redirections, not operators. A brace group's `{` and `}`
+/// stay in their parts' text, for [`command_of`] to skip. Empty parts are
+/// dropped.
 ///
 /// Bounded: one pass over the bytes, no recursion; at most [`MAX_PARTS`]
 /// parts are kept, splitting stops [`MAX_PART_DEPTH`] levels deep, and at
