@@ -313,3 +313,28 @@ async fn a_silent_command_is_told_how_to_allow_longer_silence() {
     assert_eq!((r["status"].as_str(), r["stdout"].as_str()), (Some("success"), Some("done\n")));
     assert!(!r.text.contains("no_output_timeout_sec"), "no hint after a success: {}", r.text);
 }
+
+/// The parts policy_explain names are masked as the command is, even a part
+/// that holds only a piece of a secret a separator split.
+#[tokio::test]
+async fn policy_explain_masks_the_parts_it_names() {
+    let whole = "sk-policy-secret-4242";
+    let split = "pa55w0rd;split-secret";
+    let server = Server::with_env(
+        &["--secret", "SK_POLICY_WHOLE", "--secret", "SK_POLICY_SPLIT"],
+        &[("SK_POLICY_WHOLE", whole), ("SK_POLICY_SPLIT", split)],
+    )
+    .await;
+    let command = format!(
+        "cd /tmp && curl -H 'X-Key: {whole}' https://example.com; sudo -E env K={whole} cargo build \
+         --release; echo {split} && make -j8"
+    );
+    let r = server.call("policy_explain", json!({"command": command})).await;
+    assert_eq!(r["category"], "extended", "{r:#?}");
+    let everything = format!("{} {}", r.text, r.structured);
+    for piece in [whole, split, "pa55w0rd", "split-secret"] {
+        assert!(!everything.contains(piece), "{piece:?} shown: {everything}");
+    }
+    assert!(r.text.contains("X-Key: <secret-hidden>"), "{}", r.text);
+    assert!(r.text.contains("K=<secret-hidden>"), "{}", r.text);
+}
