@@ -177,3 +177,47 @@ fn cut(text: &str) -> String {
     let tail: String = text.chars().skip(total - half).collect();
     format!("{head} … {tail}")
 }
+
+#[cfg(test)]
+mod tests {
+    use shellkeep_engine::policy::Policy;
+
+    use super::*;
+
+    fn words(command: &str) -> (String, ExplainOutput) {
+        let policy = Policy::embedded();
+        let explanation = policy.explain(command, None);
+        explain(command, &explanation, "embedded default", &str::to_owned)
+    }
+
+    #[test]
+    fn one_part_matched_as_written_lists_nothing() {
+        let (text, output) = words("cargo build --release");
+        assert_eq!(
+            text,
+            "\"cargo build --release\": extended (exec 900 s, no output 120 s; matched \"cargo \
+             build --release\") [policy: embedded default]"
+        );
+        assert_eq!((output.part, output.parts.len(), output.more_parts), (None, 0, 0));
+    }
+
+    #[test]
+    fn parts_are_listed_cut_and_counted() {
+        let long = format!("echo {}", "x".repeat(500));
+        let command = format!("{long} && cd demo && nice cargo build --release");
+        let (text, output) = words(&command);
+        assert_eq!(output.part.as_deref(), Some("nice cargo build --release"));
+        assert_eq!(output.parts.len(), 3);
+        assert!(output.parts[0].text.chars().count() < 210, "{}", output.parts[0].text);
+        assert!(output.parts[0].text.contains(" … "), "{}", output.parts[0].text);
+        assert_eq!(output.parts[2].matched_text.as_deref(), Some("cargo build --release"));
+        assert!(
+            text.ends_with(
+                "\"cd demo\" quick; \"nice cargo build --release\" extended (as \"cargo build \
+                 --release\")."
+            ),
+            "{text}"
+        );
+        assert!(text.len() < 1000, "{text}");
+    }
+}
