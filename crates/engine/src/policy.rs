@@ -1986,6 +1986,28 @@ mod tests {
                 ),
                 ("for f in *; do pip install $f; done", "long", "do pip install $f"),
                 ("while true; do npm ci; done", "long", "do npm ci"),
+                // What agents type in a day of work.
+                (
+                    "cd frontend && npm install && cd .. && cargo build --release",
+                    "extended",
+                    "cargo build --release",
+                ),
+                (
+                    "python -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt",
+                    "long",
+                    "pip install -r requirements.txt",
+                ),
+                ("source .venv/bin/activate && pytest -x", "medium", "source .venv/bin/activate"),
+                ("git add -A && git commit -m 'wip' && git push", "long", "git push"),
+                ("export RUST_LOG=debug; cargo test 2>&1 | tail -50", "medium", "cargo test 2>&1"),
+                ("make -j$(nproc) && sudo make install", "long", "make -j$(nproc)"),
+                (
+                    "sudo apt-get update && sudo apt-get install -y jq",
+                    "long",
+                    "sudo apt-get update",
+                ),
+                ("docker compose build && docker compose up -d", "long", "docker compose build"),
+                ("timeout 300 pytest -q || cat log", "medium", "timeout 300 pytest -q"),
                 // Quick only when every part is.
                 ("cd /tmp && ls", "quick", "cd /tmp"),
                 ("git status && git diff", "quick", "git status"),
