@@ -33,7 +33,9 @@
 //! one prefix after another looked through (`look_through`: assignments
 //! and redirections, `env`, `sudo`, `doas`, `nice`, `nohup`, `time`,
 //! `timeout`, `command`, `builtin`, `exec`, `stdbuf`, `ionice`, `setsid`,
-//! with their options). A part no pattern matches gets the default
+//! with their options). A shell's command string written as it runs
+//! (`bash -c 'cd x && make'`, `eval 'make'`) is split into parts of its
+//! own. A part no pattern matches gets the default
 //! category. The part with the **longest limits** decides: the larger
 //! execution limit, then the larger no-output limit; on a tie, the first
 //! such part. A limit too short kills real work, one too long only delays
@@ -478,14 +480,23 @@ impl Policy {
         // again; this keeps the bytes matched linear in the command's.
         let mut budget = command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096);
         let mut parts = Vec::new();
-        for part in &split.parts {
+        // The parts still to match, each list with the number of shell
+        // command strings (`bash -c '…'`) it is inside: a stack, not
+        // recursion.
+        let mut pending = vec![(split.parts.into_iter(), 0)];
+        while let Some((list, strings)) = pending.last_mut() {
+            let strings = *strings;
+            let Some(part) = list.next() else {
+                pending.pop();
+                continue;
+            };
             let Some(texts) = looks(part.text) else { continue };
-            if budget < texts[0].len() {
+            if parts.len() >= syntax::MAX_PARTS || budget < texts[0].len() {
                 omitted += 1;
                 continue;
             }
             let mut found = None;
-            for text in texts {
+            for &text in &texts {
                 let rule = match matched.get(text) {
                     Some(rule) => *rule,
                     None if budget >= text.len() => {
@@ -503,13 +514,22 @@ impl Policy {
             }
             let (command, rule) = match found {
                 Some((text, rule)) => (text, Some(rule)),
-                None => (syntax::command_of(part.text).unwrap_or(part.text), None),
+                None => (texts[0], None),
             };
             parts.push(PartDecision {
                 text: part.text,
                 command,
                 decision: self.decision_for(rule),
             });
+            // A shell's command string holds parts of its own, matched
+            // after this one.
+            if strings < MAX_SHELL_STRINGS
+                && let Some(string) = texts.iter().find_map(|text| shell_string(text))
+            {
+                let inner = syntax::command_parts(string);
+                omitted += inner.omitted;
+                pending.push((inner.parts.into_iter(), strings + 1));
+            }
         }
         if parts.is_empty() {
             let rule = self.first_match(command.trim_start());
@@ -637,6 +657,59 @@ fn looks(part: &str) -> Option<Vec<&str>> {
     Some(texts)
 }
 
+/// Shell command strings inside each other (`bash -c "sh -c '…'"`) whose
+/// parts are matched; deeper strings count as text of their part. (Strings
+/// written without escapes, the only ones looked into, nest three deep at
+/// most: `eval "eval 'eval x'"`.)
+pub const MAX_SHELL_STRINGS: usize = 4;
+
+/// Shells whose `-c` string is a command of its own.
+const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh"];
+
+/// The command string a shell runs (`bash -c 'cd x && make'`, `sh -ec
+/// "make"`, `eval 'make -j8'`), when its text is the command as written:
+/// in single quotes, or in double quotes or bare without a `\`. A string
+/// with escapes or expansions to undo is not looked into.
+fn shell_string(text: &str) -> Option<&str> {
+    let (word, mut rest) = syntax::split_word(text)?;
+    let name = word.rsplit('/').next().unwrap_or(word);
+    if name == "eval" {
+        let (string, after) = syntax::split_word(rest)?;
+        return if after.is_empty() { literal(string) } else { None };
+    }
+    if !SHELLS.contains(&name) {
+        return None;
+    }
+    let mut has_string = false;
+    while let Some((word, after)) = syntax::split_word(rest) {
+        if !(word.starts_with('-') || word.starts_with('+')) || word == "--" || word == "-" {
+            break;
+        }
+        rest = after;
+        if matches!(word, "-o" | "+o" | "-O" | "+O") {
+            rest = syntax::split_word(rest).map_or("", |(_, after)| after);
+        } else if !word.starts_with("--") && word[1..].contains('c') {
+            has_string = true;
+        }
+    }
+    if !has_string {
+        return None;
+    }
+    literal(syntax::split_word(rest)?.0)
+}
+
+/// The text of a word that means itself: `'…'` without another `'`,
+/// `"…"` without `"` or `\` inside, or a bare word without quotes or `\`.
+fn literal(word: &str) -> Option<&str> {
+    if let Some(inner) = word.strip_prefix('\'').and_then(|word| word.strip_suffix('\'')) {
+        return (!inner.contains('\'')).then_some(inner);
+    }
+    if let Some(inner) = word.strip_prefix('"').and_then(|word| word.strip_suffix('"')) {
+        return (!inner.contains(['"', '\\'])).then_some(inner);
+    }
+    (!word.contains(['\'', '"', '\\'])).then_some(word)
+}
+
 /// A command that runs the command after its options, so the policy looks
 /// through it: its name, the options that take a value (the next word),
 /// the options with which it runs no command, and how many operands come
@@ -648,9 +721,10 @@ struct Wrapper {
     operands: usize,
 }
 
-/// The prefixes the policy looks through. `xargs`, `watch`, `bash -c` and
-/// `eval` are not among them: the command they run is an argument or a
-/// string, not the words that follow.
+/// The prefixes the policy looks through. `xargs` and `watch` are not
+/// among them: the command they run is built from arguments or a string,
+/// not the words that follow; a shell's `-c` string and `eval`'s are split
+/// into parts of their own instead (`shell_string`).
 const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         name: "env",
@@ -2104,6 +2178,37 @@ mod tests {
                 "sudo -E env A=1 nice cargo build --release",
             )],
         );
+    }
+
+    /// A shell's command string is a command of its own when its text is
+    /// the command as written.
+    #[test]
+    fn shell_command_strings_are_looked_into() {
+        check_parts(
+            &Policy::embedded(),
+            &[
+                ("bash -c 'cd demo && cargo build --release'", "extended", "cargo build --release"),
+                ("sh -ec \"make -j8\"", "long", "make -j8"),
+                ("bash -lc 'npm ci'", "long", "npm ci"),
+                ("sudo sh -c 'apt-get update && apt-get install -y jq'", "long", "apt-get update"),
+                ("eval 'pip install requests'", "long", "pip install requests"),
+                ("/bin/bash -o pipefail -c 'make -j4 | tee log'", "long", "make -j4"),
+                ("bash -c \"bash -c 'npm ci'\"", "long", "npm ci"),
+                ("cd x && bash -c make", "medium", "bash -c make"),
+                // Not a command string as written: not looked into.
+                (
+                    "bash -c \"cargo build \\\"--release\\\"\"",
+                    "medium",
+                    "bash -c \"cargo build \\\"--release\\\"\"",
+                ),
+                ("bash script.sh 'npm ci'", "medium", "bash script.sh 'npm ci'"),
+                ("eval 'npm' ci", "medium", "eval 'npm' ci"),
+                ("bash -c", "medium", "bash -c"),
+                ("echo bash -c 'npm ci'", "quick", "echo bash -c 'npm ci'"),
+            ],
+        );
+        // Quoting without escapes nests three strings at most: each is looked into.
+        check_parts(&Policy::embedded(), &[("eval \"eval 'eval yarn'\"", "long", "yarn")]);
     }
 
     #[test]

@@ -188,6 +188,7 @@ async fn compound_commands_get_the_limits_of_their_work() {
         ("(cd demo && make -j8) > log 2>&1", "long", "make -j8"),
         ("echo \"$(go build ./...)\"", "long", "go build ./..."),
         ("sudo -E env A=1 nice cargo build", "long", "sudo -E env A=1 nice cargo build"),
+        ("bash -c 'cd demo && cargo build --release'", "extended", "cargo build --release"),
     ] {
         let r = server.call("policy_explain", json!({"command": command})).await;
         assert_eq!(
