@@ -2086,6 +2086,12 @@ mod tests {
                 ("cd /tmp && ls", "quick", "cd /tmp"),
                 ("git status && git diff", "quick", "git status"),
                 ("[[ -f x || -d y ]] && ls", "quick", "ls"),
+                (
+                    "case $1 in (release) cargo build --release;; *) make;; esac",
+                    "extended",
+                    "case $1 in (release) cargo build --release",
+                ),
+                ("case $1 in -h|--help) echo usage;; *) npm ci;; esac", "long", "npm ci"),
                 ("time (make -j8 && make test)", "long", "make -j8"),
                 ("git commit -m \"fix: a && b\" && git push", "long", "git push"),
                 ("cd /tmp && ./configure", "medium", "./configure"),

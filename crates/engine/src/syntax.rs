@@ -601,29 +601,37 @@ const LEADING_RESERVED: &[&str] = &["!", "{", "if", "then", "elif", "else", "do"
 const CLOSING_RESERVED: &[&str] = &["}", "fi", "done", "esac"];
 
 /// Reserved words whose clause up to the next operator is not a command:
-/// `for i in a b`, `select x in …`, `case $x in`.
-const HEADER_RESERVED: &[&str] = &["for", "select", "case"];
+/// `for i in a b`, `select x in …` (`case $x in` is skipped word by word:
+/// its first item can follow on the same line).
+const HEADER_RESERVED: &[&str] = &["for", "select"];
 
 /// The command a part runs: the part without the reserved words before it
 /// (`if`, `then`, `elif`, `else`, `do`, `while`, `until`, `!`, `{`, `time`
 /// with its `-p`) and without a function definition's header
 /// (`function f {`, `f() {`). `None` when the part runs no command of its
 /// own: empty, a closing word (`fi`, `done`, `esac`, `}`), a `for`,
-/// `select` or `case` header, a `[[ … ]]` test, or a subshell `( … )` or
-/// arithmetic `(( … ))`, whose commands are parts of their own
-/// ([`command_parts`]).
+/// `select` or `case` header (a `case` item on the same line is kept), a
+/// `[[ … ]]` test, or a subshell `( … )` or arithmetic `(( … ))`, whose
+/// commands are parts of their own ([`command_parts`]).
 pub fn command_of(part: &str) -> Option<&str> {
     let mut text = part.trim_start_matches(is_blank_char);
     loop {
         let (word, rest) = split_word(text)?;
-        if word.starts_with('(')
-            || word == "[["
-            || CLOSING_RESERVED.contains(&word)
-            || HEADER_RESERVED.contains(&word)
-        {
+        if word == "[[" || CLOSING_RESERVED.contains(&word) || HEADER_RESERVED.contains(&word) {
             return None;
         }
-        if LEADING_RESERVED.contains(&word) {
+        if word == "case" {
+            // `case WORD in`, then maybe the first item's `(pattern)`.
+            let (_, rest) = split_word(rest)?;
+            text = split_word(rest).filter(|(word, _)| *word == "in")?.1;
+        } else if word.starts_with('(') {
+            // Only redirections may follow a subshell; anything else makes
+            // it the `(pattern)` of a `case` item, and the command follows.
+            if skip_assignments(rest).is_empty() {
+                return None;
+            }
+            text = rest;
+        } else if LEADING_RESERVED.contains(&word) {
             text = rest;
         } else if word == "time" {
             text = match rest.strip_prefix("-p") {
@@ -980,8 +988,12 @@ mod part_tests {
             ("for f in *.py", None),
             ("select x in a b", None),
             ("case $x in", None),
+            ("case $x in (a) make", Some("make")),
+            ("case $x", None),
             ("(cd x && make)", None),
             ("((i++))", None),
+            ("(cd x) > log 2>&1", None),
+            ("(build) cargo build", Some("cargo build")),
             ("[[ -f x ]]", None),
             ("[[x", Some("[[x")),
             ("", None),
