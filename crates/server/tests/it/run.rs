@@ -339,3 +339,28 @@ async fn policy_explain_masks_the_parts_it_names() {
     assert!(r.text.contains("X-Key: <secret-hidden>"), "{}", r.text);
     assert!(r.text.contains("K=<secret-hidden>"), "{}", r.text);
 }
+
+/// `shellkeep policy explain` applies the same rule and names the part; a
+/// single argument is a shell command line.
+#[test]
+fn the_cli_explains_a_compound_command() {
+    let output = std::process::Command::new(crate::binary())
+        .args(["--policy", "/nonexistent/policy.json"])
+        .args(["policy", "explain", "--", "cd demo && cargo build --release"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.starts_with(
+            "\"cd demo && cargo build --release\": extended (exec 900 s, no output 120 s; \
+             matched \"cargo build --release\") from the part \"cargo build --release\""
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Parts considered (the longest limits win): \"cd demo\" quick; \"cargo build --release\" extended."),
+        "{stdout}"
+    );
+}
