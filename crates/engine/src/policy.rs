@@ -16,11 +16,38 @@
 //!
 //! Matching copies Python's `re.match(pattern, command, re.IGNORECASE)`,
 //! which the seed's reference code uses: case-insensitive, anchored at the
-//! start of the command but not at its end, with look-around available
-//! (hence `fancy-regex`). Leading whitespace is trimmed first. The first
-//! pattern that matches wins, in file order: categories in the order their
-//! keys appear in `command_patterns`, patterns in list order. An explicit
-//! timeout from the agent beats every pattern (see [`ExplicitTimeout`]).
+//! start of the text but not at its end, with look-around available (hence
+//! `fancy-regex`). The first pattern that matches wins, in file order:
+//! categories in the order their keys appear in `command_patterns`,
+//! patterns in list order. An explicit timeout from the agent beats every
+//! pattern (see [`ExplicitTimeout`]).
+//!
+//! **Compound commands get the limits of their work.** The seed matched the
+//! start of the command only, so `cd demo && cargo build --release` got the
+//! default category. Here the command is split into its parts
+//! ([`syntax::command_parts`]: at `&&`, `||`, `;`, `|`, `&` and newlines,
+//! and inside `( … )`, `{ …; }`, `$( … )`, backquotes and `<( … )`; never
+//! inside quotes, escapes, `[[ … ]]`, comments or here-documents). Each part that runs
+//! a command is matched as written (after reserved words such as `if`,
+//! `then`, `do`, `!`, `{`, `time`), then, while no pattern matches, with
+//! one prefix after another looked through (`look_through`: assignments
+//! and redirections, `env`, `sudo`, `doas`, `nice`, `nohup`, `time`,
+//! `timeout`, `command`, `builtin`, `exec`, `stdbuf`, `ionice`, `setsid`,
+//! with their options). A shell's command string written as it runs
+//! (`bash -c 'cd x && make'`, `eval 'make'`) is split into parts of its
+//! own. A part no pattern matches gets the default
+//! category. The part with the **longest limits** decides: the larger
+//! execution limit, then the larger no-output limit; on a tie, the first
+//! such part. A limit too short kills real work, one too long only delays
+//! noticing a hang, so the longest is the safe answer. A command with no
+//! part of its own (empty, only assignments) is matched whole, as the seed
+//! did. A pattern sees one part at a time: one written across `&&` or `|`
+//! no longer matches. The cost is linear in the command's length, with no recursion: one
+//! scan, at most [`syntax::MAX_PARTS`] parts matched, each as at most
+//! [`MAX_LOOKS`] texts, and at most [`MATCH_BUDGET_PER_BYTE`] bytes matched
+//! per byte of the command (the parts past these bounds are counted, not
+//! matched); parts nested deeper than [`syntax::MAX_PART_DEPTH`] stay in
+//! the text of the part around them.
 //!
 //! The embedded default policy (`default_policy.json`, used when no file is
 //! found) keeps the seed's categories, numbers and patterns, each list
@@ -36,24 +63,18 @@
 //!   seed's broader `long` pattern for `cargo build`.
 //! - Quick patterns, the seed's included, end in `` ([ \t][^;&|`(\n]*)?$ ``:
 //!   the command name must end at a word boundary (so `cat` does not match
-//!   `catalog-builder`), and the whole command must be a single simple
-//!   command. `cd repo && cargo build` or `cat x | python train.py` would
-//!   otherwise get thirty seconds. This also replaces the seed's look-ahead
-//!   `(?!.*push|pull|clone)` on `git status|branch|log|diff`, whose
-//!   alternation binds looser than its author meant (it rejects a later
-//!   `push` anywhere but a `pull` or `clone` only right after the
-//!   subcommand).
+//!   `catalog-builder`), and the part must be a plain simple command: one
+//!   with a substitution (`echo $(make)`, whose `make` is a part of its
+//!   own) or an operator inside quotes is not quick. This also replaces the
+//!   seed's look-ahead `(?!.*push|pull|clone)` on
+//!   `git status|branch|log|diff`, whose alternation binds looser than its
+//!   author meant (it rejects a later `push` anywhere but a `pull` or
+//!   `clone` only right after the subcommand).
 //!
 //! Patterns in the other categories are the seed's, verbatim, followed by
 //! additions for common Unix tools that use `(\s|$)` as the word boundary.
 //! A false match there can only lengthen a limit, never shorten it below
 //! the default.
-//!
-//! A chained command is classified by its start: `cd repo && make` is not
-//! quick, and falls to the default category, because no pattern looks past
-//! the first command. Prefixes such as `FOO=1` or `time` hide the command
-//! from the patterns in the same way; an agent that knows better passes
-//! `timeout_sec`.
 //!
 //! This module does not run commands, enforce limits, or watch the policy
 //! file for changes; it turns text into a [`Policy`] and a command into a
@@ -61,7 +82,7 @@
 //! environment variables, and apart from [`locate`] and [`load_policy`] it
 //! touches no files.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -70,6 +91,8 @@ use std::time::Duration;
 use fancy_regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::syntax;
 
 /// The two limits a command runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +188,36 @@ pub struct Decision {
     pub category: Option<String>,
     /// What chose the limits.
     pub source: DecisionSource,
+}
+
+/// The limits chosen for a command, with the parts that were matched
+/// ([`Policy::explain`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation<'c> {
+    /// The limits the command runs under, and why.
+    pub decision: Decision,
+    /// The parts that run a command, in the order they start, each with
+    /// its own decision; empty for an explicit timeout or a command matched
+    /// whole.
+    pub parts: Vec<PartDecision<'c>>,
+    /// Parts not matched: past [`syntax::MAX_PARTS`], or past the
+    /// matching budget ([`MATCH_BUDGET_PER_BYTE`]).
+    pub omitted: usize,
+    /// The index in `parts` of the part whose limits apply.
+    pub winner: Option<usize>,
+}
+
+/// One part of a command and the limits it alone would get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartDecision<'c> {
+    /// The part as written.
+    pub text: &'c str,
+    /// The text the pattern matched: the part's command, after the
+    /// reserved words and the prefixes looked through (`sudo`, `env X=1`);
+    /// for the default category, the command without its reserved words.
+    pub command: &'c str,
+    /// The part's category and limits, and the pattern that chose them.
+    pub decision: Decision,
 }
 
 /// What chose a command's limits.
@@ -382,32 +435,128 @@ impl Policy {
             .expect("the embedded default policy compiles; a unit test checks it")
     }
 
-    /// The limits for `command`, and why. An explicit timeout wins;
-    /// otherwise the first matching pattern's category; otherwise the
-    /// default category.
+    /// The limits for `command`, and why: see [`Policy::explain`].
     pub fn decide(&self, command: &str, explicit: Option<ExplicitTimeout>) -> Decision {
+        self.explain(command, explicit).decision
+    }
+
+    /// The limits for `command`, why, and the parts that were matched. An
+    /// explicit timeout wins. Otherwise each part of the command
+    /// ([`syntax::command_parts`]) gets the category of the first pattern
+    /// that matches it (its command as written, then with each prefix
+    /// looked through, see `look_through`) or the default category, and
+    /// the part with the longest limits decides: the larger execution
+    /// limit, then the larger no-output limit; the first such part on a
+    /// tie. A command with no part that runs a command of its own (empty,
+    /// only assignments) is matched whole.
+    ///
+    /// Bounded: the split is linear in the command's length; at most
+    /// [`syntax::MAX_PARTS`] parts are matched, each as at most
+    /// [`MAX_LOOKS`] texts, a text that several parts share is matched
+    /// once, and the bytes matched are at most [`MATCH_BUDGET_PER_BYTE`]
+    /// times the command's (plus 4 KiB). Parts past these bounds are
+    /// counted in [`Explanation::omitted`].
+    pub fn explain<'c>(
+        &self,
+        command: &'c str,
+        explicit: Option<ExplicitTimeout>,
+    ) -> Explanation<'c> {
         if let Some(timeout) = explicit {
-            return Decision {
-                limits: timeout.limits(),
-                category: None,
-                source: DecisionSource::Explicit,
+            return Explanation {
+                decision: Decision {
+                    limits: timeout.limits(),
+                    category: None,
+                    source: DecisionSource::Explicit,
+                },
+                parts: Vec::new(),
+                omitted: 0,
+                winner: None,
             };
         }
-        let command = command.trim_start();
-        for rule in &self.rules {
-            match rule.regex.is_match(command) {
-                Ok(false) => {}
-                Ok(true) => {
-                    let category = &self.categories[rule.category];
-                    return Decision {
-                        limits: category.limits,
-                        category: Some(category.name.clone()),
-                        source: DecisionSource::Pattern {
-                            pattern: rule.pattern.clone(),
-                            index: rule.index,
-                        },
-                    };
+        let split = syntax::command_parts(command);
+        let mut omitted = split.omitted;
+        let mut matched: HashMap<&'c str, Option<usize>> = HashMap::new();
+        // Nested parts and looked-through prefixes match the same bytes
+        // again; this keeps the bytes matched linear in the command's.
+        let mut budget = command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096);
+        let mut parts = Vec::new();
+        // The parts still to match, each list with the number of shell
+        // command strings (`bash -c '…'`) it is inside: a stack, not
+        // recursion.
+        let mut pending = vec![(split.parts.into_iter(), 0)];
+        while let Some((list, strings)) = pending.last_mut() {
+            let strings = *strings;
+            let Some(part) = list.next() else {
+                pending.pop();
+                continue;
+            };
+            let Some(texts) = looks(part.text) else { continue };
+            if parts.len() >= syntax::MAX_PARTS || budget < texts[0].len() {
+                omitted += 1;
+                continue;
+            }
+            let mut found = None;
+            for &text in &texts {
+                let rule = match matched.get(text) {
+                    Some(rule) => *rule,
+                    None if budget >= text.len() => {
+                        budget -= text.len();
+                        let rule = self.first_match(text);
+                        matched.insert(text, rule);
+                        rule
+                    }
+                    None => break,
+                };
+                if let Some(rule) = rule {
+                    found = Some((text, rule));
+                    break;
                 }
+            }
+            let (command, rule) = match found {
+                Some((text, rule)) => (text, Some(rule)),
+                None => (texts[0], None),
+            };
+            parts.push(PartDecision {
+                text: part.text,
+                command,
+                decision: self.decision_for(rule),
+            });
+            // A shell's command string holds parts of its own, matched
+            // after this one.
+            if strings < MAX_SHELL_STRINGS
+                && let Some(string) = texts.iter().find_map(|text| shell_string(text))
+            {
+                let inner = syntax::command_parts(string);
+                omitted += inner.omitted;
+                pending.push((inner.parts.into_iter(), strings + 1));
+            }
+        }
+        if parts.is_empty() {
+            let rule = self.first_match(command.trim_start());
+            return Explanation { decision: self.decision_for(rule), parts, omitted, winner: None };
+        }
+        let mut winner = 0;
+        for (index, part) in parts.iter().enumerate() {
+            let longest = &parts[winner].decision.limits;
+            let limits = &part.decision.limits;
+            if (limits.exec, limits.no_output) > (longest.exec, longest.no_output) {
+                winner = index;
+            }
+        }
+        Explanation {
+            decision: parts[winner].decision.clone(),
+            parts,
+            omitted,
+            winner: Some(winner),
+        }
+    }
+
+    /// The index of the first rule whose pattern matches `text`.
+    fn first_match(&self, text: &str) -> Option<usize> {
+        for (index, rule) in self.rules.iter().enumerate() {
+            match rule.regex.is_match(text) {
+                Ok(false) => {}
+                Ok(true) => return Some(index),
                 // Only a pathological pattern exhausts the backtracking
                 // budget; skipping it still gives the command some limits.
                 Err(error) => tracing::warn!(
@@ -418,11 +567,31 @@ impl Policy {
                 ),
             }
         }
-        let category = self.default_category();
-        Decision {
-            limits: category.limits,
-            category: Some(category.name.clone()),
-            source: DecisionSource::Default,
+        None
+    }
+
+    /// The decision a matching rule gives, or the default category's.
+    fn decision_for(&self, rule: Option<usize>) -> Decision {
+        match rule.map(|index| &self.rules[index]) {
+            Some(rule) => {
+                let category = &self.categories[rule.category];
+                Decision {
+                    limits: category.limits,
+                    category: Some(category.name.clone()),
+                    source: DecisionSource::Pattern {
+                        pattern: rule.pattern.clone(),
+                        index: rule.index,
+                    },
+                }
+            }
+            None => {
+                let category = self.default_category();
+                Decision {
+                    limits: category.limits,
+                    category: Some(category.name.clone()),
+                    source: DecisionSource::Default,
+                }
+            }
         }
     }
 
@@ -459,6 +628,218 @@ impl Policy {
     pub fn description(&self) -> Option<&str> {
         self.description.as_deref()
     }
+}
+
+/// The bytes matched against the patterns, over all parts and the texts
+/// looked through in them, are at most this many per byte of the command
+/// (plus 4 KiB); parts past that are not matched, and counted in
+/// [`Explanation::omitted`]. The top-level parts together are never longer
+/// than the command, so only deep nesting or long chains of prefixes reach
+/// it.
+pub const MATCH_BUDGET_PER_BYTE: usize = 2;
+
+/// At most this many texts of one part are matched: its command as
+/// written, then with each prefix looked through.
+pub const MAX_LOOKS: usize = 8;
+
+/// The texts of a part that are matched, in order: its command as written
+/// (after the reserved words before it), then with each prefix looked
+/// through in turn ([`look_through`]); `None` when the part runs no command
+/// of its own ([`syntax::command_of`]).
+fn looks(part: &str) -> Option<Vec<&str>> {
+    let mut text = syntax::command_of(part)?;
+    let mut texts = vec![text];
+    while texts.len() < MAX_LOOKS {
+        let Some(next) = look_through(text) else { break };
+        texts.push(next);
+        text = next;
+    }
+    Some(texts)
+}
+
+/// Shell command strings inside each other (`bash -c "sh -c '…'"`) whose
+/// parts are matched; deeper strings count as text of their part. (Strings
+/// written without escapes, the only ones looked into, nest three deep at
+/// most: `eval "eval 'eval x'"`.)
+pub const MAX_SHELL_STRINGS: usize = 4;
+
+/// Shells whose `-c` string is a command of its own.
+const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh"];
+
+/// The command string a shell runs (`bash -c 'cd x && make'`, `sh -ec
+/// "make"`, `eval 'make -j8'`), when its text is the command as written:
+/// in single quotes, or in double quotes or bare without a `\`. A string
+/// with escapes or expansions to undo is not looked into.
+fn shell_string(text: &str) -> Option<&str> {
+    let (word, mut rest) = syntax::split_word(text)?;
+    let name = word.rsplit('/').next().unwrap_or(word);
+    if name == "eval" {
+        let (string, after) = syntax::split_word(rest)?;
+        return if after.is_empty() { literal(string) } else { None };
+    }
+    if !SHELLS.contains(&name) {
+        return None;
+    }
+    let mut has_string = false;
+    while let Some((word, after)) = syntax::split_word(rest) {
+        if !(word.starts_with('-') || word.starts_with('+')) || word == "--" || word == "-" {
+            break;
+        }
+        rest = after;
+        if matches!(word, "-o" | "+o" | "-O" | "+O") {
+            rest = syntax::split_word(rest).map_or("", |(_, after)| after);
+        } else if !word.starts_with("--") && word[1..].contains('c') {
+            has_string = true;
+        }
+    }
+    if !has_string {
+        return None;
+    }
+    literal(syntax::split_word(rest)?.0)
+}
+
+/// The text of a word that means itself: `'…'` without another `'`,
+/// `"…"` without `"` or `\` inside, or a bare word without quotes or `\`.
+fn literal(word: &str) -> Option<&str> {
+    if let Some(inner) = word.strip_prefix('\'').and_then(|word| word.strip_suffix('\'')) {
+        return (!inner.contains('\'')).then_some(inner);
+    }
+    if let Some(inner) = word.strip_prefix('"').and_then(|word| word.strip_suffix('"')) {
+        return (!inner.contains(['"', '\\'])).then_some(inner);
+    }
+    (!word.contains(['\'', '"', '\\'])).then_some(word)
+}
+
+/// A command that runs the command after its options, so the policy looks
+/// through it: its name, the options that take a value (the next word),
+/// the options with which it runs no command, and how many operands come
+/// before the command.
+struct Wrapper {
+    name: &'static str,
+    with_value: &'static [&'static str],
+    no_command: &'static [&'static str],
+    operands: usize,
+}
+
+/// The prefixes the policy looks through. `xargs` and `watch` are not
+/// among them: the command they run is built from arguments or a string,
+/// not the words that follow; a shell's `-c` string and `eval`'s are split
+/// into parts of their own instead (`shell_string`).
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        name: "env",
+        with_value: &["-u", "--unset", "-C", "--chdir"],
+        no_command: &["-S", "--split-string", "--help", "--version"],
+        operands: 0,
+    },
+    Wrapper {
+        name: "sudo",
+        with_value: &[
+            "-u",
+            "--user",
+            "-g",
+            "--group",
+            "-h",
+            "--host",
+            "-p",
+            "--prompt",
+            "-C",
+            "--close-from",
+            "-D",
+            "--chdir",
+            "-r",
+            "--role",
+            "-t",
+            "--type",
+            "-U",
+            "--other-user",
+            "-T",
+            "--command-timeout",
+            "-R",
+            "--chroot",
+        ],
+        no_command: &[
+            "-l",
+            "--list",
+            "-e",
+            "--edit",
+            "-v",
+            "--validate",
+            "-V",
+            "--version",
+            "-K",
+            "--remove-timestamp",
+            "--help",
+        ],
+        operands: 0,
+    },
+    Wrapper { name: "doas", with_value: &["-u", "-C"], no_command: &[], operands: 0 },
+    Wrapper { name: "nice", with_value: &["-n", "--adjustment"], no_command: &[], operands: 0 },
+    Wrapper { name: "nohup", with_value: &[], no_command: &[], operands: 0 },
+    Wrapper {
+        name: "time",
+        with_value: &["-f", "--format", "-o", "--output"],
+        no_command: &[],
+        operands: 0,
+    },
+    Wrapper {
+        name: "timeout",
+        with_value: &["-s", "--signal", "-k", "--kill-after"],
+        no_command: &["--help", "--version"],
+        operands: 1,
+    },
+    Wrapper { name: "command", with_value: &[], no_command: &["-v", "-V"], operands: 0 },
+    Wrapper { name: "builtin", with_value: &[], no_command: &[], operands: 0 },
+    Wrapper { name: "exec", with_value: &["-a"], no_command: &[], operands: 0 },
+    Wrapper {
+        name: "stdbuf",
+        with_value: &["-i", "-o", "-e", "--input", "--output", "--error"],
+        no_command: &[],
+        operands: 0,
+    },
+    Wrapper {
+        name: "ionice",
+        with_value: &["-c", "--class", "-n", "--classdata"],
+        no_command: &["-p", "--pid", "-P", "--pgid", "-u", "--uid"],
+        operands: 0,
+    },
+    Wrapper { name: "setsid", with_value: &[], no_command: &[], operands: 0 },
+];
+
+/// `text` with one prefix looked through: the assignments and
+/// redirections before its command (`FOO=1 make`), else a [`WRAPPERS`]
+/// command with its options and operands (`sudo -u me make`, `timeout 5
+/// make`, `/usr/bin/env make`). `None` when there is no prefix, or nothing
+/// after it.
+fn look_through(text: &str) -> Option<&str> {
+    let command = syntax::skip_assignments(text);
+    if command.len() < text.len() {
+        return Some(command).filter(|command| !command.is_empty());
+    }
+    let (word, mut rest) = syntax::split_word(text)?;
+    let name = word.rsplit('/').next().unwrap_or(word);
+    let wrapper = WRAPPERS.iter().find(|wrapper| wrapper.name == name)?;
+    while let Some((word, after)) = syntax::split_word(rest) {
+        if word == "--" {
+            rest = after;
+            break;
+        }
+        if !word.starts_with('-') {
+            break;
+        }
+        let option = word.split('=').next().unwrap_or(word);
+        if wrapper.no_command.contains(&option) {
+            return None;
+        }
+        rest = after;
+        if wrapper.with_value.contains(&word) {
+            rest = syntax::split_word(rest).map_or("", |(_, after)| after);
+        }
+    }
+    for _ in 0..wrapper.operands {
+        rest = syntax::split_word(rest)?.1;
+    }
+    Some(rest).filter(|rest| !rest.is_empty())
 }
 
 /// Where the policy comes from, as [`locate`] found it.
@@ -1057,8 +1438,8 @@ mod tests {
                 // The look-ahead is `(?!(.*push)|(pull)|(clone))`: a later
                 // `push` anywhere vetoes, `pull` only right after the
                 // subcommand does.
-                ("git diff && git push", "medium", None),
-                ("git log --oneline | git pull", "quick", Some(1)),
+                ("git diff --stat push", "medium", None),
+                ("git log --oneline pull", "quick", Some(1)),
                 ("git diff pull", "quick", Some(1)),
                 ("git diffpull", "medium", None),
                 ("git push", "long", Some(1)),
@@ -1519,13 +1900,15 @@ mod tests {
                 ("python train.py", "extended", Some(4)),
                 ("catalog-builder", "medium", None),
                 ("hostnamectl", "medium", None),
-                ("git log --oneline | git pull", "medium", None),
-                ("git diff && git push", "medium", None),
-                ("cd repo && cargo build", "medium", None),
-                ("ls | wc -l", "medium", None),
-                ("echo $(cargo build)", "medium", None),
+                // Compound commands: each part is matched, and the part
+                // with the longest limits decides.
+                ("git log --oneline | git pull", "long", Some(1)),
+                ("git diff && git push", "long", Some(1)),
+                ("cd repo && cargo build", "long", Some(0)),
+                ("ls | wc -l", "quick", Some(0)),
+                ("echo $(cargo build)", "long", Some(0)),
                 ("echo `make`", "medium", None),
-                ("ls\ncargo build", "medium", None),
+                ("ls\ncargo build", "long", Some(0)),
                 // Quick.
                 ("cd /tmp", "quick", Some(3)),
                 ("cd", "quick", Some(3)),
@@ -1556,7 +1939,7 @@ mod tests {
                 ("git remote", "quick", Some(6)),
                 ("date +%s", "quick", Some(2)),
                 // Not quick: the name continues, or the command runs others.
-                ("env FOO=1 cargo build", "medium", None),
+                ("env FOO=1 cargo build", "long", Some(0)),
                 ("cat-file", "medium", None),
                 ("lsblk", "medium", None),
                 ("testrunner", "medium", None),
@@ -1622,6 +2005,347 @@ mod tests {
                 ("tox -e py312", "long", Some(9)),
             ],
         );
+    }
+
+    /// Where a command lands and which part decided: the category and
+    /// the winning part's text (the whole command when it is matched whole).
+    fn deciding_part<'c>(policy: &Policy, command: &'c str) -> (String, &'c str) {
+        let explanation = policy.explain(command, None);
+        let part = explanation.winner.map_or(command, |index| explanation.parts[index].text);
+        (explanation.decision.category.unwrap(), part)
+    }
+
+    fn check_parts(policy: &Policy, cases: &[(&str, &str, &str)]) {
+        let mut failures = Vec::new();
+        for &(command, category, part) in cases {
+            let actual = deciding_part(policy, command);
+            if actual != (category.to_owned(), part) {
+                failures.push(format!(
+                    "{command:?}: expected {category} by {part:?}, got {} by {:?}",
+                    actual.0, actual.1
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+    }
+
+    /// Issue 14: the part with the longest limits decides, wherever it is.
+    #[test]
+    fn compound_commands_get_the_limits_of_their_work() {
+        check_parts(
+            &Policy::embedded(),
+            &[
+                ("cd demo && cargo build --release", "extended", "cargo build --release"),
+                (
+                    "cd /tmp && sleep 0 && cargo build --release",
+                    "extended",
+                    "cargo build --release",
+                ),
+                ("cargo build --release && cd demo", "extended", "cargo build --release"),
+                ("make || cargo build", "long", "cargo build"),
+                ("ls; npm ci; ls", "long", "npm ci"),
+                ("cat data | python train.py", "extended", "python train.py"),
+                ("python3 -m http.server & sleep 1", "medium", "python3 -m http.server"),
+                ("ls\npip install requests", "long", "pip install requests"),
+                ("(cd demo && cargo build --release)", "extended", "cargo build --release"),
+                ("{ cd demo; make -j8; }", "long", "make -j8"),
+                ("echo $(go build ./...)", "long", "go build ./..."),
+                ("echo \"built: $(cargo build --release)\"", "extended", "cargo build --release"),
+                ("echo `npm install`", "long", "npm install"),
+                ("diff <(cargo build) b", "long", "cargo build"),
+                (
+                    "if make; then cargo build --release; fi",
+                    "extended",
+                    "then cargo build --release",
+                ),
+                ("for f in *; do pip install $f; done", "long", "do pip install $f"),
+                ("while true; do npm ci; done", "long", "do npm ci"),
+                // What agents type in a day of work.
+                (
+                    "cd frontend && npm install && cd .. && cargo build --release",
+                    "extended",
+                    "cargo build --release",
+                ),
+                (
+                    "python -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt",
+                    "long",
+                    "pip install -r requirements.txt",
+                ),
+                ("source .venv/bin/activate && pytest -x", "medium", "source .venv/bin/activate"),
+                ("git add -A && git commit -m 'wip' && git push", "long", "git push"),
+                ("export RUST_LOG=debug; cargo test 2>&1 | tail -50", "medium", "cargo test 2>&1"),
+                ("make -j$(nproc) && sudo make install", "long", "make -j$(nproc)"),
+                (
+                    "sudo apt-get update && sudo apt-get install -y jq",
+                    "long",
+                    "sudo apt-get update",
+                ),
+                ("docker compose build && docker compose up -d", "long", "docker compose build"),
+                ("timeout 300 pytest -q || cat log", "medium", "timeout 300 pytest -q"),
+                // Quick only when every part is.
+                ("cd /tmp && ls", "quick", "cd /tmp"),
+                ("git status && git diff", "quick", "git status"),
+                ("[[ -f x || -d y ]] && ls", "quick", "ls"),
+                (
+                    "case $1 in (release) cargo build --release;; *) make;; esac",
+                    "extended",
+                    "case $1 in (release) cargo build --release",
+                ),
+                ("case $1 in -h|--help) echo usage;; *) npm ci;; esac", "long", "npm ci"),
+                ("time (make -j8 && make test)", "long", "make -j8"),
+                ("git commit -m \"fix: a && b\" && git push", "long", "git push"),
+                ("cd /tmp && ./configure", "medium", "./configure"),
+                ("cd /tmp && unknown-tool", "medium", "unknown-tool"),
+                // Quotes, escapes, comments and here-documents hold no parts.
+                (
+                    "echo 'a && cargo build --release'",
+                    "medium",
+                    "echo 'a && cargo build --release'",
+                ),
+                ("echo a \\&\\& cargo build", "medium", "echo a \\&\\& cargo build"),
+                ("ls # && cargo build --release", "quick", "ls"),
+                ("cat <<EOF\ncargo build --release\nEOF", "quick", "cat <<EOF"),
+                // Nothing that runs a command: matched whole, as before.
+                ("X=1", "medium", "X=1"),
+                ("", "medium", ""),
+                ("fi; done", "medium", "fi; done"),
+            ],
+        );
+    }
+
+    #[test]
+    fn prefixes_are_looked_through() {
+        check_parts(
+            &Policy::embedded(),
+            &[
+                ("env FOO=1 cargo build --release", "extended", "env FOO=1 cargo build --release"),
+                ("FOO=1 BAR='a b' cargo build", "long", "FOO=1 BAR='a b' cargo build"),
+                (
+                    "sudo -u builder -E cargo build --release",
+                    "extended",
+                    "sudo -u builder -E cargo build --release",
+                ),
+                ("sudo apt-get install -y jq", "long", "sudo apt-get install -y jq"),
+                ("time cargo build", "long", "time cargo build"),
+                ("time -p make -j4", "long", "time -p make -j4"),
+                (
+                    "/usr/bin/time -v -o t.txt make -j4",
+                    "long",
+                    "/usr/bin/time -v -o t.txt make -j4",
+                ),
+                ("nice -n 10 make -j4", "long", "nice -n 10 make -j4"),
+                ("nice -5 cargo build", "long", "nice -5 cargo build"),
+                (
+                    "timeout 600 cargo build --release",
+                    "extended",
+                    "timeout 600 cargo build --release",
+                ),
+                (
+                    "timeout -k 5 --signal=INT 10m npm ci",
+                    "long",
+                    "timeout -k 5 --signal=INT 10m npm ci",
+                ),
+                ("nohup python train.py", "extended", "nohup python train.py"),
+                (
+                    "ionice -c3 nice stdbuf -oL make -j2",
+                    "long",
+                    "ionice -c3 nice stdbuf -oL make -j2",
+                ),
+                (
+                    "/usr/bin/env -i PATH=/bin make -j2",
+                    "long",
+                    "/usr/bin/env -i PATH=/bin make -j2",
+                ),
+                ("exec -a builder cargo build", "long", "exec -a builder cargo build"),
+                ("command cargo build", "long", "command cargo build"),
+                ("doas -u root apt install jq", "long", "doas -u root apt install jq"),
+                ("> build.log 2>&1 cargo build", "long", "> build.log 2>&1 cargo build"),
+                ("sudo -- make -j8", "long", "sudo -- make -j8"),
+                // Written forms a pattern matches are not looked through.
+                ("command -v cargo", "quick", "command -v cargo"),
+                ("env", "quick", "env"),
+                // Options with which a prefix runs no command stop there.
+                ("sudo -l cargo build", "medium", "sudo -l cargo build"),
+                ("ionice -p 42 make -j4", "medium", "ionice -p 42 make -j4"),
+                ("env -S 'make -j4'", "medium", "env -S 'make -j4'"),
+                // Not a prefix, or nothing after it.
+                ("sudo", "medium", "sudo"),
+                ("timeout 5", "medium", "timeout 5"),
+                ("xargs make -j4", "medium", "xargs make -j4"),
+                ("envy cargo build", "medium", "envy cargo build"),
+            ],
+        );
+        // Each part looks through its own prefixes.
+        check_parts(
+            &Policy::embedded(),
+            &[(
+                "cd x && sudo -E env A=1 nice cargo build --release | tee log",
+                "extended",
+                "sudo -E env A=1 nice cargo build --release",
+            )],
+        );
+    }
+
+    /// A shell's command string is a command of its own when its text is
+    /// the command as written.
+    #[test]
+    fn shell_command_strings_are_looked_into() {
+        check_parts(
+            &Policy::embedded(),
+            &[
+                ("bash -c 'cd demo && cargo build --release'", "extended", "cargo build --release"),
+                ("sh -ec \"make -j8\"", "long", "make -j8"),
+                ("bash -lc 'npm ci'", "long", "npm ci"),
+                ("sudo sh -c 'apt-get update && apt-get install -y jq'", "long", "apt-get update"),
+                ("eval 'pip install requests'", "long", "pip install requests"),
+                ("/bin/bash -o pipefail -c 'make -j4 | tee log'", "long", "make -j4"),
+                ("bash -c \"bash -c 'npm ci'\"", "long", "npm ci"),
+                ("cd x && bash -c make", "medium", "bash -c make"),
+                // Not a command string as written: not looked into.
+                (
+                    "bash -c \"cargo build \\\"--release\\\"\"",
+                    "medium",
+                    "bash -c \"cargo build \\\"--release\\\"\"",
+                ),
+                ("bash script.sh 'npm ci'", "medium", "bash script.sh 'npm ci'"),
+                ("eval 'npm' ci", "medium", "eval 'npm' ci"),
+                ("bash -c", "medium", "bash -c"),
+                ("echo bash -c 'npm ci'", "quick", "echo bash -c 'npm ci'"),
+            ],
+        );
+        // Quoting without escapes nests three strings at most: each is looked into.
+        check_parts(&Policy::embedded(), &[("eval \"eval 'eval yarn'\"", "long", "yarn")]);
+    }
+
+    #[test]
+    fn explain_lists_each_part_and_what_it_matched() {
+        let policy = Policy::embedded();
+        let explanation = policy.explain("cd demo && FOO=1 cargo build --release; ls", None);
+        let parts: Vec<_> = explanation
+            .parts
+            .iter()
+            .map(|p| (p.text, p.command, p.decision.category.as_deref().unwrap()))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("cd demo", "cd demo", "quick"),
+                ("FOO=1 cargo build --release", "cargo build --release", "extended"),
+                ("ls", "ls", "quick"),
+            ]
+        );
+        assert_eq!(explanation.winner, Some(1));
+        assert_eq!(
+            explanation.decision,
+            Decision {
+                limits: limits(secs(900), secs(120)),
+                category: Some("extended".to_owned()),
+                source: DecisionSource::Pattern {
+                    pattern: "cargo build --release".to_owned(),
+                    index: 1
+                },
+            }
+        );
+        assert_eq!(
+            policy.decide("cd demo && FOO=1 cargo build --release; ls", None),
+            explanation.decision
+        );
+        // An unmatched part names its command without the reserved words.
+        let explanation = policy.explain("if frobnicate; then ls; fi", None);
+        let parts: Vec<_> = explanation.parts.iter().map(|p| (p.text, p.command)).collect();
+        assert_eq!(parts, [("if frobnicate", "frobnicate"), ("then ls", "ls")]);
+        assert_eq!(explanation.decision.source, DecisionSource::Default);
+        // An explicit timeout needs no parts.
+        let explicit =
+            policy.explain("cd x && make", Some(ExplicitTimeout::from_secs_f64(5.0).unwrap()));
+        assert_eq!((explicit.parts.len(), explicit.winner), (0, None));
+        assert_eq!(explicit.decision.source, DecisionSource::Explicit);
+    }
+
+    /// "Longest" is the larger execution limit, then the larger no-output
+    /// limit; on a tie the first part decides. A part no pattern matches
+    /// gets the default category, which can be the longest.
+    #[test]
+    fn the_longest_limits_win() {
+        let json = r#"{
+            "categories": {
+                "short_quiet": {"exec_timeout_sec": 10, "no_output_timeout_sec": 5},
+                "short_patient": {"exec_timeout_sec": 10, "no_output_timeout_sec": 8},
+                "long_quiet": {"exec_timeout_sec": 20, "no_output_timeout_sec": 1},
+                "tiny": {"exec_timeout_sec": 1, "no_output_timeout_sec": 1},
+                "fallback": {"exec_timeout_sec": 60, "no_output_timeout_sec": 30}
+            },
+            "command_patterns": {
+                "short_quiet": ["^a\\b"],
+                "short_patient": ["^b\\b"],
+                "long_quiet": ["^c\\b"],
+                "tiny": ["^sleep "]
+            },
+            "default_category": "fallback"
+        }"#;
+        let policy = Policy::from_json(json, "longest.json").unwrap();
+        check_parts(
+            &policy,
+            &[
+                ("a; b", "short_patient", "b"),
+                ("b; a", "short_patient", "b"),
+                ("a; b; c", "long_quiet", "c"),
+                ("a 1; a 2", "short_quiet", "a 1"),
+                ("sleep 1 && sleep 2", "tiny", "sleep 1"),
+                ("sleep 1 && other", "fallback", "other"),
+                ("c | d", "fallback", "d"),
+            ],
+        );
+    }
+
+    /// Hostile commands cost a linear scan and a bounded number of
+    /// matches, and never panic.
+    #[test]
+    fn hostile_commands_are_bounded() {
+        let policy = Policy::embedded();
+        let semicolons = ";".repeat(1 << 20);
+        assert_eq!(policy.decide(&semicolons, None).category.as_deref(), Some("medium"));
+        let parens = "(".repeat(1 << 20);
+        let _ = policy.decide(&parens, None);
+        let subshells = format!("{}cargo build --release{}", "( ".repeat(5000), " )".repeat(5000));
+        let _ = policy.decide(&subshells, None);
+        // Many distinct parts: the first MAX_PARTS are matched, the rest counted.
+        let mut many: String = (0..10_000).map(|i| format!("tool{i}; ")).collect();
+        many.insert_str(0, "cargo build --release; ");
+        let explanation = policy.explain(&many, None);
+        assert_eq!(explanation.parts.len(), syntax::MAX_PARTS);
+        assert_eq!(explanation.omitted, 10_001 - syntax::MAX_PARTS);
+        assert_eq!(explanation.decision.category.as_deref(), Some("extended"));
+        // Prefixes are looked through a bounded number of times.
+        let wrapped = format!("{}cargo build --release", "nice ".repeat(100));
+        assert_eq!(policy.decide(&wrapped, None).category.as_deref(), Some("medium"));
+        let wrapped = format!("{}cargo build --release", "nice ".repeat(MAX_LOOKS - 1));
+        assert_eq!(policy.decide(&wrapped, None).category.as_deref(), Some("extended"));
+        // Random bytes and shell soup.
+        const ALPHABET: &[u8] = b"()`'\"$\\{};&|<>#=-\n\t sudo env make cargo build --release";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..2000 {
+            let len = (next() % 300) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if round % 4 == 0 { r as u8 } else { ALPHABET[(r as usize) % ALPHABET.len()] }
+                })
+                .collect();
+            let text = String::from_utf8_lossy(&bytes);
+            let explanation = policy.explain(&text, None);
+            assert!(explanation.parts.len() <= syntax::MAX_PARTS);
+            assert_eq!(explanation.winner.is_some(), !explanation.parts.is_empty());
+            for part in &explanation.parts {
+                assert!(part.text.contains(part.command), "{text:?}: {part:?}");
+            }
+        }
     }
 
     /// A directory under the system temp dir, removed when dropped.

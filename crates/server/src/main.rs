@@ -644,8 +644,8 @@ fn policy_command(
             let explicit = cli_timeout(timeout)?;
             let loaded = load_policy(args.policy.as_deref())?;
             let command = cli_command(command);
-            let decision = loaded.policy.decide(&command, explicit);
-            let (text, _) = render::explain(&command, &decision, &loaded.origin);
+            let explanation = loaded.policy.explain(&command, explicit);
+            let (text, _) = render::explain(&command, &explanation, &loaded.origin, &str::to_owned);
             writeln!(stdout, "{text}")?;
         }
     }

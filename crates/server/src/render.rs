@@ -20,8 +20,10 @@ use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
 
+mod explain;
 mod terminal;
 
+pub use explain::{ExplainOutput, explain};
 pub use terminal::{TerminalOutput, TerminalStatus, session_refused, terminal, unknown_key};
 
 /// The longest echo of an agent's command in a reply, in characters: the
@@ -400,6 +402,12 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         outcome.status.as_str(),
         seconds(outcome.duration),
     ));
+    if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
+        text.notice(
+            "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
+             silence to allow.]",
+        );
+    }
     for (name, call) in
         [("stdout", &structured.stdout_output_call), ("stderr", &structured.stderr_output_call)]
     {
@@ -414,60 +422,6 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         text.notice(&line);
     }
     (text, structured)
-}
-
-/// One line naming the category and limits a decision applies.
-pub fn describe_limits(decision: &Decision) -> String {
-    let limits = format!(
-        "exec {}, no output {}",
-        seconds(decision.limits.exec),
-        seconds(decision.limits.no_output)
-    );
-    match (&decision.source, &decision.category) {
-        (DecisionSource::Explicit, _) => format!("explicit timeout ({limits})"),
-        (DecisionSource::Pattern { pattern, .. }, Some(category)) => {
-            format!("{category} ({limits}; matched {pattern:?})")
-        }
-        (_, Some(category)) => format!("{category} ({limits}; default category)"),
-        (_, None) => limits,
-    }
-}
-
-/// Structured result of `policy_explain`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ExplainOutput {
-    /// The category, or null when an explicit timeout decides.
-    pub category: Option<String>,
-    /// `explicit`, `pattern` or `default`.
-    pub source: &'static str,
-    /// The pattern that matched, for `pattern`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<String>,
-    /// The execution limit, in seconds.
-    pub exec_timeout_sec: f64,
-    /// The no-output limit, in seconds.
-    pub no_output_timeout_sec: f64,
-    /// Where the policy came from.
-    pub policy: String,
-}
-
-/// The structured result and text of a policy explanation.
-pub fn explain(command: &str, decision: &Decision, origin: &str) -> (String, ExplainOutput) {
-    let (source, pattern) = match &decision.source {
-        DecisionSource::Explicit => ("explicit", None),
-        DecisionSource::Pattern { pattern, .. } => ("pattern", Some(pattern.clone())),
-        DecisionSource::Default => ("default", None),
-    };
-    let output = ExplainOutput {
-        category: decision.category.clone(),
-        source,
-        pattern,
-        exec_timeout_sec: decision.limits.exec.as_secs_f64(),
-        no_output_timeout_sec: decision.limits.no_output.as_secs_f64(),
-        policy: origin.to_owned(),
-    };
-    let text = format!("{}: {} [policy: {origin}]", echo(command), describe_limits(decision));
-    (text, output)
 }
 
 /// How the session of a `terminal` call was found, for the reply.

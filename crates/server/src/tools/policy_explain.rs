@@ -1,11 +1,14 @@
 //! The `policy_explain` tool: which timeout policy category and limits a
-//! command would get, without running it. It does not check arguments
-//! (`args`) or word the reply (`render`).
+//! command would get, without running it, and for a compound command the
+//! part that decided them and the parts considered. It does not check
+//! arguments (`args`) or word the reply (`render`).
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
+
+use shellkeep_engine::mask::MASK;
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, ExplainArgs};
@@ -14,7 +17,9 @@ use crate::render;
 /// The tool's description; its timeouts take `run`'s range.
 pub(super) fn describe(input: &mut JsonObject) -> String {
     super::run::describe_timeouts(input);
-    "Show which timeout policy category and limits a command would get, without running it."
+    "Show which timeout policy category and limits a command would get, without running it. \
+     Each part of a compound command (`cd x && make`, pipes, subshells, `$(…)`) is matched; the \
+     part with the longest limits decides, and the reply names it."
         .to_owned()
 }
 
@@ -37,11 +42,26 @@ impl Shellkeep {
     ) -> CallToolResult {
         match args.check() {
             Ok((command, limits)) => {
-                let decision = self.decide(&command, limits);
-                // The command it names is masked as output is.
-                let named = self.shared.config.masks.mask(&command).0;
+                let mut explanation = self.shared.policy.explain(&command, limits.timeout);
+                if let Some(no_output) = limits.no_output {
+                    explanation.decision = explanation.decision.with_no_output(no_output);
+                }
+                // The command and the parts it names are masked as output is.
+                // A part can hold a piece of a secret that a separator split
+                // (`echo pa55;w0rd`), which its own masking cannot see: a
+                // part is shown only as it appears in the masked command.
+                let masks = &self.shared.config.masks;
+                let named = masks.mask(&command).0;
+                let masked_any = named != command.as_str();
+                let mask = |text: &str| {
+                    let masked = masks.mask(text).0;
+                    if masked_any && !named.contains(masked.as_ref()) {
+                        return MASK.to_owned();
+                    }
+                    masked.into_owned()
+                };
                 let (text, structured) =
-                    render::explain(&named, &decision, &self.shared.policy_origin);
+                    render::explain(&named, &explanation, &self.shared.policy_origin, &mask);
                 structured_result(text, &structured, false)
             }
             Err(message) => tool_error(message),

@@ -25,13 +25,16 @@ use crate::schema;
 pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
     describe_timeouts(input);
     format!(
-        "Run one command with `bash -c` in a fresh process and return its stdout, stderr and \
-         exit code: {{status, stdout, stderr, exitCode, timeoutReason, terminationMode, \
-         durationMs}}. Nothing persists between runs (use `terminal` for that); stdin is empty \
-         unless given. It can never hang: an execution limit and a no-output limit (from \
-         timeout_sec and no_output_timeout_sec, or the timeout policy's category for the \
-         command) end it with SIGTERM to its whole process group, then SIGKILL after {}; \
-         partial output is kept. Each stream over {} characters is cut to its head and tail and \
+        "Run one command with `bash -c` in a fresh process; it is stopped after printing \
+         nothing for min(timeout_sec / 4, 60) s (at least 1 s) unless no_output_timeout_sec \
+         allows longer silence (without timeout_sec, its policy category sets both limits). It \
+         returns its stdout, stderr and exit code: {{status, stdout, stderr, exitCode, \
+         timeoutReason, terminationMode, durationMs}}. Nothing persists between runs (use \
+         `terminal` for that); stdin is empty unless given. It can never hang: the execution \
+         limit (timeout_sec, or the category's) and the no-output limit end it with SIGTERM to \
+         its whole process group, then SIGKILL after {}; partial output is kept. The policy \
+         matches each part of a compound command (`cd x && cargo build`), and the part with the \
+         longest limits decides. Each stream over {} characters is cut to its head and tail and \
          kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
          \"stream\": \"stderr\", ...}}`) and the file that holds it.",
         span(config.grace),
