@@ -422,6 +422,11 @@ pub struct Reply {
     /// polls it or sends it input within this time from now (time it spends
     /// waiting for input not counted), it is stopped.
     pub look_again_within: Option<Duration>,
+    /// For a command still running: the line the cursor is on, which the
+    /// command has not ended (a prompt such as `Password: `), whole and
+    /// masked, when it is not blank. `None` when the program waits on an
+    /// empty line (`cat`, `grep` reading standard input) or shows a screen.
+    pub unfinished_line: Option<String>,
 }
 
 impl Reply {
