@@ -262,3 +262,38 @@ async fn what_scrolls_off_a_full_screen_view_is_kept() {
     assert_eq!(r.output(), "load 500\nPID USER\n", "{r:#?}");
     assert_eq!(read_all(&server).await, "load 500\nPID USER\n");
 }
+
+/// Issue 14: the terminal is 120 columns wide by default (`--columns`
+/// changes it): what programs size their lines by says so, a separator
+/// drawn to the width is 120 characters, a longer line comes back whole,
+/// and no line of a reply carries padding to the width.
+#[tokio::test]
+async fn the_width_fits_the_reader_and_nothing_is_padded() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "tput cols; echo $COLUMNS; stty size"})).await;
+    assert_eq!(r.output(), "120\n120\n50 120\n", "{r:#?}");
+    // pytest draws its separators to the width: they are text, not padding.
+    let r = server.terminal(json!({"command": "printf '=%.0s' $(seq $(tput cols)); echo"})).await;
+    assert_eq!(r.output(), format!("{}\n", "=".repeat(120)), "{r:#?}");
+    // A line wider than the terminal comes back as the one line it is.
+    let r = server.terminal(json!({"command": "printf '%-200s|\\n' x"})).await;
+    assert_eq!(r.output(), format!("x{}|\n", " ".repeat(199)), "{r:#?}");
+    // Padding after the text (a status line, a `man` page) is dropped.
+    let r = server.terminal(json!({"command": "printf 'x%300s\\nstatus%114s\\n' '' ''"})).await;
+    assert_eq!(r.output(), "x\nstatus\n", "{r:#?}");
+    // A full-screen program's screen: its padded status line is trimmed.
+    let command = "printf '\\e[?1049h\\e[H~\\e[50;1H\\e[7m\"f.txt\" 1L%110s\\e[0m' ''; read -rsn1; \
+                   printf '\\e[?1049l'";
+    let r = server.terminal(json!({"command": command, "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let screen = r.output();
+    assert!(screen.ends_with("\"f.txt\" 1L"), "{screen:?}");
+    assert!(screen.lines().all(|line| !line.ends_with(' ')), "{screen:?}");
+    assert!(r.text.lines().all(|line| line.chars().count() <= 300), "{}", r.text);
+    let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+
+    let narrow = Server::with(&["--columns", "80", "--rows", "24"]).await;
+    let r = narrow.terminal(json!({"command": "tput cols; tput lines"})).await;
+    assert_eq!(r.output(), "80\n24\n", "{r:#?}");
+}
