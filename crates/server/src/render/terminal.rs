@@ -15,7 +15,9 @@ use shellkeep_engine::session::{
 use rmcp::schemars;
 
 use super::Blocks;
-use super::{RESET_NOTICE, Text, echo, full_cut, full_path, in_text, plain_secs, seconds};
+use super::{
+    RESET_NOTICE, Text, capped_echo, echo, full_cut, full_path, in_text, plain_secs, seconds,
+};
 
 /// Structured result of the `terminal` tool. It carries every fact the
 /// text does, for clients that show the model only one of the two.
@@ -63,7 +65,7 @@ pub struct TerminalOutput {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_input: bool,
     /// While it waits for input: the unfinished line it shows (its prompt),
-    /// also when an earlier reply showed it.
+    /// also when an earlier reply showed it; cut to 200 characters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     /// While it runs: why this call stopped waiting (`no_new_output`,
@@ -322,7 +324,7 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         timeout_reason: killed.map(|_| KillReason::ExecTimeout),
         termination_mode: killed,
         waiting_for_input,
-        prompt: reply.unfinished_line.clone().filter(|_| waiting_for_input),
+        prompt: reply.unfinished_line.as_deref().filter(|_| waiting_for_input).map(capped_echo),
         wait_ended: match reply.outcome {
             Outcome::Running { why } => Some(match why {
                 WaitEnded::NoNewOutput(_) => "no_new_output",
