@@ -363,7 +363,10 @@ async def test_structured_content_has_the_notices(era: str, tmp_path: pathlib.Pa
     async with serve(era, tmp_path) as tools:
         running = await terminal(tools, "sleep 30", timeout=0.3)
         assert running["status"] == "running"
-        assert any("The command timed out after 0.3 seconds." in note for note in running["notes"])
+        # Issue 14: what a running reply says is in fields, not copied notices.
+        assert running["wait_ended"] == "timeout"
+        assert running["look_again_within_sec"] > 0
+        assert not running.get("notes")
         refused = await tools.call_tool("terminal", {"command": "echo second"})
         assert refused.is_error
         assert refused.structured_content is not None
