@@ -435,7 +435,7 @@ fn still_running(reply: &Reply, why: Option<&str>, sent: &str, reader: Option<Re
         let within = seconds(within);
         line.push_str(&match reader {
             None => format!(" Look again within {within} to keep it running."),
-            Some(_) => format!(" Its {within} limit pauses while it waits."),
+            Some(_) => format!(" Waiting pauses its {within} limit."),
         });
     }
     line.push(']');
@@ -451,7 +451,9 @@ fn still_running(reply: &Reply, why: Option<&str>, sent: &str, reader: Option<Re
 fn waits_for(reply: &Reply, reader: Reader) -> String {
     let who = match reader {
         Reader::Program => "The command waits for input",
-        Reader::Shell => "The shell reads input (`read`, or a broken integration: reset=true)",
+        Reader::Shell => {
+            "The shell reads input (`read`, or a broken integration that reset=true restores)"
+        }
     };
     match &reply.unfinished_line {
         _ if reply.screen => format!("{who} on the screen above."),
