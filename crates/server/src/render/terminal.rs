@@ -68,6 +68,9 @@ pub struct TerminalOutput {
     /// also when an earlier reply showed it; cut to 200 characters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The key this call sent (`C-c`, `UP`), when it sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_sent: Option<String>,
     /// While it runs: why this call stopped waiting (`no_new_output`,
     /// `timeout`, `cancelled`, `session_closing`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -281,7 +284,6 @@ fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
         _ => {
             let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
             out.line(format!("[The command completed with exit code {code}.{sent}]"));
-            out.notes.extend(key.map(key_sent));
         }
     }
     out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
@@ -325,6 +327,10 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         termination_mode: killed,
         waiting_for_input,
         prompt: reply.unfinished_line.as_deref().filter(|_| waiting_for_input).map(capped_echo),
+        key_sent: match &reply.input {
+            Some(InputReport::Sent { key: Some(key), .. }) => Some(key.clone()),
+            _ => None,
+        },
         wait_ended: match reply.outcome {
             Outcome::Running { why } => Some(match why {
                 WaitEnded::NoNewOutput(_) => "no_new_output",

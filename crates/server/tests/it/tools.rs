@@ -365,7 +365,7 @@ async fn terminal_speaks_openhands_words() {
         "{}",
         r.text
     );
-    assert_notice(&r, "CTRL+C was sent.");
+    assert_eq!(r["key_sent"], "C-c", "a field, not a copied notice: {r:#?}");
 
     let r = server.terminal(json!({"command": "echo fresh", "reset": true})).await;
     assert_eq!(r.output(), "fresh\n", "{r:#?}");

@@ -84,25 +84,23 @@ fn completed_after_a_key() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        ^C
-        [The command completed with exit code 130. CTRL+C was sent.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "^C\n",
-          "exit_code": 130,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "CTRL+C was sent."
-          ]
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            ^C
+            [The command completed with exit code 130. CTRL+C was sent.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "output": "^C\n",
+              "exit_code": 130,
+              "status": "completed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "key_sent": "C-c"
+            }
+        "#]],
     );
 }
 
