@@ -298,3 +298,30 @@ async fn the_width_fits_the_reader_and_nothing_is_padded() {
     let r = narrow.terminal(json!({"command": "tput cols; tput lines"})).await;
     assert_eq!(r.output(), "80\n24\n", "{r:#?}");
 }
+
+/// Issue 14: a real full-screen program in the 120-column terminal: its
+/// screen comes back with no line padded to the width and no line wider
+/// than it, and the waiting notice points at the screen, not at a prompt.
+#[tokio::test]
+async fn a_full_screen_program_fits_the_width_unpadded() {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("vim").is_file()));
+    if !on_path {
+        eprintln!("vim's screen is not tested: vim is not installed");
+        return;
+    }
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("f.txt"), "hello\n").expect("write the file");
+    let r = server.terminal(json!({"command": "vim -u NONE -N f.txt", "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let screen = r.output();
+    assert!(screen.starts_with("hello\n~"), "{screen:?}");
+    assert!(screen.contains("\"f.txt\""), "the status line: {screen:?}");
+    for line in screen.lines() {
+        assert!(!line.ends_with(' ') && line.chars().count() <= 120, "{line:?}");
+    }
+    assert!(r.text.contains("waits for input on the screen above"), "{}", r.text);
+    assert!(!r.text.contains("last line above"), "{}", r.text);
+    let r = server.terminal(json!({"command": ":q!", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+}
