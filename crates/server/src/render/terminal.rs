@@ -463,7 +463,7 @@ fn waits_for(reply: &Reply, reader: Reader) -> String {
     };
     match &reply.unfinished_line {
         _ if reply.screen => format!("{who} on the screen above."),
-        Some(line) if reply.output.text.ends_with(line.as_str()) => {
+        Some(line) if reply.output.text.rsplit('\n').next() == Some(line.as_str()) => {
             format!("{who}; its prompt is the last line above.")
         }
         Some(line) => format!("{who}; its prompt is {}.", echo(line)),

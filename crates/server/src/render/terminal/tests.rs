@@ -948,3 +948,24 @@ fn running_and_waiting_notices_fit_the_budget() {
         assert_eq!(structured.look_again_within_sec, Some(86_400.0));
     }
 }
+
+/// Issue 14: "its prompt is the last line above" only when the last line
+/// of the output is the whole prompt; a prompt shown in pieces over two
+/// replies is quoted whole.
+#[test]
+fn the_prompt_is_the_last_line_only_when_it_is() {
+    let notice = |output: &str, line: Option<&str>| {
+        let mut reply = running(Outcome::WaitingForInput { shell_reading: false }, output);
+        reply.unfinished_line = line.map(str::to_owned);
+        let (blocks, _) = terminal(&reply);
+        let text = blocks.into_texts().join("\n");
+        text.lines().last().unwrap_or_default().to_owned()
+    };
+    assert!(
+        notice("ok\nPassword: ", Some("Password: ")).contains("its prompt is the last line above")
+    );
+    let pieces = notice("word: ", Some("Password: "));
+    assert!(pieces.contains("its prompt is \"Password: \""), "{pieces}");
+    let none = notice("searching\n", None);
+    assert!(none.contains("with no prompt (C-d ends input)") && !none.contains("above"), "{none}");
+}
