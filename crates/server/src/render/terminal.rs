@@ -427,7 +427,7 @@ fn still_running(reply: &Reply, why: Option<&str>, sent: &str, reader: Option<Re
         (Some(why), _) => {
             format!("[{why}{sent} It is still running ({ran}): send '' to wait for more")
         }
-        (None, None) => format!("[It is still running ({ran}){sent}: send '' to wait for more"),
+        (None, None) => format!("[Running for {ran}{sent}: send '' to wait for more"),
         (None, Some(reader)) => format!("[{}{sent}", waits_for(reply, reader)),
     };
     line.push_str(match (reader, reply.screen) {

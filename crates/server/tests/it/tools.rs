@@ -356,7 +356,7 @@ async fn terminal_speaks_openhands_words() {
         "[Your command \"echo second\" is NOT executed. The previous command is still running - \
          You CANNOT send new commands until the previous command is completed.]",
     );
-    assert!(r.text.contains(&format!("\n[{still}")), "{}", r.text);
+    assert!(r.text.contains("\n[Running for "), "{}", r.text);
 
     let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
     assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(130)));

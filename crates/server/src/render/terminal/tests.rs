@@ -379,7 +379,7 @@ fn not_executed_while_a_command_runs() {
             [Below is the output of the previous command.]
             still going
             [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]
-            [It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [Running for 1.5 s: send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
               "output": "still going\n",
