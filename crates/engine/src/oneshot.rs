@@ -1174,15 +1174,19 @@ mod tests {
         assert!(outcome.stdout.truncated);
         assert!(outcome.stdout.text.starts_with("1\n2\n3\n"), "{}", outcome.stdout.text);
         assert!(outcome.stdout.text.ends_with("9999\n10000\n"), "{}", outcome.stdout.text);
-        assert_eq!(outcome.stdout.omitted_chars, full.len() as u64 - 100);
+        // Cut on line boundaries: what is shown and what is left out make
+        // the whole.
+        let (head, tail) = outcome.stdout.text.split_once("[... ").expect("an omission line");
+        let tail = tail.split_once(" ...]\n").expect("its end").1;
+        assert_eq!(head.len() + tail.len() + outcome.stdout.omitted_chars as usize, full.len());
         let spill = outcome.stdout.full_output_path.as_ref().expect("saved");
         let name = spill.file_name().expect("name").to_string_lossy().into_owned();
         assert!(name.starts_with("run-1-") && name.ends_with(".stdout"), "{name}");
         assert_eq!(std::fs::read_to_string(spill).expect("log file"), full);
-        // The head is 50 characters: lines 1 to 19 whole, then "20", the
-        // line (0-based: 19) where the text left out begins.
+        // The head has room for 50 characters: lines 1 to 19 whole; "20",
+        // the line (0-based: 19) where the text left out begins, is not cut.
         assert_eq!(outcome.stdout.lines_before_omission, 19);
-        assert!(outcome.stdout.text.contains("19\n20\n[... "), "{}", outcome.stdout.text);
+        assert!(outcome.stdout.text.contains("18\n19\n[... "), "{}", outcome.stdout.text);
         // The store reads the whole stream back, and the run is over.
         let log = store.get_stream(Some(outcome.number), Stream::Stdout).expect("kept");
         let page = log.read(19, 5000).expect("read");

@@ -19,7 +19,11 @@
 //! A [`CappedOutput`] is a view of a stream of (already rendered) text:
 //! while the stream is within its cap it is shown whole; past it, memory
 //! keeps only the first and last halves of the cap, and what is shown says
-//! how much was left out and where the complete stream is. It writes no
+//! how many lines and characters were left out and where the complete
+//! stream is. The cut falls on line boundaries: the head ends after a
+//! line, the tail starts with one; only a line longer than half the cap is
+//! cut inside, and the omission line says so. A cut never splits a masked
+//! secret (`<secret-hidden>`). It writes no
 //! file: the complete stream is the command's log (`store::CommandLog`),
 //! and both are fed only by `store::OutputSink`. Memory stays bounded
 //! however much a command prints (about twice the cap).
@@ -51,7 +55,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::mask::{Secrets, StreamMasker};
+use crate::mask::{MASK, Secrets, StreamMasker};
 use crate::private_fs;
 
 /// Output text that passed `pass`. Its fields are private and only `pass`
@@ -502,10 +506,16 @@ pub struct CappedOutput {
     /// The first `half_cap` characters (the whole stream while it fits).
     head: String,
     head_chars: usize,
+    /// Set once text went past the head: later text never goes into it,
+    /// even when the head stopped short (before a masked secret).
+    head_closed: bool,
     /// Text after the head; trimmed from the front once it is much longer
     /// than `half_cap` characters, to keep memory bounded.
     tail: String,
     tail_chars: usize,
+    /// Whether the tail starts inside a line (text before it was dropped,
+    /// and no line boundary was within reach).
+    tail_in_line: bool,
     total_chars: u64,
     total_lines: u64,
     /// Secrets masked in the text pushed.
@@ -521,8 +531,10 @@ impl CappedOutput {
             seen_lines: 0,
             head: String::new(),
             head_chars: 0,
+            head_closed: false,
             tail: String::new(),
             tail_chars: 0,
+            tail_in_line: false,
             total_chars: 0,
             total_lines: 0,
             masked: 0,
@@ -542,9 +554,15 @@ impl CappedOutput {
         let n_chars = count_chars(text);
         self.total_chars += n_chars as u64;
         self.total_lines += memchr_count(b'\n', text.as_bytes()) as u64;
-        if self.head_chars < self.half_cap {
+        if !self.head_closed && self.head_chars < self.half_cap {
             let room = self.half_cap - self.head_chars;
-            let split = byte_index_of_char(text, room);
+            let mut split = byte_index_of_char(text, room);
+            if split < text.len() {
+                // A masked secret is pushed whole: it goes all to the tail
+                // if it does not fit the head.
+                split = outside_mask(text, split, Side::Before);
+                self.head_closed = true;
+            }
             let (into_head, rest) = text.split_at(split);
             self.head.push_str(into_head);
             self.head_chars += count_chars(into_head);
@@ -611,6 +629,15 @@ impl CappedOutput {
         }
         let saved = saved.unwrap_or_default();
         let mut text = self.head;
+        // The head ends after its last whole line; without one, its only
+        // line is longer than half the cap and is cut inside.
+        let mut head_in_line = false;
+        if cut {
+            match text.rfind('\n') {
+                Some(end) => text.truncate(end + 1),
+                None => head_in_line = !text.is_empty(),
+            }
+        }
         if !cut {
             // Within the cap: everything not seen before is in memory, and
             // nothing was left out.
@@ -625,7 +652,8 @@ impl CappedOutput {
             };
         }
         let new_chars = self.total_chars - self.seen_chars as u64;
-        let omitted_chars = new_chars.saturating_sub((self.head_chars + self.tail_chars) as u64);
+        let shown_chars = count_chars(&text) + self.tail_chars;
+        let omitted_chars = new_chars.saturating_sub(shown_chars as u64);
         let head_lines = memchr_count(b'\n', text.as_bytes());
         let shown_lines =
             (head_lines + memchr_count(b'\n', self.tail.as_bytes()) + self.seen_lines) as u64;
@@ -643,8 +671,14 @@ impl CappedOutput {
             text.push('\n');
         }
         let omission_start = text.len();
+        let inside = if head_in_line || self.tail_in_line {
+            ", cutting inside a line too long to show whole"
+        } else {
+            ""
+        };
         text.push_str(&format!(
-            "[... {omitted_chars} characters ({omitted_lines} lines) omitted{where_kept} ...]\n"
+            "[... {omitted_chars} characters ({omitted_lines} lines) omitted{inside}{where_kept} \
+             ...]\n"
         ));
         let omission = Some(omission_start..text.len());
         text.push_str(&self.tail);
@@ -669,30 +703,74 @@ impl CappedOutput {
     }
 
     /// Drops characters from the front of the tail until at most `keep`
-    /// remain.
+    /// remain, and on to the start of the next line when one starts in what
+    /// is left; else (one line longer than `keep`) it starts inside that
+    /// line, never inside a masked secret.
     fn trim_tail(&mut self, keep: usize) {
         if self.tail_chars <= keep {
             return;
         }
-        let drop = self.tail_chars - keep;
-        let split = byte_index_of_char(&self.tail, drop);
+        let mut split = byte_index_of_char(&self.tail, self.tail_chars - keep);
+        if self.tail.as_bytes()[split - 1] == b'\n' {
+            self.tail_in_line = false;
+        } else {
+            // A line that starts in what is left, other than after its
+            // last character.
+            let rest = &self.tail.as_bytes()[split..];
+            match rest[..rest.len().saturating_sub(1)].iter().position(|&b| b == b'\n') {
+                Some(newline) => {
+                    split += newline + 1;
+                    self.tail_in_line = false;
+                }
+                None => {
+                    split = outside_mask(&self.tail, split, Side::After);
+                    self.tail_in_line = true;
+                }
+            }
+        }
+        self.tail_chars -= count_chars(&self.tail[..split]);
         self.tail.drain(..split);
-        self.tail_chars = keep;
+    }
+}
+
+/// Which way [`outside_mask`] moves a cut.
+#[derive(Clone, Copy)]
+enum Side {
+    /// To the start of the masked secret: the cut ends what is shown.
+    Before,
+    /// To its end: the cut starts what is shown.
+    After,
+}
+
+/// The byte index `at` of `text`, moved out of a masked secret
+/// (`<secret-hidden>`) it falls inside, so a cut never shows part of one.
+fn outside_mask(text: &str, at: usize, side: Side) -> usize {
+    // The mask is ASCII: its bytes can be compared wherever they are.
+    let bytes = text.as_bytes();
+    let first = at.saturating_sub(MASK.len() - 1);
+    let inside = (first..at).find(|&start| bytes[start..].starts_with(MASK.as_bytes()));
+    match (inside, side) {
+        (Some(start), Side::Before) => start,
+        (Some(start), Side::After) => start + MASK.len(),
+        (None, _) => at,
     }
 }
 
 /// `text` cut to at most `cap` characters: its head and tail around a
 /// notice that says how much was left out and `why_missing` (where the rest
 /// is, or will be). Returns the text and the number of characters omitted.
+/// For one line (an unfinished one): it is cut inside, never inside a
+/// masked secret.
 pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
     let n_chars = count_chars(text);
     if n_chars <= cap {
         return (text.to_owned(), 0);
     }
     let half = cap / 2;
-    let head_end = byte_index_of_char(text, half);
-    let tail_start = byte_index_of_char(text, n_chars - half);
-    let omitted = (n_chars - 2 * half) as u64;
+    let head_end = outside_mask(text, byte_index_of_char(text, half), Side::Before);
+    let tail_start = outside_mask(text, byte_index_of_char(text, n_chars - half), Side::After);
+    let omitted =
+        (n_chars - count_chars(&text[..head_end]) - count_chars(&text[tail_start..])) as u64;
     let shown = format!(
         "{}\n[... {omitted} characters omitted{why_missing} ...]\n{}",
         &text[..head_end],
@@ -1009,14 +1087,140 @@ pub(crate) mod tests {
         assert!(shown.truncated);
         assert!(shown.text.starts_with("0\n1\n2\n3\n4\n"), "{}", shown.text);
         assert!(shown.text.ends_with("999\né€\n"), "{}", shown.text);
+        // The tail starts with a whole line: "999", not "98" of "998".
         let expected_total = full.chars().count() as u64 + 3;
-        assert_eq!(shown.omitted_chars, expected_total - 20);
+        assert_eq!(shown.omitted_chars, expected_total - 10 - 7);
         // The head holds lines 0-4 whole; line 5 starts the omission.
         assert_eq!(shown.lines_before_omission, 5);
         let omission = &shown.text[shown.omission.clone().expect("a notice")];
         assert!(omission.starts_with("[... ") && omission.ends_with(" ...]\n"), "{omission}");
         assert!(omission.contains("; full output in /saved/it.log ..."), "{omission}");
         assert_eq!(shown.full_output_path, Some(PathBuf::from("/saved/it.log")));
+    }
+
+    /// `text` pushed in pieces of `piece` bytes (at character boundaries)
+    /// into a view of `cap` characters; its head, omission line and tail.
+    fn cut(text: &str, cap: usize, piece: usize) -> (Shown, String, String, String) {
+        let mut out = CappedOutput::new(cap);
+        let mut rest = text;
+        while !rest.is_empty() {
+            let mut at = piece.min(rest.len());
+            while !rest.is_char_boundary(at) {
+                at += 1;
+            }
+            out.push(&plain(&rest[..at]));
+            rest = &rest[at..];
+        }
+        let shown = out.into_shown(None);
+        let range = shown.omission.clone().expect("cut");
+        // A head cut inside a line gets a newline before the notice.
+        let mut head = shown.text[..range.start].to_owned();
+        if !text.starts_with(&head) {
+            assert_eq!(head.pop(), Some('\n'), "the head comes from the text");
+        }
+        let notice = shown.text[range.clone()].to_owned();
+        let tail = shown.text[range.end..].to_owned();
+        (shown, head, notice, tail)
+    }
+
+    /// Issue 14: the head and tail of a cut fall on line boundaries, from
+    /// several sides, and what is shown plus what is left out is the whole.
+    #[test]
+    fn cuts_fall_on_line_boundaries() {
+        let short: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+        let mixed: String = (0..300)
+            .map(
+                |i| if i % 7 == 3 { format!("{}\n", "m".repeat(40 + i)) } else { format!("{i}\n") },
+            )
+            .collect();
+        let wide: String =
+            (0..400).map(|i| format!("{i} é€😀 ünïcödé {}\n", "ß".repeat(i % 13))).collect();
+        for (name, text) in [("short lines", &short), ("a mix", &mixed), ("multi-byte", &wide)] {
+            for (cap, piece) in [(200, 1), (200, 7), (1000, 4096), (333, 13)] {
+                let (shown, head, notice, tail) = cut(text, cap, piece);
+                let what = format!("{name}, cap {cap}, pieces of {piece}");
+                assert!(head.ends_with('\n') && text.starts_with(&head), "{what}: {head:?}");
+                assert!(text.ends_with(&tail), "{what}: {tail:?}");
+                let before_tail = &text[..text.len() - tail.len()];
+                assert!(before_tail.ends_with('\n'), "{what}: the tail starts a line: {tail:?}");
+                assert!(!notice.contains("inside a line"), "{what}: {notice}");
+                let shown_chars = count_chars(&head) + count_chars(&tail);
+                assert_eq!(
+                    shown_chars as u64 + shown.omitted_chars,
+                    count_chars(text) as u64,
+                    "{what}"
+                );
+                let lines = |t: &str| t.matches('\n').count() as u64;
+                assert_eq!(
+                    lines(&head) + lines(&tail) + shown.omitted_lines,
+                    lines(text),
+                    "{what}"
+                );
+                assert_eq!(shown.lines_before_omission, lines(&head), "{what}");
+                assert!(shown_chars <= cap, "{what}: {shown_chars}");
+                assert!(
+                    notice.starts_with(&format!(
+                        "[... {} characters ({} lines) omitted",
+                        shown.omitted_chars, shown.omitted_lines
+                    )),
+                    "{what}: {notice}"
+                );
+            }
+        }
+    }
+
+    /// Issue 14: a line longer than half the cap is the one cut inside a
+    /// line, and the omission line says so.
+    #[test]
+    fn only_a_line_too_long_is_cut_inside() {
+        let huge = format!("{}\n", "x".repeat(100_000));
+        let (shown, head, notice, tail) = cut(&huge, 200, 4096);
+        assert_eq!(
+            (head.as_str(), tail.as_str()),
+            ("x".repeat(100).as_str(), format!("{}\n", "x".repeat(99)).as_str())
+        );
+        assert_eq!(shown.omitted_chars, 100_001 - 200);
+        assert!(notice.contains(", cutting inside a line too long to show whole"), "{notice}");
+        // A huge line between short ones: the short lines are whole, the
+        // huge one left out whole.
+        let text = format!("a\nb\n{}\nc\nd\n", "y".repeat(10_000));
+        let (_, head, notice, tail) = cut(&text, 200, 333);
+        assert_eq!((head.as_str(), tail.as_str()), ("a\nb\n", "c\nd\n"));
+        assert!(!notice.contains("inside a line"), "{notice}");
+        // A huge first line and last line: both cut inside.
+        let text = format!("{}\nmiddle\n{}", "h".repeat(5000), "t".repeat(5000));
+        let (_, head, notice, tail) = cut(&text, 200, 97);
+        assert_eq!(
+            (head.as_str(), tail.as_str()),
+            ("h".repeat(100).as_str(), "t".repeat(100).as_str())
+        );
+        assert!(notice.contains("inside a line"), "{notice}");
+        // Multi-byte characters at the boundary of a line cut inside.
+        let text = "é€😀".repeat(1000);
+        let (shown, head, _, tail) = cut(&text, 100, 5);
+        assert_eq!(count_chars(&head) + count_chars(&tail), 100);
+        assert_eq!(shown.omitted_chars, 3000 - 100);
+    }
+
+    /// Issue 14: a cut never splits a masked secret, wherever it falls.
+    #[test]
+    fn a_cut_never_splits_a_masked_secret() {
+        for offset in 0..MASK.len() + 2 {
+            // One long line: the cut is inside it, near masks at every
+            // offset from the head's end and the tail's start.
+            let line = format!("{}{}", "a".repeat(100 - offset), MASK.repeat(400));
+            let text = format!("{line}{}", "z".repeat(offset));
+            let (_, head, _, tail) = cut(&text, 200, 4096);
+            for part in [&head, &tail] {
+                let rest = part.replace(MASK, "");
+                assert!(!rest.contains('<') && !rest.contains('>'), "offset {offset}: {part:?}");
+            }
+            assert!(count_chars(&head) <= 100 && count_chars(&tail) <= 100, "offset {offset}");
+            // An unfinished line is cut the same way.
+            let (shown, _) = head_tail(&text, 200, "");
+            let rest = shown.replace(MASK, "");
+            assert!(!rest.contains('<') && !rest.contains('>'), "offset {offset}: {shown:?}");
+        }
     }
 
     #[test]

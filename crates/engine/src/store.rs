@@ -1798,6 +1798,7 @@ mod one_way_in {
         config.output_cap = 2_000;
         config.env = vec![("T".to_owned(), SECRET.to_owned())];
         config.secrets = secrets();
+        let cols = usize::from(config.cols);
         let session = Session::new(config);
         session.start().await.expect("the shell starts");
         let mut seen = String::new();
@@ -1869,8 +1870,8 @@ mod one_way_in {
 
         // Across the renderer's line limit, shown unfinished, then ended.
         // A line past the limit is cut at the start of the row the cursor
-        // is on (200 columns): the secret straddles that place.
-        let cut = crate::screen::LINE_LIMIT - crate::screen::LINE_LIMIT % 200;
+        // is on: the secret straddles that place.
+        let cut = crate::screen::LINE_LIMIT - crate::screen::LINE_LIMIT % cols;
         let long = format!(
             r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' 150 '' | tr ' ' b; read x; echo"#,
             cut - 10

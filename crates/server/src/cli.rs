@@ -114,6 +114,15 @@ pub struct ServeArgs {
     /// 100000000.
     #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
     pub output_cap: usize,
+    /// The terminal's width in columns (what `tput cols` and `COLUMNS`
+    /// say; lines wider than this wrap for programs, not in replies); from
+    /// 20 to 1000, and columns times rows at most 10000.
+    #[arg(long, default_value_t = 120, env = "SHELLKEEP_COLUMNS")]
+    pub columns: u32,
+    /// The terminal's height in rows (a full-screen program's screen);
+    /// from 5 to 1000, and columns times rows at most 10000.
+    #[arg(long, default_value_t = 50, env = "SHELLKEEP_ROWS")]
+    pub rows: u32,
     /// Seconds between SIGTERM and SIGKILL when a command is killed; more
     /// than 0, at most 86400.
     #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]

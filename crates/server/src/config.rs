@@ -51,6 +51,10 @@ pub struct ServerConfig {
     pub max_wait: Duration,
     /// Characters of output shown per reply (per stream for `run`).
     pub output_cap: usize,
+    /// The terminal's size: columns (`--columns`) and rows (`--rows`).
+    pub columns: u16,
+    /// See `columns`.
+    pub rows: u16,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// The terminal's shell.
@@ -107,6 +111,14 @@ impl ServerConfig {
                  {MAX_OUTPUT_CAP}, got {output_cap}"
             )));
         }
+        let columns = terminal_size("--columns", args.columns, 20)?;
+        let rows = terminal_size("--rows", args.rows, 5)?;
+        if u32::from(columns) * u32::from(rows) > MAX_CELLS {
+            return Err(FlagError(format!(
+                "--columns times --rows must be at most {MAX_CELLS} cells (the renderer's memory \
+                 grows with them), got {columns} x {rows}"
+            )));
+        }
         if args.max_sessions < 1 {
             return Err(FlagError(format!(
                 "--max-sessions must be at least 1, got {}",
@@ -134,6 +146,8 @@ impl ServerConfig {
             no_output_return: seconds("--no-output-return", args.no_output_return)?,
             max_wait: seconds("--max-wait", args.max_wait)?,
             output_cap,
+            columns,
+            rows,
             grace: grace(args)?,
             shell: args.shell.clone(),
             source_rc: !args.no_rc,
@@ -180,6 +194,8 @@ impl ServerConfig {
         config.no_output_return = self.no_output_return;
         config.max_wait = self.max_wait;
         config.output_cap = self.output_cap;
+        config.cols = self.columns;
+        config.rows = self.rows;
         config.grace = self.grace;
         config.shell = self.shell.clone();
         config.guard = guard;
@@ -209,6 +225,18 @@ pub fn containment(args: &ServeArgs) -> Result<cgroup::Requested, FlagError> {
 /// follow too).
 fn seconds(flag: &str, value: f64) -> Result<Duration, FlagError> {
     args::seconds(flag, value).map_err(FlagError)
+}
+
+/// The most cells the terminal may have (`--columns` times `--rows`): the
+/// renderer's memory is bounded by its window, under 6 MB at this size.
+const MAX_CELLS: u32 = 10_000;
+
+/// A terminal size flag: from `min` to 1000.
+fn terminal_size(flag: &str, value: u32, min: u32) -> Result<u16, FlagError> {
+    match u16::try_from(value) {
+        Ok(size) if (min..=1000).contains(&value) => Ok(size),
+        _ => Err(FlagError(format!("{flag} must be a number from {min} to 1000, got {value}"))),
+    }
 }
 
 /// A flag in MiB, as bytes.
@@ -258,6 +286,7 @@ mod tests {
         assert_eq!(config.no_output_return, Duration::from_secs(30));
         assert_eq!(config.max_wait, Duration::from_secs(50));
         assert_eq!(config.output_cap, 30_000);
+        assert_eq!((config.columns, config.rows), (120, 50));
         assert_eq!(config.grace, Duration::from_secs(5));
         assert_eq!(config.sessions.max_sessions, 16);
         assert_eq!(config.sessions.idle_expiry, Duration::from_secs(1800));
@@ -341,6 +370,9 @@ mod tests {
                 c.containment == cgroup::Requested::Only(cgroup::Mode::Markers)
             }),
             (&["--no-rc"], |c| !c.source_rc),
+            (&["--columns", "80", "--rows", "24"], |c| (c.columns, c.rows) == (80, 24)),
+            (&["--columns", "1000", "--rows", "10"], |c| (c.columns, c.rows) == (1000, 10)),
+            (&["--columns", "20", "--rows", "500"], |c| (c.columns, c.rows) == (20, 500)),
         ];
         for (flags, check) in cases {
             let config = config(flags).unwrap_or_else(|err| panic!("{flags:?}: {err}"));
@@ -383,6 +415,14 @@ mod tests {
                 "--output-cap must be a number of characters from 100 to 100000000, got 99",
             ),
             (&["--max-sessions", "0"], "--max-sessions must be at least 1, got 0"),
+            (&["--columns", "19"], "--columns must be a number from 20 to 1000, got 19"),
+            (&["--columns", "70000"], "--columns must be a number from 20 to 1000, got 70000"),
+            (&["--rows", "4"], "--rows must be a number from 5 to 1000, got 4"),
+            (
+                &["--columns", "201"],
+                "--columns times --rows must be at most 10000 cells (the renderer's memory grows \
+                 with them), got 201 x 50",
+            ),
             (&["--output-keep-commands", "0"], "--output-keep-commands must be at least 1, got 0"),
             (
                 &["--output-keep-mib", "1048577"],

@@ -733,7 +733,8 @@ pub struct OutputPage {
     pub stream: Option<&'static str>,
     /// The command's number in the session (a `run` output: the run's).
     pub command: u64,
-    /// The command (cut to 200 characters).
+    /// The command (cut to 200 characters); the text names it on the
+    /// first page only.
     pub command_text: String,
     /// The lines returned, each with its newline.
     pub lines: String,
@@ -830,13 +831,15 @@ pub fn output_page(
         }),
         (None, None, None) => None,
     };
+    // The command's text on its first page only: a reader paging through
+    // it knows it by then (the structured content always has it).
+    let command =
+        if page.first_line == 0 { format!(" ({:?})", page.command) } else { String::new() };
     let whose = match source {
         Source::Session(session) => {
-            format!("Command {} ({:?}) in session {session:?}", page.number, page.command)
+            format!("Command {}{command} in session {session:?}", page.number)
         }
-        Source::Run(stream) => {
-            format!("Run {} ({:?}), {}", page.number, page.command, stream.as_str())
-        }
+        Source::Run(stream) => format!("Run {}{command}, {}", page.number, stream.as_str()),
     };
     text.notice(&format!(
         "[{whose}: {range} of {}; {state}.{more}{cut}{}]",

@@ -63,7 +63,8 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
-    /// Defaults: bash with the user's `~/.bashrc`, 50x200, 30,000
+    /// Defaults: bash with the user's `~/.bashrc`, 50 rows of 120 columns
+    /// (a width that fits agents reading text), 30,000
     /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill
     /// grace, spill files in `spill_dir` with the default [`SpillLimits`]
     /// and no retention.
@@ -76,7 +77,7 @@ impl SessionConfig {
             user_rc,
             env: Vec::new(),
             rows: 50,
-            cols: 200,
+            cols: 120,
             work_dir,
             spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
             output_cap: 30_000,
@@ -425,6 +426,11 @@ pub struct Reply {
     /// polls it or sends it input within this time from now (time it spends
     /// waiting for input not counted), it is stopped.
     pub look_again_within: Option<Duration>,
+    /// For a command still running: the line the cursor is on, which the
+    /// command has not ended (a prompt such as `Password: `), whole and
+    /// masked, when it is not blank. `None` when the program waits on an
+    /// empty line (`cat`, `grep` reading standard input) or shows a screen.
+    pub unfinished_line: Option<String>,
 }
 
 impl Reply {

@@ -215,6 +215,7 @@ pub(super) fn finished_reply(
         number: Some(command.output().number()),
         first_line: command.first_unreplied_line(),
         look_again_within: None,
+        unfinished_line: None,
         output: command.into_shown(),
     }
 }
@@ -270,6 +271,8 @@ pub(super) fn partial_reply(
     let outcome = outcome(command);
     let look_again_within = command.unwatched_limit();
     let out = command.output_mut();
+    let unfinished_line = (alternate.is_none() && !current_line.trim().is_empty())
+        .then(|| out.progress_line(current_line.clone()));
     let (mut output, first_line, continued) = out.take_part();
     let screen = alternate.is_some();
     match alternate {
@@ -305,6 +308,7 @@ pub(super) fn partial_reply(
         number,
         first_line,
         look_again_within,
+        unfinished_line,
     }
 }
 
@@ -338,5 +342,6 @@ pub(super) fn idle_reply(view: &ShellView, command: &str, events: Vec<Event>) ->
         number: None,
         first_line: 0,
         look_again_within: None,
+        unfinished_line: None,
     }
 }

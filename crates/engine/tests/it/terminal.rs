@@ -305,7 +305,7 @@ async fn a_chatty_command_still_hands_control_back() {
 async fn the_terminal_has_a_real_size_and_type() {
     // OpenHands A.9: a 0x0 PTY made programs fall back and wrap badly.
     let term = Term::new("size").await;
-    assert_eq!(term.run("stty size; echo $TERM").await.output.text, "50 200\nxterm-256color\n");
+    assert_eq!(term.run("stty size; echo $TERM").await.output.text, "50 120\nxterm-256color\n");
     term.session.close().await;
 }
 

@@ -62,6 +62,7 @@ fn reply(command: &str, outcome: Outcome) -> Reply {
         number: Some(3),
         first_line: 0,
         look_again_within: None,
+        unfinished_line: None,
     }
 }
 

@@ -9,13 +9,15 @@ use serde::Serialize;
 use shellkeep_engine::keys::{self, UnknownKey};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reply, SessionError, ShellExit, WaitEnded,
+    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
 };
 
 use rmcp::schemars;
 
 use super::Blocks;
-use super::{RESET_NOTICE, Text, echo, full_cut, full_path, in_text, plain_secs, seconds};
+use super::{
+    RESET_NOTICE, Text, capped_echo, echo, full_cut, full_path, in_text, plain_secs, seconds,
+};
 
 /// Structured result of the `terminal` tool. It carries every fact the
 /// text does, for clients that show the model only one of the two.
@@ -62,6 +64,17 @@ pub struct TerminalOutput {
     /// True when the program is blocked waiting for terminal input.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub waiting_for_input: bool,
+    /// While it waits for input: the unfinished line it shows (its prompt),
+    /// also when an earlier reply showed it; cut to 200 characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The key this call sent (`C-c`, `UP`), when it sent one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_sent: Option<String>,
+    /// While it runs: why this call stopped waiting (`no_new_output`,
+    /// `timeout`, `full_screen`, `cancelled`, `session_closing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ended: Option<&'static str>,
     /// The session, when it is not `default`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -87,9 +100,10 @@ pub struct TerminalOutput {
     /// Output printed while no command was running (background jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_output: Option<String>,
-    /// The reply's notices, worded as in the text (what happened besides
-    /// the output, and what to do next); facts that have their own field
-    /// (exit code, working directory, interpreter) are not repeated here.
+    /// The reply's notices about what happened besides the output, worded
+    /// as in the text; what has a field of its own (the status, exit code,
+    /// working directory, interpreter, prompt, why the call returned, by
+    /// when to look again) is not repeated here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// While the command runs under a limit: seconds from now within which
@@ -150,13 +164,6 @@ const DAMAGED: &str = "A command damaged shellkeep's shell integration (an alias
      a DEBUG trap), so commands can no longer run or report their end in this shell. \
      reset=true restores a working shell.";
 
-/// OpenHands' words for what to do about a command that is still running
-/// (`TIMEOUT_MESSAGE_TEMPLATE`): models were trained on them.
-const TIMEOUT_MESSAGE_TEMPLATE: &str = "You may wait longer to see additional output by sending \
-     empty command '', send other commands to interact with the current process, send keys \
-     (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new \
-     command, or use the timeout parameter in terminal for future commands.";
-
 /// OpenHands' prefix for output of a command earlier calls already showed
 /// part of.
 const CONTINUED: &str = "[Below is the output of the previous command.]";
@@ -191,10 +198,13 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             out.note(format!("[{}]", wait_ended(WaitEnded::SessionClosing)));
             TerminalStatus::Running
         }
-        Outcome::Running { why } => still_running(&mut out, reply, &wait_ended(*why), &sent),
-        Outcome::WaitingForInput { .. } => {
-            let why = "The command is waiting for input; its prompt is the last line above.";
-            still_running(&mut out, reply, why, &sent);
+        Outcome::Running { why } => {
+            out.line(still_running(reply, Some(&wait_ended(*why)), &sent, None));
+            TerminalStatus::Running
+        }
+        Outcome::WaitingForInput { shell_reading } => {
+            let reader = if *shell_reading { Reader::Shell } else { Reader::Program };
+            out.line(still_running(reply, None, &sent, Some(reader)));
             TerminalStatus::WaitingForInput
         }
         // Nothing runs yet: the note about the incomplete command (below)
@@ -208,21 +218,15 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
         }
         Outcome::NotExecuted { command, why } => {
             out.note(not_executed(command, why));
+            // What the agent can do instead is what a poll would have said.
+            if let NotRun::CommandRunning { reading } = why {
+                out.line(still_running(reply, None, "", *reading));
+            }
             TerminalStatus::NotExecuted
         }
     };
-    // Every reply about a command still running says by when to look again
-    // (not one stopped with its session).
-    let look_again = reply.look_again_within.filter(|_| reply.is_running() && !closing(reply));
-    if let Some(within) = look_again {
-        out.note(format!(
-            "[It is stopped if no call waits on it, polls it or sends it input within the next \
-             {} (time waiting for input not counted).]",
-            seconds(within)
-        ));
-    }
     input_lines(reply.input.as_ref(), &mut out);
-    outcome_lines(&reply.outcome, status, &mut out);
+    outcome_lines(&reply.outcome, &mut out);
     for event in reply.events.iter().filter(|event| !comes_first(event)) {
         event_lines(event, reply, &mut out);
     }
@@ -280,7 +284,6 @@ fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
         _ => {
             let sent = key.map(|key| format!(" {}", key_sent(key))).unwrap_or_default();
             out.line(format!("[The command completed with exit code {code}.{sent}]"));
-            out.notes.extend(key.map(key_sent));
         }
     }
     out.line(format!("[Current working directory: {}]", in_text(&reply.cwd)));
@@ -323,6 +326,21 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         timeout_reason: killed.map(|_| KillReason::ExecTimeout),
         termination_mode: killed,
         waiting_for_input,
+        prompt: reply.unfinished_line.as_deref().filter(|_| waiting_for_input).map(capped_echo),
+        key_sent: match &reply.input {
+            Some(InputReport::Sent { key: Some(key), .. }) => Some(key.clone()),
+            _ => None,
+        },
+        wait_ended: match reply.outcome {
+            Outcome::Running { why } => Some(match why {
+                WaitEnded::NoNewOutput(_) => "no_new_output",
+                WaitEnded::Timeout(_) => "timeout",
+                WaitEnded::FullScreen => "full_screen",
+                WaitEnded::Cancelled => "cancelled",
+                WaitEnded::SessionClosing => "session_closing",
+            }),
+            _ => None,
+        },
         session: None,
         command_number: None,
         previous_output: previous.map(|p| p.output.text.clone()),
@@ -398,16 +416,60 @@ fn killed(code: i32, limit: std::time::Duration, mode: TerminationMode) -> Strin
     )
 }
 
-/// The two lines about a command that is still running: why the call
-/// returned (with the key sent, if any) and what to do.
-fn still_running(out: &mut Text, reply: &Reply, why: &str, sent: &str) -> TerminalStatus {
-    out.note(format!("[{why}{sent} {TIMEOUT_MESSAGE_TEMPLATE}]"));
-    out.note(format!(
-        "[It is still running ({} so far): send text or keys to it with is_input=true, or \
-         reset=true for a fresh shell.]",
-        seconds(reply.duration)
-    ));
-    TerminalStatus::Running
+/// The one notice about a command that is still running: why the call
+/// returned (`why`, OpenHands' words; `None` when it waits for input), with
+/// the key sent, then how to poll it, answer it and interrupt it, and by
+/// when a call must look at it again: about 200 characters at most besides
+/// a quoted prompt (the tests hold it to `NOTICE_BUDGET`). The tool
+/// description explains the rules behind it.
+fn still_running(reply: &Reply, why: Option<&str>, sent: &str, reader: Option<Reader>) -> String {
+    let ran = seconds(reply.duration);
+    let mut line = match (why, reader) {
+        (Some(why), _) => {
+            format!("[{why}{sent} It is still running ({ran}): send '' to wait for more")
+        }
+        (None, None) => format!("[Running for {ran}{sent}: send '' to wait for more"),
+        (None, Some(reader)) => format!("[{}{sent}", waits_for(reply, reader)),
+    };
+    line.push_str(match (reader, reply.screen) {
+        // The full-screen notice above says how to send keys.
+        (None, true) => ".",
+        (None, false) => ", or is_input=true with text or keys (C-c interrupts).",
+        (Some(_), true) => " Send '' to wait.",
+        (Some(_), false) => " Answer with is_input=true (C-c interrupts) or send '' to wait.",
+    });
+    if let Some(within) = reply.look_again_within.filter(|_| !closing(reply)) {
+        let within = seconds(within);
+        line.push_str(&match reader {
+            None => format!(" Look again within {within} to keep it running."),
+            Some(_) => format!(" Waiting pauses its {within} limit."),
+        });
+    }
+    line.push(']');
+    line
+}
+
+/// What the running command waits for, and where its prompt is: the last
+/// line of the output above when that is the unfinished line, the line
+/// quoted when an earlier reply showed it, the screen, or no prompt at all
+/// (`grep` reading standard input). When the shell itself reads, the
+/// command is a builtin such as `read`, or the integration is damaged and
+/// the shell sits at its own prompt: from `/proc` the two look the same.
+fn waits_for(reply: &Reply, reader: Reader) -> String {
+    let who = match reader {
+        Reader::Program => "The command waits for input",
+        Reader::Shell => {
+            "The shell reads input (`read`, or a broken integration that reset=true restores)"
+        }
+    };
+    match &reply.unfinished_line {
+        _ if reply.screen => format!("{who} on the screen above."),
+        Some(line) if reply.output.text.rsplit('\n').next() == Some(line.as_str()) => {
+            format!("{who}; its prompt is the last line above.")
+        }
+        Some(line) => format!("{who}; its prompt is {}.", echo(line)),
+        None => format!("{who} with no prompt (C-d ends input)."),
+    }
 }
 
 /// Why a call stopped waiting, in OpenHands' words where it has them.
@@ -422,9 +484,7 @@ fn wait_ended(why: WaitEnded) -> String {
         WaitEnded::FullScreen => {
             "The command shows a full screen (above) and keeps redrawing it.".to_owned()
         }
-        WaitEnded::Cancelled => {
-            "The command was left running: the client cancelled this call.".to_owned()
-        }
+        WaitEnded::Cancelled => "The client cancelled this call.".to_owned(),
         WaitEnded::SessionClosing => "This call stopped waiting: the session is being closed \
             (session_close), and the command is stopped with it."
             .to_owned(),
@@ -452,9 +512,7 @@ fn not_executed(command: &str, why: &NotRun) -> String {
         ),
         NotRun::CommandRunning { .. } => format!(
             "[Your command {command} is NOT executed. The previous command is still running - You \
-             CANNOT send new commands until the previous command is completed. By setting \
-             `is_input` to `true`, you can interact with the current process: \
-             {TIMEOUT_MESSAGE_TEMPLATE}]"
+             CANNOT send new commands until the previous command is completed.]"
         ),
     }
 }
@@ -473,22 +531,8 @@ fn input_lines(input: Option<&InputReport>, out: &mut Text) {
     }
 }
 
-/// The lines an outcome adds after the status: who waits for input, an
-/// incomplete command.
-fn outcome_lines(outcome: &Outcome, status: TerminalStatus, out: &mut Text) {
-    let reading = match outcome {
-        Outcome::WaitingForInput { shell_reading } => Some(*shell_reading),
-        Outcome::NotExecuted { why: NotRun::CommandRunning { reading: Some(reader) }, .. } => {
-            Some(*reader == shellkeep_engine::session::Reader::Shell)
-        }
-        _ => None,
-    };
-    if reading.is_some() && status != TerminalStatus::WaitingForInput {
-        out.note("[The program is waiting for input: send it with is_input=true.]".to_owned());
-    }
-    if reading == Some(true) {
-        out.note(SHELL_READING.to_owned());
-    }
+/// The line an outcome adds after the status: an incomplete command.
+fn outcome_lines(outcome: &Outcome, out: &mut Text) {
     if matches!(outcome, Outcome::Incomplete | Outcome::NotExecuted { why: NotRun::Incomplete, .. })
     {
         out.note(
@@ -586,14 +630,6 @@ fn shell_exit(how: ShellExit) -> String {
         ShellExit::Unknown => "it stopped".to_owned(),
     }
 }
-
-/// What the shell reading the terminal itself means, and what to do.
-const SHELL_READING: &str = "[The shell itself is reading the terminal and has not reported the \
-     end of the command. Either the command is a shell builtin waiting for input (such as \
-     `read`): send it with is_input=true; or the command damaged shellkeep's shell integration \
-     (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the \
-     shell stopped) and the shell sits at its prompt, where commands can no longer run or report \
-     their end: reset=true restores a working shell.]";
 
 /// The tool error for text sent as a key that is no key we know, with the
 /// keys there are.

@@ -40,9 +40,9 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
         ),
     );
     format!(
-        "Run a command in a persistent bash session in a real terminal: the working directory, \
-         environment variables, virtual environments, functions and aliases persist between \
-         calls. One command at a time; chain with && or ;. Interactive programs work: when a \
+        "Run a command in a persistent bash session in a real terminal ({} columns by {} rows): \
+         the working directory, environment variables, virtual environments, functions and \
+         aliases persist between calls. One command at a time; chain with && or ;. Interactive programs work: when a \
          call returns exit code -1 the command is still running: send an empty command to wait \
          for more output, or is_input=true with text or a key such as C-c. Output over {} \
          characters is cut to its head and tail and saved in full to a file named in the reply. \
@@ -58,6 +58,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          editor on purpose, ask for it: GIT_EDITOR=vim git commit, or vim FILE. shellkeep's notices \
          are lines in [brackets]; output that could pass for one comes in a text block of its \
          own.",
+        config.columns,
+        config.rows,
         render::count(config.output_cap as u64),
     )
 }

@@ -175,10 +175,10 @@ async fn a_damaged_integration_says_so_and_reset_restores_it() {
         .terminal(json!({"command": "unset -f __sk_prompt __sk_fallback", "timeout": 10}))
         .await;
     assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
-    assert!(r.text.contains("reset=true restores a working shell"), "{}", r.text);
+    assert!(r.text.contains("a broken integration that reset=true restores"), "{}", r.text);
     let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
     assert_eq!(r["status"], "not_executed", "{r:#?}");
-    assert!(r.text.contains("reset=true restores a working shell"), "{}", r.text);
+    assert!(r.text.contains("a broken integration that reset=true restores"), "{}", r.text);
     let r = server.terminal(json!({"command": "echo restored", "reset": true})).await;
     assert_eq!(r.output(), "restored\n", "{r:#?}");
 }

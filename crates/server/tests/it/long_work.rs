@@ -40,7 +40,7 @@ async fn an_unwatched_command_is_stopped_whole_with_one_coherent_reply() {
         .await;
     assert_eq!(r["status"], "running", "{r:#?}");
     assert_eq!(r["look_again_within_sec"], 2.0, "{r:#?}");
-    assert!(r.text.contains("It is stopped if no call waits on it"), "{}", r.text);
+    assert!(r.text.contains("Look again within 2 s to keep it running."), "{}", r.text);
     // Unwatched for longer than 2 s: stopped. Wait for it with a poll that
     // starts late enough.
     wait_until(

@@ -257,3 +257,27 @@ async fn at_the_per_command_limit_output_reads_the_lines_saved() {
         );
     }
 }
+
+/// Issue 14: an `output` page names the command's text on the first page
+/// only; later pages say only its number, and every page's structured
+/// content has the text.
+#[tokio::test]
+async fn output_pages_name_the_command_once() {
+    let server = Server::start().await;
+    let command = "seq 1 500 # a command with a long text that pages need not repeat";
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let first = server.call("output", json!({"offset": 0, "limit": 10})).await;
+    assert!(first.text.contains(&format!("[Command 1 ({command:?}) in session")), "{}", first.text);
+    for offset in [10, 490] {
+        let page = server.call("output", json!({"offset": offset, "limit": 10})).await;
+        assert!(!page.text.contains("a command with a long text"), "{}", page.text);
+        assert!(page.text.contains("[Command 1 in session \"default\": lines"), "{}", page.text);
+        assert_eq!(page["command_text"], command, "{page:#?}");
+    }
+    let r = server.run(json!({"command": "seq 1 50"})).await;
+    let run = r["stdout_output_call"]["run"].as_u64().unwrap_or(1);
+    let page = server.call("output", json!({"run": run, "offset": 5, "limit": 5})).await;
+    assert!(page.text.contains(&format!("[Run {run}, stdout: lines 5-9")), "{}", page.text);
+    assert_eq!(page["command_text"], "seq 1 50", "{page:#?}");
+}

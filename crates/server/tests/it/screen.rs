@@ -32,7 +32,8 @@ async fn huge_cursor_moves_neither_crash_nor_grow() {
     let r = server
         .terminal(json!({"command": "for i in $(seq 4000); do printf '\\e[65535C'; done; echo x"}))
         .await;
-    assert_eq!(r.output(), format!("{}x\n", " ".repeat(199)), "{r:#?}");
+    // Clamped to the 120-column window.
+    assert_eq!(r.output(), format!("{}x\n", " ".repeat(119)), "{r:#?}");
 
     let r = server
         .terminal(json!({"command": "for i in $(seq 3000); do printf '\\e[65535B'; done; echo x"}))
@@ -261,4 +262,66 @@ async fn what_scrolls_off_a_full_screen_view_is_kept() {
         .await;
     assert_eq!(r.output(), "load 500\nPID USER\n", "{r:#?}");
     assert_eq!(read_all(&server).await, "load 500\nPID USER\n");
+}
+
+/// Issue 14: the terminal is 120 columns wide by default (`--columns`
+/// changes it): what programs size their lines by says so, a separator
+/// drawn to the width is 120 characters, a longer line comes back whole,
+/// and no line of a reply carries padding to the width.
+#[tokio::test]
+async fn the_width_fits_the_reader_and_nothing_is_padded() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "tput cols; echo $COLUMNS; stty size"})).await;
+    assert_eq!(r.output(), "120\n120\n50 120\n", "{r:#?}");
+    // pytest draws its separators to the width: they are text, not padding.
+    let r = server.terminal(json!({"command": "printf '=%.0s' $(seq $(tput cols)); echo"})).await;
+    assert_eq!(r.output(), format!("{}\n", "=".repeat(120)), "{r:#?}");
+    // A line wider than the terminal comes back as the one line it is.
+    let r = server.terminal(json!({"command": "printf '%-200s|\\n' x"})).await;
+    assert_eq!(r.output(), format!("x{}|\n", " ".repeat(199)), "{r:#?}");
+    // Padding after the text (a status line, a `man` page) is dropped.
+    let r = server.terminal(json!({"command": "printf 'x%300s\\nstatus%114s\\n' '' ''"})).await;
+    assert_eq!(r.output(), "x\nstatus\n", "{r:#?}");
+    // A full-screen program's screen: its padded status line is trimmed.
+    let command = "printf '\\e[?1049h\\e[H~\\e[50;1H\\e[7m\"f.txt\" 1L%110s\\e[0m' ''; read -rsn1; \
+                   printf '\\e[?1049l'";
+    let r = server.terminal(json!({"command": command, "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let screen = r.output();
+    assert!(screen.ends_with("\"f.txt\" 1L"), "{screen:?}");
+    assert!(screen.lines().all(|line| !line.ends_with(' ')), "{screen:?}");
+    assert!(r.text.lines().all(|line| line.chars().count() <= 300), "{}", r.text);
+    let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+
+    let narrow = Server::with(&["--columns", "80", "--rows", "24"]).await;
+    let r = narrow.terminal(json!({"command": "tput cols; tput lines"})).await;
+    assert_eq!(r.output(), "80\n24\n", "{r:#?}");
+}
+
+/// Issue 14: a real full-screen program in the 120-column terminal: its
+/// screen comes back with no line padded to the width and no line wider
+/// than it, and the waiting notice points at the screen, not at a prompt.
+#[tokio::test]
+async fn a_full_screen_program_fits_the_width_unpadded() {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("vim").is_file()));
+    if !on_path {
+        eprintln!("vim's screen is not tested: vim is not installed");
+        return;
+    }
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("f.txt"), "hello\n").expect("write the file");
+    let r = server.terminal(json!({"command": "vim -u NONE -N f.txt", "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let screen = r.output();
+    assert!(screen.starts_with("hello\n~"), "{screen:?}");
+    assert!(screen.contains("\"f.txt\""), "the status line: {screen:?}");
+    for line in screen.lines() {
+        assert!(!line.ends_with(' ') && line.chars().count() <= 120, "{line:?}");
+    }
+    assert!(r.text.contains("waits for input on the screen above"), "{}", r.text);
+    assert!(!r.text.contains("last line above"), "{}", r.text);
+    let r = server.terminal(json!({"command": ":q!", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
 }

@@ -286,3 +286,80 @@ async fn each_call_and_outcome_gets_its_own_words() {
     let r = server.terminal(json!({"command": "echo after"})).await;
     assert_eq!(r.output(), "after\n", "{r:#?}");
 }
+
+/// The one notice of a running or waiting reply: the bracketed line that
+/// says how to poll (`send ''`).
+#[track_caller]
+fn status_notice(r: &crate::Reply) -> &str {
+    let notice = r.text.lines().find(|line| line.contains("send '' to wait"));
+    notice.unwrap_or_else(|| panic!("no notice says how to poll: {}", r.text))
+}
+
+/// Asserts the notice of a running or waiting reply fits the budget of
+/// about 200 characters (a quoted prompt aside), says how to poll, answer
+/// and stop, and by when to look again, each once.
+#[track_caller]
+fn within_budget(r: &crate::Reply, prompt: Option<&str>) {
+    let notice = status_notice(r);
+    let quoted =
+        prompt.map_or(0, |p| if notice.contains(&format!("{p:?}")) { p.len() + 2 } else { 0 });
+    assert!(notice.chars().count() - quoted <= 220, "{} characters: {notice}", notice.len());
+    assert!(notice.contains("is_input=true") && notice.contains("C-c"), "{notice}");
+    assert!(
+        notice.contains("Look again within") || notice.contains("Waiting pauses its"),
+        "{notice}"
+    );
+    for once in ["is_input=true", "send ''", "C-c"] {
+        assert_eq!(r.text.matches(once).count(), 1, "{once:?} said once: {}", r.text);
+    }
+    let notes = r["notes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    assert!(notes.iter().all(|n| !n.as_str().unwrap_or("").contains("send ''")), "{r:#?}");
+}
+
+/// Issue 14: running and waiting replies of real programs carry one short
+/// notice; "its prompt is the last line above" only when it is, the prompt
+/// quoted when an earlier reply showed it (a refused command), and no
+/// prompt claimed for a program reading standard input on an empty line.
+#[tokio::test]
+async fn running_and_waiting_replies_stay_within_the_budget() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "echo started; sleep 30", "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    within_budget(&r, None);
+    assert!(
+        status_notice(&r).starts_with("[The command timed out after 0.5 seconds. "),
+        "{}",
+        r.text
+    );
+    let r = server.terminal(json!({"command": "", "timeout": 0.5})).await;
+    within_budget(&r, None);
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 130, "{r:#?}");
+
+    let r =
+        server.terminal(json!({"command": "read -p 'Your name: ' name; echo \"hi $name\""})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    assert_eq!(r["prompt"], "Your name: ", "{r:#?}");
+    within_budget(&r, None);
+    assert!(r.text.contains("Your name: \n[The"), "{}", r.text);
+    assert!(status_notice(&r).contains("its prompt is the last line above"), "{}", r.text);
+    // A refused command repeats the prompt that still waits.
+    let r = server.terminal(json!({"command": "ls"})).await;
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.contains("is NOT executed"), "{}", r.text);
+    assert!(status_notice(&r).contains("its prompt is \"Your name: \""), "{}", r.text);
+    within_budget(&r, Some("Your name: "));
+    assert_eq!(r["prompt"], "Your name: ", "{r:#?}");
+    let r = server.terminal(json!({"command": "Bob", "is_input": true, "timeout": 10})).await;
+    assert!(r.output().ends_with("hi Bob\n"), "{r:#?}");
+
+    // grep reading the terminal shows no prompt: none is claimed.
+    let r = server.terminal(json!({"command": "grep x"})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    within_budget(&r, None);
+    assert!(!r.text.contains("last line above"), "{}", r.text);
+    assert!(status_notice(&r).contains("with no prompt (C-d ends input)"), "{}", r.text);
+    assert!(r["prompt"].is_null(), "{r:#?}");
+    let r = server.terminal(json!({"command": "C-d", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+}

@@ -35,6 +35,7 @@ fn reply(outcome: Outcome, output: &str) -> Reply {
         number: Some(1),
         first_line: 0,
         look_again_within: None,
+        unfinished_line: None,
     }
 }
 
@@ -83,25 +84,23 @@ fn completed_after_a_key() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        ^C
-        [The command completed with exit code 130. CTRL+C was sent.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "^C\n",
-          "exit_code": 130,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "CTRL+C was sent."
-          ]
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            ^C
+            [The command completed with exit code 130. CTRL+C was sent.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "output": "^C\n",
+              "exit_code": 130,
+              "status": "completed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "key_sent": "C-c"
+            }
+        "#]],
     );
 }
 
@@ -144,27 +143,21 @@ fn running_quiet() {
     check(
         &running(outcome, "step 1\n"),
         expect![[r#"
-        step 1
-        [The command has no new output after 30 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "step 1\n",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[The command has no new output after 30 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            step 1
+            [The command has no new output after 30 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            -----
+            {
+              "output": "step 1\n",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "wait_ended": "no_new_output",
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -176,28 +169,22 @@ fn running_past_the_call_timeout() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        step 2
-        [The command timed out after 0.5 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "step 2\n",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[The command timed out after 0.5 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            step 2
+            [The command timed out after 0.5 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            -----
+            {
+              "output": "step 2\n",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "wait_ended": "timeout",
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -207,26 +194,20 @@ fn running_after_a_cancelled_call() {
     check(
         &reply,
         expect![[r#"
-        [The command was left running: the client cancelled this call. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[The command was left running: the client cancelled this call. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [The client cancelled this call. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "wait_ended": "cancelled",
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -246,6 +227,7 @@ fn running_while_the_session_closes() {
               "python_interpreter": "/usr/bin/python3",
               "duration_ms": 1500,
               "truncated": false,
+              "wait_ended": "session_closing",
               "notes": [
                 "[This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]"
               ]
@@ -256,64 +238,53 @@ fn running_while_the_session_closes() {
 
 #[test]
 fn waiting_for_input() {
-    let reply = running(Outcome::WaitingForInput { shell_reading: false }, "Password: ");
+    let mut reply = running(Outcome::WaitingForInput { shell_reading: false }, "Password: ");
+    reply.unfinished_line = Some("Password: ".to_owned());
     check(
         &reply,
         expect![[r#"
-        Password: 
-        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "Password: ",
-          "exit_code": -1,
-          "status": "waiting_for_input",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            Password: 
+            [The command waits for input; its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "output": "Password: ",
+              "exit_code": -1,
+              "status": "waiting_for_input",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "prompt": "Password: ",
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
 #[test]
 fn waiting_for_input_read_by_the_shell() {
-    let reply = running(Outcome::WaitingForInput { shell_reading: true }, "");
+    let mut reply = running(Outcome::WaitingForInput { shell_reading: true }, "Name: ");
+    reply.unfinished_line = Some("Name: ".to_owned());
     check(
         &reply,
         expect![[r#"
-        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        [The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "waiting_for_input",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
-            "[The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            Name: 
+            [The shell reads input (`read`, or a broken integration that reset=true restores); its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "output": "Name: ",
+              "exit_code": -1,
+              "status": "waiting_for_input",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "prompt": "Name: ",
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -380,7 +351,6 @@ fn integration_damaged() {
         &running(Outcome::IntegrationDamaged, ""),
         expect![[r#"
             [The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
-            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
             -----
             {
               "output": "",
@@ -391,8 +361,7 @@ fn integration_damaged() {
               "duration_ms": 1500,
               "truncated": false,
               "notes": [
-                "[The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
-                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+                "[The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]"
               ],
               "look_again_within_sec": 42.0
             }
@@ -407,26 +376,25 @@ fn not_executed_while_a_command_runs() {
     check(
         &running(outcome, "still going\n"),
         expect![[r#"
-        [Below is the output of the previous command.]
-        still going
-        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "still going\n",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            still going
+            [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]
+            [Running for 1.5 s: send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            -----
+            {
+              "output": "still going\n",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -434,32 +402,32 @@ fn not_executed_while_a_command_runs() {
 fn not_executed_while_a_program_waits_for_input() {
     let why = NotRun::CommandRunning { reading: Some(Reader::Program) };
     let outcome = Outcome::NotExecuted { command: "echo second".into(), why };
+    // An earlier reply showed the prompt: this one repeats it.
+    let mut reply = running(outcome, "");
+    reply.unfinished_line = Some("Continue? [y/N] ".to_owned());
     check(
-        &running(outcome, "Continue? [y/N] "),
+        &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        Continue? [y/N] 
-        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        [The program is waiting for input: send it with is_input=true.]
-        -----
-        {
-          "output": "Continue? [y/N] ",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
-            "[The program is waiting for input: send it with is_input=true.]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]
+            [The command waits for input; its prompt is "Continue? [y/N] ". Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "prompt": "Continue? [y/N] ",
+              "notes": [
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -470,30 +438,25 @@ fn not_executed_while_the_shell_reads() {
     check(
         &running(outcome, ""),
         expect![[r#"
-        [Below is the output of the previous command.]
-        [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        [The program is waiting for input: send it with is_input=true.]
-        [The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed. By setting `is_input` to `true`, you can interact with the current process: You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
-            "[The program is waiting for input: send it with is_input=true.]",
-            "[The shell itself is reading the terminal and has not reported the end of the command. Either the command is a shell builtin waiting for input (such as `read`): send it with is_input=true; or the command damaged shellkeep's shell integration (its functions or variables, `enable -n`, a DEBUG trap, `set -r`, descriptor 62 closed, the shell stopped) and the shell sits at its prompt, where commands can no longer run or report their end: reset=true restores a working shell.]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]
+            [The shell reads input (`read`, or a broken integration that reset=true restores) with no prompt (C-d ends input). Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "not_executed",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -566,7 +529,6 @@ fn not_executed_with_the_integration_damaged() {
         expect![[r#"
             [Below is the output of the previous command.]
             [Your command "echo second" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
-            [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
             -----
             {
               "output": "",
@@ -577,8 +539,7 @@ fn not_executed_with_the_integration_damaged() {
               "duration_ms": 1500,
               "truncated": false,
               "notes": [
-                "[Your command \"echo second\" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]",
-                "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
+                "[Your command \"echo second\" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]"
               ],
               "look_again_within_sec": 42.0
             }
@@ -684,28 +645,24 @@ fn input_partly_delivered() {
     check(
         &reply,
         expect![[r#"
-        [The command timed out after 0 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        [Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "running",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[The command timed out after 0 seconds. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]",
-            "[Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [The command timed out after 0 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]
+            -----
+            {
+              "output": "",
+              "exit_code": -1,
+              "status": "running",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "wait_ended": "timeout",
+              "notes": [
+                "[Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -795,32 +752,27 @@ fn a_full_screen_program() {
     check(
         &reply,
         expect![[r#"
-        [A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]
-        ~
-        ~
-        :
-        [The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys ("C-c", "C-z", "C-d") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]
-        [It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]
-        [It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]
-        -----
-        {
-          "output": "~\n~\n:",
-          "exit_code": -1,
-          "status": "waiting_for_input",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "notes": [
-            "[A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]",
-            "[The command is waiting for input; its prompt is the last line above. You may wait longer to see additional output by sending empty command '', send other commands to interact with the current process, send keys (\"C-c\", \"C-z\", \"C-d\") to interrupt/kill the previous command before sending your new command, or use the timeout parameter in terminal for future commands.]",
-            "[It is still running (1.5 s so far): send text or keys to it with is_input=true, or reset=true for a fresh shell.]",
-            "[It is stopped if no call waits on it, polls it or sends it input within the next 42 s (time waiting for input not counted).]"
-          ],
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            [A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]
+            ~
+            ~
+            :
+            [The command waits for input on the screen above. Send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "output": "~\n~\n:",
+              "exit_code": -1,
+              "status": "waiting_for_input",
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "duration_ms": 1500,
+              "truncated": false,
+              "waiting_for_input": true,
+              "notes": [
+                "[A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]"
+              ],
+              "look_again_within_sec": 42.0
+            }
+        "#]],
     );
 }
 
@@ -933,4 +885,87 @@ fn refused_calls() {
         No command is running, so there is nothing to send input to. Run a command first, or send this as a command with is_input=false.
         The shell is waiting for the rest of an incomplete command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send the remaining lines with is_input=true.
         unknown key "C-1". Valid keys: C-<letter> (e.g. C-c, C-d, C-z), ENTER, TAB, BS, ESC, UP, DOWN, RIGHT, LEFT, HOME, END, PGUP, PGDN, DEL. To type text instead, send it without a C- prefix."#]].assert_eq(&words.join("\n"));
+}
+
+/// The most characters the notice about a running or waiting command
+/// takes, besides a quoted prompt: about 200, the reply budget of issue 14.
+const NOTICE_BUDGET: usize = 220;
+
+/// Issue 14: every notice about a running or waiting command fits the
+/// budget (a quoted prompt aside) and says how to poll, answer and stop it,
+/// and by when to look again; nothing of it is copied into the notes.
+#[test]
+fn running_and_waiting_notices_fit_the_budget() {
+    let long = Duration::from_secs(86_400);
+    let waits = [
+        WaitEnded::NoNewOutput(Duration::from_secs(30)),
+        WaitEnded::Timeout(Duration::from_secs(3_600)),
+        WaitEnded::Cancelled,
+    ];
+    let mut cases: Vec<(Reply, &str)> = Vec::new();
+    for why in waits {
+        cases.push((running(Outcome::Running { why }, "step\n"), "running"));
+    }
+    for shell_reading in [false, true] {
+        let reader = if shell_reading { Reader::Shell } else { Reader::Program };
+        for (output, line) in [("Name: ", Some("Name: ")), ("", Some("Name: ")), ("", None)] {
+            let mut waiting = running(Outcome::WaitingForInput { shell_reading }, output);
+            waiting.unfinished_line = line.map(str::to_owned);
+            cases.push((waiting, "waiting"));
+            let why = NotRun::CommandRunning { reading: Some(reader) };
+            let outcome = Outcome::NotExecuted { command: "ls".into(), why };
+            let mut refused = running(outcome, output);
+            refused.unfinished_line = line.map(str::to_owned);
+            cases.push((refused, "waiting"));
+        }
+    }
+    let why = NotRun::CommandRunning { reading: None };
+    cases.push((running(Outcome::NotExecuted { command: "ls".into(), why }, ""), "running"));
+    for (mut reply, kind) in cases {
+        // A command that ran a day, with a day left: the longest numbers.
+        reply.duration = long;
+        reply.look_again_within = Some(long);
+        let (blocks, structured) = terminal(&reply);
+        let text = blocks.into_texts().join("\n");
+        let notice = text
+            .lines()
+            .find(|line| line.contains("send '' to wait"))
+            .unwrap_or_else(|| panic!("no notice says how to poll: {text}"));
+        let quoted = reply.unfinished_line.as_deref().map_or(0, |line| {
+            if notice.contains(&format!("{line:?}")) { line.chars().count() + 2 } else { 0 }
+        });
+        let size = notice.chars().count() - quoted;
+        assert!(size <= NOTICE_BUDGET, "{size} characters: {notice}");
+        assert!(notice.contains("is_input=true") && notice.contains("C-c"), "{notice}");
+        let clock = if kind == "running" {
+            "Look again within 86400 s"
+        } else {
+            "Waiting pauses its 86400 s limit"
+        };
+        assert!(notice.contains(clock), "{notice}");
+        assert_eq!(text.matches("is_input=true").count(), 1, "said once: {text}");
+        assert!(structured.notes.iter().all(|note| !note.contains("send ''")), "{structured:?}");
+        assert_eq!(structured.look_again_within_sec, Some(86_400.0));
+    }
+}
+
+/// Issue 14: "its prompt is the last line above" only when the last line
+/// of the output is the whole prompt; a prompt shown in pieces over two
+/// replies is quoted whole.
+#[test]
+fn the_prompt_is_the_last_line_only_when_it_is() {
+    let notice = |output: &str, line: Option<&str>| {
+        let mut reply = running(Outcome::WaitingForInput { shell_reading: false }, output);
+        reply.unfinished_line = line.map(str::to_owned);
+        let (blocks, _) = terminal(&reply);
+        let text = blocks.into_texts().join("\n");
+        text.lines().last().unwrap_or_default().to_owned()
+    };
+    assert!(
+        notice("ok\nPassword: ", Some("Password: ")).contains("its prompt is the last line above")
+    );
+    let pieces = notice("word: ", Some("Password: "));
+    assert!(pieces.contains("its prompt is \"Password: \""), "{pieces}");
+    let none = notice("searching\n", None);
+    assert!(none.contains("with no prompt (C-d ends input)") && !none.contains("above"), "{none}");
 }
