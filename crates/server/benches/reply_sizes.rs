@@ -23,6 +23,8 @@
 //! script expects none).
 #![allow(clippy::disallowed_methods, reason = "the benchmark starts the server it measures")]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -115,20 +117,7 @@ struct Measured {
 }
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("reply_sizes bench: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("reply_sizes bench failed: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("reply_sizes", bench())
 }
 
 async fn bench() -> anyhow::Result<()> {

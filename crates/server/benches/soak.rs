@@ -16,6 +16,8 @@
 //! non-zero only when the measurement itself fails.
 #![allow(clippy::disallowed_methods, reason = "the benchmark starts the server it measures")]
 
+mod common;
+
 use std::fs::File;
 use std::path::Path;
 use std::process::ExitCode;
@@ -65,20 +67,7 @@ const CASES: &[Case] = &[
 ];
 
 fn main() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("soak bench: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(soak()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("soak bench failed: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("soak", soak())
 }
 
 /// One look at the server.

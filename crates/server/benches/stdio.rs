@@ -30,6 +30,8 @@
 //! what `echo hi` prints).
 #![allow(clippy::disallowed_methods, reason = "the benchmark starts the server it measures")]
 
+mod common;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -104,22 +106,7 @@ const TARGET_PARALLEL_TIME: Duration = Duration::from_millis(1_500);
 const SETTLE: Duration = Duration::from_millis(300);
 
 fn main() -> ExitCode {
-    // `cargo bench` passes `--bench` (and any filter); there is nothing to
-    // select, so the arguments are ignored.
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("stdio bench: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(bench()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("stdio bench failed: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("stdio", bench())
 }
 
 async fn bench() -> anyhow::Result<()> {
