@@ -421,7 +421,8 @@ const LAST_WORDS_LINES: usize = 20;
 pub struct LastWords {
     /// What it was doing.
     pub activity: Activity,
-    /// Its last lines of output not shown before (at most 20).
+    /// Its last lines of output not shown before (at most 20); when there
+    /// are none, the last lines of its last command.
     pub output: String,
 }
 
@@ -474,7 +475,18 @@ impl Session {
                 current.map(|shared| shared.lock().take_idle_output()).unwrap_or_default()
             }
         };
+        // Nothing new (an idle session, or an end a reply already showed):
+        // the last lines of its last command, as its log keeps them.
+        let output = if output.trim().is_empty() { self.last_logged_lines() } else { output };
         LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
+    }
+
+    /// The last [`LAST_WORDS_LINES`] lines of the newest command's output.
+    fn last_logged_lines(&self) -> String {
+        let lines = LAST_WORDS_LINES as u64;
+        let log = self.output().get(None).ok();
+        let page = log.and_then(|log| log.read(-(lines as i64), lines).ok());
+        page.map(|page| page.text).unwrap_or_default()
     }
 
     /// Makes every finished line on the screen final, so that a read of the
