@@ -389,3 +389,46 @@ async fn a_calling_shell_in_a_directory_the_job_cannot_enter_refuses_the_job() {
     assert!(row(&listing, "job-1").is_none(), "no job session is left: {listing:#?}");
     server.terminal(json!({"command": "chmod 755 . && cd .."})).await;
 }
+
+#[tokio::test]
+async fn a_job_that_ends_its_shell_is_listed_as_ended_not_running() {
+    let server = Server::start().await;
+    // `exec` makes the job the shell: its end is the shell's.
+    let r = server
+        .terminal(json!({"command": "echo before-exec; exec sleep 1.5", "background": true}))
+        .await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let listing = poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| row(listing, "job-1").is_some_and(|row| row["state"] != "running"),
+    )
+    .await;
+    let job = row(&listing, "job-1").expect("listed");
+    assert_eq!((&job["state"], &job["exit_code"]), (&json!("ended"), &json!(0)), "{listing:#?}");
+    assert!(job["ran_sec"].as_f64() >= Some(1.5), "{listing:#?}");
+    assert!(!listing.text.contains("running"), "{}", listing.text);
+    let out = job_output(&server, "job-1").await;
+    assert_eq!(out["lines"], "before-exec\n", "{out:#?}");
+}
+
+#[tokio::test]
+async fn the_listing_counts_a_running_commands_output_as_it_comes() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(json!({"command": "sleep 1.2; echo later-line; sleep 30", "background": true}))
+        .await;
+    assert_eq!((&r["status"], r.output()), (&json!("running"), ""), "{r:#?}");
+    // No reply shows the line; the listing counts it all the same.
+    let listing = poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| {
+            row(listing, "job-1").is_some_and(|row| {
+                row["output_bytes"].as_u64() == Some("later-line\n".len() as u64)
+            })
+        },
+    )
+    .await;
+    assert!(listing.text.contains("11 B of output kept"), "{}", listing.text);
+}
