@@ -73,13 +73,15 @@ const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD", "_"];
 /// background job: `env -0` (the environment a child of the shell inherits,
 /// exported functions included, in `NAME=value` entries ended by NUL) into
 /// `file`, by the program's full path (a `PATH` the user changed cannot
-/// hide it, a function cannot replace it), then `$?` back as it was (a
-/// function's `return`, so that nothing forks; under `set -e` it is 0).
+/// hide it, a function cannot replace it, and `\builtin` is no alias),
+/// then `$?` back as it was (a function's `return`, so that nothing forks;
+/// under `set -e` it is 0).
 fn capture_text(env_program: &Path, file: &Path) -> String {
     let quote = |path: &Path| bash_script::shell_quote(&path.to_string_lossy());
     format!(
-        "__sk_k=$?; builtin command {} -0 >|{} || :; __sk_rs() {{ builtin local s=$__sk_k; \
-         builtin unset __sk_k; builtin unset -f __sk_rs; return \"$s\"; }}; __sk_rs",
+        "__sk_k=$?; \\builtin command {} -0 >|{} || :; __sk_rs() {{ \\builtin local \
+         s=$__sk_k; \\builtin unset __sk_k; \\builtin unset -f __sk_rs; \\builtin return \
+         \"$s\"; }}; __sk_rs",
         quote(env_program),
         quote(file)
     )

@@ -255,6 +255,12 @@ async fn a_busy_calling_session_refuses_the_job_clearly() {
 #[tokio::test]
 async fn a_hostile_calling_shell_cannot_misplace_or_break_a_job() {
     let server = Server::start().await;
+    // An alias and functions in the way of the words the shell is given.
+    let r = server
+        .terminal(json!({"command": "alias builtin='echo hijacked'; env() { echo fn; }; \
+                                     command() { echo fn; }; __sk_rs() { echo fn; }"}))
+        .await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
     // A value with a newline, quotes and a backslash; `PATH` with no `env`
     // in it; the shell's private directory removed.
     let r = server
