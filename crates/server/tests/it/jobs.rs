@@ -438,3 +438,20 @@ async fn the_listing_counts_a_running_commands_output_as_it_comes() {
     .await;
     assert!(listing.text.contains("11 B of output kept"), "{}", listing.text);
 }
+
+#[tokio::test]
+async fn the_calling_shells_options_and_traces_stay_its_own() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "set -xu; (exit 7)"})).await;
+    assert_eq!(r["exit_code"], 7, "{r:#?}");
+    let r = server.terminal(json!({"command": "sleep 30", "background": true})).await;
+    assert!(!r.is_error, "{r:#?}");
+    // Tracing still on, `$?` still 7, and none of shellkeep's own lines
+    // shown anywhere.
+    let r = server.terminal(json!({"command": "echo $?"})).await;
+    // (The trace's `+` count is the eval's nesting, as for every command.)
+    let lines: Vec<&str> = r.output().lines().collect();
+    assert!(matches!(lines[..], [trace, "7"] if trace.ends_with("+ echo 7")), "{r:#?}");
+    assert!(!r.text.contains("__sk") && !r.text.contains("env -0"), "{r:#?}");
+}
+
