@@ -118,14 +118,28 @@ struct Received {
 }
 
 impl Received {
-    /// Reads what the pipe holds now, without waiting.
+    /// Reads what the pipe holds, as far as the runtime knows it is
+    /// readable (which it then waits for again).
     fn drain(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
         let mut chunk = [0u8; 64 * 1024];
         while let Ok(n @ 1..) = receiver.try_read(&mut chunk) {
-            let room = (MAX_START_ENV as usize).saturating_sub(self.bytes.len()).min(n);
-            self.bytes.extend_from_slice(&chunk[..room]);
-            self.dropped += (n - room) as u64;
+            self.keep(&chunk[..n]);
         }
+    }
+
+    /// Reads everything the pipe holds now, from the descriptor itself: the
+    /// runtime may not have seen the last write yet.
+    fn drain_now(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
+        let mut chunk = [0u8; 64 * 1024];
+        while let Ok(n @ 1..) = nix::unistd::read(receiver, &mut chunk) {
+            self.keep(&chunk[..n]);
+        }
+    }
+
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = (MAX_START_ENV as usize).saturating_sub(self.bytes.len()).min(bytes.len());
+        self.bytes.extend_from_slice(&bytes[..room]);
+        self.dropped += (bytes.len() - room) as u64;
     }
 }
 
@@ -615,8 +629,9 @@ impl Shell {
                 }
             }
         };
-        // The command has ended, so what it wrote is all in the pipe.
-        received.drain(receiver);
+        // The command has ended, so what it wrote is all in the pipe; read
+        // it whether or not the runtime has seen it become readable yet.
+        received.drain_now(receiver);
         if !ended || self.has_exited() {
             // Left as the session's command: the next reply reports it.
             return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));

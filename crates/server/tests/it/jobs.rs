@@ -455,3 +455,16 @@ async fn the_calling_shells_options_and_traces_stay_its_own() {
     assert!(!r.text.contains("__sk") && !r.text.contains("env -0"), "{r:#?}");
 }
 
+/// Regression: the end of the environment's writer was sometimes read
+/// before the runtime saw the FIFO become readable, and the job was refused
+/// as if the shell had written nothing (about one start in 30).
+#[tokio::test]
+async fn the_environment_is_read_whole_on_every_start() {
+    let server = Server::start().await;
+    for i in 0..60 {
+        server.terminal(json!({"command": format!("export ROUND={i}")})).await;
+        let r = server.terminal(json!({"command": "echo $ROUND", "background": true})).await;
+        assert!(!r.is_error, "{i}: {r:#?}");
+        assert_eq!(r.output(), format!("{i}\n"), "{i}: {r:#?}");
+    }
+}
