@@ -11,7 +11,7 @@ use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Progres
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::keys::{self, Input};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, RegistryError};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, RegistryError, validate_name};
 use shellkeep_engine::session::{Call, Outcome, Place, Progress, ProgressHook, Reply, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
@@ -233,6 +233,15 @@ impl Shellkeep {
         let registry = &self.shared.sessions;
         let cwd = args.cwd.clone();
         if args.background {
+            // A name that cannot be used is told before the calling shell
+            // is disturbed.
+            if let Some(name) = args.session.as_deref() {
+                validate_name(name).map_err(|err| render::registry_error(&err))?;
+                if registry.get(name).is_ok() {
+                    let err = RegistryError::NameTaken(name.to_owned());
+                    return Err(render::registry_error(&err));
+                }
+            }
             let (place, env_from) = self.job_place().await?;
             let venv = place.virtual_env();
             // `cwd` says where; the environment is the calling session's.

@@ -245,6 +245,13 @@ async fn a_busy_calling_session_refuses_the_job_clearly() {
     assert!(r.text.contains("\"session\": \"dev\""), "{}", r.text);
     let listing = server.call("sessions", json!({})).await;
     assert!(row(&listing, "job-1").is_none(), "no job session is left: {listing:#?}");
+    // A name that cannot be used is told first.
+    for (name, said) in [("default", "already exists"), ("a b", "invalid session name")] {
+        let r = server
+            .terminal(json!({"command": "echo job", "background": true, "session": name}))
+            .await;
+        assert!(r.is_error && r.text.contains(said), "{name}: {r:#?}");
+    }
     // Once the command is stopped, the job starts.
     let r = server.terminal(json!({"command": "C-c", "is_input": true})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
