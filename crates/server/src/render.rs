@@ -516,13 +516,13 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
 
 /// The line that says where a background job started.
 fn job_started(name: &str, job: &JobStart) -> String {
-    let venv = job.venv.as_deref().map(|venv| format!(" (virtual environment {})", in_text(venv)));
+    let venv = job.venv.as_deref().map(|venv| format!(" (venv {})", in_text(venv)));
     let env = match &job.env_from {
-        Some(from) => format!("the exported environment of session {from:?}, which is free"),
+        Some(from) => format!("the environment of session {from:?}, which is free"),
         None => "the server's environment".to_owned(),
     };
     format!(
-        "[Background job started in session {name:?}, in {}{} with {env}.]",
+        "[Background job started in session {name:?}, in {}{}, with {env}.]",
         in_text(&job.cwd),
         venv.unwrap_or_default()
     )
@@ -536,8 +536,8 @@ pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks,
     let (_, mut structured) = terminal(reply);
     let started = job_started(name, job);
     let follow = format!(
-        "[It runs with no time limit. Read its new output with {{\"command\": \"\", \
-         \"session\": {name:?}}} or all of it with the output tool; stop it with session_close.]"
+        "[No time limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, read all of \
+         it with the output tool, stop it with session_close.]"
     );
     let mut text = Blocks::default();
     text.notice(&started);

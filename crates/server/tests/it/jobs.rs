@@ -61,8 +61,8 @@ async fn a_background_server_starts_in_the_agents_directory_venv_and_environment
     assert!(!r.is_error, "{r:#?}");
     assert_eq!((&r["session"], &r["status"]), (&json!("job-1"), &json!("running")), "{r:#?}");
     let started = format!(
-        "[Background job started in session \"job-1\", in {} (virtual environment {}) with the \
-         exported environment of session \"default\", which is free.]",
+        "[Background job started in session \"job-1\", in {} (venv {}), with the environment \
+         of session \"default\", which is free.]",
         project.display(),
         venv.display()
     );
@@ -113,7 +113,7 @@ async fn a_background_server_starts_in_the_agents_directory_venv_and_environment
         }))
         .await;
     assert_eq!(r["session"], "job-2", "{r:#?}");
-    assert!(r.text.contains(&format!("in {} (virtual", elsewhere.display())), "{}", r.text);
+    assert!(r.text.contains(&format!("in {} (venv", elsewhere.display())), "{}", r.text);
     let out = poll_until(
         EVENTUALLY,
         async || job_output(&server, "job-2").await,
