@@ -67,8 +67,16 @@ pub struct SessionConfig {
 }
 
 /// An exported environment as a shell's child would inherit it: `NAME=value`
-/// pairs in order, values of any bytes.
-pub type StartEnv = Vec<(std::ffi::OsString, std::ffi::OsString)>;
+/// pairs in order, values of any bytes. Its `Debug` shows only how many
+/// there are: values can be secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StartEnv(pub Vec<(std::ffi::OsString, std::ffi::OsString)>);
+
+impl std::fmt::Debug for StartEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StartEnv({} variables)", self.0.len())
+    }
+}
 
 /// The most bytes of exported environment a background job takes from the
 /// session it starts from: more is refused ([`PlaceError::TooLarge`]).
@@ -90,7 +98,7 @@ impl Place {
     /// The active Python virtual environment (`VIRTUAL_ENV`), if any.
     pub fn virtual_env(&self) -> Option<PathBuf> {
         let env = self.env.as_deref()?;
-        env.iter().rev().find(|(name, _)| name == "VIRTUAL_ENV").map(|(_, value)| value.into())
+        env.0.iter().rev().find(|(name, _)| name == "VIRTUAL_ENV").map(|(_, value)| value.into())
     }
 }
 

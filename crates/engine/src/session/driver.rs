@@ -146,14 +146,15 @@ impl Received {
 /// `NAME=value` entries ended by NUL, as `env -0` writes them.
 fn parse_env(bytes: &[u8]) -> StartEnv {
     use std::os::unix::ffi::OsStrExt;
-    bytes
+    let entries = bytes
         .split(|&b| b == 0)
         .filter_map(|entry| {
             let eq = entry.iter().position(|&b| b == b'=').filter(|&i| i > 0)?;
             let (name, value) = (&entry[..eq], &entry[eq + 1..]);
             Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(value).to_owned()))
         })
-        .collect()
+        .collect();
+    StartEnv(entries)
 }
 
 /// One bash process and its PTY.
@@ -229,6 +230,7 @@ impl Shell {
                 .env_clear()
                 .envs(
                     start_env
+                        .0
                         .iter()
                         .filter(|(name, _)| !NOT_INHERITED.iter().any(|n| name == n))
                         .map(|(name, value)| (name, value)),
@@ -572,7 +574,7 @@ impl Shell {
             return Err(PlaceError::TooLarge);
         }
         let env = parse_env(&received.bytes);
-        if env.is_empty() {
+        if env.0.is_empty() {
             // `env` could not start (an environment too large for any
             // program, E2BIG): the shell said why.
             let why = if last_line.is_empty() { "the shell wrote nothing" } else { &last_line };
@@ -882,6 +884,7 @@ mod tests {
     fn env_entries_keep_any_byte_but_nul() {
         let bytes = b"A=1\0WEIRD=a\nb \"q\" 's' =x\0\0NOEQUALS\0=novalue\0EMPTY=\0BASH_FUNC_f%%=() { echo; }\0";
         let parsed: Vec<(String, String)> = parse_env(bytes)
+            .0
             .into_iter()
             .map(|(n, v)| (n.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
             .collect();
@@ -894,6 +897,12 @@ mod tests {
         let expected: Vec<(String, String)> =
             expected.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
         assert_eq!(parsed, expected);
+    }
+
+    #[test]
+    fn an_environment_shows_no_value_in_debug() {
+        let env = parse_env(b"TOKEN=hunter2-secret\0A=1\0");
+        assert_eq!(format!("{env:?}"), "StartEnv(2 variables)");
     }
 
     #[test]
