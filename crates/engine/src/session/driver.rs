@@ -5,7 +5,9 @@
 //! handshake), writes a command to the command file and types the line that
 //! runs it, sends text and keys to the running program, gives a command that
 //! is ending a moment to show it, stops what an interrupt left behind, and
-//! stops the shell with everything it started.
+//! stops the shell with everything it started. For a background job it
+//! reads the shell's exported environment (a command of shellkeep's own
+//! that writes it to a FIFO) and starts a job's shell with it.
 //!
 //! It does not decide what a call does (`mod.rs`), decide how long a call
 //! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command

@@ -16,8 +16,10 @@
 //! This file holds the public face: the call, reply, outcome and event
 //! types (from `call`), [`Session`] with its `execute` dispatch (from the
 //! typed [`Call`] and what the shell is doing: run, poll, send input, or
-//! refuse), restarting a shell that died, and the read-only views that
-//! listings use. Behind it, in layers that each know only the ones below
+//! refuse), restarting a shell that died, the read-only views that
+//! listings and job watchers use, and the place (directory and exported
+//! environment) a background job started from the session starts in.
+//! Behind it, in layers that each know only the ones below
 //! (no file imports one above it, and no type has an `impl` outside its
 //! own file):
 //!
