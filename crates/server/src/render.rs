@@ -685,23 +685,22 @@ pub struct SessionRow {
 /// The text and structured content of the `sessions` listing.
 pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, SessionsOutput) {
     let now = std::time::SystemTime::now();
+    // Ended jobs are not counted against the limit, so they are told apart.
     let ended = rows.iter().filter(|row| row.job_end.is_some()).count();
+    let ended_jobs = match ended {
+        0 => String::new(),
+        n => format!(
+            "; and {n} ended background job{}, not counted, each closed {} after its end",
+            if n == 1 { "" } else { "s" },
+            span(limits.job_keep)
+        ),
+    };
     let mut text = format!(
-        "{} of at most {} sessions open (idle sessions close after {}):\n",
+        "{} of at most {} sessions open (idle sessions close after {}{ended_jobs}):\n",
         rows.len() - ended,
         limits.max_sessions,
         seconds(limits.idle_expiry)
     );
-    if ended > 0 {
-        text.insert_str(
-            text.len() - ")\n:".len(),
-            &format!(
-                "; and {ended} ended background job{}, not counted, each closed {} after its end",
-                if ended == 1 { "" } else { "s" },
-                span(limits.job_keep)
-            ),
-        );
-    }
     let mut out = Vec::new();
     for row in rows {
         let idle = now.duration_since(row.last_used).unwrap_or_default();
@@ -1231,5 +1230,68 @@ mod tests {
         let mut blocks = Blocks::default();
         blocks.shown(&wrong);
         assert_eq!(blocks.into_texts(), vec![text]);
+    }
+
+    #[test]
+    fn an_ended_job_is_listed_apart_with_its_end_and_its_closing() {
+        use shellkeep_engine::registry::JobEnd;
+        let row = |name: &str, activity: Activity, job_end: Option<JobEnd>| SessionInfo {
+            name: name.to_owned(),
+            cwd: "/p".into(),
+            activity,
+            background: job_end.map(|_| "make test".to_owned()),
+            job_end,
+            last_used: std::time::SystemTime::now(),
+            processes: 1,
+            waiting_for_input: false,
+            output_bytes: 12,
+        };
+        let end = JobEnd {
+            exit_code: 2,
+            ran_for: Duration::from_millis(2_040),
+            closes_in: Duration::from_secs(599),
+        };
+        // Its shell may still show the command as finished: the end wins.
+        let finished = Activity::Finished { command: "make test".to_owned(), exit_code: 2 };
+        let rows = [row("default", Activity::Idle, None), row("job-1", finished, Some(end))];
+        let (text, structured) = sessions(&rows, RegistryLimits::default());
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "1 of at most 16 sessions open (idle sessions close after 1800 s; and 1 ended \
+                 background job, not counted, each closed 10 minutes after its end):"
+            )
+        );
+        let job = lines.nth(1).expect("the job's row");
+        assert!(
+            job.starts_with(
+                "- job-1: background job; \"make test\" ended with exit code 2 after 2.0 s; \
+                 closes in 599 s; cwd /p;"
+            ),
+            "{job}"
+        );
+        let job = &structured.sessions[1];
+        assert_eq!((job.state, job.exit_code, job.ran_sec), ("ended", Some(2), Some(2.0)));
+        assert_eq!((job.closes_in_sec, job.running_sec), (Some(599.0), None));
+    }
+
+    #[test]
+    fn a_job_end_says_how_long_its_output_stays() {
+        let ended = JobEnded {
+            session: "job-1".to_owned(),
+            command: "sleep 2".to_owned(),
+            exit_code: 0,
+            ran_for: Duration::from_millis(2_003),
+            kept_for: Duration::from_secs(600),
+        };
+        let (text, structured) = jobs_ended(&[ended]);
+        assert_eq!(
+            text,
+            "[Background job in session \"job-1\" (\"sleep 2\") ended with exit code 0 after 2.0 \
+             s; its output stays readable until the session closes in 10 minutes.]"
+        );
+        assert_eq!(structured[0]["ran_sec"], 2.0);
+        assert_eq!(structured[0]["kept_sec"], 600.0);
     }
 }
