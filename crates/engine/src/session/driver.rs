@@ -145,6 +145,28 @@ impl Received {
     }
 }
 
+/// Writes `bytes` to the FIFO `path` once a reader has opened it (until
+/// then, opening it to write fails with `ENXIO`), then closes it: the
+/// reader sees the end.
+async fn write_fifo(path: PathBuf, bytes: Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    let mut sender = loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
+            Ok(sender) => break sender,
+            Err(err) if err.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Err(err) => {
+                tracing::debug!("could not open the FIFO to write: {err}");
+                return;
+            }
+        }
+    };
+    if let Err(err) = sender.write_all(&bytes).await {
+        tracing::debug!("could not write the FIFO: {err}");
+    }
+}
+
 /// `NAME=value` entries ended by NUL, as `env -0` writes them.
 fn parse_env(bytes: &[u8]) -> StartEnv {
     use std::os::unix::ffi::OsStrExt;
@@ -323,8 +345,56 @@ impl Shell {
             return Err(err);
         }
         let mut shell = shell;
+        if let Some(start_env) = &config.start_env
+            && let Err(err) = shell.restore_env(config, start_env).await
+        {
+            tracing::warn!("a background job's shell kept its start-up files' environment: {err}");
+        }
         shell.refresh_state();
         Ok(shell)
+    }
+
+    /// Puts the calling shell's exported values back over what this shell's
+    /// start-up files changed (a `~/.bashrc` that puts `pyenv` or `nvm`
+    /// first in `PATH` would otherwise hide an activated venv): the job
+    /// then sees what a command started from the calling shell would. The
+    /// values go through a FIFO in the private directory, written by the
+    /// server while the shell reads it (never stored in a file); exported
+    /// functions came with the environment and are left alone.
+    async fn restore_env(
+        &mut self,
+        config: &SessionConfig,
+        start_env: &StartEnv,
+    ) -> Result<(), PlaceError> {
+        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
+        let fifo = self.files.dir.join("env");
+        let _ = std::fs::remove_file(&fifo);
+        private_fs::create_private_fifo(&fifo).map_err(|err| failed("the private FIFO", err))?;
+        let mut bytes = Vec::new();
+        for (name, value) in &start_env.0 {
+            use std::os::unix::ffi::OsStrExt;
+            let skip = NOT_INHERITED.iter().any(|n| name == n)
+                || ["PROMPT_COMMAND", "BASH_ENV", "ENV"].iter().any(|n| name == n)
+                || name.as_bytes().starts_with(b"BASH_FUNC_");
+            if !skip {
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.push(b'=');
+                bytes.extend_from_slice(value.as_bytes());
+                bytes.push(0);
+            }
+        }
+        let writer = tokio::spawn(write_fifo(fifo.clone(), bytes));
+        let text = format!(
+            "while IFS= \\builtin read -r -d '' __sk_v; do \\builtin export -- \"$__sk_v\" \
+             2>/dev/null; done <{}; \\builtin unset __sk_v",
+            bash_script::shell_quote(&fifo.to_string_lossy())
+        );
+        let ran = self.run_own(config, &text, None).await;
+        writer.abort();
+        let _ = std::fs::remove_file(&fifo);
+        // Nothing of it is the agent's to see.
+        self.shared.lock().take_idle_output();
+        ran.map(drop)
     }
 
     /// The start-up handshake: wait for the first prompt's marker, so the
@@ -567,7 +637,7 @@ impl Shell {
         let text = capture_text(&env_program(), &fifo);
         let mut received = Received::default();
         let captured = match &receiver {
-            Ok(receiver) => self.run_own(config, &text, receiver, &mut received).await,
+            Ok(receiver) => self.run_own(config, &text, Some((receiver, &mut received))).await,
             Err(err) => Err(err.clone()),
         };
         let _ = std::fs::remove_file(&fifo);
@@ -593,8 +663,7 @@ impl Shell {
         &mut self,
         config: &SessionConfig,
         text: &str,
-        receiver: &tokio::net::unix::pipe::Receiver,
-        received: &mut Received,
+        mut reading: Option<(&tokio::net::unix::pipe::Receiver, &mut Received)>,
     ) -> Result<String, PlaceError> {
         let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
         let seq = self.next_seq;
@@ -623,19 +692,24 @@ impl Shell {
                 state.exited().is_some() || state.command().is_none_or(Command::is_done)
             });
             tokio::pin!(end);
-            loop {
-                tokio::select! {
-                    ended = &mut end => break ended,
-                    ready = receiver.readable() => {
-                        ready.map_err(|err| failed("the private FIFO", err))?;
-                        received.drain(receiver);
+            match reading.as_mut() {
+                None => end.await,
+                Some((receiver, received)) => loop {
+                    tokio::select! {
+                        ended = &mut end => break ended,
+                        ready = receiver.readable() => {
+                            ready.map_err(|err| failed("the private FIFO", err))?;
+                            received.drain(receiver);
+                        }
                     }
-                }
+                },
             }
         };
-        // The command has ended, so what it wrote is all in the pipe; read
-        // it whether or not the runtime has seen it become readable yet.
-        received.drain_now(receiver);
+        if let Some((receiver, received)) = reading {
+            // The command has ended, so what it wrote is all in the pipe;
+            // read it whether or not the runtime has seen it readable yet.
+            received.drain_now(receiver);
+        }
         if !ended || self.has_exited() {
             // Left as the session's command: the next reply reports it.
             return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));

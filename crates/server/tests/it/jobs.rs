@@ -475,3 +475,58 @@ async fn the_environment_is_read_whole_on_every_start() {
         assert_eq!(r.output(), format!("{i}\n"), "{i}: {r:#?}");
     }
 }
+
+/// A `~/.bashrc` that puts its own directory first in `PATH` (as `pyenv
+/// init` or `nvm` does) does not hide the venv the agent activated from the
+/// job: the calling shell's values are put back over what it changed.
+#[tokio::test]
+async fn a_job_keeps_the_callers_path_over_what_its_bashrc_changed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = crate::Scratch::new();
+    let shims = dir.path.join("shims");
+    std::fs::create_dir(&shims).expect("mkdir");
+    let executable = |path: &std::path::Path, text: &str| {
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    executable(&shims.join("python3"), "#!/bin/sh\necho shim\n");
+    std::fs::write(
+        dir.path.join(".bashrc"),
+        format!("export PATH={}:$PATH\nexport FROM_RC=1\n", shims.display()),
+    )
+    .expect("write .bashrc");
+    // The harness starts every server with --no-rc; this one reads the rc.
+    let with_rc = dir.path.join("with-rc");
+    executable(
+        &with_rc,
+        "#!/bin/bash\nargs=()\nfor a in \"$@\"; do [[ $a == --no-rc ]] || args+=(\"$a\"); done\n\
+         exec \"${args[@]}\"\n",
+    );
+    let home = dir.path.to_str().expect("utf-8");
+    let server = Server::wrapped(&[with_rc.to_str().expect("utf-8")], &[], &[("HOME", home)]).await;
+    let project = project_with_venv(&server);
+    let r = server.terminal(json!({"command": "command -v python3"})).await;
+    assert_eq!(r.output(), format!("{}\n", shims.join("python3").display()), "the rc ran: {r:#?}");
+    let r = server
+        .terminal(
+            json!({"command": "cd project && source venv/bin/activate && command -v python3"}),
+        )
+        .await;
+    let venv_python = project.join("venv/bin/python3");
+    assert_eq!(r.output(), format!("{}\n", venv_python.display()), "{r:#?}");
+    let r = server
+        .terminal(json!({
+            "command": "echo \"$(command -v python3) ${FROM_RC-}\"; sleep 30",
+            "background": true
+        }))
+        .await;
+    assert!(!r.is_error, "{r:#?}");
+    let out = poll_until(
+        EVENTUALLY,
+        async || job_output(&server, "job-1").await,
+        |page| page["lines"].as_str().is_some_and(|l| l.contains('\n')),
+    )
+    .await;
+    // The job's shell read the rc too, but the venv comes first again.
+    assert_eq!(out["lines"], format!("{} 1\n", venv_python.display()), "{out:#?}");
+}
