@@ -537,6 +537,46 @@ async def test_dev_server_tests_and_a_prompt_in_three_sessions(era: str, tmp_pat
 
 
 @pytest.mark.anyio
+async def test_a_background_server_starts_where_the_agent_is(era: str, tmp_path: pathlib.Path) -> None:
+    """Issue 14: after `cd project`, a venv and `export PORT`, a background job runs there, with them."""
+    project = tmp_path / "project"
+    project.mkdir()
+    port = free_port()
+    async with serve(era, tmp_path) as tools:
+        ready = await terminal(
+            tools,
+            f"cd project && python3 -m venv --without-pip venv && source venv/bin/activate && export PORT={port}",
+        )
+        assert ready["exit_code"] == 0, ready
+        started = await tools.call_tool(
+            "terminal",
+            {
+                "command": 'echo "in $(pwd) with $(command -v python3)"; python3 -m http.server $PORT --bind 127.0.0.1',
+                "background": True,
+            },
+        )
+        assert not started.is_error, text_of(started)
+        job = started.structured_content
+        assert job is not None and job["status"] == "running", job
+        text = "".join(blocks_of(started))
+        assert f'in {project} (venv {project / "venv"}), with the environment of session "default"' in text, text
+        assert "timed out" not in text, text
+
+        async def fetched() -> bool:
+            reply = await terminal(tools, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/")
+            return reply["output"] == "200"
+
+        await eventually(fetched, lambda: f"port {port} never answered 200")
+        page = await tools.call_tool("output", {"session": job["session"], "offset": 0})
+        assert page.structured_content is not None
+        first = page.structured_content["lines"].splitlines()[0]
+        assert first == f"in {project} with {project / 'venv' / 'bin' / 'python3'}", first
+
+        closed = await tools.call_tool("session_close", {"session": job["session"]})
+        assert not closed.is_error, text_of(closed)
+
+
+@pytest.mark.anyio
 async def test_a_cut_reply_is_read_back_with_output(era: str, tmp_path: pathlib.Path) -> None:
     lines = 300_000  # about 2 MB
     async with serve(era, tmp_path) as tools:

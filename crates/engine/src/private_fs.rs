@@ -157,6 +157,13 @@ pub fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     create_new_file(path)?.write_all(contents)
 }
 
+/// Creates the FIFO `path`, mode 0600 (fails if the name exists): a channel
+/// from a shell of ours to the server that keeps nothing on disk.
+pub fn create_private_fifo(path: &Path) -> io::Result<()> {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)
+        .map_err(io::Error::from)
+}
+
 /// Replaces the contents of the file `path` with `contents`, creating it
 /// (mode 0600) if needed. An existing file must be a regular file of ours
 /// with one link; it is never followed as a symlink, and a FIFO never

@@ -12,9 +12,17 @@
 //! stopping a shell happens after the entry has left the map, so a slow
 //! stop never blocks calls to other sessions.
 //!
-//! Bounds: at most `max_sessions` live sessions (a clear error beyond);
-//! names of at most 32 characters from `[A-Za-z0-9_.-]`; the list of names
-//! that expired is capped, and so is the list of ended-job notices.
+//! Background jobs: each is a session of its own, started in the place
+//! ([`Place`]) of the session it was started from. When its command ends,
+//! the end is recorded (exit code, the true run time), announced once
+//! unless a reply reported it first, and the session, with its output, is
+//! kept for `job_keep` after its end (or its last use, if later), then
+//! closed. An ended job does not count against the session limit.
+//!
+//! Bounds: at most `max_sessions` live sessions (a clear error beyond) and
+//! as many ended jobs (the oldest is closed first beyond); names of at most
+//! 32 characters from `[A-Za-z0-9_.-]`; the list of names that expired is
+//! capped, and so is the list of ended-job notices.
 //!
 //! This module does not run commands (sessions do) or word replies (the
 //! server does).
@@ -27,7 +35,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::session::{Activity, Session, SessionConfig};
+use crate::session::{Activity, CommandEnd, Place, Session, SessionConfig};
 
 /// The name of the session used when a call names none.
 pub const DEFAULT_SESSION: &str = "default";
@@ -47,12 +55,20 @@ pub struct RegistryLimits {
     /// A session idle at its prompt this long, with no call in progress, is
     /// closed. `default` and background jobs never expire.
     pub idle_expiry: Duration,
+    /// An ended background job's session (and its output) is kept this
+    /// long after the job's end, or after its last use if later, then
+    /// closed.
+    pub job_keep: Duration,
 }
 
 impl Default for RegistryLimits {
-    /// 16 sessions, 30 minutes.
+    /// 16 sessions, 30 minutes, ended jobs kept 10 minutes.
     fn default() -> RegistryLimits {
-        RegistryLimits { max_sessions: 16, idle_expiry: Duration::from_secs(30 * 60) }
+        RegistryLimits {
+            max_sessions: 16,
+            idle_expiry: Duration::from_secs(30 * 60),
+            job_keep: Duration::from_secs(10 * 60),
+        }
     }
 }
 
@@ -115,8 +131,21 @@ pub struct JobEnded {
     pub command: String,
     /// Its exit code.
     pub exit_code: i32,
-    /// How long it ran.
+    /// How long it ran, from its start to its end.
     pub ran_for: Duration,
+    /// How long its session and output are kept from now, unless used.
+    pub kept_for: Duration,
+}
+
+/// How a background job ended, as a listing shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobEnd {
+    /// Its exit code.
+    pub exit_code: i32,
+    /// How long it ran, from its start to its end.
+    pub ran_for: Duration,
+    /// Time left until its session is closed.
+    pub closes_in: Duration,
 }
 
 /// One row of [`Registry::list`].
@@ -130,6 +159,8 @@ pub struct SessionInfo {
     pub activity: Activity,
     /// Set for a session started with `background: true`: its command.
     pub background: Option<String>,
+    /// Set once that background job ended.
+    pub job_end: Option<JobEnd>,
     /// When a call last used it.
     pub last_used: SystemTime,
     /// Live processes in its shell's session, the shell included.
@@ -143,13 +174,48 @@ pub struct SessionInfo {
 /// A live session and what the registry knows about it.
 struct Entry {
     session: Arc<Session>,
-    /// The command of a background job.
-    background: Option<String>,
+    /// Set for a background job's session.
+    job: Option<Job>,
     last_used: SystemTime,
     /// When, on the monotonic clock, it was last used.
     last_used_at: Instant,
     /// Calls in progress on it.
     in_use: usize,
+}
+
+/// A background job, as the registry keeps it.
+struct Job {
+    /// Its command.
+    command: String,
+    /// When its session was opened.
+    started: Instant,
+    /// How it ended, once it has.
+    end: Option<Ended>,
+}
+
+/// How a job ended, and when (monotonic).
+#[derive(Clone, Copy)]
+struct Ended {
+    exit_code: i32,
+    ran_for: Duration,
+    at: Instant,
+}
+
+impl Entry {
+    /// An ended background job's session, not running a command the agent
+    /// typed into it since: it does not count against the session limit,
+    /// and it is closed after the keep time.
+    fn ended_job(&self) -> Option<Ended> {
+        let end = self.job.as_ref()?.end?;
+        let running = matches!(self.session.activity(), Activity::Running { .. });
+        (!running).then_some(end)
+    }
+
+    /// When an ended job's session is closed: `keep` after its end, or
+    /// after its last use if later.
+    fn closes_at(&self, end: Ended, keep: Duration) -> Instant {
+        end.at.max(self.last_used_at) + keep
+    }
 }
 
 struct Inner {
@@ -264,66 +330,111 @@ impl Registry {
             }
             None => false,
         };
-        let session = self.insert(&mut inner, name, cwd.clone(), None);
+        let session = self.insert(&mut inner, name, Place { cwd: cwd.clone(), env: None }, None);
         drop(inner);
         self.changed.notify_one();
         Ok((self.lease(name, session), Opened::Started { cwd, expired_before }))
     }
 
-    /// Starts a background job's session: named `name` if given (it must
-    /// not exist), else `job-N`. The caller runs the job's command in it
-    /// and then calls [`Registry::watch_job`].
+    /// Starts a background job's session in `place` (its directory, and
+    /// its environment unless `None`: then the server's): named `name` if
+    /// given (it must not exist), else `job-N`. The caller runs the job's
+    /// command in it and then calls [`Registry::watch_job`], or
+    /// [`Registry::forget_job`] if it could not be started.
     pub fn open_background(
         self: &Arc<Self>,
         name: Option<&str>,
-        cwd: Option<PathBuf>,
+        place: Place,
         command: &str,
     ) -> Result<(Lease, PathBuf), RegistryError> {
         let mut inner = self.lock();
-        let name = match name {
+        let (name, generated) = match name {
             Some(name) => {
                 validate_name(name)?;
                 if inner.sessions.contains_key(name) {
                     return Err(RegistryError::NameTaken(name.to_owned()));
                 }
-                name.to_owned()
+                (name.to_owned(), None)
             }
-            None => loop {
-                inner.last_job += 1;
-                let candidate = format!("job-{}", inner.last_job);
-                if !inner.sessions.contains_key(&candidate) {
-                    break candidate;
+            None => {
+                let mut number = inner.last_job;
+                loop {
+                    number += 1;
+                    let candidate = format!("job-{number}");
+                    if !inner.sessions.contains_key(&candidate) {
+                        break (candidate, Some(number));
+                    }
                 }
-            },
+            }
         };
-        let cwd = self.checked_cwd(cwd)?;
+        let cwd = self.checked_cwd(Some(place.cwd))?;
         self.check_room(&inner, &name)?;
+        // A generated number is used up only by a job that starts.
+        if let Some(number) = generated {
+            inner.last_job = number;
+        }
         inner.expired.retain(|n| *n != name);
-        let session = self.insert(&mut inner, &name, cwd.clone(), Some(command.to_owned()));
+        let place = Place { cwd: cwd.clone(), env: place.env };
+        let session = self.insert(&mut inner, &name, place, Some(command.to_owned()));
         drop(inner);
+        // An ended job may have to make room.
+        self.changed.notify_one();
         Ok((self.lease(&name, session), cwd))
     }
 
-    /// Watches the background job running in `lease`'s session, and queues
-    /// a notice when it ends (unless the session was closed first).
-    pub fn watch_job(self: &Arc<Self>, lease: &Lease) {
+    /// Removes the session of a background job that could not be started
+    /// (its shell did not start there), to be closed by the caller.
+    pub fn forget_job(&self, lease: &Lease) -> Option<Arc<Session>> {
+        let mut inner = self.lock();
+        let ours = inner
+            .sessions
+            .get(&lease.name)
+            .is_some_and(|e| Arc::ptr_eq(&e.session, &lease.session));
+        ours.then(|| inner.sessions.remove(&lease.name)).flatten().map(|entry| entry.session)
+    }
+
+    /// Watches the background job, command `number` of `lease`'s session:
+    /// when it ends, records how (and queues a notice, unless a reply
+    /// reported its end first or the session was closed).
+    pub fn watch_job(self: &Arc<Self>, lease: &Lease, number: u64) {
         let registry = Arc::downgrade(self);
         let name = lease.name.clone();
         let session = Arc::clone(&lease.session);
         tokio::spawn(async move {
-            let started = Instant::now();
-            let Some((command, exit_code)) = session.command_end().await else { return };
+            let Some(end) = session.command_end(number).await else { return };
             let Some(registry) = registry.upgrade() else { return };
-            let mut inner = registry.lock();
-            let still_open =
-                inner.sessions.get(&name).is_some_and(|e| Arc::ptr_eq(&e.session, &session));
-            if still_open {
-                push_capped(
-                    &mut inner.ended,
-                    JobEnded { session: name, command, exit_code, ran_for: started.elapsed() },
-                );
-            }
+            registry.job_ended(&name, &session, end);
         });
+    }
+
+    /// Records that the job in session `name` ended (if that session is
+    /// still `session`), and queues its notice unless a reply reported it.
+    fn job_ended(&self, name: &str, session: &Arc<Session>, end: CommandEnd) {
+        let keep = self.limits.job_keep;
+        let mut inner = self.lock();
+        let Some(entry) = inner.sessions.get_mut(name) else { return };
+        if !Arc::ptr_eq(&entry.session, session) {
+            return;
+        }
+        let Some(job) = entry.job.as_mut() else { return };
+        let at = Instant::now();
+        // A reply that reported the end said how long it ran; here it is
+        // told from when the job's session was opened.
+        let ran_for = if end.reported { at - job.started } else { end.ran_for };
+        job.end = Some(Ended { exit_code: end.exit_code, ran_for, at });
+        if !end.reported {
+            let notice = JobEnded {
+                session: name.to_owned(),
+                command: end.command,
+                exit_code: end.exit_code,
+                ran_for: end.ran_for,
+                kept_for: keep,
+            };
+            push_capped(&mut inner.ended, notice);
+        }
+        drop(inner);
+        // Its session now closes after the keep time.
+        self.changed.notify_one();
     }
 
     /// Background jobs that ended since the last call, each reported once.
@@ -331,29 +442,44 @@ impl Registry {
         self.lock().ended.drain(..).collect()
     }
 
-    /// Every open session, `default` first, then by name.
+    /// Every open session, `default` first, then by name, with current
+    /// figures: the lines a running command finished are committed first,
+    /// so its output kept counts them (as a read with `output` would).
     pub fn list(&self) -> Vec<SessionInfo> {
-        let entries: Vec<(String, Arc<Session>, Option<String>, SystemTime)> = {
+        let now = Instant::now();
+        let keep = self.limits.job_keep;
+        type Row = (String, Arc<Session>, Option<String>, Option<JobEnd>, SystemTime);
+        let entries: Vec<Row> = {
             let inner = self.lock();
             inner
                 .sessions
                 .iter()
                 .map(|(name, e)| {
-                    (name.clone(), Arc::clone(&e.session), e.background.clone(), e.last_used)
+                    let job_end = e.ended_job().map(|end| JobEnd {
+                        exit_code: end.exit_code,
+                        ran_for: end.ran_for,
+                        closes_in: e.closes_at(end, keep).saturating_duration_since(now),
+                    });
+                    let background = e.job.as_ref().map(|job| job.command.clone());
+                    (name.clone(), Arc::clone(&e.session), background, job_end, e.last_used)
                 })
                 .collect()
         };
         let mut rows: Vec<SessionInfo> = entries
             .into_iter()
-            .map(|(name, session, background, last_used)| SessionInfo {
-                cwd: session.cwd(),
-                activity: session.activity(),
-                processes: session.process_count(),
-                waiting_for_input: session.waiting_for_input(),
-                output_bytes: session.output().bytes(),
-                name,
-                background,
-                last_used,
+            .map(|(name, session, background, job_end, last_used)| {
+                session.commit_screen();
+                SessionInfo {
+                    cwd: session.cwd(),
+                    activity: session.activity(),
+                    processes: session.process_count(),
+                    waiting_for_input: session.waiting_for_input(),
+                    output_bytes: session.output().bytes(),
+                    name,
+                    background,
+                    job_end,
+                    last_used,
+                }
             })
             .collect();
         rows.sort_by_key(|row| (row.name != DEFAULT_SESSION, row.name.clone()));
@@ -429,17 +555,37 @@ impl Registry {
         }
     }
 
-    /// Takes out the sessions whose expiry has passed at `now`, and says
-    /// when the next one could expire.
+    /// Takes out the sessions whose expiry has passed at `now` (idle
+    /// sessions past the idle expiry, ended jobs past the keep time, and the
+    /// oldest ended jobs beyond `max_sessions` of them), and says when the
+    /// next one could expire.
     fn due_for_expiry(&self, now: Instant) -> (Vec<(String, Arc<Session>)>, Option<Instant>) {
         let expiry = self.limits.idle_expiry;
+        let keep = self.limits.job_keep;
         let mut inner = self.lock();
         let mut due = Vec::new();
         let mut next: Option<Instant> = None;
         let names: Vec<String> = inner.sessions.keys().cloned().collect();
+        let mut ended_jobs: Vec<(Instant, String)> = Vec::new();
         for name in names {
             let entry = &inner.sessions[&name];
-            if name == DEFAULT_SESSION || entry.background.is_some() || entry.in_use > 0 {
+            if entry.in_use > 0 {
+                continue;
+            }
+            if let Some(end) = entry.ended_job() {
+                let deadline = entry.closes_at(end, keep);
+                if deadline <= now {
+                    // Not remembered as expired: it did not sit idle, and
+                    // the notice of its end said until when it is kept.
+                    let entry = inner.sessions.remove(&name).expect("listed above");
+                    due.push((name, entry.session));
+                } else {
+                    next = Some(next.map_or(deadline, |n| n.min(deadline)));
+                    ended_jobs.push((end.at, name));
+                }
+                continue;
+            }
+            if name == DEFAULT_SESSION || entry.job.is_some() {
                 continue;
             }
             let at_prompt =
@@ -458,6 +604,16 @@ impl Registry {
                 next = Some(next.map_or(deadline, |n| n.min(deadline)));
             }
         }
+        // Ended jobs do not count against the limit, but no more than
+        // `max_sessions` of them are kept: the oldest ends go first.
+        ended_jobs.sort();
+        let excess = ended_jobs.len().saturating_sub(self.limits.max_sessions);
+        for (_, name) in ended_jobs.into_iter().take(excess) {
+            if let Some(entry) = inner.sessions.remove(&name) {
+                tracing::info!(session = %name, "closing an ended job: too many are kept");
+                due.push((name, entry.session));
+            }
+        }
         (due, next)
     }
 
@@ -473,8 +629,10 @@ impl Registry {
         }
     }
 
+    /// Live sessions (ended jobs not counted) must stay within the limit.
     fn check_room(&self, inner: &Inner, name: &str) -> Result<(), RegistryError> {
-        if inner.sessions.len() >= self.limits.max_sessions {
+        let live = inner.sessions.values().filter(|e| e.ended_job().is_none()).count();
+        if live >= self.limits.max_sessions {
             return Err(RegistryError::TooMany {
                 name: name.to_owned(),
                 limit: self.limits.max_sessions,
@@ -488,18 +646,21 @@ impl Registry {
         &self,
         inner: &mut Inner,
         name: &str,
-        cwd: PathBuf,
+        place: Place,
         background: Option<String>,
     ) -> Arc<Session> {
         let mut config = self.template.clone();
         config.name = name.to_owned();
-        config.cwd = cwd;
+        config.cwd = place.cwd;
+        if place.env.is_some() {
+            config.start_env = place.env;
+        }
         let session = Arc::new(Session::new(config));
         inner.sessions.insert(
             name.to_owned(),
             Entry {
                 session: Arc::clone(&session),
-                background,
+                job: background.map(|command| Job { command, started: Instant::now(), end: None }),
                 last_used: SystemTime::now(),
                 last_used_at: Instant::now(),
                 in_use: 1,

@@ -92,14 +92,17 @@ pub struct TerminalArgs {
     #[serde(default)]
     pub session: Option<String>,
     /// Where a new session starts; only used by the call that starts it (default: the server's
-    /// start directory). Use `cd` to move an existing session.
+    /// start directory; for a background job, the directory of session `default`). Use `cd` to
+    /// move an existing session.
     #[serde(default)]
     pub cwd: Option<String>,
     /// Start `command` as a long-lived job (dev server, watcher, `tail -f`) in a new session of
-    /// its own, named by `session` if given and free, else `job-N`. The call returns after about
-    /// a second with the session name; the job is not under the execution limit and runs until
-    /// it ends, is closed with session_close, or the server stops. Poll it, send it input or
-    /// keys with that `session`.
+    /// its own, named by `session` if given and free, else `job-N`, in the directory and with
+    /// the exported environment (activated venv, exports) of session `default`, which must be at
+    /// its prompt. The call returns after about a second with the session name; the job is not
+    /// under the execution limit and runs until it ends, is closed with session_close, or the
+    /// server stops; once ended, its session and output are kept for a while. Poll it, send it
+    /// input or keys with that `session`.
     #[serde(default, deserialize_with = "lenient::flag")]
     pub background: bool,
 }

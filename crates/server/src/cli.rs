@@ -141,6 +141,11 @@ pub struct ServeArgs {
     /// most 365 days.
     #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
     pub session_idle_expiry: f64,
+    /// Seconds an ended background job's session, and its output, is kept
+    /// after the job's end (or its last use, if later) before it is closed;
+    /// more than 0, at most 365 days.
+    #[arg(long, default_value_t = 600.0, env = "SHELLKEEP_JOB_KEEP_SECS")]
+    pub job_keep_secs: f64,
     /// Commands whose complete output each session keeps for the `output`
     /// tool (the oldest are dropped first).
     #[arg(long, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]

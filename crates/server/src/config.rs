@@ -159,6 +159,12 @@ impl ServerConfig {
                     MAX_IDLE_EXPIRY,
                 )
                 .map_err(FlagError)?,
+                job_keep: args::seconds_up_to(
+                    "--job-keep-secs",
+                    args.job_keep_secs,
+                    MAX_IDLE_EXPIRY,
+                )
+                .map_err(FlagError)?,
             },
             output_keep: StoreLimits {
                 max_commands: args.output_keep_commands,
@@ -290,6 +296,7 @@ mod tests {
         assert_eq!(config.grace, Duration::from_secs(5));
         assert_eq!(config.sessions.max_sessions, 16);
         assert_eq!(config.sessions.idle_expiry, Duration::from_secs(1800));
+        assert_eq!(config.sessions.job_keep, Duration::from_secs(600));
         assert_eq!(config.output_keep, StoreLimits { max_commands: 100, max_bytes: 256 << 20 });
         assert_eq!(
             config.full_output_limits,
@@ -358,6 +365,7 @@ mod tests {
             (&["--session-idle-expiry", "0.5"], |c| {
                 c.sessions.idle_expiry == Duration::from_millis(500)
             }),
+            (&["--job-keep-secs", "0.5"], |c| c.sessions.job_keep == Duration::from_millis(500)),
             (&["--output-keep-commands", "1"], |c| c.output_keep.max_commands == 1),
             (&["--output-keep-mib", "0"], |c| c.output_keep.max_bytes == 0),
             (&["--full-output-max-mib", "1"], |c| c.full_output_limits.per_command == 1 << 20),
@@ -409,6 +417,11 @@ mod tests {
                 &["--session-idle-expiry", "0"],
                 "--session-idle-expiry must be a positive number of seconds, at most 31536000 \
                  (365 days), got 0",
+            ),
+            (
+                &["--job-keep-secs", "0"],
+                "--job-keep-secs must be a positive number of seconds, at most 31536000 (365 \
+                 days), got 0",
             ),
             (
                 &["--output-cap", "99"],

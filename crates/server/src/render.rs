@@ -15,7 +15,7 @@ use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::registry::{JobEnded, RegistryError, RegistryLimits, SessionInfo};
-use shellkeep_engine::session::{Activity, LastWords, Reply};
+use shellkeep_engine::session::{Activity, LastWords, MAX_START_ENV, PlaceError, Reply};
 use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
@@ -436,11 +436,20 @@ pub enum SessionNote {
         /// The name belonged to a session closed for idling.
         expired_before: bool,
     },
-    /// A background job's session was started in `cwd`.
-    Background {
-        /// Where its shell started.
-        cwd: std::path::PathBuf,
-    },
+    /// A background job's session was started.
+    Background(JobStart),
+}
+
+/// Where a background job started, for its start reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobStart {
+    /// Its directory.
+    pub cwd: std::path::PathBuf,
+    /// The active Python virtual environment, if any.
+    pub venv: Option<std::path::PathBuf>,
+    /// The session whose exported environment it has; `None`: the
+    /// server's.
+    pub env_from: Option<String>,
 }
 
 /// The line that says a session was started, if one was.
@@ -455,13 +464,87 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
              session was started in {}.]",
             in_text(cwd)
         )),
-        SessionNote::Background { cwd } => Some(format!(
-            "[Background job started in session {name:?} (in {}). It is not under the execution \
-             limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, stop it with \
-             session_close.]",
-            in_text(cwd)
-        )),
+        SessionNote::Background(job) => Some(job_started(name, job)),
     }
+}
+
+/// The line that says where a background job started.
+fn job_started(name: &str, job: &JobStart) -> String {
+    let venv = job.venv.as_deref().map(|venv| format!(" (venv {})", in_text(venv)));
+    let env = match &job.env_from {
+        Some(from) => format!("the environment of session {from:?}, which is free"),
+        None => "the server's environment".to_owned(),
+    };
+    format!(
+        "[Background job started in session {name:?}, in {}{}, with {env}.]",
+        in_text(&job.cwd),
+        venv.unwrap_or_default()
+    )
+}
+
+/// The reply that starts a background job still running: the started
+/// line, its first output, and how to follow and stop it (not the notices
+/// of a command that timed out: nothing did, and the calling session is
+/// free).
+pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks, TerminalOutput) {
+    let (_, mut structured) = terminal(reply);
+    let started = job_started(name, job);
+    let follow = format!(
+        "[No time limit. Poll it with {{\"command\": \"\", \"session\": {name:?}}}, read all of \
+         it with the output tool, stop it with session_close.]"
+    );
+    let mut text = Blocks::default();
+    text.notice(&started);
+    text.shown(&reply.output);
+    text.notice(&follow);
+    structured.notes = vec![started, follow];
+    (text, structured)
+}
+
+/// Why a background job was not started: the session it starts from
+/// (`from`) could not give its place.
+pub fn job_place_error(from: &str, err: &PlaceError) -> String {
+    let why = match err {
+        PlaceError::Busy { command, elapsed } => format!(
+            "session {from:?} is running {:?} ({} so far)",
+            capped_echo(command),
+            seconds(*elapsed)
+        ),
+        PlaceError::InUse => format!("another call on session {from:?} is in progress"),
+        PlaceError::NotAtPrompt { pid, command_line } => format!(
+            "the shell of session {from:?} is not at its prompt: process {pid} (`{}`) has the \
+             terminal",
+            capped_echo(command_line)
+        ),
+        PlaceError::TooLarge => format!(
+            "the exported environment of session {from:?} is larger than {}, the most a job takes",
+            bytes(MAX_START_ENV)
+        ),
+        PlaceError::Failed(why) => {
+            format!("the environment of session {from:?} could not be read ({})", capped_echo(why))
+        }
+    };
+    let what = match err {
+        PlaceError::Busy { .. } | PlaceError::InUse | PlaceError::NotAtPrompt { .. } => {
+            "A job starts in the directory and with the exported environment of that session's \
+             shell, read at its prompt: wait for the command to end (poll it with {\"command\": \
+             \"\"}) or stop it (C-c), or run the job in a named session of its own \
+             ({\"command\": \"cd DIR && …\", \"session\": \"dev\"})."
+        }
+        PlaceError::TooLarge => "Unset its largest exported variables, then start the job again.",
+        PlaceError::Failed(_) => "reset=true gives that session a working shell.",
+    };
+    format!("The background job was NOT started: {why}. {what}")
+}
+
+/// Why a background job was not started: the directory of the session it
+/// starts from (`from`) is gone.
+pub fn job_dir_gone(from: &str, dir: &std::path::Path) -> String {
+    format!(
+        "The background job was NOT started: session {from:?} is in {}, which is no longer a \
+         directory. `cd` to one that exists there, or give `cwd`.",
+        in_text(dir)
+    )
 }
 
 /// A background job that ended, in structured content.
@@ -475,6 +558,9 @@ pub struct JobEndedOutput {
     pub exit_code: i32,
     /// How long it ran, in seconds.
     pub ran_sec: f64,
+    /// Seconds its session, and its output, are kept from now (unless
+    /// used again), before the session is closed.
+    pub kept_sec: f64,
 }
 
 /// The text and structured content announcing ended background jobs.
@@ -484,16 +570,19 @@ pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
     for job in ended {
         let command = capped_echo(&job.command);
         text.push_str(&format!(
-            "[Background job in session {:?} ({command:?}) ended with exit code {} after {}.]\n",
+            "[Background job in session {:?} ({command:?}) ended with exit code {} after {}; its \
+             output stays readable until the session closes in {}.]\n",
             job.session,
             job.exit_code,
-            seconds(job.ran_for)
+            seconds(job.ran_for),
+            span(job.kept_for)
         ));
         rows.push(JobEndedOutput {
             session: job.session.clone(),
             command,
             exit_code: job.exit_code,
             ran_sec: round_secs(job.ran_for),
+            kept_sec: round_secs(job.kept_for),
         });
     }
     (text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default())
@@ -508,6 +597,8 @@ pub struct SessionsOutput {
     pub max_sessions: u32,
     /// Seconds a session may sit idle at its prompt before it is closed.
     pub idle_expiry_sec: f64,
+    /// Seconds an ended background job's session is kept after its end.
+    pub job_keep_sec: f64,
 }
 
 /// One session in the `sessions` listing.
@@ -518,7 +609,7 @@ pub struct SessionRow {
     /// Its working directory.
     pub cwd: String,
     /// `idle`, `running`, `waiting_for_input`, `finished` (ended, not yet
-    /// reported) or `not_started`.
+    /// reported), `ended` (a background job that ended) or `not_started`.
     pub state: &'static str,
     /// The command running or finished.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -529,6 +620,12 @@ pub struct SessionRow {
     /// The finished command's exit code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// An ended background job: how long it ran, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ran_sec: Option<f64>,
+    /// An ended background job: seconds until its session is closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closes_in_sec: Option<f64>,
     /// Whether it was started as a background job.
     pub background: bool,
     /// Seconds since a call last used it.
@@ -542,9 +639,19 @@ pub struct SessionRow {
 /// The text and structured content of the `sessions` listing.
 pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, SessionsOutput) {
     let now = std::time::SystemTime::now();
+    // Ended jobs are not counted against the limit, so they are told apart.
+    let ended = rows.iter().filter(|row| row.job_end.is_some()).count();
+    let ended_jobs = match ended {
+        0 => String::new(),
+        n => format!(
+            "; and {n} ended background job{}, not counted, each closed {} after its end",
+            if n == 1 { "" } else { "s" },
+            span(limits.job_keep)
+        ),
+    };
     let mut text = format!(
-        "{} of at most {} sessions open (idle sessions close after {}):\n",
-        rows.len(),
+        "{} of at most {} sessions open (idle sessions close after {}{ended_jobs}):\n",
+        rows.len() - ended,
         limits.max_sessions,
         seconds(limits.idle_expiry)
     );
@@ -562,7 +669,20 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
                 ("finished", Some(capped_echo(command)), None, Some(*exit_code))
             }
         };
+        // An ended job is told by its end, whatever its shell shows.
+        let (state, command, exit_code) = match (&row.job_end, &row.background) {
+            (Some(end), Some(job)) => ("ended", Some(capped_echo(job)), Some(end.exit_code)),
+            _ => (state, command, exit_code),
+        };
         let what = match (state, &command, running, exit_code) {
+            ("ended", Some(c), _, Some(code)) => {
+                let end = row.job_end.expect("an ended job");
+                format!(
+                    "{c:?} ended with exit code {code} after {}; closes in {}",
+                    seconds(end.ran_for),
+                    span(end.closes_in)
+                )
+            }
             ("running", Some(c), Some(t), _) => format!("running {c:?} for {}", seconds(t)),
             ("waiting_for_input", Some(c), Some(t), _) => {
                 format!("{c:?} is waiting for input (running for {})", seconds(t))
@@ -588,8 +708,10 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             cwd: row.cwd.display().to_string(),
             state,
             command,
-            running_sec: running.map(round_secs),
+            running_sec: running.filter(|_| state != "ended").map(round_secs),
             exit_code,
+            ran_sec: row.job_end.map(|end| round_secs(end.ran_for)),
+            closes_in_sec: row.job_end.map(|end| round_secs(end.closes_in)),
             background: row.background.is_some(),
             idle_sec: round_secs(idle),
             processes: row.processes as u32,
@@ -600,6 +722,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
         sessions: out,
         max_sessions: limits.max_sessions as u32,
         idle_expiry_sec: limits.idle_expiry.as_secs_f64(),
+        job_keep_sec: limits.job_keep.as_secs_f64(),
     };
     (text.trim_end().to_owned(), structured)
 }
@@ -615,7 +738,8 @@ pub struct SessionClosedOutput {
     /// The command it was running, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    /// Its last lines of output that no reply had shown.
+    /// Its last lines of output that no reply had shown; when there are
+    /// none, the last lines of its last command.
     pub last_output: String,
     /// True for `default`, which is reset rather than removed.
     pub reset: bool,
@@ -1078,5 +1202,68 @@ mod tests {
         let mut blocks = Blocks::default();
         blocks.shown(&wrong);
         assert_eq!(blocks.into_texts(), vec![text]);
+    }
+
+    #[test]
+    fn an_ended_job_is_listed_apart_with_its_end_and_its_closing() {
+        use shellkeep_engine::registry::JobEnd;
+        let row = |name: &str, activity: Activity, job_end: Option<JobEnd>| SessionInfo {
+            name: name.to_owned(),
+            cwd: "/p".into(),
+            activity,
+            background: job_end.map(|_| "make test".to_owned()),
+            job_end,
+            last_used: std::time::SystemTime::now(),
+            processes: 1,
+            waiting_for_input: false,
+            output_bytes: 12,
+        };
+        let end = JobEnd {
+            exit_code: 2,
+            ran_for: Duration::from_millis(2_040),
+            closes_in: Duration::from_secs(599),
+        };
+        // Its shell may still show the command as finished: the end wins.
+        let finished = Activity::Finished { command: "make test".to_owned(), exit_code: 2 };
+        let rows = [row("default", Activity::Idle, None), row("job-1", finished, Some(end))];
+        let (text, structured) = sessions(&rows, RegistryLimits::default());
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "1 of at most 16 sessions open (idle sessions close after 1800 s; and 1 ended \
+                 background job, not counted, each closed 10 minutes after its end):"
+            )
+        );
+        let job = lines.nth(1).expect("the job's row");
+        assert!(
+            job.starts_with(
+                "- job-1: background job; \"make test\" ended with exit code 2 after 2.0 s; \
+                 closes in 599 s; cwd /p;"
+            ),
+            "{job}"
+        );
+        let job = &structured.sessions[1];
+        assert_eq!((job.state, job.exit_code, job.ran_sec), ("ended", Some(2), Some(2.0)));
+        assert_eq!((job.closes_in_sec, job.running_sec), (Some(599.0), None));
+    }
+
+    #[test]
+    fn a_job_end_says_how_long_its_output_stays() {
+        let ended = JobEnded {
+            session: "job-1".to_owned(),
+            command: "sleep 2".to_owned(),
+            exit_code: 0,
+            ran_for: Duration::from_millis(2_003),
+            kept_for: Duration::from_secs(600),
+        };
+        let (text, structured) = jobs_ended(&[ended]);
+        assert_eq!(
+            text,
+            "[Background job in session \"job-1\" (\"sleep 2\") ended with exit code 0 after 2.0 \
+             s; its output stays readable until the session closes in 10 minutes.]"
+        );
+        assert_eq!(structured[0]["ran_sec"], 2.0);
+        assert_eq!(structured[0]["kept_sec"], 600.0);
     }
 }

@@ -178,7 +178,11 @@ mod tests {
         let mut required: Vec<&str> =
             item["required"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
         required.sort_unstable();
-        assert_eq!(required, ["command", "exit_code", "ran_sec", "session"], "{jobs:#}");
+        assert_eq!(
+            required,
+            ["command", "exit_code", "kept_sec", "ran_sec", "session"],
+            "{jobs:#}"
+        );
         assert_eq!(item["properties"]["exit_code"]["type"], "integer", "{jobs:#}");
         assert_eq!(item["properties"]["ran_sec"]["type"], "number", "{jobs:#}");
         assert_eq!(

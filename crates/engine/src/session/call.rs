@@ -60,6 +60,77 @@ pub struct SessionConfig {
     /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
     /// (from `spill` and `output_limits`), so `None` in a template.
     pub output: Option<Arc<OutputStore>>,
+    /// The exported environment the shell starts with instead of the
+    /// server's (a background job's, taken from the session it was started
+    /// from); `None`: the server's, with `env` added.
+    pub start_env: Option<Arc<StartEnv>>,
+}
+
+/// An exported environment as a shell's child would inherit it: `NAME=value`
+/// pairs in order, values of any bytes. Its `Debug` shows only how many
+/// there are: values can be secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct StartEnv(pub Vec<(std::ffi::OsString, std::ffi::OsString)>);
+
+impl std::fmt::Debug for StartEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StartEnv({} variables)", self.0.len())
+    }
+}
+
+/// The most bytes of exported environment a background job takes from the
+/// session it starts from: more is refused ([`PlaceError::TooLarge`]).
+pub const MAX_START_ENV: u64 = 1 << 20;
+
+/// Where a background job starts: the directory and exported environment of
+/// the session it was started from, as that session's shell has them at its
+/// prompt.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The shell's working directory.
+    pub cwd: PathBuf,
+    /// Its exported environment; `None` when the session has no shell yet
+    /// (the job then starts with the server's, as that shell would).
+    pub env: Option<Arc<StartEnv>>,
+}
+
+impl Place {
+    /// The active Python virtual environment (`VIRTUAL_ENV`), if any.
+    pub fn virtual_env(&self) -> Option<PathBuf> {
+        let env = self.env.as_deref()?;
+        env.0.iter().rev().find(|(name, _)| name == "VIRTUAL_ENV").map(|(_, value)| value.into())
+    }
+}
+
+/// Why a session's place could not be taken. The texts state the fact and
+/// name no tool or argument: the server words what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceError {
+    /// A command is running in it: its shell is not at its prompt.
+    #[error("it is running {command:?} ({elapsed:?} so far)")]
+    Busy {
+        /// The command.
+        command: String,
+        /// How long it has run.
+        elapsed: Duration,
+    },
+    /// Another call on it is in progress (a reset, say).
+    #[error("another call on it is in progress")]
+    InUse,
+    /// Another program holds its terminal although no command of ours runs.
+    #[error("its shell is not at its prompt: process {pid} (`{command_line}`) has the terminal")]
+    NotAtPrompt {
+        /// The program in front.
+        pid: i32,
+        /// Its command line.
+        command_line: String,
+    },
+    /// Its exported environment is larger than [`MAX_START_ENV`].
+    #[error("its exported environment is larger than {MAX_START_ENV} bytes")]
+    TooLarge,
+    /// The shell did not write its environment (why, as far as known).
+    #[error("its environment could not be read: {0}")]
+    Failed(String),
 }
 
 impl SessionConfig {
@@ -89,6 +160,7 @@ impl SessionConfig {
             output_limits: StoreLimits::default(),
             secrets: Arc::new(Secrets::none()),
             output: None,
+            start_env: None,
         }
     }
 }

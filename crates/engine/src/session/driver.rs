@@ -5,7 +5,9 @@
 //! handshake), writes a command to the command file and types the line that
 //! runs it, sends text and keys to the running program, gives a command that
 //! is ending a moment to show it, stops what an interrupt left behind, and
-//! stops the shell with everything it started.
+//! stops the shell with everything it started. For a background job it
+//! reads the shell's exported environment (a command of shellkeep's own
+//! that writes it to a FIFO) and starts a job's shell with it.
 //!
 //! It does not decide what a call does (`mod.rs`), decide how long a call
 //! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
@@ -14,6 +16,7 @@
 //! (hence `&mut Shell`), and takes the shared state's std mutex only for
 //! short sections.
 
+use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,8 +37,8 @@ use crate::screen::Screen;
 use crate::store::OutputStore;
 
 use super::call::{
-    Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
-    ShellExit,
+    Event, InputReport, MAX_START_ENV, NotRun, Outcome, PlaceError, ProgressHook, Reply, Request,
+    SessionConfig, SessionError, ShellExit, StartEnv,
 };
 use super::channel::Channel;
 use super::command::{Command, CommandOutput};
@@ -58,6 +61,125 @@ const SETTLE: Duration = Duration::from_millis(500);
 const SETTLE_READING: Duration = Duration::from_millis(50);
 /// How long text input may wait for the program to make room for it.
 const INPUT_STALL: Duration = Duration::from_millis(300);
+
+/// How long the shell may take to write its environment for a background
+/// job (one builtin and one `env`, normally a few milliseconds).
+const CAPTURE_WAIT: Duration = Duration::from_secs(10);
+
+/// Variables of a calling shell's environment a background job's shell does
+/// not take: its own scope marker is set instead, bash counts its own level
+/// and directory, and `_` is the last command's argument.
+const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD", "_"];
+
+/// The text of the command shellkeep's own that a calling shell runs for a
+/// background job: `env -0` (the environment a child of the shell inherits,
+/// exported functions included, in `NAME=value` entries ended by NUL) into
+/// `file`, by the program's full path (a `PATH` the user changed cannot
+/// hide it, a function cannot replace it, and `\builtin` is no alias),
+/// then `$?` back as it was (a function's `return`, so that nothing forks;
+/// under `set -e` it is 0).
+fn capture_text(env_program: &Path, file: &Path) -> String {
+    let quote = |path: &Path| bash_script::shell_quote(&path.to_string_lossy());
+    format!(
+        "__sk_k=$?; \\builtin command {} -0 >|{} || :; __sk_rs() {{ \\builtin local \
+         s=$__sk_k; \\builtin unset __sk_k; \\builtin unset -f __sk_rs; \\builtin return \
+         \"$s\"; }}; __sk_rs",
+        quote(env_program),
+        quote(file)
+    )
+}
+
+/// The `env` program: the first in the server's `PATH`, else
+/// `/usr/bin/env`.
+fn env_program() -> PathBuf {
+    on_server_path(Path::new("env")).unwrap_or_else(|| PathBuf::from("/usr/bin/env"))
+}
+
+/// `program` found as the server would run it: a path as it is, a bare name
+/// in the server's own `PATH` (not the one a job's environment brings).
+fn on_server_path(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.components().count() != 1 {
+        return Some(program.to_owned());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).filter(|dir| dir.is_absolute()).map(|dir| dir.join(program)).find(
+        |candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        },
+    )
+}
+
+/// What a command of shellkeep's own wrote to its FIFO: the first
+/// [`MAX_START_ENV`] bytes, and how many more were read and dropped.
+#[derive(Default)]
+struct Received {
+    bytes: Vec<u8>,
+    dropped: u64,
+}
+
+impl Received {
+    /// Reads what the pipe holds, as far as the runtime knows it is
+    /// readable (which it then waits for again).
+    fn drain(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
+        let mut chunk = [0u8; 64 * 1024];
+        while let Ok(n @ 1..) = receiver.try_read(&mut chunk) {
+            self.keep(&chunk[..n]);
+        }
+    }
+
+    /// Reads everything the pipe holds now, from the descriptor itself: the
+    /// runtime may not have seen the last write yet.
+    fn drain_now(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
+        let mut chunk = [0u8; 64 * 1024];
+        while let Ok(n @ 1..) = nix::unistd::read(receiver, &mut chunk) {
+            self.keep(&chunk[..n]);
+        }
+    }
+
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = (MAX_START_ENV as usize).saturating_sub(self.bytes.len()).min(bytes.len());
+        self.bytes.extend_from_slice(&bytes[..room]);
+        self.dropped += (bytes.len() - room) as u64;
+    }
+}
+
+/// Writes `bytes` to the FIFO `path` once a reader has opened it (until
+/// then, opening it to write fails with `ENXIO`), then closes it: the
+/// reader sees the end.
+async fn write_fifo(path: PathBuf, bytes: Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    let mut sender = loop {
+        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
+            Ok(sender) => break sender,
+            Err(err) if err.raw_os_error() == Some(libc::ENXIO) => {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Err(err) => {
+                tracing::debug!("could not open the FIFO to write: {err}");
+                return;
+            }
+        }
+    };
+    if let Err(err) = sender.write_all(&bytes).await {
+        tracing::debug!("could not write the FIFO: {err}");
+    }
+}
+
+/// `NAME=value` entries ended by NUL, as `env -0` writes them.
+fn parse_env(bytes: &[u8]) -> StartEnv {
+    use std::os::unix::ffi::OsStrExt;
+    let entries = bytes
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|&b| b == b'=').filter(|&i| i > 0)?;
+            let (name, value) = (&entry[..eq], &entry[eq + 1..]);
+            Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(value).to_owned()))
+        })
+        .collect();
+    StartEnv(entries)
+}
 
 /// One bash process and its PTY.
 pub(super) struct Shell {
@@ -104,9 +226,14 @@ impl Shell {
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
-        let mut command =
-            process::pty_command(&config.shell, &opened.slave, &scope, Some(&shell_end))
-                .map_err(|err| fail("PTY", err))?;
+        // With an environment of its own, a bare shell name is still looked
+        // for where the server looks, not in that environment's `PATH`.
+        let program = match &config.start_env {
+            Some(_) => on_server_path(&config.shell).unwrap_or_else(|| config.shell.clone()),
+            None => config.shell.clone(),
+        };
+        let mut command = process::pty_command(&program, &opened.slave, &scope, Some(&shell_end))
+            .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -117,7 +244,28 @@ impl Shell {
             .env_remove("PROMPT_COMMAND")
             .env_remove("BASH_ENV")
             .env_remove("ENV")
-            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .envs(config.env.iter().map(|(k, v)| (k, v)));
+        if let Some(start_env) = &config.start_env {
+            // A background job's shell gets the exported environment of the
+            // shell it was started from, as a child of that shell would
+            // (what the user unset there stays unset), with its own scope
+            // marker and a fresh shell level.
+            command
+                .env_clear()
+                .envs(
+                    start_env
+                        .0
+                        .iter()
+                        .filter(|(name, _)| !NOT_INHERITED.iter().any(|n| name == n))
+                        .map(|(name, value)| (name, value)),
+                )
+                .env(process::SCOPE_VAR, scope.value())
+                .env("TERM", "xterm-256color")
+                .env_remove("PROMPT_COMMAND")
+                .env_remove("BASH_ENV")
+                .env_remove("ENV");
+        }
+        command
             .env(bash_script::NONCE_VAR, &nonce)
             .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
@@ -197,8 +345,56 @@ impl Shell {
             return Err(err);
         }
         let mut shell = shell;
+        if let Some(start_env) = &config.start_env
+            && let Err(err) = shell.restore_env(config, start_env).await
+        {
+            tracing::warn!("a background job's shell kept its start-up files' environment: {err}");
+        }
         shell.refresh_state();
         Ok(shell)
+    }
+
+    /// Puts the calling shell's exported values back over what this shell's
+    /// start-up files changed (a `~/.bashrc` that puts `pyenv` or `nvm`
+    /// first in `PATH` would otherwise hide an activated venv): the job
+    /// then sees what a command started from the calling shell would. The
+    /// values go through a FIFO in the private directory, written by the
+    /// server while the shell reads it (never stored in a file); exported
+    /// functions came with the environment and are left alone.
+    async fn restore_env(
+        &mut self,
+        config: &SessionConfig,
+        start_env: &StartEnv,
+    ) -> Result<(), PlaceError> {
+        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
+        let fifo = self.files.dir.join("env");
+        let _ = std::fs::remove_file(&fifo);
+        private_fs::create_private_fifo(&fifo).map_err(|err| failed("the private FIFO", err))?;
+        let mut bytes = Vec::new();
+        for (name, value) in &start_env.0 {
+            use std::os::unix::ffi::OsStrExt;
+            let skip = NOT_INHERITED.iter().any(|n| name == n)
+                || ["PROMPT_COMMAND", "BASH_ENV", "ENV"].iter().any(|n| name == n)
+                || name.as_bytes().starts_with(b"BASH_FUNC_");
+            if !skip {
+                bytes.extend_from_slice(name.as_bytes());
+                bytes.push(b'=');
+                bytes.extend_from_slice(value.as_bytes());
+                bytes.push(0);
+            }
+        }
+        let writer = tokio::spawn(write_fifo(fifo.clone(), bytes));
+        let text = format!(
+            "while IFS= \\builtin read -r -d '' __sk_v; do \\builtin export -- \"$__sk_v\" \
+             2>/dev/null; done <{}; \\builtin unset __sk_v",
+            bash_script::shell_quote(&fifo.to_string_lossy())
+        );
+        let ran = self.run_own(config, &text, None).await;
+        writer.abort();
+        let _ = std::fs::remove_file(&fifo);
+        // Nothing of it is the agent's to see.
+        self.shared.lock().take_idle_output();
+        ran.map(drop)
     }
 
     /// The start-up handshake: wait for the first prompt's marker, so the
@@ -397,6 +593,131 @@ impl Shell {
             self.wait_reply(config, timeout, events, cancel, request.progress.as_ref()).await?;
         reply.idle_output = idle_output;
         Ok(reply)
+    }
+
+    /// The exported environment of the shell at its prompt, as a child of
+    /// it would inherit it, for a background job started from this
+    /// session. The shell runs a command of shellkeep's own (see
+    /// [`capture_text`]) that no reply reports: its number, output and
+    /// history entry go nowhere, `$?` is kept, and a finished command no
+    /// reply has reported yet stays for the next one. The environment
+    /// passes through a FIFO in the shell's private directory (0600, in a
+    /// directory only we can use), read as it is written: the values, the
+    /// secrets among them, are never stored in a file. The FIFO is removed
+    /// once read.
+    ///
+    /// Bounded: [`MAX_START_ENV`] bytes are kept (more is read and
+    /// dropped, so the writer never blocks, and refused), and
+    /// [`CAPTURE_WAIT`] for the shell. Only for a shell with no command
+    /// running.
+    pub(super) async fn capture_env(
+        &mut self,
+        config: &SessionConfig,
+    ) -> Result<StartEnv, PlaceError> {
+        let blocked = match self.not_at_prompt() {
+            Some(front) => Some(front),
+            None => self.shell_not_reading().await,
+        };
+        if let Some((pid, command_line)) = blocked {
+            return Err(PlaceError::NotAtPrompt { pid, command_line });
+        }
+        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
+        // A command may have removed the directory (rm -rf /tmp/*).
+        private_fs::ensure_private_dir(&self.files.dir)
+            .map_err(|err| failed("the private directory", err))?;
+        let fifo = self.files.dir.join("env");
+        let _ = std::fs::remove_file(&fifo);
+        private_fs::create_private_fifo(&fifo).map_err(|err| failed("the private FIFO", err))?;
+        // Read and write, so that it never reads as ended before the shell
+        // opens it: its end is the end of the command.
+        let receiver = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&fifo)
+            .map_err(|err| failed("the private FIFO", err));
+        let text = capture_text(&env_program(), &fifo);
+        let mut received = Received::default();
+        let captured = match &receiver {
+            Ok(receiver) => self.run_own(config, &text, Some((receiver, &mut received))).await,
+            Err(err) => Err(err.clone()),
+        };
+        let _ = std::fs::remove_file(&fifo);
+        let last_line = captured?;
+        if received.dropped > 0 {
+            return Err(PlaceError::TooLarge);
+        }
+        let env = parse_env(&received.bytes);
+        if env.0.is_empty() {
+            // `env` could not start (an environment too large for any
+            // program, E2BIG): the shell said why.
+            let why = if last_line.is_empty() { "the shell wrote nothing" } else { &last_line };
+            return Err(PlaceError::Failed(why.to_owned()));
+        }
+        Ok(env)
+    }
+
+    /// Runs `text`, a command of shellkeep's own, in the shell at its
+    /// prompt, and waits for its end, reading what it writes to `receiver`
+    /// meanwhile; returns the last line it printed (output of its own is
+    /// otherwise dropped: it is not the agent's).
+    async fn run_own(
+        &mut self,
+        config: &SessionConfig,
+        text: &str,
+        mut reading: Option<(&tokio::net::unix::pipe::Receiver, &mut Received)>,
+    ) -> Result<String, PlaceError> {
+        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        private_fs::rewrite_file(&self.files.command_file(), text.as_bytes())
+            .map_err(|err| failed("the command file", err))?;
+        let now = Instant::now();
+        // A store of its own: the session's numbers and logs are the agent's.
+        let store = OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits);
+        let output =
+            CommandOutput::new(config.output_cap, store.begin(""), Arc::clone(&config.secrets));
+        let own = Command::new(
+            (seq, "(reading the environment for a background job)".to_owned()),
+            (None, None),
+            process::boot_ticks_now(),
+            output,
+            now,
+        );
+        let unreported = self.shared.lock().begin_own(own, now);
+        self.pty
+            .write_all(bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
+            .await
+            .map_err(|err| failed("writing to the shell", err))?;
+        let ended = {
+            let end = wait_for(&self.shared, CAPTURE_WAIT, |state| {
+                state.exited().is_some() || state.command().is_none_or(Command::is_done)
+            });
+            tokio::pin!(end);
+            match reading.as_mut() {
+                None => end.await,
+                Some((receiver, received)) => loop {
+                    tokio::select! {
+                        ended = &mut end => break ended,
+                        ready = receiver.readable() => {
+                            ready.map_err(|err| failed("the private FIFO", err))?;
+                            received.drain(receiver);
+                        }
+                    }
+                },
+            }
+        };
+        if let Some((receiver, received)) = reading {
+            // The command has ended, so what it wrote is all in the pipe;
+            // read it whether or not the runtime has seen it readable yet.
+            received.drain_now(receiver);
+        }
+        if !ended || self.has_exited() {
+            // Left as the session's command: the next reply reports it.
+            return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));
+        }
+        let own = self.shared.lock().restore(unreported);
+        self.refresh_state();
+        let shown = own.map(|own| own.into_shown().text).unwrap_or_default();
+        Ok(shown.trim_end().lines().last().unwrap_or_default().to_owned())
     }
 
     /// Waits for the running command as the call's timeout allows, then
@@ -627,5 +948,47 @@ impl Shell {
         self.watcher.abort();
         drop(self.pty);
         let _ = std::fs::remove_dir_all(&self.files.dir);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "the test runs `bash -n` on the capture line")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_entries_keep_any_byte_but_nul() {
+        let bytes = b"A=1\0WEIRD=a\nb \"q\" 's' =x\0\0NOEQUALS\0=novalue\0EMPTY=\0BASH_FUNC_f%%=() { echo; }\0";
+        let parsed: Vec<(String, String)> = parse_env(bytes)
+            .0
+            .into_iter()
+            .map(|(n, v)| (n.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
+            .collect();
+        let expected = [
+            ("A", "1"),
+            ("WEIRD", "a\nb \"q\" 's' =x"),
+            ("EMPTY", ""),
+            ("BASH_FUNC_f%%", "() { echo; }"),
+        ];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+        assert_eq!(parsed, expected);
+    }
+
+    #[test]
+    fn an_environment_shows_no_value_in_debug() {
+        let env = parse_env(b"TOKEN=hunter2-secret\0A=1\0");
+        assert_eq!(format!("{env:?}"), "StartEnv(2 variables)");
+    }
+
+    #[test]
+    fn the_capture_line_parses_and_quotes_its_paths() {
+        let text = capture_text(Path::new("/usr/bin/env"), Path::new("/run/it's here/env"));
+        assert!(text.contains(r"'/run/it'\''s here/env'"), "{text}");
+        let out = std::process::Command::new("bash")
+            .args(["-n", "-c", &text])
+            .output()
+            .expect("run bash -n");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }

@@ -16,8 +16,10 @@
 //! This file holds the public face: the call, reply, outcome and event
 //! types (from `call`), [`Session`] with its `execute` dispatch (from the
 //! typed [`Call`] and what the shell is doing: run, poll, send input, or
-//! refuse), restarting a shell that died, and the read-only views that
-//! listings use. Behind it, in layers that each know only the ones below
+//! refuse), restarting a shell that died, the read-only views that
+//! listings and job watchers use, and the place (directory and exported
+//! environment) a background job started from the session starts in.
+//! Behind it, in layers that each know only the ones below
 //! (no file imports one above it, and no type has an `impl` outside its
 //! own file):
 //!
@@ -75,8 +77,9 @@ use crate::process;
 use crate::store::OutputStore;
 
 pub use call::{
-    Call, Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader,
-    Reply, Request, SessionConfig, SessionError, ShellExit, WaitEnded,
+    Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place, PlaceError,
+    Progress, ProgressHook, Reader, Reply, Request, SessionConfig, SessionError, ShellExit,
+    StartEnv, WaitEnded,
 };
 use driver::Shell;
 use incomplete::Step;
@@ -142,10 +145,13 @@ impl Session {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(shared) = current else { return Activity::NotStarted };
         let state = shared.lock();
+        // A shell that is gone ended its command, whether or not the
+        // waiter has finished it yet.
+        let exited = state.exited().map(exit_code);
         match state.command() {
             None => Activity::Idle,
-            Some(command) => match command.finished() {
-                Some((exit_code, _)) => {
+            Some(command) => match command.finished().map(|(code, _)| code).or(exited) {
+                Some(exit_code) => {
                     Activity::Finished { command: command.text().to_owned(), exit_code }
                 }
                 None => Activity::Running {
@@ -421,7 +427,8 @@ const LAST_WORDS_LINES: usize = 20;
 pub struct LastWords {
     /// What it was doing.
     pub activity: Activity,
-    /// Its last lines of output not shown before (at most 20).
+    /// Its last lines of output not shown before (at most 20); when there
+    /// are none, the last lines of its last command.
     pub output: String,
 }
 
@@ -474,7 +481,18 @@ impl Session {
                 current.map(|shared| shared.lock().take_idle_output()).unwrap_or_default()
             }
         };
+        // Nothing new (an idle session, or an end a reply already showed):
+        // the last lines of its last command, as its log keeps them.
+        let output = if output.trim().is_empty() { self.last_logged_lines() } else { output };
         LastWords { activity, output: last_lines(&output, LAST_WORDS_LINES) }
+    }
+
+    /// The last [`LAST_WORDS_LINES`] lines of the newest command's output.
+    fn last_logged_lines(&self) -> String {
+        let lines = LAST_WORDS_LINES as u64;
+        let log = self.output().get(None).ok();
+        let page = log.and_then(|log| log.read(-(lines as i64), lines).ok());
+        page.map(|page| page.text).unwrap_or_default()
     }
 
     /// Makes every finished line on the screen final, so that a read of the
@@ -499,31 +517,97 @@ impl Session {
         live.map_or(0, |(pid, _)| process::live_session_members(pid).len())
     }
 
-    /// Waits until the command running now ends, and returns it with its
-    /// exit code; `None` at once when nothing is running, and `None` when a
-    /// reply reported its end first (the agent already knows).
-    pub async fn command_end(&self) -> Option<(String, i32)> {
-        let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
-        let seq = shared.lock().command()?.seq();
-        let mut outcome = None;
-        // Ten years: a job that runs longer is not waited for.
-        wait_for(&shared, Duration::from_secs(10 * 365 * 86_400), |state| {
-            let exited = state.exited().map(exit_code);
-            match state.command() {
-                Some(command) if command.seq() == seq => match (command.finished(), exited) {
-                    (Some((code, _)), _) | (None, Some(code)) => {
-                        outcome = Some((command.text().to_owned(), code));
-                        true
-                    }
-                    (None, None) => false,
-                },
-                // Reported by a reply, or replaced by a newer command.
-                _ => true,
+    /// Waits until command `number` (as its log is numbered) ends, and
+    /// says how: its exit code, how long it ran (from its start to its end,
+    /// as the shell reported them) and whether a reply reported its end
+    /// first (then what its log says; `None` if it no longer says).
+    pub async fn command_end(&self, number: u64) -> Option<CommandEnd> {
+        let shared = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let ours = |state: &shared::State| {
+            state.command().filter(|c| c.output().number() == number).map(|c| {
+                let exited = state.exited().map(exit_code);
+                let end = c.finished().or(exited.map(|code| (code, Instant::now())));
+                (c.text().to_owned(), c.started_at(), end)
+            })
+        };
+        let mut seen = shared.as_ref().and_then(|shared| ours(&shared.lock()));
+        if let Some(shared) = &shared
+            && seen.as_ref().is_some_and(|(_, _, end)| end.is_none())
+        {
+            // Ten years: a job that runs longer is not waited for.
+            wait_for(shared, Duration::from_secs(10 * 365 * 86_400), |state| {
+                seen = ours(state);
+                // Ended, or reported by a reply (taken), or replaced.
+                seen.as_ref().is_none_or(|(_, _, end)| end.is_some())
+            })
+            .await;
+        }
+        match seen {
+            Some((command, started, Some((exit_code, at)))) => Some(CommandEnd {
+                command,
+                exit_code,
+                ran_for: at.saturating_duration_since(started),
+                reported: false,
+            }),
+            _ => {
+                let log = self.output().get(Some(number)).ok()?;
+                let page = log.read(-1, 1).ok()?;
+                Some(CommandEnd {
+                    command: page.command,
+                    exit_code: page.exit_code.unwrap_or(-1),
+                    ran_for: Duration::ZERO,
+                    reported: true,
+                })
             }
-        })
-        .await;
-        outcome
+        }
     }
+
+    /// Where a background job started from this session starts: the
+    /// directory and exported environment of its shell, at its prompt
+    /// (taken from the shell itself, see `Shell::capture_env`). A session
+    /// with no shell yet gives its start directory and environment. Waits
+    /// at most [`PLACE_WAIT`] for a call in progress on the session; a
+    /// session running a command is [`PlaceError::Busy`].
+    pub async fn place(&self) -> Result<Place, PlaceError> {
+        let busy = || match self.activity() {
+            Activity::Running { command, elapsed } => PlaceError::Busy { command, elapsed },
+            _ => PlaceError::InUse,
+        };
+        let Ok(mut slot) = tokio::time::timeout(PLACE_WAIT, self.shell.lock()).await else {
+            return Err(busy());
+        };
+        let start = || Place { cwd: self.config.cwd.clone(), env: self.config.start_env.clone() };
+        let Some(shell) = slot.as_mut() else { return Ok(start()) };
+        if shell.has_exited() {
+            // The next call starts a new shell there, as it was started.
+            return Ok(Place { cwd: shell.restart_dir(&self.config), ..start() });
+        }
+        if shell.command_state() == CommandState::Running {
+            shell.settle(&self.config).await;
+            if shell.command_state() == CommandState::Running {
+                return Err(busy());
+            }
+        }
+        let env = shell.capture_env(&self.config).await?;
+        Ok(Place { cwd: shell.view().cwd().clone(), env: Some(Arc::new(env)) })
+    }
+}
+
+/// How long [`Session::place`] waits for a call in progress on the session.
+const PLACE_WAIT: Duration = Duration::from_secs(2);
+
+/// How a command that a job watcher waited for ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandEnd {
+    /// The command.
+    pub command: String,
+    /// Its exit code (-1 when its log no longer says).
+    pub exit_code: i32,
+    /// From its start to its end (zero when a reply reported its end
+    /// first: that reply said how long it ran).
+    pub ran_for: Duration,
+    /// A reply reported its end first: the agent knows.
+    pub reported: bool,
 }
 
 fn validate(request: &Request) -> Result<(), SessionError> {

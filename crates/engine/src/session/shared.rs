@@ -389,6 +389,23 @@ impl State {
         self.take_idle_output()
     }
 
+    /// Starts `command`, a command of shellkeep's own that no reply
+    /// reports (reading the environment for a background job), at `now`:
+    /// what background jobs printed stays for the next reply, and the
+    /// finished command no reply has reported yet is handed back, to be put
+    /// back with [`State::restore`].
+    pub(super) fn begin_own(&mut self, command: Command, now: Instant) -> Option<Command> {
+        self.screen.commit_all();
+        self.route_committed(now);
+        self.command.replace(command)
+    }
+
+    /// Puts back the command [`State::begin_own`] handed back, once that
+    /// command of shellkeep's has ended; returns the one it replaces.
+    pub(super) fn restore(&mut self, command: Option<Command>) -> Option<Command> {
+        std::mem::replace(&mut self.command, command)
+    }
+
     /// The command, running or finished and not yet reported.
     pub(super) fn command(&self) -> Option<&Command> {
         self.command.as_ref()

@@ -109,6 +109,13 @@ impl Shellkeep {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
+        // Its own line, also for a client that joins text blocks as they are.
+        let glued = result
+            .content
+            .last()
+            .and_then(|block| block.as_text())
+            .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
+        let text = if glued { format!("\n{text}") } else { text };
         result.content.push(ContentBlock::text(text));
         if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
             map.insert("jobs_ended".to_owned(), structured);

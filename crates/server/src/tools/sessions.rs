@@ -17,12 +17,16 @@ use crate::render::{self, span};
 pub(super) fn describe(config: &ServerConfig) -> String {
     format!(
         "List the terminal sessions: name, working directory, state (idle; running a command, \
-         for how long; waiting for input; a background job; finished with its exit code), when \
-         each was last used and how many processes it has. Sessions are started by naming them \
-         in `terminal`; at most {} are open at once, and a session idle at its prompt for {} is \
-         closed (not `default`, not background jobs).",
+         for how long; waiting for input; a background job; finished with its exit code; an \
+         ended background job, with its exit code, run time and when it closes), when each was \
+         last used, how much output it keeps and how many processes it has. Sessions are started \
+         by naming them in `terminal`; at most {} are open at once, and a session idle at its \
+         prompt for {} is closed (not `default`, not background jobs). An ended background job \
+         does not count against that limit; its session and output are kept for {} after its \
+         end (or its last use), then closed.",
         config.sessions.max_sessions,
         span(config.sessions.idle_expiry),
+        span(config.sessions.job_keep),
     )
 }
 

@@ -3,7 +3,6 @@
 //! forwarded while it waits. Its description states the server's waits and
 //! caps. It does not check arguments (`args`) or word the reply (`render`).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::handler::server::tool::schema_for_output;
@@ -12,8 +11,8 @@ use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Progres
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::keys::{self, Input};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened};
-use shellkeep_engine::session::{Call, Outcome, Progress, ProgressHook, Reply, Request};
+use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, RegistryError, validate_name};
+use shellkeep_engine::session::{Call, Outcome, Place, Progress, ProgressHook, Reply, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -90,7 +89,7 @@ impl Shellkeep {
             Ok(args) => args,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
-        let (lease, opened) = match self.open_for(&args) {
+        let (lease, opened) = match self.open_for(&args).await {
             Ok(opened) => opened,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
@@ -133,12 +132,32 @@ impl Shellkeep {
         if let Some(forwarder) = forwarder {
             let _ = forwarder.await;
         }
-        if matches!(opened, SessionOpened::Background(_)) {
-            self.shared.sessions.watch_job(&lease);
+        if let SessionOpened::Background(_) = &opened {
+            match number {
+                Some(number) => self.shared.sessions.watch_job(&lease, number),
+                // It never ran (its shell could not start there): no job.
+                None => {
+                    if let Some(session) = self.shared.sessions.forget_job(&lease) {
+                        session.close().await;
+                    }
+                }
+            }
         }
         let result = match executed {
             Ok(mut reply) => {
                 self.mask_commands(&mut reply);
+                // A job waiting for input gets the reply that says how to
+                // answer it.
+                if let SessionOpened::Background(job) = &opened
+                    && matches!(reply.outcome, Outcome::Running { .. })
+                {
+                    let (text, mut structured) =
+                        render::background_started(lease.name(), job, &reply);
+                    structured.session = Some(lease.name().to_owned());
+                    let result = structured_result(text, &structured, false);
+                    return self
+                        .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
+                }
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == TerminalStatus::NotExecuted;
                 if lease.name() != DEFAULT_SESSION {
@@ -196,8 +215,8 @@ enum SessionOpened {
     /// It existed, or was started (with where and whether its name had
     /// expired).
     Interactive(Opened),
-    /// A background job's new session, started in this directory.
-    Background(PathBuf),
+    /// A background job's new session, started there.
+    Background(render::JobStart),
 }
 
 impl SessionOpened {
@@ -207,7 +226,7 @@ impl SessionOpened {
             SessionOpened::Interactive(Opened::Started { cwd, expired_before }) => {
                 render::SessionNote::Started { cwd: cwd.clone(), expired_before: *expired_before }
             }
-            SessionOpened::Background(cwd) => render::SessionNote::Background { cwd: cwd.clone() },
+            SessionOpened::Background(job) => render::SessionNote::Background(job.clone()),
         }
     }
 }
@@ -215,20 +234,63 @@ impl SessionOpened {
 impl Shellkeep {
     /// Finds or starts the session a `terminal` call names; errors are
     /// worded for the agent.
-    fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
+    async fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
         let registry = &self.shared.sessions;
         let cwd = args.cwd.clone();
         if args.background {
+            // A name that cannot be used is told before the calling shell
+            // is disturbed.
+            if let Some(name) = args.session.as_deref() {
+                validate_name(name).map_err(|err| render::registry_error(&err))?;
+                if registry.get(name).is_ok() {
+                    let err = RegistryError::NameTaken(name.to_owned());
+                    return Err(render::registry_error(&err));
+                }
+            }
+            let (place, env_from) = self.job_place().await?;
+            let venv = place.virtual_env();
+            // `cwd` says where; the environment is the calling session's.
+            let place = Place { cwd: cwd.unwrap_or(place.cwd), ..place };
             let (lease, cwd) = registry
-                .open_background(args.session.as_deref(), cwd, &args.command)
-                .map_err(|err| render::registry_error(&err))?;
-            return Ok((lease, SessionOpened::Background(cwd)));
+                .open_background(args.session.as_deref(), place, &args.command)
+                .map_err(|err| match (&err, &args.cwd) {
+                    (RegistryError::BadCwd(dir), None) => {
+                        render::job_dir_gone(DEFAULT_SESSION, dir)
+                    }
+                    _ => render::registry_error(&err),
+                })?;
+            return Ok((
+                lease,
+                SessionOpened::Background(render::JobStart { cwd, venv, env_from }),
+            ));
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         registry
             .open(name, cwd)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
             .map_err(|err| render::registry_error(&err))
+    }
+}
+
+impl Shellkeep {
+    /// Where a background job starts: the directory and exported
+    /// environment of the calling session, `default` (the session calls use
+    /// when they name none), read from its shell at its prompt; with the
+    /// name of that session, or `None` when it has no shell yet (the job
+    /// then starts where and as it would start). The error, worded for the
+    /// agent, says why the job was not started.
+    async fn job_place(&self) -> Result<(Place, Option<String>), String> {
+        let registry = &self.shared.sessions;
+        let Ok(from) = registry.get(DEFAULT_SESSION) else {
+            return Ok((Place { cwd: registry.start_dir().to_owned(), env: None }, None));
+        };
+        let place = from.place().await.map_err(|err| {
+            // It may quote a command or what the shell printed.
+            let message = render::job_place_error(DEFAULT_SESSION, &err);
+            self.shared.config.masks.mask(&message).0.into_owned()
+        })?;
+        let env_from = place.env.is_some().then(|| DEFAULT_SESSION.to_owned());
+        Ok((place, env_from))
     }
 }
 

@@ -26,6 +26,7 @@ mod containment;
 mod forgery;
 mod guard;
 mod hostile;
+mod jobs;
 mod long_work;
 mod masking;
 mod no_leak;

@@ -7,7 +7,7 @@ use crate::{EVENTUALLY, Server, assert_none_survive, marker, poll_until, wait_al
 
 /// A free TCP port on the loopback interface (the listener is closed again,
 /// so a server started right after can bind it).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("local address").port()
 }
@@ -417,4 +417,20 @@ async fn a_cut_previous_output_says_how_to_read_it() {
     let page = server.call("output", args).await;
     let first = page["first_line"].as_u64().expect("first line");
     assert!(page["lines"].as_str().unwrap().starts_with(&format!("{}\n", first + 1)), "{page:#?}");
+}
+
+#[tokio::test]
+async fn closing_an_idle_session_gives_its_last_lines() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "seq 1 30", "session": "idle"})).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let r = server.call("session_close", json!({"session": "idle"})).await;
+    assert_eq!(r["final_state"], "idle", "{r:#?}");
+    let expected: Vec<String> = (11..=30).map(|i| i.to_string()).collect();
+    assert_eq!(r["last_output"], expected.join("\n"), "{r:#?}");
+    assert!(r.text.contains("30\n"), "{}", r.text);
+    // `default` too, before its reset.
+    server.terminal(json!({"command": "echo last-of-default"})).await;
+    let r = server.call("session_close", json!({"session": "default"})).await;
+    assert_eq!(r["last_output"], "last-of-default", "{r:#?}");
 }

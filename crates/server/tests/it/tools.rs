@@ -98,6 +98,8 @@ async fn descriptions_state_the_limits_the_server_runs_with() {
         "5000",
         "--grace",
         "2.5",
+        "--job-keep-secs",
+        "90",
     ];
     let mut described_by = Vec::new();
     for server in [Server::start().await, Server::with(&flags).await] {
@@ -119,6 +121,7 @@ async fn descriptions_state_the_limits_the_server_runs_with() {
         ("terminal", Some("timeout"), "at most 86400 (1 day)", "at most 86400 (1 day)"),
         ("sessions", None, "at most 16 are open at once", "at most 5 are open at once"),
         ("sessions", None, "idle at its prompt for 30 minutes", "idle at its prompt for 2 hours"),
+        ("sessions", None, "kept for 10 minutes after its end", "kept for 90 s after its end"),
         ("output", None, "the last 100 commands and 256 MiB", "the last 12 commands and 64 MiB"),
         (
             "output",
