@@ -139,9 +139,13 @@ async def test_a_background_server_starts_where_the_agent_is(tmp_path: pathlib.P
         # The agent's session is free at once.
         free = await terminal(tools, "pwd")
         assert free["output"].strip() == str(project), free
-        # What the job printed first: where it runs, with which Python, on which port.
-        seen = ""
+        # What the job printed first (in the start reply, or a poll): where it runs, with which
+        # Python, on which port.
+        seen = text
+        assert "job in" in seen or "with the environment of session" in seen, seen
         for _ in range(20):
+            if "job in" in seen:
+                break
             page = await tools.call_tool("terminal", {"command": "", "session": name, "timeout": 1})
             seen += text_of(page)
             if "job in" in seen:
