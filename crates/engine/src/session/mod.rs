@@ -566,7 +566,7 @@ impl Session {
     /// directory and exported environment of its shell, at its prompt
     /// (taken from the shell itself, see `Shell::capture_env`). A session
     /// with no shell yet gives its start directory and environment. Waits
-    /// at most [`PLACE_WAIT`] for a call in progress on the session; a
+    /// at most `PLACE_WAIT` (2 s) for a call in progress on the session; a
     /// session running a command is [`PlaceError::Busy`].
     pub async fn place(&self) -> Result<Place, PlaceError> {
         let busy = || match self.activity() {
