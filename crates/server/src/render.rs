@@ -497,7 +497,9 @@ pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks,
     text.notice(&started);
     text.shown(&reply.output);
     text.notice(&follow);
-    structured.notes = vec![started, follow];
+    // The facts are fields (`session`, `cwd`, `python_interpreter`,
+    // `status`); the notices are not copied into `notes`.
+    structured.notes.clear();
     (text, structured)
 }
 
