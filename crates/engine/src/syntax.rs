@@ -355,53 +355,25 @@ pub fn command_parts(command: &str) -> Parts<'_> {
                 }
             }
             Open::Double => match c {
-                b'\\' => i += 2,
                 b'"' => {
                     open.pop();
                     i += 1;
                 }
-                b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
-                b'$' => {
-                    opens = dollar(bytes, i, lists);
-                    if opens.is_none() {
-                        i += 1;
-                    }
-                }
-                _ => i += 1,
+                _ => (i, opens) = quoted_byte(bytes, i, lists, false),
             },
             Open::Parameter => match c {
-                b'\\' => i += 2,
                 b'}' => {
                     open.pop();
                     i += 1;
                 }
-                b'\'' => i = after(bytes, i + 1, b'\''),
-                b'"' => opens = Some((Open::Double, 1)),
-                b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
-                b'$' => {
-                    opens = dollar(bytes, i, lists);
-                    if opens.is_none() {
-                        i += 1;
-                    }
-                }
-                _ => i += 1,
+                _ => (i, opens) = quoted_byte(bytes, i, lists, true),
             },
             Open::Conditional => match c {
-                b'\\' => i += 2,
-                b'\'' => i = after(bytes, i + 1, b'\''),
-                b'"' => opens = Some((Open::Double, 1)),
-                b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
-                b'$' => {
-                    opens = dollar(bytes, i, lists);
-                    if opens.is_none() {
-                        i += 1;
-                    }
-                }
                 b']' if at(i + 1) == b']' && i > 0 && is_blank(bytes[i - 1]) => {
                     open.pop();
                     i += 2;
                 }
-                _ => i += 1,
+                _ => (i, opens) = quoted_byte(bytes, i, lists, true),
             },
             Open::Arithmetic { parens } => match c {
                 b'(' => {
@@ -451,6 +423,29 @@ pub fn command_parts(command: &str) -> Parts<'_> {
     }
     parts.sort_by_key(|part| part.start);
     Parts { parts, omitted }
+}
+
+/// What the byte at `i` means where only `\\`, substitutions and (with
+/// `quotes`) quotes do: inside `"…"`, `${…}` and `[[…]]`. Returns where
+/// the scan goes on and the construct that starts at `i`, if any (then
+/// `i` is unchanged).
+fn quoted_byte(
+    bytes: &[u8],
+    i: usize,
+    lists: usize,
+    quotes: bool,
+) -> (usize, Option<(Open, usize)>) {
+    match bytes[i] {
+        b'\\' => (i + 2, None),
+        b'\'' if quotes => (after(bytes, i + 1, b'\''), None),
+        b'"' if quotes => (i, Some((Open::Double, 1))),
+        b'`' => (i, Some((list(Close::Backquote, i + 1, lists), 1))),
+        b'$' => match dollar(bytes, i, lists) {
+            Some(opens) => (i, Some(opens)),
+            None => (i + 1, None),
+        },
+        _ => (i + 1, None),
+    }
 }
 
 /// A new list of commands whose text starts at `start`, inside `lists`
