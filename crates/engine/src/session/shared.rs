@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::bash_script;
 use crate::mask::Secrets;
 use crate::output::{self, Masking};
 pub(super) use crate::process::exit_code;
@@ -169,9 +170,16 @@ impl State {
                         && command.seq() == seq
                         && !command.has_started()
                     {
-                        // What came before is the echo of the line we typed.
+                        // What came before is the echo of the line we
+                        // typed, and what a background job printed since
+                        // the command began: that is kept as idle output.
+                        self.screen.commit_all();
+                        let before = self.screen.take_committed();
+                        let typed = bash_script::run_line(seq, command.text());
+                        let printed = without_echo(&before, typed.trim_matches(['\x15', '\r']));
                         self.screen.discard_window();
                         command.mark_started();
+                        self.push_idle(&printed);
                     }
                 }
                 Some(Stop::Marker(Marker::End { seq, status })) => self.on_prompt(seq, status, now),
@@ -528,8 +536,57 @@ pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
     }
 }
 
+/// What `screen` holds besides the `echo` of the line we typed: the text
+/// others printed while it was typed. The shell echoes what is typed a
+/// byte at a time, so another writer's text can land before the echo,
+/// inside it or after it; the echo's characters are taken out in order
+/// from where it starts (its first word, `\__sk_pre N`), with the newline
+/// of its Enter. Without the echo in it, all of `screen` is kept.
+fn without_echo(screen: &str, echo: &str) -> String {
+    let first_word = echo.trim_start().split(';').next().unwrap_or_default();
+    let Some(at) = screen.find(first_word) else { return screen.to_owned() };
+    // The echo's leading blanks are on the screen just before its first word.
+    let lead = echo.len() - echo.trim_start().len();
+    let start = screen[..at].trim_end_matches(' ').len().max(at.saturating_sub(lead));
+    let mut kept = screen[..start].to_owned();
+    let mut echo_chars = echo.trim_start().chars().peekable();
+    let mut enter = false;
+    for c in screen[at..].chars() {
+        match echo_chars.peek() {
+            Some(&e) if e == c => {
+                echo_chars.next();
+            }
+            // The echo is whole: its Enter's newline is the first one at
+            // the start of a line, or right after it.
+            None if !enter && c == '\n' && (kept.is_empty() || kept.ends_with('\n')) => {
+                enter = true;
+            }
+            _ => kept.push(c),
+        }
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// Another writer's lines before, inside and after the echo of the
+    /// typed line are kept; the echo and its Enter are not.
+    #[test]
+    fn the_echo_is_taken_out_and_what_others_printed_is_kept() {
+        let echo = " \\__sk_pre 7;\\builtin eval -- \"$__sk_c\"";
+        let whole = |screen: &str| super::without_echo(screen, echo);
+        assert_eq!(whole(&format!("{echo}\n")), "");
+        assert_eq!(whole(&format!("tick-1\n{echo}\n")), "tick-1\n");
+        assert_eq!(whole(&format!("{echo}\ntick-2\n")), "tick-2\n");
+        assert_eq!(whole(&format!("{echo}tick-3\n\n")), "tick-3\n");
+        let (head, tail) = echo.split_at(12);
+        assert_eq!(whole(&format!("{head}tick-4\n{tail}\n")), "tick-4\n");
+        assert_eq!(whole(&format!("a\n{head}b\n{tail}\nc\n")), "a\nb\nc\n");
+        // No echo at all (a shell that does not echo): all of it is kept.
+        assert_eq!(whole("tick-5\n"), "tick-5\n");
+        assert_eq!(whole(""), "");
+    }
     use std::os::fd::OwnedFd;
     use std::sync::Arc;
 

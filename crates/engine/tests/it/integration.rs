@@ -1053,3 +1053,27 @@ async fn the_store_reads_interrupted_exited_and_reset_commands_as_finished() {
     assert!(!page.running && page.exit_code.is_some(), "{page:?}");
     assert_eq!(page.text, "close-me\n");
 }
+
+/// What a background job prints while a command is being typed (after the
+/// command began, before its start marker) was dropped with the echo of
+/// the typed line. Every line of a job that prints without pause while
+/// commands start one after another now reaches a reply: a command's
+/// output or the background output.
+#[tokio::test]
+async fn a_job_printing_while_commands_start_loses_no_line() {
+    let term = Term::new("job-race").await;
+    let job = "(for i in $(seq 1 300); do echo tick-$i; sleep 0.003; done; echo tick-end) &";
+    let reply = term.run(job).await;
+    let mut seen = reply.output.text.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !seen.contains("tick-end\n") {
+        assert!(std::time::Instant::now() < deadline, "the job did not end: {seen}");
+        let reply = term.run("true").await;
+        assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
+        seen.push_str(&reply.output.text);
+        seen.push_str(reply.idle_output.as_deref().unwrap_or_default());
+    }
+    let missing: Vec<u32> = (1..=300).filter(|i| !seen.contains(&format!("tick-{i}\n"))).collect();
+    assert!(missing.is_empty(), "lines never shown: {missing:?}");
+    term.session.close().await;
+}
