@@ -422,6 +422,13 @@ async fn structured_content_carries_previous_and_background_output() {
     crate::wait_until(crate::EVENTUALLY, || marker.exists(), || "the job to print".into()).await;
     let r = server.terminal(json!({"command": "echo after"})).await;
     assert_eq!(r.output(), "after\n", "{r:#?}");
+    // What lands while that command's line is typed is reported with the
+    // reply after it.
+    let r = if r["background_output"].as_str().unwrap_or_default().contains("bg-out") {
+        r
+    } else {
+        server.terminal(json!({"command": "echo again"})).await
+    };
     let background = r["background_output"].as_str().unwrap_or_default();
     assert!(background.contains("bg-out"), "{r:#?}");
     assert!(r.text.contains("bg-out"), "{}", r.text);
