@@ -46,7 +46,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          for more output, or is_input=true with text or a key such as C-c. Output over {} \
          characters is cut to its head and tail and saved in full to a file named in the reply. \
          A call hands control back after at most {max_wait} (or its timeout), or within about a \
-         second when the program waits for input; the command keeps running. A running command \
+         second when the program waits for input, or with its screen within about 3 s for a \
+         full-screen program that keeps redrawing (watch, top); the command keeps running. A running command \
          is stopped, with the rest of its command line, only when no call has waited on it, \
          polled it or sent it input for longer than its limit (its timeout category's execution \
          limit, or the last call's timeout if larger; time waiting for input not counted); every \

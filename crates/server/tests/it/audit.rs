@@ -185,17 +185,7 @@ async fn input_keys_a_cancelled_call_and_a_close_each_leave_their_lines() {
 async fn a_killed_command_and_the_failures_are_listed_by_shellkeep_audit() {
     let dir = Scratch::new();
     let log = log_in(&dir);
-    let policy = dir.path.join("policy.json");
-    let policy_json = json!({
-        "version": "1.0",
-        "description": "test",
-        "categories": {"short": {"exec_timeout_sec": 2, "no_output_timeout_sec": 1}},
-        "command_patterns": {"short": []},
-        "default_category": "short",
-    });
-    std::fs::write(&policy, policy_json.to_string()).expect("write the policy");
-    let server =
-        audited(&log, &["--policy", policy.to_str().expect("utf-8"), "--grace", "1"]).await;
+    let server = audited(&log, &["--policy", &dir.short_policy(), "--grace", "1"]).await;
     server.terminal(json!({"command": "echo fine"})).await;
     server.terminal(json!({"command": "exit_with() { return $1; }; exit_with 4"})).await;
     // A background job's end comes with a later reply, and its line then.

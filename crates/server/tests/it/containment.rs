@@ -226,15 +226,7 @@ async fn ctrl_c_in_a_nested_shell_stops_its_command_not_the_shell() {
 async fn the_limit_kill_stops_every_escape_shape_but_not_the_shells_jobs() {
     for mode in modes() {
         let dir = Scratch::new();
-        let policy = dir.path.join("policy.json");
-        let policy_json = json!({
-            "version": "1.0",
-            "categories": {"short": {"exec_timeout_sec": 2, "no_output_timeout_sec": 1}},
-            "command_patterns": {"short": []},
-            "default_category": "short",
-        });
-        std::fs::write(&policy, policy_json.to_string()).expect("write the policy");
-        let server = server(&mode, &["--policy", policy.to_str().expect("utf-8")]).await;
+        let server = server(&mode, &["--policy", &dir.short_policy()]).await;
         let job = start_job(&server).await;
         let all = run_escapes(&server, &mode, "").await;
         let all = refs(&all);

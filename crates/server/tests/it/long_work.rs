@@ -17,16 +17,7 @@ use crate::{EVENTUALLY, Scratch, Server, spawn_binary, wait_until};
 /// A server whose default category allows 2 s of unwatched time.
 async fn short_limits() -> (Server, Scratch) {
     let dir = Scratch::new();
-    let policy = dir.path.join("policy.json");
-    let policy_json = json!({
-        "version": "1.0",
-        "description": "test",
-        "categories": {"short": {"exec_timeout_sec": 2, "no_output_timeout_sec": 1}},
-        "command_patterns": {"short": []},
-        "default_category": "short",
-    });
-    std::fs::write(&policy, policy_json.to_string()).expect("write the policy");
-    let server = Server::with(&["--policy", policy.to_str().expect("utf-8"), "--grace", "1"]).await;
+    let server = Server::with(&["--policy", &dir.short_policy(), "--grace", "1"]).await;
     (server, dir)
 }
 

@@ -116,6 +116,21 @@ impl Scratch {
     fn log(&self) -> PathBuf {
         self.path.join(".sk/server.log")
     }
+
+    /// A policy file whose one category, the default, allows 2 s of
+    /// unwatched time and 1 s of silence: for `--policy`.
+    fn short_policy(&self) -> String {
+        let path = self.path.join("policy.json");
+        let policy = serde_json::json!({
+            "version": "1.0",
+            "description": "test",
+            "categories": {"short": {"exec_timeout_sec": 2, "no_output_timeout_sec": 1}},
+            "command_patterns": {"short": []},
+            "default_category": "short",
+        });
+        std::fs::write(&path, policy.to_string()).expect("write the policy");
+        path.to_str().expect("utf-8 path").to_owned()
+    }
 }
 
 impl Drop for Scratch {
