@@ -1113,6 +1113,13 @@ pub fn ignored_arguments(tool: &str, ignored: &[String], known: &[String]) -> St
     format!("[Ignored the unknown {what} {}: {tool} {takes}.]", and_list(&names))
 }
 
+/// The reply of a call the client cancelled while it waited for earlier
+/// calls (`wait_for_previous`); the wire sends no reply to a cancelled
+/// request, so no client reads it.
+pub fn cancelled_while_waiting() -> String {
+    "Not run: the call was cancelled while it waited for earlier calls to return.".to_owned()
+}
+
 /// Why a call that asked to wait for the calls before it
 /// (`wait_for_previous`) was not run: `max` calls wait already.
 pub fn too_many_waiting(max: usize) -> String {

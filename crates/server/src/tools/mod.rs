@@ -397,9 +397,11 @@ impl Scope {
     /// any type, not yet checked).
     fn of(tool: &str, arguments: Option<&JsonObject>) -> Scope {
         let get = |key: &str| arguments.and_then(|arguments| arguments.get(key));
+        // A valid name has at most 32 characters; a longer one is refused
+        // by the call's check, and its first 64 keep it apart from them.
         let session = || {
             let name = get("session").and_then(Value::as_str).unwrap_or(DEFAULT_SESSION);
-            Scope::Session(name.to_owned())
+            Scope::Session(name.chars().take(64).collect())
         };
         match tool {
             "terminal" if !args::is_true(get("background")) => session(),
@@ -428,7 +430,7 @@ impl std::fmt::Display for NotRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             NotRun::TooMany => f.write_str(&render::too_many_waiting(MAX_WAITING)),
-            NotRun::Cancelled => f.write_str("cancelled"),
+            NotRun::Cancelled => f.write_str(&render::cancelled_while_waiting()),
         }
     }
 }
