@@ -327,3 +327,58 @@ async fn a_waiting_command_after_a_call_that_returned_running_is_refused_as_ever
     // The interrupt waited its turn too, and stopped the command.
     assert_eq!(results[2]["structuredContent"]["exit_code"], 130, "{results:#?}");
 }
+
+#[tokio::test]
+async fn many_waiting_calls_run_one_after_another_in_arrival_order() {
+    let mut raw = Raw::start(&[]).await;
+    // Terminal calls and `run` calls, all sent at once: `run` is of every
+    // session, so each call waits for every one before it.
+    let calls: Vec<(&str, Value)> = (1..=12)
+        .map(|n| {
+            let command = format!("echo {n} >> order");
+            if n % 3 == 0 {
+                ("run", json!({"command": command, "wait_for_previous": true}))
+            } else {
+                ("terminal", json!({"command": command, "wait_for_previous": true}))
+            }
+        })
+        .collect();
+    let results = send_at_once(&mut raw, 1, &calls).await;
+    for result in &results {
+        assert!(result.get("isError").is_none_or(|e| e == false), "{result:#?}");
+    }
+    let order = std::fs::read_to_string(raw.scratch.path.join("order")).expect("the file");
+    let expected: String = (1..=12).map(|n| format!("{n}\n")).collect();
+    assert_eq!(order, expected);
+}
+
+#[tokio::test]
+async fn at_most_32_calls_wait_at_once_and_one_more_is_refused() {
+    let mut raw = Raw::start(&[]).await;
+    let blocker =
+        ("terminal", json!({"command": "until [ -e go ]; do sleep 0.05; done", "timeout": 60}));
+    let mut bytes = Vec::new();
+    let waiting = json!({"wait_for_previous": true});
+    for (id, (tool, arguments)) in
+        (1u64..).zip(std::iter::once(blocker).chain(std::iter::repeat_n(("sessions", waiting), 33)))
+    {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                             "params": {"name": tool, "arguments": arguments}});
+        bytes.extend(serde_json::to_vec(&request).expect("serialize"));
+        bytes.push(b'\n');
+    }
+    raw.write(&bytes).await;
+    // The one that found 32 waiting is refused at once, while the first runs.
+    let refused = raw.next().await;
+    let text = refused["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(text.starts_with("Not run: 32 calls already wait"), "{refused}");
+    std::fs::write(raw.scratch.path.join("go"), "").expect("release the first call");
+    let first = raw.reply(1).await;
+    assert_eq!(first["result"]["structuredContent"]["status"], "completed", "{first}");
+    let refused_id = refused["id"].as_u64().expect("an id");
+    for id in (2..=34).filter(|&id| id != refused_id) {
+        let reply = raw.reply(id).await;
+        assert!(reply["result"].get("isError").is_none(), "{reply}");
+    }
+}
