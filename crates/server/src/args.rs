@@ -403,8 +403,8 @@ impl ArgumentNames {
 /// the names of every tool of the server. The one rule for every tool:
 ///
 /// - `null` means "not given": an argument whose value is `null` is taken
-///   out, unless the tool requires it (the check then says it is missing a
-///   value);
+///   out, unless the tool requires it (its check then refuses the `null`,
+///   naming the argument);
 /// - the [`CLIENT_KEYS`] are taken out silently;
 /// - a name that is a near miss of one the tool takes ([`near_miss`]:
 ///   `timout`, `Timeout`, `session_name`) is an error that names the right
@@ -415,6 +415,8 @@ impl ArgumentNames {
 ///   notes.
 ///
 /// Returns the names taken out that way, in the order of `arguments`.
+/// Linear in the number of arguments (each name is compared with the
+/// server's few argument names, and only up to [`NEAR_MISS_CHARS`]).
 pub fn sort_arguments(
     arguments: &mut JsonObject,
     tool: &ArgumentNames,
