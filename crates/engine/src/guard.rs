@@ -827,10 +827,16 @@ fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
 /// Kills everything in the control-group directory `dir` and the groups
 /// below it, and removes them (`cgroup::kill_tree`, v2 or v1). Only a
 /// directory with a `cgroup.procs` file is touched: a watched path that is
-/// not a control group is left alone.
+/// not a control group is left alone. A directory that is gone (the server
+/// removed its groups as it ended normally) left nothing behind: that is
+/// only logged at debug level.
 fn stop_cgroup(dir: &Path) {
     if !dir.join("cgroup.procs").is_file() {
-        tracing::warn!(dir = %dir.display(), "not a control group; left alone");
+        if std::fs::symlink_metadata(dir).is_err() {
+            tracing::debug!(dir = %dir.display(), "the control group is already gone");
+        } else {
+            tracing::warn!(dir = %dir.display(), "not a control group; left alone");
+        }
         return;
     }
     if let Err(err) = crate::cgroup::kill_tree(dir) {

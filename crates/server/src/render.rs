@@ -20,9 +20,11 @@ use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
 
+mod crash;
 mod explain;
 mod terminal;
 
+pub use crash::{declare_servers_died, servers_died};
 pub use explain::{ExplainOutput, explain};
 pub use terminal::{TerminalOutput, TerminalStatus, session_refused, terminal, unknown_key};
 

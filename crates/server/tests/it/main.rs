@@ -23,6 +23,7 @@ mod audit;
 mod bad_input;
 mod cli;
 mod containment;
+mod crash;
 mod forgery;
 mod guard;
 mod hostile;
