@@ -31,6 +31,7 @@ mod jobs;
 mod long_work;
 mod masking;
 mod no_leak;
+mod noninteractive;
 mod orphans;
 mod outputs;
 mod prompt;
