@@ -59,7 +59,10 @@ async fn the_server_after_a_crash_says_so_once() {
     let mut a = audited(&log).await;
     let command = format!("sleep 300.{}", marker());
     let job = format!("sleep 300.{}", marker());
-    // A job starts from a shell at its prompt: before the command.
+    // A job starts from a shell at its prompt: before the command, and
+    // once the shell is up (a job asked for while the server still starts the
+    // shell is refused: "another call on session default is in progress").
+    a.terminal(json!({"command": "echo ready"})).await;
     let r = a.terminal(json!({"command": job, "background": true, "session": "job"})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
     let r = a.terminal(json!({"command": command, "timeout": 0.5})).await;
@@ -69,6 +72,8 @@ async fn the_server_after_a_crash_says_so_once() {
     a.signal("KILL");
     a.wait_exit(EVENTUALLY).await;
     crate::assert_none_survive(&[command.as_str(), job.as_str()], EVENTUALLY).await;
+    // The guard says so in the client's log, with or without an audit log.
+    crate::wait_until(EVENTUALLY, || a.log().contains("without ending normally"), || a.log()).await;
     let rows = audit_rows(&log);
     assert!(row(&rows, &command).contains("running"), "before the next server:\n{rows}");
 
@@ -143,6 +148,7 @@ async fn a_live_server_is_not_reported_and_a_closed_job_is_closed() {
     let log = dir.path.join("audit/audit.jsonl");
     let mut a = audited(&log).await;
     let job = format!("sleep 300.{}", marker());
+    a.terminal(json!({"command": "echo ready"})).await;
     let r = a.terminal(json!({"command": job, "background": true, "session": "bg"})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
     let r = a.call("session_close", json!({"session": "bg"})).await;
@@ -170,4 +176,22 @@ async fn a_live_server_is_not_reported_and_a_closed_job_is_closed() {
     assert!(!r.text.contains(NOTICE), "A ended normally: {r:#?}");
     assert!(events(&log, "server_died").is_empty(), "{:#?}", events(&log, "server_died"));
     assert!(row(&audit_rows(&log), &command).contains("server_ended"), "{}", audit_rows(&log));
+}
+
+/// Issue 18 (clients, 7): on a host whose server control group is gone by
+/// the time the guard looks (the server removed it as it ended), every
+/// exit logged `WARN … not a control group; left alone`. A normal end now
+/// logs no warning about it, nor about work left behind.
+#[tokio::test]
+async fn a_normal_end_warns_of_nothing_left_behind() {
+    let mut server = Server::start().await;
+    server.terminal(json!({"command": "echo hi"})).await;
+    let guard = crate::guard_of(server.pid).expect("the server runs a guard");
+    server.close_connection().await;
+    server.wait_exit(EVENTUALLY).await;
+    crate::wait_until(EVENTUALLY, || !crate::alive(guard), || server.log()).await;
+    let log = server.log();
+    for unwanted in ["not a control group", "without ending normally"] {
+        assert!(!log.contains(unwanted), "{unwanted}:\n{log}");
+    }
 }
