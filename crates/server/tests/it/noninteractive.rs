@@ -166,7 +166,8 @@ impl Drop for Unauthorized {
 }
 
 /// Prompts are off, and the table's override for one command turns each
-/// back on: `GIT_TERMINAL_PROMPT=1 git clone …`, `PIP_NO_INPUT= pip …`;
+/// back on: `GIT_TERMINAL_PROMPT=1 git clone …`, `PIP_NO_INPUT= pip …`,
+/// `DEBIAN_FRONTEND=readline` for a package's debconf questions;
 /// `PYTHONUNBUFFERED= python …` gives Python its buffered output again.
 #[tokio::test]
 async fn each_prompt_override_asks_as_written() {
@@ -192,6 +193,36 @@ async fn each_prompt_override_asks_as_written() {
         prompts(&server, &format!("PIP_NO_INPUT= {pip}"), "User for 127.0.0.1").await;
     } else {
         eprintln!("PIP_NO_INPUT is not tested: pip is not installed");
+    }
+
+    // A package's configuration script, as apt and dpkg run it: debconf
+    // asks through the frontend `DEBIAN_FRONTEND` names (its database in a
+    // file of the test's, so that no root is needed).
+    if std::path::Path::new("/usr/share/debconf/confmodule").is_file() {
+        std::fs::write(
+            server.cwd().join("ask.templates"),
+            "Template: sktest/colour\nType: string\nDescription: Your favourite colour?\n",
+        )
+        .expect("write the template");
+        std::fs::write(
+            server.cwd().join("ask.sh"),
+            "#!/bin/sh\nset -e\n. /usr/share/debconf/confmodule\n\
+             db_x_loadtemplatefile \"$(dirname \"$0\")/ask.templates\" sktest\n\
+             db_fset sktest/colour seen false\ndb_input critical sktest/colour || true\n\
+             db_go || true\ndb_get sktest/colour\necho \"answer: $RET\"\n",
+        )
+        .expect("write the script");
+        completes(
+            &server,
+            "chmod +x ask.sh && export DEBCONF_DB_REPLACE=\"File{$PWD/debconf.dat}\"",
+            0,
+        )
+        .await;
+        let r = completes(&server, "./ask.sh", 0).await;
+        assert_eq!(r.output().trim_end(), "answer:", "no question asked: {r:#?}");
+        prompts(&server, "DEBIAN_FRONTEND=readline ./ask.sh", "Your favourite colour?").await;
+    } else {
+        eprintln!("DEBIAN_FRONTEND is not tested: debconf is not installed");
     }
 
     if on_path("python3") {
