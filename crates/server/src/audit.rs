@@ -77,7 +77,9 @@ const MAX_DEAD_SERVERS: usize = 8;
 pub struct AuditArgs {
     /// Append one JSON line to FILE when a tool call that runs something
     /// starts and one when it ends (created private, mode 0600; a symlink or
-    /// a file of another user is refused).
+    /// a file of another user is refused). The server notes its own start
+    /// and end there too: the next server with the same FILE says, once,
+    /// if this one died with commands running.
     #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
     /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
