@@ -583,3 +583,40 @@ fn the_read_back_folds_closes_resets_and_dead_servers_into_commands() {
 fn rows_status(records: &[Record]) -> Vec<String> {
     rows(records).into_iter().filter(|row| row.is_command()).map(|row| row.status).collect()
 }
+
+/// The notice names at most five commands and counts the rest, says where
+/// the files are, and is absent when no server died with commands.
+#[test]
+fn the_crash_notice_is_bounded_and_says_where_the_outputs_are() {
+    assert_eq!(crate::render::servers_died(&[]), None);
+    let commands = (1..=7)
+        .map(|n| DeadCommand {
+            session: format!("s{n}"),
+            command: format!("sleep {n}"),
+            background: n == 1,
+        })
+        .collect();
+    let dead = DeadServer {
+        server: "aa".to_owned(),
+        pid: 1234,
+        started: Some("2026-01-01T00:00:00.000Z".to_owned()),
+        commands,
+        full_output_dir: Some("/state/output".to_owned()),
+        output_prefix: Some("1234-abcdef".to_owned()),
+    };
+    let (text, structured) = crate::render::servers_died(&[dead]).expect("a notice");
+    assert!(
+        text.starts_with(
+            "[An earlier shellkeep server (pid 1234, started 2026-01-01T00:00:00.000Z)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("while 7 commands ran: background job \"sleep 1\" in session \"s1\", command \"sleep 2\""), "{text}");
+    assert!(text.contains("\"sleep 5\" in session \"s5\", 2 more."), "{text}");
+    assert!(!text.contains("sleep 6"), "{text}");
+    assert!(text.contains("/state/output/1234-abcdef-*"), "{text}");
+    assert!(text.ends_with(']') && !text.contains('\n'), "{text}");
+    assert_eq!(structured[0]["commands"], 7);
+    assert_eq!(structured[0]["running"].as_array().map(Vec::len), Some(5));
+    assert_eq!(structured[0]["output_files"], "/state/output/1234-abcdef-*");
+}
