@@ -69,8 +69,9 @@ const MAX_KEEP: u32 = 1000;
 /// Bytes of the log's end (the current file, then the last rotation) a
 /// starting server reads to find servers that died.
 pub const TAIL_BYTES: u64 = 1024 * 1024;
-/// The most dead servers one start reports (the oldest first).
-const MAX_DEAD_SERVERS: usize = 8;
+/// The most dead servers one start claims and reports (the oldest first;
+/// the next start claims the rest): the notice stays a few KiB.
+const MAX_DEAD_SERVERS: usize = 3;
 
 /// The server's audit flags, as written.
 #[derive(Debug, Args)]
