@@ -620,3 +620,19 @@ fn the_crash_notice_is_bounded_and_says_where_the_outputs_are() {
     assert_eq!(structured[0]["running"].as_array().map(Vec::len), Some(5));
     assert_eq!(structured[0]["output_files"], "/state/output/1234-abcdef-*");
 }
+
+/// One start claims at most [`MAX_DEAD_SERVERS`], the oldest first; the
+/// next start claims the rest.
+#[test]
+fn dead_servers_are_claimed_a_few_at_a_time() {
+    let mut records: Vec<Record> =
+        (0..5).map(|n| server_line("server_start", &format!("s{n}"), 100 + n)).collect();
+    let dead = |records: &[Record]| dead_servers(records, "own", &|_: &Record| false);
+    let first: Vec<u32> = dead(&records).iter().map(|server| server.pid).collect();
+    assert_eq!(first, [100, 101, 102]);
+    for pid in first {
+        records.push(server_line("server_died", &format!("s{}", pid - 100), pid));
+    }
+    let second: Vec<u32> = dead(&records).iter().map(|server| server.pid).collect();
+    assert_eq!(second, [103, 104]);
+}
