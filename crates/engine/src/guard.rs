@@ -48,7 +48,9 @@
 //! `-g PGID` watch and forget a process group, `+s SID` and `-s SID` a
 //! session, `+c DIR` and `-c DIR` a control-group directory, and `reset`
 //! forgets everything watched (the server sends it before telling a guard
-//! that fell behind the whole list again).
+//! that fell behind the whole list again), and `end` says the server is
+//! ending normally, having stopped what it ran: a server gone without it
+//! was killed or crashed, and the guard logs a warning saying so.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
@@ -270,6 +272,7 @@ impl Guard {
     /// On a clean shutdown the server has already stopped what it ran, so
     /// the guard finds nothing alive and exits at once.
     pub fn shutdown(self, wait: Duration) -> Option<ExitStatus> {
+        self.send(Message::End);
         self.close_channel();
         let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner).take()?;
         match finished.recv_timeout(wait) {
@@ -288,7 +291,7 @@ impl Guard {
         match &message {
             Message::Watch(target) => state.watched.insert(target.clone()),
             Message::Forget(target) => state.watched.remove(target),
-            Message::Scope(_) | Message::Reset => false,
+            Message::Scope(_) | Message::Reset | Message::End => false,
         };
         let pid = state.pid;
         let Some(channel) = state.channel.as_mut() else { return };
@@ -646,6 +649,8 @@ struct Orders {
     partial: Vec<u8>,
     /// Set while the rest of an over-long line is skipped.
     skipping: bool,
+    /// Set when the server said it is ending normally.
+    ended: bool,
 }
 
 /// What reading the channel found.
@@ -712,6 +717,7 @@ impl Orders {
                 tracing::warn!("the orphan guard ignored a second scope token");
             }
             Some(Message::Reset) => self.watched.clear(),
+            Some(Message::End) => self.ended = true,
             Some(Message::Watch(target)) => {
                 self.watched.insert(target);
             }
@@ -772,7 +778,16 @@ fn watch_until_gone(
             break;
         }
     }
-    let Orders { token, watched, .. } = orders;
+    let Orders { token, watched, ended, .. } = orders;
+    if !ended {
+        // A server that ends normally says so first; one that did not was
+        // killed or crashed: worth a line in the client's log, with or
+        // without an audit log.
+        tracing::warn!(
+            "the server is gone without ending normally (killed or crashed); stopping what it \
+             left running"
+        );
+    }
     let cgroups: Vec<&Path> = watched
         .iter()
         .filter_map(|target| match target {
@@ -791,7 +806,7 @@ fn watch_until_gone(
         tracing::debug!("the server has ended and left nothing running");
         None
     } else {
-        tracing::info!(?members, "the server has ended; stopping what it left running");
+        tracing::info!(?members, "stopping what the server left running");
         runtime.block_on(process::terminate(&targets, grace))
     };
     Ok(mode)
@@ -827,10 +842,16 @@ fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
 /// Kills everything in the control-group directory `dir` and the groups
 /// below it, and removes them (`cgroup::kill_tree`, v2 or v1). Only a
 /// directory with a `cgroup.procs` file is touched: a watched path that is
-/// not a control group is left alone.
+/// not a control group is left alone. A directory that is gone (the server
+/// removed its groups as it ended normally) left nothing behind: that is
+/// only logged at debug level.
 fn stop_cgroup(dir: &Path) {
     if !dir.join("cgroup.procs").is_file() {
-        tracing::warn!(dir = %dir.display(), "not a control group; left alone");
+        if std::fs::symlink_metadata(dir).is_err() {
+            tracing::debug!(dir = %dir.display(), "the control group is already gone");
+        } else {
+            tracing::warn!(dir = %dir.display(), "not a control group; left alone");
+        }
         return;
     }
     if let Err(err) = crate::cgroup::kill_tree(dir) {
@@ -845,6 +866,8 @@ enum Message {
     Scope(String),
     /// Forget everything watched.
     Reset,
+    /// The server is ending normally and has stopped what it ran.
+    End,
     Watch(Target),
     Forget(Target),
 }
@@ -885,6 +908,7 @@ impl Message {
         let (sign, target) = match self {
             Message::Scope(token) => return format!("scope {token}\n"),
             Message::Reset => return "reset\n".to_owned(),
+            Message::End => return "end\n".to_owned(),
             Message::Watch(target) => ('+', target),
             Message::Forget(target) => ('-', target),
         };
@@ -900,8 +924,10 @@ impl Message {
     /// 64 letters, digits, `-` or `_`.
     fn parse(line: &[u8]) -> Option<Message> {
         let line = std::str::from_utf8(line).ok()?;
-        if line == "reset" {
-            return Some(Message::Reset);
+        match line {
+            "reset" => return Some(Message::Reset),
+            "end" => return Some(Message::End),
+            _ => {}
         }
         let (head, rest) = line.split_once(' ')?;
         if head == "scope" {
@@ -975,6 +1001,7 @@ mod tests {
         let messages = [
             Message::Scope("0a1b2c".to_owned()),
             Message::Reset,
+            Message::End,
             Message::Watch(Target::Group(123)),
             Message::Forget(Target::Group(123)),
             Message::Watch(Target::Session(456)),
@@ -988,6 +1015,7 @@ mod tests {
             [
                 "scope 0a1b2c\n",
                 "reset\n",
+                "end\n",
                 "+g 123\n",
                 "-g 123\n",
                 "+s 456\n",
@@ -1014,6 +1042,7 @@ mod tests {
             "+gg 5",
             "+g 5 ",
             "reset ",
+            "end ",
             "scope",
             "scope ",
             "scope a/b",
@@ -1223,7 +1252,8 @@ mod tests {
         let lines = std::fs::read_to_string(&record).expect("recorded lines");
         assert_eq!(
             lines,
-            "scope tok\n+g 123\n+s 456\n+c /sys/fs/cgroup/sk\n-g 123\n-s 456\n-c /sys/fs/cgroup/sk\n"
+            "scope tok\n+g 123\n+s 456\n+c /sys/fs/cgroup/sk\n-g 123\n-s 456\n-c /sys/fs/cgroup/sk\nend\n",
+            "a normal shutdown says so last"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -1360,7 +1390,7 @@ mod tests {
         guard.watch_group(321);
         assert!(guard.shutdown(Duration::from_secs(10)).is_some());
         let lines = std::fs::read_to_string(dir.join(second.to_string())).expect("recorded lines");
-        assert_eq!(lines, "scope tok\n+g 123\n+s 456\n+g 321\n");
+        assert_eq!(lines, "scope tok\n+g 123\n+s 456\n+g 321\nend\n");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1280,7 +1280,7 @@ mod tests {
         let guard = Arc::into_inner(guard).expect("the run let go of the guard");
         assert!(guard.shutdown(Duration::from_secs(10)).is_some());
         let lines = std::fs::read_to_string(&record).expect("recorded lines");
-        assert_eq!(lines, format!("+g {pgid}\n-g {pgid}\n"));
+        assert_eq!(lines, format!("+g {pgid}\n-g {pgid}\nend\n"));
     }
 
     /// Pids of live processes with `argument` among their arguments.

@@ -444,8 +444,9 @@ fn is_hex(text: &str, len: usize) -> bool {
 }
 
 /// The start time of process `pid` in clock ticks after boot, or `None` if
-/// it does not exist (`process` parses `/proc/PID/stat` for both).
-fn start_ticks(pid: u32) -> Option<u64> {
+/// it does not exist (`process` parses `/proc/PID/stat` for both). A pid
+/// with the start time a server recorded is that server, still running.
+pub fn start_ticks(pid: u32) -> Option<u64> {
     crate::process::proc_scan::start_ticks(i32::try_from(pid).ok()?)
 }
 

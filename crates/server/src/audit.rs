@@ -12,9 +12,23 @@
 //! given) and cut to [`COMMAND_BOUND`] characters, text sent with
 //! `is_input` is never recorded (only its size: it may be a password), and
 //! every other field is small. This module runs nothing and words no reply.
+//!
+//! A server also writes a `server_start` line (its pid, its start time in
+//! clock ticks, the boot it runs in, where its full outputs go) and a
+//! `server_end` line when it ends normally. A server that starts reads the
+//! log's tail (at most [`TAIL_BYTES`], under an exclusive lock so that two
+//! servers starting together do not both claim the same dead one) for
+//! earlier servers with a start line, no end line, and a pid that is gone
+//! or belongs to another process now (its start time differs): each gets a
+//! `server_died` line, written once, and those that were running commands
+//! are reported once, in the new server's first reply. `shellkeep audit`
+//! shows a command that was still running when its server died as
+//! `server_died`, one stopped when its server ended as `server_ended`, and
+//! one whose session was closed or reset as `closed` or `reset`.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,13 +66,21 @@ const MIN_MIB: f64 = 0.01;
 const MAX_MIB: f64 = 1_048_576.0;
 /// The most rotated files `--audit-log-keep` may ask for.
 const MAX_KEEP: u32 = 1000;
+/// Bytes of the log's end (the current file, then the last rotation) a
+/// starting server reads to find servers that died.
+pub const TAIL_BYTES: u64 = 1024 * 1024;
+/// The most dead servers one start claims and reports (the oldest first;
+/// the next start claims the rest): the notice stays a few KiB.
+const MAX_DEAD_SERVERS: usize = 3;
 
 /// The server's audit flags, as written.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     /// Append one JSON line to FILE when a tool call that runs something
     /// starts and one when it ends (created private, mode 0600; a symlink or
-    /// a file of another user is refused).
+    /// a file of another user is refused). The server notes its own start
+    /// and end there too: the next server with the same FILE says, once,
+    /// if this one died with commands running.
     #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
     /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
@@ -99,8 +121,11 @@ pub struct AuditLog {
     next_id: AtomicU64,
     /// The id of the call that started each running background job, by
     /// session: the job's end line carries it.
-    jobs: Mutex<std::collections::HashMap<String, String>>,
+    jobs: Mutex<HashMap<String, String>>,
     writer: Mutex<Writer>,
+    /// Earlier servers found dead at start with commands running, until
+    /// the first reply takes them.
+    dead: Mutex<Vec<DeadServer>>,
 }
 
 /// The open file, and whether the last write failed (so that a failure is
@@ -145,7 +170,90 @@ impl AuditLog {
             next_id: AtomicU64::new(1),
             jobs: Mutex::default(),
             writer: Mutex::new(Writer { file: Some(file), failing: false }),
+            dead: Mutex::default(),
         })
+    }
+
+    /// Writes this server's `server_start` line, then looks for earlier
+    /// servers of this log that died (see the module's header): each gets
+    /// its `server_died` line now, and those that had commands running are
+    /// kept for [`AuditLog::take_dead_servers`].
+    pub fn server_started(&self, facts: &ServerFacts) {
+        let pid = std::process::id();
+        let id = format!("{}-0", self.server);
+        let line = Line {
+            time: rfc3339(SystemTime::now()),
+            event: "server_start",
+            id: &id,
+            pid: Some(pid),
+            pid_start: private_fs::start_ticks(pid),
+            boot_id: boot_id(),
+            full_output_dir: Some(facts.full_output_dir.display().to_string()),
+            output_prefix: Some(facts.output_prefix.clone()),
+            ..Line::default()
+        };
+        self.write(&line);
+        let dead = self.claim_dead_servers();
+        *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = dead;
+    }
+
+    /// Writes this server's `server_end` line: it is ending normally, and
+    /// has stopped (or is stopping) everything it ran.
+    pub fn server_ended(&self) {
+        let id = format!("{}-0", self.server);
+        let line = Line {
+            time: rfc3339(SystemTime::now()),
+            event: "server_end",
+            id: &id,
+            ..Line::default()
+        };
+        self.write(&line);
+    }
+
+    /// The earlier servers found dead with commands running, once: the
+    /// first call takes them, later calls get none.
+    pub fn take_dead_servers(&self) -> Vec<DeadServer> {
+        std::mem::take(&mut *self.dead.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Reads the log's tail under an exclusive lock, writes a `server_died`
+    /// line for each earlier server that is gone without an end line, and
+    /// returns those that were running commands. Reading and writing under
+    /// one lock means a dead server is claimed by one starting server only.
+    fn claim_dead_servers(&self) -> Vec<DeadServer> {
+        use nix::fcntl::{Flock, FlockArg};
+        let lock = match File::open(&self.path) {
+            Ok(file) => Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, err)| err),
+            Err(err) => {
+                tracing::warn!("cannot read the audit log {}: {err}", self.path.display());
+                return Vec::new();
+            }
+        };
+        if let Err(err) = &lock {
+            tracing::warn!("cannot lock the audit log {}: {err}", self.path.display());
+        }
+        let records = read_tail(&self.path, TAIL_BYTES);
+        let boot = boot_id();
+        let alive = |start: &Record| server_alive(start, boot.as_deref());
+        let dead = dead_servers(&records, &self.server, &alive);
+        for server in &dead {
+            let id = format!("{}-0", server.server);
+            let line = Line {
+                time: rfc3339(SystemTime::now()),
+                event: "server_died",
+                id: &id,
+                pid: Some(server.pid),
+                commands: Some(server.commands.len()),
+                detail: Some(format!(
+                    "found gone by the server started after it (pid {})",
+                    std::process::id()
+                )),
+                ..Line::default()
+            };
+            self.write(&line);
+        }
+        drop(lock);
+        dead.into_iter().filter(|server| !server.commands.is_empty()).collect()
     }
 
     /// Writes `start`'s line and returns the call it begins, whose end line
@@ -293,6 +401,158 @@ fn ignore_missing(result: io::Result<()>) -> io::Result<()> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
+}
+
+/// What a server's `server_start` line says of where its outputs go.
+#[derive(Debug, Clone)]
+pub struct ServerFacts {
+    /// The directory its full outputs are saved in.
+    pub full_output_dir: PathBuf,
+    /// The prefix of its files there (`<pid>-<hex>`).
+    pub output_prefix: String,
+}
+
+/// An earlier server of the same log that is gone without having ended
+/// normally (killed, crashed, its machine rebooted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadServer {
+    /// Its name in the log's ids.
+    pub server: String,
+    /// Its process id.
+    pub pid: u32,
+    /// When it started (RFC 3339), if its start line says.
+    pub started: Option<String>,
+    /// The commands it was running: started and not ended, as far as the
+    /// log's tail tells.
+    pub commands: Vec<DeadCommand>,
+    /// Where it saved full outputs, if its start line says.
+    pub full_output_dir: Option<String>,
+    /// The prefix of its files there.
+    pub output_prefix: Option<String>,
+}
+
+/// A command that was running when its server died.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadCommand {
+    /// Its session (`(run)` for the `run` tool).
+    pub session: String,
+    /// The command, masked and cut as the log holds it.
+    pub command: String,
+    /// Whether it was a background job.
+    pub background: bool,
+}
+
+/// The servers in `records` (the log's tail, oldest first) other than
+/// `own` that started, have no `server_end` or `server_died` line, and are
+/// not `alive`: at most [`MAX_DEAD_SERVERS`], each with the commands the
+/// log shows it running.
+fn dead_servers(records: &[Record], own: &str, alive: &dyn Fn(&Record) -> bool) -> Vec<DeadServer> {
+    let mut settled: HashSet<&str> = records
+        .iter()
+        .filter(|record| matches!(record.event.as_str(), "server_end" | "server_died"))
+        .map(Record::server)
+        .collect();
+    let rows = rows(records);
+    let mut dead = Vec::new();
+    for start in records.iter().filter(|record| record.event == "server_start") {
+        let server = start.server();
+        if server == own || settled.contains(server) || alive(start) {
+            continue;
+        }
+        settled.insert(server);
+        let Some(pid) = start.pid else { continue };
+        let commands = rows
+            .iter()
+            .filter(|row| row.server == server && row.is_command() && row.is_open())
+            .map(|row| DeadCommand {
+                session: row.session.clone(),
+                command: row.command.clone(),
+                background: row.call == "background",
+            })
+            .collect();
+        dead.push(DeadServer {
+            server: server.to_owned(),
+            pid,
+            started: start.time.clone(),
+            commands,
+            full_output_dir: start.full_output_dir.clone(),
+            output_prefix: start.output_prefix.clone(),
+        });
+        if dead.len() == MAX_DEAD_SERVERS {
+            break;
+        }
+    }
+    dead
+}
+
+/// Whether the server whose `server_start` line is `start` still runs: its
+/// pid has the start time it recorded, in this boot (`boot`). A line
+/// without these facts (an older server's) counts as alive: nothing can
+/// be said of it.
+fn server_alive(start: &Record, boot: Option<&str>) -> bool {
+    let (Some(pid), Some(then)) = (start.pid, start.pid_start) else { return true };
+    if let (Some(recorded), Some(boot)) = (start.boot_id.as_deref(), boot)
+        && recorded != boot
+    {
+        return false;
+    }
+    // A zombie has ended: only its parent has not reaped it yet.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(false);
+    !zombie && private_fs::start_ticks(pid) == Some(then)
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and clock
+/// ticks start again after a reboot.
+fn boot_id() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = text.trim();
+    (!id.is_empty() && id.len() <= 64).then(|| id.to_owned())
+}
+
+/// The lines of the last `bound` bytes of the log at `path` and, if it is
+/// shorter, of the end of its first rotation (`path.1`), oldest first. A
+/// line cut by the bound is left out; lines that are not audit lines are
+/// skipped.
+fn read_tail(path: &Path, bound: u64) -> Vec<Record> {
+    let mut pieces = Vec::new();
+    let mut left = bound;
+    let mut rotated = path.as_os_str().to_owned();
+    rotated.push(".1");
+    for file in [path.to_owned(), PathBuf::from(rotated)] {
+        if left == 0 {
+            break;
+        }
+        let Ok(mut opened) = File::open(&file) else { continue };
+        let Ok(len) = opened.metadata().map(|meta| meta.len()) else { continue };
+        let from = len.saturating_sub(left);
+        let mut bytes = Vec::new();
+        if opened.seek(io::SeekFrom::Start(from)).is_err()
+            || opened.take(left).read_to_end(&mut bytes).is_err()
+        {
+            continue;
+        }
+        left = left.saturating_sub(bytes.len() as u64);
+        if from > 0 {
+            // The first line starts before what was read.
+            let start = memchr_newline(&bytes).map_or(bytes.len(), |at| at + 1);
+            bytes.drain(..start);
+        }
+        pieces.push(bytes);
+    }
+    pieces
+        .iter()
+        .rev()
+        .flat_map(|bytes| bytes.split(|&b| b == b'\n'))
+        .filter_map(|line| serde_json::from_slice::<Record>(line).ok())
+        .collect()
+}
+
+/// Where the first line feed in `bytes` is.
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
 }
 
 /// The client that made the call, from its `initialize` request.
@@ -660,7 +920,9 @@ struct Line<'a> {
     id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     client: Option<&'a Client>,
+    #[serde(skip_serializing_if = "str::is_empty")]
     tool: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
     call: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<&'a str>,
@@ -693,6 +955,24 @@ struct Line<'a> {
     output_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     command_number: Option<u64>,
+    /// `server_start` and `server_died`: the server's process id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    /// `server_start`: the server's start time in clock ticks after boot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid_start: Option<u64>,
+    /// `server_start`: the boot the server runs in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    boot_id: Option<String>,
+    /// `server_start`: where the server saves full outputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    full_output_dir: Option<String>,
+    /// `server_start`: the prefix of its files there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_prefix: Option<String>,
+    /// `server_died`: how many commands it was running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commands: Option<usize>,
 }
 
 /// `shellkeep audit`: prints one line per command of `query.file` and its
@@ -775,6 +1055,11 @@ struct Record {
     exit_code: Option<i32>,
     duration_ms: Option<u64>,
     command_number: Option<u64>,
+    pid: Option<u32>,
+    pid_start: Option<u64>,
+    boot_id: Option<String>,
+    full_output_dir: Option<String>,
+    output_prefix: Option<String>,
 }
 
 impl Record {
@@ -787,6 +1072,10 @@ impl Record {
 /// One command as `shellkeep audit` prints it.
 #[derive(Debug, Clone, PartialEq)]
 struct Row {
+    /// The server that ran it (not printed).
+    server: String,
+    /// The kind of call that started it (not printed).
+    call: String,
     time: Option<String>,
     session: String,
     status: String,
@@ -810,8 +1099,19 @@ impl Row {
             "waiting_for_input",
             "incomplete",
             "unfinished",
+            "server_ended",
         ];
         self.exit_code.is_some_and(|code| code != 0) || !fine.contains(&self.status.as_str())
+    }
+
+    /// Whether it runs a command (not input, a key, a poll or a close).
+    fn is_command(&self) -> bool {
+        matches!(self.call.as_str(), "command" | "background" | "run")
+    }
+
+    /// Whether, as far as the log says, it had not ended.
+    fn is_open(&self) -> bool {
+        matches!(self.status.as_str(), "running" | "waiting_for_input" | "unfinished")
     }
 
     fn format(&self) -> String {
@@ -833,32 +1133,60 @@ impl Row {
 
 /// The rows `records` make: one per call that runs something (polls only
 /// tell how an earlier command ended), in the order the calls started.
+///
+/// A command whose last end said it was still running takes the end a
+/// later call on its session reported (a poll, input, a background job's
+/// end line); else a later `session_close` or `reset` of its session ended
+/// it (`closed`, `reset`, timed to that call's end); else its server's fate
+/// if the log has it (`server_died`, `server_ended`).
 fn rows(records: &[Record]) -> Vec<Row> {
     let mut order: Vec<&str> = Vec::new();
-    let mut starts = std::collections::HashMap::new();
-    let mut ends = std::collections::HashMap::new();
-    let mut job_ends = std::collections::HashMap::new();
+    let mut first_index = HashMap::new();
+    let mut starts = HashMap::new();
+    let mut ends = HashMap::new();
+    let mut job_ends = HashMap::new();
     // (server, session, command number) → the last end that says how the
     // command finished.
-    let mut finished = std::collections::HashMap::new();
-    for record in records {
-        if !starts.contains_key(record.id.as_str()) && !ends.contains_key(record.id.as_str()) {
-            order.push(&record.id);
+    let mut finished = HashMap::new();
+    // (server, session) → the calls that closed or reset it, in order.
+    let mut stops: HashMap<(&str, &str), Vec<(usize, &Record)>> = HashMap::new();
+    // server → how it ended.
+    let mut fates = HashMap::new();
+    for (index, record) in records.iter().enumerate() {
+        let id = record.id.as_str();
+        match record.event.as_str() {
+            "start" | "end" if !first_index.contains_key(id) => {
+                first_index.insert(id, index);
+                order.push(id);
+            }
+            _ => {}
         }
         match record.event.as_str() {
             "start" => {
-                starts.insert(record.id.as_str(), record);
+                starts.insert(id, record);
             }
             "end" => {
-                ends.insert(record.id.as_str(), record);
+                ends.insert(id, record);
                 if let (Some(session), Some(number), Some("completed" | "killed")) =
                     (&record.session, record.command_number, record.status.as_deref())
                 {
                     finished.insert((record.server(), session.as_str(), number), record);
                 }
+                let closed = record.tool == "session_close"
+                    && matches!(record.status.as_deref(), Some("closed" | "reset"));
+                let reset = record.call == "reset" && record.status.as_deref() == Some("idle");
+                if let Some(session) = record.session.as_deref().filter(|_| closed || reset) {
+                    stops.entry((record.server(), session)).or_default().push((index, record));
+                }
             }
             "job_end" => {
-                job_ends.insert(record.id.as_str(), record);
+                job_ends.insert(id, record);
+            }
+            "server_died" => {
+                fates.insert(record.server(), "server_died");
+            }
+            "server_end" => {
+                fates.entry(record.server()).or_insert("server_ended");
             }
             _ => {}
         }
@@ -883,7 +1211,9 @@ fn rows(records: &[Record]) -> Vec<Row> {
             (None, None, Some(bytes)) => format!("<input: {bytes} bytes>"),
             (None, None, None) => format!("<{}>", first.call.replace('_', " ")),
         };
-        rows.push(Row {
+        let mut row = Row {
+            server: first.server().to_owned(),
+            call: first.call.clone(),
             time: first.time.clone(),
             session: match first.tool.as_str() {
                 "run" => "(run)".to_owned(),
@@ -895,9 +1225,34 @@ fn rows(records: &[Record]) -> Vec<Row> {
             exit_code: end.and_then(|end| end.exit_code),
             duration_ms: end.and_then(|end| end.duration_ms),
             command,
-        });
+        };
+        if row.is_open() {
+            let since = first_index.get(id).copied().unwrap_or(0);
+            let stop = first.session.as_deref().and_then(|session| {
+                stops.get(&(first.server(), session))?.iter().find(|(at, _)| *at > since)
+            });
+            if let Some((_, stop)) = stop {
+                row.status = match stop.status.as_deref() {
+                    Some("closed") => "closed".to_owned(),
+                    _ => "reset".to_owned(),
+                };
+                row.exit_code = None;
+                row.duration_ms = between(first.time.as_deref(), stop.time.as_deref());
+            } else if let Some(fate) = fates.get(first.server()) {
+                row.status = (*fate).to_owned();
+                row.exit_code = None;
+                row.duration_ms = None;
+            }
+        }
+        rows.push(row);
     }
     rows
+}
+
+/// Milliseconds from `from` to `to` (RFC 3339 times), if both are known.
+fn between(from: Option<&str>, to: Option<&str>) -> Option<u64> {
+    let (from, to) = (parse_rfc3339(from?)?, parse_rfc3339(to?)?);
+    Some(to.duration_since(from).ok()?.as_millis() as u64)
 }
 
 /// A span such as `90s`, `30m`, `1h`, `2d` (a bare number is seconds).

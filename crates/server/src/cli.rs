@@ -58,7 +58,10 @@ pub enum Command {
     /// directories. Changes nothing of yours (it removes what servers that
     /// are gone left behind); exits 0.
     Doctor,
-    /// What the agent ran, from the audit log: one line per command.
+    /// What the agent ran, from the audit log: one line per command. A
+    /// command still running when its server died shows as server_died,
+    /// one stopped as its server ended as server_ended, one stopped by
+    /// closing or resetting its session as closed or reset.
     Audit(crate::audit::AuditQuery),
     /// The orphan guard (internal: started by the server itself, which
     /// sends it the scope token over its stdin, never on the command line).

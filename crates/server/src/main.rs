@@ -262,14 +262,13 @@ impl Drop for RuntimeDir {
 
 /// The store for full outputs: the per-user directory with retention, or,
 /// if that cannot be made private, `fallback` (removed at exit) with a
-/// warning.
+/// warning. Its files are named `<prefix>-…`.
 fn full_output_store(
     config: &ServerConfig,
     fallback: &std::path::Path,
+    prefix: &str,
 ) -> anyhow::Result<Arc<SpillStore>> {
     let (limits, retention) = (config.full_output_limits, config.retention);
-    // Unique among servers sharing the directory.
-    let prefix = format!("{}-{}", std::process::id(), private_fs::random_hex(3)?);
     let wanted = config.full_output_dir.clone().or_else(default_full_output_dir);
     let checked = wanted.as_ref().map(|dir| {
         anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
@@ -277,7 +276,7 @@ fn full_output_store(
     });
     match (wanted, checked) {
         (Some(dir), Some(Ok(()))) => {
-            let store = SpillStore::new(dir, &prefix, limits, Some(retention));
+            let store = SpillStore::new(dir, prefix, limits, Some(retention));
             // The default location is ours by its path: its old files are pruned.
             if config.full_output_dir.is_none()
                 && let Err(err) = store.claim_dir()
@@ -297,7 +296,7 @@ fn full_output_store(
                 wanted.as_deref().map_or("the state directory".into(), |d| d.display().to_string()),
                 fallback.display()
             );
-            Ok(SpillStore::new(fallback.to_owned(), &prefix, limits, None))
+            Ok(SpillStore::new(fallback.to_owned(), prefix, limits, None))
         }
     }
 }
@@ -354,7 +353,15 @@ async fn serve(
     if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
         guard.watch_cgroup(dir);
     }
-    let spill = full_output_store(&config, &dir.path.join("output"))?;
+    // Unique among servers sharing the directory.
+    let prefix = format!("{}-{}", std::process::id(), private_fs::random_hex(3)?);
+    let spill = full_output_store(&config, &dir.path.join("output"), &prefix)?;
+    // Said in the log, with where full outputs go, so that a later server
+    // can tell if this one dies; and earlier servers that died are found.
+    if let Some(log) = &audit {
+        let full_output_dir = spill.dir().to_owned();
+        log.server_started(&audit::ServerFacts { full_output_dir, output_prefix: prefix });
+    }
     let pruning = Arc::clone(&spill);
     tokio::task::spawn_blocking(move || {
         for removed in pruning.prune() {
@@ -376,7 +383,7 @@ async fn serve(
         config,
         guard: guard.clone(),
         runs,
-        audit,
+        audit: audit.clone(),
     });
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
@@ -424,6 +431,10 @@ async fn serve(
     sessions.close_all().await;
     drop(sessions);
     drop(shared);
+    // Every session is stopped: a later server must not report this one.
+    if let Some(log) = &audit {
+        log.server_ended();
+    }
     // A guard given up is not spared: its old pid may be anything's now.
     let guard_pid = guard.as_ref().and_then(|guard| guard.live_pid()).map(|pid| pid as i32);
     process::terminate(

@@ -96,15 +96,18 @@ pub async fn reap_adopted_orphans() -> std::io::Result<()> {
 }
 
 /// Environment set for every child we start, terminal and one-shot alike,
-/// besides git's editor ([`noninteractive_env`]).
+/// besides git's editor and pager ([`noninteractive_env`]).
 ///
 /// Pagers and prompts are the classic ways an agent's command hangs forever
 /// on a terminal nobody is watching; these defaults turn them off. Each is
 /// an ordinary variable a command can set for itself (`PAGER=less man ls`).
+/// No variable here outranks another way to ask for a pager: `man` reads
+/// `MANPAGER`, then `PAGER`; git reads `GIT_PAGER`, then `core.pager`, then
+/// `PAGER`. So `MANPAGER` and `GIT_PAGER` are not set (and are removed:
+/// [`NONINTERACTIVE_UNSET`]), `man` follows `PAGER`, and git's pager is its
+/// configuration ([`GIT_PAGER_CONFIG`]).
 pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
     ("PAGER", "cat"),
-    ("GIT_PAGER", "cat"),
-    ("MANPAGER", "cat"),
     ("SYSTEMD_PAGER", ""),
     ("GH_PAGER", "cat"),
     ("GIT_TERMINAL_PROMPT", "0"),
@@ -122,19 +125,34 @@ pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
 /// editor gets it. (`GIT_EDITOR=true` would win over `git -c` too.)
 pub const GIT_EDITOR_CONFIG: (&str, &str) = ("core.editor", "true");
 
-/// [`NONINTERACTIVE_ENV`] and git's editor, for a server whose own
-/// environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
-/// own, kept: the editor is added after them).
+/// git's pager: `cat`, which git takes as no pager. Given as git's
+/// `core.pager` through its environment configuration, like the editor, so
+/// that `git -c core.pager=less log` and `GIT_PAGER=less git log` page.
+/// (`GIT_PAGER=cat` would win over `git -c`; `PAGER=less git log` does not
+/// page, since `core.pager` outranks `PAGER`.)
+pub const GIT_PAGER_CONFIG: (&str, &str) = ("core.pager", "cat");
+
+/// Variables removed from every child's environment: set in the server's
+/// own environment, they would outrank the defaults above (`MANPAGER`
+/// over `PAGER`, `GIT_PAGER` over `core.pager`). A command sets them for
+/// itself to page on purpose (`MANPAGER=less man ls`).
+pub const NONINTERACTIVE_UNSET: &[&str] = &["MANPAGER", "GIT_PAGER"];
+
+/// [`NONINTERACTIVE_ENV`] and git's editor and pager, for a server whose
+/// own environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
+/// own, kept: ours are added after them).
 pub fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)> {
     let index = inherited_count.and_then(|count| count.parse::<u16>().ok()).unwrap_or(0);
-    let (key, value) = GIT_EDITOR_CONFIG;
     let mut env: Vec<(String, String)> = NONINTERACTIVE_ENV
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect();
-    env.push(("GIT_CONFIG_COUNT".to_owned(), (u32::from(index) + 1).to_string()));
-    env.push((format!("GIT_CONFIG_KEY_{index}"), key.to_owned()));
-    env.push((format!("GIT_CONFIG_VALUE_{index}"), value.to_owned()));
+    let ours = [GIT_EDITOR_CONFIG, GIT_PAGER_CONFIG];
+    env.push(("GIT_CONFIG_COUNT".to_owned(), (u32::from(index) + ours.len() as u32).to_string()));
+    for (n, (key, value)) in (u32::from(index)..).zip(ours) {
+        env.push((format!("GIT_CONFIG_KEY_{n}"), key.to_owned()));
+        env.push((format!("GIT_CONFIG_VALUE_{n}"), value.to_owned()));
+    }
     env
 }
 
@@ -261,14 +279,28 @@ mod tests {
                 .map(|(n, v)| format!("{n}={v}"))
                 .collect()
         };
-        let fresh =
-            ["GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.editor", "GIT_CONFIG_VALUE_0=true"];
+        let fresh = [
+            "GIT_CONFIG_COUNT=2",
+            "GIT_CONFIG_KEY_0=core.editor",
+            "GIT_CONFIG_VALUE_0=true",
+            "GIT_CONFIG_KEY_1=core.pager",
+            "GIT_CONFIG_VALUE_1=cat",
+        ];
         assert_eq!(tail(noninteractive_env(None)), fresh);
         assert_eq!(tail(noninteractive_env(Some("bogus"))), fresh);
         assert_eq!(
             tail(noninteractive_env(Some("2"))),
-            ["GIT_CONFIG_COUNT=3", "GIT_CONFIG_KEY_2=core.editor", "GIT_CONFIG_VALUE_2=true"]
+            [
+                "GIT_CONFIG_COUNT=4",
+                "GIT_CONFIG_KEY_2=core.editor",
+                "GIT_CONFIG_VALUE_2=true",
+                "GIT_CONFIG_KEY_3=core.pager",
+                "GIT_CONFIG_VALUE_3=cat",
+            ]
         );
-        assert!(noninteractive_env(None).iter().all(|(name, _)| name != "GIT_EDITOR"));
+        // Nothing set outranks a way to ask for an editor or a pager.
+        for name in ["GIT_EDITOR", "GIT_PAGER", "MANPAGER"] {
+            assert!(noninteractive_env(None).iter().all(|(set, _)| set != name), "{name}");
+        }
     }
 }

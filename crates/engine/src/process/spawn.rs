@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 
-use super::child_env;
 use super::children::{spawn_registered, spawn_std};
 use super::scope::{SCOPE_VAR, Scope};
+use super::{NONINTERACTIVE_UNSET, child_env};
 use crate::cgroup;
 
 /// What a child of `scope` does between fork and exec to join its control
@@ -167,6 +167,9 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     command
         .envs(child_env().iter().map(|(name, value)| (name, value)))
         .env(SCOPE_VAR, scope.value());
+    for name in NONINTERACTIVE_UNSET {
+        command.env_remove(name);
+    }
     command.process_group(0);
     let parent = std::process::id();
     let signals = SignalReset::new();
@@ -244,6 +247,9 @@ pub fn pty_command(
     command
         .envs(child_env().iter().map(|(name, value)| (name, value)))
         .env(SCOPE_VAR, scope.value());
+    for name in NONINTERACTIVE_UNSET {
+        command.env_remove(name);
+    }
     command
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))

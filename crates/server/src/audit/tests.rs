@@ -405,3 +405,234 @@ fn the_read_back_takes_a_commands_end_from_a_later_poll() {
     assert_eq!((rows[1].status.as_str(), rows[1].session.as_str()), ("unfinished", "(run)"));
     assert!(!rows[1].failed());
 }
+
+fn record(json: Value) -> Record {
+    serde_json::from_value::<Record>(json).unwrap()
+}
+
+/// The lines a server `server` writes for a command `n` in `session`
+/// started at `time`, whose call ended with `status` (`None`: no end).
+fn command_lines(
+    server: &str,
+    n: u64,
+    call: &str,
+    session: &str,
+    status: Option<&str>,
+) -> Vec<Record> {
+    let id = format!("{server}-{n}");
+    let tool = if call == "run" { "run" } else { "terminal" };
+    let mut lines = vec![record(serde_json::json!({
+        "time": format!("2026-01-01T00:00:{n:02}.000Z"), "event": "start", "id": id,
+        "tool": tool, "call": call, "session": session, "command": format!("cmd {server} {n}")
+    }))];
+    if let Some(status) = status {
+        lines.push(record(serde_json::json!({
+            "time": format!("2026-01-01T00:00:{:02}.500Z", n), "event": "end", "id": id,
+            "tool": tool, "call": call, "session": session, "status": status,
+            "command_number": n, "duration_ms": 500
+        })));
+    }
+    lines
+}
+
+fn server_line(event: &str, server: &str, pid: u32) -> Record {
+    record(serde_json::json!({
+        "time": "2026-01-01T00:00:00.000Z", "event": event, "id": format!("{server}-0"),
+        "pid": pid, "pid_start": 1, "full_output_dir": "/out", "output_prefix": format!("{pid}-abc")
+    }))
+}
+
+/// A server is reported dead when it started, has no end line or death
+/// line, and is not alive; with it go the commands the log shows running
+/// (not input, not a finished command, not one a later poll ended).
+#[test]
+fn dead_servers_are_those_gone_without_an_end_and_their_open_commands() {
+    let mut records = vec![
+        server_line("server_start", "aa", 11),
+        server_line("server_start", "bb", 22),
+        server_line("server_start", "cc", 33),
+        server_line("server_start", "dd", 44),
+        server_line("server_start", "ee", 55),
+    ];
+    records.extend(command_lines("aa", 1, "command", "default", None));
+    records.extend(command_lines("aa", 2, "background", "job", Some("running")));
+    records.extend(command_lines("aa", 3, "command", "other", Some("running")));
+    records.extend(command_lines("aa", 4, "poll", "other", Some("completed")));
+    records.extend(command_lines("aa", 5, "input", "default", None));
+    records.extend(command_lines("aa", 6, "run", "", None));
+    records.extend(command_lines("aa", 7, "command", "default", Some("completed")));
+    records.extend(command_lines("bb", 1, "command", "default", Some("running")));
+    records.extend(command_lines("cc", 1, "command", "default", Some("running")));
+    records.extend(command_lines("dd", 1, "command", "default", Some("running")));
+    records.push(server_line("server_end", "cc", 33));
+    records.push(server_line("server_died", "dd", 44));
+    // The poll of command 3 ended it: it reports number 3.
+    records.iter_mut().filter(|r| r.id == "aa-4").for_each(|r| r.command_number = Some(3));
+    let alive = |start: &Record| start.server() == "bb";
+    let dead = dead_servers(&records, "ee", &alive);
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    let aa = &dead[0];
+    assert_eq!((aa.server.as_str(), aa.pid), ("aa", 11));
+    assert_eq!(aa.started.as_deref(), Some("2026-01-01T00:00:00.000Z"));
+    assert_eq!(
+        (aa.full_output_dir.as_deref(), aa.output_prefix.as_deref()),
+        (Some("/out"), Some("11-abc"))
+    );
+    let commands: Vec<(&str, &str, bool)> = aa
+        .commands
+        .iter()
+        .map(|c| (c.session.as_str(), c.command.as_str(), c.background))
+        .collect();
+    assert_eq!(
+        commands,
+        [("default", "cmd aa 1", false), ("job", "cmd aa 2", true), ("(run)", "cmd aa 6", false)]
+    );
+    // Nothing is said of a server whose start line has no pid (an older
+    // server's), nor twice of one whose start line is repeated.
+    let mut older = server_line("server_start", "ff", 66);
+    older.pid = None;
+    records.push(older);
+    records.push(server_line("server_start", "aa", 11));
+    assert_eq!(dead_servers(&records, "ee", &alive).len(), 1);
+}
+
+/// A server runs while its pid has the start time it recorded, in this
+/// boot, and is not a zombie.
+#[test]
+fn a_server_is_alive_while_its_pid_has_its_start_time() {
+    let pid = std::process::id();
+    let ticks = private_fs::start_ticks(pid).expect("our own start time");
+    let boot = boot_id();
+    let mut start = server_line("server_start", "aa", pid);
+    start.pid_start = Some(ticks);
+    start.boot_id = boot.clone();
+    assert!(server_alive(&start, boot.as_deref()));
+    start.pid_start = Some(ticks + 1);
+    assert!(!server_alive(&start, boot.as_deref()), "the pid was reused");
+    start.pid_start = Some(ticks);
+    start.boot_id = Some("another boot".to_owned());
+    assert!(!server_alive(&start, boot.as_deref()), "the machine rebooted");
+    start.pid = Some(u32::MAX / 2);
+    start.boot_id = boot.clone();
+    assert!(!server_alive(&start, boot.as_deref()), "no such process");
+    start.pid_start = None;
+    assert!(server_alive(&start, boot.as_deref()), "nothing can be said without a start time");
+}
+
+/// The tail is bounded: the current file's end, then the rotation's; the
+/// line the bound cuts is left out.
+#[test]
+fn the_tail_is_bounded_and_starts_on_a_whole_line() {
+    let dir = TempDir::new();
+    let path = dir.0.join("audit.jsonl");
+    let line = |n: u32| format!("{{\"event\":\"start\",\"id\":\"aa-{n}\",\"call\":\"command\"}}\n");
+    let old: String = (1..=3).map(line).collect();
+    let new: String = (4..=6).map(line).collect();
+    std::fs::write(dir.0.join("audit.jsonl.1"), &old).unwrap();
+    std::fs::write(&path, &new).unwrap();
+    let ids =
+        |bound: u64| -> Vec<String> { read_tail(&path, bound).into_iter().map(|r| r.id).collect() };
+    assert_eq!(ids(10_000), ["aa-1", "aa-2", "aa-3", "aa-4", "aa-5", "aa-6"]);
+    let one = line(1).len() as u64;
+    assert_eq!(ids(one * 3), ["aa-4", "aa-5", "aa-6"]);
+    assert_eq!(ids(one * 3 + 5), ["aa-4", "aa-5", "aa-6"], "a cut line is left out");
+    assert_eq!(ids(one * 4 + 1), ["aa-3", "aa-4", "aa-5", "aa-6"]);
+    assert_eq!(ids(one * 2 - 1), ["aa-6"]);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(ids(10_000), ["aa-1", "aa-2", "aa-3"], "only the rotation is left");
+}
+
+/// A command the log shows running takes the end of a later close or
+/// reset of its session, else its server's fate; a command of a server
+/// that still runs stays running.
+#[test]
+fn the_read_back_folds_closes_resets_and_dead_servers_into_commands() {
+    let mut records = Vec::new();
+    records.extend(command_lines("aa", 1, "background", "job", Some("running")));
+    records.extend(command_lines("aa", 2, "command", "default", Some("running")));
+    records.extend(command_lines("aa", 3, "command", "work", Some("running")));
+    records.extend(command_lines("bb", 1, "command", "job", Some("running")));
+    records.push(record(serde_json::json!({
+        "time": "2026-01-01T00:00:09.000Z", "event": "end", "id": "aa-4",
+        "tool": "session_close", "call": "session_close", "session": "job", "status": "closed"
+    })));
+    records.push(record(serde_json::json!({
+        "time": "2026-01-01T00:00:12.000Z", "event": "end", "id": "aa-5",
+        "tool": "terminal", "call": "reset", "session": "default", "status": "idle"
+    })));
+    records.push(server_line("server_died", "aa", 11));
+    let rows = rows(&records);
+    let status = |command: &str| -> (String, Option<u64>) {
+        let row = rows.iter().find(|row| row.command == command).unwrap();
+        (row.status.clone(), row.duration_ms)
+    };
+    assert_eq!(status("cmd aa 1"), ("closed".to_owned(), Some(8000)));
+    assert_eq!(status("cmd aa 2"), ("reset".to_owned(), Some(10_000)));
+    assert_eq!(status("cmd aa 3"), ("server_died".to_owned(), None));
+    assert_eq!(status("cmd bb 1"), ("running".to_owned(), Some(500)), "another server's session");
+    assert!(rows.iter().find(|row| row.command == "cmd aa 3").unwrap().failed());
+    // A close before the command started does not end it.
+    let mut later = command_lines("aa", 1, "background", "job", Some("running"));
+    later.splice(0..0, records.iter().filter(|r| r.id == "aa-4").cloned());
+    assert_eq!(rows_status(&later), ["running"]);
+    later.push(server_line("server_end", "aa", 11));
+    assert_eq!(rows_status(&later), ["server_ended"]);
+    assert!(!super::rows(&later)[0].failed());
+}
+
+fn rows_status(records: &[Record]) -> Vec<String> {
+    rows(records).into_iter().filter(|row| row.is_command()).map(|row| row.status).collect()
+}
+
+/// The notice names at most five commands and counts the rest, says where
+/// the files are, and is absent when no server died with commands.
+#[test]
+fn the_crash_notice_is_bounded_and_says_where_the_outputs_are() {
+    assert_eq!(crate::render::servers_died(&[]), None);
+    let commands = (1..=7)
+        .map(|n| DeadCommand {
+            session: format!("s{n}"),
+            command: format!("sleep {n}"),
+            background: n == 1,
+        })
+        .collect();
+    let dead = DeadServer {
+        server: "aa".to_owned(),
+        pid: 1234,
+        started: Some("2026-01-01T00:00:00.000Z".to_owned()),
+        commands,
+        full_output_dir: Some("/state/output".to_owned()),
+        output_prefix: Some("1234-abcdef".to_owned()),
+    };
+    let (text, structured) = crate::render::servers_died(&[dead]).expect("a notice");
+    assert!(
+        text.starts_with(
+            "[An earlier shellkeep server (pid 1234, started 2026-01-01T00:00:00.000Z)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("while 7 commands ran: background job \"sleep 1\" in session \"s1\", command \"sleep 2\""), "{text}");
+    assert!(text.contains("\"sleep 5\" in session \"s5\", 2 more."), "{text}");
+    assert!(!text.contains("sleep 6"), "{text}");
+    assert!(text.contains("/state/output/1234-abcdef-*"), "{text}");
+    assert!(text.ends_with(']') && !text.contains('\n'), "{text}");
+    assert_eq!(structured[0]["commands"], 7);
+    assert_eq!(structured[0]["running"].as_array().map(Vec::len), Some(5));
+    assert_eq!(structured[0]["output_files"], "/state/output/1234-abcdef-*");
+}
+
+/// One start claims at most [`MAX_DEAD_SERVERS`], the oldest first; the
+/// next start claims the rest.
+#[test]
+fn dead_servers_are_claimed_a_few_at_a_time() {
+    let mut records: Vec<Record> =
+        (0..5).map(|n| server_line("server_start", &format!("s{n}"), 100 + n)).collect();
+    let dead = |records: &[Record]| dead_servers(records, "own", &|_: &Record| false);
+    let first: Vec<u32> = dead(&records).iter().map(|server| server.pid).collect();
+    assert_eq!(first, [100, 101, 102]);
+    for pid in first {
+        records.push(server_line("server_died", &format!("s{}", pid - 100), pid));
+    }
+    let second: Vec<u32> = dead(&records).iter().map(|server| server.pid).collect();
+    assert_eq!(second, [103, 104]);
+}

@@ -105,6 +105,7 @@ impl Shellkeep {
                 let mut output = (**output).clone();
                 schema::declare_jobs_ended(&mut output);
                 schema::declare_notes(&mut output);
+                render::declare_servers_died(&mut output);
                 tool.output_schema = Some(Arc::new(schema::portable(&output)));
             }
         }
@@ -182,6 +183,27 @@ impl Shellkeep {
         result
     }
 
+    /// Adds, to the server's first complete reply only, that earlier
+    /// servers of the audit log died with commands running (found at
+    /// start): a text block and `servers_died` in the structured content.
+    fn with_servers_died(&self, result: &mut CallToolResult) {
+        let Some(log) = &self.shared.audit else { return };
+        let Some((text, structured)) = render::servers_died(&log.take_dead_servers()) else {
+            return;
+        };
+        // Its own line, also for a client that joins text blocks as they are.
+        let glued = result
+            .content
+            .last()
+            .and_then(|block| block.as_text())
+            .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
+        let text = if glued { format!("\n{text}") } else { text };
+        result.content.push(ContentBlock::text(text));
+        if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+            map.insert("servers_died".to_owned(), structured);
+        }
+    }
+
     /// Writes the start line of a call that runs something, with the
     /// client that `peer` named in its `initialize` request; the returned
     /// call writes the end line.
@@ -244,6 +266,9 @@ impl ServerHandler for Shellkeep {
         {
             let note = render::ignored_arguments(&tool, &ignored, &names.known);
             push_note(result, masks.mask(&note).0.into_owned());
+        }
+        if let Ok(CallToolResponse::Complete(result)) = &mut response {
+            self.with_servers_died(result);
         }
         match &mut response {
             Ok(rmcp::model::CallToolResponse::Complete(result))

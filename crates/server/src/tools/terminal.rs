@@ -53,8 +53,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          limit, or the last call's timeout if larger; time waiting for input not counted); every \
          reply for a running command says by when to look again. If the client cancels a call, \
          the command is left running and the next call shows its output. Pagers are off \
-         (PAGER=cat, GIT_PAGER=cat, MANPAGER=cat) and git's editor is `true` (core.editor: \
-         `git commit` needs -m), PIP_NO_INPUT=1, DEBIAN_FRONTEND=noninteractive; to open an \
+         (PAGER=cat, git's core.pager=cat; to page on purpose: git -c core.pager=less log, \
+         PAGER=less man ls) and git's editor is `true` (core.editor: `git commit` needs -m), PIP_NO_INPUT=1, DEBIAN_FRONTEND=noninteractive; to open an \
          editor on purpose, ask for it: GIT_EDITOR=vim git commit, or vim FILE. shellkeep's notices \
          are lines in [brackets]; output that could pass for one comes in a text block of its \
          own.",

@@ -151,12 +151,12 @@ async fn write_in_vim(server: &Server, message: &str) -> Reply {
 #[tokio::test]
 async fn editors_and_pagers_are_off_unless_asked_for() {
     let server = Server::start().await;
-    let r = ok(&server, "echo $PAGER $GIT_PAGER $MANPAGER $PIP_NO_INPUT $DEBIAN_FRONTEND; git var GIT_EDITOR; echo ${GIT_EDITOR-unset}", 0).await;
-    assert_eq!(r.output(), "cat cat cat 1 noninteractive\ntrue\nunset\n", "{r:#?}");
+    let r = ok(&server, "echo $PAGER ${GIT_PAGER-unset} ${MANPAGER-unset} $PIP_NO_INPUT $DEBIAN_FRONTEND; git var GIT_EDITOR; git var GIT_PAGER; echo ${GIT_EDITOR-unset}", 0).await;
+    assert_eq!(r.output(), "cat unset unset 1 noninteractive\ntrue\ncat\nunset\n", "{r:#?}");
     let tools = server.client().list_all_tools().await.expect("tools/list");
     let terminal = tools.iter().find(|t| t.name == "terminal").expect("terminal");
     let description = terminal.description.as_deref().unwrap_or_default();
-    for said in ["PAGER=cat", "core.editor", "GIT_EDITOR=vim"] {
+    for said in ["PAGER=cat", "core.pager=cat", "core.editor", "GIT_EDITOR=vim"] {
         assert!(description.contains(said), "{said} not in {description}");
     }
 
