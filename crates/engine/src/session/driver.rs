@@ -847,33 +847,27 @@ impl Shell {
         proc_shell::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
-    /// Sends text (with Enter) or a key to the running program. Never
-    /// blocks the session: what the terminal does not accept within a
-    /// brief wait is dropped and reported. The keys that make the terminal
-    /// signal the program (C-c, C-\, C-z) first discard the input nobody
-    /// has read, as a terminal does, so they are never stuck behind it.
+    /// Sends text (with Enter) or keys to the running program, the cursor
+    /// keys as its cursor-key mode asks (as the renderer last saw it: a
+    /// program sets the mode before it reads the keys). Never blocks the
+    /// session: what the terminal does not accept within a brief wait is
+    /// dropped and reported. The keys that make the terminal signal the
+    /// program (C-c, C-\, C-z) first discard the input nobody has read, as
+    /// a terminal does, so they are never stuck behind it.
     ///
     /// Bounded: at most the input's bytes, and [`INPUT_STALL`] of waiting
     /// per stall of the program.
     pub(super) async fn send_input(&mut self, input: Input) -> Result<InputReport, SessionError> {
-        let (bytes, key) = match input {
-            Input::Key { name, bytes } => {
-                if name == "C-c" {
-                    self.note_interrupt();
-                }
-                if matches!(name.as_str(), "C-c" | "C-\\" | "C-z")
-                    && let Err(err) = pty::discard_input(&self.tty)
-                {
-                    tracing::debug!("could not discard unread terminal input: {err}");
-                }
-                (bytes, Some(name))
-            }
-            Input::Text(text) => {
-                let mut bytes = text.into_bytes();
-                bytes.push(b'\r');
-                (bytes, None)
-            }
-        };
+        if input.has_key("C-c") {
+            self.note_interrupt();
+        }
+        if ["C-c", "C-\\", "C-z"].into_iter().any(|name| input.has_key(name))
+            && let Err(err) = pty::discard_input(&self.tty)
+        {
+            tracing::debug!("could not discard unread terminal input: {err}");
+        }
+        let mode = self.shared.lock().screen().cursor_keys();
+        let (bytes, key) = (input.bytes(mode), input.describe());
         // Write only while the command that was sent the input runs, with
         // the same job in front: input must never reach the shell's prompt.
         let master = self.pty.handle().map_err(|err| {

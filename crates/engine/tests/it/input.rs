@@ -9,7 +9,7 @@ use shellkeep_engine::session::{
     Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
 };
 
-use crate::{Term, call, eventually};
+use crate::{Term, call, eventually, keys_call};
 
 const WAITING: Outcome = Outcome::WaitingForInput { shell_reading: false };
 
@@ -185,16 +185,27 @@ async fn c_c_works_after_input_nobody_reads() {
 async fn keys_sent_to_an_idle_shell_are_harmless() {
     let term = term("idlekeys").await;
     term.run("export KEPT=1").await;
-    for (command, is_input) in [("C-c", true), ("C-c", false), ("C-d", true), ("ENTER", true)] {
-        let reply = term.call(Request::new(call(command, is_input))).await;
+    let marker = term.cwd().join("typed");
+    let typed = format!("touch {}", marker.display());
+    let calls = [
+        (call("C-c", true), "C-c"),
+        (call("C-c", false), "C-c"),
+        (call("C-d", true), "C-d"),
+        (keys_call(&["ENTER"]), "ENTER"),
+        // Text without Enter is not left on the prompt's line either,
+        // where the next command would be glued to it.
+        (keys_call(&["echo glued", "DOWN"]), "text(10) DOWN"),
+        (keys_call(&[&typed, "ENTER"]), "text(0) ENTER"),
+    ];
+    for (call, described) in calls {
+        let reply = term.call(Request::new(call.clone())).await;
         assert!(reply.exit_code().is_some());
-        assert!(
-            matches!(reply.input, Some(InputReport::KeyNotNeeded(_))),
-            "{command}: {:?}",
-            reply.input
-        );
+        let described = described.replace("text(0)", &format!("text({})", typed.len()));
+        assert_eq!(reply.input, Some(InputReport::KeyNotNeeded(described)), "{call:?}");
     }
-    // The shell was not touched (C-d would have ended it).
+    // The shell was not touched (C-d would have ended it), and nothing was
+    // typed at its prompt.
+    assert!(!marker.exists());
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
     assert!(reply.events.is_empty(), "{reply:?}");
