@@ -112,7 +112,8 @@ pub struct TerminalArgs {
     /// `TAB` `S-TAB` `ESC` `BS` `ENTER` `SPACE` `F1`..`F12`, `C-<x>` (control, e.g. `C-c`),
     /// `M-<x>` (Alt, e.g. `M-x`, `M-ENTER`); any other item is typed as text: `["q"]` is one `q`,
     /// `["DOWN", "DOWN", "ENTER"]` picks the third menu item, `["ESC", ":wq", "ENTER"]` leaves
-    /// vim. At most 64 items and 4096 bytes. Not with a `command`, `reset` or `background`.
+    /// vim. At most 64 items and 4096 bytes. Not with a `command`, `reset` or `background`;
+    /// at the shell's prompt (no command running) nothing is sent.
     #[serde(default)]
     pub keys: Option<Vec<String>>,
 }
@@ -677,6 +678,15 @@ mod tests {
         assert_eq!(keys(json!({"keys": ["q", "ENTER"]})), Some(vec!["q".into(), "ENTER".into()]));
         assert_eq!(keys(json!({"keys": [], "command": "ls"})), None);
         assert_eq!(keys(json!({"command": "ls"})), None);
+        // The description states the bounds the engine holds lists to.
+        let schema = serde_json::to_value(schemars::schema_for!(TerminalArgs)).unwrap();
+        let about = schema["properties"]["keys"]["description"].as_str().unwrap_or_default();
+        let bounds = format!(
+            "At most {} items and {} bytes.",
+            shellkeep_engine::keys::MAX_KEYS,
+            shellkeep_engine::keys::MAX_KEYS_BYTES
+        );
+        assert!(about.contains(&bounds), "{about}");
         // Not a list of strings: the argument is named.
         for bad in [json!({"keys": "UP"}), json!({"keys": [1]})] {
             let err = serde_json::from_value::<Checked<TerminalArgs>>(bad).expect_err("refused");

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use shellkeep_engine::session::{
-    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
+    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, SessionError, WaitEnded,
 };
 
 use crate::{Term, call, eventually, keys_call};
@@ -209,6 +209,38 @@ async fn keys_sent_to_an_idle_shell_are_harmless() {
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
     assert!(reply.events.is_empty(), "{reply:?}");
+    term.session.close().await;
+}
+
+/// A list of keys is input like any other: C-c in it interrupts (and is
+/// named in the report), and an incomplete command takes a list of C-c
+/// alone (discarded) or C-d alone (run), no other keys.
+#[tokio::test]
+async fn a_list_of_keys_interrupts_and_meets_incomplete_commands() {
+    let term = term("keylists").await;
+    let reply = term.run_for("sleep 30", 0.3).await;
+    assert_eq!(reply.exit_code(), None);
+    let reply = term.keys(&["C-c"], 10.0).await;
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
+
+    assert_eq!(term.run("echo 'open").await.outcome, Outcome::Incomplete);
+    for items in [&["ENTER"][..], &["C-c", "C-c"], &["C-d", "x"]] {
+        let refused = term.session.execute(
+            Request { call: keys_call(items), ..Request::default() },
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let refused = refused.await;
+        assert!(matches!(refused, Err(SessionError::KeyWhileIncomplete)), "{items:?}: {refused:?}");
+    }
+    let reply = term.keys(&["C-c"], 5.0).await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 }, "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
+    term.run("echo 'still open").await;
+    let reply = term.keys(&["C-d"], 5.0).await;
+    assert!(reply.output.text.contains("unexpected EOF"), "{reply:?}");
+    let reply = term.run("echo fresh").await;
+    assert_eq!(reply.output.text, "fresh\n", "{reply:?}");
     term.session.close().await;
 }
 
