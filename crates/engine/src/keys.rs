@@ -206,6 +206,14 @@ impl Input {
         }
     }
 
+    /// Whether the input's bytes depend on the cursor-key mode (it has an
+    /// arrow, Home or End).
+    pub fn follows_cursor_mode(&self) -> bool {
+        matches!(self, Input::Keys(pieces) if pieces.iter().any(|piece| {
+            matches!(piece, Piece::Key(Key { code: Code::Cursor(_), .. }))
+        }))
+    }
+
     /// The name of the key, when the input is exactly one key.
     pub fn single_key(&self) -> Option<&str> {
         match self {
@@ -449,6 +457,9 @@ mod tests {
             );
             let input = list(&[name]).expect("a key");
             assert_eq!(input.single_key(), Some(*name));
+            assert_eq!(input.follows_cursor_mode(), normal != application, "{name}");
+            let meta = list(&[&meta]).expect("a key");
+            assert_eq!(meta.follows_cursor_mode(), normal != application, "{meta:?}");
             assert_eq!(input.describe().as_deref(), Some(*name));
             // The same name in lower case is text.
             let lower = name.to_ascii_lowercase();
