@@ -148,7 +148,7 @@ async def test_lists_tools_with_output_schemas(era: str, tmp_path: pathlib.Path)
             assert tool.output_schema.get("type") == "object", tool.name
             assert tool.input_schema.get("type") == "object", tool.name
         terminal_props = by_name["terminal"].input_schema["properties"]
-        assert {"command", "is_input", "timeout", "reset", "session", "background", "cwd"} <= set(terminal_props)
+        assert {"command", "is_input", "timeout", "reset", "session", "background", "cwd", "keys"} <= set(terminal_props)
         run_props = by_name["run"].input_schema["properties"]
         assert {"command", "timeout_sec", "cwd", "env", "stdin"} <= set(run_props)
         assert set(by_name["sessions"].input_schema.get("properties", {})) == set()
@@ -681,11 +681,12 @@ async def test_six_repl_prompts_are_answered_one_by_one(era: str, tmp_path: path
             ("y = 7", None),
             ("x * y", "42"),
             ("def twice(n): return 2 * n", None),
-            ("ENTER", None),  # the key ends the block at the "..." prompt (an empty command only polls)
+            (["ENTER"], None),  # the Enter key ends the block at the "..." prompt (an empty command only polls)
             ("twice(x * y)", "84"),
         ]
         for text, printed in steps:
-            reply = await step(text, is_input=True)
+            keys = {"keys": text} if isinstance(text, list) else {}
+            reply = await step("" if keys else text, is_input=True, **keys)
             assert reply["status"] == "waiting_for_input", (text, reply)
             assert reply["exit_code"] == -1
             assert reply["output"].rstrip().endswith((">>>", "...")), (text, reply)

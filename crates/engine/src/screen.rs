@@ -99,6 +99,8 @@ use std::ops::Range;
 use unicode_width::UnicodeWidthChar;
 use vte::{Params, Perform};
 
+use crate::keys::CursorKeys;
+
 /// The OSC number our shell markers use. Real terminals ignore unknown OSC
 /// numbers, so the markers are invisible to a person watching.
 pub const MARKER_OSC: &str = "6973";
@@ -197,6 +199,7 @@ impl Screen {
                 pause: None,
                 in_command: false,
                 responses: Vec::new(),
+                cursor_keys: CursorKeys::Normal,
             },
         }
     }
@@ -422,6 +425,12 @@ impl Screen {
     /// A full-screen program is showing the alternate screen.
     pub fn is_alternate(&self) -> bool {
         self.state.alternate.is_some()
+    }
+
+    /// How the program asked for the cursor keys to be sent (DECCKM, on
+    /// either screen; normal until a program asks).
+    pub fn cursor_keys(&self) -> CursorKeys {
+        self.state.cursor_keys
     }
 
     /// The alternate screen's contents when a full-screen program is
@@ -1077,6 +1086,9 @@ struct Renderer {
     in_command: bool,
     /// Answers to queries, for the caller to write to the terminal.
     responses: Vec<u8>,
+    /// The cursor-key mode programs set (DECCKM), for the keys sent to
+    /// them.
+    cursor_keys: CursorKeys,
 }
 
 impl Renderer {
@@ -1528,6 +1540,10 @@ impl Perform for Renderer {
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], _ignore: bool, action: char) {
         let first = params.iter().next().and_then(|p| p.first().copied()).unwrap_or(0);
         if intermediates == b"?" && matches!(action, 'h' | 'l') {
+            if params.iter().any(|p| p.first() == Some(&1)) {
+                self.cursor_keys =
+                    if action == 'h' { CursorKeys::Application } else { CursorKeys::Normal };
+            }
             let alternate = params.iter().any(|p| matches!(p.first(), Some(47 | 1047 | 1049)));
             let on = action == 'h';
             if alternate && on != self.in_alternate() {
@@ -1824,6 +1840,37 @@ mod tests {
             b"\x1b[?1049hfirst visit\x1b[?1049l\x1b[?1049h\x1b[2;1Hsecond",
             "<alt true><alt false><alt true><screen \"\\nsecond\">",
         );
+    }
+
+    /// The cursor-key mode (DECCKM) follows the program, on either screen
+    /// and with other modes in the same sequence, whole or split anywhere.
+    #[test]
+    fn the_cursor_key_mode_follows_the_program() {
+        use CursorKeys::{Application, Normal};
+        let cases: &[(&[u8], CursorKeys)] = &[
+            (b"plain text", Normal),
+            (b"\x1b[?1h", Application),
+            (b"\x1b[?1h\x1b=abc\x1b[?1l\x1b>", Normal),
+            (b"\x1b[?1049h\x1b[?1h\x1b=menu", Application),
+            (b"\x1b[?1049h\x1b[?1h\x1b[?1049l", Application),
+            (b"\x1b[?1049;1h", Application),
+            (b"\x1b[?1h\x1b[?12l\x1b[?25l\x1b[?1000h", Application),
+            // Other modes, and ANSI mode 1 (no `?`), are not it.
+            (b"\x1b[?12h\x1b[?1000h\x1b[1h", Normal),
+        ];
+        for (input, expected) in cases {
+            for split in 0..=input.len() {
+                let mut screen = Screen::new(24, 80, "n0nce");
+                for part in [&input[..split], &input[split..]] {
+                    let mut done = 0;
+                    while done < part.len() {
+                        done += screen.feed(&part[done..]).0;
+                    }
+                }
+                let shown = String::from_utf8_lossy(input);
+                assert_eq!(screen.cursor_keys(), *expected, "{shown:?} split at {split}");
+            }
+        }
     }
 
     /// Issue 6: an empty vim screen was 93 % spaces.

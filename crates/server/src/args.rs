@@ -78,11 +78,12 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalArgs {
-    /// The shell command to run (any bash: pipes, multi-line blocks, heredocs). Empty to wait
-    /// for more output of a running command (after exit code -1). With is_input=true: text to
-    /// type to the running program (Enter is added), or a key: `C-c`, `C-d`, `C-z`, any
-    /// `C-<letter>`, `UP`, `DOWN`, `LEFT`, `RIGHT`, `TAB`, `ESC`, `BS`, `ENTER`, `HOME`, `END`,
-    /// `PGUP`, `PGDN`.
+    /// The shell command to run (any bash: pipes, multi-line blocks, heredocs). Empty (or
+    /// omitted) to wait for more output of a running command (after exit code -1). With
+    /// is_input=true: text typed to the running program as it is, followed by Enter (`up`,
+    /// `END` are text), or a control key: `C-c`, `C-d`, `C-z`, any `C-<letter>`. Other keys,
+    /// and text without Enter: `keys`.
+    #[serde(default)]
     pub command: String,
     /// If true, `command` is input for the running program instead of a new command.
     #[serde(default, deserialize_with = "lenient::flag")]
@@ -114,6 +115,16 @@ pub struct TerminalArgs {
     /// input or keys with that `session`.
     #[serde(default, deserialize_with = "lenient::flag")]
     pub background: bool,
+    /// Keys for the running program, sent in order with no Enter added (arrows in the
+    /// program's cursor mode, as a terminal sends them). An item that is exactly one of these
+    /// names is that key: `UP` `DOWN` `LEFT` `RIGHT` `HOME` `END` `PGUP` `PGDN` `INS` `DEL`
+    /// `TAB` `S-TAB` `ESC` `BS` `ENTER` `SPACE` `F1`..`F12`, `C-<x>` (control, e.g. `C-c`),
+    /// `M-<x>` (Alt, e.g. `M-x`, `M-ENTER`); any other item is typed as text: `["q"]` is one `q`,
+    /// `["DOWN", "DOWN", "ENTER"]` picks the third menu item, `["ESC", ":wq", "ENTER"]` leaves
+    /// vim. At most 64 items and 4096 bytes. Not with a `command`, `reset` or `background`;
+    /// at the shell's prompt (no command running) nothing is sent.
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
 }
 
 /// A `terminal` call's arguments, checked.
@@ -133,12 +144,20 @@ pub struct Terminal {
     pub cwd: Option<PathBuf>,
     /// Whether `command` starts a background job.
     pub background: bool,
+    /// Keys for the running program, as given (an empty list is none).
+    pub keys: Option<Vec<String>>,
 }
 
 impl TerminalArgs {
     /// Checks every argument; the first that breaks its rule is the error.
     pub fn check(self) -> Result<Terminal, String> {
         command_text("command", &self.command)?;
+        let keys = self.keys.filter(|keys| !keys.is_empty());
+        if keys.is_some() && (!self.command.trim().is_empty() || self.reset || self.background) {
+            return Err("`keys` go to the running program, alone: send them without `command` \
+                 (start the program in a call of its own first), reset or background."
+                .to_owned());
+        }
         if self.reset && self.is_input {
             return Err("reset cannot be combined with is_input: reset starts a fresh shell, so \
                  there is no running program to send input to. Send reset=true alone \
@@ -159,6 +178,7 @@ impl TerminalArgs {
             is_input: self.is_input,
             reset: self.reset,
             background: self.background,
+            keys,
         })
     }
 }
@@ -895,12 +915,61 @@ mod tests {
             session: Some("dev".into()),
             cwd: Some("/tmp".into()),
             background: false,
+            keys: None,
         }
         .check()
         .expect("valid");
         assert_eq!(checked.timeout, Some(Duration::from_millis(2500)));
         assert_eq!(checked.session.as_deref(), Some("dev"));
         assert_eq!(checked.cwd, Some(PathBuf::from("/tmp")));
+    }
+
+    /// `keys` go alone to the running program: `command` may be left out
+    /// (it defaults to empty) or empty, `is_input` does not matter, and an
+    /// empty list is no list. Key names are read later (`keys::parse_keys`).
+    #[test]
+    fn terminal_keys_arguments() {
+        let alone = "`keys` go to the running program, alone: send them without `command` \
+                     (start the program in a call of its own first), reset or background.";
+        table(
+            |args| check(args, TerminalArgs::check),
+            &[
+                (json!({"keys": ["q"]}), None),
+                (json!({"keys": ["UP", "text", "F13"]}), None),
+                (json!({"keys": ["DOWN"], "command": ""}), None),
+                (json!({"keys": ["DOWN"], "command": "  "}), None),
+                (json!({"keys": ["DOWN"], "is_input": true}), None),
+                (json!({"keys": ["DOWN"], "session": "dev", "timeout": 5}), None),
+                (json!({"keys": [], "command": "ls", "reset": true}), None),
+                (json!({"keys": null, "command": "ls"}), None),
+                (json!({}), None),
+                (json!({"keys": ["ENTER"], "command": "ls"}), Some(alone)),
+                (json!({"keys": ["ENTER"], "command": "C-c", "is_input": true}), Some(alone)),
+                (json!({"keys": ["ENTER"], "reset": true}), Some(alone)),
+                (json!({"keys": ["ENTER"], "background": true}), Some(alone)),
+            ],
+        );
+        let keys = |args: Value| {
+            let args: TerminalArgs = serde_json::from_value(args).expect("parses");
+            args.check().expect("valid").keys
+        };
+        assert_eq!(keys(json!({"keys": ["q", "ENTER"]})), Some(vec!["q".into(), "ENTER".into()]));
+        assert_eq!(keys(json!({"keys": [], "command": "ls"})), None);
+        assert_eq!(keys(json!({"command": "ls"})), None);
+        // The description states the bounds the engine holds lists to.
+        let schema = serde_json::to_value(schemars::schema_for!(TerminalArgs)).unwrap();
+        let about = schema["properties"]["keys"]["description"].as_str().unwrap_or_default();
+        let bounds = format!(
+            "At most {} items and {} bytes.",
+            shellkeep_engine::keys::MAX_KEYS,
+            shellkeep_engine::keys::MAX_KEYS_BYTES
+        );
+        assert!(about.contains(&bounds), "{about}");
+        // Not a list of strings: the argument is named.
+        for bad in [json!({"keys": "UP"}), json!({"keys": [1]})] {
+            let err = serde_json::from_value::<Checked<TerminalArgs>>(bad).expect_err("refused");
+            assert!(err.to_string().starts_with("`keys"), "{err}");
+        }
     }
 
     #[test]

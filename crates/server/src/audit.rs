@@ -602,8 +602,12 @@ impl Start {
             }
             Call::Run { command } => ("command", Some(command), None, None),
             Call::Reset { then } => ("reset", then.as_ref(), None, None),
-            Call::Input(Input::Key { name, .. }) => ("key", None, Some(name.clone()), None),
             Call::Input(Input::Text(text)) => ("input", None, None, Some(text.len())),
+            // Names only: text in a list is recorded by its size.
+            Call::Input(keys @ Input::Keys(_)) => {
+                let text = Some(keys.text_bytes()).filter(|&bytes| bytes > 0);
+                ("key", None, keys.describe(), text)
+            }
             Call::Poll => ("poll", None, None, None),
         };
         let about_command = command.is_some();

@@ -24,7 +24,9 @@ mod explain;
 mod terminal;
 
 pub use explain::{ExplainOutput, explain};
-pub use terminal::{TerminalOutput, TerminalStatus, session_refused, terminal, unknown_key};
+pub use terminal::{
+    TerminalOutput, TerminalStatus, key_error, session_refused, terminal, typed_key_name,
+};
 
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not

@@ -63,6 +63,7 @@ const TOOL_ARGUMENTS: &[&str] = &[
     "no_output_timeout_sec",
     "env",
     "stdin",
+    "keys",
 ];
 
 /// Names that are no English word: an engine string with one of them, as a

@@ -178,7 +178,7 @@ pub enum Call {
     /// Wait for more output of the running command.
     #[default]
     Poll,
-    /// Send text (typed, with Enter) or a key to the running program, or add
+    /// Send text (typed, with Enter) or keys to the running program, or add
     /// a line to an incomplete command.
     Input(Input),
     /// Stop the shell and everything it runs, start a fresh one in the
@@ -365,12 +365,13 @@ pub enum WaitEnded {
 /// What became of the input a call sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputReport {
-    /// A key (its name) or text (with Enter) went to the program or to the
-    /// incomplete command: `delivered` of its `total` bytes. Fewer means
-    /// the program is not reading its input and the terminal's queue is
-    /// full; the rest was dropped.
+    /// Keys or text (with Enter) went to the program or to the incomplete
+    /// command: `delivered` of its `total` bytes. Fewer means the program
+    /// is not reading its input and the terminal's queue is full; the rest
+    /// was dropped.
     Sent {
-        /// The key's name; `None` for text.
+        /// The keys, as [`Input::describe`] names them (`C-c`, `DOWN DOWN
+        /// ENTER`, `ESC text(3) ENTER`); `None` for text typed with Enter.
         key: Option<String>,
         /// Bytes the terminal accepted.
         delivered: usize,
@@ -379,8 +380,9 @@ pub enum InputReport {
     },
     /// Nothing was sent: the command had already finished.
     NotSent,
-    /// A key arrived while no command was running; nothing needed it, so
-    /// it was not sent (the shell's prompt is left as it is).
+    /// Keys arrived while no command was running; nothing needed them, so
+    /// they were not sent (the shell's prompt is left as it is): as
+    /// [`Input::describe`] names them.
     KeyNotNeeded(String),
 }
 

@@ -62,6 +62,10 @@ const SETTLE_READING: Duration = Duration::from_millis(50);
 /// How long text input may wait for the program to make room for it.
 const INPUT_STALL: Duration = Duration::from_millis(300);
 
+/// How long cursor keys wait for the reader to take output the program
+/// printed before them: it may set the cursor-key mode they are sent in.
+const MODE_SETTLE: Duration = Duration::from_millis(100);
+
 /// How long the shell may take to write its environment for a background
 /// job (one builtin and one `env`, normally a few milliseconds).
 const CAPTURE_WAIT: Duration = Duration::from_secs(10);
@@ -847,33 +851,30 @@ impl Shell {
         proc_shell::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
-    /// Sends text (with Enter) or a key to the running program. Never
-    /// blocks the session: what the terminal does not accept within a
-    /// brief wait is dropped and reported. The keys that make the terminal
-    /// signal the program (C-c, C-\, C-z) first discard the input nobody
-    /// has read, as a terminal does, so they are never stuck behind it.
+    /// Sends text (with Enter) or keys to the running program, the cursor
+    /// keys as its cursor-key mode asks (as the renderer last saw it: a
+    /// program sets the mode before it reads the keys). Never blocks the
+    /// session: what the terminal does not accept within a brief wait is
+    /// dropped and reported. The keys that make the terminal signal the
+    /// program (C-c, C-\, C-z) first discard the input nobody has read, as
+    /// a terminal does, so they are never stuck behind it.
     ///
-    /// Bounded: at most the input's bytes, and [`INPUT_STALL`] of waiting
-    /// per stall of the program.
+    /// Bounded: at most the input's bytes, [`MODE_SETTLE`] of waiting for
+    /// the mode, and [`INPUT_STALL`] of waiting per stall of the program.
     pub(super) async fn send_input(&mut self, input: Input) -> Result<InputReport, SessionError> {
-        let (bytes, key) = match input {
-            Input::Key { name, bytes } => {
-                if name == "C-c" {
-                    self.note_interrupt();
-                }
-                if matches!(name.as_str(), "C-c" | "C-\\" | "C-z")
-                    && let Err(err) = pty::discard_input(&self.tty)
-                {
-                    tracing::debug!("could not discard unread terminal input: {err}");
-                }
-                (bytes, Some(name))
-            }
-            Input::Text(text) => {
-                let mut bytes = text.into_bytes();
-                bytes.push(b'\r');
-                (bytes, None)
-            }
-        };
+        if input.has_key("C-c") {
+            self.note_interrupt();
+        }
+        if ["C-c", "C-\\", "C-z"].into_iter().any(|name| input.has_key(name))
+            && let Err(err) = pty::discard_input(&self.tty)
+        {
+            tracing::debug!("could not discard unread terminal input: {err}");
+        }
+        if input.follows_cursor_mode() {
+            self.take_pending_output().await;
+        }
+        let mode = self.shared.lock().screen().cursor_keys();
+        let (bytes, key) = (input.bytes(mode), input.describe());
         // Write only while the command that was sent the input runs, with
         // the same job in front: input must never reach the shell's prompt.
         let master = self.pty.handle().map_err(|err| {
@@ -895,6 +896,17 @@ impl Shell {
             command.input_sent(Instant::now());
         }
         Ok(InputReport::Sent { key, delivered: sent, total: bytes.len() })
+    }
+
+    /// Waits, at most [`MODE_SETTLE`], until the reader has taken what the
+    /// terminal holds (it reads continuously; this only closes the gap of a
+    /// program that set its mode an instant ago).
+    async fn take_pending_output(&self) {
+        let Ok(master) = self.pty.handle() else { return };
+        let deadline = Instant::now() + MODE_SETTLE;
+        while pty::has_unread_output(&master) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     /// Remembers the foreground group about to get ^C.

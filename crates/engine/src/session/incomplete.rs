@@ -75,19 +75,15 @@ pub(super) async fn step(
         return Ok(Step::Pass);
     };
     let line = match call {
-        Call::Input(Input::Key { name, bytes }) if name == "C-c" => {
+        Call::Input(input) if input.single_key() == Some("C-c") => {
             let mut reply = idle_reply(view, &text.text, Vec::new());
             reply.outcome = Outcome::Completed { exit_code: 130 };
-            reply.input = Some(InputReport::Sent {
-                key: Some(name.clone()),
-                delivered: bytes.len(),
-                total: bytes.len(),
-            });
+            reply.input = Some(InputReport::Sent { key: input.describe(), delivered: 1, total: 1 });
             reply.duration = text.since.elapsed();
             return Ok(Step::Reply(Box::new(reply)));
         }
-        Call::Input(Input::Key { name, .. }) if name == "C-d" => return Ok(Step::Run(text.text)),
-        Call::Input(Input::Key { .. }) => {
+        Call::Input(input) if input.single_key() == Some("C-d") => return Ok(Step::Run(text.text)),
+        Call::Input(Input::Keys(_)) => {
             *held = Some(text);
             return Err(SessionError::KeyWhileIncomplete);
         }

@@ -323,12 +323,14 @@ impl Session {
                 Ok(reply)
             }
             (CommandState::Idle, Act::Poll) => Err(SessionError::NothingToWaitFor),
-            (CommandState::Idle, Act::Input(Input::Key { name, .. })) => {
+            (CommandState::Idle, Act::Input(keys @ Input::Keys(_))) => {
                 // As at a prompt: a key with nothing to receive it is
                 // harmless. It is not typed into the idle shell, where C-d
-                // would end it and C-c would disturb its prompt.
+                // would end it and C-c would disturb its prompt; nor is
+                // text without Enter, which the next command would be
+                // glued to.
                 let mut reply = shell.idle_reply("", events);
-                reply.input = Some(InputReport::KeyNotNeeded(name));
+                reply.input = Some(InputReport::KeyNotNeeded(keys.describe().unwrap_or_default()));
                 Ok(reply)
             }
             (CommandState::Idle, Act::Input(Input::Text(_))) => {
@@ -614,7 +616,8 @@ fn validate(request: &Request) -> Result<(), SessionError> {
     let text = match &request.call {
         Call::Run { command } | Call::Reset { then: Some(command) } => command.as_str(),
         Call::Input(Input::Text(text)) => text.as_str(),
-        Call::Poll | Call::Input(Input::Key { .. }) | Call::Reset { then: None } => "",
+        // Keys reach a program, never a command line: C-@ sends a NUL.
+        Call::Poll | Call::Input(Input::Keys(_)) | Call::Reset { then: None } => "",
     };
     if text.contains('\0') {
         return Err(SessionError::NulByte);

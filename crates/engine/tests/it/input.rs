@@ -6,10 +6,10 @@
 use std::time::{Duration, Instant};
 
 use shellkeep_engine::session::{
-    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
+    Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, SessionError, WaitEnded,
 };
 
-use crate::{Term, call, eventually};
+use crate::{Term, call, eventually, keys_call};
 
 const WAITING: Outcome = Outcome::WaitingForInput { shell_reading: false };
 
@@ -185,19 +185,62 @@ async fn c_c_works_after_input_nobody_reads() {
 async fn keys_sent_to_an_idle_shell_are_harmless() {
     let term = term("idlekeys").await;
     term.run("export KEPT=1").await;
-    for (command, is_input) in [("C-c", true), ("C-c", false), ("C-d", true), ("ENTER", true)] {
-        let reply = term.call(Request::new(call(command, is_input))).await;
+    let marker = term.cwd().join("typed");
+    let typed = format!("touch {}", marker.display());
+    let calls = [
+        (call("C-c", true), "C-c"),
+        (call("C-c", false), "C-c"),
+        (call("C-d", true), "C-d"),
+        (keys_call(&["ENTER"]), "ENTER"),
+        // Text without Enter is not left on the prompt's line either,
+        // where the next command would be glued to it.
+        (keys_call(&["echo glued", "DOWN"]), "text(10) DOWN"),
+        (keys_call(&[&typed, "ENTER"]), "text(0) ENTER"),
+    ];
+    for (call, described) in calls {
+        let reply = term.call(Request::new(call.clone())).await;
         assert!(reply.exit_code().is_some());
-        assert!(
-            matches!(reply.input, Some(InputReport::KeyNotNeeded(_))),
-            "{command}: {:?}",
-            reply.input
-        );
+        let described = described.replace("text(0)", &format!("text({})", typed.len()));
+        assert_eq!(reply.input, Some(InputReport::KeyNotNeeded(described)), "{call:?}");
     }
-    // The shell was not touched (C-d would have ended it).
+    // The shell was not touched (C-d would have ended it), and nothing was
+    // typed at its prompt.
+    assert!(!marker.exists());
     let reply = term.run("echo $KEPT").await;
     assert_eq!(reply.output.text, "1\n");
     assert!(reply.events.is_empty(), "{reply:?}");
+    term.session.close().await;
+}
+
+/// A list of keys is input like any other: C-c in it interrupts (and is
+/// named in the report), and an incomplete command takes a list of C-c
+/// alone (discarded) or C-d alone (run), no other keys.
+#[tokio::test]
+async fn a_list_of_keys_interrupts_and_meets_incomplete_commands() {
+    let term = term("keylists").await;
+    let reply = term.run_for("sleep 30", 0.3).await;
+    assert_eq!(reply.exit_code(), None);
+    let reply = term.keys(&["C-c"], 10.0).await;
+    assert_eq!(reply.exit_code(), Some(130), "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
+
+    assert_eq!(term.run("echo 'open").await.outcome, Outcome::Incomplete);
+    for items in [&["ENTER"][..], &["C-c", "C-c"], &["C-d", "x"]] {
+        let refused = term.session.execute(
+            Request { call: keys_call(items), ..Request::default() },
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let refused = refused.await;
+        assert!(matches!(refused, Err(SessionError::KeyWhileIncomplete)), "{items:?}: {refused:?}");
+    }
+    let reply = term.keys(&["C-c"], 5.0).await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 130 }, "{reply:?}");
+    assert!(crate::key_sent(&reply, "C-c"), "{reply:?}");
+    term.run("echo 'still open").await;
+    let reply = term.keys(&["C-d"], 5.0).await;
+    assert!(reply.output.text.contains("unexpected EOF"), "{reply:?}");
+    let reply = term.run("echo fresh").await;
+    assert_eq!(reply.output.text, "fresh\n", "{reply:?}");
     term.session.close().await;
 }
 

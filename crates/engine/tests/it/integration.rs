@@ -348,7 +348,7 @@ async fn input_a_program_never_read_is_not_run_as_commands() {
             })
             .await
         } else {
-            term.input(key, 10.0).await
+            term.keys(&[key], 10.0).await
         };
         assert_eq!(reply.exit_code(), Some(0), "{key}: {reply:?}");
         expect(&term, "echo clean", "clean\n", 0).await;

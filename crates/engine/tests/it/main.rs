@@ -6,6 +6,7 @@ mod input;
 mod integration;
 mod limits;
 mod prompt;
+mod real_keys;
 mod run;
 mod screen;
 mod terminal;
@@ -94,7 +95,7 @@ impl Term {
         .await
     }
 
-    /// Sends text or a key to the running program.
+    /// Sends text or a control key to the running program.
     pub async fn input(&self, text: &str, timeout: f64) -> Reply {
         self.call(Request {
             call: call(text, true),
@@ -103,21 +104,36 @@ impl Term {
         })
         .await
     }
+
+    /// Sends a list of keys to the running program.
+    pub async fn keys(&self, items: &[&str], timeout: f64) -> Reply {
+        self.call(Request {
+            call: keys_call(items),
+            timeout: Some(Duration::from_secs_f64(timeout)),
+            ..Request::default()
+        })
+        .await
+    }
 }
 
 /// The call a tool's `command` and `is_input` ask for, as the server maps
-/// them: text or a key with `is_input`; a key name alone is a key; empty
-/// is a poll; anything else a command to run.
+/// them: text, or a control key, with `is_input`; a control key alone is a
+/// key; empty is a poll; anything else a command to run.
 pub fn call(command: impl Into<String>, is_input: bool) -> Call {
     let command = command.into();
-    let parsed = keys::parse(&command);
-    match parsed {
-        Ok(input) if is_input => Call::Input(input),
-        Err(err) if is_input => panic!("{err}"),
+    match keys::control_key(&command) {
+        Some(Ok(key)) => Call::Input(Input::key(key)),
+        Some(Err(err)) if is_input => panic!("{err}"),
+        _ if is_input => Call::Input(Input::Text(command)),
         _ if command.trim().is_empty() => Call::Poll,
-        Ok(key @ Input::Key { .. }) => Call::Input(key),
         _ => Call::run(command),
     }
+}
+
+/// The call for a tool's `keys`: the list, sent to the running program.
+pub fn keys_call(items: &[&str]) -> Call {
+    let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
+    Call::Input(keys::parse_keys(&items).expect("valid keys"))
 }
 
 /// Whether `reply` says the key `name` was sent.

@@ -392,7 +392,7 @@ async fn a_shown_prompt_is_not_repeated_when_its_line_ends() {
     assert!(reply.output.text.ends_with("ask> "), "{reply:?}");
     let reply = term.input("a", 3.0).await;
     assert_eq!(reply.output.text, "a\ngot=a\nask> ", "{reply:?}");
-    let reply = term.input("ENTER", 3.0).await;
+    let reply = term.keys(&["ENTER"], 3.0).await;
     assert_eq!(reply.output.text, "\ngot=\nask> ", "{reply:?}");
     let reply = term.input("C-c", 10.0).await;
     assert_eq!(reply.exit_code(), Some(130), "{reply:?}");

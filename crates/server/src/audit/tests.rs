@@ -109,6 +109,12 @@ fn a_long_command_is_cut_and_says_how_long_it_was() {
     assert_eq!(cut_command(None), (None, None));
 }
 
+/// The input of a list of keys.
+fn keys(items: &[&str]) -> Input {
+    let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
+    shellkeep_engine::keys::parse_keys(&items).expect("valid keys")
+}
+
 #[test]
 fn a_terminal_start_names_the_kind_of_call() {
     let d = decision(10);
@@ -118,13 +124,15 @@ fn a_terminal_start_names_the_kind_of_call() {
         (Call::Reset { then: Some("ls".into()) }, Some(&d), "reset", Some("ls"), None, None),
         (Call::Reset { then: None }, Some(&d), "reset", None, None, None),
         (Call::Input(Input::Text("hunter2".into())), Some(&d), "input", None, None, Some(7)),
+        (Call::Input(keys(&["C-c"])), Some(&d), "key", None, Some("C-c"), None),
+        // Text in a list of keys is recorded by its size only.
         (
-            Call::Input(Input::Key { name: "C-c".into(), bytes: vec![3] }),
+            Call::Input(keys(&["ESC", ":wq", "ENTER"])),
             Some(&d),
             "key",
             None,
-            Some("C-c"),
-            None,
+            Some("ESC text(3) ENTER"),
+            Some(3),
         ),
         (Call::Poll, Some(&d), "poll", None, None, None),
     ];
@@ -175,11 +183,7 @@ fn a_terminal_end_says_how_the_command_ended() {
         ("running", Some("cancel"), None)
     );
 
-    let key = Start::terminal(
-        "default",
-        &Call::Input(Input::Key { name: "C-c".into(), bytes: vec![3] }),
-        None,
-    );
+    let key = Start::terminal("default", &Call::Input(keys(&["C-c"])), None);
     let interrupted =
         terminal_end(&key, &Ok(reply("sleep 9", Outcome::Completed { exit_code: 130 })), None);
     assert_eq!(

@@ -6,7 +6,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::keys::{self, UnknownKey};
+use shellkeep_engine::keys::{self, KeyError, MAX_KEYS, MAX_KEYS_BYTES};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
     Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
@@ -68,7 +68,10 @@ pub struct TerminalOutput {
     /// also when an earlier reply showed it; cut to 200 characters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    /// The key this call sent (`C-c`, `UP`), when it sent one.
+    /// The keys this call sent, in order, separated by spaces (`C-c`,
+    /// `DOWN DOWN ENTER`), each piece of text sent in `keys` as `text(N)`,
+    /// N its characters (`ESC text(3) ENTER`); absent for text typed with
+    /// Enter and when nothing was sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_sent: Option<String>,
     /// While it runs: why this call stopped waiting (`no_new_output`,
@@ -169,14 +172,22 @@ const DAMAGED: &str = "A command damaged shellkeep's shell integration (an alias
 const CONTINUED: &str = "[Below is the output of the previous command.]";
 
 /// The suffix OpenHands gives a key that was sent: "CTRL+C was sent." for
-/// `C-c` (its exact three-character form), "UP was sent." otherwise.
+/// `C-c` (its exact three-character form), "UP was sent." for another key;
+/// and for a list of keys, "Sent: DOWN DOWN ENTER.".
 fn key_sent(key: &str) -> String {
     match key.as_bytes() {
         [b'C', b'-', letter] if letter.is_ascii_alphabetic() => {
             format!("CTRL+{} was sent.", letter.to_ascii_uppercase() as char)
         }
+        _ if !one_key(key) => format!("Sent: {key}."),
         _ => format!("{key} was sent."),
     }
+}
+
+/// Whether keys sent, as the engine names them, are one key (`UP`), not a
+/// list or text (`DOWN ENTER`, `text(1)`).
+fn one_key(keys: &str) -> bool {
+    !keys.contains(' ') && !keys.starts_with("text(")
 }
 
 /// The text and structured content for a terminal reply.
@@ -254,8 +265,8 @@ fn before_the_status(reply: &Reply, out: &mut Text) {
     }
     if reply.screen {
         out.note(
-            "[A full-screen program is showing this screen; send keys with is_input=true (for \
-             example q, ESC or C-c).]"
+            "[A full-screen program is showing this screen; send keys with `keys` (for example \
+             [\"q\"], [\"DOWN\", \"ENTER\"], [\"ESC\"] or [\"C-c\"]).]"
                 .to_owned(),
         );
     }
@@ -276,8 +287,12 @@ fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
     let code = reply.exit_code().unwrap_or(-1);
     match (&reply.outcome, &reply.input) {
         (Outcome::Killed { limit, mode, .. }, _) => out.note(killed(code, *limit, *mode)),
-        (_, Some(InputReport::KeyNotNeeded(key))) => out.note(format!(
+        (_, Some(InputReport::KeyNotNeeded(key))) if one_key(key) => out.note(format!(
             "[No command is running, so {key} was not sent: the shell is at its prompt.]"
+        )),
+        (_, Some(InputReport::KeyNotNeeded(keys))) => out.note(format!(
+            "[No command is running, so nothing was sent ({keys}): the shell is at its prompt, \
+             and keys go only to a running program.]"
         )),
         // No command ran (a reset alone): there is no exit code to tell.
         (Outcome::Idle, _) => {}
@@ -434,7 +449,7 @@ fn still_running(reply: &Reply, why: Option<&str>, sent: &str, reader: Option<Re
     line.push_str(match (reader, reply.screen) {
         // The full-screen notice above says how to send keys.
         (None, true) => ".",
-        (None, false) => ", or is_input=true with text or keys (C-c interrupts).",
+        (None, false) => ", is_input=true with text, or `keys` (C-c interrupts).",
         (Some(_), true) => " Send '' to wait.",
         (Some(_), false) => " Answer with is_input=true (C-c interrupts) or send '' to wait.",
     });
@@ -631,15 +646,42 @@ fn shell_exit(how: ShellExit) -> String {
     }
 }
 
-/// The tool error for text sent as a key that is no key we know, with the
-/// keys there are.
-pub fn unknown_key(err: &UnknownKey) -> String {
-    let names: Vec<&str> = keys::names().collect();
+/// The tool error for keys that cannot be sent: a name that looks like a
+/// key but is none (with the keys there are), another spelling of a key,
+/// an empty item, a list past its bounds.
+pub fn key_error(err: &KeyError) -> String {
+    let names = format!(
+        "In `keys`, an item that is exactly one of these names is that key: {}, F1 to F12, \
+         C-<x> (control, e.g. C-c, C-d, C-z), M-<x> (Alt, e.g. M-x, M-ENTER); any other item \
+         is typed as text. With is_input=true, `command` is text typed with Enter, or a control \
+         key (C-c, C-d, C-z, any C-<letter>).",
+        keys::names().filter(|name| !name.starts_with('F')).collect::<Vec<_>>().join(", ")
+    );
+    match err {
+        KeyError::Unknown(text) => format!("unknown key {}. {names}", echo(text)),
+        KeyError::Spelling { text, name } => {
+            format!("`keys` item {} is written {name}. {names}", echo(text))
+        }
+        KeyError::Empty(at) => format!(
+            "`keys` item {at} is empty, which sends nothing: remove it, or send SPACE for a space."
+        ),
+        KeyError::TooMany(count) => format!(
+            "`keys` has {count} items, more than the {MAX_KEYS} one call sends: send the rest in \
+             another call."
+        ),
+        KeyError::TooLong(bytes) => format!(
+            "`keys` holds {bytes} bytes, more than the {MAX_KEYS_BYTES} one call sends: send the \
+             rest in another call, or write long text to a file."
+        ),
+    }
+}
+
+/// The note for input text that is exactly a key's name (`UP`): it was
+/// typed as text, with Enter; how to press the key instead.
+pub fn typed_key_name(key: &str) -> String {
     format!(
-        "unknown key {:?}. Valid keys: C-<letter> (e.g. C-c, C-d, C-z), {}. To type text \
-         instead, send it without a C- prefix.",
-        err.text,
-        names.join(", ")
+        "[This input was typed as text, followed by Enter. To press the key {key} instead, send \
+         keys=[\"{key}\"].]"
     )
 }
 

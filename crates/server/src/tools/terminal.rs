@@ -43,7 +43,9 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          the working directory, environment variables, virtual environments, functions and \
          aliases persist between calls. One command at a time; chain with && or ;. Interactive programs work: when a \
          call returns exit code -1 the command is still running: send an empty command to wait \
-         for more output, or is_input=true with text or a key such as C-c. Output over {} \
+         for more output, is_input=true with text (typed as it is, with Enter) or C-c, or `keys` \
+         for other keys and text without Enter (keys=[\"DOWN\", \"ENTER\"], [\"q\"], \
+         [\"ESC\", \":wq\", \"ENTER\"]; arrows as the program's cursor mode asks). Output over {} \
          characters is cut to its head and tail and saved in full to a file named in the reply. \
          A call hands control back after at most {max_wait} (or its timeout), or within about a \
          second when the program waits for input, or with its screen within about 3 s for a \
@@ -117,7 +119,13 @@ impl Shellkeep {
             }
             None => (None, None),
         };
-        let call = match call(args.command, args.is_input, args.reset) {
+        // Text that is exactly a key's name is typed as text; the reply
+        // says how to send the key, for models taught otherwise.
+        let typed_key_name = match (&args.keys, args.is_input) {
+            (None, true) => keys::names_a_key(&args.command),
+            _ => None,
+        };
+        let call = match call(args.command, args.is_input, args.reset, args.keys) {
             Ok(call) => call,
             Err(message) => return self.with_job_notices(tool_error(message)),
         };
@@ -161,6 +169,11 @@ impl Shellkeep {
                 }
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == TerminalStatus::NotExecuted;
+                if let Some(key) = typed_key_name.filter(|_| reply.input.is_some()) {
+                    let line = render::typed_key_name(key);
+                    text.notice(&line);
+                    structured.notes.push(line);
+                }
                 if lease.name() != DEFAULT_SESSION {
                     structured.session = Some(lease.name().to_owned());
                 }
@@ -188,25 +201,34 @@ impl Shellkeep {
     }
 }
 
-/// The engine's call for the tool's `command`, `is_input` and `reset`
-/// (already checked together): a reset (then the command, if any); input
-/// (text, or a key by name); a key even without `is_input` (a command that
-/// is exactly a key name is unmistakably one); a poll for an empty command;
-/// else a command to run. An unknown key name is an error (the message
-/// lists the keys).
-fn call(command: String, is_input: bool, reset: bool) -> Result<Call, String> {
+/// The engine's call for the tool's `command`, `is_input`, `reset` and
+/// `keys` (already checked together): the keys, if any (for the running
+/// program); a reset (then the command, if any); input (text, or a control
+/// key: `keys::parse_input`); a control key even without `is_input` (a
+/// command that is exactly `C-c` is unmistakably one); a poll for an empty
+/// command; else a command to run. Key names that are no key are an error
+/// (the message lists the keys).
+fn call(
+    command: String,
+    is_input: bool,
+    reset: bool,
+    keys: Option<Vec<String>>,
+) -> Result<Call, String> {
+    if let Some(items) = keys {
+        return keys::parse_keys(&items).map(Call::Input).map_err(|err| render::key_error(&err));
+    }
     if reset {
         let then = (!command.trim().is_empty()).then_some(command);
         return Ok(Call::Reset { then });
     }
     if is_input {
-        return keys::parse(&command).map(Call::Input).map_err(|err| render::unknown_key(&err));
+        return keys::parse_input(&command).map(Call::Input).map_err(|err| render::key_error(&err));
     }
     if command.trim().is_empty() {
         return Ok(Call::Poll);
     }
-    match keys::parse(&command) {
-        Ok(key @ Input::Key { .. }) => Ok(Call::Input(key)),
+    match keys::control_key(&command) {
+        Some(Ok(key)) => Ok(Call::Input(Input::key(key))),
         _ => Ok(Call::run(command)),
     }
 }
@@ -335,13 +357,14 @@ impl Shellkeep {
 
 #[cfg(test)]
 mod tests {
-    use shellkeep_engine::keys::Input;
+    use shellkeep_engine::keys::{self, Input};
     use shellkeep_engine::session::Call;
 
     use super::call;
 
-    fn key(name: &str, bytes: &[u8]) -> Call {
-        Call::Input(Input::Key { name: name.to_owned(), bytes: bytes.to_vec() })
+    fn keys(items: &[&str]) -> Call {
+        let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
+        Call::Input(keys::parse_keys(&items).expect("keys"))
     }
 
     #[test]
@@ -355,10 +378,20 @@ mod tests {
             // Empty input is an empty line (it completes a here-document's
             // blank line; to a running program the engine treats it as a poll).
             (("", true, false), Ok(text(""))),
-            (("C-c", true, false), Ok(key("C-c", b"\x03"))),
-            // A command that is exactly a key name is a key.
-            (("C-c", false, false), Ok(key("C-c", b"\x03"))),
-            (("UP", false, false), Ok(key("UP", b"\x1b[A"))),
+            (("C-c", true, false), Ok(keys(&["C-c"]))),
+            (("Ctrl+D", true, false), Ok(keys(&["C-d"]))),
+            (("^Z", true, false), Ok(keys(&["C-z"]))),
+            // Text is text, whatever it says: debugger commands and key
+            // names alike.
+            (("up", true, false), Ok(text("up"))),
+            (("UP", true, false), Ok(text("UP"))),
+            (("end", true, false), Ok(text("end"))),
+            (("ENTER", true, false), Ok(text("ENTER"))),
+            (("delete", true, false), Ok(text("delete"))),
+            // A command that is exactly a control key is a key.
+            (("C-c", false, false), Ok(keys(&["C-c"]))),
+            // Other key names are commands.
+            (("UP", false, false), Ok(Call::run("UP"))),
             // Text that only starts like one is a command.
             (("Cat file", false, false), Ok(Call::run("Cat file"))),
             (("", false, true), Ok(Call::Reset { then: None })),
@@ -366,12 +399,19 @@ mod tests {
             (("ls", false, true), Ok(Call::Reset { then: Some("ls".to_owned()) })),
         ];
         for ((command, is_input, reset), expected) in cases {
-            let got: Result<Call, String> = call(command.to_owned(), is_input, reset);
+            let got: Result<Call, String> = call(command.to_owned(), is_input, reset, None);
             assert_eq!(got, expected, "{command:?} is_input={is_input} reset={reset}");
         }
-        let err = call("C-1".to_owned(), true, false).expect_err("an unknown key");
+        let err = call("C-1".to_owned(), true, false, None).expect_err("an unknown key");
         assert!(err.contains("unknown key \"C-1\"") && err.contains("PGUP"), "{err}");
         // Without is_input, text that is no key is a command.
-        assert_eq!(call("C-1".to_owned(), false, false), Ok(Call::run("C-1")));
+        assert_eq!(call("C-1".to_owned(), false, false, None), Ok(Call::run("C-1")));
+        // A list of keys, with or without is_input.
+        for is_input in [false, true] {
+            let items = Some(vec!["DOWN".to_owned(), "q".to_owned()]);
+            assert_eq!(call(String::new(), is_input, false, items), Ok(keys(&["DOWN", "q"])));
+        }
+        let err = call(String::new(), false, false, Some(vec!["F13".to_owned()]));
+        assert!(err.expect_err("no key").contains("unknown key \"F13\""));
     }
 }

@@ -73,7 +73,8 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
             &["`timeout`", "invalid type", "expected a number", "\"soon\""],
         ),
         (t, json!({"command": 42}), &["command", "string"]),
-        (t, json!({"is_input": false}), &["missing field `command`"]),
+        // `command` left out is empty: a poll, of nothing here.
+        (t, json!({"is_input": false}), &["no command is running", "send a command"]),
         // An unknown argument is ignored with a note (`client_args.rs`); a
         // near miss of one is an error naming the right one.
         (

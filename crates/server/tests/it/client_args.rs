@@ -75,7 +75,7 @@ async fn an_unknown_argument_is_named_once_in_the_notes_and_the_call_works() {
     let note = |tool: &str, names: &str, takes: &str| {
         format!("[Ignored the unknown {names}: {tool} takes {takes}.]")
     };
-    let terminal_takes = "background, command, cwd, is_input, reset, session, timeout";
+    let terminal_takes = "background, command, cwd, is_input, keys, reset, session, timeout";
     let r = server
         .terminal(json!({"command": "echo ok", "foo": 1, "thought": "t", "description": "d"}))
         .await;
@@ -205,9 +205,11 @@ async fn null_means_not_given_for_every_optional_argument() {
         .terminal(json!({"command": "yes", "is_input": true, "reset": null, "background": null}))
         .await;
     assert!(r.output().ends_with("got yes\n"), "{r:#?}");
+    // `terminal`'s `command` is optional too: null is not given, a poll
+    // (of nothing here).
+    let r = server.terminal(json!({"command": null, "keys": null})).await;
+    assert!(r.is_error && r.text.contains("No command is running"), "{r:#?}");
     // A required argument cannot be null.
-    let r = server.terminal(json!({"command": null})).await;
-    assert!(r.is_error && r.text.contains("`command`: invalid type: null"), "{r:#?}");
     let r = server.call("session_close", json!({"session": null})).await;
     assert!(r.is_error && r.text.contains("`session`: invalid type: null"), "{r:#?}");
     // Nor does a null stand for an unknown argument: it is not given.

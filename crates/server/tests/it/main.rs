@@ -29,6 +29,7 @@ mod forgery;
 mod guard;
 mod hostile;
 mod jobs;
+mod keys;
 mod long_work;
 mod masking;
 mod no_leak;

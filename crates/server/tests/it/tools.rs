@@ -174,9 +174,10 @@ async fn schemas_use_the_portable_subset_of_json_schema() {
             walk(&tool[part], &at, &mut problems);
         }
         // Optional arguments are not required; only `command` is (`session`
-        // for `session_close`, nothing for `sessions`).
+        // for `session_close`; nothing for `sessions`, `output`, and
+        // `terminal`, whose `command` may be left out to poll or with `keys`).
         let required = match tool["name"].as_str() {
-            Some("sessions" | "output") => Value::Null,
+            Some("sessions" | "output" | "terminal") => Value::Null,
             Some("session_close") => json!(["session"]),
             _ => json!(["command"]),
         };

@@ -131,17 +131,17 @@ fn on_path(program: &str) -> bool {
 }
 
 /// Sends `keys` to vim and returns the reply.
-async fn keys(server: &Server, keys: &str) -> Reply {
-    server.terminal(json!({"command": keys, "is_input": true, "timeout": 10})).await
+async fn keys(server: &Server, keys: &[&str]) -> Reply {
+    server.terminal(json!({"keys": keys, "timeout": 10})).await
 }
 
 /// Writes `message` in the vim that shows `file`'s screen, then `:wq`;
 /// returns the reply for the command that ran vim, once it has ended.
 async fn write_in_vim(server: &Server, message: &str) -> Reply {
-    let r = keys(server, &format!("i{message}")).await;
+    let r = keys(server, &["i", message, "ENTER"]).await;
     assert_eq!(r["exit_code"], -1, "vim still runs: {r:#?}");
-    keys(server, "ESC").await;
-    keys(server, ":wq").await
+    keys(server, &["ESC"]).await;
+    keys(server, &[":wq", "ENTER"]).await
 }
 
 /// Issue 14: `GIT_EDITOR=true` was set but said nowhere, so `git commit`
@@ -203,7 +203,7 @@ async fn editors_and_pagers_are_off_unless_asked_for() {
     assert!(r.output().contains("notes.txt"), "{r:#?}");
     let r = write_in_vim(&server, "written in vim").await;
     assert_eq!(r["exit_code"], 0, "{r:#?}");
-    // Enter, which `is_input` adds, made a second line.
+    // The Enter after the message made a second line.
     let r = ok(&server, "cat notes.txt", 0).await;
     assert_eq!(r.output(), "written in vim\n\n", "{r:#?}");
 }

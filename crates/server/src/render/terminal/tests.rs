@@ -8,14 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use expect_test::{Expect, expect};
-use shellkeep_engine::keys::UnknownKey;
+use shellkeep_engine::keys::{KeyError, MAX_KEYS};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
     Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
 };
 
-use super::{session_refused, terminal, unknown_key};
+use super::{key_error, session_refused, terminal, typed_key_name};
 
 /// A reply about `echo hi` in `/home/me/project` that printed `output`.
 fn reply(outcome: Outcome, output: &str) -> Reply {
@@ -144,7 +144,7 @@ fn running_quiet() {
         &running(outcome, "step 1\n"),
         expect![[r#"
             step 1
-            [The command has no new output after 30 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [The command has no new output after 30 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
               "output": "step 1\n",
@@ -171,7 +171,7 @@ fn running_past_the_call_timeout() {
         expect![[r#"
             [Below is the output of the previous command.]
             step 2
-            [The command timed out after 0.5 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [The command timed out after 0.5 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
               "output": "step 2\n",
@@ -194,7 +194,7 @@ fn running_after_a_cancelled_call() {
     check(
         &reply,
         expect![[r#"
-            [The client cancelled this call. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [The client cancelled this call. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
               "output": "",
@@ -379,7 +379,7 @@ fn not_executed_while_a_command_runs() {
             [Below is the output of the previous command.]
             still going
             [Your command "echo second" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]
-            [Running for 1.5 s: send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [Running for 1.5 s: send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
               "output": "still going\n",
@@ -609,6 +609,65 @@ fn a_key_nothing_needed() {
     );
 }
 
+/// Keys and text without Enter at the prompt are not typed there either.
+#[test]
+fn keys_nothing_needed() {
+    let mut reply = reply(Outcome::Idle, "");
+    reply.command = String::new();
+    reply.number = None;
+    reply.duration = Duration::ZERO;
+    reply.input = Some(InputReport::KeyNotNeeded("ESC text(3) ENTER".into()));
+    check(
+        &reply,
+        expect![[r#"
+        [No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "output": "",
+          "exit_code": 0,
+          "status": "completed",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 0,
+          "truncated": false,
+          "notes": [
+            "[No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]"
+          ]
+        }
+    "#]],
+    );
+}
+
+/// A list of keys sent to a program that then waits for input again.
+#[test]
+fn waiting_after_keys() {
+    let mut reply = running(Outcome::WaitingForInput { shell_reading: false }, "> second\n");
+    let key = Some("DOWN text(1) ENTER".into());
+    reply.input = Some(InputReport::Sent { key, delivered: 8, total: 8 });
+    check(
+        &reply,
+        expect![[r#"
+        > second
+        [The command waits for input with no prompt (C-d ends input). Sent: DOWN text(1) ENTER. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+        -----
+        {
+          "output": "> second\n",
+          "exit_code": -1,
+          "status": "waiting_for_input",
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "duration_ms": 1500,
+          "truncated": false,
+          "waiting_for_input": true,
+          "key_sent": "DOWN text(1) ENTER",
+          "look_again_within_sec": 42.0
+        }
+    "#]],
+    );
+}
+
 #[test]
 fn input_after_the_command_finished() {
     let mut reply = reply(Outcome::Completed { exit_code: 0 }, "done\n");
@@ -645,7 +704,7 @@ fn input_partly_delivered() {
     check(
         &reply,
         expect![[r#"
-            [The command timed out after 0 seconds. It is still running (1.5 s): send '' to wait for more, or is_input=true with text or keys (C-c interrupts). Look again within 42 s to keep it running.]
+            [The command timed out after 0 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             [Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]
             -----
             {
@@ -752,7 +811,7 @@ fn a_full_screen_program() {
     check(
         &reply,
         expect![[r#"
-            [A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]
+            [A full-screen program is showing this screen; send keys with `keys` (for example ["q"], ["DOWN", "ENTER"], ["ESC"] or ["C-c"]).]
             ~
             ~
             :
@@ -768,7 +827,7 @@ fn a_full_screen_program() {
               "truncated": false,
               "waiting_for_input": true,
               "notes": [
-                "[A full-screen program is showing this screen; send keys with is_input=true (for example q, ESC or C-c).]"
+                "[A full-screen program is showing this screen; send keys with `keys` (for example [\"q\"], [\"DOWN\", \"ENTER\"], [\"ESC\"] or [\"C-c\"]).]"
               ],
               "look_again_within_sec": 42.0
             }
@@ -876,7 +935,18 @@ fn refused_calls() {
         SessionError::KeyWhileIncomplete,
     ];
     let mut words: Vec<String> = errors.iter().map(session_refused).collect();
-    words.push(unknown_key(&UnknownKey { text: "C-1".into() }));
+    words.extend(
+        [
+            KeyError::Unknown("C-1".into()),
+            KeyError::Spelling { text: "Ctrl+C".into(), name: "C-c".into() },
+            KeyError::Empty(2),
+            KeyError::TooMany(MAX_KEYS + 1),
+            KeyError::TooLong(5000),
+        ]
+        .iter()
+        .map(key_error),
+    );
+    words.push(typed_key_name("UP"));
     expect![[r#"
         The client cancelled this call before it started.
         The command contains a NUL byte, which no shell command can contain. Remove it (use printf '\0' to produce one).
@@ -884,7 +954,12 @@ fn refused_calls() {
         No command is running, so there is nothing to wait for. Send a command to run it.
         No command is running, so there is nothing to send input to. Run a command first, or send this as a command with is_input=false.
         The shell is waiting for the rest of an incomplete command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send the remaining lines with is_input=true.
-        unknown key "C-1". Valid keys: C-<letter> (e.g. C-c, C-d, C-z), ENTER, TAB, BS, ESC, UP, DOWN, RIGHT, LEFT, HOME, END, PGUP, PGDN, DEL. To type text instead, send it without a C- prefix."#]].assert_eq(&words.join("\n"));
+        unknown key "C-1". In `keys`, an item that is exactly one of these names is that key: UP, DOWN, LEFT, RIGHT, HOME, END, PGUP, PGDN, INS, DEL, TAB, S-TAB, ESC, BS, ENTER, SPACE, F1 to F12, C-<x> (control, e.g. C-c, C-d, C-z), M-<x> (Alt, e.g. M-x, M-ENTER); any other item is typed as text. With is_input=true, `command` is text typed with Enter, or a control key (C-c, C-d, C-z, any C-<letter>).
+        `keys` item "Ctrl+C" is written C-c. In `keys`, an item that is exactly one of these names is that key: UP, DOWN, LEFT, RIGHT, HOME, END, PGUP, PGDN, INS, DEL, TAB, S-TAB, ESC, BS, ENTER, SPACE, F1 to F12, C-<x> (control, e.g. C-c, C-d, C-z), M-<x> (Alt, e.g. M-x, M-ENTER); any other item is typed as text. With is_input=true, `command` is text typed with Enter, or a control key (C-c, C-d, C-z, any C-<letter>).
+        `keys` item 2 is empty, which sends nothing: remove it, or send SPACE for a space.
+        `keys` has 65 items, more than the 64 one call sends: send the rest in another call.
+        `keys` holds 5000 bytes, more than the 4096 one call sends: send the rest in another call, or write long text to a file.
+        [This input was typed as text, followed by Enter. To press the key UP instead, send keys=["UP"].]"#]].assert_eq(&words.join("\n"));
 }
 
 /// The most characters the notice about a running or waiting command
