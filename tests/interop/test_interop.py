@@ -295,7 +295,7 @@ async def test_run_without_output_times_out(era: str, tmp_path: pathlib.Path) ->
         pytest.param({"command": "echo a\x00b"}, "NUL byte", id="nul-byte"),
         pytest.param({"command": "echo hi", "timeout": "soon"}, "invalid type", id="wrong-type"),
         pytest.param({"command": "echo hi", "timeout": " 5"}, "`timeout`", id="number-in-a-padded-string"),
-        pytest.param({"command": "echo hi", "bogus": 1}, "unknown field", id="unknown-argument"),
+        pytest.param({"command": "echo hi", "timout": 1}, "did you mean `timeout`", id="near-miss-argument"),
         pytest.param({"command": "echo hi", "session": "a b"}, "invalid session name", id="bad-session-name"),
     ],
 )
