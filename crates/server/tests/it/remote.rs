@@ -1,0 +1,159 @@
+//! Remote and interactive sessions left alone: a program blocked on a wait
+//! that holds the terminal, using no CPU (an `ssh` session, a client that
+//! also holds a connected socket), is not a hang and survives the
+//! unwatched-time limit; a program blocked on a socket or a pipe alone, or
+//! spinning, is still stopped. A menu that answers a key and waits again
+//! with a socket open comes back within about 3 s.
+
+use serde_json::{Value, json};
+
+use crate::{EVENTUALLY, Reply, Scratch, Server, poll_until};
+
+/// A server whose default category allows 2 s of unwatched time.
+async fn short_limits() -> (Server, Scratch) {
+    let dir = Scratch::new();
+    let server = Server::with(&["--policy", &dir.short_policy(), "--grace", "1"]).await;
+    (server, dir)
+}
+
+/// Python that opens a connected TCP socket (a peer that may send at any
+/// time, as ssh's server does) and then runs `body`.
+fn with_socket(body: &str) -> String {
+    format!(
+        "python3 -c 'import socket, select, sys, os\n\
+         l = socket.socket(); l.bind((\"127.0.0.1\", 0)); l.listen(1)\n\
+         c = socket.create_connection(l.getsockname()); a, _ = l.accept()\n\
+         {body}'"
+    )
+}
+
+/// A program that waits on the terminal and a connected socket, and
+/// answers each line it reads.
+fn remote_like() -> String {
+    with_socket(
+        "print(\"ready\", flush=True)\n\
+         while True:\n    \
+             r, _, _ = select.select([sys.stdin, c], [], [])\n    \
+             if sys.stdin in r: print(\"got\", sys.stdin.readline().strip(), flush=True)",
+    )
+}
+
+/// The row of session `name` in a `sessions` listing.
+fn row<'a>(listing: &'a Reply, name: &str) -> &'a Value {
+    listing["sessions"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+/// Starts each command in a session of its own and waits until every one
+/// of them has been stopped by the unwatched-time limit (its session is no
+/// longer running: `sessions` does not count as a look at them).
+async fn all_stopped(server: &Server, commands: &[(&str, &str)]) {
+    for (session, command) in commands {
+        let r =
+            server.terminal(json!({"command": command, "session": session, "timeout": 0.5})).await;
+        assert_eq!(r["status"], "running", "{session}: {r:#?}");
+    }
+    poll_until(
+        EVENTUALLY,
+        async || server.call("sessions", json!({})).await,
+        |listing| commands.iter().all(|(session, _)| row(listing, session)["state"] == "finished"),
+    )
+    .await;
+    for (session, _) in commands {
+        let r = server.terminal(json!({"command": "", "session": session})).await;
+        assert_eq!(r["status"], "killed", "{session}: {r:#?}");
+        assert_eq!(r["timeout_reason"], "exec_timeout", "{session}: {r:#?}");
+    }
+}
+
+/// Issue 18: a program waiting on the terminal and a connected socket (as
+/// ssh, `docker exec -it`) left alone for more than twice the limit
+/// survives and still answers; a program blocked on a socket alone, on a
+/// pipe alone, or polling the terminal in a busy loop, is stopped meanwhile.
+#[tokio::test]
+async fn a_client_waiting_on_the_terminal_and_a_socket_is_not_a_hang() {
+    let (server, _dir) = short_limits().await;
+    let r = server.terminal(json!({"command": remote_like(), "timeout": 1})).await;
+    assert_eq!(r["status"], "running", "not a sure prompt, so running: {r:#?}");
+    assert!(r.output().contains("ready"), "{r:#?}");
+    // Two waves of real hangs, each stopped after its 2 s: the client above
+    // has been left alone for more than twice its limit by then.
+    let socket_alone = with_socket("c.recv(1)");
+    let pipe_alone = "python3 -c 'import os; r, w = os.pipe(); os.read(r, 1)'";
+    all_stopped(&server, &[("socket", &socket_alone), ("pipe", pipe_alone)]).await;
+    let spinning =
+        "python3 -c 'import select, sys\nwhile True: select.select([sys.stdin], [], [], 0)'";
+    let spinning_socket = with_socket("while True: select.select([sys.stdin, c], [], [], 0)");
+    all_stopped(&server, &[("spin", spinning), ("spin-socket", &spinning_socket)]).await;
+    let listing = server.call("sessions", json!({})).await;
+    assert_eq!(row(&listing, "default")["state"], "running", "{listing:#?}");
+    let r = server.terminal(json!({"command": "hello", "is_input": true, "timeout": 5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.output().contains("got hello"), "{r:#?}");
+    let r = server.terminal(json!({"command": "C-c", "is_input": true})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+}
+
+/// A menu that draws its choices, marks the selected one, and redraws the
+/// whole list on each arrow key (cursor up over it, erase below), leaving
+/// the cursor on a blank line, with a connected socket open as a Node CLI
+/// keeps its keep-alive connections.
+fn socket_menu() -> String {
+    with_socket(
+        "import tty, termios\n\
+         choices = [\"vanilla\", \"react\", \"vue\"]; at = 0\n\
+         old = termios.tcgetattr(0); tty.setcbreak(0)\n\
+         def draw(first):\n    \
+             out = \"\" if first else \"\\x1b[4A\\r\\x1b[J\"\n    \
+             out += \"? Select a framework:\\r\\n\"\n    \
+             for i, name in enumerate(choices): out += (\"> \" if i == at else \"  \") + name + \"\\r\\n\"\n    \
+             sys.stdout.write(out); sys.stdout.flush()\n\
+         draw(True)\n\
+         try:\n    \
+             while True:\n        \
+                 r, _, _ = select.select([0, c], [], [])\n        \
+                 key = os.read(0, 8)\n        \
+                 if key in (b\"\\r\", b\"\\n\"): print(\"chose\", choices[at]); break\n        \
+                 if key == b\"\\x1b[B\": at = min(at + 1, 2)\n        \
+                 if key == b\"\\x1b[A\": at = max(at - 1, 0)\n        \
+                 draw(False)\n\
+         finally: termios.tcsetattr(0, termios.TCSADRAIN, old)",
+    )
+}
+
+/// Issue 18: a menu that redraws on a key and waits again, with a socket
+/// open and the cursor on a blank line, is handed back within about 3 s of
+/// going quiet (not the 30 s silence rule), as running.
+#[tokio::test]
+async fn a_menu_holding_a_socket_comes_back_soon_after_each_key() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": socket_menu(), "timeout": 2})).await;
+    assert!(r.output().contains("> vanilla"), "{r:#?}");
+    for expected in ["> react", "> vue"] {
+        // With a long timeout only the short-quiet rule ends the wait
+        // before it (as no new output); the silence rule would take 30 s.
+        let r = server.terminal(json!({"command": "DOWN", "is_input": true, "timeout": 60})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        assert_eq!(r["wait_ended"], "no_new_output", "{r:#?}");
+        assert!(r.output().contains(expected), "{r:#?}");
+    }
+    let r = server.terminal(json!({"command": "ENTER", "is_input": true})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().contains("chose vue"), "{r:#?}");
+}
+
+/// Issue 18: a poll of a quiet client holding a socket, after a finished
+/// line and without input, is not handed back by the short-quiet rule: a
+/// remote build between two steps waits for the silence rule or the call's
+/// timeout.
+#[tokio::test]
+async fn a_quiet_client_without_input_waits_out_the_calls_timeout() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": remote_like(), "timeout": 1})).await;
+    assert!(r.output().contains("ready"), "{r:#?}");
+    let r = server.terminal(json!({"command": "", "timeout": 6})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert_eq!(r["wait_ended"], "timeout", "{r:#?}");
+}
