@@ -3,11 +3,13 @@
 //! also holds a connected socket), is not a hang and survives the
 //! unwatched-time limit; a program blocked on a socket or a pipe alone, or
 //! spinning, is still stopped. A menu that answers a key and waits again
-//! with a socket open comes back within about 3 s.
+//! with a socket open comes back within about 3 s. The `ssh` test starts
+//! an `sshd` of its own on a free port (it needs `openssh-server`; in CI,
+//! where `CI=true`, its absence fails the test).
 
 use serde_json::{Value, json};
 
-use crate::{EVENTUALLY, Reply, Scratch, Server, poll_until};
+use crate::{EVENTUALLY, Reply, Scratch, Server, poll_until, wait_until};
 
 /// A server whose default category allows 2 s of unwatched time.
 async fn short_limits() -> (Server, Scratch) {
@@ -156,4 +158,122 @@ async fn a_quiet_client_without_input_waits_out_the_calls_timeout() {
     let r = server.terminal(json!({"command": "", "timeout": 6})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
     assert_eq!(r["wait_ended"], "timeout", "{r:#?}");
+}
+
+/// An OpenSSH server of the test's own on a free local port, with its own
+/// host key and one authorized client key, stopped when dropped.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+    /// The client's private key.
+    key: std::path::PathBuf,
+}
+
+impl Sshd {
+    /// Starts `sshd` in `dir`; `None` when this machine has no `sshd`,
+    /// unless the tests run in CI (`CI=true`), where that fails the test:
+    /// CI installs `openssh-server` so that this test runs.
+    fn start(dir: &std::path::Path) -> Option<Sshd> {
+        let sshd = std::path::Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run this test: install openssh-server (/usr/sbin/sshd)"
+            );
+            eprintln!("skipped: no /usr/sbin/sshd (install openssh-server)");
+            return None;
+        }
+        // sshd running as root wants its privilege separation directory.
+        if nix::unistd::geteuid().is_root() {
+            std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
+        }
+        for name in ["host", "id"] {
+            let status = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(name))
+                .status()
+                .expect("run ssh-keygen");
+            assert!(status.success(), "ssh-keygen failed");
+        }
+        std::fs::copy(dir.join("id.pub"), dir.join("authorized_keys")).expect("authorize the key");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {keys}\n\
+             PidFile {dir}/sshd.pid\nStrictModes no\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin yes\n",
+            host = dir.join("host").display(),
+            keys = dir.join("authorized_keys").display(),
+            dir = dir.display(),
+        );
+        std::fs::write(dir.join("sshd_config"), config).expect("write sshd_config");
+        let child = std::process::Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stderr(std::fs::File::create(dir.join("sshd.log")).expect("sshd log"))
+            .spawn()
+            .expect("start sshd");
+        Some(Sshd { child, port, key: dir.join("id") })
+    }
+
+    /// The `ssh` command line that logs in to it as the current user.
+    fn login(&self) -> String {
+        format!(
+            "ssh -F /dev/null -i {} -p {} -o StrictHostKeyChecking=no \
+             -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes \
+             {}@127.0.0.1",
+            self.key.display(),
+            self.port,
+            nix::unistd::User::from_uid(nix::unistd::geteuid())
+                .ok()
+                .flatten()
+                .map_or_else(|| "root".to_owned(), |user| user.name),
+        )
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 18: a real `ssh` session at its remote prompt, left alone for more
+/// than twice the unwatched-time limit, survives with its remote state; a
+/// real hang started meanwhile is stopped.
+#[tokio::test]
+async fn an_idle_ssh_session_survives_twice_the_limit() {
+    let (server, dir) = short_limits().await;
+    let Some(sshd) = Sshd::start(&dir.path) else { return };
+    wait_until(
+        EVENTUALLY,
+        || std::net::TcpStream::connect(("127.0.0.1", sshd.port)).is_ok(),
+        || std::fs::read_to_string(dir.path.join("sshd.log")).unwrap_or_default(),
+    )
+    .await;
+    let r = server.terminal(json!({"command": sshd.login(), "timeout": 1})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    // The remote shell keeps state: a variable set before the pause.
+    let r = poll_until(
+        EVENTUALLY,
+        async || {
+            server
+                .terminal(json!({"command": "REMOTE=$((6*7)); echo set-$REMOTE", "is_input": true}))
+                .await
+        },
+        |r| r.output().contains("set-42") || r["status"] != "running",
+    )
+    .await;
+    assert!(r.output().contains("set-42"), "{r:#?}\n{}", server.log());
+    let hang = with_socket("c.recv(1)");
+    all_stopped(&server, &[("hang1", &hang)]).await;
+    all_stopped(&server, &[("hang2", &hang)]).await;
+    let r = server.terminal(json!({"command": "echo still-$REMOTE", "is_input": true})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(r.output().contains("still-42"), "{r:#?}");
+    let r = server.terminal(json!({"command": "exit", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
 }
