@@ -277,3 +277,54 @@ async fn an_idle_ssh_session_survives_twice_the_limit() {
     let r = server.terminal(json!({"command": "exit", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
 }
+
+/// A Node menu as clack and inquirer draw one: raw mode, keypress events,
+/// the whole list redrawn on each arrow key with the cursor left on a blank
+/// line, and a connected socket open (npm's keep-alive connections).
+const NODE_MENU: &str = r#"
+const net = require('net'), readline = require('readline');
+const choices = ['vanilla', 'react', 'vue'];
+let at = 0;
+const draw = (first) => process.stdout.write((first ? '' : '\x1b[4A\r\x1b[J') +
+  '? Select a framework:\n' + choices.map((c, i) => (i === at ? '> ' : '  ') + c + '\n').join(''));
+const server = net.createServer(() => {}).listen(0, '127.0.0.1', () => {
+  const socket = net.connect(server.address().port, '127.0.0.1', () => {
+    readline.emitKeypressEvents(process.stdin);
+    process.stdin.setRawMode(true);
+    draw(true);
+    process.stdin.on('keypress', (_, key) => {
+      if (key.name === 'return') {
+        process.stdin.setRawMode(false);
+        console.log('chose ' + choices[at]);
+        process.exit(0);
+      }
+      if (key.name === 'down') at = Math.min(at + 1, 2);
+      if (key.name === 'up') at = Math.max(at - 1, 0);
+      draw(false);
+    });
+  });
+});
+"#;
+
+/// Issue 18: a Node menu with a socket open answers each key within the
+/// short quiet, not the 30 s silence rule. Skipped without `node`.
+#[tokio::test]
+async fn a_node_menu_comes_back_soon_after_each_key() {
+    if std::process::Command::new("node").arg("--version").output().is_err() {
+        eprintln!("skipped: no node");
+        return;
+    }
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("menu.js"), NODE_MENU).expect("write the menu");
+    let r = server.terminal(json!({"command": "node menu.js", "timeout": 3})).await;
+    assert!(r.output().contains("> vanilla"), "{r:#?}");
+    for (key, expected) in [("DOWN", "> react"), ("DOWN", "> vue"), ("UP", "> react")] {
+        let r = server.terminal(json!({"command": key, "is_input": true, "timeout": 60})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        assert_eq!(r["wait_ended"], "no_new_output", "{r:#?}");
+        assert!(r.output().contains(expected), "{r:#?}");
+    }
+    let r = server.terminal(json!({"command": "ENTER", "is_input": true})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().contains("chose react"), "{r:#?}");
+}
