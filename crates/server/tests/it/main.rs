@@ -43,6 +43,7 @@ mod shell;
 mod terminal;
 mod tools;
 mod traps;
+mod waiting_jobs;
 mod wire;
 
 use std::collections::hash_map::RandomState;
