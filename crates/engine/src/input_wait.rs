@@ -56,12 +56,14 @@
 //! Bounded by construction: at most [`MAX_TASKS`] threads per process,
 //! [`MAX_FDS`] descriptors and a [`MAX_SET_BYTES`] descriptor set are read
 //! per look, and [`MAX_MEMBERS`] processes of the job (one `stat` file
-//! each for the CPU time). Writers are looked
-//! for only among the processes of the shell's session and their
-//! descendants, at most [`MAX_SESSION_PROCESSES`] of them, and only when a
-//! set holds a pipe, a socket or a PTY master: a plain prompt (`read`, a
-//! line editor's `select` on the terminal alone) costs no more than the
-//! job's own `/proc` files.
+//! each for the CPU time). Writers are looked for only among the processes
+//! of the shell's session and their descendants, at most
+//! [`MAX_SESSION_PROCESSES`] of them, and only when a set holds a pipe, a
+//! socket or a PTY master: a plain prompt (`read`, a line editor's `select`
+//! on the terminal alone) costs no more than the job's own `/proc` files.
+//! A look happens only after the output went quiet, at most once every
+//! second or so while nothing changes (the supervisor's schedule), so an
+//! `ssh` session left for an hour costs one such look a second.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;

@@ -16,11 +16,10 @@
 //! ([`Place`]) of the session it was started from. When it begins waiting
 //! for input, that is reported once ([`Registry::take_waiting_jobs`], asked
 //! at every reply), unless a reply about its own session said so first.
-//! When its command ends,
-//! the end is recorded (exit code, the true run time), announced once
-//! unless a reply reported it first, and the session, with its output, is
-//! kept for `job_keep` after its end (or its last use, if later), then
-//! closed. An ended job does not count against the session limit.
+//! When its command ends, the end is recorded (exit code, the true run
+//! time), announced once unless a reply reported it first, and the session,
+//! with its output, is kept for `job_keep` after its end (or its last use,
+//! if later), then closed. An ended job does not count against the session limit.
 //!
 //! Bounds: at most `max_sessions` live sessions (a clear error beyond) and
 //! as many ended jobs (the oldest is closed first beyond); names of at most
@@ -466,9 +465,8 @@ impl Registry {
     /// here once, and again only after it stopped waiting (it was
     /// answered) and waits anew. `reported` names the job whose own reply
     /// (this call's) says it waits: that wait is reported there, not
-    /// here. Looks at each
-    /// running job once (at most the session limit), outside the
-    /// registry's lock, as [`Registry::list`] does.
+    /// here. Looks at each running job once (at most the session limit),
+    /// outside the registry's lock, as [`Registry::list`] does.
     pub fn take_waiting_jobs(&self, reported: Option<&str>) -> Vec<JobWaiting> {
         let jobs: Vec<(String, Arc<Session>)> = {
             let inner = self.lock();

@@ -3,10 +3,10 @@
 //! kernel event exists for that), soon after the output goes quiet, and
 //! accounts that time, with the time the job sits at the terminal using no
 //! CPU between two looks (a remote shell at rest: `input_wait::JobLook`);
-//! it stops the command once it has run unwatched past
-//! its limit, with no call waiting on it (a `Watch`), polling it or sending
-//! it input. It stops the whole command line, never the shell or its `&`
-//! jobs, and never while a call waits.
+//! it stops the command once it has run unwatched past its limit, with no
+//! call waiting on it (a `Watch`), polling it or sending it input. It stops
+//! the whole command line, never the shell or its `&` jobs, and never while
+//! a call waits.
 //!
 //! When to look and when to stop are the pure rules of `timing.rs`; this
 //! task reads the clock, samples `/proc` and signals. It depends on the
