@@ -328,3 +328,27 @@ async fn a_node_menu_comes_back_soon_after_each_key() {
     assert_eq!(r["status"], "completed", "{r:#?}");
     assert!(r.output().contains("chose react"), "{r:#?}");
 }
+
+/// Issue 18: a program that was answered and then waits on the terminal,
+/// a socket and a child still at work (as apt waits on dpkg, with npm's
+/// sockets open; the child in a session of its own, so only the pipe it
+/// writes says it works) is not handed back by the short quiet after its
+/// finished line: the call sees it to its end.
+#[tokio::test]
+async fn an_answered_program_whose_child_works_is_seen_to_its_end() {
+    let server = Server::start().await;
+    let program = with_socket(
+        "import subprocess\n\
+         input(\"go? \")\n\
+         child = subprocess.Popen([\"sh\", \"-c\", \"sleep 4; echo child-done\"], \
+         stdout=subprocess.PIPE, start_new_session=True)\n\
+         print(\"working\", flush=True)\n\
+         select.select([sys.stdin, c, child.stdout], [], [])\n\
+         print(child.stdout.read().decode().strip(), flush=True)",
+    );
+    let r = server.terminal(json!({"command": program})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let r = server.terminal(json!({"command": "y", "is_input": true, "timeout": 20})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().contains("working") && r.output().contains("child-done"), "{r:#?}");
+}
