@@ -163,7 +163,7 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
                 let seen = (waiting, unsure, shell_reading, look.confirmed());
                 command.record_look(now, seen, accrued);
-                command.record_idle(look.idle());
+                command.record_idle((look.idle(), reads_keys(master)));
             }
             // A waiting call returns as soon as the program waits for input.
             shared.notify();
@@ -226,6 +226,13 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         command.end_kill(limit, mode);
     }
     shared.notify();
+}
+
+/// Whether the terminal `master` is out of line mode (`ICANON` off): its
+/// program reads keys, not lines (a menu, a remote shell, a line editor).
+fn reads_keys(master: &std::os::fd::OwnedFd) -> bool {
+    nix::sys::termios::tcgetattr(master)
+        .is_ok_and(|termios| !termios.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
 }
 
 /// How long an end record may wait for its marker once all the output has

@@ -104,13 +104,15 @@ pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
 /// reads the terminal but may still be at work (`unsure`). A finished line
 /// followed by silence is no question (a build between two steps; apt while
 /// dpkg's triggers run): only text left on the cursor's line may be one
-/// (`line_text`). Or the call sent the program input and the job has since
-/// sat at the terminal using no CPU, with nothing local left to produce
-/// (`answered_and_idle`): it answered, as a menu that redraws on a key and
-/// waits on the terminal with sockets open (a Node CLI's keep-alive
-/// connections) does; its cursor often sits on a blank line.
-pub(super) fn unsure_applies(unsure: bool, line_text: bool, answered_and_idle: bool) -> bool {
-    unsure && (line_text || answered_and_idle)
+/// (`line_text`). Or the job sits at the terminal using no CPU, with
+/// nothing local left to produce, and it has news for this call
+/// (`idle_menu`): the call sent it input, which it answered, or the call
+/// started it and it reads keys (the terminal out of line mode). That is a
+/// menu that draws or redraws and waits on the terminal with sockets open
+/// (a Node CLI's keep-alive connections); its cursor often sits on a blank
+/// line. A poll of a quiet remote build (`ssh host make`) is none of these.
+pub(super) fn unsure_applies(unsure: bool, line_text: bool, idle_menu: bool) -> bool {
+    unsure && (line_text || idle_menu)
 }
 
 /// A full-screen program is given this long after it is first seen in this

@@ -134,7 +134,9 @@ async fn wait_until_turn(
                     timing::unsure_applies(
                         command.reads_terminal_unsure(),
                         !state.screen().current_line().trim().is_empty(),
-                        command.idle_at_terminal() && command.input_this_call(),
+                        command.idle_at_terminal()
+                            && (command.input_this_call()
+                                || (command.reads_keys() && command.in_first_call())),
                     ),
                     call_start,
                     command.quiet_from(),

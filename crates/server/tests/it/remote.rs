@@ -131,7 +131,10 @@ fn socket_menu() -> String {
 #[tokio::test]
 async fn a_menu_holding_a_socket_comes_back_soon_after_each_key() {
     let server = Server::start().await;
-    let r = server.terminal(json!({"command": socket_menu(), "timeout": 2})).await;
+    // Drawn by the call that started it, in key mode: back after the short
+    // quiet too, well before the call's timeout.
+    let r = server.terminal(json!({"command": socket_menu(), "timeout": 60})).await;
+    assert_eq!(r["wait_ended"], "no_new_output", "{r:#?}");
     assert!(r.output().contains("> vanilla"), "{r:#?}");
     for expected in ["> react", "> vue"] {
         // With a long timeout only the short-quiet rule ends the wait
@@ -146,14 +149,15 @@ async fn a_menu_holding_a_socket_comes_back_soon_after_each_key() {
     assert!(r.output().contains("chose vue"), "{r:#?}");
 }
 
-/// Issue 18: a poll of a quiet client holding a socket, after a finished
-/// line and without input, is not handed back by the short-quiet rule: a
-/// remote build between two steps waits for the silence rule or the call's
-/// timeout.
+/// Issue 18: a quiet client holding a socket, after a finished line, in
+/// line mode (`ssh host make` between two steps), is not handed back by the
+/// short-quiet rule, neither by the call that started it nor by a poll
+/// without input: the call's timeout (or the silence rule) decides.
 #[tokio::test]
 async fn a_quiet_client_without_input_waits_out_the_calls_timeout() {
     let server = Server::start().await;
-    let r = server.terminal(json!({"command": remote_like(), "timeout": 1})).await;
+    let r = server.terminal(json!({"command": remote_like(), "timeout": 6})).await;
+    assert_eq!(r["wait_ended"], "timeout", "{r:#?}");
     assert!(r.output().contains("ready"), "{r:#?}");
     let r = server.terminal(json!({"command": "", "timeout": 6})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
@@ -316,7 +320,8 @@ async fn a_node_menu_comes_back_soon_after_each_key() {
     }
     let server = Server::start().await;
     std::fs::write(server.cwd().join("menu.js"), NODE_MENU).expect("write the menu");
-    let r = server.terminal(json!({"command": "node menu.js", "timeout": 3})).await;
+    let r = server.terminal(json!({"command": "node menu.js", "timeout": 60})).await;
+    assert_eq!(r["wait_ended"], "no_new_output", "{r:#?}");
     assert!(r.output().contains("> vanilla"), "{r:#?}");
     for (key, expected) in [("DOWN", "> react"), ("DOWN", "> vue"), ("UP", "> react")] {
         let r = server.terminal(json!({"command": key, "is_input": true, "timeout": 60})).await;
