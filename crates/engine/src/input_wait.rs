@@ -30,6 +30,18 @@
 //! (end of file pending) produces nothing more: such a set is a prompt.
 //! Callers treat `Unsure` as running, never as a prompt.
 //!
+//! A job can also sit at the terminal without being a sure prompt
+//! ([`JobLook::at_terminal`]): a process of it waits on a set that holds
+//! the terminal, nothing of it is running or asleep elsewhere, and what
+//! else may still produce is a socket only (`ssh`'s connection, `docker
+//! exec -it`'s stream, a Node CLI's keep-alive sockets), never a local pipe
+//! or PTY a live process writes (apt's dpkg, a child's output). Together
+//! with the job's CPU time ([`JobCpu`], from `/proc/PID/stat`: two looks
+//! with the same processes and no CPU used between them) that tells a
+//! remote or interactive session at rest from a hang: the caller discounts
+//! such time as it does time at a prompt. A process blocked on a socket or
+//! a pipe alone does not read the terminal, and a busy loop uses CPU.
+//!
 //! The kernel has no event for this, so callers sample it. Everything comes
 //! from `/proc`: the blocked call and its arguments from
 //! `/proc/PID/task/TID/syscall`, thread states from its `stat`, descriptor
@@ -43,12 +55,15 @@
 //!
 //! Bounded by construction: at most [`MAX_TASKS`] threads per process,
 //! [`MAX_FDS`] descriptors and a [`MAX_SET_BYTES`] descriptor set are read
-//! per look, and [`MAX_MEMBERS`] processes of the job. Writers are looked
-//! for only among the processes of the shell's session and their
-//! descendants, at most [`MAX_SESSION_PROCESSES`] of them, and only when a
-//! set holds a pipe, a socket or a PTY master: a plain prompt (`read`, a
-//! line editor's `select` on the terminal alone) costs no more than the
-//! job's own `/proc` files.
+//! per look, and [`MAX_MEMBERS`] processes of the job (one `stat` file
+//! each for the CPU time). Writers are looked for only among the processes
+//! of the shell's session and their descendants, at most
+//! [`MAX_SESSION_PROCESSES`] of them, and only when a set holds a pipe, a
+//! socket or a PTY master: a plain prompt (`read`, a line editor's `select`
+//! on the terminal alone) costs no more than the job's own `/proc` files.
+//! A look happens only after the output went quiet, at most once every
+//! second or so while nothing changes (the supervisor's schedule), so an
+//! `ssh` session left for an hour costs one such look a second.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
@@ -81,23 +96,99 @@ pub enum Reading {
     Unsure,
 }
 
+/// What one look at the foreground job found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLook {
+    /// Whether it reads the terminal, and whether that is a prompt.
+    pub reading: Reading,
+    /// It reads the terminal, nothing of it runs or sleeps elsewhere, and
+    /// only sockets may still produce for it (or nothing: a prompt).
+    pub at_terminal: bool,
+    /// Its processes and the CPU time they used, at this look.
+    pub cpu: JobCpu,
+}
+
+/// The processes of a job (pid and start time) and the CPU time they and
+/// their reaped children used, in clock ticks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobCpu {
+    members: Vec<(i32, u64)>,
+    ticks: u64,
+}
+
+impl JobCpu {
+    /// The CPU time of processes `members`, from their `/proc/PID/stat`.
+    fn of(members: &[i32]) -> JobCpu {
+        let mut cpu = JobCpu::default();
+        for &pid in members {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let Some((start, ticks)) = cpu_fields(&stat) else { continue };
+            cpu.members.push((pid, start));
+            cpu.ticks = cpu.ticks.saturating_add(ticks);
+        }
+        cpu
+    }
+
+    /// Whether the job used no CPU from `earlier` to this look, `elapsed`
+    /// apart: the same processes, and at most one clock tick (the
+    /// kernel's rounding) plus 1% of the time (a keep-alive timer) used
+    /// between them. A busy loop uses all of it.
+    pub fn still_since(&self, earlier: &JobCpu, elapsed: std::time::Duration) -> bool {
+        let per_second = clock_ticks_per_second();
+        let allowance = 1 + elapsed.as_millis() as u64 * per_second / 100_000;
+        !self.members.is_empty()
+            && self.members == earlier.members
+            && self.ticks.saturating_sub(earlier.ticks) <= allowance
+    }
+}
+
+/// The start time and the CPU time (user and system, its own and its
+/// reaped children's) of a `/proc/PID/stat` line, in clock ticks.
+fn cpu_fields(stat: &str) -> Option<(u64, u64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the command: state is field 3, utime..cstime 14..17, starttime 22.
+    let number = |field: usize| fields.get(field - 3)?.parse::<u64>().ok();
+    let ticks = (14..=17).map(number).sum::<Option<u64>>()?;
+    Some((number(22)?, ticks))
+}
+
+/// Clock ticks per second, the unit of `/proc/PID/stat`'s times.
+fn clock_ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|ticks| u64::try_from(ticks).ok())
+        .filter(|&ticks| ticks > 0)
+        .unwrap_or(100)
+}
+
 /// Whether process group `pgid`, the terminal's foreground job, waits for
 /// input on the terminal `tty` (the PTY slave's path) or `/dev/tty`; writers
 /// are looked for among the processes of session `session` (the shell's)
 /// and their descendants.
 pub fn job_reading(pgid: i32, tty: &Path, session: i32) -> Reading {
+    job_look(pgid, tty, session).reading
+}
+
+/// [`job_reading`], with whether the job sits at the terminal and its CPU
+/// time.
+pub fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
+    let mut look = JobLook { reading: Reading::No, at_terminal: false, cpu: JobCpu::default() };
     if pgid <= 1 {
-        return Reading::No;
+        return look;
     }
     let mut members = process::live_group_members(pgid);
     members.truncate(MAX_MEMBERS);
+    look.cpu = JobCpu::of(&members);
     let looks: Vec<(i32, ProcessLook)> =
         members.iter().map(|&pid| (pid, ProcessLook::of(pid, tty))).collect();
     if !looks.iter().any(|(_, look)| look.reads_terminal) {
-        return Reading::No;
+        return look;
     }
+    look.reading = Reading::Unsure;
     if looks.iter().any(|(_, look)| look.busy) {
-        return Reading::Unsure;
+        return look;
     }
     let readers: BTreeSet<i32> =
         looks.iter().filter(|(_, look)| look.reads_terminal).map(|&(pid, _)| pid).collect();
@@ -109,15 +200,23 @@ pub fn job_reading(pgid: i32, tty: &Path, session: i32) -> Reading {
             }
         }
     }
+    look.at_terminal = true;
     if sources.is_empty() {
-        return Reading::Prompt;
+        look.reading = Reading::Prompt;
+        return look;
     }
     let holders = Holders::of(&process::session_tree(session, MAX_SESSION_PROCESSES), &readers);
-    if sources.iter().any(|source| source.may_produce(&holders)) {
-        Reading::Unsure
-    } else {
-        Reading::Prompt
+    // Local producers first (no queries): a live one is work in progress.
+    let (sockets, local): (Vec<&Source>, Vec<&Source>) =
+        sources.iter().partition(|source| matches!(source, Source::Socket(_)));
+    if local.iter().any(|source| source.may_produce(&holders)) {
+        look.at_terminal = false;
+        return look;
     }
+    if !sockets.iter().any(|source| source.may_produce(&holders)) {
+        look.reading = Reading::Prompt;
+    }
+    look
 }
 
 /// Whether a thread of process `pid` is blocked reading the terminal,
@@ -665,6 +764,31 @@ mod tests {
         drop(write);
         let holders = Holders::of(&[me], &BTreeSet::new());
         assert!(!Source::Pipe(inode(&read)).may_produce(&holders), "no writer left");
+    }
+
+    #[test]
+    fn cpu_time_is_read_from_stat_and_a_busy_loop_is_not_still() {
+        // A command with spaces and a parenthesis, as `comm` may hold.
+        let stat = "42 (a b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 555 0 0";
+        assert_eq!(cpu_fields(stat), Some((555, 13)));
+        assert_eq!(cpu_fields("42 (x) S 1"), None);
+        let me = std::process::id() as i32;
+        let before = JobCpu::of(&[me]);
+        assert_eq!(before.members.len(), 1);
+        let second = std::time::Duration::from_secs(1);
+        assert!(before.still_since(&before, second));
+        // Spin for a while: the ticks grow past the allowance.
+        let start = std::time::Instant::now();
+        let mut spun = JobCpu::of(&[me]);
+        while spun.ticks < before.ticks + clock_ticks_per_second() / 5 {
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+            spun = JobCpu::of(&[me]);
+        }
+        assert!(!spun.still_since(&before, start.elapsed()));
+        // Other processes, or none, are never still.
+        let other = JobCpu { members: vec![(me, 1)], ticks: before.ticks };
+        assert!(!other.still_since(&before, second));
+        assert!(!JobCpu::default().still_since(&JobCpu::default(), second));
     }
 
     #[test]

@@ -13,11 +13,13 @@
 //! stop never blocks calls to other sessions.
 //!
 //! Background jobs: each is a session of its own, started in the place
-//! ([`Place`]) of the session it was started from. When its command ends,
-//! the end is recorded (exit code, the true run time), announced once
-//! unless a reply reported it first, and the session, with its output, is
-//! kept for `job_keep` after its end (or its last use, if later), then
-//! closed. An ended job does not count against the session limit.
+//! ([`Place`]) of the session it was started from. When it begins waiting
+//! for input, that is reported once ([`Registry::take_waiting_jobs`], asked
+//! at every reply), unless a reply about its own session said so first.
+//! When its command ends, the end is recorded (exit code, the true run
+//! time), announced once unless a reply reported it first, and the session,
+//! with its output, is kept for `job_keep` after its end (or its last use,
+//! if later), then closed. An ended job does not count against the session limit.
 //!
 //! Bounds: at most `max_sessions` live sessions (a clear error beyond) and
 //! as many ended jobs (the oldest is closed first beyond); names of at most
@@ -137,6 +139,17 @@ pub struct JobEnded {
     pub kept_for: Duration,
 }
 
+/// A background job that began waiting for input, reported once per wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobWaiting {
+    /// Its session's name.
+    pub session: String,
+    /// The command it runs.
+    pub command: String,
+    /// The text on its cursor's line: its prompt, maybe empty.
+    pub prompt: String,
+}
+
 /// How a background job ended, as a listing shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobEnd {
@@ -167,6 +180,8 @@ pub struct SessionInfo {
     pub processes: usize,
     /// Whether its command is blocked reading the terminal.
     pub waiting_for_input: bool,
+    /// Its command's prompt, once its wait for input is confirmed.
+    pub prompt: Option<String>,
     /// Bytes of command output its store keeps.
     pub output_bytes: u64,
 }
@@ -191,6 +206,9 @@ struct Job {
     started: Instant,
     /// How it ended, once it has.
     end: Option<Ended>,
+    /// Its current wait for input was reported (by a notice, or by a reply
+    /// about its own session); cleared when it no longer waits.
+    wait_reported: bool,
 }
 
 /// How a job ended, and when (monotonic).
@@ -442,6 +460,48 @@ impl Registry {
         self.lock().ended.drain(..).collect()
     }
 
+    /// Background jobs that began waiting for input since the last call,
+    /// each wait reported once: a job that waits at its prompt is named
+    /// here once, and again only after it stopped waiting (it was
+    /// answered) and waits anew. `reported` names the job whose own reply
+    /// (this call's) says it waits: that wait is reported there, not
+    /// here. Looks at each running job once (at most the session limit),
+    /// outside the registry's lock, as [`Registry::list`] does.
+    pub fn take_waiting_jobs(&self, reported: Option<&str>) -> Vec<JobWaiting> {
+        let jobs: Vec<(String, Arc<Session>)> = {
+            let inner = self.lock();
+            let running = |e: &&Entry| e.job.as_ref().is_some_and(|job| job.end.is_none());
+            inner
+                .sessions
+                .iter()
+                .filter(|(_, e)| running(e))
+                .map(|(name, e)| (name.clone(), Arc::clone(&e.session)))
+                .collect()
+        };
+        let prompts: Vec<(String, Arc<Session>, Option<String>)> =
+            jobs.into_iter().map(|(name, s)| (name, Arc::clone(&s), s.input_prompt())).collect();
+        let mut inner = self.lock();
+        let mut waiting = Vec::new();
+        for (name, session, prompt) in prompts {
+            let Some(entry) = inner.sessions.get_mut(&name) else { continue };
+            if !Arc::ptr_eq(&entry.session, &session) {
+                continue;
+            }
+            let Some(job) = entry.job.as_mut() else { continue };
+            match (reported, prompt) {
+                (Some(own), _) if own == name => job.wait_reported = true,
+                (_, None) => job.wait_reported = false,
+                (_, Some(prompt)) if !job.wait_reported => {
+                    job.wait_reported = true;
+                    let command = job.command.clone();
+                    waiting.push(JobWaiting { session: name, command, prompt });
+                }
+                _ => {}
+            }
+        }
+        waiting
+    }
+
     /// Every open session, `default` first, then by name, with current
     /// figures: the lines a running command finished are committed first,
     /// so its output kept counts them (as a read with `output` would).
@@ -474,6 +534,7 @@ impl Registry {
                     activity: session.activity(),
                     processes: session.process_count(),
                     waiting_for_input: session.waiting_for_input(),
+                    prompt: session.input_prompt(),
                     output_bytes: session.output().bytes(),
                     name,
                     background,
@@ -660,7 +721,12 @@ impl Registry {
             name.to_owned(),
             Entry {
                 session: Arc::clone(&session),
-                job: background.map(|command| Job { command, started: Instant::now(), end: None }),
+                job: background.map(|command| Job {
+                    command,
+                    started: Instant::now(),
+                    end: None,
+                    wait_reported: false,
+                }),
                 last_used: SystemTime::now(),
                 last_used_at: Instant::now(),
                 in_use: 1,

@@ -14,7 +14,9 @@ use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::registry::{JobEnded, RegistryError, RegistryLimits, SessionInfo};
+use shellkeep_engine::registry::{
+    JobEnded, JobWaiting, RegistryError, RegistryLimits, SessionInfo,
+};
 use shellkeep_engine::session::{Activity, LastWords, MAX_START_ENV, PlaceError, Reply};
 use shellkeep_engine::store::Stream;
 
@@ -592,6 +594,50 @@ pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
     (text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default())
 }
 
+/// A background job that began waiting for input, in structured content.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobWaitingOutput {
+    /// The job's session.
+    pub session: String,
+    /// Its command (cut to 200 characters).
+    pub command: String,
+    /// Its prompt, the text on its cursor's line (cut to 200 characters;
+    /// empty when it shows none).
+    pub prompt: String,
+}
+
+/// The text and structured content announcing background jobs that began
+/// waiting for input, each once per wait.
+pub fn jobs_waiting(waiting: &[JobWaiting]) -> (String, serde_json::Value) {
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    for job in waiting {
+        let command = capped_echo(&job.command);
+        text.push_str(&format!(
+            "[Background job in session {:?} ({command:?}) waits for input{}. Answer it with \
+             {{\"command\": \"<answer>\", \"is_input\": true, \"session\": {:?}}}.]\n",
+            job.session,
+            prompt_words(&job.prompt),
+            job.session,
+        ));
+        rows.push(JobWaitingOutput {
+            session: job.session.clone(),
+            command,
+            prompt: capped_echo(&job.prompt),
+        });
+    }
+    (text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default())
+}
+
+/// How a wait for input's prompt reads after "waits for input".
+fn prompt_words(prompt: &str) -> String {
+    if prompt.trim().is_empty() {
+        " with no prompt (C-d ends input)".to_owned()
+    } else {
+        format!("; its prompt is {}", echo(prompt))
+    }
+}
+
 /// Structured result of the `sessions` tool.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SessionsOutput {
@@ -624,6 +670,10 @@ pub struct SessionRow {
     /// The finished command's exit code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// A command waiting for input: its prompt (cut to 200 characters;
+    /// empty when it shows none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// An ended background job: how long it ran, in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ran_sec: Option<f64>,
@@ -688,9 +738,11 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
                 )
             }
             ("running", Some(c), Some(t), _) => format!("running {c:?} for {}", seconds(t)),
-            ("waiting_for_input", Some(c), Some(t), _) => {
-                format!("{c:?} is waiting for input (running for {})", seconds(t))
-            }
+            ("waiting_for_input", Some(c), Some(t), _) => format!(
+                "{c:?} is waiting for input (running for {}){}",
+                seconds(t),
+                row.prompt.as_deref().map(prompt_words).unwrap_or_default()
+            ),
             ("finished", Some(c), _, Some(code)) => {
                 format!("{c:?} ended with exit code {code} (not yet reported)")
             }
@@ -714,6 +766,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             command,
             running_sec: running.filter(|_| state != "ended").map(round_secs),
             exit_code,
+            prompt: row.prompt.as_deref().filter(|_| state == "waiting_for_input").map(capped_echo),
             ran_sec: row.job_end.map(|end| round_secs(end.ran_for)),
             closes_in_sec: row.job_end.map(|end| round_secs(end.closes_in)),
             background: row.background.is_some(),
@@ -1427,6 +1480,7 @@ mod tests {
             last_used: std::time::SystemTime::now(),
             processes: 1,
             waiting_for_input: false,
+            prompt: None,
             output_bytes: 12,
         };
         let end = JobEnd {
@@ -1457,6 +1511,25 @@ mod tests {
         let job = &structured.sessions[1];
         assert_eq!((job.state, job.exit_code, job.ran_sec), ("ended", Some(2), Some(2.0)));
         assert_eq!((job.closes_in_sec, job.running_sec), (Some(599.0), None));
+    }
+
+    #[test]
+    fn a_waiting_job_is_announced_with_its_prompt_and_how_to_answer() {
+        let job = |prompt: &str| JobWaiting {
+            session: "job-1".to_owned(),
+            command: "./migrate".to_owned(),
+            prompt: prompt.to_owned(),
+        };
+        let (text, structured) = jobs_waiting(&[job("Apply 3 migrations? [y/N] ")]);
+        assert_eq!(
+            text,
+            "[Background job in session \"job-1\" (\"./migrate\") waits for input; its prompt is \
+             \"Apply 3 migrations? [y/N] \". Answer it with {\"command\": \"<answer>\", \
+             \"is_input\": true, \"session\": \"job-1\"}.]"
+        );
+        assert_eq!(structured[0]["prompt"], "Apply 3 migrations? [y/N] ");
+        let (text, _) = jobs_waiting(&[job("")]);
+        assert!(text.contains("waits for input with no prompt (C-d ends input)."), "{text}");
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! `double` or `uint64`; some clients (those that map schemas onto a
 //! single-`type` dialect, such as Gemini's function declarations) reject or
 //! misread those. Schemas come from the argument and reply types; this
-//! module rewrites them, and adds `jobs_ended` and `notes` (any reply may
-//! carry them) and descriptions that state configured limits. It defines no type and words
-//! no reply.
+//! module rewrites them, and adds `jobs_ended`, `jobs_waiting` and `notes`
+//! (any reply may carry them) and descriptions that state configured
+//! limits. It defines no type and words no reply.
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::JsonObject;
@@ -66,6 +66,23 @@ pub fn declare_notes(schema: &mut JsonObject) {
     });
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
         properties.entry("notes").or_insert(notes);
+    }
+}
+
+/// Declares `jobs_waiting`, which any reply may carry (background jobs
+/// that began waiting for input, each wait reported once), in an output
+/// schema. The items' schema is [`render::JobWaitingOutput`]'s.
+pub fn declare_jobs_waiting(schema: &mut JsonObject) {
+    let mut item = (*schema_for_output::<render::JobWaitingOutput>()).clone();
+    item.remove("$schema");
+    item.remove("title");
+    let jobs = serde_json::json!({
+        "type": "array",
+        "description": "Background jobs that began waiting for input, each wait reported once.",
+        "items": Value::Object(item),
+    });
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("jobs_waiting".to_owned(), jobs);
     }
 }
 
@@ -223,6 +240,24 @@ mod tests {
         };
         super::declare_notes(&mut own);
         assert_eq!(own["properties"]["notes"]["description"], "own", "{own:#?}");
+    }
+
+    #[test]
+    fn jobs_waiting_is_declared_from_its_type() {
+        let serde_json::Value::Object(mut schema) = json!({"type": "object", "properties": {}})
+        else {
+            unreachable!()
+        };
+        super::declare_jobs_waiting(&mut schema);
+        let jobs = &schema["properties"]["jobs_waiting"];
+        assert_eq!(jobs["type"], "array", "{jobs:#}");
+        let item = &jobs["items"];
+        let mut required: Vec<&str> =
+            item["required"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        required.sort_unstable();
+        assert_eq!(required, ["command", "prompt", "session"], "{jobs:#}");
+        assert_eq!(item["properties"]["prompt"]["type"], "string", "{jobs:#}");
+        assert!(item.get("$schema").is_none() && item.get("title").is_none(), "{jobs:#}");
     }
 
     #[test]

@@ -188,6 +188,12 @@ pub(super) struct InputWait {
     /// terminal at the last look: a builtin (`read`), or a shell at its
     /// prompt that sent no end record (a damaged integration).
     shell_reading: bool,
+    /// The job sat at the terminal using no CPU between the last two looks
+    /// (`input_wait::JobLook`): a remote or interactive session at rest.
+    idle: bool,
+    /// The terminal was out of line mode at the last look (no `ICANON`):
+    /// the program reads keys, as menus and remote shells do.
+    keys: bool,
 }
 
 /// Where the command is in its life.
@@ -415,6 +421,37 @@ impl Command {
         self.input.unsure = unsure;
         self.input.shell_reading = shell_reading;
         self.input.confirmed_at = confirmed.then_some(now);
+    }
+
+    /// Whether the job sat at the terminal using no CPU between the
+    /// supervisor's last two looks (`idle`), and whether the terminal was
+    /// out of line mode at the last (`keys`).
+    pub(super) fn record_idle(&mut self, (idle, keys): (bool, bool)) {
+        self.input.idle = idle;
+        self.input.keys = keys;
+    }
+
+    /// The job sat at the terminal using no CPU between the last two looks.
+    pub(super) fn idle_at_terminal(&self) -> bool {
+        self.input.idle
+    }
+
+    /// The terminal was out of line mode at the last look: the program
+    /// reads keys.
+    pub(super) fn reads_keys(&self) -> bool {
+        self.input.keys
+    }
+
+    /// The call now looking at the command sent it input (input came after
+    /// the call's look began).
+    pub(super) fn input_this_call(&self) -> bool {
+        self.input.last_input_at.is_some_and(|at| at >= self.budget.unwatched_since)
+    }
+
+    /// No call has looked at the command since the one that started it:
+    /// that call is still the one waiting on it.
+    pub(super) fn in_first_call(&self) -> bool {
+        self.budget.unwatched_since == self.life.started_at
     }
 
     /// Blocked reading the terminal at the supervisor's last look.

@@ -459,6 +459,18 @@ impl Session {
         current.is_some_and(|shared| shared.lock().command().is_some_and(|c| c.reads_terminal()))
     }
 
+    /// The prompt of the running command while it waits for input (as the
+    /// supervisor confirmed it: blocked reading the terminal, output quiet):
+    /// the text on the cursor's line, maybe empty. `None` while it runs or
+    /// when there is none.
+    pub fn input_prompt(&self) -> Option<String> {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        let state = current.lock();
+        let command = state.command().filter(|c| c.has_started() && !c.is_finished())?;
+        let waits = command.waits_for_input() && state.levels().reinstall().is_none();
+        waits.then(|| state.screen().current_line())
+    }
+
     /// What the session was doing and the last lines it printed that no
     /// reply has shown yet, for a session about to be closed. Does not wait
     /// for a call in progress (its output is then not collected).

@@ -1,10 +1,12 @@
 //! The supervisor: one task per shell that watches the running command. It
 //! samples whether the foreground job is blocked reading the terminal (no
 //! kernel event exists for that), soon after the output goes quiet, and
-//! accounts that time; it stops the command once it has run unwatched past
-//! its limit, with no call waiting on it (a `Watch`), polling it or sending
-//! it input. It stops the whole command line, never the shell or its `&`
-//! jobs, and never while a call waits.
+//! accounts that time, with the time the job sits at the terminal using no
+//! CPU between two looks (a remote shell at rest: `input_wait::JobLook`);
+//! it stops the command once it has run unwatched past its limit, with no
+//! call waiting on it (a `Watch`), polling it or sending it input. It stops
+//! the whole command line, never the shell or its `&` jobs, and never while
+//! a call waits.
 //!
 //! When to look and when to stop are the pure rules of `timing.rs`; this
 //! task reads the clock, samples `/proc` and signals. It depends on the
@@ -72,6 +74,9 @@ pub(super) async fn supervise(supervisor: Supervisor) {
     let mut look = Look::new(0);
     // A record seen without its marker: the command and when.
     let mut record_seen: Option<(u64, Instant)> = None;
+    // The last look at the job: its command, when, whether it sat at the
+    // terminal, and its CPU time.
+    let mut last_job: Option<(u64, Instant, bool, input_wait::JobCpu)> = None;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
@@ -136,23 +141,36 @@ pub(super) async fn supervise(supervisor: Supervisor) {
                 tracing::info!(shell, "the shell was stopped; continuing it");
                 process::signal_group(shell, nix::sys::signal::Signal::SIGCONT);
             }
-            let reading = front.map_or(Reading::No, |group| {
-                input_wait::job_reading(group, tty, supervisor.shell_pid)
-            });
+            let job = front.map(|group| input_wait::job_look(group, tty, supervisor.shell_pid));
+            let reading = job.as_ref().map_or(Reading::No, |job| job.reading);
             let waiting = reading == Reading::Prompt && drained;
             let unsure = reading == Reading::Unsure;
             let shell_reading = waiting && front.is_some() && front == top;
-            let accrued = look.observe(now, waiting, watched.quiet_from);
+            // At the terminal at this look and the last, using no CPU in
+            // between: a remote or interactive session at rest.
+            let at_terminal = job.as_ref().is_some_and(|job| job.at_terminal);
+            let idle = match (&job, &last_job) {
+                (Some(job), Some((seq, at, was_at_terminal, cpu))) => {
+                    at_terminal
+                        && *was_at_terminal
+                        && *seq == watched.seq
+                        && job.cpu.still_since(cpu, now.saturating_duration_since(*at))
+                }
+                _ => false,
+            };
+            last_job = job.map(|job| (watched.seq, now, at_terminal, job.cpu));
+            let accrued = look.observe(now, (waiting, idle), watched.quiet_from);
             if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
                 let seen = (waiting, unsure, shell_reading, look.confirmed());
                 command.record_look(now, seen, accrued);
+                command.record_idle((look.idle(), reads_keys(master)));
             }
             // A waiting call returns as soon as the program waits for input.
             shared.notify();
             continue;
         }
         if let Some(limit) = watched.limit
-            && timing::stops_now(watched.stop_at, now, look.waiting())
+            && timing::stops_now(watched.stop_at, now, look.waiting() || look.idle())
         {
             kill_foreground(&supervisor, watched.seq, limit).await;
             continue;
@@ -208,6 +226,13 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         command.end_kill(limit, mode);
     }
     shared.notify();
+}
+
+/// Whether the terminal `master` is out of line mode (`ICANON` off): its
+/// program reads keys, not lines (a menu, a remote shell, a line editor).
+fn reads_keys(master: &std::os::fd::OwnedFd) -> bool {
+    nix::sys::termios::tcgetattr(master)
+        .is_ok_and(|termios| !termios.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
 }
 
 /// How long an end record may wait for its marker once all the output has

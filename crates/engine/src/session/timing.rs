@@ -4,8 +4,10 @@
 //! [`unsure_turn`], and for a full-screen program that keeps redrawing,
 //! [`screen_turn`]), when the
 //! supervisor looks whether the program waits for input and how much of
-//! the time between looks is discounted as input wait ([`Look`]), and when
-//! a command that runs unwatched is stopped ([`stop_at`]).
+//! the time between looks is discounted as input wait ([`Look`]: at a
+//! prompt, or sitting at the terminal using no CPU, as `ssh` at a remote
+//! prompt does), and when a command that runs unwatched is stopped
+//! ([`stop_at`]).
 //!
 //! Nothing here reads a clock, sleeps, locks or touches a process: callers
 //! pass `now`, so every rule is unit-tested with made-up instants. The
@@ -98,6 +100,21 @@ pub(super) fn wait_turn(
 /// silence rule.
 pub(super) const UNSURE_QUIET: Duration = Duration::from_secs(3);
 
+/// Whether the short-quiet rule ([`unsure_turn`]) applies to a job that
+/// reads the terminal but may still be at work (`unsure`). A finished line
+/// followed by silence is no question (a build between two steps; apt while
+/// dpkg's triggers run): only text left on the cursor's line may be one
+/// (`line_text`). Or the job sits at the terminal using no CPU, with
+/// nothing local left to produce, and it has news for this call
+/// (`idle_menu`): the call sent it input, which it answered, or the call
+/// started it and it reads keys (the terminal out of line mode). That is a
+/// menu that draws or redraws and waits on the terminal with sockets open
+/// (a Node CLI's keep-alive connections); its cursor often sits on a blank
+/// line. A poll of a quiet remote build (`ssh host make`) is none of these.
+pub(super) fn unsure_applies(unsure: bool, line_text: bool, idle_menu: bool) -> bool {
+    unsure && (line_text || idle_menu)
+}
+
 /// A full-screen program is given this long after it is first seen in this
 /// call to draw its screen.
 pub(super) const SCREEN_SETTLE: Duration = Duration::from_secs(1);
@@ -113,8 +130,8 @@ pub(super) const SCREEN_QUIET: Duration = Duration::from_millis(1_500);
 pub(super) const SCREEN_LONGEST: Duration = Duration::from_secs(3);
 
 /// Whether a call that began at `call_start`, on a command whose job
-/// reads the terminal but may still be at work with text left on the
-/// cursor's line (`unsure`, at the last look) and whose output (and our
+/// reads the terminal but may still be at work and to which the rule
+/// applies (`unsure`: [`unsure_applies`]) and whose output (and our
 /// input) has been quiet since
 /// `quiet_from`, returns at `now` as running, or else until when that rule
 /// lets it sleep (`None`: the rule does not apply). Quiet counts from the
@@ -210,13 +227,29 @@ pub(super) struct Look {
     at: Option<Instant>,
     waiting: bool,
     confirmed: bool,
+    /// The job sat at the terminal, using no CPU, from the look before to
+    /// the last one, with no output in between.
+    idle: bool,
     interval: Duration,
 }
 
 impl Look {
     /// No look yet at command `seq`.
     pub(super) fn new(seq: u64) -> Look {
-        Look { seq, at: None, waiting: false, confirmed: false, interval: INPUT_SAMPLE }
+        Look {
+            seq,
+            at: None,
+            waiting: false,
+            confirmed: false,
+            idle: false,
+            interval: INPUT_SAMPLE,
+        }
+    }
+
+    /// The job sat at the terminal without using CPU between the last two
+    /// looks (`ssh` at a remote prompt): not a hang, whatever its reply.
+    pub(super) fn idle(&self) -> bool {
+        self.idle
     }
 
     /// The command this look is about.
@@ -246,16 +279,24 @@ impl Look {
     }
 
     /// Records a look at `now` that found the program `waiting` (or not),
-    /// for output quiet since `quiet_from`. Returns the input wait it
-    /// discounts: the time since the last look when both found the program
-    /// waiting, else nothing.
-    pub(super) fn observe(&mut self, now: Instant, waiting: bool, quiet_from: Instant) -> Duration {
-        let accrued = match self.at {
-            Some(at) if self.waiting && waiting => now.saturating_duration_since(at),
-            _ => Duration::ZERO,
-        };
+    /// and whether the job sat at the terminal using no CPU since the last
+    /// look (`idle`), for output quiet since `quiet_from`. Returns the input
+    /// wait it discounts: the time since the last look when both found the
+    /// program waiting, or when the job sat idle at the terminal all along
+    /// (no output or input since the last look), else nothing.
+    pub(super) fn observe(
+        &mut self,
+        now: Instant,
+        (waiting, idle): (bool, bool),
+        quiet_from: Instant,
+    ) -> Duration {
         // Output (or input) since the last look makes this look a first one.
         let fresh = self.at.is_none_or(|at| at < quiet_from + INPUT_QUIET);
+        self.idle = idle && !fresh;
+        let accrued = match self.at {
+            Some(at) if (self.waiting && waiting) || self.idle => now.saturating_duration_since(at),
+            _ => Duration::ZERO,
+        };
         self.confirmed = waiting && self.waiting && !fresh;
         self.interval =
             if waiting || fresh { INPUT_SAMPLE } else { (self.interval * 2).min(INPUT_SAMPLE_MAX) };
@@ -409,23 +450,23 @@ mod tests {
         let mut at = t0 + INPUT_QUIET;
         let mut intervals = Vec::new();
         for _ in 0..5 {
-            look.observe(at, false, t0);
+            look.observe(at, (false, false), t0);
             let next = look.due(t0);
             intervals.push(next - at);
             at = next;
         }
         assert_eq!(intervals, vec![ms(250), ms(500), ms(1_000), ms(1_000), ms(1_000)]);
         // Waiting once: a quick second look confirms it.
-        look.observe(at, true, t0);
+        look.observe(at, (true, false), t0);
         assert!(look.waiting() && !look.confirmed());
         assert_eq!(look.due(t0), at + INPUT_CONFIRM);
-        look.observe(at + INPUT_CONFIRM, true, t0);
+        look.observe(at + INPUT_CONFIRM, (true, false), t0);
         assert!(look.confirmed());
         assert_eq!(look.due(t0), at + INPUT_CONFIRM + INPUT_SAMPLE);
         // New output starts over: soon after it goes quiet again.
         let later = at + ms(5_000);
         assert_eq!(look.due(later), later + INPUT_QUIET);
-        look.observe(later + INPUT_QUIET, true, later);
+        look.observe(later + INPUT_QUIET, (true, false), later);
         assert!(!look.confirmed(), "output since the last look: not a confirmation");
     }
 
@@ -433,12 +474,50 @@ mod tests {
     fn only_time_between_two_waiting_looks_is_discounted() {
         let t0 = Instant::now();
         let mut look = Look::new(1);
-        assert_eq!(look.observe(t0 + ms(150), true, t0), Duration::ZERO, "first look");
-        assert_eq!(look.observe(t0 + ms(250), true, t0), ms(100));
-        assert_eq!(look.observe(t0 + ms(500), true, t0), ms(250));
-        assert_eq!(look.observe(t0 + ms(750), false, t0), Duration::ZERO, "stopped waiting");
-        assert_eq!(look.observe(t0 + ms(1_000), true, t0), Duration::ZERO, "waiting again");
-        assert_eq!(look.observe(t0 + ms(1_100), true, t0), ms(100));
+        assert_eq!(look.observe(t0 + ms(150), (true, false), t0), Duration::ZERO, "first look");
+        assert_eq!(look.observe(t0 + ms(250), (true, false), t0), ms(100));
+        assert_eq!(look.observe(t0 + ms(500), (true, false), t0), ms(250));
+        assert_eq!(
+            look.observe(t0 + ms(750), (false, false), t0),
+            Duration::ZERO,
+            "stopped waiting"
+        );
+        assert_eq!(
+            look.observe(t0 + ms(1_000), (true, false), t0),
+            Duration::ZERO,
+            "waiting again"
+        );
+        assert_eq!(look.observe(t0 + ms(1_100), (true, false), t0), ms(100));
+    }
+
+    #[test]
+    fn time_idle_at_the_terminal_is_discounted_but_not_across_output() {
+        let t0 = Instant::now();
+        let mut look = Look::new(1);
+        assert_eq!(look.observe(t0 + ms(150), (false, true), t0), Duration::ZERO, "first look");
+        assert!(!look.idle());
+        assert_eq!(look.observe(t0 + ms(400), (false, true), t0), ms(250));
+        assert!(look.idle() && !look.waiting());
+        assert_eq!(look.observe(t0 + ms(1_400), (false, true), t0), ms(1_000));
+        // CPU used, or a process at work: nothing, and no longer idle.
+        assert_eq!(look.observe(t0 + ms(2_400), (false, false), t0), Duration::ZERO);
+        assert!(!look.idle());
+        // Output since the last look: the interval is not idle.
+        let output = t0 + ms(3_000);
+        assert_eq!(look.observe(output + ms(150), (false, true), output), Duration::ZERO);
+        assert!(!look.idle());
+        assert_eq!(look.observe(output + ms(400), (false, true), output), ms(250));
+        // An idle job is not stopped at its stop time.
+        let at = stop_at(Some(ms(1_000)), 0, t0, Duration::ZERO);
+        assert!(!stops_now(at, t0 + ms(5_000), look.waiting() || look.idle()));
+    }
+
+    #[test]
+    fn the_short_quiet_rule_needs_a_question_or_an_answered_idle_job() {
+        assert!(!unsure_applies(false, true, true), "a sure prompt or no reader");
+        assert!(unsure_applies(true, true, false), "text left on the cursor's line");
+        assert!(unsure_applies(true, false, true), "a menu that answered a key");
+        assert!(!unsure_applies(true, false, false), "a build after a finished line");
     }
 
     #[test]

@@ -131,10 +131,13 @@ async fn wait_until_turn(
             });
             let early = [
                 timing::unsure_turn(
-                    // A finished line followed by silence is no question:
-                    // only text left on the cursor's line may be one.
-                    command.reads_terminal_unsure()
-                        && !state.screen().current_line().trim().is_empty(),
+                    timing::unsure_applies(
+                        command.reads_terminal_unsure(),
+                        !state.screen().current_line().trim().is_empty(),
+                        command.idle_at_terminal()
+                            && (command.input_this_call()
+                                || (command.reads_keys() && command.in_first_call())),
+                    ),
                     call_start,
                     command.quiet_from(),
                     now,

@@ -1,6 +1,7 @@
 //! The MCP tools: the `Shellkeep` handler, what the tools share, and the
 //! helpers every tool's reply goes through (tool errors, structured
-//! results, notices of ended background jobs and of the orphan guard).
+//! results, notices of background jobs that ended or wait for input, and
+//! of the orphan guard).
 //! Each tool is a file of its own: its description (stating the limits
 //! this server was started with), and the call into the engine.
 //!
@@ -104,6 +105,7 @@ impl Shellkeep {
             if let Some(output) = &tool.output_schema {
                 let mut output = (**output).clone();
                 schema::declare_jobs_ended(&mut output);
+                schema::declare_jobs_waiting(&mut output);
                 schema::declare_notes(&mut output);
                 render::declare_servers_died(&mut output);
                 tool.output_schema = Some(Arc::new(schema::portable(&output)));
@@ -137,10 +139,44 @@ impl Shellkeep {
         }
     }
 
-    /// Adds the notices of background jobs that ended since the last reply
-    /// to `result`: a line of text each and `jobs_ended` in the structured
-    /// content; the audit log gets each job's end line.
-    fn with_job_notices(&self, mut result: CallToolResult) -> CallToolResult {
+    /// Adds the notices of background jobs that ended, or began waiting
+    /// for input, since the last reply to `result`: a line of text each and
+    /// `jobs_ended` or `jobs_waiting` in the structured content; the audit
+    /// log gets each job's end line.
+    fn with_job_notices(&self, result: CallToolResult) -> CallToolResult {
+        self.with_waiting_jobs(self.with_ended_jobs(result))
+    }
+
+    /// Adds the notices of background jobs that began waiting for input,
+    /// each wait once. A reply about a job's own session (its start, a
+    /// poll) that says it waits reports that wait itself.
+    fn with_waiting_jobs(&self, mut result: CallToolResult) -> CallToolResult {
+        let fields = result.structured_content.as_ref();
+        let own = fields
+            .filter(|fields| {
+                fields.get("waiting_for_input").and_then(serde_json::Value::as_bool) == Some(true)
+                    || fields.get("status").and_then(serde_json::Value::as_str)
+                        == Some("waiting_for_input")
+            })
+            .and_then(|fields| fields.get("session")?.as_str());
+        let mut waiting = self.shared.sessions.take_waiting_jobs(own);
+        if waiting.is_empty() {
+            return result;
+        }
+        // A job's command and prompt are masked as output is.
+        let masks = &self.shared.config.masks;
+        for job in &mut waiting {
+            job.command = masks.mask(&job.command).0.into_owned();
+            job.prompt = masks.mask(&job.prompt).0.into_owned();
+        }
+        let (text, structured) = render::jobs_waiting(&waiting);
+        push_notice(&mut result, text, "jobs_waiting", structured);
+        result
+    }
+
+    /// Adds the notices of background jobs that ended since the last
+    /// reply; the audit log gets each job's end line.
+    fn with_ended_jobs(&self, mut result: CallToolResult) -> CallToolResult {
         let mut ended = self.shared.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
@@ -153,10 +189,7 @@ impl Shellkeep {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
-        push_line(&mut result, text);
-        if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
-            map.insert("jobs_ended".to_owned(), structured);
-        }
+        push_notice(&mut result, text, "jobs_ended", structured);
         result
     }
 
@@ -191,17 +224,7 @@ impl Shellkeep {
         let Some((text, structured)) = render::servers_died(&log.take_dead_servers()) else {
             return;
         };
-        // Its own line, also for a client that joins text blocks as they are.
-        let glued = result
-            .content
-            .last()
-            .and_then(|block| block.as_text())
-            .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
-        let text = if glued { format!("\n{text}") } else { text };
-        result.content.push(ContentBlock::text(text));
-        if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
-            map.insert("servers_died".to_owned(), structured);
-        }
+        push_notice(result, text, "servers_died", structured);
     }
 
     /// Writes the start line of a call that runs something, with the
@@ -317,6 +340,20 @@ fn structured_result(
     };
     result.structured_content = serde_json::to_value(structured).ok();
     result
+}
+
+/// Adds a notice to `result`: `text` as a block of its own ([`push_line`])
+/// and `structured` as the field `field` of the structured content.
+fn push_notice(
+    result: &mut CallToolResult,
+    text: String,
+    field: &str,
+    structured: serde_json::Value,
+) {
+    push_line(result, text);
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        map.insert(field.to_owned(), structured);
+    }
 }
 
 /// A tool error the agent reads: what went wrong and what to do.

@@ -17,7 +17,8 @@ use crate::render::{self, span};
 pub(super) fn describe(config: &ServerConfig) -> String {
     format!(
         "List the terminal sessions: name, working directory, state (idle; running a command, \
-         for how long; waiting for input; a background job; finished with its exit code; an \
+         for how long; waiting for input, with its prompt; a background job; finished with its exit \
+         code; an \
          ended background job, with its exit code, run time and when it closes), when each was \
          last used, how much output it keeps and how many processes it has. Sessions are started \
          by naming them in `terminal`; at most {} are open at once, and a session idle at its \

@@ -37,6 +37,7 @@ mod noninteractive;
 mod orphans;
 mod outputs;
 mod prompt;
+mod remote;
 mod run;
 mod runtime;
 mod screen;
@@ -46,6 +47,7 @@ mod shell;
 mod terminal;
 mod tools;
 mod traps;
+mod waiting_jobs;
 mod wire;
 
 use std::collections::hash_map::RandomState;

@@ -33,13 +33,13 @@ async fn completes(server: &Server, command: &str, code: i64) -> Reply {
 }
 
 /// Runs `command`, checks that it is held by its pager (still running, its
-/// first page on the screen, containing `shown`), quits the pager with `q`
+/// first page on the screen, containing `shown`), quits the pager with the key `q`
 /// and checks that the command then completes with exit code 0.
 async fn pages(server: &Server, command: &str, shown: &str) {
     let r = server.terminal(json!({"command": command, "timeout": 10})).await;
     assert_eq!(r["exit_code"], -1, "{command} should page: {r:#?}");
     assert!(r.text.contains(shown), "{command}: {shown} not shown: {r:#?}");
-    let mut r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
+    let mut r = server.terminal(json!({"keys": ["q"], "timeout": 10})).await;
     if r["status"] == "running" {
         r = poll_until(
             EVENTUALLY,
