@@ -109,16 +109,9 @@ impl Shellkeep {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
-        // Its own line, also for a client that joins text blocks as they are.
-        let glued = result
-            .content
-            .last()
-            .and_then(|block| block.as_text())
-            .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
-        let text = if glued { format!("\n{text}") } else { text };
-        result.content.push(ContentBlock::text(text));
+        push_notice(&mut result, text);
         if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
-            map.insert("jobs_ended".to_owned(), structured);
+            render::insert_before_body(map, "jobs_ended", structured);
         }
         result
     }
@@ -137,12 +130,10 @@ impl Shellkeep {
         let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
         if session.is_some()
             && let Some(serde_json::Value::Object(map)) = &mut result.structured_content
-            && let serde_json::Value::Array(notes) =
-                map.entry("notes").or_insert_with(|| serde_json::Value::Array(Vec::new()))
         {
-            notes.push(notice.clone().into());
+            render::push_note(map, notice.clone());
         }
-        result.content.push(ContentBlock::text(notice));
+        push_notice(&mut result, notice);
         result
     }
 
@@ -230,6 +221,18 @@ fn structured_result(
     };
     result.structured_content = serde_json::to_value(structured).ok();
     result
+}
+
+/// Appends a block of shellkeep's notices to `result`, on a line of its
+/// own also for a client that joins text blocks as they are.
+fn push_notice(result: &mut CallToolResult, text: String) {
+    let glued = result
+        .content
+        .last()
+        .and_then(|block| block.as_text())
+        .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
+    let text = if glued { format!("\n{text}") } else { text };
+    result.content.push(ContentBlock::text(text));
 }
 
 /// A tool error the agent reads: what went wrong and what to do.

@@ -147,14 +147,26 @@ impl Shellkeep {
         let result = match executed {
             Ok(mut reply) => {
                 self.mask_commands(&mut reply);
+                // All the outputs of one reply share one budget.
+                let store = lease.session().output();
+                let saved =
+                    |number| store.get(Some(number)).map(|log| log.saved()).unwrap_or_default();
+                render::fit_reply(&mut reply, self.shared.config.output_cap, &saved);
                 // A job waiting for input gets the reply that says how to
                 // answer it.
                 if let SessionOpened::Background(job) = &opened
                     && matches!(reply.outcome, Outcome::Running { .. })
                 {
-                    let (text, mut structured) =
+                    let (mut text, mut structured) =
                         render::background_started(lease.name(), job, &reply);
                     structured.session = Some(lease.name().to_owned());
+                    if let Some((line, call)) =
+                        render::read_hint(lease.name(), &reply, HintFor::This)
+                    {
+                        text.notice(&line);
+                        structured.command_number = Some(call.command);
+                        structured.output_call = Some(call);
+                    }
                     let result = structured_result(text, &structured, false);
                     return self
                         .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
@@ -164,21 +176,27 @@ impl Shellkeep {
                 if lease.name() != DEFAULT_SESSION {
                     structured.session = Some(lease.name().to_owned());
                 }
+                if let SessionOpened::Background(_) = &opened {
+                    structured.background = true;
+                    structured.no_time_limit = true;
+                }
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
                     text.notice_first(&line);
+                    structured.notes.insert(0, line);
                 }
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
-                    && let Some((line, _)) =
+                    && let Some((line, call)) =
                         render::read_hint(lease.name(), previous, HintFor::Previous)
                 {
                     text.notice(&line);
+                    structured.previous_output_call = Some(call);
                 }
-                if let Some((line, number)) = render::read_hint(lease.name(), &reply, HintFor::This)
-                {
+                if let Some((line, call)) = render::read_hint(lease.name(), &reply, HintFor::This) {
                     text.notice(&line);
-                    structured.command_number = Some(number);
+                    structured.command_number = Some(call.command);
+                    structured.output_call = Some(call);
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }
