@@ -193,13 +193,25 @@ impl ServerHandler for Shellkeep {
     fn get_info(&self) -> rmcp::model::ServerConfig {
         rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "shellkeep gives you a persistent bash terminal (`terminal`) and a one-shot \
-                 runner that never hangs (`run`). Use `terminal` for work that builds on state \
-                 (cd, export, venvs); use `run` for independent commands with a hard limit.",
-            )
+            .with_instructions(INSTRUCTIONS)
     }
 }
+
+/// What a client shows its model before it loads any tool schema (Claude
+/// Code and Codex defer the schemas until the model searches for a tool):
+/// the tools, what each is for, and the first call to make.
+const INSTRUCTIONS: &str = "shellkeep: a persistent bash shell in a real terminal, and a one-shot \
+runner that never hangs. Prefer them to a built-in shell tool for work that builds on state or \
+may hang.
+- terminal: run a command in a shell that keeps cwd, env, venvs and jobs between calls; \
+interactive programs, prompts and full screens work; background=true starts a job in its own \
+session. First call: {\"command\": \"pwd\"}. Exit code -1 means still running: send \
+{\"command\": \"\"} to wait, or is_input=true to answer a prompt or send C-c.
+- run: one command in a fresh process with a hard time limit, stdout and stderr apart \
+({\"command\": \"make test\"}).
+- output: read the lines a cut reply left out (the reply gives the exact call).
+- sessions: list the sessions and background jobs; session_close: stop one.
+- policy_explain: the time limits a command would get.";
 
 /// A result with readable text and structured content. Output that could
 /// pass for one of shellkeep's notices never shares a text block with
@@ -238,4 +250,32 @@ fn push_notice(result: &mut CallToolResult, text: String) {
 /// A tool error the agent reads: what went wrong and what to do.
 fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{INSTRUCTIONS, Shellkeep};
+
+    /// Issue 18: the instructions, all a deferring client's model sees,
+    /// name every tool and the first call to make, in a few lines.
+    #[test]
+    fn the_instructions_name_every_tool_and_a_first_call() {
+        let router = Shellkeep::terminal_router()
+            + Shellkeep::run_router()
+            + Shellkeep::policy_explain_router()
+            + Shellkeep::sessions_router()
+            + Shellkeep::output_router()
+            + Shellkeep::session_close_router();
+        let tools = router.list_all();
+        assert_eq!(tools.len(), 6);
+        for tool in tools {
+            assert!(
+                INSTRUCTIONS.contains(&format!("{}:", tool.name)),
+                "{} is not named",
+                tool.name
+            );
+        }
+        assert!(INSTRUCTIONS.contains("First call: {\"command\": \"pwd\"}"));
+        assert!(INSTRUCTIONS.lines().count() <= 8 && INSTRUCTIONS.len() < 1_200);
+    }
 }
