@@ -33,6 +33,7 @@ mod no_leak;
 mod orphans;
 mod outputs;
 mod prompt;
+mod replies;
 mod run;
 mod runtime;
 mod screen;
