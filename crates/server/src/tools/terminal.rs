@@ -44,7 +44,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          aliases persist between calls. One command at a time; chain with && or ;. Interactive programs work: when a \
          call returns exit code -1 the command is still running: send an empty command to wait \
          for more output, or is_input=true with text or a key such as C-c. Output over {} \
-         characters is cut to its head and tail and saved in full to a file named in the reply. \
+         characters in a reply (all its outputs together, counted as JSON writes them) is cut \
+         to its head and tail and saved in full to a file named in the reply. \
          A call hands control back after at most {max_wait} (or its timeout), or within about a \
          second when the program waits for input, or with its screen within about 3 s for a \
          full-screen program that keeps redrawing (watch, top); the command keeps running. A running command \
