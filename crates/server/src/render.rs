@@ -1398,6 +1398,27 @@ mod tests {
         assert_eq!(blocks.into_texts(), vec![text]);
     }
 
+    /// Issue 18: background output cut to its share keeps its newest whole
+    /// lines, after a line that counts what was left out.
+    #[test]
+    fn background_output_keeps_its_newest_lines_within_its_share() {
+        let text: String = (0..1000).map(|i| format!("\"job\" line {i}\n")).collect();
+        let kept = newest_within(&text, 200);
+        let (notice, rest) = kept.split_once('\n').expect("a notice line");
+        assert!(text.ends_with(rest) && rest.starts_with("\"job\""), "{kept}");
+        assert!(output::json_chars(rest) <= 200, "{kept}");
+        let left_out = &text[..text.len() - rest.len()];
+        assert_eq!(
+            notice,
+            format!(
+                "[... {} characters ({} lines) of earlier background output omitted ...]",
+                left_out.len(),
+                left_out.matches('\n').count()
+            )
+        );
+        assert_eq!(newest_within("short\n", 200), "short\n");
+    }
+
     #[test]
     fn an_ended_job_is_listed_apart_with_its_end_and_its_closing() {
         use shellkeep_engine::registry::JobEnd;
