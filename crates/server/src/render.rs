@@ -904,13 +904,15 @@ pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> output::S
         previous.output.fit(shares[1], || number.map(saved).unwrap_or_default());
     }
     if let Some(idle) = &mut reply.idle_output {
-        *idle = newest_within(idle, shares[2]);
+        *idle = newest_within(idle, shares[2], "earlier background output");
     }
 }
 
 /// The newest whole lines of `text` within `budget` characters as JSON
-/// writes them, after a line that says how much was left out.
-fn newest_within(text: &str, budget: usize) -> String {
+/// writes them, after a line that says how much of `what` was left out
+/// (text with no log to read it from: background output, a closed
+/// session's last words).
+pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
     if output::json_chars(text) <= budget {
         return text.to_owned();
     }
@@ -932,7 +934,7 @@ fn newest_within(text: &str, budget: usize) -> String {
     }
     let left_out = &text[..start];
     format!(
-        "[... {} characters ({} lines) of earlier background output omitted ...]\n{}",
+        "[... {} characters ({} lines) of {what} omitted ...]\n{}",
         left_out.chars().count(),
         left_out.matches('\n').count(),
         &text[start..]
@@ -1403,7 +1405,7 @@ mod tests {
     #[test]
     fn background_output_keeps_its_newest_lines_within_its_share() {
         let text: String = (0..1000).map(|i| format!("\"job\" line {i}\n")).collect();
-        let kept = newest_within(&text, 200);
+        let kept = newest_within(&text, 200, "earlier background output");
         let (notice, rest) = kept.split_once('\n').expect("a notice line");
         assert!(text.ends_with(rest) && rest.starts_with("\"job\""), "{kept}");
         assert!(output::json_chars(rest) <= 200, "{kept}");
@@ -1416,7 +1418,7 @@ mod tests {
                 left_out.matches('\n').count()
             )
         );
-        assert_eq!(newest_within("short\n", 200), "short\n");
+        assert_eq!(newest_within("short\n", 200, "earlier output"), "short\n");
     }
 
     #[test]

@@ -273,6 +273,15 @@ async fn no_reply_exceeds_the_budget_in_either_form() {
     replies.push(server.run(json!({"command": raw})).await);
     let page = json!({"command": 1, "offset": 0, "limit": 100000});
     replies.push(server.call("output", page).await);
+    // A closed session's last lines: few, but each can be long.
+    let quotes = "for i in 1 2 3; do head -c 25000 /dev/zero | tr '\\0' '\"'; echo; done";
+    server.terminal(json!({"command": quotes, "session": "big", "timeout": 60})).await;
+    let closed = server.call("session_close", json!({"session": "big"})).await;
+    assert!(
+        closed["last_output"].as_str().is_some_and(|out| out.contains("omitted")),
+        "{closed:#?}"
+    );
+    replies.push(closed);
     for reply in &replies {
         let (text, structured) = sizes(reply);
         if std::env::var_os("SHELLKEEP_SHOW_REPLIES").is_some() {
