@@ -220,6 +220,11 @@ async fn each_form_of_every_reply_carries_every_fact_of_the_list() {
     let mut sorted = driven.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, listed, "the kinds driven and the kinds docs/replies.md lists");
+    // Issue 18: no timeout was given, so nothing "timed out".
+    let (_, max_wait) =
+        replies.iter().find(|(kind, _)| *kind == "running, no timeout given").unwrap();
+    assert!(!max_wait.text.contains("timed out"), "{}", max_wait.text);
+    assert!(!max_wait.structured.to_string().contains("timed out"), "{max_wait:#?}");
     let mut lacking = Vec::new();
     for (kind, reply) in &replies {
         let facts = &facts[*kind];

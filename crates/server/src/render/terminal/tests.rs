@@ -999,3 +999,19 @@ fn the_prompt_is_the_last_line_only_when_it_is() {
     let none = notice("searching\n", None);
     assert!(none.contains("with no prompt (C-d ends input)") && !none.contains("above"), "{none}");
 }
+
+/// Issue 18: the secret notice agrees in number with its count.
+#[test]
+fn the_secret_notice_agrees_in_number() {
+    let one = super::masked_note(1).expect("a notice");
+    assert!(
+        one.starts_with("[1 secret value in the output was replaced by <secret-hidden>;"),
+        "{one}"
+    );
+    let two = super::masked_note(2).expect("a notice");
+    assert!(
+        two.starts_with("[2 secret values in the output were replaced by <secret-hidden>;"),
+        "{two}"
+    );
+    assert_eq!(super::masked_note(0), None);
+}
