@@ -869,7 +869,9 @@ impl Shown {
         }
         let new_head = &head[..head_end];
         // The tail: whole lines within the rest of the room.
-        let tail_room = room.saturating_sub(json_chars(new_head));
+        // A head cut inside a line gets a newline before the omission line.
+        let added = if new_head.is_empty() || new_head.ends_with('\n') { 0 } else { 2 };
+        let tail_room = room.saturating_sub(json_chars(new_head) + added);
         let mut tail_start = suffix_within(tail, tail_room);
         if tail_start > 0 && tail.as_bytes()[tail_start - 1] != b'\n' {
             let rest = &tail.as_bytes()[tail_start..];
