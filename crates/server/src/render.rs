@@ -1,5 +1,9 @@
 //! Turning engine outcomes into what an agent reads: readable text in the
-//! OpenHands style models already know, plus lean structured content.
+//! OpenHands style models already know, plus lean structured content. Each
+//! form alone carries every fact of the reply (clients hand their model
+//! one or the other; `docs/replies.md` lists the facts per reply kind), the
+//! structured content with its status first and its output bodies last,
+//! and all the outputs of one reply share one budget ([`fit_reply`]).
 //!
 //! This is the only place that words replies: the engine returns typed
 //! values (outcomes, events, errors) and every word an agent or a person
