@@ -771,9 +771,10 @@ fn json_weight(c: char) -> usize {
     }
 }
 
-/// The characters `text` takes inside a JSON string (see [`json_weight`]):
-/// what a client that hands its model the structured content counts, and
-/// never less than the text's own length.
+/// The characters `text` takes inside a JSON string (a quote, a backslash
+/// and a newline take two, other control characters six): what a client
+/// that hands its model the structured content counts, and never less than
+/// the text's own length.
 pub fn json_chars(text: &str) -> usize {
     text.chars().map(json_weight).sum()
 }
