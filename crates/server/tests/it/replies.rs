@@ -198,6 +198,8 @@ async fn every_kind() -> Vec<(&'static str, Reply)> {
     keep("run, timeout", server.run(limited).await);
     let silent = json!({"command": "sleep 5", "timeout_sec": 4, "no_output_timeout_sec": 1});
     keep("run, silent", server.run(silent).await);
+    let nowhere = json!({"command": "true", "cwd": "/nonexistent-shellkeep-dir"});
+    keep("run, error", server.run(nowhere).await);
     keep("policy_explain", server.call("policy_explain", json!({"command": "cargo build"})).await);
     keep("tool error", server.call("output", json!({"session": "nope"})).await);
     kinds
