@@ -22,7 +22,8 @@
 //! Each stream's bytes are decoded (UTF-8, a character split between reads
 //! kept whole) and then pass through the stream's `store::OutputSink`: its
 //! log (stdout and stderr of one run share the per-command disk budget) and
-//! the capped view the outcome shows.
+//! the capped view the outcome shows (the two views share one cap, counted
+//! as JSON writes the text).
 //!
 //! Whatever happens to the command, the result is a [`RunOutcome`] value.
 //! This module does not choose the limits (`policy` does), render the
@@ -43,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
 use crate::mask::Secrets;
-use crate::output::{Shown, SpillLimits, SpillStore};
+use crate::output::{self, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
 use crate::process::{self, Scope, Targets, TerminationMode};
 use crate::store::{OutputSink, OutputStore, StoreLimits};
@@ -78,8 +79,8 @@ pub struct RunRequest {
     pub limits: Limits,
     /// How long the process group has to exit after SIGTERM before SIGKILL.
     pub grace: Duration,
-    /// Characters shown of each of stdout and stderr; the rest is in the
-    /// stream's log.
+    /// Characters shown of stdout and stderr together, as JSON writes them
+    /// (see [`run`]); the rest is in each stream's log.
     pub stream_cap: usize,
     /// The store that keeps the run's stdout and stderr (numbered by it:
     /// a store labelled `run` names the files of its 7th command
@@ -379,7 +380,28 @@ pub struct RunOutcome {
 /// the outcome. bash is the one [`process::bash`] found at start-up, whatever
 /// `PATH` the request's `env` sets. It never fails: a command that cannot start is an outcome
 /// with [`RunStatus::Error`].
-pub async fn run(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
+///
+/// stdout and stderr share one cap, [`RunRequest::stream_cap`], counted as
+/// JSON writes them ([`output::json_chars`]): a stream that needs less
+/// than half leaves the rest to the other (see [`output::share`]), and a
+/// stream cut to its share names its log and the lines left out.
+pub async fn run(request: RunRequest, cancel: CancellationToken) -> RunOutcome {
+    let (cap, store) = (request.stream_cap, Arc::clone(&request.output));
+    let mut outcome = run_streams(request, cancel).await;
+    let sizes = [outcome.stdout.json_chars(), outcome.stderr.json_chars()];
+    let [stdout, stderr] = output::share(cap, &sizes)[..] else { return outcome };
+    let number = outcome.number;
+    let saved = |stream| {
+        let store = &store;
+        move || store.get_stream(Some(number), stream).map(|log| log.saved()).unwrap_or_default()
+    };
+    outcome.stdout.fit(stdout, saved(crate::store::Stream::Stdout));
+    outcome.stderr.fit(stderr, saved(crate::store::Stream::Stderr));
+    outcome
+}
+
+/// [`run`], each stream shown up to the whole cap.
+async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunOutcome {
     let started = Instant::now();
     // The log names its command (a read of the log shows it): masked.
     let logs = request.output.begin_run(&request.secrets.mask(&request.command).0);
@@ -1183,10 +1205,12 @@ mod tests {
         let name = spill.file_name().expect("name").to_string_lossy().into_owned();
         assert!(name.starts_with("run-1-") && name.ends_with(".stdout"), "{name}");
         assert_eq!(std::fs::read_to_string(spill).expect("log file"), full);
-        // The head has room for 50 characters: lines 1 to 19 whole; "20",
-        // the line (0-based: 19) where the text left out begins, is not cut.
-        assert_eq!(outcome.stdout.lines_before_omission, 19);
-        assert!(outcome.stdout.text.contains("18\n19\n[... "), "{}", outcome.stdout.text);
+        // stderr's "oops\n" takes 6 of the 100 characters the two streams
+        // share, as JSON writes them (a newline is `\n`): the head has room
+        // for 47, lines 1 to 14 whole; "15", the line (0-based: 14) where
+        // the text left out begins, is not cut.
+        assert_eq!(outcome.stdout.lines_before_omission, 14);
+        assert!(outcome.stdout.text.contains("13\n14\n[... "), "{}", outcome.stdout.text);
         // The store reads the whole stream back, and the run is over.
         let log = store.get_stream(Some(outcome.number), Stream::Stdout).expect("kept");
         let page = log.read(19, 5000).expect("read");
@@ -1199,6 +1223,30 @@ mod tests {
         let err = store.get_stream(Some(outcome.number), Stream::Stderr).expect("kept");
         assert_eq!((err.read(0, 10).expect("read").text, err.path()), ("oops\n".to_owned(), None));
         assert_eq!(std::fs::read_dir(&dir.0).expect("dir").count(), 1, "one file: stdout's");
+    }
+
+    /// Issue 18: stdout and stderr share one cap, counted as JSON writes
+    /// them; a quiet stream leaves its part to the other.
+    #[tokio::test]
+    async fn the_two_streams_share_one_cap() {
+        let dir = TempDir::new("share");
+        let own = |shown: &Shown| {
+            let notice = shown.omission.clone().map_or("", |range| &shown.text[range]);
+            output::json_chars(&shown.text) - output::json_chars(notice)
+        };
+        let both = "seq 1 20000; seq 1 20000 >&2; printf '\\\"\\001%.0s' $(seq 500) >&2";
+        let capped = RunRequest { stream_cap: 2_000, ..request(&dir, both, limits(10.0, 5.0)) };
+        let outcome = run_now(capped).await;
+        assert!(outcome.stdout.truncated && outcome.stderr.truncated);
+        assert!(own(&outcome.stdout) + own(&outcome.stderr) <= 2_000);
+        assert!(own(&outcome.stdout) > 900 && own(&outcome.stderr) > 900);
+        assert!(outcome.stderr.full_output_path.is_some(), "{:?}", outcome.stderr);
+        assert!(outcome.stderr.text.ends_with("\"\u{1}"), "{:?}", outcome.stderr.text);
+        let quiet = "seq 1 20000; echo oops >&2";
+        let capped = RunRequest { stream_cap: 2_000, ..request(&dir, quiet, limits(10.0, 5.0)) };
+        let outcome = run_now(capped).await;
+        assert_eq!(outcome.stderr.text, "oops\n");
+        assert!((1_900..=1_994).contains(&own(&outcome.stdout)), "{}", own(&outcome.stdout));
     }
 
     #[tokio::test]

@@ -658,28 +658,13 @@ impl CappedOutput {
         let shown_lines =
             (head_lines + memchr_count(b'\n', self.tail.as_bytes()) + self.seen_lines) as u64;
         let omitted_lines = self.total_lines.saturating_sub(shown_lines);
-        let where_kept = match (&saved.error, &saved.path, saved.cut) {
-            (None, Some(path), None) => format!("; full output in {}", path.display()),
-            (None, Some(path), Some(cut)) => {
-                format!("; full output in {} ({cut})", path.display())
-            }
-            (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
-            _ => String::new(),
-        };
         let lines_before_omission = (self.seen_lines + head_lines) as u64;
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         let omission_start = text.len();
-        let inside = if head_in_line || self.tail_in_line {
-            ", cutting inside a line too long to show whole"
-        } else {
-            ""
-        };
-        text.push_str(&format!(
-            "[... {omitted_chars} characters ({omitted_lines} lines) omitted{inside}{where_kept} \
-             ...]\n"
-        ));
+        let inside = head_in_line || self.tail_in_line;
+        text.push_str(&omission_line(omitted_chars, omitted_lines, inside, &saved));
         let omission = Some(omission_start..text.len());
         text.push_str(&self.tail);
         Shown {
@@ -754,6 +739,199 @@ fn outside_mask(text: &str, at: usize, side: Side) -> usize {
         (Some(start), Side::After) => start + MASK.len(),
         (None, _) => at,
     }
+}
+
+/// The line that says what a cut left out of a stream, and where the
+/// complete stream is: `[... N characters (M lines) omitted; full output in
+/// PATH ...]`, with its newline. `inside`: a line too long to show whole
+/// was cut inside.
+fn omission_line(omitted_chars: u64, omitted_lines: u64, inside: bool, saved: &Saved) -> String {
+    let where_kept = match (&saved.error, &saved.path, saved.cut) {
+        (None, Some(path), None) => format!("; full output in {}", path.display()),
+        (None, Some(path), Some(cut)) => {
+            format!("; full output in {} ({cut})", path.display())
+        }
+        (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
+        _ => String::new(),
+    };
+    let inside = if inside { ", cutting inside a line too long to show whole" } else { "" };
+    format!(
+        "[... {omitted_chars} characters ({omitted_lines} lines) omitted{inside}{where_kept} ...]\n"
+    )
+}
+
+/// The characters `c` takes inside a JSON string, as serde_json writes it:
+/// a quote, a backslash and the common control characters take two
+/// (`\"`, `\n`), the other control characters six (`\u001b`).
+fn json_weight(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        _ => 1,
+    }
+}
+
+/// The characters `text` takes inside a JSON string (a quote, a backslash
+/// and a newline take two, other control characters six): what a client
+/// that hands its model the structured content counts, and never less than
+/// the text's own length.
+pub fn json_chars(text: &str) -> usize {
+    text.chars().map(json_weight).sum()
+}
+
+/// `budget` shared among pieces of `sizes`, fairly: a piece that needs
+/// less than an equal share gets what it needs, and what it leaves is
+/// shared among the others. The shares add up to at most `budget`, and a
+/// piece never gets more than its size.
+pub fn share(budget: usize, sizes: &[usize]) -> Vec<usize> {
+    let mut shares = vec![0; sizes.len()];
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| sizes[i]);
+    let mut left = budget;
+    for (done, &i) in order.iter().enumerate() {
+        let equal = left / (sizes.len() - done);
+        shares[i] = sizes[i].min(equal);
+        left -= shares[i];
+    }
+    shares
+}
+
+impl Shown {
+    /// The characters what is shown takes inside a JSON string.
+    pub fn json_chars(&self) -> usize {
+        json_chars(&self.text)
+    }
+
+    /// Cuts what is shown further, so that the command's text in it takes
+    /// at most `budget` characters inside a JSON string (the omission line,
+    /// a notice of bounded size, is not counted, as [`CappedOutput`] does
+    /// not count it against its cap): a reply that carries several
+    /// outputs, or a `run` whose two streams share one cap, gives each a
+    /// part of one budget. The cut falls on line boundaries as
+    /// [`CappedOutput`]'s does (only a line too long for its half is cut
+    /// inside, never inside a masked secret); the counts, the line the
+    /// omission starts at and the omission line are updated, and `saved`
+    /// (called only when nothing was cut before) says where the complete
+    /// stream is. A screen or other text with no omission line is cut the
+    /// same way, with one added.
+    pub fn fit(&mut self, budget: usize, saved: impl FnOnce() -> Saved) {
+        let total = self.json_chars();
+        if total <= budget {
+            return;
+        }
+        let omission = self
+            .omission
+            .clone()
+            .filter(|range| self.text.get(range.clone()).is_some_and(|l| l.starts_with("[... ")));
+        let (head, tail, mut inside) = match omission {
+            Some(range) => {
+                let line = &self.text[range.clone()];
+                (
+                    &self.text[..range.start],
+                    &self.text[range.end..],
+                    line.contains("cutting inside"),
+                )
+            }
+            None => {
+                let mut weight = 0;
+                let mid = self
+                    .text
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        weight += json_weight(c);
+                        weight > total / 2
+                    })
+                    .map_or(self.text.len(), |(i, _)| i);
+                (&self.text[..mid], &self.text[mid..], false)
+            }
+        };
+        if !self.truncated {
+            let saved = saved();
+            self.full_output_path = saved.path;
+            self.full_output_cut = saved.cut;
+            self.full_output_error = saved.error;
+        }
+        let kept = Saved {
+            path: self.full_output_path.clone(),
+            cut: self.full_output_cut,
+            error: self.full_output_error.clone(),
+        };
+        let room = budget;
+        // The head: whole lines within half the room.
+        let mut head_end = prefix_within(head, room / 2);
+        if head_end < head.len() {
+            match head[..head_end].rfind('\n') {
+                Some(newline) => head_end = newline + 1,
+                None => {
+                    head_end = outside_mask(head, head_end, Side::Before);
+                    inside |= head_end > 0;
+                }
+            }
+        }
+        let new_head = &head[..head_end];
+        // The tail: whole lines within the rest of the room.
+        // A head cut inside a line gets a newline before the omission line.
+        let added = if new_head.is_empty() || new_head.ends_with('\n') { 0 } else { 2 };
+        let tail_room = room.saturating_sub(json_chars(new_head) + added);
+        let mut tail_start = suffix_within(tail, tail_room);
+        if tail_start > 0 && tail.as_bytes()[tail_start - 1] != b'\n' {
+            let rest = &tail.as_bytes()[tail_start..];
+            match rest[..rest.len().saturating_sub(1)].iter().position(|&b| b == b'\n') {
+                Some(newline) => tail_start += newline + 1,
+                None => {
+                    tail_start = outside_mask(tail, tail_start, Side::After);
+                    inside |= tail_start < tail.len();
+                }
+            }
+        }
+        let new_tail = &tail[tail_start..];
+        let dropped_head = &head[head_end..];
+        let dropped_tail = &tail[..tail_start];
+        let newlines = |text: &str| memchr_count(b'\n', text.as_bytes()) as u64;
+        self.omitted_chars += (count_chars(dropped_head) + count_chars(dropped_tail)) as u64;
+        self.omitted_lines += newlines(dropped_head) + newlines(dropped_tail);
+        self.lines_before_omission = if self.truncated {
+            self.lines_before_omission.saturating_sub(newlines(dropped_head))
+        } else {
+            newlines(new_head)
+        };
+        let mut text = new_head.to_owned();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let start = text.len();
+        text.push_str(&omission_line(self.omitted_chars, self.omitted_lines, inside, &kept));
+        self.omission = Some(start..text.len());
+        text.push_str(new_tail);
+        self.text = text;
+        self.truncated = true;
+    }
+}
+
+/// The byte length of the longest prefix of `text` within `room` JSON
+/// characters.
+fn prefix_within(text: &str, room: usize) -> usize {
+    let mut weight = 0;
+    for (i, c) in text.char_indices() {
+        weight += json_weight(c);
+        if weight > room {
+            return i;
+        }
+    }
+    text.len()
+}
+
+/// The byte index where the longest suffix of `text` within `room` JSON
+/// characters starts.
+fn suffix_within(text: &str, room: usize) -> usize {
+    let mut weight = 0;
+    for (i, c) in text.char_indices().rev() {
+        weight += json_weight(c);
+        if weight > room {
+            return i + c.len_utf8();
+        }
+    }
+    0
 }
 
 /// `text` cut to at most `cap` characters: its head and tail around a
@@ -1200,6 +1378,76 @@ pub(crate) mod tests {
         let (shown, head, _, tail) = cut(&text, 100, 5);
         assert_eq!(count_chars(&head) + count_chars(&tail), 100);
         assert_eq!(shown.omitted_chars, 3000 - 100);
+    }
+
+    /// Issue 18: a reply's outputs share one budget counted as JSON writes
+    /// them; a cut output is cut further, a whole one gets a cut, and
+    /// either way what is shown, what is left out and the line the
+    /// omission starts at add up to the stream.
+    #[test]
+    fn fitting_a_budget_counts_json_escapes_and_keeps_the_accounts() {
+        let lines: String = (0..3000).map(|i| format!("\"{i}\"\\\t\u{1}\n")).collect();
+        let long_line = format!("{}\n", "\u{1b}x".repeat(5000));
+        let with_line: String = format!("start\n{long_line}end\n");
+        for (text, cap) in
+            [(&lines, 100_000), (&lines, 4_000), (&long_line, 100_000), (&with_line, 1_000)]
+        {
+            let mut out = CappedOutput::new(cap);
+            out.push(&plain(text));
+            let cut = out.is_cut();
+            let mut shown = out.into_shown(cut.then(|| saved_at("/saved/it.log")));
+            for budget in [3_000, 1_500, 700] {
+                shown.fit(budget, || saved_at("/saved/it.log"));
+                assert!(shown.truncated);
+                let range = shown.omission.clone().expect("an omission line");
+                let notice = &shown.text[range.clone()];
+                let own = shown.json_chars() - json_chars(notice);
+                assert!(own <= budget, "{own} > {budget}");
+                assert!(notice.contains("; full output in /saved/it.log ..."), "{notice}");
+                let head = &shown.text[..range.start];
+                let tail = &shown.text[range.end..];
+                assert!(text.starts_with(head.trim_end_matches('\n')), "the head is the start");
+                assert!(text.ends_with(tail), "the tail is the end");
+                let head_lines = head.matches('\n').count() as u64;
+                if text.starts_with(head) {
+                    assert_eq!(shown.lines_before_omission, head_lines);
+                    let shown_chars = (count_chars(head) + count_chars(tail)) as u64;
+                    assert_eq!(shown.omitted_chars + shown_chars, count_chars(text) as u64);
+                    let all_lines = text.matches('\n').count() as u64;
+                    assert_eq!(
+                        shown.omitted_lines + head_lines + tail.matches('\n').count() as u64,
+                        all_lines
+                    );
+                }
+                assert!(
+                    notice.contains(&format!(
+                        "[... {} characters ({} lines)",
+                        shown.omitted_chars, shown.omitted_lines
+                    )),
+                    "{notice}"
+                );
+            }
+        }
+        // Within the budget: untouched, and the saved copy is not asked for.
+        let mut small = CappedOutput::new(100);
+        small.push(&plain("ok\n"));
+        let mut shown = small.into_shown(None);
+        shown.fit(10, || unreachable!("nothing to cut"));
+        assert_eq!((shown.text.as_str(), shown.truncated), ("ok\n", false));
+    }
+
+    #[test]
+    fn a_budget_is_shared_fairly() {
+        assert_eq!(share(100, &[10, 500]), vec![10, 90]);
+        assert_eq!(share(100, &[500, 500]), vec![50, 50]);
+        assert_eq!(share(100, &[30, 20, 10]), vec![30, 20, 10]);
+        assert_eq!(share(90, &[100, 5, 100]), vec![42, 5, 43]);
+        assert_eq!(share(10, &[]), Vec::<usize>::new());
+        assert_eq!(json_chars("a\"\\\n\u{1b}é"), 1 + 2 + 2 + 2 + 6 + 1);
+        assert_eq!(
+            json_chars("a\"\\\n\u{1b}é"),
+            serde_json::to_string("a\"\\\n\u{1b}é").unwrap().chars().count() - 2
+        );
     }
 
     /// Issue 14: a cut never splits a masked secret, wherever it falls.

@@ -405,10 +405,13 @@ impl ArgumentNames {
     /// The names an input schema (`properties` and `required`) declares
     /// for `tool`.
     pub fn from_schema(tool: &str, schema: &JsonObject) -> ArgumentNames {
-        let known = match schema.get("properties") {
+        // In name order, whatever order the schema keeps, so notices that
+        // list them read the same from one build to the next.
+        let mut known: Vec<String> = match schema.get("properties") {
             Some(Value::Object(properties)) => properties.keys().cloned().collect(),
             _ => Vec::new(),
         };
+        known.sort_unstable();
         let required = match schema.get("required") {
             Some(Value::Array(names)) => {
                 names.iter().filter_map(Value::as_str).map(str::to_owned).collect()
@@ -1388,7 +1391,7 @@ mod tests {
             "terminal",
             json!({"command": "ls", "foo": 1, "thought": "t", "description": "d"}),
             json!({"command": "ls"}),
-            &["description", "foo", "thought"],
+            &["foo", "thought", "description"],
         );
         for tool in ["run", "policy_explain"] {
             ok(

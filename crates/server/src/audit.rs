@@ -815,7 +815,10 @@ fn terminal_end(
             let reason = match why {
                 WaitEnded::Cancelled => Some("cancel"),
                 WaitEnded::SessionClosing => Some("close"),
-                WaitEnded::NoNewOutput(_) | WaitEnded::Timeout(_) | WaitEnded::FullScreen => None,
+                WaitEnded::NoNewOutput(_)
+                | WaitEnded::Timeout(_)
+                | WaitEnded::MaxWait(_)
+                | WaitEnded::FullScreen => None,
             };
             ("running", reason)
         }

@@ -112,9 +112,11 @@ pub struct ServeArgs {
     /// timeout, commonly 60 s); more than 0, at most 86400.
     #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
     pub max_wait: f64,
-    /// Characters of output shown per reply (per stream for `run`) before
-    /// the middle is cut; the full output is saved to a file. From 100 to
-    /// 100000000.
+    /// Characters of output one reply shows (all its outputs together:
+    /// `run`'s stdout and stderr, a terminal command's and the previous
+    /// one's; counted as JSON writes them) before the middle is cut; the
+    /// full output is saved to a file. From 100 to 100000000. About 10000
+    /// suits Codex.
     #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
     pub output_cap: usize,
     /// The terminal's width in columns (what `tput cols` and `COLUMNS`

@@ -49,7 +49,8 @@ pub struct ServerConfig {
     pub no_output_return: Duration,
     /// The longest a terminal call without `timeout` waits.
     pub max_wait: Duration,
-    /// Characters of output shown per reply (per stream for `run`).
+    /// Characters of output one reply shows, all its outputs together
+    /// (`run`: stdout and stderr), counted as JSON writes them.
     pub output_cap: usize,
     /// The terminal's size: columns (`--columns`) and rows (`--rows`).
     pub columns: u16,

@@ -1,5 +1,9 @@
 //! Turning engine outcomes into what an agent reads: readable text in the
-//! OpenHands style models already know, plus lean structured content.
+//! OpenHands style models already know, plus lean structured content. Each
+//! form alone carries every fact of the reply (clients hand their model
+//! one or the other; `docs/replies.md` lists the facts per reply kind), the
+//! structured content with its status first and its output bodies last,
+//! and all the outputs of one reply share one budget ([`fit_reply`]).
 //!
 //! This is the only place that words replies: the engine returns typed
 //! values (outcomes, events, errors) and every word an agent or a person
@@ -11,7 +15,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
-use shellkeep_engine::output::Shown;
+use shellkeep_engine::output::{self, Shown};
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::registry::{
@@ -152,10 +156,29 @@ impl Blocks {
             Block::Output(text) => reader_lines(text).any(looks_like_a_notice),
             Block::Notices(_) => false,
         });
-        let texts = self.0.into_iter().map(|(Block::Output(text) | Block::Notices(text))| text);
         if mixed {
-            return texts.collect();
+            // A client may join the blocks with nothing between them: a
+            // block of notices still starts and ends on lines of its own
+            // (output is sent exactly as printed).
+            let mut texts: Vec<String> = Vec::with_capacity(self.0.len());
+            let count = self.0.len();
+            for (i, block) in self.0.into_iter().enumerate() {
+                match block {
+                    Block::Output(text) => texts.push(text),
+                    Block::Notices(mut text) => {
+                        if texts.last().is_some_and(|last| !last.ends_with('\n')) {
+                            text.insert(0, '\n');
+                        }
+                        if i + 1 < count {
+                            text.push('\n');
+                        }
+                        texts.push(text);
+                    }
+                }
+            }
+            return texts;
         }
+        let texts = self.0.into_iter().map(|(Block::Output(text) | Block::Notices(text))| text);
         // Each part starts on a line of its own.
         let mut joined = String::new();
         for text in texts {
@@ -232,7 +255,10 @@ fn seconds(duration: Duration) -> String {
 }
 
 /// Structured result of the `run` tool: the seed's fields, plus what was
-/// applied and where cut output went.
+/// applied and where cut output went. The status and exit code come first
+/// and the two streams last (stdout, then stderr), with what was cut and
+/// the calls that read it before them, so a client that shows only the
+/// start of a long reply, or cuts its middle, keeps the facts.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunOutput {
@@ -240,27 +266,51 @@ pub struct RunOutput {
     /// limit fired and the command was killed) or `error` (it could not
     /// start, or was cancelled).
     pub status: &'static str,
-    /// Standard output (head and tail when cut).
-    pub stdout: String,
-    /// Standard error (head and tail when cut).
-    pub stderr: String,
     /// The exit code; 128+N when killed by signal N; -1 on timeout or error.
     pub exit_code: i32,
     /// `exec_timeout` or `no_output_timeout` when a limit fired.
     pub timeout_reason: Option<&'static str>,
     /// `soft` (ended after SIGTERM) or `hard` (needed SIGKILL).
     pub termination_mode: Option<&'static str>,
-    /// Wall time in milliseconds.
+    /// Wall time in whole milliseconds.
     pub duration_ms: u64,
     /// The policy category applied, or null for an explicit timeout.
     pub category: Option<String>,
     /// The policy pattern that chose the category, when one matched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
-    /// The execution limit applied, in seconds.
+    /// The execution limit applied, in seconds (one decimal).
     pub exec_timeout_sec: f64,
-    /// The no-output limit applied, in seconds.
+    /// The no-output limit applied, in seconds (one decimal).
     pub no_output_timeout_sec: f64,
+    /// How many secret values in stdout and stderr were replaced by
+    /// `<secret-hidden>`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub secrets_masked: u64,
+    /// The reply's notices besides its fields, worded as in the text (what
+    /// to do about a silent command that was stopped).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// When stdout was cut: characters left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_omitted_chars: Option<u64>,
+    /// When stdout was cut: lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_omitted_lines: Option<u64>,
+    /// When stdout was cut: the arguments of the `output` call that reads
+    /// the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_output_call: Option<OutputCall>,
+    /// When stderr was cut: characters left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_omitted_chars: Option<u64>,
+    /// When stderr was cut: lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_omitted_lines: Option<u64>,
+    /// When stderr was cut: the arguments of the `output` call that reads
+    /// the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_output_call: Option<OutputCall>,
     /// The file with the complete stdout, when it was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_stdout_path: Option<String>,
@@ -281,18 +331,11 @@ pub struct RunOutput {
     /// file holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_stderr_error: Option<String>,
-    /// When stdout was cut: the arguments of the `output` call that reads
-    /// the lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdout_output_call: Option<OutputCall>,
-    /// When stderr was cut: the arguments of the `output` call that reads
-    /// the lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_output_call: Option<OutputCall>,
-    /// How many secret values in stdout and stderr were replaced by
-    /// `<secret-hidden>`.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub secrets_masked: u64,
+    /// Standard output (head and tail when cut; the two streams share one
+    /// cap).
+    pub stdout: String,
+    /// Standard error (head and tail when cut). Always last.
+    pub stderr: String,
 }
 
 /// Serde's test for a count left out when nothing was counted.
@@ -344,10 +387,9 @@ impl OutputCall {
 
 /// The structured result and readable text of a `run`.
 pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
-    let structured = RunOutput {
+    let omitted = |shown: &Shown, count: fn(&Shown) -> u64| shown.truncated.then(|| count(shown));
+    let mut structured = RunOutput {
         status: outcome.status.as_str(),
-        stdout: outcome.stdout.text.clone(),
-        stderr: outcome.stderr.text.clone(),
         exit_code: outcome.exit_code,
         timeout_reason: outcome.timeout_reason.map(|r| r.as_str()),
         termination_mode: outcome.termination_mode.map(|m| m.as_str()),
@@ -357,17 +399,24 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
             DecisionSource::Pattern { pattern, .. } => Some(pattern.clone()),
             _ => None,
         },
-        exec_timeout_sec: outcome.limits.exec.as_secs_f64(),
-        no_output_timeout_sec: outcome.limits.no_output.as_secs_f64(),
+        exec_timeout_sec: round_secs(outcome.limits.exec),
+        no_output_timeout_sec: round_secs(outcome.limits.no_output),
+        secrets_masked: outcome.stdout.masked + outcome.stderr.masked,
+        notes: Vec::new(),
+        stdout_omitted_chars: omitted(&outcome.stdout, |shown| shown.omitted_chars),
+        stdout_omitted_lines: omitted(&outcome.stdout, |shown| shown.omitted_lines),
+        stdout_output_call: OutputCall::for_cut(outcome.number, Stream::Stdout, &outcome.stdout),
+        stderr_omitted_chars: omitted(&outcome.stderr, |shown| shown.omitted_chars),
+        stderr_omitted_lines: omitted(&outcome.stderr, |shown| shown.omitted_lines),
+        stderr_output_call: OutputCall::for_cut(outcome.number, Stream::Stderr, &outcome.stderr),
         full_stdout_path: full_path(&outcome.stdout),
         full_stderr_path: full_path(&outcome.stderr),
         full_stdout_cut: full_cut(&outcome.stdout),
         full_stderr_cut: full_cut(&outcome.stderr),
         full_stdout_error: outcome.stdout.full_output_error.clone(),
         full_stderr_error: outcome.stderr.full_output_error.clone(),
-        stdout_output_call: OutputCall::for_cut(outcome.number, Stream::Stdout, &outcome.stdout),
-        stderr_output_call: OutputCall::for_cut(outcome.number, Stream::Stderr, &outcome.stderr),
-        secrets_masked: outcome.stdout.masked + outcome.stderr.masked,
+        stdout: outcome.stdout.text.clone(),
+        stderr: outcome.stderr.text.clone(),
     };
     let mut text = Blocks::default();
     text.shown(&outcome.stdout);
@@ -407,10 +456,10 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         seconds(outcome.duration),
     ));
     if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
-        text.notice(
-            "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
-             silence to allow.]",
-        );
+        let line = "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
+                    silence to allow.]";
+        text.notice(line);
+        structured.notes.push(line.to_owned());
     }
     for (name, call) in
         [("stdout", &structured.stdout_output_call), ("stderr", &structured.stderr_output_call)]
@@ -501,9 +550,11 @@ pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks,
     text.notice(&started);
     text.shown(&reply.output);
     text.notice(&follow);
-    // The facts are fields (`session`, `cwd`, `python_interpreter`,
-    // `status`); the notices are not copied into `notes`.
-    structured.notes.clear();
+    // `status: running` alone reads as "the terminal is busy": the fields
+    // say it is a job of its own, and the notes how to follow it.
+    structured.background = true;
+    structured.no_time_limit = true;
+    structured.notes = vec![started, follow];
     (text, structured)
 }
 
@@ -778,8 +829,8 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
     let structured = SessionsOutput {
         sessions: out,
         max_sessions: limits.max_sessions as u32,
-        idle_expiry_sec: limits.idle_expiry.as_secs_f64(),
-        job_keep_sec: limits.job_keep.as_secs_f64(),
+        idle_expiry_sec: round_secs(limits.idle_expiry),
+        job_keep_sec: round_secs(limits.job_keep),
     };
     (text.trim_end().to_owned(), structured)
 }
@@ -795,11 +846,11 @@ pub struct SessionClosedOutput {
     /// The command it was running, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    /// Its last lines of output that no reply had shown; when there are
-    /// none, the last lines of its last command.
-    pub last_output: String,
     /// True for `default`, which is reset rather than removed.
     pub reset: bool,
+    /// Its last lines of output that no reply had shown; when there are
+    /// none, the last lines of its last command. Always last.
+    pub last_output: String,
 }
 
 /// The text and structured content of a closed session.
@@ -834,8 +885,8 @@ pub fn session_closed(name: &str, last: &LastWords, reset: bool) -> (Blocks, Ses
         session: name.to_owned(),
         final_state: state,
         command,
-        last_output: last.output.clone(),
         reset,
+        last_output: last.output.clone(),
     };
     (text, structured)
 }
@@ -851,8 +902,102 @@ fn capped_echo(command: &str) -> String {
     }
 }
 
+/// Seconds with one decimal, as every duration in structured content is
+/// given (or whole milliseconds).
 fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 10.0).round() / 10.0
+}
+
+/// The fields of structured content that hold output bodies: they go
+/// last, after every fact about them.
+const BODY_FIELDS: [&str; 7] =
+    ["background_output", "previous_output", "output", "stdout", "stderr", "lines", "last_output"];
+
+/// Inserts `key` into structured content `map` before its output bodies
+/// (see [`BODY_FIELDS`]), so that the bodies stay last.
+pub fn insert_before_body(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    value: serde_json::Value,
+) {
+    let at = map.keys().position(|k| BODY_FIELDS.contains(&k.as_str())).unwrap_or(map.len());
+    map.shift_insert(at, key.to_owned(), value);
+}
+
+/// Adds `note` to the `notes` of structured content `map` (made, before
+/// the output bodies, when there are none yet).
+pub fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: String) {
+    match map.get_mut("notes") {
+        Some(serde_json::Value::Array(notes)) => notes.push(note.into()),
+        _ => insert_before_body(map, "notes", serde_json::Value::Array(vec![note.into()])),
+    }
+}
+
+/// Fits the outputs a terminal reply carries (the command's, the previous
+/// command's, and what background jobs printed) into one budget: `cap`
+/// characters together, counted as JSON writes them, shared fairly
+/// ([`output::share`]). A cut output names its log and the lines left out
+/// as any cut does (`saved` says where the complete output of a command
+/// number is); background output keeps its newest lines, after a line
+/// that counts what was left out (it has no log). A full screen is not
+/// cut: its size is fixed by the window, and counts against the budget.
+pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> output::Saved) {
+    let screen = if reply.screen { output::json_chars(&reply.output.text) } else { 0 };
+    let stream = |shown: &Shown, on_screen: bool| if on_screen { 0 } else { shown.json_chars() };
+    let sizes = [
+        stream(&reply.output, reply.screen),
+        reply.previous.as_ref().map_or(0, |previous| stream(&previous.output, previous.screen)),
+        reply.idle_output.as_deref().map_or(0, output::json_chars),
+    ];
+    let budget = cap.saturating_sub(screen);
+    if sizes.iter().sum::<usize>() <= budget {
+        return;
+    }
+    let shares = output::share(budget, &sizes);
+    if !reply.screen {
+        let number = reply.number;
+        reply.output.fit(shares[0], || number.map(saved).unwrap_or_default());
+    }
+    if let Some(previous) = reply.previous.as_deref_mut().filter(|previous| !previous.screen) {
+        let number = previous.number;
+        previous.output.fit(shares[1], || number.map(saved).unwrap_or_default());
+    }
+    if let Some(idle) = &mut reply.idle_output {
+        *idle = newest_within(idle, shares[2], "earlier background output");
+    }
+}
+
+/// The newest whole lines of `text` within `budget` characters as JSON
+/// writes them, after a line that says how much of `what` was left out
+/// (text with no log to read it from: background output, a closed
+/// session's last words).
+pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
+    if output::json_chars(text) <= budget {
+        return text.to_owned();
+    }
+    let mut weight = 0;
+    let mut start = text.len();
+    for (i, c) in text.char_indices().rev() {
+        weight += output::json_chars(c.encode_utf8(&mut [0; 4]));
+        if weight > budget {
+            break;
+        }
+        start = i;
+    }
+    // From the start of a line, when one starts in what is kept.
+    if start > 0
+        && text.as_bytes()[start - 1] != b'\n'
+        && let Some(newline) = text[start..].find('\n').filter(|&n| start + n + 1 < text.len())
+    {
+        start += newline + 1;
+    }
+    let left_out = &text[..start];
+    format!(
+        "[... {} characters ({} lines) of {what} omitted ...]\n{}",
+        left_out.chars().count(),
+        left_out.matches('\n').count(),
+        &text[start..]
+    )
 }
 
 /// Whose output a [`read_hint`] is about.
@@ -864,9 +1009,24 @@ pub enum HintFor {
     Previous,
 }
 
+/// The arguments of an `output` call that reads part of a terminal
+/// command's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReadCall {
+    /// The session, when it is not `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The command's number.
+    pub command: u64,
+    /// The first line to read.
+    pub offset: u64,
+    /// How many lines.
+    pub limit: u64,
+}
+
 /// When a reply's output was cut: the line that says exactly how to read
-/// what was left out with the `output` tool, and the command's number.
-pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String, u64)> {
+/// what was left out with the `output` tool, and that call.
+pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String, ReadCall)> {
     let number = reply.number?;
     let shown = &reply.output;
     if !shown.truncated && shown.full_output_cut.is_none() {
@@ -876,19 +1036,22 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     // showed only the beginning of is read again whole).
     let offset = reply.first_line + shown.lines_before_omission;
     let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
-    let args = if session == shellkeep_engine::registry::DEFAULT_SESSION {
-        format!("{{\"command\": {number}, \"offset\": {offset}, \"limit\": {limit}}}")
-    } else {
+    let named = session != shellkeep_engine::registry::DEFAULT_SESSION;
+    let args = if named {
         format!(
             "{{\"session\": {session:?}, \"command\": {number}, \"offset\": {offset}, \
              \"limit\": {limit}}}"
         )
+    } else {
+        format!("{{\"command\": {number}, \"offset\": {offset}, \"limit\": {limit}}}")
     };
     let what = match whose {
         HintFor::This => "the lines left out",
         HintFor::Previous => "the lines the previous command's output left out",
     };
-    Some((format!("[Read {what} with the output tool: {args}]"), number))
+    let call =
+        ReadCall { session: named.then(|| session.to_owned()), command: number, offset, limit };
+    Some((format!("[Read {what} with the output tool: {args}]"), call))
 }
 
 /// Whose output a page of the `output` tool is.
@@ -917,8 +1080,6 @@ pub struct OutputPage {
     /// The command (cut to 200 characters); the text names it on the
     /// first page only.
     pub command_text: String,
-    /// The lines returned, each with its newline.
-    pub lines: String,
     /// The number of the first line returned (from 0).
     pub first_line: u64,
     /// How many lines were returned.
@@ -933,7 +1094,8 @@ pub struct OutputPage {
     /// The exit code, once it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    /// Whether the page stopped at 30,000 characters before its line limit.
+    /// Whether the page stopped at 30,000 characters (counted as JSON
+    /// writes them) before its line limit.
     pub cut_at_cap: bool,
     /// When the saved output stopped at a size limit: where and why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -952,6 +1114,41 @@ pub struct OutputPage {
     /// reached it: lines from here to `total_lines` cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable_from: Option<u64>,
+    /// The lines returned, each with its newline. Always last.
+    pub lines: String,
+}
+
+/// Cuts `page` to whole lines within `budget` characters as JSON writes
+/// them (a page of quotes or control characters takes up to six times its
+/// length there), and says so with `cut_at_cap`; a first line longer than
+/// that alone is cut inside. The next offset then moves past the lines
+/// kept.
+pub fn fit_page(page: &mut shellkeep_engine::store::LogPage, budget: usize) {
+    if output::json_chars(&page.text) <= budget {
+        return;
+    }
+    let (mut weight, mut end, mut lines) = (0, 0, 0);
+    for line in page.text.split_inclusive('\n') {
+        let size = output::json_chars(line);
+        if weight + size > budget {
+            if lines == 0 {
+                let mut inside = 0;
+                for (i, c) in line.char_indices() {
+                    weight += output::json_chars(c.encode_utf8(&mut [0; 4]));
+                    if weight > budget {
+                        break;
+                    }
+                    inside = i + c.len_utf8();
+                }
+                (end, lines) = (inside, 1);
+            }
+            break;
+        }
+        (weight, end, lines) = (weight + size, end + line.len(), lines + 1);
+    }
+    page.text.truncate(end);
+    page.lines = lines;
+    page.cut_at_cap = true;
 }
 
 /// The text and structured content of a page of a command's output.
@@ -1039,7 +1236,6 @@ pub fn output_page(
         },
         command: page.number,
         command_text: page.command.clone(),
-        lines: page.text.clone(),
         first_line: page.first_line,
         line_count: page.lines,
         total_lines: page.total_lines,
@@ -1052,6 +1248,7 @@ pub fn output_page(
         lines_not_saved: page.not_saved.map(|rest| rest.lines),
         save_error: page.save_error.clone(),
         unavailable_from,
+        lines: page.text.clone(),
     };
     (text, structured)
 }
@@ -1436,13 +1633,14 @@ mod tests {
             blocks.output("job output\n");
             blocks.output(fake);
             blocks.notice("[The command completed with exit code 1.]");
+            let end = if fake.ends_with('\n') { "" } else { "\n" };
             assert_eq!(
                 blocks.into_texts(),
                 vec![
-                    "[Printed while no command was running (background jobs):]",
-                    "job output\n",
-                    fake,
-                    "[The command completed with exit code 1.]"
+                    "[Printed while no command was running (background jobs):]\n".to_owned(),
+                    "job output\n".to_owned(),
+                    fake.to_owned(),
+                    format!("{end}[The command completed with exit code 1.]")
                 ],
                 "{fake:?}"
             );
@@ -1459,13 +1657,34 @@ mod tests {
         blocks.shown(&cut);
         assert_eq!(
             blocks.into_texts(),
-            vec!["head\n", "[... 10 characters (2 lines) omitted ...]", "[tail]\n"]
+            vec!["head\n", "[... 10 characters (2 lines) omitted ...]\n", "[tail]\n"]
         );
         // A range that does not hold the line is not trusted.
         let wrong = Shown { omission: Some(0..4), ..shown(text) };
         let mut blocks = Blocks::default();
         blocks.shown(&wrong);
         assert_eq!(blocks.into_texts(), vec![text]);
+    }
+
+    /// Issue 18: background output cut to its share keeps its newest whole
+    /// lines, after a line that counts what was left out.
+    #[test]
+    fn background_output_keeps_its_newest_lines_within_its_share() {
+        let text: String = (0..1000).map(|i| format!("\"job\" line {i}\n")).collect();
+        let kept = newest_within(&text, 200, "earlier background output");
+        let (notice, rest) = kept.split_once('\n').expect("a notice line");
+        assert!(text.ends_with(rest) && rest.starts_with("\"job\""), "{kept}");
+        assert!(output::json_chars(rest) <= 200, "{kept}");
+        let left_out = &text[..text.len() - rest.len()];
+        assert_eq!(
+            notice,
+            format!(
+                "[... {} characters ({} lines) of earlier background output omitted ...]",
+                left_out.len(),
+                left_out.matches('\n').count()
+            )
+        );
+        assert_eq!(newest_within("short\n", 200, "earlier output"), "short\n");
     }
 
     #[test]

@@ -350,8 +350,11 @@ pub enum Reader {
 pub enum WaitEnded {
     /// It printed nothing new for this long.
     NoNewOutput(Duration),
-    /// The call's wait (its `timeout`, or the longest wait) ran out.
+    /// The call's own wait (its `timeout`) ran out.
     Timeout(Duration),
+    /// The call gave no wait of its own, and the longest a call waits ran
+    /// out while the command kept printing.
+    MaxWait(Duration),
     /// A full-screen program has drawn its screen and keeps redrawing it
     /// (`watch`, `tmux`): the call hands control back with the screen.
     FullScreen,

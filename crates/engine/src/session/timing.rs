@@ -83,7 +83,7 @@ pub(super) fn wait_turn(
                 return Err(WaitEnded::NoNewOutput(budget.no_output_return));
             }
             if now >= call_start + budget.max_wait {
-                return Err(WaitEnded::Timeout(budget.max_wait));
+                return Err(WaitEnded::MaxWait(budget.max_wait));
             }
             Ok((quiet_since + budget.no_output_return).min(call_start + budget.max_wait))
         }
@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(wait_turn(busy, t0, t0 + ms(900), t0 + ms(950)), Ok(t0 + ms(1_000)));
         assert_eq!(
             wait_turn(busy, t0, t0 + ms(990), t0 + ms(1_000)),
-            Err(WaitEnded::Timeout(ms(1_000)))
+            Err(WaitEnded::MaxWait(ms(1_000)))
         );
     }
 

@@ -364,7 +364,7 @@ async fn a_chatty_command_still_waits_for_the_silence_rule_or_its_timeout() {
     })
     .await;
     let reply = term.run("while :; do date; sleep 0.5; done").await;
-    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(4)) });
+    assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::MaxWait(Duration::from_secs(4)) });
     let reply = term.run_for("", 2.0).await;
     assert_eq!(reply.outcome, Outcome::Running { why: WaitEnded::Timeout(Duration::from_secs(2)) });
     let reply = term.input("C-c", 10.0).await;

@@ -294,7 +294,7 @@ async fn a_chatty_command_still_hands_control_back() {
     let reply = term.run("while :; do echo tick; sleep 0.1; done").await;
     assert_eq!(
         reply.outcome,
-        Outcome::Running { why: WaitEnded::Timeout(Duration::from_millis(800)) }
+        Outcome::Running { why: WaitEnded::MaxWait(Duration::from_millis(800)) }
     );
     assert!(reply.output.text.starts_with("tick\n"));
     assert_eq!(term.input("C-c", 10.0).await.exit_code(), Some(130));

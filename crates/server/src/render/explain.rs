@@ -10,7 +10,7 @@ use shellkeep_engine::syntax::MAX_PARTS;
 
 use rmcp::schemars;
 
-use super::{ECHO_CHARS, echo, seconds};
+use super::{ECHO_CHARS, echo, round_secs, seconds};
 
 /// The most parts an explanation lists, in its text and its structured
 /// content; it counts the rest.
@@ -106,8 +106,8 @@ pub fn explain(
         category: decision.category.clone(),
         source,
         pattern,
-        exec_timeout_sec: decision.limits.exec.as_secs_f64(),
-        no_output_timeout_sec: decision.limits.no_output.as_secs_f64(),
+        exec_timeout_sec: round_secs(decision.limits.exec),
+        no_output_timeout_sec: round_secs(decision.limits.no_output),
         policy: origin.to_owned(),
         part: winner.filter(|_| !single).map(|part| cut(&mask(part.text))),
         parts,

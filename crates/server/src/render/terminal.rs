@@ -16,32 +16,134 @@ use rmcp::schemars;
 
 use super::Blocks;
 use super::{
-    RESET_NOTICE, Text, capped_echo, echo, full_cut, full_path, in_text, plain_secs, seconds,
+    RESET_NOTICE, Text, capped_echo, echo, full_cut, full_path, in_text, plain_secs, round_secs,
+    seconds,
 };
 
 /// Structured result of the `terminal` tool. It carries every fact the
-/// text does, for clients that show the model only one of the two.
+/// text does, for clients that show the model only one of the two (Claude
+/// Code and Codex hand their model this, Gemini CLI the text). The fields
+/// go out in this order: the status and exit code first, then what to do
+/// next, the cut and how to read what it left out, and the output bodies
+/// last, so a client that shows only the start of a long reply, or cuts
+/// its middle, keeps the facts.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TerminalOutput {
-    /// What the command printed since the last reply (head and tail when cut).
-    pub output: String,
-    /// The exit code, or -1 while the command is still running.
-    pub exit_code: i32,
     /// `completed`, `killed` (stopped after running unwatched past its
     /// limit), `running` (control came back before the command finished),
     /// `waiting_for_input` (it is blocked reading the terminal), or
     /// `not_executed` (another command is still running).
     #[schemars(with = "String")]
     pub status: TerminalStatus,
+    /// The exit code, or -1 while the command is still running.
+    pub exit_code: i32,
+    /// The session, when it is not `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// True when this call started a background job in `session`: it runs
+    /// there on its own, and the calling session is free.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+    /// True for a background job: it is under no time limit (stop it with
+    /// `session_close`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_time_limit: bool,
+    /// True when the program is blocked waiting for terminal input.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_for_input: bool,
+    /// While it waits for input: who reads it, `program` (the command) or
+    /// `shell` (a builtin such as `read`, or a damaged integration that
+    /// `reset` restores).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reader: Option<&'static str>,
+    /// While it waits for input: the unfinished line it shows (its prompt),
+    /// also when an earlier reply showed it; cut to 200 characters. Absent
+    /// when it waits with no prompt (C-d ends input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The keys this call sent, in order, separated by spaces (`C-c`,
+    /// `DOWN DOWN ENTER`), each piece of text sent in `keys` as `text(N)`,
+    /// N its characters (`ESC text(3) ENTER`); absent for text typed with
+    /// Enter and when nothing was sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_sent: Option<String>,
+    /// While it runs: why this call stopped waiting (`no_new_output`,
+    /// `timeout`: the call's own timeout, `max_wait`: no timeout was given
+    /// and the longest wait ran out, `full_screen`, `cancelled`,
+    /// `session_closing`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_ended: Option<&'static str>,
+    /// `exec_timeout` when the command was killed for running past its
+    /// execution limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub timeout_reason: Option<KillReason>,
+    /// How a killed command died: `soft` (SIGTERM) or `hard` (SIGKILL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub termination_mode: Option<Termination>,
+    /// Time since the command started, in whole milliseconds.
+    pub duration_ms: u64,
+    /// While the command runs under a limit: seconds from now (one
+    /// decimal) within which a call must wait on it, poll it or send it
+    /// input, or it is stopped (time it spends waiting for input not
+    /// counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub look_again_within_sec: Option<f64>,
+    /// Seconds (one decimal) since the client cancelled the previous call
+    /// on this session, when it did; this reply carries what the command
+    /// printed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_call_cancelled_sec_ago: Option<f64>,
     /// The shell's working directory.
     pub cwd: String,
     /// The Python interpreter `python` runs, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub python_interpreter: Option<String>,
-    /// Time since the command started, in milliseconds.
-    pub duration_ms: u64,
+    /// How many secret values in this reply's output were replaced by
+    /// `<secret-hidden>`.
+    #[serde(skip_serializing_if = "super::is_zero")]
+    pub secrets_masked: u64,
+    /// The reply's notices, worded as in the text: what happened besides
+    /// the output, and for a command still running or waiting, the one line
+    /// that says how to go on (poll, answer, interrupt, by when). What has
+    /// a field of its own (the status, exit code, working directory,
+    /// interpreter, prompt, the call that reads a cut) is not repeated.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The exit code of a previous command that finished while no call was
+    /// waiting on it, reported before this command ran (its last output is
+    /// `previous_output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_exit_code: Option<i32>,
+    /// When that previous command's output was cut: the arguments of the
+    /// `output` call that reads the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_output_call: Option<super::ReadCall>,
+    /// The file with that previous command's complete output, when it was
+    /// cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_path: Option<String>,
+    /// Why that previous command's complete output could not be saved,
+    /// when it was cut and no file holds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_full_output_error: Option<String>,
     /// Whether the middle of `output` was cut.
     pub truncated: bool,
+    /// When `output` was cut: characters left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omitted_chars: Option<u64>,
+    /// When `output` was cut: lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub omitted_lines: Option<u64>,
+    /// When the output was cut: the command's number, to read the rest with
+    /// the `output` tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_number: Option<u64>,
+    /// When the output was cut: the arguments of the `output` call that
+    /// reads the lines left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_call: Option<super::ReadCall>,
     /// The file with the complete output, when it was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
@@ -52,77 +154,15 @@ pub struct TerminalOutput {
     /// that cannot be written), when the output was cut and no file holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_error: Option<String>,
-    /// `exec_timeout` when the command was killed for running past its
-    /// execution limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
-    pub timeout_reason: Option<KillReason>,
-    /// How a killed command died: `soft` (SIGTERM) or `hard` (SIGKILL).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<String>")]
-    pub termination_mode: Option<Termination>,
-    /// True when the program is blocked waiting for terminal input.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub waiting_for_input: bool,
-    /// While it waits for input: the unfinished line it shows (its prompt),
-    /// also when an earlier reply showed it; cut to 200 characters.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-    /// The keys this call sent, in order, separated by spaces (`C-c`,
-    /// `DOWN DOWN ENTER`), each piece of text sent in `keys` as `text(N)`,
-    /// N its characters (`ESC text(3) ENTER`); absent for text typed with
-    /// Enter and when nothing was sent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key_sent: Option<String>,
-    /// While it runs: why this call stopped waiting (`no_new_output`,
-    /// `timeout`, `full_screen`, `cancelled`, `session_closing`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wait_ended: Option<&'static str>,
-    /// The session, when it is not `default`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// When the output was cut: the command's number, to read the rest with
-    /// the `output` tool.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command_number: Option<u64>,
-    /// The last output of a previous command that finished while no call
-    /// was waiting on it, reported before this command ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_output: Option<String>,
-    /// That previous command's exit code.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_exit_code: Option<i32>,
-    /// The file with that previous command's complete output, when it was
-    /// cut.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_full_output_path: Option<String>,
-    /// Why that previous command's complete output could not be saved,
-    /// when it was cut and no file holds it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_full_output_error: Option<String>,
     /// Output printed while no command was running (background jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_output: Option<String>,
-    /// The reply's notices about what happened besides the output, worded
-    /// as in the text; what has a field of its own (the status, exit code,
-    /// working directory, interpreter, prompt, why the call returned, by
-    /// when to look again) is not repeated here.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// While the command runs under a limit: seconds from now within which
-    /// a call must wait on it, poll it or send it input, or it is stopped
-    /// (time it spends waiting for input not counted).
+    /// The last output of the previous command (see `previous_exit_code`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub look_again_within_sec: Option<f64>,
-    /// Seconds since the client cancelled the previous call on this
-    /// session, when it did; this reply carries what the command printed
-    /// since.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub previous_call_cancelled_sec_ago: Option<f64>,
-    /// How many secret values in this reply's output were replaced by
-    /// `<secret-hidden>`.
-    #[serde(skip_serializing_if = "super::is_zero")]
-    pub secrets_masked: u64,
+    pub previous_output: Option<String>,
+    /// What the command printed since the last reply (head and tail when
+    /// cut, with a line that says what was left out). Always last.
+    pub output: String,
 }
 
 /// The `status` of a terminal reply.
@@ -210,12 +250,12 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             TerminalStatus::Running
         }
         Outcome::Running { why } => {
-            out.line(still_running(reply, Some(&wait_ended(*why)), &sent, None));
+            out.note(still_running(reply, Some(&wait_ended(*why)), &sent, None));
             TerminalStatus::Running
         }
         Outcome::WaitingForInput { shell_reading } => {
             let reader = if *shell_reading { Reader::Shell } else { Reader::Program };
-            out.line(still_running(reply, None, &sent, Some(reader)));
+            out.note(still_running(reply, None, &sent, Some(reader)));
             TerminalStatus::WaitingForInput
         }
         // Nothing runs yet: the note about the incomplete command (below)
@@ -231,7 +271,7 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             out.note(not_executed(command, why));
             // What the agent can do instead is what a poll would have said.
             if let NotRun::CommandRunning { reading } = why {
-                out.line(still_running(reply, None, "", *reading));
+                out.note(still_running(reply, None, "", *reading));
             }
             TerminalStatus::NotExecuted
         }
@@ -327,20 +367,25 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => reading.is_some(),
         _ => false,
     };
+    let reader = match &reply.outcome {
+        Outcome::WaitingForInput { shell_reading } => {
+            Some(if *shell_reading { Reader::Shell } else { Reader::Program })
+        }
+        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => *reading,
+        _ => None,
+    };
+    let cut = reply.output.truncated;
     TerminalOutput {
-        output: reply.output.text.clone(),
-        exit_code: reply.exit_code().unwrap_or(-1),
         status,
-        cwd: reply.cwd.display().to_string(),
-        python_interpreter: reply.python.as_ref().map(|p| p.display().to_string()),
-        duration_ms: reply.duration.as_millis() as u64,
-        truncated: reply.output.truncated,
-        full_output_path: full_path(&reply.output),
-        full_output_cut: full_cut(&reply.output),
-        full_output_error: reply.output.full_output_error.clone(),
-        timeout_reason: killed.map(|_| KillReason::ExecTimeout),
-        termination_mode: killed,
+        exit_code: reply.exit_code().unwrap_or(-1),
+        session: None,
+        background: false,
+        no_time_limit: false,
         waiting_for_input,
+        reader: reader.map(|reader| match reader {
+            Reader::Shell => "shell",
+            Reader::Program => "program",
+        }),
         prompt: reply.unfinished_line.as_deref().filter(|_| waiting_for_input).map(capped_echo),
         key_sent: match &reply.input {
             Some(InputReport::Sent { key: Some(key), .. }) => Some(key.clone()),
@@ -350,29 +395,43 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
             Outcome::Running { why } => Some(match why {
                 WaitEnded::NoNewOutput(_) => "no_new_output",
                 WaitEnded::Timeout(_) => "timeout",
+                WaitEnded::MaxWait(_) => "max_wait",
                 WaitEnded::FullScreen => "full_screen",
                 WaitEnded::Cancelled => "cancelled",
                 WaitEnded::SessionClosing => "session_closing",
             }),
             _ => None,
         },
-        session: None,
-        command_number: None,
-        previous_output: previous.map(|p| p.output.text.clone()),
-        previous_exit_code: previous.map(|p| p.exit_code().unwrap_or(-1)),
-        previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
-        previous_full_output_error: previous.and_then(|p| p.output.full_output_error.clone()),
-        background_output: reply.idle_output.clone(),
-        notes,
+        timeout_reason: killed.map(|_| KillReason::ExecTimeout),
+        termination_mode: killed,
+        duration_ms: reply.duration.as_millis() as u64,
         look_again_within_sec: reply
             .look_again_within
             .filter(|_| reply.is_running() && !closing(reply))
-            .map(|d| d.as_secs_f64()),
+            .map(round_secs),
         previous_call_cancelled_sec_ago: reply.events.iter().find_map(|event| match event {
-            Event::PreviousCallCancelled { ago } => Some(ago.as_secs_f64()),
+            Event::PreviousCallCancelled { ago } => Some(round_secs(*ago)),
             _ => None,
         }),
+        cwd: reply.cwd.display().to_string(),
+        python_interpreter: reply.python.as_ref().map(|p| p.display().to_string()),
         secrets_masked: secrets_masked(reply),
+        notes,
+        previous_exit_code: previous.map(|p| p.exit_code().unwrap_or(-1)),
+        previous_output_call: None,
+        previous_full_output_path: previous.and_then(|p| full_path(&p.output)),
+        previous_full_output_error: previous.and_then(|p| p.output.full_output_error.clone()),
+        truncated: cut,
+        omitted_chars: cut.then_some(reply.output.omitted_chars),
+        omitted_lines: cut.then_some(reply.output.omitted_lines),
+        command_number: None,
+        output_call: None,
+        full_output_path: full_path(&reply.output),
+        full_output_cut: full_cut(&reply.output),
+        full_output_error: reply.output.full_output_error.clone(),
+        background_output: reply.idle_output.clone(),
+        previous_output: previous.map(|p| p.output.text.clone()),
+        output: reply.output.text.clone(),
     }
 }
 
@@ -387,11 +446,13 @@ fn secrets_masked(reply: &Reply) -> u64 {
 /// still work in commands.
 pub fn masked_note(masked: u64) -> Option<String> {
     (masked > 0).then(|| {
-        let what = if masked == 1 { "1 secret value" } else { &format!("{masked} secret values") };
+        let what = match masked {
+            1 => "1 secret value in the output was".to_owned(),
+            n => format!("{n} secret values in the output were"),
+        };
         format!(
-            "[{what} in the output were replaced by <secret-hidden>; the values are unchanged \
-             for commands, so use the variable (for example \"$GITHUB_TOKEN\") where one is \
-             needed.]"
+            "[{what} replaced by <secret-hidden>; the values are unchanged for commands, so use \
+             the variable (for example \"$GITHUB_TOKEN\") where one is needed.]"
         )
     })
 }
@@ -495,6 +556,11 @@ fn wait_ended(why: WaitEnded) -> String {
         }
         WaitEnded::Timeout(limit) => {
             format!("The command timed out after {} seconds.", plain_secs(limit))
+        }
+        // Not a timeout of the agent's: nothing failed, the call only
+        // stopped waiting.
+        WaitEnded::MaxWait(limit) => {
+            format!("No timeout was given: control came back after {} s.", plain_secs(limit))
         }
         WaitEnded::FullScreen => {
             "The command shows a full screen (above) and keeps redrawing it.".to_owned()

@@ -194,9 +194,9 @@ impl Shellkeep {
     }
 
     /// Adds what happened to the orphan guard that this reply's reader has
-    /// not been told yet: a line of text, and for a `terminal` reply
-    /// (`session`: its session's name, the reader) an entry of `notes`.
-    /// `run` replies (`None`) are one reader together.
+    /// not been told yet: a line of text and an entry of `notes`
+    /// (`session`: the reader, a `terminal` reply's session; `run` replies,
+    /// `None`, are one reader together).
     fn with_guard_notice(
         &self,
         mut result: CallToolResult,
@@ -205,14 +205,7 @@ impl Shellkeep {
         let guard = self.shared.guard.as_ref();
         let reader = session.unwrap_or("");
         let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
-        if session.is_some()
-            && let Some(serde_json::Value::Object(map)) = &mut result.structured_content
-            && let serde_json::Value::Array(notes) =
-                map.entry("notes").or_insert_with(|| serde_json::Value::Array(Vec::new()))
-        {
-            notes.push(notice.clone().into());
-        }
-        result.content.push(ContentBlock::text(notice));
+        push_note(&mut result, notice);
         result
     }
 
@@ -312,13 +305,25 @@ impl ServerHandler for Shellkeep {
     fn get_info(&self) -> rmcp::model::ServerConfig {
         rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "shellkeep gives you a persistent bash terminal (`terminal`) and a one-shot \
-                 runner that never hangs (`run`). Use `terminal` for work that builds on state \
-                 (cd, export, venvs); use `run` for independent commands with a hard limit.",
-            )
+            .with_instructions(INSTRUCTIONS)
     }
 }
+
+/// What a client shows its model before it loads any tool schema (Claude
+/// Code and Codex defer the schemas until the model searches for a tool):
+/// the tools, what each is for, and the first call to make.
+const INSTRUCTIONS: &str = "shellkeep: a persistent bash shell in a real terminal, and a one-shot \
+runner that never hangs. Prefer them to a built-in shell tool for work that builds on state or \
+may hang.
+- terminal: run a command in a shell that keeps cwd, env, venvs and jobs between calls; \
+interactive programs, prompts and full screens work; background=true starts a job in its own \
+session. First call: {\"command\": \"pwd\"}. Exit code -1 means still running: send \
+{\"command\": \"\"} to wait, or is_input=true to answer a prompt or send C-c.
+- run: one command in a fresh process with a hard time limit, stdout and stderr apart \
+({\"command\": \"make test\"}).
+- output: read the lines a cut reply left out (the reply gives the exact call).
+- sessions: list the sessions and background jobs; session_close: stop one.
+- policy_explain: the time limits a command would get.";
 
 /// A result with readable text and structured content. Output that could
 /// pass for one of shellkeep's notices never shares a text block with
@@ -352,7 +357,7 @@ fn push_notice(
 ) {
     push_line(result, text);
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
-        map.insert(field.to_owned(), structured);
+        render::insert_before_body(map, field, structured);
     }
 }
 
@@ -377,10 +382,8 @@ fn push_line(result: &mut CallToolResult, line: String) {
 /// entry of `notes` in its structured content, when it has one (every
 /// output schema declares `notes`; a tool error has no structured content).
 fn push_note(result: &mut CallToolResult, note: String) {
-    if let Some(Value::Object(map)) = &mut result.structured_content
-        && let Value::Array(notes) = map.entry("notes").or_insert_with(|| Value::Array(Vec::new()))
-    {
-        notes.push(note.clone().into());
+    if let Some(Value::Object(map)) = &mut result.structured_content {
+        render::push_note(map, note.clone());
     }
     push_line(result, note);
 }
@@ -769,5 +772,28 @@ mod tests {
         let long = "y".repeat(1000);
         let notice = render::ignored_arguments("run", &[long], &known);
         assert!(notice.len() < 120 && notice.contains(&format!("`{}…`", "y".repeat(40))));
+    }
+
+    /// Issue 18: the instructions, all a deferring client's model sees,
+    /// name every tool and the first call to make, in a few lines.
+    #[test]
+    fn the_instructions_name_every_tool_and_a_first_call() {
+        let router = Shellkeep::terminal_router()
+            + Shellkeep::run_router()
+            + Shellkeep::policy_explain_router()
+            + Shellkeep::sessions_router()
+            + Shellkeep::output_router()
+            + Shellkeep::session_close_router();
+        let tools = router.list_all();
+        assert_eq!(tools.len(), 6);
+        for tool in tools {
+            assert!(
+                INSTRUCTIONS.contains(&format!("{}:", tool.name)),
+                "{} is not named",
+                tool.name
+            );
+        }
+        assert!(INSTRUCTIONS.contains("First call: {\"command\": \"pwd\"}"));
+        assert!(INSTRUCTIONS.lines().count() <= 8 && INSTRUCTIONS.len() < 1_200);
     }
 }

@@ -85,7 +85,8 @@ impl Shellkeep {
                     .map_err(|err| err.to_string())
             });
         match page {
-            Ok(page) => {
+            Ok(mut page) => {
+                render::fit_page(&mut page, READ_CAP);
                 let (text, structured) = render::output_page(&render::Source::Session(name), &page);
                 self.with_job_notices(structured_result(text, &structured, false))
             }
@@ -109,7 +110,8 @@ impl Shellkeep {
             log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(DEFAULT_LINES))
         });
         match page {
-            Ok(page) => {
+            Ok(mut page) => {
+                render::fit_page(&mut page, READ_CAP);
                 let (text, structured) = render::output_page(&render::Source::Run(stream), &page);
                 structured_result(text, &structured, false)
             }

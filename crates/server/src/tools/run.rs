@@ -1,6 +1,6 @@
 //! The `run` tool: one command with `bash -c` in a fresh process, under an
 //! execution limit and a no-output limit, with its stdout and stderr. Its
-//! description states the per-stream cap. It does not check arguments
+//! description states the cap the two streams share. It does not check arguments
 //! (`args`) or word the reply (`render`); the engine's `oneshot` runs it.
 
 use std::sync::Arc;
@@ -34,8 +34,9 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          limit (timeout_sec, or the category's) and the no-output limit end it with SIGTERM to \
          its whole process group, then SIGKILL after {}; partial output is kept. The policy \
          matches each part of a compound command (`cd x && cargo build`), and the part with the \
-         longest limits decides. Each stream over {} characters is cut to its head and tail and \
-         kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
+         longest limits decides. Output over {} characters (stdout and stderr together, counted \
+         as JSON writes them; a stream that needs less leaves the rest to the other) is cut to \
+         its head and tail and kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
          \"stream\": \"stderr\", ...}}`) and the file that holds it.",
         span(config.grace),
         render::count(config.output_cap as u64),

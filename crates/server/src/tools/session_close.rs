@@ -59,6 +59,9 @@ impl Shellkeep {
                     *command = self.shared.config.masks.mask(command).0.into_owned();
                 }
                 audit.end_session_close(Ok((&last.activity, reset)), last.output.len() as u64);
+                // Its last lines are bounded in number, not in size.
+                let cap = self.shared.config.output_cap;
+                last.output = render::newest_within(&last.output, cap, "its earlier output");
                 let (text, structured) = render::session_closed(&name, &last, reset);
                 structured_result(text, &structured, false)
             }

@@ -46,7 +46,8 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          for more output, is_input=true with text (typed as it is, with Enter) or C-c, or `keys` \
          for other keys and text without Enter (keys=[\"DOWN\", \"ENTER\"], [\"q\"], \
          [\"ESC\", \":wq\", \"ENTER\"]; arrows as the program's cursor mode asks). Output over {} \
-         characters is cut to its head and tail and saved in full to a file named in the reply. \
+         characters in a reply (all its outputs together, counted as JSON writes them) is cut \
+         to its head and tail and saved in full to a file named in the reply. \
          A call hands control back after at most {max_wait} (or its timeout), or within about a \
          second when the program waits for input, or with its screen within about 3 s for a \
          full-screen program that keeps redrawing (watch, top); the command keeps running. A running command \
@@ -155,14 +156,26 @@ impl Shellkeep {
         let result = match executed {
             Ok(mut reply) => {
                 self.mask_commands(&mut reply);
+                // All the outputs of one reply share one budget.
+                let store = lease.session().output();
+                let saved =
+                    |number| store.get(Some(number)).map(|log| log.saved()).unwrap_or_default();
+                render::fit_reply(&mut reply, self.shared.config.output_cap, &saved);
                 // A job waiting for input gets the reply that says how to
                 // answer it.
                 if let SessionOpened::Background(job) = &opened
                     && matches!(reply.outcome, Outcome::Running { .. })
                 {
-                    let (text, mut structured) =
+                    let (mut text, mut structured) =
                         render::background_started(lease.name(), job, &reply);
                     structured.session = Some(lease.name().to_owned());
+                    if let Some((line, call)) =
+                        render::read_hint(lease.name(), &reply, HintFor::This)
+                    {
+                        text.notice(&line);
+                        structured.command_number = Some(call.command);
+                        structured.output_call = Some(call);
+                    }
                     let result = structured_result(text, &structured, false);
                     return self
                         .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
@@ -177,21 +190,27 @@ impl Shellkeep {
                 if lease.name() != DEFAULT_SESSION {
                     structured.session = Some(lease.name().to_owned());
                 }
+                if let SessionOpened::Background(_) = &opened {
+                    structured.background = true;
+                    structured.no_time_limit = true;
+                }
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
                     text.notice_first(&line);
+                    structured.notes.insert(0, line);
                 }
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
-                    && let Some((line, _)) =
+                    && let Some((line, call)) =
                         render::read_hint(lease.name(), previous, HintFor::Previous)
                 {
                     text.notice(&line);
+                    structured.previous_output_call = Some(call);
                 }
-                if let Some((line, number)) = render::read_hint(lease.name(), &reply, HintFor::This)
-                {
+                if let Some((line, call)) = render::read_hint(lease.name(), &reply, HintFor::This) {
                     text.notice(&line);
-                    structured.command_number = Some(number);
+                    structured.command_number = Some(call.command);
+                    structured.output_call = Some(call);
                 }
                 self.with_job_notices(structured_result(text, &structured, is_error))
             }

@@ -81,7 +81,7 @@ async fn an_unknown_argument_is_named_once_in_the_notes_and_the_call_works() {
         .await;
     assert!(!r.is_error, "{r:#?}");
     assert_eq!(r.output(), "ok\n", "{r:#?}");
-    let expected = note("terminal", "arguments `description`, `foo` and `thought`", terminal_takes);
+    let expected = note("terminal", "arguments `foo`, `thought` and `description`", terminal_takes);
     assert_eq!(r.text.matches(&expected).count(), 1, "{}", r.text);
     assert_eq!(r["notes"], json!([expected]), "{r:#?}");
     // On a line of its own after the output.

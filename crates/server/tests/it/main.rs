@@ -38,6 +38,7 @@ mod orphans;
 mod outputs;
 mod prompt;
 mod remote;
+mod replies;
 mod run;
 mod runtime;
 mod screen;

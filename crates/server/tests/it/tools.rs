@@ -130,7 +130,12 @@ async fn descriptions_state_the_limits_the_server_runs_with() {
             "at most 5,000); a page also stops at 30,000 characters",
         ),
         ("run", None, "SIGKILL after 5 s", "SIGKILL after 2.5 s"),
-        ("run", None, "Each stream over 30,000 characters", "Each stream over 5,000 characters"),
+        (
+            "run",
+            None,
+            "Output over 30,000 characters (stdout and stderr together",
+            "Output over 5,000 characters (stdout and stderr together",
+        ),
         ("run", Some("timeout_sec"), "at most 86400 (1 day)", "at most 86400 (1 day)"),
         ("policy_explain", Some("no_output_timeout_sec"), "at most 86400", "at most 86400"),
         ("session_close", None, "SIGKILL after 5 s", "SIGKILL after 2.5 s"),

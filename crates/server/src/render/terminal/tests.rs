@@ -58,21 +58,21 @@ fn completed() {
     check(
         &reply(Outcome::Completed { exit_code: 0 }, "hi\n"),
         expect![[r#"
-        hi
-        [The command completed with exit code 0.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "hi\n",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false
-        }
-    "#]],
+            hi
+            [The command completed with exit code 0.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "truncated": false,
+              "output": "hi\n"
+            }
+        "#]],
     );
 }
 
@@ -91,14 +91,14 @@ fn completed_after_a_key() {
             [Python interpreter: /usr/bin/python3]
             -----
             {
-              "output": "^C\n",
-              "exit_code": 130,
               "status": "completed",
+              "exit_code": 130,
+              "key_sent": "C-c",
+              "duration_ms": 1500,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
               "truncated": false,
-              "key_sent": "C-c"
+              "output": "^C\n"
             }
         "#]],
     );
@@ -114,26 +114,26 @@ fn killed() {
     check(
         &reply(outcome, "working\n"),
         expect![[r#"
-        working
-        [The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "working\n",
-          "exit_code": 137,
-          "status": "killed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "timeout_reason": "exec_timeout",
-          "termination_mode": "hard",
-          "notes": [
-            "[The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]"
-          ]
-        }
-    "#]],
+            working
+            [The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "killed",
+              "exit_code": 137,
+              "timeout_reason": "exec_timeout",
+              "termination_mode": "hard",
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[The command was stopped with exit code 137: no call waited on it, polled it or sent it input for 600 s (its limit; time waiting for input not counted). It ignored SIGTERM and got SIGKILL after the grace period; nothing after it in the command line ran.]"
+              ],
+              "truncated": false,
+              "output": "working\n"
+            }
+        "#]],
     );
 }
 
@@ -147,15 +147,18 @@ fn running_quiet() {
             [The command has no new output after 30 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
-              "output": "step 1\n",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "wait_ended": "no_new_output",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
+              "notes": [
+                "[The command has no new output after 30 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]"
+              ],
               "truncated": false,
-              "wait_ended": "no_new_output",
-              "look_again_within_sec": 42.0
+              "output": "step 1\n"
             }
         "#]],
     );
@@ -174,15 +177,18 @@ fn running_past_the_call_timeout() {
             [The command timed out after 0.5 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
-              "output": "step 2\n",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "wait_ended": "timeout",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
+              "notes": [
+                "[The command timed out after 0.5 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]"
+              ],
               "truncated": false,
-              "wait_ended": "timeout",
-              "look_again_within_sec": 42.0
+              "output": "step 2\n"
             }
         "#]],
     );
@@ -197,15 +203,18 @@ fn running_after_a_cancelled_call() {
             [The client cancelled this call. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "wait_ended": "cancelled",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
+              "notes": [
+                "[The client cancelled this call. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]"
+              ],
               "truncated": false,
-              "wait_ended": "cancelled",
-              "look_again_within_sec": 42.0
+              "output": ""
             }
         "#]],
     );
@@ -220,17 +229,17 @@ fn running_while_the_session_closes() {
             [This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "wait_ended": "session_closing",
+              "duration_ms": 1500,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "wait_ended": "session_closing",
               "notes": [
                 "[This call stopped waiting: the session is being closed (session_close), and the command is stopped with it.]"
-              ]
+              ],
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -247,16 +256,20 @@ fn waiting_for_input() {
             [The command waits for input; its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
             -----
             {
-              "output": "Password: ",
-              "exit_code": -1,
               "status": "waiting_for_input",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "program",
+              "prompt": "Password: ",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
+              "notes": [
+                "[The command waits for input; its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]"
+              ],
               "truncated": false,
-              "waiting_for_input": true,
-              "prompt": "Password: ",
-              "look_again_within_sec": 42.0
+              "output": "Password: "
             }
         "#]],
     );
@@ -273,16 +286,20 @@ fn waiting_for_input_read_by_the_shell() {
             [The shell reads input (`read`, or a broken integration that reset=true restores); its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
             -----
             {
-              "output": "Name: ",
-              "exit_code": -1,
               "status": "waiting_for_input",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "shell",
+              "prompt": "Name: ",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
+              "notes": [
+                "[The shell reads input (`read`, or a broken integration that reset=true restores); its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]"
+              ],
               "truncated": false,
-              "waiting_for_input": true,
-              "prompt": "Name: ",
-              "look_again_within_sec": 42.0
+              "output": "Name: "
             }
         "#]],
     );
@@ -299,17 +316,17 @@ fn incomplete() {
             [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "duration_ms": 1500,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
               "notes": [
                 "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-              ]
+              ],
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -329,17 +346,17 @@ fn incomplete_after_a_line() {
             [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "duration_ms": 1500,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
               "notes": [
                 "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-              ]
+              ],
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -353,17 +370,17 @@ fn integration_damaged() {
             [The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
               "notes": [
                 "[The command was NOT run: the shell reported that it never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -382,17 +399,18 @@ fn not_executed_while_a_command_runs() {
             [Running for 1.5 s: send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]
             -----
             {
-              "output": "still going\n",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
               "notes": [
-                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]",
+                "[Running for 1.5 s: send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": "still going\n"
             }
         "#]],
     );
@@ -413,19 +431,21 @@ fn not_executed_while_a_program_waits_for_input() {
             [The command waits for input; its prompt is "Continue? [y/N] ". Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "program",
+              "prompt": "Continue? [y/N] ",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
-              "prompt": "Continue? [y/N] ",
               "notes": [
-                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]",
+                "[The command waits for input; its prompt is \"Continue? [y/N] \". Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -443,18 +463,20 @@ fn not_executed_while_the_shell_reads() {
             [The shell reads input (`read`, or a broken integration that reset=true restores) with no prompt (C-d ends input). Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "shell",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
               "notes": [
-                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]"
+                "[Your command \"echo second\" is NOT executed. The previous command is still running - You CANNOT send new commands until the previous command is completed.]",
+                "[The shell reads input (`read`, or a broken integration that reset=true restores) with no prompt (C-d ends input). Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -475,18 +497,18 @@ fn not_executed_while_a_command_is_incomplete() {
             [The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "duration_ms": 1500,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
               "notes": [
                 "[Your command \"echo second\" is NOT executed: the previous command is incomplete, and the shell waits for its remaining lines.]",
                 "[The command is incomplete, so the shell waits for the rest of it (as at a `>` prompt). Send the remaining lines with is_input=true, or C-c to discard it.]"
-              ]
+              ],
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -501,22 +523,22 @@ fn not_executed_away_from_the_prompt() {
     check(
         &reply,
         expect![[r#"
-        [Below is the output of the previous command.]
-        [Your command "echo second" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]
-        -----
-        {
-          "output": "",
-          "exit_code": -1,
-          "status": "not_executed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[Your command \"echo second\" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]"
-          ]
-        }
-    "#]],
+            [Below is the output of the previous command.]
+            [Your command "echo second" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]
+            -----
+            {
+              "status": "not_executed",
+              "exit_code": -1,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[Your command \"echo second\" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
     );
 }
 
@@ -531,17 +553,17 @@ fn not_executed_with_the_integration_damaged() {
             [Your command "echo second" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "not_executed",
+              "exit_code": -1,
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
               "notes": [
                 "[Your command \"echo second\" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -563,17 +585,17 @@ fn reset_alone() {
             [Python interpreter: /usr/bin/python3]
             -----
             {
-              "output": "",
-              "exit_code": 0,
               "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 0,
-              "truncated": false,
               "notes": [
                 "Terminal session has been reset. All previous environment variables and session state have been cleared.",
                 "[The new shell started in /home/me/project.]"
-              ]
+              ],
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -589,23 +611,23 @@ fn a_key_nothing_needed() {
     check(
         &reply,
         expect![[r#"
-        [No command is running, so C-c was not sent: the shell is at its prompt.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 0,
-          "truncated": false,
-          "notes": [
-            "[No command is running, so C-c was not sent: the shell is at its prompt.]"
-          ]
-        }
-    "#]],
+            [No command is running, so C-c was not sent: the shell is at its prompt.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 0,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[No command is running, so C-c was not sent: the shell is at its prompt.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
     );
 }
 
@@ -620,23 +642,23 @@ fn keys_nothing_needed() {
     check(
         &reply,
         expect![[r#"
-        [No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 0,
-          "truncated": false,
-          "notes": [
-            "[No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]"
-          ]
-        }
-    "#]],
+            [No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 0,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[No command is running, so nothing was sent (ESC text(3) ENTER): the shell is at its prompt, and keys go only to a running program.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
     );
 }
 
@@ -649,22 +671,26 @@ fn waiting_after_keys() {
     check(
         &reply,
         expect![[r#"
-        > second
-        [The command waits for input with no prompt (C-d ends input). Sent: DOWN text(1) ENTER. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
-        -----
-        {
-          "output": "> second\n",
-          "exit_code": -1,
-          "status": "waiting_for_input",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "waiting_for_input": true,
-          "key_sent": "DOWN text(1) ENTER",
-          "look_again_within_sec": 42.0
-        }
-    "#]],
+            > second
+            [The command waits for input with no prompt (C-d ends input). Sent: DOWN text(1) ENTER. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+            -----
+            {
+              "status": "waiting_for_input",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "program",
+              "key_sent": "DOWN text(1) ENTER",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[The command waits for input with no prompt (C-d ends input). Sent: DOWN text(1) ENTER. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]"
+              ],
+              "truncated": false,
+              "output": "> second\n"
+            }
+        "#]],
     );
 }
 
@@ -675,25 +701,25 @@ fn input_after_the_command_finished() {
     check(
         &reply,
         expect![[r#"
-        done
-        [The command completed with exit code 0.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        [Your input was not sent: the command had already finished.]
-        -----
-        {
-          "output": "done\n",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[Your input was not sent: the command had already finished.]"
-          ]
-        }
-    "#]],
+            done
+            [The command completed with exit code 0.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            [Your input was not sent: the command had already finished.]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[Your input was not sent: the command had already finished.]"
+              ],
+              "truncated": false,
+              "output": "done\n"
+            }
+        "#]],
     );
 }
 
@@ -708,18 +734,19 @@ fn input_partly_delivered() {
             [Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]
             -----
             {
-              "output": "",
-              "exit_code": -1,
               "status": "running",
+              "exit_code": -1,
+              "wait_ended": "timeout",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "wait_ended": "timeout",
               "notes": [
+                "[The command timed out after 0 seconds. It is still running (1.5 s): send '' to wait for more, is_input=true with text, or `keys` (C-c interrupts). Look again within 42 s to keep it running.]",
                 "[Only 69632 of the 200001 bytes of your input were delivered: the program is not reading its input, and the rest was dropped. C-c still interrupts it.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": ""
             }
         "#]],
     );
@@ -736,35 +763,35 @@ fn a_previous_command_background_output_and_a_cancelled_call() {
     check(
         &reply,
         expect![[r#"
-        [The previous command finished with exit code 3 before this one started; its last output follows.]
-        late
-        [The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]
-        [Printed while no command was running (background jobs):]
-        bg-out
-        next
-        [The command completed with exit code 0.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "next\n",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "previous_output": "late\n",
-          "previous_exit_code": 3,
-          "background_output": "bg-out\n",
-          "notes": [
-            "[The previous command finished with exit code 3 before this one started; its last output follows.]",
-            "[The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]",
-            "[Printed while no command was running (background jobs):]"
-          ],
-          "previous_call_cancelled_sec_ago": 2.3
-        }
-    "#]],
+            [The previous command finished with exit code 3 before this one started; its last output follows.]
+            late
+            [The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]
+            [Printed while no command was running (background jobs):]
+            bg-out
+            next
+            [The command completed with exit code 0.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 1500,
+              "previous_call_cancelled_sec_ago": 2.3,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[The previous command finished with exit code 3 before this one started; its last output follows.]",
+                "[The previous call was cancelled by the client 2.3 s ago; the command was left running, and what it printed since is below.]",
+                "[Printed while no command was running (background jobs):]"
+              ],
+              "previous_exit_code": 3,
+              "truncated": false,
+              "background_output": "bg-out\n",
+              "previous_output": "late\n",
+              "output": "next\n"
+            }
+        "#]],
     );
 }
 
@@ -780,27 +807,27 @@ fn a_previous_command_that_was_killed() {
     check(
         &reply,
         expect![[r#"
-        [The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]
-        next
-        [The command completed with exit code 0.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "next\n",
-          "exit_code": 0,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "previous_output": "",
-          "previous_exit_code": 143,
-          "notes": [
-            "[The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]"
-          ]
-        }
-    "#]],
+            [The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]
+            next
+            [The command completed with exit code 0.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 0,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[The previous command was stopped with exit code 143 before this one started: no call waited on it, polled it or sent it input for 30 s. Its last output follows.]"
+              ],
+              "previous_exit_code": 143,
+              "truncated": false,
+              "previous_output": "",
+              "output": "next\n"
+            }
+        "#]],
     );
 }
 
@@ -818,18 +845,20 @@ fn a_full_screen_program() {
             [The command waits for input on the screen above. Send '' to wait. Waiting pauses its 42 s limit.]
             -----
             {
-              "output": "~\n~\n:",
-              "exit_code": -1,
               "status": "waiting_for_input",
+              "exit_code": -1,
+              "waiting_for_input": true,
+              "reader": "program",
+              "duration_ms": 1500,
+              "look_again_within_sec": 42.0,
               "cwd": "/home/me/project",
               "python_interpreter": "/usr/bin/python3",
-              "duration_ms": 1500,
-              "truncated": false,
-              "waiting_for_input": true,
               "notes": [
-                "[A full-screen program is showing this screen; send keys with `keys` (for example [\"q\"], [\"DOWN\", \"ENTER\"], [\"ESC\"] or [\"C-c\"]).]"
+                "[A full-screen program is showing this screen; send keys with `keys` (for example [\"q\"], [\"DOWN\", \"ENTER\"], [\"ESC\"] or [\"C-c\"]).]",
+                "[The command waits for input on the screen above. Send '' to wait. Waiting pauses its 42 s limit.]"
               ],
-              "look_again_within_sec": 42.0
+              "truncated": false,
+              "output": "~\n~\n:"
             }
         "#]],
     );
@@ -841,23 +870,23 @@ fn output_that_looks_like_a_notice_gets_a_block_of_its_own() {
     check(
         &reply(Outcome::Completed { exit_code: 1 }, output),
         expect![[r#"
-        [The command completed with exit code 0.]
+            [The command completed with exit code 0.]
 
-        =====
-        [The command completed with exit code 1.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "output": "[The command completed with exit code 0.]\n",
-          "exit_code": 1,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false
-        }
-    "#]],
+            =====
+            [The command completed with exit code 1.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 1,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "truncated": false,
+              "output": "[The command completed with exit code 0.]\n"
+            }
+        "#]],
     );
 }
 
@@ -881,46 +910,46 @@ fn shell_and_integration_events() {
     check(
         &reply,
         expect![[r#"
-        [The command completed with exit code 5.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        [A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]
-        [The nested shell exited (exit code 5); commands run in the outer shell again.]
-        [The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]
-        [A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]
-        [`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]
-        [`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]
-        [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
-        [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
-        [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
-        [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
-        [The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]
-        [The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
-        -----
-        {
-          "output": "",
-          "exit_code": 5,
-          "status": "completed",
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "duration_ms": 1500,
-          "truncated": false,
-          "notes": [
-            "[A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]",
-            "[The nested shell exited (exit code 5); commands run in the outer shell again.]",
-            "[The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]",
-            "[A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]",
-            "[`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]",
-            "[`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]",
-            "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
-            "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
-            "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
-            "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
-            "[The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]",
-            "[The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
-          ]
-        }
-    "#]],
+            [The command completed with exit code 5.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            [A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]
+            [The nested shell exited (exit code 5); commands run in the outer shell again.]
+            [The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]
+            [A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]
+            [`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]
+            [`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]
+            [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
+            [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
+            [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
+            [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
+            [The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]
+            [The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 5,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[A nested shell started; shellkeep's integration was installed in it, so your commands now run inside it with exit codes and the working directory. `exit` returns to the outer shell.]",
+                "[The nested shell exited (exit code 5); commands run in the outer shell again.]",
+                "[The shell was replaced (exec) and lost shellkeep's integration; it was reinstalled, so commands keep their exit codes and working directory.]",
+                "[A shell without shellkeep's integration is waiting at its prompt and the integration could not be installed in it: send its commands with is_input=true, or reset=true for a fresh shell.]",
+                "[`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]",
+                "[`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]",
+                "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
+                "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
+                "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
+                "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
+                "[The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]",
+                "[The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
     );
 }
 
@@ -968,13 +997,14 @@ const NOTICE_BUDGET: usize = 220;
 
 /// Issue 14: every notice about a running or waiting command fits the
 /// budget (a quoted prompt aside) and says how to poll, answer and stop it,
-/// and by when to look again; nothing of it is copied into the notes.
+/// and by when to look again; issue 18: it is in the notes too, once.
 #[test]
 fn running_and_waiting_notices_fit_the_budget() {
     let long = Duration::from_secs(86_400);
     let waits = [
         WaitEnded::NoNewOutput(Duration::from_secs(30)),
         WaitEnded::Timeout(Duration::from_secs(3_600)),
+        WaitEnded::MaxWait(Duration::from_secs(3_600)),
         WaitEnded::Cancelled,
     ];
     let mut cases: Vec<(Reply, &str)> = Vec::new();
@@ -1019,7 +1049,11 @@ fn running_and_waiting_notices_fit_the_budget() {
         };
         assert!(notice.contains(clock), "{notice}");
         assert_eq!(text.matches("is_input=true").count(), 1, "said once: {text}");
-        assert!(structured.notes.iter().all(|note| !note.contains("send ''")), "{structured:?}");
+        // Issue 18: a client that shows only the structured content gets
+        // the same line, once.
+        let in_notes: Vec<&String> =
+            structured.notes.iter().filter(|note| note.contains("send ''")).collect();
+        assert_eq!(in_notes, [notice], "{structured:?}");
         assert_eq!(structured.look_again_within_sec, Some(86_400.0));
     }
 }
@@ -1043,4 +1077,20 @@ fn the_prompt_is_the_last_line_only_when_it_is() {
     assert!(pieces.contains("its prompt is \"Password: \""), "{pieces}");
     let none = notice("searching\n", None);
     assert!(none.contains("with no prompt (C-d ends input)") && !none.contains("above"), "{none}");
+}
+
+/// Issue 18: the secret notice agrees in number with its count.
+#[test]
+fn the_secret_notice_agrees_in_number() {
+    let one = super::masked_note(1).expect("a notice");
+    assert!(
+        one.starts_with("[1 secret value in the output was replaced by <secret-hidden>;"),
+        "{one}"
+    );
+    let two = super::masked_note(2).expect("a notice");
+    assert!(
+        two.starts_with("[2 secret values in the output were replaced by <secret-hidden>;"),
+        "{two}"
+    );
+    assert_eq!(super::masked_note(0), None);
 }
