@@ -1798,7 +1798,7 @@ mod one_way_in {
         config.output_cap = 2_000;
         config.env = vec![("T".to_owned(), SECRET.to_owned())];
         config.secrets = secrets();
-        let cols = usize::from(config.cols);
+        let (rows, cols) = (usize::from(config.rows), usize::from(config.cols));
         let session = Session::new(config);
         session.start().await.expect("the shell starts");
         let mut seen = String::new();
@@ -1868,13 +1868,15 @@ mod one_way_in {
         check("a full screen", &reply);
         check("after it", &call(&session, input("q")).await);
 
-        // Across the renderer's line limit, shown unfinished, then ended.
-        // A line past the limit is cut at the start of the row the cursor
-        // is on: the secret straddles that place.
-        let cut = crate::screen::LINE_LIMIT - crate::screen::LINE_LIMIT % cols;
+        // Longer than the window, shown unfinished, then ended. The rows of
+        // a line that scroll off the window are final: the line is cut at
+        // the start of the first row still in the window, and the secret
+        // straddles that place.
+        let cut = 20 * cols;
         let long = format!(
-            r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' 150 '' | tr ' ' b; read x; echo"#,
-            cut - 10
+            r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' {} '' | tr ' ' b; read x; echo"#,
+            cut - 10,
+            rows * cols - SECRET.len(),
         );
         let reply = call(&session, command(&long)).await;
         assert!(reply.is_running(), "{reply:?}");

@@ -252,3 +252,66 @@ async fn scrolled_and_deleted_lines_are_kept_whole() {
     assert_eq!(term.run("echo after").await.output.text, "after\n");
     term.session.close().await;
 }
+
+/// Issue 18: `nohup: ignoring input` came back as `nohup:` in one reply and
+/// `ignoring input` in the next: the blank at the end of the unfinished
+/// line was lost. Every character of a line completed across replies comes
+/// back, once, whatever the replies in between show.
+#[tokio::test]
+async fn a_line_completed_across_replies_keeps_every_character() {
+    let term = Term::new("screen-across").await;
+    let gate = term.cwd().join("gate");
+    let command = "printf 'nohup: '; while [ ! -e gate ]; do sleep 0.05; done; \
+                   rm gate; printf 'ignoring  '; while [ ! -e gate ]; do sleep 0.05; done; \
+                   echo input";
+    let first = term.run_for(command, 0.5).await;
+    assert!(first.is_running(), "{first:?}");
+    assert_eq!(first.output.text, "nohup: ");
+    // A poll while nothing changed shows nothing again.
+    let poll = term.run_for("", 0.2).await;
+    assert!(poll.is_running(), "{poll:?}");
+    assert_eq!(poll.output.text, "");
+    std::fs::write(&gate, "").expect("open the gate");
+    let second = crate::poll_until(
+        async || term.run_for("", 0.2).await,
+        |reply| !reply.output.text.is_empty(),
+    )
+    .await;
+    assert_eq!(second.output.text, "ignoring  ");
+    crate::eventually(|| !gate.exists()).await;
+    std::fs::write(&gate, "").expect("open the gate");
+    let last =
+        crate::poll_until(async || term.run_for("", 0.5).await, |reply| !reply.is_running()).await;
+    assert_eq!(last.output.text, "input\n");
+    assert_eq!(full_output(&term, &last), "nohup: ignoring  input\n");
+    term.session.close().await;
+}
+
+/// Issue 18: a command whose last line is unfinished when it ends keeps
+/// the blanks it printed at its end: `nohup cmd &` printed `nohup: ` before
+/// the prompt came back and `ignoring input` after, and the reply said
+/// `nohup:`. The rest of the line comes with the next reply.
+#[tokio::test]
+async fn an_unfinished_last_line_keeps_its_trailing_blanks() {
+    let term = Term::new("screen-unfinished").await;
+    let reply = term.run("printf 'nohup: '").await;
+    assert_eq!(reply.output.text, "nohup: ");
+    assert_eq!(full_output(&term, &reply), "nohup: ");
+    // What `nohup` does: half the line before the prompt, the rest after.
+    let reply = term
+        .run(
+            "(printf 'nohup: '; touch printed; until [ -e gate ]; do sleep 0.05; done; \
+             echo 'ignoring input') & until [ -e printed ]; do sleep 0.05; done",
+        )
+        .await;
+    assert!(reply.output.text.ends_with("\nnohup: "), "{:?}", reply.output.text);
+    std::fs::write(term.cwd().join("gate"), "").expect("open the gate");
+    let later = crate::poll_until(
+        async || term.run("true").await,
+        |reply| reply.idle_output.as_ref().is_some_and(|idle| idle.contains("input")),
+    )
+    .await;
+    let idle = later.idle_output.expect("the rest of the line");
+    assert!(idle.starts_with("ignoring input"), "{idle:?}");
+    term.session.close().await;
+}
