@@ -51,17 +51,22 @@
 //!   characters, erase-below), the line as it was is kept until the
 //!   cursor leaves the line again, and then judged: if the new text starts
 //!   with the same first word (its first run of letters: spinners, bars,
-//!   digits and punctuation do not count), it is the same line updating
-//!   itself, a progress frame, and only the newest version is kept;
-//!   otherwise, or if the line was left blank, the old version is committed
-//!   just above what replaced it. So an erased `FATAL` line survives, while
-//!   `docker pull`-style displays (cursor up over N lines, redrawn again
-//!   and again) keep one version of each line per change of first word,
-//!   never one per frame. A line that redrew itself that way and is then
-//!   cleared away (erased, and left blank by the cursor: `indicatif` and
-//!   `rich` clear their bars when the work is done) goes, as on a
-//!   terminal. The line the cursor is on and has not left yet
-//!   is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
+//!   digits and punctuation do not count; `Building` and `Built`, which
+//!   share four letters, are one word), it is the same line updating
+//!   itself, a progress frame, and only the newest version is kept, and
+//!   from then on its row is a progress row; otherwise, or if the line was
+//!   left blank, the old version is committed just above what replaced it
+//!   (after the whole line, when the row is the continuation of a wrapped
+//!   line). So an erased `FATAL` line survives, while `docker pull`-style
+//!   displays (cursor up over N lines, redrawn again and again) keep only
+//!   their final state. On a progress row, what replaces a frame or
+//!   clears it away (erased, and left blank by the cursor: `indicatif` and
+//!   `rich` clear their bars when the work is done, and move bars between
+//!   rows as they come and go) takes its place, as on a terminal: the
+//!   recorded displays of `uv`, `pip`, `cargo` and `npm` come back exactly
+//!   as tmux shows them (`tests/data`). A row stops being a progress row
+//!   when it leaves the window. The line the cursor is on and has not
+//!   left yet is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
 //!   `cargo` bars), and only its final state is kept. Erasing the whole
 //!   screen commits it.
 //! - **Scrolled and deleted lines.** Scroll up and down (`ESC [ S`,
@@ -208,6 +213,7 @@ impl Screen {
                 pause: None,
                 in_command: false,
                 responses: Vec::new(),
+                after_line: After::default(),
             },
         }
     }
@@ -397,6 +403,7 @@ impl Screen {
     /// Drops the window without committing it: used for the echo of the
     /// line we type to start a command.
     pub fn discard_window(&mut self) {
+        self.state.after_line.flush(&mut self.state.committed);
         self.state.lines.truncate(1);
         self.state.lines[0].reset();
         self.state.row = 0;
@@ -470,7 +477,11 @@ impl Screen {
     /// more than [`Screen::window_bound`].
     pub fn window_cost(&self) -> usize {
         let lines: usize = self.state.lines.iter().map(Line::cost).sum();
-        lines + self.held.bytes.capacity() + self.state.responses.capacity() + self.alternate_cost()
+        lines
+            + self.state.after_line.versions.capacity()
+            + self.held.bytes.capacity()
+            + self.state.responses.capacity()
+            + self.alternate_cost()
     }
 
     /// The most [`Screen::window_cost`] can be for this window size,
@@ -487,8 +498,12 @@ impl Screen {
         // have twice the capacity they use).
         let line_text = (cols + 8) * 4 + LINE_CLUSTERS * CLUSTER_BYTES;
         let kept = rows * line_text + 2 * (KEPT_LIMIT + line_text) + rows * 16;
+        // Versions waiting for a wrapped line to end: past the limit, the
+        // line is ended (in a string that may have twice its capacity).
+        let after = 2 * (KEPT_LIMIT + rows * line_text);
         rows * (cells + clusters + std::mem::size_of::<Line>())
             + kept
+            + after
             + 2 * (STRING_LIMIT + 8)
             + 2 * RESPONSE_LIMIT
             + 2 * alternate_cost(rows, cols)
@@ -835,8 +850,10 @@ struct Line {
     /// rows are one line. Clearing either row whole ends the line here, as
     /// in xterm and tmux.
     wrapped: bool,
-    /// The line redrew itself (a version was judged the same line): it is
-    /// a progress line, whose frames are not kept.
+    /// A line on this row redrew itself (a version was judged the same
+    /// line): the row is a progress row, whose frames are not kept, and
+    /// whatever replaces a frame takes its place, until the row leaves the
+    /// window.
     redrawn: bool,
 }
 
@@ -914,7 +931,6 @@ impl Line {
             if self.trimmed_len() == 0 {
                 if self.redrawn {
                     self.before = None;
-                    self.redrawn = false;
                 }
                 return;
             }
@@ -925,16 +941,17 @@ impl Line {
 
     /// Keeps the version in `before` among the replaced ones if the line
     /// now is another line; drops it if the line now is the same line
-    /// updating itself (the same first word), and from then on the line
-    /// is a progress line. A blank line replaces nothing: the erased
-    /// version stands in for it.
+    /// updating itself (the same first word), and from then on the row is
+    /// a progress row. On a progress row, a frame goes when another line
+    /// takes its place, as on a terminal (`Compiling…` then `Linking…` on
+    /// one status line, bars that move up a row as others finish). A blank
+    /// line replaces nothing: the erased version stands in for it.
     fn judge(&mut self) {
         let Some(before) = self.before.take() else { return };
         let now = self.text();
-        if self.trimmed_len() > 0 && first_word(&before) == first_word(&now) {
+        if self.trimmed_len() > 0 && same_word(first_word(&before), first_word(&now)) {
             self.redrawn = true;
-        } else {
-            self.redrawn = false;
+        } else if !self.redrawn {
             self.replaced.push_str(&before);
             self.replaced.push('\n');
         }
@@ -1071,6 +1088,55 @@ impl Line {
     }
 }
 
+/// Commits `line` to `out`, the next row of committed text. The erased
+/// versions of a row that a wrapped row goes on to are kept in `after`
+/// until its line ends, and then committed, so that a line that wrapped is
+/// never split by them.
+/// At most [`KEPT_LIMIT`] bytes wait in `after`: past that, the line is
+/// ended where it is.
+fn commit_row(line: &mut Line, out: &mut String, after: &mut After, newline: bool, keep: usize) {
+    if after.mid_line && (line.before.is_some() || !line.replaced.is_empty()) {
+        line.judge();
+        after.versions.push_str(&std::mem::take(&mut line.replaced));
+    }
+    line.commit(out, newline, keep);
+    after.mid_line = line.wrapped;
+    if after.mid_line && after.versions.len() <= KEPT_LIMIT {
+        return;
+    }
+    if !after.versions.is_empty() {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&std::mem::take(&mut after.versions));
+        after.mid_line = false;
+    }
+}
+
+/// Where committed text stands in a line that wrapped (see [`commit_row`]).
+#[derive(Default)]
+struct After {
+    /// The last row committed wrapped: the next one goes on with its line.
+    mid_line: bool,
+    /// Erased versions of rows of that line, committed once it ends.
+    versions: String,
+}
+
+impl After {
+    /// Commits the versions waiting, on a line of their own, and ends the
+    /// line where it is.
+    fn flush(&mut self, out: &mut String) {
+        self.mid_line = false;
+        if self.versions.is_empty() {
+            return;
+        }
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&std::mem::take(&mut self.versions));
+    }
+}
+
 /// Ends `text` with a newline unless it is empty or ends with one (removed
 /// lines whose last row had wrapped).
 fn end_line(text: &mut String) {
@@ -1090,6 +1156,14 @@ fn first_word(text: &str) -> &str {
     let word = &text[start..];
     let end = word.find(|c: char| !c.is_alphabetic()).unwrap_or(word.len());
     &word[..end]
+}
+
+/// Whether two first words are one word said at two moments of the work:
+/// the same, or sharing their first four letters at least (`Building` and
+/// `Built`, `Downloading` and `Downloaded`, `Preparing` and `Prepared`).
+fn same_word(a: &str, b: &str) -> bool {
+    let shared = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    a == b || shared >= 4
 }
 
 /// Why the parser paused inside [`Screen::feed`].
@@ -1134,6 +1208,9 @@ struct Renderer {
     in_command: bool,
     /// Answers to queries, for the caller to write to the terminal.
     responses: Vec<u8>,
+    /// Erased versions of a row a wrapped line went on to, committed once
+    /// that line ends (see [`commit_row`]).
+    after_line: After,
 }
 
 impl Renderer {
@@ -1259,12 +1336,18 @@ impl Renderer {
         // reused for the new line, so a long output allocates nothing per
         // line.
         let mut top = self.lines.pop_front().expect("the window is never empty");
-        top.commit(&mut self.committed, true, 0);
+        self.commit_row(&mut top, true, 0);
         top.reset();
         self.lines.push_back(top);
         self.row -= 1;
         self.saved_cursor.0 = self.saved_cursor.0.saturating_sub(1);
         self.bound_kept_if_any();
+    }
+
+    /// Commits `line`, a row leaving the window at its top (see
+    /// [`commit_row`]).
+    fn commit_row(&mut self, line: &mut Line, newline: bool, keep: usize) {
+        commit_row(line, &mut self.committed, &mut self.after_line, newline, keep);
     }
 
     /// [`Renderer::bound_kept`], when the line just left keeps versions.
@@ -1289,7 +1372,10 @@ impl Renderer {
             if last && line.len() == 0 && line.kept() == 0 {
                 break;
             }
-            line.commit(&mut self.committed, !last, keep);
+            commit_row(line, &mut self.committed, &mut self.after_line, !last, keep);
+        }
+        if all {
+            self.after_line.flush(&mut self.committed);
         }
         if all {
             self.lines.truncate(1);
@@ -1484,7 +1570,7 @@ impl Renderer {
             n
         };
         for mut line in self.lines.drain(..n).take(shown) {
-            line.commit(&mut self.committed, true, 0);
+            commit_row(&mut line, &mut self.committed, &mut self.after_line, true, 0);
         }
         while self.lines.len() <= self.row {
             self.lines.push_back(Line::default());
@@ -2119,6 +2205,9 @@ mod tests {
             format!("{ones}X\x1b[1A\r\x1b[5C\x1b[K2\r\n\r\n"),
             format!("111112{}X\n", " ".repeat(74)),
         );
+        // A continuation overwritten with another line: the line stays
+        // whole, and what was erased from it comes after it.
+        check(format!("{}tail\r\n\x1b[1A\rother\r\n", a(80)), format!("{}other\ntail\n", a(80)));
         // Erasing its continuation whole ends the line there.
         check(format!("{}XY\r\x1b[Kz\r\n", a(80)), format!("{}\nz\n", a(80)));
         check(format!("{}XY\r\x1b[Jz\r\n", a(80)), format!("{}\nz\n", a(80)));
@@ -2571,15 +2660,16 @@ mod tests {
             format!("{rich}\r\n"),
             "Downloading numpy 200/200\nDownloading scipy 200/200\n\u{280b} working 200\n",
         );
-        // A status line whose first word changes keeps one version per
-        // change, not per frame.
+        // A status line whose first word changes is still one progress
+        // line: its last state, as on a terminal (issue 18; tmux shows
+        // the same).
         let mut status = String::from("\r\n");
         for step in ["Compiling a.cc", "Linking app", "Testing app"] {
             for second in 0..100 {
                 status.push_str(&format!("\x1b[1A\x1b[2K  {step}; {second}s\r\n"));
             }
         }
-        check(status, "  Compiling a.cc; 99s\n  Linking app; 99s\n  Testing app; 99s\n");
+        check(status, "  Testing app; 99s\n");
     }
 
     /// Whatever a stream erases, what the window keeps stays within its

@@ -3,6 +3,10 @@
 //! that ask the terminal where the cursor is (issues 6 and 7), and output
 //! that tries to hide output (issue 11).
 
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use shellkeep_engine::screen::Screen;
 use shellkeep_engine::session::Reply;
 
 use crate::Term;
@@ -313,5 +317,199 @@ async fn an_unfinished_last_line_keeps_its_trailing_blanks() {
     .await;
     let idle = later.idle_output.expect("the rest of the line");
     assert!(idle.starts_with("ignoring input"), "{idle:?}");
+    term.session.close().await;
+}
+
+/// The recorded progress displays in `tests/data` (its README says how
+/// each was made), all recorded on a terminal of 120 columns and 40 rows.
+const RECORDINGS: &[&str] = &["uv-sync", "pip-install", "cargo-build", "npm-install"];
+
+/// The size of the terminal the recordings were made on.
+const RECORDED_ROWS: u16 = 40;
+/// See [`RECORDED_ROWS`].
+const RECORDED_COLS: u16 = 120;
+
+/// A file in `tests/data`.
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// The recording `name`'s bytes.
+fn recording(name: &str) -> Vec<u8> {
+    std::fs::read(data(&format!("{name}.bin"))).expect("the recording is there")
+}
+
+/// The stored text `{name}.{kind}.txt`: what tmux shows for the
+/// recording (`tmux`) or what the renderer commits (`shellkeep`).
+fn stored(name: &str, kind: &str) -> String {
+    std::fs::read_to_string(data(&format!("{name}.{kind}.txt")))
+        .expect("the expected text is there")
+}
+
+/// Writes `text` as the stored text `{name}.{kind}.txt` when asked to
+/// (`SHELLKEEP_BLESS=1`, after a new recording or a change of renderer).
+fn bless(name: &str, kind: &str, text: &str) {
+    if std::env::var_os("SHELLKEEP_BLESS").is_some_and(|bless| bless == "1") {
+        std::fs::write(data(&format!("{name}.{kind}.txt")), text).expect("write the expectation");
+    }
+}
+
+/// What the renderer commits for `bytes` on a terminal of the recordings'
+/// size, fed in pieces of `piece` bytes (0: whole), ended as a command's
+/// end ends it.
+fn rendered(bytes: &[u8], piece: usize) -> String {
+    let mut screen = Screen::new(RECORDED_ROWS, RECORDED_COLS, "n0nce");
+    let pieces: Vec<&[u8]> = if piece == 0 { vec![bytes] } else { bytes.chunks(piece).collect() };
+    let mut text = String::new();
+    for mut rest in pieces {
+        while !rest.is_empty() {
+            let (consumed, _) = screen.feed(rest);
+            rest = &rest[consumed..];
+        }
+        text.push_str(&screen.take_committed());
+    }
+    screen.commit_all();
+    screen.leave_alternate();
+    text.push_str(&screen.take_committed());
+    text
+}
+
+/// `text` as the two are compared: each line without its trailing blanks
+/// (the renderer drops them; tmux's `-J` keeps those printed), no blank
+/// lines at the end (the rest of tmux's screen), one newline at the end.
+fn normalised(text: &str) -> String {
+    let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    while lines.last().is_some_and(|line| line.is_empty()) {
+        lines.pop();
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// What tmux shows for `bytes` on a terminal of the recordings' size: its
+/// screen and everything that scrolled off it, wrapped lines joined
+/// (`capture-pane -J -S -`). `None` when tmux is not installed.
+fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
+    let scratch = crate::Scratch::new(&format!("tmux-{name}"));
+    let input = scratch.0.join("input");
+    std::fs::write(&input, bytes).expect("write the input");
+    let config = scratch.0.join("tmux.conf");
+    std::fs::write(&config, "set -g history-limit 100000\n").expect("write the config");
+    let done = scratch.0.join("done");
+    let socket = format!("shellkeep-it-{}-{name}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket, "-f"])
+            .arg(&config)
+            .args(args)
+            .output()
+    };
+    let shell = format!("cat '{}'; touch '{}'; sleep 600", input.display(), done.display());
+    let (cols, rows) = (RECORDED_COLS.to_string(), RECORDED_ROWS.to_string());
+    match tmux(&["new-session", "-d", "-x", &cols, "-y", &rows, &shell]) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => panic!("tmux: {err}"),
+        Ok(out) => assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done.exists() {
+        assert!(Instant::now() < deadline, "tmux did not show {name} within 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let captured = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-E", "-"]).expect("capture");
+    let _ = tmux(&["kill-server"]);
+    assert!(captured.status.success(), "{}", String::from_utf8_lossy(&captured.stderr));
+    Some(String::from_utf8(captured.stdout).expect("tmux captures UTF-8"))
+}
+
+/// Issue 18: recorded progress displays of `uv`, `pip`, `cargo` and `npm`
+/// come back as a terminal shows them. What the renderer commits, whether
+/// the bytes come whole or a few at a time, is `*.shellkeep.txt`; every
+/// line tmux shows for the same bytes (`*.tmux.txt`, which the next test
+/// checks against tmux itself) is in it, in the same order, and the only
+/// lines it has beyond them are erased lines it keeps on purpose (output
+/// cannot hide output: the two files side by side show which). `uv` lost
+/// its `Built app @ …` line and put real lines out of order when lines did
+/// not wrap.
+#[test]
+fn recorded_progress_displays_render_as_tmux_shows_them() {
+    for name in RECORDINGS {
+        let bytes = recording(name);
+        let whole = normalised(&rendered(&bytes, 0));
+        bless(name, "shellkeep", &whole);
+        let expected = stored(name, "shellkeep");
+        for piece in [0, 1, 3, 64, 4096] {
+            let got = normalised(&rendered(&bytes, piece));
+            assert_eq!(got, expected, "{name}, in pieces of {piece} bytes");
+        }
+        let tmux = stored(name, "tmux");
+        let mut ours = expected.lines();
+        for line in tmux.lines() {
+            assert!(
+                ours.any(|our| our == line),
+                "{name}: {line:?} is not in what the renderer shows, in tmux's order:\n{expected}"
+            );
+        }
+    }
+    // Where the renderer keeps nothing erased, it shows exactly what tmux
+    // shows.
+    for name in ["pip-install", "cargo-build", "npm-install"] {
+        assert_eq!(stored(name, "shellkeep"), stored(name, "tmux"), "{name}");
+    }
+    // What the issue saw in `uv`'s display: its `Built` line is there, in
+    // order, and its progress line is not.
+    let uv = stored("uv-sync", "shellkeep");
+    let built = uv.find("Built app @").expect("uv's Built line");
+    let resolved = uv.find("Resolved 5 packages").expect("uv's Resolved line");
+    let prepared = uv.find("Prepared 5 packages").expect("uv's Prepared line");
+    assert!(resolved < built && built < prepared, "{uv}");
+    assert!(!uv.contains("Preparing"), "{uv}");
+}
+
+/// The stored `*.tmux.txt` are what tmux shows for the recordings. tmux
+/// is installed in CI, where this test fails without it; elsewhere it
+/// says so and checks nothing. `SHELLKEEP_BLESS=1` writes what tmux shows.
+#[test]
+fn the_stored_expectations_are_what_tmux_shows() {
+    for name in RECORDINGS {
+        let Some(shown) = tmux_shows(name, &recording(name)) else {
+            assert!(
+                std::env::var_os("CI").is_none_or(|ci| ci != "true"),
+                "tmux is not installed: CI must install it (.ci/run)"
+            );
+            eprintln!("tmux is not installed: the expectations in tests/data are not checked");
+            return;
+        };
+        let shown = normalised(&shown);
+        bless(name, "tmux", &shown);
+        assert_eq!(shown, stored(name, "tmux"), "{name}: tmux shows something else");
+    }
+}
+
+/// Issue 18: lines wrap at the terminal's width (120 columns here), so a
+/// program that moves up over a line it knows has wrapped lands on the
+/// row it means; a wrapped line comes back as one line.
+#[tokio::test]
+async fn lines_wrap_at_the_terminals_width() {
+    let term = Term::new("screen-wrap").await;
+    // The issue's case. A terminal shows `first`, `REPLACED`, `X`, `end`;
+    // the row of `A`s, erased after it was seen, is kept above what
+    // replaced it (output cannot hide output).
+    let reply = term.run("printf 'first\\n%-120sX\\e[1A\\r\\e[2KREPLACED\\n\\nend\\n' AAAA").await;
+    assert_eq!(reply.output.text, "first\nAAAA\nREPLACED\nX\nend\n");
+    assert_eq!(full_output(&term, &reply), reply.output.text);
+    // A line three rows long is one line; one exactly as wide as the
+    // terminal, then a newline, is one line too, with no empty one after.
+    let reply = term.run("head -c 300 /dev/zero | tr '\\0' x; echo; printf '%120s\\n' y").await;
+    assert_eq!(reply.output.text, format!("{}\n{}y\n", "x".repeat(300), " ".repeat(119)));
+    // Drawn to the width with no newline and redrawn by going up a row,
+    // as `uv` draws: the line above stays.
+    let reply = term
+        .run(
+            "echo 'Resolved 5 packages'; for i in 1 2 3; do \
+               printf '%-120s%-120s' \"Preparing $i/3\" \"  bar $i\"; \
+               printf '\\e[1A\\r\\e[2K\\e[1B\\r\\e[2K\\e[1A'; done; echo 'Prepared 5 packages'",
+        )
+        .await;
+    assert_eq!(reply.output.text, "Resolved 5 packages\nPrepared 5 packages\n");
     term.session.close().await;
 }
