@@ -20,7 +20,9 @@
 //! Wide characters (CJK, most emoji) take two columns; combining marks,
 //! joiners and variation selectors stay with the character before them.
 //! Full-screen programs (the alternate screen: vim, less, top) are drawn by
-//! a real emulator, `vt100`, and shown as their current screen.
+//! a real emulator, `vt100`, and shown as their current screen, where a
+//! highlighted row (text in reverse video or on another background: the
+//! selected item of a menu, a status bar) starts with [`HIGHLIGHT_MARK`].
 //!
 //! It also recognises the shell markers (an OSC sequence carrying the
 //! session's nonce) and stops right after each one, so the caller knows
@@ -116,6 +118,15 @@ use std::ops::Range;
 
 use unicode_width::UnicodeWidthChar;
 use vte::{Params, Perform};
+
+/// What starts a highlighted row of a full-screen view: one with text in
+/// reverse video or on a background colour other than the screen's usual
+/// one, the way TUIs show the selected item of a list or menu (`htop`,
+/// `ncdu`, curses menus) and their title and status bars. Colours and
+/// attributes are dropped, so without it the selection would be
+/// invisible. It is a whole row's mark, never inside the row's text, so it
+/// splits no word (and no secret a mask must find).
+pub const HIGHLIGHT_MARK: &str = "▶ ";
 
 /// The OSC number our shell markers use. Real terminals ignore unknown OSC
 /// numbers, so the markers are invisible to a person watching.
@@ -588,16 +599,56 @@ fn alternate_cost(rows: usize, cols: usize) -> usize {
 }
 
 /// A `vt100` screen's rows as text: trailing spaces and blank bottom rows
-/// removed.
+/// removed, and each highlighted row (a menu's selected item, a status
+/// bar: see [`highlighted_rows`]) after [`HIGHLIGHT_MARK`].
 fn screen_text(screen: &vt100::Screen) -> String {
+    let highlighted = highlighted_rows(screen);
     let mut text = String::new();
-    for row in screen.rows(0, u16::MAX) {
+    for (n, row) in screen.rows(0, u16::MAX).enumerate() {
+        if highlighted.get(n).is_some_and(|&on| on) {
+            text.push_str(HIGHLIGHT_MARK);
+        }
         text.push_str(row.trim_end_matches(' '));
         text.push('\n');
     }
     let end = text.trim_end_matches('\n').len();
     text.truncate(end);
     text
+}
+
+/// Which rows of `screen` are highlighted: they show text in reverse video
+/// (`ESC [ 7 m`, curses' `A_REVERSE` and `A_STANDOUT`), or on a background
+/// colour other than the one most of the screen's text is on (`ncdu` and
+/// `htop` show their selection on a coloured bar). Blanks do not count, so
+/// the block a program draws as its own cursor marks nothing. Time: one
+/// pass over the screen's cells, twice.
+fn highlighted_rows(screen: &vt100::Screen) -> Vec<bool> {
+    let (rows, cols) = screen.size();
+    let text_cells = || {
+        (0..rows).flat_map(move |row| {
+            (0..cols).filter_map(move |col| {
+                let cell = screen.cell(row, col)?;
+                cell.contents().chars().any(|c| !c.is_whitespace()).then_some((row, cell))
+            })
+        })
+    };
+    // The usual background: the most common one under text not in
+    // reverse video (a handful of colours: a short list does).
+    let mut counts: Vec<(vt100::Color, usize)> = Vec::new();
+    for (_, cell) in text_cells().filter(|(_, cell)| !cell.inverse()) {
+        match counts.iter_mut().find(|(color, _)| *color == cell.bgcolor()) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((cell.bgcolor(), 1)),
+        }
+    }
+    let usual = counts.iter().max_by_key(|(_, count)| *count).map(|(color, _)| *color);
+    let mut highlighted = vec![false; usize::from(rows)];
+    for (row, cell) in text_cells() {
+        if cell.inverse() || usual.is_some_and(|usual| cell.bgcolor() != usual) {
+            highlighted[usize::from(row)] = true;
+        }
+    }
+    highlighted
 }
 
 /// The first bytes of a UTF-8 character.
@@ -959,22 +1010,34 @@ impl Line {
 
     /// Moves the line to `out`: the versions it replaced, then its text,
     /// then a newline if `newline`. A blank line that replaced a version
-    /// is that version alone. A wrapped row is all its cells, blanks
-    /// included, and no newline: the next row goes on with the same line.
-    /// At least `keep` cells are written (the blanks a program printed at
-    /// the end of a line that is not finished yet).
+    /// is that version alone. A wrapped row has no newline: the next row
+    /// goes on with the same line. `blanks` counts the blanks at the end of
+    /// the rows of a wrapped line committed so far: written before the
+    /// next text of the line, dropped if none comes, so a line is never
+    /// padded however many rows its blanks take. At least `keep` cells are
+    /// written (the blanks a program printed at the end of a line that is
+    /// not finished yet).
     #[inline]
-    fn commit(&mut self, out: &mut String, newline: bool, keep: usize) {
-        let end =
-            if self.wrapped { self.len() } else { self.trimmed_len().max(keep.min(self.len())) };
+    fn commit(&mut self, out: &mut String, newline: bool, keep: usize, blanks: &mut usize) {
+        let trimmed = self.trimmed_len();
+        let end = if self.wrapped { trimmed } else { trimmed.max(keep.min(self.len())) };
         let erased = end == 0 && self.before.is_some();
         self.judge();
         if !self.replaced.is_empty() {
             out.push_str(&std::mem::take(&mut self.replaced));
         }
-        if !erased {
-            self.write(0..end, out);
-            if newline && !self.wrapped {
+        if erased {
+            return;
+        }
+        if end > 0 && *blanks > 0 {
+            out.extend(std::iter::repeat_n(' ', std::mem::take(blanks)));
+        }
+        self.write(0..end, out);
+        if self.wrapped {
+            *blanks += self.cells[end..].iter().filter(|&&cell| cell == Cell::BLANK).count();
+        } else {
+            *blanks = 0;
+            if newline {
                 out.push('\n');
             }
         }
@@ -983,9 +1046,9 @@ impl Line {
     /// Moves what a line taken off the screen showed (its kept versions,
     /// then its text) to `out`, each with its newline; a blank line that
     /// keeps nothing showed nothing and adds nothing.
-    fn keep_removed(mut self, out: &mut String) {
+    fn keep_removed(mut self, out: &mut String, blanks: &mut usize) {
         if self.trimmed_len() > 0 || self.kept() > 0 {
-            self.commit(out, true, 0);
+            self.commit(out, true, 0, blanks);
         }
     }
 
@@ -1099,7 +1162,7 @@ fn commit_row(line: &mut Line, out: &mut String, after: &mut After, newline: boo
         line.judge();
         after.versions.push_str(&std::mem::take(&mut line.replaced));
     }
-    line.commit(out, newline, keep);
+    line.commit(out, newline, keep, &mut after.blanks);
     after.mid_line = line.wrapped;
     if after.mid_line && after.versions.len() <= KEPT_LIMIT {
         return;
@@ -1110,6 +1173,7 @@ fn commit_row(line: &mut Line, out: &mut String, after: &mut After, newline: boo
         }
         out.push_str(&std::mem::take(&mut after.versions));
         after.mid_line = false;
+        after.blanks = 0;
     }
 }
 
@@ -1120,6 +1184,8 @@ struct After {
     mid_line: bool,
     /// Erased versions of rows of that line, committed once it ends.
     versions: String,
+    /// Blanks at the end of the line's rows so far (see [`Line::commit`]).
+    blanks: usize,
 }
 
 impl After {
@@ -1127,6 +1193,7 @@ impl After {
     /// line where it is.
     fn flush(&mut self, out: &mut String) {
         self.mid_line = false;
+        self.blanks = 0;
         if self.versions.is_empty() {
             return;
         }
@@ -1598,7 +1665,7 @@ impl Renderer {
             let row = self.lines.len() - 1 - n;
             let line = self.lines.pop_back().expect("the window is not empty");
             let mut removed = String::new();
-            line.keep_removed(&mut removed);
+            line.keep_removed(&mut removed, &mut 0);
             end_line(&mut removed);
             let last = self.lines.len() - 1;
             self.lines[last].wrapped = false;
@@ -1622,9 +1689,9 @@ impl Renderer {
     fn delete_lines(&mut self, n: usize) {
         self.leave_row();
         let end = (self.row + n).min(self.lines.len());
-        let mut removed = String::new();
+        let (mut removed, mut blanks) = (String::new(), 0);
         for line in self.lines.drain(self.row..end) {
-            line.keep_removed(&mut removed);
+            line.keep_removed(&mut removed, &mut blanks);
         }
         end_line(&mut removed);
         if self.row > 0 {
@@ -2056,6 +2123,38 @@ mod tests {
         );
     }
 
+    /// Issue 18: the selected item of a full-screen list is visible: a row
+    /// with text in reverse video starts with the mark, whatever the split.
+    #[test]
+    fn reverse_video_rows_are_marked_on_a_full_screen() {
+        let menu = "\x1b[?1049h\x1b[H  apples\r\n\x1b[7m  pears \x1b[0m\r\n  plums";
+        check(menu, "<alt true><screen \"  apples\\n▶   pears\\n  plums\">");
+        // Moving the selection moves the mark.
+        check(
+            format!("{menu}\x1b[2;1H\x1b[0m  pears \x1b[3;1H\x1b[7m  plums\x1b[m"),
+            "<alt true><screen \"  apples\\n  pears\\n▶   plums\">",
+        );
+        // A reversed word inside a row marks the row, not the word; a
+        // reversed blank (a program's own cursor) marks nothing.
+        check(
+            "\x1b[?1049hname: \x1b[7mvalue\x1b[27m ok\r\n> typed\x1b[7m \x1b[0m",
+            "<alt true><screen \"▶ name: value ok\\n> typed\">",
+        );
+        // A screen left unclosed is committed with its marks.
+        check(
+            format!("{START}\x1b[?1049h\x1b[7mchosen\x1b[0m\r\nother{END}"),
+            "<Start { seq: 1 }><alt true>▶ chosen\nother\n<End { seq: 1, status: 3 }>",
+        );
+        // Text on another background than the rest (a coloured selection
+        // bar, as `ncdu` and `htop` draw it) is highlighted too.
+        check(
+            "\x1b[?1049h\x1b[40mtitle\r\n\x1b[42m big\x1b[40m\r\n small\r\n\x1b[42m \x1b[0m",
+            "<alt true><screen \"title\\n▶  big\\n small\">",
+        );
+        // Reverse video on the normal screen is text as any other.
+        check("\x1b[7mplain\x1b[0m\r\n", "plain\n");
+    }
+
     /// Issue 6: an empty vim screen was 93 % spaces.
     #[test]
     fn full_screen_views_have_no_trailing_spaces_or_blank_rows() {
@@ -2168,6 +2267,10 @@ mod tests {
         // A wrapped line is one line, blanks at the wrap included.
         check(format!("{padded}tail\r\n"), format!("{padded}tail\n"));
         check(format!("{}\r\n", a(200)), format!("{}\n", a(200)));
+        // Blanks at the end of a line are dropped, however many rows they
+        // take.
+        check(format!("x{}\r\nnext\r\n", " ".repeat(300)), "x\nnext\n");
+        check(format!("x{}y\r\n", " ".repeat(300)), format!("x{}y\n", " ".repeat(300)));
         // Exactly the width, then a newline: one line, no empty one after
         // it (the cursor waits in the last column; the newline does not
         // wrap).

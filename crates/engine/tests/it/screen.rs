@@ -513,3 +513,54 @@ async fn lines_wrap_at_the_terminals_width() {
     assert_eq!(reply.output.text, "Resolved 5 packages\nPrepared 5 packages\n");
     term.session.close().await;
 }
+
+/// A curses menu that shows its selected item in reverse video (`j` moves
+/// the selection down, `q` picks it), as menus, `ncdu` and `htop` do.
+const MENU: &str = r#"import curses
+
+items = ["apples", "pears", "plums"]
+
+def main(window):
+    selected = 0
+    while True:
+        window.erase()
+        window.addstr(0, 0, "Pick a fruit (j: down, q: pick)")
+        for n, item in enumerate(items):
+            window.addstr(2 + n, 2, item, curses.A_REVERSE if n == selected else curses.A_NORMAL)
+        window.refresh()
+        key = window.getch()
+        if key == ord("q"):
+            return items[selected]
+        if key == ord("j"):
+            selected = (selected + 1) % len(items)
+
+print("picked", curses.wrapper(main))
+"#;
+
+/// Issue 18: a full screen's selected item was invisible (reverse video
+/// was dropped): after DOWN in `ncdu` the reply was the one before. The row
+/// in reverse video starts with the mark, and the mark follows the
+/// selection.
+#[tokio::test]
+async fn a_full_screens_selected_item_is_marked() {
+    let term = Term::new("screen-reverse").await;
+    std::fs::write(term.cwd().join("menu.py"), MENU).expect("write the menu");
+    let mark = shellkeep_engine::screen::HIGHLIGHT_MARK;
+    let reply = term.run_for("python3 menu.py", 10.0).await;
+    assert!(reply.is_running() && reply.screen, "{reply:#?}");
+    assert!(reply.output.text.contains(&format!("{mark}  apples\n  pears\n  plums")), "{reply:#?}");
+    let reply = term.input("j", 5.0).await;
+    let pears = format!("{mark}  pears");
+    let reply = if reply.output.text.contains(&pears) {
+        reply
+    } else {
+        crate::poll_until(async || term.run_for("", 1.0).await, |r| r.output.text.contains(&pears))
+            .await
+    };
+    assert!(reply.output.text.contains("  apples\n") && reply.output.text.contains("\n  plums"));
+    assert_eq!(reply.output.text.matches(mark).count(), 1, "{reply:#?}");
+    let reply = term.input("q", 10.0).await;
+    assert!(!reply.is_running(), "{reply:#?}");
+    assert_eq!(reply.output.text, "picked pears\n");
+    term.session.close().await;
+}
