@@ -385,16 +385,16 @@ async fn a_full_screens_selected_item_is_marked() {
     let selected = |screen: &str| -> Vec<String> {
         screen.lines().filter(|line| line.starts_with("▶ ")).map(str::to_owned).collect()
     };
-    let rows = selected(&r.output());
+    let rows = selected(r.output());
     assert!(rows.iter().any(|row| row.contains("big")), "{r:#?}");
     let r = server.terminal(json!({"command": "j", "is_input": true, "timeout": 5})).await;
-    let r = if selected(&r.output()).iter().any(|row| row.contains("medium")) {
+    let r = if selected(r.output()).iter().any(|row| row.contains("medium")) {
         r
     } else {
         server.terminal(json!({"command": "", "timeout": 2})).await
     };
-    assert!(selected(&r.output()).iter().any(|row| row.contains("medium")), "{r:#?}");
-    assert!(!selected(&r.output()).iter().any(|row| row.contains("big")), "{r:#?}");
+    assert!(selected(r.output()).iter().any(|row| row.contains("medium")), "{r:#?}");
+    assert!(!selected(r.output()).iter().any(|row| row.contains("big")), "{r:#?}");
     let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
 }
