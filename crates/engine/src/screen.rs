@@ -509,9 +509,11 @@ impl Screen {
         // have twice the capacity they use).
         let line_text = (cols + 8) * 4 + LINE_CLUSTERS * CLUSTER_BYTES;
         let kept = rows * line_text + 2 * (KEPT_LIMIT + line_text) + rows * 16;
-        // Versions waiting for a wrapped line to end: past the limit, the
-        // line is ended (in a string that may have twice its capacity).
-        let after = 2 * (KEPT_LIMIT + rows * line_text);
+        // Versions waiting for a wrapped line to end: at most the limit,
+        // plus what the window's rows kept (themselves within the limit
+        // and a line per row) when they are committed at once, in a string
+        // that may have twice the capacity it uses.
+        let after = 2 * (2 * KEPT_LIMIT + 2 * rows * line_text);
         rows * (cells + clusters + std::mem::size_of::<Line>())
             + kept
             + after

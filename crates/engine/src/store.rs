@@ -843,7 +843,7 @@ impl OutputSink {
         }
         self.log.push(text);
         let was_cut = self.view.is_cut();
-        if self.view.push_continuing(self.line_shown.take(), text) {
+        if self.view.push_continuing(&mut self.line_shown, text) {
             self.name_saved = true;
             self.log.keep_on_disk();
         }
@@ -865,13 +865,13 @@ impl OutputSink {
     /// screen's current line, not committed yet, so not kept): only what is
     /// new since the last reply showed it, cut to `room` characters. It
     /// passes after what the stream holds back (the start of a line cut at
-    /// the renderer's line limit), so that a secret across that cut is
-    /// masked too.
+    /// the rows of a long line that scrolled off the screen), so that a
+    /// secret across that cut is masked too.
     pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
         let passed = pass_shown(&self.masking, line);
-        let mut shown = show_unfinished_line(passed.as_str(), self.line_shown, room);
+        let mut shown = show_unfinished_line(passed.as_str(), self.line_shown.as_ref(), room);
         shown.masked = passed.masked();
-        self.line_shown = shown.shown;
+        self.line_shown = shown.shown.clone();
         shown
     }
 
