@@ -4,7 +4,6 @@
 //! that tries to hide output (issue 11).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use shellkeep_engine::screen::Screen;
 use shellkeep_engine::session::Reply;
@@ -388,7 +387,7 @@ fn normalised(text: &str) -> String {
 /// What tmux shows for `bytes` on a terminal of the recordings' size: its
 /// screen and everything that scrolled off it, wrapped lines joined
 /// (`capture-pane -J -S -`). `None` when tmux is not installed.
-fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
+async fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
     let scratch = crate::Scratch::new(&format!("tmux-{name}"));
     let input = scratch.0.join("input");
     std::fs::write(&input, bytes).expect("write the input");
@@ -410,11 +409,7 @@ fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
         Err(err) => panic!("tmux: {err}"),
         Ok(out) => assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr)),
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done.exists() {
-        assert!(Instant::now() < deadline, "tmux did not show {name} within 20 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::eventually(|| done.exists()).await;
     let captured = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-E", "-"]).expect("capture");
     let _ = tmux(&["kill-server"]);
     assert!(captured.status.success(), "{}", String::from_utf8_lossy(&captured.stderr));
@@ -468,10 +463,10 @@ fn recorded_progress_displays_render_as_tmux_shows_them() {
 /// The stored `*.tmux.txt` are what tmux shows for the recordings. tmux
 /// is installed in CI, where this test fails without it; elsewhere it
 /// says so and checks nothing. `SHELLKEEP_BLESS=1` writes what tmux shows.
-#[test]
-fn the_stored_expectations_are_what_tmux_shows() {
+#[tokio::test]
+async fn the_stored_expectations_are_what_tmux_shows() {
     for name in RECORDINGS {
-        let Some(shown) = tmux_shows(name, &recording(name)) else {
+        let Some(shown) = tmux_shows(name, &recording(name)).await else {
             assert!(
                 std::env::var_os("CI").is_none_or(|ci| ci != "true"),
                 "tmux is not installed: CI must install it (.ci/run)"
@@ -511,6 +506,11 @@ async fn lines_wrap_at_the_terminals_width() {
         )
         .await;
     assert_eq!(reply.output.text, "Resolved 5 packages\nPrepared 5 packages\n");
+    // A command longer than the width: its echo wraps too, and none of it
+    // is taken for output.
+    let long = "b".repeat(300);
+    let reply = term.run(&format!("echo {long}; echo after")).await;
+    assert_eq!(reply.output.text, format!("{long}\nafter\n"));
     term.session.close().await;
 }
 
