@@ -398,3 +398,30 @@ async fn a_full_screens_selected_item_is_marked() {
     let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
 }
+
+/// Issue 18: lines were never wrapped at the window's width, so a program
+/// that moves up over a line it knows has wrapped landed a row too high
+/// (`uv` lost its `Built app @ …` line and put lines out of order). Through
+/// the real binary, in its 120-column terminal: the rows land where the
+/// program means, and a wrapped line comes back as one line.
+#[tokio::test]
+async fn lines_wrap_at_the_terminals_width() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(
+            json!({"command": "printf 'first\\n%-120sX\\e[1A\\r\\e[2KREPLACED\\n\\nend\\n' AAAA"}),
+        )
+        .await;
+    // What a terminal shows, and the erased row of `A`s above what replaced
+    // it (output cannot hide output).
+    assert_eq!(r.output(), "first\nAAAA\nREPLACED\nX\nend\n", "{r:#?}");
+    let r = server
+        .terminal(json!({"command": "echo 'Resolved 5 packages'; printf '%-120s%-120s' 'Building app' 'Preparing 0/5'; \
+                                     printf '\\e[1A\\r\\e[2K\\e[1B\\r\\e[2K\\e[1A'; \
+                                     printf '%-120s%-120s' 'Built app' 'Preparing 1/5'; \
+                                     printf '\\r\\e[2KPrepared 5 packages\\n'"}))
+        .await;
+    assert_eq!(r.output(), "Resolved 5 packages\nBuilt app\nPrepared 5 packages\n", "{r:#?}");
+    let r = server.terminal(json!({"command": "head -c 250 /dev/zero | tr '\\0' z; echo"})).await;
+    assert_eq!(r.output(), format!("{}\n", "z".repeat(250)), "{r:#?}");
+}
