@@ -595,16 +595,29 @@ impl CappedOutput {
 
     /// Appends committed `text` that may begin with the line a reply showed
     /// unfinished (`shown`): that part is counted but not shown again; the
-    /// rest is pushed as usual. Returns whether that line was cut when it
-    /// was shown, so the reply where it ends must name the saved copy.
-    pub fn push_continuing(&mut self, shown: Option<ShownLine>, text: &Passed<'_>) -> bool {
+    /// rest is pushed as usual. Committed text that is only the beginning
+    /// of that line (the first rows of a wrapped line, which scroll off the
+    /// screen before the line ends) is counted as seen too, and `shown`
+    /// keeps the rest of it for the next piece; otherwise `shown` is done
+    /// with. Returns whether that line was cut when it was shown, so the
+    /// reply where it ends must name the saved copy.
+    pub fn push_continuing(&mut self, shown: &mut Option<ShownLine>, text: &Passed<'_>) -> bool {
         self.masked += text.masked;
         let text = text.as_str();
-        match shown.and_then(|shown| Some((shown, shown.prefix_in(text)?))) {
-            Some((shown, end)) => {
-                self.push_seen(&text[..end]);
-                self.push_text(&text[end..]);
-                shown.cut
+        let Some(line) = shown.take() else {
+            self.push_text(text);
+            return false;
+        };
+        if let Some(end) = line.prefix_in(text) {
+            self.push_seen(&text[..end]);
+            self.push_text(&text[end..]);
+            return line.cut;
+        }
+        match line.after_beginning(text) {
+            Some(rest) => {
+                self.push_seen(text);
+                *shown = rest;
+                line.cut
             }
             None => {
                 self.push_text(text);
@@ -957,16 +970,12 @@ pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
     (shown, omitted)
 }
 
-/// The unfinished line a reply showed: its length and a hash of it, to
-/// recognise it when it has grown or is committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The unfinished line a reply showed, to recognise it when it has grown
+/// or is committed. It holds the line's text: at most what the screen
+/// holds of one line (its window), never more.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShownLine {
-    chars: usize,
-    hash: u64,
-    /// The same without trailing blanks, which a committed line loses: a
-    /// prompt shown as `ask> ` comes back as `ask>` when its line ends.
-    trimmed_chars: usize,
-    trimmed_hash: u64,
+    text: String,
     /// Part of it was left out of the reply (it was longer than the room),
     /// so the full output must keep it.
     cut: bool,
@@ -974,39 +983,34 @@ pub struct ShownLine {
 
 impl ShownLine {
     fn of(line: &str, cut: bool) -> Option<ShownLine> {
-        let trimmed = line.trim_end_matches(' ');
-        (!line.is_empty()).then(|| ShownLine {
-            chars: count_chars(line),
-            hash: hash_text(line),
-            trimmed_chars: count_chars(trimmed),
-            trimmed_hash: hash_text(trimmed),
-            cut,
-        })
+        (!line.is_empty()).then(|| ShownLine { text: line.to_owned(), cut })
     }
 
     /// The byte length of the shown line at the start of `text`, if `text`
-    /// starts with it (or with it less its trailing blanks, where the line
-    /// ended right there).
-    fn prefix_in(self, text: &str) -> Option<usize> {
-        let matches = |chars: usize, hash: u64| {
-            let end = byte_index_of_char(text, chars);
-            let prefix = &text[..end];
-            (count_chars(prefix) == chars && hash_text(prefix) == hash).then_some(end)
-        };
-        matches(self.chars, self.hash).or_else(|| {
-            let end = matches(self.trimmed_chars, self.trimmed_hash)?;
-            // Only where the line ends: `ask>` then a newline, or the end.
-            (self.trimmed_chars > 0 && matches!(text.as_bytes().get(end), None | Some(b'\n')))
-                .then_some(end)
-        })
+    /// starts with it (or with it less its trailing blanks, which a
+    /// committed line loses: a prompt shown as `ask> ` comes back as `ask>`
+    /// where the line ended right there).
+    fn prefix_in(&self, text: &str) -> Option<usize> {
+        if text.starts_with(&self.text) {
+            return Some(self.text.len());
+        }
+        let trimmed = self.text.trim_end_matches(' ');
+        let end = trimmed.len();
+        // Only where the line ends: `ask>` then a newline, or the end.
+        (end > 0
+            && text.starts_with(trimmed)
+            && matches!(text.as_bytes().get(end), None | Some(b'\n')))
+        .then_some(end)
     }
-}
 
-fn hash_text(text: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
+    /// When `text`, with no line end in it, is the beginning of the shown
+    /// line and shorter than it: the rest of the line (`None` within the
+    /// option when nothing is left).
+    fn after_beginning(&self, text: &str) -> Option<Option<ShownLine>> {
+        let rest =
+            self.text.strip_prefix(text).filter(|_| !text.is_empty() && !text.contains('\n'))?;
+        Some(ShownLine::of(rest, self.cut))
+    }
 }
 
 /// What a reply shows of the line a command has not finished yet.
@@ -1027,7 +1031,7 @@ pub struct UnfinishedLine {
 /// `before` (the line the last reply showed, if this one continues it),
 /// cut to `room` characters (head and tail). Bound: `room` characters plus
 /// a notice, however long the line; time linear in its length.
-pub fn show_unfinished_line(line: &str, before: Option<ShownLine>, room: usize) -> UnfinishedLine {
+pub fn show_unfinished_line(line: &str, before: Option<&ShownLine>, room: usize) -> UnfinishedLine {
     let skip = before.and_then(|shown| shown.prefix_in(line)).unwrap_or(0);
     let why = " from this unfinished line; they will be in the full output file once it ends";
     let (text, omitted) = head_tail(&line[skip..], room, why);
@@ -1526,41 +1530,63 @@ pub(crate) mod tests {
         let first = show_unfinished_line("Password", None, 100);
         assert_eq!((first.text.as_str(), first.omitted), ("Password", 0));
         // It grew: only the new part.
-        let grown = show_unfinished_line("Password: ", first.shown, 100);
+        let grown = show_unfinished_line("Password: ", first.shown.as_ref(), 100);
         assert_eq!(grown.text, ": ");
         // Unchanged: nothing.
-        assert_eq!(show_unfinished_line("Password: ", grown.shown, 100).text, "");
+        assert_eq!(show_unfinished_line("Password: ", grown.shown.as_ref(), 100).text, "");
         // Rewritten (a progress line after \r): shown whole again.
-        let other = show_unfinished_line("Passw0rd", grown.shown, 100);
+        let other = show_unfinished_line("Passw0rd", grown.shown.as_ref(), 100);
         assert_eq!(other.text, "Passw0rd");
-        assert_eq!(show_unfinished_line("", other.shown, 100).shown, None);
+        assert_eq!(show_unfinished_line("", other.shown.as_ref(), 100).shown, None);
         // Long: head and tail only, and the saved copy will be named.
         let long = "z".repeat(10_000);
         let cut = show_unfinished_line(&long, None, 100);
         assert_eq!(cut.omitted, 9_900);
         assert!(cut.text.len() < 300, "{}", cut.text);
-        assert!(cut.shown.is_some_and(|shown| shown.cut));
-        let more = show_unfinished_line(&format!("{long}!"), cut.shown, 100);
+        assert!(cut.shown.as_ref().is_some_and(|shown| shown.cut));
+        let more = show_unfinished_line(&format!("{long}!"), cut.shown.as_ref(), 100);
         assert_eq!(more.text, "!");
-        assert!(more.shown.is_some_and(|shown| shown.cut), "still owed to the file");
+        assert!(more.shown.as_ref().is_some_and(|shown| shown.cut), "still owed to the file");
     }
 
     #[test]
     fn a_committed_line_is_not_shown_again() {
         let line = show_unfinished_line("answer: ", None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(!out.push_continuing(line.shown, &plain("answer: 42\nnext\n")));
+        assert!(!out.push_continuing(&mut line.shown.clone(), &plain("answer: 42\nnext\n")));
         assert_eq!(out.into_shown(None).text, "42\nnext\n");
         // A different line is shown whole.
         let mut out = CappedOutput::new(100);
-        out.push_continuing(line.shown, &plain("done\n"));
+        out.push_continuing(&mut line.shown.clone(), &plain("done\n"));
         assert_eq!(out.into_shown(None).text, "done\n");
         // A line that was cut when shown asks for the saved copy.
         let long = "z".repeat(1000);
         let cut = show_unfinished_line(&long, None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(out.push_continuing(cut.shown, &plain(&format!("{long}\n"))));
+        assert!(out.push_continuing(&mut cut.shown.clone(), &plain(&format!("{long}\n"))));
         assert_eq!(out.into_shown(None).text, "\n");
+        // Issue 18: a wrapped line's first rows scroll off the screen and
+        // are committed before the line ends: seen, and the rest is
+        // recognised when it comes.
+        let line = show_unfinished_line("first row|second row|", None, 100);
+        let mut shown = line.shown.clone();
+        let mut out = CappedOutput::new(100);
+        out.push_continuing(&mut shown, &plain("first row|"));
+        out.push_continuing(&mut shown, &plain("second row|and more\n"));
+        assert_eq!(out.into_shown(None).text, "and more\n");
+        assert_eq!(shown, None);
+        // What comes after its beginning that is not the rest of it is
+        // new, and ends the match.
+        let mut shown = line.shown.clone();
+        let mut out = CappedOutput::new(100);
+        out.push_continuing(&mut shown, &plain("first"));
+        out.push_continuing(&mut shown, &plain(" other\n"));
+        assert_eq!(out.into_shown(None).text, " other\n");
+        let mut shown = line.shown;
+        let mut out = CappedOutput::new(100);
+        out.push_continuing(&mut shown, &plain("first row|\n"));
+        assert_eq!(out.into_shown(None).text, "first row|\n");
+        assert_eq!(shown, None);
     }
 
     #[test]

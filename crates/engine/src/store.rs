@@ -843,7 +843,7 @@ impl OutputSink {
         }
         self.log.push(text);
         let was_cut = self.view.is_cut();
-        if self.view.push_continuing(self.line_shown.take(), text) {
+        if self.view.push_continuing(&mut self.line_shown, text) {
             self.name_saved = true;
             self.log.keep_on_disk();
         }
@@ -865,13 +865,13 @@ impl OutputSink {
     /// screen's current line, not committed yet, so not kept): only what is
     /// new since the last reply showed it, cut to `room` characters. It
     /// passes after what the stream holds back (the start of a line cut at
-    /// the renderer's line limit), so that a secret across that cut is
-    /// masked too.
+    /// the rows of a long line that scrolled off the screen), so that a
+    /// secret across that cut is masked too.
     pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
         let passed = pass_shown(&self.masking, line);
-        let mut shown = show_unfinished_line(passed.as_str(), self.line_shown, room);
+        let mut shown = show_unfinished_line(passed.as_str(), self.line_shown.as_ref(), room);
         shown.masked = passed.masked();
-        self.line_shown = shown.shown;
+        self.line_shown = shown.shown.clone();
         shown
     }
 
@@ -1798,7 +1798,7 @@ mod one_way_in {
         config.output_cap = 2_000;
         config.env = vec![("T".to_owned(), SECRET.to_owned())];
         config.secrets = secrets();
-        let cols = usize::from(config.cols);
+        let (rows, cols) = (usize::from(config.rows), usize::from(config.cols));
         let session = Session::new(config);
         session.start().await.expect("the shell starts");
         let mut seen = String::new();
@@ -1868,13 +1868,15 @@ mod one_way_in {
         check("a full screen", &reply);
         check("after it", &call(&session, input("q")).await);
 
-        // Across the renderer's line limit, shown unfinished, then ended.
-        // A line past the limit is cut at the start of the row the cursor
-        // is on: the secret straddles that place.
-        let cut = crate::screen::LINE_LIMIT - crate::screen::LINE_LIMIT % cols;
+        // Longer than the window, shown unfinished, then ended. The rows of
+        // a line that scroll off the window are final: the line is cut at
+        // the start of the first row still in the window, and the secret
+        // straddles that place.
+        let cut = 20 * cols;
         let long = format!(
-            r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' 150 '' | tr ' ' b; read x; echo"#,
-            cut - 10
+            r#"printf '%*s' {} '' | tr ' ' a; printf '%s' "$T"; printf '%*s' {} '' | tr ' ' b; read x; echo"#,
+            cut - 10,
+            rows * cols - SECRET.len(),
         );
         let reply = call(&session, command(&long)).await;
         assert!(reply.is_running(), "{reply:?}");

@@ -3,6 +3,9 @@
 //! that ask the terminal where the cursor is (issues 6 and 7), and output
 //! that tries to hide output (issue 11).
 
+use std::path::{Path, PathBuf};
+
+use shellkeep_engine::screen::Screen;
 use shellkeep_engine::session::Reply;
 
 use crate::Term;
@@ -250,5 +253,314 @@ async fn scrolled_and_deleted_lines_are_kept_whole() {
         lines.iter().all(|line| line.is_empty() || *line == "ok" || line.parse::<u32>().is_ok())
     );
     assert_eq!(term.run("echo after").await.output.text, "after\n");
+    term.session.close().await;
+}
+
+/// Issue 18: `nohup: ignoring input` came back as `nohup:` in one reply and
+/// `ignoring input` in the next: the blank at the end of the unfinished
+/// line was lost. Every character of a line completed across replies comes
+/// back, once, whatever the replies in between show.
+#[tokio::test]
+async fn a_line_completed_across_replies_keeps_every_character() {
+    let term = Term::new("screen-across").await;
+    let gate = term.cwd().join("gate");
+    let command = "printf 'nohup: '; while [ ! -e gate ]; do sleep 0.05; done; \
+                   rm gate; printf 'ignoring  '; while [ ! -e gate ]; do sleep 0.05; done; \
+                   echo input";
+    let first = term.run_for(command, 0.5).await;
+    assert!(first.is_running(), "{first:?}");
+    assert_eq!(first.output.text, "nohup: ");
+    // A poll while nothing changed shows nothing again.
+    let poll = term.run_for("", 0.2).await;
+    assert!(poll.is_running(), "{poll:?}");
+    assert_eq!(poll.output.text, "");
+    std::fs::write(&gate, "").expect("open the gate");
+    let second = crate::poll_until(
+        async || term.run_for("", 0.2).await,
+        |reply| !reply.output.text.is_empty(),
+    )
+    .await;
+    assert_eq!(second.output.text, "ignoring  ");
+    crate::eventually(|| !gate.exists()).await;
+    std::fs::write(&gate, "").expect("open the gate");
+    let last =
+        crate::poll_until(async || term.run_for("", 0.5).await, |reply| !reply.is_running()).await;
+    assert_eq!(last.output.text, "input\n");
+    assert_eq!(full_output(&term, &last), "nohup: ignoring  input\n");
+    term.session.close().await;
+}
+
+/// Issue 18: a command whose last line is unfinished when it ends keeps
+/// the blanks it printed at its end: `nohup cmd &` printed `nohup: ` before
+/// the prompt came back and `ignoring input` after, and the reply said
+/// `nohup:`. The rest of the line comes with the next reply.
+#[tokio::test]
+async fn an_unfinished_last_line_keeps_its_trailing_blanks() {
+    let term = Term::new("screen-unfinished").await;
+    let reply = term.run("printf 'nohup: '").await;
+    assert_eq!(reply.output.text, "nohup: ");
+    assert_eq!(full_output(&term, &reply), "nohup: ");
+    // What `nohup` does: half the line before the prompt, the rest after.
+    let reply = term
+        .run(
+            "(printf 'nohup: '; touch printed; until [ -e gate ]; do sleep 0.05; done; \
+             echo 'ignoring input') & until [ -e printed ]; do sleep 0.05; done",
+        )
+        .await;
+    assert!(reply.output.text.ends_with("\nnohup: "), "{:?}", reply.output.text);
+    std::fs::write(term.cwd().join("gate"), "").expect("open the gate");
+    let later = crate::poll_until(
+        async || term.run("true").await,
+        |reply| reply.idle_output.as_ref().is_some_and(|idle| idle.contains("input")),
+    )
+    .await;
+    let idle = later.idle_output.expect("the rest of the line");
+    assert!(idle.starts_with("ignoring input"), "{idle:?}");
+    term.session.close().await;
+}
+
+/// The recorded progress displays in `tests/data` (its README says how
+/// each was made), all recorded on a terminal of 120 columns and 40 rows.
+const RECORDINGS: &[&str] = &["uv-sync", "pip-install", "cargo-build", "npm-install"];
+
+/// The size of the terminal the recordings were made on.
+const RECORDED_ROWS: u16 = 40;
+/// See [`RECORDED_ROWS`].
+const RECORDED_COLS: u16 = 120;
+
+/// A file in `tests/data`.
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// The recording `name`'s bytes.
+fn recording(name: &str) -> Vec<u8> {
+    std::fs::read(data(&format!("{name}.bin"))).expect("the recording is there")
+}
+
+/// The stored text `{name}.{kind}.txt`: what tmux shows for the
+/// recording (`tmux`) or what the renderer commits (`shellkeep`).
+fn stored(name: &str, kind: &str) -> String {
+    std::fs::read_to_string(data(&format!("{name}.{kind}.txt")))
+        .expect("the expected text is there")
+}
+
+/// Writes `text` as the stored text `{name}.{kind}.txt` when asked to
+/// (`SHELLKEEP_BLESS=1`, after a new recording or a change of renderer).
+fn bless(name: &str, kind: &str, text: &str) {
+    if std::env::var_os("SHELLKEEP_BLESS").is_some_and(|bless| bless == "1") {
+        std::fs::write(data(&format!("{name}.{kind}.txt")), text).expect("write the expectation");
+    }
+}
+
+/// What the renderer commits for `bytes` on a terminal of the recordings'
+/// size, fed in pieces of `piece` bytes (0: whole), ended as a command's
+/// end ends it.
+fn rendered(bytes: &[u8], piece: usize) -> String {
+    let mut screen = Screen::new(RECORDED_ROWS, RECORDED_COLS, "n0nce");
+    let pieces: Vec<&[u8]> = if piece == 0 { vec![bytes] } else { bytes.chunks(piece).collect() };
+    let mut text = String::new();
+    for mut rest in pieces {
+        while !rest.is_empty() {
+            let (consumed, _) = screen.feed(rest);
+            rest = &rest[consumed..];
+        }
+        text.push_str(&screen.take_committed());
+    }
+    screen.commit_all();
+    screen.leave_alternate();
+    text.push_str(&screen.take_committed());
+    text
+}
+
+/// `text` as the two are compared: each line without its trailing blanks
+/// (the renderer drops them; tmux's `-J` keeps those printed), no blank
+/// lines at the end (the rest of tmux's screen), one newline at the end.
+fn normalised(text: &str) -> String {
+    let mut lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    while lines.last().is_some_and(|line| line.is_empty()) {
+        lines.pop();
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// What tmux shows for `bytes` on a terminal of the recordings' size: its
+/// screen and everything that scrolled off it, wrapped lines joined
+/// (`capture-pane -J -S -`). `None` when tmux is not installed.
+async fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
+    let scratch = crate::Scratch::new(&format!("tmux-{name}"));
+    let input = scratch.0.join("input");
+    std::fs::write(&input, bytes).expect("write the input");
+    let config = scratch.0.join("tmux.conf");
+    std::fs::write(&config, "set -g history-limit 100000\n").expect("write the config");
+    let done = scratch.0.join("done");
+    let socket = format!("shellkeep-it-{}-{name}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket, "-f"])
+            .arg(&config)
+            .args(args)
+            .output()
+    };
+    let shell = format!("cat '{}'; touch '{}'; sleep 600", input.display(), done.display());
+    let (cols, rows) = (RECORDED_COLS.to_string(), RECORDED_ROWS.to_string());
+    match tmux(&["new-session", "-d", "-x", &cols, "-y", &rows, &shell]) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => panic!("tmux: {err}"),
+        Ok(out) => assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+    crate::eventually(|| done.exists()).await;
+    let captured = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-E", "-"]).expect("capture");
+    let _ = tmux(&["kill-server"]);
+    assert!(captured.status.success(), "{}", String::from_utf8_lossy(&captured.stderr));
+    Some(String::from_utf8(captured.stdout).expect("tmux captures UTF-8"))
+}
+
+/// Issue 18: recorded progress displays of `uv`, `pip`, `cargo` and `npm`
+/// come back as a terminal shows them. What the renderer commits, whether
+/// the bytes come whole or a few at a time, is `*.shellkeep.txt`; every
+/// line tmux shows for the same bytes (`*.tmux.txt`, which the next test
+/// checks against tmux itself) is in it, in the same order, and the only
+/// lines it has beyond them are erased lines it keeps on purpose (output
+/// cannot hide output: the two files side by side show which). `uv` lost
+/// its `Built app @ …` line and put real lines out of order when lines did
+/// not wrap.
+#[test]
+fn recorded_progress_displays_render_as_tmux_shows_them() {
+    for name in RECORDINGS {
+        let bytes = recording(name);
+        let whole = normalised(&rendered(&bytes, 0));
+        bless(name, "shellkeep", &whole);
+        let expected = stored(name, "shellkeep");
+        for piece in [0, 1, 3, 64, 4096] {
+            let got = normalised(&rendered(&bytes, piece));
+            assert_eq!(got, expected, "{name}, in pieces of {piece} bytes");
+        }
+        let tmux = stored(name, "tmux");
+        let mut ours = expected.lines();
+        for line in tmux.lines() {
+            assert!(
+                ours.any(|our| our == line),
+                "{name}: {line:?} is not in what the renderer shows, in tmux's order:\n{expected}"
+            );
+        }
+    }
+    // Where the renderer keeps nothing erased, it shows exactly what tmux
+    // shows.
+    for name in ["pip-install", "cargo-build", "npm-install"] {
+        assert_eq!(stored(name, "shellkeep"), stored(name, "tmux"), "{name}");
+    }
+    // What the issue saw in `uv`'s display: its `Built` line is there, in
+    // order, and its progress line is not.
+    let uv = stored("uv-sync", "shellkeep");
+    let built = uv.find("Built app @").expect("uv's Built line");
+    let resolved = uv.find("Resolved 5 packages").expect("uv's Resolved line");
+    let prepared = uv.find("Prepared 5 packages").expect("uv's Prepared line");
+    assert!(resolved < built && built < prepared, "{uv}");
+    assert!(!uv.contains("Preparing"), "{uv}");
+}
+
+/// The stored `*.tmux.txt` are what tmux shows for the recordings. tmux
+/// is installed in CI, where this test fails without it; elsewhere it
+/// says so and checks nothing. `SHELLKEEP_BLESS=1` writes what tmux shows.
+#[tokio::test]
+async fn the_stored_expectations_are_what_tmux_shows() {
+    for name in RECORDINGS {
+        let Some(shown) = tmux_shows(name, &recording(name)).await else {
+            assert!(
+                std::env::var_os("CI").is_none_or(|ci| ci != "true"),
+                "tmux is not installed: CI must install it (.ci/run)"
+            );
+            eprintln!("tmux is not installed: the expectations in tests/data are not checked");
+            return;
+        };
+        let shown = normalised(&shown);
+        bless(name, "tmux", &shown);
+        assert_eq!(shown, stored(name, "tmux"), "{name}: tmux shows something else");
+    }
+}
+
+/// Issue 18: lines wrap at the terminal's width (120 columns here), so a
+/// program that moves up over a line it knows has wrapped lands on the
+/// row it means; a wrapped line comes back as one line.
+#[tokio::test]
+async fn lines_wrap_at_the_terminals_width() {
+    let term = Term::new("screen-wrap").await;
+    // The issue's case. A terminal shows `first`, `REPLACED`, `X`, `end`;
+    // the row of `A`s, erased after it was seen, is kept above what
+    // replaced it (output cannot hide output).
+    let reply = term.run("printf 'first\\n%-120sX\\e[1A\\r\\e[2KREPLACED\\n\\nend\\n' AAAA").await;
+    assert_eq!(reply.output.text, "first\nAAAA\nREPLACED\nX\nend\n");
+    assert_eq!(full_output(&term, &reply), reply.output.text);
+    // A line three rows long is one line; one exactly as wide as the
+    // terminal, then a newline, is one line too, with no empty one after.
+    let reply = term.run("head -c 300 /dev/zero | tr '\\0' x; echo; printf '%120s\\n' y").await;
+    assert_eq!(reply.output.text, format!("{}\n{}y\n", "x".repeat(300), " ".repeat(119)));
+    // Drawn to the width with no newline and redrawn by going up a row,
+    // as `uv` draws: the line above stays.
+    let reply = term
+        .run(
+            "echo 'Resolved 5 packages'; for i in 1 2 3; do \
+               printf '%-120s%-120s' \"Preparing $i/3\" \"  bar $i\"; \
+               printf '\\e[1A\\r\\e[2K\\e[1B\\r\\e[2K\\e[1A'; done; echo 'Prepared 5 packages'",
+        )
+        .await;
+    assert_eq!(reply.output.text, "Resolved 5 packages\nPrepared 5 packages\n");
+    // A command longer than the width: its echo wraps too, and none of it
+    // is taken for output.
+    let long = "b".repeat(300);
+    let reply = term.run(&format!("echo {long}; echo after")).await;
+    assert_eq!(reply.output.text, format!("{long}\nafter\n"));
+    term.session.close().await;
+}
+
+/// A curses menu that shows its selected item in reverse video (`j` moves
+/// the selection down, `q` picks it), as menus, `ncdu` and `htop` do.
+const MENU: &str = r#"import curses
+
+items = ["apples", "pears", "plums"]
+
+def main(window):
+    selected = 0
+    while True:
+        window.erase()
+        window.addstr(0, 0, "Pick a fruit (j: down, q: pick)")
+        for n, item in enumerate(items):
+            window.addstr(2 + n, 2, item, curses.A_REVERSE if n == selected else curses.A_NORMAL)
+        window.refresh()
+        key = window.getch()
+        if key == ord("q"):
+            return items[selected]
+        if key == ord("j"):
+            selected = (selected + 1) % len(items)
+
+print("picked", curses.wrapper(main))
+"#;
+
+/// Issue 18: a full screen's selected item was invisible (reverse video
+/// was dropped): after DOWN in `ncdu` the reply was the one before. The row
+/// in reverse video starts with the mark, and the mark follows the
+/// selection.
+#[tokio::test]
+async fn a_full_screens_selected_item_is_marked() {
+    let term = Term::new("screen-reverse").await;
+    std::fs::write(term.cwd().join("menu.py"), MENU).expect("write the menu");
+    let mark = shellkeep_engine::screen::HIGHLIGHT_MARK;
+    let reply = term.run_for("python3 menu.py", 10.0).await;
+    assert!(reply.is_running() && reply.screen, "{reply:#?}");
+    assert!(reply.output.text.contains(&format!("{mark}  apples\n  pears\n  plums")), "{reply:#?}");
+    let reply = term.input("j", 5.0).await;
+    let pears = format!("{mark}  pears");
+    let reply = if reply.output.text.contains(&pears) {
+        reply
+    } else {
+        crate::poll_until(async || term.run_for("", 1.0).await, |r| r.output.text.contains(&pears))
+            .await
+    };
+    assert!(reply.output.text.contains("  apples\n") && reply.output.text.contains("\n  plums"));
+    assert_eq!(reply.output.text.matches(mark).count(), 1, "{reply:#?}");
+    let reply = term.input("q", 10.0).await;
+    assert!(!reply.is_running(), "{reply:#?}");
+    assert_eq!(reply.output.text, "picked pears\n");
     term.session.close().await;
 }

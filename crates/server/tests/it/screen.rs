@@ -325,3 +325,103 @@ async fn a_full_screen_program_fits_the_width_unpadded() {
     let r = server.terminal(json!({"command": ":q!", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
 }
+
+/// Whether `program` is on the `PATH`.
+fn installed(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+}
+
+/// Issue 18: a TUI list's selected row was invisible (reverse video was
+/// dropped), so after DOWN the reply was the one before. A curses menu
+/// that shows its selection in reverse video (`j` moves it down, `q`
+/// picks): the selected row starts with `▶ `, and the mark follows it.
+#[tokio::test]
+async fn a_full_screens_selected_item_is_marked() {
+    let server = Server::start().await;
+    let menu = "import curses\n\
+                items = ['apples', 'pears', 'plums']\n\
+                def main(window):\n    \
+                    selected = 0\n    \
+                    while True:\n        \
+                        window.erase()\n        \
+                        window.addstr(0, 0, 'Pick a fruit (j: down, q: pick)')\n        \
+                        for n, item in enumerate(items):\n            \
+                            window.addstr(2 + n, 2, item, curses.A_REVERSE if n == selected else 0)\n        \
+                        window.refresh()\n        \
+                        key = window.getch()\n        \
+                        if key == ord('q'):\n            \
+                            return items[selected]\n        \
+                        if key == ord('j'):\n            \
+                            selected = (selected + 1) % len(items)\n\
+                print('picked', curses.wrapper(main))\n";
+    std::fs::write(server.cwd().join("menu.py"), menu).expect("write the menu");
+    let r = server.terminal(json!({"command": "python3 menu.py", "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    assert!(r.output().contains("▶   apples\n  pears\n  plums"), "{r:#?}");
+    let r = server.terminal(json!({"command": "j", "is_input": true, "timeout": 5})).await;
+    let r = if r.output().contains("▶   pears") {
+        r
+    } else {
+        server.terminal(json!({"command": "", "timeout": 2})).await
+    };
+    assert!(r.output().contains("  apples\n▶   pears\n  plums"), "{r:#?}");
+    let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r.output(), "picked pears\n");
+
+    // `ncdu` shows its selected entry in reverse video too (`j` is down).
+    if !installed("ncdu") {
+        eprintln!("ncdu's selection is not tested: ncdu is not installed");
+        return;
+    }
+    let dir = server.cwd().join("sizes");
+    std::fs::create_dir_all(&dir).expect("a directory to scan");
+    for (name, size) in [("big", 400_000), ("medium", 40_000), ("small", 4_000)] {
+        std::fs::write(dir.join(name), vec![b'x'; size]).expect("write a file");
+    }
+    let r = server.terminal(json!({"command": "ncdu sizes", "timeout": 10})).await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let selected = |screen: &str| -> Vec<String> {
+        screen.lines().filter(|line| line.starts_with("▶ ")).map(str::to_owned).collect()
+    };
+    let rows = selected(r.output());
+    assert!(rows.iter().any(|row| row.contains("big")), "{r:#?}");
+    let r = server.terminal(json!({"command": "j", "is_input": true, "timeout": 5})).await;
+    let r = if selected(r.output()).iter().any(|row| row.contains("medium")) {
+        r
+    } else {
+        server.terminal(json!({"command": "", "timeout": 2})).await
+    };
+    assert!(selected(r.output()).iter().any(|row| row.contains("medium")), "{r:#?}");
+    assert!(!selected(r.output()).iter().any(|row| row.contains("big")), "{r:#?}");
+    let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+}
+
+/// Issue 18: lines were never wrapped at the window's width, so a program
+/// that moves up over a line it knows has wrapped landed a row too high
+/// (`uv` lost its `Built app @ …` line and put lines out of order). Through
+/// the real binary, in its 120-column terminal: the rows land where the
+/// program means, and a wrapped line comes back as one line.
+#[tokio::test]
+async fn lines_wrap_at_the_terminals_width() {
+    let server = Server::start().await;
+    let r = server
+        .terminal(
+            json!({"command": "printf 'first\\n%-120sX\\e[1A\\r\\e[2KREPLACED\\n\\nend\\n' AAAA"}),
+        )
+        .await;
+    // What a terminal shows, and the erased row of `A`s above what replaced
+    // it (output cannot hide output).
+    assert_eq!(r.output(), "first\nAAAA\nREPLACED\nX\nend\n", "{r:#?}");
+    let r = server
+        .terminal(json!({"command": "echo 'Resolved 5 packages'; printf '%-120s%-120s' 'Building app' 'Preparing 0/5'; \
+                                     printf '\\e[1A\\r\\e[2K\\e[1B\\r\\e[2K\\e[1A'; \
+                                     printf '%-120s%-120s' 'Built app' 'Preparing 1/5'; \
+                                     printf '\\r\\e[2KPrepared 5 packages\\n'"}))
+        .await;
+    assert_eq!(r.output(), "Resolved 5 packages\nBuilt app\nPrepared 5 packages\n", "{r:#?}");
+    let r = server.terminal(json!({"command": "head -c 250 /dev/zero | tr '\\0' z; echo"})).await;
+    assert_eq!(r.output(), format!("{}\n", "z".repeat(250)), "{r:#?}");
+}
