@@ -20,6 +20,7 @@ Gemini: ``mcp_shellkeep_terminal``). A call with ``"args_from_previous":
 "output_call"`` takes its arguments from the previous turn's result: the
 ``output`` call a cut reply names (in its text, or as a field of its JSON);
 when there is none, it uses its own ``args`` and says so in the record.
+``{peer_port}`` in a string argument becomes the echo peer's port.
 
 Which turn comes next is read from the request itself (the ids of the tool
 calls in its history), so a retried request gets the same answer. Requests that are not the main conversation (neither a shellkeep tool nor
@@ -65,6 +66,7 @@ class Script:
         self.record_path = record_path
         self.lock = threading.Lock()
         self.asked: dict[int, int] = {}
+        self.peer_port = 0
 
     def record(self, entry: dict[str, Any]) -> None:
         """Appends one line to the record."""
@@ -96,6 +98,7 @@ class Script:
                 derived = found is not None
                 if found is not None:
                     args = {**found, **{k: v for k, v in args.items() if k not in ("command", "offset", "limit")}}
+            args = {k: v.replace("{peer_port}", str(self.peer_port)) if isinstance(v, str) else v for k, v in args.items()}
             name = client_name(call["tool"], names)
             calls.append({"id": call["id"], "name": name, "args": args, "derived": derived})
         return done_turns, calls
@@ -370,10 +373,11 @@ class EchoServer(socketserver.ThreadingTCPServer):
 
 def main() -> None:
     script_path, record_path, port_file = sys.argv[1:4]
-    Handler.script = Script(script_path, record_path)
+    Handler.script = script = Script(script_path, record_path)
     api = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     api.daemon_threads = True
     peer = EchoServer(("127.0.0.1", 0), Echo)
+    script.peer_port = peer.server_address[1]
     threading.Thread(target=peer.serve_forever, daemon=True).start()
     ports = {"api": api.server_address[1], "peer": peer.server_address[1]}
     with open(port_file + ".tmp", "w", encoding="utf-8") as f:
