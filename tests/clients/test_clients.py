@@ -269,6 +269,8 @@ def the_day(client: str, http_port: int) -> list[list[Step]]:
         [step("terminal", {"command": "q", "is_input": True}, completed=None, exit_code=0, says="post-mortem over")],
         [step("terminal", {"command": "python menu.py"}, says="banana")],
         [step("terminal", {"command": "", "keys": ["DOWN", "DOWN", "ENTER"]}, completed=None, exit_code=0, says="chose: cherry")],
+        # Only if the keys did not end the menu: C-c ends it, so the rest of the day runs.
+        [step("terminal", {"command": "C-c", "is_input": True})],
         [step("terminal", {"command": "python remote.py {peer_port}"}, says="connected to the remote end")],
         # Twice the limit and more, spent in another session: nobody watches the remote one.
         [step("terminal", {"command": f"sleep {2 * LIMIT_SEC + 2}", "session": "clock", "timeout": 60}, completed=None)],
@@ -541,3 +543,111 @@ def test_claude_code_scripted_day(tmp_path: pathlib.Path) -> None:
 
 def test_gemini_cli_scripted_day(tmp_path: pathlib.Path) -> None:
     day_test("gemini", tmp_path)
+
+
+# ------------------------------------------------------------------ TypeScript SDK
+
+# (tool, arguments, isError expected: True, False, or None for either). Every reply kind.
+EVERY_REPLY_KIND: list[tuple[str, dict[str, Any], bool | None]] = [
+    ("terminal", {"command": "echo hi"}, False),  # completed
+    ("terminal", {"command": "false"}, False),  # non-zero exit
+    ("terminal", {"command": "sleep 3; echo slept", "timeout": 1}, False),  # running, with timeout
+    ("terminal", {"command": "echo refused"}, None),  # refused while running
+    ("terminal", {"command": "", "timeout": 10}, False),  # poll to the end
+    ("terminal", {"command": "read line", "timeout": 5}, False),  # the shell waits, no prompt
+    ("terminal", {"command": "C-d", "is_input": True}, False),
+    ("terminal", {"command": "python3 -c \"x = input('name? '); print('hello', x)\"", "timeout": 5}, False),  # prompt
+    ("terminal", {"command": "Bob", "is_input": True}, False),
+    ("terminal", {"command": "sleep 30", "timeout": 1}, False),
+    ("terminal", {"command": "C-c", "is_input": True}, False),  # C-c
+    ("terminal", {"command": "seq 1 200000"}, False),  # cut output
+    ("output", {}, False),  # the latest command's first page
+    ("output", {"offset": 100000, "limit": 50}, False),  # a page from the middle
+    ("output", {"offset": -5}, False),  # the tail
+    ("output", {"session": "nosuch"}, True),
+    ("terminal", {"command": "for i in 1 2 3; do echo job-$i; sleep 1; done", "background": True, "session": "bgjob"}, False),
+    ("terminal", {"command": "", "session": "bgjob", "timeout": 10}, False),  # background poll to its end
+    ("terminal", {"command": "pwd", "session": "named"}, False),  # named session
+    ("sessions", {}, False),
+    ("output", {"session": "bgjob"}, False),
+    ("session_close", {"session": "named"}, False),
+    ("session_close", {"session": "nosuch"}, True),
+    ("run", {"command": "echo ok"}, False),  # success
+    ("run", {"command": "echo err >&2; exit 3"}, False),  # non-zero exit
+    ("run", {"command": "sleep 10", "timeout_sec": 1}, False),  # timeout
+    ("run", {"command": "seq 1 200000; seq 1 200000 >&2"}, False),  # both streams cut
+    ("output", {"run": 4, "stream": "stderr", "offset": 100000, "limit": 5}, False),
+    ("run", {"command": "cat; echo $GREETING; pwd", "stdin": "in\n", "env": {"GREETING": "hey"}, "cwd": "/"}, False),
+    ("policy_explain", {"command": "cd demo && cargo build --release"}, False),
+    ("policy_explain", {"command": "sleep 1", "timeout_sec": 5}, False),
+    ("terminal", {"command": "x", "reset": True, "is_input": True}, True),  # bad arguments
+    ("terminal", {"command": 5}, True),
+    ("terminal", {"command": "echo x", "timout": 3}, True),  # a near miss names the right one
+    ("output", {"stream": "stderr"}, True),
+    ("run", {"command": "true", "env": {"A=B": "c"}}, True),
+    ("terminal", {"command": "echo fresh", "reset": True}, False),  # reset
+]
+
+# What real clients add on their own, and `null` for "not given": must not fail a call.
+CLIENT_ARGUMENTS: list[tuple[str, dict[str, Any], bool | None]] = [
+    ("terminal", {"command": "echo zero"}, False),
+    ("terminal", {"command": "echo one", "wait_for_previous": True}, False),
+    ("sessions", {"wait_for_previous": False}, False),
+    ("terminal", {"command": "echo two", "summary": "print two", "security_risk": "LOW"}, False),
+    ("run", {"command": "echo three", "summary": "print three", "security_risk": "LOW"}, False),
+    ("terminal", {"command": "echo four", "timeout": None, "is_input": None, "session": None}, False),
+    ("output", {"offset": None, "limit": None}, False),
+]
+
+
+def ts_calls(tmp_path: pathlib.Path, calls: list[tuple[str, dict[str, Any], bool | None]]) -> list[dict[str, Any]]:
+    """Runs `ts_client.mjs` with these calls; returns its results (tools/list first)."""
+    require_clients()
+    # The script resolves the SDK from its own directory: give it the installed modules.
+    script = tmp_path / "ts_client.mjs"
+    script.write_text((HERE / "ts_client.mjs").read_text())
+    (tmp_path / "node_modules").symlink_to(MODULES)
+    start = tmp_path / "start"
+    start.mkdir()
+    plan = {
+        "command": str(BINARY),
+        "args": ["--no-rc", "--cwd", str(start)],
+        "cwd": str(start),
+        "env": {**base_env(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config")},
+        "calls": [{"tool": tool, "arguments": args, "timeout_ms": 60_000} for tool, args, _ in calls],
+    }
+    finished = subprocess.run(
+        [str(NODE), str(script)], input=json.dumps(plan), capture_output=True, text=True, timeout=CLIENT_DEADLINE_SEC
+    )
+    assert finished.returncode == 0, f"ts_client.mjs exited with {finished.returncode}:\n{finished.stderr[-3000:]}"
+    results = json.loads(finished.stdout)
+    assert len(results) == len(calls) + 1
+    return results
+
+
+def ts_failures(calls: list[tuple[str, dict[str, Any], bool | None]], results: list[dict[str, Any]]) -> list[str]:
+    """Every call the SDK threw on or whose isError was not the expected one."""
+    failures = []
+    for (tool, args, expected), result in zip(calls, results[1:], strict=True):
+        where = f"{tool} {json.dumps(args)[:100]}"
+        if result["error"] is not None:
+            failures.append(f"{where}: the SDK threw: {result['error'][:400]}")
+        elif expected is not None and result["isError"] != expected:
+            failures.append(f"{where}: isError {result['isError']}, expected {expected}: {result['text'][:300]!r}")
+        elif not result["isError"] and result["structured"] is None:
+            failures.append(f"{where}: no structured content")
+    return failures
+
+
+def test_typescript_sdk_validates_every_reply_kind(tmp_path: pathlib.Path) -> None:
+    results = ts_calls(tmp_path, EVERY_REPLY_KIND)
+    listed = results[0]
+    assert sorted(listed["tools"]) == ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]
+    assert sorted(listed["withOutputSchema"]) == sorted(listed["tools"]), "every tool declares an output schema"
+    failures = ts_failures(EVERY_REPLY_KIND, results)
+    assert not failures, "\n".join(failures)
+
+
+def test_typescript_sdk_accepts_the_arguments_clients_add(tmp_path: pathlib.Path) -> None:
+    failures = ts_failures(CLIENT_ARGUMENTS, ts_calls(tmp_path, CLIENT_ARGUMENTS))
+    assert not failures, "\n".join(failures)
