@@ -371,7 +371,7 @@ class ModelApi:
 
 
 def claude_results(requests: list[dict[str, Any]]) -> dict[str, tuple[Reply, bool]]:
-    """Claude Code: each tool_result of the last main request, by call id."""
+    """Claude Code: each tool_result of the main requests, by call id."""
     results: dict[str, tuple[Reply, bool]] = {}
     for request in requests:
         if not request.get("main"):
@@ -393,7 +393,8 @@ def claude_results(requests: list[dict[str, Any]]) -> dict[str, tuple[Reply, boo
                         reply = parsed
                 except ValueError:
                     pass
-                results[str(block.get("tool_use_id", "")).removeprefix("toolu_")] = (reply, bool(block.get("is_error")))
+                # The first request after a call is what the model read; later ones may compact it.
+                results.setdefault(str(block.get("tool_use_id", "")).removeprefix("toolu_"), (reply, bool(block.get("is_error"))))
     return results
 
 
@@ -410,9 +411,9 @@ def gemini_results(requests: list[dict[str, Any]]) -> dict[str, tuple[Reply, boo
                     continue
                 body = response.get("response", {})
                 if "error" in body:
-                    results[str(response.get("id", ""))] = (str(body["error"]), True)
+                    results.setdefault(str(response.get("id", "")), (str(body["error"]), True))
                 else:
-                    results[str(response.get("id", ""))] = (str(body.get("output", json.dumps(body))), False)
+                    results.setdefault(str(response.get("id", "")), (str(body.get("output", json.dumps(body))), False))
     return results
 
 
