@@ -2,8 +2,8 @@
 
 * **Claude Code** and **Gemini CLI** each run a scripted day of work
   (``cd``, a venv, a failing test, a cut output read back with ``output``, a
-  background dev server, pdb ``up``/``down``, a curses menu driven with
-  ``keys``, an idle remote session left past twice the unwatched-time limit,
+  background dev server, pdb ``up``/``down``, ``cat`` reading input with no
+  prompt, a curses menu driven with ``keys``, an idle remote session left past twice the unwatched-time limit,
   a 100 kB-per-stream ``run``) against ``model_api.py``, a local stand-in for
   their model API that answers with the script's tool calls and records every
   request. The test then reads each tool result as the client handed it to
@@ -143,6 +143,10 @@ FACTS: dict[str, Fact] = {
         json=lambda d, _: d.get("reader") in ("program", "shell"),
         text=lambda t, _: "waits for input" in t,
     ),
+    "no_prompt": Fact(  # a program reads its input on an empty line: who reads, and that C-d ends it
+        json=lambda d, _: d.get("status") == "waiting_for_input" and d.get("reader") is not None and "C-d" in raw(d),
+        text=lambda t, _: "no prompt (C-d ends input)" in t,
+    ),
     "alive": Fact(  # still running, not stopped by the unwatched-time limit
         json=lambda d, _: d.get("status") != "killed" and "timeout_reason" not in d,
         text=lambda t, _: "killed" not in t.lower() and "stopped" not in t.lower(),
@@ -267,6 +271,9 @@ def the_day(client: str, http_port: int) -> list[list[Step]]:
         [step("terminal", {"command": "up", "is_input": True}, says="outer()")],
         [step("terminal", {"command": "down", "is_input": True}, says="inner()")],
         [step("terminal", {"command": "q", "is_input": True}, completed=None, exit_code=0, says="post-mortem over")],
+        [step("terminal", {"command": "cat > notes.txt"}, waiting_for_input=None, no_prompt=None)],
+        [step("terminal", {"command": "first note", "is_input": True})],
+        [step("terminal", {"command": "C-d", "is_input": True}, completed=None, exit_code=0)],
         [step("terminal", {"command": "python menu.py"}, says="banana")],
         [step("terminal", {"command": "", "keys": ["DOWN", "DOWN", "ENTER"]}, completed=None, exit_code=0, says="chose: cherry")],
         # Only if the keys did not end the menu: C-c ends it, so the rest of the day runs.
