@@ -67,6 +67,17 @@ def raw(reply: Reply) -> str:
     return reply if isinstance(reply, str) else json.dumps(reply, separators=(",", ":"))
 
 
+def strings(value: Any) -> str:
+    """Every string inside a JSON value, joined by newlines: its text unescaped."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(strings(v) for v in value)
+    if isinstance(value, dict):
+        return "\n".join(strings(v) for v in value.values())
+    return ""
+
+
 def before_output(reply: dict[str, Any], needle: str, output_keys: tuple[str, ...] = ("output",)) -> bool:
     """`needle` is in the serialized reply, before every output body."""
     text = raw(reply)
@@ -120,7 +131,7 @@ FACTS: dict[str, Fact] = {
         text=lambda t, tail: re.search(r"\[Python interpreter: [^\]]*" + re.escape(tail), t) is not None,
     ),
     "says": Fact(  # the output shows this text
-        json=lambda d, s: s in raw(d),
+        json=lambda d, s: s in raw(d) or s in strings(d),
         text=lambda t, s: s in t,
     ),
     "cut_notice": Fact(
