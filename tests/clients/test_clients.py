@@ -663,6 +663,7 @@ def test_typescript_sdk_validates_every_reply_kind(tmp_path: pathlib.Path) -> No
     listed = results[0]
     assert sorted(listed["tools"]) == ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]
     assert sorted(listed["withOutputSchema"]) == sorted(listed["tools"]), "every tool declares an output schema"
+    assert sorted(listed["validating"]) == sorted(listed["tools"]), "the SDK validates every tool's structured content"
     failures = ts_failures(EVERY_REPLY_KIND, results)
     assert not failures, "\n".join(failures)
 

@@ -4,7 +4,8 @@
 // "calls": [{"tool": NAME, "arguments": {...}, "timeout_ms": N}, ...]}. It
 // connects over stdio, calls `listTools` (which makes the SDK cache each tool's
 // output schema, so every later `callTool` validates `structuredContent`
-// against it), then makes the calls in order. It prints one JSON array: per
+// against it; the tools whose validator rejects `{}` are listed as
+// `validating`), then makes the calls in order. It prints one JSON array: per
 // call the tool, whether the reply was `isError`, whether it had structured
 // content, its text, and `error`: the message of anything the SDK threw (a
 // schema mismatch, a timeout), else null. Exits 0 once every call was made.
@@ -31,6 +32,11 @@ const results = [
     tool: "tools/list",
     tools: listed.tools.map((t) => t.name),
     withOutputSchema: listed.tools.filter((t) => t.outputSchema).map((t) => t.name),
+    // The SDK validates a tool's structuredContent once it has a validator for it; one
+    // that rejects an empty object shows the check is really on.
+    validating: listed.tools
+      .filter((t) => client.getToolOutputValidator(t.name)?.({}).valid === false)
+      .map((t) => t.name),
     protocol: transport.protocolVersion ?? null,
   },
 ];
