@@ -187,7 +187,6 @@ class Step:
     args: dict[str, Any]
     facts: dict[str, Any] = field(default_factory=dict)
     args_from_previous: str | None = None
-    turn: int = 0  # calls of one turn share it (Gemini runs them in parallel)
 
     def call(self) -> dict[str, Any]:
         """The call as the model stand-in's script has it."""
@@ -298,9 +297,6 @@ def the_day(client: str, http_port: int) -> list[list[Step]]:
         [step("sessions", {}, lists_background_job="devserver")],
         [step("session_close", {"session": "devserver"}, says="devserver")],
     ]
-    for number, turn in enumerate(turns):
-        for s in turn:
-            s.turn = number
     return turns
 
 
@@ -658,14 +654,30 @@ def ts_failures(calls: list[tuple[str, dict[str, Any], bool | None]], results: l
     return failures
 
 
-def test_typescript_sdk_validates_every_reply_kind(tmp_path: pathlib.Path) -> None:
-    results = ts_calls(tmp_path, EVERY_REPLY_KIND)
-    listed = results[0]
+@pytest.fixture(scope="module")
+def every_reply_kind(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The TypeScript SDK's results for EVERY_REPLY_KIND, made once for the tests below."""
+    return ts_calls(tmp_path_factory.mktemp("ts"), EVERY_REPLY_KIND)
+
+
+def test_typescript_sdk_validates_every_reply_kind(every_reply_kind: list[dict[str, Any]]) -> None:
+    listed = every_reply_kind[0]
     assert sorted(listed["tools"]) == ["output", "policy_explain", "run", "session_close", "sessions", "terminal"]
     assert sorted(listed["withOutputSchema"]) == sorted(listed["tools"]), "every tool declares an output schema"
     assert sorted(listed["validating"]) == sorted(listed["tools"]), "the SDK validates every tool's structured content"
-    failures = ts_failures(EVERY_REPLY_KIND, results)
+    failures = ts_failures(EVERY_REPLY_KIND, every_reply_kind)
     assert not failures, "\n".join(failures)
+
+
+def test_typescript_sdk_every_reply_within_budget(every_reply_kind: list[dict[str, Any]]) -> None:
+    """No reply kind exceeds the budget, in its text or in its structured content."""
+    failures = []
+    for (tool, args, _), result in zip(EVERY_REPLY_KIND, every_reply_kind[1:], strict=True):
+        forms = {"text": result.get("text") or "", "json": raw(result["structured"]) if result.get("structured") else ""}
+        for form, value in forms.items():
+            if len(value) > REPLY_BUDGET:
+                failures.append(f"{tool} {json.dumps(args)[:100]}: {len(value)} characters of {form}")
+    assert not failures, f"over {REPLY_BUDGET} characters:\n" + "\n".join(failures)
 
 
 def test_typescript_sdk_accepts_the_arguments_clients_add(tmp_path: pathlib.Path) -> None:
