@@ -1941,7 +1941,7 @@ mod tests {
         }
     }
 
-    /// The README states the bound for the session's 50x200 window.
+    /// docs/terminal.md states the bound for the session's 50x200 window.
     #[test]
     fn the_default_window_is_bounded_under_six_megabytes() {
         let screen = Screen::new(50, 200, "n0nce");

@@ -685,11 +685,11 @@ mod tests {
     }
 
     #[test]
-    fn the_readmes_example_parses_as_it_says() {
-        let readme = include_str!("../../../README.md");
-        let start = readme.find("```sh\n# a comment line").expect("the example") + "```sh\n".len();
-        let example = &readme[start..][..readme[start..].find("```").expect("its end")];
-        let entries = parse(example).expect("the README's example parses");
+    fn the_documented_example_parses_as_it_says() {
+        let page = include_str!("../../../docs/security.md");
+        let start = page.find("```sh\n# a comment line").expect("the example") + "```sh\n".len();
+        let example = &page[start..][..page[start..].find("```").expect("its end")];
+        let entries = parse(example).expect("the example in docs/security.md parses");
         assert_eq!(
             pairs(&entries),
             [

@@ -9,6 +9,13 @@
 //! string holding only it (`"5"`, `"-2"`, `"true"`), as many model clients
 //! send them; the schemas still say number and boolean.
 //!
+//! Before any of that, [`sort_arguments`] applies one rule to the names of
+//! every tool's arguments: `null` means "not given"; an unknown name is
+//! taken out (named in the reply's notes, or silently for the keys clients
+//! add on their own, [`CLIENT_KEYS`]), unless it is a near miss of a name
+//! the tool takes ([`near_miss`]: `timout`) or a name of another tool's,
+//! which is an error naming the right one.
+//!
 //! The engine checks some of these again as a second net; its words are not
 //! what the agent reads for them. This module runs nothing and words no
 //! reply (see `render`).
@@ -17,8 +24,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rmcp::model::JsonObject;
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
+use serde_json::Value;
 use shellkeep_engine::policy::ExplicitTimeout;
 use shellkeep_engine::process::SCOPE_VAR;
 use shellkeep_engine::registry;
@@ -346,6 +355,274 @@ impl ExplainArgs {
     }
 }
 
+/// Keys some clients add to every tool's arguments on their own, which are
+/// no argument of any tool: Gemini CLI's `wait_for_previous` (a scheduling
+/// hint, honoured by the tools' turns: see `tools::Turns`), and `summary` and
+/// `security_risk`, which models trained on OpenHands send. They are taken
+/// out silently.
+pub const CLIENT_KEYS: &[&str] = &["wait_for_previous", "summary", "security_risk"];
+
+/// The longest argument name that can be a near miss of a known one, in
+/// characters: longer names are taken out as unknown (this bounds the work
+/// of [`near_miss`] per name).
+const NEAR_MISS_CHARS: usize = 64;
+
+/// The most near misses one error names; the rest are counted.
+const NEAR_MISSES_NAMED: usize = 5;
+
+/// The argument names of one tool, as its input schema declares them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArgumentNames {
+    /// The tool's name.
+    pub tool: String,
+    /// Every argument it takes, in the schema's order.
+    pub known: Vec<String>,
+    /// The arguments it requires.
+    pub required: Vec<String>,
+}
+
+impl ArgumentNames {
+    /// The names an input schema (`properties` and `required`) declares
+    /// for `tool`.
+    pub fn from_schema(tool: &str, schema: &JsonObject) -> ArgumentNames {
+        let known = match schema.get("properties") {
+            Some(Value::Object(properties)) => properties.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        let required = match schema.get("required") {
+            Some(Value::Array(names)) => {
+                names.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+            }
+            _ => Vec::new(),
+        };
+        ArgumentNames { tool: tool.to_owned(), known, required }
+    }
+}
+
+/// Sorts a call's arguments for `tool` before they are parsed; `all` holds
+/// the names of every tool of the server. The one rule for every tool:
+///
+/// - `null` means "not given": an argument whose value is `null` is taken
+///   out, unless the tool requires it (its check then refuses the `null`,
+///   naming the argument);
+/// - the [`CLIENT_KEYS`] are taken out silently;
+/// - a name that is a near miss of one the tool takes ([`near_miss`]:
+///   `timout`, `Timeout`, `session_name`) is an error that names the right
+///   one, and so is one that is, or nearly is, an argument of another tool
+///   (`env` given to `terminal`): ignoring those would run something else
+///   than what was asked;
+/// - any other name is taken out and returned, to be named in the reply's
+///   notes.
+///
+/// Returns the names taken out that way, in the order of `arguments`.
+/// Linear in the number of arguments (each name is compared with the
+/// server's few argument names, and only up to [`NEAR_MISS_CHARS`]).
+pub fn sort_arguments(
+    arguments: &mut JsonObject,
+    tool: &ArgumentNames,
+    all: &[ArgumentNames],
+) -> Result<Vec<String>, String> {
+    arguments.retain(|name, value| !value.is_null() || tool.required.contains(name));
+    let mut ignored = Vec::new();
+    let mut misses = Vec::new();
+    let unknown: Vec<String> =
+        arguments.keys().filter(|name| !tool.known.contains(name)).cloned().collect();
+    for name in unknown {
+        arguments.remove(&name);
+        if CLIENT_KEYS.contains(&name.as_str()) {
+            continue;
+        }
+        if let Some(right) = near_miss(&name, &tool.known) {
+            misses.push(format!(
+                "unknown argument {}: did you mean `{right}`?",
+                render::argument_name(&name)
+            ));
+        } else if let Some(message) = of_another_tool(&name, tool, all) {
+            misses.push(message);
+        } else {
+            ignored.push(name);
+        }
+    }
+    if misses.is_empty() {
+        return Ok(ignored);
+    }
+    let more = misses.len().saturating_sub(NEAR_MISSES_NAMED);
+    misses.truncate(NEAR_MISSES_NAMED);
+    let mut message = misses.join("; ");
+    if more > 0 {
+        message.push_str(&format!("; and {more} more unknown arguments"));
+    }
+    Err(message)
+}
+
+/// The error for `name`, which `tool` does not take, when it is (or is a
+/// near miss of) an argument of other tools of the server.
+fn of_another_tool(name: &str, tool: &ArgumentNames, all: &[ArgumentNames]) -> Option<String> {
+    let others: Vec<&ArgumentNames> = all.iter().filter(|other| other.tool != tool.tool).collect();
+    let candidates: Vec<String> = others
+        .iter()
+        .flat_map(|other| other.known.iter())
+        .filter(|known| !tool.known.contains(known))
+        .cloned()
+        .collect();
+    let right = near_miss(name, &candidates)?;
+    let takers: Vec<&str> = others
+        .iter()
+        .filter(|other| other.known.iter().any(|known| known == right))
+        .map(|other| other.tool.as_str())
+        .collect();
+    let takes = match tool.known.as_slice() {
+        [] => format!("`{}` takes no arguments", tool.tool),
+        known => format!("`{}` takes {}", tool.tool, known.join(", ")),
+    };
+    Some(format!(
+        "unknown argument {}: `{}` does not take it (`{right}` is an argument of {}); {takes}",
+        render::argument_name(name),
+        tool.tool,
+        render::and_list(&takers),
+    ))
+}
+
+/// The name among `known` that `given` is a near miss of, if any. `given`
+/// is a near miss of a name when, both taken as words (split at `_`, `-`,
+/// `.`, spaces and camelCase humps, lowercased):
+///
+/// 1. they are the same words (`Timeout`, `is-input`, `isInput`);
+/// 2. the name's words appear together among the given ones
+///    (`session_name`, `timeout_sec` for `timeout`, `run_in_background`),
+///    or the given words begin the name (`timeout` for `timeout_sec`); the
+///    shorter of the two has at least 3 letters;
+/// 3. the given name is an abbreviation of 3 or 4 letters of a name of one
+///    word: its start (`sess`, `lim`), or its first letter and then only
+///    consonants of it, in order (`cmd`, `bkg`);
+/// 4. their letters are a few edits apart (an edit: a letter added, taken
+///    out, replaced, or two neighbours swapped): none for a name of up to
+///    4 letters, 1 up to 7 (`timout`, `comand`), 2 up to 12 (`backgroud`),
+///    3 beyond.
+///
+/// Among several names, the first rule that holds decides, then the
+/// closest name (fewest extra words or edits; in rule 2, a name that ends
+/// the given words before one that does not: `command_timeout` is a
+/// timeout), then the first in `known`. A given name longer than
+/// [`NEAR_MISS_CHARS`] is no near miss. Free-form keys that models add
+/// (`thought`, `description`, `reasoning`) are near misses of nothing.
+pub fn near_miss<'a>(given: &str, known: &'a [String]) -> Option<&'a str> {
+    if given.chars().count() > NEAR_MISS_CHARS {
+        return None;
+    }
+    let given_words = words(given);
+    if given_words.is_empty() {
+        return None;
+    }
+    known
+        .iter()
+        .enumerate()
+        .filter_map(|(at, name)| closeness(&given_words, &words(name)).map(|rank| (rank, at)))
+        .min()
+        .map(|(_, at)| known[at].as_str())
+}
+
+/// How close the words `given` are to a known name's words `name`, as
+/// (rule, distance): smaller is closer; `None` when not a near miss.
+fn closeness(given: &[String], name: &[String]) -> Option<(u8, usize)> {
+    let (g, n) = (given.concat(), name.concat());
+    if g == n {
+        return Some((0, 0));
+    }
+    let letters = |words: &[String]| words.iter().map(String::len).sum::<usize>();
+    // 2: the name's words among the given ones, or the given words first in
+    // the name.
+    if name.len() < given.len() && letters(name) >= 3 {
+        let last = (0..=given.len() - name.len())
+            .rev()
+            .find(|&start| given[start..start + name.len()] == *name);
+        if let Some(start) = last {
+            let ends = usize::from(start + name.len() != given.len());
+            return Some((1, (given.len() - name.len()) * 2 + ends));
+        }
+    }
+    if given.len() < name.len() && letters(given) >= 3 && name.starts_with(given) {
+        return Some((1, (name.len() - given.len()) * 2));
+    }
+    // 3: an abbreviation.
+    let (gc, nc): (Vec<char>, Vec<char>) = (g.chars().collect(), n.chars().collect());
+    if name.len() == 1 && (3..=4).contains(&gc.len()) && gc.len() < nc.len() && gc[0] == nc[0] {
+        let consonant = |c: &char| c.is_ascii_alphabetic() && !"aeiou".contains(*c);
+        let mut rest = nc[1..].iter();
+        let skeleton = gc[1..].iter().all(|c| consonant(c) && rest.any(|n| n == c));
+        if nc.starts_with(&gc) || skeleton {
+            return Some((2, nc.len() - gc.len()));
+        }
+    }
+    // 4: a few edits.
+    let allowed = match nc.len() {
+        0..=4 => 0,
+        5..=7 => 1,
+        8..=12 => 2,
+        _ => 3,
+    };
+    let distance = edit_distance(&gc, &nc);
+    (distance <= allowed).then_some((3, distance))
+}
+
+/// A name's words: split at `_`, `-`, `.`, spaces and where a lowercase
+/// letter or digit is followed by an uppercase one; lowercased.
+fn words(name: &str) -> Vec<String> {
+    let mut words = vec![String::new()];
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.' | ' ') {
+            words.push(String::new());
+        } else {
+            if c.is_uppercase() && previous.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit())
+            {
+                words.push(String::new());
+            }
+            if let Some(word) = words.last_mut() {
+                word.extend(c.to_lowercase());
+            }
+        }
+        previous = Some(c);
+    }
+    words.retain(|word| !word.is_empty());
+    words
+}
+
+/// The edits between `a` and `b` (optimal string alignment: a letter
+/// added, taken out or replaced, or two neighbours swapped, each counts
+/// one). Quadratic: callers bound the lengths.
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut rows = vec![(0..=b.len()).collect::<Vec<usize>>()];
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (rows[i - 1][j] + 1).min(row[j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(rows[i - 2][j - 2] + 1);
+            }
+        }
+        rows.push(row);
+    }
+    rows[a.len()][b.len()]
+}
+
+/// Whether a call asks to wait for the calls before it: its
+/// `wait_for_previous` is `true` (or the string `"true"`, as numbers and
+/// booleans may come as strings). Any other value, or none, is no.
+pub fn waits_for_previous(arguments: Option<&JsonObject>) -> bool {
+    is_true(arguments.and_then(|arguments| arguments.get("wait_for_previous")))
+}
+
+/// Whether a flag as sent (not yet checked) is set: `true` or `"true"`.
+pub fn is_true(value: Option<&Value>) -> bool {
+    match value {
+        Some(Value::Bool(flag)) => *flag,
+        Some(Value::String(text)) => text == "true",
+        _ => false,
+    }
+}
+
 /// The rule for every timeout, of a tool or a flag: a positive number of
 /// seconds, at most [`MAX_TIMEOUT`]. `name` is what the caller wrote
 /// (`timeout_sec`, `--timeout`).
@@ -458,10 +735,11 @@ mod lenient {
         T::deserialize(value).map(Some).map_err(D::Error::custom)
     }
 
-    /// A boolean, or `"true"` or `"false"`.
+    /// A boolean, or `"true"` or `"false"`; `null` is false (not given).
     pub fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
         match Value::deserialize(deserializer)? {
             Value::Bool(flag) => Ok(flag),
+            Value::Null => Ok(false),
             Value::String(text) if text == "true" => Ok(true),
             Value::String(text) if text == "false" => Ok(false),
             Value::String(text) => Err(D::Error::custom(format!(
@@ -839,6 +1117,340 @@ mod tests {
         let long = "x".repeat(10_000);
         let message = session(long).expect_err("too long");
         assert!(message.len() < 200, "{message}");
+    }
+
+    /// Argument names as the tools' schemas declare them (`keys` stands for
+    /// any argument added later: the rule reads the schemas).
+    fn names() -> Vec<ArgumentNames> {
+        let tool = |tool: &str, known: &[&str], required: &[&str]| ArgumentNames {
+            tool: tool.to_owned(),
+            known: known.iter().map(|name| (*name).to_owned()).collect(),
+            required: required.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        vec![
+            tool(
+                "terminal",
+                &["background", "command", "cwd", "is_input", "reset", "session", "timeout"],
+                &["command"],
+            ),
+            tool(
+                "run",
+                &["command", "cwd", "env", "no_output_timeout_sec", "stdin", "timeout_sec"],
+                &["command"],
+            ),
+            tool("output", &["command", "limit", "offset", "run", "session", "stream"], &[]),
+            tool("sessions", &[], &[]),
+            tool("session_close", &["session"], &["session"]),
+            tool(
+                "policy_explain",
+                &["command", "no_output_timeout_sec", "timeout_sec"],
+                &["command"],
+            ),
+        ]
+    }
+
+    fn known(tool: &str) -> Vec<String> {
+        names().into_iter().find(|names| names.tool == tool).expect("a tool").known
+    }
+
+    #[test]
+    fn near_misses_name_the_right_argument() {
+        let cases: &[(&str, &str, &str)] = &[
+            // Case, separators and camelCase.
+            ("terminal", "Timeout", "timeout"),
+            ("terminal", "TIMEOUT", "timeout"),
+            ("terminal", "is-input", "is_input"),
+            ("terminal", "isInput", "is_input"),
+            ("terminal", "IsInput", "is_input"),
+            ("terminal", "CWD", "cwd"),
+            ("run", "noOutputTimeoutSec", "no_output_timeout_sec"),
+            ("run", "TimeoutSec", "timeout_sec"),
+            // A known name among the given words, or the given words first.
+            ("terminal", "session_name", "session"),
+            ("terminal", "sessionName", "session"),
+            ("terminal", "session_id", "session"),
+            ("terminal", "timeout_sec", "timeout"),
+            ("terminal", "timeout_ms", "timeout"),
+            ("terminal", "max_timeout_sec", "timeout"),
+            ("terminal", "command_timeout", "timeout"),
+            ("terminal", "is_background", "background"),
+            ("terminal", "run_in_background", "background"),
+            ("run", "timeout", "timeout_sec"),
+            ("run", "no_output", "no_output_timeout_sec"),
+            ("run", "env_vars", "env"),
+            ("policy_explain", "timeout", "timeout_sec"),
+            ("output", "run_id", "run"),
+            ("output", "command_number", "command"),
+            ("session_close", "session_name", "session"),
+            // Abbreviations of one-word names.
+            ("terminal", "cmd", "command"),
+            ("run", "cmd", "command"),
+            ("terminal", "sess", "session"),
+            ("terminal", "time", "timeout"),
+            ("terminal", "bkg", "background"),
+            ("run", "std", "stdin"),
+            ("output", "lim", "limit"),
+            ("output", "off", "offset"),
+            // A few edits.
+            ("terminal", "timout", "timeout"),
+            ("terminal", "comand", "command"),
+            ("terminal", "commands", "command"),
+            ("terminal", "sesion", "session"),
+            ("terminal", "is_inptu", "is_input"),
+            ("terminal", "backgroud", "background"),
+            ("terminal", "rest", "reset"),
+            ("run", "timeout_secs", "timeout_sec"),
+            ("run", "stdinn", "stdin"),
+            ("output", "limits", "limit"),
+            ("output", "ofset", "offset"),
+            ("output", "streams", "stream"),
+        ];
+        let mut problems = Vec::new();
+        for (tool, given, expected) in cases {
+            let known = known(tool);
+            let got = near_miss(given, &known);
+            if got != Some(*expected) {
+                problems.push(format!("{tool} {given}: expected {expected}, got {got:?}"));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn keys_models_add_and_names_of_other_meanings_are_no_near_misses() {
+        let every: Vec<String> = names().into_iter().flat_map(|names| names.known).collect();
+        let long = "timeout_".repeat(20);
+        let mut problems = Vec::new();
+        for given in [
+            "thought",
+            "thoughts",
+            "description",
+            "desc",
+            "reasoning",
+            "reason",
+            "explanation",
+            "title",
+            "intent",
+            "goal",
+            "note",
+            "notes",
+            "confidence",
+            "foo",
+            "bar",
+            "baz",
+            "car",
+            "cat",
+            "tail",
+            "loop",
+            "input",
+            "lines",
+            "workdir",
+            "directory",
+            "path",
+            "name",
+            "text",
+            "test",
+            "id",
+            "bg",
+            "no",
+            "to",
+            "x",
+            "",
+            "_",
+            "sec",
+            "code",
+            "user",
+            "tags",
+            "mode",
+            long.as_str(),
+        ] {
+            if let Some(hit) = near_miss(given, &every) {
+                problems.push(format!("{given:?} was taken for {hit}"));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        // An exact name is no near miss of another: it is that name.
+        assert_eq!(near_miss("timeout", &known("terminal")), Some("timeout"));
+        // A short name needs the exact letters.
+        assert_eq!(near_miss("cdw", &known("terminal")), None);
+        assert_eq!(near_miss("enb", &known("run")), None);
+    }
+
+    #[test]
+    fn the_closest_name_wins() {
+        assert_eq!(edit_distance(&['a', 'b'], &['b', 'a']), 1);
+        assert_eq!(edit_distance(&[], &['a', 'b']), 2);
+        let ch = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(edit_distance(&ch("thought"), &ch("timeout")), 5);
+        assert_eq!(words("noOutputTimeoutSec"), ["no", "output", "timeout", "sec"]);
+        assert_eq!(words("x2Y-z.w v"), ["x2", "y", "z", "w", "v"]);
+        // Same words before more words; fewer extra words before more.
+        assert_eq!(near_miss("timeout", &known("run")), Some("timeout_sec"));
+        assert_eq!(near_miss("output_timeout", &known("run")), None);
+        // The head noun (last word) before an earlier one.
+        assert_eq!(near_miss("command_timeout", &known("terminal")), Some("timeout"));
+        assert_eq!(near_miss("timeout_command", &known("terminal")), Some("command"));
+    }
+
+    /// Sorts `args` for `tool`: the arguments kept and the names ignored,
+    /// or the error.
+    fn sorted(tool: &str, args: Value) -> Result<(Value, Vec<String>), String> {
+        let all = names();
+        let names = all.iter().find(|names| names.tool == tool).expect("a tool");
+        let Value::Object(mut arguments) = args else { unreachable!() };
+        let ignored = sort_arguments(&mut arguments, names, &all)?;
+        Ok((Value::Object(arguments), ignored))
+    }
+
+    #[test]
+    fn unknown_arguments_are_ignored_and_named_client_keys_silently() {
+        let ok = |tool: &str, args: Value, kept: Value, ignored: &[&str]| {
+            let got = sorted(tool, args.clone());
+            let ignored: Vec<String> = ignored.iter().map(|name| (*name).to_owned()).collect();
+            assert_eq!(got, Ok((kept, ignored)), "{tool} {args}");
+        };
+        ok(
+            "terminal",
+            json!({"command": "ls", "wait_for_previous": true, "summary": "list", "security_risk": "LOW"}),
+            json!({"command": "ls"}),
+            &[],
+        );
+        ok(
+            "terminal",
+            json!({"command": "ls", "foo": 1, "thought": "t", "description": "d"}),
+            json!({"command": "ls"}),
+            &["description", "foo", "thought"],
+        );
+        for tool in ["run", "policy_explain"] {
+            ok(
+                tool,
+                json!({"command": "ls", "bogus": [1], "wait_for_previous": false}),
+                json!({"command": "ls"}),
+                &["bogus"],
+            );
+        }
+        ok(
+            "sessions",
+            json!({"wait_for_previous": true, "verbose": true}),
+            json!({}),
+            &["verbose"],
+        );
+        ok("output", json!({"summary": "s", "foo": null}), json!({}), &[]);
+        ok(
+            "session_close",
+            json!({"session": "dev", "reasoning": "done"}),
+            json!({"session": "dev"}),
+            &["reasoning"],
+        );
+    }
+
+    #[test]
+    fn null_means_not_given_but_for_a_required_argument() {
+        let (kept, ignored) = sorted(
+            "terminal",
+            json!({"command": "ls", "is_input": null, "reset": null, "background": null,
+                   "timeout": null, "session": null, "cwd": null}),
+        )
+        .expect("valid");
+        assert_eq!((kept, ignored), (json!({"command": "ls"}), Vec::<String>::new()));
+        let (kept, _) = sorted(
+            "run",
+            json!({"command": "ls", "timeout_sec": null, "no_output_timeout_sec": null,
+                   "cwd": null, "env": null, "stdin": null}),
+        )
+        .expect("valid");
+        assert_eq!(kept, json!({"command": "ls"}));
+        let (kept, _) = sorted(
+            "output",
+            json!({"session": null, "command": null, "run": null, "stream": null,
+                   "offset": null, "limit": null}),
+        )
+        .expect("valid");
+        assert_eq!(kept, json!({}));
+        // A required argument keeps its null, and its check says so.
+        let (kept, _) = sorted("terminal", json!({"command": null})).expect("sorted");
+        assert_eq!(kept, json!({"command": null}));
+        let err = check(kept, TerminalArgs::check).expect_err("null is no command");
+        assert_eq!(err, "serde: invalid type: null, expected a string");
+        // The types read null as not given too.
+        table(
+            |args| check(args, TerminalArgs::check),
+            &[(
+                json!({"command": "ls", "is_input": null, "reset": null, "background": null}),
+                None,
+            )],
+        );
+    }
+
+    #[test]
+    fn a_near_miss_is_an_error_naming_the_right_argument() {
+        let err = |tool: &str, args: Value| sorted(tool, args).expect_err("a near miss");
+        assert_eq!(
+            err("terminal", json!({"command": "ls", "timout": 5})),
+            "unknown argument `timout`: did you mean `timeout`?"
+        );
+        assert_eq!(
+            err("run", json!({"command": "ls", "timeout": 5})),
+            "unknown argument `timeout`: did you mean `timeout_sec`?"
+        );
+        assert_eq!(
+            err("policy_explain", json!({"cmd": "ls"})),
+            "unknown argument `cmd`: did you mean `command`?"
+        );
+        assert_eq!(
+            err("terminal", json!({"command": "ls", "Session_Name": "dev", "timeout_sec": 1})),
+            "unknown argument `Session_Name`: did you mean `session`?; unknown argument \
+             `timeout_sec`: did you mean `timeout`?"
+        );
+        // Another tool's argument: ignoring it would run something else.
+        assert_eq!(
+            err("terminal", json!({"command": "deploy", "env": {"DRY_RUN": "1"}})),
+            "unknown argument `env`: `terminal` does not take it (`env` is an argument of run); \
+             `terminal` takes background, command, cwd, is_input, reset, session, timeout"
+        );
+        assert_eq!(
+            err("run", json!({"command": "ls", "session": "dev"})),
+            "unknown argument `session`: `run` does not take it (`session` is an argument of \
+             terminal, output and session_close); `run` takes command, cwd, env, \
+             no_output_timeout_sec, stdin, timeout_sec"
+        );
+        assert_eq!(
+            err("sessions", json!({"command": "ls"})),
+            "unknown argument `command`: `sessions` does not take it (`command` is an argument \
+             of terminal, run, output and policy_explain); `sessions` takes no arguments"
+        );
+        // A name is quoted cut and escaped; many near misses are counted.
+        let long = format!("timeout_{}", "x".repeat(50));
+        assert_eq!(
+            err("terminal", json!({"command": "ls", long: 1})),
+            format!("unknown argument `timeout_{}…`: did you mean `timeout`?", "x".repeat(32))
+        );
+        // Too long to be a near miss (`NEAR_MISS_CHARS`): ignored.
+        let longer = format!("timeout_{}", "x".repeat(60));
+        let ignored = sorted("terminal", json!({"command": "ls", longer.clone(): 1}));
+        assert_eq!(ignored, Ok((json!({"command": "ls"}), vec![longer])));
+        let mut many = json!({"command": "ls"});
+        for typo in ["timout", "tmeout", "timeot", "timeuot", "imeout", "tiemout", "timeoutt"] {
+            many[typo] = json!(1);
+        }
+        let message = err("terminal", many);
+        assert!(message.ends_with("; and 2 more unknown arguments"), "{message}");
+        assert_eq!(message.matches("did you mean `timeout`?").count(), 5, "{message}");
+    }
+
+    #[test]
+    fn wait_for_previous_is_true_or_the_string_true() {
+        let waits = |args: Value| {
+            let Value::Object(arguments) = args else { unreachable!() };
+            waits_for_previous(Some(&arguments))
+        };
+        assert!(waits(json!({"wait_for_previous": true})));
+        assert!(waits(json!({"wait_for_previous": "true"})));
+        for no in [json!(false), json!("false"), json!(null), json!(1), json!("yes")] {
+            assert!(!waits(json!({"wait_for_previous": no})), "{no}");
+        }
+        assert!(!waits(json!({})));
+        assert!(!waits_for_previous(None));
     }
 
     #[test]

@@ -391,7 +391,7 @@ async fn serve(
     let server = tools::Shellkeep::new(Arc::clone(&shared));
     // Our own JSON-RPC edge in front of rmcp: it answers broken messages and
     // tells us when the client stopped reading stdout.
-    let wire = wire::Wire::stdio();
+    let wire = wire::Wire::stdio(server.turns());
     let stdout_closed = wire.closed();
     let stop = CancellationToken::new();
     let signals = tokio::spawn(stop_on_signal(stop.clone()));

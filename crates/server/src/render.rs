@@ -1069,6 +1069,67 @@ fn bytes(n: u64) -> String {
     }
 }
 
+/// The most characters of an argument's name a reply quotes.
+const ARGUMENT_NAME_CHARS: usize = 40;
+
+/// The most ignored arguments a notice names; the rest are counted.
+const IGNORED_NAMED: usize = 5;
+
+/// An argument's name as a reply quotes it: in backticks, control
+/// characters escaped, cut to [`ARGUMENT_NAME_CHARS`] characters with an
+/// ellipsis (a client can send a name of megabytes).
+pub fn argument_name(name: &str) -> String {
+    let shown: String =
+        name.chars().take(ARGUMENT_NAME_CHARS).flat_map(char::escape_debug).collect();
+    let cut = if name.chars().nth(ARGUMENT_NAME_CHARS).is_some() { "…" } else { "" };
+    format!("`{shown}{cut}`")
+}
+
+/// `items` as a sentence lists them: `a`, `a and b`, `a, b and c`.
+pub fn and_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The notice naming the arguments a call gave that its tool does not
+/// take, which were ignored (the call ran without them), with the ones it
+/// takes: at most [`IGNORED_NAMED`] names, each quoted with
+/// [`argument_name`].
+pub fn ignored_arguments(tool: &str, ignored: &[String], known: &[String]) -> String {
+    let mut names: Vec<String> =
+        ignored.iter().take(IGNORED_NAMED).map(|name| argument_name(name)).collect();
+    if ignored.len() > IGNORED_NAMED {
+        names.push(format!("{} more", ignored.len() - IGNORED_NAMED));
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let what = if ignored.len() == 1 { "argument" } else { "arguments" };
+    let takes = match known {
+        [] => "takes no arguments".to_owned(),
+        known => format!("takes {}", known.join(", ")),
+    };
+    format!("[Ignored the unknown {what} {}: {tool} {takes}.]", and_list(&names))
+}
+
+/// The reply of a call the client cancelled while it waited for earlier
+/// calls (`wait_for_previous`); the wire sends no reply to a cancelled
+/// request, so no client reads it.
+pub fn cancelled_while_waiting() -> String {
+    "Not run: the call was cancelled while it waited for earlier calls to return.".to_owned()
+}
+
+/// Why a call that asked to wait for the calls before it
+/// (`wait_for_previous`) was not run: `max` calls wait already.
+pub fn too_many_waiting(max: usize) -> String {
+    format!(
+        "Not run: {max} calls already wait for earlier calls to return (wait_for_previous), \
+         the most that may wait at once. Send it again when some of them have returned, or \
+         without wait_for_previous."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,8 @@
 //! `double` or `uint64`; some clients (those that map schemas onto a
 //! single-`type` dialect, such as Gemini's function declarations) reject or
 //! misread those. Schemas come from the argument and reply types; this
-//! module rewrites them, and adds `jobs_ended` (any reply may carry it) and
-//! descriptions that state configured limits. It defines no type and words
+//! module rewrites them, and adds `jobs_ended` and `notes` (any reply may
+//! carry them) and descriptions that state configured limits. It defines no type and words
 //! no reply.
 
 use rmcp::handler::server::tool::schema_for_output;
@@ -51,6 +51,21 @@ pub fn declare_jobs_ended(schema: &mut JsonObject) {
     });
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
         properties.insert("jobs_ended".to_owned(), jobs);
+    }
+}
+
+/// Declares `notes`, which any reply may carry (the unknown arguments a
+/// call gave, which were ignored; a tool's own notices), in an output
+/// schema whose type does not declare it already.
+pub fn declare_notes(schema: &mut JsonObject) {
+    let notes = serde_json::json!({
+        "type": "array",
+        "description": "Notices about this call, as in the text: for example the unknown \
+                        arguments it gave, which were ignored.",
+        "items": {"type": "string"},
+    });
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.entry("notes").or_insert(notes);
     }
 }
 
@@ -190,6 +205,24 @@ mod tests {
             "{jobs:#}"
         );
         assert!(item.get("$schema").is_none() && item.get("title").is_none(), "{jobs:#}");
+    }
+
+    #[test]
+    fn notes_are_declared_once_and_a_type_of_its_own_keeps_its_own() {
+        let serde_json::Value::Object(mut schema) = json!({"type": "object", "properties": {}})
+        else {
+            unreachable!()
+        };
+        super::declare_notes(&mut schema);
+        let notes = &schema["properties"]["notes"];
+        assert_eq!((&notes["type"], &notes["items"]["type"]), (&json!("array"), &json!("string")));
+        let serde_json::Value::Object(mut own) = json!({"type": "object", "properties": {
+            "notes": {"type": "array", "items": {"type": "string"}, "description": "own"},
+        }}) else {
+            unreachable!()
+        };
+        super::declare_notes(&mut own);
+        assert_eq!(own["properties"]["notes"]["description"], "own", "{own:#?}");
     }
 
     #[test]

@@ -45,6 +45,13 @@
 //! 3 × [`MAX_LINE`] ≈ 28 MiB at most. Time: each line is parsed twice,
 //! linear in its size.
 //!
+//! Arrival order. Requests reach `rmcp` in the order they arrived, but its
+//! handlers run as tasks in whatever order they are scheduled. The wire
+//! tells an [`Arrivals`] of each request as it forwards it (in arrival
+//! order, before `rmcp` sees it) and of its end, so that the tools can
+//! order calls by arrival (`wait_for_previous`). The ids it gives `rmcp`
+//! also grow in arrival order.
+//!
 //! It does not know any tool or how replies are worded.
 
 use std::collections::HashMap;
@@ -109,6 +116,21 @@ const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
+/// Told of each request the wire forwards to `rmcp`, in the order requests
+/// arrived, and of each one's end; what it makes of them is its own affair
+/// (the wire knows no tool).
+pub trait Arrivals: Send + Sync {
+    /// `request` arrived and goes to `rmcp` as `id`. Called from the one
+    /// task that reads stdin, one request at a time in arrival order, before
+    /// `rmcp` sees the request.
+    fn arrived(&self, id: &RequestId, request: &ClientRequest);
+
+    /// The request `rmcp` knows as `id` was answered, or the client
+    /// cancelled it (it gets no answer then). Called at most once per
+    /// request, and only for requests [`Arrivals::arrived`] was told of.
+    fn ended(&self, id: &RequestId);
+}
+
 /// The server's side of the connection: an `rmcp` transport fed by a
 /// checking reader task and writing replies to stdout.
 pub struct Wire {
@@ -127,6 +149,8 @@ struct Output {
     released: Notify,
     /// Whether `notifications/initialized` was forwarded (once is enough).
     initialized: std::sync::atomic::AtomicBool,
+    /// Told of each forwarded request and of its end.
+    arrivals: Arc<dyn Arrivals>,
 }
 
 /// Requests forwarded to `rmcp` and not yet answered.
@@ -175,6 +199,7 @@ impl Output {
             id
         };
         self.released.notify_one();
+        self.arrivals.ended(&RequestId::Number(*internal));
         Some(id)
     }
 
@@ -182,6 +207,7 @@ impl Output {
     fn cancelled(&self, id: &RequestId) -> Option<i64> {
         let internal = self.in_flight().remove(id)?;
         self.released.notify_one();
+        self.arrivals.ended(&RequestId::Number(internal));
         Some(internal)
     }
 
@@ -217,19 +243,22 @@ impl Output {
 }
 
 impl Wire {
-    /// A wire on the process's stdin and stdout. It watches stdout for its
-    /// reader going away when stdout is a pipe.
-    pub fn stdio() -> Wire {
+    /// A wire on the process's stdin and stdout, telling `arrivals` of the
+    /// requests it forwards. It watches stdout for its reader going away
+    /// when stdout is a pipe.
+    pub fn stdio(arrivals: Arc<dyn Arrivals>) -> Wire {
         let (read, write) = rmcp::transport::stdio_pipes();
-        let wire = Wire::new(read, write);
+        let wire = Wire::new(read, write, arrivals);
         watch_stdout(wire.closed());
         wire
     }
 
-    /// A wire reading requests from `read` and writing replies to `write`.
+    /// A wire reading requests from `read` and writing replies to `write`,
+    /// telling `arrivals` of the requests it forwards.
     pub fn new(
         read: impl AsyncRead + Send + Unpin + 'static,
         write: impl AsyncWrite + Send + Unpin + 'static,
+        arrivals: Arc<dyn Arrivals>,
     ) -> Wire {
         let output = Arc::new(Output {
             writer: tokio::sync::Mutex::new(Box::new(write)),
@@ -237,6 +266,7 @@ impl Wire {
             in_flight: Mutex::default(),
             released: Notify::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
+            arrivals,
         });
         // One message waits here at most: the reader itself applies the
         // in-flight bounds before sending.
@@ -358,6 +388,7 @@ async fn forward_bounded(
     output: &Output,
 ) -> bool {
     let mut message = forward.message;
+    let mut arrived = None;
     if let Some(id) = forward.request {
         loop {
             {
@@ -373,6 +404,7 @@ async fn forward_bounded(
                     if let JsonRpcMessage::Request(request) = &mut message {
                         request.id = RequestId::Number(internal);
                     }
+                    arrived = Some(RequestId::Number(internal));
                     break;
                 }
             }
@@ -381,6 +413,9 @@ async fn forward_bounded(
                 () = output.closed.cancelled() => return false,
             }
         }
+    }
+    if let (Some(id), JsonRpcMessage::Request(request)) = (&arrived, &message) {
+        output.arrivals.arrived(id, &request.request);
     }
     if output.closed.is_cancelled() {
         return false;

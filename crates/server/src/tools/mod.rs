@@ -4,6 +4,12 @@
 //! Each tool is a file of its own: its description (stating the limits
 //! this server was started with), and the call into the engine.
 //!
+//! Every call goes through `call_tool` first, the same for every tool: its
+//! arguments are sorted by one rule (`args::sort_arguments`: `null` is "not
+//! given", unknown names are taken out and named in the reply's notes, near
+//! misses are errors), and a call with `wait_for_previous: true` waits for
+//! its turn ([`Turns`]) before it is routed to its tool.
+//!
 //! This is the only module that knows `rmcp`'s tool API. Arguments are
 //! checked in `args`, replies worded in `render`, schemas rewritten in
 //! `schema`; nothing here runs a command itself.
@@ -15,19 +21,26 @@ mod session_close;
 mod sessions;
 mod terminal;
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, Implementation, JsonObject,
+    RequestId, ServerCapabilities,
+};
 use rmcp::{ServerHandler, tool_handler};
 use serde::Serialize;
+use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
-use shellkeep_engine::registry::Registry;
+use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
 use shellkeep_engine::store::OutputStore;
+use tokio_util::sync::CancellationToken;
 
-use crate::args::ExplicitLimits;
+use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
+use crate::wire::Arrivals;
 use crate::{render, schema};
 
 /// Everything the tools share, built once at start-up.
@@ -57,6 +70,10 @@ pub struct Shared {
 pub struct Shellkeep {
     shared: Arc<Shared>,
     tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
+    /// Every tool's argument names, read from its input schema.
+    names: Arc<Vec<ArgumentNames>>,
+    /// The calls in flight, in arrival order, for `wait_for_previous`.
+    turns: Arc<Turns>,
 }
 
 impl Shellkeep {
@@ -87,10 +104,36 @@ impl Shellkeep {
             if let Some(output) = &tool.output_schema {
                 let mut output = (**output).clone();
                 schema::declare_jobs_ended(&mut output);
+                schema::declare_notes(&mut output);
                 tool.output_schema = Some(Arc::new(schema::portable(&output)));
             }
         }
-        Shellkeep { shared, tool_router }
+        let names = tool_router
+            .map
+            .values()
+            .map(|route| ArgumentNames::from_schema(&route.attr.name, &route.attr.input_schema))
+            .collect();
+        Shellkeep { shared, tool_router, names: Arc::new(names), turns: Arc::default() }
+    }
+
+    /// The calls in flight in arrival order: the wire tells it of each
+    /// request as it arrives (see [`Arrivals`]).
+    pub fn turns(&self) -> Arc<Turns> {
+        Arc::clone(&self.turns)
+    }
+
+    /// Sorts `request`'s arguments by the one rule of
+    /// [`args::sort_arguments`]; returns the unknown names taken out, to
+    /// name in the reply, or the error for a near miss. A tool that does
+    /// not exist is left to the router.
+    fn sort_arguments(&self, request: &mut CallToolRequestParams) -> Result<Vec<String>, String> {
+        let Some(tool) = self.names.iter().find(|names| names.tool == request.name) else {
+            return Ok(Vec::new());
+        };
+        match &mut request.arguments {
+            Some(arguments) => args::sort_arguments(arguments, tool, &self.names),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Adds the notices of background jobs that ended since the last reply
@@ -109,14 +152,7 @@ impl Shellkeep {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
-        // Its own line, also for a client that joins text blocks as they are.
-        let glued = result
-            .content
-            .last()
-            .and_then(|block| block.as_text())
-            .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
-        let text = if glued { format!("\n{text}") } else { text };
-        result.content.push(ContentBlock::text(text));
+        push_line(&mut result, text);
         if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
             map.insert("jobs_ended".to_owned(), structured);
         }
@@ -175,14 +211,40 @@ impl ServerHandler for Shellkeep {
     /// Calls the tool. An error's text can quote what the agent sent (an
     /// argument that did not parse, a session name): it is masked as
     /// output is.
+    ///
+    /// First, for every tool alike: the arguments are sorted (a near miss
+    /// of a name is an error, other unknown names are taken out and named
+    /// in a note of the reply), and a call with `wait_for_previous: true`
+    /// waits for its turn.
     async fn call_tool(
         &self,
-        request: rmcp::model::CallToolRequestParams,
+        mut request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        use rmcp::model::CallToolResponse;
+        // The call's turn ends when this returns, however it returns.
+        let _turn = self.turns.enter(&context.id, &request);
+        let masks = &self.shared.config.masks;
+        let ignored = match self.sort_arguments(&mut request) {
+            Ok(ignored) => ignored,
+            Err(message) => {
+                let message = masks.mask(&message).0.into_owned();
+                return Ok(CallToolResponse::Complete(tool_error(message)));
+            }
+        };
+        if let Err(not_run) = self.turns.wait(&context.id, &context.ct).await {
+            return Ok(CallToolResponse::Complete(tool_error(not_run.to_string())));
+        }
+        let tool = request.name.clone();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         let mut response = self.tool_router.call(call).await;
-        let masks = &self.shared.config.masks;
+        if !ignored.is_empty()
+            && let Some(names) = self.names.iter().find(|names| names.tool == tool)
+            && let Ok(CallToolResponse::Complete(result)) = &mut response
+        {
+            let note = render::ignored_arguments(&tool, &ignored, &names.known);
+            push_note(result, masks.mask(&note).0.into_owned());
+        }
         match &mut response {
             Ok(rmcp::model::CallToolResponse::Complete(result))
                 if result.is_error == Some(true) =>
@@ -235,4 +297,415 @@ fn structured_result(
 /// A tool error the agent reads: what went wrong and what to do.
 fn tool_error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Adds `line` to `result`'s text as a block of its own that starts on a
+/// line of its own, also for a client that joins text blocks as they are.
+fn push_line(result: &mut CallToolResult, line: String) {
+    let glued = result
+        .content
+        .last()
+        .and_then(|block| block.as_text())
+        .is_some_and(|last| !last.text.is_empty() && !last.text.ends_with('\n'));
+    let line = if glued { format!("\n{line}") } else { line };
+    result.content.push(ContentBlock::text(line));
+}
+
+/// Adds a notice to `result`: a line of its text ([`push_line`]) and an
+/// entry of `notes` in its structured content, when it has one (every
+/// output schema declares `notes`; a tool error has no structured content).
+fn push_note(result: &mut CallToolResult, note: String) {
+    if let Some(Value::Object(map)) = &mut result.structured_content
+        && let Value::Array(notes) = map.entry("notes").or_insert_with(|| Value::Array(Vec::new()))
+    {
+        notes.push(note.clone().into());
+    }
+    push_line(result, note);
+}
+
+/// The most calls that may wait for earlier ones at once
+/// (`wait_for_previous`); one more is refused with an error saying why.
+/// It is half the wire's bound on requests in flight (`wire::MAX_IN_FLIGHT`,
+/// 64), so waiting calls alone never stop the server from reading requests.
+pub const MAX_WAITING: usize = 32;
+
+/// The tool calls in flight, in the order their requests arrived, so that a
+/// call with `wait_for_previous: true` starts only after the earlier calls
+/// it may depend on have returned.
+///
+/// The rule. Each call has a scope: the session it works on (`terminal`
+/// without `background`, `output` of a terminal command, `session_close`:
+/// the session named, `default` when none is), or every session (`run`,
+/// `sessions`, `policy_explain`, `output` of a `run` command, a background
+/// job's start, which reads the directory and environment of `default`). A
+/// waiting call starts once no call that arrived before it and shares its
+/// scope is in flight (two calls share a scope when one of them is of every
+/// session, or both are of the same session); calls on other sessions run
+/// on. A call without the flag starts at once, as ever. A call has
+/// returned when its reply went out or the client cancelled it. If the
+/// earlier call returned with its command still running (its wait ended
+/// first), a waiting command finds it running and is refused as any new
+/// command is then, with the notice that says how to wait for it or stop
+/// it.
+///
+/// Arrival is the order of the requests on the wire: the wire tells of each
+/// request before `rmcp` sees it ([`Arrivals`]); a call the wire did not
+/// tell of (another transport) arrives when `call_tool` starts.
+///
+/// Bounds: one entry per request in flight, which the wire bounds (64);
+/// at most [`MAX_WAITING`] calls wait at once. A waiting call ends its wait
+/// when the client cancels it.
+#[derive(Default)]
+pub struct Turns {
+    state: Mutex<TurnState>,
+    /// Woken whenever a call ends.
+    ended: tokio::sync::Notify,
+}
+
+/// The calls in flight.
+#[derive(Default)]
+struct TurnState {
+    /// The arrival number of the next call.
+    next: u64,
+    /// The calls in flight, by arrival number.
+    calls: BTreeMap<u64, Turn>,
+    /// The arrival number of each call in flight, by its request's id.
+    numbers: HashMap<RequestId, u64>,
+    /// How many calls wait.
+    waiting: usize,
+}
+
+/// One call in flight.
+struct Turn {
+    /// What it works on.
+    scope: Scope,
+    /// Whether it asked to wait for the calls before it.
+    waits: bool,
+}
+
+/// What a call works on, for [`Turns`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Scope {
+    /// One session, by name.
+    Session(String),
+    /// Every session, or none of them.
+    All,
+}
+
+impl Scope {
+    /// The scope of a call of `tool` with `arguments` (as sent: values of
+    /// any type, not yet checked).
+    fn of(tool: &str, arguments: Option<&JsonObject>) -> Scope {
+        let get = |key: &str| arguments.and_then(|arguments| arguments.get(key));
+        // A valid name has at most 32 characters; a longer one is refused
+        // by the call's check, and its first 64 keep it apart from them.
+        let session = || {
+            let name = get("session").and_then(Value::as_str).unwrap_or(DEFAULT_SESSION);
+            Scope::Session(name.chars().take(64).collect())
+        };
+        match tool {
+            "terminal" if !args::is_true(get("background")) => session(),
+            "output" if get("run").is_none_or(Value::is_null) => session(),
+            "session_close" => session(),
+            _ => Scope::All,
+        }
+    }
+
+    /// Whether a call of this scope must wait for one of `other`'s.
+    fn shares(&self, other: &Scope) -> bool {
+        matches!((self, other), (Scope::All, _) | (_, Scope::All)) || self == other
+    }
+}
+
+/// Why a waiting call was not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRun {
+    /// [`MAX_WAITING`] calls wait already.
+    TooMany,
+    /// The client cancelled it while it waited (nobody reads the reply).
+    Cancelled,
+}
+
+impl std::fmt::Display for NotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRun::TooMany => f.write_str(&render::too_many_waiting(MAX_WAITING)),
+            NotRun::Cancelled => f.write_str(&render::cancelled_while_waiting()),
+        }
+    }
+}
+
+impl Turns {
+    fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the call `id` (`params`: its tool and arguments) as arrived,
+    /// unless it is known already.
+    fn arrive(&self, id: &RequestId, params: &CallToolRequestParams) {
+        let mut state = self.state();
+        if state.numbers.contains_key(id) {
+            return;
+        }
+        let number = state.next;
+        state.next += 1;
+        let arguments = params.arguments.as_ref();
+        let turn = Turn {
+            scope: Scope::of(&params.name, arguments),
+            waits: args::waits_for_previous(arguments),
+        };
+        state.calls.insert(number, turn);
+        state.numbers.insert(id.clone(), number);
+    }
+
+    /// The call `id` returned: calls waiting for it may start.
+    fn end(&self, id: &RequestId) {
+        let ended = {
+            let mut state = self.state();
+            let number = state.numbers.remove(id);
+            number.and_then(|number| state.calls.remove(&number)).is_some()
+        };
+        if ended {
+            self.ended.notify_waiters();
+        }
+    }
+
+    /// The call `id` (`params`) is being served: records it if the wire did
+    /// not; the guard returned ends it when dropped.
+    fn enter(self: &Arc<Self>, id: &RequestId, params: &CallToolRequestParams) -> TurnGuard {
+        self.arrive(id, params);
+        TurnGuard { turns: Arc::clone(self), id: id.clone() }
+    }
+
+    /// Whether the call `id` must still wait: it asked to, and a call that
+    /// arrived before it and shares its scope is in flight.
+    fn blocked(state: &TurnState, id: &RequestId) -> bool {
+        let Some(&number) = state.numbers.get(id) else { return false };
+        let Some(turn) = state.calls.get(&number) else { return false };
+        turn.waits
+            && state.calls.range(..number).any(|(_, earlier)| turn.scope.shares(&earlier.scope))
+    }
+
+    /// Waits until the call `id` may start (at once for a call that did not
+    /// ask to wait); refused when [`MAX_WAITING`] calls wait already, or
+    /// ended when `cancel` fires.
+    async fn wait(&self, id: &RequestId, cancel: &CancellationToken) -> Result<(), NotRun> {
+        let mut slot: Option<WaitingSlot<'_>> = None;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            // Registered before the check, so that no end is missed.
+            ended.as_mut().enable();
+            {
+                let mut state = self.state();
+                if !Turns::blocked(&state, id) {
+                    return Ok(());
+                }
+                if slot.is_none() {
+                    if state.waiting >= MAX_WAITING {
+                        return Err(NotRun::TooMany);
+                    }
+                    state.waiting += 1;
+                    slot = Some(WaitingSlot(self));
+                }
+            }
+            tokio::select! {
+                () = &mut ended => {}
+                () = cancel.cancelled() => return Err(NotRun::Cancelled),
+            }
+        }
+    }
+}
+
+impl Arrivals for Turns {
+    fn arrived(&self, id: &RequestId, request: &ClientRequest) {
+        if let ClientRequest::CallToolRequest(call) = request {
+            self.arrive(id, &call.params);
+        }
+    }
+
+    fn ended(&self, id: &RequestId) {
+        self.end(id);
+    }
+}
+
+/// Ends a call's turn when dropped.
+struct TurnGuard {
+    turns: Arc<Turns>,
+    id: RequestId,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        self.turns.end(&self.id);
+    }
+}
+
+/// Counts a waiting call in [`TurnState::waiting`] while it lives.
+struct WaitingSlot<'a>(&'a Turns);
+
+impl Drop for WaitingSlot<'_> {
+    fn drop(&mut self) {
+        self.0.state().waiting -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn params(tool: &str, args: Value) -> CallToolRequestParams {
+        let Value::Object(arguments) = args else { unreachable!() };
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+    }
+
+    fn id(n: i64) -> RequestId {
+        RequestId::Number(n)
+    }
+
+    /// Records the calls as the wire tells of them, numbered from 1.
+    fn arrive(turns: &Turns, calls: &[(&str, Value)]) {
+        for (n, (tool, args)) in (1..).zip(calls) {
+            let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(params(
+                tool,
+                args.clone(),
+            )));
+            turns.arrived(&id(n), &request);
+        }
+    }
+
+    /// The calls in flight among `1..=count` that may start now.
+    fn startable(turns: &Turns, count: i64) -> Vec<i64> {
+        let state = turns.state();
+        (1..=count)
+            .filter(|&n| state.numbers.contains_key(&id(n)) && !Turns::blocked(&state, &id(n)))
+            .collect()
+    }
+
+    #[test]
+    fn a_waiting_call_waits_for_earlier_calls_of_its_scope_only() {
+        let turns = Turns::default();
+        arrive(
+            &turns,
+            &[
+                ("terminal", json!({"command": "sleep 3"})),
+                ("terminal", json!({"command": "ls", "session": "dev", "wait_for_previous": true})),
+                ("terminal", json!({"command": "make", "wait_for_previous": true})),
+                ("run", json!({"command": "ls", "wait_for_previous": "true"})),
+                ("terminal", json!({"command": "pwd", "session": "dev"})),
+                ("output", json!({"run": 3, "wait_for_previous": true})),
+                ("output", json!({"session": "dev", "wait_for_previous": true})),
+                (
+                    "terminal",
+                    json!({"command": "vite", "background": true, "wait_for_previous": true}),
+                ),
+                ("session_close", json!({"session": "other", "wait_for_previous": true})),
+                ("sessions", json!({"wait_for_previous": false})),
+                ("policy_explain", json!({"command": "ls"})),
+            ],
+        );
+        // 2 is alone on `dev`; calls without the flag never wait.
+        assert_eq!(startable(&turns, 11), [1, 2, 5, 10, 11]);
+        turns.ended(&id(1));
+        // 3 waited for 1 only; 4 and later (every session) wait for 2 and 3.
+        assert_eq!(startable(&turns, 11), [2, 3, 5, 10, 11]);
+        turns.ended(&id(2));
+        turns.ended(&id(3));
+        assert_eq!(startable(&turns, 11), [4, 5, 10, 11]);
+        turns.ended(&id(4));
+        // 6 (every session) waits for 5 (`dev`); 7 (`dev`) for 5 and 6.
+        assert_eq!(startable(&turns, 11), [5, 10, 11]);
+        turns.ended(&id(5));
+        assert_eq!(startable(&turns, 11), [6, 10, 11]);
+        turns.ended(&id(6));
+        assert_eq!(startable(&turns, 11), [7, 10, 11]);
+        // An unknown id and a second end change nothing.
+        turns.ended(&id(6));
+        turns.ended(&id(99));
+        for n in 7..=11 {
+            turns.ended(&id(n));
+        }
+        assert!(turns.state().calls.is_empty() && turns.state().numbers.is_empty());
+    }
+
+    /// Polls `future` once, with a waker that does nothing (the test polls
+    /// again after what should wake it).
+    fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_the_earlier_call_ends_or_is_cancelled() {
+        let turns = Arc::new(Turns::default());
+        // Without the wire, calls arrive as they are served.
+        let first = turns.enter(&id(1), &params("terminal", json!({"command": "sleep 3"})));
+        let waiting = params("terminal", json!({"command": "echo b", "wait_for_previous": true}));
+        let _second = turns.enter(&id(2), &waiting);
+        let cancel = CancellationToken::new();
+        let (two, three) = (id(2), id(3));
+        let mut wait = pin!(turns.wait(&two, &cancel));
+        assert!(poll_once(wait.as_mut()).is_pending());
+        assert_eq!(turns.state().waiting, 1);
+        drop(first);
+        assert_eq!(poll_once(wait.as_mut()), Poll::Ready(Ok(())));
+        assert_eq!(turns.state().waiting, 0);
+
+        let _third = turns.enter(&id(3), &waiting);
+        let mut wait = pin!(turns.wait(&three, &cancel));
+        assert!(poll_once(wait.as_mut()).is_pending());
+        cancel.cancel();
+        assert_eq!(poll_once(wait.as_mut()), Poll::Ready(Err(NotRun::Cancelled)));
+        assert_eq!(turns.state().waiting, 0);
+    }
+
+    #[tokio::test]
+    async fn at_most_max_waiting_calls_wait() {
+        let turns = Arc::new(Turns::default());
+        let cancel = CancellationToken::new();
+        let _first = turns.enter(&id(0), &params("run", json!({"command": "sleep 3"})));
+        let waiting = params("sessions", json!({"wait_for_previous": true}));
+        let guards: Vec<TurnGuard> =
+            (1..=MAX_WAITING as i64 + 1).map(|n| turns.enter(&id(n), &waiting)).collect();
+        let ids: Vec<RequestId> = (1..=MAX_WAITING as i64 + 1).map(id).collect();
+        let mut waits: Vec<_> =
+            ids[..MAX_WAITING].iter().map(|id| Box::pin(turns.wait(id, &cancel))).collect();
+        for wait in &mut waits {
+            assert!(poll_once(wait.as_mut()).is_pending());
+        }
+        let mut over = pin!(turns.wait(&ids[MAX_WAITING], &cancel));
+        assert_eq!(poll_once(over.as_mut()), Poll::Ready(Err(NotRun::TooMany)));
+        let message = NotRun::TooMany.to_string();
+        assert!(message.contains("32 calls already wait"), "{message}");
+        drop(waits);
+        assert_eq!(turns.state().waiting, 0, "a dropped wait frees its place");
+        drop(guards);
+    }
+
+    #[test]
+    fn the_ignored_arguments_notice_names_them_and_what_the_tool_takes() {
+        let known = ["command".to_owned(), "cwd".to_owned()];
+        let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            render::ignored_arguments("run", &names(&["foo"]), &known),
+            "[Ignored the unknown argument `foo`: run takes command, cwd.]"
+        );
+        assert_eq!(
+            render::ignored_arguments("sessions", &names(&["a", "b\n"]), &[]),
+            "[Ignored the unknown arguments `a` and `b\\n`: sessions takes no arguments.]"
+        );
+        let many = names(&["a", "b", "c", "d", "e", "f", "g"]);
+        assert_eq!(
+            render::ignored_arguments("run", &many, &known),
+            "[Ignored the unknown arguments `a`, `b`, `c`, `d`, `e` and 2 more: run takes \
+             command, cwd.]"
+        );
+        let long = "y".repeat(1000);
+        let notice = render::ignored_arguments("run", &[long], &known);
+        assert!(notice.len() < 120 && notice.contains(&format!("`{}…`", "y".repeat(40))));
+    }
 }

@@ -44,9 +44,9 @@ async fn assert_alive(server: &Server) {
     assert_eq!(r["exit_code"], 0);
 }
 
-/// Issue 2, point 3: unknown keys, `reset` with `is_input`, NUL bytes,
-/// input or polling when nothing runs, wrong argument types; plus unknown
-/// arguments, out-of-range timeouts and unknown sessions.
+/// Issue 2, point 3: `reset` with `is_input`, NUL bytes, input or polling
+/// when nothing runs, wrong argument types; plus near misses of argument
+/// names, out-of-range timeouts and unknown sessions.
 #[tokio::test]
 async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
     let server = Server::start().await;
@@ -74,10 +74,12 @@ async fn terminal_bad_input_gets_tool_errors_and_the_server_stays_up() {
         ),
         (t, json!({"command": 42}), &["command", "string"]),
         (t, json!({"is_input": false}), &["missing field `command`"]),
+        // An unknown argument is ignored with a note (`client_args.rs`); a
+        // near miss of one is an error naming the right one.
         (
             t,
-            json!({"command": "ls", "colour": true}),
-            &["unknown field `colour`", "expected one of"],
+            json!({"command": "ls", "timout": 5}),
+            &["unknown argument `timout`: did you mean `timeout`?"],
         ),
         // Issue 12: every timeout follows one rule, the same as `run`'s.
         (t, json!({"command": "ls", "timeout": -1}), &["timeout must be", "at most 86400", "-1"]),
@@ -140,7 +142,11 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
                 &["`timeout_sec`", "expected a number", "\"soon\""],
             ),
             ("run", json!({"command": "true", "env": ["A=1"]}), &["env"]),
-            ("run", json!({"command": "true", "bogus": 1}), &["unknown field `bogus`"]),
+            (
+                "run",
+                json!({"command": "true", "timeout": 1}),
+                &["unknown argument `timeout`: did you mean `timeout_sec`?"],
+            ),
             ("run", json!({}), &["missing field `command`"]),
             (
                 "run",
@@ -158,7 +164,11 @@ async fn run_and_policy_explain_bad_input_gets_tool_errors() {
                 json!({"command": "ls", "no_output_timeout_sec": 1e12}),
                 &["no_output_timeout_sec", "at most"],
             ),
-            ("policy_explain", json!({"cmd": "ls"}), &["unknown field `cmd`"]),
+            (
+                "policy_explain",
+                json!({"cmd": "ls"}),
+                &["unknown argument `cmd`: did you mean `command`?"],
+            ),
             // Issue 12: `timeout_sec` has `terminal.timeout`'s range.
             (
                 "run",

@@ -22,6 +22,7 @@
 mod audit;
 mod bad_input;
 mod cli;
+mod client_args;
 mod containment;
 mod forgery;
 mod guard;
