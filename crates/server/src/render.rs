@@ -1484,50 +1484,6 @@ pub fn servers_died(dead: &[crate::audit::DeadServer]) -> Option<(String, serde_
     Some((text.trim_end().to_owned(), serde_json::to_value(rows).unwrap_or_default()))
 }
 
-/// Declares `servers_died`, which the first reply of a server may carry,
-/// in an output schema.
-pub fn declare_servers_died(schema: &mut rmcp::model::JsonObject) {
-    let mut item = (*rmcp::handler::server::tool::schema_for_output::<ServerDiedOutput>()).clone();
-    item.remove("$schema");
-    item.remove("title");
-    // The item sits inside another schema: its definitions go in place.
-    if let Some(serde_json::Value::Object(defs)) = item.remove("$defs") {
-        for value in item.values_mut() {
-            inline_refs(value, &defs);
-        }
-    }
-    let servers = serde_json::json!({
-        "type": "array",
-        "description": "Earlier servers that died with commands running; said once, in the \
-                        first reply of the server after them.",
-        "items": serde_json::Value::Object(item),
-    });
-    if let Some(serde_json::Value::Object(properties)) = schema.get_mut("properties") {
-        properties.insert("servers_died".to_owned(), servers);
-    }
-}
-
-/// Replaces each `{"$ref": "#/$defs/NAME"}` in `value` with `NAME`'s
-/// schema from `defs` (which hold no references of their own).
-fn inline_refs(value: &mut serde_json::Value, defs: &rmcp::model::JsonObject) {
-    match value {
-        serde_json::Value::Object(map) => {
-            let target = map
-                .get("$ref")
-                .and_then(|r| r.as_str())
-                .and_then(|r| r.strip_prefix("#/$defs/"))
-                .and_then(|name| defs.get(name));
-            if let Some(def) = target {
-                *value = def.clone();
-            } else {
-                map.values_mut().for_each(|v| inline_refs(v, defs));
-            }
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| inline_refs(v, defs)),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,52 +37,77 @@ pub const STANDARD_FORMATS: &[&str] = &[
     "regex",
 ];
 
-/// Declares `jobs_ended`, which any reply may carry (background jobs
-/// that ended since the last reply, each reported once), in an output
-/// schema. The items' schema is [`render::JobEndedOutput`]'s.
-pub fn declare_jobs_ended(schema: &mut JsonObject) {
-    let mut item = (*schema_for_output::<render::JobEndedOutput>()).clone();
-    item.remove("$schema");
-    item.remove("title");
-    let jobs = serde_json::json!({
-        "type": "array",
-        "description": "Background jobs that ended since the last reply, each reported once.",
-        "items": Value::Object(item),
-    });
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        properties.insert("jobs_ended".to_owned(), jobs);
+/// Declares, in an output schema, the fields any reply may carry besides
+/// its own: `jobs_ended` and `jobs_waiting` (background jobs that ended,
+/// or began waiting for input, since the last reply, each reported once),
+/// `servers_died` (earlier servers that died with commands running, said
+/// once) and `notes` (notices about the call, such as the unknown arguments
+/// it gave; a type that declares `notes` itself keeps its own).
+pub fn declare_notices(schema: &mut JsonObject) {
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else { return };
+    let lists = [
+        (
+            "jobs_ended",
+            "Background jobs that ended since the last reply, each reported once.",
+            items::<render::JobEndedOutput>(),
+        ),
+        (
+            "jobs_waiting",
+            "Background jobs that began waiting for input, each wait reported once.",
+            items::<render::JobWaitingOutput>(),
+        ),
+        (
+            "servers_died",
+            "Earlier servers that died with commands running; said once, in the first reply of \
+             the server after them.",
+            items::<render::ServerDiedOutput>(),
+        ),
+    ];
+    for (name, description, item) in lists {
+        let list = serde_json::json!({"type": "array", "description": description, "items": item});
+        properties.insert(name.to_owned(), list);
     }
-}
-
-/// Declares `notes`, which any reply may carry (the unknown arguments a
-/// call gave, which were ignored; a tool's own notices), in an output
-/// schema whose type does not declare it already.
-pub fn declare_notes(schema: &mut JsonObject) {
     let notes = serde_json::json!({
         "type": "array",
         "description": "Notices about this call, as in the text: for example the unknown \
                         arguments it gave, which were ignored.",
         "items": {"type": "string"},
     });
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        properties.entry("notes").or_insert(notes);
-    }
+    properties.entry("notes").or_insert(notes);
 }
 
-/// Declares `jobs_waiting`, which any reply may carry (background jobs
-/// that began waiting for input, each wait reported once), in an output
-/// schema. The items' schema is [`render::JobWaitingOutput`]'s.
-pub fn declare_jobs_waiting(schema: &mut JsonObject) {
-    let mut item = (*schema_for_output::<render::JobWaitingOutput>()).clone();
+/// The schema of `T` as the items of a list inside another schema: without
+/// `$schema` and `title`, its definitions put in place of their references.
+fn items<T: rmcp::schemars::JsonSchema + 'static>() -> Value {
+    let mut item = (*schema_for_output::<T>()).clone();
     item.remove("$schema");
     item.remove("title");
-    let jobs = serde_json::json!({
-        "type": "array",
-        "description": "Background jobs that began waiting for input, each wait reported once.",
-        "items": Value::Object(item),
-    });
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        properties.insert("jobs_waiting".to_owned(), jobs);
+    if let Some(Value::Object(defs)) = item.remove("$defs") {
+        for value in item.values_mut() {
+            inline_refs(value, &defs);
+        }
+    }
+    Value::Object(item)
+}
+
+/// Replaces each `{"$ref": "#/$defs/NAME"}` in `value` with `NAME`'s
+/// schema from `defs` (which hold no references of their own).
+fn inline_refs(value: &mut Value, defs: &JsonObject) {
+    match value {
+        Value::Object(map) => {
+            let target = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+                .and_then(|name| defs.get(name));
+            if let Some(def) = target {
+                *value = def.clone();
+            } else {
+                map.values_mut().for_each(|v| inline_refs(v, defs));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| inline_refs(v, defs)),
+        _ => {}
     }
 }
 
@@ -203,7 +228,7 @@ mod tests {
         else {
             unreachable!()
         };
-        super::declare_jobs_ended(&mut schema);
+        super::declare_notices(&mut schema);
         let jobs = &schema["properties"]["jobs_ended"];
         assert_eq!(jobs["type"], "array", "{jobs:#}");
         let item = &jobs["items"];
@@ -224,13 +249,30 @@ mod tests {
         assert!(item.get("$schema").is_none() && item.get("title").is_none(), "{jobs:#}");
     }
 
+    /// `servers_died`'s items name a type of their own (the commands):
+    /// inside another schema its definition stands in place, no `$ref` to
+    /// `$defs` the outer schema does not have.
+    #[test]
+    fn servers_died_is_declared_with_its_definitions_in_place() {
+        let serde_json::Value::Object(mut schema) = json!({"type": "object", "properties": {}})
+        else {
+            unreachable!()
+        };
+        super::declare_notices(&mut schema);
+        let servers = &schema["properties"]["servers_died"];
+        let shown = servers.to_string();
+        assert!(!shown.contains("$ref") && !shown.contains("$defs"), "{servers:#}");
+        let running = &servers["items"]["properties"]["running"]["items"];
+        assert_eq!(running["properties"]["background"]["type"], "boolean", "{servers:#}");
+    }
+
     #[test]
     fn notes_are_declared_once_and_a_type_of_its_own_keeps_its_own() {
         let serde_json::Value::Object(mut schema) = json!({"type": "object", "properties": {}})
         else {
             unreachable!()
         };
-        super::declare_notes(&mut schema);
+        super::declare_notices(&mut schema);
         let notes = &schema["properties"]["notes"];
         assert_eq!((&notes["type"], &notes["items"]["type"]), (&json!("array"), &json!("string")));
         let serde_json::Value::Object(mut own) = json!({"type": "object", "properties": {
@@ -238,7 +280,7 @@ mod tests {
         }}) else {
             unreachable!()
         };
-        super::declare_notes(&mut own);
+        super::declare_notices(&mut own);
         assert_eq!(own["properties"]["notes"]["description"], "own", "{own:#?}");
     }
 
@@ -248,7 +290,7 @@ mod tests {
         else {
             unreachable!()
         };
-        super::declare_jobs_waiting(&mut schema);
+        super::declare_notices(&mut schema);
         let jobs = &schema["properties"]["jobs_waiting"];
         assert_eq!(jobs["type"], "array", "{jobs:#}");
         let item = &jobs["items"];

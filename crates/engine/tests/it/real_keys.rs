@@ -148,22 +148,7 @@ async fn gdb_up_and_down_are_debugger_commands() {
 /// A curses program with `keypad(True)` (so in application cursor-key
 /// mode) that writes the name of every key code it gets to the file named
 /// by its argument, one per line, until `q`.
-const CURSES_PY: &str = r#"import curses, sys
-log = open(sys.argv[1], "w", buffering=1)
-def main(window):
-    window.keypad(True)
-    window.addstr(0, 0, "ready for keys")
-    window.refresh()
-    while True:
-        code = window.getch()
-        name = curses.keyname(code).decode()
-        log.write(name + "\n")
-        window.addstr(1, 0, name + "      ")
-        window.refresh()
-        if name == "q":
-            break
-curses.wrapper(main)
-"#;
+const CURSES_PY: &str = include_str!("../data/curses_keys.py");
 
 /// Issue 18 (M2): curses programs read the normal-mode arrows `ESC [ B`
 /// as three keys. In application mode, which curses turns on, every named

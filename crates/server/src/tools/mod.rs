@@ -104,10 +104,7 @@ impl Shellkeep {
             tool.input_schema = Arc::new(input);
             if let Some(output) = &tool.output_schema {
                 let mut output = (**output).clone();
-                schema::declare_jobs_ended(&mut output);
-                schema::declare_jobs_waiting(&mut output);
-                schema::declare_notes(&mut output);
-                render::declare_servers_died(&mut output);
+                schema::declare_notices(&mut output);
                 tool.output_schema = Some(Arc::new(schema::portable(&output)));
             }
         }

@@ -68,22 +68,9 @@ async fn until_shown(server: &Server, r: Reply, text: &str) -> (Reply, String) {
 }
 
 /// A curses program (`keypad(True)`: application cursor-key mode) that
-/// writes the name of every key code it gets to `keys.log`, until `q`.
-const CURSES_PY: &str = r#"import curses
-log = open("keys.log", "w", buffering=1)
-def main(window):
-    window.keypad(True)
-    window.addstr(0, 0, "menu ready")
-    window.refresh()
-    while True:
-        name = curses.keyname(window.getch()).decode()
-        log.write(name + "\n")
-        window.addstr(1, 0, name + "      ")
-        window.refresh()
-        if name == "q":
-            break
-curses.wrapper(main)
-"#;
+/// writes the name of every key code it gets to the file its argument
+/// names, until `q` (the engine's key tests run it too).
+const CURSES_PY: &str = include_str!("../../../engine/tests/data/curses_keys.py");
 
 /// Issue 18 (M2, m2): keys reach a curses program as one key code each,
 /// text in a list as its letters, a single `q` alone; the reply names what
@@ -96,8 +83,8 @@ async fn keys_reach_a_curses_program_as_xterm_sends_them() {
     }
     let server = Server::start().await;
     std::fs::write(server.cwd().join("menu.py"), CURSES_PY).expect("write the program");
-    let r = server.terminal(json!({"command": "python3 menu.py", "timeout": 5})).await;
-    until_shown(&server, r, "menu ready").await;
+    let r = server.terminal(json!({"command": "python3 menu.py keys.log", "timeout": 5})).await;
+    until_shown(&server, r, "ready for keys").await;
     let log = server.cwd().join("keys.log");
 
     let r = server.terminal(json!({"keys": ["DOWN", "END", "F5", "hi"], "timeout": 10})).await;
