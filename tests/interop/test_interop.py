@@ -91,8 +91,13 @@ async def serve(era: str, start_dir: pathlib.Path, ignoring_signals: bool = Fals
         args=args,
         cwd=str(start_dir),
         # The SDK passes only a few safe variables (HOME, PATH, ...) on; a
-        # private XDG_CONFIG_HOME keeps a policy file on the machine out too.
-        env={"SHELLKEEP_LOG": "warn", "XDG_CONFIG_HOME": str(start_dir / ".config")},
+        # private XDG_CONFIG_HOME keeps a policy file on the machine out too,
+        # and a private XDG_STATE_HOME the tests' audit logs and outputs in.
+        env={
+            "SHELLKEEP_LOG": "warn",
+            "XDG_CONFIG_HOME": str(start_dir / ".config"),
+            "XDG_STATE_HOME": str(start_dir / ".state"),
+        },
     )
     if era == "session":
         async with stdio_client(params) as (read, write):

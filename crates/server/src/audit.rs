@@ -80,9 +80,15 @@ pub struct AuditArgs {
     /// starts and one when it ends (created private, mode 0600; a symlink or
     /// a file of another user is refused). The server notes its own start
     /// and end there too: the next server with the same FILE says, once,
-    /// if this one died with commands running.
+    /// if this one died with commands running. Default:
+    /// `$XDG_STATE_HOME/shellkeep/audit.jsonl`, else
+    /// `~/.local/state/shellkeep/audit.jsonl`.
     #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// Keep no audit log (and so say nothing of an earlier server that
+    /// died with commands running).
+    #[arg(long, conflicts_with = "audit_log")]
+    pub no_audit_log: bool,
     /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
     /// to FILE.2, and so on); from 0.01 to 1048576.
     #[arg(long, default_value_t = 10.0, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
@@ -103,9 +109,10 @@ pub struct AuditQuery {
     /// not executed, refused or cancelled.
     #[arg(long)]
     pub failed: bool,
-    /// The audit log (its rotations FILE.1, FILE.2, … are read too).
+    /// The audit log (its rotations FILE.1, FILE.2, … are read too);
+    /// default: the server's default log.
     #[arg(value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
-    pub file: PathBuf,
+    pub file: Option<PathBuf>,
 }
 
 /// The audit log of one server: where it goes, its bounds, and the open
@@ -137,10 +144,21 @@ struct Writer {
 
 impl AuditLog {
     /// The log `args` ask for, opened (created private) now so that a bad
-    /// path stops start-up with a clear error; `None` without
-    /// `--audit-log`.
+    /// path stops start-up with a clear error; the default log when none
+    /// is named (one that cannot be opened is left out with a warning: a
+    /// read-only home must not stop the server); `None` with
+    /// `--no-audit-log`.
     pub fn open(args: &AuditArgs, mask: Mask) -> anyhow::Result<Option<Arc<AuditLog>>> {
-        let Some(path) = &args.audit_log else { return Ok(None) };
+        if args.no_audit_log {
+            return Ok(None);
+        }
+        let (path, named) = match &args.audit_log {
+            Some(path) => (path.clone(), true),
+            None => match default_log() {
+                Some(path) => (path, false),
+                None => return Ok(None),
+            },
+        };
         let mib = args.audit_log_max_mib;
         anyhow::ensure!(
             (MIN_MIB..=MAX_MIB).contains(&mib),
@@ -151,10 +169,20 @@ impl AuditLog {
             "--audit-log-keep must be from 0 to {MAX_KEEP}, got {}",
             args.audit_log_keep
         );
-        let log =
-            AuditLog::with_limits(path, (mib * 1_048_576.0) as u64, args.audit_log_keep, mask)
-                .with_context(|| format!("--audit-log {}", path.display()))?;
-        Ok(Some(Arc::new(log)))
+        match AuditLog::with_limits(&path, (mib * 1_048_576.0) as u64, args.audit_log_keep, mask) {
+            Ok(log) => Ok(Some(Arc::new(log))),
+            Err(err) if named => {
+                Err(err).with_context(|| format!("--audit-log {}", path.display()))
+            }
+            Err(err) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "no audit log: the default one cannot be opened ({err}); name another with \
+                     --audit-log, or turn it off with --no-audit-log"
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// A log at `path` that rotates past `max_bytes`, keeping `keep` old
@@ -992,7 +1020,14 @@ pub fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
     let cutoff = since.map(|span| now.checked_sub(span).unwrap_or(UNIX_EPOCH));
     let mut records = Vec::new();
     let mut unreadable = 0;
-    for path in log_files(&query.file)? {
+    let file = match &query.file {
+        Some(file) => file.clone(),
+        None => default_log().context(
+            "no audit log named, and no default one (neither XDG_STATE_HOME nor HOME is set): \
+             name the file",
+        )?,
+    };
+    for path in log_files(&file)? {
         let file = File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
         for line in io::BufReader::new(file).lines() {
             let line = line.with_context(|| format!("cannot read {}", path.display()))?;
@@ -1345,3 +1380,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests;
+
+/// The audit log a server keeps when none is named:
+/// `audit.jsonl` in the state directory ([`crate::config::state_dir`]).
+pub fn default_log() -> Option<PathBuf> {
+    Some(crate::config::state_dir()?.join("audit.jsonl"))
+}

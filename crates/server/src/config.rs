@@ -266,6 +266,17 @@ fn days(flag: &str, value: f64) -> Result<Duration, FlagError> {
     Ok(Duration::from_secs_f64(value * 86_400.0))
 }
 
+/// The directory shellkeep keeps its state in when no flag names one:
+/// `$XDG_STATE_HOME/shellkeep`, else `~/.local/state/shellkeep` (only
+/// absolute paths count); `None` when neither is set.
+pub fn state_dir() -> Option<PathBuf> {
+    let absolute =
+        |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|path| path.is_absolute());
+    let state = absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))?;
+    Some(state.join("shellkeep"))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;

@@ -303,11 +303,7 @@ fn full_output_store(
 
 /// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
 fn default_full_output_dir() -> Option<PathBuf> {
-    let absolute =
-        |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|path| path.is_absolute());
-    let state = absolute("XDG_STATE_HOME")
-        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))?;
-    Some(state.join("shellkeep/output"))
+    Some(config::state_dir()?.join("output"))
 }
 
 /// Serves MCP on stdio with `config` until the client leaves or a signal

@@ -333,7 +333,7 @@ fn the_log_rotates_at_its_bound_keeping_n_files() {
     // the rotations oldest first.
     assert!(std::fs::read_to_string(&path).unwrap().contains("echo 39"));
     let mut out = Vec::new();
-    print(&AuditQuery { since: None, failed: false, file: path.clone() }, &mut out).unwrap();
+    print(&AuditQuery { since: None, failed: false, file: Some(path.clone()) }, &mut out).unwrap();
     let out = String::from_utf8(out).unwrap();
     let numbers: Vec<u64> =
         out.lines().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap()).collect();

@@ -195,3 +195,42 @@ async fn a_normal_end_warns_of_nothing_left_behind() {
         assert!(!log.contains(unwanted), "{unwanted}:\n{log}");
     }
 }
+
+/// Without `--audit-log` a server keeps its log in the state directory
+/// (`$XDG_STATE_HOME/shellkeep/audit.jsonl`, private), so the server after
+/// a crash says so with no flag at all; `--no-audit-log` keeps none and
+/// says nothing.
+#[tokio::test]
+async fn the_default_audit_log_tells_of_a_crash_and_no_audit_log_keeps_none() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new();
+    let state = dir.path.join("state");
+    let state_env = [("XDG_STATE_HOME", state.to_str().expect("utf-8"))];
+    let crash = async |args: &[&str]| {
+        let mut server = Server::with_env(args, &state_env).await;
+        let command = format!("sleep 300.{}", marker());
+        let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        server.signal("KILL");
+        server.wait_exit(EVENTUALLY).await;
+        crate::assert_none_survive(&[command.as_str()], EVENTUALLY).await;
+        command
+    };
+    let command = crash(&[]).await;
+    let log = state.join("shellkeep/audit.jsonl");
+    let mode = std::fs::metadata(&log).expect("the default log").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", log.display());
+    let next = Server::with_env(&[], &state_env).await;
+    let first = next.terminal(json!({"command": "echo first"})).await;
+    assert_eq!(first.text.matches(NOTICE).count(), 1, "{first:#?}");
+    assert!(first.text.contains(&command), "{}", first.text);
+    assert!(row(&audit_rows(&log), &command).contains("server_died"));
+    drop(next);
+
+    let unlogged = crash(&["--no-audit-log"]).await;
+    let next = Server::with_env(&["--no-audit-log"], &state_env).await;
+    let first = next.terminal(json!({"command": "echo first"})).await;
+    assert!(!first.text.contains(NOTICE), "{first:#?}");
+    let lines = std::fs::read_to_string(&log).expect("the default log");
+    assert!(!lines.contains(&unlogged), "--no-audit-log wrote {unlogged}:\n{lines}");
+}
