@@ -100,6 +100,10 @@ pub struct Session {
     /// Cancelled when the session is being closed: a call waiting on it
     /// returns at once instead of holding up the close.
     closing: CancellationToken,
+    /// Whether [`Session::start`] holds the shell to start it (the server
+    /// starts `default`'s shell at once): [`Session::place`] then waits for
+    /// the start, which has a bound of its own, not for a call.
+    starting: std::sync::atomic::AtomicBool,
 }
 
 /// What a session is doing, as a listing shows it.
@@ -137,6 +141,7 @@ impl Session {
             live: Mutex::new(None),
             cancelled_at: Mutex::new(None),
             closing: CancellationToken::new(),
+            starting: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -177,8 +182,12 @@ impl Session {
 
     /// Starts the shell now, so the first command does not wait for it.
     pub async fn start(&self) -> Result<(), SessionError> {
+        use std::sync::atomic::Ordering;
         let mut shell = self.shell.lock().await;
-        self.live_shell(&mut shell, &mut Vec::new()).await?;
+        self.starting.store(true, Ordering::Release);
+        let started = self.live_shell(&mut shell, &mut Vec::new()).await;
+        self.starting.store(false, Ordering::Release);
+        started?;
         Ok(())
     }
 
@@ -587,8 +596,14 @@ impl Session {
             Activity::Running { command, elapsed } => PlaceError::Busy { command, elapsed },
             _ => PlaceError::InUse,
         };
-        let Ok(mut slot) = tokio::time::timeout(PLACE_WAIT, self.shell.lock()).await else {
-            return Err(busy());
+        let mut slot = match tokio::time::timeout(PLACE_WAIT, self.shell.lock()).await {
+            Ok(slot) => slot,
+            // Its shell is still starting (on a busy machine that can take
+            // longer than the wait for a call): the start is bounded.
+            Err(_) if self.starting.load(std::sync::atomic::Ordering::Acquire) => {
+                self.shell.lock().await
+            }
+            Err(_) => return Err(busy()),
         };
         let start = || Place { cwd: self.config.cwd.clone(), env: self.config.start_env.clone() };
         let Some(shell) = slot.as_mut() else { return Ok(start()) };

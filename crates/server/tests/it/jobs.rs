@@ -476,26 +476,10 @@ async fn the_environment_is_read_whole_on_every_start() {
     }
 }
 
-/// A `~/.bashrc` that puts its own directory first in `PATH` (as `pyenv
-/// init` or `nvm` does) does not hide the venv the agent activated from the
-/// job: the calling shell's values are put back over what it changed.
-#[tokio::test]
-async fn a_job_keeps_the_callers_path_over_what_its_bashrc_changed() {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = crate::Scratch::new();
-    let shims = dir.path.join("shims");
-    std::fs::create_dir(&shims).expect("mkdir");
-    let executable = |path: &std::path::Path, text: &str| {
-        std::fs::write(path, text).expect("write");
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    };
-    executable(&shims.join("python3"), "#!/bin/sh\necho shim\n");
-    std::fs::write(
-        dir.path.join(".bashrc"),
-        format!("export PATH={}:$PATH\nexport FROM_RC=1\n", shims.display()),
-    )
-    .expect("write .bashrc");
-    // The harness starts every server with --no-rc; this one reads the rc.
+/// A server that reads `rc` as its shells' `~/.bashrc` (the harness starts
+/// every server with `--no-rc`: a wrapper drops the flag), in `dir`.
+async fn with_bashrc(dir: &crate::Scratch, rc: &str) -> Server {
+    std::fs::write(dir.path.join(".bashrc"), rc).expect("write .bashrc");
     let with_rc = dir.path.join("with-rc");
     executable(
         &with_rc,
@@ -503,7 +487,42 @@ async fn a_job_keeps_the_callers_path_over_what_its_bashrc_changed() {
          exec \"${args[@]}\"\n",
     );
     let home = dir.path.to_str().expect("utf-8");
-    let server = Server::wrapped(&[with_rc.to_str().expect("utf-8")], &[], &[("HOME", home)]).await;
+    Server::wrapped(&[with_rc.to_str().expect("utf-8")], &[], &[("HOME", home)]).await
+}
+
+/// Writes an executable file.
+fn executable(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// A background job asked for as the server's very first call, while
+/// `default`'s shell is still starting (its rc takes longer than the wait
+/// for a call in progress), starts once that shell is up: it is not
+/// refused as if a call were in progress.
+#[tokio::test]
+async fn a_job_asked_for_while_the_first_shell_starts_is_started() {
+    let dir = crate::Scratch::new();
+    let server = with_bashrc(&dir, "sleep 3\n").await;
+    let job = format!("sleep 300.{}", crate::marker());
+    let r = server.terminal(json!({"command": job, "background": true})).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert_eq!(r["session"], "job-1", "{r:#?}");
+}
+
+/// A `~/.bashrc` that puts its own directory first in `PATH` (as `pyenv
+/// init` or `nvm` does) does not hide the venv the agent activated from the
+/// job: the calling shell's values are put back over what it changed.
+#[tokio::test]
+async fn a_job_keeps_the_callers_path_over_what_its_bashrc_changed() {
+    let dir = crate::Scratch::new();
+    let shims = dir.path.join("shims");
+    std::fs::create_dir(&shims).expect("mkdir");
+    executable(&shims.join("python3"), "#!/bin/sh\necho shim\n");
+    let rc = format!("export PATH={}:$PATH\nexport FROM_RC=1\n", shims.display());
+    let server = with_bashrc(&dir, &rc).await;
     let project = project_with_venv(&server);
     let r = server.terminal(json!({"command": "command -v python3"})).await;
     assert_eq!(r.output(), format!("{}\n", shims.join("python3").display()), "the rc ran: {r:#?}");
