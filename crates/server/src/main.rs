@@ -397,7 +397,8 @@ async fn serve(
     let wire = wire::Wire::stdio(server.turns());
     let stdout_closed = wire.closed();
     let stop = CancellationToken::new();
-    let signals = tokio::spawn(stop_on_signal(stop.clone()));
+    let signals = watch_stop_signals(stop.clone())
+        .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
     let running = tokio::select! {
         running = server.serve(wire) => Some(running.context("MCP handshake failed")?),
         () = stop.cancelled() => None,
@@ -418,7 +419,7 @@ async fn serve(
             () = stdout_closed.cancelled() => cancel.cancel(),
         }
     }
-    signals.abort();
+    signals.close();
     // Leave nothing behind: stop every session and everything it started,
     // then anything else we started, wherever it went (`setsid`, a double
     // fork, a cleared environment: orphans are our children).
@@ -458,21 +459,54 @@ fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<
     Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(process::server_token()))
 }
 
-async fn stop_on_signal(stop: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
+/// Watches SIGTERM, SIGINT and SIGHUP on a thread of its own, and cancels
+/// `stop` at the first one that does not come from the server's own
+/// processes: a person's `kill`, the client, a closing terminal (the
+/// kernel's, which has no sender). One sent by a process of the server's
+/// sessions or `run` commands (`kill $PPID`, `kill -- -1`;
+/// `process::is_ours`, checked at once, while a sender that has just
+/// exited is still a zombie of its parent) is ignored, logged and kept for
+/// the next reply ([`tools::note_refused_signal`]). A sender already reaped
+/// by then cannot be told apart from a person's and stops the server.
+/// The returned handle ends the watch.
+fn watch_stop_signals(stop: CancellationToken) -> std::io::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::iterator::SignalsInfo;
+    use signal_hook::iterator::exfiltrator::WithOrigin;
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT, SIGHUP])?;
+    let handle = signals.handle();
+    std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
+        for origin in signals.forever() {
+            let sender = origin.process.map(|process| process.pid);
+            let Some(pid) = sender.filter(|&pid| process::is_ours(pid)) else {
+                tracing::info!(signal = origin.signal, sender, "stopping on a signal");
+                stop.cancel();
+                return;
+            };
+            let refused = tools::RefusedSignal {
+                signal: signal_name(origin.signal),
+                pid,
+                command: process::command_line(pid),
+            };
+            tracing::warn!(
+                "ignored {} from pid {pid}, one of the server's own processes ({})",
+                refused.signal,
+                refused.command.as_deref().unwrap_or("gone")
+            );
+            tools::note_refused_signal(refused);
+        }
+    })?;
+    Ok(handle)
+}
+
+/// The name of a stop signal the server watches.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
-    stop.cancel();
 }
 
 async fn run_once(

@@ -65,7 +65,7 @@ use crate::cgroup;
 
 pub use self::children::{reap_adopted_now, spawn_std};
 pub use self::proc_scan::{
-    Root, boot_ticks_now, live_group_members, live_session_members, orphaned_groups,
+    Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,
 };
 pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
@@ -234,6 +234,22 @@ pub fn end_containment() {
     {
         tracing::warn!("{err}");
     }
+}
+
+/// Whether process `pid` is one of this server's own: a descendant of the
+/// server (zombies included, so a `kill` that has just exited still counts;
+/// orphans stay descendants, the server being a subreaper), a process that
+/// carries the server's token, or a member of its control groups. For
+/// telling a stop signal from a command apart from a person's. The server
+/// itself is not its own. One bounded scan of `/proc`.
+pub fn is_ours(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    if pid <= 1 || pid == me {
+        return false;
+    }
+    proc_scan::descends_from(pid, me)
+        || Targets::whole_server(&[]).members().contains(&pid)
+        || cgroup::server_dir().is_some_and(|dir| cgroup::members(dir).contains(&pid))
 }
 
 /// The exit code a shell would report for `status`: the code, or 128+N for
