@@ -172,7 +172,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             run_once(&cli.serve, timeout, cwd, command).await
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
-        Some(Command::Doctor) => doctor(&cli.serve),
+        Some(Command::Doctor) => doctor(&cli.serve).await,
         Some(Command::Audit(query)) => {
             audit::print(&query, &mut std::io::stdout().lock())?;
             Ok(std::process::ExitCode::SUCCESS)
@@ -324,6 +324,9 @@ async fn serve(
     let loaded = load_policy(policy_file)?;
     // Before anything is started: every child joins its owner's group.
     let containment = start_containment(config.containment)?;
+    // What servers that are gone left running (killed with their guard):
+    // stopped in the background, so that the start does not wait.
+    let sweep = tokio::spawn(process::sweep_dead_servers(config.grace));
     let cwd = match &config.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -420,6 +423,7 @@ async fn serve(
         }
     }
     signals.close();
+    sweep.abort();
     // Leave nothing behind: stop every session and everything it started,
     // then anything else we started, wherever it went (`setsid`, a double
     // fork, a cleared environment: orphans are our children).
@@ -565,7 +569,7 @@ fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> 
 
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
 /// line, each with what it means. Never fails for what it finds.
-fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     let mut out = String::new();
     let mut line = |text: String| {
         out.push_str(&text);
@@ -648,6 +652,11 @@ fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         None => "full-output directory: none (no $XDG_STATE_HOME or $HOME); full outputs go to \
                  the runtime directory"
             .to_owned(),
+    });
+    // As every start does: what servers that are gone left running.
+    line(match process::sweep_dead_servers(Duration::from_secs(2)).await {
+        0 => "processes left by servers that are gone: none".to_owned(),
+        found => format!("processes left by servers that are gone: {found}, stopped now"),
     });
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)

@@ -252,6 +252,37 @@ pub fn is_ours(pid: i32) -> bool {
         || cgroup::server_dir().is_some_and(|dir| cgroup::members(dir).contains(&pid))
 }
 
+/// Stops every process that carries the scope marker of a server of this
+/// user that is gone (killed with its guard, say: nothing else is left to
+/// stop them), as [`terminate`] does, with `grace`; returns how many it
+/// found. Markers of live servers, of another pid namespace or of another
+/// shape are left alone. One scan of `/proc`, then the stop; every start
+/// and `doctor` run it.
+pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
+    let mut tokens = std::collections::BTreeSet::new();
+    let me = crate::private_fs::euid();
+    proc_scan::for_each_proc(|stat| {
+        if let Ok(environ) = std::fs::read(format!("/proc/{}/environ", stat.pid)) {
+            let dead = scope::dead_server_tokens(&environ);
+            // Only our user's servers: root reads everyone's environment.
+            if !dead.is_empty() && proc_scan::real_uid(stat.pid) == Some(me) {
+                tokens.extend(dead);
+            }
+        }
+    });
+    if tokens.is_empty() {
+        return 0;
+    }
+    let targets =
+        Targets { marks: tokens.into_iter().map(Mark::Token).collect(), ..Targets::default() };
+    let found = targets.members().len();
+    if found > 0 {
+        tracing::warn!("stopping {found} processes left by servers that are gone");
+        terminate(&targets, grace).await;
+    }
+    found
+}
+
 /// The exit code a shell would report for `status`: the code, or 128+N for
 /// signal N; -1 if it has neither.
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {

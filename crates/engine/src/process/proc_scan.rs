@@ -192,6 +192,14 @@ pub(super) fn descends_from(pid: i32, ancestor: i32) -> bool {
     false
 }
 
+/// The real user id of process `pid` (`Uid:` in `/proc/PID/status`, right
+/// also for a non-dumpable process), `None` if it is gone.
+pub(super) fn real_uid(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+    line.split_ascii_whitespace().next()?.parse().ok()
+}
+
 /// The longest command line [`command_line`] returns, in characters.
 pub const COMMAND_LINE_LIMIT: usize = 200;
 

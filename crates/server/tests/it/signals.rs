@@ -5,12 +5,19 @@
 //! (this test process) still stops it cleanly, with nothing left behind.
 //! In every containment mode the host offers (`SHELLKEEP_TEST_CONTAINMENT`
 //! picks one, as in the containment tests).
+//!
+//! And what a SIGKILL leaves when a command stopped the guard first
+//! (issue 19, item 8): the next server's start stops what carries the dead
+//! server's token.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::{Reply, Server, alive, assert_none_survive, marker, wait_alive};
+use crate::{
+    Reply, Server, alive, assert_none_survive, guard_of, marker, send_signal, wait_alive,
+    wait_until,
+};
 
 /// How long a clean stop may take (the grace is 0.5 s).
 const CLEANUP: Duration = Duration::from_secs(30);
@@ -126,5 +133,37 @@ async fn a_stop_signal_from_outside_still_stops_the_server_cleanly() {
         let status = server.wait_exit(CLEANUP).await;
         assert!(status.success(), "{mode}: {status}\n{}", server.log());
         assert_none_survive(&[&job, &escaped], CLEANUP).await;
+    }
+}
+
+/// A command stops the guard (SIGSTOP), the server is SIGKILLed, then the
+/// guard is killed: nothing was left to stop the escaped processes (one of
+/// them ignores SIGTERM), and the next server's start stops them, because
+/// their marker names a server that is gone. (Another test's server
+/// starting meanwhile may stop them first, by the same sweep.)
+#[tokio::test]
+async fn the_next_start_stops_what_a_killed_server_left_with_its_guard_down() {
+    for mode in modes() {
+        let mut first = server(&mode).await;
+        let (escaped, stubborn) = (format!("300.{}", marker()), format!("300.{}", marker()));
+        let command = format!(
+            "(setsid sleep {escaped} </dev/null >/dev/null 2>&1 &); \
+             (setsid bash -c 'trap \"\" TERM; exec sleep {stubborn}' </dev/null >/dev/null 2>&1 &); \
+             echo started"
+        );
+        let r = first.terminal(json!({ "command": command })).await;
+        assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
+        wait_alive(&[&escaped, &stubborn]).await;
+        let guard = guard_of(first.pid).expect("the server runs an orphan guard");
+        send_signal(guard, "STOP");
+        first.signal("KILL");
+        first.wait_exit(CLEANUP).await;
+        send_signal(guard, "KILL");
+        wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} lives")).await;
+
+        let second = server(&mode).await;
+        let r = second.terminal(json!({"command": "echo up"})).await;
+        assert_eq!(r["exit_code"], 0, "{mode}: {r:#?}");
+        assert_none_survive(&[&escaped, &stubborn], CLEANUP).await;
     }
 }
