@@ -172,7 +172,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             run_once(&cli.serve, timeout, cwd, command).await
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
-        Some(Command::Doctor) => doctor(&cli.serve),
+        Some(Command::Doctor) => doctor(&cli.serve).await,
         Some(Command::Audit(query)) => {
             audit::print(&query, &mut std::io::stdout().lock())?;
             Ok(std::process::ExitCode::SUCCESS)
@@ -324,6 +324,9 @@ async fn serve(
     let loaded = load_policy(policy_file)?;
     // Before anything is started: every child joins its owner's group.
     let containment = start_containment(config.containment)?;
+    // What servers that are gone left running (killed with their guard):
+    // stopped in the background, so that the start does not wait.
+    let sweep = tokio::spawn(process::sweep_dead_servers(config.grace));
     let cwd = match &config.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -397,7 +400,8 @@ async fn serve(
     let wire = wire::Wire::stdio(server.turns());
     let stdout_closed = wire.closed();
     let stop = CancellationToken::new();
-    let signals = tokio::spawn(stop_on_signal(stop.clone()));
+    let signals = watch_stop_signals(stop.clone())
+        .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
     let running = tokio::select! {
         running = server.serve(wire) => Some(running.context("MCP handshake failed")?),
         () = stop.cancelled() => None,
@@ -418,7 +422,8 @@ async fn serve(
             () = stdout_closed.cancelled() => cancel.cancel(),
         }
     }
-    signals.abort();
+    signals.close();
+    sweep.abort();
     // Leave nothing behind: stop every session and everything it started,
     // then anything else we started, wherever it went (`setsid`, a double
     // fork, a cleared environment: orphans are our children).
@@ -458,21 +463,54 @@ fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<
     Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(process::server_token()))
 }
 
-async fn stop_on_signal(stop: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
+/// Watches SIGTERM, SIGINT and SIGHUP on a thread of its own, and cancels
+/// `stop` at the first one that does not come from the server's own
+/// processes: a person's `kill`, the client, a closing terminal (the
+/// kernel's, which has no sender). One sent by a process of the server's
+/// sessions or `run` commands (`kill $PPID`, `kill -- -1`;
+/// `process::is_ours`, checked at once, while a sender that has just
+/// exited is still a zombie of its parent) is ignored, logged and kept for
+/// the next reply ([`tools::note_refused_signal`]). A sender already reaped
+/// by then cannot be told apart from a person's and stops the server.
+/// The returned handle ends the watch.
+fn watch_stop_signals(stop: CancellationToken) -> std::io::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::iterator::SignalsInfo;
+    use signal_hook::iterator::exfiltrator::WithOrigin;
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT, SIGHUP])?;
+    let handle = signals.handle();
+    std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
+        for origin in signals.forever() {
+            let sender = origin.process.map(|process| process.pid);
+            let Some(pid) = sender.filter(|&pid| process::is_ours(pid)) else {
+                tracing::info!(signal = origin.signal, sender, "stopping on a signal");
+                stop.cancel();
+                return;
+            };
+            let refused = tools::RefusedSignal {
+                signal: signal_name(origin.signal),
+                pid,
+                command: process::command_line(pid),
+            };
+            tracing::warn!(
+                "ignored {} from pid {pid}, one of the server's own processes ({})",
+                refused.signal,
+                refused.command.as_deref().unwrap_or("gone")
+            );
+            tools::note_refused_signal(refused);
+        }
+    })?;
+    Ok(handle)
+}
+
+/// The name of a stop signal the server watches.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "a signal",
     }
-    stop.cancel();
 }
 
 async fn run_once(
@@ -531,7 +569,7 @@ fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> 
 
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
 /// line, each with what it means. Never fails for what it finds.
-fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     let mut out = String::new();
     let mut line = |text: String| {
         out.push_str(&text);
@@ -614,6 +652,11 @@ fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         None => "full-output directory: none (no $XDG_STATE_HOME or $HOME); full outputs go to \
                  the runtime directory"
             .to_owned(),
+    });
+    // As every start does: what servers that are gone left running.
+    line(match process::sweep_dead_servers(Duration::from_secs(2)).await {
+        0 => "processes left by servers that are gone: none".to_owned(),
+        found => format!("processes left by servers that are gone: {found}, stopped now"),
     });
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)

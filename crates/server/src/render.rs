@@ -1421,6 +1421,27 @@ pub struct DiedCommandOutput {
     pub background: bool,
 }
 
+/// The notice that the server ignored stop signals its own processes sent
+/// it (`named`, and `more` others): who sent them, so the agent can find
+/// the command that tried.
+pub fn refused_signals(named: &[crate::tools::RefusedSignal], more: usize) -> String {
+    let senders: Vec<String> = named
+        .iter()
+        .map(|refused| match &refused.command {
+            Some(command) => {
+                format!("{} from pid {} ({})", refused.signal, refused.pid, echo(command))
+            }
+            None => format!("{} from pid {} (already gone)", refused.signal, refused.pid),
+        })
+        .collect();
+    let more = if more == 0 { String::new() } else { format!(" and {} more", count(more as u64)) };
+    format!(
+        "[shellkeep ignored a stop signal sent by one of its own commands: {}{more}. \
+         The server and its sessions go on; only a signal from outside them (or the client closing) stops it.]",
+        senders.join("; ")
+    )
+}
+
 /// The text and structured content telling that `dead` servers died with
 /// commands running; `None` when there are none.
 pub fn servers_died(dead: &[crate::audit::DeadServer]) -> Option<(String, serde_json::Value)> {

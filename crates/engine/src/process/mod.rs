@@ -65,7 +65,7 @@ use crate::cgroup;
 
 pub use self::children::{reap_adopted_now, spawn_std};
 pub use self::proc_scan::{
-    Root, boot_ticks_now, live_group_members, live_session_members, orphaned_groups,
+    Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,
 };
 pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
@@ -234,6 +234,53 @@ pub fn end_containment() {
     {
         tracing::warn!("{err}");
     }
+}
+
+/// Whether process `pid` is one of this server's own: a descendant of the
+/// server (zombies included, so a `kill` that has just exited still counts;
+/// orphans stay descendants, the server being a subreaper), a process that
+/// carries the server's token, or a member of its control groups. For
+/// telling a stop signal from a command apart from a person's. The server
+/// itself is not its own. One bounded scan of `/proc`.
+pub fn is_ours(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    if pid <= 1 || pid == me {
+        return false;
+    }
+    proc_scan::descends_from(pid, me)
+        || Targets::whole_server(&[]).members().contains(&pid)
+        || cgroup::server_dir().is_some_and(|dir| cgroup::members(dir).contains(&pid))
+}
+
+/// Stops every process that carries the scope marker of a server of this
+/// user that is gone (killed with its guard, say: nothing else is left to
+/// stop them), as [`terminate`] does, with `grace`; returns how many it
+/// found. Markers of live servers, of another pid namespace or of another
+/// shape are left alone. One scan of `/proc`, then the stop; every start
+/// and `doctor` run it.
+pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
+    let mut tokens = std::collections::BTreeSet::new();
+    let me = crate::private_fs::euid();
+    proc_scan::for_each_proc(|stat| {
+        if let Ok(environ) = std::fs::read(format!("/proc/{}/environ", stat.pid)) {
+            let dead = scope::dead_server_tokens(&environ);
+            // Only our user's servers: root reads everyone's environment.
+            if !dead.is_empty() && proc_scan::real_uid(stat.pid) == Some(me) {
+                tokens.extend(dead);
+            }
+        }
+    });
+    if tokens.is_empty() {
+        return 0;
+    }
+    let targets =
+        Targets { marks: tokens.into_iter().map(Mark::Token).collect(), ..Targets::default() };
+    let found = targets.members().len();
+    if found > 0 {
+        tracing::warn!("stopping {found} processes left by servers that are gone");
+        terminate(&targets, grace).await;
+    }
+    found
 }
 
 /// The exit code a shell would report for `status`: the code, or 128+N for

@@ -169,6 +169,67 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     Root::of(pid).map(|root| root.start_ticks)
 }
 
+/// The longest ancestry [`descends_from`] follows.
+const ANCESTRY_LIMIT: usize = 4096;
+
+/// Whether process `pid` (a zombie too) descends from `ancestor`, following
+/// parents in `/proc/PID/stat`, at most [`ANCESTRY_LIMIT`] of them.
+pub(super) fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut current = pid;
+    for _ in 0..ANCESTRY_LIMIT {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{current}/stat")) else {
+            return false;
+        };
+        let Some(stat) = parse_stat(current, &text) else { return false };
+        if stat.ppid == ancestor {
+            return true;
+        }
+        if stat.ppid <= 1 {
+            return false;
+        }
+        current = stat.ppid;
+    }
+    false
+}
+
+/// The real user id of process `pid` (`Uid:` in `/proc/PID/status`, right
+/// also for a non-dumpable process), `None` if it is gone.
+pub(super) fn real_uid(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+    line.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// The longest command line [`command_line`] returns, in characters.
+pub const COMMAND_LINE_LIMIT: usize = 200;
+
+/// Process `pid`'s command line, its arguments joined by spaces and cut at
+/// [`COMMAND_LINE_LIMIT`] characters (with `…`), control characters shown
+/// escaped; its name in brackets (`[kill]`) when it has no arguments to
+/// read (a zombie, a kernel thread); `None` when it is gone.
+pub fn command_line(pid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let raw = &raw[..raw.len().min(COMMAND_LINE_LIMIT * 4)];
+    let mut line = String::from_utf8_lossy(raw)
+        .trim_end_matches('\0')
+        .split('\0')
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.is_empty() {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        line = format!("[{}]", name.trim_end());
+    }
+    let mut shown: String = line
+        .chars()
+        .take(COMMAND_LINE_LIMIT)
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect();
+    if line.chars().count() > COMMAND_LINE_LIMIT {
+        shown.push('…');
+    }
+    Some(shown)
+}
+
 /// Parses `/proc/PID/stat`. The command name is in parentheses and may
 /// itself contain spaces and parentheses, so fields are counted from the
 /// last `)`.
@@ -189,6 +250,21 @@ pub(super) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "a plain child of the test, stopped by the test")]
+    fn a_child_descends_from_us_and_its_command_line_is_read() {
+        let mut child = std::process::Command::new("sleep").arg("30.5").spawn().expect("sleep");
+        let pid = child.id() as i32;
+        let me = std::process::id() as i32;
+        assert!(descends_from(pid, me));
+        assert!(!descends_from(me, pid));
+        assert_eq!(command_line(pid).as_deref(), Some("sleep 30.5"));
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert!(!descends_from(pid, me), "gone");
+        assert_eq!(command_line(pid), None);
+    }
 
     #[test]
     fn parses_stat_with_awkward_names() {

@@ -15,8 +15,13 @@ use crate::cgroup;
 /// their descendants: `SHELLKEEP_SCOPE=<server token>/<owner>`.
 pub const SCOPE_VAR: &str = "SHELLKEEP_SCOPE";
 
-/// This process's random token, the first half of every scope marker it
-/// hands out. Chosen once, on first use.
+/// This process's token, the first half of every scope marker it hands
+/// out: `<pid>-<start ticks>-<pid namespace>-<24 random hex digits>`.
+/// Chosen once, on first use. Its first three parts say which server it
+/// is, so that a later server can tell a token of a server that is gone
+/// (that pid does not live with that start time in this pid namespace)
+/// from a live one's ([`dead_server_tokens`]); the random part keeps it
+/// unique and unguessable by other users.
 pub fn server_token() -> &'static str {
     static TOKEN: OnceLock<String> = OnceLock::new();
     TOKEN.get_or_init(|| {
@@ -30,8 +35,42 @@ pub fn server_token() -> &'static str {
             bytes[..4].copy_from_slice(&std::process::id().to_le_bytes());
             bytes[4..].copy_from_slice(&(now as u64).to_le_bytes());
         }
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+        let random: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let pid = std::process::id() as i32;
+        let start = super::proc_scan::start_ticks(pid).unwrap_or(0);
+        format!("{pid}-{start}-{}-{random}", pid_namespace())
     })
+}
+
+/// The inode of this process's pid namespace (0 if it cannot be read).
+fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |meta| meta.ino())
+}
+
+/// The tokens ([`server_token`]) among the scope markers in `environ` whose
+/// server is gone: of this pid namespace, and no process `pid` alive with
+/// that start time. Tokens of another shape (an older server's) or of
+/// another namespace are never taken for dead.
+pub(super) fn dead_server_tokens(environ: &[u8]) -> Vec<String> {
+    let namespace = pid_namespace();
+    marker_values(environ)
+        .filter_map(|value| {
+            let value = std::str::from_utf8(value).ok()?;
+            let token = value.split('/').next()?;
+            let mut parts = token.split('-');
+            let pid: i32 = parts.next()?.parse().ok()?;
+            let start: u64 = parts.next()?.parse().ok()?;
+            let ns: u64 = parts.next()?.parse().ok()?;
+            let random = parts.next()?;
+            let shaped = parts.next().is_none()
+                && random.len() == 24
+                && random.bytes().all(|b| b.is_ascii_hexdigit());
+            let gone = super::proc_scan::start_ticks(pid) != Some(start);
+            (shaped && ns == namespace && pid > 1 && gone && token != server_token())
+                .then(|| token.to_owned())
+        })
+        .collect()
 }
 
 /// An owner of processes: a terminal shell or one `run` call. Its marker is
@@ -296,6 +335,32 @@ static LIVE_GROUPS: Mutex<Vec<(String, std::sync::Weak<cgroup::Group>)>> = Mutex
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_well_shaped_tokens_of_gone_servers_of_this_namespace_are_dead() {
+        let me = std::process::id() as i32;
+        let start = crate::process::proc_scan::start_ticks(me).expect("our start");
+        let ns = pid_namespace();
+        let hex = "0123456789abcdef01234567";
+        let environ = |token: &str| format!("A=1\0{SCOPE_VAR}={token}/shell-1/c2\0B=2\0");
+        // Our own token, and a live pid with its own start time: alive.
+        assert!(dead_server_tokens(environ(server_token()).as_bytes()).is_empty());
+        let live = format!("{me}-{start}-{ns}-{hex}");
+        assert!(dead_server_tokens(environ(&live).as_bytes()).is_empty());
+        // The same pid with another start time: a server that is gone.
+        let gone = format!("{me}-{}-{ns}-{hex}", start + 1);
+        assert_eq!(dead_server_tokens(environ(&gone).as_bytes()), vec![gone.clone()]);
+        // Another namespace, another shape, init: never taken for dead.
+        for token in [
+            format!("{me}-{}-{}-{hex}", start + 1, ns + 1),
+            hex.to_owned(),
+            format!("{me}-{}-{ns}-{hex}-x", start + 1),
+            format!("{me}-{}-{ns}-0123", start + 1),
+            format!("1-{}-{ns}-{hex}", start + 1),
+        ] {
+            assert!(dead_server_tokens(environ(&token).as_bytes()).is_empty(), "{token}");
+        }
+    }
 
     #[test]
     fn marks_match_whole_entries_only() {

@@ -199,6 +199,9 @@ impl Shellkeep {
         mut result: CallToolResult,
         session: Option<&str>,
     ) -> CallToolResult {
+        if let Some(notice) = take_refused_signals() {
+            push_note(&mut result, self.shared.config.masks.mask(&notice).0.into_owned());
+        }
         let guard = self.shared.guard.as_ref();
         let reader = session.unwrap_or("");
         let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
@@ -356,6 +359,43 @@ fn push_notice(
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
         render::insert_before_body(map, field, structured);
     }
+}
+
+/// A stop signal the server refused because one of its own processes
+/// sent it (see `main`'s signal watch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedSignal {
+    /// The signal's name (`SIGTERM`).
+    pub signal: &'static str,
+    /// The sender's pid.
+    pub pid: i32,
+    /// The sender's command line as it was when the signal came (bounded,
+    /// `process::command_line`), `None` if it was already gone.
+    pub command: Option<String>,
+}
+
+/// The most refused signals one notice names; more are only counted.
+pub const REFUSED_SIGNALS_NAMED: usize = 4;
+
+/// Refused signals no reply has told of yet: the first ones named, the
+/// rest counted. Signals are the whole process's, so this is too.
+static REFUSED_SIGNALS: Mutex<(Vec<RefusedSignal>, usize)> = Mutex::new((Vec::new(), 0));
+
+/// Keeps `refused` for the next reply of any session or `run` (one notice).
+pub fn note_refused_signal(refused: RefusedSignal) {
+    let mut pending = REFUSED_SIGNALS.lock().unwrap_or_else(PoisonError::into_inner);
+    if pending.0.len() < REFUSED_SIGNALS_NAMED {
+        pending.0.push(refused);
+    } else {
+        pending.1 += 1;
+    }
+}
+
+/// The notice of the signals refused since the last one, if any (unmasked).
+fn take_refused_signals() -> Option<String> {
+    let (named, more) =
+        std::mem::take(&mut *REFUSED_SIGNALS.lock().unwrap_or_else(PoisonError::into_inner));
+    (!named.is_empty()).then(|| render::refused_signals(&named, more))
 }
 
 /// A tool error the agent reads: what went wrong and what to do.

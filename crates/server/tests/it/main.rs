@@ -45,6 +45,7 @@ mod screen;
 mod secrets;
 mod sessions;
 mod shell;
+mod signals;
 mod terminal;
 mod tools;
 mod traps;
