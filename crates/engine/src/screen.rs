@@ -86,7 +86,9 @@
 //!   scroll region) is committed as it goes, in order; a program that
 //!   redraws in place (cursor addressing, scroll regions: vim, less, top)
 //!   commits nothing per frame, and its last screen is committed if it
-//!   never leaves (see [`Screen::leave_alternate`]).
+//!   never leaves (see [`Screen::leave_alternate`]) or leaves it by a full
+//!   reset (`ESC c`), which clears it. `?47`, `?1047` and `?1049` are the
+//!   same alternate screen here.
 //!
 //! # Bounds
 //!
@@ -356,6 +358,10 @@ impl Screen {
                         alternate.process(b"q");
                         alternate.process(replacement.as_bytes());
                     }
+                    // Everything but the reset itself (`ESC c`, whole:
+                    // sequences reach here whole), which would clear the
+                    // screen before it is kept.
+                    Some(Pause::Reset) => alternate.process(&rest[..consumed.saturating_sub(2)]),
                     _ => alternate.process(&rest[..consumed]),
                 }
                 self.state.commit_scrolled_off();
@@ -364,6 +370,10 @@ impl Screen {
             match pause {
                 None | Some(Pause::Oversized(_)) => {}
                 Some(Pause::CursorQuery) => self.state.answer_cursor_position(),
+                Some(Pause::Reset) => {
+                    self.leave_alternate();
+                    return (done, Some(Stop::AlternateScreen(false)));
+                }
                 Some(Pause::Stop(stop)) => {
                     if let Stop::AlternateScreen(on) = stop {
                         let (rows, cols) = (self.state.rows, self.state.cols);
@@ -1257,6 +1267,10 @@ enum Pause {
     /// over once per unit (insert characters or lines, scroll down: 65535
     /// of them cost seconds): the emulator gets this clamped one instead.
     Oversized(String),
+    /// A full reset (`ESC c`) on the alternate screen: it leaves the
+    /// alternate screen and clears it, so what it shows is kept first, as
+    /// when the program ends there.
+    Reset,
 }
 
 struct Renderer {
@@ -1993,6 +2007,9 @@ impl Perform for Renderer {
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
+        if self.in_alternate() && intermediates.is_empty() && byte == b'c' {
+            self.pause = Some(Pause::Reset);
+        }
         if self.in_alternate() || !intermediates.is_empty() {
             return;
         }
@@ -2261,6 +2278,37 @@ mod tests {
         check(
             format!("{START}\x1b[?1049hdrawn\x1b[?1049l{END}"),
             "<Start { seq: 1 }><alt true><alt false><End { seq: 1, status: 3 }>",
+        );
+    }
+
+    /// Issue 19, F13: every way onto the alternate screen (`?47`, `?1047`,
+    /// `?1049`) is one: what a command printed there is kept when it never
+    /// leaves, and a full reset (`ESC c`) there leaves it keeping what it
+    /// showed, as if the program had ended there.
+    #[test]
+    fn every_alternate_screen_and_a_reset_on_it_keep_what_was_printed() {
+        for mode in ["47", "1047", "1049"] {
+            check(
+                format!("{START}\x1b[?{mode}hFATAL\r\n{END}"),
+                "<Start { seq: 1 }><alt true>FATAL\n<End { seq: 1, status: 3 }>",
+            );
+            let lines: String = (1..=8).map(|n| format!("line {n}\r\n")).collect();
+            check(
+                format!("{START}\x1b[?{mode}h{lines}{END}"),
+                format!(
+                    "<Start {{ seq: 1 }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
+                    (1..=8).map(|n| format!("line {n}\n")).collect::<String>()
+                ),
+            );
+            check(
+                format!("{START}before\r\n\x1b[?{mode}hFATAL\r\n\x1bcafter\r\n{END}"),
+                "<Start { seq: 1 }><alt true><alt false>before\nFATAL\nafter\n<End { seq: 1, status: 3 }>",
+            );
+        }
+        // A reset off the alternate screen changes nothing.
+        check(
+            format!("{START}a\r\n\x1bcb\r\n{END}"),
+            "<Start { seq: 1 }>a\nb\n<End { seq: 1, status: 3 }>",
         );
     }
 
