@@ -43,7 +43,7 @@
 //! marked as a store's own (the mark file [`DIR_MARK`], written when the
 //! directory is new or empty, or by [`SpillStore::claim_dir`] for the
 //! default location), only regular files of ours, mode 0600, with one link
-//! and a store's name (`<pid>-<hex>-<name>.log|.stdout|.stderr`). A
+//! and a store's name (`shellkeep-<pid>-<hex>-<name>.log|.stdout|.stderr`). A
 //! directory holding anything else is used without deleting anything.
 //!
 //! This module does not render terminal escapes: callers do that before.
@@ -275,7 +275,7 @@ impl SpillStore {
     /// start-up too), but only in a directory marked as a store's own: one
     /// that is marked already, or that is new or empty when the store first
     /// prunes or adds a file (it is marked then). A `prefix` other than
-    /// `<pid>-<hex>` turns retention off, since pruning recognises files by
+    /// `shellkeep-<pid>-<hex>` ([`server_prefix`]) turns retention off, since pruning recognises files by
     /// it.
     pub fn new(
         dir: PathBuf,
@@ -295,7 +295,7 @@ impl SpillStore {
         if store.retention.is_some() && !is_server_prefix(prefix) {
             tracing::warn!(
                 "full outputs in {} are never deleted: the file prefix {prefix:?} is not \
-                 <pid>-<hex>",
+                 shellkeep-<pid>-<hex>",
                 store.dir.display()
             );
         }
@@ -1046,8 +1046,8 @@ pub const DIR_MARK: &str = ".shellkeep-output";
 
 /// What the mark file says to a person who finds it.
 const DIR_MARK_TEXT: &str = "This directory holds full outputs of shellkeep commands.\n\
-    shellkeep deletes its own files here (named <pid>-<hex>-<name>.log, .stdout or .stderr,\n\
-    mode 0600) after their retention; it never deletes any other file.\n";
+    shellkeep deletes its own files here (named shellkeep-<pid>-<hex>-<name>.log, .stdout or\n\
+    .stderr, mode 0600) after their retention; it never deletes any other file.\n";
 
 /// Whether `dir` carries the mark: a regular file of ours (not a symlink).
 fn is_marked(dir: &Path) -> bool {
@@ -1086,13 +1086,29 @@ fn mark_if_empty(dir: &Path) -> bool {
     false
 }
 
-/// Whether `prefix` is a server's file prefix: `<pid>-<hex>`.
+/// The fixed tag every name a server gives a full-output file starts with,
+/// so that retention never takes a person's file for one of ours (a date
+/// such as `2025-06-deploy.log` reads as `<pid>-<hex>-<name>` too).
+pub const FILE_TAG: &str = "shellkeep-";
+
+/// How many hexadecimal digits the random part of a server prefix has.
+const PREFIX_HEX: usize = 6;
+
+/// A new server file prefix: `shellkeep-<pid>-<6 random hex digits>`.
+pub fn server_prefix() -> std::io::Result<String> {
+    let random = private_fs::random_hex(PREFIX_HEX / 2)?;
+    Ok(format!("{FILE_TAG}{}-{random}", std::process::id()))
+}
+
+/// Whether `prefix` is a server's file prefix: `shellkeep-<pid>-<hex>`, the
+/// hex part exactly [`PREFIX_HEX`] lower-case digits.
 fn is_server_prefix(prefix: &str) -> bool {
-    match prefix.split_once('-') {
+    let Some(untagged) = prefix.strip_prefix(FILE_TAG) else { return false };
+    match untagged.split_once('-') {
         Some((pid, random)) => {
             !pid.is_empty()
                 && pid.bytes().all(|b| b.is_ascii_digit())
-                && (1..=16).contains(&random.len())
+                && random.len() == PREFIX_HEX
                 && random.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         }
         None => false,
@@ -1100,14 +1116,15 @@ fn is_server_prefix(prefix: &str) -> bool {
 }
 
 /// Whether `name` is one a store with a server prefix gives its files:
-/// `<pid>-<hex>-<name>` ending in `.log`, `.stdout` or `.stderr`.
+/// `shellkeep-<pid>-<hex>-<name>` ending in `.log`, `.stdout` or `.stderr`.
 fn is_spill_file_name(name: &str) -> bool {
-    let mut fields = name.splitn(3, '-');
+    let Some(untagged) = name.strip_prefix(FILE_TAG) else { return false };
+    let mut fields = untagged.splitn(3, '-');
     let (Some(pid), Some(random), Some(rest)) = (fields.next(), fields.next(), fields.next())
     else {
         return false;
     };
-    is_server_prefix(&format!("{pid}-{random}"))
+    is_server_prefix(&format!("{FILE_TAG}{pid}-{random}"))
         && !rest.is_empty()
         && !rest.contains('/')
         && [".log", ".stdout", ".stderr"]
@@ -1650,11 +1667,11 @@ pub(crate) mod tests {
     /// subdirectory named like ours.
     fn users_files(dir: &Path) -> Vec<PathBuf> {
         let thesis = aged_file(dir, "thesis.tex", 5000, 10 * DAY);
-        let lookalike = aged_file(dir, "4242-abcdef-notes-cmd1-0a0b.log", 5000, 10 * DAY);
+        let lookalike = aged_file(dir, "shellkeep-4242-abcdef-notes-cmd1-0a0b.log", 5000, 10 * DAY);
         let target = aged_file(dir, "target.txt", 10, 10 * DAY);
-        let link = dir.join("4242-abcdef-link.log");
+        let link = dir.join("shellkeep-4242-abcdef-link.log");
         std::os::unix::fs::symlink(&target, &link).expect("symlink");
-        let subdir = dir.join("4242-abcdef-dir.log");
+        let subdir = dir.join("shellkeep-4242-abcdef-dir.log");
         std::fs::create_dir(&subdir).expect("mkdir");
         vec![thesis, lookalike, target, link, subdir]
     }
@@ -1691,8 +1708,12 @@ pub(crate) mod tests {
     fn a_directory_holding_other_files_is_never_pruned() {
         let dir = scratch_dir("foreign");
         let users = users_files(&dir);
-        let store =
-            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        let store = SpillStore::new(
+            dir.clone(),
+            "shellkeep-77-a1b2c3",
+            SpillLimits::default(),
+            Some(RUTHLESS),
+        );
         assert!(!store.prunes());
         assert_eq!(store.prune(), Vec::<PathBuf>::new(), "at start-up");
         let mut saved = Vec::new();
@@ -1707,6 +1728,43 @@ pub(crate) mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Issue 19, F11: in a directory of our own, a user's old files mode
+    /// 0600 whose names read as `<pid>-<hex>-<name>` (a date) are never
+    /// pruned: every name a server gives its files carries the tag.
+    #[test]
+    fn date_named_files_of_a_user_are_not_taken_for_ours() {
+        let dir = scratch_dir("dates");
+        let store = SpillStore::new(
+            dir.clone(),
+            &server_prefix().expect("prefix"),
+            SpillLimits::default(),
+            Some(RUTHLESS),
+        );
+        let ours = saved_file(&store, "default-1-ab-part0.log", 1000);
+        wait_for_pruning(&store);
+        assert!(store.prunes(), "the empty directory is marked with our first file");
+        let name = ours.file_name().expect("name").to_string_lossy().into_owned();
+        assert!(name.starts_with(FILE_TAG) && is_spill_file_name(&name), "{name}");
+        let users: Vec<PathBuf> = [
+            "2025-06-deploy.log",
+            "2025-06-deploy.txt",
+            "20250601-ab-nightly.stderr",
+            "1-a-b.stdout",
+            "12-abcdef-run-1.log",
+        ]
+        .iter()
+        .map(|name| aged_file(&dir, name, 100, 10 * DAY))
+        .collect();
+        let old = aged_file(&dir, &format!("{FILE_TAG}12-00ff00-old.log"), 10, 10 * DAY);
+        // Ours go (the old one by age; the new one by size, here or on the
+        // pruning thread its file started), theirs stay.
+        let pruned = store.prune();
+        assert!(pruned.contains(&old) && !old.exists(), "{pruned:?}");
+        assert!(pruned.iter().all(|path| [&old, &ours].contains(&path)), "{pruned:?}");
+        assert_all_exist(&users);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// In a directory of our own, pruning deletes our old files (by age and
     /// by size) and still nothing a store did not create: a user's file, a
     /// file with our name but another mode or more links, a symlink or a
@@ -1716,22 +1774,26 @@ pub(crate) mod tests {
         use std::os::unix::fs::PermissionsExt;
         let parent = scratch_dir("own");
         let dir = parent.join("output");
-        let store =
-            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        let store = SpillStore::new(
+            dir.clone(),
+            "shellkeep-77-a1b2c3",
+            SpillLimits::default(),
+            Some(RUTHLESS),
+        );
         // The directory is made (and marked) with the first file.
         let first = saved_file(&store, "first.log", 1000);
         wait_for_pruning(&store);
         assert!(store.prunes() && dir.join(DIR_MARK).is_file());
         let mut users = users_files(&dir);
-        let loose = aged_file(&dir, "4242-abcdef-open-cmd1-0a0b.log", 10, 10 * DAY);
+        let loose = aged_file(&dir, "shellkeep-4242-abcdef-open-cmd1-0a0b.log", 10, 10 * DAY);
         std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let linked = aged_file(&dir, "4242-abcdef-linked-cmd1-0a0b.log", 10, 10 * DAY);
+        let linked = aged_file(&dir, "shellkeep-4242-abcdef-linked-cmd1-0a0b.log", 10, 10 * DAY);
         std::fs::hard_link(&linked, dir.join("linked-copy")).expect("link");
         users.extend([loose, linked, dir.join(DIR_MARK)]);
         // The lookalike of `users_files` is, to us, one of our own files.
         let ours_by_age = users.remove(1);
-        let old = aged_file(&dir, "12-00ff00-default-3-ab-part0.log", 10, 10 * DAY);
-        let run = aged_file(&dir, "12-00ff00-run-1.stdout", 10, 10 * DAY);
+        let old = aged_file(&dir, "shellkeep-12-00ff00-default-3-ab-part0.log", 10, 10 * DAY);
+        let run = aged_file(&dir, "shellkeep-12-00ff00-run-1.stdout", 10, 10 * DAY);
         let removed = store.prune();
         for path in [&old, &run, &ours_by_age] {
             assert!(removed.contains(path), "{} not in {removed:?}", path.display());
@@ -1741,10 +1803,15 @@ pub(crate) mod tests {
         assert_all_exist(&users);
         // By size: newer files of ours beyond the total go too.
         let sized = Retention { max_age: 30 * DAY, max_total: 100 };
-        let store = SpillStore::new(dir.clone(), "78-a1b2c3", SpillLimits::default(), Some(sized));
+        let store = SpillStore::new(
+            dir.clone(),
+            "shellkeep-78-a1b2c3",
+            SpillLimits::default(),
+            Some(sized),
+        );
         assert!(store.prunes(), "the mark is found again");
-        let older = aged_file(&dir, "12-00ff00-older.log", 80, Duration::from_secs(120));
-        let newer = aged_file(&dir, "12-00ff00-newer.log", 80, Duration::from_secs(60));
+        let older = aged_file(&dir, "shellkeep-12-00ff00-older.log", 80, Duration::from_secs(120));
+        let newer = aged_file(&dir, "shellkeep-12-00ff00-newer.log", 80, Duration::from_secs(60));
         assert_eq!(store.prune(), vec![older]);
         assert!(newer.exists());
         assert_all_exist(&users);
@@ -1754,27 +1821,36 @@ pub(crate) mod tests {
     #[test]
     fn store_names_are_recognised() {
         for name in [
-            "12-a1b2c3-default-4-77-part0.log",
-            "12-a1b2c3-tests-cmd3-00aa.log",
-            "12-a1b2c3-run-1.stdout",
-            "12-a1b2c3-run-1.stderr",
+            "shellkeep-12-a1b2c3-default-4-77-part0.log",
+            "shellkeep-12-a1b2c3-tests-cmd3-00aa.log",
+            "shellkeep-12-a1b2c3-run-1.stdout",
+            "shellkeep-12-a1b2c3-run-1.stderr",
         ] {
             assert!(is_spill_file_name(name), "{name}");
         }
         for name in [
             "thesis.tex",
-            "12-a1b2c3-.log",
-            "12-a1b2c3-notes.txt",
-            "x-a1b2c3-run-1.log",
+            "shellkeep-12-a1b2c3-.log",
+            "shellkeep-12-a1b2c3-notes.txt",
+            "shellkeep-x-a1b2c3-run-1.log",
+            "12-a1b2c3-run-1.log",
+            "shellkeep-12-a1b2-run-1.log",
+            "shellkeep-2025-06-deploy.log",
+            "2025-06-deploy.log",
+            "20250601-ab-nightly.stderr",
             "12-A1B2C3-run-1.log",
-            "12-a1b2c3.log",
+            "shellkeep-12-a1b2c3.log",
             ".shellkeep-output",
         ] {
             assert!(!is_spill_file_name(name), "{name}");
         }
         // The names a store gives its files match.
-        let store =
-            SpillStore::new(PathBuf::from("/x"), "123-0a0b0c", SpillLimits::default(), None);
+        let store = SpillStore::new(
+            PathBuf::from("/x"),
+            "shellkeep-123-0a0b0c",
+            SpillLimits::default(),
+            None,
+        );
         let path = store.path_for("default-1-ab-part0.log");
         assert!(is_spill_file_name(&path.file_name().expect("name").to_string_lossy()));
     }
@@ -1782,9 +1858,13 @@ pub(crate) mod tests {
     #[test]
     fn the_default_location_is_claimed_with_its_old_files() {
         let dir = scratch_dir("claim");
-        let old = aged_file(&dir, "12-00ff00-old.log", 10, 10 * DAY);
-        let store =
-            SpillStore::new(dir.clone(), "77-a1b2c3", SpillLimits::default(), Some(RUTHLESS));
+        let old = aged_file(&dir, "shellkeep-12-00ff00-old.log", 10, 10 * DAY);
+        let store = SpillStore::new(
+            dir.clone(),
+            "shellkeep-77-a1b2c3",
+            SpillLimits::default(),
+            Some(RUTHLESS),
+        );
         assert!(!store.prunes());
         store.claim_dir().expect("claim");
         assert!(store.prunes());
@@ -1800,7 +1880,12 @@ pub(crate) mod tests {
             private_fs::random_hex(4).expect("random")
         ));
         let retention = Retention { max_age: Duration::from_secs(3600), max_total: 150 };
-        let store = SpillStore::new(dir.clone(), "1-abc", SpillLimits::default(), Some(retention));
+        let store = SpillStore::new(
+            dir.clone(),
+            "shellkeep-1-abc123",
+            SpillLimits::default(),
+            Some(retention),
+        );
         let spill = |name: &str| saved_file(&store, name, 100);
         let first = spill("first.log");
         std::fs::File::options()
@@ -1809,7 +1894,7 @@ pub(crate) mod tests {
             .and_then(|file| file.set_modified(SystemTime::now() - Duration::from_secs(60)))
             .expect("mtime");
         let second = spill("second.log");
-        assert_eq!(second, dir.join("1-abc-second.log"));
+        assert_eq!(second, dir.join("shellkeep-1-abc123-second.log"));
         // 200 bytes > 150: the older file goes, on the pruning thread,
         // which the new file started before `spill` returned.
         wait_for_pruning(&store);

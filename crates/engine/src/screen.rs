@@ -71,11 +71,13 @@
 //!   left yet is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
 //!   `cargo` bars), and only its final state is kept. Erasing the whole
 //!   screen commits it.
-//! - **Scrolled and deleted lines.** Scroll up and down (`ESC [ S`,
-//!   `ESC [ T`, reverse index at the top), insert lines and delete lines
-//!   move the window's lines whole, as on a real screen (scroll regions
-//!   are not tracked: the whole window moves). A line scrolled off the top
-//!   is committed; one pushed off the bottom or deleted is kept, with its
+//! - **Scrolled and deleted lines.** Scroll up (`ESC [ S`), insert lines
+//!   and delete lines move the window's lines whole, as on a real screen
+//!   (scroll regions are not tracked: the whole window moves). Scrolling
+//!   down from the top (`ESC [ T`, reverse index at the top, with or
+//!   without a scroll region) commits the window first, as erasing the
+//!   screen does, so what is printed next never comes before what was
+//!   printed earlier. A line scrolled off the top is committed; one pushed off the bottom or deleted is kept, with its
 //!   own erased versions, just above the line that took its row; the cursor
 //!   keeps its row, so what is printed next never mixes with what was
 //!   there.
@@ -84,7 +86,9 @@
 //!   scroll region) is committed as it goes, in order; a program that
 //!   redraws in place (cursor addressing, scroll regions: vim, less, top)
 //!   commits nothing per frame, and its last screen is committed if it
-//!   never leaves (see [`Screen::leave_alternate`]).
+//!   never leaves (see [`Screen::leave_alternate`]) or leaves it by a full
+//!   reset (`ESC c`), which clears it. `?47`, `?1047` and `?1049` are the
+//!   same alternate screen here.
 //!
 //! # Bounds
 //!
@@ -354,6 +358,10 @@ impl Screen {
                         alternate.process(b"q");
                         alternate.process(replacement.as_bytes());
                     }
+                    // Everything but the reset itself (`ESC c`, whole:
+                    // sequences reach here whole), which would clear the
+                    // screen before it is kept.
+                    Some(Pause::Reset) => alternate.process(&rest[..consumed.saturating_sub(2)]),
                     _ => alternate.process(&rest[..consumed]),
                 }
                 self.state.commit_scrolled_off();
@@ -362,6 +370,10 @@ impl Screen {
             match pause {
                 None | Some(Pause::Oversized(_)) => {}
                 Some(Pause::CursorQuery) => self.state.answer_cursor_position(),
+                Some(Pause::Reset) => {
+                    self.leave_alternate();
+                    return (done, Some(Stop::AlternateScreen(false)));
+                }
                 Some(Pause::Stop(stop)) => {
                     if let Stop::AlternateScreen(on) = stop {
                         let (rows, cols) = (self.state.rows, self.state.cols);
@@ -1255,6 +1267,10 @@ enum Pause {
     /// over once per unit (insert characters or lines, scroll down: 65535
     /// of them cost seconds): the emulator gets this clamped one instead.
     Oversized(String),
+    /// A full reset (`ESC c`) on the alternate screen: it leaves the
+    /// alternate screen and clears it, so what it shows is kept first, as
+    /// when the program ends there.
+    Reset,
 }
 
 struct Renderer {
@@ -1659,8 +1675,24 @@ impl Renderer {
         self.bound_kept();
     }
 
-    /// Inserts `n` blank lines at row `at` (scroll down, reverse index at
-    /// the top, insert lines): the lines from `at` on move down, and those
+    /// Scrolls down by `n` rows from the top (`ESC [ T`, reverse index at
+    /// the top, whatever scroll region was set: regions are not tracked).
+    /// On a screen the lines move down and what is printed next goes above
+    /// them, though it comes after them; here the window is committed
+    /// first, as when the screen is erased, so text keeps the order it was
+    /// printed in. The cursor keeps its column.
+    fn scroll_down(&mut self, n: usize) {
+        if self.lines.iter().all(|line| line.len() == 0 && line.kept() == 0) {
+            self.insert_lines(0, n);
+            return;
+        }
+        let col = self.col;
+        self.commit_window_lines();
+        self.col = col.min(self.max_col());
+    }
+
+    /// Inserts `n` blank lines at row `at` (insert lines, and scrolling
+    /// down over an empty window): the lines from `at` on move down, and those
     /// pushed past the last row are kept, each just above the line that
     /// took its row, as an erased line is. The cursor keeps its row.
     fn insert_lines(&mut self, at: usize, n: usize) {
@@ -1960,7 +1992,7 @@ impl Perform for Renderer {
             }
             'M' => self.delete_lines(count),
             'S' => self.scroll_up(count),
-            'T' => self.insert_lines(0, count),
+            'T' => self.scroll_down(count),
             'b' => {
                 // Repeat the last character, at most a width's worth.
                 if let Some((c, wide)) = self.last_printed {
@@ -1975,6 +2007,9 @@ impl Perform for Renderer {
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
+        if self.in_alternate() && intermediates.is_empty() && byte == b'c' {
+            self.pause = Some(Pause::Reset);
+        }
         if self.in_alternate() || !intermediates.is_empty() {
             return;
         }
@@ -1986,7 +2021,7 @@ impl Perform for Renderer {
                 self.col = col.min(self.max_col());
             }
             // Reverse index: at the top it scrolls down.
-            b'M' if self.row == 0 => self.insert_lines(0, 1),
+            b'M' if self.row == 0 => self.scroll_down(1),
             b'M' => self.set_row(self.row - 1),
             b'D' | b'E' => self.line_feed(),
             _ => {}
@@ -2243,6 +2278,37 @@ mod tests {
         check(
             format!("{START}\x1b[?1049hdrawn\x1b[?1049l{END}"),
             "<Start { seq: 1 }><alt true><alt false><End { seq: 1, status: 3 }>",
+        );
+    }
+
+    /// Issue 19, F13: every way onto the alternate screen (`?47`, `?1047`,
+    /// `?1049`) is one: what a command printed there is kept when it never
+    /// leaves, and a full reset (`ESC c`) there leaves it keeping what it
+    /// showed, as if the program had ended there.
+    #[test]
+    fn every_alternate_screen_and_a_reset_on_it_keep_what_was_printed() {
+        for mode in ["47", "1047", "1049"] {
+            check(
+                format!("{START}\x1b[?{mode}hFATAL\r\n{END}"),
+                "<Start { seq: 1 }><alt true>FATAL\n<End { seq: 1, status: 3 }>",
+            );
+            let lines: String = (1..=8).map(|n| format!("line {n}\r\n")).collect();
+            check(
+                format!("{START}\x1b[?{mode}h{lines}{END}"),
+                format!(
+                    "<Start {{ seq: 1 }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
+                    (1..=8).map(|n| format!("line {n}\n")).collect::<String>()
+                ),
+            );
+            check(
+                format!("{START}before\r\n\x1b[?{mode}hFATAL\r\n\x1bcafter\r\n{END}"),
+                "<Start { seq: 1 }><alt true><alt false>before\nFATAL\nafter\n<End { seq: 1, status: 3 }>",
+            );
+        }
+        // A reset off the alternate screen changes nothing.
+        check(
+            format!("{START}a\r\n\x1bcb\r\n{END}"),
+            "<Start { seq: 1 }>a\nb\n<End { seq: 1, status: 3 }>",
         );
     }
 
@@ -2728,9 +2794,16 @@ mod tests {
             }
         }
         // Reverse index at the top scrolls down; elsewhere it moves up.
-        check(b"FATAL-E\x1bMok\r\n", "       ok\nFATAL-E");
-        check(b"FATAL-E\r\nx\x1bM\x1bM\rok", "ok\nFATAL-E\nx");
-        check(b"FATAL-E\r\n\x1bM\x1bMok\r\n", "ok\nFATAL-E");
+        // Scrolling down commits the window first (issue 19): what is
+        // printed next comes after it, as it came.
+        check(b"FATAL-E\x1bMok\r\n", "FATAL-E\n       ok\n");
+        check(b"FATAL-E\r\nx\x1bM\x1bM\rok", "FATAL-E\nx\nok");
+        check(b"FATAL-E\r\n\x1bM\x1bMok\r\n", "FATAL-E\nok\n");
+        // Issue 19, F13: a scroll region and reverse index at its top
+        // (`echo FATAL-13; printf '\e[2;50r\e[2;1H\eM\eM\e[r'; echo ok`)
+        // keep the lines in the order they were printed.
+        check(b"FATAL-13\r\n\x1b[2;50r\x1b[2;1H\x1bM\x1bM\x1b[rok\r\n", "FATAL-13\nok\n");
+        check(b"a\r\nb\r\n\x1b[1;9r\x1b[H\x1bM\x1bM\x1bMc\r\n\x1b[r", "a\nb\nc\n");
         // Exact results for the issue's cases.
         check(b"FATAL-E\r\n\x1b[1A\x1b[999Tok\r\n", "FATAL-E\nok\n");
         check(b"FATAL-E\r\n\x1b[1A\x1b[999Sok\r\n", "FATAL-E\nok\n");
@@ -2740,13 +2813,13 @@ mod tests {
         check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[1Sd\r\n", "a\nb\nc\nd\n");
         check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[2Sd\r\n", "a\nb\nc\nd\n");
         // Scroll down and delete lines: the lines below move, whole.
-        check(b"a\r\nb\r\n\x1b[2A\x1b[1Tx\r\n", "x\na\nb");
+        check(b"a\r\nb\r\n\x1b[2A\x1b[1Tx\r\n", "a\nb\nx\n");
         check(b"a\r\nb\r\nc\r\n\x1b[3A\x1b[1Mx\r\n", "a\nb\nx\nc\n");
         check(b"a\r\nb\r\nc\r\n\x1b[3A\x1b[2Mx\r\n", "a\nb\nc\nx\n");
         check(b"a\r\nb\r\nc\r\n\x1b[2A\x1b[1M\x1b[Bx\r\n", "a\nb\nc\nx\n");
         // A full window: what is pushed off the bottom is kept above the
         // line that took its row.
-        check(b"1\r\n2\r\n3\r\n4\r\n5\x1b[4A\x1b[1T\rx", "x\n1\n2\n3\n5\n4");
+        check(b"1\r\n2\r\n3\r\n4\r\n5\x1b[4A\x1b[1T\rx", "1\n2\n3\n4\n5\nx");
         check(b"1\r\n2\r\n3\r\n4\r\n5\x1b[2A\x1b[1L\rx", "1\n2\nx\n3\n5\n4");
         // Many times over: bounded, and every line is kept.
         // (Each line says something else: its first word is its number in

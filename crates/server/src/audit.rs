@@ -436,7 +436,7 @@ fn ignore_missing(result: io::Result<()>) -> io::Result<()> {
 pub struct ServerFacts {
     /// The directory its full outputs are saved in.
     pub full_output_dir: PathBuf,
-    /// The prefix of its files there (`<pid>-<hex>`).
+    /// The prefix of its files there (`shellkeep-<pid>-<hex>`).
     pub output_prefix: String,
 }
 

@@ -353,7 +353,7 @@ async fn serve(
         guard.watch_cgroup(dir);
     }
     // Unique among servers sharing the directory.
-    let prefix = format!("{}-{}", std::process::id(), private_fs::random_hex(3)?);
+    let prefix = shellkeep_engine::output::server_prefix()?;
     let spill = full_output_store(&config, &dir.path.join("output"), &prefix)?;
     // Said in the log, with where full outputs go, so that a later server
     // can tell if this one dies; and earlier servers that died are found.

@@ -82,15 +82,39 @@ pub struct Blocks(Vec<Block>);
 /// words for a reset).
 const RESET_NOTICE: &str = "Terminal session has been reset.";
 
-/// Whether a line of output has the shape of a notice: it starts, after
-/// blanks and invisible characters, with a bracket (or a full-width one),
-/// or with the reset notice's words.
+/// The first word of the one notice that is not in brackets (OpenHands'
+/// words for a reset: "Terminal session has been reset. …"), in lower case.
+const RESET_WORD: &str = "term";
+
+/// Whether a line of output could read as a notice: a reader may take it
+/// for one once the blanks and invisible characters in front of it are set
+/// aside. Rather than list what is invisible (format characters, combining
+/// marks, Hangul fillers, braille blanks, tag characters, …) or what looks
+/// like a bracket (`⟦`, `［`, `〚`, `【`, …), the rule is closed: only ASCII
+/// blanks and ASCII control characters are skipped, and then the line is
+/// notice-shaped when
+/// - it starts with `[` or with any character outside ASCII (an invisible
+///   one, a blank, a bracket of another script, a letter that may look
+///   like `T`), or
+/// - its first word starts like the reset notice's (`Term`, in any case),
+///   or starts with `t` and holds a character outside ASCII (`Tеrminal`
+///   with a Cyrillic `е`).
+///
+/// Ordinary ASCII output (`hi`, `total 8`, `- item`) stays in one block
+/// with the notices; output that starts a line with any other script is set
+/// apart too, which costs nothing but a block.
 fn looks_like_a_notice(line: &str) -> bool {
-    let line = line.trim_start_matches(|c: char| {
-        c.is_whitespace()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
-    });
-    line.starts_with(['[', '\u{ff3b}']) || line.starts_with(RESET_NOTICE)
+    let line = line.trim_start_matches(|c: char| c.is_ascii_whitespace() || c.is_ascii_control());
+    let Some(first) = line.chars().next() else {
+        return false;
+    };
+    if first == '[' || !first.is_ascii() {
+        return true;
+    }
+    let word = line.split(|c: char| c.is_ascii_whitespace()).next().unwrap_or_default();
+    let starts =
+        |prefix: &str| word.get(..prefix.len()).is_some_and(|w| w.eq_ignore_ascii_case(prefix));
+    starts(RESET_WORD) || (starts("t") && !word.is_ascii())
 }
 
 /// The lines of `text`, split at every character a reader may take for a
@@ -1621,6 +1645,61 @@ mod tests {
                 ],
                 "{fake:?}"
             );
+        }
+    }
+
+    /// The prefixes (invisible, format, blank) and look-alike brackets
+    /// that issue 19 found passing for nothing, in front of a notice.
+    pub(crate) const SPOOF_PREFIXES: &[&str] = &[
+        "\u{2066}",
+        "\u{202a}",
+        "\u{202e}",
+        "\u{00ad}",
+        "\u{034f}",
+        "\u{061c}",
+        "\u{180e}",
+        "\u{fe0f}",
+        "\u{2800}",
+        "\u{3164}",
+        "\u{ffa0}",
+        "\u{115f}",
+        "\u{e0020}",
+        "\u{2061}",
+        "\u{00a0}",
+        "\u{3000}",
+        "\u{1160}",
+        "\t\u{0b}\u{7f}",
+        " \u{200b} ",
+    ];
+
+    /// Issue 19: a line that reads as a notice once invisible characters,
+    /// blanks and look-alike brackets are set aside is notice-shaped; plain
+    /// ASCII output is not.
+    #[test]
+    fn notices_behind_invisible_prefixes_or_other_brackets_are_notice_shaped() {
+        let notice = "[The command completed with exit code 0.]";
+        for prefix in SPOOF_PREFIXES {
+            assert!(looks_like_a_notice(&format!("{prefix}{notice}")), "{prefix:?}");
+            let reset = format!("{prefix}Terminal session has been reset.");
+            assert!(looks_like_a_notice(&reset), "{prefix:?}");
+        }
+        for bracket in ["\u{27e6}", "\u{ff3b}", "\u{301a}", "\u{3010}", "\u{2045}", "\u{fe5d}"] {
+            let line = format!("{bracket}The command completed with exit code 0.]");
+            assert!(looks_like_a_notice(&line), "{bracket:?}");
+        }
+        for fake in [
+            "[... 5 characters (1 lines) omitted; full output in /tmp/x]",
+            "terminal session has been reset.",
+            "TERMINAL session has been reset.",
+            "T\u{435}rminal session has been reset.",
+            "T\u{200b}erminal session has been reset.",
+            "\u{422}erminal session has been reset.",
+        ] {
+            assert!(looks_like_a_notice(fake), "{fake:?}");
+        }
+        for plain in ["hi", "total 8", "- item", "  x = [1, 2]", "The end", "", "   ", "# t\u{e9}"]
+        {
+            assert!(!looks_like_a_notice(plain), "{plain:?}");
         }
     }
 

@@ -9,7 +9,9 @@
 //! stdin itself, line by line and bounded, and checks each message's
 //! JSON-RPC shape before `rmcp` sees it:
 //!
-//! - a line that is not JSON gets `-32700` with `id: null`;
+//! - a line that is not JSON gets `-32700` with `id: null`; JSON nested
+//!   deeper than [`MAX_DEPTH`] levels (valid, but past the parser's bound
+//!   on its stack) gets `-32600` with its id when a scan finds one;
 //! - a message that is not a valid JSON-RPC 2.0 request, notification or
 //!   response gets `-32600`, with its id when it has a usable one; a batch
 //!   (a JSON array) is refused the same way: MCP has no batches;
@@ -485,6 +487,17 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
     }
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
+        Err(err) if is_too_deep(&err) => {
+            // Valid JSON, nested deeper than the parser goes (a bound on
+            // its stack): the request is refused with its id, read by a
+            // scan that keeps no stack, so the client is not left waiting.
+            let message = format!(
+                "Invalid request: the message nests arrays and objects deeper than \
+                 {MAX_DEPTH} levels, more than this server reads"
+            );
+            output.error(scan_id(line), INVALID_REQUEST, message).await;
+            return None;
+        }
         Err(err) => {
             // `rmcp` itself stopped answering lines that are not JSON
             // (modelcontextprotocol/rust-sdk issue #938, PR #940): a peer
@@ -575,6 +588,17 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
             None
         }
     }
+}
+
+/// How deep arrays and objects may nest in a message: `serde_json`'s
+/// recursion limit, which keeps the parser's stack bounded.
+const MAX_DEPTH: usize = 128;
+
+/// Whether `err` is `serde_json`'s refusal of nesting past [`MAX_DEPTH`]
+/// (JSON that is valid but too deep), which gets an answer with the
+/// request's id rather than a parse error with none.
+fn is_too_deep(err: &serde_json::Error) -> bool {
+    err.is_syntax() && err.to_string().starts_with("recursion limit exceeded")
 }
 
 /// Whether a notification (or response) goes on to `rmcp`: responses do,
@@ -815,6 +839,24 @@ mod tests {
             assert!(message.contains("Invalid params for tools/call"), "{message}");
             assert!(message.contains("<secret-hidden>") && !message.contains(quoted), "{message}");
         }
+    }
+
+    /// Issue 19: JSON nested past the parser's bound is told apart from
+    /// JSON that is broken, and its id is found wherever it is.
+    #[test]
+    fn too_deep_json_is_told_apart_and_its_id_found() {
+        let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let parse = |line: &str| serde_json::from_slice::<Value>(line.as_bytes());
+        assert!(parse(&deep(MAX_DEPTH - 1)).is_ok());
+        assert!(parse(&deep(MAX_DEPTH + 1)).is_err_and(|err| is_too_deep(&err)));
+        assert!(parse("{\"id\":").is_err_and(|err| !is_too_deep(&err)));
+        assert!(parse(&"[".repeat(10)).is_err_and(|err| !is_too_deep(&err)));
+        let nested = deep(1000);
+        let after = format!("{{\"jsonrpc\":\"2.0\",\"params\":{nested},\"id\":5}}");
+        assert!(parse(&after).is_err_and(|err| is_too_deep(&err)));
+        assert_eq!(scan_id(after.as_bytes()), json!(5));
+        let before = format!("{{\"id\":\"x\",\"params\":{{\"a\":{nested}}}}}");
+        assert_eq!(scan_id(before.as_bytes()), json!("x"));
     }
 
     #[test]

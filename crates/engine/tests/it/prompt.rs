@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, Request, WaitEnded};
 
-use crate::{Term, call, poll_until};
+use crate::{Term, call, installed, poll_until};
 
 const WAITING: Outcome = Outcome::WaitingForInput { shell_reading: false };
 
@@ -60,16 +60,6 @@ async fn run_to_the_end_without_a_prompt(term: &Term, command: &str) -> (String,
         }
         reply = term.run_for("", 10.0).await;
     }
-}
-
-/// Whether `program` can be run here; prints why a test skips it if not.
-fn installed(program: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if !found {
-        eprintln!("skipped: `{program}` is not installed");
-    }
-    found
 }
 
 #[tokio::test]

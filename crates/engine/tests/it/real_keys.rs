@@ -4,23 +4,13 @@
 //! the program's cursor-key mode: a Python `curses` program gets every
 //! named key as its own key code, a plain program in normal mode gets
 //! `ESC [ A`, and htop and ncdu do what the keys mean. Programs that are
-//! not installed are skipped with a message.
+//! not installed are skipped with a message (and fail under `CI=true`).
 
 use std::path::Path;
 
 use shellkeep_engine::session::{Call, InputReport, Outcome, Reply, Request};
 
-use crate::{Term, eventually, poll_until};
-
-/// Whether `program` is on the PATH.
-fn installed(program: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()));
-    if !found {
-        eprintln!("skipped: {program} is not installed");
-    }
-    found
-}
+use crate::{Term, eventually, installed, poll_until};
 
 /// The lines of `file`, once it holds at least `count` of them.
 async fn lines_of(file: &Path, count: usize) -> Vec<String> {

@@ -467,11 +467,9 @@ fn recorded_progress_displays_render_as_tmux_shows_them() {
 async fn the_stored_expectations_are_what_tmux_shows() {
     for name in RECORDINGS {
         let Some(shown) = tmux_shows(name, &recording(name)).await else {
-            assert!(
-                std::env::var_os("CI").is_none_or(|ci| ci != "true"),
-                "tmux is not installed: CI must install it (.ci/run)"
+            crate::skipping(
+                "`tmux` is not installed: the expectations in tests/data are not checked",
             );
-            eprintln!("tmux is not installed: the expectations in tests/data are not checked");
             return;
         };
         let shown = normalised(&shown);

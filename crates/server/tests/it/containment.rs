@@ -45,7 +45,7 @@ fn cgroup_mode() -> String {
 /// for them: a run that asked must not turn into a skip.
 fn skip_without_cgroups(why: &str) {
     assert_eq!(cgroup_mode(), "auto", "control groups were asked for, but {why}");
-    eprintln!("skipped: {why}");
+    crate::skipping(why);
 }
 
 /// A server in containment `mode`, with a short grace, and extra `args`.

@@ -106,7 +106,10 @@ async fn the_server_after_a_crash_says_so_once() {
     assert_eq!(running, [job.as_str(), command.as_str()], "{died}");
     let dir_said = died["full_output_dir"].as_str().expect("the full-output directory");
     let files = died["output_files"].as_str().expect("the files");
-    assert!(files.starts_with(dir_said) && files.contains(&format!("/{}-", a.pid)), "{died}");
+    assert!(
+        files.starts_with(dir_said) && files.contains(&format!("/shellkeep-{}-", a.pid)),
+        "{died}"
+    );
     assert!(first.text.contains(files), "{}", first.text);
     // The schema declares the field.
     let tools = b.client().list_all_tools().await.expect("tools/list");

@@ -10,17 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::{EVENTUALLY, Reply, Server, poll_until, wait_until};
-
-/// Whether `program` is on the tests' `PATH`.
-fn installed(program: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()));
-    if !found {
-        eprintln!("skipped: {program} is not installed");
-    }
-    found
-}
+use crate::{EVENTUALLY, Reply, Server, installed, poll_until, wait_until};
 
 /// The lines of `file`, once it holds at least `count` of them.
 async fn lines_of(file: &Path, count: usize) -> Vec<String> {

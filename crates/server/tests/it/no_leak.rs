@@ -192,6 +192,9 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
             .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
     };
     let viewer = ["vim", "less"].into_iter().find(|p| on_path(p));
+    if viewer.is_none() {
+        crate::skipping("neither `vim` nor `less` is installed");
+    }
     if let Some(viewer) = viewer {
         let command = format!("{viewer} .env");
         let r = keep(&server, &mut replies, json!({"command": command, "timeout": 3})).await;

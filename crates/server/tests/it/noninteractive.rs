@@ -91,7 +91,7 @@ async fn each_pager_override_pages_as_written() {
     // git's own pager settings for one command: `pager.log`.
     pages(&server, "git -c pager.log=less log", "change 300").await;
 
-    if on_path("man")
+    if crate::installed("man")
         && std::process::Command::new("man")
             .args(["-w", "ls"])
             .output()
@@ -225,7 +225,7 @@ async fn each_prompt_override_asks_as_written() {
         eprintln!("DEBIAN_FRONTEND is not tested: debconf is not installed");
     }
 
-    if on_path("python3") {
+    if crate::installed("python3") {
         let probe = "python3 -c 'import sys; print(type(sys.stdout.buffer).__name__)'";
         let r = completes(&server, probe, 0).await;
         assert_eq!(r.output(), "FileIO\n", "unbuffered: {r:#?}");

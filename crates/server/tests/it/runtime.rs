@@ -255,8 +255,9 @@ async fn full_outputs_outlive_the_server_and_old_ones_are_pruned() {
     set_mode(&output_dir, 0o700);
     // Files of an earlier server (an earlier version left the default
     // location unmarked): the old one is pruned, the recent one kept.
-    let old = aged_file(&output_dir, "4242-abcdef-default-1-ab-part0.log", 8 * DAYS);
-    let recent = aged_file(&output_dir, "4242-abcdef-default-2-ab-part0.log", Duration::ZERO);
+    let old = aged_file(&output_dir, "shellkeep-4242-abcdef-default-1-ab-part0.log", 8 * DAYS);
+    let recent =
+        aged_file(&output_dir, "shellkeep-4242-abcdef-default-2-ab-part0.log", Duration::ZERO);
 
     let server = server_in(&tmp.0, &state, &["--output-cap", "200"]).await;
     let r = server.terminal(json!({"command": "seq 1 3000"})).await;
@@ -319,12 +320,12 @@ async fn a_full_output_directory_given_by_flag_keeps_the_users_files() {
     std::fs::create_dir(&dir).expect("mkdir");
     set_mode(&dir, 0o700);
     let thesis = aged_file(&dir, "thesis.tex", 10 * DAYS);
-    let lookalike = aged_file(&dir, "4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
-    let link = dir.join("4242-abcdef-default-2-ab-part0.log");
+    let lookalike = aged_file(&dir, "shellkeep-4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
+    let link = dir.join("shellkeep-4242-abcdef-default-2-ab-part0.log");
     std::os::unix::fs::symlink(&thesis, &link).expect("symlink");
-    let subdir = dir.join("4242-abcdef-chapters.log");
+    let subdir = dir.join("shellkeep-4242-abcdef-chapters.log");
     std::fs::create_dir(&subdir).expect("mkdir");
-    let chapter = aged_file(&subdir, "4242-abcdef-ch1.log", 10 * DAYS);
+    let chapter = aged_file(&subdir, "shellkeep-4242-abcdef-ch1.log", 10 * DAYS);
     let users = [&thesis, &lookalike, &link, &subdir, &chapter];
     let dir_text = dir.to_str().expect("utf-8");
     let retention = ["--full-output-keep-days", "0", "--full-output-keep-mib", "0"];
@@ -374,7 +375,7 @@ async fn a_new_full_output_directory_is_ours_and_pruned_of_our_files_only() {
     drop(server);
     assert!(dir.join(".shellkeep-output").is_file());
     let notes = aged_file(&dir, "notes.txt", 10 * DAYS);
-    let old = aged_file(&dir, "4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
+    let old = aged_file(&dir, "shellkeep-4242-abcdef-default-1-ab-part0.log", 10 * DAYS);
     let server = server_in(&tmp.0, &state, &args).await;
     wait_until(EVENTUALLY, || !old.exists(), || "our 10-day-old file is pruned".into()).await;
     let r = server.run(json!({"command": "seq 1 30000"})).await;

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::Server;
+use crate::{Server, installed};
 
 /// The server's peak resident memory so far, in bytes (`VmHWM`).
 fn peak_memory(server: &Server) -> u64 {
@@ -304,10 +304,7 @@ async fn the_width_fits_the_reader_and_nothing_is_padded() {
 /// than it, and the waiting notice points at the screen, not at a prompt.
 #[tokio::test]
 async fn a_full_screen_program_fits_the_width_unpadded() {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("vim").is_file()));
-    if !on_path {
-        eprintln!("vim's screen is not tested: vim is not installed");
+    if !crate::installed("vim") {
         return;
     }
     let server = Server::start().await;
@@ -324,12 +321,6 @@ async fn a_full_screen_program_fits_the_width_unpadded() {
     assert!(!r.text.contains("last line above"), "{}", r.text);
     let r = server.terminal(json!({"command": ":q!", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
-}
-
-/// Whether `program` is on the `PATH`.
-fn installed(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }
 
 /// Issue 18: a TUI list's selected row was invisible (reverse video was

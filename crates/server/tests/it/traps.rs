@@ -124,12 +124,6 @@ async fn nothing_of_shellkeeps_reaches_the_history_file() {
     }
 }
 
-/// Whether `program` is on the tests' `PATH`.
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
-}
-
 /// Sends `keys` to vim and returns the reply.
 async fn keys(server: &Server, keys: &[&str]) -> Reply {
     server.terminal(json!({"keys": keys, "timeout": 10})).await
@@ -176,8 +170,7 @@ async fn editors_and_pagers_are_off_unless_asked_for() {
     let r = ok(&server, "git rebase -q -i --keep-empty HEAD~1 && git log --format=%s", 0).await;
     assert_eq!(r.output(), "two\none\n", "{r:#?}");
 
-    if !on_path("vim") {
-        eprintln!("opening an editor on purpose is not tested: vim is not installed");
+    if !crate::installed("vim") {
         return;
     }
     for (how, message) in [

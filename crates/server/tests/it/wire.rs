@@ -326,6 +326,41 @@ async fn broken_messages_get_json_rpc_errors_with_their_ids() {
     raw.assert_alive(17).await;
 }
 
+/// Issue 19, F13: a request whose arguments nest deeper than the parser
+/// goes is valid JSON: it is answered with its id (before or after the
+/// nesting), never with `id: null` that leaves the client waiting, and the
+/// server keeps serving.
+#[tokio::test]
+async fn json_nested_past_the_bound_is_answered_with_its_id() {
+    let mut raw = Raw::start(&[]).await;
+    for depth in [129, 200, 10_000] {
+        let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let after = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{{\"name\":\"terminal\",\
+             \"arguments\":{{\"command\":{nested}}}}},\"id\":{depth}}}\n"
+        );
+        raw.write(after.as_bytes()).await;
+        assert_error(&raw.next().await, -32600, &json!(depth), "deeper than 128 levels");
+        let before = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"deep-{depth}\",\"method\":\"tools/call\",\
+             \"params\":{{\"name\":\"terminal\",\"arguments\":{{\"x\":{nested}}}}}}}\n"
+        );
+        raw.write(before.as_bytes()).await;
+        assert_error(&raw.next().await, -32600, &json!(format!("deep-{depth}")), "deeper");
+    }
+    // Nesting within the bound is read as usual: the arguments are refused
+    // for what they are.
+    let nested = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let line = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{{\"name\":\"terminal\",\
+         \"arguments\":{{\"command\":{nested}}}}}}}\n"
+    );
+    raw.write(line.as_bytes()).await;
+    let reply = raw.next().await;
+    assert_eq!(reply["id"], 7, "{reply}");
+    raw.assert_alive(8).await;
+}
+
 /// Issue 7 §4: a request that reuses the id of one still running gets an
 /// error, and the first request's command runs to its end (rmcp replaced
 /// the first request's cancellation token with the second's, so whichever
