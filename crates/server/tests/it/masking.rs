@@ -104,3 +104,103 @@ async fn a_prompt_named_in_a_notice_is_masked_bounded_and_quoted() {
     let r = server.terminal(json!({ "command": "C-c", "is_input": true, "timeout": 10 })).await;
     assert_eq!(r["exit_code"], 130, "{r:#?}");
 }
+
+/// Every file under `dir` whose name or content holds `needle`.
+fn files_showing(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return found };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_showing(&path, needle));
+        } else if path.to_string_lossy().contains(needle)
+            || std::fs::read(&path).is_ok_and(|bytes| {
+                bytes.windows(needle.len()).any(|window| window == needle.as_bytes())
+            })
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+/// Issue 19 (working directory, interpreter, names): every string a reply
+/// shows passes the masker, not only output. A secret as a directory the
+/// shell moved into, in the interpreter's path, as a session's and a
+/// background job's name: no reply (text or structured content), listing,
+/// `session_close`, audit line or full-output file name shows it.
+#[tokio::test]
+async fn a_secret_in_the_working_directory_the_interpreter_or_a_name_is_masked_everywhere() {
+    let state = crate::Scratch::new();
+    let audit = state.path.join("audit.jsonl");
+    let outputs = state.path.join("outputs");
+    std::fs::create_dir_all(&outputs).expect("outputs directory");
+    let args = [
+        "--secret",
+        "SK_E2E_VALUE",
+        "--audit-log",
+        audit.to_str().expect("utf-8"),
+        "--full-output-dir",
+        outputs.to_str().expect("utf-8"),
+        "--output-cap",
+        "200",
+    ];
+    let server = Server::with_env(&args, &[("SK_E2E_VALUE", VALUE)]).await;
+    let mut replies = Vec::new();
+    let into = r#"mkdir -p "$SK_E2E_VALUE/bin" && cd "$SK_E2E_VALUE" && ln -s "$(command -v python3)" bin/python && ln -s "$(command -v python3)" bin/python3 && export PATH="$PWD/bin:$PATH" && pwd"#;
+    let r = server.terminal(json!({ "command": into })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    assert!(r["cwd"].as_str().is_some_and(|cwd| cwd.ends_with("/<secret-hidden>")), "{r:#?}");
+    assert!(r.text.contains("[Current working directory: "), "{}", r.text);
+    let python = r["python_interpreter"].as_str().unwrap_or_default();
+    assert!(python.ends_with("/<secret-hidden>/bin/python"), "{r:#?}");
+    replies.push(r);
+    // A cut output goes to a file; the reply names it.
+    replies.push(server.terminal(json!({ "command": "seq 1 400" })).await);
+    // A session named like the secret, and a background job.
+    let r = server.terminal(json!({ "command": "seq 1 300", "session": VALUE })).await;
+    assert!(!r.is_error, "{r:#?}");
+    assert_eq!(r["session"], "<secret-hidden>", "{r:#?}");
+    // Its full output's file is named with the name masked.
+    let path = std::path::PathBuf::from(r["full_output_path"].as_str().expect("cut: a file"));
+    assert!(path.to_string_lossy().contains("<secret-hidden>") && path.exists(), "{r:#?}");
+    replies.push(r);
+    let job = r#"echo started; sleep 1; echo done"#;
+    let r = server.terminal(json!({ "command": job, "background": true, "session": "Job-e2e-Secret-Value-0123456789" })).await;
+    replies.push(r);
+    let r = server.terminal(json!({ "command": "sleep 2; pwd" })).await;
+    assert!(r.output().ends_with("/<secret-hidden>\n"), "{r:#?}");
+    replies.push(r);
+    replies.push(server.call("sessions", json!({})).await);
+    replies
+        .push(server.call("output", json!({ "session": VALUE, "offset": 0, "limit": 50 })).await);
+    let r = server.call("session_close", json!({ "session": VALUE })).await;
+    assert!(!r.is_error, "{r:#?}");
+    replies.push(r);
+    // An error naming the session that is gone now.
+    replies.push(server.call("session_close", json!({ "session": VALUE })).await);
+    let all: String = replies.iter().map(|r| format!("{}\n{}\n", r.text, r.structured)).collect();
+    assert!(!all.contains(VALUE), "{all}");
+    assert!(all.contains("<secret-hidden>"), "{all}");
+    let audit_text = std::fs::read_to_string(&audit).expect("the audit log");
+    assert!(audit_text.contains("\"session\":\"<secret-hidden>\""), "{audit_text}");
+    // Names: nowhere on disk either (the directory the shell made aside).
+    assert_eq!(files_showing(&state.path, VALUE), Vec::<String>::new());
+    assert!(!server.log().contains(VALUE), "{}", server.log());
+}
+
+/// Issue 19: a method the server does not know, named like a secret, is
+/// not echoed back raw in the `-32601` error.
+#[tokio::test]
+async fn an_unknown_method_named_like_a_secret_is_masked_in_the_error() {
+    let mut raw =
+        crate::wire::Raw::start(&[("SHELLKEEP_SECRETS", "SK_E2E_VALUE"), ("SK_E2E_VALUE", VALUE)])
+            .await;
+    for method in [VALUE, GITHUB_TOKEN] {
+        raw.send(&json!({ "jsonrpc": "2.0", "id": 41, "method": method })).await;
+        let reply = raw.reply(41).await;
+        assert_eq!(reply["error"]["code"], -32601, "{reply}");
+        let text = reply.to_string();
+        assert!(text.contains("<secret-hidden>") && !text.contains(method), "{text}");
+    }
+}
