@@ -540,10 +540,29 @@ impl StreamMasker {
             joined = std::mem::take(&mut self.held) + text;
             &joined
         };
-        let bytes = window.as_bytes();
+        // What a person sees: without the characters that print nothing.
+        // Matches are found there and mapped back to the window, so a mask
+        // covers the invisible characters inside a match too.
+        let seen = Seen::of(window);
+        let (spans, release, pem_end) = self.decide(secrets, seen.text(window), end);
+        let spans = spans.into_iter().map(|span| seen.span(span)).collect();
+        let release = seen.at(release);
+        let (out, masks) = self.release(window, spans, release, pem_end);
+        match out {
+            Some(out) => (Cow::Owned(out), masks),
+            None if std::ptr::eq(window, text) => (Cow::Borrowed(&text[..release]), 0),
+            None => (Cow::Owned(window[..release].to_owned()), 0),
+        }
+    }
+
+    /// Finds, in `text`, the spans to mask and where the undecided text
+    /// begins (the whole length at the end of the stream), with the PEM
+    /// state there.
+    fn decide(&self, secrets: &Secrets, text: &str, end: bool) -> (Vec<Range<usize>>, usize, Pem) {
+        let bytes = text.as_bytes();
         let mut spans: Vec<Range<usize>> = Vec::new();
         let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut release = window.len();
+        let mut release = text.len();
         if let Some(patterns) = &secrets.patterns {
             for m in patterns.matcher.find_overlapping_iter(bytes) {
                 match m.pattern().as_usize().checked_sub(secrets.values) {
@@ -561,12 +580,7 @@ impl StreamMasker {
             release = undecided;
             pem_end = pem;
         }
-        let (out, masks) = self.release(window, spans, release, pem_end);
-        match out {
-            Some(out) => (Cow::Owned(out), masks),
-            None if std::ptr::eq(window, text) => (Cow::Borrowed(&text[..release]), 0),
-            None => (Cow::Owned(window[..release].to_owned()), 0),
-        }
+        (spans, release, pem_end)
     }
 
     /// What the stream shows if it ended now, without ending it: the held
@@ -717,6 +731,104 @@ impl StreamMasker {
         self.covered = done.saturating_sub(release);
         self.open = open && done >= release;
         self.pem = pem;
+    }
+}
+
+/// Whether `c` prints nothing where it stands in text a person reads: DEL
+/// (which a terminal discards), the format characters (Unicode category
+/// Cf: zero-width spaces and joiners, direction marks and isolates, the
+/// soft hyphen, the byte-order mark, tags), the combining grapheme joiner
+/// (U+034F) and the variation selectors.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'
+            | '\u{ad}'
+            | '\u{34f}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
+    )
+}
+
+/// A window of text as a person sees it: without its invisible characters
+/// ([`is_invisible`]), with where each of its bytes is in the window.
+///
+/// Bounded: text with none (all ASCII text without DEL is found so with
+/// one vectorised pass and one `memchr`) costs no copy; otherwise one copy
+/// of the window and one `u32` per byte of it.
+enum Seen {
+    /// Nothing invisible: the window as it is.
+    Same,
+    /// The visible text, and for each of its bytes (and its end) where it
+    /// is in the window.
+    Visible(String, Vec<u32>),
+}
+
+impl Seen {
+    fn of(window: &str) -> Seen {
+        let bytes = window.as_bytes();
+        if (window.is_ascii() && !bytes.contains(&0x7f))
+            || !window.chars().any(is_invisible)
+            || u32::try_from(window.len()).is_err()
+        {
+            return Seen::Same;
+        }
+        let mut text = String::with_capacity(window.len());
+        let mut at = Vec::with_capacity(window.len() + 1);
+        for (i, c) in window.char_indices() {
+            if !is_invisible(c) {
+                text.push(c);
+                at.extend((i..i + c.len_utf8()).map(|b| b as u32));
+            }
+        }
+        at.push(window.len() as u32);
+        Seen::Visible(text, at)
+    }
+
+    /// The text matched.
+    fn text<'a>(&'a self, window: &'a str) -> &'a str {
+        match self {
+            Seen::Same => window,
+            Seen::Visible(text, _) => text,
+        }
+    }
+
+    /// Where the place `i` of the visible text is in the window.
+    fn at(&self, i: usize) -> usize {
+        match self {
+            Seen::Same => i,
+            Seen::Visible(_, at) => at[i] as usize,
+        }
+    }
+
+    /// A span of the visible text in the window: from its first visible
+    /// byte to just after its last, with what is invisible between them.
+    fn span(&self, span: Range<usize>) -> Range<usize> {
+        match self {
+            Seen::Same => span,
+            Seen::Visible(..) if span.is_empty() => self.at(span.start)..self.at(span.start),
+            Seen::Visible(_, at) => at[span.start] as usize..at[span.end - 1] as usize + 1,
+        }
     }
 }
 
@@ -961,7 +1073,23 @@ mod tests {
             for _ in 0..rng.below(12) {
                 text.push_str(&rng.word(alphabet, 30));
                 let value = &values[rng.below(values.len())];
-                let piece = match rng.below(9) {
+                let piece = match rng.below(10) {
+                    9 => {
+                        // Invisible characters anywhere in it.
+                        let mut out = String::new();
+                        for c in value.chars() {
+                            out.push(c);
+                            if rng.below(3) == 0 {
+                                out.push(
+                                    ["\u{200b}", "\x7f", "\u{34f}", "\u{feff}"][rng.below(4)]
+                                        .chars()
+                                        .next()
+                                        .expect("one"),
+                                );
+                            }
+                        }
+                        out
+                    }
                     0 => base64(format!("{}{value}", rng.word(alphabet, 2)).as_bytes()),
                     1 => url_encode(value),
                     2 => serde_json::to_string(value).expect("json"),
@@ -975,8 +1103,9 @@ mod tests {
                 text.push_str(&piece);
             }
             let whole = masked(&secrets, &text);
+            let seen: String = text.chars().filter(|&c| !is_invisible(c)).collect();
             for value in &values {
-                if text.contains(value.as_str()) {
+                if seen.contains(value.as_str()) {
                     assert!(!whole.contains(value.as_str()), "{value:?} in {whole:?}");
                 }
             }
@@ -1014,6 +1143,36 @@ mod tests {
         assert_eq!(masker.push(&secrets, "abcde", false).0, "");
         assert_eq!(masker.preview(&secrets, "fghij").0, "<secret-hidden>");
         assert_eq!(masker.push(&secrets, "", true).0, "abcde");
+    }
+
+    /// What a person sees is masked: a value or a token with DEL or an
+    /// invisible character inside is masked whole, the invisible characters
+    /// with it; invisible characters elsewhere stay.
+    #[test]
+    fn invisible_characters_inside_a_secret_do_not_hide_it() {
+        let secrets = Secrets::new([("X".to_owned(), TOKEN.to_owned())], true);
+        for invisible in
+            ['\x7f', '\u{200b}', '\u{2060}', '\u{feff}', '\u{34f}', '\u{ad}', '\u{e0041}']
+        {
+            let value = format!("s3cr{invisible}3t-Value_42!{invisible}{invisible}xyz");
+            let text = format!("a{invisible} {value} b\u{200d}c");
+            assert_eq!(masked(&secrets, &text), format!("a{invisible} <secret-hidden> b\u{200d}c"));
+            let token = format!("ghp_{invisible}0123456789abcdefghijABCDEFGHIJ012345");
+            assert_eq!(masked(&secrets, &format!("t={token}\n")), "t=<secret-hidden>\n");
+            // Split anywhere, streamed.
+            let mut masker = StreamMasker::new();
+            let mut out = String::new();
+            for c in text.chars() {
+                out.push_str(&masker.push(&secrets, &c.to_string(), false).0);
+            }
+            out.push_str(&masker.push(&secrets, "", true).0);
+            assert_eq!(out, masked(&secrets, &text));
+        }
+        // An invisible character before or after a secret is not masked.
+        assert_eq!(
+            masked(&secrets, &format!("\u{200b}{TOKEN}\u{200b}")),
+            "\u{200b}<secret-hidden>\u{200b}"
+        );
     }
 
     #[test]

@@ -204,3 +204,37 @@ async fn an_unknown_method_named_like_a_secret_is_masked_in_the_error() {
         assert!(text.contains("<secret-hidden>") && !text.contains(method), "{text}");
     }
 }
+
+/// Issue 19: what a person sees is masked. A DEL byte (which a terminal
+/// discards) or an invisible character inside a registered value or a
+/// token's shape hides it from no reader: the reply, the structured
+/// content, the `output` tool, the full-output file and `run`.
+#[tokio::test]
+async fn a_secret_with_del_or_invisible_characters_inside_is_masked_everywhere() {
+    let server = Server::with_env(
+        &["--secret", "SK_E2E_VALUE", "--output-cap", "300"],
+        &[("SK_E2E_VALUE", VALUE)],
+    )
+    .await;
+    let print = r#"for c in '\x7f' '\u200b' '\u2060' '\ufeff' '\u034f'; do printf "v=${SK_E2E_VALUE:0:4}$c${SK_E2E_VALUE:4}\n"; printf "t=ghp_$c%s\n" 0123456789abcdefghijABCDEFGHIJ012345; done; seq 1 100"#;
+    let r = server.terminal(json!({ "command": print })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let visible = |text: &str| -> String {
+        text.chars().filter(|c| !shellkeep_engine::mask::is_invisible(*c)).collect()
+    };
+    let shown = |r: &crate::Reply| visible(&format!("{}\n{}", r.text, r.structured));
+    let check = |what: &str, all: String| {
+        assert!(!all.contains(VALUE) && !all.contains(GITHUB_TOKEN), "{what}: {all}");
+        assert!(
+            all.contains("v=<secret-hidden>") && all.contains("t=<secret-hidden>"),
+            "{what}: {all}"
+        );
+    };
+    check("reply", shown(&r));
+    let path = r["full_output_path"].as_str().expect("cut: a file").to_owned();
+    check("file", visible(&std::fs::read_to_string(&path).expect("the full output")));
+    let output = server.call("output", json!({ "offset": 0, "limit": 400 })).await;
+    check("output", shown(&output));
+    let run = server.run(json!({ "command": print })).await;
+    check("run", shown(&run));
+}
