@@ -386,6 +386,14 @@ pub const SHAPES: &[Shape] = &[
 /// Bytes of a URL's user name and of its password that are looked at.
 const URL_PART_LIMIT: usize = 256;
 
+/// Values a stream learns from the shapes it masked (see
+/// [`StreamMasker::learn`]); a stream that masks more shapes than this
+/// masks the later ones where they are only.
+const LEARNED_LIMIT: usize = 16;
+
+/// The longest value a stream learns: a shape's longest match.
+const LEARNED_BYTES: usize = 256;
+
 /// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
 const PEM_LABEL_LIMIT: usize = 40;
 
@@ -506,6 +514,10 @@ pub struct StreamMasker {
     before: Option<u8>,
     /// Whether the start of `held` is in a private key's PEM body.
     pem: Pem,
+    /// Values a shape masked earlier in the stream (a URL's password, a
+    /// token): masked wherever they appear again in it, at most
+    /// [`LEARNED_LIMIT`] of at most [`LEARNED_BYTES`] bytes.
+    learned: Vec<String>,
 }
 
 impl std::fmt::Debug for StreamMasker {
@@ -544,7 +556,8 @@ impl StreamMasker {
         // Matches are found there and mapped back to the window, so a mask
         // covers the invisible characters inside a match too.
         let seen = Seen::of(window);
-        let (spans, release, pem_end) = self.decide(secrets, seen.text(window), end);
+        let (spans, release, pem_end, learned) = self.decide(secrets, seen.text(window), end);
+        self.learned.extend(learned);
         let spans = spans.into_iter().map(|span| seen.span(span)).collect();
         let release = seen.at(release);
         let (out, masks) = self.release(window, spans, release, pem_end);
@@ -558,7 +571,14 @@ impl StreamMasker {
     /// Finds, in `text`, the spans to mask and where the undecided text
     /// begins (the whole length at the end of the stream), with the PEM
     /// state there.
-    fn decide(&self, secrets: &Secrets, text: &str, end: bool) -> (Vec<Range<usize>>, usize, Pem) {
+    /// Also the values that shapes masked, learned here (see
+    /// [`StreamMasker::learn`]).
+    fn decide(
+        &self,
+        secrets: &Secrets,
+        text: &str,
+        end: bool,
+    ) -> (Vec<Range<usize>>, usize, Pem, Vec<String>) {
         let bytes = text.as_bytes();
         let mut spans: Vec<Range<usize>> = Vec::new();
         let mut found: Vec<(usize, usize)> = Vec::new();
@@ -575,12 +595,59 @@ impl StreamMasker {
             }
         }
         let mut pem_end = self.pem;
+        let mut shaped = Vec::new();
         if secrets.shapes {
-            let (undecided, pem) = self.shapes(found, bytes, end, &mut spans, release);
+            let (undecided, pem) = self.shapes(found, bytes, end, &mut spans, &mut shaped, release);
             release = undecided;
             pem_end = pem;
         }
-        (spans, release, pem_end)
+        let learned = self.learn(text, &shaped, release, end, &mut spans, &mut release);
+        (spans, release, pem_end, learned)
+    }
+
+    /// Masks in `text` the values shapes masked before in the stream, and
+    /// those of `shaped` spans (released whole, before `release`) from
+    /// where each is; holds back a tail that may begin one (unless `end`).
+    /// Returns the values learned here.
+    fn learn(
+        &self,
+        text: &str,
+        shaped: &[Range<usize>],
+        before: usize,
+        end: bool,
+        spans: &mut Vec<Range<usize>>,
+        release: &mut usize,
+    ) -> Vec<String> {
+        // Each new value, with where its span starts and ends.
+        let mut new: Vec<(String, usize, usize)> = Vec::new();
+        for span in shaped.iter().filter(|span| span.end <= before) {
+            let value = &text[span.clone()];
+            let known =
+                self.learned.iter().chain(new.iter().map(|(v, _, _)| v)).any(|v| v == value);
+            if value.len() >= MIN_SECRET_LEN
+                && value.len() <= LEARNED_BYTES
+                && !known
+                && self.learned.len() + new.len() < LEARNED_LIMIT
+            {
+                new.push((value.to_owned(), span.start, span.end));
+            }
+        }
+        let all = self.learned.iter().map(|v| (v.as_str(), 0, 0));
+        for (value, from, after) in all.chain(new.iter().map(|(v, a, b)| (v.as_str(), *a, *b))) {
+            spans.extend(
+                text[from..].match_indices(value).map(|(i, _)| from + i..from + i + value.len()),
+            );
+            if !end {
+                // The shortest tail that may begin it.
+                let tail = text.len().saturating_sub(value.len() - 1).max(after);
+                if let Some(i) = (tail..text.len()).find(|&i| {
+                    text.is_char_boundary(i) && value.as_bytes().starts_with(&text.as_bytes()[i..])
+                }) {
+                    *release = (*release).min(i);
+                }
+            }
+        }
+        new.into_iter().map(|(value, _, _)| value).collect()
     }
 
     /// What the stream shows if it ended now, without ending it: the held
@@ -605,14 +672,16 @@ impl StreamMasker {
     }
 
     /// Judges the shapes' beginnings `found` (place, index in [`SHAPES`])
-    /// in `bytes` (its start is the start of `held`): adds their spans, and returns where the undecided text begins (at
-    /// most `release`) and the PEM state there.
+    /// in `bytes` (its start is the start of `held`): adds their spans (to
+    /// `shaped` too, but for PEM bodies), and returns where the undecided
+    /// text begins (at most `release`) and the PEM state there.
     fn shapes(
         &self,
         mut found: Vec<(usize, usize)>,
         bytes: &[u8],
         end: bool,
         spans: &mut Vec<Range<usize>>,
+        shaped: &mut Vec<Range<usize>>,
         mut release: usize,
     ) -> (usize, Pem) {
         if found.is_empty() && self.pem == Pem::Out {
@@ -635,6 +704,7 @@ impl StreamMasker {
             match judge(shape, bytes, at, end) {
                 Verdict::Match(span, match_end) => {
                     if !span.is_empty() {
+                        shaped.push(span.clone());
                         spans.push(span);
                     }
                     matches.push(at..match_end);
@@ -1003,7 +1073,8 @@ mod tests {
             "task-0123456789abcdefghijklmn",
             "sk-learn-is-a-library-for-python",
             "https://example.com:8080/path@x",
-            "mask ghp_0123456789abcdefghijABCDEFGHIJ012345 inside wordghp_0123456789abcdefghijABCDEFGHIJ012345",
+            // (Another token: one masked already is masked again anywhere.)
+            "mask ghp_0123456789abcdefghijABCDEFGHIJ012345 inside wordghp_9876543210abcdefghijABCDEFGHIJ012345",
         ] {
             let out = masked(&secrets, text);
             if text.starts_with("mask") {
@@ -1172,6 +1243,34 @@ mod tests {
         assert_eq!(
             masked(&secrets, &format!("\u{200b}{TOKEN}\u{200b}")),
             "\u{200b}<secret-hidden>\u{200b}"
+        );
+    }
+
+    /// A value a shape masked is masked again wherever it comes later in
+    /// the stream (`cat .env`: the password of `DATABASE_URL`, then
+    /// `DB_PASSWORD` alone), whole or split anywhere.
+    #[test]
+    fn a_value_masked_by_its_shape_is_masked_again_later_in_the_stream() {
+        let secrets = Secrets::new([], true);
+        let env = "DATABASE_URL=postgres://app:Pa55-w0rd-42@host/db\nDB_PASSWORD=Pa55-w0rd-42\nX=Pa55-w0rd-4\n";
+        let want = "DATABASE_URL=postgres://app:<secret-hidden>@host/db\nDB_PASSWORD=<secret-hidden>\nX=Pa55-w0rd-4\n";
+        assert_eq!(masked(&secrets, env), want);
+        for step in 1..8 {
+            let mut masker = StreamMasker::new();
+            let mut out = String::new();
+            for piece in env.as_bytes().chunks(step) {
+                out.push_str(
+                    &masker.push(&secrets, std::str::from_utf8(piece).expect("ascii"), false).0,
+                );
+            }
+            out.push_str(&masker.push(&secrets, "", true).0);
+            assert_eq!(out, want, "in pieces of {step}");
+        }
+        // A short password is not learned (it would cut words), and what
+        // came before is not changed.
+        assert_eq!(
+            masked(&secrets, "pw=hunter2 x://u:hunter2@h hunter2"),
+            "pw=hunter2 x://u:<secret-hidden>@h hunter2"
         );
     }
 

@@ -238,3 +238,35 @@ async fn a_secret_with_del_or_invisible_characters_inside_is_masked_everywhere()
     let run = server.run(json!({ "command": print })).await;
     check("run", shown(&run));
 }
+
+/// Issue 19: a secret next to its masked copy is masked. `cat .env`: the
+/// password a URL's shape masks in `DATABASE_URL` is masked again in
+/// `DB_PASSWORD` on the next line, in the reply, `output`, the full output
+/// and `run`.
+#[tokio::test]
+async fn a_value_masked_by_its_shape_is_masked_again_in_the_rest_of_the_output() {
+    let server = Server::with(&["--output-cap", "200"]).await;
+    let password = "Pa55-w0rd-e2e-42";
+    let env = format!(
+        "printf 'DATABASE_URL=postgres://app:{password}@host/db\\nDB_PASSWORD={password}\\n' > .env; cat .env; seq 1 60"
+    );
+    let r = server.terminal(json!({ "command": env })).await;
+    assert!(r.text.contains("DB_PASSWORD=<secret-hidden>"), "{}", r.text);
+    let path = r["full_output_path"].as_str().expect("cut: a file").to_owned();
+    let output = server.call("output", json!({ "offset": 0, "limit": 400 })).await;
+    let run = server.run(json!({ "command": "cat .env" })).await;
+    let all = format!(
+        "{}\n{}\n{}\n{}\n{}\n{}\n{}",
+        r.text,
+        r.structured,
+        output.text,
+        output.structured,
+        std::fs::read_to_string(&path).expect("the full output"),
+        run.text,
+        run.structured
+    );
+    // The command line itself is the agent's: only what it printed counts.
+    let printed = all.replace(&format!("app:{password}@host/db\\nDB_PASSWORD={password}"), "");
+    assert!(!printed.contains(password), "{printed}");
+    assert!(run.text.contains("DB_PASSWORD=<secret-hidden>"), "{}", run.text);
+}
