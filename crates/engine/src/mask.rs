@@ -514,6 +514,11 @@ pub struct StreamMasker {
     before: Option<u8>,
     /// Whether the start of `held` is in a private key's PEM body.
     pem: Pem,
+    /// Whether the line the start of `held` is on has something before it
+    /// that is not base64.
+    line_not_b64: bool,
+    /// Else, how many base64 characters the line has before it.
+    line_b64: usize,
     /// Values a shape masked earlier in the stream (a URL's password, a
     /// token): masked wherever they appear again in it, at most
     /// [`LEARNED_LIMIT`] of at most [`LEARNED_BYTES`] bytes.
@@ -555,7 +560,11 @@ impl StreamMasker {
         // What a person sees: without the characters that print nothing.
         // Matches are found there and mapped back to the window, so a mask
         // covers the invisible characters inside a match too.
-        let seen = Seen::of(window);
+        // Base64 wrapped at 64 or 76 columns (`base64`, PEM) is matched as
+        // if it were one line, when values are registered.
+        let wrapped = secrets.values > 0;
+        let line = (!self.line_not_b64).then_some(self.line_b64);
+        let seen = Seen::of(window, line, wrapped);
         let (spans, release, pem_end, learned) = self.decide(secrets, seen.text(window), end);
         self.learned.extend(learned);
         let spans = spans.into_iter().map(|span| seen.span(span)).collect();
@@ -796,6 +805,18 @@ impl StreamMasker {
     fn keep(&mut self, window: &str, release: usize, done: usize, open: bool, pem: Pem) {
         if release > 0 {
             self.before = Some(window.as_bytes()[release - 1]);
+            let released = &window.as_bytes()[..release];
+            let (line, carried) = match memchr::memrchr(b'\n', released) {
+                Some(at) => (&released[at + 1..], 0),
+                None if self.line_not_b64 => (&released[..0], usize::MAX),
+                None => (released, self.line_b64),
+            };
+            self.line_not_b64 = carried == usize::MAX || !line.iter().all(|&b| b64_or_cr(b));
+            self.line_b64 = if self.line_not_b64 {
+                0
+            } else {
+                carried + line.iter().filter(|&&b| b != b'\r').count()
+            };
         }
         self.held = window[release..].to_owned();
         self.covered = done.saturating_sub(release);
@@ -840,6 +861,53 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
+/// The widths at which tools wrap base64: PEM and `openssl base64` (64),
+/// `base64` and MIME (76).
+const WRAP_COLUMNS: [usize; 2] = [64, 76];
+
+/// A byte of base64 (or a carriage return, which the count skips).
+fn b64_or_cr(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\r')
+}
+
+/// The line breaks (`\n`, or `\r\n`) in `bytes` that end a line of
+/// exactly one of [`WRAP_COLUMNS`] base64 characters (`line`: how many the
+/// first line has before `bytes`, `None` if it has something else). One
+/// `memchr` pass; a line is looked at only when its length fits.
+fn wrap_breaks(bytes: &[u8], line: Option<usize>) -> Vec<Range<usize>> {
+    let mut breaks = Vec::new();
+    let (mut start, mut carried) = (0, line);
+    for newline in memchr::memchr_iter(b'\n', bytes) {
+        let mut end = newline;
+        while end > start && bytes[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let line = &bytes[start..end];
+        if let Some(before) = carried
+            && before + line.len() >= WRAP_COLUMNS[0]
+            && line.iter().all(|&b| b64_or_cr(b))
+            && WRAP_COLUMNS.contains(&(before + line.iter().filter(|&&b| b != b'\r').count()))
+        {
+            breaks.push(end..newline + 1);
+        }
+        (start, carried) = (newline + 1, Some(0));
+    }
+    // A wrapped line whose `\n` has not come yet, after its `\r`.
+    let mut end = bytes.len();
+    while end > start && bytes[end - 1] == b'\r' {
+        end -= 1;
+    }
+    let line = &bytes[start..end];
+    if end < bytes.len()
+        && let Some(before) = carried
+        && line.iter().all(|&b| b64_or_cr(b))
+        && WRAP_COLUMNS.contains(&(before + line.iter().filter(|&&b| b != b'\r').count()))
+    {
+        breaks.push(end..bytes.len());
+    }
+    breaks
+}
+
 /// A window of text as a person sees it: without its invisible characters
 /// ([`is_invisible`]), with where each of its bytes is in the window.
 ///
@@ -855,18 +923,26 @@ enum Seen {
 }
 
 impl Seen {
-    fn of(window: &str) -> Seen {
+    /// `window` as seen; with `wrapped`, without the line breaks of base64
+    /// wrapped at [`WRAP_COLUMNS`] (`line`: the base64 characters of its
+    /// first line before the window, `None` if the line has others).
+    fn of(window: &str, line: Option<usize>, wrapped: bool) -> Seen {
         let bytes = window.as_bytes();
-        if (window.is_ascii() && !bytes.contains(&0x7f))
-            || !window.chars().any(is_invisible)
-            || u32::try_from(window.len()).is_err()
-        {
+        let breaks = if wrapped { wrap_breaks(bytes, line) } else { Vec::new() };
+        let invisible =
+            (!window.is_ascii() || bytes.contains(&0x7f)) && window.chars().any(is_invisible);
+        if (!invisible && breaks.is_empty()) || u32::try_from(window.len()).is_err() {
             return Seen::Same;
         }
         let mut text = String::with_capacity(window.len());
         let mut at = Vec::with_capacity(window.len() + 1);
+        let mut breaks = breaks.into_iter().peekable();
         for (i, c) in window.char_indices() {
-            if !is_invisible(c) {
+            while breaks.peek().is_some_and(|b| b.end <= i) {
+                breaks.next();
+            }
+            let dropped = breaks.peek().is_some_and(|b| b.start <= i);
+            if !dropped && !is_invisible(c) {
                 text.push(c);
                 at.extend((i..i + c.len_utf8()).map(|b| b as u32));
             }
@@ -1144,7 +1220,20 @@ mod tests {
             for _ in 0..rng.below(12) {
                 text.push_str(&rng.word(alphabet, 30));
                 let value = &values[rng.below(values.len())];
-                let piece = match rng.below(10) {
+                let piece = match rng.below(11) {
+                    10 => {
+                        // Its base64 in a long text, wrapped at 64 or 76.
+                        let long =
+                            format!("{}{value}{}", rng.word(alphabet, 80), rng.word(alphabet, 80));
+                        let encoded = base64(long.as_bytes());
+                        let width = WRAP_COLUMNS[rng.below(2)];
+                        let lines: Vec<&str> = encoded
+                            .as_bytes()
+                            .chunks(width)
+                            .map(|l| std::str::from_utf8(l).expect("ascii"))
+                            .collect();
+                        format!("\n{}\n", lines.join(if rng.below(2) == 0 { "\n" } else { "\r\n" }))
+                    }
                     9 => {
                         // Invisible characters anywhere in it.
                         let mut out = String::new();
@@ -1272,6 +1361,42 @@ mod tests {
             masked(&secrets, "pw=hunter2 x://u:hunter2@h hunter2"),
             "pw=hunter2 x://u:<secret-hidden>@h hunter2"
         );
+    }
+
+    /// The base64 of a registered value, wrapped at 64 or 76 columns
+    /// (`base64`, `openssl base64`, PEM), is masked wherever a line break
+    /// falls in it, whole or streamed.
+    #[test]
+    fn wrapped_base64_of_a_value_is_masked() {
+        let value = "wrapped-Secret-Value-0123456789-abcdefghijklmnop";
+        let secrets = secrets_with(value);
+        for width in WRAP_COLUMNS {
+            for pad in 0..90 {
+                let text = format!("{}{value}tail", "x".repeat(pad));
+                let encoded = base64(text.as_bytes());
+                let lines: Vec<&str> = encoded
+                    .as_bytes()
+                    .chunks(width)
+                    .map(|l| std::str::from_utf8(l).expect("ascii"))
+                    .collect();
+                let wrapped = format!("$ base64\n{}\n$ ", lines.join("\n"));
+                let out = masked(&secrets, &wrapped);
+                // What is left of the value's encoding is what the bytes
+                // around it decide.
+                let left = out.replace(MASK, "").replace('\n', "").len();
+                assert!(out.contains(MASK) && left <= wrapped.len() - 64, "{width} {pad}: {out}");
+                let unmasked: String = base64_aligned(value.as_bytes(), pad % 3);
+                assert!(!out.replace('\n', "").contains(&unmasked[4..unmasked.len() - 4]), "{out}");
+                let mut masker = StreamMasker::new();
+                let mut streamed = String::new();
+                for piece in wrapped.as_bytes().chunks(5) {
+                    let piece = std::str::from_utf8(piece).expect("ascii");
+                    streamed.push_str(&masker.push(&secrets, piece, false).0);
+                }
+                streamed.push_str(&masker.push(&secrets, "", true).0);
+                assert_eq!(streamed, out, "{width} {pad}");
+            }
+        }
     }
 
     #[test]

@@ -270,3 +270,53 @@ async fn a_value_masked_by_its_shape_is_masked_again_in_the_rest_of_the_output()
     assert!(!printed.contains(password), "{printed}");
     assert!(run.text.contains("DB_PASSWORD=<secret-hidden>"), "{}", run.text);
 }
+
+/// Issue 19: the base64 of a registered value is masked where `base64`
+/// wraps it, at 76 columns (its default) or 64 (PEM, `openssl base64`), in
+/// the reply, the full output and `run`.
+#[tokio::test]
+async fn wrapped_base64_of_a_long_key_is_masked() {
+    let key =
+        "e2e-Long-Key-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789";
+    let server = Server::with_env(
+        &["--secret", "SK_E2E_KEY", "--output-cap", "300"],
+        &[("SK_E2E_KEY", key)],
+    )
+    .await;
+    let command = r#"for pre in '' a ab abc; do printf '%s' "$pre$SK_E2E_KEY" | base64; printf '%s' "$pre$SK_E2E_KEY" | base64 -w 64; done; seq 1 50"#;
+    let mut encodings = Vec::new();
+    for pre in ["", "a", "ab", "abc"] {
+        let text = format!("{pre}{key}");
+        let output = std::process::Command::new("base64")
+            .arg("-w")
+            .arg("0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().expect("stdin").write_all(text.as_bytes())?;
+                child.wait_with_output()
+            })
+            .expect("base64 runs");
+        encodings.push(String::from_utf8(output.stdout).expect("ascii"));
+    }
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let path = r["full_output_path"].as_str().expect("cut: a file").to_owned();
+    let run = server.run(json!({ "command": command })).await;
+    for (what, text) in [
+        ("reply", format!("{}\n{}", r.text, r.structured)),
+        ("file", std::fs::read_to_string(&path).expect("the full output")),
+        ("run", format!("{}\n{}", run.text, run.structured)),
+    ] {
+        // Lines joined as the JSON or the text has them: no 20 characters
+        // of the middle of an encoding are left anywhere.
+        let joined = text.replace("\\n", "").replace('\n', "").replace("\\r", "").replace('\r', "");
+        for encoded in &encodings {
+            let middle = &encoded[encoded.len() / 2 - 10..encoded.len() / 2 + 10];
+            assert!(!joined.contains(middle), "{what}: {middle} in {text}");
+        }
+        assert!(text.contains("<secret-hidden>"), "{what}: {text}");
+    }
+}
