@@ -77,6 +77,10 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 /// What a masked secret becomes (OpenHands' words, which models know).
 pub const MASK: &str = "<secret-hidden>";
 
+/// The most characters of a registered value a preview shows when the
+/// line it is on has not gone on yet ([`StreamMasker::preview`]).
+pub const PREVIEW_CHARS: usize = 4;
+
 /// Values shorter than this many bytes are not masked.
 pub const MIN_SECRET_LEN: usize = 8;
 
@@ -125,6 +129,8 @@ impl PartialEq for Secrets {
 struct Patterns {
     matcher: AhoCorasick,
     beginnings: Beginnings,
+    /// The values' patterns alone (for a preview's hold).
+    values: Beginnings,
 }
 
 /// Sorted patterns, to tell whether the end of a text may begin one.
@@ -208,6 +214,7 @@ impl Secrets {
                 .build(&patterns)
                 .expect("literal patterns build"),
             beginnings: Beginnings::new(&patterns),
+            values: Beginnings::new(&patterns[..values]),
         });
         Secrets { names, patterns, values, shapes }
     }
@@ -663,9 +670,28 @@ impl StreamMasker {
     /// text and `text` after it, masked as far as they can be decided, and
     /// the number of masks. For what a reply shows but nothing keeps (the
     /// line a command has not finished, a progress line).
+    ///
+    /// A tail that begins a registered value (or one of its encodings) is
+    /// shown to its first [`PREVIEW_CHARS`] characters only: the rest of
+    /// the value may come with the rest of the line.
     pub fn preview(&self, secrets: &Secrets, text: &str) -> (String, u64) {
-        let (out, masks) = self.clone().push(secrets, text, true);
-        (out.into_owned(), masks)
+        let mut stream = self.clone();
+        let (released, masks) = stream.push(secrets, text, false);
+        let mut out = released.into_owned();
+        let held = std::mem::take(&mut stream.held);
+        let cut = secrets.patterns.as_ref().map_or(held.len(), |patterns| {
+            let seen = Seen::of(&held, None, false);
+            let visible = seen.text(&held);
+            let from = patterns.values.undecided_from(visible.as_bytes());
+            match visible[from..].char_indices().nth(PREVIEW_CHARS) {
+                Some((shown, _)) => seen.at(from + shown),
+                None => held.len(),
+            }
+        });
+        stream.held = held[..cut].to_owned();
+        let (rest, more) = stream.push(secrets, "", true);
+        out.push_str(&rest);
+        (out, masks + more)
     }
 
     /// With nothing to mask: releases the held text (from a time there was)
@@ -1397,6 +1423,34 @@ mod tests {
                 assert_eq!(streamed, out, "{width} {pad}");
             }
         }
+    }
+
+    /// A preview (a reply or progress message taken mid-line) shows at most
+    /// the first 4 characters of a registered value whose line has not
+    /// gone on, however much of it was printed; the line's end shows it
+    /// masked.
+    #[test]
+    fn a_preview_shows_at_most_four_characters_of_an_unfinished_value() {
+        let value = "preview-Secret-Value-0123456789-abcdefgh";
+        let secrets = secrets_with(value);
+        for len in 0..value.len() {
+            let masker = StreamMasker::new();
+            let line = format!("token: {}", &value[..len]);
+            let (shown, _) = masker.preview(&secrets, &line);
+            let visible = shown.len() - "token: ".len();
+            assert!(visible <= PREVIEW_CHARS && shown.starts_with("token: "), "{len}: {shown}");
+            // With an invisible character in it, the same.
+            let (shown, _) = masker.preview(
+                &secrets,
+                &format!("{}\u{200b}{}", &line[..9.min(line.len())], &line[9.min(line.len())..]),
+            );
+            let raw: String = shown.chars().filter(|&c| !is_invisible(c)).collect();
+            assert!(raw.len() <= "token: ".len() + PREVIEW_CHARS, "{len}: {shown:?}");
+        }
+        let (shown, masks) = StreamMasker::new().preview(&secrets, &format!("token: {value}\n"));
+        assert_eq!((shown.as_str(), masks), ("token: <secret-hidden>\n", 1));
+        // Text that begins no value is shown whole.
+        assert_eq!(StreamMasker::new().preview(&secrets, "50% done").0, "50% done");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `<secret-hidden>`, in the text and the structured content of terminal and
 //! `run` replies, while the secret still works inside commands.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::Server;
 
@@ -319,4 +319,25 @@ async fn wrapped_base64_of_a_long_key_is_masked() {
         }
         assert!(text.contains("<secret-hidden>"), "{what}: {text}");
     }
+}
+
+/// Issue 19: a reply or a progress message taken while a line is
+/// unfinished shows at most the first 4 characters of a registered value
+/// that line has begun; the line's end shows it masked.
+#[tokio::test]
+async fn a_reply_or_progress_taken_mid_line_shows_at_most_four_characters_of_a_secret() {
+    let server = Server::with_env(&["--secret", "SK_E2E_VALUE"], &[("SK_E2E_VALUE", VALUE)]).await;
+    let slow =
+        r#"printf 'tok=%s' "${SK_E2E_VALUE:0:22}"; sleep 3; printf '%s\n' "${SK_E2E_VALUE:22}""#;
+    let r = server.terminal(json!({ "command": slow, "timeout": 2 })).await;
+    let mut shown = vec![format!("{}\n{}", r.text, r.structured)];
+    if r["status"] != "completed" {
+        assert!(r.text.contains("tok="), "{}", r.text);
+        let done = server.terminal(json!({ "command": "", "timeout": 10 })).await;
+        shown.push(format!("{}\n{}", done.text, done.structured));
+    }
+    shown.extend(server.notifications.all().iter().map(Value::to_string));
+    let all = shown.join("\n");
+    assert!(!all.contains(&VALUE[..5]), "{all}");
+    assert!(all.contains("tok=<secret-hidden>"), "{all}");
 }
