@@ -32,6 +32,33 @@
 //!   of a URL (`scheme://user:PASSWORD@host`: only the password). A token
 //!   must not follow a letter, digit or `_`.
 //!
+//! What is matched is the text a person sees:
+//! - **invisible characters** ([`is_invisible`]: DEL, Unicode format
+//!   characters such as U+200B, U+2060, U+FEFF, the soft hyphen and
+//!   direction marks, U+034F, variation selectors) are set aside: a value
+//!   or a shape with them inside is matched, and the whole span, the
+//!   invisible characters in it included, is masked (those outside a match
+//!   stay);
+//! - **wrapped base64**: a line of exactly 64 or 76 base64 characters
+//!   (`base64`, `openssl base64`, PEM) goes on on the next line, so the
+//!   base64 of a registered value is matched across the break (the mask
+//!   takes the break with it);
+//! - **a value a shape masked** (a URL's password, a token) is masked
+//!   wherever it comes again in the rest of the stream (`cat .env`: the
+//!   password of `DATABASE_URL`, then `DB_PASSWORD`), if it has 8 bytes or
+//!   more; at most [`LEARNED_LIMIT`] values of at most [`LEARNED_BYTES`]
+//!   bytes a stream. The scope is the stream (a command's output, one `run`
+//!   stream), from where the value is learned on: what was released before
+//!   cannot be taken back, and a set shared between commands would grow
+//!   with every output.
+//!
+//! Cost: text that is ASCII without DEL and holds no line of 64 or 76
+//! characters is matched as it is (one vectorised ASCII check, one `memchr`
+//! for DEL, one `memchr` pass over line breaks when values are registered);
+//! other text costs one copy of the piece and four bytes per byte of it
+//! for the map back. Learned values cost one substring search each per
+//! piece.
+//!
 //! Overlapping or touching matches are masked as their union: one
 //! [`MASK`]. One Aho-Corasick automaton (a DFA) finds, in one pass, every
 //! overlapping match of the values and their encodings and every literal
@@ -55,9 +82,9 @@
 //!
 //! Released early, held text cannot always be decided: a reply taken while
 //! text is held shows it as masked as the text so far allows
-//! ([`StreamMasker::preview`]), so a secret whose first part is held and
-//! whose rest has not been printed yet can show that first part, shorter
-//! than the hold (GitHub's runner has the same limit). The terminal's
+//! ([`StreamMasker::preview`]), except that a tail that begins a
+//! registered value (or an encoding of it) shows only its first
+//! [`PREVIEW_CHARS`] characters until the line goes on or ends. The terminal's
 //! committed text comes in whole lines (no pattern spans a line, apart
 //! from a PEM body, which is decided a character at a time), so there
 //! nothing is held except after a line longer than the renderer's limit
@@ -394,12 +421,12 @@ pub const SHAPES: &[Shape] = &[
 const URL_PART_LIMIT: usize = 256;
 
 /// Values a stream learns from the shapes it masked (see
-/// [`StreamMasker::learn`]); a stream that masks more shapes than this
+/// the module's comment); a stream that masks more shapes than this
 /// masks the later ones where they are only.
-const LEARNED_LIMIT: usize = 16;
+pub const LEARNED_LIMIT: usize = 16;
 
 /// The longest value a stream learns: a shape's longest match.
-const LEARNED_BYTES: usize = 256;
+pub const LEARNED_BYTES: usize = 256;
 
 /// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
 const PEM_LABEL_LIMIT: usize = 40;
