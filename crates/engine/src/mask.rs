@@ -929,6 +929,17 @@ fn b64_or_cr(b: u8) -> bool {
 /// `memchr` pass; a line is looked at only when its length fits.
 fn wrap_breaks(bytes: &[u8], line: Option<usize>) -> Vec<Range<usize>> {
     let mut breaks = Vec::new();
+    // Most text has no line that long: a line of 64 bytes or more holds a
+    // whole aligned block of 32 with no line break (checked without a
+    // branch per byte), or is the first line, carried from before.
+    let first = memchr::memchr(b'\n', bytes).map_or(bytes.len(), |at| at + 1);
+    let long_first = line.is_some_and(|before| before + first >= WRAP_COLUMNS[0]);
+    let long_later = bytes[first..]
+        .chunks_exact(32)
+        .any(|block| !block.iter().fold(false, |any, &b| any | (b == b'\n')));
+    if !long_first && !long_later {
+        return breaks;
+    }
     let (mut start, mut carried) = (0, line);
     for newline in memchr::memchr_iter(b'\n', bytes) {
         let mut end = newline;
