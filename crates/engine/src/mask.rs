@@ -32,6 +32,33 @@
 //!   of a URL (`scheme://user:PASSWORD@host`: only the password). A token
 //!   must not follow a letter, digit or `_`.
 //!
+//! What is matched is the text a person sees:
+//! - **invisible characters** ([`is_invisible`]: DEL, Unicode format
+//!   characters such as U+200B, U+2060, U+FEFF, the soft hyphen and
+//!   direction marks, U+034F, variation selectors) are set aside: a value
+//!   or a shape with them inside is matched, and the whole span, the
+//!   invisible characters in it included, is masked (those outside a match
+//!   stay);
+//! - **wrapped base64**: a line of exactly 64 or 76 base64 characters
+//!   (`base64`, `openssl base64`, PEM) goes on on the next line, so the
+//!   base64 of a registered value is matched across the break (the mask
+//!   takes the break with it);
+//! - **a value a shape masked** (a URL's password, a token) is masked
+//!   wherever it comes again in the rest of the stream (`cat .env`: the
+//!   password of `DATABASE_URL`, then `DB_PASSWORD`), if it has 8 bytes or
+//!   more; at most [`LEARNED_LIMIT`] values of at most [`LEARNED_BYTES`]
+//!   bytes a stream. The scope is the stream (a command's output, one `run`
+//!   stream), from where the value is learned on: what was released before
+//!   cannot be taken back, and a set shared between commands would grow
+//!   with every output.
+//!
+//! Cost: text that is ASCII without DEL and holds no line of 64 or 76
+//! characters is matched as it is (one vectorised ASCII check, one `memchr`
+//! for DEL, one `memchr` pass over line breaks when values are registered);
+//! other text costs one copy of the piece and four bytes per byte of it
+//! for the map back. Learned values cost one substring search each per
+//! piece.
+//!
 //! Overlapping or touching matches are masked as their union: one
 //! [`MASK`]. One Aho-Corasick automaton (a DFA) finds, in one pass, every
 //! overlapping match of the values and their encodings and every literal
@@ -55,9 +82,9 @@
 //!
 //! Released early, held text cannot always be decided: a reply taken while
 //! text is held shows it as masked as the text so far allows
-//! ([`StreamMasker::preview`]), so a secret whose first part is held and
-//! whose rest has not been printed yet can show that first part, shorter
-//! than the hold (GitHub's runner has the same limit). The terminal's
+//! ([`StreamMasker::preview`]), except that a tail that begins a
+//! registered value (or an encoding of it) shows only its first
+//! [`PREVIEW_CHARS`] characters until the line goes on or ends. The terminal's
 //! committed text comes in whole lines (no pattern spans a line, apart
 //! from a PEM body, which is decided a character at a time), so there
 //! nothing is held except after a line longer than the renderer's limit
@@ -76,6 +103,10 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 /// What a masked secret becomes (OpenHands' words, which models know).
 pub const MASK: &str = "<secret-hidden>";
+
+/// The most characters of a registered value a preview shows when the
+/// line it is on has not gone on yet ([`StreamMasker::preview`]).
+pub const PREVIEW_CHARS: usize = 4;
 
 /// Values shorter than this many bytes are not masked.
 pub const MIN_SECRET_LEN: usize = 8;
@@ -125,6 +156,8 @@ impl PartialEq for Secrets {
 struct Patterns {
     matcher: AhoCorasick,
     beginnings: Beginnings,
+    /// The values' patterns alone (for a preview's hold).
+    values: Beginnings,
 }
 
 /// Sorted patterns, to tell whether the end of a text may begin one.
@@ -208,6 +241,7 @@ impl Secrets {
                 .build(&patterns)
                 .expect("literal patterns build"),
             beginnings: Beginnings::new(&patterns),
+            values: Beginnings::new(&patterns[..values]),
         });
         Secrets { names, patterns, values, shapes }
     }
@@ -386,6 +420,14 @@ pub const SHAPES: &[Shape] = &[
 /// Bytes of a URL's user name and of its password that are looked at.
 const URL_PART_LIMIT: usize = 256;
 
+/// Values a stream learns from the shapes it masked (see
+/// the module's comment); a stream that masks more shapes than this
+/// masks the later ones where they are only.
+pub const LEARNED_LIMIT: usize = 16;
+
+/// The longest value a stream learns: a shape's longest match.
+pub const LEARNED_BYTES: usize = 256;
+
 /// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
 const PEM_LABEL_LIMIT: usize = 40;
 
@@ -506,6 +548,15 @@ pub struct StreamMasker {
     before: Option<u8>,
     /// Whether the start of `held` is in a private key's PEM body.
     pem: Pem,
+    /// Whether the line the start of `held` is on has something before it
+    /// that is not base64.
+    line_not_b64: bool,
+    /// Else, how many base64 characters the line has before it.
+    line_b64: usize,
+    /// Values a shape masked earlier in the stream (a URL's password, a
+    /// token): masked wherever they appear again in it, at most
+    /// [`LEARNED_LIMIT`] of at most [`LEARNED_BYTES`] bytes.
+    learned: Vec<String>,
 }
 
 impl std::fmt::Debug for StreamMasker {
@@ -540,10 +591,41 @@ impl StreamMasker {
             joined = std::mem::take(&mut self.held) + text;
             &joined
         };
-        let bytes = window.as_bytes();
+        // What a person sees: without the characters that print nothing.
+        // Matches are found there and mapped back to the window, so a mask
+        // covers the invisible characters inside a match too.
+        // Base64 wrapped at 64 or 76 columns (`base64`, PEM) is matched as
+        // if it were one line, when values are registered.
+        let wrapped = secrets.values > 0;
+        let line = (!self.line_not_b64).then_some(self.line_b64);
+        let seen = Seen::of(window, line, wrapped);
+        let (spans, release, pem_end, learned) = self.decide(secrets, seen.text(window), end);
+        self.learned.extend(learned);
+        let spans = spans.into_iter().map(|span| seen.span(span)).collect();
+        let release = seen.at(release);
+        let (out, masks) = self.release(window, spans, release, pem_end);
+        match out {
+            Some(out) => (Cow::Owned(out), masks),
+            None if std::ptr::eq(window, text) => (Cow::Borrowed(&text[..release]), 0),
+            None => (Cow::Owned(window[..release].to_owned()), 0),
+        }
+    }
+
+    /// Finds, in `text`, the spans to mask and where the undecided text
+    /// begins (the whole length at the end of the stream), with the PEM
+    /// state there.
+    /// Also the values that shapes masked, learned here (see
+    /// [`StreamMasker::learn`]).
+    fn decide(
+        &self,
+        secrets: &Secrets,
+        text: &str,
+        end: bool,
+    ) -> (Vec<Range<usize>>, usize, Pem, Vec<String>) {
+        let bytes = text.as_bytes();
         let mut spans: Vec<Range<usize>> = Vec::new();
         let mut found: Vec<(usize, usize)> = Vec::new();
-        let mut release = window.len();
+        let mut release = text.len();
         if let Some(patterns) = &secrets.patterns {
             for m in patterns.matcher.find_overlapping_iter(bytes) {
                 match m.pattern().as_usize().checked_sub(secrets.values) {
@@ -556,26 +638,87 @@ impl StreamMasker {
             }
         }
         let mut pem_end = self.pem;
+        let mut shaped = Vec::new();
         if secrets.shapes {
-            let (undecided, pem) = self.shapes(found, bytes, end, &mut spans, release);
+            let (undecided, pem) = self.shapes(found, bytes, end, &mut spans, &mut shaped, release);
             release = undecided;
             pem_end = pem;
         }
-        let (out, masks) = self.release(window, spans, release, pem_end);
-        match out {
-            Some(out) => (Cow::Owned(out), masks),
-            None if std::ptr::eq(window, text) => (Cow::Borrowed(&text[..release]), 0),
-            None => (Cow::Owned(window[..release].to_owned()), 0),
+        let learned = self.learn(text, &shaped, release, end, &mut spans, &mut release);
+        (spans, release, pem_end, learned)
+    }
+
+    /// Masks in `text` the values shapes masked before in the stream, and
+    /// those of `shaped` spans (released whole, before `release`) from
+    /// where each is; holds back a tail that may begin one (unless `end`).
+    /// Returns the values learned here.
+    fn learn(
+        &self,
+        text: &str,
+        shaped: &[Range<usize>],
+        before: usize,
+        end: bool,
+        spans: &mut Vec<Range<usize>>,
+        release: &mut usize,
+    ) -> Vec<String> {
+        // Each new value, with where its span starts and ends.
+        let mut new: Vec<(String, usize, usize)> = Vec::new();
+        for span in shaped.iter().filter(|span| span.end <= before) {
+            let value = &text[span.clone()];
+            let known =
+                self.learned.iter().chain(new.iter().map(|(v, _, _)| v)).any(|v| v == value);
+            if value.len() >= MIN_SECRET_LEN
+                && value.len() <= LEARNED_BYTES
+                && !known
+                && self.learned.len() + new.len() < LEARNED_LIMIT
+            {
+                new.push((value.to_owned(), span.start, span.end));
+            }
         }
+        let all = self.learned.iter().map(|v| (v.as_str(), 0, 0));
+        for (value, from, after) in all.chain(new.iter().map(|(v, a, b)| (v.as_str(), *a, *b))) {
+            spans.extend(
+                text[from..].match_indices(value).map(|(i, _)| from + i..from + i + value.len()),
+            );
+            if !end {
+                // The shortest tail that may begin it.
+                let tail = text.len().saturating_sub(value.len() - 1).max(after);
+                if let Some(i) = (tail..text.len()).find(|&i| {
+                    text.is_char_boundary(i) && value.as_bytes().starts_with(&text.as_bytes()[i..])
+                }) {
+                    *release = (*release).min(i);
+                }
+            }
+        }
+        new.into_iter().map(|(value, _, _)| value).collect()
     }
 
     /// What the stream shows if it ended now, without ending it: the held
     /// text and `text` after it, masked as far as they can be decided, and
     /// the number of masks. For what a reply shows but nothing keeps (the
     /// line a command has not finished, a progress line).
+    ///
+    /// A tail that begins a registered value (or one of its encodings) is
+    /// shown to its first [`PREVIEW_CHARS`] characters only: the rest of
+    /// the value may come with the rest of the line.
     pub fn preview(&self, secrets: &Secrets, text: &str) -> (String, u64) {
-        let (out, masks) = self.clone().push(secrets, text, true);
-        (out.into_owned(), masks)
+        let mut stream = self.clone();
+        let (released, masks) = stream.push(secrets, text, false);
+        let mut out = released.into_owned();
+        let held = std::mem::take(&mut stream.held);
+        let cut = secrets.patterns.as_ref().map_or(held.len(), |patterns| {
+            let seen = Seen::of(&held, None, false);
+            let visible = seen.text(&held);
+            let from = patterns.values.undecided_from(visible.as_bytes());
+            match visible[from..].char_indices().nth(PREVIEW_CHARS) {
+                Some((shown, _)) => seen.at(from + shown),
+                None => held.len(),
+            }
+        });
+        stream.held = held[..cut].to_owned();
+        let (rest, more) = stream.push(secrets, "", true);
+        out.push_str(&rest);
+        (out, masks + more)
     }
 
     /// With nothing to mask: releases the held text (from a time there was)
@@ -591,14 +734,16 @@ impl StreamMasker {
     }
 
     /// Judges the shapes' beginnings `found` (place, index in [`SHAPES`])
-    /// in `bytes` (its start is the start of `held`): adds their spans, and returns where the undecided text begins (at
-    /// most `release`) and the PEM state there.
+    /// in `bytes` (its start is the start of `held`): adds their spans (to
+    /// `shaped` too, but for PEM bodies), and returns where the undecided
+    /// text begins (at most `release`) and the PEM state there.
     fn shapes(
         &self,
         mut found: Vec<(usize, usize)>,
         bytes: &[u8],
         end: bool,
         spans: &mut Vec<Range<usize>>,
+        shaped: &mut Vec<Range<usize>>,
         mut release: usize,
     ) -> (usize, Pem) {
         if found.is_empty() && self.pem == Pem::Out {
@@ -621,6 +766,7 @@ impl StreamMasker {
             match judge(shape, bytes, at, end) {
                 Verdict::Match(span, match_end) => {
                     if !span.is_empty() {
+                        shaped.push(span.clone());
                         spans.push(span);
                     }
                     matches.push(at..match_end);
@@ -712,11 +858,187 @@ impl StreamMasker {
     fn keep(&mut self, window: &str, release: usize, done: usize, open: bool, pem: Pem) {
         if release > 0 {
             self.before = Some(window.as_bytes()[release - 1]);
+            let released = &window.as_bytes()[..release];
+            let (line, carried) = match memchr::memrchr(b'\n', released) {
+                Some(at) => (&released[at + 1..], 0),
+                None if self.line_not_b64 => (&released[..0], usize::MAX),
+                None => (released, self.line_b64),
+            };
+            self.line_not_b64 = carried == usize::MAX || !line.iter().all(|&b| b64_or_cr(b));
+            self.line_b64 = if self.line_not_b64 {
+                0
+            } else {
+                carried + line.iter().filter(|&&b| b != b'\r').count()
+            };
         }
         self.held = window[release..].to_owned();
         self.covered = done.saturating_sub(release);
         self.open = open && done >= release;
         self.pem = pem;
+    }
+}
+
+/// Whether `c` prints nothing where it stands in text a person reads: DEL
+/// (which a terminal discards), the format characters (Unicode category
+/// Cf: zero-width spaces and joiners, direction marks and isolates, the
+/// soft hyphen, the byte-order mark, tags), the combining grapheme joiner
+/// (U+034F) and the variation selectors.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'
+            | '\u{ad}'
+            | '\u{34f}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61c}'
+            | '\u{6dd}'
+            | '\u{70f}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8e2}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}'
+    )
+}
+
+/// The widths at which tools wrap base64: PEM and `openssl base64` (64),
+/// `base64` and MIME (76).
+const WRAP_COLUMNS: [usize; 2] = [64, 76];
+
+/// A byte of base64 (or a carriage return, which the count skips).
+fn b64_or_cr(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\r')
+}
+
+/// The line breaks (`\n`, or `\r\n`) in `bytes` that end a line of
+/// exactly one of [`WRAP_COLUMNS`] base64 characters (`line`: how many the
+/// first line has before `bytes`, `None` if it has something else). One
+/// `memchr` pass; a line is looked at only when its length fits.
+fn wrap_breaks(bytes: &[u8], line: Option<usize>) -> Vec<Range<usize>> {
+    let mut breaks = Vec::new();
+    // Most text has no line that long: a line of 64 bytes or more holds a
+    // whole aligned block of 32 with no line break (checked without a
+    // branch per byte), or is the first line, carried from before.
+    let first = memchr::memchr(b'\n', bytes).map_or(bytes.len(), |at| at + 1);
+    let long_first = line.is_some_and(|before| before + first >= WRAP_COLUMNS[0]);
+    let long_later = bytes[first..]
+        .chunks_exact(32)
+        .any(|block| !block.iter().fold(false, |any, &b| any | (b == b'\n')));
+    if !long_first && !long_later {
+        return breaks;
+    }
+    let (mut start, mut carried) = (0, line);
+    for newline in memchr::memchr_iter(b'\n', bytes) {
+        let mut end = newline;
+        while end > start && bytes[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let line = &bytes[start..end];
+        if let Some(before) = carried
+            && before + line.len() >= WRAP_COLUMNS[0]
+            && line.iter().all(|&b| b64_or_cr(b))
+            && WRAP_COLUMNS.contains(&(before + line.iter().filter(|&&b| b != b'\r').count()))
+        {
+            breaks.push(end..newline + 1);
+        }
+        (start, carried) = (newline + 1, Some(0));
+    }
+    // A wrapped line whose `\n` has not come yet, after its `\r`.
+    let mut end = bytes.len();
+    while end > start && bytes[end - 1] == b'\r' {
+        end -= 1;
+    }
+    let line = &bytes[start..end];
+    if end < bytes.len()
+        && let Some(before) = carried
+        && line.iter().all(|&b| b64_or_cr(b))
+        && WRAP_COLUMNS.contains(&(before + line.iter().filter(|&&b| b != b'\r').count()))
+    {
+        breaks.push(end..bytes.len());
+    }
+    breaks
+}
+
+/// A window of text as a person sees it: without its invisible characters
+/// ([`is_invisible`]), with where each of its bytes is in the window.
+///
+/// Bounded: text with none (all ASCII text without DEL is found so with
+/// one vectorised pass and one `memchr`) costs no copy; otherwise one copy
+/// of the window and one `u32` per byte of it.
+enum Seen {
+    /// Nothing invisible: the window as it is.
+    Same,
+    /// The visible text, and for each of its bytes (and its end) where it
+    /// is in the window.
+    Visible(String, Vec<u32>),
+}
+
+impl Seen {
+    /// `window` as seen; with `wrapped`, without the line breaks of base64
+    /// wrapped at [`WRAP_COLUMNS`] (`line`: the base64 characters of its
+    /// first line before the window, `None` if the line has others).
+    fn of(window: &str, line: Option<usize>, wrapped: bool) -> Seen {
+        let bytes = window.as_bytes();
+        let breaks = if wrapped { wrap_breaks(bytes, line) } else { Vec::new() };
+        let invisible =
+            (!window.is_ascii() || bytes.contains(&0x7f)) && window.chars().any(is_invisible);
+        if (!invisible && breaks.is_empty()) || u32::try_from(window.len()).is_err() {
+            return Seen::Same;
+        }
+        let mut text = String::with_capacity(window.len());
+        let mut at = Vec::with_capacity(window.len() + 1);
+        let mut breaks = breaks.into_iter().peekable();
+        for (i, c) in window.char_indices() {
+            while breaks.peek().is_some_and(|b| b.end <= i) {
+                breaks.next();
+            }
+            let dropped = breaks.peek().is_some_and(|b| b.start <= i);
+            if !dropped && !is_invisible(c) {
+                text.push(c);
+                at.extend((i..i + c.len_utf8()).map(|b| b as u32));
+            }
+        }
+        at.push(window.len() as u32);
+        Seen::Visible(text, at)
+    }
+
+    /// The text matched.
+    fn text<'a>(&'a self, window: &'a str) -> &'a str {
+        match self {
+            Seen::Same => window,
+            Seen::Visible(text, _) => text,
+        }
+    }
+
+    /// Where the place `i` of the visible text is in the window.
+    fn at(&self, i: usize) -> usize {
+        match self {
+            Seen::Same => i,
+            Seen::Visible(_, at) => at[i] as usize,
+        }
+    }
+
+    /// A span of the visible text in the window: from its first visible
+    /// byte to just after its last, with what is invisible between them.
+    fn span(&self, span: Range<usize>) -> Range<usize> {
+        match self {
+            Seen::Same => span,
+            Seen::Visible(..) if span.is_empty() => self.at(span.start)..self.at(span.start),
+            Seen::Visible(_, at) => at[span.start] as usize..at[span.end - 1] as usize + 1,
+        }
     }
 }
 
@@ -891,7 +1213,8 @@ mod tests {
             "task-0123456789abcdefghijklmn",
             "sk-learn-is-a-library-for-python",
             "https://example.com:8080/path@x",
-            "mask ghp_0123456789abcdefghijABCDEFGHIJ012345 inside wordghp_0123456789abcdefghijABCDEFGHIJ012345",
+            // (Another token: one masked already is masked again anywhere.)
+            "mask ghp_0123456789abcdefghijABCDEFGHIJ012345 inside wordghp_9876543210abcdefghijABCDEFGHIJ012345",
         ] {
             let out = masked(&secrets, text);
             if text.starts_with("mask") {
@@ -961,7 +1284,36 @@ mod tests {
             for _ in 0..rng.below(12) {
                 text.push_str(&rng.word(alphabet, 30));
                 let value = &values[rng.below(values.len())];
-                let piece = match rng.below(9) {
+                let piece = match rng.below(11) {
+                    10 => {
+                        // Its base64 in a long text, wrapped at 64 or 76.
+                        let long =
+                            format!("{}{value}{}", rng.word(alphabet, 80), rng.word(alphabet, 80));
+                        let encoded = base64(long.as_bytes());
+                        let width = WRAP_COLUMNS[rng.below(2)];
+                        let lines: Vec<&str> = encoded
+                            .as_bytes()
+                            .chunks(width)
+                            .map(|l| std::str::from_utf8(l).expect("ascii"))
+                            .collect();
+                        format!("\n{}\n", lines.join(if rng.below(2) == 0 { "\n" } else { "\r\n" }))
+                    }
+                    9 => {
+                        // Invisible characters anywhere in it.
+                        let mut out = String::new();
+                        for c in value.chars() {
+                            out.push(c);
+                            if rng.below(3) == 0 {
+                                out.push(
+                                    ["\u{200b}", "\x7f", "\u{34f}", "\u{feff}"][rng.below(4)]
+                                        .chars()
+                                        .next()
+                                        .expect("one"),
+                                );
+                            }
+                        }
+                        out
+                    }
                     0 => base64(format!("{}{value}", rng.word(alphabet, 2)).as_bytes()),
                     1 => url_encode(value),
                     2 => serde_json::to_string(value).expect("json"),
@@ -975,8 +1327,9 @@ mod tests {
                 text.push_str(&piece);
             }
             let whole = masked(&secrets, &text);
+            let seen: String = text.chars().filter(|&c| !is_invisible(c)).collect();
             for value in &values {
-                if text.contains(value.as_str()) {
+                if seen.contains(value.as_str()) {
                     assert!(!whole.contains(value.as_str()), "{value:?} in {whole:?}");
                 }
             }
@@ -1014,6 +1367,128 @@ mod tests {
         assert_eq!(masker.push(&secrets, "abcde", false).0, "");
         assert_eq!(masker.preview(&secrets, "fghij").0, "<secret-hidden>");
         assert_eq!(masker.push(&secrets, "", true).0, "abcde");
+    }
+
+    /// What a person sees is masked: a value or a token with DEL or an
+    /// invisible character inside is masked whole, the invisible characters
+    /// with it; invisible characters elsewhere stay.
+    #[test]
+    fn invisible_characters_inside_a_secret_do_not_hide_it() {
+        let secrets = Secrets::new([("X".to_owned(), TOKEN.to_owned())], true);
+        for invisible in
+            ['\x7f', '\u{200b}', '\u{2060}', '\u{feff}', '\u{34f}', '\u{ad}', '\u{e0041}']
+        {
+            let value = format!("s3cr{invisible}3t-Value_42!{invisible}{invisible}xyz");
+            let text = format!("a{invisible} {value} b\u{200d}c");
+            assert_eq!(masked(&secrets, &text), format!("a{invisible} <secret-hidden> b\u{200d}c"));
+            let token = format!("ghp_{invisible}0123456789abcdefghijABCDEFGHIJ012345");
+            assert_eq!(masked(&secrets, &format!("t={token}\n")), "t=<secret-hidden>\n");
+            // Split anywhere, streamed.
+            let mut masker = StreamMasker::new();
+            let mut out = String::new();
+            for c in text.chars() {
+                out.push_str(&masker.push(&secrets, &c.to_string(), false).0);
+            }
+            out.push_str(&masker.push(&secrets, "", true).0);
+            assert_eq!(out, masked(&secrets, &text));
+        }
+        // An invisible character before or after a secret is not masked.
+        assert_eq!(
+            masked(&secrets, &format!("\u{200b}{TOKEN}\u{200b}")),
+            "\u{200b}<secret-hidden>\u{200b}"
+        );
+    }
+
+    /// A value a shape masked is masked again wherever it comes later in
+    /// the stream (`cat .env`: the password of `DATABASE_URL`, then
+    /// `DB_PASSWORD` alone), whole or split anywhere.
+    #[test]
+    fn a_value_masked_by_its_shape_is_masked_again_later_in_the_stream() {
+        let secrets = Secrets::new([], true);
+        let env = "DATABASE_URL=postgres://app:Pa55-w0rd-42@host/db\nDB_PASSWORD=Pa55-w0rd-42\nX=Pa55-w0rd-4\n";
+        let want = "DATABASE_URL=postgres://app:<secret-hidden>@host/db\nDB_PASSWORD=<secret-hidden>\nX=Pa55-w0rd-4\n";
+        assert_eq!(masked(&secrets, env), want);
+        for step in 1..8 {
+            let mut masker = StreamMasker::new();
+            let mut out = String::new();
+            for piece in env.as_bytes().chunks(step) {
+                out.push_str(
+                    &masker.push(&secrets, std::str::from_utf8(piece).expect("ascii"), false).0,
+                );
+            }
+            out.push_str(&masker.push(&secrets, "", true).0);
+            assert_eq!(out, want, "in pieces of {step}");
+        }
+        // A short password is not learned (it would cut words), and what
+        // came before is not changed.
+        assert_eq!(
+            masked(&secrets, "pw=hunter2 x://u:hunter2@h hunter2"),
+            "pw=hunter2 x://u:<secret-hidden>@h hunter2"
+        );
+    }
+
+    /// The base64 of a registered value, wrapped at 64 or 76 columns
+    /// (`base64`, `openssl base64`, PEM), is masked wherever a line break
+    /// falls in it, whole or streamed.
+    #[test]
+    fn wrapped_base64_of_a_value_is_masked() {
+        let value = "wrapped-Secret-Value-0123456789-abcdefghijklmnop";
+        let secrets = secrets_with(value);
+        for width in WRAP_COLUMNS {
+            for pad in 0..90 {
+                let text = format!("{}{value}tail", "x".repeat(pad));
+                let encoded = base64(text.as_bytes());
+                let lines: Vec<&str> = encoded
+                    .as_bytes()
+                    .chunks(width)
+                    .map(|l| std::str::from_utf8(l).expect("ascii"))
+                    .collect();
+                let wrapped = format!("$ base64\n{}\n$ ", lines.join("\n"));
+                let out = masked(&secrets, &wrapped);
+                // What is left of the value's encoding is what the bytes
+                // around it decide.
+                let left = out.replace(MASK, "").replace('\n', "").len();
+                assert!(out.contains(MASK) && left <= wrapped.len() - 64, "{width} {pad}: {out}");
+                let unmasked: String = base64_aligned(value.as_bytes(), pad % 3);
+                assert!(!out.replace('\n', "").contains(&unmasked[4..unmasked.len() - 4]), "{out}");
+                let mut masker = StreamMasker::new();
+                let mut streamed = String::new();
+                for piece in wrapped.as_bytes().chunks(5) {
+                    let piece = std::str::from_utf8(piece).expect("ascii");
+                    streamed.push_str(&masker.push(&secrets, piece, false).0);
+                }
+                streamed.push_str(&masker.push(&secrets, "", true).0);
+                assert_eq!(streamed, out, "{width} {pad}");
+            }
+        }
+    }
+
+    /// A preview (a reply or progress message taken mid-line) shows at most
+    /// the first 4 characters of a registered value whose line has not
+    /// gone on, however much of it was printed; the line's end shows it
+    /// masked.
+    #[test]
+    fn a_preview_shows_at_most_four_characters_of_an_unfinished_value() {
+        let value = "preview-Secret-Value-0123456789-abcdefgh";
+        let secrets = secrets_with(value);
+        for len in 0..value.len() {
+            let masker = StreamMasker::new();
+            let line = format!("token: {}", &value[..len]);
+            let (shown, _) = masker.preview(&secrets, &line);
+            let visible = shown.len() - "token: ".len();
+            assert!(visible <= PREVIEW_CHARS && shown.starts_with("token: "), "{len}: {shown}");
+            // With an invisible character in it, the same.
+            let (shown, _) = masker.preview(
+                &secrets,
+                &format!("{}\u{200b}{}", &line[..9.min(line.len())], &line[9.min(line.len())..]),
+            );
+            let raw: String = shown.chars().filter(|&c| !is_invisible(c)).collect();
+            assert!(raw.len() <= "token: ".len() + PREVIEW_CHARS, "{len}: {shown:?}");
+        }
+        let (shown, masks) = StreamMasker::new().preview(&secrets, &format!("token: {value}\n"));
+        assert_eq!((shown.as_str(), masks), ("token: <secret-hidden>\n", 1));
+        // Text that begins no value is shown whole.
+        assert_eq!(StreamMasker::new().preview(&secrets, "50% done").0, "50% done");
     }
 
     #[test]

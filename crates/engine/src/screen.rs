@@ -1812,6 +1812,11 @@ impl Renderer {
 impl Perform for Renderer {
     #[inline]
     fn print(&mut self, c: char) {
+        // DEL prints nothing on a terminal: a person sees the text around
+        // it joined (and so must the masker).
+        if c == '\x7f' {
+            return;
+        }
         if self.in_alternate() {
         } else if c.is_ascii() {
             self.print_ascii(c);
@@ -2101,6 +2106,14 @@ mod tests {
         check(b"hello\r\nworld\r\n", "hello\nworld\n");
         check(b"no newline", "no newline");
         check("caf\u{e9} \u{1F600}\r\n".as_bytes(), "caf\u{e9} \u{1F600}\n");
+    }
+
+    /// DEL prints nothing on a terminal: the text around it is joined, as
+    /// a person sees it.
+    #[test]
+    fn del_is_dropped() {
+        check(b"ghp_\x7fabc\x7f\x7fdef\r\n", "ghp_abcdef\n");
+        check(b"\x7f\r\nx\x7f\r\n", "\nx\n");
     }
 
     #[test]

@@ -347,11 +347,15 @@ impl AuditLog {
 
     /// Appends `line` (rotating first if it would pass the bound); a
     /// failure is logged and the call goes on.
+    /// Every string of the line (a session's name, a command, a detail)
+    /// is masked here, whatever put it there.
     fn write(&self, line: &Line<'_>) {
-        let mut text = match serde_json::to_string(line) {
-            Ok(text) => text,
+        let mut value = match serde_json::to_value(line) {
+            Ok(value) => value,
             Err(err) => return tracing::error!("cannot build an audit line: {err}"),
         };
+        crate::mask_json(&mut value, &*self.mask);
+        let mut text = value.to_string();
         text.push('\n');
         let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         match self.append(&mut writer.file, text.as_bytes()) {

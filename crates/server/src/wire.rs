@@ -232,8 +232,10 @@ impl Output {
         result
     }
 
-    /// Sends a JSON-RPC error of our own.
+    /// Sends a JSON-RPC error of our own. Its message can quote what the client sent (a method's name, a
+    /// parameter): masked as output is.
     async fn error(&self, id: Value, code: i64, message: String) {
+        let message = crate::masked(&message);
         // Written by hand to keep the usual key order (`json!` sorts keys).
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{}}}}}"#,

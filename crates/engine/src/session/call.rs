@@ -134,6 +134,12 @@ pub enum PlaceError {
 }
 
 impl SessionConfig {
+    /// What names the session's full-output files: its name, masked (a
+    /// secret used as a session name is not written into a file name).
+    pub fn file_label(&self) -> String {
+        self.secrets.mask(&self.name).0.into_owned()
+    }
+
     /// Defaults: bash with the user's `~/.bashrc`, 50 rows of 120 columns
     /// (a width that fits agents reading text), 30,000
     /// characters, a 30 s soft return, a 50 s longest wait, a 5 s kill

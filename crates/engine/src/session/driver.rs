@@ -572,8 +572,12 @@ impl Shell {
         let log = match &config.output {
             Some(store) => store.begin(&named),
             // A session always has a store; a bare config gets one of its own.
-            None => OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits)
-                .begin(&named),
+            None => OutputStore::new(
+                Arc::clone(&config.spill),
+                &config.file_label(),
+                config.output_limits,
+            )
+            .begin(&named),
         };
         let output = CommandOutput::new(config.output_cap, log, Arc::clone(&config.secrets));
         let started = Command::new(
@@ -676,7 +680,8 @@ impl Shell {
             .map_err(|err| failed("the command file", err))?;
         let now = Instant::now();
         // A store of its own: the session's numbers and logs are the agent's.
-        let store = OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits);
+        let store =
+            OutputStore::new(Arc::clone(&config.spill), &config.file_label(), config.output_limits);
         let output =
             CommandOutput::new(config.output_cap, store.begin(""), Arc::clone(&config.secrets));
         let own = Command::new(

@@ -132,7 +132,8 @@ pub enum Activity {
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
     pub fn new(mut config: SessionConfig) -> Session {
-        let store = OutputStore::new(Arc::clone(&config.spill), &config.name, config.output_limits);
+        let store =
+            OutputStore::new(Arc::clone(&config.spill), &config.file_label(), config.output_limits);
         config.output = Some(store);
         Session {
             config,

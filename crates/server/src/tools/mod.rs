@@ -286,17 +286,23 @@ impl ServerHandler for Shellkeep {
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
         }
+        // Every string a reply shows passes the masker here, whatever put
+        // it there: output (masked already as it streamed), and the working
+        // directory, the interpreter, session and job names, and errors
+        // that quote what the agent sent.
+        let mask = |text: &str| masks.mask(text).0.into_owned();
         match &mut response {
-            Ok(rmcp::model::CallToolResponse::Complete(result))
-                if result.is_error == Some(true) =>
-            {
+            Ok(CallToolResponse::Complete(result)) => {
                 for block in &mut result.content {
                     if let ContentBlock::Text(text) = block {
-                        text.text = masks.mask(&text.text).0.into_owned();
+                        text.text = mask(&text.text);
                     }
                 }
+                if let Some(fields) = &mut result.structured_content {
+                    crate::mask_json(fields, &mask);
+                }
             }
-            Err(error) => error.message = masks.mask(&error.message).0.into_owned().into(),
+            Err(error) => error.message = mask(&error.message).into(),
             _ => {}
         }
         response
