@@ -259,6 +259,15 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(descends_from(pid, me));
         assert!(!descends_from(me, pid));
+        // Right after the fork the child may not have finished its exec
+        // (its command line is then still empty or ours): wait for it,
+        // with a deadline.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while command_line(pid).as_deref() != Some("sleep 30.5")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::yield_now();
+        }
         assert_eq!(command_line(pid).as_deref(), Some("sleep 30.5"));
         child.kill().expect("kill");
         child.wait().expect("wait");
