@@ -381,10 +381,13 @@ async def test_structured_content_has_the_notices(era: str, tmp_path: pathlib.Pa
     async with serve(era, tmp_path) as tools:
         running = await terminal(tools, "sleep 30", timeout=0.3)
         assert running["status"] == "running"
-        # Issue 14: what a running reply says is in fields, not copied notices.
+        # Issue 14: what a running reply says is in fields; issue 18: the one
+        # line that says how to go on is in `notes` too, for clients that show
+        # their model only the structured content.
         assert running["wait_ended"] == "timeout"
         assert running["look_again_within_sec"] > 0
-        assert not running.get("notes")
+        assert running.get("notes") and all(note.startswith("[") for note in running["notes"])
+        assert any("send '' to wait for more" in note for note in running["notes"])
         refused = await tools.call_tool("terminal", {"command": "echo second"})
         assert refused.is_error
         assert refused.structured_content is not None
