@@ -204,7 +204,7 @@ pub(super) fn real_uid(pid: i32) -> Option<u32> {
 pub const COMMAND_LINE_LIMIT: usize = 200;
 
 /// Process `pid`'s command line, its arguments joined by spaces and cut at
-/// [`COMMAND_LINE_LIMIT`] characters (with `…`), control characters shown
+/// `COMMAND_LINE_LIMIT` characters (with `…`), control characters shown
 /// escaped; its name in brackets (`[kill]`) when it has no arguments to
 /// read (a zombie, a kernel thread); `None` when it is gone.
 pub fn command_line(pid: i32) -> Option<String> {

@@ -20,7 +20,7 @@ pub const SCOPE_VAR: &str = "SHELLKEEP_SCOPE";
 /// Chosen once, on first use. Its first three parts say which server it
 /// is, so that a later server can tell a token of a server that is gone
 /// (that pid does not live with that start time in this pid namespace)
-/// from a live one's ([`dead_server_tokens`]); the random part keeps it
+/// from a live one's (`dead_server_tokens`); the random part keeps it
 /// unique and unguessable by other users.
 pub fn server_token() -> &'static str {
     static TOKEN: OnceLock<String> = OnceLock::new();
