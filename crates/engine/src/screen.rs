@@ -85,10 +85,12 @@
 //!   alternate screen (a program printing plain lines on it, with no
 //!   scroll region) is committed as it goes, in order; a program that
 //!   redraws in place (cursor addressing, scroll regions: vim, less, top)
-//!   commits nothing per frame, and its last screen is committed if it
-//!   never leaves (see [`Screen::leave_alternate`]) or leaves it by a full
-//!   reset (`ESC c`), which clears it. `?47`, `?1047` and `?1049` are the
-//!   same alternate screen here.
+//!   commits nothing per frame, and its last screen is committed when it
+//!   leaves, by the closing sequence, by a full reset (`ESC c`) or by
+//!   ending without one (see [`Screen::leave_alternate`]): text a terminal
+//!   wipes with the view is still text the command printed, so nothing
+//!   printed there is hidden. `?47`, `?1047` and `?1049` are the same
+//!   alternate screen here.
 //!
 //! # Bounds
 //!
@@ -376,6 +378,10 @@ impl Screen {
                 }
                 Some(Pause::Stop(stop)) => {
                     if let Stop::AlternateScreen(on) = stop {
+                        // Leaving keeps what the view last showed: text a
+                        // terminal wipes on leaving is still text the
+                        // command printed, and nothing printed is hidden.
+                        self.leave_alternate();
                         let (rows, cols) = (self.state.rows, self.state.cols);
                         self.state.alternate = on.then(|| Alternate::new(rows, cols));
                     }
@@ -487,8 +493,8 @@ impl Screen {
         self.state.alternate.as_ref().map(|alternate| screen_text(alternate.parser.screen()))
     }
 
-    /// Leaves the alternate screen without its closing sequence, e.g. when
-    /// the program that drew it ended or was killed: what it shows is
+    /// Leaves the alternate screen, by its closing sequence or without it
+    /// (the program that drew it ended or was killed): what it shows is
     /// committed after the window (and after the lines that scrolled off
     /// its top, committed as they went), as lines of their own, so output
     /// printed there is kept.
@@ -2168,10 +2174,11 @@ mod tests {
     }
 
     #[test]
-    fn full_screen_programs_show_their_screen_and_leave_no_trace() {
+    fn full_screen_programs_show_their_screen_and_keep_their_last_one() {
+        // Leaving keeps the last screen, once, where it was left.
         check(
             b"before\r\n\x1b[?1049h\x1b[2J\x1b[Htop line\x1b[3;1Hthird\x1b[?1049lafter\r\n",
-            "<alt true><alt false>before\nafter\n",
+            "<alt true><alt false>before\ntop line\n\nthird\nafter\n",
         );
         check(b"\x1b[?1049h\x1b[Hhello vim", "<alt true><screen \"hello vim\">");
         // Counts the emulator would loop over are clamped to the window.
@@ -2185,8 +2192,10 @@ mod tests {
         // Each visit starts on a blank screen: nothing stale from the last.
         check(
             b"\x1b[?1049hfirst visit\x1b[?1049l\x1b[?1049h\x1b[2;1Hsecond",
-            "<alt true><alt false><alt true><screen \"\\nsecond\">",
+            "<alt true><alt false><alt true><screen \"\\nsecond\">first visit\n",
         );
+        // A blank view leaves nothing.
+        check(b"\x1b[?1049h\x1b[2J\x1b[?1049lafter\r\n", "<alt true><alt false>after\n");
     }
 
     /// The cursor-key mode (DECCKM) follows the program, on either screen
@@ -2287,11 +2296,14 @@ mod tests {
                 (1..=8).map(|n| format!("line {n}\n")).collect::<String>()
             ),
         );
-        // With the closing sequence it leaves no trace.
-        check(
-            format!("{START}\x1b[?1049hdrawn\x1b[?1049l{END}"),
-            "<Start { seq: 1 }><alt true><alt false><End { seq: 1, status: 3 }>",
-        );
+        // With the closing sequence too: a line printed there and wiped
+        // by leaving is still a line the command printed.
+        for mode in ["47", "1047", "1049"] {
+            check(
+                format!("{START}\x1b[?{mode}hFATAL\r\n\x1b[?{mode}lok\r\n{END}"),
+                "<Start { seq: 1 }><alt true><alt false>FATAL\nok\n<End { seq: 1, status: 3 }>",
+            );
+        }
     }
 
     /// Issue 19, F13: every way onto the alternate screen (`?47`, `?1047`,
@@ -2954,12 +2966,11 @@ mod tests {
             format!("{START}\x1b[?1049ha\r\nb\x1b[5S\x1b[Hc{END}"),
             "<Start { seq: 1 }><alt true>a\nb\n\n\n\nc\n<End { seq: 1, status: 3 }>",
         );
-        // A program that leaves keeps what scrolled off, not its screen.
+        // A program that leaves keeps what scrolled off and its last screen.
         check(
             format!("{START}\x1b[?1049h{seq}\x1b[?1049lafter\r\n{END}"),
             format!(
-                "<Start {{ seq: 1 }}><alt true><alt false>{}after\n<End {{ seq: 1, status: 3 }}>",
-                (1..=996).map(|n| format!("{n}\n")).collect::<String>()
+                "<Start {{ seq: 1 }}><alt true><alt false>{seq}after\n<End {{ seq: 1, status: 3 }}>"
             ),
         );
         // Redrawn in place (top, vim): only the last frame.

@@ -359,7 +359,12 @@ async fn a_full_screens_selected_item_is_marked() {
     assert!(r.output().contains("  apples\n▶   pears\n  plums"), "{r:#?}");
     let r = server.terminal(json!({"command": "q", "is_input": true, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
-    assert_eq!(r.output(), "picked pears\n");
+    // Leaving the full screen keeps its last screen (issue 19: nothing
+    // printed there is hidden), once, before what came after.
+    assert_eq!(
+        r.output(),
+        "Pick a fruit (j: down, q: pick)\n\n  apples\n▶   pears\n  plums\npicked pears\n"
+    );
 
     // `ncdu` shows its selected entry in reverse video too (`j` is down).
     if !installed("ncdu") {
@@ -415,4 +420,29 @@ async fn lines_wrap_at_the_terminals_width() {
     assert_eq!(r.output(), "Resolved 5 packages\nBuilt app\nPrepared 5 packages\n", "{r:#?}");
     let r = server.terminal(json!({"command": "head -c 250 /dev/zero | tr '\\0' z; echo"})).await;
     assert_eq!(r.output(), format!("{}\n", "z".repeat(250)), "{r:#?}");
+}
+
+/// Issue 19 (F13): a command cannot hide a line by printing it on the
+/// alternate screen and leaving (`?47`, `?1047`, `?1049`), nor by a full
+/// reset there: the reply and the `output` tool (which reads the log) keep
+/// it, before what comes after.
+#[tokio::test]
+async fn no_way_onto_the_alternate_screen_hides_a_line() {
+    let server = Server::start().await;
+    let hides = [
+        "printf '\\e[?47h'; echo FATAL; printf '\\e[?47l'; echo ok",
+        "printf '\\e[?1047h'; echo FATAL; printf '\\e[?1047l'; echo ok",
+        "printf '\\e[?1049h'; echo FATAL; printf '\\e[?1049l'; echo ok",
+        "printf '\\e[?1049h'; echo FATAL; printf '\\ec'; echo ok",
+    ];
+    for (n, command) in hides.iter().enumerate() {
+        let r = server.terminal(json!({"command": command})).await;
+        assert_eq!(r["status"], "completed", "{command}: {r:#?}");
+        let output = r.output();
+        assert!(output.contains("FATAL\n"), "{command}: {output:?}");
+        assert!(output.ends_with("ok\n"), "{command}: {output:?}");
+        let page = server.call("output", json!({"command": n + 1})).await;
+        let lines = page["lines"].as_str().expect("lines");
+        assert!(lines.contains("FATAL\n") && lines.ends_with("ok\n"), "{command}: {page:#?}");
+    }
 }
