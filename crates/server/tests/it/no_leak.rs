@@ -335,6 +335,15 @@ async fn no_secret_leaks_anywhere_a_client_or_a_file_could_see_it() {
     assert!(received(&listing).contains("<secret-hidden>"), "{listing:#?}");
     replies.push(listing);
     wait_until(EVENTUALLY, || cwd.join("printed").exists(), || "the last line".to_owned()).await;
+    // The file exists once the line is written to the terminal, which the
+    // server may not have read yet on a busy machine: wait for its log.
+    let logged = poll_until(
+        EVENTUALLY,
+        async || server.call("output", json!({"session": "closing", "offset": -1})).await,
+        |page| page["lines"].as_str().is_some_and(|l| l.starts_with("last ")),
+    )
+    .await;
+    replies.push(logged);
     let closed = server.call("session_close", json!({"session": "closing"})).await;
     assert!(
         closed["command"].as_str().is_some_and(|c| c.contains("<secret-hidden>")),
