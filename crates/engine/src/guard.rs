@@ -7,10 +7,12 @@
 //! server starts a guard (its own executable with a hidden subcommand) and
 //! tells it, over a Unix socket pair, the server's scope token and which
 //! process groups, sessions and control groups are live. When the server is
-//! gone, the guard stops every process that carries the token in its
+//! gone, the guard ends every process that carries the token in its
 //! environment and everything still watched, removes the server's runtime
 //! directory (the one thing given on its command line, which is no secret)
-//! and exits.
+//! and exits. It gives no grace: everything is stopped (SIGSTOP, or killed
+//! as a control group) before anything is killed, so that nothing it ends
+//! can fork, or kill the guard, in between.
 //!
 //! Commands run as the same user as the guard, so the channel is built so
 //! that they cannot reach, blind or steer it:
@@ -64,9 +66,6 @@ use std::time::{Duration, Instant};
 
 use crate::private_fs;
 use crate::process::{self, Mark, Targets, TerminationMode};
-
-/// How long the guard gives what it stops between SIGTERM and SIGKILL.
-pub const GUARD_GRACE: Duration = Duration::from_secs(2);
 
 /// The longest line the guard accepts (a control group's path is the
 /// longest thing the server sends); longer ones are ignored.
@@ -585,10 +584,11 @@ pub struct GuardOptions {
 /// parent-death signal, and checks that the other end of `channel` is its
 /// parent, of its user. Then it records what the server watches and forgets
 /// until the server is gone (end of file, the parent-death signal, or a
-/// parent that is not the server any more), then stops every process
-/// carrying the server's token, every process group still watched, every
-/// process in each watched session and each watched control group: SIGTERM,
-/// a grace of [`GUARD_GRACE`], then SIGKILL (control groups: `cgroup.kill`).
+/// parent that is not the server any more), then ends every process in
+/// each watched control group (`cgroup.kill`), every process carrying the
+/// server's token, every process group still watched and every process in
+/// each watched session, with no grace: all stopped first (SIGSTOP), then
+/// killed ([`process::stop_then_kill`]), so that none can react in between.
 /// Then it removes the runtime directory. It returns how the processes went
 /// away (`None` when nothing was alive), or an error if it could not start.
 pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<TerminationMode>> {
@@ -619,7 +619,7 @@ pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<Term
         tracing::warn!(peer, parent, "the orphan guard's parent is not the end of its channel");
     }
     let server_alive = move || nix::unistd::getppid().as_raw() == peer;
-    let mode = watch_until_gone(&channel, Some(wake.as_fd()), &server_alive, GUARD_GRACE)?;
+    let mode = watch_until_gone(&channel, Some(wake.as_fd()), &server_alive)?;
     if let Some(dir) = &options.runtime_dir {
         remove_runtime_dir(dir);
     }
@@ -734,7 +734,7 @@ impl Orders {
 
 /// The guard's loop, without what [`serve`] does to the process (which
 /// would leak into every later child of a test binary): reads `channel`
-/// until the server is gone, then stops what it was told to.
+/// until the server is gone, then ends what it was told to, with no grace.
 ///
 /// The server is gone when `channel` ends, or when `server_alive` says so:
 /// at start, and whenever the loop wakes (a message, or `wake` becoming
@@ -745,12 +745,8 @@ fn watch_until_gone(
     channel: &UnixStream,
     wake: Option<std::os::fd::BorrowedFd<'_>>,
     server_alive: &dyn Fn() -> bool,
-    grace: Duration,
 ) -> io::Result<Option<TerminationMode>> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    // Built before listening, so that a failure shows while the server is
-    // still there to notice the guard is gone.
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     channel.set_nonblocking(true)?;
     let mut orders = Orders::default();
     loop {
@@ -801,14 +797,13 @@ fn watch_until_gone(
         // removed; what left the groups is stopped with the rest.
         stop_cgroup(dir);
     }
-    let members = targets.members();
-    let mode = if members.is_empty() {
-        tracing::debug!("the server has ended and left nothing running");
-        None
-    } else {
-        tracing::info!(?members, "stopping what the server left running");
-        runtime.block_on(process::terminate(&targets, grace))
-    };
+    // No grace: a process that got SIGTERM could fork, or kill the guard,
+    // before its SIGKILL. Everything is stopped first, then killed.
+    let mode = process::stop_then_kill(&targets);
+    match mode {
+        None => tracing::debug!("the server has ended and left nothing running"),
+        Some(_) => tracing::info!("stopped and killed what the server left running"),
+    }
     Ok(mode)
 }
 
@@ -986,7 +981,7 @@ mod tests {
         let (server_end, guard_end) = UnixStream::pair().expect("socket pair");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
-            let _ = sender.send(watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE));
+            let _ = sender.send(watch_until_gone(&guard_end, None, &|| true));
         });
         (server_end, receiver)
     }
@@ -1107,7 +1102,7 @@ mod tests {
         drop(server_end);
 
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
     }
@@ -1138,7 +1133,7 @@ mod tests {
         drop(server_end);
 
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_session_members(sid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
     }
@@ -1185,8 +1180,7 @@ mod tests {
         let server_alive = Arc::clone(&alive);
         std::thread::spawn(move || {
             let alive = move || server_alive.load(Ordering::SeqCst);
-            let _ =
-                sender.send(watch_until_gone(&guard_end, Some(wake.as_fd()), &alive, GUARD_GRACE));
+            let _ = sender.send(watch_until_gone(&guard_end, Some(wake.as_fd()), &alive));
         });
         server_end.write_all(b"+g 999999\n").expect("write");
         // Someone else's wake-up, with the server still there: nothing.
@@ -1198,7 +1192,7 @@ mod tests {
         alive.store(false, Ordering::SeqCst);
         (&wake_sender).write_all(b"x").expect("wake");
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
         drop(server_end);
@@ -1215,12 +1209,12 @@ mod tests {
         let pgid = child.id().expect("pid") as i32;
         let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
         server_end.write_all(format!("+g {pgid}\n").as_bytes()).expect("write");
-        // The loop builds a runtime of its own: not on this one's thread.
+        // The loop blocks: not on this runtime's thread.
         let looped = std::thread::spawn(move || {
-            watch_until_gone(&guard_end, None, &|| false, GUARD_GRACE).expect("loop ran")
+            watch_until_gone(&guard_end, None, &|| false).expect("loop ran")
         });
         let mode = looped.join().expect("the loop ended");
-        assert_eq!(mode, Some(TerminationMode::Soft));
+        assert_eq!(mode, Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
         drop(server_end);
@@ -1456,10 +1450,49 @@ mod tests {
         let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
         server_end.write_all(lines(&[Message::Scope(token)]).as_bytes()).expect("write");
         drop(server_end);
-        let mode = watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran");
-        assert_eq!(mode, Some(TerminationMode::Soft));
+        let mode = watch_until_gone(&guard_end, None, &|| true).expect("loop ran");
+        assert_eq!(mode, Some(TerminationMode::Hard));
         assert_eq!(pids_with_argument(&marker), Vec::<i32>::new());
         child.wait().expect("reaped");
+    }
+
+    /// Issue 19 (F1): the guard gives no grace. What it ends is stopped
+    /// before anything else reaches it, so a process that would react to
+    /// SIGTERM (fork a new escapee, kill the guard) never runs again: its
+    /// trap never fires, and nothing it would have started exists.
+    #[test]
+    fn what_the_guard_ends_cannot_react_before_it_dies() {
+        let marker = format!("300.{}", std::process::id() + 7);
+        let late = format!("301.{}", std::process::id() + 7);
+        let token = format!("nograce{}", std::process::id());
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-guard-nograce-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let trapped = dir.join("trapped");
+        // It would leave a witness and start another process on SIGTERM,
+        // and it ignores SIGTERM; setsid takes it out of any group.
+        let script = format!(
+            "trap 'touch {trapped}; setsid sleep {late} & ' TERM; \
+             while :; do sleep {marker}; done",
+            trapped = trapped.display()
+        );
+        let mut child = process::guard_command("setsid")
+            .args(["bash", "-c", &script])
+            .env(process::SCOPE_VAR, format!("{token}/run-1"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn setsid");
+        assert!(wait_until(Duration::from_secs(10), || !pids_with_argument(&marker).is_empty()));
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        server_end.write_all(lines(&[Message::Scope(token)]).as_bytes()).expect("write");
+        drop(server_end);
+        let mode = watch_until_gone(&guard_end, None, &|| true).expect("loop ran");
+        assert_eq!(mode, Some(TerminationMode::Hard));
+        assert_eq!(pids_with_argument(&marker), Vec::<i32>::new());
+        assert_eq!(pids_with_argument(&late), Vec::<i32>::new(), "it reacted");
+        assert!(!trapped.exists(), "its SIGTERM trap ran");
+        child.wait().expect("reaped");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1539,7 +1572,7 @@ mod tests {
         server_end.write_all(line.as_bytes()).expect("write");
         drop(server_end);
         let looped = std::thread::spawn(move || {
-            watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran")
+            watch_until_gone(&guard_end, None, &|| true).expect("loop ran")
         });
         looped.join().expect("the loop ended");
         let status = tokio::time::timeout(Duration::from_secs(10), child.wait())

@@ -75,8 +75,8 @@ pub use self::spawn::{
     seccomp_status, spawn,
 };
 pub use self::terminate::{
-    Targets, Unmarked, command_targets, kill_now, signal_group, terminate, terminate_groups,
-    terminate_session,
+    Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,
+    terminate_groups, terminate_session,
 };
 
 /// Makes this process a child subreaper, so that orphans of everything it

@@ -1,8 +1,9 @@
 //! Stopping processes: what a stop reaches ([`Targets`]: groups,
 //! sessions, descendants, control groups, markers, unmarked processes of
 //! ours attributed to an owner; sparing a shell's jobs) and the stop itself
-//! (SIGTERM, grace, the control groups' kill and SIGKILL). Sends signals;
-//! starts nothing.
+//! (SIGTERM, grace, then rounds that freeze the control groups, SIGKILL and
+//! kill the groups; or, with no grace, SIGSTOP to everything, then the
+//! kill). Sends signals; starts nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -258,6 +259,41 @@ impl Targets {
         }
     }
 
+    /// The control groups a stop freezes while it kills: its own, and the
+    /// owner's group its unmarked processes are looked for in (a shell's,
+    /// whose shell and jobs are spared: frozen for a moment, then thawed).
+    fn groups_to_freeze(&self) -> Vec<&Arc<cgroup::Group>> {
+        let owner = self.unmarked.as_ref().and_then(|unmarked| unmarked.cgroup.as_ref());
+        let mut groups: Vec<&Arc<cgroup::Group>> = self.cgroups.iter().collect();
+        groups.extend(owner.filter(|owner| !self.cgroups.iter().any(|g| Arc::ptr_eq(g, owner))));
+        groups
+    }
+
+    /// One round of the kill: the control groups frozen (nothing in them
+    /// can fork or signal meanwhile), SIGKILL to every member, the groups'
+    /// own kill, then the groups thawed. Returns whether nothing was left
+    /// to kill.
+    fn kill_round(&self) -> bool {
+        let frozen = self.groups_to_freeze();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(true) {
+                tracing::debug!(
+                    "cannot freeze the control group {}: {err}",
+                    group.path().display()
+                );
+            }
+        }
+        let members = self.members();
+        self.signal(&members, Signal::SIGKILL);
+        self.kill_cgroups();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(false) {
+                tracing::warn!("cannot thaw the control group {}: {err}", group.path().display());
+            }
+        }
+        members.is_empty()
+    }
+
     /// Kills the control groups as a whole.
     fn kill_cgroups(&self) {
         for group in &self.cgroups {
@@ -302,13 +338,49 @@ pub async fn terminate(targets: &Targets, grace: Duration) -> Option<Termination
     if gone {
         return Some(TerminationMode::Soft);
     }
-    wait_until(Duration::from_secs(2), || {
-        targets.kill_cgroups();
-        let members = targets.members();
-        targets.signal(&members, Signal::SIGKILL);
-        members.is_empty()
-    })
-    .await;
+    // Each round freezes the control groups first: a fork chain (each
+    // process forks the next and exits) outruns a look at /proc, not a
+    // frozen group.
+    wait_until(Duration::from_secs(2), || targets.kill_round()).await;
+    Some(TerminationMode::Hard)
+}
+
+/// How long [`stop_then_kill`] keeps stopping what appears before it kills
+/// whatever it has.
+const STOP_LIMIT: Duration = Duration::from_secs(2);
+
+/// Stops every process `targets` reach with no grace and no chance to react
+/// (the orphan guard's stop, after the server's death: nothing must fork,
+/// signal the guard or write in between). First SIGSTOP: to the groups as a
+/// whole (atomic against a fork in progress) and to every member, again to
+/// whatever appeared meanwhile until a look finds nothing new (at most
+/// [`STOP_LIMIT`]); a stopped process cannot run, and a stop cannot be
+/// caught or ignored. Then SIGKILL to every member, in rounds that freeze
+/// the control groups (see [`terminate`]) until none is left (at most 2 s).
+/// Blocking. Returns `None` when nothing was alive.
+pub fn stop_then_kill(targets: &Targets) -> Option<TerminationMode> {
+    let mut stopped: HashSet<i32> = HashSet::new();
+    let deadline = std::time::Instant::now() + STOP_LIMIT;
+    loop {
+        for &group in &targets.groups {
+            signal_group(group, Signal::SIGSTOP);
+        }
+        let fresh: Vec<i32> =
+            targets.members().into_iter().filter(|&pid| stopped.insert(pid)).collect();
+        if fresh.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        targets.signal(&fresh, Signal::SIGSTOP);
+    }
+    if stopped.is_empty() {
+        return None;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut pause = Duration::from_millis(1);
+    while !targets.kill_round() && std::time::Instant::now() < deadline {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
     Some(TerminationMode::Hard)
 }
 

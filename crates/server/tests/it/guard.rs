@@ -191,6 +191,36 @@ async fn a_command_holding_the_servers_end_of_the_channel_cannot_hide_its_death(
     wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} is still running")).await;
 }
 
+/// Issue 19, item 8: the guard gives no grace after the server's death. A
+/// process that would answer SIGTERM by killing the guard and starting a
+/// new escapee (and ignores it) never gets to: it is stopped before it is
+/// killed, its trap never runs, and the guard cleans up everything.
+#[tokio::test]
+async fn after_a_server_sigkill_nothing_the_guard_ends_can_react() {
+    let mut server = Server::start().await;
+    let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+    let (reacting, late, plain) = (mark(), mark(), mark());
+    let witness = server.cwd().join("trapped");
+    let trap = format!(
+        "trap 'touch {witness}; kill -9 {guard}; setsid sleep {late} &' TERM; \
+         while :; do sleep {reacting}; done",
+        witness = witness.display()
+    );
+    let command = format!(
+        "(setsid bash -c \"{trap}\" </dev/null >/dev/null 2>&1 &); \
+         (setsid sleep {plain} </dev/null >/dev/null 2>&1 &); echo started"
+    );
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    wait_alive(&[&reacting, &plain]).await;
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(20)).await;
+    assert_none_survive(&[&reacting, &plain, &late], CLEANUP).await;
+    wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} is still running")).await;
+    assert!(!witness.exists(), "a process the guard ended ran its SIGTERM trap");
+    assert!(processes_with(&[&late]).is_empty(), "a process the guard ended started another");
+}
+
 /// F14 (the token) and SIGTERM: the scope token is on no process's command
 /// line; the guard is not dumpable (its descriptors are root's) and blocks
 /// SIGTERM, so a command's `kill` does not end it, and it still cleans up
