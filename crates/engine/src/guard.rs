@@ -34,10 +34,11 @@
 //! - Lines are bounded ([`LINE_LIMIT`]); a line it does not understand is
 //!   logged and ignored.
 //!
-//! The guard can still be killed (SIGKILL, by a command). The server's
-//! [`Guard`] handle notices at once (a thread waits for it), starts a new
-//! one, tells it everything watched, logs it and keeps a notice for the next
-//! reply of every session. A guard that keeps dying at once is given up;
+//! The guard can still be stopped or killed (SIGSTOP, SIGKILL, by a
+//! command). The server's [`Guard`] handle notices at once (a thread waits
+//! for it, stops included): a stopped guard is continued, a dead one
+//! replaced by a new one that is told everything watched; either is logged
+//! and kept as a notice for the next reply of every session. A guard that keeps dying at once is given up;
 //! every session's next reply says so, and the server still stops everything
 //! itself when it ends normally.
 //!
@@ -484,7 +485,8 @@ impl Keeper {
         let mut short_lives = 0;
         loop {
             let started = Instant::now();
-            let status = child.wait();
+            let status = self.wait_continuing(child.id());
+            drop(child);
             let mut state = self.lock();
             if state.closing {
                 let _ = finished.send(status);
@@ -527,6 +529,36 @@ impl Keeper {
                     self.give_up(&mut state, notice, status, finished);
                     return;
                 }
+            }
+        }
+    }
+
+    /// Waits for the guard `pid` to exit and returns how it did. A guard
+    /// stopped meanwhile (SIGSTOP from a command: stopped, it could not act
+    /// on the server's death) is continued at once, and every reader is
+    /// told.
+    fn wait_continuing(&self, pid: u32) -> io::Result<ExitStatus> {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        use std::os::unix::process::ExitStatusExt as _;
+        let guard = nix::unistd::Pid::from_raw(pid as i32);
+        loop {
+            match waitpid(guard, Some(WaitPidFlag::WUNTRACED)) {
+                Ok(WaitStatus::Exited(_, code)) => return Ok(ExitStatus::from_raw(code << 8)),
+                Ok(WaitStatus::Signaled(_, signal, core)) => {
+                    return Ok(ExitStatus::from_raw(signal as i32 | if core { 0x80 } else { 0 }));
+                }
+                Ok(WaitStatus::Stopped(_, signal)) => {
+                    // Its own group: the guard alone.
+                    process::signal_group(pid as i32, nix::sys::signal::Signal::SIGCONT);
+                    let notice = format!(
+                        "[The orphan guard (pid {pid}) was stopped ({signal}), perhaps by a \
+                         command; it was continued at once.]"
+                    );
+                    tracing::warn!("{notice}");
+                    self.lock().notices.post(&notice);
+                }
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(err) => return Err(err.into()),
             }
         }
     }

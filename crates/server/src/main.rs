@@ -340,7 +340,7 @@ async fn serve(
     let containment = start_containment(config.containment)?;
     // What servers that are gone left running (killed with their guard):
     // stopped in the background, so that the start does not wait.
-    let sweep = tokio::spawn(process::sweep_dead_servers(config.grace));
+    let sweep = tokio::task::spawn_blocking(process::sweep_dead_servers);
     let cwd = match &config.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
@@ -668,7 +668,7 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
             .to_owned(),
     });
     // As every start does: what servers that are gone left running.
-    line(match process::sweep_dead_servers(Duration::from_secs(2)).await {
+    line(match tokio::task::spawn_blocking(process::sweep_dead_servers).await.unwrap_or(0) {
         0 => "processes left by servers that are gone: none".to_owned(),
         found => format!("processes left by servers that are gone: {found}, stopped now"),
     });

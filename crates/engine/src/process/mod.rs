@@ -252,13 +252,13 @@ pub fn is_ours(pid: i32) -> bool {
         || cgroup::server_dir().is_some_and(|dir| cgroup::members(dir).contains(&pid))
 }
 
-/// Stops every process that carries the scope marker of a server of this
+/// Ends every process that carries the scope marker of a server of this
 /// user that is gone (killed with its guard, say: nothing else is left to
-/// stop them), as [`terminate`] does, with `grace`; returns how many it
-/// found. Markers of live servers, of another pid namespace or of another
-/// shape are left alone. One scan of `/proc`, then the stop; every start
-/// and `doctor` run it.
-pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
+/// stop them), with no grace, as the guard would have ([`stop_then_kill`]);
+/// returns how many it found. Markers of live servers, of another pid
+/// namespace or of another shape are left alone. One scan of `/proc`, then
+/// the stop; blocking. Every start and `doctor` run it.
+pub fn sweep_dead_servers() -> usize {
     let mut tokens = std::collections::BTreeSet::new();
     let me = crate::private_fs::euid();
     proc_scan::for_each_proc(|stat| {
@@ -278,7 +278,7 @@ pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
     let found = targets.members().len();
     if found > 0 {
         tracing::warn!("stopping {found} processes left by servers that are gone");
-        terminate(&targets, grace).await;
+        stop_then_kill(&targets);
     }
     found
 }
