@@ -143,6 +143,30 @@ pub fn server_dir() -> Option<&'static Path> {
     active().dir.as_deref()
 }
 
+/// Whether process `pid` is in none of this server's control groups, in a
+/// cgroup mode: every child of ours joins one before it runs anything, so
+/// such a process left its group on purpose (possible where the user may
+/// write a `cgroup.procs` outside it: root, a delegated subtree). False in
+/// markers mode, and for a process that is gone.
+pub fn outside_server_dir(pid: i32) -> bool {
+    let Some(name) = server_dir().and_then(Path::file_name).and_then(|name| name.to_str()) else {
+        return false;
+    };
+    let Ok(groups) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
+    let v1 = active().mode == Mode::Cgroup1;
+    let path = groups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let wanted = if v1 {
+            controllers.split(',').any(|c| c == "freezer")
+        } else {
+            controllers.is_empty()
+        };
+        wanted.then_some(path)
+    });
+    path.is_some_and(|path| !path.split('/').any(|part| part == name))
+}
+
 /// Where a cgroup hierarchy is mounted and where our own group is in it.
 #[derive(Debug, Clone)]
 struct Hierarchy {

@@ -49,7 +49,8 @@
 //!
 //! The protocol is one line per event: `scope TOKEN` (first), `+g PGID` and
 //! `-g PGID` watch and forget a process group, `+s SID` and `-s SID` a
-//! session, `+c DIR` and `-c DIR` a control-group directory, and `reset`
+//! session, `+p PID START` and `-p PID START` a process (by its start time)
+//! and its descendants, `+c DIR` and `-c DIR` a control-group directory, and `reset`
 //! forgets everything watched (the server sends it before telling a guard
 //! that fell behind the whole list again), and `end` says the server is
 //! ending normally, having stopped what it ran: a server gone without it
@@ -82,6 +83,9 @@ const SHORT_LIVES_BEFORE_GIVING_UP: u32 = 5;
 /// stopped, say) before it stops queueing and later sends the whole list
 /// again instead: the server never blocks on its guard.
 const OUTBOX_LIMIT: usize = 256 * 1024;
+
+/// Adopted orphans the guard is told about at most ([`Guard::watch_trees`]).
+pub const TREES_LIMIT: usize = 1024;
 
 /// Notices kept for one reader that has not replied for a while.
 const NOTICES_PER_READER: usize = 8;
@@ -262,6 +266,51 @@ impl Guard {
     pub fn forget_cgroup(&self, dir: &Path) {
         if let Some(target) = Target::cgroup(dir) {
             self.send(Message::Forget(target));
+        }
+    }
+
+    /// Asks the guard to stop each of `roots` (orphans the server adopted
+    /// that only their ancestry ties to it) and its descendants if the
+    /// server dies, and to forget the roots watched so far that are not
+    /// among them (they ended). At most [`TREES_LIMIT`] are watched.
+    pub fn watch_trees(&self, roots: &[process::Root]) {
+        if roots.len() > TREES_LIMIT {
+            tracing::warn!(
+                roots = roots.len(),
+                limit = TREES_LIMIT,
+                "too many adopted orphans to tell the orphan guard about; the rest are found by \
+                 their marker or control group only"
+            );
+        }
+        let wanted: BTreeSet<Target> = roots
+            .iter()
+            .take(TREES_LIMIT)
+            .map(|root| Target::Tree(root.pid(), root.start_ticks()))
+            .collect();
+        let current: BTreeSet<Target> = {
+            let state = self.lock();
+            state
+                .watched
+                .iter()
+                .filter(|target| matches!(target, Target::Tree(..)))
+                .cloned()
+                .collect()
+        };
+        for gone in current.difference(&wanted) {
+            self.send(Message::Forget(gone.clone()));
+        }
+        for new in wanted.difference(&current) {
+            if let Target::Tree(pid, _) = new {
+                if crate::cgroup::server_dir().is_some() {
+                    tracing::info!(
+                        "pid {pid} left the server's control groups; the orphan guard will stop \
+                         it if the server dies"
+                    );
+                } else {
+                    tracing::debug!("the orphan guard watches the adopted orphan pid {pid}");
+                }
+            }
+            self.send(Message::Watch(new.clone()));
         }
     }
 
@@ -859,6 +908,7 @@ fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
         match target {
             Target::Group(pgid) => targets.groups.push(*pgid),
             Target::Session(sid) => targets.sessions.push(*sid),
+            Target::Tree(pid, start) => targets.roots.push(process::Root::at(*pid, *start)),
             Target::Cgroup(_) => {}
         }
     }
@@ -904,6 +954,8 @@ enum Message {
 enum Target {
     Group(i32),
     Session(i32),
+    /// A process, by pid and start time, and its descendants.
+    Tree(i32, u64),
     /// A control group's directory: absolute, no `.` or `..`, no line
     /// feed, at most [`LINE_LIMIT`] bytes with its line.
     Cgroup(PathBuf),
@@ -942,6 +994,7 @@ impl Message {
         match target {
             Target::Group(pgid) => format!("{sign}g {pgid}\n"),
             Target::Session(sid) => format!("{sign}s {sid}\n"),
+            Target::Tree(pid, start) => format!("{sign}p {pid} {start}\n"),
             Target::Cgroup(dir) => format!("{sign}c {}\n", dir.display()),
         }
     }
@@ -966,6 +1019,11 @@ impl Message {
         let target = match head.get(1..)? {
             "g" => Target::Group(id()?),
             "s" => Target::Session(id()?),
+            "p" => {
+                let (pid, start) = rest.split_once(' ')?;
+                let pid = pid.parse::<i32>().ok().filter(|&pid| pid > 1)?;
+                Target::Tree(pid, start.parse().ok()?)
+            }
             "c" => Target::parse_cgroup(rest)?,
             _ => return None,
         };
@@ -1033,6 +1091,8 @@ mod tests {
             Message::Forget(Target::Group(123)),
             Message::Watch(Target::Session(456)),
             Message::Forget(Target::Session(456)),
+            Message::Watch(Target::Tree(789, 123_456)),
+            Message::Forget(Target::Tree(789, 1)),
             Message::Watch(Target::Cgroup("/sys/fs/cgroup/a b/shellkeep-1".into())),
             Message::Forget(Target::Cgroup("/sys/fs/cgroup/x".into())),
         ];
@@ -1047,6 +1107,8 @@ mod tests {
                 "-g 123\n",
                 "+s 456\n",
                 "-s 456\n",
+                "+p 789 123456\n",
+                "-p 789 1\n",
                 "+c /sys/fs/cgroup/a b/shellkeep-1\n",
                 "-c /sys/fs/cgroup/x\n"
             ]
@@ -1067,6 +1129,11 @@ mod tests {
             "+g 0",
             "+g -7",
             "+gg 5",
+            "+p 5",
+            "+p 1 5",
+            "+p 5 x",
+            "+p 5 -1",
+            "+p 5 6 7",
             "+g 5 ",
             "reset ",
             "end ",

@@ -82,13 +82,16 @@ pub use self::terminate::{
 /// Makes this process a child subreaper, so that orphans of everything it
 /// started stay its descendants, and reaps those orphans (zombies that are
 /// children of ours but were not started by [`spawn`]) every time a child
-/// changes state. Runs until the task is dropped; only the server calls it.
-pub async fn reap_adopted_orphans() -> std::io::Result<()> {
+/// changes state. Each time, `adopted` is given the live orphans that only
+/// their ancestry ties to us (see `children::reap_and_list`), for the
+/// orphan guard. Runs until the task is dropped; only the server calls it.
+pub async fn reap_adopted_orphans(mut adopted: impl FnMut(&[Root])) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut children = signal(SignalKind::child())?;
     become_subreaper()?;
     loop {
-        reap_adopted_now();
+        let (_, orphans) = children::reap_and_list();
+        adopted(&orphans);
         if children.recv().await.is_none() {
             return Ok(());
         }

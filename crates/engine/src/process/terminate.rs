@@ -82,7 +82,9 @@ pub struct Targets {
 /// is open, two sessions), an orphan of the older one is taken for the
 /// newer one's: stopped when that one stops, missed when its own owner
 /// stops, and in any case stopped when the server ends. In a cgroup mode
-/// the group decides instead, exactly.
+/// the group decides instead, exactly; and an adopted orphan that left the
+/// server's groups (root, a delegated subtree: `cgroup::outside_server_dir`)
+/// did so on purpose, so it belongs to every stop, whoever's it was.
 #[derive(Debug, Clone, Default)]
 pub struct Unmarked {
     /// The owner's scope value.
@@ -220,8 +222,9 @@ impl Targets {
                                     || unmarked_cgroup.contains(&pid)
                                     || top_of(pid).is_some_and(|top| {
                                         !spawned.contains(&top)
-                                            && owner_at(top.1).as_deref()
+                                            && (owner_at(top.1).as_deref()
                                                 == Some(unmarked.owner.as_str())
+                                                || cgroup::outside_server_dir(pid))
                                     }))
                         }),
                     };
