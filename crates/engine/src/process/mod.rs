@@ -28,12 +28,20 @@
 //! existed or has ended counts as none) that descend from it or are adopted
 //! orphans attributed to it ([`Targets`], [`Unmarked`]). The server is a
 //! child subreaper ([`reap_adopted_orphans`]), so orphans stay its
-//! descendants. What still escapes in markers mode: an unmarked orphan
-//! taken for another owner's (see [`Unmarked`]), a process relabelled with
-//! another live owner's marker (stopped with that owner), one alive after a
-//! server SIGKILL (the guard only sees markers, groups and sessions), and
-//! in every mode a process that asks something outside our tree
-//! (`systemd-run`, `at`, a daemon) to start it.
+//! descendants. The orphan guard, which outlives the server, sees markers,
+//! groups, sessions, control groups, and the orphans the server adopted
+//! that only their ancestry ties to it (told at every SIGCHLD the server
+//! gets, [`reap_adopted_orphans`]). What still escapes in markers mode: an
+//! unmarked orphan taken for another owner's (see [`Unmarked`]), a process
+//! relabelled with another live owner's marker (stopped with that owner),
+//! an unmarked one alive after a server SIGKILL that the guard was not yet
+//! told of, and in every mode a process that asks something outside our
+//! tree (`systemd-run`, `at`, a daemon) to start it.
+//!
+//! Whatever must end with no chance to react is stopped first:
+//! [`stop_then_kill`] (the guard, the sweep of dead servers' processes)
+//! sends SIGSTOP to everything before SIGKILL, and in a cgroup mode every
+//! SIGKILL round, and the last look of a stop, freeze the control groups.
 //!
 //! # Rooms
 //!

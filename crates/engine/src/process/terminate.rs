@@ -297,6 +297,22 @@ impl Targets {
         members.is_empty()
     }
 
+    /// The live members, looked for with the control groups frozen (see
+    /// [`Targets::kill_round`]), or plainly where there are none.
+    fn frozen_members(&self) -> Vec<i32> {
+        let frozen = self.groups_to_freeze();
+        for group in &frozen {
+            let _ = group.set_frozen(true);
+        }
+        let members = self.members();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(false) {
+                tracing::warn!("cannot thaw the control group {}: {err}", group.path().display());
+            }
+        }
+        members
+    }
+
     /// Kills the control groups as a whole.
     fn kill_cgroups(&self) {
         for group in &self.cgroups {
@@ -310,13 +326,19 @@ impl Targets {
 /// Stops every process `targets` reach: SIGTERM (after SIGHUP when
 /// `targets.hangup`) and SIGCONT, then, after `grace`, the control groups'
 /// kill and SIGKILL to whatever else is still alive. Processes that appear
-/// meanwhile (a fork in progress) get the same. Returns `None` when there
-/// was nothing alive to stop.
+/// meanwhile (a fork in progress) get the same. Where there are control
+/// groups, the last look (that nothing is left, or what to kill) is taken
+/// with them frozen: a fork chain (each process forks the next and exits)
+/// slips between two looks at `/proc`, never through a frozen group.
+/// Returns `None` when there was nothing alive to stop.
 ///
 /// There is no kernel event for "these processes are gone", so the grace
 /// period checks for survivors at a short, growing interval.
 pub async fn terminate(targets: &Targets, grace: Duration) -> Option<TerminationMode> {
-    let members = targets.members();
+    let mut members = targets.members();
+    if members.is_empty() && !targets.groups_to_freeze().is_empty() {
+        members = targets.frozen_members();
+    }
     if members.is_empty() {
         return None;
     }
@@ -338,7 +360,10 @@ pub async fn terminate(targets: &Targets, grace: Duration) -> Option<Termination
         members.is_empty()
     })
     .await;
-    if gone {
+    // A look that finds nothing may fall between two generations of a fork
+    // chain; one within frozen control groups cannot (and kills what it
+    // finds).
+    if gone && (targets.groups_to_freeze().is_empty() || targets.kill_round()) {
         return Some(TerminationMode::Soft);
     }
     // Each round freezes the control groups first: a fork chain (each

@@ -614,6 +614,71 @@ async fn a_process_that_leaves_the_servers_groups_and_hides_is_still_ended() {
     }
 }
 
+/// A fork chain: each process sleeps 2 ms, forks the next (which leaves
+/// its session and group) and exits, writing its generation to the file
+/// named second; the first argument finds it in `/proc`. No look at `/proc`
+/// catches one generation alive long enough to signal it.
+const FORK_CHAIN: &str = "import os, sys, time
+n = 0
+while True:
+    time.sleep(0.002)
+    n += 1
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    with open(sys.argv[2], 'w') as out:
+        out.write(str(n))
+";
+
+/// Issue 19, item 13: in a cgroup mode, `C-c` stops a fork chain the
+/// command started, with the rest of the command: the kill freezes the
+/// shell's group while it looks (the shell and its jobs are thawed after).
+#[tokio::test]
+async fn ctrl_c_stops_a_fork_chain_in_a_cgroup_mode() {
+    let server = server(&cgroup_mode(), &[]).await;
+    let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+    if !r.output().contains(&format!("shellkeep-{}-", server.pid)) {
+        skip_without_cgroups("no control groups here");
+        return;
+    }
+    let job = start_job(&server).await;
+    std::fs::write(server.cwd().join("chain.py"), FORK_CHAIN).expect("write the chain");
+    let chain = format!("300.{}", marker());
+    let generations = server.cwd().join("generations");
+    let generation = || {
+        std::fs::read_to_string(&generations)
+            .ok()
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (foreground, f) = sleep();
+    let command = format!(
+        "(python3 chain.py {chain} {} </dev/null >/dev/null 2>&1 &); {foreground}",
+        generations.display()
+    );
+    let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    wait_until(CLEANUP, || generation() >= 20, || format!("generation {}", generation())).await;
+
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_none_survive(&[&chain, &f], CLEANUP).await;
+    // Still gone after another call: the chain is not hiding between two
+    // generations, and it does not count on.
+    let last = generation();
+    let r = server.terminal(json!({"command": "echo ok"})).await;
+    assert_eq!(r.output(), "ok\n", "{r:#?}");
+    assert!(
+        processes_with(&[&chain]).is_empty(),
+        "{:?}\n{}",
+        processes_with(&[&chain]),
+        server.log()
+    );
+    assert_eq!(generation(), last, "the chain still forks\n{}", server.log());
+    // The shell's own job was frozen for a moment, not killed.
+    assert_eq!(processes_with(&[&job]).len(), 1, "the shell's job died");
+}
+
 /// In a cgroup mode, each owner has a control group of its own under the
 /// server's directory, and the directory is gone once the server has ended.
 #[tokio::test]
