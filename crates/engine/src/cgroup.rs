@@ -143,6 +143,30 @@ pub fn server_dir() -> Option<&'static Path> {
     active().dir.as_deref()
 }
 
+/// Whether process `pid` is in none of this server's control groups, in a
+/// cgroup mode: every child of ours joins one before it runs anything, so
+/// such a process left its group on purpose (possible where the user may
+/// write a `cgroup.procs` outside it: root, a delegated subtree). False in
+/// markers mode, and for a process that is gone.
+pub fn outside_server_dir(pid: i32) -> bool {
+    let Some(name) = server_dir().and_then(Path::file_name).and_then(|name| name.to_str()) else {
+        return false;
+    };
+    let Ok(groups) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
+    let v1 = active().mode == Mode::Cgroup1;
+    let path = groups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let wanted = if v1 {
+            controllers.split(',').any(|c| c == "freezer")
+        } else {
+            controllers.is_empty()
+        };
+        wanted.then_some(path)
+    });
+    path.is_some_and(|path| !path.split('/').any(|part| part == name))
+}
+
 /// Where a cgroup hierarchy is mounted and where our own group is in it.
 #[derive(Debug, Clone)]
 struct Hierarchy {
@@ -380,6 +404,15 @@ impl Group {
     pub fn kill(&self) -> std::io::Result<()> {
         kill_dir(&self.path, self.version)
     }
+
+    /// Freezes (`frozen`) or thaws the group and the groups under it:
+    /// frozen, its processes cannot run, so none can fork or signal while
+    /// a stop looks for them, and a fatal signal still kills them (v2; in
+    /// v1 they die once thawed). Waits, at most a second, until the kernel
+    /// says the freeze is complete.
+    pub fn set_frozen(&self, frozen: bool) -> std::io::Result<()> {
+        set_frozen(&self.path, self.version, frozen)
+    }
 }
 
 impl Drop for Group {
@@ -432,15 +465,7 @@ fn kill_dir(dir: &Path, version: Version) -> std::io::Result<()> {
     }
     // Freeze, so nothing forks while we kill; then kill and thaw, so the
     // kills are delivered.
-    let (freeze, frozen, thawed) = match version {
-        Version::V2 => (dir.join("cgroup.freeze"), "1", "0"),
-        Version::V1 => (dir.join("freezer.state"), "FROZEN", "THAWED"),
-    };
-    std::fs::write(&freeze, frozen)?;
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !is_frozen(dir, version) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    set_frozen(dir, version, true)?;
     for pid in members(dir) {
         #[allow(
             clippy::disallowed_methods,
@@ -448,7 +473,28 @@ fn kill_dir(dir: &Path, version: Version) -> std::io::Result<()> {
         )]
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
-    std::fs::write(&freeze, thawed)
+    set_frozen(dir, version, false)
+}
+
+/// Freezes or thaws the group at `dir`; a freeze waits, at most a second,
+/// until it is complete.
+fn set_frozen(dir: &Path, version: Version, frozen: bool) -> std::io::Result<()> {
+    let (file, value) = match (version, frozen) {
+        (Version::V2, true) => (dir.join("cgroup.freeze"), "1"),
+        (Version::V2, false) => (dir.join("cgroup.freeze"), "0"),
+        (Version::V1, true) => (dir.join("freezer.state"), "FROZEN"),
+        (Version::V1, false) => (dir.join("freezer.state"), "THAWED"),
+    };
+    std::fs::write(&file, value)?;
+    if frozen {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut pause = Duration::from_micros(200);
+        while !is_frozen(dir, version) && Instant::now() < deadline {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+    Ok(())
 }
 
 fn is_frozen(dir: &Path, version: Version) -> bool {

@@ -7,10 +7,12 @@
 //! server starts a guard (its own executable with a hidden subcommand) and
 //! tells it, over a Unix socket pair, the server's scope token and which
 //! process groups, sessions and control groups are live. When the server is
-//! gone, the guard stops every process that carries the token in its
+//! gone, the guard ends every process that carries the token in its
 //! environment and everything still watched, removes the server's runtime
 //! directory (the one thing given on its command line, which is no secret)
-//! and exits.
+//! and exits. It gives no grace: everything is stopped (SIGSTOP, or killed
+//! as a control group) before anything is killed, so that nothing it ends
+//! can fork, or kill the guard, in between.
 //!
 //! Commands run as the same user as the guard, so the channel is built so
 //! that they cannot reach, blind or steer it:
@@ -32,10 +34,11 @@
 //! - Lines are bounded ([`LINE_LIMIT`]); a line it does not understand is
 //!   logged and ignored.
 //!
-//! The guard can still be killed (SIGKILL, by a command). The server's
-//! [`Guard`] handle notices at once (a thread waits for it), starts a new
-//! one, tells it everything watched, logs it and keeps a notice for the next
-//! reply of every session. A guard that keeps dying at once is given up;
+//! The guard can still be stopped or killed (SIGSTOP, SIGKILL, by a
+//! command). The server's [`Guard`] handle notices at once (a thread waits
+//! for it, stops included): a stopped guard is continued, a dead one
+//! replaced by a new one that is told everything watched; either is logged
+//! and kept as a notice for the next reply of every session. A guard that keeps dying at once is given up;
 //! every session's next reply says so, and the server still stops everything
 //! itself when it ends normally.
 //!
@@ -46,7 +49,8 @@
 //!
 //! The protocol is one line per event: `scope TOKEN` (first), `+g PGID` and
 //! `-g PGID` watch and forget a process group, `+s SID` and `-s SID` a
-//! session, `+c DIR` and `-c DIR` a control-group directory, and `reset`
+//! session, `+p PID START` and `-p PID START` a process (by its start time)
+//! and its descendants, `+c DIR` and `-c DIR` a control-group directory, and `reset`
 //! forgets everything watched (the server sends it before telling a guard
 //! that fell behind the whole list again), and `end` says the server is
 //! ending normally, having stopped what it ran: a server gone without it
@@ -65,9 +69,6 @@ use std::time::{Duration, Instant};
 use crate::private_fs;
 use crate::process::{self, Mark, Targets, TerminationMode};
 
-/// How long the guard gives what it stops between SIGTERM and SIGKILL.
-pub const GUARD_GRACE: Duration = Duration::from_secs(2);
-
 /// The longest line the guard accepts (a control group's path is the
 /// longest thing the server sends); longer ones are ignored.
 pub const LINE_LIMIT: usize = 4096;
@@ -82,6 +83,9 @@ const SHORT_LIVES_BEFORE_GIVING_UP: u32 = 5;
 /// stopped, say) before it stops queueing and later sends the whole list
 /// again instead: the server never blocks on its guard.
 const OUTBOX_LIMIT: usize = 256 * 1024;
+
+/// Adopted orphans the guard is told about at most ([`Guard::watch_trees`]).
+pub const TREES_LIMIT: usize = 1024;
 
 /// Notices kept for one reader that has not replied for a while.
 const NOTICES_PER_READER: usize = 8;
@@ -262,6 +266,51 @@ impl Guard {
     pub fn forget_cgroup(&self, dir: &Path) {
         if let Some(target) = Target::cgroup(dir) {
             self.send(Message::Forget(target));
+        }
+    }
+
+    /// Asks the guard to stop each of `roots` (orphans the server adopted
+    /// that only their ancestry ties to it) and its descendants if the
+    /// server dies, and to forget the roots watched so far that are not
+    /// among them (they ended). At most [`TREES_LIMIT`] are watched.
+    pub fn watch_trees(&self, roots: &[process::Root]) {
+        if roots.len() > TREES_LIMIT {
+            tracing::warn!(
+                roots = roots.len(),
+                limit = TREES_LIMIT,
+                "too many adopted orphans to tell the orphan guard about; the rest are found by \
+                 their marker or control group only"
+            );
+        }
+        let wanted: BTreeSet<Target> = roots
+            .iter()
+            .take(TREES_LIMIT)
+            .map(|root| Target::Tree(root.pid(), root.start_ticks()))
+            .collect();
+        let current: BTreeSet<Target> = {
+            let state = self.lock();
+            state
+                .watched
+                .iter()
+                .filter(|target| matches!(target, Target::Tree(..)))
+                .cloned()
+                .collect()
+        };
+        for gone in current.difference(&wanted) {
+            self.send(Message::Forget(gone.clone()));
+        }
+        for new in wanted.difference(&current) {
+            if let Target::Tree(pid, _) = new {
+                if crate::cgroup::server_dir().is_some() {
+                    tracing::info!(
+                        "pid {pid} left the server's control groups; the orphan guard will stop \
+                         it if the server dies"
+                    );
+                } else {
+                    tracing::debug!("the orphan guard watches the adopted orphan pid {pid}");
+                }
+            }
+            self.send(Message::Watch(new.clone()));
         }
     }
 
@@ -485,7 +534,8 @@ impl Keeper {
         let mut short_lives = 0;
         loop {
             let started = Instant::now();
-            let status = child.wait();
+            let status = self.wait_continuing(child.id());
+            drop(child);
             let mut state = self.lock();
             if state.closing {
                 let _ = finished.send(status);
@@ -528,6 +578,36 @@ impl Keeper {
                     self.give_up(&mut state, notice, status, finished);
                     return;
                 }
+            }
+        }
+    }
+
+    /// Waits for the guard `pid` to exit and returns how it did. A guard
+    /// stopped meanwhile (SIGSTOP from a command: stopped, it could not act
+    /// on the server's death) is continued at once, and every reader is
+    /// told.
+    fn wait_continuing(&self, pid: u32) -> io::Result<ExitStatus> {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        use std::os::unix::process::ExitStatusExt as _;
+        let guard = nix::unistd::Pid::from_raw(pid as i32);
+        loop {
+            match waitpid(guard, Some(WaitPidFlag::WUNTRACED)) {
+                Ok(WaitStatus::Exited(_, code)) => return Ok(ExitStatus::from_raw(code << 8)),
+                Ok(WaitStatus::Signaled(_, signal, core)) => {
+                    return Ok(ExitStatus::from_raw(signal as i32 | if core { 0x80 } else { 0 }));
+                }
+                Ok(WaitStatus::Stopped(_, signal)) => {
+                    // Its own group: the guard alone.
+                    process::signal_group(pid as i32, nix::sys::signal::Signal::SIGCONT);
+                    let notice = format!(
+                        "[The orphan guard (pid {pid}) was stopped ({signal}), perhaps by a \
+                         command; it was continued at once.]"
+                    );
+                    tracing::warn!("{notice}");
+                    self.lock().notices.post(&notice);
+                }
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(err) => return Err(err.into()),
             }
         }
     }
@@ -585,10 +665,11 @@ pub struct GuardOptions {
 /// parent-death signal, and checks that the other end of `channel` is its
 /// parent, of its user. Then it records what the server watches and forgets
 /// until the server is gone (end of file, the parent-death signal, or a
-/// parent that is not the server any more), then stops every process
-/// carrying the server's token, every process group still watched, every
-/// process in each watched session and each watched control group: SIGTERM,
-/// a grace of [`GUARD_GRACE`], then SIGKILL (control groups: `cgroup.kill`).
+/// parent that is not the server any more), then ends every process in
+/// each watched control group (`cgroup.kill`), every process carrying the
+/// server's token, every process group still watched and every process in
+/// each watched session, with no grace: all stopped first (SIGSTOP), then
+/// killed ([`process::stop_then_kill`]), so that none can react in between.
 /// Then it removes the runtime directory. It returns how the processes went
 /// away (`None` when nothing was alive), or an error if it could not start.
 pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<TerminationMode>> {
@@ -619,7 +700,7 @@ pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<Term
         tracing::warn!(peer, parent, "the orphan guard's parent is not the end of its channel");
     }
     let server_alive = move || nix::unistd::getppid().as_raw() == peer;
-    let mode = watch_until_gone(&channel, Some(wake.as_fd()), &server_alive, GUARD_GRACE)?;
+    let mode = watch_until_gone(&channel, Some(wake.as_fd()), &server_alive)?;
     if let Some(dir) = &options.runtime_dir {
         remove_runtime_dir(dir);
     }
@@ -734,7 +815,7 @@ impl Orders {
 
 /// The guard's loop, without what [`serve`] does to the process (which
 /// would leak into every later child of a test binary): reads `channel`
-/// until the server is gone, then stops what it was told to.
+/// until the server is gone, then ends what it was told to, with no grace.
 ///
 /// The server is gone when `channel` ends, or when `server_alive` says so:
 /// at start, and whenever the loop wakes (a message, or `wake` becoming
@@ -745,12 +826,8 @@ fn watch_until_gone(
     channel: &UnixStream,
     wake: Option<std::os::fd::BorrowedFd<'_>>,
     server_alive: &dyn Fn() -> bool,
-    grace: Duration,
 ) -> io::Result<Option<TerminationMode>> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    // Built before listening, so that a failure shows while the server is
-    // still there to notice the guard is gone.
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     channel.set_nonblocking(true)?;
     let mut orders = Orders::default();
     loop {
@@ -801,14 +878,13 @@ fn watch_until_gone(
         // removed; what left the groups is stopped with the rest.
         stop_cgroup(dir);
     }
-    let members = targets.members();
-    let mode = if members.is_empty() {
-        tracing::debug!("the server has ended and left nothing running");
-        None
-    } else {
-        tracing::info!(?members, "stopping what the server left running");
-        runtime.block_on(process::terminate(&targets, grace))
-    };
+    // No grace: a process that got SIGTERM could fork, or kill the guard,
+    // before its SIGKILL. Everything is stopped first, then killed.
+    let mode = process::stop_then_kill(&targets);
+    match mode {
+        None => tracing::debug!("the server has ended and left nothing running"),
+        Some(_) => tracing::info!("stopped and killed what the server left running"),
+    }
     Ok(mode)
 }
 
@@ -832,6 +908,7 @@ fn targets_to_stop(watched: &BTreeSet<Target>, token: Option<&str>) -> Targets {
         match target {
             Target::Group(pgid) => targets.groups.push(*pgid),
             Target::Session(sid) => targets.sessions.push(*sid),
+            Target::Tree(pid, start) => targets.roots.push(process::Root::at(*pid, *start)),
             Target::Cgroup(_) => {}
         }
     }
@@ -877,6 +954,8 @@ enum Message {
 enum Target {
     Group(i32),
     Session(i32),
+    /// A process, by pid and start time, and its descendants.
+    Tree(i32, u64),
     /// A control group's directory: absolute, no `.` or `..`, no line
     /// feed, at most [`LINE_LIMIT`] bytes with its line.
     Cgroup(PathBuf),
@@ -915,6 +994,7 @@ impl Message {
         match target {
             Target::Group(pgid) => format!("{sign}g {pgid}\n"),
             Target::Session(sid) => format!("{sign}s {sid}\n"),
+            Target::Tree(pid, start) => format!("{sign}p {pid} {start}\n"),
             Target::Cgroup(dir) => format!("{sign}c {}\n", dir.display()),
         }
     }
@@ -939,6 +1019,11 @@ impl Message {
         let target = match head.get(1..)? {
             "g" => Target::Group(id()?),
             "s" => Target::Session(id()?),
+            "p" => {
+                let (pid, start) = rest.split_once(' ')?;
+                let pid = pid.parse::<i32>().ok().filter(|&pid| pid > 1)?;
+                Target::Tree(pid, start.parse().ok()?)
+            }
             "c" => Target::parse_cgroup(rest)?,
             _ => return None,
         };
@@ -986,7 +1071,7 @@ mod tests {
         let (server_end, guard_end) = UnixStream::pair().expect("socket pair");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
-            let _ = sender.send(watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE));
+            let _ = sender.send(watch_until_gone(&guard_end, None, &|| true));
         });
         (server_end, receiver)
     }
@@ -1006,6 +1091,8 @@ mod tests {
             Message::Forget(Target::Group(123)),
             Message::Watch(Target::Session(456)),
             Message::Forget(Target::Session(456)),
+            Message::Watch(Target::Tree(789, 123_456)),
+            Message::Forget(Target::Tree(789, 1)),
             Message::Watch(Target::Cgroup("/sys/fs/cgroup/a b/shellkeep-1".into())),
             Message::Forget(Target::Cgroup("/sys/fs/cgroup/x".into())),
         ];
@@ -1020,6 +1107,8 @@ mod tests {
                 "-g 123\n",
                 "+s 456\n",
                 "-s 456\n",
+                "+p 789 123456\n",
+                "-p 789 1\n",
                 "+c /sys/fs/cgroup/a b/shellkeep-1\n",
                 "-c /sys/fs/cgroup/x\n"
             ]
@@ -1040,6 +1129,11 @@ mod tests {
             "+g 0",
             "+g -7",
             "+gg 5",
+            "+p 5",
+            "+p 1 5",
+            "+p 5 x",
+            "+p 5 -1",
+            "+p 5 6 7",
             "+g 5 ",
             "reset ",
             "end ",
@@ -1107,7 +1201,7 @@ mod tests {
         drop(server_end);
 
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
     }
@@ -1138,7 +1232,7 @@ mod tests {
         drop(server_end);
 
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_session_members(sid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
     }
@@ -1185,8 +1279,7 @@ mod tests {
         let server_alive = Arc::clone(&alive);
         std::thread::spawn(move || {
             let alive = move || server_alive.load(Ordering::SeqCst);
-            let _ =
-                sender.send(watch_until_gone(&guard_end, Some(wake.as_fd()), &alive, GUARD_GRACE));
+            let _ = sender.send(watch_until_gone(&guard_end, Some(wake.as_fd()), &alive));
         });
         server_end.write_all(b"+g 999999\n").expect("write");
         // Someone else's wake-up, with the server still there: nothing.
@@ -1198,7 +1291,7 @@ mod tests {
         alive.store(false, Ordering::SeqCst);
         (&wake_sender).write_all(b"x").expect("wake");
         let mode = result.recv_timeout(Duration::from_secs(10)).expect("guard loop ended");
-        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Soft));
+        assert_eq!(mode.expect("guard loop ran"), Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
         drop(server_end);
@@ -1215,12 +1308,12 @@ mod tests {
         let pgid = child.id().expect("pid") as i32;
         let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
         server_end.write_all(format!("+g {pgid}\n").as_bytes()).expect("write");
-        // The loop builds a runtime of its own: not on this one's thread.
+        // The loop blocks: not on this runtime's thread.
         let looped = std::thread::spawn(move || {
-            watch_until_gone(&guard_end, None, &|| false, GUARD_GRACE).expect("loop ran")
+            watch_until_gone(&guard_end, None, &|| false).expect("loop ran")
         });
         let mode = looped.join().expect("the loop ended");
-        assert_eq!(mode, Some(TerminationMode::Soft));
+        assert_eq!(mode, Some(TerminationMode::Hard));
         assert_eq!(process::live_group_members(pgid), Vec::<i32>::new());
         child.wait().await.expect("reaped");
         drop(server_end);
@@ -1456,10 +1549,49 @@ mod tests {
         let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
         server_end.write_all(lines(&[Message::Scope(token)]).as_bytes()).expect("write");
         drop(server_end);
-        let mode = watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran");
-        assert_eq!(mode, Some(TerminationMode::Soft));
+        let mode = watch_until_gone(&guard_end, None, &|| true).expect("loop ran");
+        assert_eq!(mode, Some(TerminationMode::Hard));
         assert_eq!(pids_with_argument(&marker), Vec::<i32>::new());
         child.wait().expect("reaped");
+    }
+
+    /// Issue 19 (F1): the guard gives no grace. What it ends is stopped
+    /// before anything else reaches it, so a process that would react to
+    /// SIGTERM (fork a new escapee, kill the guard) never runs again: its
+    /// trap never fires, and nothing it would have started exists.
+    #[test]
+    fn what_the_guard_ends_cannot_react_before_it_dies() {
+        let marker = format!("300.{}", std::process::id() + 7);
+        let late = format!("301.{}", std::process::id() + 7);
+        let token = format!("nograce{}", std::process::id());
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-guard-nograce-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let trapped = dir.join("trapped");
+        // It would leave a witness and start another process on SIGTERM,
+        // and it ignores SIGTERM; setsid takes it out of any group.
+        let script = format!(
+            "trap 'touch {trapped}; setsid sleep {late} & ' TERM; \
+             while :; do sleep {marker}; done",
+            trapped = trapped.display()
+        );
+        let mut child = process::guard_command("setsid")
+            .args(["bash", "-c", &script])
+            .env(process::SCOPE_VAR, format!("{token}/run-1"))
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn setsid");
+        assert!(wait_until(Duration::from_secs(10), || !pids_with_argument(&marker).is_empty()));
+        let (mut server_end, guard_end) = UnixStream::pair().expect("socket pair");
+        server_end.write_all(lines(&[Message::Scope(token)]).as_bytes()).expect("write");
+        drop(server_end);
+        let mode = watch_until_gone(&guard_end, None, &|| true).expect("loop ran");
+        assert_eq!(mode, Some(TerminationMode::Hard));
+        assert_eq!(pids_with_argument(&marker), Vec::<i32>::new());
+        assert_eq!(pids_with_argument(&late), Vec::<i32>::new(), "it reacted");
+        assert!(!trapped.exists(), "its SIGTERM trap ran");
+        child.wait().expect("reaped");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1539,7 +1671,7 @@ mod tests {
         server_end.write_all(line.as_bytes()).expect("write");
         drop(server_end);
         let looped = std::thread::spawn(move || {
-            watch_until_gone(&guard_end, None, &|| true, GUARD_GRACE).expect("loop ran")
+            watch_until_gone(&guard_end, None, &|| true).expect("loop ran")
         });
         looped.join().expect("the loop ended");
         let status = tokio::time::timeout(Duration::from_secs(10), child.wait())

@@ -340,19 +340,12 @@ async fn serve(
     let containment = start_containment(config.containment)?;
     // What servers that are gone left running (killed with their guard):
     // stopped in the background, so that the start does not wait.
-    let sweep = tokio::spawn(process::sweep_dead_servers(config.grace));
+    let sweep = tokio::task::spawn_blocking(process::sweep_dead_servers);
     let cwd = match &config.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the working directory")?,
     };
     anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
-    // Orphans of everything we start become our children, so that nothing
-    // leaves our tree; they are reaped here as they end.
-    let reaper = tokio::spawn(async {
-        if let Err(err) = process::reap_adopted_orphans().await {
-            tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
-        }
-    });
     // Resolved once, before any command's `env` can change `PATH`.
     let _ = process::bash();
     let dir = RuntimeDir::create()?;
@@ -366,6 +359,21 @@ async fn serve(
     if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
         guard.watch_cgroup(dir);
     }
+    // Orphans of everything we start become our children, so that nothing
+    // leaves our tree; they are reaped here as they end, and those that
+    // only their ancestry ties to us are told to the guard, which cannot
+    // see that ancestry once we are gone.
+    let adopted_guard = guard.clone();
+    let reaper = tokio::spawn(async move {
+        let told = move |roots: &[process::Root]| {
+            if let Some(guard) = &adopted_guard {
+                guard.watch_trees(roots);
+            }
+        };
+        if let Err(err) = process::reap_adopted_orphans(told).await {
+            tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
+        }
+    });
     // Unique among servers sharing the directory.
     let prefix = shellkeep_engine::output::server_prefix()?;
     let spill = full_output_store(&config, &dir.path.join("output"), &prefix)?;
@@ -541,7 +549,7 @@ async fn run_once(
     let _containment = start_containment(config::containment(args)?)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
     // them even with a cleared environment.
-    let reaper = tokio::spawn(async { process::reap_adopted_orphans().await });
+    let reaper = tokio::spawn(async { process::reap_adopted_orphans(|_| {}).await });
     let dir = RuntimeDir::create()?;
     let request = RunRequest {
         cwd,
@@ -668,7 +676,7 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
             .to_owned(),
     });
     // As every start does: what servers that are gone left running.
-    line(match process::sweep_dead_servers(Duration::from_secs(2)).await {
+    line(match tokio::task::spawn_blocking(process::sweep_dead_servers).await.unwrap_or(0) {
         0 => "processes left by servers that are gone: none".to_owned(),
         found => format!("processes left by servers that are gone: {found}, stopped now"),
     });

@@ -56,17 +56,38 @@ fn register(spawned: &mut Vec<(i32, u64)>, pid: i32) {
 /// and forgets registered children that are gone. Returns how many it
 /// reaped.
 pub fn reap_adopted_now() -> usize {
+    reap_and_list().0
+}
+
+/// [`reap_adopted_now`], and the live orphans we adopted (children of ours
+/// we did not spawn) that only their ancestry ties to us: in a cgroup mode,
+/// those that left the server's control groups; in markers mode, all of
+/// them. The orphan guard is told these, so that it can stop them and what
+/// they start after the server's death, when that ancestry is gone.
+pub(super) fn reap_and_list() -> (usize, Vec<Root>) {
     let me = std::process::id() as i32;
     let mut spawned = SPAWNED.lock().unwrap_or_else(PoisonError::into_inner);
     let mut present = HashSet::new();
     let mut zombies = Vec::new();
+    let mut adopted = Vec::new();
     for_each_stat(|stat| {
         present.insert((stat.pid, stat.start_ticks));
-        if stat.ppid == me && stat.state == b'Z' {
-            zombies.push((stat.pid, stat.start_ticks));
+        if stat.ppid == me {
+            if stat.state == b'Z' {
+                zombies.push((stat.pid, stat.start_ticks));
+            } else {
+                adopted.push((stat.pid, stat.start_ticks));
+            }
         }
     });
     spawned.retain(|entry| present.contains(entry));
+    let in_cgroup_mode = crate::cgroup::server_dir().is_some();
+    let adopted: Vec<Root> = adopted
+        .into_iter()
+        .filter(|entry| !spawned.contains(entry))
+        .filter(|&(pid, _)| !in_cgroup_mode || crate::cgroup::outside_server_dir(pid))
+        .map(|(pid, start)| Root::at(pid, start))
+        .collect();
     let mut reaped = 0;
     for zombie in zombies {
         if spawned.contains(&zombie) {
@@ -77,5 +98,5 @@ pub fn reap_adopted_now() -> usize {
             reaped += 1;
         }
     }
-    reaped
+    (reaped, adopted)
 }

@@ -28,12 +28,20 @@
 //! existed or has ended counts as none) that descend from it or are adopted
 //! orphans attributed to it ([`Targets`], [`Unmarked`]). The server is a
 //! child subreaper ([`reap_adopted_orphans`]), so orphans stay its
-//! descendants. What still escapes in markers mode: an unmarked orphan
-//! taken for another owner's (see [`Unmarked`]), a process relabelled with
-//! another live owner's marker (stopped with that owner), one alive after a
-//! server SIGKILL (the guard only sees markers, groups and sessions), and
-//! in every mode a process that asks something outside our tree
-//! (`systemd-run`, `at`, a daemon) to start it.
+//! descendants. The orphan guard, which outlives the server, sees markers,
+//! groups, sessions, control groups, and the orphans the server adopted
+//! that only their ancestry ties to it (told at every SIGCHLD the server
+//! gets, [`reap_adopted_orphans`]). What still escapes in markers mode: an
+//! unmarked orphan taken for another owner's (see [`Unmarked`]), a process
+//! relabelled with another live owner's marker (stopped with that owner),
+//! an unmarked one alive after a server SIGKILL that the guard was not yet
+//! told of, and in every mode a process that asks something outside our
+//! tree (`systemd-run`, `at`, a daemon) to start it.
+//!
+//! Whatever must end with no chance to react is stopped first:
+//! [`stop_then_kill`] (the guard, the sweep of dead servers' processes)
+//! sends SIGSTOP to everything before SIGKILL, and in a cgroup mode every
+//! SIGKILL round, and the last look of a stop, freeze the control groups.
 //!
 //! # Rooms
 //!
@@ -75,20 +83,23 @@ pub use self::spawn::{
     seccomp_status, spawn,
 };
 pub use self::terminate::{
-    Targets, Unmarked, command_targets, kill_now, signal_group, terminate, terminate_groups,
-    terminate_session,
+    Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,
+    terminate_groups, terminate_session,
 };
 
 /// Makes this process a child subreaper, so that orphans of everything it
 /// started stay its descendants, and reaps those orphans (zombies that are
 /// children of ours but were not started by [`spawn`]) every time a child
-/// changes state. Runs until the task is dropped; only the server calls it.
-pub async fn reap_adopted_orphans() -> std::io::Result<()> {
+/// changes state. Each time, `adopted` is given the live orphans that only
+/// their ancestry ties to us (see `children::reap_and_list`), for the
+/// orphan guard. Runs until the task is dropped; only the server calls it.
+pub async fn reap_adopted_orphans(mut adopted: impl FnMut(&[Root])) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut children = signal(SignalKind::child())?;
     become_subreaper()?;
     loop {
-        reap_adopted_now();
+        let (_, orphans) = children::reap_and_list();
+        adopted(&orphans);
         if children.recv().await.is_none() {
             return Ok(());
         }
@@ -252,13 +263,13 @@ pub fn is_ours(pid: i32) -> bool {
         || cgroup::server_dir().is_some_and(|dir| cgroup::members(dir).contains(&pid))
 }
 
-/// Stops every process that carries the scope marker of a server of this
+/// Ends every process that carries the scope marker of a server of this
 /// user that is gone (killed with its guard, say: nothing else is left to
-/// stop them), as [`terminate`] does, with `grace`; returns how many it
-/// found. Markers of live servers, of another pid namespace or of another
-/// shape are left alone. One scan of `/proc`, then the stop; every start
-/// and `doctor` run it.
-pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
+/// stop them), with no grace, as the guard would have ([`stop_then_kill`]);
+/// returns how many it found. Markers of live servers, of another pid
+/// namespace or of another shape are left alone. One scan of `/proc`, then
+/// the stop; blocking. Every start and `doctor` run it.
+pub fn sweep_dead_servers() -> usize {
     let mut tokens = std::collections::BTreeSet::new();
     let me = crate::private_fs::euid();
     proc_scan::for_each_proc(|stat| {
@@ -278,7 +289,7 @@ pub async fn sweep_dead_servers(grace: std::time::Duration) -> usize {
     let found = targets.members().len();
     if found > 0 {
         tracing::warn!("stopping {found} processes left by servers that are gone");
-        terminate(&targets, grace).await;
+        stop_then_kill(&targets);
     }
     found
 }

@@ -114,6 +114,21 @@ pub struct Root {
 }
 
 impl Root {
+    /// Process `pid` started at `start_ticks` (clock ticks since boot).
+    pub fn at(pid: i32, start_ticks: u64) -> Root {
+        Root { pid, start_ticks }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// When it started, in clock ticks since boot.
+    pub fn start_ticks(&self) -> u64 {
+        self.start_ticks
+    }
+
     /// Process `pid` as it is now; `None` if it is gone.
     pub fn of(pid: i32) -> Option<Root> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -1,8 +1,9 @@
 //! Stopping processes: what a stop reaches ([`Targets`]: groups,
 //! sessions, descendants, control groups, markers, unmarked processes of
 //! ours attributed to an owner; sparing a shell's jobs) and the stop itself
-//! (SIGTERM, grace, the control groups' kill and SIGKILL). Sends signals;
-//! starts nothing.
+//! (SIGTERM, grace, then rounds that freeze the control groups, SIGKILL and
+//! kill the groups; or, with no grace, SIGSTOP to everything, then the
+//! kill). Sends signals; starts nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -81,7 +82,9 @@ pub struct Targets {
 /// is open, two sessions), an orphan of the older one is taken for the
 /// newer one's: stopped when that one stops, missed when its own owner
 /// stops, and in any case stopped when the server ends. In a cgroup mode
-/// the group decides instead, exactly.
+/// the group decides instead, exactly; and an adopted orphan that left the
+/// server's groups (root, a delegated subtree: `cgroup::outside_server_dir`)
+/// did so on purpose, so it belongs to every stop, whoever's it was.
 #[derive(Debug, Clone, Default)]
 pub struct Unmarked {
     /// The owner's scope value.
@@ -219,8 +222,9 @@ impl Targets {
                                     || unmarked_cgroup.contains(&pid)
                                     || top_of(pid).is_some_and(|top| {
                                         !spawned.contains(&top)
-                                            && owner_at(top.1).as_deref()
+                                            && (owner_at(top.1).as_deref()
                                                 == Some(unmarked.owner.as_str())
+                                                || cgroup::outside_server_dir(pid))
                                     }))
                         }),
                     };
@@ -258,6 +262,57 @@ impl Targets {
         }
     }
 
+    /// The control groups a stop freezes while it kills: its own, and the
+    /// owner's group its unmarked processes are looked for in (a shell's,
+    /// whose shell and jobs are spared: frozen for a moment, then thawed).
+    fn groups_to_freeze(&self) -> Vec<&Arc<cgroup::Group>> {
+        let owner = self.unmarked.as_ref().and_then(|unmarked| unmarked.cgroup.as_ref());
+        let mut groups: Vec<&Arc<cgroup::Group>> = self.cgroups.iter().collect();
+        groups.extend(owner.filter(|owner| !self.cgroups.iter().any(|g| Arc::ptr_eq(g, owner))));
+        groups
+    }
+
+    /// One round of the kill: the control groups frozen (nothing in them
+    /// can fork or signal meanwhile), SIGKILL to every member, the groups'
+    /// own kill, then the groups thawed. Returns whether nothing was left
+    /// to kill.
+    fn kill_round(&self) -> bool {
+        let frozen = self.groups_to_freeze();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(true) {
+                tracing::debug!(
+                    "cannot freeze the control group {}: {err}",
+                    group.path().display()
+                );
+            }
+        }
+        let members = self.members();
+        self.signal(&members, Signal::SIGKILL);
+        self.kill_cgroups();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(false) {
+                tracing::warn!("cannot thaw the control group {}: {err}", group.path().display());
+            }
+        }
+        members.is_empty()
+    }
+
+    /// The live members, looked for with the control groups frozen (see
+    /// [`Targets::kill_round`]), or plainly where there are none.
+    fn frozen_members(&self) -> Vec<i32> {
+        let frozen = self.groups_to_freeze();
+        for group in &frozen {
+            let _ = group.set_frozen(true);
+        }
+        let members = self.members();
+        for group in &frozen {
+            if let Err(err) = group.set_frozen(false) {
+                tracing::warn!("cannot thaw the control group {}: {err}", group.path().display());
+            }
+        }
+        members
+    }
+
     /// Kills the control groups as a whole.
     fn kill_cgroups(&self) {
         for group in &self.cgroups {
@@ -271,13 +326,19 @@ impl Targets {
 /// Stops every process `targets` reach: SIGTERM (after SIGHUP when
 /// `targets.hangup`) and SIGCONT, then, after `grace`, the control groups'
 /// kill and SIGKILL to whatever else is still alive. Processes that appear
-/// meanwhile (a fork in progress) get the same. Returns `None` when there
-/// was nothing alive to stop.
+/// meanwhile (a fork in progress) get the same. Where there are control
+/// groups, the last look (that nothing is left, or what to kill) is taken
+/// with them frozen: a fork chain (each process forks the next and exits)
+/// slips between two looks at `/proc`, never through a frozen group.
+/// Returns `None` when there was nothing alive to stop.
 ///
 /// There is no kernel event for "these processes are gone", so the grace
 /// period checks for survivors at a short, growing interval.
 pub async fn terminate(targets: &Targets, grace: Duration) -> Option<TerminationMode> {
-    let members = targets.members();
+    let mut members = targets.members();
+    if members.is_empty() && !targets.groups_to_freeze().is_empty() {
+        members = targets.frozen_members();
+    }
     if members.is_empty() {
         return None;
     }
@@ -299,16 +360,55 @@ pub async fn terminate(targets: &Targets, grace: Duration) -> Option<Termination
         members.is_empty()
     })
     .await;
-    if gone {
+    // A look that finds nothing may fall between two generations of a fork
+    // chain; one within frozen control groups cannot (and kills what it
+    // finds).
+    if gone && (targets.groups_to_freeze().is_empty() || targets.kill_round()) {
         return Some(TerminationMode::Soft);
     }
-    wait_until(Duration::from_secs(2), || {
-        targets.kill_cgroups();
-        let members = targets.members();
-        targets.signal(&members, Signal::SIGKILL);
-        members.is_empty()
-    })
-    .await;
+    // Each round freezes the control groups first: a fork chain (each
+    // process forks the next and exits) outruns a look at /proc, not a
+    // frozen group.
+    wait_until(Duration::from_secs(2), || targets.kill_round()).await;
+    Some(TerminationMode::Hard)
+}
+
+/// How long [`stop_then_kill`] keeps stopping what appears before it kills
+/// whatever it has.
+const STOP_LIMIT: Duration = Duration::from_secs(2);
+
+/// Stops every process `targets` reach with no grace and no chance to react
+/// (the orphan guard's stop, after the server's death: nothing must fork,
+/// signal the guard or write in between). First SIGSTOP: to the groups as a
+/// whole (atomic against a fork in progress) and to every member, again to
+/// whatever appeared meanwhile until a look finds nothing new (at most
+/// [`STOP_LIMIT`]); a stopped process cannot run, and a stop cannot be
+/// caught or ignored. Then SIGKILL to every member, in rounds that freeze
+/// the control groups (see [`terminate`]) until none is left (at most 2 s).
+/// Blocking. Returns `None` when nothing was alive.
+pub fn stop_then_kill(targets: &Targets) -> Option<TerminationMode> {
+    let mut stopped: HashSet<i32> = HashSet::new();
+    let deadline = std::time::Instant::now() + STOP_LIMIT;
+    loop {
+        for &group in &targets.groups {
+            signal_group(group, Signal::SIGSTOP);
+        }
+        let fresh: Vec<i32> =
+            targets.members().into_iter().filter(|&pid| stopped.insert(pid)).collect();
+        if fresh.is_empty() || std::time::Instant::now() >= deadline {
+            break;
+        }
+        targets.signal(&fresh, Signal::SIGSTOP);
+    }
+    if stopped.is_empty() {
+        return None;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut pause = Duration::from_millis(1);
+    while !targets.kill_round() && std::time::Instant::now() < deadline {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
     Some(TerminationMode::Hard)
 }
 

@@ -538,6 +538,149 @@ async fn a_process_that_leaves_its_control_group_is_still_stopped() {
     assert_none_survive(&[&found_by], CLEANUP).await;
 }
 
+/// Issue 19, item 9 (F9): in a cgroup mode where a command may write a
+/// `cgroup.procs` outside its group (a delegated subtree, root), a process
+/// that leaves the server's groups, turns non-dumpable (an unprivileged
+/// server cannot read its marker) and double-forks is still ended: by
+/// `reset` of its session while a newer session is open (an orphan that
+/// left the groups belongs to every stop), and by the guard after a server
+/// SIGKILL (the server tells it every orphan that left its groups).
+#[tokio::test]
+async fn a_process_that_leaves_the_servers_groups_and_hides_is_still_ended() {
+    for sigkill in [false, true] {
+        let mut server = server(&cgroup_mode(), &[]).await;
+        let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+        let dir_name = format!("shellkeep-{}-", server.pid);
+        if !r.output().contains(&dir_name) {
+            skip_without_cgroups("no control groups here");
+            return;
+        }
+        // A newer session is open when the orphan starts: attribution by
+        // start time would give the orphan to it.
+        let r = server.terminal(json!({"command": "echo other", "session": "newer"})).await;
+        assert_eq!(r.output(), "other\n", "{r:#?}");
+        let found_by = format!("300.{}", marker());
+        // Into the group that holds the server's directory: the one a
+        // delegated subtree's owner (or root) may always write.
+        let command = format!(
+            "m=$(awk '$9 == \"cgroup2\" {{ print $5; exit }}' /proc/self/mountinfo); \
+             g=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+             (bash -c \"echo \\$BASHPID > $m${{g%/shellkeep-*}}/cgroup.procs && \
+             exec python3 -c '{NON_DUMPABLE}' {found_by}\" </dev/null >/dev/null 2>&1 &); \
+             echo started"
+        );
+        let r = server.terminal(json!({ "command": command })).await;
+        assert_eq!(r["exit_code"], 0, "{r:#?}");
+        // Settled: one process left, the second fork (its session's leader,
+        // the first fork, is gone), an orphan of the server's, outside its
+        // groups.
+        let server_pid = server.pid.to_string();
+        let escaped = || {
+            let found = processes_with(&[&found_by]);
+            let [line] = &found[..] else { return None };
+            let pid = line.split(':').next().unwrap_or_default().to_owned();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(") ")
+                .map(|(_, rest)| rest.split(' ').collect())
+                .unwrap_or_default();
+            let (ppid, session) = (fields.get(1).copied(), fields.get(3).copied().unwrap_or("0"));
+            let outside = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                .is_ok_and(|groups| !groups.contains(&dir_name));
+            let forked_twice = line.contains("python3")
+                && session != pid
+                && !std::path::Path::new(&format!("/proc/{session}")).exists();
+            (ppid == Some(server_pid.as_str()) && outside && forked_twice).then_some(pid)
+        };
+        wait_until(
+            CLEANUP,
+            || escaped().is_some(),
+            || format!("{:?}\n{}", processes_with(&[&found_by]), server.log()),
+        )
+        .await;
+        let pid = escaped().expect("settled");
+        if sigkill {
+            wait_until(
+                CLEANUP,
+                || server.log().contains(&format!("pid {pid} left the server's control groups")),
+                || format!("the guard was not told of {pid}:\n{}", server.log()),
+            )
+            .await;
+            server.signal("KILL");
+            server.wait_exit(Duration::from_secs(20)).await;
+        } else {
+            let r = server.terminal(json!({"command": "", "reset": true})).await;
+            assert!(!r.is_error, "{r:#?}");
+        }
+        assert_none_survive(&[&found_by], CLEANUP).await;
+    }
+}
+
+/// A fork chain: each process sleeps 2 ms, forks the next (which leaves
+/// its session and group) and exits, writing its generation to the file
+/// named second; the first argument finds it in `/proc`. No look at `/proc`
+/// catches one generation alive long enough to signal it.
+const FORK_CHAIN: &str = "import os, sys, time
+n = 0
+while True:
+    time.sleep(0.002)
+    n += 1
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    with open(sys.argv[2], 'w') as out:
+        out.write(str(n))
+";
+
+/// Issue 19, item 13: in a cgroup mode, `C-c` stops a fork chain the
+/// command started, with the rest of the command: the kill freezes the
+/// shell's group while it looks (the shell and its jobs are thawed after).
+#[tokio::test]
+async fn ctrl_c_stops_a_fork_chain_in_a_cgroup_mode() {
+    let server = server(&cgroup_mode(), &[]).await;
+    let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+    if !r.output().contains(&format!("shellkeep-{}-", server.pid)) {
+        skip_without_cgroups("no control groups here");
+        return;
+    }
+    let job = start_job(&server).await;
+    std::fs::write(server.cwd().join("chain.py"), FORK_CHAIN).expect("write the chain");
+    let chain = format!("300.{}", marker());
+    let generations = server.cwd().join("generations");
+    let generation = || {
+        std::fs::read_to_string(&generations)
+            .ok()
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (foreground, f) = sleep();
+    let command = format!(
+        "(python3 chain.py {chain} {} </dev/null >/dev/null 2>&1 &); {foreground}",
+        generations.display()
+    );
+    let r = server.terminal(json!({"command": command, "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    wait_until(CLEANUP, || generation() >= 20, || format!("generation {}", generation())).await;
+
+    let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_none_survive(&[&chain, &f], CLEANUP).await;
+    // Still gone after another call: the chain is not hiding between two
+    // generations, and it does not count on.
+    let last = generation();
+    let r = server.terminal(json!({"command": "echo ok"})).await;
+    assert_eq!(r.output(), "ok\n", "{r:#?}");
+    assert!(
+        processes_with(&[&chain]).is_empty(),
+        "{:?}\n{}",
+        processes_with(&[&chain]),
+        server.log()
+    );
+    assert_eq!(generation(), last, "the chain still forks\n{}", server.log());
+    // The shell's own job was frozen for a moment, not killed.
+    assert_eq!(processes_with(&[&job]).len(), 1, "the shell's job died");
+}
+
 /// In a cgroup mode, each owner has a control group of its own under the
 /// server's directory, and the directory is gone once the server has ended.
 #[tokio::test]

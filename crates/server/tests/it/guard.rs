@@ -191,6 +191,36 @@ async fn a_command_holding_the_servers_end_of_the_channel_cannot_hide_its_death(
     wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} is still running")).await;
 }
 
+/// Issue 19, item 8: the guard gives no grace after the server's death. A
+/// process that would answer SIGTERM by killing the guard and starting a
+/// new escapee (and ignores it) never gets to: it is stopped before it is
+/// killed, its trap never runs, and the guard cleans up everything.
+#[tokio::test]
+async fn after_a_server_sigkill_nothing_the_guard_ends_can_react() {
+    let mut server = Server::start().await;
+    let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+    let (reacting, late, plain) = (mark(), mark(), mark());
+    let witness = server.cwd().join("trapped");
+    let trap = format!(
+        "trap 'touch {witness}; kill -9 {guard}; setsid sleep {late} &' TERM; \
+         while :; do sleep {reacting}; done",
+        witness = witness.display()
+    );
+    let command = format!(
+        "(setsid bash -c \"{trap}\" </dev/null >/dev/null 2>&1 &); \
+         (setsid sleep {plain} </dev/null >/dev/null 2>&1 &); echo started"
+    );
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    wait_alive(&[&reacting, &plain]).await;
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(20)).await;
+    assert_none_survive(&[&reacting, &plain, &late], CLEANUP).await;
+    wait_until(CLEANUP, || !alive(guard), || format!("the guard {guard} is still running")).await;
+    assert!(!witness.exists(), "a process the guard ended ran its SIGTERM trap");
+    assert!(processes_with(&[&late]).is_empty(), "a process the guard ended started another");
+}
+
 /// F14 (the token) and SIGTERM: the scope token is on no process's command
 /// line; the guard is not dumpable (its descriptors are root's) and blocks
 /// SIGTERM, so a command's `kill` does not end it, and it still cleans up
@@ -359,4 +389,166 @@ fn a_guard_without_a_channel_from_its_parent_refuses_to_run() {
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("the orphan guard cannot run"), "{stderr}");
     assert!(kept, "the runtime directory was left alone");
+}
+
+/// The containment modes a test runs in: the one CI names
+/// (`SHELLKEEP_TEST_CONTAINMENT`), else `auto` (a control group where the
+/// host allows it) and `markers`.
+fn modes() -> Vec<String> {
+    match std::env::var("SHELLKEEP_TEST_CONTAINMENT") {
+        Ok(mode) if !mode.is_empty() => vec![mode],
+        _ => vec!["auto".into(), "markers".into()],
+    }
+}
+
+/// Whether process `pid` is stopped (`T` in its stat).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+}
+
+/// Issue 19, item 8: a command that stops the guard while the server lives
+/// does not keep it stopped: the server continues it at once, the reply of
+/// the session says so (once), and the same guard still cleans up after a
+/// server SIGKILL.
+#[tokio::test]
+async fn a_stopped_guard_is_continued_at_once_and_the_reply_says_so() {
+    let mut server = Server::start().await;
+    let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+    let r = server.terminal(json!({"command": "echo first"})).await;
+    assert_eq!(r.output(), "first\n", "{r:#?}");
+    let stopping =
+        server.terminal(json!({"command": format!("kill -STOP {guard}; echo sent")})).await;
+    assert_eq!(stopping["exit_code"], 0, "{stopping:#?}");
+    wait_until(
+        CLEANUP,
+        || server.log().contains("was stopped") && !stopped(guard),
+        || format!("the guard was not continued (stopped: {})\n{}", stopped(guard), server.log()),
+    )
+    .await;
+    let next = server.terminal(json!({"command": "echo next"})).await;
+    let told: Vec<&crate::Reply> =
+        [&stopping, &next].into_iter().filter(|r| r.text.contains("was stopped")).collect();
+    assert_eq!(told.len(), 1, "told once:\n{}\n---\n{}", stopping.text, next.text);
+    assert!(told[0].text.contains(&format!("orphan guard (pid {guard})")), "{}", told[0].text);
+    assert_eq!(guard_of(server.pid), Some(guard), "the same guard, not a new one");
+
+    let escaped = mark();
+    let command = format!("(setsid sleep {escaped} </dev/null >/dev/null 2>&1 &); echo started");
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    wait_alive(&[&escaped]).await;
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(20)).await;
+    assert_none_survive(&[&escaped], CLEANUP).await;
+}
+
+/// Escapees for the guard-killing tests: a `setsid` orphan and a plain
+/// `(sleep &)` (both marked), and, where the shell is in a control group,
+/// a non-dumpable double fork (unmarked: only its group finds it).
+async fn start_escapees(server: &Server) -> Vec<String> {
+    let r = server.terminal(json!({"command": "cat /proc/self/cgroup"})).await;
+    let in_cgroup = r.output().contains(&format!("shellkeep-{}-", server.pid));
+    let (setsid, plain, hidden) = (mark(), mark(), mark());
+    let mut command = format!(
+        "(setsid sleep {setsid} </dev/null >/dev/null 2>&1 &); \
+         (sleep {plain} </dev/null >/dev/null 2>&1 &); "
+    );
+    let mut markers = vec![setsid, plain];
+    if in_cgroup {
+        command.push_str(&format!(
+            "(python3 -c 'import ctypes,os,time; ctypes.CDLL(None).prctl(4,0,0,0,0); \
+             os.fork() and os._exit(0); os.setsid(); os.fork() and os._exit(0); \
+             time.sleep(300)' {hidden} </dev/null >/dev/null 2>&1 &); "
+        ));
+        markers.push(hidden);
+    }
+    command.push_str("echo started");
+    let r = server.terminal(json!({ "command": command })).await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    wait_alive(&markers.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    markers
+}
+
+/// Issue 19, item 8 (F1): one command stops the guard, SIGKILLs the server,
+/// then kills the guard. Nothing is left to clean up at that moment; the
+/// next start of a server (of the same user) ends everything the first
+/// one's sessions started, in every containment mode.
+#[tokio::test]
+async fn a_command_that_stops_the_guard_and_kills_the_server_and_the_guard_leaves_nothing_after_the_next_start()
+ {
+    for mode in modes() {
+        let mut server = Server::with_env(&[], &[("SHELLKEEP_CONTAINMENT", &mode)]).await;
+        let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+        let markers = start_escapees(&server).await;
+        let command = format!(
+            "python3 -c 'import os,sys; g,s=map(int,sys.argv[1:]); os.kill(g,19); os.kill(s,9); \
+             os.kill(g,9)' {guard} $PPID"
+        );
+        // No reply: the server dies.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(30),
+            server.try_call("terminal", json!({ "command": command })),
+        )
+        .await;
+        server.wait_exit(Duration::from_secs(20)).await;
+        wait_until(CLEANUP, || !alive(guard), || format!("{mode}: the guard {guard} lives")).await;
+
+        let _next = Server::with_env(&[], &[("SHELLKEEP_CONTAINMENT", &mode)]).await;
+        let markers: Vec<&str> = markers.iter().map(String::as_str).collect();
+        assert_none_survive(&markers, CLEANUP).await;
+    }
+}
+
+/// A watcher that waits on the server's pidfd and kills the guard the
+/// moment the server dies (of anything), then sleeps with `MARKER` among
+/// its arguments.
+const PIDFD_WATCHER: &str = r#"
+import os, select, sys, time
+server, guard = int(sys.argv[1]), int(sys.argv[2])
+fd = os.pidfd_open(server)
+print("watching", flush=True)
+poll = select.poll()
+poll.register(fd, select.POLLIN)
+poll.poll()
+try:
+    os.kill(guard, 9)
+except OSError:
+    pass
+time.sleep(300)
+"#;
+
+/// Issue 19, item 8, the pidfd variant: a process of a session kills the
+/// guard the moment the server dies. Whoever wins that race, nothing of the
+/// server's sessions (the watcher included) outlives the next start.
+#[tokio::test]
+async fn a_watcher_that_kills_the_guard_when_the_server_dies_leaves_nothing_after_the_next_start() {
+    for mode in modes() {
+        let mut server = Server::with_env(&[], &[("SHELLKEEP_CONTAINMENT", &mode)]).await;
+        let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+        let mut markers = start_escapees(&server).await;
+        std::fs::write(server.cwd().join("watcher.py"), PIDFD_WATCHER).expect("write the watcher");
+        let watcher = mark();
+        let command = format!(
+            "(setsid python3 watcher.py $PPID {guard} {watcher} >watcher.out 2>&1 </dev/null &); \
+             echo started"
+        );
+        let r = server.terminal(json!({ "command": command })).await;
+        assert_eq!(r["exit_code"], 0, "{r:#?}");
+        let out = server.cwd().join("watcher.out");
+        wait_until(
+            CLEANUP,
+            || std::fs::read_to_string(&out).is_ok_and(|out| out.contains("watching")),
+            || format!("{mode}: the watcher did not start: {:?}", std::fs::read_to_string(&out)),
+        )
+        .await;
+        markers.push(watcher);
+        server.signal("KILL");
+        server.wait_exit(Duration::from_secs(20)).await;
+        wait_until(CLEANUP, || !alive(guard), || format!("{mode}: the guard {guard} lives")).await;
+
+        let _next = Server::with_env(&[], &[("SHELLKEEP_CONTAINMENT", &mode)]).await;
+        let markers: Vec<&str> = markers.iter().map(String::as_str).collect();
+        assert_none_survive(&markers, CLEANUP).await;
+    }
 }
