@@ -441,9 +441,10 @@ pub enum Event {
     /// not run the session's bash is reading the terminal: the integration
     /// is not installed in it.
     NamedBash(String),
-    /// The command's end (and exit code) came from the fallback in `PS1`,
-    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
-    /// run: the integration is damaged, and a reset restores it.
+    /// The command's end (and exit code) came from the fallback line the
+    /// server typed once the shell was back at its prompt, not from the
+    /// integration's prompt (`PROMPT_COMMAND`), which did not run: the
+    /// integration is damaged, and a reset restores it.
     PromptNotRun,
     /// The integration's function that keeps a command's status is gone,
     /// so the exit code may be wrong: the integration is damaged, and a

@@ -118,8 +118,12 @@ async fn wait_until_turn(
                 return Waited::Damaged;
             }
             // A shell at its prompt while the integration is being
-            // installed in it is not a program waiting for input.
-            if command.waits_for_input() && state.levels().reinstall().is_none() {
+            // installed in it, or while it is to send its command's end
+            // itself (the fallback), is not a program waiting for input.
+            if command.waits_for_input()
+                && state.levels().reinstall().is_none()
+                && !state.awaits_fallback()
+            {
                 return Waited::InputWait;
             }
             let now = Instant::now();

@@ -3,7 +3,10 @@
 //! `bash`) while a command runs quietly, and types the line that
 //! reinstalls it; its first prompt is the handshake that `levels.rs` and
 //! `shared.rs` handle. Other shells, programs that only call themselves
-//! bash and remote sessions are only named in a note.
+//! bash and remote sessions are only named in a note. It also types the
+//! fallback line into a shell of ours that printed its prompt while its
+//! command had not ended (`State::fallback_due`), once that shell is seen
+//! reading the terminal: the shell itself then sends the command's end.
 //!
 //! It depends on the shared state, never on the shell driver. It never
 //! takes the session's `tokio` mutex; it takes the shared state's std mutex
@@ -82,6 +85,13 @@ pub(super) async fn watch_integration(watcher: Watcher) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let now = Instant::now();
+        let fallback = {
+            let mut state = shared.lock();
+            state.fallback_due().zip(state.levels().top().map(Level::pid))
+        };
+        if let Some((seq, shell)) = fallback {
+            type_fallback(&watcher, seq, shell);
+        }
         let look = {
             let mut state = shared.lock();
             if let Some(shell) = state.levels_mut().give_up_reinstall(now) {
@@ -119,6 +129,29 @@ pub(super) async fn watch_integration(watcher: Watcher) {
             None => notified.await,
         }
     }
+}
+
+/// Types the fallback line of command `seq` once `shell`, the innermost
+/// shell with the integration, which printed its prompt while the command
+/// had not ended, is the terminal's foreground group and blocked reading
+/// it: at its prompt. Until then, the next change (output, or the
+/// supervisor's look at the terminal) or look wakes the watcher again. The
+/// line is typed once per command.
+fn type_fallback(watcher: &Watcher, seq: u64, shell: i32) {
+    if pty::foreground_group(&watcher.master) != Some(shell)
+        || !input_wait::process_reads_terminal(shell, &watcher.tty)
+    {
+        return;
+    }
+    {
+        let mut state = watcher.shared.lock();
+        if state.fallback_due() != Some(seq) {
+            return;
+        }
+        state.fallback_typed(seq);
+    }
+    tracing::info!(seq, "the shell prompted before its command ended; typing the fallback line");
+    let _ = pty::write_key(&watcher.master, bash_script::fallback_line(seq).as_bytes());
 }
 
 /// One look at the terminal's foreground group while command `seq` runs
