@@ -108,7 +108,8 @@ pub(super) async fn watch_integration(watcher: Watcher) {
                     if state.is_ready() && command.has_started() && !command.is_finished() =>
                 {
                     let quiet_at = command.last_output_at().max(command.started_at()) + WATCH_QUIET;
-                    Ok((command.seq(), quiet_at, state.levels().top().cloned()))
+                    let typed = (command.seq(), command.started_ticks(), command.text().to_owned());
+                    Ok((typed, quiet_at, state.levels().top().cloned()))
                 }
                 _ => Err(None),
             }
@@ -116,8 +117,8 @@ pub(super) async fn watch_integration(watcher: Watcher) {
         let wake = match look {
             Err(deadline) => deadline,
             Ok((_, quiet_at, _)) if now < quiet_at => Some(quiet_at),
-            Ok((seq, _, top)) => {
-                look_for_prompt(&watcher, seq, top, &mut attempts, &failed, &mut noted);
+            Ok((command, _, top)) => {
+                look_for_prompt(&watcher, command, top, &mut attempts, &failed, &mut noted);
                 Some(now + WATCH_SAMPLE)
             }
         };
@@ -154,11 +155,14 @@ fn type_fallback(watcher: &Watcher, seq: u64, shell: i32) {
     let _ = pty::write_key(&watcher.master, bash_script::fallback_line(seq).as_bytes());
 }
 
-/// One look at the terminal's foreground group while command `seq` runs
-/// quietly; `top` is the innermost shell with the integration.
+/// One look at the terminal's foreground group while command `seq`, begun
+/// at `since` (clock ticks since boot) with the text `typed`, runs
+/// quietly; `top` is the innermost shell with the integration. A bash is
+/// given the integration only when it is the foreground job of that
+/// command (`proc_shell::typed_shell`); any other is named.
 fn look_for_prompt(
     watcher: &Watcher,
-    seq: u64,
+    (seq, since, typed): (u64, u64, String),
     top: Option<Level>,
     attempts: &mut u64,
     failed: &[(i32, u64)],
@@ -180,6 +184,16 @@ fn look_for_prompt(
         proc_shell::inspect(group, *bash).or_else(|| proc_shell::wrapped_shell(group, *bash));
     match found {
         Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
+            let Some(shell) = top.as_ref().map(Level::pid) else { return };
+            if let Err(starter) = proc_shell::typed_shell(pid, shell, since, &typed) {
+                if *noted != Some(seq) {
+                    *noted = Some(seq);
+                    tracing::info!(pid, starter, "a bash the command did not ask for: not adopted");
+                    shared.lock().levels_mut().note(Event::UnaskedShell(starter));
+                    shared.notify();
+                }
+                return;
+            }
             let state = shared.lock();
             if state.levels().carries(pid, fingerprint) {
                 return;

@@ -216,3 +216,126 @@ async fn a_command_interrupted_after_clearing_the_prompt_ends_with_its_status() 
         assert!(r.text.contains("prompt (PROMPT_COMMAND) did not run"), "{}", r.text);
     }
 }
+
+/// The rc file of the attacker's bash: its own prompt, and an exit after
+/// 3 s without input (so the build script goes on).
+const EVIL_RC: &str = "PS1='evil$ '\nTMOUT=3\n";
+
+/// Starts the attacker's bash as a child of the build script's parent, the
+/// shell (`clone` with `CLONE_PARENT`, which needs no privilege), and waits
+/// for it to exit.
+const CLONE_PARENT_BASH: &str = "import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+number = {'x86_64': 56, 'aarch64': 220}[os.uname().machine]
+pid = libc.syscall(number, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0)
+if pid == 0:
+    os.execvp('bash', ['bash', '--rcfile', 'evil.rc', '-i'])
+while os.path.exists(f'/proc/{pid}') and open(f'/proc/{pid}/stat').read().split()[2] != 'Z':
+    time.sleep(0.05)";
+
+/// A build script that starts an interactive bash with the attacker's rc
+/// file, keeping the completion channel's descriptor 62 (`how`: the bash
+/// on our terminal, where it takes the terminal for itself; on a terminal
+/// of its own through `pty.spawn`; or made the shell's own child), then
+/// fails.
+fn evil_build(how: &str) -> String {
+    let start = match how {
+        "pty" => "import pty; pty.spawn(['bash', '--rcfile', 'evil.rc', '-i'])",
+        "clone" => CLONE_PARENT_BASH,
+        _ => "subprocess.run(['bash', '--rcfile', 'evil.rc', '-i'], pass_fds=(62,))",
+    };
+    format!(
+        "import subprocess, sys\n\
+         print('compiling 3 files...', flush=True)\n\
+         {start}\n\
+         print('BUILD FAILED: 3 errors', flush=True)\n\
+         sys.exit(2)\n"
+    )
+}
+
+/// Runs `command` and looks again until it completes: it must never be
+/// reported completed before its real end, which is `code` with each of
+/// `output` in what it printed; the agent's commands sent meanwhile are never run, and no nested
+/// shell is ever started. Returns every reply's text.
+async fn never_adopted(server: &Server, command: &str, code: i64, output: &[&str]) -> String {
+    let mut r = server.terminal(json!({"command": command, "timeout": 2})).await;
+    let mut text = r.text.clone();
+    let mut printed = r.output().to_owned();
+    assert_ne!(r["status"], "completed", "{r:#?}");
+    // The agent's next command is not typed into the attacker's bash.
+    let next = server.terminal(json!({"command": "echo AGENT-COMMAND", "timeout": 2})).await;
+    assert_eq!(next["status"], "not_executed", "{next:#?}");
+    text.push_str(&next.text);
+    r = crate::poll_until(
+        crate::EVENTUALLY,
+        async || {
+            let r = server.terminal(json!({"command": "", "timeout": 20})).await;
+            text.push_str(&r.text);
+            printed.push_str(r.output());
+            r
+        },
+        |r| r["status"] == "completed",
+    )
+    .await;
+    assert_eq!(r["exit_code"], code, "{r:#?}");
+    assert!(output.iter().all(|line| printed.contains(line)), "{printed:?}");
+    assert!(!printed.contains("AGENT-COMMAND"), "{printed:?}");
+    assert!(!text.contains("nested shell started"), "{text}");
+    assert!(!text.contains("integration was installed"), "{text}");
+    text
+}
+
+// Finding F10 of the second probe: a build script's own `bash --rcfile
+// evil.rc -i`, keeping descriptor 62, was adopted as a nested shell: the
+// build was reported completed at once, and the agent's next commands ran
+// in the attacker's bash.
+#[tokio::test]
+async fn a_bash_that_a_build_script_starts_is_not_adopted() {
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("evil.rc"), EVIL_RC).expect("rc");
+    for how in ["terminal", "pty", "clone"] {
+        std::fs::write(server.cwd().join("build.py"), evil_build(how)).expect("script");
+        let text = never_adopted(
+            &server,
+            "python3 build.py",
+            2,
+            &["compiling 3 files...\n", "BUILD FAILED: 3 errors\n"],
+        )
+        .await;
+        assert!(text.contains("not the foreground job of the command you typed"), "{how}: {text}");
+        assert!(text.contains("python3 build.py"), "{how}: {text}");
+        let r = server.terminal(json!({"command": "echo outer; (exit 4)", "timeout": 20})).await;
+        assert_eq!((r.output(), r["exit_code"].as_i64()), ("outer\n", Some(4)), "{r:#?}");
+    }
+    // Typed by the agent, the same bash is a nested shell, as always.
+    let r = server.terminal(json!({"command": "bash --rcfile evil.rc -i", "timeout": 20})).await;
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("completed"), Some(0)));
+    assert!(r.text.contains("nested shell started"), "{}", r.text);
+    let r = server.terminal(json!({"command": "echo inner; exit 5", "timeout": 20})).await;
+    assert!(r.output().starts_with("inner\n"), "{r:#?}");
+    assert_eq!(r["exit_code"], 5, "{r:#?}");
+    assert!(r.text.contains("nested shell exited"), "{}", r.text);
+}
+
+// A bash an earlier command left in the background, given the terminal
+// while the next command runs, is not that command's job.
+#[tokio::test]
+async fn a_background_bash_given_the_terminal_is_not_adopted() {
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("evil.rc"), "PS1='evil$ '\n").expect("rc");
+    let r = server
+        .terminal(json!({"command": "bash --rcfile evil.rc -i & echo started", "timeout": 10}))
+        .await;
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
+    let give = "python3 -c 'import os, signal, sys, time; job = int(sys.argv[1]); \
+                signal.signal(signal.SIGTTOU, signal.SIG_IGN); \
+                os.tcsetpgrp(0, job); os.killpg(job, signal.SIGCONT); \
+                time.sleep(4); os.tcsetpgrp(0, os.getpgrp()); print(\"HANDED\")' \"$!\"";
+    let text = never_adopted(&server, give, 0, &["HANDED\n"]).await;
+    assert!(text.contains("not the foreground job of the command you typed"), "{text}");
+    assert!(text.contains("bash --rcfile evil.rc -i"), "{text}");
+    let r = server
+        .terminal(json!({"command": "{ kill -9 %1; } 2>/dev/null; echo outer", "timeout": 10}))
+        .await;
+    assert_eq!(r.output(), "outer\n", "{r:#?}");
+}
