@@ -217,9 +217,8 @@ async fn a_command_interrupted_after_clearing_the_prompt_ends_with_its_status() 
     }
 }
 
-/// The rc file of the attacker's bash: its own prompt, and an exit after
-/// 3 s without input (so the build script goes on).
-const EVIL_RC: &str = "PS1='evil$ '\nTMOUT=3\n";
+/// The rc file of the attacker's bash: its own prompt.
+const EVIL_RC: &str = "PS1='evil$ '\n";
 
 /// Starts the attacker's bash as a child of the build script's parent, the
 /// shell (`clone` with `CLONE_PARENT`, which needs no privilege), and waits
@@ -253,12 +252,13 @@ fn evil_build(how: &str) -> String {
     )
 }
 
-/// Runs `command` and looks again until it completes: it must never be
-/// reported completed before its real end, which is `code` with each of
-/// `output` in what it printed; the agent's commands sent meanwhile are never run, and no nested
+/// Runs `command`, which leaves the attacker's bash at its prompt: it is
+/// not reported completed, and the agent's next command is not run. Then
+/// `exit` typed as input ends that bash, and the command goes on to its
+/// real end: `code`, with each of `output` in what it printed. No nested
 /// shell is ever started. Returns every reply's text.
 async fn never_adopted(server: &Server, command: &str, code: i64, output: &[&str]) -> String {
-    let mut r = server.terminal(json!({"command": command, "timeout": 2})).await;
+    let r = server.terminal(json!({"command": command, "timeout": 2})).await;
     let mut text = r.text.clone();
     let mut printed = r.output().to_owned();
     assert_ne!(r["status"], "completed", "{r:#?}");
@@ -266,17 +266,22 @@ async fn never_adopted(server: &Server, command: &str, code: i64, output: &[&str
     let next = server.terminal(json!({"command": "echo AGENT-COMMAND", "timeout": 2})).await;
     assert_eq!(next["status"], "not_executed", "{next:#?}");
     text.push_str(&next.text);
-    r = crate::poll_until(
-        crate::EVENTUALLY,
-        async || {
-            let r = server.terminal(json!({"command": "", "timeout": 20})).await;
-            text.push_str(&r.text);
-            printed.push_str(r.output());
-            r
-        },
-        |r| r["status"] == "completed",
-    )
-    .await;
+    let mut r = server.terminal(json!({"command": "exit", "is_input": true, "timeout": 2})).await;
+    text.push_str(&r.text);
+    printed.push_str(r.output());
+    if r["status"] != "completed" {
+        r = crate::poll_until(
+            crate::EVENTUALLY,
+            async || {
+                let r = server.terminal(json!({"command": "", "timeout": 20})).await;
+                text.push_str(&r.text);
+                printed.push_str(r.output());
+                r
+            },
+            |r| r["status"] == "completed",
+        )
+        .await;
+    }
     assert_eq!(r["exit_code"], code, "{r:#?}");
     assert!(output.iter().all(|line| printed.contains(line)), "{printed:?}");
     assert!(!printed.contains("AGENT-COMMAND"), "{printed:?}");
@@ -330,12 +335,17 @@ async fn a_background_bash_given_the_terminal_is_not_adopted() {
     let give = "python3 -c 'import os, signal, sys, time; job = int(sys.argv[1]); \
                 signal.signal(signal.SIGTTOU, signal.SIG_IGN); \
                 os.tcsetpgrp(0, job); os.killpg(job, signal.SIGCONT); \
-                time.sleep(4); os.tcsetpgrp(0, os.getpgrp()); print(\"HANDED\")' \"$!\"";
+                alive = lambda: os.path.exists(f\"/proc/{job}\") \
+                    and open(f\"/proc/{job}/stat\").read().split()[2] != \"Z\"; \
+                [time.sleep(0.05) for _ in range(1200) if alive()]; \
+                os.tcsetpgrp(0, os.getpgrp()); print(\"HANDED\")' \"$!\"";
     let text = never_adopted(&server, give, 0, &["HANDED\n"]).await;
     assert!(text.contains("not the foreground job of the command you typed"), "{text}");
     assert!(text.contains("bash --rcfile evil.rc -i"), "{text}");
+    // The shell works on (its job notice for the bash may come along).
     let r = server
         .terminal(json!({"command": "{ kill -9 %1; } 2>/dev/null; echo outer", "timeout": 10}))
         .await;
-    assert_eq!(r.output(), "outer\n", "{r:#?}");
+    assert!(r.output().contains("outer\n"), "{r:#?}");
+    assert_eq!(r["exit_code"], 0, "{r:#?}");
 }
