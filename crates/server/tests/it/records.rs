@@ -197,6 +197,31 @@ async fn a_command_interrupted_after_clearing_the_prompt_ends_with_its_status() 
         assert_eq!((r.output(), r["exit_code"].as_i64()), ("130\n", Some(6)), "{r:#?}");
         assert!(!r.text.contains("did not run"), "{}", r.text);
     }
+    // However soon a call looks after the C-c, the command is running
+    // until the shell's own record ends it: never waiting for input.
+    for _ in 0..5 {
+        let r =
+            server.terminal(json!({"command": "PROMPT_COMMAND=; sleep 100", "timeout": 0.5})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        let r = server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 0.05})).await;
+        let mut seen = vec![r["status"].as_str().unwrap_or_default().to_owned()];
+        let r = if r["status"] == "completed" {
+            r
+        } else {
+            crate::poll_until(
+                crate::EVENTUALLY,
+                async || {
+                    let r = server.terminal(json!({"command": "", "timeout": 0.05})).await;
+                    seen.push(r["status"].as_str().unwrap_or_default().to_owned());
+                    r
+                },
+                |r| r["status"] == "completed",
+            )
+            .await
+        };
+        assert_eq!(r["exit_code"], 130, "{r:#?}");
+        assert!(seen.iter().all(|status| status == "running" || status == "completed"), "{seen:?}");
+    }
     // Both ways the prompt breaks at once, many times over: never a
     // command reported waiting for input, never a wrong status.
     let r = server.terminal(json!({"command": "__sk_pc=':'", "timeout": 10})).await;
