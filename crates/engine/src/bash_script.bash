@@ -42,16 +42,25 @@
 #   back on, `$?` restored). The command starts on a line of its own so
 #   that `set -v` echoes it. The file is emptied once read: a value
 #   typed into a command stays on disk only until the command starts.
-# - While a command runs, PS1 holds `__sk_fallback`, which ends the
-#   command from a subshell if PROMPT_COMMAND was cleared and the
-#   command was interrupted before `__sk_post` could restore it; the
-#   prompt empties PS1 again, so normally nothing forks. The subshell
-#   is a fork of the shell (same program image, parent the shell); it
-#   stays alive a moment after its record so the server can see that.
-#   Its `$?` is the status of the `eval`'s last line, `__sk_post`, when
-#   that ran (`__sk_posted`, emptied by `__sk_pre`): the command's
-#   status is then `__sk_last`. Its record carries the flag `f`, and
-#   the reply says the integration's prompt did not run.
+# - While a command runs, PS1 holds a marker, `P;<seq>` (escape
+#   sequences only: printing it forks nothing). The integration's prompt
+#   empties PS1 before bash prints it, so the marker shows only when
+#   PROMPT_COMMAND did not end the command (cleared, and the command
+#   interrupted before `__sk_post` could restore it; `__sk_prompt`
+#   removed). The server, seeing the shell itself read the terminal
+#   after that marker, types `__sk_fallback <seq>`, which ends the
+#   command from the shell process itself, as `__sk_prompt` would: only
+#   the shell's own pid is believed. Its `$?` is the command's status,
+#   or that of the `eval`'s last line, `__sk_post`, when that ran
+#   (`__sk_posted`, emptied by `__sk_pre`): the command's status is then
+#   `__sk_last`. Its record carries the flag `f`, and the reply says the
+#   integration's prompt did not run. It acts only for the command
+#   running (`<seq>`), and the server types it once per command. The
+#   prompt that follows the typed line would run PROMPT_COMMAND again
+#   (what did not end the command, maybe slowly: a missing function runs
+#   `command_not_found_handle`) after the end was sent, while the next
+#   command may already be on its way: it is skipped that once
+#   (`__sk_fbpc` keeps it), and `__sk_pre` puts it back as it was.
 # - Without `__sk_post` (removed), nothing keeps the command's status:
 #   a record then carries the flag `d`, and the reply says its exit
 #   code may be wrong.
@@ -79,8 +88,8 @@
 # - Each redirection costs the shell several system calls, and these run
 #   for every command: the functions the prompt calls have none of their
 #   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
-#   standard error sent to /dev/null (PROMPT_COMMAND and PS1 hold the
-#   redirection); the EXIT trap carries its own.
+#   standard error sent to /dev/null (PROMPT_COMMAND and the typed line
+#   hold the redirection); the EXIT trap carries its own.
 # - The state file is written over in place (`1<>`), not truncated: on
 #   ext4, a file truncated to nothing and written again is flushed to disk
 #   when it is closed. Its two fields each end with a NUL, so what an
@@ -114,8 +123,7 @@ __sk_posted=
 __sk_traps=
 __sk_c=
 __sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
-# shellcheck disable=SC2016 # expanded by the shell when it prints the prompt, not here
-__sk_ps1='$({ __sk_fallback; } 2>/dev/null)'
+__sk_ps1="\\[\\e]$__sk_osc;$__sk_nonce;P;"
 __sk_upc=
 __sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard')
 __sk_mark() {
@@ -128,7 +136,7 @@ __sk_mark() {
 }
 __sk_end() {
   local __sk_how=
-  [[ -n ${2-} || -t 1 ]] || __sk_how=o
+  [[ -t 1 ]] || __sk_how=o
   [[ -n $__sk_ran ]] || __sk_how+=n
   [[ -z ${2-} ]] || __sk_how+=f
   builtin declare -F __sk_post >/dev/null || __sk_how+=d
@@ -189,11 +197,28 @@ __sk_assert() {
   fi
 }
 __sk_fallback() {
-  local __sk_status=$? __sk_junk
-  [[ -z $__sk_posted ]] || __sk_status=$__sk_last
+  local __sk_status=$?
+  [[ ${1-} == "$__sk_seq" ]] || return 0
+  case :${HISTCONTROL-}: in
+    *:ignorespace:* | *:ignoreboth:*) ;;
+    *) __sk_unhist "\\__sk_fallback $1;" ;;
+  esac
+  if [[ -n $__sk_posted ]]; then
+    __sk_status=$__sk_last
+    __sk_posted=
+  else
+    __sk_flags=$-
+    builtin set +xv
+  fi
+  __sk_last=$__sk_status
+  __sk_drain
   __sk_state
-  __sk_end "$__sk_status" fallback
-  builtin read -r -t 0.3 -u 62 __sk_junk || :
+  PS1='' PS2='' PS0=''
+  if [[ -n ${PROMPT_COMMAND-} && ${PROMPT_COMMAND@a} != *[ar]* ]]; then
+    __sk_fbpc=$PROMPT_COMMAND
+    PROMPT_COMMAND=
+  fi
+  __sk_end "$__sk_last" fallback
 }
 __sk_pre() {
   case :${HISTCONTROL-}: in
@@ -205,8 +230,12 @@ __sk_pre() {
   __sk_posted=
   [[ -z ${SHELLKEEP_SCOPE-} ]] || builtin export SHELLKEEP_SCOPE="${SHELLKEEP_SCOPE%%/c[0-9]*}/c$1" || :
   __sk_traps=${2-}
+  if [[ -n ${__sk_fbpc+set} ]]; then
+    PROMPT_COMMAND=$__sk_fbpc
+    builtin unset __sk_fbpc
+  fi
   __sk_assert
-  PS1=$__sk_ps1
+  PS1="$__sk_ps1$1\\a\\]"
   __sk_mark "S;$__sk_seq"
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
   builtin : >|"$__sk_dir/cmd" || :

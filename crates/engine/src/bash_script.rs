@@ -145,6 +145,17 @@ pub fn run_line(seq: u64, command: &str) -> String {
     format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
 }
 
+/// The line typed into a shell that printed its prompt while command
+/// `seq` ran, with nothing of the integration having ended it (the `P`
+/// marker `PS1` holds while a command runs): the shell itself sends the
+/// command's end, with its status and the flag that says the
+/// integration's prompt did not run. As [`run_line`]: C-u first, a
+/// leading space, quoted words; the group sends a trace and an error
+/// (the function removed) to `/dev/null`.
+pub fn fallback_line(seq: u64) -> String {
+    format!("\x15 {{ \\__sk_fallback {seq}; }} 2>/dev/null\r")
+}
+
 /// What the prompt last recorded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShellState {

@@ -13,9 +13,23 @@
 //! and is not one of the shells we installed the integration in (a shell is
 //! identified by its pid and its auxiliary vector, which changes on
 //! `exec`). Other shells (`sh`, `zsh`) and remote shells (`ssh`, `docker
-//! exec`) are only named. This module only reads `/proc`: it starts
-//! nothing, types nothing into the terminal and keeps no session state
-//! (the levels of nested shells are `session::levels`).
+//! exec`) are only named.
+//!
+//! Such a bash is given the integration (and its records believed) only
+//! when it is the foreground job of the command typed into our shell
+//! ([`typed_shell`]): a child of that shell started after the command
+//! began and its only live child started since, reached from the bash
+//! through wrappers the command names (`su`, `script`, `python -c`). A
+//! bash that a command's program starts (a build script's `bash -i`, which
+//! takes the terminal for itself), or that an earlier command left in the
+//! background and something handed the terminal, is only named. What a
+//! process looks like is never proof of who started it: this is the
+//! process tree and start times the kernel keeps, held against what the
+//! command typed.
+//!
+//! This module only reads `/proc`: it starts nothing, types nothing into
+//! the terminal and keeps no session state (the levels of nested shells
+//! are `session::levels`).
 
 use std::path::Path;
 
@@ -139,6 +153,102 @@ pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
     }
 }
 
+/// Whether the interactive bash `pid`, found at its prompt, is the
+/// foreground job of the command `typed` into `shell` (the innermost
+/// shell with the integration), which began at `since` (clock ticks since
+/// boot, as `/proc/PID/stat` counts them):
+/// - `shell` itself, replaced by `exec bash` (only the shell runs `exec`);
+/// - else every process between the bash and `shell` is a wrapper the
+///   command names (`WRAPPERS`, as a word of `typed`; Python only with a
+///   program typed inline, `-c`, or a module, `-m`), and the child of
+///   `shell` they lead to (the bash itself, or the outermost wrapper) was
+///   started once the command began and is the only live child of `shell`
+///   started since. A program of the command that starts a bash (a build
+///   script's `bash -i`, which takes the terminal for itself) is no
+///   wrapper the command names; a bash an earlier command left in the
+///   background started before; and a bash a program made a child of the
+///   shell (`clone` with `CLONE_PARENT`) has that program, the command's
+///   own job, alive beside it as another child of the shell.
+///
+/// What this reads is the process tree and the start times the kernel
+/// keeps; a process's name only has to match what the command typed.
+/// `Err` names the program that started the bash (or the bash itself, one
+/// left in the background), by its command line.
+pub fn typed_shell(pid: i32, shell: i32, since: u64, typed: &str) -> Result<(), String> {
+    if pid == shell {
+        return Ok(());
+    }
+    let mut job = pid;
+    for _ in 0..WRAPPER_DEPTH {
+        match parent(job) {
+            Some(up) if up == shell => {
+                let started = crate::process::start_ticks(job).is_some_and(|at| at >= since);
+                let alone = children(shell)
+                    .into_iter()
+                    .filter(|&child| !zombie(child))
+                    .filter(|&child| {
+                        crate::process::start_ticks(child).is_some_and(|at| at >= since)
+                    })
+                    .all(|child| child == job);
+                return match (started, alone) {
+                    (true, true) => Ok(()),
+                    (false, _) => Err(command_line(job)),
+                    (true, false) => Err(command_line(shell_child_other_than(shell, job, since))),
+                };
+            }
+            Some(up) if named_wrapper(up, typed) => job = up,
+            Some(up) => return Err(command_line(up)),
+            None => return Err(command_line(job)),
+        }
+    }
+    Err(command_line(job))
+}
+
+/// Wrappers between a bash and the shell followed at most.
+const WRAPPER_DEPTH: usize = 4;
+
+/// A live child of `shell` started at `since` or later, other than `job`
+/// (the command's own job beside a bash made the shell's child).
+fn shell_child_other_than(shell: i32, job: i32, since: u64) -> i32 {
+    children(shell)
+        .into_iter()
+        .filter(|&child| child != job && !zombie(child))
+        .find(|&child| crate::process::start_ticks(child).is_some_and(|at| at >= since))
+        .unwrap_or(job)
+}
+
+/// Whether process `pid` has exited and waits to be reaped.
+fn zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    stat.rfind(')').and_then(|end| stat[end + 1..].split_ascii_whitespace().next()) == Some("Z")
+}
+
+/// Whether process `pid` is a wrapper that runs a shell (`WRAPPERS`, or
+/// Python) and the command `typed` names it: its name as a word (a path's
+/// last part), and for Python also `-c` or `-m` (a program typed inline
+/// or a module run as a tool, not a script file).
+fn named_wrapper(pid: i32, typed: &str) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let name = comm.trim();
+    let words: Vec<&str> = typed
+        .split(|c: char| c.is_whitespace() || ";|&()<>'\"`".contains(c))
+        .filter(|word| !word.is_empty())
+        .collect();
+    let named = |wanted: &dyn Fn(&str) -> bool| {
+        words.iter().any(|word| wanted(word.rsplit('/').next().unwrap_or(word)))
+    };
+    if name.starts_with("python") {
+        named(&|word| word.starts_with("python"))
+            && words.iter().any(|word| {
+                word.starts_with('-')
+                    && !word.starts_with("--")
+                    && word.chars().any(|c| c == 'c' || c == 'm')
+            })
+    } else {
+        WRAPPERS.contains(&name) && named(&|word| word == name)
+    }
+}
+
 /// Programs that run an interactive shell on a terminal of their own and
 /// pass ours through (`poetry shell` and `pipenv shell` use pexpect).
 /// `sudo` runs its command on a terminal of its own too (`use_pty`).
@@ -251,5 +361,24 @@ mod tests {
         assert!(!interactive(&strings(&["-ec", "read x"])));
         assert!(!interactive(&strings(&["script.sh"])));
         assert!(!interactive(&strings(&["-x", "script.sh", "arg"])));
+    }
+
+    #[test]
+    fn this_process_is_not_a_shell_typed_into_its_parent() {
+        let me = std::process::id() as i32;
+        // Replaced by `exec`: the shell itself.
+        assert_eq!(typed_shell(me, me, u64::MAX, ""), Ok(()));
+        // pid 1 is no wrapper any command names, nor our parent.
+        assert!(typed_shell(me, 1, 0, "bash").is_err());
+        // Started before the command began.
+        let parent = parent(me).expect("a parent");
+        assert!(typed_shell(me, parent, u64::MAX, "bash").is_err());
+    }
+
+    #[test]
+    fn wrappers_count_only_when_the_command_names_them() {
+        let me = std::process::id() as i32;
+        // The test runner is no wrapper, whatever the command says.
+        assert!(!named_wrapper(me, "script -qc bash /dev/null"));
     }
 }

@@ -184,6 +184,14 @@ pub enum Marker {
         /// The exit status bash reported (`$?`).
         status: i32,
     },
+    /// The shell printed its prompt while the command with this sequence
+    /// number ran, and nothing of the integration ended it: `PS1` holds
+    /// this marker only while a command runs, and the integration's prompt
+    /// empties `PS1` before bash prints it.
+    Prompt {
+        /// The command's sequence number.
+        seq: u64,
+    },
 }
 
 /// Why [`Screen::feed`] stopped before the end of its input.
@@ -1781,7 +1789,8 @@ impl Renderer {
     }
 
     fn marker(&self, params: &[&[u8]]) -> Option<Marker> {
-        // ESC ] 6973 ; nonce ; S ; seq BEL  or  ESC ] 6973 ; nonce ; E ; seq ; status BEL
+        // ESC ] 6973 ; nonce ; S ; seq BEL,  ESC ] 6973 ; nonce ; E ; seq ; status BEL
+        // or  ESC ] 6973 ; nonce ; P ; seq BEL
         let [osc, nonce, kind, rest @ ..] = params else { return None };
         if *osc != MARKER_OSC.as_bytes() || *nonce != self.nonce.as_slice() {
             return None;
@@ -1789,6 +1798,7 @@ impl Renderer {
         let number = |bytes: &[u8]| std::str::from_utf8(bytes).ok()?.parse().ok();
         match (*kind, rest) {
             (b"S", [seq]) => Some(Marker::Start { seq: number(seq)? }),
+            (b"P", [seq]) => Some(Marker::Prompt { seq: number(seq)? }),
             (b"E", [seq, status]) => {
                 Some(Marker::End { seq: number(seq)?, status: number(status)? as i32 })
             }
@@ -2171,6 +2181,9 @@ mod tests {
             "###PS1JSON###\n",
         );
         check(b"a\x1b]6973;n0nce;E;9;130\x1b\\b", "a<End { seq: 9, status: 130 }>b");
+        // The prompt printed while a command runs.
+        check(b"out\r\n\x1b]6973;n0nce;P;5\x07", "out\n<Prompt { seq: 5 }>");
+        check(b"\x1b]6973;n0nce;P;5;0\x07\x1b]6973;n0nce;P;x\x07", "");
     }
 
     #[test]

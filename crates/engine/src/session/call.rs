@@ -441,9 +441,17 @@ pub enum Event {
     /// not run the session's bash is reading the terminal: the integration
     /// is not installed in it.
     NamedBash(String),
-    /// The command's end (and exit code) came from the fallback in `PS1`,
-    /// not from the integration's prompt (`PROMPT_COMMAND`), which did not
-    /// run: the integration is damaged, and a reset restores it.
+    /// An interactive bash sits at its prompt that is not the foreground
+    /// job of the command typed: a program the command ran started it on
+    /// its own, or an earlier command left it in the background and it was
+    /// given the terminal. The integration is not installed in it and the
+    /// command still runs; the program that started it (or the bash
+    /// itself, for a background one) is named by its command line.
+    UnaskedShell(String),
+    /// The command's end (and exit code) came from the fallback line the
+    /// server typed once the shell was back at its prompt, not from the
+    /// integration's prompt (`PROMPT_COMMAND`), which did not run: the
+    /// integration is damaged, and a reset restores it.
     PromptNotRun,
     /// The integration's function that keeps a command's status is gone,
     /// so the exit code may be wrong: the integration is damaged, and a

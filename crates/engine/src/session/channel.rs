@@ -19,8 +19,9 @@
 //! which knows the sequence number, cannot carry it); the flag `o` says the shell's standard output is not the
 //! terminal (`exec >file`), the flag `n` that the command never reached the
 //! `eval` that runs it (something broke the line we typed), the flag `f`
-//! that the prompt's fallback in `PS1` sent it, not `PROMPT_COMMAND` (the
-//! integration's prompt did not run), the flag `d` that the function that
+//! that the fallback line sent it (typed once the shell prompted with the
+//! command not ended), not `PROMPT_COMMAND` (the integration's prompt did
+//! not run), the flag `d` that the function that
 //! keeps the command's status is gone (the status may be wrong).
 //!
 //! The server's end is read without blocking, continuously (the PTY reader
@@ -64,7 +65,7 @@ pub(crate) struct Record {
     pub(crate) output_elsewhere: bool,
     /// The command never started: the line that runs it failed.
     pub(crate) not_run: bool,
-    /// The prompt's fallback sent it: the integration's prompt did not run.
+    /// The fallback line sent it: the integration's prompt did not run.
     pub(crate) fallback: bool,
     /// The function that keeps the command's status is gone: the status
     /// may be wrong.

@@ -749,7 +749,10 @@ impl Shell {
                 Ok(self.finished_reply(events))
             }
             Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, events)),
-            waited => Ok(self.partial_reply(config, |c| wait::stopped(c, &waited), events)),
+            waited => {
+                let fallback = self.shared.lock().awaits_fallback();
+                Ok(self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events))
+            }
         }
     }
 

@@ -1,25 +1,29 @@
 //! The shells of one session that carry the integration (the session's own,
 //! then nested ones), a reinstall in progress, and the events about them for
 //! the next reply. Which processes' end records are believed: the shells of
-//! the levels (and one being given the integration), each by pid and
-//! program image, and forks of them that did not `exec` (a subshell of the
-//! shell is the shell's own code). [`Levels::on_marker`] says what an end
-//! marker that belongs to the integration rather than to a command means: a
-//! reinstall's handshake, or an outer shell's prompt after a nested one
-//! exited.
+//! the levels and the one being given the integration, by pid, and nothing
+//! else. Each of those pids was registered by the server itself (the shell
+//! it spawned, or a shell the watcher adopted at its prompt), and the
+//! kernel, not the sender, names a record's pid. What a process looks like
+//! (its program, auxiliary vector, command line) is never proof of who it
+//! is: a process can set all of them on itself (`PR_SET_MM_MAP`). No timer
+//! takes part in the decision either. [`Levels::on_marker`] says what an
+//! end marker that belongs to the integration rather than to a command
+//! means: a reinstall's handshake, or an outer shell's prompt after a
+//! nested one exited.
 //!
-//! Plain data behind methods: it reads `/proc` (through
-//! `crate::proc_shell`) to judge a record's sender, and removes a finished
+//! Plain data behind methods: it reads nothing, and removes a finished
 //! reinstall's script; it touches neither the terminal nor the command, and
-//! takes no lock (it lives inside the shared state). Bounded: one level per
-//! nested shell, and events are kept once each.
+//! takes no lock (it lives inside the shared state). A level's program
+//! image (`proc_shell::fingerprint`) is kept only to notice that its shell
+//! replaced itself (`exec bash`) and lost the integration, never to trust a
+//! record. Bounded: one level per nested shell, and events are kept once
+//! each.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
-
-use crate::proc_shell;
 
 use super::call::Event;
 
@@ -132,26 +136,14 @@ impl Levels {
         Levels { levels, reinstall: None, events: Vec::new() }
     }
 
-    /// Whether an end record sent by process `pid` is believed: it is one
-    /// of our shells, or a fork of one that did not `exec` (the PS1
-    /// fallback's subshell), with that shell's program image. A child
-    /// program has another image (its auxiliary vector changes on `exec`)
-    /// and another pid, which the kernel, not the sender, reports.
+    /// Whether an end record sent by process `pid` is believed: `pid` is
+    /// the shell of a level, or the shell a reinstall in progress is for.
+    /// The kernel reports the sender's pid; a child of the shell (even a
+    /// fork that did not `exec`, even one that made its auxiliary vector
+    /// and command line the shell's) has a pid of its own.
     pub(super) fn believes(&self, pid: i32) -> bool {
-        let shells = self
-            .levels
-            .iter()
-            .map(|l| (l.pid, l.fingerprint))
-            .chain(self.reinstall.iter().map(|r| (r.pid, r.fingerprint)));
-        let mut parent = None;
-        for (shell, fingerprint) in shells {
-            let ours = pid == shell
-                || *parent.get_or_insert_with(|| proc_shell::parent(pid)) == Some(shell);
-            if ours && proc_shell::fingerprint(pid) == Some(fingerprint) {
-                return true;
-            }
-        }
-        false
+        self.levels.iter().any(|level| level.pid == pid)
+            || self.reinstall.as_ref().is_some_and(|reinstall| reinstall.pid == pid)
     }
 
     /// Adds `event` for the next reply, once.
@@ -253,6 +245,21 @@ mod tests {
         assert_eq!(levels.top().map(Level::pid), Some(100));
         assert!(!levels.is_integrated_shell(200));
         assert_eq!(levels.take_events(), vec![Event::NestedShellExited { status: 5 }]);
+    }
+
+    #[test]
+    fn records_are_believed_from_registered_shells_only() {
+        let mut levels = Levels::new(100, Some(1));
+        assert!(levels.believes(100));
+        // A child of the shell, whatever it looks like.
+        assert!(!levels.believes(101));
+        levels.begin_reinstall(reinstall(REINSTALL_SEQ_BASE + 1, 200, false, 3));
+        assert!(levels.believes(200), "the shell being given the integration");
+        assert_eq!(levels.on_marker(REINSTALL_SEQ_BASE + 1, 0), Some(LevelEvent::Handshake));
+        assert!(levels.believes(100) && levels.believes(200) && !levels.believes(201));
+        // Once the nested shell exited, its pid means nothing any more.
+        assert_eq!(levels.on_marker(3, 0), Some(LevelEvent::NestedExited { status: 0 }));
+        assert!(levels.believes(100) && !levels.believes(200));
     }
 
     #[test]

@@ -477,7 +477,9 @@ impl Session {
         let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
         let state = current.lock();
         let command = state.command().filter(|c| c.has_started() && !c.is_finished())?;
-        let waits = command.waits_for_input() && state.levels().reinstall().is_none();
+        let waits = command.waits_for_input()
+            && state.levels().reinstall().is_none()
+            && !state.awaits_fallback();
         waits.then(|| state.screen().current_line())
     }
 

@@ -14,6 +14,12 @@
 //! (its record and marker, a nested shell's handshake or exit, the shell's
 //! exit, a stop) commits the screen and calls `Command::finish`.
 //!
+//! The shell's prompt marker (`P`, which `PS1` holds while a command runs)
+//! means the shell came back to its prompt and nothing of the integration
+//! ended the command: what came before it is the command's output, and the
+//! command waits for the watcher to type the fallback line, whose record
+//! the shell itself sends ([`Prompted`]). The echo of that line is dropped.
+//!
 //! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
 //! for one chunk and by calls and tasks for short sections, never across an
 //! `.await`. `Shared::changed` wakes every waiter after each change;
@@ -112,10 +118,26 @@ pub(super) struct State {
     records: VecDeque<Record>,
     /// What is masked in the shell's output.
     secrets: Arc<Secrets>,
+    /// The shell's prompt while the running command had not ended.
+    prompted: Option<Prompted>,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
 const RECORDS_KEPT: usize = 32;
+
+/// The shell printed its prompt marker while command `seq` ran with no
+/// record of its end: the shell is back at its prompt, and the
+/// integration's prompt did not end the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Prompted {
+    /// The running command.
+    seq: u64,
+    /// The fallback line was typed (once per command).
+    typed: bool,
+    /// The shell printed its prompt again after the line: the line did
+    /// not end the command (its function removed), and nothing more will.
+    spent: bool,
+}
 
 impl State {
     /// The state of a shell that has not reached its first prompt, whose
@@ -137,6 +159,7 @@ impl State {
             channel,
             records: VecDeque::new(),
             secrets,
+            prompted: None,
         }
     }
 
@@ -183,6 +206,7 @@ impl State {
                     }
                 }
                 Some(Stop::Marker(Marker::End { seq, status })) => self.on_prompt(seq, status, now),
+                Some(Stop::Marker(Marker::Prompt { seq })) => self.on_prompt_unended(seq, now),
                 Some(Stop::AlternateScreen(_)) | None => {}
             }
         }
@@ -266,6 +290,64 @@ impl State {
         self.end(record, now);
     }
 
+    /// The prompt marker: the shell printed its prompt while command `seq`
+    /// ran. When nothing ended the command, what came before is its
+    /// output, and the watcher is to type the fallback line
+    /// ([`State::fallback_due`]); when that line was typed already and the
+    /// shell prompts again, the window holds only its echo, and nothing
+    /// more will end the command (the integration is broken).
+    fn on_prompt_unended(&mut self, seq: u64, now: Instant) {
+        // Its start marker may be missing (`__sk_mark` removed): `PS1`
+        // holds this marker only once `__sk_pre` ran for `seq`.
+        if self.unfinished(Some(seq)).is_none() || self.has_record(seq) {
+            return;
+        }
+        match &mut self.prompted {
+            Some(prompted) if prompted.seq == seq && prompted.typed => {
+                self.screen.discard_window();
+                prompted.spent = true;
+            }
+            _ => {
+                self.screen.commit_all();
+                if let Some(command) = self.command.as_mut().filter(|c| !c.has_started()) {
+                    // No start marker came (`__sk_mark` removed): what
+                    // came before is the echo of our line, then the
+                    // command's output.
+                    let before = self.screen.take_committed();
+                    let typed = bash_script::run_line(seq, command.text());
+                    let printed = without_echo(&before, typed.trim_matches(['\x15', '\r']));
+                    command.mark_started();
+                    command.push(&printed, now);
+                }
+                self.route_committed(now);
+                self.prompted = Some(Prompted { seq, typed: false, spent: false });
+            }
+        }
+    }
+
+    /// The command whose fallback line is due: the shell printed its prompt
+    /// while it ran, nothing ended it, and the line was not typed yet.
+    pub(super) fn fallback_due(&mut self) -> Option<u64> {
+        let seq = self.prompted.filter(|p| !p.typed).map(|p| p.seq)?;
+        (self.unfinished(Some(seq)).is_some() && !self.has_record(seq)).then_some(seq)
+    }
+
+    /// The fallback line of command `seq` is about to be typed: once.
+    pub(super) fn fallback_typed(&mut self, seq: u64) {
+        if let Some(prompted) = self.prompted.as_mut().filter(|p| p.seq == seq) {
+            prompted.typed = true;
+        }
+    }
+
+    /// Whether the running command waits for its fallback line or for what
+    /// it sends: the shell reading the terminal at its prompt is then not
+    /// a program waiting for input.
+    pub(super) fn awaits_fallback(&self) -> bool {
+        self.prompted.is_some_and(|p| {
+            !p.spent && self.command.as_ref().is_some_and(|c| c.seq() == p.seq && !c.is_finished())
+        })
+    }
+
     /// The running command `seq` (any, for `None`), if it has not ended.
     fn unfinished(&mut self, seq: Option<u64>) -> Option<&mut Command> {
         self.command.as_mut().filter(|c| !c.is_finished() && seq.is_none_or(|seq| seq == c.seq()))
@@ -305,6 +387,11 @@ impl State {
                 self.ready = true;
             }
             return;
+        }
+        if self.prompted.is_some_and(|p| p.seq == seq && p.typed) {
+            // The window holds the prompt and the echo of the fallback
+            // line; the command's output was committed at the prompt.
+            self.screen.discard_window();
         }
         match self.levels.on_marker(seq, status) {
             Some(LevelEvent::Handshake) => {
@@ -689,6 +776,48 @@ mod tests {
         end(&mut state, &shell, 2, 4, 12);
         assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
         assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 4 }]);
+    }
+
+    #[test]
+    fn a_prompt_without_an_end_waits_for_the_fallback_line_and_drops_its_echo() {
+        let (mut state, shell) = ready_state();
+        let log = run(&mut state, 1, "out\npartial");
+        assert_eq!(state.fallback_due(), None, "no prompt yet");
+        // The shell prints its prompt (`PS1`'s marker): nothing ended it.
+        let prompt = format!("\x1b]6973;{NONCE};P;1\x07");
+        state.on_event(pty::Event::Output(prompt.as_bytes()));
+        assert_eq!(state.fallback_due(), Some(1));
+        assert!(state.awaits_fallback());
+        state.fallback_typed(1);
+        assert_eq!(state.fallback_due(), None, "typed once");
+        assert!(state.awaits_fallback());
+        // The echo of the fallback line, then the shell's own record.
+        state.on_event(pty::Event::Output(b" { \\__sk_fallback 1; } 2>/dev/null\r\n"));
+        nix::unistd::write(&shell, b"E;1;130;f;5").expect("send a record");
+        state.on_event(pty::Event::Output(format!("\x1b]6973;{NONCE};E;1;5\x07").as_bytes()));
+        assert!(!state.awaits_fallback());
+        assert_eq!(
+            ended(&mut state, &log),
+            (Some(130), false, Some(130), "out\npartial".to_owned())
+        );
+        assert!(state.levels_mut().take_events().contains(&Event::PromptNotRun));
+
+        // A fallback line that ends nothing (its function removed): the
+        // shell prompts again, and the command no longer waits for it.
+        let _log = run(&mut state, 2, "two\n");
+        let prompt = format!("\x1b]6973;{NONCE};P;2\x07");
+        state.on_event(pty::Event::Output(prompt.as_bytes()));
+        state.fallback_typed(2);
+        state.on_event(pty::Event::Output(b" { \\__sk_fallback 2; } 2>/dev/null\r\n"));
+        state.on_event(pty::Event::Output(prompt.as_bytes()));
+        assert!(!state.awaits_fallback());
+        assert_eq!(state.fallback_due(), None);
+        assert_eq!(state.command_state(), CommandState::Running);
+        // A prompt marker for another command, or a command that ended,
+        // means nothing.
+        let stale = format!("\x1b]6973;{NONCE};P;1\x07");
+        state.on_event(pty::Event::Output(stale.as_bytes()));
+        assert_eq!(state.fallback_due(), None);
     }
 
     #[test]

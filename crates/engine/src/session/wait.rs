@@ -118,8 +118,12 @@ async fn wait_until_turn(
                 return Waited::Damaged;
             }
             // A shell at its prompt while the integration is being
-            // installed in it is not a program waiting for input.
-            if command.waits_for_input() && state.levels().reinstall().is_none() {
+            // installed in it, or while it is to send its command's end
+            // itself (the fallback), is not a program waiting for input.
+            if command.waits_for_input()
+                && state.levels().reinstall().is_none()
+                && !state.awaits_fallback()
+            {
                 return Waited::InputWait;
             }
             let now = Instant::now();
@@ -243,12 +247,15 @@ pub(super) fn blocking(command: &Command) -> NotRun {
 }
 
 /// What a call that stopped waiting (`waited`) says about the running
-/// command: damaged, waiting for input (and who reads), or running.
-pub(super) fn stopped(command: &Command, waited: &Waited) -> Outcome {
+/// command: damaged, waiting for input (and who reads), or running. While
+/// the shell is to send the command's end itself (`awaits_fallback`), the
+/// shell reading at its prompt is not a wait for input.
+pub(super) fn stopped(command: &Command, waited: &Waited, awaits_fallback: bool) -> Outcome {
     if command.is_damaged() || matches!(waited, Waited::Damaged) {
         return Outcome::IntegrationDamaged;
     }
-    match (waited, reading(command)) {
+    let reading = reading(command).filter(|_| !awaits_fallback);
+    match (waited, reading) {
         (_, Some(reader)) => Outcome::WaitingForInput { shell_reading: reader == Reader::Shell },
         (Waited::Stopped(why), None) => Outcome::Running { why: *why },
         (_, None) => Outcome::WaitingForInput { shell_reading: command.shell_reading() },

@@ -3,7 +3,10 @@
 //! `bash`) while a command runs quietly, and types the line that
 //! reinstalls it; its first prompt is the handshake that `levels.rs` and
 //! `shared.rs` handle. Other shells, programs that only call themselves
-//! bash and remote sessions are only named in a note.
+//! bash and remote sessions are only named in a note. It also types the
+//! fallback line into a shell of ours that printed its prompt while its
+//! command had not ended (`State::fallback_due`), once that shell is seen
+//! reading the terminal: the shell itself then sends the command's end.
 //!
 //! It depends on the shared state, never on the shell driver. It never
 //! takes the session's `tokio` mutex; it takes the shared state's std mutex
@@ -82,6 +85,13 @@ pub(super) async fn watch_integration(watcher: Watcher) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let now = Instant::now();
+        let fallback = {
+            let mut state = shared.lock();
+            state.fallback_due().zip(state.levels().top().map(Level::pid))
+        };
+        if let Some((seq, shell)) = fallback {
+            type_fallback(&watcher, seq, shell);
+        }
         let look = {
             let mut state = shared.lock();
             if let Some(shell) = state.levels_mut().give_up_reinstall(now) {
@@ -98,7 +108,8 @@ pub(super) async fn watch_integration(watcher: Watcher) {
                     if state.is_ready() && command.has_started() && !command.is_finished() =>
                 {
                     let quiet_at = command.last_output_at().max(command.started_at()) + WATCH_QUIET;
-                    Ok((command.seq(), quiet_at, state.levels().top().cloned()))
+                    let typed = (command.seq(), command.started_ticks(), command.text().to_owned());
+                    Ok((typed, quiet_at, state.levels().top().cloned()))
                 }
                 _ => Err(None),
             }
@@ -106,8 +117,8 @@ pub(super) async fn watch_integration(watcher: Watcher) {
         let wake = match look {
             Err(deadline) => deadline,
             Ok((_, quiet_at, _)) if now < quiet_at => Some(quiet_at),
-            Ok((seq, _, top)) => {
-                look_for_prompt(&watcher, seq, top, &mut attempts, &failed, &mut noted);
+            Ok((command, _, top)) => {
+                look_for_prompt(&watcher, command, top, &mut attempts, &failed, &mut noted);
                 Some(now + WATCH_SAMPLE)
             }
         };
@@ -121,11 +132,37 @@ pub(super) async fn watch_integration(watcher: Watcher) {
     }
 }
 
-/// One look at the terminal's foreground group while command `seq` runs
-/// quietly; `top` is the innermost shell with the integration.
+/// Types the fallback line of command `seq` once `shell`, the innermost
+/// shell with the integration, which printed its prompt while the command
+/// had not ended, is the terminal's foreground group and blocked reading
+/// it: at its prompt. Until then, the next change (output, or the
+/// supervisor's look at the terminal) or look wakes the watcher again. The
+/// line is typed once per command.
+fn type_fallback(watcher: &Watcher, seq: u64, shell: i32) {
+    if pty::foreground_group(&watcher.master) != Some(shell)
+        || !input_wait::process_reads_terminal(shell, &watcher.tty)
+    {
+        return;
+    }
+    {
+        let mut state = watcher.shared.lock();
+        if state.fallback_due() != Some(seq) {
+            return;
+        }
+        state.fallback_typed(seq);
+    }
+    tracing::info!(seq, "the shell prompted before its command ended; typing the fallback line");
+    let _ = pty::write_key(&watcher.master, bash_script::fallback_line(seq).as_bytes());
+}
+
+/// One look at the terminal's foreground group while command `seq`, begun
+/// at `since` (clock ticks since boot) with the text `typed`, runs
+/// quietly; `top` is the innermost shell with the integration. A bash is
+/// given the integration only when it is the foreground job of that
+/// command (`proc_shell::typed_shell`); any other is named.
 fn look_for_prompt(
     watcher: &Watcher,
-    seq: u64,
+    (seq, since, typed): (u64, u64, String),
     top: Option<Level>,
     attempts: &mut u64,
     failed: &[(i32, u64)],
@@ -147,6 +184,16 @@ fn look_for_prompt(
         proc_shell::inspect(group, *bash).or_else(|| proc_shell::wrapped_shell(group, *bash));
     match found {
         Some(Prompting::Bash { pid, fingerprint }) if !failed.contains(&(pid, fingerprint)) => {
+            let Some(shell) = top.as_ref().map(Level::pid) else { return };
+            if let Err(starter) = proc_shell::typed_shell(pid, shell, since, &typed) {
+                if *noted != Some(seq) {
+                    *noted = Some(seq);
+                    tracing::info!(pid, starter, "a bash the command did not ask for: not adopted");
+                    shared.lock().levels_mut().note(Event::UnaskedShell(starter));
+                    shared.notify();
+                }
+                return;
+            }
             let state = shared.lock();
             if state.levels().carries(pid, fingerprint) {
                 return;

@@ -681,6 +681,12 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
              shellkeep's integration was not installed in it: it is driven as an interactive \
              program (send its input with is_input=true).]"
         ),
+        Event::UnaskedShell(who) => format!(
+            "[An interactive bash is reading the terminal that is not the foreground job of the \
+             command you typed (a program started it on its own, or it was left in the \
+             background): `{who}`. shellkeep's integration was not installed in it, and the \
+             command still runs: send the bash's input with is_input=true, or C-c to stop it.]"
+        ),
         Event::PromptNotRun => "[shellkeep's shell integration is damaged: its prompt \
             (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of \
             the command. A command removed or replaced its functions or variables, or cleared \

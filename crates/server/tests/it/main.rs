@@ -37,6 +37,7 @@ mod noninteractive;
 mod orphans;
 mod outputs;
 mod prompt;
+mod records;
 mod remote;
 mod replies;
 mod run;

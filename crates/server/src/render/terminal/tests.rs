@@ -901,6 +901,7 @@ fn shell_and_integration_events() {
         Event::OtherShell("sh".into()),
         Event::RemoteShell("ssh".into()),
         Event::NamedBash("fakebash -i".into()),
+        Event::UnaskedShell("python3 build.py".into()),
         Event::PromptNotRun,
         Event::StatusLost,
         Event::EndMarkerMissing,
@@ -920,6 +921,7 @@ fn shell_and_integration_events() {
             [`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]
             [`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]
             [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
+            [An interactive bash is reading the terminal that is not the foreground job of the command you typed (a program started it on its own, or it was left in the background): `python3 build.py`. shellkeep's integration was not installed in it, and the command still runs: send the bash's input with is_input=true, or C-c to stop it.]
             [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
             [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
             [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
@@ -940,6 +942,7 @@ fn shell_and_integration_events() {
                 "[`sh` is an interactive shell without shellkeep's integration: send its commands with is_input=true (exit codes and the working directory are not tracked inside it); `exit` returns to bash.]",
                 "[`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]",
                 "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
+                "[An interactive bash is reading the terminal that is not the foreground job of the command you typed (a program started it on its own, or it was left in the background): `python3 build.py`. shellkeep's integration was not installed in it, and the command still runs: send the bash's input with is_input=true, or C-c to stop it.]",
                 "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
                 "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
                 "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
