@@ -1487,24 +1487,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A guard that stops reading (SIGSTOP) never blocks the server: lines
-    /// past the outbox are dropped, and once it reads again it is told
-    /// `reset` and everything watched.
+    /// A guard that stops reading (blocked elsewhere: a stopped one is
+    /// continued at once) never blocks the server: lines past the outbox
+    /// are dropped, and once it reads again it is told `reset` and
+    /// everything watched.
     #[test]
     fn a_guard_that_stops_reading_never_blocks_the_server() {
         let dir =
             std::env::temp_dir().join(format!("shellkeep-guard-stopped-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let record = dir.join("lines");
+        // The stand-in reads its channel only once the gate is opened.
+        let gate = dir.join("gate");
+        let _ = std::fs::remove_file(&gate);
+        nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
         let guard = Guard::spawn(
             Path::new("bash"),
-            &["-c", "exec cat > \"$0\"", record.to_str().expect("utf-8 path")],
+            &[
+                "-c",
+                "read -r _ < \"$1\"; exec cat > \"$0\"",
+                record.to_str().expect("utf-8 path"),
+                gate.to_str().expect("utf-8 path"),
+            ],
         )
         .expect("spawn guard");
-        // The whole group: a bash that forks its `cat` instead of becoming it
-        // would leave a reader running.
-        let pid = nix::unistd::Pid::from_raw(guard.pid() as i32);
-        nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop");
         let started = Instant::now();
         let behind = || guard.lock().channel.as_ref().is_some_and(|channel| channel.behind);
         // However much the socket buffers, the outbox fills at last.
@@ -1517,7 +1523,7 @@ mod tests {
         assert!(behind(), "the guard fell behind");
         guard.watch_group(77);
         assert!(started.elapsed() < Duration::from_secs(60), "never blocked for long");
-        nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGCONT).expect("continue");
+        std::fs::write(&gate, "go\n").expect("open the gate");
         // Whatever it now reads ends with the full list: nothing but 77.
         guard.watch_session(88);
         assert!(guard.shutdown(Duration::from_secs(10)).is_some());

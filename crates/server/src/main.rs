@@ -599,8 +599,10 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     };
     line(format!("shellkeep {} doctor (uid {})", env!("CARGO_PKG_VERSION"), private_fs::euid()));
     let requested = args.containment.parse::<cgroup::Requested>();
+    let mut mode = None;
     match requested.as_ref().map_err(Clone::clone).and_then(|r| process::init_containment(*r)) {
         Ok(active) => {
+            mode = Some(active.mode);
             let what = match active.mode {
                 cgroup::Mode::Cgroup2 | cgroup::Mode::Cgroup1 => format!(
                     "every session and run command in a control group of its own under {}; \
@@ -680,6 +682,22 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         0 => "processes left by servers that are gone: none".to_owned(),
         found => format!("processes left by servers that are gone: {found}, stopped now"),
     });
+    // What no process of the same user can be kept from doing.
+    let left = match mode {
+        Some(cgroup::Mode::Markers) | None => {
+            "what still carries its marker (a process that also cleared its environment or \
+             turned non-dumpable survives)"
+        }
+        Some(_) => {
+            "what is still in its control groups or carries its marker (where a command may \
+             leave its group, a process that also hid its marker survives)"
+        }
+    };
+    line(format!(
+        "same-user signals: a command can stop or kill the server and its orphan guard \
+         together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
+         doctor, then ends {left}"
+    ));
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -740,6 +740,7 @@ async fn doctor_reports_the_containment_and_the_hosts_protections() {
         "seccomp: ",
         "runtime directory: ",
         "full-output directory: ",
+        "same-user signals: a command can stop or kill the server and its orphan guard",
     ] {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
     }
