@@ -3,10 +3,11 @@
 # first shell and typed into a shell that lost it (a nested `bash`,
 # `exec bash`). `bash_script.rs` puts a preamble of assignments in front:
 # `__sk_seq` (the sequence number the first prompt reports), `__sk_osc_value`
-# (the marker's OSC number) and `__sk_dir_value` (the private directory).
+# (the marker's OSC number), `__sk_dir_value` (the private directory) and
+# `__sk_kf_value` (the keys file, `/dev/fd/61`, or nothing).
 # `__sk_nonce` is set before: by the start-up file from its environment, or
 # by the line that sources a reinstall script.
-# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value and __sk_nonce come from outside, as above
+# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value, __sk_kf_value and __sk_nonce come from outside, as above
 #
 # Function by function:
 # - `__sk_post` (the last line of the `eval`, so that `eval` itself
@@ -72,8 +73,8 @@
 #   hence the `|| :`.
 # - Files are created with umask 077 (`__sk_private`), whatever the
 #   user's umask, when they do not exist yet.
-# - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
-#   point the integration elsewhere.
+# - `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a
+#   command cannot point the integration elsewhere.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
 # - Each redirection costs the shell several system calls, and these run
@@ -85,13 +86,17 @@
 #   ext4, a file truncated to nothing and written again is flushed to disk
 #   when it is closed. Its two fields each end with a NUL, so what an
 #   earlier, longer state left behind them is never read.
-# - The keys are put back from a file (`bind -f`, written when the
-#   integration is installed): `bind` with bindings as arguments walks the
-#   whole keymap twice for each, looking for `bind -x` bindings it
-#   replaced, which costs more than the rest of the prompt. Without the
-#   file (its directory removed) they are bound from `__sk_keys`. (The file
-#   also becomes the one `re-read-init-file`, C-x C-r, reads: nobody types
-#   keys at this prompt.)
+# - The keys are put back from a file (`bind -f`): `bind` with bindings as
+#   arguments walks the whole keymap twice for each, looking for `bind -x`
+#   bindings it replaced, which costs more than the rest of the prompt. The
+#   file is no path a command can write: it is `__sk_kf`, descriptor 61
+#   (`/dev/fd/61`), a sealed memory file the server made and handed to the
+#   first shell (nobody can change it, whoever holds it), and that a nested
+#   shell inherits; the preamble leaves `__sk_kf` empty where the server
+#   did not find that very file at 61. Without it (empty, or a command
+#   closed the descriptor) they are bound from `__sk_keys`. (The file also
+#   becomes the one `re-read-init-file`, C-x C-r, reads: nobody types keys
+#   at this prompt.)
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 __sk_unhist() {
@@ -106,7 +111,8 @@ __sk_unhist() {
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
-builtin unset __sk_dir_value __sk_osc_value
+builtin readonly __sk_kf="$__sk_kf_value" 2>/dev/null
+builtin unset __sk_dir_value __sk_osc_value __sk_kf_value
 __sk_last=0
 __sk_ran=1
 __sk_flags=
@@ -170,7 +176,7 @@ __sk_prompt() {
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  builtin bind -f "$__sk_dir/keys" || builtin bind "${__sk_keys[@]}" || :
+  if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
   __sk_end "$__sk_last"
 }
 __sk_assert() {
@@ -241,6 +247,4 @@ __sk_keep_exit_trap() {
   builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
-__sk_private "$__sk_dir/keys" 2>/dev/null
-builtin printf '%s\n' "${__sk_keys[@]}" 2>/dev/null >|"$__sk_dir/keys" || :
 __sk_assert

@@ -74,6 +74,28 @@ pub const NONCE_VAR: &str = "__SK_NONCE";
 /// descriptor 62 before anything else runs, and unsets the variable.
 pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
 
+/// The environment variable that tells the first shell at which descriptor
+/// it got its sealed keys file ([`keys_file`]); the start-up file moves it
+/// to [`KEYS_FD`] and unsets the variable.
+pub const KEYS_VAR: &str = "__SK_KEYS";
+
+/// The shell's descriptor for its keys file: the prompt binds the keys
+/// our typed line relies on from `/dev/fd/61`, a sealed memory file no
+/// command can change, never from a path a command could write.
+pub const KEYS_FD: i32 = 61;
+
+/// The key bindings the typed line relies on, as the prompt binds them
+/// again at every prompt (`bind -f`): the same as `__sk_keys` in the
+/// integration, which binds them itself where the file is missing.
+pub const KEYS: &str =
+    "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": unix-line-discard\n";
+
+/// The sealed memory file holding [`KEYS`], handed to the first shell at
+/// [`KEYS_VAR`]: nobody can change it, whoever holds or reopens it.
+pub fn keys_file() -> std::io::Result<std::os::fd::OwnedFd> {
+    crate::private_fs::sealed_memfd("shellkeep-keys", KEYS.as_bytes())
+}
+
 /// The head of the start-up file: the completion channel, the nonce and
 /// the user's start-up file; after a preamble that sets `__sk_user_rc`.
 const RC_HEAD: &str = include_str!("bash_rc.bash");
@@ -94,7 +116,7 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
     let user_rc = user_rc.map(|path| shell_quote(&path.to_string_lossy())).unwrap_or_default();
     format!(
         "# shellkeep shell integration (generated).\n__sk_user_rc={user_rc}\n{RC_HEAD}{}",
-        integration(files, 0)
+        integration(files, 0, true)
     )
 }
 
@@ -102,9 +124,11 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
 /// nested `bash`, `exec bash`); its first prompt reports `seq`, the
 /// handshake. The user's start-up file is not read again: the shell
 /// already read its own. It carries nothing secret: the nonce comes with
-/// the typed line ([`reinstall_line`]).
-pub fn reinstall_script(files: &ShellFiles, seq: u64) -> String {
-    integration(files, seq)
+/// the typed line ([`reinstall_line`]). `keys` says whether the shell
+/// holds the session's own keys file at [`KEYS_FD`] (inherited from the
+/// shell it was started from): only then does its prompt bind from it.
+pub fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
+    integration(files, seq, keys)
 }
 
 /// The line typed into a shell that lost the integration to source
@@ -122,12 +146,15 @@ pub fn reinstall_line(script: &Path, nonce: &str) -> String {
 }
 
 /// The integration script behind its preamble: the only values it takes
-/// from Rust are assignments here, each quoted.
-fn integration(files: &ShellFiles, seq: u64) -> String {
+/// from Rust are assignments here, each quoted. The keys file is
+/// `/dev/fd/61` when `keys`, else none.
+fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
+    let keys = if keys { format!("/dev/fd/{KEYS_FD}") } else { String::new() };
     format!(
-        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n{INTEGRATION}",
+        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n__sk_kf_value={}\n{INTEGRATION}",
         shell_quote(MARKER_OSC),
         shell_quote(&files.dir.to_string_lossy()),
+        shell_quote(&keys),
     )
 }
 
@@ -233,7 +260,7 @@ mod tests {
         let files = files("/tmp/shellkeep-it's $(dir)");
         parses("rc", &rc_script(&files, Some(Path::new("/home/o'brien/.bashrc"))));
         parses("rc without a user file", &rc_script(&files, None));
-        parses("reinstall", &reinstall_script(&files, 42));
+        parses("reinstall", &reinstall_script(&files, 42, true));
         // A script that does not parse fails the check: it is no formality.
         let out = std::process::Command::new("bash")
             .args(["-n", "-c", &format!("{INTEGRATION}\n__sk_x() {{")])
@@ -245,8 +272,38 @@ mod tests {
     #[test]
     fn the_start_up_file_reads_the_variables_the_server_sets() {
         assert!(RC_HEAD.contains(&format!("__sk_nonce=${{{NONCE_VAR}-}}")));
-        assert!(RC_HEAD.contains(&format!("exec 62>&\"${CHANNEL_VAR}\" {{{CHANNEL_VAR}}}>&-")));
-        assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR}")));
+        assert!(
+            RC_HEAD.contains(&format!(
+                "exec {{__sk_a}}>&\"${CHANNEL_VAR}\" {{__sk_b}}<&\"${KEYS_VAR}\""
+            ))
+        );
+        assert!(RC_HEAD.contains(&format!("exec 62>&\"$__sk_a\" {KEYS_FD}<&\"$__sk_b\"")));
+        assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR} {KEYS_VAR}")));
+    }
+
+    /// The keys file holds what the integration binds where it is missing,
+    /// and nobody can change it: not through the descriptor, not reopened.
+    #[test]
+    fn the_keys_file_holds_the_integrations_keys_and_is_sealed() {
+        use std::io::Write;
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c"])
+            .arg(format!(
+                "{}\nprintf '%s\\n' \"${{__sk_keys[@]}}\"",
+                reinstall_script(&files("/nonexistent"), 1, false)
+            ))
+            .output()
+            .expect("run bash");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), KEYS);
+        let fd = keys_file().expect("keys file");
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), KEYS);
+        let mut file = std::fs::File::from(fd.try_clone().expect("clone"));
+        assert!(file.write_all(b"\"\\C-m\": \"evil\"\n").is_err());
+        let reopened = std::fs::OpenOptions::new().write(true).open(&path);
+        assert!(reopened.and_then(|mut file| file.write_all(b"evil")).is_err());
+        assert!(file.set_len(0).is_err());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), KEYS);
     }
 
     /// The preamble's values arrive as they were, whatever they contain,
@@ -256,7 +313,7 @@ mod tests {
         let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir";
         let script = std::env::temp_dir()
             .join(format!("shellkeep-reinstall-test-{}.sh", std::process::id()));
-        std::fs::write(&script, reinstall_script(&files(dir), 42)).expect("write");
+        std::fs::write(&script, reinstall_script(&files(dir), 42, false)).expect("write");
         let probe = format!(
             "__sk_nonce=n0nce; . {} 2>/dev/null; printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
              \"${{__sk_dir_value-unset}}${{__sk_osc_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"; \
@@ -287,7 +344,7 @@ mod tests {
         let long = dir.join("a directory with a long name");
         std::fs::create_dir(&long).expect("dir");
         let script = dir.join("reinstall.sh");
-        std::fs::write(&script, reinstall_script(&files, 1)).expect("write");
+        std::fs::write(&script, reinstall_script(&files, 1, false)).expect("write");
         let probe = format!(
             ". {} 2>/dev/null; trap - EXIT; cd {} && PATH=/a/long:/path __sk_state; \
              cd / && PATH=/p __sk_state",

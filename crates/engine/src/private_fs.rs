@@ -164,6 +164,24 @@ pub fn create_private_fifo(path: &Path) -> io::Result<()> {
         .map_err(io::Error::from)
 }
 
+/// A sealed memory file holding `contents` (`memfd_create`, then every
+/// seal): nobody, not even a process that holds or reopens the descriptor
+/// (`/proc/self/fd/N`), can change, grow or shrink it; it has no name in
+/// any directory. Close-on-exec here; a child that must read it is given
+/// it explicitly. `name` only labels it in `/proc/PID/fd`.
+pub fn sealed_memfd(name: &str, contents: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
+    File::from(fd.try_clone()?).write_all(contents)?;
+    let seals = SealFlag::F_SEAL_WRITE
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals))?;
+    Ok(fd)
+}
+
 /// Replaces the contents of the file `path` with `contents`, creating it
 /// (mode 0600) if needed. An existing file must be a regular file of ours
 /// with one link; it is never followed as a symlink, and a FIFO never

@@ -227,6 +227,8 @@ impl Shell {
             .map_err(|err| fail("state file", err))?;
         let (channel, shell_end) =
             Channel::open().map_err(|err| fail("completion channel", err))?;
+        // The keys the prompt binds again, from a file no command can write.
+        let keys = bash_script::keys_file().map_err(|err| fail("keys file", err))?;
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
@@ -236,8 +238,9 @@ impl Shell {
             Some(_) => on_server_path(&config.shell).unwrap_or_else(|| config.shell.clone()),
             None => config.shell.clone(),
         };
-        let mut command = process::pty_command(&program, &opened.slave, &scope, Some(&shell_end))
-            .map_err(|err| fail("PTY", err))?;
+        let mut command =
+            process::pty_command(&program, &opened.slave, &scope, &[&shell_end, &keys])
+                .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
             .arg("--rcfile")
@@ -271,7 +274,8 @@ impl Shell {
         }
         command
             .env(bash_script::NONCE_VAR, &nonce)
-            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
+            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string())
+            .env(bash_script::KEYS_VAR, keys.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
@@ -282,6 +286,8 @@ impl Shell {
             .ok()
             .map(|stat| PathBuf::from(format!("socket:[{}]", stat.st_ino)));
         drop(shell_end);
+        let keys_id = nix::sys::stat::fstat(&keys).ok().map(|stat| (stat.st_dev, stat.st_ino));
+        drop(keys);
         let pid = child.id().map_or(-1, |pid| pid as i32);
         // The child has run `exec` by now (spawn returns after it): this is
         // the program image whose records are believed.
@@ -319,7 +325,7 @@ impl Shell {
             (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
             (files.clone(), nonce),
             proc_shell::running_program(pid),
-            channel_link,
+            (channel_link, keys_id),
         )));
         let supervisor = tokio::spawn(supervise(Supervisor::new(
             Arc::clone(&shared),

@@ -10,6 +10,7 @@
 //! for short sections, never across `.await`. Bounded: at most 16 shells
 //! whose reinstall failed are remembered.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,20 +44,24 @@ pub(super) struct Watcher {
     /// links to (`socket:[inode]`): a shell without it could never report
     /// a command's end, so it is not given the integration.
     channel_link: Option<PathBuf>,
+    /// The device and inode of the session's sealed keys file: a shell
+    /// holding that very file at its descriptor 61 binds its keys from it,
+    /// any other from the integration's own list.
+    keys_id: Option<(u64, u64)>,
 }
 
 impl Watcher {
     /// The watcher of a shell running program `bash`, on the terminal `tty`
-    /// (`master` its PTY master), with its private `files`, marker `nonce`
-    /// and completion channel seen as `channel_link`.
+    /// (`master` its PTY master), with its private `files`, marker `nonce`,
+    /// completion channel seen as `channel_link` and keys file `keys_id`.
     pub(super) fn new(
         shared: Arc<Shared>,
         (master, tty): (std::os::fd::OwnedFd, PathBuf),
         (files, nonce): (ShellFiles, String),
         bash: Option<proc_shell::ProgramId>,
-        channel_link: Option<PathBuf>,
+        (channel_link, keys_id): (Option<PathBuf>, Option<(u64, u64)>),
     ) -> Watcher {
-        Watcher { shared, master, tty, files, nonce, bash, channel_link }
+        Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id }
     }
 }
 
@@ -131,7 +136,7 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce, bash, channel_link } = watcher;
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id } = watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid() == group
@@ -167,7 +172,10 @@ fn look_for_prompt(
             *attempts += 1;
             let handshake = REINSTALL_SEQ_BASE + *attempts;
             let script = files.reinstall_file(*attempts);
-            let text = bash_script::reinstall_script(files, handshake);
+            let keys = format!("/proc/{pid}/fd/{}", bash_script::KEYS_FD);
+            let keys = keys_id.is_some()
+                && std::fs::metadata(keys).ok().map(|meta| (meta.dev(), meta.ino())) == *keys_id;
+            let text = bash_script::reinstall_script(files, handshake, keys);
             if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
                 return;
             }
