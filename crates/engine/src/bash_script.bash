@@ -18,7 +18,7 @@
 # - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
 #   /dev/null) does the same when `__sk_post` did not run (an interrupt),
 #   runs the user's own PROMPT_COMMAND, drains input nobody read
-#   (so it is never run as commands), writes the state file, puts back
+#   (so it is never run as commands), sends the state, puts back
 #   the keys our typed line relies on (a `bind` of Enter would edit
 #   it), and ends the command (`__sk_end`): first the record on the
 #   completion channel (descriptor 62; the kernel tells the server it
@@ -65,14 +65,14 @@
 # - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
 #   20 ms each time, and only when `read -t 0` says a line is there.
 # - A command that mentions `trap` (`__sk_pre N t`) may have replaced
-#   our EXIT trap, which writes the state file when the shell exits:
-#   `__sk_keep_exit_trap` puts it back in front of the user's.
+#   our EXIT trap, which sends the state when the shell exits:
+#   `__sk_keep_exit_trap` puts it back in front of the user's. It reads
+#   the trap from a command substitution (which still shows the shell's
+#   traps), never from a file a command could rewrite before it is `eval`ed.
 # - Markers go to /dev/tty when standard output is not a terminal, so
 #   `exec >file` cannot swallow them.
 # - Under `set -e` any failing command of ours would end the shell,
 #   hence the `|| :`.
-# - Files are created with umask 077 (`__sk_private`), whatever the
-#   user's umask, when they do not exist yet.
 # - `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a
 #   command cannot point the integration elsewhere.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
@@ -82,10 +82,18 @@
 #   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
 #   standard error sent to /dev/null (PROMPT_COMMAND and PS1 hold the
 #   redirection); the EXIT trap carries its own.
-# - The state file is written over in place (`1<>`), not truncated: on
-#   ext4, a file truncated to nothing and written again is flushed to disk
-#   when it is closed. Its two fields each end with a NUL, so what an
-#   earlier, longer state left behind them is never read.
+# - `__sk_send K TEXT` sends TEXT on the completion channel in datagrams
+#   that start with the letter K, each written whole by one `printf`: at
+#   most 500 characters (2,001 bytes, under the 4 KiB buffer of the
+#   shell's output), and a newline only at a piece's end (the shell's
+#   output is line-buffered: a newline inside would cut the datagram in
+#   two). With a third argument N, only the first N characters.
+# - The state (`__sk_state`: the working directory and `PATH`) goes to the
+#   server that way, never through a file a command could rewrite: `D` for
+#   the directory, `P` for `PATH`, then `C`, the commit. The server takes
+#   only a shell's own (the kernel names the sender) and at most 64 KiB of
+#   each field; a longer field is not taken (the shell sends one character
+#   more than 64 Ki of it, so that the server always sees it is longer).
 # - The keys are put back from a file (`bind -f`): `bind` with bindings as
 #   arguments walks the whole keymap twice for each, looking for `bind -x`
 #   bindings it replaced, which costs more than the rest of the prompt. The
@@ -142,17 +150,20 @@ __sk_end() {
   builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
   __sk_mark "E;$__sk_seq;$__sk_tok"
 }
-__sk_private() {
-  local __sk_u
-  [[ -e $1 ]] && return 0
-  __sk_u=$(builtin umask) || :
-  builtin umask 077
-  : >>"$1" || :
-  builtin umask "$__sk_u"
+__sk_send() {
+  local __sk_t=$2 __sk_p
+  [[ -z ${3-} ]] || __sk_t=${__sk_t:0:$3}
+  while [[ -n $__sk_t ]]; do
+    __sk_p=${__sk_t:0:500}
+    [[ $__sk_p != *$'\n'* ]] || __sk_p=${__sk_p%%$'\n'*}$'\n'
+    builtin printf '%s%s' "$1" "$__sk_p" >&62 || return 1
+    __sk_t=${__sk_t:${#__sk_p}}
+  done
 }
 __sk_state() {
-  __sk_private "$__sk_dir/state"
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" 1<>"$__sk_dir/state" || :
+  if __sk_send D "$PWD" 65537 && __sk_send P "$PATH" 65537; then
+    builtin printf 'C' >&62 || :
+  fi
 }
 __sk_drain() {
   local __sk_junk __sk_n=0
@@ -239,9 +250,7 @@ __sk_post() {
 }
 __sk_keep_exit_trap() {
   local __sk_t='' __sk_a=()
-  __sk_private "$__sk_dir/trap"
-  builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
-  IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
+  __sk_t=$(builtin trap -p EXIT) || return 0
   [[ $__sk_t != *__sk_state* ]] || return 0
   builtin eval "__sk_a=($__sk_t)" || :
   builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT

@@ -1,5 +1,5 @@
 //! The shell integration: the start-up file we give bash, the line we type
-//! to run a command, and reading back the state bash leaves for us.
+//! to run a command, and the keys file the prompt binds from.
 //!
 //! Commands never go through readline. Each one is written to a private
 //! file; the line we type reads it into a variable (`__sk_pre`, which also
@@ -8,9 +8,9 @@
 //! `$?` is the previous command's status, a top-level `return` is refused
 //! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
 //! status on the completion channel and then prints the end marker, after
-//! draining terminal input nobody read, and writes the
-//! working directory and `PATH` to a state file (an `EXIT` trap writes it
-//! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
+//! draining terminal input nobody read, and sends the working directory
+//! and `PATH` on the same channel (an `EXIT` trap sends them too, so
+//! `cd X; exit` restarts in `X`). So the echo of what we type is
 //! easy to drop (it comes before the start marker), any command text works
 //! (tabs, `!`, `\;`, heredocs, 100 KB lines), our own commands stay out of
 //! history, `set -u` cannot break the prompt, and `set -x` never traces our
@@ -26,8 +26,11 @@
 //! The scripts are bash files of their own, `bash_rc.bash` (the head of
 //! the start-up file) and `bash_script.bash` (the integration), included
 //! at build time; the few values they take (the private directory, the
-//! marker's OSC number, the first sequence number, the user's start-up
-//! file) come in a preamble of quoted assignments in front of them.
+//! marker's OSC number, the first sequence number, the keys file, the
+//! user's start-up file) come in a preamble of quoted assignments in front
+//! of them. The key bindings the prompt puts back come from a sealed memory
+//! file the shell holds at descriptor 61 ([`keys_file`]), never from a path
+//! a command could write.
 //! This module writes files and formats text; it does not start processes
 //! (its tests run `bash`).
 
@@ -57,11 +60,6 @@ impl ShellFiles {
     /// The file holding the command to run next.
     pub fn command_file(&self) -> PathBuf {
         self.dir.join("cmd")
-    }
-
-    /// The file where the prompt writes the working directory and `PATH`.
-    pub fn state_file(&self) -> PathBuf {
-        self.dir.join("state")
     }
 }
 
@@ -172,24 +170,14 @@ pub fn run_line(seq: u64, command: &str) -> String {
     format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
 }
 
-/// What the prompt last recorded.
+/// What the prompt last sent: the working directory and `PATH`, on the
+/// completion channel (`session/channel.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShellState {
     /// The shell's working directory.
     pub cwd: PathBuf,
     /// The shell's `PATH`.
     pub path: String,
-}
-
-/// Reads the state file; `None` if it is missing or malformed.
-pub fn read_state(files: &ShellFiles) -> Option<ShellState> {
-    use std::os::unix::ffi::OsStrExt;
-    // Never followed as a symlink; bounded (a PATH is far shorter).
-    let bytes = crate::private_fs::read_private_file(&files.state_file(), 1 << 20).ok()?;
-    let mut fields = bytes.split(|&b| b == 0);
-    let cwd = std::ffi::OsStr::from_bytes(fields.next()?);
-    let path = String::from_utf8_lossy(fields.next()?).into_owned();
-    Some(ShellState { cwd: PathBuf::from(cwd), path })
 }
 
 /// The Python interpreter a command named `python` (else `python3`) would
@@ -327,38 +315,6 @@ mod tests {
         std::fs::remove_file(&script).expect("cleanup");
         let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrr\n");
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
-    }
-
-    /// The prompt writes the state file over in place: what a longer,
-    /// earlier state left after the two fields is not read.
-    #[test]
-    fn the_state_is_its_first_two_fields() {
-        let dir = std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id()));
-        crate::private_fs::create_private_dir(&dir).expect("dir");
-        let files = ShellFiles { dir: dir.clone() };
-        crate::private_fs::rewrite_file(&files.state_file(), b"/a\0/bin\0/longer/dir\0/x:/y\0")
-            .expect("write");
-        let state = read_state(&files).expect("state");
-        assert_eq!(state, ShellState { cwd: PathBuf::from("/a"), path: "/bin".into() });
-        // As the shell writes it: a long state, then a shorter one.
-        let long = dir.join("a directory with a long name");
-        std::fs::create_dir(&long).expect("dir");
-        let script = dir.join("reinstall.sh");
-        std::fs::write(&script, reinstall_script(&files, 1, false)).expect("write");
-        let probe = format!(
-            ". {} 2>/dev/null; trap - EXIT; cd {} && PATH=/a/long:/path __sk_state; \
-             cd / && PATH=/p __sk_state",
-            shell_quote(&script.to_string_lossy()),
-            shell_quote(&long.to_string_lossy())
-        );
-        let out = std::process::Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", &probe])
-            .output()
-            .expect("run bash");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let state = read_state(&files).expect("state");
-        assert_eq!(state, ShellState { cwd: PathBuf::from("/"), path: "/p".into() });
-        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[test]

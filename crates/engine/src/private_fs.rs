@@ -157,13 +157,6 @@ pub fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     create_new_file(path)?.write_all(contents)
 }
 
-/// Creates the FIFO `path`, mode 0600 (fails if the name exists): a channel
-/// from a shell of ours to the server that keeps nothing on disk.
-pub fn create_private_fifo(path: &Path) -> io::Result<()> {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)
-        .map_err(io::Error::from)
-}
-
 /// A sealed memory file holding `contents` (`memfd_create`, then every
 /// seal): nobody, not even a process that holds or reopens the descriptor
 /// (`/proc/self/fd/N`), can change, grow or shrink it; it has no name in

@@ -227,6 +227,16 @@ pub fn group_command_with_fds(
     command
 }
 
+/// A copy of `fd` at the lowest free descriptor at or above `min`, closed
+/// on exec: for a descriptor a child inherits, kept clear of the numbers
+/// the child's start-up file moves its own descriptors to.
+pub fn dup_at_least(fd: &OwnedFd, min: RawFd) -> std::io::Result<OwnedFd> {
+    let raw = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(min))?;
+    // SAFETY: `fcntl` just returned this new descriptor, owned by nobody
+    // else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+}
+
 /// A command for `program` that runs as the leader of a new session whose
 /// controlling terminal is the PTY `slave`, with the non-interactive
 /// environment, `scope`'s marker, default signal handling and a

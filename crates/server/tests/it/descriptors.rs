@@ -73,3 +73,168 @@ async fn a_child_rewriting_the_keys_file_cannot_forge_later_exit_codes() {
         );
     }
 }
+
+/// A process left running (a `&` job of an earlier command) that writes
+/// `INJECTED…=yes` and a `PATH` of its own wherever a job's environment
+/// might pass: every FIFO named `env` under the server's runtime
+/// directory (where it once went), its own inherited copy of the
+/// completion channel (as `V` datagrams, the way the shell now sends it),
+/// and every environment file a shell of the session holds
+/// (`/proc/PID/fd/N`). Counts the writes that went through, in `sent`,
+/// until the file `stop` exists.
+const ENV_INJECT: &str = r#"
+import glob, os, sys, time
+payload = b"INJECTED_BY_LINGERING_PROCESS=yes\0PATH=/tmp/evil-bin:/usr/bin:/bin\0"
+shell = os.getppid()
+args = open(f"/proc/{shell}/cmdline", "rb").read().split(b"\0")
+rc = args[args.index(b"--rcfile") + 1].decode()
+runtime = os.path.dirname(rc)
+while os.path.basename(runtime) not in ("", "sessions"):
+    runtime = os.path.dirname(runtime)
+runtime = os.path.dirname(runtime)
+sent = 0
+def note():
+    with open("sent.tmp", "w") as f:
+        f.write(str(sent))
+    os.replace("sent.tmp", "sent")
+while not os.path.exists("stop"):
+    for path in glob.glob(f"{runtime}/**/env", recursive=True):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(fd, payload)
+            os.close(fd)
+            sent += 1
+        except OSError:
+            pass
+    for chunk in [b"V" + payload, b"V" + payload[:34], b"V" + payload[34:]]:
+        try:
+            os.write(62, chunk)
+            sent += 1
+        except OSError:
+            pass
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if "shellkeep-env" not in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                    continue
+                out = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY)
+                os.write(out, payload)
+                os.close(out)
+                sent += 1
+            except OSError:
+                pass
+    note()
+    time.sleep(0.002)
+"#;
+
+/// F4 (b): a process left running cannot put values into the environment
+/// of the background jobs started after it (found: 6 of 6 jobs).
+#[tokio::test]
+async fn a_lingering_process_cannot_write_into_the_environment_of_later_jobs() {
+    let server = Server::start().await;
+    std::fs::write(server.cwd().join("env_inject.py"), ENV_INJECT).expect("script");
+    let r = server.terminal(json!({"command": "echo ${PATH%%:*}"})).await;
+    let first = r.output().trim().to_owned();
+    let r = server.terminal(json!({"command": "python3 env_inject.py &"})).await;
+    assert_eq!(r["exit_code"].as_i64(), Some(0), "{r:#?}");
+    let sent = server.cwd().join("sent");
+    let count = || {
+        std::fs::read_to_string(&sent).ok().and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    crate::wait_until(crate::EVENTUALLY, || count() > 0, || "the injector at work".to_owned())
+        .await;
+    for job in 1..=6 {
+        let r = server
+            .terminal(json!({
+                "command": "echo \"inj=${INJECTED_BY_LINGERING_PROCESS-no} first=${PATH%%:*}\"",
+                "background": true,
+            }))
+            .await;
+        assert!(!r.is_error, "job {job}: {r:#?}");
+        assert_eq!(r.output(), format!("inj=no first={first}\n"), "job {job}: {r:#?}");
+    }
+    // The attack ran the whole time: it is no test of an idle injector.
+    let before = count();
+    crate::wait_until(crate::EVENTUALLY, || count() > before, || "the injector".to_owned()).await;
+    std::fs::write(server.cwd().join("stop"), "").expect("stop");
+}
+
+/// Claims the session is in `evil` (with its own `python3` first in
+/// `PATH`): rewrites the state file where the prompt once wrote it, and
+/// sends the state pieces the prompt now sends on the completion channel,
+/// from the copy it inherited, until the file `stop` exists. Counts its
+/// rounds in `sent`.
+const STATE_FORGE: &str = r#"
+import os, sys, time
+evil = sys.argv[1]
+shell = os.getppid()
+args = open(f"/proc/{shell}/cmdline", "rb").read().split(b"\0")
+state = os.path.join(os.path.dirname(args[args.index(b"--rcfile") + 1].decode()), "state")
+rounds = 0
+while not os.path.exists("stop"):
+    try:
+        with open(state, "wb") as f:
+            f.write(f"{evil}\0{evil}\0".encode())
+    except OSError:
+        pass
+    for piece in [b"D" + evil.encode(), b"P" + evil.encode(), b"C"]:
+        try:
+            os.write(62, piece)
+        except OSError:
+            pass
+    rounds += 1
+    with open("sent.tmp", "w") as f:
+        f.write(str(rounds))
+    os.replace("sent.tmp", "sent")
+    time.sleep(0.001)
+"#;
+
+/// F4 (state): a child that rewrites the shell's state cannot make the
+/// server report another working directory or interpreter, nor restart the
+/// shell there.
+#[tokio::test]
+async fn a_child_rewriting_the_state_cannot_claim_another_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = Server::start().await;
+    let cwd = server.cwd().to_owned();
+    std::fs::write(cwd.join("state_forge.py"), STATE_FORGE).expect("script");
+    let evil = cwd.join("evil");
+    for dir in [&evil, &cwd.join("real"), &cwd.join("again")] {
+        std::fs::create_dir(dir).expect("dir");
+    }
+    let python = evil.join("python3");
+    std::fs::write(&python, "#!/bin/sh\n").expect("write");
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let command = format!("python3 state_forge.py '{}' &", evil.display());
+    let r = server.terminal(json!({"command": command})).await;
+    assert_eq!(r["exit_code"].as_i64(), Some(0), "{r:#?}");
+    let sent = cwd.join("sent");
+    let count = || {
+        std::fs::read_to_string(&sent).ok().and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    crate::wait_until(crate::EVENTUALLY, || count() > 0, || "the forger at work".to_owned()).await;
+    let evil_text = evil.to_str().expect("utf-8");
+    for (command, dir) in [("cd real", "real"), ("true", "real"), ("cd ../again", "again")] {
+        let r = server.terminal(json!({"command": command})).await;
+        assert_eq!(r["exit_code"].as_i64(), Some(0), "{command}: {r:#?}");
+        let expected = cwd.join(dir);
+        assert_eq!(r["cwd"].as_str(), expected.to_str(), "{command}: {r:#?}");
+        assert_ne!(r["python_interpreter"].as_str(), python.to_str(), "{command}: {r:#?}");
+        assert!(!r.text.contains(evil_text), "{command}: {}", r.text);
+    }
+    // The shell ends in `real`: the next one starts there, not where the
+    // forger claims.
+    let before = count();
+    crate::wait_until(crate::EVENTUALLY, || count() > before, || "the forger".to_owned()).await;
+    server.terminal(json!({"command": "cd ../real && exit"})).await;
+    let r = server.terminal(json!({"command": "pwd"})).await;
+    let real = cwd.join("real");
+    assert_eq!(r.output().trim(), real.to_str().expect("utf-8"), "{r:#?}");
+    std::fs::write(cwd.join("stop"), "").expect("stop");
+}

@@ -176,10 +176,15 @@ async fn the_next_start_removes_what_dead_servers_left() {
 
     let mut killed = server_in(&tmp.0, &state, &[]).await;
     let killed_dir = shell_files_dir(killed.pid).await;
-    // The shell's files are there (the state file once its first prompt
-    // has been written).
-    let state_file = killed_dir.join("state");
-    wait_until(EVENTUALLY, || state_file.exists(), || format!("{state_file:?}")).await;
+    // The shell's directory is there, past its first prompt (the start-up
+    // file is removed once read).
+    let rc_file = killed_dir.join("init.sh");
+    wait_until(
+        EVENTUALLY,
+        || killed_dir.is_dir() && !rc_file.exists(),
+        || format!("{killed_dir:?} past the first prompt"),
+    )
+    .await;
     killed.signal("KILL");
     killed.wait_exit(EVENTUALLY).await;
 
