@@ -41,8 +41,22 @@
 # - `__sk_pre N` prints the start marker and loads the command into
 #   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
 #   back on, `$?` restored). The command starts on a line of its own so
-#   that `set -v` echoes it. The file is emptied once read: a value
-#   typed into a command stays on disk only until the command starts.
+#   that `set -v` echoes it. The command comes from the server on
+#   descriptor 60, the shell's end of a socket pair whose other end only
+#   the server holds (`__sk_load`): never through a file, so no other
+#   process can replace it, and a value typed into a command never touches
+#   the disk. A child that inherited the descriptor can take bytes out, but
+#   what it writes there goes to the server, never to the shell (and a
+#   socket, unlike a pipe, cannot be opened again through `/proc`).
+# - `__sk_load N` reads command N's frame, `N LENGTH` on a line, then
+#   LENGTH bytes of text (in the C locale, so that `read -N` counts
+#   bytes). Whole frames of earlier commands that nobody read (at most 8)
+#   are skipped; anything else (a frame a thief took bytes of) loads
+#   nothing and is flushed (`__sk_flush`, at most 16 times 64 KiB), and the
+#   command is reported as never run (the record's flag `n`), never as
+#   completed. The header and a text of at most 64 KiB are read with a
+#   timeout of 10 s (a frame a thief took whole never comes); a longer
+#   text without one, since `read -t` reads a byte at a time.
 # - While a command runs, PS1 holds `__sk_fallback`, which ends the
 #   command from a subshell if PROMPT_COMMAND was cleared and the
 #   command was interrupted before `__sk_post` could restore it; the
@@ -225,11 +239,44 @@ __sk_pre() {
   __sk_assert
   PS1=$__sk_ps1
   __sk_mark "S;$__sk_seq"
-  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
-  builtin : >|"$__sk_dir/cmd" || :
-  __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
+  if __sk_load "$1"; then
+    __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
+  else
+    __sk_c=
+  fi
   return 0
 } 2>/dev/null
+__sk_load() {
+  local LC_ALL=C __sk_h __sk_s __sk_n __sk_k=0
+  __sk_c=
+  while (( __sk_k++ < 8 )); do
+    IFS= builtin read -r -t 10 -u 60 __sk_h || return 1
+    __sk_s=${__sk_h%% *} __sk_n=${__sk_h#* }
+    if [[ $__sk_h != *' '* || -z $__sk_s || -z $__sk_n || $__sk_s$__sk_n == *[!0-9]* ]]; then
+      __sk_flush
+      return 1
+    fi
+    if (( __sk_n <= 65536 )); then
+      IFS= builtin read -r -N "$__sk_n" -t 10 -u 60 __sk_c || :
+    else
+      IFS= builtin read -r -N "$__sk_n" -u 60 __sk_c || :
+    fi
+    if (( ${#__sk_c} != __sk_n )); then
+      __sk_c=
+      __sk_flush
+      return 1
+    fi
+    [[ $__sk_s != "$1" ]] || return 0
+    __sk_c=
+  done
+  return 1
+}
+__sk_flush() {
+  local __sk_j __sk_i=0
+  while (( __sk_i++ < 16 )) && builtin read -t 0 -u 60; do
+    IFS= builtin read -r -N 65536 -t 0.02 -u 60 __sk_j || :
+  done
+}
 __sk_on() {
   local __sk_status=$__sk_last
   __sk_ran=1

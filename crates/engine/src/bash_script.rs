@@ -1,9 +1,10 @@
 //! The shell integration: the start-up file we give bash, the line we type
 //! to run a command, and the keys file the prompt binds from.
 //!
-//! Commands never go through readline. Each one is written to a private
-//! file; the line we type reads it into a variable (`__sk_pre`, which also
-//! prints the start marker) and `eval`s it at the top level, so it runs as
+//! Commands never go through readline. Each one is written to a socket
+//! whose other end only the shell holds ([`command_frame`]); the line we
+//! type reads it into a variable (`__sk_pre`, which also prints the start
+//! marker) and `eval`s it at the top level, so it runs as
 //! if typed at a prompt: syntax errors read like an interactive shell's,
 //! `$?` is the previous command's status, a top-level `return` is refused
 //! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
@@ -56,11 +57,6 @@ impl ShellFiles {
     pub fn reinstall_file(&self, id: u64) -> PathBuf {
         self.dir.join(format!("reinstall-{id}.sh"))
     }
-
-    /// The file holding the command to run next.
-    pub fn command_file(&self) -> PathBuf {
-        self.dir.join("cmd")
-    }
 }
 
 /// The environment variable that hands the first shell its marker nonce;
@@ -87,6 +83,25 @@ pub const KEYS_FD: i32 = 61;
 /// integration, which binds them itself where the file is missing.
 pub const KEYS: &str =
     "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": unix-line-discard\n";
+
+/// The environment variable that tells the first shell at which descriptor
+/// it got its end of its command socket; the start-up file moves it to
+/// [`COMMAND_FD`] and unsets the variable.
+pub const COMMAND_VAR: &str = "__SK_CMD";
+
+/// The shell's descriptor for its end of its command socket, whose other
+/// end only the server holds: each command's text comes there as a frame
+/// ([`command_frame`]), never through a file.
+pub const COMMAND_FD: i32 = 60;
+
+/// The frame of command `seq` on the command socket: `seq LENGTH` on a line,
+/// then the text's LENGTH bytes. The shell loads the command only from a
+/// whole frame with its own number (`__sk_load`).
+pub fn command_frame(seq: u64, text: &str) -> Vec<u8> {
+    let mut frame = format!("{seq} {}\n", text.len()).into_bytes();
+    frame.extend_from_slice(text.as_bytes());
+    frame
+}
 
 /// The sealed memory file holding [`KEYS`], handed to the first shell at
 /// [`KEYS_VAR`]: nobody can change it, whoever holds or reopens it.
@@ -157,7 +172,7 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 }
 
 /// The line typed into the shell to run command number `seq`, whose text
-/// is `command`: it loads the command file and runs it with `eval` at the
+/// is `command`: it loads the command from its socket and runs it with `eval` at the
 /// top level. It starts with C-u, which discards a partial line a program
 /// left unread (a key without Enter), in the terminal's line editing and in
 /// readline alike. The leading space keeps it out of history; `__sk_pre`
@@ -260,13 +275,16 @@ mod tests {
     #[test]
     fn the_start_up_file_reads_the_variables_the_server_sets() {
         assert!(RC_HEAD.contains(&format!("__sk_nonce=${{{NONCE_VAR}-}}")));
+        assert!(RC_HEAD.contains(&format!(
+            "exec {{__sk_f1}}>&\"${CHANNEL_VAR}\" {{__sk_f2}}<&\"${KEYS_VAR}\" \
+             {{__sk_f3}}<&\"${COMMAND_VAR}\""
+        )));
+        assert!(RC_HEAD.contains(&format!(
+            "exec 62>&\"$__sk_f1\" {KEYS_FD}<&\"$__sk_f2\" {COMMAND_FD}<&\"$__sk_f3\""
+        )));
         assert!(
-            RC_HEAD.contains(&format!(
-                "exec {{__sk_a}}>&\"${CHANNEL_VAR}\" {{__sk_b}}<&\"${KEYS_VAR}\""
-            ))
+            RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR} {KEYS_VAR} {COMMAND_VAR}"))
         );
-        assert!(RC_HEAD.contains(&format!("exec 62>&\"$__sk_a\" {KEYS_FD}<&\"$__sk_b\"")));
-        assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR} {KEYS_VAR}")));
     }
 
     /// The keys file holds what the integration binds where it is missing,

@@ -159,6 +159,80 @@ fn parse_env(bytes: &[u8]) -> StartEnv {
     StartEnv(entries)
 }
 
+/// How long the rest of a command's frame that did not fit in the socket at
+/// once may wait for the shell to read it (a command of several MiB).
+const FRAME_WAIT: Duration = Duration::from_secs(30);
+
+/// The server's end of a shell's command socket: each command's text goes
+/// there as a frame (`bash_script::command_frame`), which the shell reads
+/// from its descriptor 60, the other end of a `socketpair(AF_UNIX,
+/// SOCK_STREAM)`. A process that inherited the shell's end can take bytes
+/// out, but what it writes there comes here (and is dropped), never to the
+/// shell; unlike a pipe, a socket cannot be opened again through
+/// `/proc/PID/fd` to get a way in.
+struct CommandSocket {
+    socket: tokio::net::UnixStream,
+}
+
+impl CommandSocket {
+    /// A new socket pair: the server's end, the shell's end to hand the
+    /// shell, and what `/proc/PID/fd/N` of a process holding the shell's
+    /// end links to.
+    fn open() -> std::io::Result<(CommandSocket, std::os::fd::OwnedFd, PathBuf)> {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt,
+        };
+        let (server, shell) =
+            socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?;
+        // Room for most commands at once, where the system allows it; the
+        // rest is written as the shell reads.
+        let _ = setsockopt(&server, sockopt::SndBuf, &(1 << 20));
+        let _ = setsockopt(&shell, sockopt::RcvBuf, &(1 << 20));
+        let link = PathBuf::from(format!("socket:[{}]", nix::sys::stat::fstat(&shell)?.st_ino));
+        let server = std::os::unix::net::UnixStream::from(server);
+        server.set_nonblocking(true)?;
+        let socket = tokio::net::UnixStream::from_std(server)?;
+        Ok((CommandSocket { socket }, shell, link))
+    }
+
+    /// Sends `frame`: drops what processes holding the shell's end wrote
+    /// here, writes what the socket takes now, and returns how much that
+    /// was.
+    fn start(&self, frame: &[u8]) -> usize {
+        let mut chunk = [0u8; 64 * 1024];
+        // Bounded: at most the socket's receive buffer.
+        while let Ok(1..) = self.socket.try_read(&mut chunk) {}
+        let mut written = 0;
+        while written < frame.len() {
+            match self.socket.try_write(&frame[written..]) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        written
+    }
+
+    /// Writes the rest of `frame` from `written` on as the shell reads it,
+    /// at most [`FRAME_WAIT`], and not past the shell's exit (`exited`).
+    async fn finish(&self, frame: &[u8], mut written: usize, exited: impl Fn() -> bool) {
+        let deadline = Instant::now() + FRAME_WAIT;
+        while written < frame.len() && Instant::now() < deadline && !exited() {
+            let ready = tokio::time::timeout(Duration::from_millis(100), self.socket.writable());
+            if !matches!(ready.await, Ok(Ok(()))) {
+                continue;
+            }
+            match self.socket.try_write(&frame[written..]) {
+                Ok(n) => written += n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(err) => {
+                    tracing::debug!("could not write the command to its socket: {err}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// One bash process and its PTY.
 pub(super) struct Shell {
     shared: Arc<Shared>,
@@ -170,6 +244,8 @@ pub(super) struct Shell {
     /// and the end of the session reach what left the session.
     scope: process::Scope,
     files: ShellFiles,
+    /// Where the commands' text goes.
+    commands: CommandSocket,
     next_seq: u64,
     /// The directory and `PATH` the prompt reported last.
     view: ShellView,
@@ -200,6 +276,8 @@ impl Shell {
             Channel::open().map_err(|err| fail("completion channel", err))?;
         // The keys the prompt binds again, from a file no command can write.
         let keys = bash_script::keys_file().map_err(|err| fail("keys file", err))?;
+        let (commands, command_end, command_link) =
+            CommandSocket::open().map_err(|err| fail("command socket", err))?;
         // A background job's shell takes its calling shell's values back from
         // a sealed file it inherits, read once its start-up files ran.
         let env_file = match &config.start_env {
@@ -210,7 +288,7 @@ impl Shell {
             ),
             None => None,
         };
-        let mut inherited = vec![&shell_end, &keys];
+        let mut inherited = vec![&shell_end, &keys, &command_end];
         inherited.extend(env_file.as_ref());
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
@@ -257,7 +335,8 @@ impl Shell {
         command
             .env(bash_script::NONCE_VAR, &nonce)
             .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string())
-            .env(bash_script::KEYS_VAR, keys.as_raw_fd().to_string());
+            .env(bash_script::KEYS_VAR, keys.as_raw_fd().to_string())
+            .env(bash_script::COMMAND_VAR, command_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
@@ -270,6 +349,7 @@ impl Shell {
         drop(shell_end);
         let keys_id = nix::sys::stat::fstat(&keys).ok().map(|stat| (stat.st_dev, stat.st_ino));
         drop(keys);
+        drop(command_end);
         let pid = child.id().map_or(-1, |pid| pid as i32);
         // The child has run `exec` by now (spawn returns after it): this is
         // the program image whose records are believed.
@@ -307,7 +387,7 @@ impl Shell {
             (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
             (files.clone(), nonce),
             proc_shell::running_program(pid),
-            (channel_link, keys_id),
+            (channel_link, keys_id, Some(command_link)),
         )));
         let supervisor = tokio::spawn(supervise(Supervisor::new(
             Arc::clone(&shared),
@@ -322,6 +402,7 @@ impl Shell {
             pid,
             scope,
             files,
+            commands,
             next_seq: 1,
             view: ShellView::new(cwd.to_owned(), None),
             waiter,
@@ -522,18 +603,13 @@ impl Shell {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        // The directory may have been removed by a command (rm -rf /tmp/*).
-        let written = private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
-            .or_else(|err| {
-                if err.kind() != std::io::ErrorKind::NotFound {
-                    return Err(err);
-                }
-                private_fs::ensure_private_dir(&self.files.dir)?;
-                private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
-            });
-        written.map_err(|err| {
-            SessionError::Shell(format!("could not write the command file: {err}"))
-        })?;
+        // A command may have removed the private directory (rm -rf
+        // /tmp/*): a reinstall writes its script there.
+        if let Err(err) = private_fs::ensure_private_dir(&self.files.dir) {
+            tracing::debug!("could not make the private directory again: {err}");
+        }
+        let frame = bash_script::command_frame(seq, command);
+        let written = self.commands.start(&frame);
         let now = Instant::now();
         // The log names its command (a read of the log shows it): masked.
         let named = config.secrets.mask(command).0;
@@ -565,6 +641,8 @@ impl Shell {
             .write_all(bash_script::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
+        let shared = Arc::clone(&self.shared);
+        self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
         let mut reply =
             self.wait_reply(config, timeout, events, cancel, request.progress.as_ref()).await?;
         reply.idle_output = idle_output;
@@ -631,10 +709,8 @@ impl Shell {
         let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
         let seq = self.next_seq;
         self.next_seq += 1;
-        // A command may have removed the directory (rm -rf /tmp/*).
-        private_fs::ensure_private_dir(&self.files.dir)
-            .and_then(|()| private_fs::rewrite_file(&self.files.command_file(), text.as_bytes()))
-            .map_err(|err| failed("the command file", err))?;
+        let frame = bash_script::command_frame(seq, text);
+        let written = self.commands.start(&frame);
         let now = Instant::now();
         // A store of its own: the session's numbers and logs are the agent's.
         let store =
@@ -653,6 +729,8 @@ impl Shell {
             .write_all(bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| failed("writing to the shell", err))?;
+        let shared = Arc::clone(&self.shared);
+        self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
         let ended = wait_for(&self.shared, CAPTURE_WAIT, |state| {
             state.exited().is_some() || state.command().is_none_or(Command::is_done)
         })

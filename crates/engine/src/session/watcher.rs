@@ -48,20 +48,29 @@ pub(super) struct Watcher {
     /// holding that very file at its descriptor 61 binds its keys from it,
     /// any other from the integration's own list.
     keys_id: Option<(u64, u64)>,
+    /// What `/proc/PID/fd/60` of a shell holding its end of the command
+    /// socket links to (`socket:[inode]`): a shell without it could never
+    /// load a command, so it is not given the integration.
+    command_link: Option<PathBuf>,
 }
 
 impl Watcher {
     /// The watcher of a shell running program `bash`, on the terminal `tty`
     /// (`master` its PTY master), with its private `files`, marker `nonce`,
-    /// completion channel seen as `channel_link` and keys file `keys_id`.
+    /// completion channel seen as `channel_link`, keys file `keys_id` and
+    /// command socket seen as `command_link`.
     pub(super) fn new(
         shared: Arc<Shared>,
         (master, tty): (std::os::fd::OwnedFd, PathBuf),
         (files, nonce): (ShellFiles, String),
         bash: Option<proc_shell::ProgramId>,
-        (channel_link, keys_id): (Option<PathBuf>, Option<(u64, u64)>),
+        (channel_link, keys_id, command_link): (
+            Option<PathBuf>,
+            Option<(u64, u64)>,
+            Option<PathBuf>,
+        ),
     ) -> Watcher {
-        Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id }
+        Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link }
     }
 }
 
@@ -136,7 +145,8 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id } = watcher;
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link } =
+        watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid() == group
@@ -159,9 +169,15 @@ fn look_for_prompt(
             let replaced = state.levels().is_integrated_shell(pid);
             drop(state);
             let fd = format!("/proc/{pid}/fd/{}", super::channel::SHELL_FD);
-            if channel_link.is_none() || std::fs::read_link(fd).ok() != *channel_link {
+            let command_fd = format!("/proc/{pid}/fd/{}", bash_script::COMMAND_FD);
+            if channel_link.is_none()
+                || std::fs::read_link(fd).ok() != *channel_link
+                || command_link.is_none()
+                || std::fs::read_link(command_fd).ok() != *command_link
+            {
                 // A wrapper closed the descriptors it inherited (`sudo`,
-                // pexpect): this shell could not report any end.
+                // pexpect): this shell could not report any end, or load
+                // any command.
                 if *noted != Some(seq) {
                     *noted = Some(seq);
                     shared.lock().levels_mut().note(Event::ReinstallFailed);

@@ -238,3 +238,148 @@ async fn a_child_rewriting_the_state_cannot_claim_another_directory() {
     assert_eq!(r.output().trim(), real.to_str().expect("utf-8"), "{r:#?}");
     std::fs::write(cwd.join("stop"), "").expect("stop");
 }
+
+/// Races to replace the next command's text: rewrites the command file
+/// where the shell once read it, and writes forged frames for the next
+/// sequence numbers wherever it can (its inherited copy of the shell's
+/// descriptor 60, and that descriptor opened again through `/proc`, which
+/// gives a way into a pipe). Counts its rounds in `sent` and the ways in
+/// it found in `opened`, until the file `stop` exists.
+const COMMAND_SWAP: &str = r#"
+import os, time
+shell = os.getppid()
+args = open(f"/proc/{shell}/cmdline", "rb").read().split(b"\0")
+cmd = os.path.join(os.path.dirname(args[args.index(b"--rcfile") + 1].decode()), "cmd")
+evil = b"echo PWNED; (exit 0)"
+rounds = opened = 0
+while not os.path.exists("stop"):
+    try:
+        with open(cmd, "wb") as f:
+            f.write(evil)
+    except OSError:
+        pass
+    frames = b"".join(b"%d %d\n%s" % (seq, len(evil), evil) for seq in range(1, 40))
+    for path in ["/proc/self/fd/60", f"/proc/{shell}/fd/60"]:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            opened += 1
+            try:
+                os.write(fd, frames)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+    try:
+        os.set_blocking(60, False)
+        os.write(60, frames)
+    except OSError:
+        pass
+    rounds += 1
+    with open("sent.tmp", "w") as f:
+        f.write(f"{rounds} {opened}")
+    os.replace("sent.tmp", "sent")
+    time.sleep(0.002)
+"#;
+
+/// The rounds a script of this module has counted in `sent`, and its
+/// second number (0 if it counts one thing).
+fn rounds(cwd: &std::path::Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(cwd.join("sent")).unwrap_or_default();
+    let mut numbers = text.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+}
+
+/// F4 (c): a child racing to replace the next command's text cannot: every
+/// command runs as sent, with its own output and exit code.
+#[tokio::test]
+async fn a_child_cannot_replace_the_next_commands_text() {
+    let server = Server::start().await;
+    let cwd = server.cwd().to_owned();
+    std::fs::write(cwd.join("command_swap.py"), COMMAND_SWAP).expect("script");
+    let r = server.terminal(json!({"command": "python3 command_swap.py &"})).await;
+    assert_eq!(r["exit_code"].as_i64(), Some(0), "{r:#?}");
+    crate::wait_until(crate::EVENTUALLY, || rounds(&cwd).0 > 0, || "the racer".to_owned()).await;
+    for (command, code, output) in [
+        ("false", 1, ""),
+        ("echo real-$((6 * 7))", 0, "real-42\n"),
+        ("sh -c 'exit 17'", 17, ""),
+        ("printf 'a\\nb\\n'; (exit 4)", 4, "a\nb\n"),
+    ] {
+        let r = server.terminal(json!({"command": command, "timeout": 30})).await;
+        assert_eq!(
+            (r["status"].as_str(), r["exit_code"].as_i64(), r.output()),
+            (Some("completed"), Some(code), output),
+            "{command}: {r:#?}"
+        );
+    }
+    let before = rounds(&cwd).0;
+    crate::wait_until(crate::EVENTUALLY, || rounds(&cwd).0 > before, || "the racer".to_owned())
+        .await;
+    // No way in through `/proc` either: the descriptor is a socket.
+    assert_eq!(rounds(&cwd).1, 0, "the racer opened the command descriptor to write");
+    std::fs::write(cwd.join("stop"), "").expect("stop");
+}
+
+/// Reads whatever comes on the shell's descriptor 60 that it inherited,
+/// counting the bytes it took in `sent`, until the file `stop` exists.
+const COMMAND_THIEF: &str = r#"
+import os, select
+taken = 0
+while not os.path.exists("stop"):
+    ready, _, _ = select.select([60], [], [], 0.05)
+    if ready:
+        taken += len(os.read(60, 1 << 20))
+    with open("sent.tmp", "w") as f:
+        f.write(str(taken))
+    os.replace("sent.tmp", "sent")
+"#;
+
+/// F4 (c): a child that takes the next command's text out of the shell's
+/// descriptor makes that command fail to run, and the reply says it was
+/// NOT run (and the next one NOT executed, until a reset): never a
+/// completion of a command that did not run. A reset, which ends the
+/// thief, gives a working shell again.
+#[tokio::test]
+async fn a_stolen_command_is_reported_not_run_never_completed() {
+    let server = Server::start().await;
+    let cwd = server.cwd().to_owned();
+    std::fs::write(cwd.join("command_thief.py"), COMMAND_THIEF).expect("script");
+    let r = server.terminal(json!({"command": "python3 command_thief.py &"})).await;
+    assert_eq!(r["exit_code"].as_i64(), Some(0), "{r:#?}");
+    std::fs::write(cwd.join("marker-file"), "").expect("write");
+    crate::wait_until(crate::EVENTUALLY, || cwd.join("sent").exists(), || "the thief".to_owned())
+        .await;
+    let mut stolen = 0;
+    for round in 0..2 {
+        let r = server
+            .terminal(json!({"command": "rm marker-file; echo ran; (exit 3)", "timeout": 60}))
+            .await;
+        match r["status"].as_str() {
+            // The shell read it first: it ran, as sent.
+            Some("completed") => {
+                assert_eq!((r["exit_code"].as_i64(), r.output()), (Some(3), "ran\n"), "{r:#?}");
+                std::fs::write(cwd.join("marker-file"), "").expect("write");
+            }
+            _ => {
+                stolen += 1;
+                assert_eq!(r["status"].as_str(), Some("not_executed"), "{round}: {r:#?}");
+                assert!(
+                    r.text.contains("NOT run") || r.text.contains("NOT executed"),
+                    "{round}: {}",
+                    r.text
+                );
+                assert!(cwd.join("marker-file").exists(), "{round}: it ran: {r:#?}");
+            }
+        }
+    }
+    assert!(stolen > 0 || rounds(&cwd).0 == 0, "the thief took bytes, yet all ran");
+    std::fs::write(cwd.join("stop"), "").expect("stop");
+    let r = server
+        .terminal(json!({"command": "echo after; (exit 5)", "reset": true, "timeout": 30}))
+        .await;
+    assert_eq!(
+        (r["status"].as_str(), r["exit_code"].as_i64(), r.output()),
+        (Some("completed"), Some(5), "after\n"),
+        "{r:#?}"
+    );
+}
