@@ -97,13 +97,16 @@ def note():
     with open("sent.tmp", "w") as f:
         f.write(str(sent))
     os.replace("sent.tmp", "sent")
-while not os.path.exists("stop"):
+def once():
+    global sent
     for path in glob.glob(f"{runtime}/**/env", recursive=True):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-            os.write(fd, payload)
-            os.close(fd)
-            sent += 1
+            try:
+                os.write(fd, payload)
+                sent += 1
+            finally:
+                os.close(fd)
         except OSError:
             pass
     for chunk in [b"V" + payload, b"V" + payload[:34], b"V" + payload[34:]]:
@@ -124,11 +127,20 @@ while not os.path.exists("stop"):
                 if "shellkeep-env" not in os.readlink(f"/proc/{pid}/fd/{fd}"):
                     continue
                 out = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY)
-                os.write(out, payload)
-                os.close(out)
-                sent += 1
+                try:
+                    os.write(out, payload)
+                    sent += 1
+                finally:
+                    os.close(out)
             except OSError:
                 pass
+while not os.path.exists("stop"):
+    try:
+        once()
+    except Exception:
+        import traceback
+        with open("inject.err", "a") as f:
+            f.write(traceback.format_exc())
     note()
     time.sleep(0.002)
 "#;
@@ -161,7 +173,13 @@ async fn a_lingering_process_cannot_write_into_the_environment_of_later_jobs() {
     }
     // The attack ran the whole time: it is no test of an idle injector.
     let before = count();
-    crate::wait_until(crate::EVENTUALLY, || count() > before, || "the injector".to_owned()).await;
+    let error = server.cwd().join("inject.err");
+    crate::wait_until(
+        crate::EVENTUALLY,
+        || count() > before,
+        || format!("the injector: {:?}", std::fs::read_to_string(&error)),
+    )
+    .await;
     std::fs::write(server.cwd().join("stop"), "").expect("stop");
 }
 
