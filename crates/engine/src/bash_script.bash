@@ -104,7 +104,9 @@
 #   two). With a third argument N, only the first N characters.
 # - The state (`__sk_state`: the working directory and `PATH`) goes to the
 #   server that way, never through a file a command could rewrite: `D` for
-#   the directory, `P` for `PATH`, then `C`, the commit. The server takes
+#   the directory, `P` for `PATH`, then `C`, the commit; or, when both
+#   together are at most 1,000 characters without a newline (nearly
+#   always), one datagram `S`, the directory, a NUL and `PATH`. The server takes
 #   only a shell's own (the kernel names the sender) and at most 64 KiB of
 #   each field; a longer field is not taken (the shell sends one character
 #   more than 64 Ki of it, so that the server always sees it is longer).
@@ -175,7 +177,9 @@ __sk_send() {
   done
 }
 __sk_state() {
-  if __sk_send D "$PWD" 65537 && __sk_send P "$PATH" 65537; then
+  if (( ${#PWD} + ${#PATH} <= 1000 )) && [[ $PWD$PATH != *$'\n'* ]]; then
+    builtin printf 'S%s\0%s' "$PWD" "$PATH" >&62 || :
+  elif __sk_send D "$PWD" 65537 && __sk_send P "$PATH" 65537; then
     builtin printf 'C' >&62 || :
   fi
 }

@@ -26,8 +26,9 @@
 //! The shell also sends data on it, as datagrams that start with a letter
 //! of their own, so that nothing it hands the server passes through a path
 //! a command could write: `D`, `P` and `C`, pieces of the working directory
-//! and of `PATH` and the commit of both, at every prompt and at exit (the
-//! shell's state, [`StateParts`]); `V`, pieces of its exported environment
+//! and of `PATH` and the commit of both, or `S`, both at once, at every
+//! prompt and at exit (the shell's state, [`StateParts`]); `V`, pieces of
+//! its exported environment
 //! for a background job ([`Captured`]). Each datagram the shell writes is
 //! one `printf` of at most 500 characters (2,001 bytes), below the
 //! 4 KiB buffer of the shell's output, so that it is written whole.
@@ -95,7 +96,7 @@ pub(crate) struct Record {
 pub(crate) enum Message {
     /// A command's end.
     Record(Record),
-    /// A piece of data: `kind` is its first byte (`D`, `P`, `C`, `V`),
+    /// A piece of data: `kind` is its first byte (`D`, `P`, `C`, `S`, `V`),
     /// `bytes` the rest.
     Data {
         /// The process that sent it (from the kernel).
@@ -128,6 +129,13 @@ impl StateParts {
             *self = StateParts { pid, ..StateParts::default() };
         }
         let field = match kind {
+            b'S' => {
+                // Both fields at once: the directory, a NUL, `PATH`.
+                *self = StateParts { pid, ..StateParts::default() };
+                let at = bytes.iter().position(|&b| b == 0)?;
+                let (cwd, path) = (&bytes[..at], &bytes[at + 1..]);
+                return (!cwd.is_empty()).then(|| (cwd.to_vec(), path.to_vec()));
+            }
             b'D' => &mut self.cwd,
             b'P' => &mut self.path,
             b'C' => {
@@ -219,7 +227,7 @@ impl Channel {
             }
             let Some(pid) = pid else { continue };
             match buf[..len].first() {
-                Some(&kind @ (b'D' | b'P' | b'C' | b'V')) => {
+                Some(&kind @ (b'D' | b'P' | b'C' | b'S' | b'V')) => {
                     each(Message::Data { pid, kind, bytes: buf[1..len].to_vec() });
                 }
                 _ => {
@@ -365,6 +373,15 @@ mod tests {
         assert_eq!(parts.add(7, b'C', b""), None);
         assert_eq!(parts.add(7, b'D', b"/d"), None);
         assert_eq!(parts.add(7, b'C', b""), Some((b"/d".to_vec(), Vec::new())));
+        // Both at once; pieces gathered before it do not count.
+        assert_eq!(parts.add(7, b'D', b"/stale"), None);
+        assert_eq!(
+            parts.add(7, b'S', b"/e f\0/bin:/x"),
+            Some((b"/e f".to_vec(), b"/bin:/x".to_vec()))
+        );
+        assert_eq!(parts.add(7, b'C', b""), None);
+        assert_eq!(parts.add(7, b'S', b"/no-path"), None);
+        assert_eq!(parts.add(7, b'S', b"\0/bin"), None);
     }
 
     /// What the prompt's `__sk_state` sends adds up to the directory and
