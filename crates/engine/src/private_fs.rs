@@ -12,8 +12,10 @@
 //!   component under us.
 //! - A file we create is opened with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode
 //!   0600: never through a symlink, never someone else's file. A file we
-//!   rewrite (the shell's command file) is opened with `O_NOFOLLOW` and must
+//!   rewrite ([`rewrite_file`]) is opened with `O_NOFOLLOW` and must
 //!   be a regular file of ours with a single link.
+//! - What a shell of ours must read and nobody may change is no file at
+//!   all: a sealed memory file ([`sealed_memfd`]) it inherits.
 //!
 //! It also lays out the runtime directories (`<base>/<pid>-<start>-<random>`,
 //! one per server, so a later server can tell which belong to dead servers

@@ -2,12 +2,19 @@
 //! private files and the three tasks that live as long as it does (the
 //! waiter that notices its exit, the supervisor, the integration watcher).
 //! It spawns the shell and waits for its first prompt (the start-up
-//! handshake), writes a command to the command file and types the line that
-//! runs it, sends text and keys to the running program, gives a command that
-//! is ending a moment to show it, stops what an interrupt left behind, and
-//! stops the shell with everything it started. For a background job it
-//! reads the shell's exported environment (a command of shellkeep's own
-//! that writes it to a FIFO) and starts a job's shell with it.
+//! handshake), writes a command to the command socket and types the line
+//! that runs it, sends text and keys to the running program, gives a
+//! command that is ending a moment to show it, stops what an interrupt left
+//! behind, and stops the shell with everything it started. For a background
+//! job it reads the shell's exported environment (a command of shellkeep's
+//! own that sends it on the completion channel) and starts a job's shell
+//! with it (handed over in a sealed memory file).
+//!
+//! What the shell trusts never passes through a path a command can write:
+//! the shell gets, at its start, the completion channel (descriptor 62),
+//! a sealed memory file of key bindings (61) and its end of the command
+//! socket (60); the state, the environment and the commands travel over
+//! those.
 //!
 //! It does not decide what a call does (`mod.rs`), decide how long a call
 //! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
