@@ -3,10 +3,11 @@
 # first shell and typed into a shell that lost it (a nested `bash`,
 # `exec bash`). `bash_script.rs` puts a preamble of assignments in front:
 # `__sk_seq` (the sequence number the first prompt reports), `__sk_osc_value`
-# (the marker's OSC number) and `__sk_dir_value` (the private directory).
+# (the marker's OSC number), `__sk_dir_value` (the private directory) and
+# `__sk_kf_value` (the keys file, `/dev/fd/61`, or nothing).
 # `__sk_nonce` is set before: by the start-up file from its environment, or
 # by the line that sources a reinstall script.
-# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value and __sk_nonce come from outside, as above
+# shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value, __sk_kf_value and __sk_nonce come from outside, as above
 #
 # Function by function:
 # - `__sk_post` (the last line of the `eval`, so that `eval` itself
@@ -17,7 +18,7 @@
 # - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
 #   /dev/null) does the same when `__sk_post` did not run (an interrupt),
 #   runs the user's own PROMPT_COMMAND, drains input nobody read
-#   (so it is never run as commands), writes the state file, puts back
+#   (so it is never run as commands), sends the state, puts back
 #   the keys our typed line relies on (a `bind` of Enter would edit
 #   it), and ends the command (`__sk_end`): first the record on the
 #   completion channel (descriptor 62; the kernel tells the server it
@@ -40,8 +41,22 @@
 # - `__sk_pre N` prints the start marker and loads the command into
 #   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
 #   back on, `$?` restored). The command starts on a line of its own so
-#   that `set -v` echoes it. The file is emptied once read: a value
-#   typed into a command stays on disk only until the command starts.
+#   that `set -v` echoes it. The command comes from the server on
+#   descriptor 60, the shell's end of a socket pair whose other end only
+#   the server holds (`__sk_load`): never through a file, so no other
+#   process can replace it, and a value typed into a command never touches
+#   the disk. A child that inherited the descriptor can take bytes out, but
+#   what it writes there goes to the server, never to the shell (and a
+#   socket, unlike a pipe, cannot be opened again through `/proc`).
+# - `__sk_load N` reads command N's frame, `N LENGTH` on a line, then
+#   LENGTH bytes of text (in the C locale, so that `read -N` counts
+#   bytes). Whole frames of earlier commands that nobody read (at most 8)
+#   are skipped; anything else (a frame a thief took bytes of) loads
+#   nothing and is flushed (`__sk_flush`, at most 16 times 64 KiB), and the
+#   command is reported as never run (the record's flag `n`), never as
+#   completed. The header and a text of at most 64 KiB are read with a
+#   timeout of 10 s (a frame a thief took whole never comes); a longer
+#   text without one, since `read -t` reads a byte at a time.
 # - While a command runs, PS1 holds a marker, `P;<seq>` (escape
 #   sequences only: printing it forks nothing). The integration's prompt
 #   empties PS1 before bash prints it, so the marker shows only when
@@ -73,16 +88,16 @@
 # - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
 #   20 ms each time, and only when `read -t 0` says a line is there.
 # - A command that mentions `trap` (`__sk_pre N t`) may have replaced
-#   our EXIT trap, which writes the state file when the shell exits:
-#   `__sk_keep_exit_trap` puts it back in front of the user's.
+#   our EXIT trap, which sends the state when the shell exits:
+#   `__sk_keep_exit_trap` puts it back in front of the user's. It reads
+#   the trap from a command substitution (which still shows the shell's
+#   traps), never from a file a command could rewrite before it is `eval`ed.
 # - Markers go to /dev/tty when standard output is not a terminal, so
 #   `exec >file` cannot swallow them.
 # - Under `set -e` any failing command of ours would end the shell,
 #   hence the `|| :`.
-# - Files are created with umask 077 (`__sk_private`), whatever the
-#   user's umask, when they do not exist yet.
-# - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
-#   point the integration elsewhere.
+# - `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a
+#   command cannot point the integration elsewhere.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
 # - Each redirection costs the shell several system calls, and these run
@@ -90,17 +105,31 @@
 #   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
 #   standard error sent to /dev/null (PROMPT_COMMAND and the typed line
 #   hold the redirection); the EXIT trap carries its own.
-# - The state file is written over in place (`1<>`), not truncated: on
-#   ext4, a file truncated to nothing and written again is flushed to disk
-#   when it is closed. Its two fields each end with a NUL, so what an
-#   earlier, longer state left behind them is never read.
-# - The keys are put back from a file (`bind -f`, written when the
-#   integration is installed): `bind` with bindings as arguments walks the
-#   whole keymap twice for each, looking for `bind -x` bindings it
-#   replaced, which costs more than the rest of the prompt. Without the
-#   file (its directory removed) they are bound from `__sk_keys`. (The file
-#   also becomes the one `re-read-init-file`, C-x C-r, reads: nobody types
-#   keys at this prompt.)
+# - `__sk_send K TEXT` sends TEXT on the completion channel in datagrams
+#   that start with the letter K, each written whole by one `printf`: at
+#   most 500 characters (2,001 bytes, under the 4 KiB buffer of the
+#   shell's output), and a newline only at a piece's end (the shell's
+#   output is line-buffered: a newline inside would cut the datagram in
+#   two). With a third argument N, only the first N characters.
+# - The state (`__sk_state`: the working directory and `PATH`) goes to the
+#   server that way, never through a file a command could rewrite: `D` for
+#   the directory, `P` for `PATH`, then `C`, the commit; or, when both
+#   together are at most 1,000 characters without a newline (nearly
+#   always), one datagram `S`, the directory, a NUL and `PATH`. The server takes
+#   only a shell's own (the kernel names the sender) and at most 64 KiB of
+#   each field; a longer field is not taken (the shell sends one character
+#   more than 64 Ki of it, so that the server always sees it is longer).
+# - The keys are put back from a file (`bind -f`): `bind` with bindings as
+#   arguments walks the whole keymap twice for each, looking for `bind -x`
+#   bindings it replaced, which costs more than the rest of the prompt. The
+#   file is no path a command can write: it is `__sk_kf`, descriptor 61
+#   (`/dev/fd/61`), a sealed memory file the server made and handed to the
+#   first shell (nobody can change it, whoever holds it), and that a nested
+#   shell inherits; the preamble leaves `__sk_kf` empty where the server
+#   did not find that very file at 61. Without it (empty, or a command
+#   closed the descriptor) they are bound from `__sk_keys`. (The file also
+#   becomes the one `re-read-init-file`, C-x C-r, reads: nobody types keys
+#   at this prompt.)
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 __sk_unhist() {
@@ -115,7 +144,8 @@ __sk_unhist() {
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
-builtin unset __sk_dir_value __sk_osc_value
+builtin readonly __sk_kf="$__sk_kf_value" 2>/dev/null
+builtin unset __sk_dir_value __sk_osc_value __sk_kf_value
 __sk_last=0
 __sk_ran=1
 __sk_flags=
@@ -144,17 +174,22 @@ __sk_end() {
   builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
   __sk_mark "E;$__sk_seq;$__sk_tok"
 }
-__sk_private() {
-  local __sk_u
-  [[ -e $1 ]] && return 0
-  __sk_u=$(builtin umask) || :
-  builtin umask 077
-  : >>"$1" || :
-  builtin umask "$__sk_u"
+__sk_send() {
+  local __sk_t=$2 __sk_p
+  [[ -z ${3-} ]] || __sk_t=${__sk_t:0:$3}
+  while [[ -n $__sk_t ]]; do
+    __sk_p=${__sk_t:0:500}
+    [[ $__sk_p != *$'\n'* ]] || __sk_p=${__sk_p%%$'\n'*}$'\n'
+    builtin printf '%s%s' "$1" "$__sk_p" >&62 || return 1
+    __sk_t=${__sk_t:${#__sk_p}}
+  done
 }
 __sk_state() {
-  __sk_private "$__sk_dir/state"
-  builtin printf '%s\0%s\0' "$PWD" "$PATH" 1<>"$__sk_dir/state" || :
+  if (( ${#PWD} + ${#PATH} <= 1000 )) && [[ $PWD$PATH != *$'\n'* ]]; then
+    builtin printf 'S%s\0%s' "$PWD" "$PATH" >&62 || :
+  elif __sk_send D "$PWD" 65537 && __sk_send P "$PATH" 65537; then
+    builtin printf 'C' >&62 || :
+  fi
 }
 __sk_drain() {
   local __sk_junk __sk_n=0
@@ -178,7 +213,7 @@ __sk_prompt() {
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
-  builtin bind -f "$__sk_dir/keys" || builtin bind "${__sk_keys[@]}" || :
+  if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
   __sk_end "$__sk_last"
 }
 __sk_assert() {
@@ -237,11 +272,44 @@ __sk_pre() {
   __sk_assert
   PS1="$__sk_ps1$1\\a\\]"
   __sk_mark "S;$__sk_seq"
-  IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
-  builtin : >|"$__sk_dir/cmd" || :
-  __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
+  if __sk_load "$1"; then
+    __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
+  else
+    __sk_c=
+  fi
   return 0
 } 2>/dev/null
+__sk_load() {
+  local LC_ALL=C __sk_h __sk_s __sk_n __sk_k=0
+  __sk_c=
+  while (( __sk_k++ < 8 )); do
+    IFS= builtin read -r -t 10 -u 60 __sk_h || return 1
+    __sk_s=${__sk_h%% *} __sk_n=${__sk_h#* }
+    if [[ $__sk_h != *' '* || -z $__sk_s || -z $__sk_n || $__sk_s$__sk_n == *[!0-9]* ]]; then
+      __sk_flush
+      return 1
+    fi
+    if (( __sk_n <= 65536 )); then
+      IFS= builtin read -r -N "$__sk_n" -t 10 -u 60 __sk_c || :
+    else
+      IFS= builtin read -r -N "$__sk_n" -u 60 __sk_c || :
+    fi
+    if (( ${#__sk_c} != __sk_n )); then
+      __sk_c=
+      __sk_flush
+      return 1
+    fi
+    [[ $__sk_s != "$1" ]] || return 0
+    __sk_c=
+  done
+  return 1
+}
+__sk_flush() {
+  local __sk_j __sk_i=0
+  while (( __sk_i++ < 16 )) && builtin read -t 0 -u 60; do
+    IFS= builtin read -r -N 65536 -t 0.02 -u 60 __sk_j || :
+  done
+}
 __sk_on() {
   local __sk_status=$__sk_last
   __sk_ran=1
@@ -262,14 +330,10 @@ __sk_post() {
 }
 __sk_keep_exit_trap() {
   local __sk_t='' __sk_a=()
-  __sk_private "$__sk_dir/trap"
-  builtin trap -p EXIT >|"$__sk_dir/trap" || return 0
-  IFS= builtin read -r -d '' __sk_t <"$__sk_dir/trap" || :
+  __sk_t=$(builtin trap -p EXIT) || return 0
   [[ $__sk_t != *__sk_state* ]] || return 0
   builtin eval "__sk_a=($__sk_t)" || :
   builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
-__sk_private "$__sk_dir/keys" 2>/dev/null
-builtin printf '%s\n' "${__sk_keys[@]}" 2>/dev/null >|"$__sk_dir/keys" || :
 __sk_assert

@@ -1,16 +1,17 @@
 //! The shell integration: the start-up file we give bash, the line we type
-//! to run a command, and reading back the state bash leaves for us.
+//! to run a command, and the keys file the prompt binds from.
 //!
-//! Commands never go through readline. Each one is written to a private
-//! file; the line we type reads it into a variable (`__sk_pre`, which also
-//! prints the start marker) and `eval`s it at the top level, so it runs as
+//! Commands never go through readline. Each one is written to a socket
+//! whose other end only the shell holds ([`command_frame`]); the line we
+//! type reads it into a variable (`__sk_pre`, which also prints the start
+//! marker) and `eval`s it at the top level, so it runs as
 //! if typed at a prompt: syntax errors read like an interactive shell's,
 //! `$?` is the previous command's status, a top-level `return` is refused
 //! as at a prompt. `PROMPT_COMMAND` sends the end record with the exit
 //! status on the completion channel and then prints the end marker, after
-//! draining terminal input nobody read, and writes the
-//! working directory and `PATH` to a state file (an `EXIT` trap writes it
-//! too, so `cd X; exit` restarts in `X`). So the echo of what we type is
+//! draining terminal input nobody read, and sends the working directory
+//! and `PATH` on the same channel (an `EXIT` trap sends them too, so
+//! `cd X; exit` restarts in `X`). So the echo of what we type is
 //! easy to drop (it comes before the start marker), any command text works
 //! (tabs, `!`, `\;`, heredocs, 100 KB lines), our own commands stay out of
 //! history, `set -u` cannot break the prompt, and `set -x` never traces our
@@ -26,8 +27,11 @@
 //! The scripts are bash files of their own, `bash_rc.bash` (the head of
 //! the start-up file) and `bash_script.bash` (the integration), included
 //! at build time; the few values they take (the private directory, the
-//! marker's OSC number, the first sequence number, the user's start-up
-//! file) come in a preamble of quoted assignments in front of them.
+//! marker's OSC number, the first sequence number, the keys file, the
+//! user's start-up file) come in a preamble of quoted assignments in front
+//! of them. The key bindings the prompt puts back come from a sealed memory
+//! file the shell holds at descriptor 61 ([`keys_file`]), never from a path
+//! a command could write.
 //! This module writes files and formats text; it does not start processes
 //! (its tests run `bash`).
 
@@ -53,16 +57,6 @@ impl ShellFiles {
     pub fn reinstall_file(&self, id: u64) -> PathBuf {
         self.dir.join(format!("reinstall-{id}.sh"))
     }
-
-    /// The file holding the command to run next.
-    pub fn command_file(&self) -> PathBuf {
-        self.dir.join("cmd")
-    }
-
-    /// The file where the prompt writes the working directory and `PATH`.
-    pub fn state_file(&self) -> PathBuf {
-        self.dir.join("state")
-    }
 }
 
 /// The environment variable that hands the first shell its marker nonce;
@@ -73,6 +67,47 @@ pub const NONCE_VAR: &str = "__SK_NONCE";
 /// it got its end of the completion channel; the start-up file moves it to
 /// descriptor 62 before anything else runs, and unsets the variable.
 pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
+
+/// The environment variable that tells the first shell at which descriptor
+/// it got its sealed keys file ([`keys_file`]); the start-up file moves it
+/// to [`KEYS_FD`] and unsets the variable.
+pub const KEYS_VAR: &str = "__SK_KEYS";
+
+/// The shell's descriptor for its keys file: the prompt binds the keys
+/// our typed line relies on from `/dev/fd/61`, a sealed memory file no
+/// command can change, never from a path a command could write.
+pub const KEYS_FD: i32 = 61;
+
+/// The key bindings the typed line relies on, as the prompt binds them
+/// again at every prompt (`bind -f`): the same as `__sk_keys` in the
+/// integration, which binds them itself where the file is missing.
+pub const KEYS: &str =
+    "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": unix-line-discard\n";
+
+/// The environment variable that tells the first shell at which descriptor
+/// it got its end of its command socket; the start-up file moves it to
+/// [`COMMAND_FD`] and unsets the variable.
+pub const COMMAND_VAR: &str = "__SK_CMD";
+
+/// The shell's descriptor for its end of its command socket, whose other
+/// end only the server holds: each command's text comes there as a frame
+/// ([`command_frame`]), never through a file.
+pub const COMMAND_FD: i32 = 60;
+
+/// The frame of command `seq` on the command socket: `seq LENGTH` on a line,
+/// then the text's LENGTH bytes. The shell loads the command only from a
+/// whole frame with its own number (`__sk_load`).
+pub fn command_frame(seq: u64, text: &str) -> Vec<u8> {
+    let mut frame = format!("{seq} {}\n", text.len()).into_bytes();
+    frame.extend_from_slice(text.as_bytes());
+    frame
+}
+
+/// The sealed memory file holding [`KEYS`], handed to the first shell at
+/// [`KEYS_VAR`]: nobody can change it, whoever holds or reopens it.
+pub fn keys_file() -> std::io::Result<std::os::fd::OwnedFd> {
+    crate::private_fs::sealed_memfd("shellkeep-keys", KEYS.as_bytes())
+}
 
 /// The head of the start-up file: the completion channel, the nonce and
 /// the user's start-up file; after a preamble that sets `__sk_user_rc`.
@@ -94,7 +129,7 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
     let user_rc = user_rc.map(|path| shell_quote(&path.to_string_lossy())).unwrap_or_default();
     format!(
         "# shellkeep shell integration (generated).\n__sk_user_rc={user_rc}\n{RC_HEAD}{}",
-        integration(files, 0)
+        integration(files, 0, true)
     )
 }
 
@@ -102,9 +137,11 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
 /// nested `bash`, `exec bash`); its first prompt reports `seq`, the
 /// handshake. The user's start-up file is not read again: the shell
 /// already read its own. It carries nothing secret: the nonce comes with
-/// the typed line ([`reinstall_line`]).
-pub fn reinstall_script(files: &ShellFiles, seq: u64) -> String {
-    integration(files, seq)
+/// the typed line ([`reinstall_line`]). `keys` says whether the shell
+/// holds the session's own keys file at [`KEYS_FD`] (inherited from the
+/// shell it was started from): only then does its prompt bind from it.
+pub fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
+    integration(files, seq, keys)
 }
 
 /// The line typed into a shell that lost the integration to source
@@ -122,17 +159,20 @@ pub fn reinstall_line(script: &Path, nonce: &str) -> String {
 }
 
 /// The integration script behind its preamble: the only values it takes
-/// from Rust are assignments here, each quoted.
-fn integration(files: &ShellFiles, seq: u64) -> String {
+/// from Rust are assignments here, each quoted. The keys file is
+/// `/dev/fd/61` when `keys`, else none.
+fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
+    let keys = if keys { format!("/dev/fd/{KEYS_FD}") } else { String::new() };
     format!(
-        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n{INTEGRATION}",
+        "__sk_seq={seq}\n__sk_osc_value={}\n__sk_dir_value={}\n__sk_kf_value={}\n{INTEGRATION}",
         shell_quote(MARKER_OSC),
         shell_quote(&files.dir.to_string_lossy()),
+        shell_quote(&keys),
     )
 }
 
 /// The line typed into the shell to run command number `seq`, whose text
-/// is `command`: it loads the command file and runs it with `eval` at the
+/// is `command`: it loads the command from its socket and runs it with `eval` at the
 /// top level. It starts with C-u, which discards a partial line a program
 /// left unread (a key without Enter), in the terminal's line editing and in
 /// readline alike. The leading space keeps it out of history; `__sk_pre`
@@ -156,24 +196,14 @@ pub fn fallback_line(seq: u64) -> String {
     format!("\x15 {{ \\__sk_fallback {seq}; }} 2>/dev/null\r")
 }
 
-/// What the prompt last recorded.
+/// What the prompt last sent: the working directory and `PATH`, on the
+/// completion channel (`session/channel.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShellState {
     /// The shell's working directory.
     pub cwd: PathBuf,
     /// The shell's `PATH`.
     pub path: String,
-}
-
-/// Reads the state file; `None` if it is missing or malformed.
-pub fn read_state(files: &ShellFiles) -> Option<ShellState> {
-    use std::os::unix::ffi::OsStrExt;
-    // Never followed as a symlink; bounded (a PATH is far shorter).
-    let bytes = crate::private_fs::read_private_file(&files.state_file(), 1 << 20).ok()?;
-    let mut fields = bytes.split(|&b| b == 0);
-    let cwd = std::ffi::OsStr::from_bytes(fields.next()?);
-    let path = String::from_utf8_lossy(fields.next()?).into_owned();
-    Some(ShellState { cwd: PathBuf::from(cwd), path })
 }
 
 /// The Python interpreter a command named `python` (else `python3`) would
@@ -244,7 +274,7 @@ mod tests {
         let files = files("/tmp/shellkeep-it's $(dir)");
         parses("rc", &rc_script(&files, Some(Path::new("/home/o'brien/.bashrc"))));
         parses("rc without a user file", &rc_script(&files, None));
-        parses("reinstall", &reinstall_script(&files, 42));
+        parses("reinstall", &reinstall_script(&files, 42, true));
         // A script that does not parse fails the check: it is no formality.
         let out = std::process::Command::new("bash")
             .args(["-n", "-c", &format!("{INTEGRATION}\n__sk_x() {{")])
@@ -256,8 +286,41 @@ mod tests {
     #[test]
     fn the_start_up_file_reads_the_variables_the_server_sets() {
         assert!(RC_HEAD.contains(&format!("__sk_nonce=${{{NONCE_VAR}-}}")));
-        assert!(RC_HEAD.contains(&format!("exec 62>&\"${CHANNEL_VAR}\" {{{CHANNEL_VAR}}}>&-")));
-        assert!(RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR}")));
+        assert!(RC_HEAD.contains(&format!(
+            "exec {{__sk_f1}}>&\"${CHANNEL_VAR}\" {{__sk_f2}}<&\"${KEYS_VAR}\" \
+             {{__sk_f3}}<&\"${COMMAND_VAR}\""
+        )));
+        assert!(RC_HEAD.contains(&format!(
+            "exec 62>&\"$__sk_f1\" {KEYS_FD}<&\"$__sk_f2\" {COMMAND_FD}<&\"$__sk_f3\""
+        )));
+        assert!(
+            RC_HEAD.contains(&format!("unset {NONCE_VAR} {CHANNEL_VAR} {KEYS_VAR} {COMMAND_VAR}"))
+        );
+    }
+
+    /// The keys file holds what the integration binds where it is missing,
+    /// and nobody can change it: not through the descriptor, not reopened.
+    #[test]
+    fn the_keys_file_holds_the_integrations_keys_and_is_sealed() {
+        use std::io::Write;
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c"])
+            .arg(format!(
+                "{}\nprintf '%s\\n' \"${{__sk_keys[@]}}\"",
+                reinstall_script(&files("/nonexistent"), 1, false)
+            ))
+            .output()
+            .expect("run bash");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), KEYS);
+        let fd = keys_file().expect("keys file");
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), KEYS);
+        let mut file = std::fs::File::from(fd.try_clone().expect("clone"));
+        assert!(file.write_all(b"\"\\C-m\": \"evil\"\n").is_err());
+        let reopened = std::fs::OpenOptions::new().write(true).open(&path);
+        assert!(reopened.and_then(|mut file| file.write_all(b"evil")).is_err());
+        assert!(file.set_len(0).is_err());
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), KEYS);
     }
 
     /// The preamble's values arrive as they were, whatever they contain,
@@ -267,7 +330,7 @@ mod tests {
         let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir";
         let script = std::env::temp_dir()
             .join(format!("shellkeep-reinstall-test-{}.sh", std::process::id()));
-        std::fs::write(&script, reinstall_script(&files(dir), 42)).expect("write");
+        std::fs::write(&script, reinstall_script(&files(dir), 42, false)).expect("write");
         let probe = format!(
             "__sk_nonce=n0nce; . {} 2>/dev/null; printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
              \"${{__sk_dir_value-unset}}${{__sk_osc_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"; \
@@ -281,38 +344,6 @@ mod tests {
         std::fs::remove_file(&script).expect("cleanup");
         let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrr\n");
         assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
-    }
-
-    /// The prompt writes the state file over in place: what a longer,
-    /// earlier state left after the two fields is not read.
-    #[test]
-    fn the_state_is_its_first_two_fields() {
-        let dir = std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id()));
-        crate::private_fs::create_private_dir(&dir).expect("dir");
-        let files = ShellFiles { dir: dir.clone() };
-        crate::private_fs::rewrite_file(&files.state_file(), b"/a\0/bin\0/longer/dir\0/x:/y\0")
-            .expect("write");
-        let state = read_state(&files).expect("state");
-        assert_eq!(state, ShellState { cwd: PathBuf::from("/a"), path: "/bin".into() });
-        // As the shell writes it: a long state, then a shorter one.
-        let long = dir.join("a directory with a long name");
-        std::fs::create_dir(&long).expect("dir");
-        let script = dir.join("reinstall.sh");
-        std::fs::write(&script, reinstall_script(&files, 1)).expect("write");
-        let probe = format!(
-            ". {} 2>/dev/null; trap - EXIT; cd {} && PATH=/a/long:/path __sk_state; \
-             cd / && PATH=/p __sk_state",
-            shell_quote(&script.to_string_lossy()),
-            shell_quote(&long.to_string_lossy())
-        );
-        let out = std::process::Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", &probe])
-            .output()
-            .expect("run bash");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let state = read_state(&files).expect("state");
-        assert_eq!(state, ShellState { cwd: PathBuf::from("/"), path: "/p".into() });
-        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //!   component under us.
 //! - A file we create is opened with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode
 //!   0600: never through a symlink, never someone else's file. A file we
-//!   rewrite (the shell's command file) is opened with `O_NOFOLLOW` and must
+//!   rewrite ([`rewrite_file`]) is opened with `O_NOFOLLOW` and must
 //!   be a regular file of ours with a single link.
+//! - What a shell of ours must read and nobody may change is no file at
+//!   all: a sealed memory file ([`sealed_memfd`]) it inherits.
 //!
 //! It also lays out the runtime directories (`<base>/<pid>-<start>-<random>`,
 //! one per server, so a later server can tell which belong to dead servers
@@ -157,11 +159,22 @@ pub fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     create_new_file(path)?.write_all(contents)
 }
 
-/// Creates the FIFO `path`, mode 0600 (fails if the name exists): a channel
-/// from a shell of ours to the server that keeps nothing on disk.
-pub fn create_private_fifo(path: &Path) -> io::Result<()> {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)
-        .map_err(io::Error::from)
+/// A sealed memory file holding `contents` (`memfd_create`, then every
+/// seal): nobody, not even a process that holds or reopens the descriptor
+/// (`/proc/self/fd/N`), can change, grow or shrink it; it has no name in
+/// any directory. Close-on-exec here; a child that must read it is given
+/// it explicitly. `name` only labels it in `/proc/PID/fd`.
+pub fn sealed_memfd(name: &str, contents: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+    use nix::sys::memfd::{MFdFlags, memfd_create};
+    let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
+    File::from(fd.try_clone()?).write_all(contents)?;
+    let seals = SealFlag::F_SEAL_WRITE
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_SEAL;
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(seals))?;
+    Ok(fd)
 }
 
 /// Replaces the contents of the file `path` with `contents`, creating it

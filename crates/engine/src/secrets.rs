@@ -36,7 +36,7 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Names the secrets file may not set: the shell and shellkeep rely on
-/// them (the integration writes `PATH` to its state file; the others change
+/// them (the integration sends `PATH` with its state; the others change
 /// how the shell starts or prompts). Names starting with `SHELLKEEP_`,
 /// `BASH_FUNC_` or `__sk` are refused too.
 const RESERVED_NAMES: &[&str] =

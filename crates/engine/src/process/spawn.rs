@@ -227,20 +227,31 @@ pub fn group_command_with_fds(
     command
 }
 
+/// A copy of `fd` at the lowest free descriptor at or above `min`, closed
+/// on exec: for a descriptor a child inherits, kept clear of the numbers
+/// the child's start-up file moves its own descriptors to.
+pub fn dup_at_least(fd: &OwnedFd, min: RawFd) -> std::io::Result<OwnedFd> {
+    let raw = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(min))?;
+    // SAFETY: `fcntl` just returned this new descriptor, owned by nobody
+    // else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+}
+
 /// A command for `program` that runs as the leader of a new session whose
 /// controlling terminal is the PTY `slave`, with the non-interactive
 /// environment, `scope`'s marker, default signal handling and a
 /// parent-death signal.
 ///
-/// `channel`, when given, stays open in the child at its own number (it is
-/// not closed on exec): the shell's end of the completion channel, which
-/// the shell moves where it wants it. (Installing it at a fixed number here
-/// could overwrite a descriptor the spawn itself relies on.)
+/// Each descriptor of `inherited` stays open in the child at its own
+/// number (it is not closed on exec): the shell's end of the completion
+/// channel and its sealed keys file, which the shell moves where it wants
+/// them. (Installing them at fixed numbers here could overwrite a
+/// descriptor the spawn itself relies on.)
 pub fn pty_command(
     program: impl AsRef<OsStr>,
     slave: &OwnedFd,
     scope: &Scope,
-    channel: Option<&OwnedFd>,
+    inherited: &[&OwnedFd],
 ) -> std::io::Result<tokio::process::Command> {
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
@@ -257,7 +268,7 @@ pub fn pty_command(
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
-    let channel = channel.map(AsRawFd::as_raw_fd);
+    let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, sigaction, sigprocmask,
     // setsid, ioctl, fcntl, prctl, getppid); the joiner is only read.
@@ -265,10 +276,10 @@ pub fn pty_command(
         command.pre_exec(move || {
             joiner.apply()?;
             signals.apply();
-            if let Some(fd) = channel
-                && libc::fcntl(fd, libc::F_SETFD, 0) == -1
-            {
-                return Err(std::io::Error::last_os_error());
+            for &fd in &inherited {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             nix::unistd::setsid()?;
             // Make the PTY (already dup'ed onto fd 0) the controlling

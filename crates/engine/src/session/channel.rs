@@ -24,6 +24,16 @@
 //! not run), the flag `d` that the function that
 //! keeps the command's status is gone (the status may be wrong).
 //!
+//! The shell also sends data on it, as datagrams that start with a letter
+//! of their own, so that nothing it hands the server passes through a path
+//! a command could write: `D`, `P` and `C`, pieces of the working directory
+//! and of `PATH` and the commit of both, or `S`, both at once, at every
+//! prompt and at exit (the shell's state, [`StateParts`]); `V`, pieces of
+//! its exported environment
+//! for a background job ([`Captured`]). Each datagram the shell writes is
+//! one `printf` of at most 500 characters (2,001 bytes), below the
+//! 4 KiB buffer of the shell's output, so that it is written whole.
+//!
 //! The server's end is read without blocking, continuously (the PTY reader
 //! thread polls it), so a child that floods the channel can never fill the
 //! queue and block the shell's prompt; each datagram costs one `recvmsg`.
@@ -45,6 +55,14 @@ pub const SHELL_FD: i32 = 62;
 /// At most this many datagrams are read per call of [`Channel::receive`];
 /// more wait for the next call (the reader thread is told again).
 const MAX_PER_RECEIVE: usize = 256;
+
+/// The largest datagram read: the shell's are at most 2,001 bytes; a
+/// larger one is dropped.
+const MAX_DATAGRAM: usize = 4096;
+
+/// The bound on each of the working directory and `PATH` in the shell's
+/// state: a longer one is not taken (the last state stands).
+pub(crate) const MAX_STATE_FIELD: usize = 64 * 1024;
 
 /// The server's end of one shell's completion channel.
 #[derive(Debug)]
@@ -74,6 +92,97 @@ pub(crate) struct Record {
     pub(crate) token: i32,
 }
 
+/// What a shell sent on the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Message {
+    /// A command's end.
+    Record(Record),
+    /// A piece of data: `kind` is its first byte (`D`, `P`, `C`, `S`, `V`),
+    /// `bytes` the rest.
+    Data {
+        /// The process that sent it (from the kernel).
+        pid: i32,
+        /// The datagram's first byte.
+        kind: u8,
+        /// The rest of it.
+        bytes: Vec<u8>,
+    },
+}
+
+/// The shell's state as its prompt (or its exit) last sent it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StateParts {
+    /// The sender of the pieces gathered so far.
+    pid: i32,
+    cwd: Vec<u8>,
+    path: Vec<u8>,
+    /// A field grew past [`MAX_STATE_FIELD`]: the state is not taken.
+    over: bool,
+}
+
+impl StateParts {
+    /// Adds a piece `kind` from `pid` (a shell already judged to be ours);
+    /// returns the working directory and `PATH` on a commit (`C`) whose
+    /// fields stayed within their bound. Pieces from another sender than
+    /// the last one's start afresh.
+    pub(crate) fn add(&mut self, pid: i32, kind: u8, bytes: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        if pid != self.pid {
+            *self = StateParts { pid, ..StateParts::default() };
+        }
+        let field = match kind {
+            b'S' => {
+                // Both fields at once: the directory, a NUL, `PATH`.
+                *self = StateParts { pid, ..StateParts::default() };
+                let at = bytes.iter().position(|&b| b == 0)?;
+                let (cwd, path) = (&bytes[..at], &bytes[at + 1..]);
+                return (!cwd.is_empty()).then(|| (cwd.to_vec(), path.to_vec()));
+            }
+            b'D' => &mut self.cwd,
+            b'P' => &mut self.path,
+            b'C' => {
+                let parts = std::mem::replace(self, StateParts { pid, ..StateParts::default() });
+                return (!parts.over && !parts.cwd.is_empty()).then_some((parts.cwd, parts.path));
+            }
+            _ => return None,
+        };
+        if field.len() + bytes.len() > MAX_STATE_FIELD {
+            self.over = true;
+        } else {
+            field.extend_from_slice(bytes);
+        }
+        None
+    }
+}
+
+/// A shell's exported environment, gathered from its `V` datagrams while a
+/// background job is being started: at most `limit` bytes are kept, what
+/// comes beyond is counted.
+#[derive(Debug)]
+pub(crate) struct Captured {
+    /// The shell whose datagrams count.
+    pub(crate) pid: i32,
+    /// `NAME=value` entries ended by NUL, as `env -0` writes them.
+    pub(crate) bytes: Vec<u8>,
+    /// How many bytes came beyond the limit.
+    pub(crate) dropped: u64,
+    limit: usize,
+}
+
+impl Captured {
+    /// An empty capture of the environment of shell `pid`, keeping at most
+    /// `limit` bytes.
+    pub(crate) fn new(pid: i32, limit: usize) -> Captured {
+        Captured { pid, bytes: Vec::new(), dropped: 0, limit }
+    }
+
+    /// Keeps what fits of `bytes`; counts the rest.
+    pub(crate) fn keep(&mut self, bytes: &[u8]) {
+        let room = self.limit.saturating_sub(self.bytes.len()).min(bytes.len());
+        self.bytes.extend_from_slice(&bytes[..room]);
+        self.dropped += (bytes.len() - room) as u64;
+    }
+}
+
 impl Channel {
     /// A new channel: the server's end, and the shell's end to pass to
     /// the shell, which moves it to [`SHELL_FD`] first thing. Both are
@@ -91,11 +200,11 @@ impl Channel {
     }
 
     /// Reads the datagrams waiting (at most [`MAX_PER_RECEIVE`]), without
-    /// blocking, and gives each well-formed record, with its sender's pid,
-    /// to `each`. Malformed datagrams and datagrams without credentials are
-    /// dropped.
-    pub(crate) fn receive(&self, mut each: impl FnMut(Record)) {
-        let mut buf = [0u8; 64];
+    /// blocking, and gives each well-formed record or piece of data, with
+    /// its sender's pid, to `each`. Malformed datagrams and datagrams
+    /// without credentials are dropped.
+    pub(crate) fn receive(&self, mut each: impl FnMut(Message)) {
+        let mut buf = [0u8; MAX_DATAGRAM];
         for _ in 0..MAX_PER_RECEIVE {
             let mut space = nix::cmsg_space!(nix::sys::socket::UnixCredentials);
             let mut iov = [IoSliceMut::new(&mut buf)];
@@ -117,10 +226,16 @@ impl Channel {
             if truncated {
                 continue;
             }
-            if let Some(pid) = pid
-                && let Some(record) = parse(pid, &buf[..len])
-            {
-                each(record);
+            let Some(pid) = pid else { continue };
+            match buf[..len].first() {
+                Some(&kind @ (b'D' | b'P' | b'C' | b'S' | b'V')) => {
+                    each(Message::Data { pid, kind, bytes: buf[1..len].to_vec() });
+                }
+                _ => {
+                    if let Some(record) = parse(pid, &buf[..len]) {
+                        each(Message::Record(record));
+                    }
+                }
             }
         }
     }
@@ -154,6 +269,8 @@ fn parse(pid: i32, bytes: &[u8]) -> Option<Record> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
@@ -199,13 +316,14 @@ mod tests {
         nix::unistd::write(&shell, b"E;5;42;;7").expect("send");
         nix::unistd::write(&shell, b"nonsense").expect("send");
         nix::unistd::write(&shell, b"E;6;0;o;8").expect("send");
+        nix::unistd::write(&shell, b"Dpart").expect("send");
         let mut got = Vec::new();
-        channel.receive(|record| got.push(record));
+        channel.receive(|message| got.push(message));
         let me = std::process::id() as i32;
         assert_eq!(
             got,
             vec![
-                Record {
+                Message::Record(Record {
                     pid: me,
                     seq: 5,
                     status: 42,
@@ -214,8 +332,8 @@ mod tests {
                     fallback: false,
                     status_lost: false,
                     token: 7,
-                },
-                Record {
+                }),
+                Message::Record(Record {
                     pid: me,
                     seq: 6,
                     status: 0,
@@ -224,10 +342,103 @@ mod tests {
                     fallback: false,
                     status_lost: false,
                     token: 8,
-                }
+                }),
+                Message::Data { pid: me, kind: b'D', bytes: b"part".to_vec() },
             ]
         );
         // Nothing waits: the next receive returns at once with nothing.
-        channel.receive(|record| panic!("unexpected {record:?}"));
+        channel.receive(|message| panic!("unexpected {message:?}"));
+    }
+
+    /// The state is taken on its commit, from one sender's pieces, within
+    /// its bound; pieces of another sender start afresh.
+    #[test]
+    fn the_state_is_its_pieces_up_to_the_commit() {
+        let mut parts = StateParts::default();
+        assert_eq!(parts.add(7, b'D', b"/a "), None);
+        assert_eq!(parts.add(7, b'D', b"b"), None);
+        assert_eq!(parts.add(7, b'P', b"/bin:/usr/bin"), None);
+        assert_eq!(parts.add(7, b'C', b""), Some((b"/a b".to_vec(), b"/bin:/usr/bin".to_vec())));
+        // Nothing left over for the next one.
+        assert_eq!(parts.add(7, b'D', b"/c"), None);
+        assert_eq!(parts.add(7, b'C', b""), Some((b"/c".to_vec(), Vec::new())));
+        // A commit without a directory, or after pieces of another sender.
+        assert_eq!(parts.add(7, b'C', b""), None);
+        assert_eq!(parts.add(8, b'D', b"/other"), None);
+        assert_eq!(parts.add(7, b'C', b""), None);
+        // Past the bound: not taken, and the next one is whole again.
+        let piece = vec![b'x'; 2001];
+        for _ in 0..=MAX_STATE_FIELD / piece.len() {
+            assert_eq!(parts.add(7, b'D', &piece), None);
+        }
+        assert_eq!(parts.add(7, b'C', b""), None);
+        assert_eq!(parts.add(7, b'D', b"/d"), None);
+        assert_eq!(parts.add(7, b'C', b""), Some((b"/d".to_vec(), Vec::new())));
+        // Both at once; pieces gathered before it do not count.
+        assert_eq!(parts.add(7, b'D', b"/stale"), None);
+        assert_eq!(
+            parts.add(7, b'S', b"/e f\0/bin:/x"),
+            Some((b"/e f".to_vec(), b"/bin:/x".to_vec()))
+        );
+        assert_eq!(parts.add(7, b'C', b""), None);
+        assert_eq!(parts.add(7, b'S', b"/no-path"), None);
+        assert_eq!(parts.add(7, b'S', b"\0/bin"), None);
+    }
+
+    /// What the prompt's `__sk_state` sends adds up to the directory and
+    /// `PATH`, whatever their length and characters (pieces of 500
+    /// characters of up to four bytes each stay single datagrams).
+    #[test]
+    #[allow(clippy::disallowed_methods, reason = "the test runs bash")]
+    fn the_shell_sends_its_state_in_pieces_that_add_up() {
+        use std::os::unix::ffi::OsStrExt;
+        let (server, shell) =
+            socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::empty())
+                .expect("socketpair");
+        setsockopt(&server, sockopt::PassCred, &true).expect("passcred");
+        let channel = Channel { socket: server };
+        let mut dir = std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id()));
+        for part in ["é", "a", "😀", "\u{1}\n", "z"] {
+            dir.push(part.repeat(40));
+        }
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = format!("/p/{}:{}:/a\nb\n:/usr/bin:/bin", "ü".repeat(700), "/x".repeat(300));
+        let files = crate::bash_script::ShellFiles { dir: PathBuf::from("/nonexistent") };
+        let script = crate::bash_script::reinstall_script(&files, 1, false);
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c"])
+            .arg(format!(
+                "exec 62>&{}\n{script}\ntrap - EXIT; cd \"$SK_DIR\" && PATH=\"$SK_PATH\" __sk_state",
+                shell.as_raw_fd()
+            ))
+            .env("SK_DIR", &dir)
+            .env("SK_PATH", &path)
+            .env("LANG", "C.UTF-8")
+            .output()
+            .expect("run bash");
+        std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("shellkeep-state-{}", std::process::id())),
+        )
+        .expect("cleanup");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut parts = StateParts::default();
+        let mut state = None;
+        channel.receive(|message| match message {
+            Message::Data { pid, kind, bytes } => {
+                state = parts.add(pid, kind, &bytes).or(state.take());
+            }
+            Message::Record(record) => panic!("unexpected {record:?}"),
+        });
+        let (cwd, got_path) = state.expect("a committed state");
+        assert_eq!(cwd, dir.as_os_str().as_bytes());
+        assert_eq!(String::from_utf8(got_path).expect("utf-8"), path);
+    }
+
+    #[test]
+    fn a_capture_keeps_its_limit_and_counts_the_rest() {
+        let mut captured = Captured::new(7, 10);
+        captured.keep(b"A=1\0B=2\0");
+        captured.keep(b"CC=3\0");
+        assert_eq!((captured.bytes.as_slice(), captured.dropped), (&b"A=1\0B=2\0CC"[..], 3));
     }
 }

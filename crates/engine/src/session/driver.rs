@@ -2,12 +2,19 @@
 //! private files and the three tasks that live as long as it does (the
 //! waiter that notices its exit, the supervisor, the integration watcher).
 //! It spawns the shell and waits for its first prompt (the start-up
-//! handshake), writes a command to the command file and types the line that
-//! runs it, sends text and keys to the running program, gives a command that
-//! is ending a moment to show it, stops what an interrupt left behind, and
-//! stops the shell with everything it started. For a background job it
-//! reads the shell's exported environment (a command of shellkeep's own
-//! that writes it to a FIFO) and starts a job's shell with it.
+//! handshake), writes a command to the command socket and types the line
+//! that runs it, sends text and keys to the running program, gives a
+//! command that is ending a moment to show it, stops what an interrupt left
+//! behind, and stops the shell with everything it started. For a background
+//! job it reads the shell's exported environment (a command of shellkeep's
+//! own that sends it on the completion channel) and starts a job's shell
+//! with it (handed over in a sealed memory file).
+//!
+//! What the shell trusts never passes through a path a command can write:
+//! the shell gets, at its start, the completion channel (descriptor 62),
+//! a sealed memory file of key bindings (61) and its end of the command
+//! socket (60); the state, the environment and the commands travel over
+//! those.
 //!
 //! It does not decide what a call does (`mod.rs`), decide how long a call
 //! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
@@ -77,19 +84,23 @@ const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD", "_"];
 
 /// The text of the command shellkeep's own that a calling shell runs for a
 /// background job: `env -0` (the environment a child of the shell inherits,
-/// exported functions included, in `NAME=value` entries ended by NUL) into
-/// `file`, by the program's full path (a `PATH` the user changed cannot
-/// hide it, a function cannot replace it, and `\builtin` is no alias),
+/// exported functions included, in `NAME=value` entries ended by NUL), read
+/// by the shell itself from a pipe of its own (`mapfile` from a process
+/// substitution) and sent on the completion channel as `V` datagrams
+/// (`__sk_send`, then `V` and a NUL after each entry), so that the kernel
+/// names the shell as their sender and no other process can add to them;
 /// then `$?` back as it was (a function's `return`, so that nothing forks;
-/// under `set -e` it is 0).
-fn capture_text(env_program: &Path, file: &Path) -> String {
-    let quote = |path: &Path| bash_script::shell_quote(&path.to_string_lossy());
+/// under `set -e` it is 0). `env` runs by the program's full path (a `PATH`
+/// the user changed cannot hide it, a function cannot replace it, and
+/// `\builtin` is no alias).
+fn capture_text(env_program: &Path) -> String {
     format!(
-        "__sk_k=$?; \\builtin command {} -0 >|{} || :; __sk_rs() {{ \\builtin local \
+        "__sk_k=$?; \\builtin mapfile -d '' -t __sk_e < <(\\builtin command {} -0); for __sk_v \
+         in \"${{__sk_e[@]}}\"; do __sk_send V \"$__sk_v\" && \\builtin printf 'V\\0' >&62 || \
+         \\builtin break; done; \\builtin unset __sk_e __sk_v; __sk_rs() {{ \\builtin local \
          s=$__sk_k; \\builtin unset __sk_k; \\builtin unset -f __sk_rs; \\builtin return \
          \"$s\"; }}; __sk_rs",
-        quote(env_program),
-        quote(file)
+        bash_script::shell_quote(&env_program.to_string_lossy()),
     )
 }
 
@@ -115,61 +126,31 @@ fn on_server_path(program: &Path) -> Option<PathBuf> {
     )
 }
 
-/// What a command of shellkeep's own wrote to its FIFO: the first
-/// [`MAX_START_ENV`] bytes, and how many more were read and dropped.
-#[derive(Default)]
-struct Received {
-    bytes: Vec<u8>,
-    dropped: u64,
-}
-
-impl Received {
-    /// Reads what the pipe holds, as far as the runtime knows it is
-    /// readable (which it then waits for again).
-    fn drain(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
-        let mut chunk = [0u8; 64 * 1024];
-        while let Ok(n @ 1..) = receiver.try_read(&mut chunk) {
-            self.keep(&chunk[..n]);
+/// The entries of `start_env` a background job's shell takes back after
+/// its start-up files ran: `NAME=value` ended by NUL, without the variables
+/// it does not inherit, the start-up hooks, or exported functions (those
+/// came with its environment and are left alone).
+fn restored_entries(start_env: &StartEnv) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = Vec::new();
+    for (name, value) in &start_env.0 {
+        let skip = NOT_INHERITED.iter().any(|n| name == n)
+            || ["PROMPT_COMMAND", "BASH_ENV", "ENV"].iter().any(|n| name == n)
+            || name.as_bytes().starts_with(b"BASH_FUNC_");
+        if !skip {
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.push(b'=');
+            bytes.extend_from_slice(value.as_bytes());
+            bytes.push(0);
         }
     }
-
-    /// Reads everything the pipe holds now, from the descriptor itself: the
-    /// runtime may not have seen the last write yet.
-    fn drain_now(&mut self, receiver: &tokio::net::unix::pipe::Receiver) {
-        let mut chunk = [0u8; 64 * 1024];
-        while let Ok(n @ 1..) = nix::unistd::read(receiver, &mut chunk) {
-            self.keep(&chunk[..n]);
-        }
-    }
-
-    fn keep(&mut self, bytes: &[u8]) {
-        let room = (MAX_START_ENV as usize).saturating_sub(self.bytes.len()).min(bytes.len());
-        self.bytes.extend_from_slice(&bytes[..room]);
-        self.dropped += (bytes.len() - room) as u64;
-    }
+    bytes
 }
 
-/// Writes `bytes` to the FIFO `path` once a reader has opened it (until
-/// then, opening it to write fails with `ENXIO`), then closes it: the
-/// reader sees the end.
-async fn write_fifo(path: PathBuf, bytes: Vec<u8>) {
-    use tokio::io::AsyncWriteExt;
-    let mut sender = loop {
-        match tokio::net::unix::pipe::OpenOptions::new().open_sender(&path) {
-            Ok(sender) => break sender,
-            Err(err) if err.raw_os_error() == Some(libc::ENXIO) => {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            Err(err) => {
-                tracing::debug!("could not open the FIFO to write: {err}");
-                return;
-            }
-        }
-    };
-    if let Err(err) = sender.write_all(&bytes).await {
-        tracing::debug!("could not write the FIFO: {err}");
-    }
-}
+/// The lowest descriptor a background job's environment file is given at:
+/// above the integration's own (61, 62), so that the start-up file moving
+/// those never lands on it.
+const ENV_FD_MIN: i32 = 63;
 
 /// `NAME=value` entries ended by NUL, as `env -0` writes them.
 fn parse_env(bytes: &[u8]) -> StartEnv {
@@ -185,6 +166,80 @@ fn parse_env(bytes: &[u8]) -> StartEnv {
     StartEnv(entries)
 }
 
+/// How long the rest of a command's frame that did not fit in the socket at
+/// once may wait for the shell to read it (a command of several MiB).
+const FRAME_WAIT: Duration = Duration::from_secs(30);
+
+/// The server's end of a shell's command socket: each command's text goes
+/// there as a frame (`bash_script::command_frame`), which the shell reads
+/// from its descriptor 60, the other end of a `socketpair(AF_UNIX,
+/// SOCK_STREAM)`. A process that inherited the shell's end can take bytes
+/// out, but what it writes there comes here (and is dropped), never to the
+/// shell; unlike a pipe, a socket cannot be opened again through
+/// `/proc/PID/fd` to get a way in.
+struct CommandSocket {
+    socket: tokio::net::UnixStream,
+}
+
+impl CommandSocket {
+    /// A new socket pair: the server's end, the shell's end to hand the
+    /// shell, and what `/proc/PID/fd/N` of a process holding the shell's
+    /// end links to.
+    fn open() -> std::io::Result<(CommandSocket, std::os::fd::OwnedFd, PathBuf)> {
+        use nix::sys::socket::{
+            AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt,
+        };
+        let (server, shell) =
+            socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?;
+        // Room for most commands at once, where the system allows it; the
+        // rest is written as the shell reads.
+        let _ = setsockopt(&server, sockopt::SndBuf, &(1 << 20));
+        let _ = setsockopt(&shell, sockopt::RcvBuf, &(1 << 20));
+        let link = PathBuf::from(format!("socket:[{}]", nix::sys::stat::fstat(&shell)?.st_ino));
+        let server = std::os::unix::net::UnixStream::from(server);
+        server.set_nonblocking(true)?;
+        let socket = tokio::net::UnixStream::from_std(server)?;
+        Ok((CommandSocket { socket }, shell, link))
+    }
+
+    /// Sends `frame`: drops what processes holding the shell's end wrote
+    /// here, writes what the socket takes now, and returns how much that
+    /// was.
+    fn start(&self, frame: &[u8]) -> usize {
+        let mut chunk = [0u8; 64 * 1024];
+        // Bounded: at most the socket's receive buffer.
+        while let Ok(1..) = self.socket.try_read(&mut chunk) {}
+        let mut written = 0;
+        while written < frame.len() {
+            match self.socket.try_write(&frame[written..]) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        written
+    }
+
+    /// Writes the rest of `frame` from `written` on as the shell reads it,
+    /// at most [`FRAME_WAIT`], and not past the shell's exit (`exited`).
+    async fn finish(&self, frame: &[u8], mut written: usize, exited: impl Fn() -> bool) {
+        let deadline = Instant::now() + FRAME_WAIT;
+        while written < frame.len() && Instant::now() < deadline && !exited() {
+            let ready = tokio::time::timeout(Duration::from_millis(100), self.socket.writable());
+            if !matches!(ready.await, Ok(Ok(()))) {
+                continue;
+            }
+            match self.socket.try_write(&frame[written..]) {
+                Ok(n) => written += n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(err) => {
+                    tracing::debug!("could not write the command to its socket: {err}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// One bash process and its PTY.
 pub(super) struct Shell {
     shared: Arc<Shared>,
@@ -196,6 +251,8 @@ pub(super) struct Shell {
     /// and the end of the session reach what left the session.
     scope: process::Scope,
     files: ShellFiles,
+    /// Where the commands' text goes.
+    commands: CommandSocket,
     next_seq: u64,
     /// The directory and `PATH` the prompt reported last.
     view: ShellView,
@@ -222,11 +279,24 @@ impl Shell {
         let rc = bash_script::rc_script(&files, config.user_rc.as_deref());
         private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
             .map_err(|err| fail("start-up file", err))?;
-        // Created private here; the shell only rewrites it.
-        private_fs::write_new_file(&files.state_file(), b"")
-            .map_err(|err| fail("state file", err))?;
         let (channel, shell_end) =
             Channel::open().map_err(|err| fail("completion channel", err))?;
+        // The keys the prompt binds again, from a file no command can write.
+        let keys = bash_script::keys_file().map_err(|err| fail("keys file", err))?;
+        let (commands, command_end, command_link) =
+            CommandSocket::open().map_err(|err| fail("command socket", err))?;
+        // A background job's shell takes its calling shell's values back from
+        // a sealed file it inherits, read once its start-up files ran.
+        let env_file = match &config.start_env {
+            Some(start_env) => Some(
+                private_fs::sealed_memfd("shellkeep-env", &restored_entries(start_env))
+                    .and_then(|fd| process::dup_at_least(&fd, ENV_FD_MIN))
+                    .map_err(|err| fail("environment file", err))?,
+            ),
+            None => None,
+        };
+        let mut inherited = vec![&shell_end, &keys, &command_end];
+        inherited.extend(env_file.as_ref());
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
@@ -236,7 +306,7 @@ impl Shell {
             Some(_) => on_server_path(&config.shell).unwrap_or_else(|| config.shell.clone()),
             None => config.shell.clone(),
         };
-        let mut command = process::pty_command(&program, &opened.slave, &scope, Some(&shell_end))
+        let mut command = process::pty_command(&program, &opened.slave, &scope, &inherited)
             .map_err(|err| fail("PTY", err))?;
         command
             .arg("--noprofile")
@@ -271,7 +341,9 @@ impl Shell {
         }
         command
             .env(bash_script::NONCE_VAR, &nonce)
-            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string());
+            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string())
+            .env(bash_script::KEYS_VAR, keys.as_raw_fd().to_string())
+            .env(bash_script::COMMAND_VAR, command_end.as_raw_fd().to_string());
         let mut child = process::spawn(&mut command).map_err(|err| {
             fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
         })?;
@@ -282,6 +354,9 @@ impl Shell {
             .ok()
             .map(|stat| PathBuf::from(format!("socket:[{}]", stat.st_ino)));
         drop(shell_end);
+        let keys_id = nix::sys::stat::fstat(&keys).ok().map(|stat| (stat.st_dev, stat.st_ino));
+        drop(keys);
+        drop(command_end);
         let pid = child.id().map_or(-1, |pid| pid as i32);
         // The child has run `exec` by now (spawn returns after it): this is
         // the program image whose records are believed.
@@ -319,7 +394,7 @@ impl Shell {
             (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
             (files.clone(), nonce),
             proc_shell::running_program(pid),
-            channel_link,
+            (channel_link, keys_id, Some(command_link)),
         )));
         let supervisor = tokio::spawn(supervise(Supervisor::new(
             Arc::clone(&shared),
@@ -334,6 +409,7 @@ impl Shell {
             pid,
             scope,
             files,
+            commands,
             next_seq: 1,
             view: ShellView::new(cwd.to_owned(), None),
             waiter,
@@ -349,8 +425,10 @@ impl Shell {
             return Err(err);
         }
         let mut shell = shell;
-        if let Some(start_env) = &config.start_env
-            && let Err(err) = shell.restore_env(config, start_env).await
+        let env_fd = env_file.as_ref().map(AsRawFd::as_raw_fd);
+        drop(env_file);
+        if let Some(env_fd) = env_fd
+            && let Err(err) = shell.restore_env(config, env_fd).await
         {
             tracing::warn!("a background job's shell kept its start-up files' environment: {err}");
         }
@@ -362,40 +440,17 @@ impl Shell {
     /// start-up files changed (a `~/.bashrc` that puts `pyenv` or `nvm`
     /// first in `PATH` would otherwise hide an activated venv): the job
     /// then sees what a command started from the calling shell would. The
-    /// values go through a FIFO in the private directory, written by the
-    /// server while the shell reads it (never stored in a file); exported
-    /// functions came with the environment and are left alone.
-    async fn restore_env(
-        &mut self,
-        config: &SessionConfig,
-        start_env: &StartEnv,
-    ) -> Result<(), PlaceError> {
-        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
-        let fifo = self.files.dir.join("env");
-        let _ = std::fs::remove_file(&fifo);
-        private_fs::create_private_fifo(&fifo).map_err(|err| failed("the private FIFO", err))?;
-        let mut bytes = Vec::new();
-        for (name, value) in &start_env.0 {
-            use std::os::unix::ffi::OsStrExt;
-            let skip = NOT_INHERITED.iter().any(|n| name == n)
-                || ["PROMPT_COMMAND", "BASH_ENV", "ENV"].iter().any(|n| name == n)
-                || name.as_bytes().starts_with(b"BASH_FUNC_");
-            if !skip {
-                bytes.extend_from_slice(name.as_bytes());
-                bytes.push(b'=');
-                bytes.extend_from_slice(value.as_bytes());
-                bytes.push(0);
-            }
-        }
-        let writer = tokio::spawn(write_fifo(fifo.clone(), bytes));
+    /// values come from the sealed memory file the shell inherited at
+    /// descriptor `env_fd` ([`restored_entries`]): no path, nothing another
+    /// process can write into; opened afresh by its `/dev/fd` name, so
+    /// where a child left the shared offset does not matter; closed once
+    /// read.
+    async fn restore_env(&mut self, config: &SessionConfig, env_fd: i32) -> Result<(), PlaceError> {
         let text = format!(
             "while IFS= \\builtin read -r -d '' __sk_v; do \\builtin export -- \"$__sk_v\" \
-             2>/dev/null; done <{}; \\builtin unset __sk_v",
-            bash_script::shell_quote(&fifo.to_string_lossy())
+             2>/dev/null; done </dev/fd/{env_fd}; \\exec {env_fd}<&-; \\builtin unset __sk_v"
         );
-        let ran = self.run_own(config, &text, None).await;
-        writer.abort();
-        let _ = std::fs::remove_file(&fifo);
+        let ran = self.run_own(config, &text).await;
         // Nothing of it is the agent's to see.
         self.shared.lock().take_idle_output();
         ran.map(drop)
@@ -523,9 +578,10 @@ impl Shell {
         if cwd.is_dir() { cwd.clone() } else { config.cwd.clone() }
     }
 
-    /// Reads the directory and `PATH` the prompt last recorded.
+    /// Takes the directory and `PATH` the prompt last sent.
     pub(super) fn refresh_state(&mut self) {
-        if let Some(state) = bash_script::read_state(&self.files) {
+        let state = self.shared.lock().shell_state();
+        if let Some(state) = state {
             self.view = ShellView::new(state.cwd, bash_script::python_interpreter(&state.path));
         }
     }
@@ -554,18 +610,13 @@ impl Shell {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        // The directory may have been removed by a command (rm -rf /tmp/*).
-        let written = private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
-            .or_else(|err| {
-                if err.kind() != std::io::ErrorKind::NotFound {
-                    return Err(err);
-                }
-                private_fs::ensure_private_dir(&self.files.dir)?;
-                private_fs::rewrite_file(&self.files.command_file(), command.as_bytes())
-            });
-        written.map_err(|err| {
-            SessionError::Shell(format!("could not write the command file: {err}"))
-        })?;
+        // A command may have removed the private directory (rm -rf
+        // /tmp/*): a reinstall writes its script there.
+        if let Err(err) = private_fs::ensure_private_dir(&self.files.dir) {
+            tracing::debug!("could not make the private directory again: {err}");
+        }
+        let frame = bash_script::command_frame(seq, command);
+        let written = self.commands.start(&frame);
         let now = Instant::now();
         // The log names its command (a read of the log shows it): masked.
         let named = config.secrets.mask(command).0;
@@ -597,6 +648,8 @@ impl Shell {
             .write_all(bash_script::run_line(seq, command).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
+        let shared = Arc::clone(&self.shared);
+        self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
         let mut reply =
             self.wait_reply(config, timeout, events, cancel, request.progress.as_ref()).await?;
         reply.idle_output = idle_output;
@@ -608,14 +661,13 @@ impl Shell {
     /// session. The shell runs a command of shellkeep's own (see
     /// [`capture_text`]) that no reply reports: its number, output and
     /// history entry go nowhere, `$?` is kept, and a finished command no
-    /// reply has reported yet stays for the next one. The environment
-    /// passes through a FIFO in the shell's private directory (0600, in a
-    /// directory only we can use), read as it is written: the values, the
-    /// secrets among them, are never stored in a file. The FIFO is removed
-    /// once read.
+    /// reply has reported yet stays for the next one. The environment comes
+    /// on the completion channel, in datagrams the kernel names the shell
+    /// as the sender of: only the shell at the prompt adds to it, no
+    /// process left running can, and nothing of it is stored in a file.
     ///
     /// Bounded: [`MAX_START_ENV`] bytes are kept (more is read and
-    /// dropped, so the writer never blocks, and refused), and
+    /// dropped, so the shell never blocks, and refused), and
     /// [`CAPTURE_WAIT`] for the shell. Only for a shell with no command
     /// running.
     pub(super) async fn capture_env(
@@ -629,34 +681,28 @@ impl Shell {
         if let Some((pid, command_line)) = blocked {
             return Err(PlaceError::NotAtPrompt { pid, command_line });
         }
-        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
-        // A command may have removed the directory (rm -rf /tmp/*).
-        private_fs::ensure_private_dir(&self.files.dir)
-            .map_err(|err| failed("the private directory", err))?;
-        let fifo = self.files.dir.join("env");
-        let _ = std::fs::remove_file(&fifo);
-        private_fs::create_private_fifo(&fifo).map_err(|err| failed("the private FIFO", err))?;
-        // Read and write, so that it never reads as ended before the shell
-        // opens it: its end is the end of the command.
-        let receiver = tokio::net::unix::pipe::OpenOptions::new()
-            .read_write(true)
-            .open_receiver(&fifo)
-            .map_err(|err| failed("the private FIFO", err));
-        let text = capture_text(&env_program(), &fifo);
-        let mut received = Received::default();
-        let captured = match &receiver {
-            Ok(receiver) => self.run_own(config, &text, Some((receiver, &mut received))).await,
-            Err(err) => Err(err.clone()),
+        let text = capture_text(&env_program());
+        let shell = {
+            let mut state = self.shared.lock();
+            let shell = state.levels().top().map_or(self.pid, |level| level.pid());
+            state.begin_capture(shell, MAX_START_ENV as usize);
+            shell
         };
-        let _ = std::fs::remove_file(&fifo);
+        let captured = self.run_own(config, &text).await;
+        // The shell sent its datagrams before its end record: all are read.
+        let received = self.shared.lock().take_capture();
         let last_line = captured?;
+        let received = received.filter(|received| received.pid == shell).ok_or_else(|| {
+            PlaceError::Failed("the shell's environment was not gathered".to_owned())
+        })?;
         if received.dropped > 0 {
             return Err(PlaceError::TooLarge);
         }
         let env = parse_env(&received.bytes);
         if env.0.is_empty() {
             // `env` could not start (an environment too large for any
-            // program, E2BIG): the shell said why.
+            // program, E2BIG), or the shell's channel is closed: the shell
+            // said why.
             let why = if last_line.is_empty() { "the shell wrote nothing" } else { &last_line };
             return Err(PlaceError::Failed(why.to_owned()));
         }
@@ -664,20 +710,14 @@ impl Shell {
     }
 
     /// Runs `text`, a command of shellkeep's own, in the shell at its
-    /// prompt, and waits for its end, reading what it writes to `receiver`
-    /// meanwhile; returns the last line it printed (output of its own is
-    /// otherwise dropped: it is not the agent's).
-    async fn run_own(
-        &mut self,
-        config: &SessionConfig,
-        text: &str,
-        mut reading: Option<(&tokio::net::unix::pipe::Receiver, &mut Received)>,
-    ) -> Result<String, PlaceError> {
+    /// prompt, and waits for its end; returns the last line it printed
+    /// (output of its own is otherwise dropped: it is not the agent's).
+    async fn run_own(&mut self, config: &SessionConfig, text: &str) -> Result<String, PlaceError> {
         let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
         let seq = self.next_seq;
         self.next_seq += 1;
-        private_fs::rewrite_file(&self.files.command_file(), text.as_bytes())
-            .map_err(|err| failed("the command file", err))?;
+        let frame = bash_script::command_frame(seq, text);
+        let written = self.commands.start(&frame);
         let now = Instant::now();
         // A store of its own: the session's numbers and logs are the agent's.
         let store =
@@ -696,29 +736,12 @@ impl Shell {
             .write_all(bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| failed("writing to the shell", err))?;
-        let ended = {
-            let end = wait_for(&self.shared, CAPTURE_WAIT, |state| {
-                state.exited().is_some() || state.command().is_none_or(Command::is_done)
-            });
-            tokio::pin!(end);
-            match reading.as_mut() {
-                None => end.await,
-                Some((receiver, received)) => loop {
-                    tokio::select! {
-                        ended = &mut end => break ended,
-                        ready = receiver.readable() => {
-                            ready.map_err(|err| failed("the private FIFO", err))?;
-                            received.drain(receiver);
-                        }
-                    }
-                },
-            }
-        };
-        if let Some((receiver, received)) = reading {
-            // The command has ended, so what it wrote is all in the pipe;
-            // read it whether or not the runtime has seen it readable yet.
-            received.drain_now(receiver);
-        }
+        let shared = Arc::clone(&self.shared);
+        self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
+        let ended = wait_for(&self.shared, CAPTURE_WAIT, |state| {
+            state.exited().is_some() || state.command().is_none_or(Command::is_done)
+        })
+        .await;
         if !ended || self.has_exited() {
             // Left as the session's command: the next reply reports it.
             return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));
@@ -1003,8 +1026,8 @@ mod tests {
 
     #[test]
     fn the_capture_line_parses_and_quotes_its_paths() {
-        let text = capture_text(Path::new("/usr/bin/env"), Path::new("/run/it's here/env"));
-        assert!(text.contains(r"'/run/it'\''s here/env'"), "{text}");
+        let text = capture_text(Path::new("/opt/it's here/env"));
+        assert!(text.contains(r"'/opt/it'\''s here/env' -0"), "{text}");
         let out = std::process::Command::new("bash")
             .args(["-n", "-c", &text])
             .output()

@@ -71,7 +71,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::bash_script::{self, ShellFiles};
+use crate::bash_script::ShellFiles;
 use crate::keys::Input;
 use crate::process;
 use crate::store::OutputStore;
@@ -457,8 +457,9 @@ impl Session {
     /// The shell's working directory as its last prompt reported it (the
     /// start directory before the shell has run anything).
     pub fn cwd(&self) -> PathBuf {
-        let live = self.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        live.and_then(|(_, files)| bash_script::read_state(&files))
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        current
+            .and_then(|shared| shared.lock().shell_state())
             .map_or_else(|| self.config.cwd.clone(), |state| state.cwd)
     }
 

@@ -52,7 +52,7 @@ use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 
 use super::call::Event;
-use super::channel::{Channel, Record};
+use super::channel::{Captured, Channel, Message, Record, StateParts};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
 
@@ -116,6 +116,12 @@ pub(super) struct State {
     /// Records received from the shells we believe, not yet matched with
     /// their end marker (bounded by [`RECORDS_KEPT`]).
     records: VecDeque<Record>,
+    /// The pieces of the state a shell of ours is sending, and the last
+    /// state it committed (working directory, `PATH`).
+    state_parts: StateParts,
+    shell_state: Option<(Vec<u8>, Vec<u8>)>,
+    /// The exported environment a shell is sending for a background job.
+    capture: Option<Captured>,
     /// What is masked in the shell's output.
     secrets: Arc<Secrets>,
     /// The shell's prompt while the running command had not ended.
@@ -158,6 +164,9 @@ impl State {
             levels,
             channel,
             records: VecDeque::new(),
+            state_parts: StateParts::default(),
+            shell_state: None,
+            capture: None,
             secrets,
             prompted: None,
         }
@@ -218,16 +227,25 @@ impl State {
         }
     }
 
-    /// Reads the completion channel and keeps the records of the shells
-    /// that carry the integration; anything else (a child writing to the
+    /// Reads the completion channel and keeps the records and the state of
+    /// the shells that carry the integration, and the environment of the
+    /// one a capture waits for; anything else (a child writing to the
     /// descriptor it inherited) is dropped.
     fn receive_records(&mut self) {
         let mut received = Vec::new();
-        self.channel.receive(|record| received.push(record));
+        self.channel.receive(|message| received.push(message));
         // One look at `/proc` per sender and batch, however many records a
         // child floods the channel with.
         let mut judged: Vec<(i32, bool)> = Vec::new();
-        for record in received {
+        let mut judged_data: Vec<(i32, bool)> = Vec::new();
+        for message in received {
+            let record = match message {
+                Message::Record(record) => record,
+                Message::Data { pid, kind, bytes } => {
+                    self.on_data(pid, kind, &bytes, &mut judged_data);
+                    continue;
+                }
+            };
             let believed = match judged.iter().find(|(pid, _)| *pid == record.pid) {
                 Some(&(_, believed)) => believed,
                 None => {
@@ -245,6 +263,57 @@ impl State {
             }
             self.records.push_back(record);
         }
+    }
+
+    /// A piece of data from `pid`: the environment only from the shell a
+    /// capture waits for, the state only from a shell of ours (the pid the
+    /// server registered, or one `Levels::believes`).
+    fn on_data(&mut self, pid: i32, kind: u8, bytes: &[u8], judged: &mut Vec<(i32, bool)>) {
+        if kind == b'V' {
+            if let Some(capture) = self.capture.as_mut().filter(|capture| capture.pid == pid) {
+                capture.keep(bytes);
+            }
+            return;
+        }
+        let believed = match judged.iter().find(|(sender, _)| *sender == pid) {
+            Some(&(_, believed)) => believed,
+            None => {
+                let believed = self.levels.is_integrated_shell(pid) || self.levels.believes(pid);
+                judged.push((pid, believed));
+                believed
+            }
+        };
+        if !believed {
+            tracing::debug!(pid, "dropped the state sent by another process");
+            return;
+        }
+        if let Some(state) = self.state_parts.add(pid, kind, bytes) {
+            self.shell_state = Some(state);
+        }
+    }
+
+    /// The working directory and `PATH` the shell last sent.
+    pub(super) fn shell_state(&mut self) -> Option<bash_script::ShellState> {
+        use std::os::unix::ffi::OsStrExt;
+        self.receive_records();
+        let (cwd, path) = self.shell_state.as_ref()?;
+        Some(bash_script::ShellState {
+            cwd: std::ffi::OsStr::from_bytes(cwd).into(),
+            path: String::from_utf8_lossy(path).into_owned(),
+        })
+    }
+
+    /// Starts gathering the exported environment shell `pid` sends, at
+    /// most `limit` bytes.
+    pub(super) fn begin_capture(&mut self, pid: i32, limit: usize) {
+        self.receive_records();
+        self.capture = Some(Captured::new(pid, limit));
+    }
+
+    /// What the shell sent since [`State::begin_capture`].
+    pub(super) fn take_capture(&mut self) -> Option<Captured> {
+        self.receive_records();
+        self.capture.take()
     }
 
     /// Whether the shell sent the record of command `seq`.

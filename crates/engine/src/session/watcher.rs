@@ -13,6 +13,7 @@
 //! for short sections, never across `.await`. Bounded: at most 16 shells
 //! whose reinstall failed are remembered.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,20 +47,33 @@ pub(super) struct Watcher {
     /// links to (`socket:[inode]`): a shell without it could never report
     /// a command's end, so it is not given the integration.
     channel_link: Option<PathBuf>,
+    /// The device and inode of the session's sealed keys file: a shell
+    /// holding that very file at its descriptor 61 binds its keys from it,
+    /// any other from the integration's own list.
+    keys_id: Option<(u64, u64)>,
+    /// What `/proc/PID/fd/60` of a shell holding its end of the command
+    /// socket links to (`socket:[inode]`): a shell without it could never
+    /// load a command, so it is not given the integration.
+    command_link: Option<PathBuf>,
 }
 
 impl Watcher {
     /// The watcher of a shell running program `bash`, on the terminal `tty`
-    /// (`master` its PTY master), with its private `files`, marker `nonce`
-    /// and completion channel seen as `channel_link`.
+    /// (`master` its PTY master), with its private `files`, marker `nonce`,
+    /// completion channel seen as `channel_link`, keys file `keys_id` and
+    /// command socket seen as `command_link`.
     pub(super) fn new(
         shared: Arc<Shared>,
         (master, tty): (std::os::fd::OwnedFd, PathBuf),
         (files, nonce): (ShellFiles, String),
         bash: Option<proc_shell::ProgramId>,
-        channel_link: Option<PathBuf>,
+        (channel_link, keys_id, command_link): (
+            Option<PathBuf>,
+            Option<(u64, u64)>,
+            Option<PathBuf>,
+        ),
     ) -> Watcher {
-        Watcher { shared, master, tty, files, nonce, bash, channel_link }
+        Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link }
     }
 }
 
@@ -168,7 +182,8 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce, bash, channel_link } = watcher;
+    let Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link } =
+        watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid() == group
@@ -201,9 +216,15 @@ fn look_for_prompt(
             let replaced = state.levels().is_integrated_shell(pid);
             drop(state);
             let fd = format!("/proc/{pid}/fd/{}", super::channel::SHELL_FD);
-            if channel_link.is_none() || std::fs::read_link(fd).ok() != *channel_link {
+            let command_fd = format!("/proc/{pid}/fd/{}", bash_script::COMMAND_FD);
+            if channel_link.is_none()
+                || std::fs::read_link(fd).ok() != *channel_link
+                || command_link.is_none()
+                || std::fs::read_link(command_fd).ok() != *command_link
+            {
                 // A wrapper closed the descriptors it inherited (`sudo`,
-                // pexpect): this shell could not report any end.
+                // pexpect): this shell could not report any end, or load
+                // any command.
                 if *noted != Some(seq) {
                     *noted = Some(seq);
                     shared.lock().levels_mut().note(Event::ReinstallFailed);
@@ -214,7 +235,10 @@ fn look_for_prompt(
             *attempts += 1;
             let handshake = REINSTALL_SEQ_BASE + *attempts;
             let script = files.reinstall_file(*attempts);
-            let text = bash_script::reinstall_script(files, handshake);
+            let keys = format!("/proc/{pid}/fd/{}", bash_script::KEYS_FD);
+            let keys = keys_id.is_some()
+                && std::fs::metadata(keys).ok().map(|meta| (meta.dev(), meta.ino())) == *keys_id;
+            let text = bash_script::reinstall_script(files, handshake, keys);
             if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
                 return;
             }

@@ -25,6 +25,7 @@ mod cli;
 mod client_args;
 mod containment;
 mod crash;
+mod descriptors;
 mod forgery;
 mod guard;
 mod hostile;

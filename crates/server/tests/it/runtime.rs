@@ -150,10 +150,10 @@ async fn a_runtime_directory_that_is_not_ours_is_never_used() {
         assert_eq!(mode(base), 0o700, "{case}");
         // The start-up file carried the nonce: it is gone once sourced.
         assert!(!dir.join("init.sh").exists(), "{case}: init.sh outlived start-up");
-        for path in [dir.clone(), dir.join("cmd")] {
-            assert_eq!(std::fs::symlink_metadata(&path).expect("stat").uid(), uid);
-            assert_eq!(mode(&path) & 0o077, 0, "{case}: {} is private", path.display());
-        }
+        assert_eq!(std::fs::symlink_metadata(&dir).expect("stat").uid(), uid);
+        assert_eq!(mode(&dir) & 0o077, 0, "{case}: {} is private", dir.display());
+        // The command's text came through a socket: nothing of it on disk.
+        assert_eq!(names_in(&dir), Vec::<String>::new(), "{case}: files in {}", dir.display());
         assert!(server.log().contains("not using"), "{case}: the log says why: {}", server.log());
         drop(server);
         assert_eq!(names_in(&victim), ["precious"], "{case}: nothing written through the link");
@@ -176,10 +176,15 @@ async fn the_next_start_removes_what_dead_servers_left() {
 
     let mut killed = server_in(&tmp.0, &state, &[]).await;
     let killed_dir = shell_files_dir(killed.pid).await;
-    // The shell's files are there (the state file once its first prompt
-    // has been written).
-    let state_file = killed_dir.join("state");
-    wait_until(EVENTUALLY, || state_file.exists(), || format!("{state_file:?}")).await;
+    // The shell's directory is there, past its first prompt (the start-up
+    // file is removed once read).
+    let rc_file = killed_dir.join("init.sh");
+    wait_until(
+        EVENTUALLY,
+        || killed_dir.is_dir() && !rc_file.exists(),
+        || format!("{killed_dir:?} past the first prompt"),
+    )
+    .await;
     killed.signal("KILL");
     killed.wait_exit(EVENTUALLY).await;
 
