@@ -74,6 +74,13 @@
 #   user's umask, when they do not exist yet.
 # - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
 #   point the integration elsewhere.
+# - Every function is read-only once defined (`readonly -f`, at the end): a
+#   command, or a line pushed into the idle shell's input (legacy TIOCSTI),
+#   can neither redefine nor remove one, so none can report an end the
+#   command did not reach. A shell gets the functions once: a nested shell
+#   or one `exec` replaced starts without them.
+# - `__sk_prompt` ends the command with a read-only copy of the status: the
+#   user's PROMPT_COMMAND, which runs before, cannot change it.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
 # - Each redirection costs the shell several system calls, and these run
@@ -166,12 +173,13 @@ __sk_prompt() {
     builtin set +xv
   fi
   __sk_last=$__sk_status
+  local -r __sk_final=$__sk_status
   if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
   builtin bind -f "$__sk_dir/keys" || builtin bind "${__sk_keys[@]}" || :
-  __sk_end "$__sk_last"
+  __sk_end "$__sk_final"
 }
 __sk_assert() {
   [[ -n ${PROMPT_COMMAND+set} ]] || PROMPT_COMMAND=
@@ -244,3 +252,5 @@ builtin trap '{ __sk_state; } 2>/dev/null' EXIT
 __sk_private "$__sk_dir/keys" 2>/dev/null
 builtin printf '%s\n' "${__sk_keys[@]}" 2>/dev/null >|"$__sk_dir/keys" || :
 __sk_assert
+builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_private __sk_state __sk_drain \
+  __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null
