@@ -456,6 +456,29 @@ pub enum Event {
     /// The shell's standard output is not the terminal (`exec >file`), so
     /// commands' output does not reach the reply.
     OutputElsewhere,
+    /// Something ran in the shell while no command of the agent's was
+    /// running: the shell's record of an end, or its start marker, came
+    /// while it sat at its prompt (a line pushed into its input with legacy
+    /// `TIOCSTI`, a program that read the line shellkeep typed and gave it
+    /// back changed). The session is tampered with: that line could have
+    /// changed anything in the shell.
+    RanAtPrompt {
+        /// What came: an end record or a start marker.
+        what: AtPrompt,
+        /// The command number it claimed.
+        seq: u64,
+        /// The process that sent the record, when it is not the shell.
+        sender: Option<i32>,
+    },
+}
+
+/// What showed that something ran at the shell's prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtPrompt {
+    /// An end record on the completion channel.
+    EndRecord,
+    /// A start marker in the output.
+    StartMarker,
 }
 
 /// How a shell ended.

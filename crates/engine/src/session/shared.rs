@@ -45,7 +45,7 @@ use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 
-use super::call::Event;
+use super::call::{AtPrompt, Event};
 use super::channel::{Channel, Record};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
@@ -166,9 +166,16 @@ impl State {
             self.route_committed(now);
             match stop {
                 Some(Stop::Marker(Marker::Start { seq })) => {
+                    let ours = self
+                        .command
+                        .as_ref()
+                        .is_some_and(|c| c.seq() == seq && !c.has_started() && !c.is_finished());
+                    if !ours {
+                        // The shell started something no call typed.
+                        self.ran_at_prompt(AtPrompt::StartMarker, seq, None);
+                    }
                     if let Some(command) = &mut self.command
-                        && command.seq() == seq
-                        && !command.has_started()
+                        && ours
                     {
                         // What came before is the echo of the line we
                         // typed, and what a background job printed since
@@ -214,13 +221,29 @@ impl State {
             };
             if !believed {
                 tracing::debug!(pid = record.pid, "dropped an end record from another process");
+                self.ran_at_prompt(AtPrompt::EndRecord, record.seq, Some(record.pid));
                 continue;
             }
+            self.ran_at_prompt(AtPrompt::EndRecord, record.seq, None);
             if self.records.len() >= RECORDS_KEPT {
                 self.records.pop_front();
             }
             self.records.push_back(record);
         }
+    }
+
+    /// A record or a start marker (`what`, claiming command `seq`, sent by
+    /// `sender` when that is not the shell) came: while no command runs,
+    /// the shell sits at its prompt, so something ran there that no call
+    /// typed (a line pushed into its input, legacy `TIOCSTI`), and the
+    /// session is marked tampered with for the next reply. Before the
+    /// first prompt, the shell's start-up sends the first record.
+    fn ran_at_prompt(&mut self, what: AtPrompt, seq: u64, sender: Option<i32>) {
+        if !self.ready || self.command.as_ref().is_some_and(|c| !c.is_finished()) {
+            return;
+        }
+        tracing::warn!(seq, ?sender, ?what, "something ran at the shell's prompt");
+        self.levels.note(Event::RanAtPrompt { what, seq, sender });
     }
 
     /// Whether the shell sent the record of command `seq`.
@@ -391,6 +414,8 @@ impl State {
     /// background jobs) is returned for its reply, not mixed into its
     /// output.
     pub(super) fn begin(&mut self, command: Command, now: Instant) -> String {
+        // What the shell sent while it sat at its prompt is judged as such.
+        self.receive_records();
         self.screen.commit_all();
         self.route_committed(now);
         self.command = Some(command);
@@ -403,6 +428,7 @@ impl State {
     /// finished command no reply has reported yet is handed back, to be put
     /// back with [`State::restore`].
     pub(super) fn begin_own(&mut self, command: Command, now: Instant) -> Option<Command> {
+        self.receive_records();
         self.screen.commit_all();
         self.route_committed(now);
         self.command.replace(command)
@@ -689,6 +715,41 @@ mod tests {
         end(&mut state, &shell, 2, 4, 12);
         assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
         assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 4 }]);
+    }
+
+    /// A record or a start marker while no command runs means something
+    /// ran at the prompt: the next reply is told, with the number claimed
+    /// and the sender when it is not the shell. While a command runs, or
+    /// before the first prompt, neither is news.
+    #[test]
+    fn a_record_or_a_start_marker_at_the_prompt_is_tampering() {
+        let (mut state, shell) = ready_state();
+        assert_eq!(state.levels_mut().take_events(), vec![], "the first prompt is no news");
+        let log = run(&mut state, 1, "hello\n");
+        end(&mut state, &shell, 1, 0, 5);
+        ended(&mut state, &log);
+        assert_eq!(state.levels_mut().take_events(), vec![]);
+        // The shell's prompt ran again, with no command: its record.
+        end(&mut state, &shell, 1, 0, 6);
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 1, sender: None }]);
+        // A start marker no call typed.
+        let marker = format!("\x1b]6973;{NONCE};S;7\x07");
+        state.on_event(pty::Event::Output(marker.as_bytes()));
+        let what = AtPrompt::StartMarker;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 7, sender: None }]);
+        // A record queued at the prompt and read only as the next command
+        // begins is still judged as sent at the prompt.
+        nix::unistd::write(&shell, b"E;1;0;;8").expect("send a record");
+        let log = run(&mut state, 2, "next\n");
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 1, sender: None }]);
+        end(&mut state, &shell, 2, 3, 9);
+        assert_eq!(ended(&mut state, &log).0, Some(3));
+        assert_eq!(state.levels_mut().take_events(), vec![]);
     }
 
     #[test]

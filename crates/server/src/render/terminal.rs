@@ -9,7 +9,8 @@ use serde::Serialize;
 use shellkeep_engine::keys::{self, KeyError, MAX_KEYS, MAX_KEYS_BYTES};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
+    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
+    WaitEnded,
 };
 
 use rmcp::schemars;
@@ -627,7 +628,7 @@ fn outcome_lines(outcome: &Outcome, out: &mut Text) {
 /// Whether an event is told before the output (it happened before the
 /// command ran) rather than after the status.
 fn comes_first(event: &Event) -> bool {
-    matches!(event, Event::PreviousCallCancelled { .. } | Event::Reset)
+    matches!(event, Event::PreviousCallCancelled { .. } | Event::Reset | Event::RanAtPrompt { .. })
 }
 
 /// The lines of one event.
@@ -686,7 +687,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             the command. A command removed or replaced its functions or variables, or cleared \
             PROMPT_COMMAND: reset=true restores a working shell.]"
             .to_owned(),
-        Event::StatusLost => "[The exit code above may be wrong: a command removed a function \
+        Event::StatusLost => "[The exit code above may be wrong: a command broke the function \
             of shellkeep's shell integration that keeps the command's status, so the shell \
             integration is damaged. reset=true restores a working shell.]"
             .to_owned(),
@@ -699,8 +700,35 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or \
             reset=true restores it.]"
             .to_owned(),
+        Event::RanAtPrompt { what, seq, sender } => ran_at_prompt(*what, *seq, *sender),
     };
     out.note(line);
+}
+
+/// The warning that something ran in the shell, or tried to pass for it,
+/// while no command of the agent's ran.
+fn ran_at_prompt(what: AtPrompt, seq: u64, sender: Option<i32>) -> String {
+    const WAY_IN: &str = "A program may have pushed a line into the shell's input (legacy \
+         TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line \
+         shellkeep typed. Such a line can change anything in the shell (its functions, \
+         variables, traps and aliases): reset=true gives a fresh one.";
+    match (what, sender) {
+        (AtPrompt::EndRecord, Some(pid)) => format!(
+            "[WARNING: the session was tampered with: process {pid}, not the shell, sent the end \
+             of a command (number {seq}) while no command was running. It was ignored. A \
+             command you ran left a process that forges shellkeep's records: reset=true stops \
+             it with the shell.]"
+        ),
+        (AtPrompt::EndRecord, None) => format!(
+            "[WARNING: the session was tampered with: something ran in the shell at its prompt \
+             while no command of yours was running (the shell reported the end of command \
+             number {seq} again). {WAY_IN}]"
+        ),
+        (AtPrompt::StartMarker, _) => format!(
+            "[WARNING: the session was tampered with: the shell started a command (number \
+             {seq}) while none of yours was running. {WAY_IN}]"
+        ),
+    }
 }
 
 /// How a shell ended, in words.

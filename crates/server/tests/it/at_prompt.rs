@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::{EVENTUALLY, Server, installed, kernel_forbids, wait_until};
+use crate::{EVENTUALLY, Server, installed, kernel_forbids, poll_until, wait_until};
 
 /// The kernel's switch for legacy `TIOCSTI`.
 const LEGACY_TIOCSTI: &str = "/proc/sys/dev/tty/legacy_tiocsti";
@@ -98,12 +98,85 @@ async fn a_line_pushed_into_the_idle_shell_cannot_redefine_the_integration() {
         return;
     }
     wait_ran(server.cwd()).await;
-    for (command, code) in [("false", 1), ("ls /nonexistent", 2), ("sh -c 'exit 17'", 17)] {
+    for (at, (command, code)) in
+        [("false", 1), ("ls /nonexistent", 2), ("sh -c 'exit 17'", 17)].into_iter().enumerate()
+    {
         let r = server.terminal(json!({"command": command, "timeout": 10})).await;
         assert_eq!(
             (r["status"].as_str(), r["exit_code"].as_i64()),
             (Some("completed"), Some(code)),
             "{command}: {r:#?}"
         );
+        // The first reply after the line ran says the session was tampered
+        // with, and how; the next ones have nothing new to say.
+        let warned = r.text.contains("WARNING: the session was tampered with");
+        assert_eq!(warned, at == 0, "{command}: {}", r.text);
+        if at == 0 {
+            assert!(r.text.contains("something ran in the shell at its prompt"), "{}", r.text);
+            assert!(r.text.contains("legacy TIOCSTI"), "{}", r.text);
+            let notes = r["notes"].to_string();
+            assert!(notes.contains("tampered with"), "in the structured content too: {notes}");
+        }
     }
+}
+
+/// A process left behind by a command sends an end record (on the
+/// descriptor it inherited) while no command runs: it is ignored, and the
+/// next reply names the sender. On every host: no TIOCSTI needed.
+#[tokio::test]
+async fn a_record_sent_while_no_command_runs_is_named_with_its_sender() {
+    if !installed("python3") {
+        return;
+    }
+    let server = Server::start().await;
+    let job = "import os, sys, time\n\
+               deadline = time.monotonic() + 60\n\
+               while not os.path.exists('go') and time.monotonic() < deadline: time.sleep(0.01)\n\
+               os.write(62, b'E;1;0;;5')\n\
+               open('sent', 'w').close()\n";
+    std::fs::write(server.cwd().join("job.py"), job).expect("script");
+    let r = server
+        .terminal(json!({"command": "python3 job.py </dev/null >/dev/null 2>&1 & echo $!"}))
+        .await;
+    let pid = r.output().trim().lines().last().unwrap_or_default().to_owned();
+    assert!(pid.parse::<u32>().is_ok(), "{r:#?}");
+    std::fs::write(server.cwd().join("go"), "").expect("go");
+    let sent = server.cwd().join("sent");
+    wait_until(EVENTUALLY, || sent.exists(), || "the job sent nothing".to_owned()).await;
+    // The record is read at the latest as the next command begins.
+    let r = server.terminal(json!({"command": "false", "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 1, "{r:#?}");
+    assert!(r.text.contains("WARNING: the session was tampered with"), "{}", r.text);
+    assert!(r.text.contains(&format!("process {pid}, not the shell")), "{}", r.text);
+    let r = server.terminal(json!({"command": "true", "timeout": 10})).await;
+    assert!(!r.text.contains("tampered"), "{}", r.text);
+}
+
+/// A start marker (with the session's nonce, which a command can read)
+/// printed while no command runs: the next reply says the shell started
+/// something no call typed.
+#[tokio::test]
+async fn a_start_marker_while_no_command_runs_is_tampering() {
+    let server = Server::start().await;
+    let r = server.terminal(json!({"command": "echo $__sk_nonce"})).await;
+    let nonce = r.output().trim().to_owned();
+    assert!(!nonce.is_empty(), "{r:#?}");
+    let command = format!(
+        "(until [ -e go ]; do sleep 0.01; done; printf '\\033]6973;{nonce};S;99\\007' \
+         >/dev/tty; : >sent) </dev/null >/dev/null 2>&1 & echo started"
+    );
+    let r = server.terminal(json!({"command": command})).await;
+    assert!(r.output().ends_with("started\n"), "{r:#?}");
+    std::fs::write(server.cwd().join("go"), "").expect("go");
+    let sent = server.cwd().join("sent");
+    wait_until(EVENTUALLY, || sent.exists(), || "the job printed nothing".to_owned()).await;
+    // Output printed at the prompt is read by the time the shell is at its
+    // prompt again: poll until a reply tells it.
+    let r = poll_until(
+        EVENTUALLY,
+        async || server.terminal(json!({"command": "true", "timeout": 10})).await,
+        |r| r.text.contains("tampered"),
+    )
+    .await;
+    assert!(r.text.contains("the shell started a command (number 99)"), "{}", r.text);
 }

@@ -12,7 +12,8 @@ use shellkeep_engine::keys::{KeyError, MAX_KEYS};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
+    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
+    WaitEnded,
 };
 
 use super::{key_error, session_refused, terminal, typed_key_name};
@@ -921,7 +922,7 @@ fn shell_and_integration_events() {
             [`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]
             [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
             [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
-            [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
+            [The exit code above may be wrong: a command broke the function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
             [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
             [The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]
             [The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
@@ -941,7 +942,7 @@ fn shell_and_integration_events() {
                 "[`ssh` is a remote or container session, driven as an interactive program: send its commands with is_input=true; `exit` (or C-d) ends it.]",
                 "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
                 "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
-                "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
+                "[The exit code above may be wrong: a command broke the function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
                 "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
                 "[The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]",
                 "[The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
@@ -950,6 +951,44 @@ fn shell_and_integration_events() {
               "output": ""
             }
         "#]],
+    );
+}
+
+/// Something ran at the shell's prompt: the warning comes first, before
+/// the command's own status, and names what it can.
+#[test]
+fn tampering_at_the_prompt() {
+    let mut reply = reply(Outcome::Completed { exit_code: 1 }, "");
+    reply.events = vec![
+        Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 3, sender: None },
+        Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 1, sender: Some(4242) },
+        Event::RanAtPrompt { what: AtPrompt::StartMarker, seq: 99, sender: None },
+    ];
+    check(
+        &reply,
+        expect![[r#"
+        [WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+        [WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]
+        [WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+        [The command completed with exit code 1.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        -----
+        {
+          "status": "completed",
+          "exit_code": 1,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
+            "[WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]",
+            "[WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]"
+          ],
+          "truncated": false,
+          "output": ""
+        }
+    "#]],
     );
 }
 
