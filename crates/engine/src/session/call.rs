@@ -308,6 +308,15 @@ pub enum Outcome {
     /// The shell reported that the running command never ran: something
     /// broke the shell integration (a reset restores it).
     IntegrationDamaged,
+    /// The command was typed, but the shell never started it: it exited,
+    /// or was back reading its terminal, before the start marker it prints
+    /// as it begins a command. Another program read the line typed (one
+    /// that takes the terminal's foreground from the shell), or the line
+    /// could not run. Nothing of it ran.
+    NeverStarted {
+        /// The shell exited (else it waits at its prompt again).
+        shell_exited: bool,
+    },
     /// A new command was not run; the reply is about what kept it out.
     NotExecuted {
         /// The command that was not run.

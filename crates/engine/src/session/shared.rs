@@ -365,7 +365,37 @@ impl State {
     /// with all it printed.
     pub(super) fn finish_with_shell(&mut self, now: Instant) {
         let status = self.exited.map_or(-1, exit_code);
+        if self.unfinished(None).is_some_and(|c| !c.start_seen()) {
+            // It never started: the shell exited before its start marker.
+            self.end_never_started(true, now);
+            return;
+        }
         self.finish_command(None, status, now);
+    }
+
+    /// The shell was seen back reading its terminal, with all it wrote
+    /// read, before command `seq`'s start marker: the command never
+    /// started. Returns whether that ended it (its marker may have come
+    /// since the look).
+    pub(super) fn never_started(&mut self, seq: u64, now: Instant) -> bool {
+        if !self.unfinished(Some(seq)).is_some_and(|c| !c.start_seen() && !c.is_damaged()) {
+            return false;
+        }
+        self.end_never_started(false, now);
+        true
+    }
+
+    /// Ends the running command as never started; what the screen holds
+    /// (what was echoed of the line typed, what others printed) was no
+    /// command's output and goes to the idle output.
+    fn end_never_started(&mut self, shell_exited: bool, now: Instant) {
+        self.screen.commit_all();
+        let text = self.screen.take_committed();
+        self.screen.discard_window();
+        if let Some(command) = self.unfinished(None) {
+            command.finish_never_started(shell_exited, now);
+        }
+        self.push_idle(&text);
     }
 
     /// Makes every finished line on the screen final and routes it (to the
@@ -750,6 +780,42 @@ mod tests {
         end(&mut state, &shell, 2, 3, 9);
         assert_eq!(ended(&mut state, &log).0, Some(3));
         assert_eq!(state.levels_mut().take_events(), vec![]);
+    }
+
+    /// A command whose start marker never came did not start: when the
+    /// shell exits, or is back reading its terminal, it ends as never
+    /// started, and what the screen held (the echo of the line typed) goes
+    /// to the idle output. Once its marker came, neither applies.
+    #[test]
+    fn a_command_without_its_start_marker_never_started() {
+        for shell_exits in [true, false] {
+            let (mut state, _shell) = ready_state();
+            let log = run(&mut state, 1, "");
+            state.take_command().expect("the command");
+            // As if typed and not started: a fresh command, no marker.
+            let out = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
+            let now = Instant::now();
+            let fresh = Command::new((2, "a command".to_owned()), (None, None), 0, out, now);
+            state.begin(fresh, now);
+            state.on_event(pty::Event::Output(b" \\__sexit"));
+            if shell_exits {
+                state.finish_with_shell(now);
+            } else {
+                assert!(state.never_started(2, now));
+            }
+            let ended = state.take_command().expect("a command");
+            assert_eq!(ended.never_started(), Some(shell_exits));
+            assert_eq!(ended.into_shown().text, "");
+            assert_eq!(state.take_idle_output(), " \\__sexit");
+            // A command past its start marker ends with the shell as usual,
+            // and is never ended as not started.
+            let log = run(&mut state, 3, "partial");
+            assert!(!state.never_started(3, now));
+            state.finish_with_shell(now);
+            let ended = state.take_command().expect("a command");
+            assert_eq!(ended.never_started(), None);
+            assert_eq!(log.read(0, 10).expect("log").text, "partial");
+        }
     }
 
     #[test]

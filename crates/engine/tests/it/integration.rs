@@ -757,6 +757,7 @@ async fn after_tampering(term: &Term, tamper: &str) -> bool {
             matches!(
                 reply.outcome,
                 Outcome::IntegrationDamaged
+                    | Outcome::NeverStarted { shell_exited: false }
                     | Outcome::WaitingForInput { shell_reading: true }
                     | Outcome::NotExecuted { why: NotRun::IntegrationDamaged, .. }
                     | Outcome::NotExecuted {

@@ -268,6 +268,10 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             ));
             TerminalStatus::NotExecuted
         }
+        Outcome::NeverStarted { shell_exited } => {
+            out.note(never_started(*shell_exited));
+            TerminalStatus::NotExecuted
+        }
         Outcome::NotExecuted { command, why } => {
             out.note(not_executed(command, why));
             // What the agent can do instead is what a poll would have said.
@@ -703,6 +707,22 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
         Event::RanAtPrompt { what, seq, sender } => ran_at_prompt(*what, *seq, *sender),
     };
     out.note(line);
+}
+
+/// Why a command the shell never started was not run.
+fn never_started(shell_exited: bool) -> String {
+    let what = if shell_exited {
+        "the shell exited before it started the command"
+    } else {
+        "the shell went back to waiting at its prompt without starting the command"
+    };
+    format!(
+        "[The command was NOT run: {what} (the shell marks the start of every command it runs, \
+         and that mark never came), so nothing of it ran. Another program may have read the \
+         line shellkeep typed: one that takes the terminal's foreground from the shell, such as \
+         a background job of an earlier command. Send the command again; if this repeats, \
+         reset=true stops such programs with the shell.]"
+    )
 }
 
 /// The warning that something ran in the shell, or tried to pass for it,

@@ -2,7 +2,10 @@
 //! end through the real binary, with the attacks as a hostile command makes
 //! them. A `&` job that pushes a line into the idle shell's input with
 //! legacy `TIOCSTI` cannot redefine the integration's functions, and the
-//! next reply says something ran at the prompt.
+//! next reply says something ran at the prompt (so does a record or a start
+//! marker that comes while no command runs). A command whose typed line a
+//! job that flips the terminal's foreground steals is reported NOT
+//! executed, never completed or waiting for input.
 
 use std::path::Path;
 
@@ -179,4 +182,113 @@ async fn a_start_marker_while_no_command_runs_is_tampering() {
     )
     .await;
     assert!(r.text.contains("the shell started a command (number 99)"), "{}", r.text);
+}
+
+/// A job that takes the terminal's foreground for 1 ms out of every 2 and
+/// reads whatever is typed meanwhile (finding F7), until the file `stop`
+/// exists or 120 s pass. It logs what it read to `grabbed`.
+const GRAB: &str = r#"
+import os, signal, time
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+signal.signal(signal.SIGTTIN, signal.SIG_IGN)
+tty = os.open("/dev/tty", os.O_RDWR | os.O_NONBLOCK)
+me = os.getpgrp()
+log = open("grabbed", "ab")
+deadline = time.monotonic() + 120
+open("grabbing", "w").close()
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    try:
+        front = os.tcgetpgrp(tty)
+        os.tcsetpgrp(tty, me)
+        until = time.monotonic() + 0.001
+        while time.monotonic() < until:
+            try:
+                log.write(os.read(tty, 4096))
+                log.flush()
+            except (BlockingIOError, OSError):
+                pass
+        os.tcsetpgrp(tty, front)
+    except OSError:
+        pass
+    time.sleep(0.001)
+"#;
+
+/// Finding F7: while a job flips the terminal's foreground to itself and
+/// back every millisecond, stealing what shellkeep types, each of 20
+/// commands either ran (reported completed, and its file exists) or is
+/// reported NOT executed (and it never runs, then or later): never a
+/// command reported completed that did not run, never one reported waiting
+/// for input.
+#[tokio::test]
+async fn a_typed_line_another_program_steals_is_never_reported_as_run() {
+    if !installed("python3") {
+        return;
+    }
+    let server = Server::start().await;
+    let dir = server.cwd().to_owned();
+    std::fs::write(dir.join("grab.py"), GRAB).expect("script");
+    let grabbing = dir.join("grabbing");
+    // Starts the grabber in the session's shell (again, once the shell it
+    // took the terminal from exited and a new one started).
+    let grab = async || {
+        let _ = std::fs::remove_file(&grabbing);
+        let r = poll_until(
+            EVENTUALLY,
+            async || {
+                let start = "python3 grab.py </dev/null >/dev/null 2>&1 & echo started";
+                server.terminal(json!({"command": start, "timeout": 10})).await
+            },
+            |r| r["status"] == "completed",
+        )
+        .await;
+        assert!(r.output().ends_with("started\n"), "{r:#?}");
+        wait_until(EVENTUALLY, || grabbing.exists(), || "no grabber".to_owned()).await;
+    };
+    grab().await;
+    let mut not_run = Vec::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for k in 0..20 {
+        let command = format!("touch AGENT-RAN-{k}; echo AGENT-{k}");
+        let r = server.terminal(json!({"command": command, "timeout": 10})).await;
+        let status = r["status"].as_str().unwrap_or_default().to_owned();
+        let ran = dir.join(format!("AGENT-RAN-{k}"));
+        match status.as_str() {
+            "completed" => {
+                assert!(ran.exists(), "reported completed, never ran: {r:#?}");
+                assert_eq!(r["exit_code"], 0, "{r:#?}");
+            }
+            "not_executed" => {
+                assert!(r.text.contains("NOT"), "{}", r.text);
+                assert!(!ran.exists(), "reported NOT executed, but it ran: {r:#?}");
+                not_run.push(ran);
+            }
+            _ => panic!("try {k}: neither run nor refused: {r:#?}"),
+        }
+        let kind = if r.text.contains("the shell exited before it started") {
+            "never started: the shell exited"
+        } else if r.text.contains("never came") {
+            "never started: the shell read again"
+        } else if r.text.contains("not at its prompt") {
+            "refused: not at its prompt"
+        } else {
+            status.as_str()
+        };
+        *counts.entry(kind.to_owned()).or_insert(0) += 1;
+        if r.text.contains("a new shell was started") {
+            grab().await;
+        }
+    }
+    std::fs::write(dir.join("stop"), "").expect("stop");
+    // What was reported NOT executed never runs later either.
+    let r = server.terminal(json!({"command": "echo settled", "timeout": 10})).await;
+    let r = if r["status"] == "completed" {
+        r
+    } else {
+        server.terminal(json!({"command": "echo settled", "timeout": 10})).await
+    };
+    assert!(r.output().contains("settled"), "{r:#?}");
+    for file in &not_run {
+        assert!(!file.exists(), "{} ran after all", file.display());
+    }
+    eprintln!("20 tries under a foreground flipper: {counts:?}");
 }

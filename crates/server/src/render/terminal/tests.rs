@@ -992,6 +992,55 @@ fn tampering_at_the_prompt() {
     );
 }
 
+/// A command the shell never started (another program read the line
+/// typed): NOT executed, whether the shell exited or is back at its prompt.
+#[test]
+fn never_started() {
+    let mut exited = reply(Outcome::NeverStarted { shell_exited: true }, "");
+    exited.events =
+        vec![Event::ShellRestarted { how: ShellExit::Code(0), cwd: PathBuf::from("/home/me") }];
+    check(
+        &exited,
+        expect![[r#"
+        [The command was NOT run: the shell exited before it started the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]
+        [The shell exited (exit code 0); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
+        -----
+        {
+          "status": "not_executed",
+          "exit_code": -1,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[The command was NOT run: the shell exited before it started the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]",
+            "[The shell exited (exit code 0); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
+          ],
+          "truncated": false,
+          "output": ""
+        }
+    "#]],
+    );
+    check(
+        &reply(Outcome::NeverStarted { shell_exited: false }, ""),
+        expect![[r#"
+        [The command was NOT run: the shell went back to waiting at its prompt without starting the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]
+        -----
+        {
+          "status": "not_executed",
+          "exit_code": -1,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[The command was NOT run: the shell went back to waiting at its prompt without starting the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]"
+          ],
+          "truncated": false,
+          "output": ""
+        }
+    "#]],
+    );
+}
+
 #[test]
 fn refused_calls() {
     let errors = [
