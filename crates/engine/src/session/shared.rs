@@ -242,6 +242,11 @@ impl State {
         if !self.ready || self.command.as_ref().is_some_and(|c| !c.is_finished()) {
             return;
         }
+        if what == AtPrompt::EndRecord && sender.is_none() && self.levels.launched_by(seq) {
+            // A nested shell exited (the next reply says so): its parent
+            // is back at its prompt and reports the command that started it.
+            return;
+        }
         tracing::warn!(seq, ?sender, ?what, "something ran at the shell's prompt");
         self.levels.note(Event::RanAtPrompt { what, seq, sender });
     }
@@ -816,6 +821,31 @@ mod tests {
             assert_eq!(ended.never_started(), None);
             assert_eq!(log.read(0, 10).expect("log").text, "partial");
         }
+    }
+
+    /// A nested shell that exits while no command runs is no tampering:
+    /// its parent's record for the command that started it says it exited.
+    #[test]
+    fn a_nested_shell_exiting_at_the_prompt_is_no_tampering() {
+        let (mut state, shell) = ready_state();
+        let me = std::process::id() as i32;
+        let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
+        let log = run(&mut state, 2, "");
+        let handshake = REINSTALL_SEQ_BASE + 1;
+        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
+        let reinstall =
+            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        state.levels_mut().begin_reinstall(reinstall);
+        end(&mut state, &shell, handshake, 0, 11);
+        ended(&mut state, &log);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellStarted]);
+        end(&mut state, &shell, 2, 0, 12);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 0 }]);
+        // Its parent's prompt again, with no nested shell left: tampering.
+        end(&mut state, &shell, 2, 0, 13);
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 2, sender: None }]);
     }
 
     #[test]
