@@ -14,6 +14,12 @@
 //! (its record and marker, a nested shell's handshake or exit, the shell's
 //! exit, a stop) commits the screen and calls `Command::finish`.
 //!
+//! The shell at its prompt is watched: a record or a start marker that
+//! comes while no command runs means something ran there that no call
+//! typed, and the next reply is told (`Event::RanAtPrompt`). A command
+//! counts as started only on its start marker: one the shell exits, or
+//! reads its terminal again, before is ended as never started.
+//!
 //! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
 //! for one chunk and by calls and tasks for short sections, never across an
 //! `.await`. `Shared::changed` wakes every waiter after each change;

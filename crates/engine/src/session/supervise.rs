@@ -6,7 +6,10 @@
 //! it stops the command once it has run unwatched past its limit, with no
 //! call waiting on it (a `Watch`), polling it or sending it input. It stops
 //! the whole command line, never the shell or its `&` jobs, and never while
-//! a call waits.
+//! a call waits. A look that finds the shell back reading its terminal
+//! before the command's start marker (twice in a row, with everything it
+//! wrote read) ends the command as never started: another program read
+//! the line typed.
 //!
 //! When to look and when to stop are the pure rules of `timing.rs`; this
 //! task reads the clock, samples `/proc` and signals. It depends on the
