@@ -74,6 +74,11 @@
 #   user's umask, when they do not exist yet.
 # - `__sk_dir`, `__sk_osc` and `__sk_nonce` are read-only: a command cannot
 #   point the integration elsewhere.
+# - The start marker carries the shell's count of the command lines it has
+#   read (`\#` in a prompt, from the read-only `__sk_lines`): every command
+#   is one line typed, so a larger step says that lines ran at the prompt
+#   that nobody typed (pushed into the shell's input), even ones that
+#   emptied PROMPT_COMMAND so that no end record told.
 # - Every function is read-only once defined (`readonly -f`, at the end): a
 #   command, or a line pushed into the idle shell's input (legacy TIOCSTI),
 #   can neither redefine nor remove one, so none can report an end the
@@ -113,6 +118,7 @@ __sk_unhist() {
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
+builtin readonly __sk_lines='\#' 2>/dev/null
 builtin unset __sk_dir_value __sk_osc_value
 __sk_last=0
 __sk_ran=1
@@ -215,7 +221,7 @@ __sk_pre() {
   __sk_traps=${2-}
   __sk_assert
   PS1=$__sk_ps1
-  __sk_mark "S;$__sk_seq"
+  __sk_mark "S;$__sk_seq;${__sk_lines@P}"
   IFS= builtin read -r -d '' __sk_c <"$__sk_dir/cmd" || :
   builtin : >|"$__sk_dir/cmd" || :
   __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'

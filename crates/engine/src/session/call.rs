@@ -488,6 +488,12 @@ pub enum AtPrompt {
     EndRecord,
     /// A start marker in the output.
     StartMarker,
+    /// The shell's count of the command lines it read jumped by more than
+    /// the one line typed: this many lines ran between two commands.
+    Lines {
+        /// How many lines ran that no call typed.
+        count: u64,
+    },
 }
 
 /// How a shell ended.

@@ -118,6 +118,9 @@ pub(super) struct State {
     records: VecDeque<Record>,
     /// What is masked in the shell's output.
     secrets: Arc<Secrets>,
+    /// The innermost shell's pid and its count of the command lines it had
+    /// read at the last start marker; forgotten when the levels change.
+    lines_read: Option<(i32, u64)>,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
@@ -143,6 +146,7 @@ impl State {
             channel,
             records: VecDeque::new(),
             secrets,
+            lines_read: None,
         }
     }
 
@@ -171,7 +175,7 @@ impl State {
             rest = &rest[consumed..];
             self.route_committed(now);
             match stop {
-                Some(Stop::Marker(Marker::Start { seq })) => {
+                Some(Stop::Marker(Marker::Start { seq, lines_read })) => {
                     let ours = self
                         .command
                         .as_ref()
@@ -179,6 +183,8 @@ impl State {
                     if !ours {
                         // The shell started something no call typed.
                         self.ran_at_prompt(AtPrompt::StartMarker, seq, None);
+                    } else if let Some(lines) = lines_read {
+                        self.count_lines(seq, lines);
                     }
                     if let Some(command) = &mut self.command
                         && ours
@@ -255,6 +261,24 @@ impl State {
         }
         tracing::warn!(seq, ?sender, ?what, "something ran at the shell's prompt");
         self.levels.note(Event::RanAtPrompt { what, seq, sender });
+    }
+
+    /// The start marker of our command `seq` says the shell has read
+    /// `lines` command lines: each command is one line we typed, so more
+    /// than one since the last start marker (in the same shell) means lines
+    /// ran at its prompt that no call typed (pushed into its input, even
+    /// ones that emptied PROMPT_COMMAND so that no record told).
+    fn count_lines(&mut self, seq: u64, lines: u64) {
+        let top = self.levels.top().map(|level| level.pid());
+        if let (Some(top), Some((shell, last))) = (top, self.lines_read)
+            && shell == top
+            && lines > last + 1
+        {
+            let what = AtPrompt::Lines { count: lines - last - 1 };
+            tracing::warn!(seq, ?what, "lines ran at the shell's prompt");
+            self.levels.note(Event::RanAtPrompt { what, seq, sender: None });
+        }
+        self.lines_read = top.map(|top| (top, lines));
     }
 
     /// Whether the shell sent the record of command `seq`.
@@ -340,7 +364,12 @@ impl State {
             }
             return;
         }
-        match self.levels.on_marker(seq, status) {
+        let level_event = self.levels.on_marker(seq, status);
+        if level_event.is_some() {
+            // Another shell, or the same one replaced: its own count.
+            self.lines_read = None;
+        }
+        match level_event {
             Some(LevelEvent::Handshake) => {
                 // What is left in the window is the new shell's prompt and
                 // the line we typed; the command's own output was committed
@@ -827,6 +856,39 @@ mod tests {
             assert_eq!(ended.never_started(), None);
             assert_eq!(log.read(0, 10).expect("log").text, "partial");
         }
+    }
+
+    /// The start marker carries the shell's count of the lines it read:
+    /// one more than at the last command is ours alone; more says lines
+    /// ran at the prompt that no call typed, even with no record to tell.
+    #[test]
+    fn lines_read_between_two_commands_are_counted() {
+        let (mut state, shell) = ready_state();
+        let start = |state: &mut State, seq: u64, lines: u64| {
+            let dir = std::env::temp_dir()
+                .join(format!("shellkeep-shared-lines-{}-{seq}", std::process::id()));
+            let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+            let store = OutputStore::new(spill, "test", StoreLimits::default());
+            let out = CommandOutput::new(1_000, store.begin("c"), Arc::new(Secrets::none()));
+            let now = Instant::now();
+            state.begin(Command::new((seq, "c".to_owned()), (None, None), 0, out, now), now);
+            let marker = format!("\x1b]6973;{NONCE};S;{seq};{lines}\x07");
+            state.on_event(pty::Event::Output(marker.as_bytes()));
+            end(state, &shell, seq, 0, seq as i32);
+            state.take_command().expect("the command");
+            state.levels_mut().take_events()
+        };
+        assert_eq!(start(&mut state, 1, 4), vec![], "the first sets where the count is");
+        assert_eq!(start(&mut state, 2, 5), vec![]);
+        let what = AtPrompt::Lines { count: 2 };
+        assert_eq!(
+            start(&mut state, 3, 8),
+            vec![Event::RanAtPrompt { what, seq: 3, sender: None }]
+        );
+        assert_eq!(start(&mut state, 4, 9), vec![]);
+        // A count that went back is another shell's: it starts over.
+        assert_eq!(start(&mut state, 5, 2), vec![]);
+        assert_eq!(start(&mut state, 6, 3), vec![]);
     }
 
     /// A nested shell that exits while no command runs is no tampering:

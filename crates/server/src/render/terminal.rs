@@ -744,6 +744,12 @@ fn ran_at_prompt(what: AtPrompt, seq: u64, sender: Option<i32>) -> String {
              while no command of yours was running (the shell reported the end of command \
              number {seq} again). {WAY_IN}]"
         ),
+        (AtPrompt::Lines { count }, _) => format!(
+            "[WARNING: the session was tampered with: the shell ran {count} command line{} at its \
+             prompt, between your last command and this one (number {seq}), that no call typed. \
+             {WAY_IN}]",
+            if count == 1 { "" } else { "s" }
+        ),
         (AtPrompt::StartMarker, _) => format!(
             "[WARNING: the session was tampered with: the shell started a command (number \
              {seq}) while none of yours was running. {WAY_IN}]"

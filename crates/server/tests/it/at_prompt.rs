@@ -123,6 +123,32 @@ async fn a_line_pushed_into_the_idle_shell_cannot_redefine_the_integration() {
     }
 }
 
+/// A line pushed into the idle shell that empties PROMPT_COMMAND first, so
+/// that the shell sends no record for it: the shell's count of the lines it
+/// read, in the next start marker, still tells, and the next reply warns.
+#[tokio::test]
+async fn a_pushed_line_that_silences_the_prompt_is_still_counted() {
+    if legacy_tiocsti() == Some(false) {
+        kernel_forbids("legacy TIOCSTI", &format!("{LEGACY_TIOCSTI} is 0"));
+        return;
+    }
+    if !installed("python3") {
+        return;
+    }
+    let server = Server::start().await;
+    if !push_at_the_prompt(&server, " PROMPT_COMMAND=; : >ran").await {
+        return;
+    }
+    wait_ran(server.cwd()).await;
+    let r = server.terminal(json!({"command": "false", "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 1, "{r:#?}");
+    assert!(r.text.contains("WARNING: the session was tampered with"), "{}", r.text);
+    assert!(r.text.contains("the shell ran 1 command line at its prompt"), "{}", r.text);
+    let r = server.terminal(json!({"command": "(exit 3)", "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 3, "{r:#?}");
+    assert!(!r.text.contains("tampered"), "{}", r.text);
+}
+
 /// A process left behind by a command sends an end record (on the
 /// descriptor it inherited) while no command runs: it is ignored, and the
 /// next reply names the sender. On every host: no TIOCSTI needed.

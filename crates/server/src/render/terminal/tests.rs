@@ -963,32 +963,35 @@ fn tampering_at_the_prompt() {
         Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 3, sender: None },
         Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 1, sender: Some(4242) },
         Event::RanAtPrompt { what: AtPrompt::StartMarker, seq: 99, sender: None },
+        Event::RanAtPrompt { what: AtPrompt::Lines { count: 2 }, seq: 4, sender: None },
     ];
     check(
         &reply,
         expect![[r#"
-        [WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
-        [WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]
-        [WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
-        [The command completed with exit code 1.]
-        [Current working directory: /home/me/project]
-        [Python interpreter: /usr/bin/python3]
-        -----
-        {
-          "status": "completed",
-          "exit_code": 1,
-          "duration_ms": 1500,
-          "cwd": "/home/me/project",
-          "python_interpreter": "/usr/bin/python3",
-          "notes": [
-            "[WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
-            "[WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]",
-            "[WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]"
-          ],
-          "truncated": false,
-          "output": ""
-        }
-    "#]],
+            [WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]
+            [WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [WARNING: the session was tampered with: the shell ran 2 command lines at its prompt, between your last command and this one (number 4), that no call typed. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [The command completed with exit code 1.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 1,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
+                "[WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]",
+                "[WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
+                "[WARNING: the session was tampered with: the shell ran 2 command lines at its prompt, between your last command and this one (number 4), that no call typed. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
     );
 }
 
