@@ -98,6 +98,18 @@
 #   hence the `|| :`.
 # - `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a
 #   command cannot point the integration elsewhere.
+# - The start marker carries the shell's count of the command lines it has
+#   read (`\#` in a prompt, from the read-only `__sk_lines`): every command
+#   is one line typed, so a larger step says that lines ran at the prompt
+#   that nobody typed (pushed into the shell's input), even ones that
+#   emptied PROMPT_COMMAND so that no end record told.
+# - Every function is read-only once defined (`readonly -f`, at the end): a
+#   command, or a line pushed into the idle shell's input (legacy TIOCSTI),
+#   can neither redefine nor remove one, so none can report an end the
+#   command did not reach. A shell gets the functions once: a nested shell
+#   or one `exec` replaced starts without them.
+# - `__sk_prompt` ends the command with a read-only copy of the status: the
+#   user's PROMPT_COMMAND, which runs before, cannot change it.
 # - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
 #   without `-e`.
 # - Each redirection costs the shell several system calls, and these run
@@ -145,6 +157,7 @@ HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
 builtin readonly __sk_kf="$__sk_kf_value" 2>/dev/null
+builtin readonly __sk_lines='\#' 2>/dev/null
 builtin unset __sk_dir_value __sk_osc_value __sk_kf_value
 __sk_last=0
 __sk_ran=1
@@ -209,12 +222,13 @@ __sk_prompt() {
     builtin set +xv
   fi
   __sk_last=$__sk_status
+  local -r __sk_final=$__sk_status
   if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
   if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
-  __sk_end "$__sk_last"
+  __sk_end "$__sk_final"
 }
 __sk_assert() {
   [[ -n ${PROMPT_COMMAND+set} ]] || PROMPT_COMMAND=
@@ -271,7 +285,7 @@ __sk_pre() {
   fi
   __sk_assert
   PS1="$__sk_ps1$1\\a\\]"
-  __sk_mark "S;$__sk_seq"
+  __sk_mark "S;$__sk_seq;${__sk_lines@P}"
   if __sk_load "$1"; then
     __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   else
@@ -337,3 +351,6 @@ __sk_keep_exit_trap() {
 }
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
 __sk_assert
+builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_send __sk_state \
+  __sk_drain __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
+  __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null

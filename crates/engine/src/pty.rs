@@ -9,6 +9,8 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,6 +26,9 @@ pub struct Pty {
     /// Writing a byte here tells the reader thread to stop.
     stop: OwnedFd,
     reader: Option<JoinHandle<()>>,
+    /// Set by the reader thread from just before it reads a chunk until
+    /// its callback has taken it (see [`all_output_taken`]).
+    in_hand: Arc<AtomicBool>,
 }
 
 /// A freshly opened PTY whose slave side is still to be given to a child.
@@ -82,10 +87,15 @@ impl Pty {
     ) -> io::Result<Pty> {
         let (stop_rx, stop) = nix::unistd::pipe()?;
         let read_side = master.try_clone()?;
+        let in_hand = Arc::new(AtomicBool::new(false));
+        let holding = Arc::clone(&in_hand);
         let reader = std::thread::Builder::new().name(format!("pty-{name}")).spawn(move || {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
-                match read_chunk(&read_side, &stop_rx, also.as_ref(), &mut buf) {
+                let chunk = read_chunk(&read_side, &stop_rx, also.as_ref(), &mut buf, &holding);
+                // Cleared once the chunk (if any) was handed on, below.
+                let _cleared = Cleared(&holding);
+                match chunk {
                     Ok(Chunk::Output(n)) => {
                         // Sampled as close to the read as possible: the
                         // mode the program was in when it asked.
@@ -106,7 +116,13 @@ impl Pty {
             }
             let _ = on_output(Event::HangUp);
         })?;
-        Ok(Pty { master, stop, reader: Some(reader) })
+        Ok(Pty { master, stop, reader: Some(reader), in_hand })
+    }
+
+    /// What [`all_output_taken`] needs besides the master: whether the
+    /// reader thread holds a chunk its callback has not taken yet.
+    pub fn in_hand(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.in_hand)
     }
 
     /// Writes all of `bytes`, waiting at most `limit` for a program that is
@@ -253,6 +269,25 @@ fn reads_answers(master: &OwnedFd) -> bool {
         .is_ok_and(|termios| !termios.local_flags.contains(LocalFlags::ICANON | LocalFlags::ECHO))
 }
 
+/// Clears the reader's "chunk in hand" flag when dropped: after the
+/// callback took the chunk, or when there was none.
+struct Cleared<'a>(&'a AtomicBool);
+
+impl Drop for Cleared<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Whether every byte the program wrote to the terminal `master` before
+/// this call has been handed to the reader's callback: none is left unread
+/// and the reader thread (`in_hand`, from [`Pty::in_hand`]) holds no chunk
+/// it has read and not handed on. The flag is set before each read, so
+/// checking the master first and the flag second leaves no gap.
+pub fn all_output_taken(master: &OwnedFd, in_hand: &AtomicBool) -> bool {
+    !has_unread_output(master) && !in_hand.load(Ordering::SeqCst)
+}
+
 /// Waits for output or a stop request; `Ok(None)` means "nothing yet".
 /// What the reader thread's callback is told.
 #[derive(Debug)]
@@ -276,6 +311,7 @@ fn read_chunk(
     stop: &OwnedFd,
     also: Option<&OwnedFd>,
     buf: &mut [u8],
+    in_hand: &AtomicBool,
 ) -> io::Result<Chunk> {
     let mut fds = vec![
         PollFd::new(master.as_fd(), PollFlags::POLLIN),
@@ -297,6 +333,9 @@ fn read_chunk(
     if !output {
         return Ok(if also_ready { Chunk::Ready } else { Chunk::Nothing });
     }
+    // Before the read: what it takes is then never out of both the master
+    // and this flag's sight.
+    in_hand.store(true, Ordering::SeqCst);
     match nix::unistd::read(master.as_fd(), buf) {
         Ok(0) => Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
         Ok(n) => Ok(Chunk::Output(n)),

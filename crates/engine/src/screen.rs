@@ -175,6 +175,9 @@ pub enum Marker {
     Start {
         /// The command's sequence number.
         seq: u64,
+        /// The shell's own count of the command lines it has read, this
+        /// one included (bash's `\#`), when the marker carries it.
+        lines_read: Option<u64>,
     },
     /// The shell is back at its prompt after the command with this sequence
     /// number, which exited with `status`.
@@ -1789,15 +1792,18 @@ impl Renderer {
     }
 
     fn marker(&self, params: &[&[u8]]) -> Option<Marker> {
-        // ESC ] 6973 ; nonce ; S ; seq BEL,  ESC ] 6973 ; nonce ; E ; seq ; status BEL
-        // or  ESC ] 6973 ; nonce ; P ; seq BEL
+        // ESC ] 6973 ; nonce ; S ; seq [; lines read] BEL,
+        // ESC ] 6973 ; nonce ; E ; seq ; status BEL  or  ESC ] 6973 ; nonce ; P ; seq BEL
         let [osc, nonce, kind, rest @ ..] = params else { return None };
         if *osc != MARKER_OSC.as_bytes() || *nonce != self.nonce.as_slice() {
             return None;
         }
         let number = |bytes: &[u8]| std::str::from_utf8(bytes).ok()?.parse().ok();
         match (*kind, rest) {
-            (b"S", [seq]) => Some(Marker::Start { seq: number(seq)? }),
+            (b"S", [seq]) => Some(Marker::Start { seq: number(seq)?, lines_read: None }),
+            (b"S", [seq, lines]) => {
+                Some(Marker::Start { seq: number(seq)?, lines_read: Some(number(lines)?) })
+            }
             (b"P", [seq]) => Some(Marker::Prompt { seq: number(seq)? }),
             (b"E", [seq, status]) => {
                 Some(Marker::End { seq: number(seq)?, status: number(status)? as i32 })
@@ -2173,7 +2179,12 @@ mod tests {
     fn markers_need_the_nonce_and_split_the_stream() {
         check(
             b"echo\x1b]6973;n0nce;S;4\x07out\r\n\x1b]6973;n0nce;E;4;0\x07",
-            "echo<Start { seq: 4 }>out\n<End { seq: 4, status: 0 }>",
+            "echo<Start { seq: 4, lines_read: None }>out\n<End { seq: 4, status: 0 }>",
+        );
+        // The shell's count of the lines it read, after the number.
+        check(
+            b"\x1b]6973;n0nce;S;5;17\x07out\r\n",
+            "<Start { seq: 5, lines_read: Some(17) }>out\n",
         );
         // Wrong nonce, malformed fields, or OpenHands-style text: ignored.
         check(
@@ -2262,7 +2273,7 @@ mod tests {
         // A screen left unclosed is committed with its marks.
         check(
             format!("{START}\x1b[?1049h\x1b[7mchosen\x1b[0m\r\nother{END}"),
-            "<Start { seq: 1 }><alt true>▶ chosen\nother\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>▶ chosen\nother\n<End { seq: 1, status: 3 }>",
         );
         // Text on another background than the rest (a coloured selection
         // bar, as `ncdu` and `htop` draw it) is highlighted too.
@@ -2293,19 +2304,19 @@ mod tests {
     fn leaving_without_the_closing_sequence_keeps_the_screen() {
         check(
             format!("{START}\x1b[?1049hIMPORTANT\r\n{END}"),
-            "<Start { seq: 1 }><alt true>IMPORTANT\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>IMPORTANT\n<End { seq: 1, status: 3 }>",
         );
         // Text before the switch comes first, on a line of its own.
         check(
             format!("{START}working\x1b[?1049hTraceback\r\n  boom\r\n{END}"),
-            "<Start { seq: 1 }><alt true>working\nTraceback\n  boom\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>working\nTraceback\n  boom\n<End { seq: 1, status: 3 }>",
         );
         // A traceback longer than the screen: what scrolled off is kept.
         let lines: String = (1..=8).map(|n| format!("line {n}\r\n")).collect();
         check(
             format!("{START}\x1b[?1049h{lines}{END}"),
             format!(
-                "<Start {{ seq: 1 }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
+                "<Start {{ seq: 1, lines_read: None }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
                 (1..=8).map(|n| format!("line {n}\n")).collect::<String>()
             ),
         );
@@ -2314,7 +2325,7 @@ mod tests {
         for mode in ["47", "1047", "1049"] {
             check(
                 format!("{START}\x1b[?{mode}hFATAL\r\n\x1b[?{mode}lok\r\n{END}"),
-                "<Start { seq: 1 }><alt true><alt false>FATAL\nok\n<End { seq: 1, status: 3 }>",
+                "<Start { seq: 1, lines_read: None }><alt true><alt false>FATAL\nok\n<End { seq: 1, status: 3 }>",
             );
         }
     }
@@ -2328,25 +2339,25 @@ mod tests {
         for mode in ["47", "1047", "1049"] {
             check(
                 format!("{START}\x1b[?{mode}hFATAL\r\n{END}"),
-                "<Start { seq: 1 }><alt true>FATAL\n<End { seq: 1, status: 3 }>",
+                "<Start { seq: 1, lines_read: None }><alt true>FATAL\n<End { seq: 1, status: 3 }>",
             );
             let lines: String = (1..=8).map(|n| format!("line {n}\r\n")).collect();
             check(
                 format!("{START}\x1b[?{mode}h{lines}{END}"),
                 format!(
-                    "<Start {{ seq: 1 }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
+                    "<Start {{ seq: 1, lines_read: None }}><alt true>{}<End {{ seq: 1, status: 3 }}>",
                     (1..=8).map(|n| format!("line {n}\n")).collect::<String>()
                 ),
             );
             check(
                 format!("{START}before\r\n\x1b[?{mode}hFATAL\r\n\x1bcafter\r\n{END}"),
-                "<Start { seq: 1 }><alt true><alt false>before\nFATAL\nafter\n<End { seq: 1, status: 3 }>",
+                "<Start { seq: 1, lines_read: None }><alt true><alt false>before\nFATAL\nafter\n<End { seq: 1, status: 3 }>",
             );
         }
         // A reset off the alternate screen changes nothing.
         check(
             format!("{START}a\r\n\x1bcb\r\n{END}"),
-            "<Start { seq: 1 }>a\nb\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }>a\nb\n<End { seq: 1, status: 3 }>",
         );
     }
 
@@ -2483,7 +2494,10 @@ mod tests {
         check(format!("\x1b[?7l\x1b[?7h{}XY\r\n", a(79)), format!("{}XY\n", a(79)));
         check(
             format!("{START}\x1b[?7l{END}{}XY\r\n", a(79)),
-            format!("<Start {{ seq: 1 }}><End {{ seq: 1, status: 3 }}>{}XY\n", a(79)),
+            format!(
+                "<Start {{ seq: 1, lines_read: None }}><End {{ seq: 1, status: 3 }}>{}XY\n",
+                a(79)
+            ),
         );
     }
 
@@ -2529,31 +2543,34 @@ mod tests {
         let answers = |text: &str| format!("<answers {text:?}>");
         check(
             format!("{START}abc\x1b[6n"),
-            format!("<Start {{ seq: 1 }}>abc{}", answers("\x1b[1;4R")),
+            format!("<Start {{ seq: 1, lines_read: None }}>abc{}", answers("\x1b[1;4R")),
         );
         check(
             format!("{START}x\r\ny\x1b[5n"),
-            format!("<Start {{ seq: 1 }}>x\ny{}", answers("\x1b[0n")),
+            format!("<Start {{ seq: 1, lines_read: None }}>x\ny{}", answers("\x1b[0n")),
         );
         check(
             format!("{START}a\r\n\x1b[65535C\x1b[6n"),
-            format!("<Start {{ seq: 1 }}>a\n{}", answers("\x1b[2;80R")),
+            format!("<Start {{ seq: 1, lines_read: None }}>a\n{}", answers("\x1b[2;80R")),
         );
         check(
             format!("{START}\x1b[c\x1b[>c"),
-            format!("<Start {{ seq: 1 }}>{}", answers("\x1b[?1;2c\x1b[>0;10;0c")),
+            format!("<Start {{ seq: 1, lines_read: None }}>{}", answers("\x1b[?1;2c\x1b[>0;10;0c")),
         );
         // On the alternate screen, the full-screen emulator's cursor.
         check(
             format!("{START}\x1b[?1049h\x1b[3;5Hab\x1b[6n"),
             format!(
-                "<Start {{ seq: 1 }}><alt true><screen \"\\n\\n    ab\">{}",
+                "<Start {{ seq: 1, lines_read: None }}><alt true><screen \"\\n\\n    ab\">{}",
                 answers("\x1b[3;7R")
             ),
         );
         // At the prompt, or once the command has ended: no answer.
         check(b"\x1b[6n\x1b[c", "");
-        check(format!("{START}\x1b[6n{END}"), "<Start { seq: 1 }><End { seq: 1, status: 3 }>");
+        check(
+            format!("{START}\x1b[6n{END}"),
+            "<Start { seq: 1, lines_read: None }><End { seq: 1, status: 3 }>",
+        );
         // A flood of queries is answered up to the limit.
         let flood = render(format!("{START}{}", "\x1b[c".repeat(10_000)).as_bytes(), 0);
         assert!(flood.len() < 2 * RESPONSE_LIMIT, "{}", flood.len());
@@ -2568,7 +2585,7 @@ mod tests {
         check(format!("\x1b]0;{t}\x07after\r\n"), format!("]0;{t}after\n"));
         check(
             format!("\x1b]0;{t}\x07after\r\n{START}"),
-            format!("]0;{t}after\n<Start {{ seq: 1 }}>"),
+            format!("]0;{t}after\n<Start {{ seq: 1, lines_read: None }}>"),
         );
         let u = "u".repeat(50_000);
         check(format!("\x1b]8;;{u}\x1b\\link\r\n"), format!("]8;;{u}link\n"));
@@ -2635,21 +2652,26 @@ mod tests {
             let shown = format!("{}{text}", &open[1..]);
             check(
                 format!("{START}{open}{text}{END}"),
-                format!("<Start {{ seq: 1 }}>{shown}<End {{ seq: 1, status: 3 }}>"),
+                format!(
+                    "<Start {{ seq: 1, lines_read: None }}>{shown}<End {{ seq: 1, status: 3 }}>"
+                ),
             );
             check(format!("{open}{text}"), &shown);
             check(format!("x{open}{text}\r\ny"), format!("x{shown}\ny"));
         }
         // A stray ESC right before the marker, or inside a string's end.
-        check(format!("{START}done\x1b{END}"), "<Start { seq: 1 }>done<End { seq: 1, status: 3 }>");
+        check(
+            format!("{START}done\x1b{END}"),
+            "<Start { seq: 1, lines_read: None }>done<End { seq: 1, status: 3 }>",
+        );
         check(
             format!("{START}\x1b]0;t\x1b{END}"),
-            "<Start { seq: 1 }>]0;t<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }>]0;t<End { seq: 1, status: 3 }>",
         );
         // On a full-screen view too.
         check(
             format!("{START}\x1b[?1049h\x1b]8;;FIRST\r\nnext\r\n{END}"),
-            "<Start { seq: 1 }><alt true>]8;;FIRST\nnext\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>]8;;FIRST\nnext\n<End { seq: 1, status: 3 }>",
         );
     }
 
@@ -2967,23 +2989,27 @@ mod tests {
         let seq: String = (1..=1000).map(|n| format!("{n}\n")).collect();
         check(
             format!("{START}\x1b[?1049hFIRST\n{seq}{END}"),
-            format!("<Start {{ seq: 1 }}><alt true>FIRST\n{seq}<End {{ seq: 1, status: 3 }}>"),
+            format!(
+                "<Start {{ seq: 1, lines_read: None }}><alt true>FIRST\n{seq}<End {{ seq: 1, status: 3 }}>"
+            ),
         );
         // Text before the switch comes first, on a line of its own.
         check(
             format!("{START}before\x1b[?1049h{seq}{END}"),
-            format!("<Start {{ seq: 1 }}><alt true>before\n{seq}<End {{ seq: 1, status: 3 }}>"),
+            format!(
+                "<Start {{ seq: 1, lines_read: None }}><alt true>before\n{seq}<End {{ seq: 1, status: 3 }}>"
+            ),
         );
         // Scrolled with `ESC [ S`: what went off the top, blank rows too.
         check(
             format!("{START}\x1b[?1049ha\r\nb\x1b[5S\x1b[Hc{END}"),
-            "<Start { seq: 1 }><alt true>a\nb\n\n\n\nc\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>a\nb\n\n\n\nc\n<End { seq: 1, status: 3 }>",
         );
         // A program that leaves keeps what scrolled off and its last screen.
         check(
             format!("{START}\x1b[?1049h{seq}\x1b[?1049lafter\r\n{END}"),
             format!(
-                "<Start {{ seq: 1 }}><alt true><alt false>{seq}after\n<End {{ seq: 1, status: 3 }}>"
+                "<Start {{ seq: 1, lines_read: None }}><alt true><alt false>{seq}after\n<End {{ seq: 1, status: 3 }}>"
             ),
         );
         // Redrawn in place (top, vim): only the last frame.
@@ -2992,14 +3018,14 @@ mod tests {
             .collect();
         check(
             format!("{START}\x1b[?1049h{frames}{END}"),
-            "<Start { seq: 1 }><alt true>top - 499\nPID USER\n499 root\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>top - 499\nPID USER\n499 root\n<End { seq: 1, status: 3 }>",
         );
         // Scrolling inside a scroll region (vim, less with a status line):
         // the region's lines are redrawn, not scrolled off.
         let region: String = (1..=100).map(|n| format!("\x1b[4;1H\n{n}")).collect();
         check(
             format!("{START}\x1b[?1049h\x1b[1;4r{region}\x1b[5;1H:status{END}"),
-            "<Start { seq: 1 }><alt true>97\n98\n99\n100\n:status\n<End { seq: 1, status: 3 }>",
+            "<Start { seq: 1, lines_read: None }><alt true>97\n98\n99\n100\n:status\n<End { seq: 1, status: 3 }>",
         );
     }
 

@@ -857,6 +857,7 @@ fn terminal_end(
         Outcome::WaitingForInput { .. } => ("waiting_for_input", None),
         Outcome::Incomplete => ("incomplete", None),
         Outcome::IntegrationDamaged => ("integration_damaged", None),
+        Outcome::NeverStarted { .. } => ("not_executed", Some("never_started")),
         Outcome::NotExecuted { command, why } => {
             end.command = Some(command.clone());
             end.exit_code = None;

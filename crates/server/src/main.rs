@@ -642,6 +642,7 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                    another's memory through /proc/PID/mem and ptrace)"
             .to_owned(),
     });
+    line(legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref()));
     line(match process::landlock_abi() {
         Ok(abi) => format!("landlock: ABI {abi} (available)"),
         Err(err) => format!("landlock: not available ({err})"),
@@ -702,6 +703,38 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+/// The kernel's switch for legacy `TIOCSTI` (Linux 6.2 and later).
+const LEGACY_TIOCSTI: &str = "/proc/sys/dev/tty/legacy_tiocsti";
+
+/// `doctor`'s line on legacy `TIOCSTI`, from the content of
+/// [`LEGACY_TIOCSTI`] (`None`: the file is absent). Where it is allowed, any
+/// process with the terminal open (a command's `&` job) can push a line into
+/// the idle shell's input, which bash then runs at its prompt: shellkeep
+/// notices it and re-asserts its functions, but cannot stop it.
+fn legacy_tiocsti_line(content: Option<&str>) -> String {
+    const WAY_IN: &str = "a command can push a line into the shell's input, which the shell \
+                          runs at its prompt (shellkeep marks the session tampered when it \
+                          sees one, but cannot stop it)";
+    match content.map(str::trim) {
+        Some("0") => "legacy TIOCSTI: off (dev.tty.legacy_tiocsti = 0: a command cannot push \
+                      input into the shell)"
+            .to_owned(),
+        Some("1") => format!(
+            "legacy TIOCSTI: ON (dev.tty.legacy_tiocsti = 1: {WAY_IN}); turn it off with \
+             `sysctl dev.tty.legacy_tiocsti=0` (as root)"
+        ),
+        Some(other) => format!(
+            "legacy TIOCSTI: unknown (dev.tty.legacy_tiocsti = {other:?}; 0 is off, 1 is on: \
+             {WAY_IN})"
+        ),
+        None => format!(
+            "legacy TIOCSTI: probably ON (no {LEGACY_TIOCSTI}: this kernel predates the switch \
+             of Linux 6.2 and allows it unless built without CONFIG_LEGACY_TIOCSTI: {WAY_IN}); \
+             a kernel of 6.2 or later with `sysctl dev.tty.legacy_tiocsti=0` turns it off"
+        ),
+    }
+}
+
 fn policy_command(
     args: &ServeArgs,
     action: PolicyAction,
@@ -740,4 +773,27 @@ fn policy_command(
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legacy_tiocsti_line;
+
+    /// Each state of the kernel's switch has its own words; only where it is
+    /// on (or may be) does the line say how to turn it off.
+    #[test]
+    fn legacy_tiocsti_line_says_each_state_of_the_switch() {
+        let off = legacy_tiocsti_line(Some("0\n"));
+        assert!(off.starts_with("legacy TIOCSTI: off"), "{off}");
+        assert!(!off.contains("sysctl"), "{off}");
+        let on = legacy_tiocsti_line(Some("1\n"));
+        assert!(on.starts_with("legacy TIOCSTI: ON"), "{on}");
+        assert!(on.contains("`sysctl dev.tty.legacy_tiocsti=0`"), "{on}");
+        let absent = legacy_tiocsti_line(None);
+        assert!(absent.starts_with("legacy TIOCSTI: probably ON"), "{absent}");
+        assert!(absent.contains("CONFIG_LEGACY_TIOCSTI"), "{absent}");
+        let odd = legacy_tiocsti_line(Some("7"));
+        assert!(odd.starts_with("legacy TIOCSTI: unknown"), "{odd}");
+        assert!(odd.contains("\"7\""), "{odd}");
+    }
 }

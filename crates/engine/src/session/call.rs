@@ -308,6 +308,15 @@ pub enum Outcome {
     /// The shell reported that the running command never ran: something
     /// broke the shell integration (a reset restores it).
     IntegrationDamaged,
+    /// The command was typed, but the shell never started it: it exited,
+    /// or was back reading its terminal, before the start marker it prints
+    /// as it begins a command. Another program read the line typed (one
+    /// that takes the terminal's foreground from the shell), or the line
+    /// could not run. Nothing of it ran.
+    NeverStarted {
+        /// The shell exited (else it waits at its prompt again).
+        shell_exited: bool,
+    },
     /// A new command was not run; the reply is about what kept it out.
     NotExecuted {
         /// The command that was not run.
@@ -464,6 +473,35 @@ pub enum Event {
     /// The shell's standard output is not the terminal (`exec >file`), so
     /// commands' output does not reach the reply.
     OutputElsewhere,
+    /// Something ran in the shell while no command of the agent's was
+    /// running: the shell's record of an end, or its start marker, came
+    /// while it sat at its prompt (a line pushed into its input with legacy
+    /// `TIOCSTI`, a program that read the line shellkeep typed and gave it
+    /// back changed). The session is tampered with: that line could have
+    /// changed anything in the shell.
+    RanAtPrompt {
+        /// What came: an end record or a start marker.
+        what: AtPrompt,
+        /// The command number it claimed.
+        seq: u64,
+        /// The process that sent the record, when it is not the shell.
+        sender: Option<i32>,
+    },
+}
+
+/// What showed that something ran at the shell's prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtPrompt {
+    /// An end record on the completion channel.
+    EndRecord,
+    /// A start marker in the output.
+    StartMarker,
+    /// The shell's count of the command lines it read jumped by more than
+    /// the one line typed: this many lines ran between two commands.
+    Lines {
+        /// How many lines ran that no call typed.
+        count: u64,
+    },
 }
 
 /// How a shell ended.

@@ -203,6 +203,12 @@ pub(super) struct Lifecycle {
     started_ticks: u64,
     /// The start marker arrived: output from now on is the command's.
     started: bool,
+    /// The start marker arrived (`started` is also set by any end): the
+    /// shell began the command. Only this says that it ran.
+    start_seen: bool,
+    /// The shell exited (`Some(true)`) or was back reading its terminal
+    /// (`Some(false)`) before the start marker: the command never started.
+    never_started: Option<bool>,
     last_output_at: Instant,
     finished: Option<(i32, Instant)>,
     /// The shell reported that the command never ran (the line that runs
@@ -246,6 +252,8 @@ impl Command {
                 started_at: now,
                 started_ticks,
                 started: false,
+                start_seen: false,
+                never_started: None,
                 last_output_at: now,
                 finished: None,
                 damaged: false,
@@ -291,6 +299,29 @@ impl Command {
     /// The start marker arrived.
     pub(super) fn mark_started(&mut self) {
         self.life.started = true;
+        self.life.start_seen = true;
+    }
+
+    /// Whether the shell's start marker for it arrived: it was started.
+    pub(super) fn start_seen(&self) -> bool {
+        self.life.start_seen
+    }
+
+    /// Ends it at `now` as never started: the shell exited
+    /// (`shell_exited`) or was back reading its terminal before its start
+    /// marker, so nothing of it ran. Its exit code is unknown (-1).
+    pub(super) fn finish_never_started(&mut self, shell_exited: bool, now: Instant) {
+        if self.life.finished.is_some() {
+            return;
+        }
+        self.life.never_started = Some(shell_exited);
+        self.finish("", -1, now);
+    }
+
+    /// `Some(shell_exited)` for a command that ended without ever starting
+    /// (see [`Command::finish_never_started`]).
+    pub(super) fn never_started(&self) -> Option<bool> {
+        self.life.never_started
     }
 
     /// Committed text of the running command at `now`.

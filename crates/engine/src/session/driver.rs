@@ -398,7 +398,7 @@ impl Shell {
         )));
         let supervisor = tokio::spawn(supervise(Supervisor::new(
             Arc::clone(&shared),
-            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
+            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone(), pty.in_hand()),
             pid,
             config.grace,
         )));

@@ -163,6 +163,12 @@ impl Levels {
         self.levels.last()
     }
 
+    /// Whether a nested shell carrying the integration was started by
+    /// command `seq`: its parent's record for `seq` means it exited.
+    pub(super) fn launched_by(&self, seq: u64) -> bool {
+        self.levels.iter().any(|level| level.launched_by == Some(seq))
+    }
+
     /// Whether `pid` is one of the shells carrying the integration (the
     /// session's own, or a nested one).
     pub(super) fn is_integrated_shell(&self, pid: i32) -> bool {

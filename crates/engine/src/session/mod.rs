@@ -77,9 +77,9 @@ use crate::process;
 use crate::store::OutputStore;
 
 pub use call::{
-    Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place, PlaceError,
-    Progress, ProgressHook, Reader, Reply, Request, SessionConfig, SessionError, ShellExit,
-    StartEnv, WaitEnded,
+    AtPrompt, Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place,
+    PlaceError, Progress, ProgressHook, Reader, Reply, Request, SessionConfig, SessionError,
+    ShellExit, StartEnv, WaitEnded,
 };
 use driver::Shell;
 use incomplete::Step;

@@ -20,6 +20,12 @@
 //! command waits for the watcher to type the fallback line, whose record
 //! the shell itself sends ([`Prompted`]). The echo of that line is dropped.
 //!
+//! The shell at its prompt is watched: a record or a start marker that
+//! comes while no command runs means something ran there that no call
+//! typed, and the next reply is told (`Event::RanAtPrompt`). A command
+//! counts as started only on its start marker: one the shell exits, or
+//! reads its terminal again, before is ended as never started.
+//!
 //! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
 //! for one chunk and by calls and tasks for short sections, never across an
 //! `.await`. `Shared::changed` wakes every waiter after each change;
@@ -51,7 +57,7 @@ use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 
-use super::call::Event;
+use super::call::{AtPrompt, Event};
 use super::channel::{Captured, Channel, Message, Record, StateParts};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
@@ -126,6 +132,9 @@ pub(super) struct State {
     secrets: Arc<Secrets>,
     /// The shell's prompt while the running command had not ended.
     prompted: Option<Prompted>,
+    /// The innermost shell's pid and its count of the command lines it had
+    /// read at the last start marker; forgotten when the levels change.
+    lines_read: Option<(i32, u64)>,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
@@ -169,6 +178,7 @@ impl State {
             capture: None,
             secrets,
             prompted: None,
+            lines_read: None,
         }
     }
 
@@ -197,10 +207,19 @@ impl State {
             rest = &rest[consumed..];
             self.route_committed(now);
             match stop {
-                Some(Stop::Marker(Marker::Start { seq })) => {
+                Some(Stop::Marker(Marker::Start { seq, lines_read })) => {
+                    let ours = self
+                        .command
+                        .as_ref()
+                        .is_some_and(|c| c.seq() == seq && !c.has_started() && !c.is_finished());
+                    if !ours {
+                        // The shell started something no call typed.
+                        self.ran_at_prompt(AtPrompt::StartMarker, seq, None);
+                    } else if let Some(lines) = lines_read {
+                        self.count_lines(seq, lines);
+                    }
                     if let Some(command) = &mut self.command
-                        && command.seq() == seq
-                        && !command.has_started()
+                        && ours
                     {
                         // What came before is the echo of the line we
                         // typed, and what a background job printed since
@@ -256,8 +275,10 @@ impl State {
             };
             if !believed {
                 tracing::debug!(pid = record.pid, "dropped an end record from another process");
+                self.ran_at_prompt(AtPrompt::EndRecord, record.seq, Some(record.pid));
                 continue;
             }
+            self.ran_at_prompt(AtPrompt::EndRecord, record.seq, None);
             if self.records.len() >= RECORDS_KEPT {
                 self.records.pop_front();
             }
@@ -314,6 +335,43 @@ impl State {
     pub(super) fn take_capture(&mut self) -> Option<Captured> {
         self.receive_records();
         self.capture.take()
+    }
+
+    /// A record or a start marker (`what`, claiming command `seq`, sent by
+    /// `sender` when that is not the shell) came: while no command runs,
+    /// the shell sits at its prompt, so something ran there that no call
+    /// typed (a line pushed into its input, legacy `TIOCSTI`), and the
+    /// session is marked tampered with for the next reply. Before the
+    /// first prompt, the shell's start-up sends the first record.
+    fn ran_at_prompt(&mut self, what: AtPrompt, seq: u64, sender: Option<i32>) {
+        if !self.ready || self.command.as_ref().is_some_and(|c| !c.is_finished()) {
+            return;
+        }
+        if what == AtPrompt::EndRecord && sender.is_none() && self.levels.launched_by(seq) {
+            // A nested shell exited (the next reply says so): its parent
+            // is back at its prompt and reports the command that started it.
+            return;
+        }
+        tracing::warn!(seq, ?sender, ?what, "something ran at the shell's prompt");
+        self.levels.note(Event::RanAtPrompt { what, seq, sender });
+    }
+
+    /// The start marker of our command `seq` says the shell has read
+    /// `lines` command lines: each command is one line we typed, so more
+    /// than one since the last start marker (in the same shell) means lines
+    /// ran at its prompt that no call typed (pushed into its input, even
+    /// ones that emptied PROMPT_COMMAND so that no record told).
+    fn count_lines(&mut self, seq: u64, lines: u64) {
+        let top = self.levels.top().map(|level| level.pid());
+        if let (Some(top), Some((shell, last))) = (top, self.lines_read)
+            && shell == top
+            && lines > last + 1
+        {
+            let what = AtPrompt::Lines { count: lines - last - 1 };
+            tracing::warn!(seq, ?what, "lines ran at the shell's prompt");
+            self.levels.note(Event::RanAtPrompt { what, seq, sender: None });
+        }
+        self.lines_read = top.map(|top| (top, lines));
     }
 
     /// Whether the shell sent the record of command `seq`.
@@ -462,7 +520,12 @@ impl State {
             // line; the command's output was committed at the prompt.
             self.screen.discard_window();
         }
-        match self.levels.on_marker(seq, status) {
+        let level_event = self.levels.on_marker(seq, status);
+        if level_event.is_some() {
+            // Another shell, or the same one replaced: its own count.
+            self.lines_read = None;
+        }
+        match level_event {
             Some(LevelEvent::Handshake) => {
                 // What is left in the window is the new shell's prompt and
                 // the line we typed; the command's own output was committed
@@ -498,7 +561,37 @@ impl State {
     /// with all it printed.
     pub(super) fn finish_with_shell(&mut self, now: Instant) {
         let status = self.exited.map_or(-1, exit_code);
+        if self.unfinished(None).is_some_and(|c| !c.start_seen()) {
+            // It never started: the shell exited before its start marker.
+            self.end_never_started(true, now);
+            return;
+        }
         self.finish_command(None, status, now);
+    }
+
+    /// The shell was seen back reading its terminal, with all it wrote
+    /// read, before command `seq`'s start marker: the command never
+    /// started. Returns whether that ended it (its marker may have come
+    /// since the look).
+    pub(super) fn never_started(&mut self, seq: u64, now: Instant) -> bool {
+        if !self.unfinished(Some(seq)).is_some_and(|c| !c.start_seen() && !c.is_damaged()) {
+            return false;
+        }
+        self.end_never_started(false, now);
+        true
+    }
+
+    /// Ends the running command as never started; what the screen holds
+    /// (what was echoed of the line typed, what others printed) was no
+    /// command's output and goes to the idle output.
+    fn end_never_started(&mut self, shell_exited: bool, now: Instant) {
+        self.screen.commit_all();
+        let text = self.screen.take_committed();
+        self.screen.discard_window();
+        if let Some(command) = self.unfinished(None) {
+            command.finish_never_started(shell_exited, now);
+        }
+        self.push_idle(&text);
     }
 
     /// Makes every finished line on the screen final and routes it (to the
@@ -547,6 +640,8 @@ impl State {
     /// background jobs) is returned for its reply, not mixed into its
     /// output.
     pub(super) fn begin(&mut self, command: Command, now: Instant) -> String {
+        // What the shell sent while it sat at its prompt is judged as such.
+        self.receive_records();
         self.screen.commit_all();
         self.route_committed(now);
         self.command = Some(command);
@@ -559,6 +654,7 @@ impl State {
     /// finished command no reply has reported yet is handed back, to be put
     /// back with [`State::restore`].
     pub(super) fn begin_own(&mut self, command: Command, now: Instant) -> Option<Command> {
+        self.receive_records();
         self.screen.commit_all();
         self.route_committed(now);
         self.command.replace(command)
@@ -845,6 +941,135 @@ mod tests {
         end(&mut state, &shell, 2, 4, 12);
         assert_eq!(ended(&mut state, &log), (Some(4), false, Some(4), "bye\n".to_owned()));
         assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 4 }]);
+    }
+
+    /// A record or a start marker while no command runs means something
+    /// ran at the prompt: the next reply is told, with the number claimed
+    /// and the sender when it is not the shell. While a command runs, or
+    /// before the first prompt, neither is news.
+    #[test]
+    fn a_record_or_a_start_marker_at_the_prompt_is_tampering() {
+        let (mut state, shell) = ready_state();
+        assert_eq!(state.levels_mut().take_events(), vec![], "the first prompt is no news");
+        let log = run(&mut state, 1, "hello\n");
+        end(&mut state, &shell, 1, 0, 5);
+        ended(&mut state, &log);
+        assert_eq!(state.levels_mut().take_events(), vec![]);
+        // The shell's prompt ran again, with no command: its record.
+        end(&mut state, &shell, 1, 0, 6);
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 1, sender: None }]);
+        // A start marker no call typed.
+        let marker = format!("\x1b]6973;{NONCE};S;7\x07");
+        state.on_event(pty::Event::Output(marker.as_bytes()));
+        let what = AtPrompt::StartMarker;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 7, sender: None }]);
+        // A record queued at the prompt and read only as the next command
+        // begins is still judged as sent at the prompt.
+        nix::unistd::write(&shell, b"E;1;0;;8").expect("send a record");
+        let log = run(&mut state, 2, "next\n");
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 1, sender: None }]);
+        end(&mut state, &shell, 2, 3, 9);
+        assert_eq!(ended(&mut state, &log).0, Some(3));
+        assert_eq!(state.levels_mut().take_events(), vec![]);
+    }
+
+    /// A command whose start marker never came did not start: when the
+    /// shell exits, or is back reading its terminal, it ends as never
+    /// started, and what the screen held (the echo of the line typed) goes
+    /// to the idle output. Once its marker came, neither applies.
+    #[test]
+    fn a_command_without_its_start_marker_never_started() {
+        for shell_exits in [true, false] {
+            let (mut state, _shell) = ready_state();
+            let log = run(&mut state, 1, "");
+            state.take_command().expect("the command");
+            // As if typed and not started: a fresh command, no marker.
+            let out = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
+            let now = Instant::now();
+            let fresh = Command::new((2, "a command".to_owned()), (None, None), 0, out, now);
+            state.begin(fresh, now);
+            state.on_event(pty::Event::Output(b" \\__sexit"));
+            if shell_exits {
+                state.finish_with_shell(now);
+            } else {
+                assert!(state.never_started(2, now));
+            }
+            let ended = state.take_command().expect("a command");
+            assert_eq!(ended.never_started(), Some(shell_exits));
+            assert_eq!(ended.into_shown().text, "");
+            assert_eq!(state.take_idle_output(), " \\__sexit");
+            // A command past its start marker ends with the shell as usual,
+            // and is never ended as not started.
+            let log = run(&mut state, 3, "partial");
+            assert!(!state.never_started(3, now));
+            state.finish_with_shell(now);
+            let ended = state.take_command().expect("a command");
+            assert_eq!(ended.never_started(), None);
+            assert_eq!(log.read(0, 10).expect("log").text, "partial");
+        }
+    }
+
+    /// The start marker carries the shell's count of the lines it read:
+    /// one more than at the last command is ours alone; more says lines
+    /// ran at the prompt that no call typed, even with no record to tell.
+    #[test]
+    fn lines_read_between_two_commands_are_counted() {
+        let (mut state, shell) = ready_state();
+        let start = |state: &mut State, seq: u64, lines: u64| {
+            let dir = std::env::temp_dir()
+                .join(format!("shellkeep-shared-lines-{}-{seq}", std::process::id()));
+            let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+            let store = OutputStore::new(spill, "test", StoreLimits::default());
+            let out = CommandOutput::new(1_000, store.begin("c"), Arc::new(Secrets::none()));
+            let now = Instant::now();
+            state.begin(Command::new((seq, "c".to_owned()), (None, None), 0, out, now), now);
+            let marker = format!("\x1b]6973;{NONCE};S;{seq};{lines}\x07");
+            state.on_event(pty::Event::Output(marker.as_bytes()));
+            end(state, &shell, seq, 0, seq as i32);
+            state.take_command().expect("the command");
+            state.levels_mut().take_events()
+        };
+        assert_eq!(start(&mut state, 1, 4), vec![], "the first sets where the count is");
+        assert_eq!(start(&mut state, 2, 5), vec![]);
+        let what = AtPrompt::Lines { count: 2 };
+        assert_eq!(
+            start(&mut state, 3, 8),
+            vec![Event::RanAtPrompt { what, seq: 3, sender: None }]
+        );
+        assert_eq!(start(&mut state, 4, 9), vec![]);
+        // A count that went back is another shell's: it starts over.
+        assert_eq!(start(&mut state, 5, 2), vec![]);
+        assert_eq!(start(&mut state, 6, 3), vec![]);
+    }
+
+    /// A nested shell that exits while no command runs is no tampering:
+    /// its parent's record for the command that started it says it exited.
+    #[test]
+    fn a_nested_shell_exiting_at_the_prompt_is_no_tampering() {
+        let (mut state, shell) = ready_state();
+        let me = std::process::id() as i32;
+        let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
+        let log = run(&mut state, 2, "");
+        let handshake = REINSTALL_SEQ_BASE + 1;
+        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
+        let reinstall =
+            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        state.levels_mut().begin_reinstall(reinstall);
+        end(&mut state, &shell, handshake, 0, 11);
+        ended(&mut state, &log);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellStarted]);
+        end(&mut state, &shell, 2, 0, 12);
+        assert_eq!(state.levels_mut().take_events(), vec![Event::NestedShellExited { status: 0 }]);
+        // Its parent's prompt again, with no nested shell left: tampering.
+        end(&mut state, &shell, 2, 0, 13);
+        let what = AtPrompt::EndRecord;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 2, sender: None }]);
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! it stops the command once it has run unwatched past its limit, with no
 //! call waiting on it (a `Watch`), polling it or sending it input. It stops
 //! the whole command line, never the shell or its `&` jobs, and never while
-//! a call waits.
+//! a call waits. A look that finds the shell back reading its terminal
+//! before the command's start marker (twice in a row, with everything it
+//! wrote read) ends the command as never started: another program read
+//! the line typed.
 //!
 //! When to look and when to stop are the pure rules of `timing.rs`; this
 //! task reads the clock, samples `/proc` and signals. It depends on the
@@ -19,6 +22,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -38,20 +42,23 @@ pub(super) struct Supervisor {
     master: std::os::fd::OwnedFd,
     /// The PTY slave's path, to recognise reads of the terminal.
     tty: PathBuf,
+    /// The PTY reader's "chunk in hand" flag (`pty::all_output_taken`).
+    in_hand: Arc<AtomicBool>,
     shell_pid: i32,
     grace: Duration,
 }
 
 impl Supervisor {
     /// The supervisor of shell `shell_pid` on the terminal `tty` (`master`
-    /// its PTY master), stopping with `grace` between SIGTERM and SIGKILL.
+    /// its PTY master, `in_hand` its reader's flag), stopping with `grace`
+    /// between SIGTERM and SIGKILL.
     pub(super) fn new(
         shared: Arc<Shared>,
-        (master, tty): (std::os::fd::OwnedFd, PathBuf),
+        (master, tty, in_hand): (std::os::fd::OwnedFd, PathBuf, Arc<AtomicBool>),
         shell_pid: i32,
         grace: Duration,
     ) -> Supervisor {
-        Supervisor { shared, master, tty, shell_pid, grace }
+        Supervisor { shared, master, tty, in_hand, shell_pid, grace }
     }
 }
 
@@ -70,8 +77,12 @@ struct Watched {
 /// waiting on it, polling it or sending it input for longer than the limit
 /// (time waiting for input not counted). While a call waits, it never kills.
 pub(super) async fn supervise(supervisor: Supervisor) {
-    let Supervisor { shared, master, tty, .. } = &supervisor;
+    let Supervisor { shared, master, tty, in_hand, .. } = &supervisor;
     let mut look = Look::new(0);
+    // The command a look found the shell back reading its terminal before
+    // its start marker, with everything it wrote read: a second look in a
+    // row that finds it so ends the command as never started.
+    let mut unstarted: Option<u64> = None;
     // A record seen without its marker: the command and when.
     let mut record_seen: Option<(u64, Instant)> = None;
     // The last look at the job: its command, when, whether it sat at the
@@ -134,6 +145,32 @@ pub(super) async fn supervise(supervisor: Supervisor) {
             }
             let front = pty::foreground_group(master);
             let top = shared.lock().levels().top().map(|level| level.pid());
+            // Before its start marker the command has not begun: a shell
+            // back reading its terminal (whoever has the foreground: a
+            // program that takes it may have read the line typed) will
+            // never begin it. The marker is written before the shell
+            // reads again, so once all it wrote is read, its absence is
+            // final; a second look confirms the shell did not just pass
+            // through a read.
+            let before_start = shared
+                .lock()
+                .command_seq_mut(watched.seq)
+                .is_some_and(|c| !c.start_seen() && !c.is_damaged());
+            let back_at_prompt = before_start
+                && top.is_some_and(|shell| input_wait::process_reads_terminal(shell, tty))
+                && pty::all_output_taken(master, in_hand);
+            if !back_at_prompt {
+                unstarted = None;
+            } else if unstarted == Some(watched.seq) {
+                unstarted = None;
+                if shared.lock().never_started(watched.seq, Instant::now()) {
+                    tracing::info!(seq = watched.seq, "the shell read again before the start");
+                }
+                shared.notify();
+                continue;
+            } else {
+                unstarted = Some(watched.seq);
+            }
             if let Some(shell) = top
                 && stopped(shell)
             {

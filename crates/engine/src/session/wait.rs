@@ -203,9 +203,10 @@ pub(super) fn finished_reply(
 ) -> Reply {
     let Some(command) = command else { return idle_reply(view, "", events) };
     let (exit_code, finished_at) = command.finished().unwrap_or((-1, Instant::now()));
-    let outcome = match command.kill() {
-        KillState::Killed { limit, mode } => Outcome::Killed { limit, mode, exit_code },
-        _ => Outcome::Completed { exit_code },
+    let outcome = match (command.never_started(), command.kill()) {
+        (Some(shell_exited), _) => Outcome::NeverStarted { shell_exited },
+        (None, KillState::Killed { limit, mode }) => Outcome::Killed { limit, mode, exit_code },
+        (None, _) => Outcome::Completed { exit_code },
     };
     Reply {
         command: command.text().to_owned(),

@@ -757,6 +757,7 @@ async fn after_tampering(term: &Term, tamper: &str) -> bool {
             matches!(
                 reply.outcome,
                 Outcome::IntegrationDamaged
+                    | Outcome::NeverStarted { shell_exited: false }
                     | Outcome::WaitingForInput { shell_reading: true }
                     | Outcome::NotExecuted { why: NotRun::IntegrationDamaged, .. }
                     | Outcome::NotExecuted {
@@ -786,16 +787,33 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
         "__sk_nonce=x",
         "bind '\"\\r\": \"echo hijack\\n\"'",
         "kill -STOP $$",
+        // The integration's functions are read-only: removing or replacing
+        // one is refused, and the shell goes on reporting true ends.
+        "unset -f __sk_prompt",
+        "unset -f __sk_prompt __sk_fallback",
+        "unset -f __sk_pre __sk_on __sk_post __sk_end",
+        "__sk_end() { builtin printf 'E;%s;0;;7' \"$__sk_seq\" >&62; }",
+        "__sk_prompt() { :; }; __sk_post() { :; }",
     ] {
         assert!(after_tampering(&term, tamper).await, "{tamper} should leave a working shell");
     }
+    // Refused (1), or (0) a PROMPT_COMMAND of the user's, which runs
+    // before the end, that tries to change the status reported.
+    for (tamper, code) in [
+        ("unset -f __sk_post", 1),
+        ("__sk_end() { :; }", 1),
+        ("PROMPT_COMMAND+=('__sk_last=0 __sk_status=0')", 0),
+    ] {
+        let reply = term.run_for(tamper, 10.0).await;
+        assert_eq!(reply.exit_code(), Some(code), "{tamper}: {reply:?}");
+        expect(&term, "false", "", 1).await;
+        expect(&term, "(exit 3)", "", 3).await;
+    }
+    term.call(Request::new(Call::Reset { then: None })).await;
     // These may break it: the next command then runs correctly anyway, or
     // the reply says the integration is damaged (`after_tampering` checks
     // that it is never misreported).
     for tamper in [
-        "unset -f __sk_prompt",
-        "unset -f __sk_prompt __sk_fallback",
-        "unset -f __sk_pre __sk_on __sk_post __sk_end",
         "enable -n builtin",
         "enable -n eval",
         "shopt -s extdebug; trap 'return 1' DEBUG",
@@ -822,12 +840,9 @@ fn fallback_ended(reply: &shellkeep_engine::session::Reply, code: i32, what: &st
 async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
     let _gate = GATE.acquire().await.expect("gate");
     let term = Term::new("fallback").await;
-    for tamper in [
-        "unset -f __sk_prompt",
-        "__sk_pc=':'",
-        "unset -f __sk_prompt __sk_mark",
-        "PROMPT_COMMAND=; __sk_pc=':'",
-    ] {
+    // (Removing `__sk_prompt` itself is refused: its functions are
+    // read-only. Pointing PROMPT_COMMAND elsewhere is what remains.)
+    for tamper in ["__sk_pc=':'", "PROMPT_COMMAND=; __sk_pc=':'"] {
         let reply = term.run_for(tamper, 20.0).await;
         assert_eq!(reply.exit_code(), Some(0), "{tamper}: {reply:?}");
         for (command, code) in [("false", 1), ("(exit 7)", 7), ("ls /nonexistent", 2), ("true", 0)]
@@ -850,8 +865,10 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         assert!(!reply.events.contains(&Event::StatusLost), "{tamper}: {reply:?}");
         expect(&term, "false", "", 1).await;
     }
-    // Without `__sk_post` the status is lost: the reply says so.
-    for tamper in ["unset -f __sk_post", "unset -f __sk_post __sk_prompt"] {
+    // `__sk_post`, which keeps the status, cannot be removed (its
+    // functions are read-only); where the shell cannot even look it up
+    // (`declare` disabled), the status may be lost: the reply says so.
+    for tamper in ["enable -n declare", "enable -n declare; __sk_pc=':'"] {
         term.run_for(tamper, 20.0).await;
         for command in ["false", "(exit 7)"] {
             let reply = term.run_for(command, 20.0).await;

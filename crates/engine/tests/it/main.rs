@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "skip.rs"]
 mod skip;
-pub use skip::{in_ci, installed, skipping};
+pub use skip::{in_ci, installed, kernel_forbids, skipping};
 
 /// A scratch directory removed when dropped.
 pub struct Scratch(pub PathBuf);

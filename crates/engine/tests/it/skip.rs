@@ -32,3 +32,13 @@ pub fn skipping(why: &str) {
     );
     eprintln!("skipped: {why}");
 }
+
+/// Says why a test skips (part of) what it checks because this host's
+/// kernel forbids the attack it makes (`what`, with `evidence`: the
+/// setting or the error that shows it, such as legacy `TIOCSTI` switched
+/// off). A protection of the host is a reason to skip, not something
+/// missing, so it skips under `CI=true` too; a caller must have seen the
+/// kernel refuse, not merely failed to try.
+pub fn kernel_forbids(what: &str, evidence: &str) {
+    eprintln!("skipped: this host's kernel forbids {what} ({evidence})");
+}

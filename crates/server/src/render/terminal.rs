@@ -9,7 +9,8 @@ use serde::Serialize;
 use shellkeep_engine::keys::{self, KeyError, MAX_KEYS, MAX_KEYS_BYTES};
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
+    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
+    WaitEnded,
 };
 
 use rmcp::schemars;
@@ -265,6 +266,10 @@ pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
             out.note(format!(
                 "[The command was NOT run: the shell reported that it never ran. {DAMAGED}]"
             ));
+            TerminalStatus::NotExecuted
+        }
+        Outcome::NeverStarted { shell_exited } => {
+            out.note(never_started(*shell_exited));
             TerminalStatus::NotExecuted
         }
         Outcome::NotExecuted { command, why } => {
@@ -627,7 +632,7 @@ fn outcome_lines(outcome: &Outcome, out: &mut Text) {
 /// Whether an event is told before the output (it happened before the
 /// command ran) rather than after the status.
 fn comes_first(event: &Event) -> bool {
-    matches!(event, Event::PreviousCallCancelled { .. } | Event::Reset)
+    matches!(event, Event::PreviousCallCancelled { .. } | Event::Reset | Event::RanAtPrompt { .. })
 }
 
 /// The lines of one event.
@@ -692,7 +697,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             the command. A command removed or replaced its functions or variables, or cleared \
             PROMPT_COMMAND: reset=true restores a working shell.]"
             .to_owned(),
-        Event::StatusLost => "[The exit code above may be wrong: a command removed a function \
+        Event::StatusLost => "[The exit code above may be wrong: a command broke the function \
             of shellkeep's shell integration that keeps the command's status, so the shell \
             integration is damaged. reset=true restores a working shell.]"
             .to_owned(),
@@ -705,8 +710,57 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or \
             reset=true restores it.]"
             .to_owned(),
+        Event::RanAtPrompt { what, seq, sender } => ran_at_prompt(*what, *seq, *sender),
     };
     out.note(line);
+}
+
+/// Why a command the shell never started was not run.
+fn never_started(shell_exited: bool) -> String {
+    let what = if shell_exited {
+        "the shell exited before it started the command"
+    } else {
+        "the shell went back to waiting at its prompt without starting the command"
+    };
+    format!(
+        "[The command was NOT run: {what} (the shell marks the start of every command it runs, \
+         and that mark never came), so nothing of it ran. Another program may have read the \
+         line shellkeep typed: one that takes the terminal's foreground from the shell, such as \
+         a background job of an earlier command. Send the command again; if this repeats, \
+         reset=true stops such programs with the shell.]"
+    )
+}
+
+/// The warning that something ran in the shell, or tried to pass for it,
+/// while no command of the agent's ran.
+fn ran_at_prompt(what: AtPrompt, seq: u64, sender: Option<i32>) -> String {
+    const WAY_IN: &str = "A program may have pushed a line into the shell's input (legacy \
+         TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line \
+         shellkeep typed. Such a line can change anything in the shell (its functions, \
+         variables, traps and aliases): reset=true gives a fresh one.";
+    match (what, sender) {
+        (AtPrompt::EndRecord, Some(pid)) => format!(
+            "[WARNING: the session was tampered with: process {pid}, not the shell, sent the end \
+             of a command (number {seq}) while no command was running. It was ignored. A \
+             command you ran left a process that forges shellkeep's records: reset=true stops \
+             it with the shell.]"
+        ),
+        (AtPrompt::EndRecord, None) => format!(
+            "[WARNING: the session was tampered with: something ran in the shell at its prompt \
+             while no command of yours was running (the shell reported the end of command \
+             number {seq} again). {WAY_IN}]"
+        ),
+        (AtPrompt::Lines { count }, _) => format!(
+            "[WARNING: the session was tampered with: the shell ran {count} command line{} at its \
+             prompt, between your last command and this one (number {seq}), that no call typed. \
+             {WAY_IN}]",
+            if count == 1 { "" } else { "s" }
+        ),
+        (AtPrompt::StartMarker, _) => format!(
+            "[WARNING: the session was tampered with: the shell started a command (number \
+             {seq}) while none of yours was running. {WAY_IN}]"
+        ),
+    }
 }
 
 /// How a shell ended, in words.

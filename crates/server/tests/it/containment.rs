@@ -761,3 +761,38 @@ async fn doctor_reports_the_containment_and_the_hosts_protections() {
     );
     assert!(run("nonsense").contains("unknown containment mode"));
 }
+
+/// `doctor` names legacy `TIOCSTI` (issue 19: where the kernel allows it, a
+/// command's `&` job can push a line into the idle shell's input) as this
+/// host has it, read from the kernel's own switch, with the way to turn it
+/// off.
+#[test]
+fn doctor_reports_legacy_tiocsti_as_the_kernel_has_it() {
+    let output = std::process::Command::new(crate::binary())
+        .arg("doctor")
+        .env("SHELLKEEP_CONTAINMENT", "markers")
+        .output()
+        .expect("run shellkeep doctor");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("legacy TIOCSTI: "))
+        .unwrap_or_else(|| panic!("no legacy TIOCSTI line in:\n{text}"));
+    match std::fs::read_to_string("/proc/sys/dev/tty/legacy_tiocsti").as_deref().map(str::trim) {
+        Ok("0") => {
+            assert!(line.starts_with("legacy TIOCSTI: off"), "{line}");
+            assert!(!line.contains("sysctl"), "nothing to turn off: {line}");
+        }
+        Ok("1") => {
+            assert!(line.starts_with("legacy TIOCSTI: ON (dev.tty.legacy_tiocsti = 1"), "{line}");
+            assert!(line.contains("push a line into the shell's input"), "{line}");
+            assert!(line.contains("`sysctl dev.tty.legacy_tiocsti=0`"), "{line}");
+        }
+        Ok(other) => assert!(line.contains(&format!("{other:?}")), "{line}"),
+        Err(_) => {
+            assert!(line.starts_with("legacy TIOCSTI: probably ON"), "{line}");
+            assert!(line.contains("CONFIG_LEGACY_TIOCSTI"), "{line}");
+        }
+    }
+}

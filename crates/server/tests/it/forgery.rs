@@ -168,12 +168,12 @@ async fn a_damaged_integration_says_so_and_reset_restores_it() {
     let r = server.terminal(json!({"command": "echo restored", "reset": true})).await;
     assert_eq!((r.output(), r["exit_code"].as_i64()), ("restored\n", Some(0)), "{r:#?}");
 
-    // The prompt's functions removed: the shell sits at its prompt with no
-    // end. The reply says what that can mean and how to recover; no call
-    // hangs.
-    let r = server
-        .terminal(json!({"command": "unset -f __sk_prompt __sk_fallback", "timeout": 10}))
-        .await;
+    // The prompt and its fallback pointed elsewhere (their functions are
+    // read-only, their variables are not): the shell sits at its prompt
+    // with no end. The reply says what that can mean and how to recover; no
+    // call hangs.
+    let r =
+        server.terminal(json!({"command": "__sk_pc=':'; __sk_ps1=; PS1=", "timeout": 10})).await;
     assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
     assert!(r.text.contains("a broken integration that reset=true restores"), "{}", r.text);
     let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
@@ -187,6 +187,8 @@ async fn a_damaged_integration_says_so_and_reset_restores_it() {
 async fn without_its_prompt_exit_codes_stay_true_and_the_reply_says_so() {
     let server = Server::start().await;
     let r = server.terminal(json!({"command": "unset -f __sk_prompt", "timeout": 10})).await;
+    assert_eq!(r["exit_code"], 1, "its functions are read-only: {r:#?}");
+    let r = server.terminal(json!({"command": "__sk_pc=':'", "timeout": 10})).await;
     assert_eq!(r["exit_code"], 0, "{r:#?}");
     for (command, code) in [("false", 1), ("echo out; (exit 7)", 7), ("ls /nonexistent", 2)] {
         let r = server.terminal(json!({"command": command, "timeout": 10})).await;

@@ -19,6 +19,7 @@
     reason = "the tests start the binary and the processes they check, and signal them"
 )]
 
+mod at_prompt;
 mod audit;
 mod bad_input;
 mod cli;
@@ -77,7 +78,7 @@ const EVENTUALLY: Duration = Duration::from_secs(20);
 
 #[path = "../../../engine/tests/it/skip.rs"]
 mod skip;
-pub use skip::{in_ci, installed, skipping};
+pub use skip::{in_ci, installed, kernel_forbids, skipping};
 
 /// A random number, different on every call (no dependency needed: std's
 /// hasher keys are random per process and per `RandomState`).

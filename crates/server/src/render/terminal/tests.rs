@@ -12,7 +12,8 @@ use shellkeep_engine::keys::{KeyError, MAX_KEYS};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
-    Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit, WaitEnded,
+    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
+    WaitEnded,
 };
 
 use super::{key_error, session_refused, terminal, typed_key_name};
@@ -923,7 +924,7 @@ fn shell_and_integration_events() {
             [`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]
             [An interactive bash is reading the terminal that is not the foreground job of the command you typed (a program started it on its own, or it was left in the background): `python3 build.py`. shellkeep's integration was not installed in it, and the command still runs: send the bash's input with is_input=true, or C-c to stop it.]
             [shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]
-            [The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
+            [The exit code above may be wrong: a command broke the function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]
             [The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]
             [The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]
             [The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
@@ -944,7 +945,7 @@ fn shell_and_integration_events() {
                 "[`fakebash -i` calls itself bash but is not the bash shellkeep runs, so shellkeep's integration was not installed in it: it is driven as an interactive program (send its input with is_input=true).]",
                 "[An interactive bash is reading the terminal that is not the foreground job of the command you typed (a program started it on its own, or it was left in the background): `python3 build.py`. shellkeep's integration was not installed in it, and the command still runs: send the bash's input with is_input=true, or C-c to stop it.]",
                 "[shellkeep's shell integration is damaged: its prompt (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of the command. A command removed or replaced its functions or variables, or cleared PROMPT_COMMAND: reset=true restores a working shell.]",
-                "[The exit code above may be wrong: a command removed a function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
+                "[The exit code above may be wrong: a command broke the function of shellkeep's shell integration that keeps the command's status, so the shell integration is damaged. reset=true restores a working shell.]",
                 "[The shell reported the end of the command, but its end marker never reached the terminal (the terminal or standard output was redirected, or an escape sequence swallowed it): the output shown is what was read before the end.]",
                 "[The shell's standard output does not go to the terminal (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or reset=true restores it.]",
                 "[The shell exited (exit code 5); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
@@ -953,6 +954,96 @@ fn shell_and_integration_events() {
               "output": ""
             }
         "#]],
+    );
+}
+
+/// Something ran at the shell's prompt: the warning comes first, before
+/// the command's own status, and names what it can.
+#[test]
+fn tampering_at_the_prompt() {
+    let mut reply = reply(Outcome::Completed { exit_code: 1 }, "");
+    reply.events = vec![
+        Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 3, sender: None },
+        Event::RanAtPrompt { what: AtPrompt::EndRecord, seq: 1, sender: Some(4242) },
+        Event::RanAtPrompt { what: AtPrompt::StartMarker, seq: 99, sender: None },
+        Event::RanAtPrompt { what: AtPrompt::Lines { count: 2 }, seq: 4, sender: None },
+    ];
+    check(
+        &reply,
+        expect![[r#"
+            [WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]
+            [WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [WARNING: the session was tampered with: the shell ran 2 command lines at its prompt, between your last command and this one (number 4), that no call typed. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]
+            [The command completed with exit code 1.]
+            [Current working directory: /home/me/project]
+            [Python interpreter: /usr/bin/python3]
+            -----
+            {
+              "status": "completed",
+              "exit_code": 1,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[WARNING: the session was tampered with: something ran in the shell at its prompt while no command of yours was running (the shell reported the end of command number 3 again). A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
+                "[WARNING: the session was tampered with: process 4242, not the shell, sent the end of a command (number 1) while no command was running. It was ignored. A command you ran left a process that forges shellkeep's records: reset=true stops it with the shell.]",
+                "[WARNING: the session was tampered with: the shell started a command (number 99) while none of yours was running. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]",
+                "[WARNING: the session was tampered with: the shell ran 2 command lines at its prompt, between your last command and this one (number 4), that no call typed. A program may have pushed a line into the shell's input (legacy TIOCSTI: `shellkeep doctor` says whether this host allows it) or read the line shellkeep typed. Such a line can change anything in the shell (its functions, variables, traps and aliases): reset=true gives a fresh one.]"
+              ],
+              "truncated": false,
+              "output": ""
+            }
+        "#]],
+    );
+}
+
+/// A command the shell never started (another program read the line
+/// typed): NOT executed, whether the shell exited or is back at its prompt.
+#[test]
+fn never_started() {
+    let mut exited = reply(Outcome::NeverStarted { shell_exited: true }, "");
+    exited.events =
+        vec![Event::ShellRestarted { how: ShellExit::Code(0), cwd: PathBuf::from("/home/me") }];
+    check(
+        &exited,
+        expect![[r#"
+        [The command was NOT run: the shell exited before it started the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]
+        [The shell exited (exit code 0); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]
+        -----
+        {
+          "status": "not_executed",
+          "exit_code": -1,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[The command was NOT run: the shell exited before it started the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]",
+            "[The shell exited (exit code 0); a new shell was started in /home/me. Variables, functions and background jobs from before are gone.]"
+          ],
+          "truncated": false,
+          "output": ""
+        }
+    "#]],
+    );
+    check(
+        &reply(Outcome::NeverStarted { shell_exited: false }, ""),
+        expect![[r#"
+        [The command was NOT run: the shell went back to waiting at its prompt without starting the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]
+        -----
+        {
+          "status": "not_executed",
+          "exit_code": -1,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[The command was NOT run: the shell went back to waiting at its prompt without starting the command (the shell marks the start of every command it runs, and that mark never came), so nothing of it ran. Another program may have read the line shellkeep typed: one that takes the terminal's foreground from the shell, such as a background job of an earlier command. Send the command again; if this repeats, reset=true stops such programs with the shell.]"
+          ],
+          "truncated": false,
+          "output": ""
+        }
+    "#]],
     );
 }
 
