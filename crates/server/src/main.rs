@@ -468,7 +468,11 @@ async fn serve(
     // Whatever is still in our control groups (nothing leaves them without
     // privileges) is killed, and the groups removed.
     drop(containment);
+    // The reaper holds the guard too (to tell it of adopted orphans): it
+    // must be gone, not only told to go, before the guard is ours alone to
+    // tell that the server ended normally.
     reaper.abort();
+    let _ = reaper.await;
     if let Some(guard) = guard.and_then(|guard| Arc::try_unwrap(guard).ok()) {
         guard.shutdown(Duration::from_secs(3));
     }

@@ -161,10 +161,11 @@ async fn a_child_that_makes_itself_look_like_its_shell_cannot_end_its_command() 
     }
     let r = server.terminal(json!({"command": "echo next; (exit 3)"})).await;
     assert_eq!((r.output(), r["exit_code"].as_i64()), ("next\n", Some(3)), "{r:#?}");
-    // With the integration's prompt removed, the end comes from the
-    // fallback, which once trusted forks of the shell: still the shell's
-    // own record only.
-    let r = server.terminal(json!({"command": "unset -f __sk_prompt", "timeout": 10})).await;
+    // With the integration's prompt replaced (its functions are read-only,
+    // so by the variable that holds PROMPT_COMMAND's value), the end comes
+    // from the fallback, which once trusted forks of the shell: still the
+    // shell's own record only.
+    let r = server.terminal(json!({"command": "__sk_pc=':'", "timeout": 10})).await;
     assert_eq!(r["exit_code"], 0, "{r:#?}");
     let text = impersonator_cannot_end(&server).await.unwrap_or_default();
     assert!(text.contains("prompt (PROMPT_COMMAND) did not run"), "{text}");
