@@ -16,7 +16,8 @@
 #   shell options, switches tracing and verbose mode off, and re-asserts
 #   PROMPT_COMMAND. Under `set -v` its line is echoed.
 # - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
-#   /dev/null) does the same when `__sk_post` did not run (an interrupt),
+#   /dev/null) does the same when `__sk_post` did not run (an interrupt:
+#   `__sk_settle`, which `__sk_fallback` shares),
 #   runs the user's own PROMPT_COMMAND, drains input nobody read
 #   (so it is never run as commands), sends the state, puts back
 #   the keys our typed line relies on (a `bind` of Enter would edit
@@ -212,17 +213,18 @@ __sk_drain() {
     __sk_n=$(( __sk_n + 1 ))
   done
 }
-__sk_prompt() {
-  local __sk_status=$?
+__sk_settle() {
   if [[ -n $__sk_posted ]]; then
-    __sk_status=$__sk_last
     __sk_posted=
   else
+    __sk_last=$1
     __sk_flags=$-
     builtin set +xv
   fi
-  __sk_last=$__sk_status
-  local -r __sk_final=$__sk_status
+}
+__sk_prompt() {
+  __sk_settle "$?"
+  local -r __sk_final=$__sk_last
   if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
   __sk_drain
   __sk_state
@@ -252,14 +254,7 @@ __sk_fallback() {
     *:ignorespace:* | *:ignoreboth:*) ;;
     *) __sk_unhist "\\__sk_fallback $1;" ;;
   esac
-  if [[ -n $__sk_posted ]]; then
-    __sk_status=$__sk_last
-    __sk_posted=
-  else
-    __sk_flags=$-
-    builtin set +xv
-  fi
-  __sk_last=$__sk_status
+  __sk_settle "$__sk_status"
   __sk_drain
   __sk_state
   PS1='' PS2='' PS0=''
@@ -352,5 +347,5 @@ __sk_keep_exit_trap() {
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
 __sk_assert
 builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_send __sk_state \
-  __sk_drain __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
+  __sk_drain __sk_settle __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
   __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null
