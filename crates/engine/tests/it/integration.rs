@@ -549,6 +549,30 @@ async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
     term.session.close().await;
 }
 
+/// A process of the nested shell that reads the command socket it
+/// inherited takes the reinstall script's frame: the shell runs none of
+/// it, the reinstall is given up as one the shell refused, and the shell
+/// is driven with input; the outer shell, once the thief is gone, runs
+/// commands as before.
+#[tokio::test]
+async fn a_reinstall_frame_taken_by_another_process_runs_nothing() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("taken").await;
+    std::fs::write(term.cwd().join("rc"), "cat <&60 >stolen &\nPS1='$ '\n").expect("rc");
+    let reply = term.run_for("bash --rcfile ./rc", 10.0).await;
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
+    assert!(reply.events.contains(&Event::ReinstallFailed), "{reply:?}");
+    let stolen = std::fs::read_to_string(term.cwd().join("stolen")).expect("stolen");
+    assert!(stolen.contains("__sk_load"), "the thief took the script: {stolen:?}");
+    let reply = term.input("echo funcs=$(declare -F | grep -c __sk_)", 3.0).await;
+    assert!(reply.output.text.contains("funcs=0"), "{reply:?}");
+    term.input("kill %1; wait", 3.0).await;
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 3 }, "{reply:?}");
+    expect(&term, "echo outer; (exit 2)", "outer\n", 2).await;
+    term.session.close().await;
+}
+
 // A command's end cannot be forged (issue 11): the end comes from a record
 // the shell itself sends on the completion channel, which the kernel tags
 // with the sender's pid; markers in the output only place the end.
