@@ -6,7 +6,8 @@
 # (the marker's OSC number), `__sk_dir_value` (the private directory) and
 # `__sk_kf_value` (the keys file, `/dev/fd/61`, or nothing).
 # `__sk_nonce` is set before: by the start-up file from its environment, or
-# by the line that sources a reinstall script.
+# by the typed line that reads a reinstall script from the command socket
+# (descriptor 60, never a file) and `eval`s it.
 # shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value, __sk_kf_value and __sk_nonce come from outside, as above
 #
 # Function by function:
@@ -153,7 +154,7 @@ __sk_unhist() {
   __sk_h=${__sk_h%%[!0-9]*}
   [[ -z $__sk_h ]] || builtin history -d "$__sk_h" 2>/dev/null || :
 }
-[[ -z ${__sk_nonce-} ]] || __sk_unhist "__sk_nonce=$__sk_nonce; . "
+[[ -z ${__sk_nonce-} ]] || __sk_unhist "__sk_nonce=$__sk_nonce; IFS= "
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null

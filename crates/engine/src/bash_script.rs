@@ -19,7 +19,9 @@
 //! `eval`, in groups whose trace goes to `/dev/null`.
 //!
 //! The same script, minus the user's start-up file, is what a nested or
-//! replaced shell gets when the integration is reinstalled. No script
+//! replaced shell gets when the integration is reinstalled: it comes as a
+//! frame on the command socket the shell inherited, which the typed line
+//! reads and `eval`s ([`reinstall_line`]), never through a file. No script
 //! carries the marker nonce: the first shell takes it from its environment,
 //! a reinstalled one from the typed line. The nonce is no secret anyway:
 //! a command ends on the shell's record on the completion channel
@@ -50,12 +52,6 @@ impl ShellFiles {
     /// The start-up file passed to `bash --rcfile`; deleted once sourced.
     pub fn rc_file(&self) -> PathBuf {
         self.dir.join("init.sh")
-    }
-
-    /// A file that reinstalls the integration in a shell that lost it;
-    /// `id` keeps concurrent attempts apart. Deleted once sourced.
-    pub fn reinstall_file(&self, id: u64) -> PathBuf {
-        self.dir.join(format!("reinstall-{id}.sh"))
     }
 }
 
@@ -140,21 +136,32 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
 /// the typed line ([`reinstall_line`]). `keys` says whether the shell
 /// holds the session's own keys file at [`KEYS_FD`] (inherited from the
 /// shell it was started from): only then does its prompt bind from it.
+/// It reaches the shell as a frame on the command socket
+/// ([`command_frame`] with the handshake's number), never through a file.
 pub fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
     integration(files, seq, keys)
 }
 
-/// The line typed into a shell that lost the integration to source
-/// `script`, giving it the marker `nonce`. The leading space keeps it out
-/// of history where `ignorespace` is on; where it is not (the shell has
-/// not read our settings yet), the script deletes the line from the
-/// history list before any prompt can write it to the history file. The
-/// group sends `set -x` traces and `set -v` echoes of the script to
-/// `/dev/null`.
-pub fn reinstall_line(script: &Path, nonce: &str) -> String {
+/// The line typed into a shell that lost the integration, giving it the
+/// marker `nonce`: it reads the frame of handshake `seq` holding the
+/// `length` bytes of the script ([`reinstall_script`]) from the command
+/// socket at [`COMMAND_FD`], which the shell inherited, and `eval`s the
+/// script only when the header is exactly that one and all of its bytes
+/// came (in the C locale, so that `read -N` counts bytes) within 5 s. A
+/// frame a process holding the socket took bytes of runs nothing: the
+/// shell stays without the integration and the reinstall is given up.
+/// Nothing touches the disk. The leading space keeps the line out of
+/// history where `ignorespace` is on; where it is not (the shell has not
+/// read our settings yet), the script deletes the line from the history
+/// list before any prompt can write it to the history file. The group
+/// sends `set -x` traces and `set -v` echoes of the script to
+/// `/dev/null`; its words are quoted (`\builtin`) against aliases.
+pub fn reinstall_line(seq: u64, length: usize, nonce: &str) -> String {
     format!(
-        "\x15 {{ __sk_nonce={nonce}; . {}; }} 2>/dev/null\r",
-        shell_quote(&script.to_string_lossy())
+        "\x15 {{ __sk_nonce={nonce}; IFS= \\builtin read -r -t 5 -u {COMMAND_FD} __sk_h \
+         && [[ $__sk_h == '{seq} {length}' ]] \
+         && LC_ALL=C IFS= \\builtin read -r -N {length} -t 5 -u {COMMAND_FD} __sk_r \
+         && \\builtin eval \"$__sk_r\"; \\builtin unset __sk_h __sk_r; }} 2>/dev/null\r"
     )
 }
 
@@ -323,27 +330,63 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).expect("read"), KEYS);
     }
 
-    /// The preamble's values arrive as they were, whatever they contain,
-    /// and those a command must not change are read-only.
-    #[test]
-    fn the_preamble_hands_its_values_to_the_script() {
-        let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir";
-        let script = std::env::temp_dir()
-            .join(format!("shellkeep-reinstall-test-{}.sh", std::process::id()));
-        std::fs::write(&script, reinstall_script(&files(dir), 42, false)).expect("write");
-        let probe = format!(
-            "__sk_nonce=n0nce; . {} 2>/dev/null; printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
-             \"${{__sk_dir_value-unset}}${{__sk_osc_value-unset}}\" \"$__sk_osc\" \"$__sk_nonce\"; \
-             echo \"${{__sk_osc@a}}${{__sk_dir@a}}${{__sk_nonce@a}}\"",
-            shell_quote(&script.to_string_lossy())
-        );
+    /// Runs `probe` in a bash whose descriptor 60 reads `sent` (the
+    /// writing end closed), after the typed reinstall line of handshake
+    /// `seq` for a script of `length` bytes; returns what it printed.
+    fn reinstalled(sent: &[u8], (seq, length): (u64, usize), probe: &str) -> String {
+        use std::io::Write;
+        let (mut server, shell) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        server.write_all(sent).expect("write the frame");
+        drop(server);
+        let line = reinstall_line(seq, length, "n0nce");
+        let line = line.strip_prefix('\x15').and_then(|l| l.strip_suffix('\r')).expect("typed");
         let out = std::process::Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", &probe])
+            .args(["--norc", "--noprofile", "-c", &format!("exec 60<&0\n{line}\n{probe}")])
+            .stdin(std::os::fd::OwnedFd::from(shell))
+            .env("LANG", "C.UTF-8")
             .output()
             .expect("run bash");
-        std::fs::remove_file(&script).expect("cleanup");
-        let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrr\n");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The preamble's values arrive as they were, whatever they contain,
+    /// and those a command must not change are read-only; the script comes
+    /// whole from its frame on the command socket, counted in bytes.
+    #[test]
+    fn the_preamble_hands_its_values_to_the_script() {
+        let dir = "/tmp/shellkeep-it's $(echo no) `x` \\ dir é";
+        let script = reinstall_script(&files(dir), 42, false);
+        let probe = "printf '%s\\n' \"$__sk_dir\" \"$__sk_seq\" \
+             \"${__sk_dir_value-unset}${__sk_osc_value-unset}\" \"$__sk_osc\" \"$__sk_nonce\"; \
+             echo \"${__sk_osc@a}${__sk_dir@a}${__sk_nonce@a}${__sk_r-gone}\"";
+        let sent = command_frame(42, &script);
+        let expected = format!("{dir}\n42\nunsetunset\n{MARKER_OSC}\nn0nce\nrrrgone\n");
+        assert_eq!(reinstalled(&sent, (42, script.len()), probe), expected);
+    }
+
+    /// A frame that is not whole, or not the one the line asks for, runs
+    /// nothing: not a part of the script, nor the frame of another number
+    /// or length.
+    #[test]
+    fn the_reinstall_line_runs_only_its_own_whole_frame() {
+        let script = reinstall_script(&files("/nonexistent"), 42, false);
+        let probe = "echo \"${__sk_seq-none}\"";
+        let sent = command_frame(42, &script);
+        assert_eq!(reinstalled(&sent, (42, script.len()), probe), "42\n");
+        // A thief took bytes from the middle, from the end, or the header.
+        let middle = [&sent[..100], &sent[200..]].concat();
+        assert_eq!(reinstalled(&middle, (42, script.len()), probe), "none\n");
+        assert_eq!(reinstalled(&sent[..sent.len() - 1], (42, script.len()), probe), "none\n");
+        assert_eq!(reinstalled(&sent[3..], (42, script.len()), probe), "none\n");
+        // Another handshake's frame, or a length that does not match.
+        assert_eq!(reinstalled(&sent, (43, script.len()), probe), "none\n");
+        assert_eq!(reinstalled(&sent, (42, script.len() - 1), probe), "none\n");
+        // The script knows the line as its own, to delete it from history.
+        assert!(INTEGRATION.contains("__sk_unhist \"__sk_nonce=$__sk_nonce; IFS= \""));
+        assert!(reinstall_line(42, 1, "n0nce").starts_with("\x15 { __sk_nonce=n0nce; IFS= "));
+        // Code of its own in place of the script runs nothing either.
+        let evil = command_frame(42, "echo evil");
+        assert_eq!(reinstalled(&evil, (42, script.len()), "echo ${__sk_seq-none}"), "none\n");
     }
 
     #[test]

@@ -202,6 +202,12 @@ impl CommandSocket {
         Ok((CommandSocket { socket }, shell, link))
     }
 
+    /// Another handle on the server's end, for the integration watcher to
+    /// write a reinstall script there.
+    fn handle(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        std::os::fd::AsFd::as_fd(&self.socket).try_clone_to_owned()
+    }
+
     /// Sends `frame`: drops what processes holding the shell's end wrote
     /// here, writes what the socket takes now, and returns how much that
     /// was.
@@ -395,6 +401,7 @@ impl Shell {
             (files.clone(), nonce),
             proc_shell::running_program(pid),
             (channel_link, keys_id, Some(command_link)),
+            commands.handle().map_err(|err| fail("command socket", err))?,
         )));
         let supervisor = tokio::spawn(supervise(Supervisor::new(
             Arc::clone(&shared),
@@ -611,7 +618,7 @@ impl Shell {
         let seq = self.next_seq;
         self.next_seq += 1;
         // A command may have removed the private directory (rm -rf
-        // /tmp/*): a reinstall writes its script there.
+        // /tmp/*): it is the session's own, made again.
         if let Err(err) = private_fs::ensure_private_dir(&self.files.dir) {
             tracing::debug!("could not make the private directory again: {err}");
         }

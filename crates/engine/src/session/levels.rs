@@ -12,15 +12,15 @@
 //! means: a reinstall's handshake, or an outer shell's prompt after a
 //! nested one exited.
 //!
-//! Plain data behind methods: it reads nothing, and removes a finished
-//! reinstall's script; it touches neither the terminal nor the command, and
-//! takes no lock (it lives inside the shared state). A level's program
+//! Plain data behind methods: it reads and writes nothing (a reinstall's
+//! script never was a file: it goes over the command socket, `watcher.rs`);
+//! it touches neither the terminal nor the command, and takes no lock (it
+//! lives inside the shared state). A level's program
 //! image (`proc_shell::fingerprint`) is kept only to notice that its shell
 //! replaced itself (`exec bash`) and lost the integration, never to trust a
 //! record. Bounded: one level per nested shell, and events are kept once
 //! each.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -66,26 +66,23 @@ pub(super) struct Reinstall {
     replaced: bool,
     /// The running command when it was started (the `bash` or `exec bash`).
     command_seq: u64,
-    /// The script, deleted on the handshake or when it is given up.
-    script: PathBuf,
     /// When the attempt is given up.
     deadline: Instant,
 }
 
 impl Reinstall {
-    /// A reinstall of shell `pid` (program image `fingerprint`) with the
-    /// script `script`, whose handshake is `seq`, started while command
+    /// A reinstall of shell `pid` (program image `fingerprint`), whose
+    /// handshake is `seq`, started while command
     /// `command_seq` runs at `now`; `replaced` when the shell replaced the
     /// current level's (`exec`).
     pub(super) fn new(
         (seq, command_seq): (u64, u64),
         (pid, fingerprint): (i32, u64),
         replaced: bool,
-        script: PathBuf,
         now: Instant,
     ) -> Reinstall {
         let deadline = now + REINSTALL_TIMEOUT;
-        Reinstall { seq, pid, fingerprint, replaced, command_seq, script, deadline }
+        Reinstall { seq, pid, fingerprint, replaced, command_seq, deadline }
     }
 
     /// When the attempt is given up.
@@ -191,11 +188,10 @@ impl Levels {
         self.reinstall = Some(reinstall);
     }
 
-    /// Gives up a reinstall whose deadline passed at `now` (its script is
-    /// removed and the next reply says so); returns the shell it was for.
+    /// Gives up a reinstall whose deadline passed at `now` (the next reply
+    /// says so); returns the shell it was for.
     pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<(i32, u64)> {
         let reinstall = self.reinstall.take_if(|r| now >= r.deadline)?;
-        let _ = std::fs::remove_file(&reinstall.script);
         self.events.push(Event::ReinstallFailed);
         Some((reinstall.pid, reinstall.fingerprint))
     }
@@ -204,7 +200,6 @@ impl Levels {
     /// the integration rather than to a command; the levels are updated.
     pub(super) fn on_marker(&mut self, seq: u64, status: i32) -> Option<LevelEvent> {
         if let Some(reinstall) = self.reinstall.take_if(|r| r.seq == seq) {
-            let _ = std::fs::remove_file(&reinstall.script);
             if reinstall.replaced {
                 if let Some(level) = self.levels.iter_mut().rev().find(|l| l.pid == reinstall.pid) {
                     level.fingerprint = reinstall.fingerprint;
@@ -232,8 +227,7 @@ mod tests {
     use super::*;
 
     fn reinstall(seq: u64, pid: i32, replaced: bool, command_seq: u64) -> Reinstall {
-        let script = PathBuf::from("/nonexistent/shellkeep-test-script");
-        Reinstall::new((seq, command_seq), (pid, 7), replaced, script, Instant::now())
+        Reinstall::new((seq, command_seq), (pid, 7), replaced, Instant::now())
     }
 
     #[test]

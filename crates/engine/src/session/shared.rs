@@ -925,9 +925,7 @@ mod tests {
         // `bash`: the new shell's handshake ends it.
         let log = run(&mut state, 2, "started\n");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
-        let reinstall =
-            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
         // As the watcher does before it types the reinstall line: what the
         // command printed is kept; the new prompt and our line are not.
         state.commit_lines(Instant::now());
@@ -1056,9 +1054,7 @@ mod tests {
         let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
         let log = run(&mut state, 2, "");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let script = std::env::temp_dir().join("shellkeep-shared-no-such-script");
-        let reinstall =
-            Reinstall::new((handshake, 2), (me, fingerprint), false, script, Instant::now());
+        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
         state.levels_mut().begin_reinstall(reinstall);
         end(&mut state, &shell, handshake, 0, 11);
         ended(&mut state, &log);

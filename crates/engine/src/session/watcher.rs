@@ -1,8 +1,10 @@
 //! The integration watcher: one task per shell that finds a shell sitting
 //! at its prompt without the integration (after `exec bash`, in a nested
-//! `bash`) while a command runs quietly, and types the line that
-//! reinstalls it; its first prompt is the handshake that `levels.rs` and
-//! `shared.rs` handle. Other shells, programs that only call themselves
+//! `bash`) while a command runs quietly, writes the integration as a frame
+//! on the command socket that shell inherited and types the line that
+//! reads and `eval`s it (nothing goes through a file, which a process
+//! watching the directory could swap); its first prompt is the handshake
+//! that `levels.rs` and `shared.rs` handle. Other shells, programs that only call themselves
 //! bash and remote sessions are only named in a note. It also types the
 //! fallback line into a shell of ours that printed its prompt while its
 //! command had not ended (`State::fallback_due`), once that shell is seen
@@ -13,6 +15,7 @@
 //! for short sections, never across `.await`. Bounded: at most 16 shells
 //! whose reinstall failed are remembered.
 
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +25,6 @@ use tokio::time::Instant;
 
 use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
-use crate::private_fs;
 use crate::proc_shell::{self, Prompting};
 use crate::pty;
 
@@ -55,13 +57,18 @@ pub(super) struct Watcher {
     /// socket links to (`socket:[inode]`): a shell without it could never
     /// load a command, so it is not given the integration.
     command_link: Option<PathBuf>,
+    /// The server's end of the shell's command socket (non-blocking): the
+    /// reinstall script goes there, for the shell holding the other end at
+    /// its descriptor 60 to read.
+    commands: std::os::unix::net::UnixStream,
 }
 
 impl Watcher {
     /// The watcher of a shell running program `bash`, on the terminal `tty`
     /// (`master` its PTY master), with its private `files`, marker `nonce`,
     /// completion channel seen as `channel_link`, keys file `keys_id` and
-    /// command socket seen as `command_link`.
+    /// command socket seen as `command_link`, whose server end is
+    /// `commands`.
     pub(super) fn new(
         shared: Arc<Shared>,
         (master, tty): (std::os::fd::OwnedFd, PathBuf),
@@ -72,8 +79,21 @@ impl Watcher {
             Option<(u64, u64)>,
             Option<PathBuf>,
         ),
+        commands: std::os::fd::OwnedFd,
     ) -> Watcher {
-        Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link }
+        let commands = std::os::unix::net::UnixStream::from(commands);
+        Watcher {
+            shared,
+            master,
+            tty,
+            files,
+            nonce,
+            bash,
+            channel_link,
+            keys_id,
+            command_link,
+            commands,
+        }
     }
 }
 
@@ -86,8 +106,9 @@ const WATCH_SAMPLE: Duration = Duration::from_millis(250);
 
 /// Watches a running command for a shell that sits at its prompt without
 /// the integration (after `exec bash` or in a nested `bash`) and reinstalls
-/// it: it types a line that sources a fresh script, whose first prompt is
-/// the handshake (`Levels::on_marker`). Other shells and remote
+/// it: it writes a fresh script as a frame on the command socket and types
+/// the line that reads and runs it, whose first prompt is the handshake
+/// (`Levels::on_marker`). Other shells and remote
 /// sessions are named in a note. Runs for the life of the shell.
 pub(super) async fn watch_integration(watcher: Watcher) {
     let shared = &watcher.shared;
@@ -182,8 +203,18 @@ fn look_for_prompt(
     failed: &[(i32, u64)],
     noted: &mut Option<u64>,
 ) {
-    let Watcher { shared, master, tty, files, nonce, bash, channel_link, keys_id, command_link } =
-        watcher;
+    let Watcher {
+        shared,
+        master,
+        tty,
+        files,
+        nonce,
+        bash,
+        channel_link,
+        keys_id,
+        command_link,
+        commands,
+    } = watcher;
     let Some(group) = pty::foreground_group(master) else { return };
     if let Some(top) = &top
         && top.pid() == group
@@ -234,13 +265,20 @@ fn look_for_prompt(
             }
             *attempts += 1;
             let handshake = REINSTALL_SEQ_BASE + *attempts;
-            let script = files.reinstall_file(*attempts);
             let keys = format!("/proc/{pid}/fd/{}", bash_script::KEYS_FD);
             let keys = keys_id.is_some()
                 && std::fs::metadata(keys).ok().map(|meta| (meta.dev(), meta.ino())) == *keys_id;
             let text = bash_script::reinstall_script(files, handshake, keys);
-            if private_fs::write_new_file(&script, text.as_bytes()).is_err() {
-                return;
+            // The shell holding the other end reads it: the command that
+            // started it waits, so its outer shell reads nothing. A frame
+            // the socket does not take whole now is never completed: no
+            // line is typed, what was written loads nothing (the next
+            // load flushes it), and the attempt is given up at its
+            // deadline, as one whose shell never answers.
+            let frame = bash_script::command_frame(handshake, &text);
+            let written = (&*commands).write_all(&frame);
+            if let Err(err) = &written {
+                tracing::debug!("could not write the reinstall script to its socket: {err}");
             }
             tracing::info!(pid, replaced, "reinstalling the shell integration");
             {
@@ -254,11 +292,13 @@ fn look_for_prompt(
                     (handshake, seq),
                     (pid, fingerprint),
                     replaced,
-                    script.clone(),
                     now,
                 ));
             }
-            let _ = pty::write_key(master, bash_script::reinstall_line(&script, nonce).as_bytes());
+            if written.is_ok() {
+                let line = bash_script::reinstall_line(handshake, text.len(), nonce);
+                let _ = pty::write_key(master, line.as_bytes());
+            }
         }
         Some(Prompting::OtherShell(name)) if *noted != Some(seq) => {
             *noted = Some(seq);

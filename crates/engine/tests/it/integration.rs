@@ -397,6 +397,53 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// The integration reaches a nested or replaced shell over the command
+/// socket it inherited, never as a file: while the shell is given it, no
+/// file appears in the private directory (a process watching it could swap
+/// one in the moment before it is read), and the shell then reports exit
+/// codes and its working directory as before.
+#[tokio::test]
+async fn a_reinstall_writes_no_file() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = fixed_shlvl("no-file").await;
+    let private = term.scratch.0.join("private");
+    let before = walk(&private);
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let watching = {
+        let (stop, private) = (std::sync::Arc::clone(&stop), private.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut looks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Looks again at once (a reinstall script lived for a
+                // few milliseconds): no pause, only a yield.
+                seen.extend(walk(&private));
+                looks += 1;
+                std::thread::yield_now();
+            }
+            (seen, looks)
+        })
+    };
+    term.run("mkdir -p sub").await;
+    let reply = term.run_for("bash --norc", 20.0).await;
+    assert!(reply.events.contains(&Event::NestedShellStarted), "{reply:?}");
+    expect(&term, "cd sub && (exit 6)", "", 6).await;
+    assert_eq!(term.run("true").await.cwd, term.cwd().join("sub"));
+    let reply = term.run_for("exec bash --norc", 20.0).await;
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
+    expect(&term, "echo $SHLVL; false", "3\n", 1).await;
+    let reply = term.run_for("exit 7", 20.0).await;
+    assert!(reply.events.contains(&Event::NestedShellExited { status: 7 }), "{reply:?}");
+    assert_eq!(reply.cwd, term.cwd());
+    stop.store(true, Ordering::Relaxed);
+    let (seen, looks) = watching.join().expect("watcher");
+    assert!(looks > 1, "the directory was looked at");
+    let new: Vec<_> = seen.iter().filter(|path| !before.contains(path)).collect();
+    assert!(new.is_empty(), "files appeared during the reinstalls: {new:?}");
+    term.session.close().await;
+}
+
 #[tokio::test]
 async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     let _gate = GATE.acquire().await.expect("gate");
@@ -486,11 +533,11 @@ async fn interrupting_a_builtin_in_a_nested_shell_keeps_that_shell() {
 #[tokio::test]
 async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
     let _gate = GATE.acquire().await.expect("gate");
-    // A bash whose `.` and `source` are disabled cannot take the script:
-    // after a few seconds the reply says so, and the shell is driven with
-    // is_input; `exit` ends the command.
+    // A bash whose `eval` is disabled cannot run the script it reads from
+    // the command socket: after a few seconds the reply says so, and the
+    // shell is driven with is_input; `exit` ends the command.
     let term = Term::new("refused").await;
-    std::fs::write(term.cwd().join("rc"), "enable -n . source\nPS1='$ '\n").expect("rc");
+    std::fs::write(term.cwd().join("rc"), "enable -n eval\nPS1='$ '\n").expect("rc");
     let reply = term.run_for("bash --rcfile ./rc", 8.0).await;
     assert_eq!(reply.exit_code(), None, "{reply:?}");
     assert!(reply.events.contains(&Event::ReinstallFailed), "{reply:?}");
@@ -499,6 +546,30 @@ async fn a_shell_that_refuses_the_integration_is_driven_with_input() {
     let reply = term.input("exit 3", 10.0).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 3 }, "{reply:?}");
     expect(&term, "echo outer", "outer\n", 0).await;
+    term.session.close().await;
+}
+
+/// A process of the nested shell that reads the command socket it
+/// inherited takes the reinstall script's frame: the shell runs none of
+/// it, the reinstall is given up as one the shell refused, and the shell
+/// is driven with input; the outer shell, once the thief is gone, runs
+/// commands as before.
+#[tokio::test]
+async fn a_reinstall_frame_taken_by_another_process_runs_nothing() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let term = Term::new("taken").await;
+    std::fs::write(term.cwd().join("rc"), "cat <&60 >stolen &\nPS1='$ '\n").expect("rc");
+    let reply = term.run_for("bash --rcfile ./rc", 10.0).await;
+    assert_eq!(reply.exit_code(), None, "{reply:?}");
+    assert!(reply.events.contains(&Event::ReinstallFailed), "{reply:?}");
+    let stolen = std::fs::read_to_string(term.cwd().join("stolen")).expect("stolen");
+    assert!(stolen.contains("__sk_load"), "the thief took the script: {stolen:?}");
+    let reply = term.input("echo funcs=$(declare -F | grep -c __sk_)", 3.0).await;
+    assert!(reply.output.text.contains("funcs=0"), "{reply:?}");
+    term.input("kill %1; wait", 3.0).await;
+    let reply = term.input("exit 3", 10.0).await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 3 }, "{reply:?}");
+    expect(&term, "echo outer; (exit 2)", "outer\n", 2).await;
     term.session.close().await;
 }
 
