@@ -581,6 +581,14 @@ fn wait_ended(why: WaitEnded) -> String {
 fn not_executed(command: &str, why: &NotRun) -> String {
     let command = echo(command);
     match why {
+        // Nothing is left of the group that has the terminal: a program
+        // took it and ended without giving it back, so nothing will.
+        NotRun::NotAtPrompt { pid, command_line } if command_line.is_empty() => format!(
+            "[Your command {command} is NOT executed: the shell is not at its prompt. The \
+             terminal still belongs to process group {pid}, whose programs have all ended \
+             without giving it back, so the shell cannot read its input. Use reset=true to \
+             start a fresh shell.]"
+        ),
         NotRun::NotAtPrompt { pid, command_line } => format!(
             "[Your command {command} is NOT executed: the shell is not at its prompt. Process \
              {pid} (`{command_line}`) still has the terminal, although the previous command \

@@ -11,7 +11,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::{EVENTUALLY, Server, installed, kernel_forbids, poll_until, wait_until};
+use crate::{
+    EVENTUALLY, Server, installed, kernel_forbids, poll_until, processes_with, wait_until,
+};
 
 /// The kernel's switch for legacy `TIOCSTI`.
 const LEGACY_TIOCSTI: &str = "/proc/sys/dev/tty/legacy_tiocsti";
@@ -219,6 +221,7 @@ signal.signal(signal.SIGTTOU, signal.SIG_IGN)
 signal.signal(signal.SIGTTIN, signal.SIG_IGN)
 tty = os.open("/dev/tty", os.O_RDWR | os.O_NONBLOCK)
 me = os.getpgrp()
+shell = os.getpgid(os.getppid())
 log = open("grabbed", "ab")
 deadline = time.monotonic() + 120
 open("grabbing", "w").close()
@@ -233,10 +236,18 @@ while not os.path.exists("stop") and time.monotonic() < deadline:
                 log.flush()
             except (BlockingIOError, OSError):
                 pass
-        os.tcsetpgrp(tty, front)
+        os.tcsetpgrp(tty, front if front != me else shell)
     except OSError:
         pass
     time.sleep(0.001)
+# Gives the terminal back as it found it: a program that ends holding it
+# leaves the shell unable to read (that is a wedge of its own, named in the
+# reply, not this test's subject).
+try:
+    if os.tcgetpgrp(tty) == me:
+        os.tcsetpgrp(tty, shell)
+except OSError:
+    pass
 "#;
 
 /// Finding F7: while a job flips the terminal's foreground to itself and
@@ -319,4 +330,33 @@ async fn a_typed_line_another_program_steals_is_never_reported_as_run() {
         assert!(!file.exists(), "{} ran after all", file.display());
     }
     eprintln!("20 tries under a foreground flipper: {counts:?}");
+}
+
+/// A program that takes the terminal's foreground and ends without giving
+/// it back leaves the shell unable to read: the next command is NOT
+/// executed, and the reply says that the group holding the terminal has
+/// ended (not to wait for it) and that reset=true gives a fresh shell,
+/// which then runs commands.
+#[tokio::test]
+async fn a_program_that_ends_holding_the_terminal_is_named_as_gone() {
+    if !installed("python3") {
+        return;
+    }
+    let server = Server::start().await;
+    // It takes the terminal once the shell is back at its idle prompt.
+    let take = "(sleep 0.5; python3 -c 'import os, signal; \
+                signal.signal(signal.SIGTTOU, signal.SIG_IGN); t = os.open(\"/dev/tty\", os.O_RDWR); \
+                os.tcsetpgrp(t, os.getpgrp()); open(\"took\", \"w\").close()') &";
+    let r = server.terminal(json!({"command": take, "timeout": 10})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    let took = server.cwd().join("took");
+    wait_until(EVENTUALLY, || took.exists(), || "the program never took the terminal".into()).await;
+    wait_until(EVENTUALLY, || processes_with(&["os.tcsetpgrp"]).is_empty(), || "alive".into())
+        .await;
+    let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.contains("whose programs have all ended"), "{}", r.text);
+    assert!(!r.text.contains("Wait for that program"), "{}", r.text);
+    let r = server.terminal(json!({"command": "echo after", "reset": true, "timeout": 10})).await;
+    assert_eq!((r["status"].as_str(), r.output()), (Some("completed"), "after\n"), "{r:#?}");
 }

@@ -516,6 +516,22 @@ fn not_executed_while_a_command_is_incomplete() {
 }
 
 #[test]
+fn not_executed_while_a_group_gone_holds_the_terminal() {
+    let why = NotRun::NotAtPrompt { pid: 4242, command_line: String::new() };
+    let mut reply = reply(Outcome::NotExecuted { command: "echo second".into(), why }, "");
+    reply.command = "echo second".to_owned();
+    reply.number = None;
+    let (blocks, _) = terminal(&reply);
+    let text = blocks.into_texts().join("\n");
+    assert!(
+        text.contains("process group 4242, whose programs have all ended")
+            && text.contains("reset=true")
+            && !text.contains("Wait for that program"),
+        "{text}"
+    );
+}
+
+#[test]
 fn not_executed_away_from_the_prompt() {
     let why = NotRun::NotAtPrompt { pid: 4242, command_line: "python3 hands.py".into() };
     let mut reply = reply(Outcome::NotExecuted { command: "echo second".into(), why }, "");
