@@ -41,6 +41,9 @@ fuzz_target!(|data: &[u8]| {
                         screen.commit_all();
                         screen.leave_alternate();
                     }
+                    // The shell's prompt while a command had not ended: what
+                    // came before it is the command's output.
+                    Some(Stop::Marker(Marker::Prompt { .. })) => screen.commit_all(),
                     Some(Stop::AlternateScreen(_)) | None => {}
                 }
                 assert!(
