@@ -382,7 +382,7 @@ const STOP_LIMIT: Duration = Duration::from_secs(2);
 /// signal the guard or write in between). First SIGSTOP: to the groups as a
 /// whole (atomic against a fork in progress) and to every member, again to
 /// whatever appeared meanwhile until a look finds nothing new (at most
-/// [`STOP_LIMIT`]); a stopped process cannot run, and a stop cannot be
+/// `STOP_LIMIT`); a stopped process cannot run, and a stop cannot be
 /// caught or ignored. Then SIGKILL to every member, in rounds that freeze
 /// the control groups (see [`terminate`]) until none is left (at most 2 s).
 /// Blocking. Returns `None` when nothing was alive.
