@@ -702,7 +702,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
         ),
         Event::PromptNotRun => "[shellkeep's shell integration is damaged: its prompt \
             (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of \
-            the command. A command removed or replaced its functions or variables, or cleared \
+            the command. A command replaced its variables (its functions are read-only), or cleared \
             PROMPT_COMMAND: reset=true restores a working shell.]"
             .to_owned(),
         Event::StatusLost => "[The exit code above may be wrong: a command broke the function \
