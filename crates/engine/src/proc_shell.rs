@@ -160,7 +160,8 @@ pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
 /// - `shell` itself, replaced by `exec bash` (only the shell runs `exec`);
 /// - else every process between the bash and `shell` is a wrapper the
 ///   command names (`WRAPPERS`, as a word of `typed`; Python only with a
-///   program typed inline, `-c`, or a module, `-m`), and the child of
+///   program typed inline, `-c`, or a module, `-m`) or the `sh -c` such a
+///   wrapper runs its command through, and the child of
 ///   `shell` they lead to (the bash itself, or the outermost wrapper) was
 ///   started once the command began and is the only live child of `shell`
 ///   started since. A program of the command that starts a bash (a build
@@ -197,6 +198,7 @@ pub fn typed_shell(pid: i32, shell: i32, since: u64, typed: &str) -> Result<(), 
                 };
             }
             Some(up) if named_wrapper(up, typed) => job = up,
+            Some(up) if runs_for_wrapper(up, typed) => job = up,
             Some(up) => return Err(command_line(up)),
             None => return Err(command_line(job)),
         }
@@ -215,6 +217,19 @@ fn shell_child_other_than(shell: i32, job: i32, since: u64) -> i32 {
         .filter(|&child| child != job && !zombie(child))
         .find(|&child| crate::process::start_ticks(child).is_some_and(|at| at >= since))
         .unwrap_or(job)
+}
+
+/// Whether process `pid` is the shell a named wrapper runs its command
+/// through (`script -c bash` starts `$SHELL -c bash`, and where `SHELL` is
+/// unset or `sh`, dash does not replace itself with the bash): a POSIX
+/// shell given `-c` whose parent is a wrapper the command `typed` names.
+fn runs_for_wrapper(pid: i32, typed: &str) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let given_c = args.split(|&b| b == 0).nth(1) == Some(b"-c".as_slice());
+    matches!(comm.trim(), "sh" | "dash" | "bash")
+        && given_c
+        && parent(pid).is_some_and(|up| named_wrapper(up, typed))
 }
 
 /// Whether process `pid` has exited and waits to be reaped.

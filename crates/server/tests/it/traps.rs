@@ -89,9 +89,16 @@ async fn nothing_of_shellkeeps_reaches_the_history_file() {
         ok(&server, "exit", 0).await;
         // A shell on a terminal of its own, and (as root, where it asks
         // no password) `su` keeping the environment, home included.
-        ok(&server, "script -qc bash /dev/null", 0).await;
-        ok(&server, "echo in script", 0).await;
-        ok(&server, "exit", 0).await;
+        // `script` runs its command through `$SHELL -c`: with bash, that
+        // bash replaces itself; with `sh` (dash, and `script`'s choice
+        // where `SHELL` is unset, as under a service manager or CI), a
+        // dash stays between `script` and the bash.
+        for typed in ["script -qc bash /dev/null", "SHELL=/bin/sh script -qc bash /dev/null"] {
+            let r = ok(&server, typed, 0).await;
+            assert!(r.text.contains("nested shell started"), "{typed}: {}", r.text);
+            ok(&server, "echo in script", 0).await;
+            ok(&server, "exit", 0).await;
+        }
         if ok(&server, "id -u", 0).await.output() == "0\n" {
             ok(&server, "su -p", 0).await;
             ok(&server, "echo in su", 0).await;
