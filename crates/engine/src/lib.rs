@@ -17,6 +17,7 @@ pub mod private_fs;
 pub mod proc_shell;
 pub mod process;
 pub mod pty;
+pub mod record;
 pub mod registry;
 pub mod screen;
 pub mod secrets;

@@ -43,7 +43,8 @@
 //! marked as a store's own (the mark file [`DIR_MARK`], written when the
 //! directory is new or empty, or by [`SpillStore::claim_dir`] for the
 //! default location), only regular files of ours, mode 0600, with one link
-//! and a store's name (`shellkeep-<pid>-<hex>-<name>.log|.stdout|.stderr`). A
+//! and a store's name (`shellkeep-<pid>-<hex>-<name>.log|.stdout|.stderr`,
+//! or `.cast` for a recording, `record.rs`). A
 //! directory holding anything else is used without deleting anything.
 //!
 //! This module does not render terminal escapes: callers do that before.
@@ -1050,9 +1051,10 @@ pub fn show_unfinished_line(line: &str, before: Option<&ShownLine>, room: usize)
 pub const DIR_MARK: &str = ".shellkeep-output";
 
 /// What the mark file says to a person who finds it.
-const DIR_MARK_TEXT: &str = "This directory holds full outputs of shellkeep commands.\n\
-    shellkeep deletes its own files here (named shellkeep-<pid>-<hex>-<name>.log, .stdout or\n\
-    .stderr, mode 0600) after their retention; it never deletes any other file.\n";
+const DIR_MARK_TEXT: &str = "This directory holds full outputs of shellkeep commands, or \
+    recordings of its sessions.\n\
+    shellkeep deletes its own files here (named shellkeep-<pid>-<hex>-<name>.log, .stdout,\n\
+    .stderr or .cast, mode 0600) after their retention; it never deletes any other file.\n";
 
 /// Whether `dir` carries the mark: a regular file of ours (not a symlink).
 fn is_marked(dir: &Path) -> bool {
@@ -1082,9 +1084,9 @@ fn mark_if_empty(dir: &Path) -> bool {
         }
     } else {
         tracing::warn!(
-            "{} holds files shellkeep did not create, so no full output is ever deleted there \
-             (retention is off); give --full-output-dir a new or empty directory to have old \
-             full outputs deleted",
+            "{} holds files shellkeep did not create, so no full output or recording is ever \
+             deleted there (retention is off); give --full-output-dir (or --record) a new or \
+             empty directory to have old ones deleted",
             dir.display()
         );
     }
@@ -1121,7 +1123,8 @@ fn is_server_prefix(prefix: &str) -> bool {
 }
 
 /// Whether `name` is one a store with a server prefix gives its files:
-/// `shellkeep-<pid>-<hex>-<name>` ending in `.log`, `.stdout` or `.stderr`.
+/// `shellkeep-<pid>-<hex>-<name>` ending in `.log`, `.stdout` or `.stderr`
+/// (full outputs) or `.cast` (recordings).
 fn is_spill_file_name(name: &str) -> bool {
     let Some(untagged) = name.strip_prefix(FILE_TAG) else { return false };
     let mut fields = untagged.splitn(3, '-');
@@ -1132,7 +1135,7 @@ fn is_spill_file_name(name: &str) -> bool {
     is_server_prefix(&format!("{FILE_TAG}{pid}-{random}"))
         && !rest.is_empty()
         && !rest.contains('/')
-        && [".log", ".stdout", ".stderr"]
+        && [".log", ".stdout", ".stderr", ".cast"]
             .iter()
             .any(|ext| rest.len() > ext.len() && rest.ends_with(ext))
 }
@@ -1188,7 +1191,7 @@ fn files_to_prune(
 }
 
 /// `bytes` in the largest binary unit that divides it (`100 MiB`).
-fn human_bytes(bytes: u64) -> String {
+pub fn human_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
@@ -1830,6 +1833,7 @@ pub(crate) mod tests {
             "shellkeep-12-a1b2c3-tests-cmd3-00aa.log",
             "shellkeep-12-a1b2c3-run-1.stdout",
             "shellkeep-12-a1b2c3-run-1.stderr",
+            "shellkeep-12-a1b2c3-default-1.cast",
         ] {
             assert!(is_spill_file_name(name), "{name}");
         }
@@ -1837,6 +1841,8 @@ pub(crate) mod tests {
             "thesis.tex",
             "shellkeep-12-a1b2c3-.log",
             "shellkeep-12-a1b2c3-notes.txt",
+            "shellkeep-12-a1b2c3-.cast",
+            "talk.cast",
             "shellkeep-x-a1b2c3-run-1.log",
             "12-a1b2c3-run-1.log",
             "shellkeep-12-a1b2-run-1.log",
