@@ -323,12 +323,14 @@ impl Registry {
     }
 
     /// The session `name` for one call, started (in `cwd`, else the start
-    /// directory) when it does not exist. `cwd` is ignored for an existing
-    /// session.
+    /// directory; recorded if the server records and `record` is true)
+    /// when it does not exist. `cwd` and `record` are ignored for an
+    /// existing session.
     pub fn open(
         self: &Arc<Self>,
         name: &str,
         cwd: Option<PathBuf>,
+        record: bool,
     ) -> Result<(Lease, Opened), RegistryError> {
         validate_name(name)?;
         let mut inner = self.lock();
@@ -348,7 +350,8 @@ impl Registry {
             }
             None => false,
         };
-        let session = self.insert(&mut inner, name, Place { cwd: cwd.clone(), env: None }, None);
+        let place = Place { cwd: cwd.clone(), env: None };
+        let session = self.insert(&mut inner, name, place, None, record);
         drop(inner);
         self.changed.notify_one();
         Ok((self.lease(name, session), Opened::Started { cwd, expired_before }))
@@ -356,14 +359,16 @@ impl Registry {
 
     /// Starts a background job's session in `place` (its directory, and
     /// its environment unless `None`: then the server's): named `name` if
-    /// given (it must not exist), else `job-N`. The caller runs the job's
-    /// command in it and then calls [`Registry::watch_job`], or
+    /// given (it must not exist), else `job-N`; recorded if the server
+    /// records and `record` is true. The caller runs the job's command in
+    /// it and then calls [`Registry::watch_job`], or
     /// [`Registry::forget_job`] if it could not be started.
     pub fn open_background(
         self: &Arc<Self>,
         name: Option<&str>,
         place: Place,
         command: &str,
+        record: bool,
     ) -> Result<(Lease, PathBuf), RegistryError> {
         let mut inner = self.lock();
         let (name, generated) = match name {
@@ -393,7 +398,7 @@ impl Registry {
         }
         inner.expired.retain(|n| *n != name);
         let place = Place { cwd: cwd.clone(), env: place.env };
-        let session = self.insert(&mut inner, &name, place, Some(command.to_owned()));
+        let session = self.insert(&mut inner, &name, place, Some(command.to_owned()), record);
         drop(inner);
         // An ended job may have to make room.
         self.changed.notify_one();
@@ -709,10 +714,14 @@ impl Registry {
         name: &str,
         place: Place,
         background: Option<String>,
+        record: bool,
     ) -> Arc<Session> {
         let mut config = self.template.clone();
         config.name = name.to_owned();
         config.cwd = place.cwd;
+        if !record {
+            config.record = None;
+        }
         if place.env.is_some() {
             config.start_env = place.env;
         }

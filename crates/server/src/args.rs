@@ -106,6 +106,11 @@ pub struct TerminalArgs {
     /// move an existing session.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Whether a new session is recorded (an asciinema recording of its terminal, masked, for a
+    /// person to replay); only used by the call that starts it (default: recorded when the
+    /// server records, `--record`). true needs a server started with `--record`.
+    #[serde(default, deserialize_with = "lenient::optional_flag")]
+    pub record: Option<bool>,
     /// Start `command` as a long-lived job (dev server, watcher, `tail -f`) in a new session of
     /// its own, named by `session` if given and free, else `job-N`, in the directory and with
     /// the exported environment (activated venv, exports) of session `default`, which must be at
@@ -142,6 +147,8 @@ pub struct Terminal {
     pub session: Option<String>,
     /// Where a new session starts.
     pub cwd: Option<PathBuf>,
+    /// Whether a new session is recorded, when the agent said.
+    pub record: Option<bool>,
     /// Whether `command` starts a background job.
     pub background: bool,
     /// Keys for the running program, as given (an empty list is none).
@@ -174,6 +181,7 @@ impl TerminalArgs {
             timeout: self.timeout.map(|secs| seconds("timeout", secs)).transpose()?,
             session: self.session.map(session).transpose()?,
             cwd: self.cwd.map(|cwd| path("cwd", cwd)).transpose()?,
+            record: self.record,
             command: self.command,
             is_input: self.is_input,
             reset: self.reset,
@@ -774,6 +782,17 @@ mod lenient {
         }
     }
 
+    /// An optional boolean, read as [`flag`] reads one; `null` is `None`
+    /// (not given).
+    pub fn optional_flag<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<bool>, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::Null => Ok(None),
+            value => flag(value).map(Some).map_err(D::Error::custom),
+        }
+    }
+
     /// The number a string holds, written as JSON writes numbers.
     pub fn number_in(text: &str) -> Result<serde_json::Number, String> {
         let plain = !text.is_empty()
@@ -904,6 +923,16 @@ mod tests {
                     ),
                 ),
                 (json!({"command": "ls", "cwd": "/tmp"}), None),
+                (json!({"command": "ls", "record": true}), None),
+                (json!({"command": "ls", "record": "false"}), None),
+                (json!({"command": "ls", "record": null}), None),
+                (
+                    json!({"command": "ls", "record": "yes"}),
+                    Some(
+                        "serde: invalid type: string \"yes\", expected a boolean (true or \
+                         false; the strings \"true\" and \"false\" are read as such)",
+                    ),
+                ),
                 (
                     json!({"command": "ls", "cwd": "/tmp\u{0}x"}),
                     Some("`cwd` contains a NUL byte (\\0), which a path cannot carry; remove it"),
@@ -917,11 +946,13 @@ mod tests {
             reset: false,
             session: Some("dev".into()),
             cwd: Some("/tmp".into()),
+            record: Some(false),
             background: false,
             keys: None,
         }
         .check()
         .expect("valid");
+        assert_eq!(checked.record, Some(false));
         assert_eq!(checked.timeout, Some(Duration::from_millis(2500)));
         assert_eq!(checked.session.as_deref(), Some("dev"));
         assert_eq!(checked.cwd, Some(PathBuf::from("/tmp")));

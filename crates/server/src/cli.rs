@@ -58,6 +58,19 @@ pub enum Command {
     /// directories. Changes nothing of yours (it removes what servers that
     /// are gone left behind); exits 0.
     Doctor,
+    /// Play a recording of a session (`--record`) in this terminal, with
+    /// its timing (pauses capped as the recording says).
+    Replay {
+        /// The recording (an asciicast v2 file).
+        file: PathBuf,
+        /// How many times faster than recorded: more than 0, at most 1000.
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// The longest pause, in seconds (default: the recording's own
+        /// limit); more than 0, at most 86400.
+        #[arg(long)]
+        idle_limit: Option<f64>,
+    },
     /// What the agent ran, from the audit log: one line per command. A
     /// command still running when its server died shows as server_died,
     /// one stopped as its server ended as server_ended, one stopped by
@@ -179,6 +192,25 @@ pub struct ServeArgs {
     /// are deleted.
     #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
     pub full_output_keep_mib: u64,
+    /// Record every terminal session as asciinema recordings (asciicast v2,
+    /// one file per shell, masked like replies) in this directory, made
+    /// private (0700) if missing; a session started with record=false is
+    /// not recorded. Play one with `shellkeep replay FILE` or `asciinema
+    /// play FILE`.
+    #[arg(long, value_name = "DIR", env = "SHELLKEEP_RECORD")]
+    pub record: Option<PathBuf>,
+    /// MiB one recording may hold; it then ends with a marker saying it
+    /// was cut.
+    #[arg(long, default_value_t = 100, env = "SHELLKEEP_RECORD_MAX_MIB")]
+    pub record_max_mib: u64,
+    /// MiB of recordings one server writes in all; and beyond this many MiB
+    /// of recordings in the directory, the oldest are deleted.
+    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_RECORD_KEEP_MIB")]
+    pub record_keep_mib: u64,
+    /// Recordings older than this many days are deleted (at start-up and
+    /// when a recording starts).
+    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_RECORD_KEEP_DAYS")]
+    pub record_keep_days: f64,
     /// An environment variable of the server whose value is secret: masked
     /// in everything shellkeep shows or writes. Repeatable; its value must
     /// have at least 8 characters. Or a comma-separated list in

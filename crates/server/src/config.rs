@@ -18,6 +18,7 @@ use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::mask::Secrets;
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
+use shellkeep_engine::record::{self, RecordSettings};
 use shellkeep_engine::registry::RegistryLimits;
 use shellkeep_engine::secrets::{self, Found};
 use shellkeep_engine::session::SessionConfig;
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     pub full_output_limits: SpillLimits,
     /// When full-output files are deleted.
     pub retention: Retention,
+    /// How sessions are recorded (`--record`); `None`: they are not.
+    pub record: Option<RecordSettings>,
     /// The containment mode asked for.
     pub containment: cgroup::Requested,
     /// The secrets: every value to mask (`masked()`), the secrets file's
@@ -180,6 +183,7 @@ impl ServerConfig {
                 max_age: days("--full-output-keep-days", args.full_output_keep_days)?,
                 max_total: mib("--full-output-keep-mib", args.full_output_keep_mib)?,
             },
+            record: record_settings(args)?,
             containment: containment(args)?,
             masks: Arc::new(Secrets::new(found.masked(), found.shapes)),
             secrets: found,
@@ -216,6 +220,28 @@ impl ServerConfig {
         }
         config
     }
+}
+
+/// `--record` and its limits: the directory made absolute (from the
+/// server's working directory), the cap per recording, the server's total
+/// (also the size the directory's recordings are pruned to) and their age.
+fn record_settings(args: &ServeArgs) -> Result<Option<RecordSettings>, FlagError> {
+    let Some(dir) = &args.record else { return Ok(None) };
+    let dir = std::path::absolute(dir)
+        .map_err(|err| FlagError(format!("--record {}: {err}", dir.display())))?;
+    let total = mib("--record-keep-mib", args.record_keep_mib)?;
+    Ok(Some(RecordSettings {
+        dir,
+        limits: SpillLimits {
+            per_command: mib("--record-max-mib", args.record_max_mib)?,
+            per_server: total,
+        },
+        retention: Retention {
+            max_age: days("--record-keep-days", args.record_keep_days)?,
+            max_total: total,
+        },
+        idle_limit: record::DEFAULT_IDLE_LIMIT,
+    }))
 }
 
 /// `--grace`, which `shellkeep run` uses as well.
@@ -319,6 +345,7 @@ mod tests {
             Retention { max_age: Duration::from_secs(7 * 86_400), max_total: 1 << 30 }
         );
         assert_eq!(config.containment, cgroup::Requested::Auto);
+        assert_eq!(config.record, None);
         assert!(config.source_rc);
         assert!(config.secrets.secrets.is_empty() && config.secrets.shapes);
     }
@@ -390,6 +417,30 @@ mod tests {
                 c.containment == cgroup::Requested::Only(cgroup::Mode::Markers)
             }),
             (&["--no-rc"], |c| !c.source_rc),
+            (&["--record", "/var/rec"], |c| {
+                c.record
+                    == Some(RecordSettings {
+                        dir: PathBuf::from("/var/rec"),
+                        limits: SpillLimits { per_command: 100 << 20, per_server: 1 << 30 },
+                        retention: Retention {
+                            max_age: Duration::from_secs(7 * 86_400),
+                            max_total: 1 << 30,
+                        },
+                        idle_limit: Duration::from_secs(2),
+                    })
+            }),
+            (&["--record", "rec", "--record-max-mib", "1", "--record-keep-mib", "2"], |c| {
+                c.record.as_ref().is_some_and(|r| {
+                    r.dir == std::env::current_dir().expect("cwd").join("rec")
+                        && r.limits == SpillLimits { per_command: 1 << 20, per_server: 2 << 20 }
+                        && r.retention.max_total == 2 << 20
+                })
+            }),
+            (&["--record", "/r", "--record-keep-days", "0.5"], |c| {
+                c.record
+                    .as_ref()
+                    .is_some_and(|r| r.retention.max_age == Duration::from_secs(43_200))
+            }),
             (&["--columns", "80", "--rows", "24"], |c| (c.columns, c.rows) == (80, 24)),
             (&["--columns", "1000", "--rows", "10"], |c| (c.columns, c.rows) == (1000, 10)),
             (&["--columns", "20", "--rows", "500"], |c| (c.columns, c.rows) == (20, 500)),
@@ -466,6 +517,14 @@ mod tests {
                 &["--full-output-keep-days", "1e20"],
                 "--full-output-keep-days must be a number of days from 0 to 36500, got \
                  100000000000000000000",
+            ),
+            (
+                &["--record", "/r", "--record-max-mib", "1048577"],
+                "--record-max-mib must be a number of MiB from 0 to 1048576 (1 TiB), got 1048577",
+            ),
+            (
+                &["--record", "/r", "--record-keep-days=-2"],
+                "--record-keep-days must be a number of days from 0 to 36500, got -2",
             ),
             (
                 &["--containment", "jail"],

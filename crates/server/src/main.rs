@@ -1,6 +1,6 @@
 //! The `shellkeep` binary: the MCP server on stdio (its main job), plus a
 //! small command line for people and scripts (`run`, `policy check`,
-//! `policy explain`).
+//! `policy explain`, `replay`).
 //!
 //! stdout belongs to the MCP transport while serving: everything else is
 //! logged with `tracing` to stderr.
@@ -31,6 +31,7 @@ use shellkeep_engine::output::SpillStore;
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
+use shellkeep_engine::record::{self, Recorder};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
@@ -186,6 +187,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             run_once(&cli.serve, timeout, cwd, command).await
         }
         Some(Command::Policy { action }) => policy_command(&cli.serve, action),
+        Some(Command::Replay { file, speed, idle_limit }) => {
+            // Its pauses are real sleeps: off the runtime's threads.
+            tokio::task::spawn_blocking(move || replay(&file, speed, idle_limit)).await?
+        }
         Some(Command::Doctor) => doctor(&cli.serve).await,
         Some(Command::Audit(query)) => {
             audit::print(&query, &mut std::io::stdout().lock())?;
@@ -315,6 +320,61 @@ fn full_output_store(
     }
 }
 
+/// `shellkeep replay`: writes a recording's output to stdout with its
+/// timing (each pause capped at `idle_limit` seconds, else at the
+/// recording's own limit, and divided by `speed`). Markers, input and size
+/// changes are not played.
+fn replay(
+    file: &std::path::Path,
+    speed: f64,
+    idle_limit: Option<f64>,
+) -> anyhow::Result<std::process::ExitCode> {
+    anyhow::ensure!(
+        speed.is_finite() && speed > 0.0 && speed <= 1000.0,
+        "--speed must be a number more than 0 and at most 1000, got {speed}"
+    );
+    let idle_limit = idle_limit
+        .map(|secs| args::seconds("--idle-limit", secs).map_err(anyhow::Error::msg))
+        .transpose()?
+        .map(|limit| limit.as_secs_f64());
+    let opened = std::fs::File::open(file)
+        .with_context(|| format!("cannot open the recording {}", file.display()))?;
+    let (header, mut events) = record::read_cast(std::io::BufReader::new(opened))
+        .map_err(|err| anyhow::anyhow!("{}: {err}", file.display()))?;
+    let idle_limit = idle_limit.or(header.idle_time_limit);
+    let mut stdout = std::io::stdout().lock();
+    let mut previous = 0.0;
+    while let Some(event) =
+        events.next_event().map_err(|err| anyhow::anyhow!("{}: {err}", file.display()))?
+    {
+        if event.code != "o" {
+            continue;
+        }
+        std::thread::sleep(record::replay_delay(previous, event.time, idle_limit, speed));
+        previous = event.time;
+        stdout.write_all(event.data.as_bytes())?;
+        stdout.flush()?;
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The recorder `--record` asks for, its directory made private (the
+/// error names the flag); old recordings are pruned in the background.
+fn recorder(config: &ServerConfig, prefix: &str) -> anyhow::Result<Option<Arc<Recorder>>> {
+    let Some(settings) = &config.record else { return Ok(None) };
+    private_fs::ensure_private_dir(&settings.dir).with_context(|| {
+        format!("--record {}: cannot keep recordings there", settings.dir.display())
+    })?;
+    let recorder = Recorder::new(settings.clone(), prefix);
+    let pruning = Arc::clone(&recorder);
+    tokio::task::spawn_blocking(move || {
+        for removed in pruning.prune() {
+            tracing::info!("removed the old recording {}", removed.display());
+        }
+    });
+    Ok(Some(recorder))
+}
+
 /// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
 fn default_full_output_dir() -> Option<PathBuf> {
     Some(config::state_dir()?.join("output"))
@@ -381,7 +441,7 @@ async fn serve(
     // can tell if this one dies; and earlier servers that died are found.
     if let Some(log) = &audit {
         let full_output_dir = spill.dir().to_owned();
-        log.server_started(&audit::ServerFacts { full_output_dir, output_prefix: prefix });
+        log.server_started(&audit::ServerFacts { full_output_dir, output_prefix: prefix.clone() });
     }
     let pruning = Arc::clone(&spill);
     tokio::task::spawn_blocking(move || {
@@ -389,8 +449,10 @@ async fn serve(
             tracing::info!("removed the old full output {}", removed.display());
         }
     });
-    let template =
+    let recorder = recorder(&config, &prefix)?;
+    let mut template =
         config.session_template(cwd, dir.path.join("sessions"), Arc::clone(&spill), guard.clone());
+    template.record = recorder.clone();
     let sessions = Registry::new(template, config.sessions);
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     let grace = config.grace;
@@ -409,7 +471,7 @@ async fn serve(
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
     tokio::spawn(async move {
-        let started = warm.sessions.open(DEFAULT_SESSION, None);
+        let started = warm.sessions.open(DEFAULT_SESSION, None, true);
         let Ok((lease, _)) = started else { return };
         if let Err(err) = lease.session().start().await {
             tracing::warn!("the terminal could not start yet: {err}");
@@ -454,6 +516,11 @@ async fn serve(
     sessions.close_all().await;
     drop(sessions);
     drop(shared);
+    // The recordings of the closed shells are written to their end.
+    if let Some(recorder) = recorder {
+        let _ =
+            tokio::task::spawn_blocking(move || recorder.wait_idle(Duration::from_secs(3))).await;
+    }
     // Every session is stopped: a later server must not report this one.
     if let Some(log) = &audit {
         log.server_ended();

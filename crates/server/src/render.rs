@@ -545,6 +545,23 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
     }
 }
 
+/// Why `record=true` was refused: this server records nothing.
+pub fn recording_off() -> String {
+    "record=true needs a server started with --record DIR (or SHELLKEEP_RECORD): this server \
+     records no session. Omit record, or ask the person running the server to add --record."
+        .to_owned()
+}
+
+/// The line that says `record` did not apply: the session already ran,
+/// recorded or not.
+pub fn record_ignored(name: &str, recorded: bool) -> String {
+    let state = if recorded { "is recorded" } else { "is not recorded" };
+    format!(
+        "[record applies only to the call that starts a session: session {name:?} was already \
+         running and {state}; close it with session_close to start it again.]"
+    )
+}
+
 /// The line that says where a background job started.
 fn job_started(name: &str, job: &JobStart) -> String {
     let venv = job.venv.as_deref().map(|venv| format!(" (venv {})", in_text(venv)));

@@ -57,6 +57,7 @@ const TOOL_ARGUMENTS: &[&str] = &[
     "session",
     "cwd",
     "background",
+    "record",
     "offset",
     "limit",
     "timeout_sec",

@@ -14,6 +14,7 @@ use crate::keys::Input;
 use crate::mask::Secrets;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
+use crate::record::Recorder;
 use crate::store::{OutputStore, StoreLimits};
 
 /// How a session is set up. Every field has a sensible default from
@@ -38,6 +39,9 @@ pub struct SessionConfig {
     pub work_dir: PathBuf,
     /// Where complete outputs that were cut are saved, and their limits.
     pub spill: Arc<SpillStore>,
+    /// Records each of the session's shells, when the session is
+    /// recorded; `None` by default.
+    pub record: Option<Arc<Recorder>>,
     /// Characters of output shown in one reply before head and tail are cut.
     pub output_cap: usize,
     /// A call without a timeout returns after this long without new output.
@@ -157,6 +161,7 @@ impl SessionConfig {
             cols: 120,
             work_dir,
             spill: SpillStore::new(spill_dir, "", SpillLimits::default(), None),
+            record: None,
             output_cap: 30_000,
             no_output_return: Duration::from_secs(30),
             max_wait: Duration::from_secs(50),

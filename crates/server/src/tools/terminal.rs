@@ -122,6 +122,7 @@ impl Shellkeep {
         };
         // Text that is exactly a key's name is typed as text; the reply
         // says how to send the key, for models taught otherwise.
+        let record = args.record;
         let typed_key_name = match (&args.keys, args.is_input) {
             (None, true) => keys::names_a_key(&args.command),
             _ => None,
@@ -197,6 +198,15 @@ impl Shellkeep {
                 if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
                     text.notice_first(&line);
                     structured.notes.insert(0, line);
+                }
+                let recorded = lease.session().config().record.is_some();
+                if let (SessionOpened::Interactive(Opened::Existing), Some(asked)) =
+                    (&opened, record)
+                    && asked != recorded
+                {
+                    let line = render::record_ignored(lease.name(), recorded);
+                    text.notice(&line);
+                    structured.notes.push(line);
                 }
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
@@ -279,6 +289,10 @@ impl Shellkeep {
     async fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
         let registry = &self.shared.sessions;
         let cwd = args.cwd.clone();
+        if args.record == Some(true) && self.shared.config.record.is_none() {
+            return Err(render::recording_off());
+        }
+        let record = args.record != Some(false);
         if args.background {
             // A name that cannot be used is told before the calling shell
             // is disturbed.
@@ -294,7 +308,7 @@ impl Shellkeep {
             // `cwd` says where; the environment is the calling session's.
             let place = Place { cwd: cwd.unwrap_or(place.cwd), ..place };
             let (lease, cwd) = registry
-                .open_background(args.session.as_deref(), place, &args.command)
+                .open_background(args.session.as_deref(), place, &args.command, record)
                 .map_err(|err| match (&err, &args.cwd) {
                     (RegistryError::BadCwd(dir), None) => {
                         render::job_dir_gone(DEFAULT_SESSION, dir)
@@ -308,7 +322,7 @@ impl Shellkeep {
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         registry
-            .open(name, cwd)
+            .open(name, cwd, record)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
             .map_err(|err| render::registry_error(&err))
     }

@@ -39,6 +39,7 @@ mod noninteractive;
 mod orphans;
 mod outputs;
 mod prompt;
+mod record;
 mod records;
 mod remote;
 mod replies;

@@ -51,7 +51,9 @@ async fn tools_list_names_schemas_and_annotations() {
     let schema = |tool: &str, part: &str| {
         tools.iter().find(|t| t["name"] == tool).unwrap()[part]["properties"].clone()
     };
-    for field in ["command", "is_input", "timeout", "reset", "session", "cwd", "background"] {
+    for field in
+        ["command", "is_input", "timeout", "reset", "session", "cwd", "background", "record"]
+    {
         assert!(schema("terminal", "inputSchema")[field].is_object(), "terminal takes {field}");
     }
     for field in ["output", "exit_code", "status", "cwd", "duration_ms", "truncated"] {
