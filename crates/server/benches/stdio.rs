@@ -17,8 +17,13 @@
 //! 5. the wall time of [`PARALLEL`] sessions each running
 //!    [`PARALLEL_COMMAND`], called at once through the same client, first
 //!    in sessions that the calls start and then again in the same, warm
-//!    sessions.
+//!    sessions;
+//! 6. what a recording costs: `seq 1 2000000` in a server that records its
+//!    sessions (`--record`) and in one that does not, [`RECORD_ROUNDS`]
+//!    times each, alternated (the median of each, their ratio against
+//!    [`TARGET_RECORD_RATIO`], and the recording's size).
 //!
+//! `SHELLKEEP_BENCH_ONLY=recording` runs step 6 alone.
 //! `SHELLKEEP_BENCH_SECRETS=N` starts the server with `N` registered secrets
 //! (`--secret`, values of 32 characters and more) and the default secrets
 //! and shapes on; `SHELLKEEP_BENCH_SECRETS=0` with nothing to mask
@@ -102,6 +107,14 @@ const PARALLEL_COMMAND: &str = "sleep 1; echo done";
 /// second plus the overhead; serialised they take [`PARALLEL`] seconds).
 const TARGET_PARALLEL_TIME: Duration = Duration::from_millis(1_500);
 
+/// Rounds of `seq 1 2000000` with and without a recording (after one of
+/// each to warm up).
+const RECORD_ROUNDS: usize = 7;
+
+/// Target: the wall time of `seq 1 2000000` with a recording, as a
+/// multiple of the time without (at most 20 % slower).
+const TARGET_RECORD_RATIO: f64 = 1.2;
+
 /// How long memory must hold still before it is read as settled.
 const SETTLE: Duration = Duration::from_millis(300);
 
@@ -112,17 +125,77 @@ fn main() -> ExitCode {
 async fn bench() -> anyhow::Result<()> {
     let scratch = Scratch::new()?;
     let mut table = Table::default();
+    if std::env::var("SHELLKEEP_BENCH_ONLY").as_deref() == Ok("recording") {
+        let recording = recording_cost(&scratch, &mut table).await;
+        table.print(&scratch);
+        return recording;
+    }
 
     let latency = echo_latency_and_seq(&scratch, &mut table).await;
     let wire = wire_bytes(&scratch, &mut table).await;
     let memory = session_memory(&scratch, &mut table).await;
     let parallel = parallel_sessions(&scratch, &mut table).await;
+    let recording = recording_cost(&scratch, &mut table).await;
     // Print what was measured even when a later step failed.
     table.print(&scratch);
     latency?;
     wire?;
     memory?;
     parallel?;
+    recording?;
+    Ok(())
+}
+
+/// Step 6: `seq 1 2000000` with and without a recording, alternated.
+async fn recording_cost(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
+    let casts = scratch.path().join("casts");
+    let record = ["--record".into(), casts.clone().into_os_string()];
+    let (plain, _) = rmcp_client_with(scratch, "rmcp-unrecorded", &[]).await?;
+    let (recorded, _) = rmcp_client_with(scratch, "rmcp-recorded", &record).await?;
+    let seq = async |client: &RunningService<RoleClient, ()>| -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let result = call(client, json!({"command": SEQ_COMMAND, "timeout": 60})).await?;
+        let elapsed = start.elapsed();
+        let reply = structured(&result)?;
+        ensure!(reply["status"] == "completed", "{SEQ_COMMAND} did not complete: {reply}");
+        Ok(elapsed)
+    };
+    seq(&plain).await?;
+    seq(&recorded).await?;
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..RECORD_ROUNDS {
+        without.push(seq(&plain).await?);
+        with.push(seq(&recorded).await?);
+    }
+    without.sort();
+    with.sort();
+    let (without, with) = (percentile(&without, 50), percentile(&with, 50));
+    let ratio = with.as_secs_f64() / without.as_secs_f64();
+    table.row(
+        format!("{SEQ_COMMAND}: without a recording, median of {RECORD_ROUNDS}"),
+        format!("{:.3} s", without.as_secs_f64()),
+    );
+    table.row(
+        format!("{SEQ_COMMAND}: with a recording, median of {RECORD_ROUNDS}"),
+        format!("{:.3} s", with.as_secs_f64()),
+    );
+    table.target(
+        format!("{SEQ_COMMAND}: with a recording / without"),
+        format!("{ratio:.2}"),
+        format!("<= {TARGET_RECORD_RATIO}"),
+        ratio <= TARGET_RECORD_RATIO,
+    );
+    within(plain.cancel(), "closing the connection").await?.context("close the connection")?;
+    within(recorded.cancel(), "closing the connection").await?.context("close the connection")?;
+    let sizes: Vec<String> = std::fs::read_dir(&casts)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "cast"))
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|meta| format!("{} bytes", meta.len()))
+        .collect();
+    table.row("the recording of those seq runs", sizes.join(", "));
     Ok(())
 }
 
@@ -323,7 +396,18 @@ async fn rmcp_client(
     scratch: &Scratch,
     log: &str,
 ) -> anyhow::Result<(RunningService<RoleClient, ()>, u32)> {
-    let (transport, _) = TokioChildProcess::builder(server_command(scratch))
+    rmcp_client_with(scratch, log, &[]).await
+}
+
+/// [`rmcp_client`] on a server started with `args` as well.
+async fn rmcp_client_with(
+    scratch: &Scratch,
+    log: &str,
+    args: &[std::ffi::OsString],
+) -> anyhow::Result<(RunningService<RoleClient, ()>, u32)> {
+    let mut command = server_command(scratch);
+    command.args(args);
+    let (transport, _) = TokioChildProcess::builder(command)
         .stderr(scratch.log(log)?)
         .spawn()
         .context("start the server")?;
