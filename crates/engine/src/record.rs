@@ -25,6 +25,14 @@
 //!   them; keys typed with echo off (a password) are never written, only
 //!   a marker that some were typed.
 //!
+//! **Without shellkeep's own traffic**: before masking, the output is
+//! tidied ([`Tidy`]): the integration's markers (`ESC ] 6973 ; nonce ; …
+//! BEL`, which carry the marker nonce, a value that must never reach a
+//! file) are removed, and the echo of the line shellkeep types to run a
+//! command (` \__sk_pre N;\builtin eval -- "$__sk_c"`, with the bell of
+//! its C-u) becomes `$ ` and the command's text, as a person would have
+//! typed it.
+//!
 //! **Masked like `attach`**: output and input each pass a
 //! `terminal::RawMasker` with the session's secrets (a secret split
 //! between chunks is masked as if it came whole; bytes that are not UTF-8
@@ -66,6 +74,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::mask::Secrets;
 use crate::output::{CommandSpill, Retention, SpillLimit, SpillLimits, SpillStore, human_bytes};
+use crate::screen::MARKER_OSC;
 use shim::{RawMasker, Sink, Tap, Tapped};
 
 /// The longest label of a command's marker, in characters (after masking);
@@ -383,6 +392,7 @@ pub fn header(
 /// Pure but for its state; time is what the taps say.
 pub struct Encoder {
     secrets: Arc<Secrets>,
+    tidy: Tidy,
     output: RawMasker,
     input: RawMasker,
     idle_limit: Duration,
@@ -399,6 +409,7 @@ impl Encoder {
     /// at `idle_limit`.
     pub fn new(secrets: Arc<Secrets>, start: Instant, idle_limit: Duration) -> Encoder {
         Encoder {
+            tidy: Tidy::default(),
             output: RawMasker::new(Arc::clone(&secrets)),
             input: RawMasker::new(Arc::clone(&secrets)),
             secrets,
@@ -414,7 +425,8 @@ impl Encoder {
         let time = self.advance(tapped.mono);
         match &tapped.tap {
             Tap::Output(bytes) => {
-                let text = self.output.push(bytes);
+                let tidied = self.tidy.push(bytes);
+                let text = self.output.push(&tidied);
                 event(out, time, "o", &text);
             }
             Tap::Input { bytes, echo: true } => {
@@ -433,6 +445,7 @@ impl Encoder {
             }
             Tap::Command(text) => {
                 self.release(time, out);
+                self.tidy.command = Some(text.clone());
                 let masked = self.secrets.mask(text).0;
                 let label = match cut_at_char_count(&masked, MAX_LABEL_CHARS) {
                     Some(cut) => format!("{cut}…"),
@@ -480,9 +493,12 @@ impl Encoder {
         event(out, self.elapsed, "i", &held);
     }
 
-    /// Releases the output the masker holds back, as output at `time`.
+    /// Releases the output the tidying and the masker hold back, as output
+    /// at `time`.
     fn release(&mut self, time: Duration, out: &mut String) {
-        let held = self.output.finish();
+        let tidied = self.tidy.finish();
+        let mut held = self.output.push(&tidied);
+        held.push_str(&self.output.finish());
         event(out, time, "o", &held);
     }
 
@@ -496,6 +512,152 @@ impl Encoder {
         self.elapsed += gap.min(self.idle_limit);
         self.elapsed
     }
+}
+
+/// The stream tidied of shellkeep's own traffic: the integration's markers
+/// removed, the echo of the typed run line replaced by `$ ` and the
+/// command. It holds back only a tail that could begin either (at most
+/// [`MAX_MARKER`] bytes).
+#[derive(Debug, Default)]
+pub struct Tidy {
+    /// Bytes not released yet: the start of a marker or of the run line.
+    held: Vec<u8>,
+    /// The command typed last, shown in place of its run line.
+    pub command: Option<String>,
+}
+
+/// The longest marker [`Tidy`] removes: a longer `ESC ] 6973 ;` sequence is
+/// not one of ours and passes.
+pub const MAX_MARKER: usize = 256;
+
+/// What the run line's echo looks like after its number (and its ` t`
+/// flag).
+const RUN_END: &[u8] = b";\\builtin eval -- \"$__sk_c\"";
+
+impl Tidy {
+    /// Takes the next piece of raw output; returns what can be released.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let data: Vec<u8> = if self.held.is_empty() {
+            bytes.to_vec()
+        } else {
+            let mut joined = std::mem::take(&mut self.held);
+            joined.extend_from_slice(bytes);
+            joined
+        };
+        let mut out = Vec::with_capacity(data.len());
+        let mut at = 0;
+        let osc = format!("\x1b]{MARKER_OSC};");
+        let run = b"\\__sk_pre ";
+        loop {
+            let rest = &data[at..];
+            let next_osc = memchr::memmem::find(rest, osc.as_bytes());
+            let next_run = memchr::memmem::find(rest, run);
+            match (next_osc, next_run) {
+                (Some(o), r) if r.is_none_or(|r| o < r) => {
+                    let start = at + o;
+                    match data[start..].iter().take(MAX_MARKER).position(|&b| b == b'\x07') {
+                        Some(end) => {
+                            out.extend_from_slice(&data[at..start]);
+                            at = start + end + 1;
+                        }
+                        None if data.len() - start < MAX_MARKER => {
+                            out.extend_from_slice(&data[at..start]);
+                            self.held = data[start..].to_vec();
+                            return out;
+                        }
+                        None => {
+                            out.extend_from_slice(&data[at..start + osc.len()]);
+                            at = start + osc.len();
+                        }
+                    }
+                }
+                (_, Some(r)) => {
+                    let found = at + r;
+                    match run_line_end(&data[found + run.len()..]) {
+                        Some(Some(len)) => {
+                            // The space before it, and the bell of its C-u.
+                            let mut start = found;
+                            if start > at && data[start - 1] == b' ' {
+                                start -= 1;
+                                if start > at && data[start - 1] == b'\x07' {
+                                    start -= 1;
+                                }
+                            }
+                            out.extend_from_slice(&data[at..start]);
+                            out.extend_from_slice(b"$ ");
+                            if let Some(command) = &self.command {
+                                out.extend_from_slice(command.replace('\n', "\r\n").as_bytes());
+                            }
+                            at = found + run.len() + len;
+                        }
+                        Some(None) => {
+                            out.extend_from_slice(&data[at..found + run.len()]);
+                            at = found + run.len();
+                        }
+                        None => {
+                            let start = found.saturating_sub(2).max(at);
+                            out.extend_from_slice(&data[at..start]);
+                            self.held = data[start..].to_vec();
+                            return out;
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        // A tail that may begin a marker or the run line waits for more.
+        // (A space alone is not held: the echo comes in one write, its
+        // space with it, and a prompt's last space must not wait.)
+        let starts: [&[u8]; 3] = [osc.as_bytes(), b"\x07 \\__sk_pre ", run];
+        let tail = data.len() - held_tail(&data[at..], &starts);
+        out.extend_from_slice(&data[at..tail]);
+        self.held = data[tail..].to_vec();
+        out
+    }
+
+    /// Releases what is held (the stream ends or pauses for an event).
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+}
+
+/// After ` \__sk_pre `: the length of the rest of the run line's echo
+/// (`N[ t];\builtin eval -- "$__sk_c"`), `Some(None)` when `rest` is not
+/// one, `None` when it is too short to tell.
+fn run_line_end(rest: &[u8]) -> Option<Option<usize>> {
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == rest.len() {
+        return if digits <= 20 { None } else { Some(None) };
+    }
+    if digits == 0 || digits > 20 {
+        return Some(None);
+    }
+    let mut at = digits;
+    let flag = b" t";
+    let after = &rest[at..];
+    if after.len() < flag.len().max(1) && flag.starts_with(after) {
+        return None;
+    }
+    if after.starts_with(flag) {
+        at += flag.len();
+    }
+    let after = &rest[at..];
+    if after.len() < RUN_END.len() {
+        return if RUN_END.starts_with(after) { None } else { Some(None) };
+    }
+    Some(after.starts_with(RUN_END).then_some(at + RUN_END.len()))
+}
+
+/// How many bytes at the end of `data` could begin one of `patterns`.
+fn held_tail(data: &[u8], patterns: &[&[u8]]) -> usize {
+    let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
+    (1..=longest.min(data.len()))
+        .rev()
+        .find(|&k| {
+            let tail = &data[data.len() - k..];
+            patterns.iter().any(|p| p.len() > k && p.starts_with(tail))
+        })
+        .unwrap_or(0)
 }
 
 /// Appends the event `[time, code, data]` as a line; nothing for empty
@@ -892,6 +1054,66 @@ mod tests {
         let label = joined(&encode(secrets(), &[(0, Tap::Command(long))]), "m");
         assert_eq!(label.chars().count(), MAX_LABEL_CHARS + 1);
         assert!(label.starts_with("echo <secret-hidden> xx") && label.ends_with("x…"));
+    }
+
+    /// A session's raw stream as the PTY gives it: the end marker of the
+    /// shell's start, the bell of C-u, the echo of the run line, the start
+    /// marker, the output, the end marker.
+    const RAW: &str = "\x1b]6973;0f3a9c;E;0;2400\x07\x07 \\__sk_pre 1;\\builtin eval -- \"$__sk_c\"\r\n\
+                       \x1b]6973;0f3a9c;S;1;1\x07hello\r\n\x1b]6973;0f3a9c;E;1;48\x07\
+                       \x07 \\__sk_pre 2 t;\\builtin eval -- \"$__sk_c\"\r\n\x1b]6973;0f3a9c;P;2\x07";
+
+    #[test]
+    fn markers_are_removed_and_the_run_line_shows_the_command_however_split() {
+        let bytes = RAW.as_bytes();
+        // Both run lines show the command typed last (its marker comes
+        // before its line).
+        let expected = "$ echo hello\r\nhello\r\n$ echo hello\r\n";
+        for cut in 0..=bytes.len() {
+            for second in (cut..=bytes.len()).step_by(3) {
+                let lines = encode(
+                    Arc::new(Secrets::none()),
+                    &[
+                        (0, Tap::Command("echo hello".to_owned())),
+                        (1, output(&bytes[..cut])),
+                        (2, output(&bytes[cut..second])),
+                        (3, output(&bytes[second..])),
+                    ],
+                );
+                assert_eq!(joined(&lines, "o"), expected, "{cut}/{second}: {lines}");
+                assert!(!lines.contains("0f3a9c") && !lines.contains("__sk"), "{cut}/{second}");
+            }
+        }
+        // A command of several lines shows them as a terminal does.
+        let mut tidy =
+            Tidy { command: Some("trap 'x' INT\n  && echo".to_owned()), ..Tidy::default() };
+        let line = "\x07 \\__sk_pre 2 t;\\builtin eval -- \"$__sk_c\"\r\n";
+        assert_eq!(tidy.push(line.as_bytes()), b"$ trap 'x' INT\r\n  && echo\r\n");
+        assert!(tidy.finish().is_empty());
+    }
+
+    #[test]
+    fn text_that_only_looks_like_shellkeeps_passes() {
+        let cases = [
+            // Not the run line: other words after the number, no number.
+            "cat notes: \\__sk_pre 1;echo\r\n",
+            "\\__sk_pre x;\\builtin eval -- \"$__sk_c\"\r\n",
+            "\\__sk_pre 123456789012345678901;\\builtin eval\r\n",
+            // Another program's OSC, and one of ours that never ends.
+            "\x1b]6974;title\x07",
+            &format!("\x1b]6973;{}", "y".repeat(MAX_MARKER + 10)),
+            "a bell\x07 and a space ",
+        ];
+        for text in cases {
+            let bytes = text.as_bytes();
+            for cut in 0..=bytes.len() {
+                let mut tidy = Tidy::default();
+                let mut out = tidy.push(&bytes[..cut]);
+                out.extend(tidy.push(&bytes[cut..]));
+                out.extend(tidy.finish());
+                assert_eq!(String::from_utf8_lossy(&out), text, "{cut}");
+            }
+        }
     }
 
     #[test]
