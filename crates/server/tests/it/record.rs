@@ -196,6 +196,10 @@ async fn a_recorded_session_plays_in_asciinema_with_its_secret_masked() {
     let times: Vec<f64> = events.iter().map(|(time, _, _)| *time).collect();
     assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "{times:?}");
     assert!(!text.contains(SECRET) && !text.contains(&SECRET[..9]), "{text}");
+    // Nothing of shellkeep's own traffic: no marker (they carry the marker
+    // nonce), and each command shows as typed, not as the line that runs it.
+    assert!(!text.contains("\\u001b]6973;") && !text.contains("__sk"), "{text}");
+    assert!(output.contains("$ echo hello-recording; seq 1 3\r\nhello-recording\n"), "{output:?}");
 
     if let Some(played) = asciinema_text(path) {
         for expected in ["hello-recording", "token=<secret-hidden>.", "after-vim"] {
