@@ -75,7 +75,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::mask::Secrets;
 use crate::output::{CommandSpill, Retention, SpillLimit, SpillLimits, SpillStore, human_bytes};
 use crate::screen::MARKER_OSC;
-use shim::{RawMasker, Sink, Tap, Tapped};
+use crate::terminal::{RawMasker, Sink, Tap, Tapped};
 
 /// The longest label of a command's marker, in characters (after masking);
 /// a longer command is cut and ends with `…`.
@@ -252,16 +252,15 @@ impl Recording {
 impl Sink for Recording {
     fn tap(&mut self, tapped: &Tapped) {
         let (tap, bytes, droppable) = match &tapped.tap {
-            Tap::Output(bytes) => (Tap::Output(Arc::clone(bytes)), bytes.len(), true),
-            Tap::Input { bytes, echo } => {
-                (Tap::Input { bytes: Arc::clone(bytes), echo: *echo }, bytes.len(), true)
+            Tap::Output(bytes) | Tap::Input { bytes, .. } => {
+                (tapped.tap.clone(), bytes.len(), true)
             }
             Tap::Command(text) => {
                 let text = cut_at_char(text, MAX_QUEUED_COMMAND);
                 (Tap::Command(text.to_owned()), text.len(), false)
             }
-            Tap::Resize { rows, cols } => (Tap::Resize { rows: *rows, cols: *cols }, 0, false),
-            Tap::Exit(how) => (Tap::Exit(how.clone()), how.len(), false),
+            Tap::Resize { .. } => (tapped.tap.clone(), 0, false),
+            Tap::Exit(how) => (tapped.tap.clone(), how.len(), false),
         };
         let cost = bytes + TAP_OVERHEAD;
         if droppable && self.pending.load(Ordering::Acquire) + cost > self.bound {
@@ -301,13 +300,17 @@ struct Writer {
 }
 
 impl Writer {
-    /// Writes every entry until the sink is gone, flushing whenever the
-    /// queue is empty; then what the maskers still hold.
+    /// Writes every entry until the shell's end (nothing follows it) or
+    /// until the sink is gone, flushing whenever the queue is empty; then
+    /// what the maskers still hold.
     fn run(&mut self, entries: &mpsc::Receiver<Entry>, pending: &AtomicUsize) {
-        while let Ok(first) = entries.recv() {
+        let mut ended = false;
+        while !ended {
+            let Ok(first) = entries.recv() else { break };
             let mut next = Some(first);
             while let Some(entry) = next {
                 pending.fetch_sub(entry.cost, Ordering::AcqRel);
+                ended |= matches!(entry.tapped.tap, Tap::Exit(_));
                 if !self.stopped {
                     let mut lines = std::mem::take(&mut self.lines);
                     lines.clear();
@@ -318,7 +321,7 @@ impl Writer {
                     self.write(&lines);
                     self.lines = lines;
                 }
-                next = entries.try_recv().ok();
+                next = if ended { None } else { entries.try_recv().ok() };
             }
             self.flush();
         }
@@ -516,7 +519,8 @@ impl Encoder {
 
 /// The stream tidied of shellkeep's own traffic: the integration's markers
 /// removed, the echo of the typed run line replaced by `$ ` and the
-/// command. It holds back only a tail that could begin either (at most
+/// command (by nothing for a command of shellkeep's own, which has no
+/// text). It holds back only a tail that could begin either (at most
 /// [`MAX_MARKER`] bytes).
 #[derive(Debug, Default)]
 pub struct Tidy {
@@ -584,8 +588,9 @@ impl Tidy {
                                 }
                             }
                             out.extend_from_slice(&data[at..start]);
-                            out.extend_from_slice(b"$ ");
-                            if let Some(command) = &self.command {
+                            // shellkeep's own commands have no text: nothing.
+                            if let Some(command) = self.command.as_ref().filter(|c| !c.is_empty()) {
+                                out.extend_from_slice(b"$ ");
                                 out.extend_from_slice(command.replace('\n', "\r\n").as_bytes());
                             }
                             at = found + run.len() + len;
@@ -803,111 +808,6 @@ pub fn replay_delay(previous: f64, time: f64, idle_limit: Option<f64>, speed: f6
     Duration::try_from_secs_f64(gap / speed).unwrap_or(Duration::ZERO)
 }
 
-/// The terminal layer's types this module builds on, until that layer
-/// lands (then `crate::terminal` gives them).
-pub mod shim {
-    use std::sync::Arc;
-    use std::time::{Instant, SystemTime};
-
-    use crate::mask::{Secrets, StreamMasker};
-
-    /// A synchronous sink of taps.
-    pub trait Sink: Send {
-        /// Takes one tap.
-        fn tap(&mut self, tapped: &Tapped);
-    }
-
-    /// One tap with its times.
-    pub struct Tapped {
-        /// When.
-        pub at: SystemTime,
-        /// When, monotonic.
-        pub mono: Instant,
-        /// What.
-        pub tap: Tap,
-    }
-
-    /// What the terminal saw.
-    pub enum Tap {
-        /// Raw output.
-        Output(Arc<[u8]>),
-        /// An agent's command.
-        Command(String),
-        /// A person's keys.
-        Input {
-            /// The keys.
-            bytes: Arc<[u8]>,
-            /// Whether echo was on.
-            echo: bool,
-        },
-        /// A new size.
-        Resize {
-            /// Rows.
-            rows: u16,
-            /// Columns.
-            cols: u16,
-        },
-        /// The shell ended.
-        Exit(String),
-    }
-
-    /// Masks raw bytes.
-    pub struct RawMasker {
-        secrets: Arc<Secrets>,
-        masker: StreamMasker,
-        partial: Vec<u8>,
-    }
-
-    impl RawMasker {
-        /// A masker of `secrets`.
-        pub fn new(secrets: Arc<Secrets>) -> RawMasker {
-            RawMasker { secrets, masker: StreamMasker::new(), partial: Vec::new() }
-        }
-
-        /// Takes bytes, gives text.
-        pub fn push(&mut self, bytes: &[u8]) -> String {
-            self.partial.extend_from_slice(bytes);
-            let mut text = String::new();
-            let mut rest: &[u8] = &self.partial;
-            loop {
-                match std::str::from_utf8(rest) {
-                    Ok(valid) => {
-                        text.push_str(valid);
-                        rest = &[];
-                        break;
-                    }
-                    Err(err) => {
-                        let (valid, after) = rest.split_at(err.valid_up_to());
-                        text.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                        match err.error_len() {
-                            Some(len) => {
-                                text.push('\u{FFFD}');
-                                rest = &after[len..];
-                            }
-                            None => {
-                                rest = after;
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            self.partial = rest.to_vec();
-            self.masker.push(&self.secrets, &text, false).0.into_owned()
-        }
-
-        /// What it held.
-        pub fn finish(&mut self) -> String {
-            let mut text = String::new();
-            if !self.partial.is_empty() {
-                self.partial.clear();
-                text.push('\u{FFFD}');
-            }
-            self.masker.push(&self.secrets, &text, true).0.into_owned()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::BufReader;
@@ -945,13 +845,7 @@ mod tests {
     }
 
     fn copy(tap: &Tap) -> Tap {
-        match tap {
-            Tap::Output(bytes) => Tap::Output(Arc::clone(bytes)),
-            Tap::Command(text) => Tap::Command(text.clone()),
-            Tap::Input { bytes, echo } => Tap::Input { bytes: Arc::clone(bytes), echo: *echo },
-            Tap::Resize { rows, cols } => Tap::Resize { rows: *rows, cols: *cols },
-            Tap::Exit(how) => Tap::Exit(how.clone()),
-        }
+        tap.clone()
     }
 
     /// Every line of `lines` parsed as an event.
@@ -1236,6 +1130,22 @@ mod tests {
         // A second shell of the session gets a file of its own.
         let (second, _) = record(&recorder, vec![output(b"x")]);
         assert!(second.to_string_lossy().ends_with("-dev-2.cast"));
+    }
+
+    /// The writer ends with the shell, while the terminal may still hold
+    /// the sink: a server's end does not wait for a terminal someone holds.
+    #[test]
+    fn the_writer_ends_with_the_shell() {
+        let dir = scratch("end");
+        let recorder = recorder(&dir.0, SpillLimits::default());
+        let mut recording = recorder.start("dev", secrets(), (24, 80)).expect("start");
+        let start = Instant::now();
+        recording.tap(&at(start, 0, output(b"bye\r\n")));
+        recording.tap(&at(start, 1, Tap::Exit("exit code 0".to_owned())));
+        assert!(recorder.wait_idle(Duration::from_secs(10)), "the writer did not end");
+        recording.tap(&at(start, 2, output(b"after")));
+        let text = std::fs::read_to_string(recording.path()).expect("read");
+        assert!(text.ends_with("\"the shell ended: exit code 0\"]\n"), "{text}");
     }
 
     #[test]
