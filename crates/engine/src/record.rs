@@ -447,7 +447,10 @@ impl Encoder {
                 }
             }
             Tap::Command(text) => {
-                self.release(time, out);
+                // What the masker holds stays held: the end of the last
+                // command's output may still come after this tap (the
+                // renderer ends a command before the taps see its last
+                // chunk), and half a secret must not go out.
                 self.tidy.command = Some(text.clone());
                 let masked = self.secrets.mask(text).0;
                 let label = match cut_at_char_count(&masked, MAX_LABEL_CHARS) {
@@ -923,6 +926,25 @@ mod tests {
                     "{cut}/{second}"
                 );
             }
+        }
+    }
+
+    /// A secret split around the next command's marker is masked too: the
+    /// terminal may tap a command before the end of the last one's output.
+    #[test]
+    fn a_secret_split_around_a_command_is_masked() {
+        let bytes = format!("token={SECRET}.\r\n").into_bytes();
+        for cut in 0..=bytes.len() {
+            let lines = encode(
+                secrets(),
+                &[
+                    (0, output(&bytes[..cut])),
+                    (1, Tap::Command("echo next".to_owned())),
+                    (2, output(&bytes[cut..])),
+                ],
+            );
+            assert!(!lines.contains(&SECRET[..9]), "{cut}: {lines}");
+            assert_eq!(joined(&lines, "o"), "token=<secret-hidden>.\r\n", "{cut}");
         }
     }
 
