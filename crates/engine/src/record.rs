@@ -463,7 +463,13 @@ impl Encoder {
             Tap::Exit(how) => {
                 self.release(time, out);
                 let how = self.secrets.mask(how).0;
-                event(out, time, "m", &format!("the shell ended: {how}"));
+                // `how` names the shell already ("the shell ended") or
+                // says what ended it ("the session was closed").
+                let label = match how.starts_with("the shell") {
+                    true => how.into_owned(),
+                    false => format!("the shell ended: {how}"),
+                };
+                event(out, time, "m", &label);
             }
         }
     }
@@ -957,13 +963,14 @@ mod tests {
                 (1, Tap::Input { bytes: Arc::from(&SECRET.as_bytes()[..5]), echo: true }),
                 (2, Tap::Input { bytes: Arc::from(&SECRET.as_bytes()[5..]), echo: true }),
                 (3, Tap::Exit(format!("killed while {SECRET}"))),
+                (4, Tap::Exit("the shell ended".to_owned())),
             ],
         );
         assert!(!lines.contains(SECRET), "{lines}");
         assert_eq!(joined(&lines, "i"), "<secret-hidden>");
         assert_eq!(
             joined(&lines, "m"),
-            "export T=<secret-hidden>the shell ended: killed while <secret-hidden>"
+            "export T=<secret-hidden>the shell ended: killed while <secret-hidden>the shell ended"
         );
         // A long command is cut after masking.
         let long = format!("echo {SECRET} {}", "x".repeat(2 * MAX_LABEL_CHARS));
