@@ -64,8 +64,8 @@
 //! configuration does) and does not play recordings ([`read_cast`] and
 //! [`replay_delay`] are the pure parts of `shellkeep replay`).
 
-use std::fmt::Write as _;
-use std::io::{BufRead, Write as _};
+use std::borrow::Cow;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -183,9 +183,9 @@ impl Recorder {
             spill,
             encoder: Encoder::new(secrets, start, self.idle_limit),
             stopped: false,
-            lines: String::new(),
+            lines: Vec::new(),
         };
-        writer.write(&header);
+        writer.write(header.as_bytes());
         let (queue, entries) = mpsc::channel();
         let pending = Arc::new(AtomicUsize::new(0));
         let writers = Arc::clone(&self.writers);
@@ -296,7 +296,7 @@ struct Writer {
     /// more is written.
     stopped: bool,
     /// The lines of the entry at hand (reused).
-    lines: String,
+    lines: Vec<u8>,
 }
 
 impl Writer {
@@ -326,7 +326,7 @@ impl Writer {
             self.flush();
         }
         if !self.stopped {
-            let mut lines = String::new();
+            let mut lines = Vec::new();
             self.encoder.end(&mut lines);
             self.write(&lines);
         }
@@ -335,18 +335,18 @@ impl Writer {
 
     /// Writes `lines` if both caps allow all of them, else the marker of
     /// the cut, and stops.
-    fn write(&mut self, lines: &str) {
+    fn write(&mut self, lines: &[u8]) {
         if self.stopped || lines.is_empty() {
             return;
         }
         let result = match self.spill.grant(lines.len() as u64) {
-            (_, None) => self.file.write_all(lines.as_bytes()),
+            (_, None) => self.file.write_all(lines),
             // The marker is the one line written past the cap.
             (_, Some(limit)) => {
                 self.stopped = true;
-                let mut cut = String::new();
+                let mut cut = Vec::new();
                 self.encoder.cut(limit, &mut cut);
-                self.file.write_all(cut.as_bytes())
+                self.file.write_all(&cut)
             }
         };
         if let Err(err) = result {
@@ -424,7 +424,7 @@ impl Encoder {
     }
 
     /// Appends the lines of one tap to `out`.
-    pub fn tap(&mut self, tapped: &Tapped, out: &mut String) {
+    pub fn tap(&mut self, tapped: &Tapped, out: &mut Vec<u8>) {
         let time = self.advance(tapped.mono);
         match &tapped.tap {
             Tap::Output(bytes) => {
@@ -476,7 +476,7 @@ impl Encoder {
 
     /// Appends the marker of `skipped` bytes of output left out before the
     /// tap at `at`.
-    pub fn gap(&mut self, at: Instant, skipped: u64, out: &mut String) {
+    pub fn gap(&mut self, at: Instant, skipped: u64, out: &mut Vec<u8>) {
         let time = self.advance(at);
         // The output before and after the gap are not one stream.
         self.release(time, out);
@@ -486,7 +486,7 @@ impl Encoder {
     }
 
     /// Appends the marker of a cut at `limit`.
-    pub fn cut(&mut self, limit: SpillLimit, out: &mut String) {
+    pub fn cut(&mut self, limit: SpillLimit, out: &mut Vec<u8>) {
         let what = match limit {
             SpillLimit::PerCommand(bytes) => {
                 format!("the limit of {} per recording", human_bytes(bytes))
@@ -499,7 +499,7 @@ impl Encoder {
     }
 
     /// Appends what the maskers still hold, at the end of the recording.
-    pub fn end(&mut self, out: &mut String) {
+    pub fn end(&mut self, out: &mut Vec<u8>) {
         self.release(self.elapsed, out);
         let held = self.input.finish();
         event(out, self.elapsed, "i", &held);
@@ -507,7 +507,7 @@ impl Encoder {
 
     /// Releases the output the tidying and the masker hold back, as output
     /// at `time`.
-    fn release(&mut self, time: Duration, out: &mut String) {
+    fn release(&mut self, time: Duration, out: &mut Vec<u8>) {
         let tidied = self.tidy.finish();
         let mut held = self.output.push(&tidied);
         held.push_str(&self.output.finish());
@@ -549,7 +549,12 @@ const RUN_END: &[u8] = b";\\builtin eval -- \"$__sk_c\"";
 
 impl Tidy {
     /// Takes the next piece of raw output; returns what can be released.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
+    pub fn push<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        // Most output holds neither an escape, a backslash nor a bell: it
+        // passes without a copy.
+        if self.held.is_empty() && memchr::memchr3(b'\x1b', b'\\', b'\x07', bytes).is_none() {
+            return Cow::Borrowed(bytes);
+        }
         let data: Vec<u8> = if self.held.is_empty() {
             bytes.to_vec()
         } else {
@@ -576,7 +581,7 @@ impl Tidy {
                         None if data.len() - start < MAX_MARKER => {
                             out.extend_from_slice(&data[at..start]);
                             self.held = data[start..].to_vec();
-                            return out;
+                            return Cow::Owned(out);
                         }
                         None => {
                             out.extend_from_slice(&data[at..start + osc.len()]);
@@ -612,7 +617,7 @@ impl Tidy {
                             let start = found.saturating_sub(2).max(at);
                             out.extend_from_slice(&data[at..start]);
                             self.held = data[start..].to_vec();
-                            return out;
+                            return Cow::Owned(out);
                         }
                     }
                 }
@@ -626,7 +631,7 @@ impl Tidy {
         let tail = data.len() - held_tail(&data[at..], &starts);
         out.extend_from_slice(&data[at..tail]);
         self.held = data[tail..].to_vec();
-        out
+        Cow::Owned(out)
     }
 
     /// Releases what is held (the stream ends or pauses for an event).
@@ -674,15 +679,15 @@ fn held_tail(data: &[u8], patterns: &[&[u8]]) -> usize {
         .unwrap_or(0)
 }
 
-/// Appends the event `[time, code, data]` as a line; nothing for empty
-/// data.
-fn event(out: &mut String, time: Duration, code: &str, data: &str) {
+/// Appends the event `[time, code, data]` as a line (`data` escaped by
+/// `serde_json`, straight into `out`); nothing for empty data.
+fn event(out: &mut Vec<u8>, time: Duration, code: &str, data: &str) {
     if data.is_empty() {
         return;
     }
     let _ = write!(out, "[{}.{:06}, \"{code}\", ", time.as_secs(), time.subsec_micros());
-    out.push_str(&serde_json::to_string(data).unwrap_or_default());
-    out.push_str("]\n");
+    let _ = serde_json::to_writer(&mut *out, data);
+    out.extend_from_slice(b"]\n");
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary.
@@ -844,13 +849,13 @@ mod tests {
     fn encode(secrets: Arc<Secrets>, taps: &[(u64, Tap)]) -> String {
         let start = Instant::now();
         let mut encoder = Encoder::new(secrets, start, DEFAULT_IDLE_LIMIT);
-        let mut out = String::new();
+        let mut out = Vec::new();
         for (ms, tap) in taps {
             let tapped = at(start, *ms, copy(tap));
             encoder.tap(&tapped, &mut out);
         }
         encoder.end(&mut out);
-        out
+        String::from_utf8(out).expect("UTF-8")
     }
 
     fn copy(tap: &Tap) -> Tap {
@@ -1011,7 +1016,7 @@ mod tests {
         let mut tidy =
             Tidy { command: Some("trap 'x' INT\n  && echo".to_owned()), ..Tidy::default() };
         let line = "\x07 \\__sk_pre 2 t;\\builtin eval -- \"$__sk_c\"\r\n";
-        assert_eq!(tidy.push(line.as_bytes()), b"$ trap 'x' INT\r\n  && echo\r\n");
+        assert_eq!(&*tidy.push(line.as_bytes()), b"$ trap 'x' INT\r\n  && echo\r\n");
         assert!(tidy.finish().is_empty());
     }
 
@@ -1031,8 +1036,8 @@ mod tests {
             let bytes = text.as_bytes();
             for cut in 0..=bytes.len() {
                 let mut tidy = Tidy::default();
-                let mut out = tidy.push(&bytes[..cut]);
-                out.extend(tidy.push(&bytes[cut..]));
+                let mut out = tidy.push(&bytes[..cut]).into_owned();
+                out.extend_from_slice(&tidy.push(&bytes[cut..]));
                 out.extend(tidy.finish());
                 assert_eq!(String::from_utf8_lossy(&out), text, "{cut}");
             }
@@ -1075,10 +1080,13 @@ mod tests {
         // A tap that comes with an earlier instant never sends time back.
         let start = Instant::now();
         let mut encoder = Encoder::new(Arc::new(Secrets::none()), start, DEFAULT_IDLE_LIMIT);
-        let mut out = String::new();
+        let mut out = Vec::new();
         encoder.tap(&at(start, 300, output(b"x")), &mut out);
         encoder.tap(&at(start, 100, output(b"y")), &mut out);
-        let times: Vec<f64> = events(&out).into_iter().map(|(time, _, _)| time).collect();
+        let times: Vec<f64> = events(&String::from_utf8(out).expect("UTF-8"))
+            .into_iter()
+            .map(|(time, _, _)| time)
+            .collect();
         assert_eq!(times, [0.3, 0.3]);
     }
 
@@ -1243,7 +1251,7 @@ mod tests {
             spill,
             encoder: Encoder::new(Arc::new(Secrets::none()), start, DEFAULT_IDLE_LIMIT),
             stopped: false,
-            lines: String::new(),
+            lines: Vec::new(),
         };
         writer.run(&entries, &pending);
         assert_eq!(pending.load(Ordering::Acquire), 0);
