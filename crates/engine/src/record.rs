@@ -93,6 +93,13 @@ pub const QUEUE_BOUND: usize = 8 << 20;
 /// bounded too.
 const TAP_OVERHEAD: usize = 64;
 
+/// After a batch of at least [`BATCH_BYTES`], the writer lets the next
+/// batch gather this long.
+const BATCH_WAIT: Duration = Duration::from_millis(10);
+
+/// A batch this large (queued bytes) is output coming in a flood.
+const BATCH_BYTES: usize = 32 << 10;
+
 /// The default longest gap between two events of a recording.
 pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(2);
 
@@ -308,7 +315,9 @@ impl Writer {
         while !ended {
             let Ok(first) = entries.recv() else { break };
             let mut next = Some(first);
+            let mut batch = 0;
             while let Some(entry) = next {
+                batch += entry.cost;
                 pending.fetch_sub(entry.cost, Ordering::AcqRel);
                 ended |= matches!(entry.tapped.tap, Tap::Exit(_));
                 if !self.stopped {
@@ -324,6 +333,14 @@ impl Writer {
                 next = if ended { None } else { entries.try_recv().ok() };
             }
             self.flush();
+            // A flood of output (a build, `seq`) is taken in batches, so
+            // that the writer does not wake for every read of the terminal
+            // and take the CPU from the shell's own work: at most
+            // 1 / BATCH_WAIT wake-ups a second, and BATCH_WAIT's output
+            // (far below the queue's bound) waits.
+            if batch >= BATCH_BYTES && !ended {
+                std::thread::sleep(BATCH_WAIT);
+            }
         }
         if !self.stopped {
             let mut lines = Vec::new();
