@@ -95,7 +95,7 @@ const TAP_OVERHEAD: usize = 64;
 
 /// After a batch of at least [`BATCH_BYTES`], the writer lets the next
 /// batch gather this long.
-const BATCH_WAIT: Duration = Duration::from_millis(10);
+const BATCH_WAIT: Duration = Duration::from_millis(25);
 
 /// A batch this large (queued bytes) is output coming in a flood.
 const BATCH_BYTES: usize = 32 << 10;
