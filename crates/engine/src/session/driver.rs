@@ -810,8 +810,8 @@ impl Shell {
                 let fallback = self.shared.lock().awaits_fallback();
                 let mut reply =
                     self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events);
-                if reply.outcome == (Outcome::WaitingForInput { shell_reading: false })
-                    && !self.terminal.echoes()
+                if matches!(reply.outcome, Outcome::WaitingForInput { .. })
+                    && self.terminal.hides_input()
                 {
                     reply.events.push(Event::InputHidden);
                 }
