@@ -2303,7 +2303,7 @@ mod tests {
                 "\x1b[?1049h\x1b[46m{bar}\r\n\x1b[40m/dir\r\n\x1b[42m big\r\n\x1b[40m \
                  medium\r\n\x1b[46m{bar}\x1b[0m"
             ),
-            &format!("<alt true><screen \"▶ {bar}\\n/dir\\n▶  big\\n medium\\n▶ {bar}\">"),
+            format!("<alt true><screen \"▶ {bar}\\n/dir\\n▶  big\\n medium\\n▶ {bar}\">"),
         );
         // Reverse video on the normal screen is text as any other.
         check("\x1b[7mplain\x1b[0m\r\n", "plain\n");
