@@ -25,13 +25,12 @@
 //!   them; keys typed with echo off (a password) are never written, only
 //!   a marker that some were typed.
 //!
-//! **Without shellkeep's own traffic**: before masking, the output is
-//! tidied ([`Tidy`]): the integration's markers (`ESC ] 6973 ; nonce ; …
-//! BEL`, which carry the marker nonce, a value that must never reach a
-//! file) are removed, and the echo of the line shellkeep types to run a
-//! command (` \__sk_pre N;\builtin eval -- "$__sk_c"`, with the bell of
-//! its C-u) becomes `$ ` and the command's text, as a person would have
-//! typed it.
+//! **Without shellkeep's own traffic**: the terminal leaves out the echo
+//! of the line that runs an agent's command and taps the command instead;
+//! the recording shows it as `$ ` and the command, as a person would have
+//! typed it. Before masking, the output is tidied ([`Tidy`]): the
+//! integration's markers (`ESC ] 6973 ; nonce ; … BEL`, which carry the
+//! marker nonce, a value that must never reach a file) are removed.
 //!
 //! **Masked like `attach`**: output and input each pass a
 //! `terminal::RawMasker` with the session's secrets (a secret split
@@ -464,17 +463,22 @@ impl Encoder {
                 }
             }
             Tap::Command(text) => {
-                // What the masker holds stays held: the end of the last
+                // The command as typed, masked on its own: what the output
+                // masker holds stays held, since the end of the last
                 // command's output may still come after this tap (the
                 // renderer ends a command before the taps see its last
-                // chunk), and half a secret must not go out.
-                self.tidy.command = Some(text.clone());
+                // chunk), and half a secret must not go out. shellkeep's
+                // own commands have no text and show nothing.
                 let masked = self.secrets.mask(text).0;
                 let label = match cut_at_char_count(&masked, MAX_LABEL_CHARS) {
                     Some(cut) => format!("{cut}…"),
-                    None => masked.into_owned(),
+                    None => masked.to_string(),
                 };
                 event(out, time, "m", &label);
+                if !masked.is_empty() {
+                    let shown = format!("$ {}\r\n", masked.replace('\n', "\r\n"));
+                    event(out, time, "o", &shown);
+                }
             }
             Tap::Resize { rows, cols } => event(out, time, "r", &format!("{cols}x{rows}")),
             Tap::Exit(how) => {
@@ -543,33 +547,24 @@ impl Encoder {
     }
 }
 
-/// The stream tidied of shellkeep's own traffic: the integration's markers
-/// removed, the echo of the typed run line replaced by `$ ` and the
-/// command (by nothing for a command of shellkeep's own, which has no
-/// text). It holds back only a tail that could begin either (at most
-/// [`MAX_MARKER`] bytes).
+/// The stream tidied of the integration's markers (`ESC ] 6973 ; … BEL`).
+/// It holds back only a tail that could begin one, or a marker not ended
+/// yet (at most [`MAX_MARKER`] bytes).
 #[derive(Debug, Default)]
 pub struct Tidy {
-    /// Bytes not released yet: the start of a marker or of the run line.
+    /// Bytes not released yet: the start of a marker.
     held: Vec<u8>,
-    /// The command typed last, shown in place of its run line.
-    pub command: Option<String>,
 }
 
 /// The longest marker [`Tidy`] removes: a longer `ESC ] 6973 ;` sequence is
 /// not one of ours and passes.
 pub const MAX_MARKER: usize = 256;
 
-/// What the run line's echo looks like after its number (and its ` t`
-/// flag).
-const RUN_END: &[u8] = b";\\builtin eval -- \"$__sk_c\"";
-
 impl Tidy {
     /// Takes the next piece of raw output; returns what can be released.
     pub fn push<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
-        // Most output holds neither an escape, a backslash nor a bell: it
-        // passes without a copy.
-        if self.held.is_empty() && memchr::memchr3(b'\x1b', b'\\', b'\x07', bytes).is_none() {
+        // Most output holds no escape: it passes without a copy.
+        if self.held.is_empty() && memchr::memchr(b'\x1b', bytes).is_none() {
             return Cow::Borrowed(bytes);
         }
         let data: Vec<u8> = if self.held.is_empty() {
@@ -579,75 +574,32 @@ impl Tidy {
             joined.extend_from_slice(bytes);
             joined
         };
+        let osc = format!("\x1b]{MARKER_OSC};");
         let mut out = Vec::with_capacity(data.len());
         let mut at = 0;
-        let osc = format!("\x1b]{MARKER_OSC};");
-        let run = b"\\__sk_pre ";
-        loop {
-            let rest = &data[at..];
-            let next_osc = memchr::memmem::find(rest, osc.as_bytes());
-            let next_run = memchr::memmem::find(rest, run);
-            match (next_osc, next_run) {
-                (Some(o), r) if r.is_none_or(|r| o < r) => {
-                    let start = at + o;
-                    match data[start..].iter().take(MAX_MARKER).position(|&b| b == b'\x07') {
-                        Some(end) => {
-                            out.extend_from_slice(&data[at..start]);
-                            at = start + end + 1;
-                        }
-                        None if data.len() - start < MAX_MARKER => {
-                            out.extend_from_slice(&data[at..start]);
-                            self.held = data[start..].to_vec();
-                            return Cow::Owned(out);
-                        }
-                        None => {
-                            out.extend_from_slice(&data[at..start + osc.len()]);
-                            at = start + osc.len();
-                        }
-                    }
+        while let Some(found) = memchr::memmem::find(&data[at..], osc.as_bytes()) {
+            let start = at + found;
+            out.extend_from_slice(&data[at..start]);
+            match data[start..].iter().take(MAX_MARKER).position(|&b| b == b'\x07') {
+                Some(end) => at = start + end + 1,
+                None if data.len() - start < MAX_MARKER => {
+                    self.held = data[start..].to_vec();
+                    return Cow::Owned(out);
                 }
-                (_, Some(r)) => {
-                    let found = at + r;
-                    match run_line_end(&data[found + run.len()..]) {
-                        Some(Some(len)) => {
-                            // The space before it, and the bell of its C-u.
-                            let mut start = found;
-                            if start > at && data[start - 1] == b' ' {
-                                start -= 1;
-                                if start > at && data[start - 1] == b'\x07' {
-                                    start -= 1;
-                                }
-                            }
-                            out.extend_from_slice(&data[at..start]);
-                            // shellkeep's own commands have no text: nothing.
-                            if let Some(command) = self.command.as_ref().filter(|c| !c.is_empty()) {
-                                out.extend_from_slice(b"$ ");
-                                out.extend_from_slice(command.replace('\n', "\r\n").as_bytes());
-                            }
-                            at = found + run.len() + len;
-                        }
-                        Some(None) => {
-                            out.extend_from_slice(&data[at..found + run.len()]);
-                            at = found + run.len();
-                        }
-                        None => {
-                            let start = found.saturating_sub(2).max(at);
-                            out.extend_from_slice(&data[at..start]);
-                            self.held = data[start..].to_vec();
-                            return Cow::Owned(out);
-                        }
-                    }
+                None => {
+                    out.extend_from_slice(osc.as_bytes());
+                    at = start + osc.len();
                 }
-                _ => break,
             }
         }
-        // A tail that may begin a marker or the run line waits for more.
-        // (A space alone is not held: the echo comes in one write, its
-        // space with it, and a prompt's last space must not wait.)
-        let starts: [&[u8]; 3] = [osc.as_bytes(), b"\x07 \\__sk_pre ", run];
-        let tail = data.len() - held_tail(&data[at..], &starts);
-        out.extend_from_slice(&data[at..tail]);
-        self.held = data[tail..].to_vec();
+        // A tail that may begin a marker waits for more.
+        let rest = &data[at..];
+        let tail = (1..osc.len().min(rest.len() + 1))
+            .rev()
+            .find(|&k| osc.as_bytes().starts_with(&rest[rest.len() - k..]))
+            .unwrap_or(0);
+        out.extend_from_slice(&rest[..rest.len() - tail]);
+        self.held = rest[rest.len() - tail..].to_vec();
         Cow::Owned(out)
     }
 
@@ -655,45 +607,6 @@ impl Tidy {
     pub fn finish(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.held)
     }
-}
-
-/// After ` \__sk_pre `: the length of the rest of the run line's echo
-/// (`N[ t];\builtin eval -- "$__sk_c"`), `Some(None)` when `rest` is not
-/// one, `None` when it is too short to tell.
-fn run_line_end(rest: &[u8]) -> Option<Option<usize>> {
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == rest.len() {
-        return if digits <= 20 { None } else { Some(None) };
-    }
-    if digits == 0 || digits > 20 {
-        return Some(None);
-    }
-    let mut at = digits;
-    let flag = b" t";
-    let after = &rest[at..];
-    if after.len() < flag.len().max(1) && flag.starts_with(after) {
-        return None;
-    }
-    if after.starts_with(flag) {
-        at += flag.len();
-    }
-    let after = &rest[at..];
-    if after.len() < RUN_END.len() {
-        return if RUN_END.starts_with(after) { None } else { Some(None) };
-    }
-    Some(after.starts_with(RUN_END).then_some(at + RUN_END.len()))
-}
-
-/// How many bytes at the end of `data` could begin one of `patterns`.
-fn held_tail(data: &[u8], patterns: &[&[u8]]) -> usize {
-    let longest = patterns.iter().map(|p| p.len()).max().unwrap_or(0);
-    (1..=longest.min(data.len()))
-        .rev()
-        .find(|&k| {
-            let tail = &data[data.len() - k..];
-            patterns.iter().any(|p| p.len() > k && p.starts_with(tail))
-        })
-        .unwrap_or(0)
 }
 
 /// Appends the event `[time, code, data]` as a line (`data` escaped by
@@ -911,6 +824,7 @@ mod tests {
             lines,
             "[0.000000, \"o\", \"$ \"]\n\
              [0.100000, \"m\", \"ls -l\"]\n\
+             [0.100000, \"o\", \"$ ls -l\\r\\n\"]\n\
              [0.150000, \"o\", \"total 0\\r\\n\"]\n\
              [0.200000, \"r\", \"100x30\"]\n\
              [0.250000, \"i\", \"y\"]\n\
@@ -972,7 +886,8 @@ mod tests {
                 ],
             );
             assert!(!lines.contains(&SECRET[..9]), "{cut}: {lines}");
-            assert_eq!(joined(&lines, "o"), "token=<secret-hidden>.\r\n", "{cut}");
+            let shown = joined(&lines, "o").replace("$ echo next\r\n", "");
+            assert_eq!(shown, "token=<secret-hidden>.\r\n", "{cut}");
         }
     }
 
@@ -1001,53 +916,49 @@ mod tests {
         assert!(label.starts_with("echo <secret-hidden> xx") && label.ends_with("x…"));
     }
 
-    /// A session's raw stream as the PTY gives it: the end marker of the
-    /// shell's start, the bell of C-u, the echo of the run line, the start
-    /// marker, the output, the end marker.
-    const RAW: &str = "\x1b]6973;0f3a9c;E;0;2400\x07\x07 \\__sk_pre 1;\\builtin eval -- \"$__sk_c\"\r\n\
-                       \x1b]6973;0f3a9c;S;1;1\x07hello\r\n\x1b]6973;0f3a9c;E;1;48\x07\
-                       \x07 \\__sk_pre 2 t;\\builtin eval -- \"$__sk_c\"\r\n\x1b]6973;0f3a9c;P;2\x07";
+    /// A session's raw stream as the terminal taps it: the end marker of
+    /// the shell's start, the output of a command between its start and end
+    /// markers (the echo of the line that runs it is not tapped), the
+    /// prompt's marker of the next.
+    const RAW: &str = "\x1b]6973;0f3a9c;E;0;2400\x07\x1b]6973;0f3a9c;S;1;1\x07hello\r\n\
+                       \x1b]6973;0f3a9c;E;1;48\x07\x1b]6973;0f3a9c;P;2\x07";
 
     #[test]
-    fn markers_are_removed_and_the_run_line_shows_the_command_however_split() {
+    fn markers_are_removed_and_the_command_shows_as_typed_however_split() {
         let bytes = RAW.as_bytes();
-        // Both run lines show the command typed last (its marker comes
-        // before its line).
-        let expected = "$ echo hello\r\nhello\r\n$ echo hello\r\n";
         for cut in 0..=bytes.len() {
-            for second in (cut..=bytes.len()).step_by(3) {
+            for second in cut..=bytes.len() {
                 let lines = encode(
-                    Arc::new(Secrets::none()),
+                    secrets(),
                     &[
-                        (0, Tap::Command("echo hello".to_owned())),
+                        (0, Tap::Command(format!("echo {SECRET}\n  && true"))),
                         (1, output(&bytes[..cut])),
                         (2, output(&bytes[cut..second])),
                         (3, output(&bytes[second..])),
                     ],
                 );
-                assert_eq!(joined(&lines, "o"), expected, "{cut}/{second}: {lines}");
-                assert!(!lines.contains("0f3a9c") && !lines.contains("__sk"), "{cut}/{second}");
+                assert_eq!(
+                    joined(&lines, "o"),
+                    "$ echo <secret-hidden>\r\n  && true\r\nhello\r\n",
+                    "{cut}/{second}: {lines}"
+                );
+                assert!(!lines.contains("0f3a9c") && !lines.contains(SECRET), "{cut}/{second}");
             }
         }
-        // A command of several lines shows them as a terminal does.
-        let mut tidy =
-            Tidy { command: Some("trap 'x' INT\n  && echo".to_owned()), ..Tidy::default() };
-        let line = "\x07 \\__sk_pre 2 t;\\builtin eval -- \"$__sk_c\"\r\n";
-        assert_eq!(&*tidy.push(line.as_bytes()), b"$ trap 'x' INT\r\n  && echo\r\n");
-        assert!(tidy.finish().is_empty());
+        // shellkeep's own commands have no text: nothing shows.
+        let lines = encode(Arc::new(Secrets::none()), &[(0, Tap::Command(String::new()))]);
+        assert_eq!(lines, "");
     }
 
     #[test]
-    fn text_that_only_looks_like_shellkeeps_passes() {
+    fn text_that_only_looks_like_a_marker_passes() {
         let cases = [
-            // Not the run line: other words after the number, no number.
-            "cat notes: \\__sk_pre 1;echo\r\n",
-            "\\__sk_pre x;\\builtin eval -- \"$__sk_c\"\r\n",
-            "\\__sk_pre 123456789012345678901;\\builtin eval\r\n",
-            // Another program's OSC, and one of ours that never ends.
+            // Another program's OSC, one of ours that never ends, an escape
+            // at the very end.
             "\x1b]6974;title\x07",
             &format!("\x1b]6973;{}", "y".repeat(MAX_MARKER + 10)),
-            "a bell\x07 and a space ",
+            "a bell\x07, a colour \x1b[1mbold\x1b[0m and an escape \x1b",
+            "\x1b]697",
         ];
         for text in cases {
             let bytes = text.as_bytes();
@@ -1175,6 +1086,7 @@ mod tests {
         let expected = [
             ("o", "$ "),
             ("m", "echo hi"),
+            ("o", "$ echo hi\r\n"),
             ("o", "hi\r\n$ "),
             ("m", "the shell ended: exit code 0"),
         ];
@@ -1273,7 +1185,7 @@ mod tests {
         writer.run(&entries, &pending);
         assert_eq!(pending.load(Ordering::Acquire), 0);
         let text = std::fs::read_to_string(&path).expect("read");
-        assert_eq!(joined(&text, "o"), "a".repeat(600));
+        assert_eq!(joined(&text, "o"), "a".repeat(600) + "$ make\r\n");
         assert_eq!(
             joined(&text, "m"),
             "the recording fell behind: 900 bytes of output were left out heremakethe shell \

@@ -199,7 +199,7 @@ async fn a_recorded_session_plays_in_asciinema_with_its_secret_masked() {
     // Nothing of shellkeep's own traffic: no marker (they carry the marker
     // nonce), and each command shows as typed, not as the line that runs it.
     assert!(!text.contains("\\u001b]6973;") && !text.contains("__sk"), "{text}");
-    assert!(output.contains("$ echo hello-recording; seq 1 3\nhello-recording\n"), "{output:?}");
+    assert!(output.contains("$ echo hello-recording; seq 1 3\r\nhello-recording\n"), "{output:?}");
 
     if let Some(played) = asciinema_text(path) {
         for expected in ["hello-recording", "token=<secret-hidden>.", "after-vim"] {
