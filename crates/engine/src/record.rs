@@ -14,7 +14,8 @@
 //! a header line (`width`, `height`, `timestamp`, `idle_time_limit`,
 //! `title`, `env`), then one JSON array per event, each on its own line and
 //! written whole:
-//! - `o`: the terminal's output, as the PTY gave it;
+//! - `o`: the terminal's output, as the PTY gave it, and each agent
+//!   command as `$ ` and its text;
 //! - `r`: the window's new size, `"COLSxROWS"`;
 //! - `m`: a marker at the start of each agent command, labelled with its
 //!   text (at most [`MAX_LABEL_CHARS`] characters); and markers of our own,
@@ -54,7 +55,11 @@
 //! **Never blocks the reader**: the sink ([`Recording`]) runs in the
 //! terminal's reader thread and only queues the tap (an `Arc` clone); a
 //! writer thread per recording masks, encodes and writes, flushing whenever
-//! its queue is empty. At most [`QUEUE_BOUND`] bytes wait in the queue;
+//! its queue is empty; a flood of output it takes in batches
+//! ([`BATCH_WAIT`] apart), so as not to wake for every read of the
+//! terminal on a machine whose cores the shell already keeps busy. It ends
+//! with the shell (after the exit's marker). At most [`QUEUE_BOUND`] bytes
+//! wait in the queue;
 //! output that comes while it is full is dropped, and a marker says how
 //! much. Commands, sizes and the exit are always queued (their text cut to
 //! [`MAX_QUEUED_COMMAND`] bytes).
@@ -212,9 +217,10 @@ impl Recorder {
         Ok(Recording { path, queue, pending, bound: self.queue_bound, skipped: 0 })
     }
 
-    /// Waits until every recording whose sink is gone has written all it
-    /// had, for at most `timeout`; whether none is left. Recordings of
-    /// shells still running are not waited for beyond the timeout.
+    /// Waits, for at most `timeout`, until every writer has ended (each
+    /// ends once it wrote its shell's exit, or when its sink is dropped);
+    /// whether none is left. For the server's end, after its sessions
+    /// closed.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         let (count, ended) = &*self.writers;
         let guard = lock(count);
@@ -225,6 +231,8 @@ impl Recorder {
     }
 }
 
+/// Locks `mutex`, even one a panicking thread left poisoned (a count
+/// stays a count).
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
