@@ -99,7 +99,7 @@ const TAP_OVERHEAD: usize = 64;
 
 /// After a batch of at least [`BATCH_BYTES`], the writer lets the next
 /// batch gather this long.
-const BATCH_WAIT: Duration = Duration::from_millis(25);
+const BATCH_WAIT: Duration = Duration::from_millis(50);
 
 /// A batch this large (queued bytes) is output coming in a flood.
 const BATCH_BYTES: usize = 32 << 10;
@@ -190,7 +190,7 @@ impl Recorder {
             &format!("shellkeep session {session}"),
         );
         let mut writer = Writer {
-            file: std::io::BufWriter::with_capacity(64 << 10, file),
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
             spill,
             encoder: Encoder::new(secrets, start, self.idle_limit),
             stopped: false,
