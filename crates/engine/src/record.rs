@@ -1106,6 +1106,27 @@ mod tests {
         assert!(second.to_string_lossy().ends_with("-dev-2.cast"));
     }
 
+    /// Recordings are pruned as full outputs are: ours past their age go,
+    /// a person's file in the same directory stays whatever its age.
+    #[test]
+    fn old_recordings_are_pruned_and_nothing_else() {
+        let dir = scratch("prune");
+        let recorder = recorder(&dir.0, SpillLimits::default());
+        let (old, _) = record(&recorder, vec![output(b"old")]);
+        let (new, _) = record(&recorder, vec![output(b"new")]);
+        let theirs = recorder.dir().join("talk.cast");
+        std::fs::write(&theirs, "{}").expect("write");
+        let long_ago = SystemTime::now() - Duration::from_secs(30 * 86_400);
+        for path in [&old, &theirs] {
+            let file = std::fs::File::options().write(true).open(path).expect("open");
+            file.set_modified(long_ago).expect("mtime");
+        }
+        // (The prune a new file starts in the background may take it first.)
+        let removed = recorder.prune();
+        assert!(removed.is_empty() || removed == [old.clone()], "{removed:?}");
+        assert!(!old.exists() && new.exists() && theirs.exists());
+    }
+
     /// The writer ends with the shell, while the terminal may still hold
     /// the sink: a server's end does not wait for a terminal someone holds.
     #[test]
