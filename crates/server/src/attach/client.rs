@@ -617,7 +617,7 @@ fn show_event(screen: &mut Screen, event: &Event, window: &mut Window) -> Option
         Event::Reset => {
             screen.line("the session's shell was replaced (reset); its new shell follows")
         }
-        Event::Waiting => screen.line("the session has no shell now; waiting for its next one"),
+        Event::Waiting => screen.line("the session has no shell at the moment; waiting for one"),
         Event::Closed => return Some(End::SessionClosed),
         Event::ServerEnded => return Some(End::ServerEnded),
     }

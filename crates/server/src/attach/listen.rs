@@ -364,7 +364,7 @@ async fn watch_shells(
         match (&current, &last) {
             (Some(terminal), Some(old)) if Arc::ptr_eq(terminal, old) => {}
             (Some(terminal), _) => {
-                if last.is_some() || waiting_told {
+                if last.is_some() {
                     out.event(&Event::Reset).await?;
                 }
                 waiting_told = false;

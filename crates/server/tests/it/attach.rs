@@ -1,0 +1,553 @@
+//! `shellkeep attach` and `shellkeep ls` beside an agent: a real attach in
+//! a real terminal (tmux, read with `capture-pane`) or as a plain stream,
+//! while the agent drives the same server through the rmcp client.
+//!
+//! Each test gives its server (and its own `ls` and `attach`) a runtime
+//! directory of its own through `XDG_RUNTIME_DIR` and `TMPDIR`, so that
+//! parallel tests never see each other's servers.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+use crate::{EVENTUALLY, Scratch, Server, binary, installed, marker, processes_with, wait_until};
+
+const VALUE: &str = "e2e-Secret-Value-0123456789";
+
+/// A private runtime directory for one test's servers and clients.
+struct Runtime {
+    scratch: Scratch,
+}
+
+impl Runtime {
+    fn new() -> Runtime {
+        let scratch = Scratch::new();
+        for dir in ["xdg", "tmp"] {
+            std::fs::create_dir(scratch.path.join(dir)).expect("mkdir");
+            std::fs::set_permissions(
+                scratch.path.join(dir),
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            )
+            .expect("chmod");
+        }
+        Runtime { scratch }
+    }
+
+    fn xdg(&self) -> PathBuf {
+        self.scratch.path.join("xdg")
+    }
+
+    fn tmp(&self) -> PathBuf {
+        self.scratch.path.join("tmp")
+    }
+
+    /// The environment of a server of this test.
+    fn server_env(&self) -> Vec<(&'static str, String)> {
+        vec![("XDG_RUNTIME_DIR", self.xdg().display().to_string())]
+    }
+
+    /// Starts a server of this test with `args` and `env`.
+    async fn server(&self, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let own = self.server_env();
+        let mut all: Vec<(&str, &str)> = own.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend_from_slice(env);
+        Server::with_env(args, &all).await
+    }
+
+    /// `shellkeep ARGS` as a client of this test's servers.
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(binary());
+        command
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.xdg())
+            .env("TMPDIR", self.tmp())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs `shellkeep ARGS` to its end: (success, stdout, stderr).
+    async fn output(&self, args: &[&str]) -> (bool, String, String) {
+        let out = tokio::time::timeout(EVENTUALLY, self.command(args).output())
+            .await
+            .expect("the command ends in time")
+            .expect("run shellkeep");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `shellkeep ls`'s output.
+    async fn ls(&self) -> String {
+        let (ok, stdout, stderr) = self.output(&["ls"]).await;
+        assert!(ok, "ls failed: {stderr}");
+        stdout
+    }
+}
+
+/// A `shellkeep attach` in a tmux terminal of 120x40 of its own (its own
+/// tmux server, killed when dropped). The pane stays when attach ends.
+struct Tmux {
+    /// The tmux server's socket name (`-L`).
+    socket: String,
+}
+
+impl Tmux {
+    fn start(runtime: &Runtime, args: &[&str]) -> Option<Tmux> {
+        if !installed("tmux") {
+            return None;
+        }
+        let socket = format!("sk-{}", marker());
+        let config = runtime.scratch.path.join("tmux.conf");
+        std::fs::write(&config, "set -g remain-on-exit on\nset -g status off\n").expect("write");
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let line = format!(
+            "exec env XDG_RUNTIME_DIR='{}' TMPDIR='{}' '{}' attach {}",
+            runtime.xdg().display(),
+            runtime.tmp().display(),
+            binary().display(),
+            quoted.join(" ")
+        );
+        let status = std::process::Command::new("tmux")
+            .args(["-L", &socket, "-f"])
+            .arg(&config)
+            .args(["new-session", "-d", "-s", "view", "-x", "120", "-y", "40", &line])
+            .status()
+            .expect("run tmux");
+        assert!(status.success(), "tmux new-session failed");
+        Some(Tmux { socket })
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// What the pane shows, its history included, wrapped lines joined.
+    fn pane(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-S", "-1000", "-t", "view"])
+    }
+
+    /// Types `text` as it is.
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "view", "-l", text]);
+    }
+
+    /// Presses `key` (tmux's name: `Enter`, `C-c`, `C-]`).
+    fn press(&self, key: &str) {
+        self.tmux(&["send-keys", "-t", "view", key]);
+    }
+
+    /// Waits until the pane shows `needle`; returns the pane.
+    async fn wait_for(&self, needle: &str) -> String {
+        let mut pane = String::new();
+        wait_until(
+            EVENTUALLY,
+            || {
+                pane = self.pane();
+                pane.contains(needle)
+            },
+            || format!("the pane shows no {needle:?}:\n{}", self.pane()),
+        )
+        .await;
+        pane
+    }
+
+    /// Whether the attach process has ended (the pane is dead).
+    fn ended(&self) -> bool {
+        self.tmux(&["display-message", "-p", "-t", "view", "#{pane_dead}"]).trim() == "1"
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A plain-stream `shellkeep attach` (stdin not a terminal), its stdout and
+/// stderr collected as they come.
+struct Plain {
+    child: tokio::process::Child,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Plain {
+    fn start(runtime: &Runtime, args: &[&str]) -> Plain {
+        let mut all = vec!["attach"];
+        all.extend_from_slice(args);
+        let mut child = runtime
+            .command(&all)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start attach");
+        let collect = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+            let text = Arc::new(Mutex::new(String::new()));
+            let into = Arc::clone(&text);
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    into.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                }
+            });
+            text
+        };
+        let stdout = collect(Box::new(child.stdout.take().expect("stdout")));
+        let stderr = collect(Box::new(child.stderr.take().expect("stderr")));
+        Plain { child, stdout, stderr }
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    async fn wait_stdout(&self, needle: &str) {
+        wait_until(
+            EVENTUALLY,
+            || self.stdout().contains(needle),
+            || format!("no {needle:?} in stdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr()),
+        )
+        .await;
+    }
+
+    /// Waits for the process to end; its exit status's success.
+    async fn wait_end(&mut self) -> bool {
+        let status = tokio::time::timeout(EVENTUALLY, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("attach did not end; stderr:\n{}", self.stderr()))
+            .expect("wait");
+        status.success()
+    }
+}
+
+/// The person watches `default` while the agent runs commands: the
+/// banner names the server and session, the view is read-only, the agent's
+/// commands and their output appear live, and `ls` counts the watcher.
+#[tokio::test]
+async fn a_person_watches_the_agent_run_commands() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let first = marker();
+    server.terminal(json!({"command": format!("echo before-{first}")})).await;
+    let Some(view) = Tmux::start(&runtime, &[]) else { return };
+    let pane = view.wait_for(&format!("before-{first}")).await;
+    assert!(pane.contains(&format!("session default of server {}", server.pid)), "{pane}");
+    assert!(pane.contains("read-only") && pane.contains("detach with C-]"), "{pane}");
+    for n in 0..3 {
+        let m = marker();
+        let r = server.terminal(json!({"command": format!("echo live-{n}-{m}")})).await;
+        assert_eq!(r.output(), format!("live-{n}-{m}\n"), "{r:#?}");
+        view.wait_for(&format!("live-{n}-{m}")).await;
+    }
+    let ls = runtime.ls().await;
+    assert!(ls.contains("default: idle, 1 watching"), "{ls}");
+    // Keys of a read-only view go nowhere, and it says so.
+    view.type_text("echo typed-by-the-person");
+    view.wait_for("read-only: your keys are not sent").await;
+    let r = server.terminal(json!({"command": "echo next"})).await;
+    assert_eq!(r.output(), "next\n", "the person's keys reached nothing: {r:#?}");
+}
+
+/// `ls` names the server (pid, start directory, client, uptime) and each
+/// session with its state, its running command, and who is attached.
+#[tokio::test]
+async fn ls_lists_the_server_and_its_sessions() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let m = marker();
+    let r = server
+        .terminal(json!({"command": format!("sleep 300.{m}"), "session": "build", "timeout": 0.5}))
+        .await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    server.terminal(json!({"command": "true"})).await;
+    let ls = runtime.ls().await;
+    let head = format!("server {}: started in {}, client ", server.pid, server.cwd().display());
+    assert!(ls.contains(&head) && ls.contains(", up "), "{ls}");
+    assert!(!ls.contains("not connected yet"), "the client named itself: {ls}");
+    assert!(ls.contains("attach socket: "), "{ls}");
+    assert!(ls.contains("default: idle, nobody attached"), "{ls}");
+    assert!(ls.contains(&format!("build: running `sleep 300.{m}` for ")), "{ls}");
+    let default_at = ls.find("default:").expect("default");
+    assert!(default_at < ls.find("build:").expect("build"), "default first: {ls}");
+    // Nothing of another test's servers, and nothing when none runs.
+    drop(server);
+    let empty = Runtime::new();
+    assert_eq!(empty.ls().await, "no shellkeep server of yours is running\n");
+}
+
+/// The password the model must never see: the agent starts a `read -s`,
+/// the person attaches with `--write` and types it, the agent's poll then
+/// completes, and neither the pane nor any reply shows the password.
+#[tokio::test]
+async fn a_person_answers_the_password_prompt_the_agent_started() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let r = server
+        .terminal(
+            json!({"command": "read -s -p 'Password: ' pw; echo \"got ${#pw}\"", "timeout": 10}),
+        )
+        .await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
+    view.wait_for("writing: your keys go to the session").await;
+    view.wait_for("Password: ").await;
+    let password = format!("pw-{}", marker());
+    view.type_text(&password);
+    view.press("Enter");
+    let r = server.terminal(json!({"command": "", "timeout": 20})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().contains(&format!("got {}", password.len())), "{r:#?}");
+    let everything = format!("{}\n{}", r.text, r.structured);
+    assert!(!everything.contains(&password), "the agent saw the password: {everything}");
+    let pane = view.wait_for(&format!("got {}", password.len())).await;
+    assert!(!pane.contains(&password), "echo was off: {pane}");
+    // The person gives the keyboard back; the agent types again.
+    view.press("C-]");
+    view.wait_for("detached from default").await;
+    let r = server.terminal(json!({"command": "echo after"})).await;
+    assert_eq!(r.output(), "after\n", "{r:#?}");
+}
+
+/// While a person holds the session for writing, the agent's new command
+/// is refused with words saying so, and nothing is typed into the
+/// person's line; polls still work; after the person detaches it runs.
+#[tokio::test]
+async fn the_agent_is_refused_while_a_person_holds_the_line() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "true"})).await;
+    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
+    view.wait_for("writing: your keys go to the session").await;
+    let ls = runtime.ls().await;
+    assert!(ls.contains("a person writing for"), "{ls}");
+    let m = marker();
+    let r = server.terminal(json!({"command": format!("echo agent-{m}")})).await;
+    assert!(r.text.contains("person"), "{r:#?}");
+    assert!(!r.text.contains(&format!("agent-{m}\n")), "it did not run: {r:#?}");
+    // A second person asking to write gets a read-only view, and is told.
+    let Some(second) = Tmux::start(&runtime, &["--write"]) else { return };
+    second.wait_for("read-only: another person has held it for writing for").await;
+    drop(second);
+    view.press("C-]");
+    view.wait_for("detached from default").await;
+    let r = server.terminal(json!({"command": format!("echo agent-{m}")})).await;
+    assert_eq!(r.output(), format!("agent-{m}\n"), "{r:#?}");
+}
+
+/// Detaching (the detach key in a writing view, C-c in a read-only one)
+/// leaves the session untouched: its running command goes on, nothing was
+/// typed into it, and the pane says so.
+#[tokio::test]
+async fn detaching_leaves_the_session_untouched() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let m = marker();
+    let r = server.terminal(json!({"command": format!("sleep 300.{m}"), "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    for (args, key) in [(&["--write"][..], "C-]"), (&[][..], "C-c")] {
+        let Some(view) = Tmux::start(&runtime, args) else { return };
+        view.wait_for("detach with C-]").await;
+        view.press(key);
+        let pane = view.wait_for("the session goes on untouched").await;
+        assert!(pane.contains("detached from default"), "{pane}");
+        wait_until(EVENTUALLY, || view.ended(), || format!("attach still runs:\n{}", view.pane()))
+            .await;
+        assert!(!processes_with(&[&format!("300.{m}")]).is_empty(), "{key} reached the session");
+    }
+    let r = server.terminal(json!({"command": "", "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    assert!(!r.text.contains("person"), "nobody typed: {r:#?}");
+}
+
+/// A secret the server masks never reaches the person's pane; asked for
+/// with `--show-secrets`, the owner sees the raw stream.
+#[tokio::test]
+async fn a_masked_secret_does_not_reach_the_pane() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&["--secret", "SK_E2E_VALUE"], &[("SK_E2E_VALUE", VALUE)]).await;
+    server.terminal(json!({"command": "true"})).await;
+    let Some(view) = Tmux::start(&runtime, &[]) else { return };
+    view.wait_for("secrets masked").await;
+    let mut raw = Plain::start(&runtime, &["--show-secrets"]);
+    wait_until(EVENTUALLY, || raw.stderr().contains("SECRETS SHOWN"), || raw.stderr()).await;
+    let m = marker();
+    let split = format!(
+        r#"printf '%s' "${{SK_E2E_VALUE:0:6}}"; sleep 0.3; printf '%s\n' "${{SK_E2E_VALUE:6}}"; echo done-{m}"#
+    );
+    server.terminal(json!({"command": split})).await;
+    let pane = view.wait_for(&format!("done-{m}")).await;
+    assert!(!pane.contains(VALUE), "{pane}");
+    assert!(pane.contains("<secret-hidden>"), "{pane}");
+    raw.wait_stdout(VALUE).await;
+    raw.child.start_kill().expect("kill");
+    let _ = raw.wait_end().await;
+}
+
+/// Without a terminal, attach is a plain read-only stream (for `| less`
+/// and scripts) that ends, with a line saying why, when its session closes
+/// or its server ends; `--write` needs a terminal.
+#[tokio::test]
+async fn a_plain_stream_ends_when_the_session_closes_or_the_server_ends() {
+    let runtime = Runtime::new();
+    let mut server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "echo in-build", "session": "build"})).await;
+    let mut build = Plain::start(&runtime, &["build"]);
+    build.wait_stdout("in-build").await;
+    let mut default = Plain::start(&runtime, &[]);
+    let m = marker();
+    server.terminal(json!({"command": format!("echo plain-{m}")})).await;
+    default.wait_stdout(&format!("plain-{m}")).await;
+    server.call("session_close", json!({"session": "build"})).await;
+    assert!(build.wait_end().await, "{}", build.stderr());
+    assert!(build.stderr().contains("the session build was closed"), "{}", build.stderr());
+    server.close_connection().await;
+    assert!(default.wait_end().await, "{}", default.stderr());
+    assert!(default.stderr().contains("the server ended"), "{}", default.stderr());
+    let _ = server.wait_exit(EVENTUALLY).await;
+    let (ok, _, stderr) = runtime.output(&["attach", "--write"]).await;
+    assert!(!ok && stderr.contains("--write needs a terminal"), "{stderr}");
+}
+
+/// Choosing the server and the session: none running, several running
+/// without `--server` (an error listing them), `--server PID`, and a
+/// session that does not exist (an error naming the open ones).
+#[tokio::test]
+async fn attach_chooses_its_server_and_session_or_says_why_not() {
+    let runtime = Runtime::new();
+    let (ok, _, stderr) = runtime.output(&["attach"]).await;
+    assert!(!ok && stderr.contains("no shellkeep server of yours is running"), "{stderr}");
+    let one = runtime.server(&[], &[]).await;
+    let two = runtime.server(&[], &[]).await;
+    let (ok, _, stderr) = runtime.output(&["attach"]).await;
+    assert!(!ok && stderr.contains("2 shellkeep servers of yours are running"), "{stderr}");
+    for server in [&one, &two] {
+        let line = format!("--server {}: started in {}", server.pid, server.cwd().display());
+        assert!(stderr.contains(&line), "{stderr}");
+    }
+    let (ok, _, stderr) = runtime.output(&["attach", "--server", "1"]).await;
+    assert!(!ok && stderr.contains("no shellkeep server of yours runs as pid 1"), "{stderr}");
+    let (ok, _, stderr) =
+        runtime.output(&["attach", "nosuch", "--server", &two.pid.to_string()]).await;
+    assert!(!ok && stderr.contains("no session named \"nosuch\" (open: default"), "{stderr}");
+    let m = marker();
+    let mut view = Plain::start(&runtime, &["--server", &two.pid.to_string()]);
+    wait_until(
+        EVENTUALLY,
+        || view.stderr().contains(&format!("server {}", two.pid)),
+        || view.stderr(),
+    )
+    .await;
+    two.terminal(json!({"command": format!("echo two-{m}")})).await;
+    view.wait_stdout(&format!("two-{m}")).await;
+    view.child.start_kill().expect("kill");
+    let _ = view.wait_end().await;
+}
+
+/// Another local user is refused and learns nothing, not even a session
+/// name: by the directory's mode when it cannot reach the socket, and by
+/// the peer check when it can (the server's directory opened up here to
+/// let it try).
+#[tokio::test]
+async fn another_user_is_refused_and_learns_nothing() {
+    let user = "shellkeep-ci";
+    if nix::unistd::geteuid().as_raw() != 0 || !user_exists(user) {
+        crate::skipping(&format!("needs root and the user {user} (scripts/test-unprivileged)"));
+        return;
+    }
+    if !installed("runuser") {
+        return;
+    }
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "echo secret-session-work", "session": "private"})).await;
+    let socket = find_socket(&runtime.xdg()).expect("the server's socket");
+    // A copy of the binary the other user can run.
+    let bin = runtime.scratch.path.join("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let copy = bin.join("shellkeep");
+    std::fs::copy(binary(), &copy).expect("copy");
+    set_mode(&runtime.scratch.path, 0o755);
+    set_mode(&bin, 0o755);
+    set_mode(&copy, 0o755);
+    let as_other = |socket: &Path| {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", user, "--"])
+            .arg(&copy)
+            .args(["attach", "--socket"])
+            .arg(socket)
+            .env("TMPDIR", "/tmp")
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("runuser");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, said) = as_other(&socket);
+    assert!(!ok && said.contains("Permission denied"), "{said}");
+    // Opened up, as a careless setup might: the peer check still refuses.
+    let mut dir = socket.parent().expect("dir").to_path_buf();
+    while dir.starts_with(&runtime.scratch.path) && dir != runtime.scratch.path {
+        set_mode(&dir, 0o711);
+        dir.pop();
+    }
+    set_mode(&socket, 0o777);
+    let (ok, said) = as_other(&socket);
+    assert!(!ok, "{said}");
+    assert!(said.contains("refused: this server belongs to another user"), "{said}");
+    assert!(!said.contains("private") && !said.contains("default"), "it learnt nothing: {said}");
+    let log = server.log();
+    assert!(log.contains("refused a connection of another user"), "{log}");
+}
+
+fn user_exists(user: &str) -> bool {
+    std::process::Command::new("id")
+        .args(["-u", user])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .expect("chmod");
+}
+
+/// The attach socket of the one server whose runtime base is in `xdg`.
+fn find_socket(xdg: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(xdg.join("shellkeep"))
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path().join("attach.sock"))
+        .find(|socket| socket.exists())
+}
