@@ -1,6 +1,7 @@
 //! The `shellkeep` binary: the MCP server on stdio (its main job), plus a
 //! small command line for people and scripts (`run`, `policy check`,
-//! `policy explain`).
+//! `policy explain`, `doctor`, `audit`, and `ls` and `attach` to watch or
+//! help the agent's sessions).
 //!
 //! stdout belongs to the MCP transport while serving: everything else is
 //! logged with `tracing` to stderr.

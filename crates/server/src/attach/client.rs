@@ -381,11 +381,22 @@ fn own_window() -> Option<Window> {
 /// What a viewer is told when its terminal is smaller than the session's.
 fn size_words(own: Option<Window>, session: Window) -> Option<String> {
     let own = own?;
-    (own.rows < session.rows || own.cols < session.cols).then(|| {
+    let mut what = Vec::new();
+    if own.cols < session.cols {
+        what.push("lines longer than your width wrap");
+    }
+    if own.rows < session.rows {
+        what.push("a full-screen program's lower rows do not fit");
+    }
+    (!what.is_empty()).then(|| {
         format!(
-            "your terminal ({}x{}) is smaller than the session's ({}x{}): long lines wrap and a \
-             full-screen program is cropped; the agent's size wins",
-            own.cols, own.rows, session.cols, session.rows
+            "your terminal ({}x{}) is smaller than the session's ({}x{}): {}; the agent's size \
+             wins (make your terminal at least as large to see it as the agent does)",
+            own.cols,
+            own.rows,
+            session.cols,
+            session.rows,
+            what.join(", and ")
         )
     })
 }
@@ -723,8 +734,13 @@ mod tests {
     #[test]
     fn a_smaller_terminal_is_told_and_a_larger_one_is_not() {
         let session = Window { rows: 50, cols: 120 };
-        assert!(size_words(Some(Window { rows: 24, cols: 80 }), session).is_some());
-        assert!(size_words(Some(Window { rows: 60, cols: 100 }), session).is_some());
+        let both = size_words(Some(Window { rows: 24, cols: 80 }), session).expect("smaller");
+        assert!(both.contains("(80x24)") && both.contains("(120x50)"), "{both}");
+        assert!(both.contains("wrap") && both.contains("lower rows"), "{both}");
+        let narrow = size_words(Some(Window { rows: 60, cols: 100 }), session).expect("narrower");
+        assert!(narrow.contains("wrap") && !narrow.contains("rows"), "{narrow}");
+        let short = size_words(Some(Window { rows: 40, cols: 200 }), session).expect("shorter");
+        assert!(!short.contains("wrap") && short.contains("lower rows"), "{short}");
         assert_eq!(size_words(Some(Window { rows: 50, cols: 120 }), session), None);
         assert_eq!(size_words(None, session), None);
     }
