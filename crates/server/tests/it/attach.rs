@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::{EVENTUALLY, Scratch, Server, binary, installed, marker, processes_with, wait_until};
+use crate::{
+    EVENTUALLY, Scratch, Server, binary, installed, marker, poll_until, processes_with, wait_until,
+};
 
 const VALUE: &str = "e2e-Secret-Value-0123456789";
 
@@ -550,4 +552,78 @@ fn find_socket(xdg: &Path) -> Option<PathBuf> {
         .flatten()
         .map(|entry| entry.path().join("attach.sock"))
         .find(|socket| socket.exists())
+}
+
+/// What the socket reads is bounded: a request past 4 KiB ends the
+/// connection, one of the wrong kind or that does not parse is refused in
+/// words, and one connection past the 16 the server takes at once reads a
+/// refusal line and nothing else.
+#[tokio::test]
+async fn the_socket_bounds_what_it_reads() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let runtime = Runtime::new();
+    let _server = runtime.server(&[], &[]).await;
+    let socket = find_socket(&runtime.xdg()).expect("the server's socket");
+    let greeted = async || {
+        let stream = tokio::net::UnixStream::connect(&socket).await.expect("connect");
+        let mut stream = BufReader::new(stream);
+        let mut line = String::new();
+        stream.read_line(&mut line).await.expect("greeting");
+        assert_eq!(line, "shellkeep-attach 1\n");
+        stream
+    };
+    let rest = async |mut stream: BufReader<tokio::net::UnixStream>| {
+        let mut rest = Vec::new();
+        tokio::time::timeout(EVENTUALLY, stream.read_to_end(&mut rest))
+            .await
+            .expect("the server ends the connection")
+            .expect("read");
+        rest
+    };
+    // 4 KiB and one byte: closed without a word.
+    let mut big = greeted().await;
+    big.get_mut().write_all(&frame_of(b'H', &[b' '; 4097])).await.expect("write");
+    assert_eq!(rest(big).await, b"");
+    // Keys before a request, or a request that does not parse: refused in
+    // words.
+    for wrong in [frame_of(b'K', b"a"), frame_of(b'H', br#"{"op":"dance"}"#)] {
+        let mut odd = greeted().await;
+        odd.get_mut().write_all(&wrong).await.expect("write");
+        let answer = rest(odd).await;
+        assert_eq!(answer.first(), Some(&b'R'), "{answer:?}");
+        assert!(String::from_utf8_lossy(&answer).contains("not understood"), "{answer:?}");
+    }
+    // Sixteen connections waiting to send their request hold every slot.
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(greeted().await);
+    }
+    let stream = tokio::net::UnixStream::connect(&socket).await.expect("connect");
+    let extra = rest(BufReader::new(stream)).await;
+    assert_eq!(
+        String::from_utf8_lossy(&extra),
+        "shellkeep: refused: too many viewers are attached to this server\n"
+    );
+    drop(held);
+    // Their slots come back as the server sees them leave.
+    let list = async || {
+        let stream = tokio::net::UnixStream::connect(&socket).await.expect("connect");
+        let mut stream = BufReader::new(stream);
+        let mut line = String::new();
+        stream.read_line(&mut line).await.expect("first line");
+        if line != "shellkeep-attach 1\n" {
+            return line;
+        }
+        stream.get_mut().write_all(&frame_of(b'H', br#"{"op":"list"}"#)).await.expect("write");
+        String::from_utf8_lossy(&rest(stream).await).into_owned()
+    };
+    poll_until(EVENTUALLY, list, |answer| answer.starts_with('L')).await;
+}
+
+/// A frame of the attach protocol: its kind, its length, its payload.
+fn frame_of(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![kind];
+    frame.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
 }
