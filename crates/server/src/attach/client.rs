@@ -33,6 +33,14 @@ pub const DETACH_KEY_NAME: &str = "C-]";
 /// `C-c`: detaches a read-only view (its keys go nowhere).
 const INTERRUPT_KEY: u8 = 0x03;
 
+/// Written to the person's terminal when a view ends: the modes a
+/// session's program may have switched on through the stream, off again
+/// (the alternate screen, a hidden cursor, mouse reports, bracketed paste,
+/// application keys, colours, the line-drawing character set), and the
+/// title the view set cleared.
+const TERMINAL_RESET: &[u8] = b"\x1b[?1049l\x1b[?1047l\x1b[?25h\x1b[0m\x1b(B\x1b[?1000l\x1b[?1002l\
+\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?1l\x1b>\x1b]0;\x07";
+
 /// How long a server has to answer a listing.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
@@ -453,10 +461,11 @@ pub async fn attach(options: AttachOptions) -> anyhow::Result<()> {
         screen.line(&words);
     }
     let end = run_view(&mut connection, &mut screen, &accepted, tty, writing).await;
-    drop(raw);
     if tty {
-        screen.raw(b"\x1b]0;\x07");
+        // What the session's programs switched on must not outlive the view.
+        screen.raw(TERMINAL_RESET);
     }
+    drop(raw);
     // On a line of its own, after whatever the program left on the last.
     let _ = writeln!(std::io::stderr(), "\r\nshellkeep: {}", end.words(&accepted.session));
     Ok(())

@@ -627,3 +627,34 @@ fn frame_of(kind: u8, payload: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(payload);
     frame
 }
+
+/// The person's terminal is given back as it was: a full-screen program
+/// the view replayed (alternate screen, hidden cursor, mouse reports) does
+/// not outlive the view.
+#[tokio::test]
+async fn a_full_screen_program_does_not_outlive_the_view() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let m = marker();
+    let full_screen =
+        format!("printf '\\e[?1049h\\e[?25l\\e[?1000h'; echo in-alt-screen-{m}; sleep 300.{m}");
+    let r = server.terminal(json!({"command": full_screen, "timeout": 0.5})).await;
+    assert_eq!(r["status"], "running", "{r:#?}");
+    let Some(view) = Tmux::start(&runtime, &[]) else { return };
+    view.wait_for(&format!("in-alt-screen-{m}")).await;
+    let modes = || {
+        view.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            "view",
+            "#{alternate_on} #{cursor_flag} #{mouse_any_flag}",
+        ])
+    };
+    assert_eq!(modes().trim(), "1 0 1", "the replay switched them on");
+    view.press("C-c");
+    let pane = view.wait_for("detached from default").await;
+    assert!(pane.contains("[shellkeep: session default"), "the main screen is back: {pane}");
+    assert!(!pane.contains("in-alt-screen"), "{pane}");
+    assert_eq!(modes().trim(), "0 1 0", "{pane}");
+}
