@@ -640,21 +640,32 @@ async fn a_full_screen_program_does_not_outlive_the_view() {
         format!("printf '\\e[?1049h\\e[?25l\\e[?1000h'; echo in-alt-screen-{m}; sleep 300.{m}");
     let r = server.terminal(json!({"command": full_screen, "timeout": 0.5})).await;
     assert_eq!(r["status"], "running", "{r:#?}");
-    let Some(view) = Tmux::start(&runtime, &[]) else { return };
-    view.wait_for(&format!("in-alt-screen-{m}")).await;
-    let modes = || {
-        view.tmux(&[
-            "display-message",
-            "-p",
-            "-t",
-            "view",
-            "#{alternate_on} #{cursor_flag} #{mouse_any_flag}",
-        ])
-    };
-    assert_eq!(modes().trim(), "1 0 1", "the replay switched them on");
-    view.press("C-c");
-    let pane = view.wait_for("detached from default").await;
-    assert!(pane.contains("[shellkeep: session default"), "the main screen is back: {pane}");
-    assert!(!pane.contains("in-alt-screen"), "{pane}");
-    assert_eq!(modes().trim(), "0 1 0", "{pane}");
+    // Detached by a key, or stopped by a signal to the attach process.
+    for way in ["C-c", "TERM", "HUP", "INT"] {
+        let Some(view) = Tmux::start(&runtime, &[]) else { return };
+        view.wait_for(&format!("in-alt-screen-{m}")).await;
+        let modes = || {
+            view.tmux(&[
+                "display-message",
+                "-p",
+                "-t",
+                "view",
+                "#{alternate_on} #{cursor_flag} #{mouse_any_flag}",
+            ])
+        };
+        assert_eq!(modes().trim(), "1 0 1", "the replay switched them on");
+        let said = if way == "C-c" {
+            view.press(way);
+            "detached from default".to_owned()
+        } else {
+            let pid = view.tmux(&["display-message", "-p", "-t", "view", "#{pane_pid}"]);
+            crate::send_signal(pid.trim().parse().expect("a pid"), way);
+            format!("stopped by SIG{way}; detached from default")
+        };
+        let pane = view.wait_for(&said).await;
+        assert!(pane.contains("[shellkeep: session default"), "the main screen is back: {pane}");
+        assert!(!pane.contains("in-alt-screen"), "{pane}");
+        assert_eq!(modes().trim(), "0 1 0", "{way}: {pane}");
+    }
+    assert!(!processes_with(&[&format!("300.{m}")]).is_empty(), "the program goes on");
 }
