@@ -868,6 +868,7 @@ fn terminal_end(
                     format!("the shell is not at its prompt: {pid} {command_line}")
                 }
                 NotRun::IntegrationDamaged => "the shell integration is damaged".to_owned(),
+                NotRun::PersonHolds { .. } => "a person holds the session for writing".to_owned(),
             });
             ("not_executed", Some("not_executed"))
         }

@@ -31,7 +31,8 @@ mod terminal;
 
 pub use explain::{ExplainOutput, explain};
 pub use terminal::{
-    TerminalOutput, TerminalStatus, key_error, session_refused, terminal, typed_key_name,
+    TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,
+    terminal, typed_key_name,
 };
 
 /// The longest echo of an agent's command in a reply, in characters: the

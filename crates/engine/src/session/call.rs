@@ -348,6 +348,12 @@ pub enum NotRun {
     },
     /// The running command never ran: the shell integration is damaged.
     IntegrationDamaged,
+    /// A person holds the session for writing (`shellkeep attach
+    /// --write`), since `since`: nothing is typed into their line.
+    PersonHolds {
+        /// When they took it.
+        since: std::time::SystemTime,
+    },
 }
 
 /// Who is blocked reading the terminal.
@@ -402,6 +408,12 @@ pub enum InputReport {
     /// they were not sent (the shell's prompt is left as it is): as
     /// [`Input::describe`] names them.
     KeyNotNeeded(String),
+    /// Nothing was sent: a person holds the session for writing, since
+    /// `since`.
+    PersonHolds {
+        /// When they took it.
+        since: std::time::SystemTime,
+    },
 }
 
 /// Something that happened to the session or its shell integration, told
@@ -487,6 +499,20 @@ pub enum Event {
         /// The process that sent the record, when it is not the shell.
         sender: Option<i32>,
     },
+    /// A person attached to the session typed into it (`shellkeep attach
+    /// --write`): when and how many keys, and how many with the
+    /// terminal's echo off (a password: never what they were).
+    PersonTyped(crate::terminal::PersonTyped),
+    /// A command a person typed at the shell's prompt ended with `status`;
+    /// what it printed is the output between commands.
+    PersonRan {
+        /// Its exit status.
+        status: i32,
+    },
+    /// The program waits for input with the terminal's echo off (a
+    /// password prompt): a person can answer it without the agent seeing
+    /// the answer (`shellkeep attach SESSION --write`).
+    InputHidden,
 }
 
 /// What showed that something ran at the shell's prompt.
@@ -605,4 +631,10 @@ pub enum SessionError {
          do nothing"
     )]
     KeyWhileIncomplete,
+    /// A reset while a person holds the session for writing, since `since`.
+    #[error("a person holds the session for writing")]
+    PersonHolds {
+        /// When they took it.
+        since: std::time::SystemTime,
+    },
 }

@@ -39,9 +39,9 @@ use crate::output;
 use crate::private_fs;
 use crate::proc_shell;
 use crate::process;
-use crate::pty::{self, Pty};
 use crate::screen::Screen;
 use crate::store::OutputStore;
+use crate::terminal::{Gate, Terminal, pty};
 
 use super::call::{
     Event, InputReport, MAX_START_ENV, NotRun, Outcome, PlaceError, ProgressHook, Reply, Request,
@@ -249,7 +249,7 @@ impl CommandSocket {
 /// One bash process and its PTY.
 pub(super) struct Shell {
     shared: Arc<Shared>,
-    pty: Pty,
+    terminal: Arc<Terminal>,
     /// The PTY slave's path, to discard unread input before ^C.
     tty: PathBuf,
     pid: i32,
@@ -271,7 +271,11 @@ pub(super) struct Shell {
 }
 
 impl Shell {
-    pub(super) async fn spawn(config: &SessionConfig, cwd: &Path) -> Result<Shell, SessionError> {
+    pub(super) async fn spawn(
+        config: &SessionConfig,
+        cwd: &Path,
+        gate: &Arc<Gate>,
+    ) -> Result<Shell, SessionError> {
         let fail = |what: &str, err: std::io::Error| {
             SessionError::Shell(format!("could not start the shell ({what}): {err}"))
         };
@@ -375,17 +379,22 @@ impl Shell {
             Screen::new(config.rows, config.cols, &nonce),
             Levels::new(pid, first_level),
             channel,
-            Arc::clone(&config.secrets),
+            (Arc::clone(&config.secrets), Arc::clone(gate)),
         )));
         let reader_shared = Arc::clone(&shared);
         let channel_handle =
             shared.lock().channel_handle().map_err(|err| fail("completion channel", err))?;
-        let pty = Pty::start(opened.master, &config.name, Some(channel_handle), move |event| {
-            let answers = reader_shared.lock().on_event(event);
-            reader_shared.notify();
-            answers
+        let size = ((config.rows, config.cols), Arc::clone(gate));
+        let terminal = Terminal::start(opened.master, &config.name, Some(channel_handle), size, {
+            move |event| {
+                let answers = reader_shared.lock().on_event(event);
+                reader_shared.notify();
+                answers
+            }
         })
         .map_err(|err| fail("reader thread", err))?;
+        let terminal = Arc::new(terminal);
+        let pty = terminal.pty();
         let waiter_shared = Arc::clone(&shared);
         let waiter = tokio::spawn(async move {
             let status = child.wait().await;
@@ -411,7 +420,7 @@ impl Shell {
         )));
         let shell = Shell {
             shared,
-            pty,
+            terminal,
             tty: opened.tty,
             pid,
             scope,
@@ -428,7 +437,7 @@ impl Shell {
         // Read once; nothing else should find it.
         let _ = std::fs::remove_file(shell.files.rc_file());
         if let Err(err) = ready {
-            shell.stop(config).await;
+            shell.stop(config, "the shell did not start").await;
             return Err(err);
         }
         let mut shell = shell;
@@ -441,6 +450,11 @@ impl Shell {
         }
         shell.refresh_state();
         Ok(shell)
+    }
+
+    /// The shell's terminal.
+    pub(super) fn terminal(&self) -> &Arc<Terminal> {
+        &self.terminal
     }
 
     /// Puts the calling shell's exported values back over what this shell's
@@ -541,7 +555,8 @@ impl Shell {
         }
         // The job in front has ended when the shell has the terminal back,
         // or when nothing is left of the group that had it.
-        let front = self.pty.handle().ok().and_then(|master| pty::foreground_group(&master));
+        let front =
+            self.terminal.pty().handle().ok().and_then(|master| pty::foreground_group(&master));
         let job_ended = match front {
             Some(group) if group == self.pid => true,
             Some(group) => process::live_group_members(group).is_empty(),
@@ -605,6 +620,14 @@ impl Shell {
     ) -> Result<Reply, SessionError> {
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
+        if let Some(since) = self.terminal.held_since() {
+            let mut reply = wait::idle_reply(&self.view, command, events);
+            reply.outcome = Outcome::NotExecuted {
+                command: command.to_owned(),
+                why: NotRun::PersonHolds { since },
+            };
+            return Ok(reply);
+        }
         let blocked = match self.not_at_prompt() {
             Some(front) => Some(front),
             None => self.shell_not_reading().await,
@@ -651,8 +674,12 @@ impl Shell {
         let idle_output = (!idle.trim().is_empty()).then_some(idle);
         // Tell the supervisor a command with a limit has started.
         self.shared.notify();
-        self.pty
-            .write_all(bash_script::run_line(seq, command).as_bytes(), Duration::from_secs(5))
+        self.terminal
+            .type_line(
+                command,
+                bash_script::run_line(seq, command).as_bytes(),
+                Duration::from_secs(5),
+            )
             .await
             .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
         let shared = Arc::clone(&self.shared);
@@ -739,8 +766,8 @@ impl Shell {
             now,
         );
         let unreported = self.shared.lock().begin_own(own, now);
-        self.pty
-            .write_all(bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
+        self.terminal
+            .type_line("", bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| failed("writing to the shell", err))?;
         let shared = Arc::clone(&self.shared);
@@ -781,7 +808,14 @@ impl Shell {
             Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, events)),
             waited => {
                 let fallback = self.shared.lock().awaits_fallback();
-                Ok(self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events))
+                let mut reply =
+                    self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events);
+                if reply.outcome == (Outcome::WaitingForInput { shell_reading: false })
+                    && !self.terminal.echoes()
+                {
+                    reply.events.push(Event::InputHidden);
+                }
+                Ok(reply)
             }
         }
     }
@@ -836,13 +870,13 @@ impl Shell {
     /// program in front (its pid and command line) when that is not so.
     fn not_at_prompt(&self) -> Option<(i32, String)> {
         let top = self.shared.lock().levels().top().map(|level| level.pid())?;
-        let master = self.pty.handle().ok()?;
+        let master = self.terminal.pty().handle().ok()?;
         let front = pty::foreground_group(&master)?;
         // A nested shell on a terminal of its own (`script`, `pty.spawn`):
         // the foreground of its own terminal is the one that matters.
         let own = proc_shell::terminal_foreground(top);
         let front = match own {
-            Some((terminal, own_front)) if Some(terminal) != self.terminal() => own_front,
+            Some((terminal, own_front)) if Some(terminal) != self.terminal_device() => own_front,
             _ => front,
         };
         (front != top).then(|| (front, proc_shell::command_line(front)))
@@ -885,7 +919,7 @@ impl Shell {
     }
 
     /// The terminal device number of the session's own shell.
-    fn terminal(&self) -> Option<u64> {
+    fn terminal_device(&self) -> Option<u64> {
         proc_shell::terminal_foreground(self.pid).map(|(terminal, _)| terminal)
     }
 
@@ -900,6 +934,9 @@ impl Shell {
     /// Bounded: at most the input's bytes, [`MODE_SETTLE`] of waiting for
     /// the mode, and [`INPUT_STALL`] of waiting per stall of the program.
     pub(super) async fn send_input(&mut self, input: Input) -> Result<InputReport, SessionError> {
+        if let Some(since) = self.terminal.held_since() {
+            return Ok(InputReport::PersonHolds { since });
+        }
         if input.has_key("C-c") {
             self.note_interrupt();
         }
@@ -915,7 +952,7 @@ impl Shell {
         let (bytes, key) = (input.bytes(mode), input.describe());
         // Write only while the command that was sent the input runs, with
         // the same job in front: input must never reach the shell's prompt.
-        let master = self.pty.handle().map_err(|err| {
+        let master = self.terminal.pty().handle().map_err(|err| {
             SessionError::Shell(format!("could not send the input to the program: {err}"))
         })?;
         let front = pty::foreground_group(&master);
@@ -927,7 +964,7 @@ impl Shell {
             unfinished && pty::foreground_group(&master) == front
         };
         let sent =
-            self.pty.write_accepted(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
+            self.terminal.write_input(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
                 SessionError::Shell(format!("could not send the input to the program: {err}"))
             })?;
         if let Some(command) = self.shared.lock().command_mut() {
@@ -940,7 +977,7 @@ impl Shell {
     /// terminal holds (it reads continuously; this only closes the gap of a
     /// program that set its mode an instant ago).
     async fn take_pending_output(&self) {
-        let Ok(master) = self.pty.handle() else { return };
+        let Ok(master) = self.terminal.pty().handle() else { return };
         let deadline = Instant::now() + MODE_SETTLE;
         while pty::has_unread_output(&master) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -949,7 +986,7 @@ impl Shell {
 
     /// Remembers the foreground group about to get ^C.
     fn note_interrupt(&self) {
-        let Ok(master) = self.pty.handle() else { return };
+        let Ok(master) = self.terminal.pty().handle() else { return };
         let Some(group) = pty::foreground_group(&master).filter(|&g| g != self.pid) else { return };
         let mut state = self.shared.lock();
         // A nested shell running a builtin is not the command's to stop.
@@ -985,7 +1022,7 @@ impl Shell {
     /// after `grace`.
     /// A command still running ends with the shell (reset, close), through
     /// the same finish as every other end: its log reads as ended.
-    pub(super) async fn stop(self, config: &SessionConfig) {
+    pub(super) async fn stop(self, config: &SessionConfig, how: &str) {
         process::terminate_session(self.pid, Some(&self.scope), config.grace).await;
         // What the reader thread already has is the command's last text.
         self.shared.lock().finish_with_shell(Instant::now());
@@ -996,7 +1033,8 @@ impl Shell {
         self.waiter.abort();
         self.supervisor.abort();
         self.watcher.abort();
-        drop(self.pty);
+        self.terminal.close(how);
+        drop(self.terminal);
         let _ = std::fs::remove_dir_all(&self.files.dir);
     }
 }

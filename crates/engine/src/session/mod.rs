@@ -75,6 +75,7 @@ use crate::bash_script::ShellFiles;
 use crate::keys::Input;
 use crate::process;
 use crate::store::OutputStore;
+use crate::terminal::{Gate, Held, Hold, Terminal};
 
 pub use call::{
     AtPrompt, Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place,
@@ -94,6 +95,10 @@ pub struct Session {
     current: Mutex<Option<Arc<Shared>>>,
     /// The live shell's pid and private files, for listings.
     live: Mutex<Option<(i32, ShellFiles)>>,
+    /// The live shell's terminal, for a person watching or typing.
+    terminal: Mutex<Option<Arc<Terminal>>>,
+    /// Who may type, and when (outlives a reset).
+    gate: Arc<Gate>,
     /// When the client last cancelled a call that had not been reported on
     /// since; the next call says so.
     cancelled_at: Mutex<Option<Instant>>,
@@ -140,6 +145,8 @@ impl Session {
             shell: tokio::sync::Mutex::new(None),
             current: Mutex::new(None),
             live: Mutex::new(None),
+            terminal: Mutex::new(None),
+            gate: Arc::new(Gate::default()),
             cancelled_at: Mutex::new(None),
             closing: CancellationToken::new(),
             starting: std::sync::atomic::AtomicBool::new(false),
@@ -173,7 +180,41 @@ impl Session {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(shell.shared()));
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((shell.pid(), shell.files().clone()));
+        *self.terminal.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(Arc::clone(shell.terminal()));
         slot.insert(shell)
+    }
+
+    /// The live shell's terminal, for a person watching (`None` before the
+    /// shell starts and once the session is closed; a reset gives a new
+    /// one). Take what is needed (a `Watch`) and let it go.
+    pub fn terminal(&self) -> Option<Arc<Terminal>> {
+        self.terminal.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Takes the session for a person's writing: while the hold lives, the
+    /// agent's new commands and input are refused
+    /// (`NotRun::PersonHolds`). One person at a time.
+    pub fn hold(&self) -> Result<Hold, Held> {
+        self.gate.hold()
+    }
+
+    /// Since when a person holds the session for writing, if one does.
+    pub fn held_since(&self) -> Option<std::time::SystemTime> {
+        self.gate.held_since()
+    }
+
+    /// Types a person's keys into the live shell's terminal, once no agent
+    /// line is being typed; the agent's next reply says a person typed
+    /// (when, how many keys; never the text typed with echo off).
+    pub async fn type_keys(&self, hold: &Hold, bytes: &[u8]) -> std::io::Result<()> {
+        let Some(terminal) = self.terminal() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the session has no shell running",
+            ));
+        };
+        terminal.person_keys(hold, bytes).await
     }
 
     /// The session's configuration.
@@ -204,7 +245,24 @@ impl Session {
         request: Request,
         cancel: CancellationToken,
     ) -> Result<Reply, SessionError> {
+        let mut reply = self.carry_out(request, cancel).await?;
+        // What a person typed meanwhile, told once.
+        if let Some(typed) = self.gate.take_typed() {
+            reply.events.push(Event::PersonTyped(typed));
+        }
+        Ok(reply)
+    }
+
+    /// [`Session::execute`] without what a person typed.
+    async fn carry_out(
+        &self,
+        request: Request,
+        cancel: CancellationToken,
+    ) -> Result<Reply, SessionError> {
         validate(&request)?;
+        if let (Call::Reset { .. }, Some(since)) = (&request.call, self.gate.held_since()) {
+            return Err(SessionError::PersonHolds { since });
+        }
         let client = cancel;
         let (cancel, _link) = self.call_token(&client);
         let mut slot = self.shell.lock().await;
@@ -213,7 +271,7 @@ impl Session {
         let call = match std::mem::take(&mut request.call) {
             Call::Reset { then } => {
                 if let Some(old) = slot.take() {
-                    old.stop(&self.config).await;
+                    old.stop(&self.config, "the agent reset the session").await;
                 }
                 events.push(Event::Reset);
                 let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
@@ -368,9 +426,9 @@ impl Session {
             let how = shell.exit();
             reply.events.extend(shell.take_integration_events());
             if let Some(old) = slot.take() {
-                old.stop(&self.config).await;
+                old.stop(&self.config, "the shell ended").await;
             }
-            self.install(slot, Shell::spawn(&self.config, &cwd).await?);
+            self.install(slot, Shell::spawn(&self.config, &cwd, &self.gate).await?);
             reply.events.push(Event::ShellRestarted { how, cwd });
             return Ok(reply);
         }
@@ -400,9 +458,10 @@ impl Session {
     /// Stops the shell and everything it started.
     pub async fn close(&self) {
         if let Some(shell) = self.shell.lock().await.take() {
-            shell.stop(&self.config).await;
+            shell.stop(&self.config, "the session was closed").await;
         }
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.terminal.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.live.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
@@ -420,13 +479,16 @@ impl Session {
             let cwd = shell.restart_dir(&self.config);
             events.push(Event::ShellRestarted { how: shell.exit(), cwd: cwd.clone() });
             if let Some(old) = slot.take() {
-                old.stop(&self.config).await;
+                old.stop(&self.config, "the shell ended").await;
             }
-            self.install(slot, Shell::spawn(&self.config, &cwd).await?);
+            self.install(slot, Shell::spawn(&self.config, &cwd, &self.gate).await?);
         }
         match slot {
             Some(shell) => Ok(shell),
-            None => Ok(self.install(slot, Shell::spawn(&self.config, &self.config.cwd).await?)),
+            None => {
+                let shell = Shell::spawn(&self.config, &self.config.cwd, &self.gate).await?;
+                Ok(self.install(slot, shell))
+            }
         }
     }
 }

@@ -53,9 +53,9 @@ use crate::bash_script;
 use crate::mask::Secrets;
 use crate::output::{self, Masking};
 pub(super) use crate::process::exit_code;
-use crate::pty;
 use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
+use crate::terminal::{Gate, pty};
 
 use super::call::{AtPrompt, Event};
 use super::channel::{Captured, Channel, Message, Record, StateParts};
@@ -135,6 +135,11 @@ pub(super) struct State {
     /// The innermost shell's pid and its count of the command lines it had
     /// read at the last start marker; forgotten when the levels change.
     lines_read: Option<(i32, u64)>,
+    /// Who may type, and what a person typed (`terminal::gate`).
+    gate: Arc<Gate>,
+    /// A person typed between the last command and the running one: the
+    /// lines the shell read meanwhile were theirs.
+    person_lines: bool,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
@@ -161,7 +166,7 @@ impl State {
         screen: Screen,
         levels: Levels,
         channel: Channel,
-        secrets: Arc<Secrets>,
+        (secrets, gate): (Arc<Secrets>, Arc<Gate>),
     ) -> State {
         State {
             screen,
@@ -179,6 +184,8 @@ impl State {
             secrets,
             prompted: None,
             lines_read: None,
+            gate,
+            person_lines: false,
         }
     }
 
@@ -278,7 +285,12 @@ impl State {
                 self.ran_at_prompt(AtPrompt::EndRecord, record.seq, Some(record.pid));
                 continue;
             }
-            self.ran_at_prompt(AtPrompt::EndRecord, record.seq, None);
+            if self.at_prompt() && self.gate.typed_since_command() {
+                // A person attached typed a command at the prompt.
+                self.levels.note(Event::PersonRan { status: record.status });
+            } else {
+                self.ran_at_prompt(AtPrompt::EndRecord, record.seq, None);
+            }
             if self.records.len() >= RECORDS_KEPT {
                 self.records.pop_front();
             }
@@ -344,7 +356,7 @@ impl State {
     /// session is marked tampered with for the next reply. Before the
     /// first prompt, the shell's start-up sends the first record.
     fn ran_at_prompt(&mut self, what: AtPrompt, seq: u64, sender: Option<i32>) {
-        if !self.ready || self.command.as_ref().is_some_and(|c| !c.is_finished()) {
+        if !self.at_prompt() {
             return;
         }
         if what == AtPrompt::EndRecord && sender.is_none() && self.levels.launched_by(seq) {
@@ -354,6 +366,11 @@ impl State {
         }
         tracing::warn!(seq, ?sender, ?what, "something ran at the shell's prompt");
         self.levels.note(Event::RanAtPrompt { what, seq, sender });
+    }
+
+    /// Whether the shell is past its first prompt and no command runs.
+    fn at_prompt(&self) -> bool {
+        self.ready && self.command.as_ref().is_none_or(Command::is_finished)
     }
 
     /// The start marker of our command `seq` says the shell has read
@@ -366,6 +383,7 @@ impl State {
         if let (Some(top), Some((shell, last))) = (top, self.lines_read)
             && shell == top
             && lines > last + 1
+            && !self.person_lines
         {
             let what = AtPrompt::Lines { count: lines - last - 1 };
             tracing::warn!(seq, ?what, "lines ran at the shell's prompt");
@@ -551,7 +569,11 @@ impl State {
         self.screen.leave_alternate();
         let text = self.screen.take_committed();
         match self.unfinished(seq) {
-            Some(command) => command.finish(&text, status, now),
+            Some(command) => {
+                command.finish(&text, status, now);
+                // A person's keys before this were for the command.
+                self.gate.command_turn();
+            }
             None => self.push_idle(&text),
         }
     }
@@ -642,6 +664,7 @@ impl State {
     pub(super) fn begin(&mut self, command: Command, now: Instant) -> String {
         // What the shell sent while it sat at its prompt is judged as such.
         self.receive_records();
+        self.person_lines = self.gate.command_turn();
         self.screen.commit_all();
         self.route_committed(now);
         self.command = Some(command);
@@ -859,8 +882,8 @@ mod tests {
         let (channel, shell) = Channel::open().expect("channel");
         let me = std::process::id() as i32;
         let levels = Levels::new(me, proc_shell::fingerprint(me));
-        let mut state =
-            State::new(Screen::new(24, 80, NONCE), levels, channel, Arc::new(Secrets::none()));
+        let parts = (Arc::new(Secrets::none()), Arc::new(Gate::default()));
+        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel, parts);
         end(&mut state, &shell, 0, 0, 1);
         assert!(state.is_ready());
         (state, shell)

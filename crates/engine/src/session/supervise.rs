@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use crate::input_wait::{self, Reading};
 use crate::process::{self, TerminationMode};
-use crate::pty;
+use crate::terminal::pty;
 
 use super::command::KillState;
 use super::shared::{Shared, wait_for};

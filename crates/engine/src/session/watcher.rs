@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
 use crate::proc_shell::{self, Prompting};
-use crate::pty;
+use crate::terminal::pty;
 
 use super::call::Event;
 use super::levels::{Level, REINSTALL_SEQ_BASE, Reinstall};

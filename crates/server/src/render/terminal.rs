@@ -155,7 +155,26 @@ pub struct TerminalOutput {
     /// that cannot be written), when the output was cut and no file holds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_output_error: Option<String>,
-    /// Output printed while no command was running (background jobs).
+    /// A person attached to the session (`shellkeep attach --write`) typed
+    /// into it since the last reply: how many keys, how many of them with
+    /// the terminal's echo off (a password, never shown), how long ago.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person_typed: Option<PersonTypedOutput>,
+    /// The exit code of a command a person typed at the shell's prompt
+    /// (what it printed is `background_output`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person_command_exit_code: Option<i32>,
+    /// Seconds since a person took the session for writing, when that is
+    /// why the command or input was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person_holds_since_sec_ago: Option<f64>,
+    /// While the program reads with echo off (a password prompt): the
+    /// command a person runs in their own terminal to answer it, so the
+    /// secret never reaches the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub person_can_answer: Option<String>,
+    /// Output printed while no command was running (background jobs, or a
+    /// command a person ran at the prompt).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_output: Option<String>,
     /// The last output of the previous command (see `previous_exit_code`).
@@ -164,6 +183,18 @@ pub struct TerminalOutput {
     /// What the command printed since the last reply (head and tail when
     /// cut, with a line that says what was left out). Always last.
     pub output: String,
+}
+
+/// What a person typed into the session since the last reply.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
+pub struct PersonTypedOutput {
+    /// Keys in all (an arrow counts once).
+    pub keys: u64,
+    /// Keys typed while the terminal's echo was off (a password): what
+    /// they were is never kept.
+    pub echo_off_keys: u64,
+    /// Seconds (one decimal) since the last key.
+    pub last_key_sec_ago: f64,
 }
 
 /// The `status` of a terminal reply.
@@ -434,6 +465,24 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         full_output_path: full_path(&reply.output),
         full_output_cut: full_cut(&reply.output),
         full_output_error: reply.output.full_output_error.clone(),
+        person_typed: reply.events.iter().find_map(|event| match event {
+            Event::PersonTyped(typed) => Some(PersonTypedOutput {
+                keys: typed.keys,
+                echo_off_keys: typed.hidden,
+                last_key_sec_ago: round_secs(ago(typed.last)),
+            }),
+            _ => None,
+        }),
+        person_command_exit_code: reply.events.iter().rev().find_map(|event| match event {
+            Event::PersonRan { status } => Some(*status),
+            _ => None,
+        }),
+        person_holds_since_sec_ago: match (&reply.outcome, &reply.input) {
+            (Outcome::NotExecuted { why: NotRun::PersonHolds { since }, .. }, _)
+            | (_, Some(InputReport::PersonHolds { since })) => Some(round_secs(ago(*since))),
+            _ => None,
+        },
+        person_can_answer: None,
         background_output: reply.idle_output.clone(),
         previous_output: previous.map(|p| p.output.text.clone()),
         output: reply.output.text.clone(),
@@ -608,7 +657,47 @@ fn not_executed(command: &str, why: &NotRun) -> String {
             "[Your command {command} is NOT executed. The previous command is still running - You \
              CANNOT send new commands until the previous command is completed.]"
         ),
+        NotRun::PersonHolds { since } => format!(
+            "[Your command {command} is NOT executed: {}, and nothing is typed into their line. \
+             Polls and the `output` tool still work; send the command again once they detach, \
+             or use another session.]",
+            person_holds(*since)
+        ),
     }
+}
+
+/// Who holds the session, and since when.
+fn person_holds(since: std::time::SystemTime) -> String {
+    format!(
+        "a person holds this session for writing (`shellkeep attach --write`, since {} ago)",
+        seconds(ago(since))
+    )
+}
+
+/// Time since `at` (zero for a time that is not past).
+fn ago(at: std::time::SystemTime) -> std::time::Duration {
+    at.elapsed().unwrap_or_default()
+}
+
+/// The command a person runs to type into session `name`.
+pub fn attach_command(name: &str) -> String {
+    if name == shellkeep_engine::registry::DEFAULT_SESSION {
+        "shellkeep attach --write".to_owned()
+    } else {
+        format!("shellkeep attach {name} --write")
+    }
+}
+
+/// The line for a program that reads with echo off in session `name`: how
+/// a person answers it without the agent seeing the answer.
+pub fn person_can_answer(name: &str) -> String {
+    format!(
+        "[The program reads with the terminal's echo off: a password or passphrase prompt. Do \
+         not ask for the secret or type it yourself: ask a person to run `{}` in a terminal of \
+         their own (same user, same machine) and answer it there; you never see what they type, \
+         and a later reply says a person answered. Poll meanwhile.]",
+        attach_command(name)
+    )
 }
 
 /// The lines about input that did not all arrive.
@@ -620,6 +709,10 @@ fn input_lines(input: Option<&InputReport>, out: &mut Text) {
         Some(InputReport::Sent { delivered, total, .. }) if delivered < total => out.note(format!(
             "[Only {delivered} of the {total} bytes of your input were delivered: the program is \
              not reading its input, and the rest was dropped. C-c still interrupts it.]"
+        )),
+        Some(InputReport::PersonHolds { since }) => out.note(format!(
+            "[Your input was NOT sent: {}. Polls and the `output` tool still work.]",
+            person_holds(*since)
         )),
         _ => {}
     }
@@ -719,6 +812,31 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             reset=true restores it.]"
             .to_owned(),
         Event::RanAtPrompt { what, seq, sender } => ran_at_prompt(*what, *seq, *sender),
+        Event::PersonTyped(typed) => {
+            let hidden = match typed.hidden {
+                0 => String::new(),
+                n if n == typed.keys => {
+                    " with the terminal's echo off (a password: what was typed is not shown)"
+                        .to_owned()
+                }
+                n => format!(
+                    ", {n} of them with the terminal's echo off (a password: what was typed \
+                     then is not shown)"
+                ),
+            };
+            format!(
+                "[A person attached to this session typed {} key{}{hidden}; the last {} ago.]",
+                typed.keys,
+                if typed.keys == 1 { "" } else { "s" },
+                seconds(ago(typed.last))
+            )
+        }
+        Event::PersonRan { status } => format!(
+            "[A person attached to this session ran a command at the shell's prompt; it ended \
+             with exit code {status}. What it printed is the output between commands.]"
+        ),
+        // Worded with the session's name by the tool (`person_can_answer`).
+        Event::InputHidden => return,
     };
     out.note(line);
 }
@@ -842,6 +960,10 @@ pub fn session_refused(err: &SessionError) -> String {
             command, so keys other than C-c (discard it) and C-d (end of input) do nothing. Send \
             the remaining lines with is_input=true."
             .to_owned(),
+        SessionError::PersonHolds { since } => format!(
+            "The session was NOT reset: {}. Reset it once they detach, or use another session.",
+            person_holds(*since)
+        ),
     }
 }
 

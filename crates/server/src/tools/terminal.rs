@@ -12,7 +12,9 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::keys::{self, Input};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, RegistryError, validate_name};
-use shellkeep_engine::session::{Call, Outcome, Place, Progress, ProgressHook, Reply, Request};
+use shellkeep_engine::session::{
+    Call, Event, Outcome, Place, Progress, ProgressHook, Reply, Request,
+};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -182,6 +184,12 @@ impl Shellkeep {
                 }
                 let (mut text, mut structured) = render::terminal(&reply);
                 let is_error = structured.status == TerminalStatus::NotExecuted;
+                if reply.events.contains(&Event::InputHidden) {
+                    let line = render::person_can_answer(lease.name());
+                    text.notice(&line);
+                    structured.notes.push(line);
+                    structured.person_can_answer = Some(render::attach_command(lease.name()));
+                }
                 if let Some(key) = typed_key_name.filter(|_| reply.input.is_some()) {
                     let line = render::typed_key_name(key);
                     text.notice(&line);

@@ -264,6 +264,11 @@ pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
 /// line mode with echo (`printf`, `cat` of a binary file) the answer would
 /// be echoed into the output and, once the program ends, typed into the
 /// shell as a command.
+/// Whether the terminal echoes its input now (off: a password prompt).
+pub fn echoes(master: &OwnedFd) -> bool {
+    tcgetattr(master).is_ok_and(|termios| termios.local_flags.contains(LocalFlags::ECHO))
+}
+
 fn reads_answers(master: &OwnedFd) -> bool {
     tcgetattr(master)
         .is_ok_and(|termios| !termios.local_flags.contains(LocalFlags::ICANON | LocalFlags::ECHO))
@@ -288,9 +293,8 @@ pub fn all_output_taken(master: &OwnedFd, in_hand: &AtomicBool) -> bool {
     !has_unread_output(master) && !in_hand.load(Ordering::SeqCst)
 }
 
-/// Waits for output or a stop request; `Ok(None)` means "nothing yet".
 /// What the reader thread's callback is told.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
     /// Bytes the program wrote to the terminal.
     Output(&'a [u8]),

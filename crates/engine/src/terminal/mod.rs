@@ -1,0 +1,165 @@
+//! The terminal layer: one owner of a shell's PTY ([`Terminal`]), its
+//! reader thread, who may write to it, and the fan-out of what it reads.
+//!
+//! Every chunk the reader thread reads goes first to the session's
+//! renderer (the callback `Terminal::start` is given: `session::shared`'s
+//! `State::on_event`), then to the taps (`taps.rs`): the sinks (a recorder,
+//! in the reader thread), the watchers (a person attached, through a
+//! broadcast channel that skips a slow one ahead) and the replay ring.
+//! Everything written goes through the [`Gate`]: the agent's command line
+//! whole, a person's keys between lines, and never the agent's new
+//! command while a person holds the session.
+//!
+//! The raw stream is not masked here: a view that leaves the engine masks
+//! it with [`RawMasker`] (what raw masking cannot catch is said there).
+
+pub mod gate;
+mod masked;
+pub mod pty;
+mod taps;
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use gate::{Gate, Held, Hold, PersonTyped};
+pub use masked::RawMasker;
+use pty::Pty;
+use taps::Taps;
+pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch};
+
+/// How long a person's keys may wait for the terminal to take them.
+const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// One shell's terminal: the PTY, its reader, its taps and its gate.
+///
+/// Shared as an `Arc` outside the session's call lock, so that a person's
+/// keys and a watcher's join never wait for an agent's call. Holders other
+/// than the shell take what they need (a [`Watch`]) and let it go: the
+/// shell's end closes the taps (`Terminal::close`) whoever still holds it.
+pub struct Terminal {
+    pty: Pty,
+    taps: Arc<Taps>,
+    gate: Arc<Gate>,
+    size: (u16, u16),
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal").field("size", &self.size).finish_non_exhaustive()
+    }
+}
+
+impl Terminal {
+    /// Starts the reader thread of the PTY `master` (of `size`, rows and
+    /// columns), also watching `also` (see [`Pty::start`]): every event
+    /// goes to `renderer` first (what it returns is written back as the
+    /// terminal's answers), then to the taps.
+    pub(crate) fn start(
+        master: OwnedFd,
+        name: &str,
+        also: Option<OwnedFd>,
+        (size, gate): ((u16, u16), Arc<Gate>),
+        mut renderer: impl FnMut(pty::Event<'_>) -> Vec<u8> + Send + 'static,
+    ) -> io::Result<Terminal> {
+        let taps = Arc::new(Taps::new());
+        let tapped = Arc::clone(&taps);
+        let pty = Pty::start(master, name, also, move |event| {
+            let answers = renderer(event);
+            match event {
+                pty::Event::Output(bytes) => tapped.publish(Tap::Output(Arc::from(bytes))),
+                pty::Event::HangUp => tapped.close("the shell ended".to_owned()),
+                pty::Event::Ready => {}
+            }
+            answers
+        })?;
+        Ok(Terminal { pty, taps, gate, size })
+    }
+
+    /// The replay and a live receiver (see [`Watch`]); with `since`, the
+    /// replay is only what came within that span.
+    pub fn watch(&self, since: Option<Duration>) -> Watch {
+        self.taps.watch(since)
+    }
+
+    /// The terminal's window size: rows, columns. The agent's size wins; a
+    /// person's terminal does not change it.
+    pub fn size(&self) -> (u16, u16) {
+        self.size
+    }
+
+    /// Adds a sink that sees every tap from now on, in the reader thread.
+    pub fn add_sink(&self, sink: Box<dyn Sink>) {
+        self.taps.add_sink(sink);
+    }
+
+    /// How many watchers are subscribed now.
+    pub fn watchers(&self) -> usize {
+        self.taps.watchers()
+    }
+
+    /// Whether the terminal echoes input now (off: a password prompt).
+    pub fn echoes(&self) -> bool {
+        self.pty.handle().is_ok_and(|master| pty::echoes(&master))
+    }
+
+    /// Since when a person holds the session for writing, if one does.
+    pub(crate) fn held_since(&self) -> Option<std::time::SystemTime> {
+        self.gate.held_since()
+    }
+
+    /// The PTY (its master's handle, its reader's flag).
+    pub(crate) fn pty(&self) -> &Pty {
+        &self.pty
+    }
+
+    /// Types the agent's `line` (which runs `command`) whole, with no
+    /// person's key in between; waits at most `limit` for the terminal.
+    pub(crate) async fn type_line(
+        &self,
+        command: &str,
+        line: &[u8],
+        limit: Duration,
+    ) -> io::Result<()> {
+        let _typing = self.gate.typing().await;
+        self.taps.publish(Tap::Command(command.to_owned()));
+        self.pty.write_all(line, limit).await
+    }
+
+    /// Writes the agent's input to the running program (see
+    /// [`Pty::write_accepted`]), with no person's key in between.
+    pub(crate) async fn write_input(
+        &self,
+        bytes: &[u8],
+        stall: Duration,
+        keep_going: impl FnMut() -> bool,
+    ) -> io::Result<usize> {
+        let _typing = self.gate.typing().await;
+        self.pty.write_accepted(bytes, stall, keep_going).await
+    }
+
+    /// Writes a person's keys, once no agent line is being typed; counts
+    /// them for the agent's next reply (those typed with echo off only by
+    /// number) and taps them. Refused unless `hold` is this session's
+    /// current hold.
+    pub(crate) async fn person_keys(&self, hold: &Hold, bytes: &[u8]) -> io::Result<()> {
+        if !self.gate.is_holder(hold) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "this person no longer holds the session for writing",
+            ));
+        }
+        let _typing = self.gate.typing().await;
+        let echo = self.echoes();
+        self.pty.write_all(bytes, PERSON_WRITE_LIMIT).await?;
+        self.gate.note_typed(bytes, echo);
+        self.taps.publish(Tap::Input { bytes: Arc::from(bytes), echo });
+        Ok(())
+    }
+
+    /// The shell ended (`how`): watchers are told and their channel closes.
+    pub(crate) fn close(&self, how: &str) {
+        self.taps.close(how.to_owned());
+    }
+}
