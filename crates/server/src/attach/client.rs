@@ -363,11 +363,15 @@ struct RawMode {
 
 impl RawMode {
     fn enter() -> anyhow::Result<RawMode> {
-        use nix::sys::termios::{SetArg, cfmakeraw, tcgetattr, tcsetattr};
+        use nix::sys::termios::{OutputFlags, SetArg, cfmakeraw, tcgetattr, tcsetattr};
         let stdin = std::io::stdin();
         let saved = tcgetattr(stdin.as_fd()).context("cannot read the terminal's settings")?;
         let mut raw = saved.clone();
         cfmakeraw(&mut raw);
+        // The session's terminal sends bare line feeds (its PTY does no
+        // output processing) and shellkeep's renderer takes each for a new
+        // line: the person's terminal does the same.
+        raw.output_flags.insert(OutputFlags::OPOST | OutputFlags::ONLCR);
         tcsetattr(stdin.as_fd(), SetArg::TCSAFLUSH, &raw).context("cannot set raw mode")?;
         Ok(RawMode { saved })
     }

@@ -29,6 +29,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::clean::Cleaner;
 use super::protocol::{
     self, Accepted, AttachRequest, Event, Frame, GREETING, Kind, Listing, MAX_CLIENT_FRAME,
     MAX_OUTPUT_FRAME, Refused, Request, SessionRow, Window, Writing,
@@ -52,6 +53,10 @@ const SHELL_POLL: Duration = Duration::from_millis(100);
 /// What a peer of another user reads before the connection closes: no
 /// name, no number, nothing about the server.
 pub const REFUSAL_OTHER_USER: &str = "shellkeep: refused: this server belongs to another user\n";
+
+/// What a process of the server's own sessions reads.
+pub const REFUSAL_OWN_PROCESS: &str =
+    "shellkeep: refused: a process of this server's own sessions cannot attach to them\n";
 
 /// What one viewer too many reads.
 const REFUSAL_TOO_MANY: &str = "shellkeep: refused: too many viewers are attached to this server\n";
@@ -159,6 +164,15 @@ async fn connection(mut stream: UnixStream, shared: Arc<Shared>) -> std::io::Res
     if peer_uid != private_fs::euid() {
         tracing::warn!(peer_pid, peer_uid, "attach: refused a connection of another user");
         stream.write_all(REFUSAL_OTHER_USER.as_bytes()).await?;
+        return stream.shutdown().await;
+    }
+    // A command of the server's own sessions (same user) must not watch its
+    // session's raw stream, nor hold it as if it were a person, nor type
+    // into it as one: the agent would be told a person did.
+    let ours = tokio::task::spawn_blocking(move || process::is_ours(peer_pid)).await;
+    if ours.unwrap_or(true) {
+        tracing::warn!(peer_pid, "attach: refused a process of the server's own sessions");
+        stream.write_all(REFUSAL_OWN_PROCESS.as_bytes()).await?;
         return stream.shutdown().await;
     }
     let Ok(_slot) = Arc::clone(&shared.slots).try_acquire_owned() else {
@@ -332,6 +346,7 @@ async fn view(
         write,
         secrets: (!request.show_secrets).then(|| Arc::clone(&session.config().secrets)),
         masker: None,
+        cleaner: Cleaner::new(),
     };
     let since = request
         .since_secs
@@ -428,8 +443,9 @@ async fn follow(
             tapped = live.recv() => match tapped {
                 Ok(tapped) => out.tap(&tapped).await?,
                 Err(broadcast::error::RecvError::Lagged(taps)) => {
-                    // What the masker held back belongs to output now lost.
+                    // What the filters held back belongs to output now lost.
                     out.masker = None;
+                    out.cleaner = Cleaner::new();
                     out.event(&Event::Skipped { taps }).await?;
                 }
                 Err(broadcast::error::RecvError::Closed) => {
@@ -492,9 +508,11 @@ async fn read_viewer(
     }
 }
 
-/// The viewer's end of the socket, with its masker.
+/// The viewer's end of the socket, with its filters.
 struct Viewer {
     write: OwnedWriteHalf,
+    /// Takes the integration's markers out, and shows the agent's commands.
+    cleaner: Cleaner,
     /// The session's secrets; `None` shows the raw stream.
     secrets: Option<Arc<shellkeep_engine::mask::Secrets>>,
     /// The masker of the current stretch of output (it may hold back the
@@ -507,15 +525,12 @@ impl Viewer {
     async fn tap(&mut self, tapped: &Tapped) -> std::io::Result<()> {
         match &tapped.tap {
             Tap::Output(bytes) => {
-                let shown = match &self.secrets {
-                    Some(secrets) => self
-                        .masker
-                        .get_or_insert_with(|| RawMasker::new(Arc::clone(secrets)))
-                        .push(bytes)
-                        .into_bytes(),
-                    None => bytes.to_vec(),
-                };
-                self.output(&shown).await
+                let cleaned = self.cleaner.push(bytes);
+                self.show(&cleaned).await
+            }
+            Tap::Command(command) => {
+                self.cleaner.command(command);
+                Ok(())
             }
             Tap::Resize { rows, cols } => {
                 self.event(&Event::Resize { window: Window { rows: *rows, cols: *cols } }).await
@@ -524,15 +539,33 @@ impl Viewer {
                 self.flush_masker().await?;
                 self.event(&Event::ShellEnded { how: how.clone() }).await
             }
-            // The terminal echoes what it echoes: a command line and keys
-            // typed with echo on are in the output already; keys typed with
-            // echo off must never be shown.
-            Tap::Command(_) | Tap::Input { .. } => Ok(()),
+            // The terminal echoes what it echoes: keys typed with echo on
+            // are in the output already; keys typed with echo off must never
+            // be shown.
+            Tap::Input { .. } => Ok(()),
         }
     }
 
-    /// Sends what the masker held back.
+    /// Sends cleaned output, masked unless the viewer asked for the raw
+    /// stream.
+    async fn show(&mut self, cleaned: &[u8]) -> std::io::Result<()> {
+        let shown = match &self.secrets {
+            Some(secrets) => self
+                .masker
+                .get_or_insert_with(|| RawMasker::new(Arc::clone(secrets)))
+                .push(cleaned)
+                .into_bytes(),
+            None => cleaned.to_vec(),
+        };
+        self.output(&shown).await
+    }
+
+    /// Sends what the filters held back: the stream of this shell ends.
     async fn flush_masker(&mut self) -> std::io::Result<()> {
+        let held = self.cleaner.finish();
+        if !held.is_empty() {
+            self.show(&held).await?;
+        }
         let Some(mut masker) = self.masker.take() else { return Ok(()) };
         let rest = masker.finish();
         self.output(rest.as_bytes()).await

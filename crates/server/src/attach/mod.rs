@@ -35,7 +35,9 @@
 //!    granted) and `W` frames (its window, JSON). Closing the connection
 //!    detaches; the session is not touched.
 //!
-//! Output is masked with the session's secrets by the engine's
+//! The stream is cleaned first (`clean`: the integration's marker
+//! sequences out, the agent's commands shown as `$ command` instead of the
+//! line shellkeep types to run them). Output is masked with the session's secrets by the engine's
 //! `RawMasker` unless the viewer asked for `show_secrets` (the same user:
 //! the secrets are theirs). Raw masking cannot see a secret that the
 //! program breaks up with escape sequences (colour in the middle of a
@@ -44,6 +46,7 @@
 //! The agent's words are not here (they live in `render`); the person's
 //! words are, in `client`.
 
+mod clean;
 mod client;
 mod listen;
 mod protocol;

@@ -255,14 +255,17 @@ async fn a_person_watches_the_agent_run_commands() {
     let first = marker();
     server.terminal(json!({"command": format!("echo before-{first}")})).await;
     let Some(view) = Tmux::start(&runtime, &[]) else { return };
-    let pane = view.wait_for(&format!("before-{first}")).await;
+    let pane = view.wait_for(&format!("\nbefore-{first}\n")).await;
     assert!(pane.contains(&format!("session default of server {}", server.pid)), "{pane}");
     assert!(pane.contains("read-only") && pane.contains("detach with C-]"), "{pane}");
     for n in 0..3 {
         let m = marker();
         let r = server.terminal(json!({"command": format!("echo live-{n}-{m}")})).await;
         assert_eq!(r.output(), format!("live-{n}-{m}\n"), "{r:#?}");
-        view.wait_for(&format!("live-{n}-{m}")).await;
+        let pane = view.wait_for(&format!("\nlive-{n}-{m}\n")).await;
+        // The agent's command shows as a person would have typed it.
+        assert!(pane.contains(&format!("\n$ echo live-{n}-{m}\n")), "{pane}");
+        assert!(!pane.contains("__sk_"), "nothing of the integration: {pane}");
     }
     let ls = runtime.ls().await;
     assert!(ls.contains("default: idle, 1 watching"), "{ls}");
@@ -319,13 +322,17 @@ async fn a_person_answers_the_password_prompt_the_agent_started() {
     let password = format!("pw-{}", marker());
     view.type_text(&password);
     view.press("Enter");
+    // The person sees the program end; the agent's poll then has it all.
+    let pane = view.wait_for(&format!("got {}", password.len())).await;
+    assert!(!pane.contains(&password), "echo was off: {pane}");
     let r = server.terminal(json!({"command": "", "timeout": 20})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
     assert!(r.output().contains(&format!("got {}", password.len())), "{r:#?}");
+    // Told that a person answered, never what: the keys are counted.
+    let echo_off = r["person_typed"]["echo_off_keys"].as_u64().unwrap_or(0);
+    assert!(echo_off > password.len() as u64, "{r:#?}");
     let everything = format!("{}\n{}", r.text, r.structured);
     assert!(!everything.contains(&password), "the agent saw the password: {everything}");
-    let pane = view.wait_for(&format!("got {}", password.len())).await;
-    assert!(!pane.contains(&password), "echo was off: {pane}");
     // The person gives the keyboard back; the agent types again.
     view.press("C-]");
     view.wait_for("detached from default").await;
@@ -400,7 +407,7 @@ async fn a_masked_secret_does_not_reach_the_pane() {
         r#"printf '%s' "${{SK_E2E_VALUE:0:6}}"; sleep 0.3; printf '%s\n' "${{SK_E2E_VALUE:6}}"; echo done-{m}"#
     );
     server.terminal(json!({"command": split})).await;
-    let pane = view.wait_for(&format!("done-{m}")).await;
+    let pane = view.wait_for(&format!("\ndone-{m}\n")).await;
     assert!(!pane.contains(VALUE), "{pane}");
     assert!(pane.contains("<secret-hidden>"), "{pane}");
     raw.wait_stdout(VALUE).await;
@@ -643,7 +650,7 @@ async fn a_full_screen_program_does_not_outlive_the_view() {
     // Detached by a key, or stopped by a signal to the attach process.
     for way in ["C-c", "TERM", "HUP", "INT"] {
         let Some(view) = Tmux::start(&runtime, &[]) else { return };
-        view.wait_for(&format!("in-alt-screen-{m}")).await;
+        view.wait_for(&format!("\nin-alt-screen-{m}\n")).await;
         let modes = || {
             view.tmux(&[
                 "display-message",
@@ -664,8 +671,38 @@ async fn a_full_screen_program_does_not_outlive_the_view() {
         };
         let pane = view.wait_for(&said).await;
         assert!(pane.contains("[shellkeep: session default"), "the main screen is back: {pane}");
-        assert!(!pane.contains("in-alt-screen"), "{pane}");
-        assert_eq!(modes().trim(), "0 1 0", "{way}: {pane}");
+        let printed = format!("in-alt-screen-{m}");
+        assert!(!pane.lines().any(|line| line.trim() == printed), "{pane}");
+        // (tmux says a hidden cursor for every pane whose process ended.)
+        let modes = modes();
+        let [alternate, _, mouse] = modes.split_whitespace().collect::<Vec<_>>()[..] else {
+            panic!("{modes}")
+        };
+        assert_eq!((alternate, mouse), ("0", "0"), "{way}: {pane}");
     }
     assert!(!processes_with(&[&format!("300.{m}")]).is_empty(), "the program goes on");
+}
+
+/// A command of the server's own sessions runs as the same user, yet it
+/// cannot watch its session (the raw stream), hold it or type into it as a
+/// person: `shellkeep attach` and `ls` from inside a session are refused.
+#[tokio::test]
+async fn a_command_of_the_servers_own_sessions_cannot_attach() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let socket = find_socket(&runtime.xdg()).expect("the server's socket");
+    let (bin, xdg) = (binary(), runtime.xdg());
+    let attach = format!("'{}' attach --socket '{}'", bin.display(), socket.display());
+    let ls = format!("XDG_RUNTIME_DIR='{}' '{}' ls", xdg.display(), bin.display());
+    for command in [attach, ls] {
+        let command = format!("{command} </dev/null 2>&1; echo \"exit $?\"");
+        let r = server.terminal(json!({"command": command, "timeout": 20})).await;
+        let out = r.output();
+        assert!(out.contains("refused: a process of this server's own sessions"), "{r:#?}");
+        assert!(!out.contains("session default"), "{r:#?}");
+    }
+    let log = server.log();
+    assert!(log.contains("refused a process of the server's own sessions"), "{log}");
+    let r = server.terminal(json!({"command": "echo untouched"})).await;
+    assert_eq!(r.output(), "untouched\n", "{r:#?}");
 }
