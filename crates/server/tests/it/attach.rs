@@ -706,3 +706,82 @@ async fn a_command_of_the_servers_own_sessions_cannot_attach() {
     let r = server.terminal(json!({"command": "echo untouched"})).await;
     assert_eq!(r.output(), "untouched\n", "{r:#?}");
 }
+
+/// A view follows its session through a reset (the next shell's output
+/// follows, and the viewer is told) and through the shell's own end.
+#[tokio::test]
+async fn a_view_follows_its_session_through_a_reset_and_the_shells_end() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "echo first-shell"})).await;
+    let mut view = Plain::start(&runtime, &[]);
+    view.wait_stdout("\nfirst-shell\n").await;
+    let r = server.terminal(json!({"command": "", "reset": true})).await;
+    assert!(!r.is_error, "{r:#?}");
+    let m = marker();
+    server.terminal(json!({"command": format!("echo second-shell-{m}")})).await;
+    view.wait_stdout(&format!("\nsecond-shell-{m}\n")).await;
+    assert!(
+        view.stderr().contains("the session's shell was replaced (reset)"),
+        "{}",
+        view.stderr()
+    );
+    server.terminal(json!({"command": "exit 3", "timeout": 5})).await;
+    wait_until(
+        EVENTUALLY,
+        || view.stderr().contains("the session's shell ended"),
+        || view.stderr(),
+    )
+    .await;
+    let m = marker();
+    server.terminal(json!({"command": format!("echo third-shell-{m}")})).await;
+    view.wait_stdout(&format!("\nthird-shell-{m}\n")).await;
+    view.child.start_kill().expect("kill");
+    let _ = view.wait_end().await;
+}
+
+/// A viewer that reads nothing is never waited on: the agent's command
+/// runs to its end, and the viewer, reading at last, is told what it
+/// skipped.
+#[tokio::test]
+async fn a_slow_viewer_is_skipped_never_waited_on() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "true"})).await;
+    let socket = find_socket(&runtime.xdg()).expect("the server's socket");
+    let stream = tokio::net::UnixStream::connect(&socket).await.expect("connect");
+    let mut stream = BufReader::new(stream);
+    let mut line = String::new();
+    stream.read_line(&mut line).await.expect("greeting");
+    let request = json!({"op": "attach", "session": "default", "write": false,
+        "since_secs": null, "show_secrets": false, "window": null});
+    let request = serde_json::to_vec(&request).expect("json");
+    stream.get_mut().write_all(&frame_of(b'H', &request)).await.expect("write");
+    // Enough to fill the socket, then many more pieces of output than the
+    // server keeps for a viewer (each write its own piece, mostly).
+    let program = "import os, time\nos.write(1, b'y' * 2000000 + b'\\n')\n\
+                   for i in range(8000):\n    os.write(1, b'%d\\n' % i)\n    time.sleep(0.0002)\n";
+    let r = server
+        .terminal(json!({"command": format!("python3 -c \"{program}\"; echo end"), "timeout": 120}))
+        .await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().ends_with("7999\nend\n"), "{r:#?}");
+    let mut skipped = false;
+    let deadline = std::time::Instant::now() + EVENTUALLY;
+    while !skipped {
+        assert!(std::time::Instant::now() < deadline, "no skipped event");
+        let mut head = [0u8; 5];
+        tokio::time::timeout(EVENTUALLY, stream.read_exact(&mut head))
+            .await
+            .expect("a frame in time (no skipped event came)")
+            .expect("a frame");
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut payload = vec![0u8; len];
+        stream.read_exact(&mut payload).await.expect("its payload");
+        if head[0] == b'E' {
+            let event: serde_json::Value = serde_json::from_slice(&payload).expect("json");
+            skipped = event["event"] == "skipped" && event["taps"].as_u64() > Some(0);
+        }
+    }
+}
