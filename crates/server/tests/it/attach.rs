@@ -267,6 +267,9 @@ async fn a_person_watches_the_agent_run_commands() {
         assert!(pane.contains(&format!("\n$ echo live-{n}-{m}\n")), "{pane}");
         assert!(!pane.contains("__sk_"), "nothing of the integration: {pane}");
     }
+    let title = view.tmux(&["display-message", "-p", "-t", "view", "#{pane_title}"]);
+    let named = format!("shellkeep: default on server {} (read-only)", server.pid);
+    assert_eq!(title.trim(), named);
     let ls = runtime.ls().await;
     assert!(ls.contains("default: idle, 1 watching"), "{ls}");
     // Keys of a read-only view go nowhere, and it says so.
@@ -783,5 +786,27 @@ async fn a_slow_viewer_is_skipped_never_waited_on() {
             let event: serde_json::Value = serde_json::from_slice(&payload).expect("json");
             skipped = event["event"] == "skipped" && event["taps"].as_u64() > Some(0);
         }
+    }
+}
+
+/// `--since` replays only the last stretch of output: what came before it
+/// is not shown, what comes after is; without it the replay has both.
+#[tokio::test]
+async fn since_replays_only_the_last_stretch() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let (old, new) = (marker(), marker());
+    server.terminal(json!({"command": format!("echo old-{old}")})).await;
+    let mut late = Plain::start(&runtime, &["--since", "0.001s"]);
+    wait_until(EVENTUALLY, || late.stderr().contains("the last 0s first"), || late.stderr()).await;
+    server.terminal(json!({"command": format!("echo new-{new}")})).await;
+    late.wait_stdout(&format!("\nnew-{new}\n")).await;
+    assert!(!late.stdout().contains(&format!("old-{old}")), "{}", late.stdout());
+    let mut all = Plain::start(&runtime, &[]);
+    all.wait_stdout(&format!("\nnew-{new}\n")).await;
+    assert!(all.stdout().contains(&format!("\nold-{old}\n")), "{}", all.stdout());
+    for view in [&mut late, &mut all] {
+        view.child.start_kill().expect("kill");
+        let _ = view.wait_end().await;
     }
 }
