@@ -810,3 +810,32 @@ async fn since_replays_only_the_last_stretch() {
         let _ = view.wait_end().await;
     }
 }
+
+/// Asking for a person: a program that reads a password with echo off
+/// makes the waiting reply name the exact command a person runs (with
+/// `--server`, which two servers make necessary); run as given, it lets
+/// the person answer, and the agent's next poll has the program's end.
+#[tokio::test]
+async fn the_command_the_agent_is_given_lets_a_person_answer() {
+    let runtime = Runtime::new();
+    let _other = runtime.server(&[], &[]).await;
+    let server = runtime.server(&[], &[]).await;
+    let r = server
+        .terminal(json!({"command": "python3 -c 'import getpass; print(len(getpass.getpass()))'"}))
+        .await;
+    assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
+    let given = r["person_can_answer"].as_str().unwrap_or_else(|| panic!("{r:#?}")).to_owned();
+    assert!(r.text.contains(&format!("`{given}`")), "{r:#?}");
+    let words: Vec<&str> = given.split_whitespace().collect();
+    let ["shellkeep", "attach", args @ ..] = words.as_slice() else { panic!("{given}") };
+    assert!(args.contains(&server.pid.to_string().as_str()), "{given}");
+    let Some(view) = Tmux::start(&runtime, args) else { return };
+    view.wait_for("writing: your keys go to the session").await;
+    view.type_text("hunter2");
+    view.press("Enter");
+    view.wait_for("\n7\n").await;
+    let r = server.terminal(json!({"command": "", "timeout": 20})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert!(r.output().ends_with("7\n"), "{r:#?}");
+    assert!(!format!("{}{}", r.text, r.structured).contains("hunter2"), "{r:#?}");
+}
