@@ -272,6 +272,9 @@ async fn a_person_watches_the_agent_run_commands() {
     assert_eq!(title.trim(), named);
     let ls = runtime.ls().await;
     assert!(ls.contains("default: idle, 1 watching"), "{ls}");
+    // The person's window shrinks: told what no longer fits.
+    view.tmux(&["resize-window", "-t", "view", "-x", "100", "-y", "40"]);
+    view.wait_for("your terminal (100x40) is smaller than the session's (120x50): lines").await;
     // Keys of a read-only view go nowhere, and it says so.
     view.type_text("echo typed-by-the-person");
     view.wait_for("read-only: your keys are not sent").await;
@@ -298,6 +301,17 @@ async fn ls_lists_the_server_and_its_sessions() {
     assert!(ls.contains("attach socket: "), "{ls}");
     assert!(ls.contains("default: idle, nobody attached"), "{ls}");
     assert!(ls.contains(&format!("build: running `sleep 300.{m}` for ")), "{ls}");
+    // A directory a dead server left (its pid free, or reused by a process
+    // that started later) is skipped without a word.
+    let base = runtime.xdg().join("shellkeep");
+    let stale = base.join(format!("{}-1-0a1b2c3d", std::process::id()));
+    std::fs::create_dir(&stale).expect("mkdir");
+    std::fs::set_permissions(&stale, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod");
+    std::fs::write(stale.join("attach.sock"), "").expect("write");
+    let ls = runtime.ls().await;
+    assert_eq!(ls.matches("server ").count(), 1, "{ls}");
+    assert!(!ls.contains(&format!("server {}", std::process::id())), "{ls}");
     let default_at = ls.find("default:").expect("default");
     assert!(default_at < ls.find("build:").expect("build"), "default first: {ls}");
     // Nothing of another test's servers, and nothing when none runs.
