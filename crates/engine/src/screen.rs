@@ -672,16 +672,21 @@ fn highlighted_rows(screen: &vt100::Screen) -> Vec<bool> {
             })
         })
     };
-    // The usual background: the most common one under text not in
-    // reverse video (a handful of colours: a short list does).
-    let mut counts: Vec<(vt100::Color, usize)> = Vec::new();
-    for (_, cell) in text_cells().filter(|(_, cell)| !cell.inverse()) {
-        match counts.iter_mut().find(|(color, _)| *color == cell.bgcolor()) {
-            Some((_, count)) => *count += 1,
-            None => counts.push((cell.bgcolor(), 1)),
+    // The usual background: the one most rows have under most of their
+    // text not in reverse video. Rows vote, not cells: two long bars (a
+    // title and a status line) must not outweigh a list of short rows (a
+    // handful of colours: short lists do).
+    let mut row_colours: Vec<Vec<(vt100::Color, usize)>> = vec![Vec::new(); usize::from(rows)];
+    for (row, cell) in text_cells().filter(|(_, cell)| !cell.inverse()) {
+        tally(&mut row_colours[usize::from(row)], cell.bgcolor());
+    }
+    let mut votes: Vec<(vt100::Color, usize)> = Vec::new();
+    for colours in &row_colours {
+        if let Some(&(colour, _)) = colours.iter().max_by_key(|(_, count)| *count) {
+            tally(&mut votes, colour);
         }
     }
-    let usual = counts.iter().max_by_key(|(_, count)| *count).map(|(color, _)| *color);
+    let usual = votes.iter().max_by_key(|(_, count)| *count).map(|(color, _)| *color);
     let mut highlighted = vec![false; usize::from(rows)];
     for (row, cell) in text_cells() {
         if cell.inverse() || usual.is_some_and(|usual| cell.bgcolor() != usual) {
@@ -689,6 +694,14 @@ fn highlighted_rows(screen: &vt100::Screen) -> Vec<bool> {
         }
     }
     highlighted
+}
+
+/// Counts one more `colour` in `counts`.
+fn tally(counts: &mut Vec<(vt100::Color, usize)>, colour: vt100::Color) {
+    match counts.iter_mut().find(|(known, _)| *known == colour) {
+        Some((_, count)) => *count += 1,
+        None => counts.push((colour, 1)),
+    }
 }
 
 /// The first bytes of a UTF-8 character.
@@ -2280,6 +2293,17 @@ mod tests {
         check(
             "\x1b[?1049h\x1b[40mtitle\r\n\x1b[42m big\x1b[40m\r\n small\r\n\x1b[42m \x1b[0m",
             "<alt true><screen \"title\\n▶  big\\n small\">",
+        );
+        // Two long bars on one colour do not outweigh a list of short rows
+        // on another (ncdu where the locale is not UTF-8: its title and
+        // status bars, and no line drawing on the list's own background).
+        let bar = "x".repeat(70);
+        check(
+            format!(
+                "\x1b[?1049h\x1b[46m{bar}\r\n\x1b[40m/dir\r\n\x1b[42m big\r\n\x1b[40m \
+                 medium\r\n\x1b[46m{bar}\x1b[0m"
+            ),
+            format!("<alt true><screen \"▶ {bar}\\n/dir\\n▶  big\\n medium\\n▶ {bar}\">"),
         );
         // Reverse video on the normal screen is text as any other.
         check("\x1b[7mplain\x1b[0m\r\n", "plain\n");

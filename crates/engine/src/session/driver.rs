@@ -2,13 +2,14 @@
 //! private files and the three tasks that live as long as it does (the
 //! waiter that notices its exit, the supervisor, the integration watcher).
 //! It spawns the shell and waits for its first prompt (the start-up
-//! handshake), writes a command to the command socket and types the line
-//! that runs it, sends text and keys to the running program, gives a
+//! handshake), writes a command to the command socket
+//! (`driver/command_socket.rs`) and types the line that runs it through the
+//! shell's terminal (`terminal::Terminal`, refused while a person holds
+//! the session), sends text and keys to the running program, gives a
 //! command that is ending a moment to show it, stops what an interrupt left
 //! behind, and stops the shell with everything it started. For a background
-//! job it reads the shell's exported environment (a command of shellkeep's
-//! own that sends it on the completion channel) and starts a job's shell
-//! with it (handed over in a sealed memory file).
+//! job it reads the shell's exported environment and starts a job's shell
+//! with it (`driver/place.rs`).
 //!
 //! What the shell trusts never passes through a path a command can write:
 //! the shell gets, at its start, the completion channel (descriptor 62),
@@ -23,7 +24,6 @@
 //! (hence `&mut Shell`), and takes the shared state's std mutex only for
 //! short sections.
 
-use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,8 +44,8 @@ use crate::store::OutputStore;
 use crate::terminal::{Gate, Terminal, pty};
 
 use super::call::{
-    Event, InputReport, MAX_START_ENV, NotRun, Outcome, PlaceError, ProgressHook, Reply, Request,
-    SessionConfig, SessionError, ShellExit, StartEnv,
+    Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
+    ShellExit,
 };
 use super::channel::Channel;
 use super::command::{Command, CommandOutput};
@@ -55,6 +55,11 @@ use super::shared::{CommandState, Shared, State, describe_exit, wait_for};
 use super::supervise::{Supervisor, supervise};
 use super::wait::{self, ShellView, Waited};
 use super::watcher::{Watcher, watch_integration};
+use command_socket::CommandSocket;
+use place::{ENV_FD_MIN, NOT_INHERITED, on_server_path, restored_entries};
+
+mod command_socket;
+mod place;
 
 /// How long a command waits for the shell to come to read its terminal
 /// after the previous command ended, before it is refused as not at the
@@ -72,179 +77,6 @@ const INPUT_STALL: Duration = Duration::from_millis(300);
 /// How long cursor keys wait for the reader to take output the program
 /// printed before them: it may set the cursor-key mode they are sent in.
 const MODE_SETTLE: Duration = Duration::from_millis(100);
-
-/// How long the shell may take to write its environment for a background
-/// job (one builtin and one `env`, normally a few milliseconds).
-const CAPTURE_WAIT: Duration = Duration::from_secs(10);
-
-/// Variables of a calling shell's environment a background job's shell does
-/// not take: its own scope marker is set instead, bash counts its own level
-/// and directory, and `_` is the last command's argument.
-const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD", "_"];
-
-/// The text of the command shellkeep's own that a calling shell runs for a
-/// background job: `env -0` (the environment a child of the shell inherits,
-/// exported functions included, in `NAME=value` entries ended by NUL), read
-/// by the shell itself from a pipe of its own (`mapfile` from a process
-/// substitution) and sent on the completion channel as `V` datagrams
-/// (`__sk_send`, then `V` and a NUL after each entry), so that the kernel
-/// names the shell as their sender and no other process can add to them;
-/// then `$?` back as it was (a function's `return`, so that nothing forks;
-/// under `set -e` it is 0). `env` runs by the program's full path (a `PATH`
-/// the user changed cannot hide it, a function cannot replace it, and
-/// `\builtin` is no alias).
-fn capture_text(env_program: &Path) -> String {
-    format!(
-        "__sk_k=$?; \\builtin mapfile -d '' -t __sk_e < <(\\builtin command {} -0); for __sk_v \
-         in \"${{__sk_e[@]}}\"; do __sk_send V \"$__sk_v\" && \\builtin printf 'V\\0' >&62 || \
-         \\builtin break; done; \\builtin unset __sk_e __sk_v; __sk_rs() {{ \\builtin local \
-         s=$__sk_k; \\builtin unset __sk_k; \\builtin unset -f __sk_rs; \\builtin return \
-         \"$s\"; }}; __sk_rs",
-        bash_script::shell_quote(&env_program.to_string_lossy()),
-    )
-}
-
-/// The `env` program: the first in the server's `PATH`, else
-/// `/usr/bin/env`.
-fn env_program() -> PathBuf {
-    on_server_path(Path::new("env")).unwrap_or_else(|| PathBuf::from("/usr/bin/env"))
-}
-
-/// `program` found as the server would run it: a path as it is, a bare name
-/// in the server's own `PATH` (not the one a job's environment brings).
-fn on_server_path(program: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if program.components().count() != 1 {
-        return Some(program.to_owned());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).filter(|dir| dir.is_absolute()).map(|dir| dir.join(program)).find(
-        |candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        },
-    )
-}
-
-/// The entries of `start_env` a background job's shell takes back after
-/// its start-up files ran: `NAME=value` ended by NUL, without the variables
-/// it does not inherit, the start-up hooks, or exported functions (those
-/// came with its environment and are left alone).
-fn restored_entries(start_env: &StartEnv) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut bytes = Vec::new();
-    for (name, value) in &start_env.0 {
-        let skip = NOT_INHERITED.iter().any(|n| name == n)
-            || ["PROMPT_COMMAND", "BASH_ENV", "ENV"].iter().any(|n| name == n)
-            || name.as_bytes().starts_with(b"BASH_FUNC_");
-        if !skip {
-            bytes.extend_from_slice(name.as_bytes());
-            bytes.push(b'=');
-            bytes.extend_from_slice(value.as_bytes());
-            bytes.push(0);
-        }
-    }
-    bytes
-}
-
-/// The lowest descriptor a background job's environment file is given at:
-/// above the integration's own (61, 62), so that the start-up file moving
-/// those never lands on it.
-const ENV_FD_MIN: i32 = 63;
-
-/// `NAME=value` entries ended by NUL, as `env -0` writes them.
-fn parse_env(bytes: &[u8]) -> StartEnv {
-    use std::os::unix::ffi::OsStrExt;
-    let entries = bytes
-        .split(|&b| b == 0)
-        .filter_map(|entry| {
-            let eq = entry.iter().position(|&b| b == b'=').filter(|&i| i > 0)?;
-            let (name, value) = (&entry[..eq], &entry[eq + 1..]);
-            Some((OsStr::from_bytes(name).to_owned(), OsStr::from_bytes(value).to_owned()))
-        })
-        .collect();
-    StartEnv(entries)
-}
-
-/// How long the rest of a command's frame that did not fit in the socket at
-/// once may wait for the shell to read it (a command of several MiB).
-const FRAME_WAIT: Duration = Duration::from_secs(30);
-
-/// The server's end of a shell's command socket: each command's text goes
-/// there as a frame (`bash_script::command_frame`), which the shell reads
-/// from its descriptor 60, the other end of a `socketpair(AF_UNIX,
-/// SOCK_STREAM)`. A process that inherited the shell's end can take bytes
-/// out, but what it writes there comes here (and is dropped), never to the
-/// shell; unlike a pipe, a socket cannot be opened again through
-/// `/proc/PID/fd` to get a way in.
-struct CommandSocket {
-    socket: tokio::net::UnixStream,
-}
-
-impl CommandSocket {
-    /// A new socket pair: the server's end, the shell's end to hand the
-    /// shell, and what `/proc/PID/fd/N` of a process holding the shell's
-    /// end links to.
-    fn open() -> std::io::Result<(CommandSocket, std::os::fd::OwnedFd, PathBuf)> {
-        use nix::sys::socket::{
-            AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt,
-        };
-        let (server, shell) =
-            socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?;
-        // Room for most commands at once, where the system allows it; the
-        // rest is written as the shell reads.
-        let _ = setsockopt(&server, sockopt::SndBuf, &(1 << 20));
-        let _ = setsockopt(&shell, sockopt::RcvBuf, &(1 << 20));
-        let link = PathBuf::from(format!("socket:[{}]", nix::sys::stat::fstat(&shell)?.st_ino));
-        let server = std::os::unix::net::UnixStream::from(server);
-        server.set_nonblocking(true)?;
-        let socket = tokio::net::UnixStream::from_std(server)?;
-        Ok((CommandSocket { socket }, shell, link))
-    }
-
-    /// Another handle on the server's end, for the integration watcher to
-    /// write a reinstall script there.
-    fn handle(&self) -> std::io::Result<std::os::fd::OwnedFd> {
-        std::os::fd::AsFd::as_fd(&self.socket).try_clone_to_owned()
-    }
-
-    /// Sends `frame`: drops what processes holding the shell's end wrote
-    /// here, writes what the socket takes now, and returns how much that
-    /// was.
-    fn start(&self, frame: &[u8]) -> usize {
-        let mut chunk = [0u8; 64 * 1024];
-        // Bounded: at most the socket's receive buffer.
-        while let Ok(1..) = self.socket.try_read(&mut chunk) {}
-        let mut written = 0;
-        while written < frame.len() {
-            match self.socket.try_write(&frame[written..]) {
-                Ok(n) => written += n,
-                Err(_) => break,
-            }
-        }
-        written
-    }
-
-    /// Writes the rest of `frame` from `written` on as the shell reads it,
-    /// at most [`FRAME_WAIT`], and not past the shell's exit (`exited`).
-    async fn finish(&self, frame: &[u8], mut written: usize, exited: impl Fn() -> bool) {
-        let deadline = Instant::now() + FRAME_WAIT;
-        while written < frame.len() && Instant::now() < deadline && !exited() {
-            let ready = tokio::time::timeout(Duration::from_millis(100), self.socket.writable());
-            if !matches!(ready.await, Ok(Ok(()))) {
-                continue;
-            }
-            match self.socket.try_write(&frame[written..]) {
-                Ok(n) => written += n,
-                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(err) => {
-                    tracing::debug!("could not write the command to its socket: {err}");
-                    return;
-                }
-            }
-        }
-    }
-}
 
 /// One bash process and its PTY.
 pub(super) struct Shell {
@@ -455,26 +287,6 @@ impl Shell {
     /// The shell's terminal.
     pub(super) fn terminal(&self) -> &Arc<Terminal> {
         &self.terminal
-    }
-
-    /// Puts the calling shell's exported values back over what this shell's
-    /// start-up files changed (a `~/.bashrc` that puts `pyenv` or `nvm`
-    /// first in `PATH` would otherwise hide an activated venv): the job
-    /// then sees what a command started from the calling shell would. The
-    /// values come from the sealed memory file the shell inherited at
-    /// descriptor `env_fd` ([`restored_entries`]): no path, nothing another
-    /// process can write into; opened afresh by its `/dev/fd` name, so
-    /// where a child left the shared offset does not matter; closed once
-    /// read.
-    async fn restore_env(&mut self, config: &SessionConfig, env_fd: i32) -> Result<(), PlaceError> {
-        let text = format!(
-            "while IFS= \\builtin read -r -d '' __sk_v; do \\builtin export -- \"$__sk_v\" \
-             2>/dev/null; done </dev/fd/{env_fd}; \\exec {env_fd}<&-; \\builtin unset __sk_v"
-        );
-        let ran = self.run_own(config, &text).await;
-        // Nothing of it is the agent's to see.
-        self.shared.lock().take_idle_output();
-        ran.map(drop)
     }
 
     /// The start-up handshake: wait for the first prompt's marker, so the
@@ -690,102 +502,6 @@ impl Shell {
         Ok(reply)
     }
 
-    /// The exported environment of the shell at its prompt, as a child of
-    /// it would inherit it, for a background job started from this
-    /// session. The shell runs a command of shellkeep's own (see
-    /// [`capture_text`]) that no reply reports: its number, output and
-    /// history entry go nowhere, `$?` is kept, and a finished command no
-    /// reply has reported yet stays for the next one. The environment comes
-    /// on the completion channel, in datagrams the kernel names the shell
-    /// as the sender of: only the shell at the prompt adds to it, no
-    /// process left running can, and nothing of it is stored in a file.
-    ///
-    /// Bounded: [`MAX_START_ENV`] bytes are kept (more is read and
-    /// dropped, so the shell never blocks, and refused), and
-    /// [`CAPTURE_WAIT`] for the shell. Only for a shell with no command
-    /// running.
-    pub(super) async fn capture_env(
-        &mut self,
-        config: &SessionConfig,
-    ) -> Result<StartEnv, PlaceError> {
-        let blocked = match self.not_at_prompt() {
-            Some(front) => Some(front),
-            None => self.shell_not_reading().await,
-        };
-        if let Some((pid, command_line)) = blocked {
-            return Err(PlaceError::NotAtPrompt { pid, command_line });
-        }
-        let text = capture_text(&env_program());
-        let shell = {
-            let mut state = self.shared.lock();
-            let shell = state.levels().top().map_or(self.pid, |level| level.pid());
-            state.begin_capture(shell, MAX_START_ENV as usize);
-            shell
-        };
-        let captured = self.run_own(config, &text).await;
-        // The shell sent its datagrams before its end record: all are read.
-        let received = self.shared.lock().take_capture();
-        let last_line = captured?;
-        let received = received.filter(|received| received.pid == shell).ok_or_else(|| {
-            PlaceError::Failed("the shell's environment was not gathered".to_owned())
-        })?;
-        if received.dropped > 0 {
-            return Err(PlaceError::TooLarge);
-        }
-        let env = parse_env(&received.bytes);
-        if env.0.is_empty() {
-            // `env` could not start (an environment too large for any
-            // program, E2BIG), or the shell's channel is closed: the shell
-            // said why.
-            let why = if last_line.is_empty() { "the shell wrote nothing" } else { &last_line };
-            return Err(PlaceError::Failed(why.to_owned()));
-        }
-        Ok(env)
-    }
-
-    /// Runs `text`, a command of shellkeep's own, in the shell at its
-    /// prompt, and waits for its end; returns the last line it printed
-    /// (output of its own is otherwise dropped: it is not the agent's).
-    async fn run_own(&mut self, config: &SessionConfig, text: &str) -> Result<String, PlaceError> {
-        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let frame = bash_script::command_frame(seq, text);
-        let written = self.commands.start(&frame);
-        let now = Instant::now();
-        // A store of its own: the session's numbers and logs are the agent's.
-        let store =
-            OutputStore::new(Arc::clone(&config.spill), &config.file_label(), config.output_limits);
-        let output =
-            CommandOutput::new(config.output_cap, store.begin(""), Arc::clone(&config.secrets));
-        let own = Command::new(
-            (seq, "(reading the environment for a background job)".to_owned()),
-            (None, None),
-            process::boot_ticks_now(),
-            output,
-            now,
-        );
-        let unreported = self.shared.lock().begin_own(own, now);
-        self.terminal
-            .type_line("", bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
-            .await
-            .map_err(|err| failed("writing to the shell", err))?;
-        let shared = Arc::clone(&self.shared);
-        self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
-        let ended = wait_for(&self.shared, CAPTURE_WAIT, |state| {
-            state.exited().is_some() || state.command().is_none_or(Command::is_done)
-        })
-        .await;
-        if !ended || self.has_exited() {
-            // Left as the session's command: the next reply reports it.
-            return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));
-        }
-        let own = self.shared.lock().restore(unreported);
-        self.refresh_state();
-        let shown = own.map(|own| own.into_shown().text).unwrap_or_default();
-        Ok(shown.trim_end().lines().last().unwrap_or_default().to_owned())
-    }
-
     /// Waits for the running command as the call's timeout allows, then
     /// replies with what happened.
     pub(super) async fn wait_reply(
@@ -810,8 +526,8 @@ impl Shell {
                 let fallback = self.shared.lock().awaits_fallback();
                 let mut reply =
                     self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events);
-                if reply.outcome == (Outcome::WaitingForInput { shell_reading: false })
-                    && !self.terminal.echoes()
+                if matches!(reply.outcome, Outcome::WaitingForInput { .. })
+                    && self.terminal.hides_input()
                 {
                     reply.events.push(Event::InputHidden);
                 }
@@ -1036,47 +752,5 @@ impl Shell {
         self.terminal.close(how);
         drop(self.terminal);
         let _ = std::fs::remove_dir_all(&self.files.dir);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::disallowed_methods, reason = "the test runs `bash -n` on the capture line")]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_entries_keep_any_byte_but_nul() {
-        let bytes = b"A=1\0WEIRD=a\nb \"q\" 's' =x\0\0NOEQUALS\0=novalue\0EMPTY=\0BASH_FUNC_f%%=() { echo; }\0";
-        let parsed: Vec<(String, String)> = parse_env(bytes)
-            .0
-            .into_iter()
-            .map(|(n, v)| (n.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
-            .collect();
-        let expected = [
-            ("A", "1"),
-            ("WEIRD", "a\nb \"q\" 's' =x"),
-            ("EMPTY", ""),
-            ("BASH_FUNC_f%%", "() { echo; }"),
-        ];
-        let expected: Vec<(String, String)> =
-            expected.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-        assert_eq!(parsed, expected);
-    }
-
-    #[test]
-    fn an_environment_shows_no_value_in_debug() {
-        let env = parse_env(b"TOKEN=hunter2-secret\0A=1\0");
-        assert_eq!(format!("{env:?}"), "StartEnv(2 variables)");
-    }
-
-    #[test]
-    fn the_capture_line_parses_and_quotes_its_paths() {
-        let text = capture_text(Path::new("/opt/it's here/env"));
-        assert!(text.contains(r"'/opt/it'\''s here/env' -0"), "{text}");
-        let out = std::process::Command::new("bash")
-            .args(["-n", "-c", &text])
-            .output()
-            .expect("run bash -n");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }

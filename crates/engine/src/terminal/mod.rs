@@ -99,9 +99,10 @@ impl Terminal {
         self.taps.watchers()
     }
 
-    /// Whether the terminal echoes input now (off: a password prompt).
-    pub fn echoes(&self) -> bool {
-        self.pty.handle().is_ok_and(|master| pty::echoes(&master))
+    /// Whether what is typed now stays hidden (a password prompt: see
+    /// [`pty::hides_input`]).
+    pub fn hides_input(&self) -> bool {
+        self.pty.handle().is_ok_and(|master| pty::hides_input(&master))
     }
 
     /// Since when a person holds the session for writing, if one does.
@@ -151,7 +152,7 @@ impl Terminal {
             ));
         }
         let _typing = self.gate.typing().await;
-        let echo = self.echoes();
+        let echo = !self.hides_input();
         self.pty.write_all(bytes, PERSON_WRITE_LIMIT).await?;
         self.gate.note_typed(bytes, echo);
         self.taps.publish(Tap::Input { bytes: Arc::from(bytes), echo });

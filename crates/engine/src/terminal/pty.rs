@@ -264,9 +264,15 @@ pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
 /// line mode with echo (`printf`, `cat` of a binary file) the answer would
 /// be echoed into the output and, once the program ends, typed into the
 /// shell as a command.
-/// Whether the terminal echoes its input now (off: a password prompt).
-pub fn echoes(master: &OwnedFd) -> bool {
-    tcgetattr(master).is_ok_and(|termios| termios.local_flags.contains(LocalFlags::ECHO))
+/// Whether what is typed now stays hidden: the terminal reads lines
+/// (canonical mode) without echoing them, as a password prompt does
+/// (`getpass`, `sudo`, `ssh`, `read -s`). A program that reads keys one at
+/// a time (readline, an editor) turns echo off too, and echoes them itself.
+pub fn hides_input(master: &OwnedFd) -> bool {
+    tcgetattr(master).is_ok_and(|termios| {
+        let flags = termios.local_flags;
+        flags.contains(LocalFlags::ICANON) && !flags.contains(LocalFlags::ECHO)
+    })
 }
 
 fn reads_answers(master: &OwnedFd) -> bool {

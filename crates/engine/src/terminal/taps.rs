@@ -47,12 +47,12 @@ pub enum Tap {
     /// An agent's command line, as it is typed into the shell (its text,
     /// not masked).
     Command(String),
-    /// A person's keys; `echo` is whether the terminal echoed input when
-    /// they were written (off: a password prompt).
+    /// A person's keys; `echo` is false when the terminal hid what was
+    /// typed (a password prompt: `pty::hides_input`).
     Input {
         /// The bytes written.
         bytes: Arc<[u8]>,
-        /// Whether the terminal had echo on.
+        /// Whether what was typed could be seen.
         echo: bool,
     },
     /// The terminal's window size changed.

@@ -5,6 +5,7 @@ mod bash_script;
 mod input;
 mod integration;
 mod limits;
+mod person;
 mod prompt;
 mod real_keys;
 mod run;

@@ -336,7 +336,14 @@ fn before_the_status(reply: &Reply, out: &mut Text) {
         event_lines(event, reply, out);
     }
     if let Some(idle) = &reply.idle_output {
-        out.note("[Printed while no command was running (background jobs):]".to_owned());
+        let person = reply.events.iter().any(|event| matches!(event, Event::PersonRan { .. }));
+        out.note(if person {
+            "[Printed while no command of yours was running (a person's command at the prompt, \
+             background jobs):]"
+                .to_owned()
+        } else {
+            "[Printed while no command was running (background jobs):]".to_owned()
+        });
         out.blocks.output(idle);
     }
     if reply.screen {

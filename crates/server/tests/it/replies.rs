@@ -139,6 +139,12 @@ async fn every_kind() -> Vec<(&'static str, Reply)> {
     let ask = "read -p 'Name: ' name; echo \"hi $name\"";
     keep("waiting for input", server.terminal(json!({"command": ask, "timeout": 10})).await);
     server.terminal(json!({"command": "Bob", "is_input": true, "timeout": 10})).await;
+    let secret = "read -r -s -p 'Password: ' pw; echo";
+    keep(
+        "waiting for a password",
+        server.terminal(json!({"command": secret, "timeout": 10})).await,
+    );
+    server.terminal(json!({"command": "C-c", "is_input": true, "timeout": 10})).await;
     keep("waiting, no prompt", server.terminal(json!({"command": "cat", "timeout": 10})).await);
     server.terminal(json!({"command": "C-d", "is_input": true, "timeout": 10})).await;
     let cut = server.terminal(json!({"command": "seq 1 100000", "timeout": 60})).await;

@@ -1204,3 +1204,158 @@ fn the_secret_notice_agrees_in_number() {
     );
     assert_eq!(super::masked_note(0), None);
 }
+
+/// A time not past: "0 s ago" in every snapshot.
+fn now() -> std::time::SystemTime {
+    std::time::SystemTime::now() + Duration::from_secs(3600)
+}
+
+#[test]
+fn not_executed_while_a_person_holds_the_session() {
+    let why = NotRun::PersonHolds { since: now() };
+    let mut refused = reply(Outcome::NotExecuted { command: "ls".to_owned(), why }, "");
+    refused.number = None;
+    check(
+        &refused,
+        expect![[r#"
+            [Below is the output of the previous command.]
+            [Your command "ls" is NOT executed: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago), and nothing is typed into their line. Polls and the `output` tool still work; send the command again once they detach, or use another session.]
+            -----
+            {
+              "status": "not_executed",
+              "exit_code": -1,
+              "duration_ms": 1500,
+              "cwd": "/home/me/project",
+              "python_interpreter": "/usr/bin/python3",
+              "notes": [
+                "[Your command \"ls\" is NOT executed: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago), and nothing is typed into their line. Polls and the `output` tool still work; send the command again once they detach, or use another session.]"
+              ],
+              "truncated": false,
+              "person_holds_since_sec_ago": 0.0,
+              "output": ""
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn input_refused_while_a_person_holds_the_session() {
+    let mut waiting = running(Outcome::WaitingForInput { shell_reading: false }, "Password: ");
+    waiting.input = Some(InputReport::PersonHolds { since: now() });
+    waiting.unfinished_line = Some("Password: ".to_owned());
+    check(
+        &waiting,
+        expect![[r#"
+        Password: 
+        [The command waits for input; its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]
+        [Your input was NOT sent: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago). Polls and the `output` tool still work.]
+        -----
+        {
+          "status": "waiting_for_input",
+          "exit_code": -1,
+          "waiting_for_input": true,
+          "reader": "program",
+          "prompt": "Password: ",
+          "duration_ms": 1500,
+          "look_again_within_sec": 42.0,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[The command waits for input; its prompt is the last line above. Answer with is_input=true (C-c interrupts) or send '' to wait. Waiting pauses its 42 s limit.]",
+            "[Your input was NOT sent: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago). Polls and the `output` tool still work.]"
+          ],
+          "truncated": false,
+          "person_holds_since_sec_ago": 0.0,
+          "output": "Password: "
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn completed_after_a_person_answered_a_password_prompt() {
+    let mut done = reply(Outcome::Completed { exit_code: 0 }, "\ngot 7 characters\n");
+    let (first, last) = (now(), now());
+    let typed = shellkeep_engine::terminal::PersonTyped { first, last, keys: 8, hidden: 8 };
+    done.events.push(Event::PersonTyped(typed));
+    check(
+        &done,
+        expect![[r#"
+
+        got 7 characters
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        [A person attached to this session typed 8 keys with the terminal's echo off (a password: what was typed is not shown); the last 0 s ago.]
+        -----
+        {
+          "status": "completed",
+          "exit_code": 0,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[A person attached to this session typed 8 keys with the terminal's echo off (a password: what was typed is not shown); the last 0 s ago.]"
+          ],
+          "truncated": false,
+          "person_typed": {
+            "keys": 8,
+            "echo_off_keys": 8,
+            "last_key_sec_ago": 0.0
+          },
+          "output": "\ngot 7 characters\n"
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn completed_after_a_person_ran_a_command_at_the_prompt() {
+    let mut done = reply(Outcome::Completed { exit_code: 0 }, "hi\n");
+    done.idle_output = Some("ls\nCargo.toml  src\n".to_owned());
+    let (first, last) = (now(), now());
+    let typed = shellkeep_engine::terminal::PersonTyped { first, last, keys: 12, hidden: 2 };
+    done.events.push(Event::PersonTyped(typed));
+    done.events.push(Event::PersonRan { status: 2 });
+    check(
+        &done,
+        expect![[r#"
+        [Printed while no command of yours was running (a person's command at the prompt, background jobs):]
+        ls
+        Cargo.toml  src
+        hi
+        [The command completed with exit code 0.]
+        [Current working directory: /home/me/project]
+        [Python interpreter: /usr/bin/python3]
+        [A person attached to this session typed 12 keys, 2 of them with the terminal's echo off (a password: what was typed then is not shown); the last 0 s ago.]
+        [A person attached to this session ran a command at the shell's prompt; it ended with exit code 2. What it printed is the output between commands.]
+        -----
+        {
+          "status": "completed",
+          "exit_code": 0,
+          "duration_ms": 1500,
+          "cwd": "/home/me/project",
+          "python_interpreter": "/usr/bin/python3",
+          "notes": [
+            "[Printed while no command of yours was running (a person's command at the prompt, background jobs):]",
+            "[A person attached to this session typed 12 keys, 2 of them with the terminal's echo off (a password: what was typed then is not shown); the last 0 s ago.]",
+            "[A person attached to this session ran a command at the shell's prompt; it ended with exit code 2. What it printed is the output between commands.]"
+          ],
+          "truncated": false,
+          "person_typed": {
+            "keys": 12,
+            "echo_off_keys": 2,
+            "last_key_sec_ago": 0.0
+          },
+          "person_command_exit_code": 2,
+          "background_output": "ls\nCargo.toml  src\n",
+          "output": "hi\n"
+        }
+    "#]],
+    );
+}
+
+#[test]
+fn reset_refused_while_a_person_holds_the_session() {
+    expect!["The session was NOT reset: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago). Reset it once they detach, or use another session."].assert_eq(&session_refused(&SessionError::PersonHolds { since: now() }));
+}
