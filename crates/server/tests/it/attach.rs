@@ -853,3 +853,26 @@ async fn the_command_the_agent_is_given_lets_a_person_answer() {
     assert!(r.output().ends_with("7\n"), "{r:#?}");
     assert!(!format!("{}{}", r.text, r.structured).contains("hunter2"), "{r:#?}");
 }
+
+/// A person's command at the idle prompt runs as a command of its own; the
+/// agent's next reply shows its output and exit code as output between
+/// commands, and says a person typed.
+#[tokio::test]
+async fn a_persons_command_at_the_prompt_is_reported_to_the_agent() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    server.terminal(json!({"command": "true"})).await;
+    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
+    view.wait_for("writing: your keys go to the session").await;
+    let m = marker();
+    view.type_text(&format!("echo by-person-{m}; (exit 4)"));
+    view.press("Enter");
+    view.wait_for(&format!("\nby-person-{m}\n")).await;
+    view.press("C-]");
+    view.wait_for("detached from default").await;
+    let r = server.terminal(json!({"command": "echo agent-again"})).await;
+    assert!(r.text.contains(&format!("by-person-{m}")), "{r:#?}");
+    assert_eq!(r["person_command_exit_code"], 4, "{r:#?}");
+    assert!(r["person_typed"]["keys"].as_u64() > Some(0), "{r:#?}");
+    assert!(r.output().ends_with("agent-again\n"), "{r:#?}");
+}
