@@ -398,6 +398,9 @@ async fn watch_shells(
             (None, _) => {}
         }
         // No shell (not started yet, or it ended): closed, or wait.
+        if shared.stop.is_cancelled() {
+            return Ok(Event::ServerEnded);
+        }
         if !still_open(name, session, shared) {
             return Ok(Event::Closed);
         }
@@ -436,6 +439,8 @@ async fn follow(
 ) -> std::io::Result<Followed> {
     loop {
         tokio::select! {
+            // The server's end first: its sessions close after it.
+            biased;
             () = shared.stop.cancelled() => {
                 out.flush_masker().await?;
                 return Ok(Followed::Ended(Event::ServerEnded));
@@ -450,6 +455,9 @@ async fn follow(
                 }
                 Err(broadcast::error::RecvError::Closed) => {
                     out.flush_masker().await?;
+                    if shared.stop.is_cancelled() {
+                        return Ok(Followed::Ended(Event::ServerEnded));
+                    }
                     if !still_open(name, session, shared) {
                         return Ok(Followed::Ended(Event::Closed));
                     }

@@ -185,6 +185,8 @@ struct Plain {
     child: tokio::process::Child,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
+    /// The tasks that collect them, done once the pipes close.
+    collectors: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Plain {
@@ -200,7 +202,7 @@ impl Plain {
         let collect = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
             let text = Arc::new(Mutex::new(String::new()));
             let into = Arc::clone(&text);
-            tokio::spawn(async move {
+            let collector = tokio::spawn(async move {
                 let mut buffer = [0u8; 4096];
                 while let Ok(n) = pipe.read(&mut buffer).await {
                     if n == 0 {
@@ -211,11 +213,11 @@ impl Plain {
                         .push_str(&String::from_utf8_lossy(&buffer[..n]));
                 }
             });
-            text
+            (text, collector)
         };
-        let stdout = collect(Box::new(child.stdout.take().expect("stdout")));
-        let stderr = collect(Box::new(child.stderr.take().expect("stderr")));
-        Plain { child, stdout, stderr }
+        let (stdout, out) = collect(Box::new(child.stdout.take().expect("stdout")));
+        let (stderr, err) = collect(Box::new(child.stderr.take().expect("stderr")));
+        Plain { child, stdout, stderr, collectors: vec![out, err] }
     }
 
     fn stdout(&self) -> String {
@@ -235,12 +237,16 @@ impl Plain {
         .await;
     }
 
-    /// Waits for the process to end; its exit status's success.
+    /// Waits for the process to end and for all it wrote to be collected;
+    /// its exit status's success.
     async fn wait_end(&mut self) -> bool {
         let status = tokio::time::timeout(EVENTUALLY, self.child.wait())
             .await
             .unwrap_or_else(|_| panic!("attach did not end; stderr:\n{}", self.stderr()))
             .expect("wait");
+        for collector in self.collectors.drain(..) {
+            let _ = tokio::time::timeout(EVENTUALLY, collector).await;
+        }
         status.success()
     }
 }
