@@ -41,7 +41,7 @@ use crate::proc_shell;
 use crate::process;
 use crate::screen::Screen;
 use crate::store::OutputStore;
-use crate::terminal::{Gate, Terminal, pty};
+use crate::terminal::{Gate, Rendered, Terminal, pty};
 
 use super::call::{
     Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
@@ -219,9 +219,12 @@ impl Shell {
         let size = ((config.rows, config.cols), Arc::clone(gate));
         let terminal = Terminal::start(opened.master, &config.name, Some(channel_handle), size, {
             move |event| {
-                let answers = reader_shared.lock().on_event(event);
+                let mut state = reader_shared.lock();
+                let answers = state.on_event(event);
+                let shown = state.take_shown();
+                drop(state);
                 reader_shared.notify();
-                answers
+                Rendered { answers, shown }
             }
         })
         .map_err(|err| fail("reader thread", err))?;

@@ -140,6 +140,9 @@ pub(super) struct State {
     /// A person typed between the last command and the running one: the
     /// lines the shell read meanwhile were theirs.
     person_lines: bool,
+    /// The raw bytes of the last chunk for those watching the terminal:
+    /// all of it but the echo of the line that runs our command.
+    shown: Vec<u8>,
 }
 
 /// Records kept waiting for their marker; a shell sends one per prompt.
@@ -186,7 +189,14 @@ impl State {
             lines_read: None,
             gate,
             person_lines: false,
+            shown: Vec::new(),
         }
+    }
+
+    /// What the last chunk showed for those watching the terminal (see
+    /// `shown`); empty once taken.
+    pub(super) fn take_shown(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.shown)
     }
 
     /// What the reader thread saw; returns the answers to terminal queries
@@ -210,7 +220,15 @@ impl State {
         let now = Instant::now();
         let mut rest = bytes;
         while !rest.is_empty() {
+            // While our line is being typed, the terminal echoes it: a
+            // person watching sees the command (`Tap::Command`), not the
+            // line that runs it.
+            let echoing =
+                self.command.as_ref().is_some_and(|c| !c.has_started() && !c.is_finished());
             let (consumed, stop) = self.screen.feed(rest);
+            if !echoing {
+                self.shown.extend_from_slice(&rest[..consumed]);
+            }
             rest = &rest[consumed..];
             self.route_committed(now);
             match stop {

@@ -32,6 +32,17 @@ pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch};
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
+/// What the renderer made of one event of the reader thread.
+#[derive(Debug, Default)]
+pub(crate) struct Rendered {
+    /// Answers to terminal queries, to write back.
+    pub(crate) answers: Vec<u8>,
+    /// The bytes those watching the terminal are shown: the chunk, but
+    /// for the echo of the line that runs an agent's command (the
+    /// `Tap::Command` before it names the command).
+    pub(crate) shown: Vec<u8>,
+}
+
 /// One shell's terminal: the PTY, its reader, its taps and its gate.
 ///
 /// Shared as an `Arc` outside the session's call lock, so that a person's
@@ -54,23 +65,24 @@ impl std::fmt::Debug for Terminal {
 impl Terminal {
     /// Starts the reader thread of the PTY `master` (of `size`, rows and
     /// columns), also watching `also` (see [`Pty::start`]): every event
-    /// goes to `renderer` first (what it returns is written back as the
-    /// terminal's answers), then to the taps.
+    /// goes to `renderer` first (its answers are written back to the
+    /// terminal), then what it says was shown goes to the taps.
     pub(crate) fn start(
         master: OwnedFd,
         name: &str,
         also: Option<OwnedFd>,
         (size, gate): ((u16, u16), Arc<Gate>),
-        mut renderer: impl FnMut(pty::Event<'_>) -> Vec<u8> + Send + 'static,
+        mut renderer: impl FnMut(pty::Event<'_>) -> Rendered + Send + 'static,
     ) -> io::Result<Terminal> {
         let taps = Arc::new(Taps::new());
         let tapped = Arc::clone(&taps);
         let pty = Pty::start(master, name, also, move |event| {
-            let answers = renderer(event);
-            match event {
-                pty::Event::Output(bytes) => tapped.publish(Tap::Output(Arc::from(bytes))),
-                pty::Event::HangUp => tapped.close("the shell ended".to_owned()),
-                pty::Event::Ready => {}
+            let Rendered { answers, shown } = renderer(event);
+            if !shown.is_empty() {
+                tapped.publish(Tap::Output(Arc::from(shown)));
+            }
+            if let pty::Event::HangUp = event {
+                tapped.close("the shell ended".to_owned());
             }
             answers
         })?;
@@ -124,7 +136,9 @@ impl Terminal {
         limit: Duration,
     ) -> io::Result<()> {
         let _typing = self.gate.typing().await;
-        self.taps.publish(Tap::Command(command.to_owned()));
+        if !command.is_empty() {
+            self.taps.publish(Tap::Command(command.to_owned()));
+        }
         self.pty.write_all(line, limit).await
     }
 

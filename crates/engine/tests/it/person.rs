@@ -49,6 +49,8 @@ async fn a_watcher_joining_mid_command_sees_every_line_once() {
     let mut text = String::new();
     seen(&mut watch, &mut text);
     assert!(text.contains(&format!("{:?}", Tap::Command(command.to_owned()))), "{text}");
+    // The command is named; the line that runs it is not shown.
+    assert!(!text.contains("__sk"), "{text}");
     // A line may begin with the shell's start marker (an OSC sequence).
     let lines: Vec<&str> = text
         .lines()
