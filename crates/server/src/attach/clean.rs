@@ -1,25 +1,17 @@
-//! What a viewer must not get of the raw stream, and what it should get
+//! What a viewer must not get of the raw stream, and what it gets
 //! instead: the shell integration's marker sequences (OSC 6973, which carry
 //! the session's nonce: a viewer that learnt it could forge a command's
-//! end) are taken out, and the echo of the line shellkeep types to run an
-//! agent's command (` \__sk_pre 3;\builtin eval -- "$__sk_c"`, with the bell
-//! its C-u rings) is replaced by the agent's command as a person would
-//! have typed it (`$ make test`).
+//! end) are taken out wherever the engine leaves one, and an agent's
+//! command (which the engine names in a `Tap::Command`, the echo of the
+//! line that runs it being kept from the taps) is shown as a person would
+//! have typed it at a prompt (`$ make test`).
 //!
 //! A pure filter over bytes, fed a piece at a time: it holds back at most
-//! the start of a marker (7 bytes) or of an echo ([`MAX_ECHO`] bytes), and
-//! gives up on an echo that does not look like one (a person's keys in
-//! the middle), passing it on as it came. It does not mask: the caller
-//! masks what it returns.
+//! the start of a marker (7 bytes). It does not mask: the caller masks
+//! what it returns.
 
 /// The start of a marker sequence.
 const MARKER_START: &[u8] = b"\x1b]6973;";
-
-/// The start of the echo of a line shellkeep types.
-const ECHO_START: &[u8] = b" \\__sk_";
-
-/// The longest echo recognised; a longer line is passed on as it is.
-pub const MAX_ECHO: usize = 512;
 
 /// The most bytes of one marker dropped; past that the sequence is not
 /// one of ours and the rest is passed on.
@@ -41,10 +33,6 @@ pub struct Cleaner {
     state: State,
     /// A possible start of a marker, held back.
     marker: Vec<u8>,
-    /// A possible echo of a typed line, held back.
-    echo: Vec<u8>,
-    /// The agent's command whose typed line's echo is still to come.
-    command: Option<String>,
 }
 
 impl Default for Cleaner {
@@ -56,13 +44,7 @@ impl Default for Cleaner {
 impl Cleaner {
     /// A filter at the start of a stream.
     pub fn new() -> Cleaner {
-        Cleaner { state: State::Plain, marker: Vec::new(), echo: Vec::new(), command: None }
-    }
-
-    /// The agent's `command` is being typed: the echo of its line, next in
-    /// the stream, is shown as `$ command`.
-    pub fn command(&mut self, command: &str) {
-        self.command = Some(command.to_owned());
+        Cleaner { state: State::Plain, marker: Vec::new() }
     }
 
     /// Takes the next `bytes` of output; returns what can be shown now.
@@ -77,10 +59,7 @@ impl Cleaner {
     /// Everything held back: the stream ends (or skips) here.
     pub fn finish(&mut self) -> Vec<u8> {
         self.state = State::Plain;
-        self.command = None;
-        let mut out = std::mem::take(&mut self.echo);
-        out.append(&mut self.marker);
-        out
+        std::mem::take(&mut self.marker)
     }
 
     fn byte(&mut self, byte: u8, out: &mut Vec<u8>) {
@@ -94,7 +73,7 @@ impl Cleaner {
             return;
         }
         if self.marker.is_empty() && byte != 0x1b {
-            self.pass(byte, out);
+            out.push(byte);
             return;
         }
         self.marker.push(byte);
@@ -104,58 +83,18 @@ impl Cleaner {
         } else if !MARKER_START.starts_with(&self.marker) {
             // Not ours; its last byte may start the next sequence.
             let mut held = std::mem::take(&mut self.marker);
-            let last = held.pop();
-            for byte in held {
-                self.pass(byte, out);
+            if held.last() == Some(&0x1b) {
+                held.pop();
+                self.marker.push(0x1b);
             }
-            match last {
-                Some(0x1b) => self.marker.push(0x1b),
-                Some(byte) => self.pass(byte, out),
-                None => {}
-            }
-        }
-    }
-
-    /// Passes a byte that is not part of a marker on, through the check
-    /// for the typed line's echo.
-    fn pass(&mut self, byte: u8, out: &mut Vec<u8>) {
-        let Some(command) = &self.command else {
-            out.push(byte);
-            return;
-        };
-        if self.echo.is_empty() && byte != ECHO_START[0] {
-            // Before the echo: the bell of its C-u is dropped, a sequence
-            // passes; a line of anything else means no echo comes.
-            if byte == b'\n' {
-                self.command = None;
-            }
-            if byte != 0x07 {
-                out.push(byte);
-            }
-            return;
-        }
-        self.echo.push(byte);
-        let held = self.echo.as_slice();
-        let is_echo = if held.len() <= ECHO_START.len() {
-            ECHO_START.starts_with(held)
-        } else {
-            held.len() <= MAX_ECHO
-        };
-        if !is_echo {
-            // Not the echo: everything as it came.
-            out.append(&mut self.echo);
-            self.command = None;
-        } else if byte == b'\n' {
-            self.echo.clear();
-            out.extend_from_slice(shown(command).as_bytes());
-            self.command = None;
+            out.append(&mut held);
         }
     }
 }
 
 /// The agent's command as a person would have typed it at a prompt: `$ `,
 /// its lines after the first with `> `.
-fn shown(command: &str) -> String {
+pub fn command_line(command: &str) -> String {
     let mut text = String::from("$ ");
     text.push_str(&command.replace('\n', "\n> "));
     text.push('\n');
@@ -166,16 +105,10 @@ fn shown(command: &str) -> String {
 mod tests {
     use super::*;
 
-    const ECHO: &[u8] = b" \\__sk_pre 3;\\builtin eval -- \"$__sk_c\"\n";
-
-    /// Feeds `pieces` with the command `command` typed first, whole and then
-    /// split at every byte; both give the same.
-    fn clean(command: Option<&str>, stream: &[u8]) -> String {
+    /// Feeds `stream` whole, then split at every byte; both give the same.
+    fn clean(stream: &[u8]) -> String {
         let run = |split: usize| {
             let mut cleaner = Cleaner::new();
-            if let Some(command) = command {
-                cleaner.command(command);
-            }
             let mut out = Vec::new();
             for piece in stream.chunks(split.max(1)) {
                 out.extend(cleaner.push(piece));
@@ -193,49 +126,24 @@ mod tests {
     #[test]
     fn markers_are_taken_out_wherever_they_are() {
         let stream = b"a\x1b]6973;0a1b2c;E;0;12\x07\x07b\x1b]6973;0a1b;S;1;1\x1b\\c\n";
-        assert_eq!(clean(None, stream), "a\x07bc\n");
+        assert_eq!(clean(stream), "a\x07bc\n");
         // Other sequences pass, the start of one that is not ours too.
-        let other = b"\x1b]0;title\x07\x1b[1mbold\x1b[0m\x1b]697x\x1b";
-        assert_eq!(clean(None, other), String::from_utf8_lossy(other));
+        let other = b"\x1b]0;title\x07\x1b[1mbold\x1b[0m\x1b]697x\x1b\x1b]6973;n;P\x07";
+        assert_eq!(clean(other), "\x1b]0;title\x07\x1b[1mbold\x1b[0m\x1b]697x\x1b");
         // A marker without its end stops being dropped after a bound.
         let mut long = b"\x1b]6973;".to_vec();
         long.extend(std::iter::repeat_n(b'x', MAX_MARKER + 10));
-        assert_eq!(clean(None, &long).len(), 9);
+        assert_eq!(clean(&long).len(), 9);
+        // Cut off inside its start: given back as it came.
+        assert_eq!(clean(b"x\x1b]69"), "x\x1b]69");
     }
 
     #[test]
-    fn the_echo_of_the_typed_line_shows_the_agents_command() {
-        let mut stream = b"\x1b]6973;ab;E;0;1\x07\x07".to_vec();
-        stream.extend_from_slice(ECHO);
-        stream.extend_from_slice(b"\x1b]6973;ab;S;3;3\x07hello\n");
-        assert_eq!(clean(Some("echo hello"), &stream), "$ echo hello\nhello\n");
-        let mut multi = ECHO.to_vec();
-        multi.extend_from_slice(b"1\n2\n");
+    fn a_command_reads_as_typed_at_a_prompt() {
+        assert_eq!(command_line("echo hello"), "$ echo hello\n");
         assert_eq!(
-            clean(Some("for i in 1 2\ndo echo $i; done"), &multi),
-            "$ for i in 1 2\n> do echo $i; done\n1\n2\n"
+            command_line("for i in 1 2\ndo echo $i; done"),
+            "$ for i in 1 2\n> do echo $i; done\n"
         );
-        // Without a command typed, an echo-like line is output like any.
-        assert_eq!(clean(None, ECHO), String::from_utf8_lossy(ECHO));
-    }
-
-    /// What does not look like the echo is passed on whole, and the next
-    /// echo-like line is not taken for it.
-    #[test]
-    fn what_is_not_the_echo_is_kept() {
-        assert_eq!(clean(Some("x"), b"person typed\n"), "person typed\n");
-        let mut later = b"first\n".to_vec();
-        later.extend_from_slice(ECHO);
-        assert_eq!(clean(Some("x"), &later), format!("first\n{}", String::from_utf8_lossy(ECHO)));
-        let mut long = b" \\__sk_".to_vec();
-        long.extend(std::iter::repeat_n(b'y', MAX_ECHO));
-        long.push(b'\n');
-        assert_eq!(clean(Some("x"), &long), String::from_utf8_lossy(&long));
-        // Cut off before its end: given back as it came.
-        assert_eq!(clean(Some("x"), b" \\__sk_pre 3;"), " \\__sk_pre 3;");
-        // A sequence before the echo passes, and the echo is still found.
-        let mut after = b"\x1b[?2004l\x07".to_vec();
-        after.extend_from_slice(ECHO);
-        assert_eq!(clean(Some("ls"), &after), "\x1b[?2004l$ ls\n");
     }
 }

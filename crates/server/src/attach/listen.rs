@@ -29,7 +29,7 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::clean::Cleaner;
+use super::clean::{self, Cleaner};
 use super::protocol::{
     self, Accepted, AttachRequest, Event, Frame, GREETING, Kind, Listing, MAX_CLIENT_FRAME,
     MAX_OUTPUT_FRAME, Refused, Request, SessionRow, Window, Writing,
@@ -519,7 +519,7 @@ async fn read_viewer(
 /// The viewer's end of the socket, with its filters.
 struct Viewer {
     write: OwnedWriteHalf,
-    /// Takes the integration's markers out, and shows the agent's commands.
+    /// Takes the integration's markers out.
     cleaner: Cleaner,
     /// The session's secrets; `None` shows the raw stream.
     secrets: Option<Arc<shellkeep_engine::mask::Secrets>>,
@@ -536,10 +536,7 @@ impl Viewer {
                 let cleaned = self.cleaner.push(bytes);
                 self.show(&cleaned).await
             }
-            Tap::Command(command) => {
-                self.cleaner.command(command);
-                Ok(())
-            }
+            Tap::Command(command) => self.show(clean::command_line(command).as_bytes()).await,
             Tap::Resize { rows, cols } => {
                 self.event(&Event::Resize { window: Window { rows: *rows, cols: *cols } }).await
             }

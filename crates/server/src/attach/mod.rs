@@ -36,8 +36,8 @@
 //!    detaches; the session is not touched.
 //!
 //! The stream is cleaned first (`clean`: the integration's marker
-//! sequences out, the agent's commands shown as `$ command` instead of the
-//! line shellkeep types to run them). Output is masked with the session's secrets by the engine's
+//! sequences out; the agent's commands, which the engine names, shown as
+//! `$ command`). Output is masked with the session's secrets by the engine's
 //! `RawMasker` unless the viewer asked for `show_secrets` (the same user:
 //! the secrets are theirs). Raw masking cannot see a secret that the
 //! program breaks up with escape sequences (colour in the middle of a

@@ -434,6 +434,10 @@ async fn a_masked_secret_does_not_reach_the_pane() {
     assert!(!pane.contains(VALUE), "{pane}");
     assert!(pane.contains("<secret-hidden>"), "{pane}");
     raw.wait_stdout(VALUE).await;
+    // Even the raw stream never carries the integration's markers (their
+    // nonce would let a viewer forge a command's end).
+    assert!(!raw.stdout().contains("\u{1b}]6973;"), "{:?}", raw.stdout());
+    assert!(!raw.stdout().contains("__sk_"), "{:?}", raw.stdout());
     raw.child.start_kill().expect("kill");
     let _ = raw.wait_end().await;
 }
