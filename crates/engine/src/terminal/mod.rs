@@ -28,7 +28,7 @@ pub use gate::{Gate, Held, Hold, PersonTyped};
 pub use masked::RawMasker;
 use pty::Pty;
 use taps::Taps;
-pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch};
+pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch, typed_at_prompt};
 
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);

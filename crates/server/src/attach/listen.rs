@@ -22,14 +22,13 @@ use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::registry::Registry;
 use shellkeep_engine::session::{Activity, Session};
-use shellkeep_engine::terminal::{RawMasker, Tap, Tapped, Terminal};
+use shellkeep_engine::terminal::{RawMasker, Tap, Tapped, Terminal, typed_at_prompt};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::clean::{self, Cleaner};
 use super::protocol::{
     self, Accepted, AttachRequest, Event, Frame, GREETING, Kind, Listing, MAX_CLIENT_FRAME,
     MAX_OUTPUT_FRAME, Refused, Request, SessionRow, Window, Writing,
@@ -346,7 +345,6 @@ async fn view(
         write,
         secrets: (!request.show_secrets).then(|| Arc::clone(&session.config().secrets)),
         masker: None,
-        cleaner: Cleaner::new(),
     };
     let since = request
         .since_secs
@@ -450,7 +448,6 @@ async fn follow(
                 Err(broadcast::error::RecvError::Lagged(taps)) => {
                     // What the filters held back belongs to output now lost.
                     out.masker = None;
-                    out.cleaner = Cleaner::new();
                     out.event(&Event::Skipped { taps }).await?;
                 }
                 Err(broadcast::error::RecvError::Closed) => {
@@ -516,11 +513,9 @@ async fn read_viewer(
     }
 }
 
-/// The viewer's end of the socket, with its filters.
+/// The viewer's end of the socket, with its masker.
 struct Viewer {
     write: OwnedWriteHalf,
-    /// Takes the integration's markers out.
-    cleaner: Cleaner,
     /// The session's secrets; `None` shows the raw stream.
     secrets: Option<Arc<shellkeep_engine::mask::Secrets>>,
     /// The masker of the current stretch of output (it may hold back the
@@ -532,11 +527,8 @@ impl Viewer {
     /// Sends one piece of the terminal's stream.
     async fn tap(&mut self, tapped: &Tapped) -> std::io::Result<()> {
         match &tapped.tap {
-            Tap::Output(bytes) => {
-                let cleaned = self.cleaner.push(bytes);
-                self.show(&cleaned).await
-            }
-            Tap::Command(command) => self.show(clean::command_line(command).as_bytes()).await,
+            Tap::Output(bytes) => self.show(bytes).await,
+            Tap::Command(command) => self.show(typed_at_prompt(command).as_bytes()).await,
             Tap::Resize { rows, cols } => {
                 self.event(&Event::Resize { window: Window { rows: *rows, cols: *cols } }).await
             }
@@ -551,8 +543,8 @@ impl Viewer {
         }
     }
 
-    /// Sends cleaned output, masked unless the viewer asked for the raw
-    /// stream.
+    /// Sends output, masked unless the viewer asked for the raw stream
+    /// (the engine has taken the integration's markers out of it).
     async fn show(&mut self, cleaned: &[u8]) -> std::io::Result<()> {
         let shown = match &self.secrets {
             Some(secrets) => self
@@ -565,12 +557,8 @@ impl Viewer {
         self.output(&shown).await
     }
 
-    /// Sends what the filters held back: the stream of this shell ends.
+    /// Sends what the masker held back: the stream of this shell ends.
     async fn flush_masker(&mut self) -> std::io::Result<()> {
-        let held = self.cleaner.finish();
-        if !held.is_empty() {
-            self.show(&held).await?;
-        }
         let Some(mut masker) = self.masker.take() else { return Ok(()) };
         let rest = masker.finish();
         self.output(rest.as_bytes()).await

@@ -35,9 +35,10 @@
 //!    granted) and `W` frames (its window, JSON). Closing the connection
 //!    detaches; the session is not touched.
 //!
-//! The stream is cleaned first (`clean`: the integration's marker
-//! sequences out; the agent's commands, which the engine names, shown as
-//! `$ command`). Output is masked with the session's secrets by the engine's
+//! The engine's stream comes without the integration's marker sequences
+//! and without the echo of the lines that run the agent's commands; the
+//! commands, which the engine names, are shown as `$ command`
+//! (`terminal::typed_at_prompt`). Output is masked with the session's secrets by the engine's
 //! `RawMasker` unless the viewer asked for `show_secrets` (the same user:
 //! the secrets are theirs). Raw masking cannot see a secret that the
 //! program breaks up with escape sequences (colour in the middle of a
@@ -46,7 +47,6 @@
 //! The agent's words are not here (they live in `render`); the person's
 //! words are, in `client`.
 
-mod clean;
 mod client;
 mod listen;
 mod protocol;
