@@ -26,12 +26,11 @@
 //!   them; keys typed with echo off (a password) are never written, only
 //!   a marker that some were typed.
 //!
-//! **Without shellkeep's own traffic**: the terminal leaves out the echo
-//! of the line that runs an agent's command and taps the command instead;
-//! the recording shows it as `$ ` and the command, as a person would have
-//! typed it. Before masking, the output is tidied ([`Tidy`]): the
-//! integration's markers (`ESC ] 6973 ; nonce ; … BEL`, which carry the
-//! marker nonce, a value that must never reach a file) are removed.
+//! **Without shellkeep's own traffic**: the terminal taps neither the
+//! integration's markers (they carry the marker nonce, a value that must
+//! never reach a file) nor the echo of the line that runs an agent's
+//! command; the recording shows the command as every view does
+//! (`terminal::typed_at_prompt`: `$ ` and its text).
 //!
 //! **Masked like `attach`**: output and input each pass a
 //! `terminal::RawMasker` with the session's secrets (a secret split
@@ -68,7 +67,6 @@
 //! configuration does) and does not play recordings ([`read_cast`] and
 //! [`replay_delay`] are the pure parts of `shellkeep replay`).
 
-use std::borrow::Cow;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -78,8 +76,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::mask::Secrets;
 use crate::output::{CommandSpill, Retention, SpillLimit, SpillLimits, SpillStore, human_bytes};
-use crate::screen::MARKER_OSC;
-use crate::terminal::{RawMasker, Sink, Tap, Tapped};
+use crate::terminal::{RawMasker, Sink, Tap, Tapped, typed_at_prompt};
 
 /// The longest label of a command's marker, in characters (after masking);
 /// a longer command is cut and ends with `…`.
@@ -419,7 +416,6 @@ pub fn header(
 /// Pure but for its state; time is what the taps say.
 pub struct Encoder {
     secrets: Arc<Secrets>,
-    tidy: Tidy,
     output: RawMasker,
     input: RawMasker,
     idle_limit: Duration,
@@ -436,7 +432,6 @@ impl Encoder {
     /// at `idle_limit`.
     pub fn new(secrets: Arc<Secrets>, start: Instant, idle_limit: Duration) -> Encoder {
         Encoder {
-            tidy: Tidy::default(),
             output: RawMasker::new(Arc::clone(&secrets)),
             input: RawMasker::new(Arc::clone(&secrets)),
             secrets,
@@ -452,8 +447,7 @@ impl Encoder {
         let time = self.advance(tapped.mono);
         match &tapped.tap {
             Tap::Output(bytes) => {
-                let tidied = self.tidy.push(bytes);
-                let text = self.output.push(&tidied);
+                let text = self.output.push(bytes);
                 event(out, time, "o", &text);
             }
             Tap::Input { bytes, echo: true } => {
@@ -484,8 +478,7 @@ impl Encoder {
                 };
                 event(out, time, "m", &label);
                 if !masked.is_empty() {
-                    let shown = format!("$ {}\r\n", masked.replace('\n', "\r\n"));
-                    event(out, time, "o", &shown);
+                    event(out, time, "o", &typed_at_prompt(&masked));
                 }
             }
             Tap::Resize { rows, cols } => event(out, time, "r", &format!("{cols}x{rows}")),
@@ -534,12 +527,9 @@ impl Encoder {
         event(out, self.elapsed, "i", &held);
     }
 
-    /// Releases the output the tidying and the masker hold back, as output
-    /// at `time`.
+    /// Releases the output the masker holds back, as output at `time`.
     fn release(&mut self, time: Duration, out: &mut Vec<u8>) {
-        let tidied = self.tidy.finish();
-        let mut held = self.output.push(&tidied);
-        held.push_str(&self.output.finish());
+        let held = self.output.finish();
         event(out, time, "o", &held);
     }
 
@@ -552,68 +542,6 @@ impl Encoder {
         }
         self.elapsed += gap.min(self.idle_limit);
         self.elapsed
-    }
-}
-
-/// The stream tidied of the integration's markers (`ESC ] 6973 ; … BEL`).
-/// It holds back only a tail that could begin one, or a marker not ended
-/// yet (at most [`MAX_MARKER`] bytes).
-#[derive(Debug, Default)]
-pub struct Tidy {
-    /// Bytes not released yet: the start of a marker.
-    held: Vec<u8>,
-}
-
-/// The longest marker [`Tidy`] removes: a longer `ESC ] 6973 ;` sequence is
-/// not one of ours and passes.
-pub const MAX_MARKER: usize = 256;
-
-impl Tidy {
-    /// Takes the next piece of raw output; returns what can be released.
-    pub fn push<'a>(&mut self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
-        // Most output holds no escape: it passes without a copy.
-        if self.held.is_empty() && memchr::memchr(b'\x1b', bytes).is_none() {
-            return Cow::Borrowed(bytes);
-        }
-        let data: Vec<u8> = if self.held.is_empty() {
-            bytes.to_vec()
-        } else {
-            let mut joined = std::mem::take(&mut self.held);
-            joined.extend_from_slice(bytes);
-            joined
-        };
-        let osc = format!("\x1b]{MARKER_OSC};");
-        let mut out = Vec::with_capacity(data.len());
-        let mut at = 0;
-        while let Some(found) = memchr::memmem::find(&data[at..], osc.as_bytes()) {
-            let start = at + found;
-            out.extend_from_slice(&data[at..start]);
-            match data[start..].iter().take(MAX_MARKER).position(|&b| b == b'\x07') {
-                Some(end) => at = start + end + 1,
-                None if data.len() - start < MAX_MARKER => {
-                    self.held = data[start..].to_vec();
-                    return Cow::Owned(out);
-                }
-                None => {
-                    out.extend_from_slice(osc.as_bytes());
-                    at = start + osc.len();
-                }
-            }
-        }
-        // A tail that may begin a marker waits for more.
-        let rest = &data[at..];
-        let tail = (1..osc.len().min(rest.len() + 1))
-            .rev()
-            .find(|&k| osc.as_bytes().starts_with(&rest[rest.len() - k..]))
-            .unwrap_or(0);
-        out.extend_from_slice(&rest[..rest.len() - tail]);
-        self.held = rest[rest.len() - tail..].to_vec();
-        Cow::Owned(out)
-    }
-
-    /// Releases what is held (the stream ends or pauses for an event).
-    pub fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.held)
     }
 }
 
@@ -924,60 +852,17 @@ mod tests {
         assert!(label.starts_with("echo <secret-hidden> xx") && label.ends_with("x…"));
     }
 
-    /// A session's raw stream as the terminal taps it: the end marker of
-    /// the shell's start, the output of a command between its start and end
-    /// markers (the echo of the line that runs it is not tapped), the
-    /// prompt's marker of the next.
-    const RAW: &str = "\x1b]6973;0f3a9c;E;0;2400\x07\x1b]6973;0f3a9c;S;1;1\x07hello\r\n\
-                       \x1b]6973;0f3a9c;E;1;48\x07\x1b]6973;0f3a9c;P;2\x07";
-
     #[test]
-    fn markers_are_removed_and_the_command_shows_as_typed_however_split() {
-        let bytes = RAW.as_bytes();
-        for cut in 0..=bytes.len() {
-            for second in cut..=bytes.len() {
-                let lines = encode(
-                    secrets(),
-                    &[
-                        (0, Tap::Command(format!("echo {SECRET}\n  && true"))),
-                        (1, output(&bytes[..cut])),
-                        (2, output(&bytes[cut..second])),
-                        (3, output(&bytes[second..])),
-                    ],
-                );
-                assert_eq!(
-                    joined(&lines, "o"),
-                    "$ echo <secret-hidden>\r\n  && true\r\nhello\r\n",
-                    "{cut}/{second}: {lines}"
-                );
-                assert!(!lines.contains("0f3a9c") && !lines.contains(SECRET), "{cut}/{second}");
-            }
-        }
+    fn a_command_shows_as_typed_at_a_prompt_masked() {
+        let lines = encode(
+            secrets(),
+            &[(0, Tap::Command(format!("echo {SECRET}\n  && true"))), (1, output(b"hello\r\n"))],
+        );
+        assert_eq!(joined(&lines, "o"), "$ echo <secret-hidden>\r\n>   && true\r\nhello\r\n");
+        assert_eq!(joined(&lines, "m"), "echo <secret-hidden>\n  && true");
         // shellkeep's own commands have no text: nothing shows.
         let lines = encode(Arc::new(Secrets::none()), &[(0, Tap::Command(String::new()))]);
         assert_eq!(lines, "");
-    }
-
-    #[test]
-    fn text_that_only_looks_like_a_marker_passes() {
-        let cases = [
-            // Another program's OSC, one of ours that never ends, an escape
-            // at the very end.
-            "\x1b]6974;title\x07",
-            &format!("\x1b]6973;{}", "y".repeat(MAX_MARKER + 10)),
-            "a bell\x07, a colour \x1b[1mbold\x1b[0m and an escape \x1b",
-            "\x1b]697",
-        ];
-        for text in cases {
-            let bytes = text.as_bytes();
-            for cut in 0..=bytes.len() {
-                let mut tidy = Tidy::default();
-                let mut out = tidy.push(&bytes[..cut]).into_owned();
-                out.extend_from_slice(&tidy.push(&bytes[cut..]));
-                out.extend(tidy.finish());
-                assert_eq!(String::from_utf8_lossy(&out), text, "{cut}");
-            }
-        }
     }
 
     #[test]

@@ -76,6 +76,33 @@ pub enum Command {
     /// one stopped as its server ended as server_ended, one stopped by
     /// closing or resetting its session as closed or reset.
     Audit(crate::audit::AuditQuery),
+    /// This user's running servers (pid, start directory, client, uptime)
+    /// and their sessions (state, running command, who is attached).
+    Ls,
+    /// Watch a session live in this terminal: first its recent output, then
+    /// everything as it happens. Read-only unless `--write`. Detach with
+    /// `C-]` (never passed to the program); the session goes on untouched.
+    /// Without a terminal, prints the stream (read-only).
+    Attach {
+        /// The session (default: `default`).
+        session: Option<String>,
+        /// The server's pid, when several run (`shellkeep ls` lists them).
+        #[arg(long)]
+        server: Option<u32>,
+        /// The server's attach socket, as `shellkeep ls` shows it.
+        #[arg(long, conflicts_with = "server")]
+        socket: Option<PathBuf>,
+        /// Type into the session (one person at a time; the agent's new
+        /// commands are refused meanwhile).
+        #[arg(long)]
+        write: bool,
+        /// Replay only the last stretch of output: 90, 30s, 5m, 1h.
+        #[arg(long, value_parser = crate::attach::parse_since)]
+        since: Option<std::time::Duration>,
+        /// Show the raw stream: secrets are not masked.
+        #[arg(long)]
+        show_secrets: bool,
+    },
     /// The orphan guard (internal: started by the server itself, which
     /// sends it the scope token over its stdin, never on the command line).
     #[command(name = "__guard", hide = true)]

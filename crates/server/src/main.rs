@@ -1,11 +1,13 @@
 //! The `shellkeep` binary: the MCP server on stdio (its main job), plus a
 //! small command line for people and scripts (`run`, `policy check`,
-//! `policy explain`, `replay`).
+//! `policy explain`, `doctor`, `audit`, `ls` and `attach` to watch or
+//! help the agent's sessions, and `replay` to play one's recording).
 //!
 //! stdout belongs to the MCP transport while serving: everything else is
 //! logged with `tracing` to stderr.
 
 mod args;
+mod attach;
 mod audit;
 mod cli;
 mod config;
@@ -192,6 +194,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             tokio::task::spawn_blocking(move || replay(&file, speed, idle_limit)).await?
         }
         Some(Command::Doctor) => doctor(&cli.serve).await,
+        Some(Command::Ls) => {
+            let mut out = Vec::new();
+            attach::ls(&mut out).await?;
+            std::io::stdout().lock().write_all(&out)?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Some(Command::Attach { session, server, socket, write, since, show_secrets }) => {
+            let options =
+                attach::AttachOptions { session, server, socket, write, since, show_secrets };
+            attach::attach(options).await?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Some(Command::Audit(query)) => {
             audit::print(&query, &mut std::io::stdout().lock())?;
             Ok(std::process::ExitCode::SUCCESS)
@@ -478,6 +492,23 @@ async fn serve(
         }
     });
 
+    // A person's view of the sessions (`shellkeep attach`): without it the
+    // server still serves, and says why in the log.
+    let listener = match attach::Listener::start(
+        &dir.path,
+        Arc::clone(&sessions),
+        shared.sessions.start_dir().to_owned(),
+    ) {
+        Ok(listener) => {
+            tracing::info!("attach socket: {}", listener.path().display());
+            Some(listener)
+        }
+        Err(err) => {
+            tracing::warn!("cannot listen for shellkeep attach: {err}");
+            None
+        }
+    };
+
     let server = tools::Shellkeep::new(Arc::clone(&shared));
     // Our own JSON-RPC edge in front of rmcp: it answers broken messages and
     // tells us when the client stopped reading stdout.
@@ -492,6 +523,9 @@ async fn serve(
         () = stdout_closed.cancelled() => None,
     };
     if let Some(running) = running {
+        if let (Some(listener), Some(info)) = (&listener, running.peer().peer_info()) {
+            listener.set_client(&info.client_info.name);
+        }
         let cancel = running.cancellation_token();
         tokio::select! {
             result = running.waiting() => {
@@ -513,6 +547,10 @@ async fn serve(
     // fork, a cleared environment: orphans are our children).
     expiry.abort();
     let _ = expiry.await;
+    // Viewers learn that the server ends, before their sessions close.
+    if let Some(listener) = listener {
+        listener.stop().await;
+    }
     sessions.close_all().await;
     drop(sessions);
     drop(shared);

@@ -3,7 +3,7 @@
 //! between fork and exec (join the control group, default signal handling
 //! and mask, the parent-death signal, a new session on the PTY, passed
 //! descriptors), the subreaper flag, the guard's own descriptors and
-//! signals, peer credentials, and the Landlock and seccomp probes. Nothing
+//! signals, peer credentials, a terminal's window size, and the Landlock and seccomp probes. Nothing
 //! else here: scanning `/proc`, stopping processes and the registry of our
 //! children live in rooms without `unsafe`.
 #![allow(unsafe_code)]
@@ -366,6 +366,19 @@ pub fn peer_credentials(socket: &impl AsRawFd) -> std::io::Result<(i32, u32)> {
         return Err(std::io::Error::last_os_error());
     }
     Ok((cred.pid, cred.uid))
+}
+
+/// The window size (rows, columns) of the terminal open on `fd`
+/// (`TIOCGWINSZ`): for a person's terminal that watches a session.
+pub fn terminal_size(fd: &impl AsRawFd) -> std::io::Result<(u16, u16)> {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: `size` is valid for a write of a `winsize`, which is what
+    // TIOCGWINSZ writes; the descriptor is only read.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &raw mut size) };
+    if rc == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((size.ws_row, size.ws_col))
 }
 
 /// For the orphan guard process: blocks SIGTERM (in the calling thread,

@@ -237,7 +237,16 @@ impl State {
                         .command
                         .as_ref()
                         .is_some_and(|c| c.seq() == seq && !c.has_started() && !c.is_finished());
-                    if !ours {
+                    let typing =
+                        self.command.as_ref().is_some_and(|c| !c.has_started() && !c.is_finished());
+                    if !ours && typing {
+                        // Before our line is read, the shell starts nothing
+                        // else: another number is forged (a job printed it
+                        // while the line was on its way).
+                        tracing::warn!(seq, "a start marker before our command's own");
+                        let what = AtPrompt::StartMarker;
+                        self.levels.note(Event::RanAtPrompt { what, seq, sender: None });
+                    } else if !ours {
                         // The shell started something no call typed.
                         self.ran_at_prompt(AtPrompt::StartMarker, seq, None);
                     } else if let Some(lines) = lines_read {
@@ -1014,6 +1023,26 @@ mod tests {
         assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 1, sender: None }]);
         end(&mut state, &shell, 2, 3, 9);
         assert_eq!(ended(&mut state, &log).0, Some(3));
+        assert_eq!(state.levels_mut().take_events(), vec![]);
+        // A start marker of another number read while our line is on its
+        // way (printed at the prompt, read after the command began): the
+        // shell starts nothing before our line, so it is forged.
+        let dir =
+            std::env::temp_dir().join(format!("shellkeep-shared-typing-{}", std::process::id()));
+        let spill = SpillStore::new(dir, "", SpillLimits::default(), None);
+        let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
+        let out = CommandOutput::new(1_000, store.begin("c"), Arc::new(Secrets::none()));
+        let now = Instant::now();
+        state.begin(Command::new((3, "c".to_owned()), (None, None), 0, out, now), now);
+        let forged = format!("\x1b]6973;{NONCE};S;99\x07");
+        state.on_event(pty::Event::Output(forged.as_bytes()));
+        let what = AtPrompt::StartMarker;
+        let events = state.levels_mut().take_events();
+        assert_eq!(events, vec![Event::RanAtPrompt { what, seq: 99, sender: None }]);
+        // Our own start marker then starts our command, told nothing more.
+        let ours = format!("echo\x1b]6973;{NONCE};S;3\x07out\n");
+        state.on_event(pty::Event::Output(ours.as_bytes()));
+        assert!(state.command().is_some_and(Command::has_started));
         assert_eq!(state.levels_mut().take_events(), vec![]);
     }
 

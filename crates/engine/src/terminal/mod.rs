@@ -14,6 +14,7 @@
 //! it with [`RawMasker`] (what raw masking cannot catch is said there).
 
 pub mod gate;
+mod markers;
 mod masked;
 pub mod pty;
 mod taps;
@@ -27,7 +28,7 @@ pub use gate::{Gate, Held, Hold, PersonTyped};
 pub use masked::RawMasker;
 use pty::Pty;
 use taps::Taps;
-pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch};
+pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch, typed_at_prompt};
 
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
@@ -39,7 +40,8 @@ pub(crate) struct Rendered {
     pub(crate) answers: Vec<u8>,
     /// The bytes those watching the terminal are shown: the chunk, but
     /// for the echo of the line that runs an agent's command (the
-    /// `Tap::Command` before it names the command).
+    /// `Tap::Command` before it names the command). The integration's
+    /// markers are taken out after (`markers.rs`).
     pub(crate) shown: Vec<u8>,
 }
 
@@ -76,8 +78,10 @@ impl Terminal {
     ) -> io::Result<Terminal> {
         let taps = Arc::new(Taps::new());
         let tapped = Arc::clone(&taps);
+        let mut markers = markers::Markers::default();
         let pty = Pty::start(master, name, also, move |event| {
             let Rendered { answers, shown } = renderer(event);
+            let shown = markers.filter(&shown);
             if !shown.is_empty() {
                 tapped.publish(Tap::Output(Arc::from(shown)));
             }
@@ -167,10 +171,11 @@ impl Terminal {
         }
         let _typing = self.gate.typing().await;
         let echo = !self.hides_input();
-        self.pty.write_all(bytes, PERSON_WRITE_LIMIT).await?;
+        // Counted before they are written: the shell may run a line they
+        // end and report it before this task runs again.
         self.gate.note_typed(bytes, echo);
         self.taps.publish(Tap::Input { bytes: Arc::from(bytes), echo });
-        Ok(())
+        self.pty.write_all(bytes, PERSON_WRITE_LIMIT).await
     }
 
     /// The shell ended (`how`): watchers are told and their channel closes.

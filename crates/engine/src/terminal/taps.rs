@@ -77,6 +77,16 @@ impl Tap {
     }
 }
 
+/// How a view shows an agent's command ([`Tap::Command`]), as a person
+/// would have typed it at a prompt: `$ `, its lines after the first with
+/// `> `, each line ended as a terminal ends it (`\r\n`).
+pub fn typed_at_prompt(command: &str) -> String {
+    let mut text = String::from("$ ");
+    text.push_str(&command.replace('\n', "\r\n> "));
+    text.push_str("\r\n");
+    text
+}
+
 /// A consumer called in the reader thread for every tap (a recorder). It
 /// must not block for long: it buffers, and drops what passes its bound.
 pub trait Sink: Send {
@@ -301,6 +311,15 @@ mod tests {
         fn tap(&mut self, _: &Tapped) {
             *self.0.lock().expect("count") += 1;
         }
+    }
+
+    #[test]
+    fn a_command_reads_as_typed_at_a_prompt() {
+        assert_eq!(typed_at_prompt("echo hello"), "$ echo hello\r\n");
+        assert_eq!(
+            typed_at_prompt("for i in 1 2\ndo echo $i; done"),
+            "$ for i in 1 2\r\n> do echo $i; done\r\n"
+        );
     }
 
     #[test]

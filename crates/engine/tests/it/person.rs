@@ -51,6 +51,8 @@ async fn a_watcher_joining_mid_command_sees_every_line_once() {
     assert!(text.contains(&format!("{:?}", Tap::Command(command.to_owned()))), "{text}");
     // The command is named; the line that runs it is not shown.
     assert!(!text.contains("__sk"), "{text}");
+    // Nor the integration's markers, which carry the session's nonce.
+    assert!(!text.contains("6973"), "{text}");
     // A line may begin with the shell's start marker (an OSC sequence).
     let lines: Vec<&str> = text
         .lines()

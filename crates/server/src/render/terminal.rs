@@ -686,12 +686,15 @@ fn ago(at: std::time::SystemTime) -> std::time::Duration {
     at.elapsed().unwrap_or_default()
 }
 
-/// The command a person runs to type into session `name`.
+/// The command a person runs to type into session `name` of this server:
+/// exact even when several servers of theirs run (`--server`, this
+/// process's pid), where `shellkeep attach` alone asks them to choose.
 pub fn attach_command(name: &str) -> String {
+    let server = std::process::id();
     if name == shellkeep_engine::registry::DEFAULT_SESSION {
-        "shellkeep attach --write".to_owned()
+        format!("shellkeep attach --server {server} --write")
     } else {
-        format!("shellkeep attach {name} --write")
+        format!("shellkeep attach {name} --server {server} --write")
     }
 }
 

@@ -20,6 +20,7 @@
 )]
 
 mod at_prompt;
+mod attach;
 mod audit;
 mod bad_input;
 mod cli;
