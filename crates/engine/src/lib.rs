@@ -23,3 +23,4 @@ pub mod session;
 pub mod store;
 pub mod syntax;
 pub mod terminal;
+mod utf8;
