@@ -24,3 +24,4 @@ pub mod session;
 pub mod store;
 pub mod syntax;
 pub mod terminal;
+mod utf8;

@@ -8,89 +8,41 @@
 //! (cursor movement); the rendered text the agent sees is masked after
 //! rendering and catches those. Bytes that are not UTF-8 become U+FFFD.
 //!
-//! Bounds: at most 3 bytes of an unfinished character, and what the
-//! masker holds back to decide a match.
+//! Bounds: at most 3 bytes of an unfinished character (`utf8.rs`), and
+//! what the masker holds back to decide a match.
 
 use std::sync::Arc;
 
 use crate::mask::{Secrets, StreamMasker};
+use crate::utf8::Utf8Decoder;
 
 /// One raw stream's decoder and masker.
 #[derive(Debug)]
 pub struct RawMasker {
     secrets: Arc<Secrets>,
     masker: StreamMasker,
-    /// The start of a character whose remaining bytes are still to come.
-    partial: Vec<u8>,
+    decoder: Utf8Decoder,
 }
 
 impl RawMasker {
     /// A stream masked with `secrets`.
     pub fn new(secrets: Arc<Secrets>) -> RawMasker {
-        RawMasker { secrets, masker: StreamMasker::new(), partial: Vec::new() }
+        RawMasker { secrets, masker: StreamMasker::new(), decoder: Utf8Decoder::default() }
     }
 
     /// Takes the next bytes and returns the text that can be shown now,
     /// masked. The rest (an unfinished character, the start of what may be
     /// a secret) comes with later bytes or [`RawMasker::finish`].
     pub fn push(&mut self, bytes: &[u8]) -> String {
-        let text = self.decode(bytes);
+        let text = self.decoder.decode(bytes);
         self.masker.push(&self.secrets, &text, false).0.into_owned()
     }
 
     /// Everything still held back, masked: the stream ends here.
     pub fn finish(&mut self) -> String {
-        let mut text = String::new();
-        if !self.partial.is_empty() {
-            text.push(char::REPLACEMENT_CHARACTER);
-            self.partial.clear();
-        }
+        let text = self.decoder.finish();
         self.masker.push(&self.secrets, &text, true).0.into_owned()
     }
-
-    /// Decodes `bytes` after what was left over, keeping an unfinished last
-    /// character for the next call.
-    fn decode(&mut self, bytes: &[u8]) -> String {
-        let joined;
-        let input: &[u8] = if self.partial.is_empty() {
-            bytes
-        } else {
-            joined = [std::mem::take(&mut self.partial).as_slice(), bytes].concat();
-            &joined
-        };
-        let mut text = String::with_capacity(input.len());
-        let mut chunks = input.utf8_chunks().peekable();
-        while let Some(chunk) = chunks.next() {
-            text.push_str(chunk.valid());
-            let invalid = chunk.invalid();
-            if invalid.is_empty() {
-                continue;
-            }
-            // An invalid end of the input may be a character cut short.
-            let last = chunks.peek().is_none();
-            let at_end = last && std::str::from_utf8(invalid).is_err() && invalid.len() < 4;
-            if at_end && starts_character(invalid, input.len() - invalid.len(), input) {
-                self.partial.extend_from_slice(invalid);
-            } else {
-                text.push(char::REPLACEMENT_CHARACTER);
-            }
-        }
-        text
-    }
-}
-
-/// Whether `tail`, the last bytes of `input` from `at`, is the start of a
-/// character whose other bytes have not come yet.
-fn starts_character(tail: &[u8], at: usize, input: &[u8]) -> bool {
-    debug_assert_eq!(&input[at..], tail);
-    let Some(&lead) = tail.first() else { return false };
-    let needed = match lead {
-        0xC2..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF4 => 4,
-        _ => return false,
-    };
-    tail.len() < needed && tail[1..].iter().all(|&b| b & 0xC0 == 0x80)
 }
 
 #[cfg(test)]
