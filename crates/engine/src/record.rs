@@ -55,7 +55,7 @@
 //! terminal's reader thread and only queues the tap (an `Arc` clone); a
 //! writer thread per recording masks, encodes and writes, flushing whenever
 //! its queue is empty; a flood of output it takes in batches
-//! ([`BATCH_WAIT`] apart), so as not to wake for every read of the
+//! (50 ms apart), so as not to wake for every read of the
 //! terminal on a machine whose cores the shell already keeps busy. It ends
 //! with the shell (after the exit's marker). At most [`QUEUE_BOUND`] bytes
 //! wait in the queue;
