@@ -8,6 +8,7 @@ mod limits;
 mod person;
 mod prompt;
 mod real_keys;
+mod record;
 mod run;
 mod screen;
 mod terminal;
