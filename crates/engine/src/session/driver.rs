@@ -41,7 +41,7 @@ use crate::proc_shell;
 use crate::process;
 use crate::screen::Screen;
 use crate::store::OutputStore;
-use crate::terminal::{Gate, Rendered, Terminal, pty};
+use crate::terminal::{Gate, Rendered, Setup, Sink, Terminal, pty};
 
 use super::call::{
     Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
@@ -216,25 +216,29 @@ impl Shell {
         let reader_shared = Arc::clone(&shared);
         let channel_handle =
             shared.lock().channel_handle().map_err(|err| fail("completion channel", err))?;
-        let size = ((config.rows, config.cols), Arc::clone(gate));
-        let terminal = Terminal::start(opened.master, &config.name, Some(channel_handle), size, {
+        let size = (config.rows, config.cols);
+        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+        if let Some(recorder) = &config.record {
+            match recorder.start(&config.name, Arc::clone(&config.secrets), size) {
+                Ok(recording) => sinks.push(Box::new(recording)),
+                Err(err) => tracing::warn!("session {} is not recorded: {err}", config.name),
+            }
+        }
+        let woken_shared = Arc::clone(&shared);
+        let terminal = Terminal::start(
+            opened.master,
+            (&config.name, Some(channel_handle)),
+            Setup { size, gate: Arc::clone(gate), sinks },
             move |event| {
                 let mut state = reader_shared.lock();
                 let answers = state.on_event(event);
                 let shown = state.take_shown();
-                drop(state);
-                reader_shared.notify();
                 Rendered { answers, shown }
-            }
-        })
+            },
+            move || woken_shared.notify(),
+        )
         .map_err(|err| fail("reader thread", err))?;
         let terminal = Arc::new(terminal);
-        if let Some(recorder) = &config.record {
-            match recorder.start(&config.name, Arc::clone(&config.secrets), terminal.size()) {
-                Ok(recording) => terminal.add_sink(Box::new(recording)),
-                Err(err) => tracing::warn!("session {} is not recorded: {err}", config.name),
-            }
-        }
         let pty = terminal.pty();
         let waiter_shared = Arc::clone(&shared);
         let waiter = tokio::spawn(async move {

@@ -33,6 +33,16 @@ pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch, typed_at_p
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
+/// What a terminal starts with.
+pub(crate) struct Setup {
+    /// Its window: rows, columns.
+    pub(crate) size: (u16, u16),
+    /// The session's gate.
+    pub(crate) gate: Arc<Gate>,
+    /// Sinks in place before the first byte (a recorder).
+    pub(crate) sinks: Vec<Box<dyn Sink>>,
+}
+
 /// What the renderer made of one event of the reader thread.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
@@ -66,17 +76,23 @@ impl std::fmt::Debug for Terminal {
 
 impl Terminal {
     /// Starts the reader thread of the PTY `master` (of `size`, rows and
-    /// columns), also watching `also` (see [`Pty::start`]): every event
-    /// goes to `renderer` first (its answers are written back to the
-    /// terminal), then what it says was shown goes to the taps.
+    /// columns), also watching `also` (see [`Pty::start`]), with `sinks`
+    /// in place before the first byte: every event goes to `renderer`
+    /// first (its answers are written back to the terminal), then what it
+    /// says was shown goes to the taps, and only then is `woken` called
+    /// (it wakes the calls waiting on the session), so that a view has a
+    /// command's last output before the agent can send the next command.
     pub(crate) fn start(
         master: OwnedFd,
-        name: &str,
-        also: Option<OwnedFd>,
-        (size, gate): ((u16, u16), Arc<Gate>),
+        (name, also): (&str, Option<OwnedFd>),
+        Setup { size, gate, sinks }: Setup,
         mut renderer: impl FnMut(pty::Event<'_>) -> Rendered + Send + 'static,
+        woken: impl Fn() + Send + 'static,
     ) -> io::Result<Terminal> {
         let taps = Arc::new(Taps::new());
+        for sink in sinks {
+            taps.add_sink(sink);
+        }
         let tapped = Arc::clone(&taps);
         let mut markers = markers::Markers::default();
         let pty = Pty::start(master, name, also, move |event| {
@@ -88,6 +104,7 @@ impl Terminal {
             if let pty::Event::HangUp = event {
                 tapped.close("the shell ended".to_owned());
             }
+            woken();
             answers
         })?;
         Ok(Terminal { pty, taps, gate, size })
