@@ -353,7 +353,11 @@ fn before_the_status(reply: &Reply, out: &mut Text) {
                 .to_owned(),
         );
     }
-    if reply.continued || matches!(reply.outcome, Outcome::NotExecuted { .. }) {
+    // A command refused for the one still running shows that one's output
+    // (OpenHands' words); one refused for any other reason shows none.
+    if reply.continued
+        || matches!(reply.outcome, Outcome::NotExecuted { why: NotRun::CommandRunning { .. }, .. })
+    {
         out.line(CONTINUED.to_owned());
     }
     if reply.screen {

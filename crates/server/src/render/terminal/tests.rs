@@ -540,7 +540,6 @@ fn not_executed_away_from_the_prompt() {
     check(
         &reply,
         expect![[r#"
-            [Below is the output of the previous command.]
             [Your command "echo second" is NOT executed: the shell is not at its prompt. Process 4242 (`python3 hands.py`) still has the terminal, although the previous command reported its end (a sourced script or the shell itself can do that). Wait for that program to end and send the command again, or use reset=true to stop it and start a fresh shell.]
             -----
             {
@@ -566,7 +565,6 @@ fn not_executed_with_the_integration_damaged() {
     check(
         &running(outcome, ""),
         expect![[r#"
-            [Below is the output of the previous command.]
             [Your command "echo second" is NOT executed: the shell reported that the running command never ran. A command damaged shellkeep's shell integration (an alias, function or variable it relies on, `enable -n`, a DEBUG trap), so commands can no longer run or report their end in this shell. reset=true restores a working shell.]
             -----
             {
@@ -1218,7 +1216,6 @@ fn not_executed_while_a_person_holds_the_session() {
     check(
         &refused,
         expect![[r#"
-            [Below is the output of the previous command.]
             [Your command "ls" is NOT executed: a person holds this session for writing (`shellkeep attach --write`, since 0 s ago), and nothing is typed into their line. Polls and the `output` tool still work; send the command again once they detach, or use another session.]
             -----
             {
