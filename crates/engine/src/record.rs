@@ -466,10 +466,9 @@ impl Encoder {
             }
             Tap::Command(text) => {
                 // The command as typed, masked on its own: what the output
-                // masker holds stays held, since the end of the last
-                // command's output may still come after this tap (the
-                // renderer ends a command before the taps see its last
-                // chunk), and half a secret must not go out. shellkeep's
+                // masker holds stays held, since output may still come
+                // after this tap (a background job's, printed while the
+                // line is typed), and half a secret must not go out. shellkeep's
                 // own commands have no text and show nothing.
                 let masked = self.secrets.mask(text).0;
                 let label = match cut_at_char_count(&masked, MAX_LABEL_CHARS) {

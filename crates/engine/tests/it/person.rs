@@ -192,13 +192,19 @@ async fn a_persons_command_at_the_prompt_is_reported_with_its_exit_code() {
 }
 
 #[tokio::test]
-async fn a_hold_is_refused_keys_once_let_go_and_a_watch_ends_with_the_shell() {
+async fn only_the_sessions_own_hold_types_and_a_watch_ends_with_the_shell() {
     let term = Term::new("person-end").await;
     let hold = term.session.hold().expect("free");
     let stale = term.session.hold();
     assert!(stale.is_err());
     drop(hold);
     let hold = term.session.hold().expect("free again");
+    // Another session's hold types nothing here.
+    let other = Term::new("person-end-other").await;
+    let foreign = other.session.hold().expect("free");
+    let refused = term.session.type_keys(&foreign, b"echo not mine\r").await;
+    assert_eq!(refused.map_err(|err| err.kind()), Err(std::io::ErrorKind::PermissionDenied));
+    other.session.close().await;
     let terminal = term.session.terminal().expect("terminal");
     let mut watch = terminal.watch(None);
     drop(terminal);
