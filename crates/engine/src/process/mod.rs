@@ -60,6 +60,7 @@
 //! - `proc_scan`: reading `/proc/PID/stat`: groups, sessions, start times.
 
 mod children;
+mod namespace;
 pub(crate) mod proc_scan;
 mod scope;
 mod spawn;
@@ -72,6 +73,7 @@ use self::spawn::{become_subreaper, prove_cgroup};
 use crate::cgroup;
 
 pub use self::children::{reap_adopted_now, spawn_std};
+pub use self::namespace::{probe as namespace_probe, shell_of as namespaced_shell};
 pub use self::proc_scan::{
     Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,

@@ -81,6 +81,9 @@ pub(super) fn dead_server_tokens(environ: &[u8]) -> Vec<String> {
 #[derive(Debug, Clone)]
 pub struct Scope {
     inner: Arc<ScopeInner>,
+    /// Its children start in a PID namespace of their own
+    /// (`super::namespace`).
+    namespace: bool,
 }
 
 #[derive(Debug)]
@@ -134,7 +137,20 @@ impl Scope {
             live.retain(|(_, group)| group.strong_count() > 0);
             live.push((value.clone(), Arc::downgrade(group)));
         }
-        Scope { inner: Arc::new(ScopeInner { value, group }) }
+        Scope { inner: Arc::new(ScopeInner { value, group }), namespace: false }
+    }
+
+    /// The same owner, whose children each start in a PID namespace of
+    /// their own (see `process::namespace`): only where
+    /// [`super::namespace_probe`] said the host allows it.
+    pub fn with_namespace(mut self) -> Scope {
+        self.namespace = true;
+        self
+    }
+
+    /// Whether its children start in a PID namespace of their own.
+    pub fn namespace(&self) -> bool {
+        self.namespace
     }
 
     /// The marker's value, as set in [`SCOPE_VAR`].

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use nix::sys::signal::Signal;
 
 use super::children::{spawn_registered, spawn_std};
+use super::namespace::Namespace;
 use super::scope::{SCOPE_VAR, Scope};
 use super::{NONINTERACTIVE_UNSET, child_env};
 use crate::cgroup;
@@ -120,6 +121,47 @@ pub(super) fn prove_cgroup(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// Starts `cat /proc/self/stat` in a PID namespace of its own (see
+/// `namespace`) and checks that it is pid 2 there, as its private `/proc`
+/// says; or says why the host refuses.
+pub(super) fn prove_namespace() -> Result<(), String> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    let namespace = Namespace::prepare();
+    let parent = std::process::id();
+    let signals = SignalReset::new();
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = std::process::Command::new("cat");
+    command
+        .arg("/proc/self/stat")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    // SAFETY: as in `group_command`: only async-signal-safe calls.
+    unsafe {
+        command.pre_exec(move || {
+            signals.apply();
+            die_with_parent(parent)?;
+            namespace.enter(false)
+        });
+    }
+    let mut child = spawn_std(&mut command).map_err(|err| {
+        format!("no PID namespace of its own for a sandboxed command on this host: {err}")
+    })?;
+    let mut stat = String::new();
+    let read = child.stdout.take().map(|mut out| out.read_to_string(&mut stat));
+    let status = child.wait();
+    match (read, status) {
+        (Some(Ok(_)), Ok(status)) if status.success() && stat.starts_with("2 (cat)") => Ok(()),
+        _ => Err(format!(
+            "a command started in a PID namespace of its own did not see itself as pid 2 in its \
+             own /proc (it read {:?})",
+            stat.split(')').next().unwrap_or_default()
+        )),
+    }
+}
+
 /// The Landlock ABI version the kernel offers
 /// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`),
 /// or why there is none.
@@ -174,14 +216,22 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
+    let namespace = scope.namespace().then(Namespace::prepare);
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, sigaction, sigprocmask,
-    // prctl, getppid, _exit); the joiner is only read.
+    // prctl, getppid, _exit, and the namespace's: see `Namespace::enter`);
+    // the joiner and the namespace's maps are only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
             signals.apply();
-            die_with_parent(parent)
+            die_with_parent(parent)?;
+            match &namespace {
+                // Returns in the process that execs (pid 2 inside), which
+                // stays in the group the keeper leads.
+                Some(namespace) => namespace.enter(false),
+                None => Ok(()),
+            }
         });
     }
     command
@@ -268,14 +318,25 @@ pub fn pty_command(
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
+    let namespace = scope.namespace().then(Namespace::prepare);
     let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, sigaction, sigprocmask,
-    // setsid, ioctl, fcntl, prctl, getppid); the joiner is only read.
+    // setsid, ioctl, fcntl, prctl, getppid, and the namespace's: see
+    // `Namespace::enter`); the joiner and the namespace's maps are only
+    // read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
             signals.apply();
+            if let Some(namespace) = &namespace {
+                // The spawned child stays outside as the keeper, with the
+                // server's parent-death signal; what returns is the shell
+                // (pid 2 inside), which makes the terminal's session below
+                // and dies with the namespace's init.
+                die_with_parent(parent)?;
+                namespace.enter(true)?;
+            }
             for &fd in &inherited {
                 if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
                     return Err(std::io::Error::last_os_error());
@@ -287,7 +348,7 @@ pub fn pty_command(
             if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            die_with_parent(parent)
+            if namespace.is_some() { Ok(()) } else { die_with_parent(parent) }
         });
     }
     Ok(command)

@@ -1,0 +1,574 @@
+//! A PID namespace per confined owner, whose init is ours: what a
+//! sandboxed shell or `run` command starts cannot outlive it, whatever it
+//! does to its group, session, environment or control group.
+//!
+//! # The design
+//!
+//! Three processes, all made between fork and exec of the command the
+//! server spawns (so everything here is async-signal-safe: every string is
+//! prepared in the parent, nothing is allocated in the child):
+//!
+//! - **The keeper** (`P`, the pid `spawn` returns, outside the namespace):
+//!   the spawned child itself. Without privileges it first enters a new
+//!   user namespace that maps only its own uid and gid (so files keep
+//!   their owners and the command has no capability once it execs); then
+//!   it unshares the PID and mount namespaces, makes every mount private
+//!   (nothing mounted inside reaches the host), and forks the init. It
+//!   never execs: it closes every descriptor but one pipe and waits for
+//!   the shell's wait status from the init, waits for the init to be gone,
+//!   and ends the same way the shell did (its exit code, or its signal), so
+//!   the server's wait on its child reads the shell's status. It ignores
+//!   the polite signals (a `run` command's group gets them, and the shell
+//!   in that group is the one to act on them); its parent-death signal is
+//!   SIGKILL, like every child of the server.
+//! - **The init** (`C`, pid 1 inside): mounts a private `/proc`, forks the
+//!   shell, and then only reaps, in a loop, every process the namespace
+//!   orphans. It installs no signal handler, so the kernel drops every
+//!   signal a process inside sends it (`kill -9 1` included); only a
+//!   process outside (the server, the guard) can kill it. Its
+//!   parent-death signal is SIGKILL: when the keeper dies (the server died,
+//!   so the keeper got its own SIGKILL) the init dies, and the kernel then
+//!   kills everything in the namespace. When the shell ends, the init
+//!   passes its status to the keeper and exits, which also ends everything
+//!   left inside: a stop that ends the shell ends the namespace.
+//! - **The shell** (`D`, pid 2 inside): the process that goes on to exec
+//!   bash (the rest of the child's set-up runs here only: the new session
+//!   and controlling terminal, the descriptors it keeps, the sandbox's
+//!   Landlock and seccomp steps). Everything it starts is inside, and
+//!   `$$`, `ps`, `pgrep`, `kill` and `/proc` all speak the namespace's
+//!   pids.
+//!
+//! The server's bookkeeping stays true with one change: a terminal
+//! session registers the shell's pid as the server sees it (the child of
+//! the init whose inner pid is 2: [`shell_of`]) instead of the keeper's.
+//! The integration's records carry that pid (`SCM_CREDENTIALS` translates
+//! pids into the receiver's namespace), the shell leads its session and
+//! its process group, and its commands descend from it, so the scans of
+//! `/proc` by session, group and ancestry see what they saw. The keeper
+//! and the init are in no view of a shell's commands: neither is in the
+//! shell's session or descends from it, neither carries a scope marker
+//! (their environment is the server's). A `run` command keeps the keeper's
+//! group (the shell stays in it: the group's SIGTERM reaches it), and the
+//! keeper waits for the init to be gone before it exits, so the count of
+//! what a command left never sees the init.
+//!
+//! Where the host refuses (no user namespaces, a `/proc` that cannot be
+//! mounted as in some containers), [`probe`] says why once per process
+//! and the sandbox keeps today's containment (`Enforcement.namespace`
+//! false, the reason in `missing`).
+//!
+//! The one gap: a process that is the init's direct child other than the
+//! shell (an orphan adopted by the init) has no parent in the shell's
+//! tree; it is still in the namespace, so it ends with the shell.
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+/// What a child needs to enter a namespace of its own, prepared in the
+/// parent (the child may not allocate).
+#[derive(Clone, Debug)]
+pub(crate) struct Namespace {
+    /// The user namespace's maps (`None`: the server runs as root, and
+    /// needs none).
+    user: Option<UserMaps>,
+}
+
+/// The contents of `uid_map` and `gid_map` for a user namespace that maps
+/// only the server's own uid and gid onto themselves.
+#[derive(Clone, Debug)]
+struct UserMaps {
+    /// `"<uid> <uid> 1\n"`.
+    uid: Vec<u8>,
+    /// `"<gid> <gid> 1\n"`.
+    gid: Vec<u8>,
+}
+
+/// The process name the init gives itself (`ps` inside shows it as pid 1).
+const INIT_NAME: &CStr = c"shellkeep-init";
+
+/// The process name of the keeper, outside.
+const KEEPER_NAME: &CStr = c"shellkeep-ns";
+
+/// Signals the keeper ignores: the polite ones a group or a terminal gets,
+/// which the shell inside acts on.
+const KEEPER_IGNORES: [libc::c_int; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGPIPE,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+];
+
+impl Namespace {
+    /// The set-up for this server: a user namespace unless it runs as
+    /// root.
+    pub(crate) fn prepare() -> Namespace {
+        let uid = nix::unistd::geteuid().as_raw();
+        let gid = nix::unistd::getegid().as_raw();
+        let user = (uid != 0).then(|| UserMaps {
+            uid: format!("{uid} {uid} 1\n").into_bytes(),
+            gid: format!("{gid} {gid} 1\n").into_bytes(),
+        });
+        Namespace { user }
+    }
+
+    /// Between fork and exec, in the spawned child: makes the namespace
+    /// and its init, and returns only in the process that goes on to exec
+    /// (pid 2 inside), or with the error that stopped the set-up (then
+    /// nothing was left behind: the init, if it started, has exited). The
+    /// spawned child itself never returns once the init is running: it
+    /// becomes the keeper (see the module header) and ends as the shell
+    /// ends.
+    ///
+    /// Only async-signal-safe calls: the caller has just been forked from a
+    /// threaded process. `new_session`: the keeper leaves the server's
+    /// session (a terminal shell, which makes a session of its own
+    /// inside); otherwise it keeps the process group it was given, and so
+    /// do the init and the shell.
+    pub(crate) fn enter(&self, new_session: bool) -> std::io::Result<()> {
+        if let Some(maps) = &self.user {
+            // SAFETY: unshare only changes this (single-threaded) process's
+            // namespaces; no memory is passed.
+            check(unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
+            write_file(c"/proc/self/setgroups", b"deny")?;
+            write_file(c"/proc/self/uid_map", &maps.uid)?;
+            write_file(c"/proc/self/gid_map", &maps.gid)?;
+        }
+        // SAFETY: as above.
+        check(unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) })?;
+        // SAFETY: static NUL-terminated strings and null pointers where
+        // mount(2) allows them; this remounts nothing, it only changes the
+        // propagation of the (new, private) mount namespace's mounts.
+        check(unsafe {
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        })?;
+        if new_session {
+            // SAFETY: setsid takes no arguments; failing (already a group
+            // leader) is reported.
+            check(unsafe { libc::setsid() })?;
+        }
+        let (status_read, status_write) = pipe()?;
+        let (go_read, go_write) = pipe()?;
+        // SAFETY: fork in a single-threaded child; both sides below only
+        // make async-signal-safe calls.
+        let init = unsafe { libc::fork() };
+        match init {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => {
+                close(status_read);
+                close(go_write);
+                run_init(status_write, go_read)
+            }
+            init => {
+                close(status_write);
+                close(go_read);
+                keep(init, status_read, go_write)
+            }
+        }
+    }
+}
+
+/// The keeper: waits for the init's word that the namespace is ready
+/// (or why not), lets it go on, then waits for the shell's status and ends
+/// as the shell did. Returns only the error of a set-up that failed.
+fn keep(init: libc::pid_t, status_read: libc::c_int, go_write: libc::c_int) -> std::io::Result<()> {
+    match read_i32(status_read) {
+        Some(0) => {}
+        Some(errno) => {
+            wait_for(init);
+            return Err(std::io::Error::from_raw_os_error(errno));
+        }
+        None => {
+            wait_for(init);
+            return Err(std::io::Error::other("the PID namespace's init ended while starting"));
+        }
+    }
+    // SAFETY: write(2) of a static byte on a pipe this process owns.
+    unsafe { libc::write(go_write, b"g".as_ptr().cast(), 1) };
+    for signal in KEEPER_IGNORES {
+        set_disposition(signal, libc::SIG_IGN);
+    }
+    close_all_but(status_read);
+    set_name(KEEPER_NAME);
+    let status = read_i32(status_read);
+    // The init kills everything left inside as it exits; once it is
+    // reaped, nothing of the namespace is alive.
+    wait_for(init);
+    match status {
+        Some(status) if libc::WIFEXITED(status) => exit(libc::WEXITSTATUS(status)),
+        Some(status) if libc::WIFSIGNALED(status) => die_of(libc::WTERMSIG(status)),
+        _ => die_of(libc::SIGKILL),
+    }
+}
+
+/// The init (pid 1 inside): mounts the private `/proc`, forks the shell
+/// (which returns from here to exec), tells the keeper, and reaps until
+/// the shell ends.
+fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: prctl sets this process's parent-death signal; no memory.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: static NUL-terminated strings and a null data pointer.
+    let mounted = unsafe {
+        libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null())
+    };
+    if mounted == -1 {
+        fail(status_write);
+    }
+    // SAFETY: fork in this single-threaded process; the child only
+    // returns to the caller's async-signal-safe set-up and exec.
+    let shell = unsafe { libc::fork() };
+    if shell == -1 {
+        fail(status_write);
+    }
+    if shell == 0 {
+        close(status_write);
+        close(go_read);
+        return Ok(());
+    }
+    write_i32(status_write, 0);
+    // The keeper answers once it has read that: then it was alive after
+    // this process asked for its parent-death signal, which will come.
+    let mut go = 0u8;
+    // SAFETY: reads at most one byte into a local.
+    let answered = loop {
+        let read = unsafe { libc::read(go_read, (&raw mut go).cast(), 1) };
+        if read == -1 && errno() == libc::EINTR {
+            continue;
+        }
+        break read == 1;
+    };
+    if !answered {
+        exit(1);
+    }
+    close_all_but(status_write);
+    set_name(INIT_NAME);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if reaped == shell {
+            write_i32(status_write, status);
+            exit(0);
+        }
+        if reaped == -1 && errno() != libc::EINTR {
+            exit(1);
+        }
+    }
+}
+
+/// Tells the keeper why the set-up failed (the current errno), and exits.
+fn fail(status_write: libc::c_int) -> ! {
+    write_i32(status_write, errno().max(1));
+    exit(1)
+}
+
+/// Waits for child `pid` to end (and reaps it).
+fn wait_for(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into a local.
+    while unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } == -1 && errno() == libc::EINTR {
+    }
+}
+
+/// Ends this process by `signal` (its default action), without a core
+/// dump (this process is a copy of the server).
+fn die_of(signal: libc::c_int) -> ! {
+    let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: setrlimit reads a local; sigprocmask and kill take no
+    // memory of ours but a local set.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &none);
+        set_disposition(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        #[allow(clippy::disallowed_methods, reason = "the keeper ends itself as its shell ended")]
+        libc::kill(libc::getpid(), signal);
+    }
+    exit(128 + signal)
+}
+
+/// Sets `signal`'s disposition to `handler` (`SIG_IGN` or `SIG_DFL`).
+fn set_disposition(signal: libc::c_int, handler: libc::sighandler_t) {
+    // SAFETY: a zeroed sigaction with a plain disposition and an empty
+    // mask, on the stack; no handler of ours runs.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, std::ptr::null_mut());
+    }
+}
+
+/// Names this process (`/proc/PID/comm`).
+fn set_name(name: &CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16
+    // bytes; both names are shorter.
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
+}
+
+/// Closes every descriptor but `keep`: the keeper and the init must not
+/// hold the spawn's error pipe (the server would wait for its end), the
+/// terminal, or anything else of the server's.
+fn close_all_but(keep: libc::c_int) {
+    let close_range = |first: libc::c_uint, last: libc::c_uint| {
+        // SAFETY: close_range takes no memory; closing descriptors no Rust
+        // object of this (never returning) process uses.
+        let closed = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+        if closed == -1 {
+            for fd in first..=last.min(65_535) {
+                close(fd as libc::c_int);
+            }
+        }
+    };
+    if keep > 0 {
+        close_range(0, keep as libc::c_uint - 1);
+    }
+    close_range(keep as libc::c_uint + 1, libc::c_uint::MAX);
+}
+
+/// Writes `contents` to the file at `path` (a `/proc` file of this
+/// process).
+fn write_file(path: &CStr, contents: &[u8]) -> std::io::Result<()> {
+    // SAFETY: a NUL-terminated path; open returns a descriptor this
+    // function closes.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: `contents` is valid for reads of its length.
+    let written = unsafe { libc::write(fd, contents.as_ptr().cast(), contents.len()) };
+    let result = if written == contents.len() as isize {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    };
+    close(fd);
+    result
+}
+
+/// A pipe whose both ends close on exec: (read, write).
+fn pipe() -> std::io::Result<(libc::c_int, libc::c_int)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the local array.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// Writes one `i32` to a pipe (4 bytes: atomic).
+fn write_i32(fd: libc::c_int, value: i32) {
+    let bytes = value.to_ne_bytes();
+    // SAFETY: the local buffer is valid for reads of its length.
+    unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+/// Reads one `i32` from a pipe; `None` at its end (the writer is gone).
+fn read_i32(fd: libc::c_int) -> Option<i32> {
+    let mut bytes = [0u8; 4];
+    let mut got = 0;
+    while got < bytes.len() {
+        // SAFETY: reads into the unfilled rest of the local buffer.
+        let read = unsafe { libc::read(fd, bytes[got..].as_mut_ptr().cast(), bytes.len() - got) };
+        match read {
+            -1 if errno() == libc::EINTR => continue,
+            n if n <= 0 => return None,
+            n => got += n as usize,
+        }
+    }
+    Some(i32::from_ne_bytes(bytes))
+}
+
+/// Closes a descriptor, ignoring errors.
+fn close(fd: libc::c_int) {
+    // SAFETY: close takes no memory; the descriptor is not used after.
+    unsafe { libc::close(fd) };
+}
+
+/// Ends this process at once (no destructors, no `atexit`: it is a copy of
+/// the server).
+fn exit(code: libc::c_int) -> ! {
+    // SAFETY: _exit is async-signal-safe and ends this process only.
+    unsafe { libc::_exit(code) }
+}
+
+/// The current errno.
+fn errno() -> libc::c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// A system call's result, or the errno it set.
+fn check(result: libc::c_int) -> std::io::Result<libc::c_int> {
+    if result == -1 { Err(std::io::Error::last_os_error()) } else { Ok(result) }
+}
+
+/// The pid, as the server sees it, of the process that went on to exec in
+/// the namespace the spawned child `keeper` made (its init's child whose
+/// pid inside is 2), or `None` if it is gone. Reads `/proc`: called once,
+/// after the spawn returned (by then the process has exec'd).
+pub fn shell_of(keeper: u32) -> Option<i32> {
+    let init = children_of(keeper as i32).into_iter().next()?;
+    children_of(init).into_iter().find(|&pid| inner_pid(pid) == Some(2))
+}
+
+/// The live processes whose parent is `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| status_field(pid, "PPid:").and_then(|v| v.parse().ok()) == Some(parent))
+        .collect()
+}
+
+/// The pid of `pid` in its own (innermost) PID namespace.
+fn inner_pid(pid: i32) -> Option<i32> {
+    status_field(pid, "NSpid:")?.split_whitespace().last()?.parse().ok()
+}
+
+/// A field of `/proc/PID/status`, trimmed.
+fn status_field(pid: i32, name: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix(name)).map(|value| value.trim().to_owned())
+}
+
+/// Whether this host gives a confined owner a PID namespace of its own,
+/// or why not (in words for `doctor` and the sandbox's `missing`). Proved
+/// once per process by starting `cat /proc/self/stat` in one: it must say
+/// it is pid 2, read from the private `/proc`.
+pub fn probe() -> Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED.get_or_init(super::spawn::prove_namespace).clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::process::terminate::wait_until;
+    use crate::process::{Scope, group_command, spawn};
+
+    /// Runs `script` through `bash -c` in a namespace of its own; its
+    /// output and exit code.
+    async fn run_inside(script: &str) -> (String, Option<i32>) {
+        let scope = Scope::new("test").with_namespace();
+        let mut command = group_command("bash", &scope);
+        command.arg("-c").arg(script).stdin(Stdio::null()).stdout(Stdio::piped());
+        let child = spawn(&mut command).expect("spawn bash in a namespace");
+        let output = child.wait_with_output().await.expect("wait");
+        (String::from_utf8_lossy(&output.stdout).into_owned(), output.status.code())
+    }
+
+    /// This host allows namespaces (root, and users without privileges).
+    #[test]
+    fn the_probe_finds_a_namespace_here() {
+        assert_eq!(probe(), Ok(()));
+    }
+
+    /// `$$`, `ps`, `pgrep` and `kill` speak the same pids inside; the
+    /// init is pid 1 and is ours.
+    #[tokio::test]
+    async fn pids_agree_inside() {
+        let (out, code) = run_inside(
+            "echo \"self $$\"; sleep 300 & echo \"bang $!\"; echo \"pgrep $(pgrep -x sleep)\"; \
+             ps -e -o pid=,comm= | tr -s ' ' | sed 's/^ //;s/^/ps /'; \
+             kill $(pgrep -x sleep) && wait $!; echo \"waited $?\"; \
+             echo \"init $(cat /proc/1/comm)\"; echo \"procs $(ls /proc | grep -c '^[0-9]')\"",
+        )
+        .await;
+        assert_eq!(code, Some(0), "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "self 2", "{out}");
+        let bang = lines[1].strip_prefix("bang ").expect("$!");
+        assert_eq!(lines[2], format!("pgrep {bang}"), "{out}");
+        assert!(lines.contains(&"ps 1 shellkeep-init"), "{out}");
+        assert!(lines.contains(&"ps 2 bash"), "{out}");
+        assert!(lines.contains(&format!("ps {bang} sleep").as_str()), "{out}");
+        // Killed by SIGTERM: `wait` gives 128 + 15.
+        assert!(lines.contains(&"waited 143"), "{out}");
+        assert!(lines.contains(&"init shellkeep-init"), "{out}");
+    }
+
+    /// Every signal a process inside sends to the init is dropped: it
+    /// still reaps, and the command goes on.
+    #[tokio::test]
+    async fn no_signal_from_inside_stops_the_init() {
+        let (out, code) = run_inside(
+            "for s in $(seq 1 31) $(seq 34 64); do kill -s $s 1 2>/dev/null; done; \
+             /bin/kill -9 1; kill -STOP 1; \
+             echo \"state $(cut -d' ' -f3 /proc/1/stat)\"; \
+             (sleep 0.1 &); sleep 0.3; echo \"zombies $(grep -l '^State:.*Z' /proc/[0-9]*/status \
+             2>/dev/null | wc -l)\"; exit 7",
+        )
+        .await;
+        assert_eq!(code, Some(7), "{out}");
+        assert!(out.contains("state S"), "{out}");
+        assert!(out.contains("zombies 0"), "{out}");
+    }
+
+    /// The keeper ends as the shell ended: its exit code, or its signal.
+    #[tokio::test]
+    async fn the_keeper_reports_the_shells_status() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let (_, code) = run_inside("exit 42").await;
+        assert_eq!(code, Some(42));
+        let scope = Scope::new("test").with_namespace();
+        let mut command = group_command("bash", &scope);
+        command.arg("-c").arg("kill -USR2 $$").stdin(Stdio::null());
+        let status = spawn(&mut command).expect("spawn").wait().await.expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGUSR2));
+    }
+
+    /// Processes that left the group and the session, wiped their
+    /// environment or double forked all end when the keeper is killed (as
+    /// the server's death kills it): nothing of the namespace survives.
+    #[tokio::test]
+    async fn nothing_survives_the_keeper() {
+        let token = format!("ns-marker-{}", crate::private_fs::random_hex(6).expect("random"));
+        let scope = Scope::new("test").with_namespace();
+        let mut command = group_command("bash", &scope);
+        command
+            .arg("-c")
+            .arg(format!(
+                "(setsid env -i bash -c 'exec -a {token} sleep 300' &); \
+                 (setsid bash -c '(trap \"\" TERM HUP; exec -a {token} sleep 300 &)' &); \
+                 env -i bash -c 'exec -a {token} sleep 300' & \
+                 trap '' TERM; exec -a {token} sleep 300"
+            ))
+            .stdin(Stdio::null());
+        let mut child = spawn(&mut command).expect("spawn");
+        let keeper = child.id().expect("pid") as i32;
+        let marked = || {
+            std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|entry| {
+                    std::fs::read(entry.path().join("cmdline"))
+                        .is_ok_and(|line| line.starts_with(token.as_bytes()))
+                })
+                .count()
+        };
+        assert!(wait_until(Duration::from_secs(10), || marked() == 4).await, "{}", marked());
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "the test kills the keeper as the kernel would"
+        )]
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(keeper), nix::sys::signal::SIGKILL)
+            .expect("kill the keeper");
+        child.wait().await.expect("reaped");
+        assert!(wait_until(Duration::from_secs(10), || marked() == 0).await, "{}", marked());
+    }
+}
