@@ -68,6 +68,10 @@ pub struct SessionConfig {
     /// server's (a background job's, taken from the session it was started
     /// from); `None`: the server's, with `env` added.
     pub start_env: Option<Arc<StartEnv>>,
+    /// The shell (and so everything it starts) runs in a PID namespace of
+    /// its own whose init is ours (`process::Scope::with_namespace`): set
+    /// only where `process::namespace_probe` found the host allows it.
+    pub namespace: bool,
 }
 
 /// An exported environment as a shell's child would inherit it: `NAME=value`
@@ -172,6 +176,7 @@ impl SessionConfig {
             secrets: Arc::new(Secrets::none()),
             output: None,
             start_env: None,
+            namespace: false,
         }
     }
 }

@@ -142,6 +142,7 @@ impl Shell {
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
         let scope = process::Scope::new("shell");
+        let scope = if config.namespace { scope.with_namespace() } else { scope };
         // With an environment of its own, a bare shell name is still looked
         // for where the server looks, not in that environment's `PATH`.
         let program = match &config.start_env {
@@ -199,7 +200,16 @@ impl Shell {
         let keys_id = nix::sys::stat::fstat(&keys).ok().map(|stat| (stat.st_dev, stat.st_ino));
         drop(keys);
         drop(command_end);
-        let pid = child.id().map_or(-1, |pid| pid as i32);
+        let spawned = child.id().map_or(-1, |pid| pid as i32);
+        // In a namespace of its own the spawned child is the keeper, and the
+        // shell is the init's child (see `process::namespaced_shell`): its
+        // pid is the one the records carry and every scan starts from. The
+        // keeper ends as the shell ends, so waiting for it stays right.
+        let pid = if scope.namespace() {
+            process::namespaced_shell(spawned as u32).unwrap_or(spawned)
+        } else {
+            spawned
+        };
         // The child has run `exec` by now (spawn returns after it): this is
         // the program image whose records are believed.
         let first_level = proc_shell::fingerprint(pid);

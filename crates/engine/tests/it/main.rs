@@ -5,6 +5,7 @@ mod bash_script;
 mod input;
 mod integration;
 mod limits;
+mod namespace;
 mod person;
 mod prompt;
 mod real_keys;
