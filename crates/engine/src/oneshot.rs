@@ -94,6 +94,11 @@ pub struct RunRequest {
     pub guard: Option<Arc<Guard>>,
     /// What is masked in both streams (and their logs); nothing by default.
     pub secrets: Arc<Secrets>,
+    /// The command runs in a PID namespace of its own whose init is ours
+    /// (`process::Scope::with_namespace`): set only where
+    /// `process::namespace_probe` found the host allows it. Then what it
+    /// leaves running ends with it, killed by the kernel.
+    pub namespace: bool,
 }
 
 impl RunRequest {
@@ -123,6 +128,7 @@ impl RunRequest {
             ),
             guard: None,
             secrets: Arc::new(Secrets::none()),
+            namespace: false,
         }
     }
 }
@@ -436,6 +442,7 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
     }
 
     let scope = Scope::new("run");
+    let scope = if request.namespace { scope.with_namespace() } else { scope };
     let inline = Inline::decide(&request);
     let mut passed: Vec<(OwnedFd, String)> = Vec::new();
     let mut inherited: Vec<OwnedFd> = Vec::new();

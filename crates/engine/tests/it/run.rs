@@ -123,6 +123,52 @@ async fn nothing_a_finished_command_started_survives_it() {
     assert_eq!(survivors(&markers), []);
 }
 
+/// In a PID namespace of its own, every escape ends with the command,
+/// whether it finished, timed out or was cancelled; its exit code, and
+/// what its group's SIGTERM did, are the shell's.
+#[tokio::test]
+async fn nothing_a_command_in_a_namespace_started_survives_it() {
+    let scratch = Scratch::new("run-escape-namespace");
+    for ending in ["finished", "timed out", "cancelled"] {
+        let (background, markers) = escapes();
+        let wait_for_all: String = markers
+            .iter()
+            .map(|m| format!("until pgrep -f 'sleep {m}' >/dev/null; do sleep 0.05; done\n"))
+            .collect();
+        let last = match ending {
+            "finished" => "exit 3",
+            _ => "sleep 100",
+        };
+        let command = format!("echo \"pid $$\"\n{background}\n{wait_for_all}{last}");
+        let request = RunRequest {
+            grace: Duration::from_millis(500),
+            namespace: true,
+            ..RunRequest::new(command, limits(60.0, 2.0), &scratch.0, "run")
+        };
+        let cancel = CancellationToken::new();
+        if ending == "cancelled" {
+            let (markers, cancel) = (markers.clone(), cancel.clone());
+            tokio::spawn(async move {
+                wait_alive(&markers).await;
+                cancel.cancel();
+            });
+        }
+        let outcome = oneshot::run(request, cancel).await;
+        assert_eq!(outcome.stdout.text, "pid 2\n", "{ending}: {outcome:#?}");
+        let expected = match ending {
+            "finished" => (RunStatus::Success, 3, None),
+            "timed out" => (RunStatus::Timeout, -1, Some(TerminationMode::Soft)),
+            _ => (RunStatus::Error, -1, Some(TerminationMode::Soft)),
+        };
+        assert_eq!(
+            (outcome.status, outcome.exit_code, outcome.termination_mode),
+            expected,
+            "{ending}: {outcome:#?}"
+        );
+        assert_eq!(survivors(&markers), [], "{ending}");
+    }
+}
+
 #[tokio::test]
 async fn an_escaped_process_that_ignores_sigterm_makes_the_stop_hard() {
     let scratch = Scratch::new("run-escape-hard");
