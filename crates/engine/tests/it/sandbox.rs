@@ -195,3 +195,40 @@ async fn an_unconfined_session_is_unchanged() {
     assert!(reply.output.text.contains("rc=0"), "{reply:?}");
     assert!(!reply.output.text.contains("shell-"), "{reply:?}");
 }
+
+/// The work a day brings, inside the workspace with the network off: git,
+/// python, a nested shell, a C-c, a build with cargo from its cache.
+#[tokio::test]
+async fn a_day_of_work_fits_in_the_workspace() {
+    let Some(term) = sandboxed("sandbox-day", Mode::WorkspaceWrite, false).await else { return };
+    for (command, expected) in [
+        (
+            "git init -q repo && cd repo && echo a > a && git add a && \
+             git -c user.email=a@b -c user.name=n commit -qm first && git log --oneline | wc -l",
+            "1",
+        ),
+        ("python3 -c 'import tempfile; print(tempfile.mkdtemp())'", "shellkeep"),
+        ("bash -c 'echo nested $((6*7))'", "nested 42"),
+        ("printf 'b\\na\\n' | sort | head -1", "a"),
+    ] {
+        let reply = term.run(command).await;
+        assert_eq!(reply.exit_code(), Some(0), "{command}: {reply:?}");
+        assert!(reply.output.text.contains(expected), "{command}: {reply:?}");
+    }
+    let reply = term.run_for("sleep 30", 0.5).await;
+    assert!(reply.exit_code().is_none(), "{reply:?}");
+    let reply = term.input("C-c", 5.0).await;
+    assert!(reply.exit_code().is_some(), "C-c ends the sleep: {reply:?}");
+    if crate::installed("cargo") {
+        let reply = term
+            .run_for(
+                "cargo new -q --vcs none hello && cd hello && \
+                 CARGO_TARGET_DIR=$PWD/target cargo build -q --offline && ./target/debug/hello",
+                120.0,
+            )
+            .await;
+        assert!(reply.output.text.contains("Hello, world!"), "{reply:?}");
+    } else {
+        eprintln!("cargo build skipped: no cargo on PATH");
+    }
+}
