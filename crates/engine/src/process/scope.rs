@@ -94,6 +94,8 @@ struct ScopeInner {
     /// then every spawn in this scope fails, containment is never silently
     /// off.
     group: Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>>,
+    /// The sandbox its children start in (`None`: none).
+    confinement: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 impl Drop for ScopeInner {
@@ -137,12 +139,31 @@ impl Scope {
             live.retain(|(_, group)| group.strong_count() > 0);
             live.push((value.clone(), Arc::downgrade(group)));
         }
-        Scope { inner: Arc::new(ScopeInner { value, group }), namespace: false }
+        Scope { inner: Arc::new(ScopeInner { value, group, confinement: None }), namespace: false }
+    }
+
+    /// This owner, whose children start in `confinement`'s sandbox (and,
+    /// where it enforces one, a PID namespace of their own: see
+    /// [`Scope::with_namespace`]). Only for a scope just made, before it is
+    /// cloned.
+    ///
+    /// # Panics
+    ///
+    /// If the scope was already cloned (its children could start
+    /// unconfined).
+    pub fn with_confinement(mut self, confinement: Arc<crate::sandbox::Confinement>) -> Scope {
+        let namespace = confinement.enforcement().namespace;
+        Arc::get_mut(&mut self.inner)
+            .expect("a scope is confined before it is shared")
+            .confinement = Some(confinement);
+        self.namespace |= namespace;
+        self
     }
 
     /// The same owner, whose children each start in a PID namespace of
     /// their own (see `process::namespace`): only where
-    /// [`super::namespace_probe`] said the host allows it.
+    /// [`super::namespace_probe`] said the host allows it. A confinement
+    /// whose report says the namespace is enforced asks for it.
     pub fn with_namespace(mut self) -> Scope {
         self.namespace = true;
         self
@@ -151,6 +172,11 @@ impl Scope {
     /// Whether its children start in a PID namespace of their own.
     pub fn namespace(&self) -> bool {
         self.namespace
+    }
+
+    /// The sandbox its children start in.
+    pub fn confinement(&self) -> Option<&Arc<crate::sandbox::Confinement>> {
+        self.inner.confinement.as_ref()
     }
 
     /// The marker's value, as set in [`SCOPE_VAR`].

@@ -61,6 +61,8 @@ pub struct SessionConfig {
     /// What is masked in everything the session's commands print (its
     /// output, logs, progress lines, background output); nothing by default.
     pub secrets: Arc<Secrets>,
+    /// The sandbox the session's shells start in; none by default.
+    pub sandbox: crate::sandbox::Policy,
     /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
     /// (from `spill` and `output_limits`), so `None` in a template.
     pub output: Option<Arc<OutputStore>>,
@@ -68,10 +70,6 @@ pub struct SessionConfig {
     /// server's (a background job's, taken from the session it was started
     /// from); `None`: the server's, with `env` added.
     pub start_env: Option<Arc<StartEnv>>,
-    /// The shell (and so everything it starts) runs in a PID namespace of
-    /// its own whose init is ours (`process::Scope::with_namespace`): set
-    /// only where `process::namespace_probe` found the host allows it.
-    pub namespace: bool,
 }
 
 /// An exported environment as a shell's child would inherit it: `NAME=value`
@@ -174,9 +172,9 @@ impl SessionConfig {
             guard: None,
             output_limits: StoreLimits::default(),
             secrets: Arc::new(Secrets::none()),
+            sandbox: crate::sandbox::Policy::off(),
             output: None,
             start_env: None,
-            namespace: false,
         }
     }
 }

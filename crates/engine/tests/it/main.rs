@@ -11,6 +11,7 @@ mod prompt;
 mod real_keys;
 mod record;
 mod run;
+mod sandbox;
 mod screen;
 mod terminal;
 mod watch;

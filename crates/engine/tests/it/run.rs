@@ -15,6 +15,7 @@ use shellkeep_engine::oneshot::{
 };
 use shellkeep_engine::policy::Limits;
 use shellkeep_engine::process::TerminationMode;
+use shellkeep_engine::sandbox::{Mode, Policy};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Scratch, eventually, processes_with};
@@ -142,7 +143,11 @@ async fn nothing_a_command_in_a_namespace_started_survives_it() {
         let command = format!("echo \"pid $$\"\n{background}\n{wait_for_all}{last}");
         let request = RunRequest {
             grace: Duration::from_millis(500),
-            namespace: true,
+            sandbox: Policy {
+                mode: Mode::WorkspaceWrite,
+                writable: vec![scratch.0.clone()],
+                ..Policy::off()
+            },
             ..RunRequest::new(command, limits(60.0, 2.0), &scratch.0, "run")
         };
         let cancel = CancellationToken::new();
