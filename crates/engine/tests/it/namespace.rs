@@ -1,10 +1,12 @@
-//! A terminal session whose shell runs in a PID namespace of its own: the
-//! pids inside agree (`$$`, `ps`, `pgrep`, `kill`), no signal from inside
-//! stops the init, the integration works as outside (exit codes, cwd,
-//! background jobs, C-c, nested shells), and a stop (reset, close) ends
+//! A sandboxed terminal session, whose shell runs in a PID namespace of its
+//! own: the pids inside agree (`$$`, `ps`, `pgrep`, `kill`), no signal from
+//! inside stops the init, the integration works as outside (exit codes,
+//! cwd, background jobs, C-c, nested shells), and a stop (reset, close) or
+//! the SIGKILL of the process that started it (with no orphan guard) ends
 //! everything inside, whatever it did to leave its group, session or
 //! environment.
 
+use shellkeep_engine::process::spawn_std;
 use shellkeep_engine::sandbox::{Mode, Policy};
 use shellkeep_engine::session::{Call, Event, Outcome, Request};
 
@@ -39,7 +41,9 @@ async fn pids_inside_agree_and_the_init_is_ours() {
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
     assert_eq!(reply.output.text, "2\nshellkeep-init\n2\n", "{reply:?}");
     // A background job: `$!`, `jobs -p`, `pgrep` and `kill` name it alike.
-    let reply = term.run("sleep 300 & echo \"$!\"; jobs -p; pgrep -x sleep").await;
+    // (`pgrep` again until the job has exec'd `sleep`.)
+    let reply =
+        term.run("sleep 300 & echo \"$!\"; jobs -p; until pgrep -x sleep; do :; done").await;
     let text = &reply.output.text;
     let job = text.strip_prefix("[1] ").and_then(|rest| rest.lines().next()).expect("a job");
     assert_eq!(*text, format!("[1] {job}\n{job}\n{job}\n{job}\n"), "{reply:?}");
@@ -94,21 +98,28 @@ async fn the_integration_works_inside() {
     term.session.close().await;
 }
 
-/// What left the shell's group and session, wiped its environment, or
-/// double forked ignoring SIGTERM and SIGHUP, ends with a reset and with a
-/// close.
+/// Commands that leave the shell's group and session, wipe their
+/// environment, or double fork ignoring SIGTERM and SIGHUP, each starting
+/// a `sleep` named `mark`: three processes in all.
+fn escapes(mark: &str) -> String {
+    format!(
+        "(setsid env -i bash -c 'exec -a {mark} sleep 300' &); \
+         (setsid bash -c '(trap \"\" TERM HUP; exec -a {mark} sleep 300 &)' &); \
+         (trap '' TERM HUP; exec -a {mark} sleep 300 &); echo started"
+    )
+}
+
+/// The variable that makes [`helper_server_with_a_sandboxed_session`] run:
+/// the mark its escapes carry.
+const HELPER_MARK: &str = "SHELLKEEP_TEST_NAMESPACE_MARK";
+
+/// What escaped ends with a reset and with a close.
 #[tokio::test]
 async fn a_stop_ends_everything_inside() {
     for how in ["reset", "close"] {
         let term = term(&format!("ns-stop-{how}")).await;
         let mark = marker(how);
-        let reply = term
-            .run(&format!(
-                "(setsid env -i bash -c 'exec -a {mark} sleep 300' &); \
-                 (setsid bash -c '(trap \"\" TERM HUP; exec -a {mark} sleep 300 &)' &); \
-                 (trap '' TERM HUP; exec -a {mark} sleep 300 &); echo started"
-            ))
-            .await;
+        let reply = term.run(&escapes(&mark)).await;
         assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
         crate::eventually(|| processes_with(&mark).len() == 3).await;
         if how == "reset" {
@@ -122,4 +133,47 @@ async fn a_stop_ends_everything_inside() {
         crate::eventually(|| processes_with(&mark).is_empty()).await;
         term.session.close().await;
     }
+}
+
+/// The SIGKILL of the process that started a sandboxed session (a server,
+/// here this test binary run again as a helper, with no orphan guard)
+/// leaves nothing of the namespace: the keeper dies of its parent-death
+/// signal, the init of its own, and the kernel kills everything inside.
+#[tokio::test]
+async fn a_killed_server_leaves_nothing_in_the_namespace() {
+    let mark = marker("server");
+    let mut helper = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    helper
+        .args(["namespace::helper_server_with_a_sandboxed_session", "--exact", "--ignored"])
+        .env(HELPER_MARK, &mark)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // Registered as a child of ours, so that the other tests' stops do not
+    // take it for an orphan one of their commands left.
+    let mut helper = spawn_std(&mut helper).expect("the helper starts");
+    crate::poll_until(async || processes_with(&mark), |pids| pids.len() == 3).await;
+    helper.kill().expect("SIGKILL the helper");
+    helper.wait().expect("reaped");
+    crate::poll_until(async || processes_with(&mark), Vec::is_empty).await;
+    // Its scratch directory, which its SIGKILL left.
+    let prefix = format!("shellkeep-it-ns-helper-{}-", helper.id());
+    for entry in std::fs::read_dir(std::env::temp_dir()).expect("temp dir").flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A helper for [`a_killed_server_leaves_nothing_in_the_namespace`]: with
+/// [`HELPER_MARK`] set, starts a sandboxed session whose command escapes,
+/// and waits to be killed; without it, does nothing.
+#[tokio::test]
+#[ignore = "a helper, run by a_killed_server_leaves_nothing_in_the_namespace"]
+async fn helper_server_with_a_sandboxed_session() {
+    let Ok(mark) = std::env::var(HELPER_MARK) else { return };
+    let term = term("ns-helper").await;
+    let reply = term.run(&escapes(&mark)).await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    std::future::pending::<()>().await;
 }
