@@ -244,17 +244,22 @@ pub fn check(policy: &Policy) -> Result<Enforcement, String> {
             enforcement.missing.join("; ")
         ));
     }
-    // The PID namespace is a net under the rest, not part of a mode: where
-    // the host refuses it, the owner keeps the containment every owner has
-    // (control group, markers, guard), the report says so, and the start
-    // goes on (see `process::namespace`).
     if policy.is_confined() {
-        match crate::process::namespace_probe() {
-            Ok(()) => enforcement.namespace = true,
-            Err(why) => enforcement.missing.push(why),
-        }
+        add_namespace(&mut enforcement, crate::process::namespace_probe());
     }
     Ok(enforcement)
+}
+
+/// Adds what the namespace probe found to a confined owner's report. The
+/// PID namespace is a net under the rest, not part of a mode: where the
+/// host refuses it, the owner keeps the containment every owner has
+/// (control group, markers, guard), the report says why, and the start
+/// goes on (see `process::namespace`).
+fn add_namespace(enforcement: &mut Enforcement, probe: Result<(), String>) {
+    match probe {
+        Ok(()) => enforcement.namespace = true,
+        Err(why) => enforcement.missing.push(why),
+    }
 }
 
 /// The report for `policy` on this host, from the probes.
@@ -653,6 +658,26 @@ mod tests {
 
     fn workspace(dir: &str) -> Policy {
         Policy { mode: Mode::WorkspaceWrite, writable: vec![PathBuf::from(dir)], ..Policy::off() }
+    }
+
+    /// A host that refuses the namespace still starts a sandbox that asks
+    /// for no best effort; the report says why there is none.
+    #[test]
+    fn a_refused_namespace_is_reported_and_does_not_stop_the_start() {
+        let policy = workspace("/w");
+        let mut report = check(&policy).expect("this host enforces the rest");
+        report.namespace = false;
+        report.missing.clear();
+        let mut refused = report.clone();
+        add_namespace(&mut refused, Err("no user namespaces here".to_owned()));
+        assert!(!refused.namespace);
+        assert_eq!(refused.missing, ["no user namespaces here"]);
+        add_namespace(&mut report, Ok(()));
+        assert!(report.namespace && report.missing.is_empty(), "{report:?}");
+        // This host allows it: a confined check says so, an unconfined one
+        // asks for nothing.
+        assert!(check(&policy).expect("enforced").namespace);
+        assert!(!check(&Policy::off()).expect("off").namespace);
     }
 
     #[test]

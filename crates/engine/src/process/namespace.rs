@@ -104,6 +104,13 @@ const KEEPER_IGNORES: [libc::c_int; 8] = [
 ];
 
 impl Namespace {
+    /// A set-up whose user namespace maps cannot be written (a malformed
+    /// map), for testing a failed start.
+    #[cfg(test)]
+    pub(crate) fn with_a_malformed_map() -> Namespace {
+        Namespace { user: Some(UserMaps { uid: b"x\n".to_vec(), gid: b"x\n".to_vec() }) }
+    }
+
     /// The set-up for this server: a user namespace unless it runs as
     /// root.
     pub(crate) fn prepare() -> Namespace {
@@ -133,13 +140,14 @@ impl Namespace {
         if let Some(maps) = &self.user {
             // SAFETY: unshare only changes this (single-threaded) process's
             // namespaces; no memory is passed.
-            check(unsafe { libc::unshare(libc::CLONE_NEWUSER) })?;
-            write_file(c"/proc/self/setgroups", b"deny")?;
-            write_file(c"/proc/self/uid_map", &maps.uid)?;
-            write_file(c"/proc/self/gid_map", &maps.gid)?;
+            check(unsafe { libc::unshare(libc::CLONE_NEWUSER) }).map_err(Step::User.tag())?;
+            write_file(c"/proc/self/setgroups", b"deny").map_err(Step::Maps.tag())?;
+            write_file(c"/proc/self/uid_map", &maps.uid).map_err(Step::Maps.tag())?;
+            write_file(c"/proc/self/gid_map", &maps.gid).map_err(Step::Maps.tag())?;
         }
         // SAFETY: as above.
-        check(unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) })?;
+        check(unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) })
+            .map_err(Step::Namespaces.tag())?;
         // SAFETY: static NUL-terminated strings and null pointers where
         // mount(2) allows them; this remounts nothing, it only changes the
         // propagation of the (new, private) mount namespace's mounts.
@@ -151,7 +159,8 @@ impl Namespace {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             )
-        })?;
+        })
+        .map_err(Step::Private.tag())?;
         if new_session {
             // SAFETY: setsid takes no arguments; failing (already a group
             // leader) is reported.
@@ -163,7 +172,7 @@ impl Namespace {
         // make async-signal-safe calls.
         let init = unsafe { libc::fork() };
         match init {
-            -1 => Err(std::io::Error::last_os_error()),
+            -1 => Err(Step::Init.tag()(std::io::Error::last_os_error())),
             0 => {
                 close(status_read);
                 close(go_write);
@@ -184,9 +193,9 @@ impl Namespace {
 fn keep(init: libc::pid_t, status_read: libc::c_int, go_write: libc::c_int) -> std::io::Result<()> {
     match read_i32(status_read) {
         Some(0) => {}
-        Some(errno) => {
+        Some(code) => {
             wait_for(init);
-            return Err(std::io::Error::from_raw_os_error(errno));
+            return Err(std::io::Error::from_raw_os_error(code));
         }
         None => {
             wait_for(init);
@@ -223,13 +232,13 @@ fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<
         libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null())
     };
     if mounted == -1 {
-        fail(status_write);
+        fail(status_write, Step::Proc);
     }
     // SAFETY: fork in this single-threaded process; the child only
     // returns to the caller's async-signal-safe set-up and exec.
     let shell = unsafe { libc::fork() };
     if shell == -1 {
-        fail(status_write);
+        fail(status_write, Step::Shell);
     }
     if shell == 0 {
         close(status_write);
@@ -267,10 +276,93 @@ fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<
     }
 }
 
-/// Tells the keeper why the set-up failed (the current errno), and exits.
-fn fail(status_write: libc::c_int) -> ! {
-    write_i32(status_write, errno().max(1));
+/// Tells the keeper why the set-up failed (`step`, and the current
+/// errno), and exits.
+fn fail(status_write: libc::c_int, step: Step) -> ! {
+    write_i32(status_write, step.code(errno().max(1)));
     exit(1)
+}
+
+/// The errors of a failed set-up carry this tag, with the step above the
+/// errno, so that [`describe`] can say what went wrong.
+const FAILED: i32 = 0x4e00_0000;
+
+/// The steps of the set-up that can fail, for the error a spawn returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// `unshare(CLONE_NEWUSER)`.
+    User = 1,
+    /// Writing `setgroups`, `uid_map`, `gid_map`.
+    Maps = 2,
+    /// `unshare(CLONE_NEWPID | CLONE_NEWNS)`.
+    Namespaces = 3,
+    /// Making every mount private.
+    Private = 4,
+    /// Mounting the private `/proc`.
+    Proc = 5,
+    /// Forking the init.
+    Init = 6,
+    /// The init forking the shell.
+    Shell = 7,
+}
+
+impl Step {
+    /// Every step, for reading a code back.
+    const ALL: [Step; 7] = [
+        Step::User,
+        Step::Maps,
+        Step::Namespaces,
+        Step::Private,
+        Step::Proc,
+        Step::Init,
+        Step::Shell,
+    ];
+
+    /// The code of an `errno` at this step (no allocation: the error made
+    /// of it is a raw OS error).
+    fn code(self, errno: i32) -> i32 {
+        FAILED | ((self as i32) << 16) | (errno & 0xffff)
+    }
+
+    /// Turns an OS error at this step into the tagged one.
+    fn tag(self) -> impl Fn(std::io::Error) -> std::io::Error {
+        move |err| {
+            let errno = err.raw_os_error().unwrap_or(libc::EIO);
+            std::io::Error::from_raw_os_error(self.code(errno))
+        }
+    }
+
+    /// What failed, in words, with what it usually means.
+    fn words(self) -> &'static str {
+        match self {
+            Step::User => {
+                "this host does not let the server's user make a user namespace (the sysctl \
+                 user.max_user_namespaces is 0, or a policy forbids it: Ubuntu's \
+                 kernel.apparmor_restrict_unprivileged_userns, a container's seccomp profile)"
+            }
+            Step::Maps => "the user namespace's uid and gid maps could not be written",
+            Step::Namespaces => "a PID and mount namespace could not be made",
+            Step::Private => "the new mount namespace's mounts could not be made private",
+            Step::Proc => {
+                "a private /proc could not be mounted (a container that hides parts of the \
+                 host's /proc forbids it)"
+            }
+            Step::Init => "the namespace's init could not be started",
+            Step::Shell => "the namespace's init could not start the command",
+        }
+    }
+}
+
+/// The words for an error a namespace's set-up returned (what failed, and
+/// the system's reason), or `None` for any other error.
+pub(super) fn describe(err: &std::io::Error) -> Option<String> {
+    let code = err.raw_os_error()?;
+    if code & !0x00ff_ffff != FAILED {
+        return None;
+    }
+    let step = Step::ALL.into_iter().find(|step| step.code(0) == code & !0xffff)?;
+    let cause = std::io::Error::from_raw_os_error(code & 0xffff);
+    Some(format!("{}: {cause}", step.words()))
 }
 
 /// Waits for child `pid` to end (and reaps it).

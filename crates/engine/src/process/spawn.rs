@@ -17,7 +17,7 @@ use std::sync::Arc;
 use nix::sys::signal::Signal;
 
 use super::children::{spawn_registered, spawn_std};
-use super::namespace::Namespace;
+use super::namespace::{self, Namespace};
 use super::scope::{SCOPE_VAR, Scope};
 use super::{NONINTERACTIVE_UNSET, child_env};
 use crate::cgroup;
@@ -154,6 +154,13 @@ fn spawn_error(err: std::io::Error) -> std::io::Error {
                 ),
             )
         }
+        Some(_) if namespace::describe(&err).is_some() => {
+            let words = namespace::describe(&err).unwrap_or_default();
+            std::io::Error::new(
+                err.kind(),
+                format!("could not start the new process in a PID namespace of its own: {words}"),
+            )
+        }
         Some(code) if code & !0xffff == CONFINE_FAILED => {
             let cause = std::io::Error::from_raw_os_error(code & 0xffff);
             std::io::Error::new(
@@ -218,7 +225,11 @@ pub(super) fn prove_namespace() -> Result<(), String> {
         });
     }
     let mut child = spawn_std(&mut command).map_err(|err| {
-        format!("no PID namespace of its own for a sandboxed command on this host: {err}")
+        let why = namespace::describe(&err).unwrap_or_else(|| err.to_string());
+        format!(
+            "no PID namespace of its own for a sandboxed command on this host ({why}); the \
+             control group, scope markers and orphan guard still contain what it starts"
+        )
     })?;
     let mut stat = String::new();
     let read = child.stdout.take().map(|mut out| out.read_to_string(&mut stat));
@@ -681,6 +692,29 @@ mod tests {
             cgroup::kill_tree(&dir).expect("the directory is removed");
             assert!(!dir.exists());
         }
+    }
+
+    /// A child that cannot make its namespace does not start, and the
+    /// error says which step failed and why: a confined owner never starts
+    /// outside the namespace its report promises.
+    #[tokio::test]
+    async fn a_child_that_cannot_make_its_namespace_does_not_start() {
+        let namespace = Namespace::with_a_malformed_map();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "process/spawn.rs is where children are built"
+        )]
+        let mut command = tokio::process::Command::new("true");
+        command.process_group(0);
+        // SAFETY: only the namespace's async-signal-safe set-up between fork
+        // and exec.
+        unsafe {
+            command.pre_exec(move || namespace.enter(false));
+        }
+        let err = spawn(&mut command).expect_err("the spawn fails");
+        let text = err.to_string();
+        assert!(text.contains("could not start the new process in a PID namespace"), "{text}");
+        assert!(text.contains("uid and gid maps could not be written: Invalid argument"), "{text}");
     }
 
     /// A child that cannot join its control group does not start, and the
