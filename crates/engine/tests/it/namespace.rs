@@ -8,7 +8,7 @@
 
 use shellkeep_engine::process::spawn_std;
 use shellkeep_engine::sandbox::{Mode, Policy};
-use shellkeep_engine::session::{Call, Event, Outcome, Request};
+use shellkeep_engine::session::{Call, Event, Outcome, Request, ShellExit};
 
 use crate::{Term, processes_with};
 
@@ -95,6 +95,24 @@ async fn the_integration_works_inside() {
     assert!(reply.events.contains(&Event::NestedShellExited { status: 5 }), "{reply:?}");
     let reply = term.run("echo $$").await;
     assert_eq!(reply.output.text, "2\n", "{reply:?}");
+    // `exec bash` keeps the shell's pid: the integration comes back.
+    let reply = term.run("exec bash").await;
+    assert!(reply.events.contains(&Event::IntegrationReinstalled), "{reply:?}");
+    // The shell's end, by exit code or by a signal from inside, is seen
+    // as it is (the keeper ends as the shell did), and the new shell has
+    // a namespace of its own again.
+    let how = |reply: &shellkeep_engine::session::Reply| {
+        reply.events.iter().find_map(|event| match event {
+            Event::ShellRestarted { how, .. } => Some(*how),
+            _ => None,
+        })
+    };
+    let reply = term.run("cd ..; exit 4").await;
+    assert_eq!(how(&reply), Some(ShellExit::Code(4)), "{reply:?}");
+    let reply = term.run("kill -9 $$").await;
+    assert_eq!(how(&reply), Some(ShellExit::Signal(9)), "{reply:?}");
+    let reply = term.run("echo $$; cat /proc/1/comm").await;
+    assert_eq!(reply.output.text, "2\nshellkeep-init\n", "{reply:?}");
     term.session.close().await;
 }
 
