@@ -73,7 +73,7 @@ use self::spawn::{become_subreaper, prove_cgroup};
 use crate::cgroup;
 
 pub use self::children::{reap_adopted_now, spawn_std};
-pub use self::namespace::{probe as namespace_probe, shell_of as namespaced_shell};
+pub use self::namespace::{pid_inside, probe as namespace_probe, shell_of as namespaced_shell};
 pub use self::proc_scan::{
     Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,

@@ -511,6 +511,15 @@ pub fn shell_of(keeper: u32) -> Option<i32> {
     children_of(init).into_iter().find(|&pid| inner_pid(pid) == Some(2))
 }
 
+/// The pid a process has as the commands of a sandboxed session see it
+/// (in the PID namespace one level below the server's, where the
+/// sandbox's commands live), for words an agent reads: `pid` itself for a
+/// process outside every namespace of ours, or one that is gone.
+pub fn pid_inside(pid: i32) -> i32 {
+    let Some(pids) = status_field(pid, "NSpid:") else { return pid };
+    pids.split_whitespace().nth(1).and_then(|inside| inside.parse().ok()).unwrap_or(pid)
+}
+
 /// The live processes whose parent is `parent`.
 fn children_of(parent: i32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

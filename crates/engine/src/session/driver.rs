@@ -483,7 +483,9 @@ impl Shell {
         };
         if let Some((pid, command_line)) = blocked {
             let mut reply = wait::idle_reply(&self.view, command, events);
-            let why = NotRun::NotAtPrompt { pid, command_line };
+            // Named as the shell's commands see it (`ps` in a sandbox's
+            // namespace speaks its own pids).
+            let why = NotRun::NotAtPrompt { pid: process::pid_inside(pid), command_line };
             reply.outcome = Outcome::NotExecuted { command: command.to_owned(), why };
             return Ok(reply);
         }

@@ -309,7 +309,10 @@ impl State {
             };
             if !believed {
                 tracing::debug!(pid = record.pid, "dropped an end record from another process");
-                self.ran_at_prompt(AtPrompt::EndRecord, record.seq, Some(record.pid));
+                // Named as the shell's commands see it (a sandbox's
+                // namespace has pids of its own).
+                let sender = crate::process::pid_inside(record.pid);
+                self.ran_at_prompt(AtPrompt::EndRecord, record.seq, Some(sender));
                 continue;
             }
             if self.at_prompt() && self.gate.typed_since_command() {

@@ -8,7 +8,7 @@
 
 use shellkeep_engine::process::spawn_std;
 use shellkeep_engine::sandbox::{Mode, Policy};
-use shellkeep_engine::session::{Call, Event, Outcome, Request, ShellExit};
+use shellkeep_engine::session::{Call, Event, NotRun, Outcome, Request, ShellExit};
 
 use crate::{Term, processes_with};
 
@@ -194,4 +194,60 @@ async fn helper_server_with_a_sandboxed_session() {
     let reply = term.run(&escapes(&mark)).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
     std::future::pending::<()>().await;
+}
+
+/// The pid a reply names is the one the shell's commands see: a program
+/// that holds the terminal after the shell's integration reported the end
+/// of its command (as a sourced script can) is named by its pid inside.
+#[tokio::test]
+async fn a_reply_names_pids_as_seen_inside() {
+    let term = term("ns-named").await;
+    let reply = term
+        .run_for(
+            "printf 'E;%s;0;;0' \"$__sk_seq\" >&62; echo AFTERFAKE; \
+             python3 -c 'import os, sys; open(\"pid\", \"w\").write(str(os.getpid())); \
+             sys.stdin.readline()'; exit 7",
+            20.0,
+        )
+        .await;
+    assert!(reply.output.text.contains("AFTERFAKE"), "{reply:?}");
+    let file = term.cwd().join("pid");
+    crate::eventually(|| std::fs::read_to_string(&file).is_ok_and(|pid| !pid.is_empty())).await;
+    let inside: i32 = std::fs::read_to_string(&file).expect("pid").parse().expect("a pid");
+    let reply = term.run_for("echo next", 5.0).await;
+    assert!(
+        matches!(
+            &reply.outcome,
+            Outcome::NotExecuted { why: NotRun::NotAtPrompt { pid, command_line }, .. }
+                if *pid == inside && command_line.contains("python3")
+        ),
+        "{inside}: {reply:?}"
+    );
+    // A process other than the shell that sends an end record is named by
+    // its pid inside too.
+    let reply = term.call(Request::new(Call::Reset { then: None })).await;
+    assert!(reply.events.contains(&Event::Reset), "{reply:?}");
+    let reply = term
+        .run(
+            "(exec python3 -c 'import os; open(\"sender\", \"w\").write(str(os.getpid())); \
+              os.write(62, b\"E;1;0;;0\")') &",
+        )
+        .await;
+    assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
+    let file = term.cwd().join("sender");
+    crate::eventually(|| std::fs::read_to_string(&file).is_ok_and(|pid| !pid.is_empty())).await;
+    let inside: i32 = std::fs::read_to_string(&file).expect("pid").parse().expect("a pid");
+    let reply = crate::poll_until(
+        async || term.run("true").await,
+        |reply| reply.events.iter().any(|e| matches!(e, Event::RanAtPrompt { .. })),
+    )
+    .await;
+    assert!(
+        reply.events.iter().any(|event| matches!(
+            event,
+            Event::RanAtPrompt { sender: Some(sender), .. } if *sender == inside
+        )),
+        "{inside}: {reply:?}"
+    );
+    term.session.close().await;
 }
