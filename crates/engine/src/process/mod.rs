@@ -1,7 +1,9 @@
 //! Building child processes, signalling them, and containing what they start.
 //!
 //! This is the only module that builds a child `Command` or contains
-//! `unsafe` code (all of it in `spawn`), and the one that sends signals
+//! `unsafe` code (all of it in `spawn`, and in `namespace` for what a
+//! child does between fork and exec to make its PID namespace), and the
+//! one that sends signals
 //! (`cgroup` only SIGKILLs the members of a frozen group). Every child we start gets the same
 //! non-interactive environment, default signal dispositions and an empty
 //! signal mask (so a server started under `nohup` still gives its shell a
@@ -38,6 +40,13 @@
 //! told of, and in every mode a process that asks something outside our
 //! tree (`systemd-run`, `at`, a daemon) to start it.
 //!
+//! A sandboxed owner (its scope has a confinement whose report has the
+//! namespace) also gets a PID namespace of its own whose init is ours
+//! (`namespace`): what it starts can leave its group, session, environment
+//! and control group, but not the namespace, which the kernel empties when
+//! the owner's shell ends, when the owner is stopped, or when the server
+//! dies, guard or no guard. This closes every escape above but the last.
+//!
 //! Whatever must end with no chance to react is stopped first:
 //! [`stop_then_kill`] (the guard, the sweep of dead servers' processes)
 //! sends SIGSTOP to everything before SIGKILL, and in a cgroup mode every
@@ -50,6 +59,11 @@
 //!   handling, the parent-death signal, descriptors), the subreaper flag,
 //!   the guard's descriptors and peer credentials, the Landlock and seccomp
 //!   probes of `doctor`.
+//! - `namespace`: a confined owner's PID namespace: the keeper (the
+//!   spawned child, outside), the init (pid 1 inside, ours) and the shell
+//!   (pid 2), made between fork and exec with `unsafe` of its own; the
+//!   probe that says whether the host allows it; a shell's and a process's
+//!   pids as seen from inside.
 //! - `scope`: owners, their markers and control groups, and when each
 //!   owner lived (for attributing unmarked orphans).
 //! - `children`: the children we spawned (registered at spawn) and the

@@ -5,61 +5,92 @@
 //! # The design
 //!
 //! Three processes, all made between fork and exec of the command the
-//! server spawns (so everything here is async-signal-safe: every string is
-//! prepared in the parent, nothing is allocated in the child):
+//! server spawns, in the order the kernel requires (`unshare` of a user
+//! namespace needs a single-threaded process, so it happens in the child,
+//! never in the server). Everything here is async-signal-safe: every string
+//! is prepared in the parent ([`Namespace::prepare`]), nothing is allocated
+//! in the child.
 //!
-//! - **The keeper** (`P`, the pid `spawn` returns, outside the namespace):
-//!   the spawned child itself. Without privileges it first enters a new
-//!   user namespace that maps only its own uid and gid (so files keep
-//!   their owners and the command has no capability once it execs); then
-//!   it unshares the PID and mount namespaces, makes every mount private
-//!   (nothing mounted inside reaches the host), and forks the init. It
-//!   never execs: it closes every descriptor but one pipe and waits for
-//!   the shell's wait status from the init, waits for the init to be gone,
-//!   and ends the same way the shell did (its exit code, or its signal), so
+//! - **The keeper** (the pid `spawn` returns, outside the namespace): the
+//!   spawned child itself. Without privileges it first enters a new user
+//!   namespace that maps only the server's uid and gid onto themselves (so
+//!   files keep their owners, and a command has no capability once it
+//!   execs); as root it needs none. Then it unshares the PID and mount
+//!   namespaces, makes every mount private (nothing mounted inside reaches
+//!   the host), and forks the init. It never execs: once the init says the
+//!   namespace is ready it closes every descriptor but one pipe (it must
+//!   not hold the spawn's close-on-exec error pipe, or the server's spawn
+//!   would wait for ever, nor the terminal), waits for the shell's wait
+//!   status from the init, waits for the init to be gone, and ends the way
+//!   the shell did (its exit code, or its signal, without a core dump), so
 //!   the server's wait on its child reads the shell's status. It ignores
 //!   the polite signals (a `run` command's group gets them, and the shell
 //!   in that group is the one to act on them); its parent-death signal is
 //!   SIGKILL, like every child of the server.
-//! - **The init** (`C`, pid 1 inside): mounts a private `/proc`, forks the
+//! - **The init** (pid 1 inside): mounts a private `/proc`, forks the
 //!   shell, and then only reaps, in a loop, every process the namespace
 //!   orphans. It installs no signal handler, so the kernel drops every
-//!   signal a process inside sends it (`kill -9 1` included); only a
-//!   process outside (the server, the guard) can kill it. Its
-//!   parent-death signal is SIGKILL: when the keeper dies (the server died,
-//!   so the keeper got its own SIGKILL) the init dies, and the kernel then
-//!   kills everything in the namespace. When the shell ends, the init
-//!   passes its status to the keeper and exits, which also ends everything
-//!   left inside: a stop that ends the shell ends the namespace.
-//! - **The shell** (`D`, pid 2 inside): the process that goes on to exec
-//!   bash (the rest of the child's set-up runs here only: the new session
-//!   and controlling terminal, the descriptors it keeps, the sandbox's
-//!   Landlock and seccomp steps). Everything it starts is inside, and
-//!   `$$`, `ps`, `pgrep`, `kill` and `/proc` all speak the namespace's
-//!   pids.
+//!   signal a process inside sends it (`kill -9 1` included; under Landlock
+//!   ABI 6 the sandbox's signal scope refuses them first, the init being
+//!   outside the sandbox); only a process outside (the server, the guard)
+//!   can kill it. Its parent-death signal is SIGKILL, asked for before it
+//!   tells the keeper it is ready and confirmed by the keeper's answer (a
+//!   keeper that died before would never answer): when the keeper dies
+//!   (the server died, so the keeper got its own SIGKILL) the init dies,
+//!   and the kernel then kills everything in the namespace. When the shell
+//!   ends, the init passes its status to the keeper and exits, which also
+//!   ends everything left inside: a stop that ends the shell ends the
+//!   namespace.
+//! - **The shell** (pid 2 inside): the process that goes on to exec bash.
+//!   The rest of the child's set-up runs in it only: the new session and
+//!   controlling terminal, the descriptors it keeps, the sandbox's Landlock
+//!   and seccomp steps (so the keeper and the init are outside the
+//!   sandbox, and nothing inside can signal them). Everything it starts is
+//!   inside.
+//!
+//! The keeper and the init are forks of the server that never exec: they
+//! share its memory copy-on-write (a few pages each of their own), and
+//! `ps` shows the server's command line for them, under the names
+//! `shellkeep-ns` and `shellkeep-init` (`/proc/PID/comm`).
+//!
+//! # What the server sees
 //!
 //! The server's bookkeeping stays true with one change: a terminal
-//! session registers the shell's pid as the server sees it (the child of
-//! the init whose inner pid is 2: [`shell_of`]) instead of the keeper's.
-//! The integration's records carry that pid (`SCM_CREDENTIALS` translates
-//! pids into the receiver's namespace), the shell leads its session and
-//! its process group, and its commands descend from it, so the scans of
-//! `/proc` by session, group and ancestry see what they saw. The keeper
-//! and the init are in no view of a shell's commands: neither is in the
+//! session registers the shell's pid as the server sees it (the init's
+//! child whose pid inside is 2: [`shell_of`]) instead of the keeper's. The
+//! integration's records carry that pid (`SCM_CREDENTIALS` translates pids
+//! into the receiver's namespace), the shell leads its session and process
+//! group, and its commands descend from it, so the scans of `/proc` by
+//! session, group and ancestry see what they saw. Neither the keeper nor
+//! the init is in any view of a shell's commands: neither is in the
 //! shell's session or descends from it, neither carries a scope marker
-//! (their environment is the server's). A `run` command keeps the keeper's
-//! group (the shell stays in it: the group's SIGTERM reaches it), and the
-//! keeper waits for the init to be gone before it exits, so the count of
-//! what a command left never sees the init.
+//! (their environment is the server's). A `run` command's shell stays in
+//! the keeper's process group (the group's SIGTERM reaches it), and the
+//! keeper waits for the init to be gone before it exits, so what the
+//! server counts as left after a command never includes the init. A pid a
+//! reply names is translated to the one the commands see ([`pid_inside`]).
 //!
-//! Where the host refuses (no user namespaces, a `/proc` that cannot be
-//! mounted as in some containers), [`probe`] says why once per process
-//! and the sandbox keeps today's containment (`Enforcement.namespace`
-//! false, the reason in `missing`).
+//! # What the commands see
 //!
-//! The one gap: a process that is the init's direct child other than the
-//! shell (an orphan adopted by the init) has no parent in the shell's
-//! tree; it is still in the namespace, so it ends with the shell.
+//! `$$` is 2; `ps`, `pgrep`, `kill`, `jobs -p`, `$!` and `/proc` all speak
+//! the namespace's pids, and `ps` shows the init as pid 1. Without
+//! privileges, the user namespace shows files of users other than the
+//! server's as owned by `nobody` (`ls -l /`), and supplementary groups as
+//! `nogroup`; rights are unchanged (the kernel checks the real ids).
+//! `sudo` cannot work there (nor anywhere under the sandbox's
+//! `no_new_privs`). The mount namespace has the host's mounts, but a
+//! command's `mount` (possible in its own user namespace) stays in it.
+//!
+//! # Where the host refuses
+//!
+//! No user namespaces (`user.max_user_namespaces` 0, Ubuntu's AppArmor
+//! restriction, a container's seccomp profile), or a `/proc` that cannot be
+//! mounted (a container that masks parts of the host's): [`probe`] says
+//! which step failed, once per process, and the sandbox keeps the
+//! containment every owner has (control group, markers, guard), with
+//! `Enforcement.namespace` false and the reason in its `missing`. The
+//! start goes on: the namespace is a net under the sandbox, not part of a
+//! mode.
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;

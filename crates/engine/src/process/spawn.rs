@@ -1,11 +1,13 @@
-//! The one room of `process` with `unsafe` code, each block with its
-//! `// SAFETY:` comment: the commands we build and what their children do
-//! between fork and exec (join the control group, default signal handling
-//! and mask, the parent-death signal, a new session on the PTY, passed
-//! descriptors), the subreaper flag, the guard's own descriptors and
-//! signals, peer credentials, a terminal's window size, and the Landlock and seccomp probes. Nothing
-//! else here: scanning `/proc`, stopping processes and the registry of our
-//! children live in rooms without `unsafe`.
+//! One of the two rooms of `process` with `unsafe` code (the other,
+//! `namespace`, makes a confined owner's PID namespace), each block with
+//! its `// SAFETY:` comment: the commands we build and what their children
+//! do between fork and exec (join the control group, default signal
+//! handling and mask, the parent-death signal, the PID namespace, a new
+//! session on the PTY, passed descriptors, the sandbox), the subreaper
+//! flag, the guard's own descriptors and signals, peer credentials, a
+//! terminal's window size, and the Landlock, seccomp and namespace probes.
+//! Nothing else here: scanning `/proc`, stopping processes and the
+//! registry of our children live in rooms without `unsafe`.
 #![allow(unsafe_code)]
 
 use std::ffi::OsStr;
