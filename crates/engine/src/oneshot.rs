@@ -599,7 +599,10 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         timeout_reason,
         termination_mode,
         cancelled: matches!(ending.stop, Some(Stop::Cancelled)),
-        stopped_leftovers: matches!(ending.stop, Some(Stop::Leftovers)) && ending.kill.is_some(),
+        // In a PID namespace, what the command left died with its shell
+        // before we could look: its keeper says so.
+        stopped_leftovers: (matches!(ending.stop, Some(Stop::Leftovers)) && ending.kill.is_some())
+            || (ending.stop.is_none() && scope.left_in_namespace()),
         duration: started.elapsed(),
         limits: request.limits,
         pgid: Some(pgid),

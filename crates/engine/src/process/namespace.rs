@@ -103,6 +103,38 @@ pub(crate) struct Namespace {
     /// The user namespace's maps (`None`: the server runs as root, and
     /// needs none).
     user: Option<UserMaps>,
+    /// The write end of the owner's [`Report`], kept open by the keeper.
+    report: Option<libc::c_int>,
+}
+
+/// A pipe on which a keeper says that its shell left processes running
+/// when it ended (one byte): they die with the namespace before the
+/// server can count them, so the keeper counts them for it.
+#[derive(Debug)]
+pub struct Report {
+    /// The server's end, non-blocking.
+    read: std::os::fd::OwnedFd,
+    /// The keepers' end (each keeper keeps a copy).
+    write: std::os::fd::OwnedFd,
+}
+
+impl Report {
+    /// A new pipe, closed on exec at both ends.
+    pub(super) fn new() -> std::io::Result<Report> {
+        use nix::fcntl::OFlag;
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+        Ok(Report { read, write })
+    }
+
+    /// Whether a keeper said so since the last call.
+    pub(super) fn take(&self) -> bool {
+        let mut said = false;
+        let mut buf = [0u8; 64];
+        while nix::unistd::read(&self.read, &mut buf).is_ok_and(|read| read > 0) {
+            said = true;
+        }
+        said
+    }
 }
 
 /// The contents of `uid_map` and `gid_map` for a user namespace that maps
@@ -139,19 +171,22 @@ impl Namespace {
     /// map), for testing a failed start.
     #[cfg(test)]
     pub(crate) fn with_a_malformed_map() -> Namespace {
-        Namespace { user: Some(UserMaps { uid: b"x\n".to_vec(), gid: b"x\n".to_vec() }) }
+        let user = Some(UserMaps { uid: b"x\n".to_vec(), gid: b"x\n".to_vec() });
+        Namespace { user, report: None }
     }
 
     /// The set-up for this server: a user namespace unless it runs as
-    /// root.
-    pub(crate) fn prepare() -> Namespace {
+    /// root; the keeper reports on `report`, if given (the caller keeps it
+    /// open until the spawn returned).
+    pub(crate) fn prepare(report: Option<&Report>) -> Namespace {
+        use std::os::fd::AsRawFd as _;
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
         let user = (uid != 0).then(|| UserMaps {
             uid: format!("{uid} {uid} 1\n").into_bytes(),
             gid: format!("{gid} {gid} 1\n").into_bytes(),
         });
-        Namespace { user }
+        Namespace { user, report: report.map(|report| report.write.as_raw_fd()) }
     }
 
     /// Between fork and exec, in the spawned child: makes the namespace
@@ -212,7 +247,7 @@ impl Namespace {
             init => {
                 close(status_write);
                 close(go_read);
-                keep(init, status_read, go_write)
+                keep(init, status_read, go_write, self.report)
             }
         }
     }
@@ -221,7 +256,12 @@ impl Namespace {
 /// The keeper: waits for the init's word that the namespace is ready
 /// (or why not), lets it go on, then waits for the shell's status and ends
 /// as the shell did. Returns only the error of a set-up that failed.
-fn keep(init: libc::pid_t, status_read: libc::c_int, go_write: libc::c_int) -> std::io::Result<()> {
+fn keep(
+    init: libc::pid_t,
+    status_read: libc::c_int,
+    go_write: libc::c_int,
+    report: Option<libc::c_int>,
+) -> std::io::Result<()> {
     match read_i32(status_read) {
         Some(0) => {}
         Some(code) => {
@@ -238,9 +278,15 @@ fn keep(init: libc::pid_t, status_read: libc::c_int, go_write: libc::c_int) -> s
     for signal in KEEPER_IGNORES {
         set_disposition(signal, libc::SIG_IGN);
     }
-    close_all_but(status_read);
+    close_all_but(status_read, report.unwrap_or(status_read));
     set_name(KEEPER_NAME);
     let status = read_i32(status_read);
+    if read_i32(status_read) == Some(LEFT)
+        && let Some(report) = report
+    {
+        // SAFETY: write(2) of a static byte on a pipe the parent made.
+        unsafe { libc::write(report, b"l".as_ptr().cast(), 1) };
+    }
     // The init kills everything left inside as it exits; once it is
     // reaped, nothing of the namespace is alive.
     wait_for(init);
@@ -291,14 +337,27 @@ fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<
     if !answered {
         exit(1);
     }
-    close_all_but(status_write);
+    close_all_but(status_write, status_write);
     set_name(INIT_NAME);
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes the status into a local.
         let reaped = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
         if reaped == shell {
+            // What the shell left is now the init's (its orphans are
+            // reparented before it can be reaped): a live child of the
+            // init is a process the shell's command left running.
+            let left = loop {
+                // SAFETY: waitpid writes the status into a local.
+                match unsafe { libc::waitpid(-1, &mut 0, libc::WNOHANG | libc::__WALL) } {
+                    0 => break true,
+                    -1 if errno() == libc::EINTR => {}
+                    -1 => break false,
+                    _ => {}
+                }
+            };
             write_i32(status_write, status);
+            write_i32(status_write, if left { LEFT } else { 0 });
             exit(0);
         }
         if reaped == -1 && errno() != libc::EINTR {
@@ -442,10 +501,21 @@ fn set_name(name: &CStr) {
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
 }
 
-/// Closes every descriptor but `keep`: the keeper and the init must not
-/// hold the spawn's error pipe (the server would wait for its end), the
-/// terminal, or anything else of the server's.
-fn close_all_but(keep: libc::c_int) {
+/// What the init sends after the shell's status when the shell left
+/// processes running.
+const LEFT: i32 = 1;
+
+/// Closes every descriptor but `first` and `second` (the same one twice to
+/// keep one): the keeper and the init must not hold the spawn's error pipe
+/// (the server would wait for its end), the terminal, or anything else of
+/// the server's.
+fn close_all_but(first: libc::c_int, second: libc::c_int) {
+    let (low, high) = (first.min(second), first.max(second));
+    close_around(low, high);
+}
+
+/// Closes every descriptor but `low` and `high` (`low <= high`).
+fn close_around(low: libc::c_int, high: libc::c_int) {
     let close_range = |first: libc::c_uint, last: libc::c_uint| {
         // SAFETY: close_range takes no memory; closing descriptors no Rust
         // object of this (never returning) process uses.
@@ -456,10 +526,13 @@ fn close_all_but(keep: libc::c_int) {
             }
         }
     };
-    if keep > 0 {
-        close_range(0, keep as libc::c_uint - 1);
+    if low > 0 {
+        close_range(0, low as libc::c_uint - 1);
     }
-    close_range(keep as libc::c_uint + 1, libc::c_uint::MAX);
+    if high > low + 1 {
+        close_range(low as libc::c_uint + 1, high as libc::c_uint - 1);
+    }
+    close_range(high as libc::c_uint + 1, libc::c_uint::MAX);
 }
 
 /// Writes `contents` to the file at `path` (a `/proc` file of this

@@ -84,6 +84,9 @@ pub struct Scope {
     /// Its children start in a PID namespace of their own
     /// (`super::namespace`).
     namespace: bool,
+    /// Where the namespace's keeper says that its shell left processes
+    /// running (`None`: no namespace, or no pipe could be made).
+    report: Option<Arc<super::namespace::Report>>,
 }
 
 #[derive(Debug)]
@@ -139,7 +142,11 @@ impl Scope {
             live.retain(|(_, group)| group.strong_count() > 0);
             live.push((value.clone(), Arc::downgrade(group)));
         }
-        Scope { inner: Arc::new(ScopeInner { value, group, confinement: None }), namespace: false }
+        Scope {
+            inner: Arc::new(ScopeInner { value, group, confinement: None }),
+            namespace: false,
+            report: None,
+        }
     }
 
     /// This owner, whose children start in `confinement`'s sandbox (and,
@@ -156,8 +163,7 @@ impl Scope {
         Arc::get_mut(&mut self.inner)
             .expect("a scope is confined before it is shared")
             .confinement = Some(confinement);
-        self.namespace |= namespace;
-        self
+        if namespace { self.with_namespace() } else { self }
     }
 
     /// The same owner, whose children each start in a PID namespace of
@@ -166,12 +172,33 @@ impl Scope {
     /// whose report says the namespace is enforced asks for it.
     pub fn with_namespace(mut self) -> Scope {
         self.namespace = true;
+        self.report = match super::namespace::Report::new() {
+            Ok(report) => Some(Arc::new(report)),
+            Err(err) => {
+                tracing::warn!("a namespace's keeper cannot say what its shell left: {err}");
+                None
+            }
+        };
         self
     }
 
     /// Whether its children start in a PID namespace of their own.
     pub fn namespace(&self) -> bool {
         self.namespace
+    }
+
+    /// Where the namespace's keeper says that its shell left processes
+    /// running when it ended.
+    pub(super) fn report(&self) -> Option<&Arc<super::namespace::Report>> {
+        self.report.as_ref()
+    }
+
+    /// Whether a shell of this scope's namespace ended while processes it
+    /// started were still running (the kernel killed them as the
+    /// namespace ended, before anyone could count them); reading it
+    /// forgets it. `false` without a namespace.
+    pub fn left_in_namespace(&self) -> bool {
+        self.report.as_ref().is_some_and(|report| report.take())
     }
 
     /// The sandbox its children start in.

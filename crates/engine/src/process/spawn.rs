@@ -207,7 +207,7 @@ pub(super) fn prove_cgroup(dir: &Path) -> Result<(), String> {
 pub(super) fn prove_namespace() -> Result<(), String> {
     use std::io::Read as _;
     use std::os::unix::process::CommandExt as _;
-    let namespace = Namespace::prepare();
+    let namespace = Namespace::prepare(None);
     let parent = std::process::id();
     let signals = SignalReset::new();
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
@@ -300,7 +300,7 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
-    let namespace = scope.namespace().then(Namespace::prepare);
+    let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, sigaction, sigprocmask,
@@ -405,7 +405,7 @@ pub fn pty_command(
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
-    let namespace = scope.namespace().then(Namespace::prepare);
+    let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
     let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only

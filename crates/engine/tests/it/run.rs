@@ -160,18 +160,41 @@ async fn nothing_a_command_in_a_namespace_started_survives_it() {
         }
         let outcome = oneshot::run(request, cancel).await;
         assert_eq!(outcome.stdout.text, "pid 2\n", "{ending}: {outcome:#?}");
+        // What a finished command left is reported as stopped, as without
+        // a namespace (the kernel ended it with the shell).
         let expected = match ending {
-            "finished" => (RunStatus::Success, 3, None),
-            "timed out" => (RunStatus::Timeout, -1, Some(TerminationMode::Soft)),
-            _ => (RunStatus::Error, -1, Some(TerminationMode::Soft)),
+            "finished" => (RunStatus::Success, 3, None, true),
+            "timed out" => (RunStatus::Timeout, -1, Some(TerminationMode::Soft), false),
+            _ => (RunStatus::Error, -1, Some(TerminationMode::Soft), false),
         };
         assert_eq!(
-            (outcome.status, outcome.exit_code, outcome.termination_mode),
+            (
+                outcome.status,
+                outcome.exit_code,
+                outcome.termination_mode,
+                outcome.stopped_leftovers
+            ),
             expected,
             "{ending}: {outcome:#?}"
         );
         assert_eq!(survivors(&markers), [], "{ending}");
     }
+    // A command that leaves nothing is not said to: the init is not
+    // counted.
+    let request = RunRequest {
+        sandbox: Policy {
+            mode: Mode::WorkspaceWrite,
+            writable: vec![scratch.0.clone()],
+            ..Policy::off()
+        },
+        ..RunRequest::new("echo \"pid $$\"; sleep 0.1", limits(60.0, 30.0), &scratch.0, "run")
+    };
+    let outcome = run_request(request).await;
+    assert_eq!(
+        (outcome.stdout.text.as_str(), outcome.exit_code, outcome.stopped_leftovers),
+        ("pid 2\n", 0, false),
+        "{outcome:#?}"
+    );
 }
 
 #[tokio::test]
