@@ -67,7 +67,10 @@
 //! (their environment is the server's). A `run` command's shell stays in
 //! the keeper's process group (the group's SIGTERM reaches it), and the
 //! keeper waits for the init to be gone before it exits, so what the
-//! server counts as left after a command never includes the init. A pid a
+//! server counts as left after a command never includes the init. What a
+//! command left running dies with the namespace before the server could
+//! count it, so the init counts it as the shell ends (a live child of its
+//! own) and the keeper says so on the scope's [`Report`] pipe. A pid a
 //! reply names is translated to the one the commands see ([`pid_inside`]).
 //!
 //! # What the commands see
