@@ -740,8 +740,10 @@ mod tests {
     }
 
     /// Processes that left the group and the session, wiped their
-    /// environment or double forked all end when the keeper is killed (as
-    /// the server's death kills it): nothing of the namespace survives.
+    /// environment, double forked or moved themselves to the root of every
+    /// control group hierarchy they could write all end when the keeper is
+    /// killed (as the server's death kills it): nothing of the namespace
+    /// survives.
     #[tokio::test]
     async fn nothing_survives_the_keeper() {
         let token = format!("ns-marker-{}", crate::private_fs::random_hex(6).expect("random"));
@@ -753,6 +755,9 @@ mod tests {
                 "(setsid env -i bash -c 'exec -a {token} sleep 300' &); \
                  (setsid bash -c '(trap \"\" TERM HUP; exec -a {token} sleep 300 &)' &); \
                  env -i bash -c 'exec -a {token} sleep 300' & \
+                 (for procs in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs; do \
+                     echo $BASHPID >\"$procs\"; done 2>/dev/null; \
+                  exec -a {token} sleep 300) & \
                  trap '' TERM; exec -a {token} sleep 300"
             ))
             .stdin(Stdio::null());
@@ -769,7 +774,7 @@ mod tests {
                 })
                 .count()
         };
-        assert!(wait_until(Duration::from_secs(10), || marked() == 4).await, "{}", marked());
+        assert!(wait_until(Duration::from_secs(10), || marked() == 5).await, "{}", marked());
         #[allow(
             clippy::disallowed_methods,
             reason = "the test kills the keeper as the kernel would"
