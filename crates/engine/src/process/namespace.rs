@@ -15,7 +15,7 @@
 //!   spawned child itself. Without privileges it first enters a new user
 //!   namespace that maps only the server's uid and gid onto themselves (so
 //!   files keep their owners, and a command has no capability once it
-//!   execs); as root it needs none. Then it unshares the PID and mount
+//!   execs); as root with CAP_SYS_ADMIN it needs none. Then it unshares the PID and mount
 //!   namespaces, makes every mount private (nothing mounted inside reaches
 //!   the host), and forks the init. It never execs: once the init says the
 //!   namespace is ready it closes every descriptor but one pipe (it must
@@ -185,7 +185,9 @@ impl Namespace {
         use std::os::fd::AsRawFd as _;
         let uid = nix::unistd::geteuid().as_raw();
         let gid = nix::unistd::getegid().as_raw();
-        let user = (uid != 0).then(|| UserMaps {
+        // Root without CAP_SYS_ADMIN (a container's root, say) needs a user
+        // namespace too, which maps root onto itself.
+        let user = (uid != 0 || !can_administer()).then(|| UserMaps {
             uid: format!("{uid} {uid} 1\n").into_bytes(),
             gid: format!("{gid} {gid} 1\n").into_bytes(),
         });
@@ -254,6 +256,20 @@ impl Namespace {
             }
         }
     }
+}
+
+/// Whether this process has CAP_SYS_ADMIN in its effective set (bit 21 of
+/// `CapEff` in `/proc/self/status`), which PID and mount namespaces need
+/// without a user namespace.
+fn can_administer() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let caps = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(caps.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
 }
 
 /// The keeper: waits for the init's word that the namespace is ready
