@@ -49,6 +49,22 @@ async fn pids_inside_agree_and_the_init_is_ours() {
     assert_eq!(*text, format!("[1] {job}\n{job}\n{job}\n{job}\n"), "{reply:?}");
     let reply = term.run("kill $(pgrep -x sleep); wait; pgrep -x sleep; echo $?").await;
     assert!(reply.output.text.ends_with("1\n"), "{reply:?}");
+    // Nothing outside is in sight: not the server (this process), not its
+    // namespace; `/proc` lists the init, the shell and this command's
+    // processes only.
+    let me = std::process::id();
+    let ours = std::fs::read_link("/proc/self/ns/pid").expect("our pid namespace");
+    let reply = term
+        .run(&format!(
+            "test -e /proc/{me} && echo 'the server is in sight'; readlink /proc/self/ns/pid; \
+             ls -d /proc/[0-9]* | wc -l"
+        ))
+        .await;
+    let lines: Vec<&str> = reply.output.text.lines().collect();
+    assert_eq!(lines.len(), 2, "{reply:?}");
+    assert_ne!(lines[0], ours.to_string_lossy(), "{reply:?}");
+    let count: usize = lines[1].trim().parse().expect("a count");
+    assert!(count <= 6, "{reply:?}");
     term.session.close().await;
 }
 
