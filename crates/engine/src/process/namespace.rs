@@ -260,16 +260,19 @@ impl Namespace {
 
 /// Whether this process has CAP_SYS_ADMIN in its effective set (bit 21 of
 /// `CapEff` in `/proc/self/status`), which PID and mount namespaces need
-/// without a user namespace.
+/// without a user namespace. Read once.
 fn can_administer() -> bool {
     const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let caps = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
-            u64::from_str_radix(caps.trim(), 16).ok()
-        })
-        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+    static CAN: OnceLock<bool> = OnceLock::new();
+    *CAN.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let caps = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
+                u64::from_str_radix(caps.trim(), 16).ok()
+            })
+            .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+    })
 }
 
 /// The keeper: waits for the init's word that the namespace is ready
