@@ -35,6 +35,7 @@ use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::{self, Recorder};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::sandbox;
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
@@ -485,7 +486,7 @@ async fn serve(
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
     tokio::spawn(async move {
-        let started = warm.sessions.open(DEFAULT_SESSION, None, true);
+        let started = warm.sessions.open(DEFAULT_SESSION, None, true, None);
         let Ok((lease, _)) = started else { return };
         if let Err(err) = lease.session().start().await {
             tracing::warn!("the terminal could not start yet: {err}");
@@ -659,6 +660,9 @@ async fn run_once(
 ) -> anyhow::Result<std::process::ExitCode> {
     let explicit = cli_timeout(timeout)?;
     let grace = config::grace(args)?;
+    // As the server: a sandbox the kernel cannot enforce runs nothing.
+    let sandbox = config::sandbox_policy(args)?;
+    config::enforcement(&sandbox)?;
     let loaded = load_policy(args.policy.as_deref())?;
     let command = cli_command(command);
     let decision = loaded.policy.decide(&command, explicit);
@@ -671,6 +675,7 @@ async fn run_once(
         cwd,
         grace,
         stream_cap: usize::MAX / 4,
+        sandbox,
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
@@ -764,6 +769,28 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         Err(err) => format!("landlock: not available ({err})"),
     });
     line(format!("seccomp: {}", process::seccomp_status()));
+    // What the flags ask for, and what each mode would get on this kernel
+    // (best effort, so that what is missing is listed, not an error).
+    let asked = config::sandbox_policy(args).map_err(|err| err.0);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let workspace = asked.as_ref().map_or_else(|_| Vec::new(), |policy| policy.writable.clone());
+    let modes: Vec<(sandbox::Policy, Result<sandbox::Enforcement, String>)> =
+        [sandbox::Mode::WorkspaceWrite, sandbox::Mode::ReadOnly]
+            .into_iter()
+            .map(|mode| {
+                let policy = sandbox::Policy {
+                    mode,
+                    writable: workspace.clone(),
+                    network: false,
+                    best_effort: true,
+                };
+                let result = sandbox::check(&policy);
+                (policy, result)
+            })
+            .collect();
+    for text in render::sandbox::doctor(&asked, check.as_ref(), &modes) {
+        line(text);
+    }
     match RuntimeDir::create() {
         Ok(dir) => line(format!(
             "runtime directory: {} (private: ok)",
@@ -810,11 +837,18 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
              leave its group, a process that also hid its marker survives)"
         }
     };
-    line(format!(
-        "same-user signals: a command can stop or kill the server and its orphan guard \
-         together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
-         doctor, then ends {left}"
-    ));
+    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
+    line(if filtered {
+        "same-user signals: the sandbox's filter denies commands every signal to the server \
+         and its orphan guard"
+            .to_owned()
+    } else {
+        format!(
+            "same-user signals: a command can stop or kill the server and its orphan guard \
+             together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
+             doctor, then ends {left}"
+        )
+    });
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -27,6 +27,7 @@ use shellkeep_engine::store::Stream;
 use rmcp::schemars;
 
 mod explain;
+pub mod sandbox;
 mod terminal;
 
 pub use explain::{ExplainOutput, explain};

@@ -35,6 +35,7 @@ use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::sandbox::{self, Enforcement};
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
@@ -285,6 +286,9 @@ impl ServerHandler for Shellkeep {
         }
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
+            // Every reply of a confined server says what is enforced; a
+            // session's or a command's own was set by its tool.
+            with_sandbox(result, self.shared.config.enforcement.as_ref());
         }
         // Every string a reply shows passes the masker here, whatever put
         // it there: output (masked already as it streamed), and the working
@@ -365,6 +369,36 @@ fn push_notice(
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
         render::insert_before_body(map, field, structured);
     }
+}
+
+/// Adds `sandbox`, what a confined session or command runs under
+/// (`enforcement`; `None`: nothing is confined), to `result`'s structured
+/// content, unless it has one already.
+fn with_sandbox(result: &mut CallToolResult, enforcement: Option<&Enforcement>) {
+    let Some(enforcement) = enforcement else { return };
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content
+        && !map.contains_key("sandbox")
+    {
+        let fields = render::sandbox::SandboxOutput::new(enforcement);
+        let value = serde_json::to_value(fields).unwrap_or_default();
+        render::insert_before_body(map, "sandbox", value);
+    }
+}
+
+/// Adds to the reply of a failed command (`failed`) whose output
+/// (`output`) shows what the sandbox it ran under (`policy`) most likely
+/// denied: the one sentence that says so (a note) and `sandbox_denial`.
+fn with_denial(result: &mut CallToolResult, policy: &sandbox::Policy, failed: bool, output: &str) {
+    if !failed || !policy.is_confined() {
+        return;
+    }
+    let Some(denial) = sandbox::denial(policy, output) else { return };
+    let (line, field) = render::sandbox::denial(&denial, policy);
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        let value = serde_json::to_value(field).unwrap_or_default();
+        render::insert_before_body(map, "sandbox_denial", value);
+    }
+    push_note(result, line);
 }
 
 /// A stop signal the server refused because one of its own processes

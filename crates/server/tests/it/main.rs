@@ -46,6 +46,7 @@ mod remote;
 mod replies;
 mod run;
 mod runtime;
+mod sandbox;
 mod screen;
 mod secrets;
 mod sessions;
