@@ -91,6 +91,8 @@ struct ScopeInner {
     /// then every spawn in this scope fails, containment is never silently
     /// off.
     group: Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>>,
+    /// The sandbox its children start in (`None`: none).
+    confinement: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 impl Drop for ScopeInner {
@@ -134,7 +136,26 @@ impl Scope {
             live.retain(|(_, group)| group.strong_count() > 0);
             live.push((value.clone(), Arc::downgrade(group)));
         }
-        Scope { inner: Arc::new(ScopeInner { value, group }) }
+        Scope { inner: Arc::new(ScopeInner { value, group, confinement: None }) }
+    }
+
+    /// This owner, whose children start in `confinement`'s sandbox. Only
+    /// for a scope just made, before it is cloned.
+    ///
+    /// # Panics
+    ///
+    /// If the scope was already cloned (its children could start
+    /// unconfined).
+    pub fn with_confinement(mut self, confinement: Arc<crate::sandbox::Confinement>) -> Scope {
+        Arc::get_mut(&mut self.inner)
+            .expect("a scope is confined before it is shared")
+            .confinement = Some(confinement);
+        self
+    }
+
+    /// The sandbox its children start in.
+    pub fn confinement(&self) -> Option<&Arc<crate::sandbox::Confinement>> {
+        self.inner.confinement.as_ref()
     }
 
     /// The marker's value, as set in [`SCOPE_VAR`].
