@@ -242,6 +242,9 @@ pub fn enforced(enforcement: &Enforcement) -> String {
         "{landlock}; enforced: {}",
         if on.is_empty() { "nothing".to_owned() } else { and_list(&on) }
     );
+    if !enforcement.namespace {
+        line.push_str("; no PID namespace of its own (the control groups and markers contain it)");
+    }
     if !enforcement.missing.is_empty() {
         line.push_str(&format!("; NOT enforced: {}", enforcement.missing.join("; ")));
     }

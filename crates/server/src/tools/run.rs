@@ -13,7 +13,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::store::Stream;
 
-use super::{Shellkeep, structured_result, tool_error, with_denial, with_sandbox};
+use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, RunArgs};
 use crate::audit;
 use crate::config::ServerConfig;
@@ -106,6 +106,7 @@ impl Shellkeep {
             Err(why) => return tool_error(render::sandbox::looser_refused(&why, server)),
         };
         let decision = self.decide(&args.command, args.limits);
+        let request_cwd = args.cwd.clone();
         let request = RunRequest {
             sandbox: sandbox.clone(),
             cwd: args.cwd,
@@ -127,10 +128,14 @@ impl Shellkeep {
         audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);
         let mut result = structured_result(text, &structured, false);
-        with_sandbox(&mut result, outcome.enforcement.as_ref());
+        with_sandbox(&mut result, enforcement_of(&sandbox).as_ref());
         let failed = outcome.exit_code != 0;
         let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
-        with_denial(&mut result, &sandbox, failed, &output);
+        let cwd = match &request_cwd {
+            Some(dir) => Some(dir.clone()),
+            None => std::env::current_dir().ok(),
+        };
+        with_denial(&mut result, &sandbox, failed, &output, cwd.as_deref());
         self.with_guard_notice(self.with_job_notices(result), None)
     }
 }

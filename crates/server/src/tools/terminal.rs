@@ -16,7 +16,7 @@ use shellkeep_engine::session::{
     Call, Event, Outcome, Place, Progress, ProgressHook, Reply, Request,
 };
 
-use super::{Shellkeep, structured_result, tool_error, with_denial, with_sandbox};
+use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
 use crate::audit;
 use crate::config::ServerConfig;
@@ -187,7 +187,10 @@ impl Shellkeep {
                         structured.output_call = Some(call);
                     }
                     let mut result = structured_result(text, &structured, false);
-                    with_sandbox(&mut result, lease.session().enforcement().as_ref());
+                    with_sandbox(
+                        &mut result,
+                        enforcement_of(&lease.session().config().sandbox).as_ref(),
+                    );
                     return self
                         .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
                 }
@@ -235,6 +238,8 @@ impl Shellkeep {
                 let failed =
                     matches!(reply.outcome, Outcome::Completed { exit_code } if exit_code != 0);
                 let output = reply.output.text.clone();
+                // Where the shell is: a relative path in an error is there.
+                let cwd = Some(reply.cwd.clone());
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
@@ -250,8 +255,11 @@ impl Shellkeep {
                     structured.output_call = Some(call);
                 }
                 let mut result = structured_result(text, &structured, is_error);
-                with_sandbox(&mut result, lease.session().enforcement().as_ref());
-                with_denial(&mut result, running, failed, &output);
+                with_sandbox(
+                    &mut result,
+                    enforcement_of(&lease.session().config().sandbox).as_ref(),
+                );
+                with_denial(&mut result, running, failed, &output, cwd.as_deref());
                 self.with_job_notices(result)
             }
             Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
