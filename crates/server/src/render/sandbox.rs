@@ -337,6 +337,56 @@ mod tests {
         assert!(line.contains("no_new_privs") && field.denied == "sudo", "{line}");
     }
 
+    /// `doctor` says what each mode gets, what is missing, and a policy
+    /// the kernel cannot enforce (made up here: this host enforces all).
+    #[test]
+    fn doctor_says_what_is_enforced_and_what_is_not() {
+        let full = Enforcement {
+            mode: "workspace-write",
+            network: false,
+            landlock_abi: Some(7),
+            filesystem: true,
+            tcp: true,
+            filter: true,
+            signals: true,
+            namespace: false,
+            missing: Vec::new(),
+        };
+        let old = Enforcement {
+            landlock_abi: None,
+            filesystem: false,
+            tcp: false,
+            signals: false,
+            missing: vec!["the write rules need Landlock: this kernel has no Landlock".into()],
+            ..full.clone()
+        };
+        let asked = Ok(policy_of(Mode::WorkspaceWrite, false));
+        let refused = Err("the sandbox asked for cannot be enforced here: no Landlock".to_owned());
+        let modes = [(policy_of(Mode::ReadOnly, false), Ok(old.clone()))];
+        let lines = doctor(&asked, Some(&refused), &modes);
+        assert_eq!(
+            lines,
+            [
+                "sandbox: workspace-write: commands may write only in /work/app and /data, their \
+                 temporary directory ($TMPDIR) and the terminal; the network is off (every \
+                 socket but Unix ones is denied) FAILS: the server would not start (the sandbox \
+                 asked for cannot be enforced here: no Landlock)",
+                "  read-only with network off: no Landlock; enforced: the seccomp filter (no \
+                 ptrace, TIOCSTI or signal to the server); no PID namespace of its own (the \
+                 control groups and markers contain it); NOT enforced: the write rules need \
+                 Landlock: this kernel has no Landlock",
+            ]
+        );
+        let line = enforced(&full);
+        assert!(line.starts_with("Landlock ABI 7; enforced: the write rules, Landlock's TCP"));
+        assert!(!line.contains("NOT enforced"), "{line}");
+        let off = doctor(&Ok(policy_of(Mode::Off, true)), None, &[]);
+        assert!(off[0].starts_with("sandbox: off (off: commands may write wherever"), "{off:?}");
+        // The reply's field carries what is missing.
+        assert_eq!(SandboxOutput::new(&old).not_enforced, old.missing);
+        assert_eq!(SandboxOutput::new(&full).network, "off");
+    }
+
     #[test]
     fn a_looser_request_names_the_servers_setting() {
         let message = looser_refused(

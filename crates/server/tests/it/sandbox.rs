@@ -264,6 +264,13 @@ async fn a_session_or_run_may_only_tighten_the_servers_sandbox() {
     assert_eq!(again["sandbox"]["mode"], "read-only", "{again:#?}");
     let run = server.run(json!({"command": "touch inside.txt", "sandbox": "read-only"})).await;
     denied(&run, "write");
+    // A background job may ask for a stricter sandbox too.
+    let job = json!({"command": "touch inside.txt; sleep 2", "background": true,
+                     "session": "job", "sandbox": "read-only"});
+    let job = server.terminal(job).await;
+    assert_eq!(job["sandbox"]["mode"], "read-only", "{job:#?}");
+    let refused = json!({"command": "sleep 1", "background": true, "network": "on"});
+    assert!(server.terminal(refused).await.is_error);
     // The default session is the server's.
     let default = server.terminal(json!({"command": "touch inside.txt"})).await;
     completed(&default, 0);
