@@ -763,16 +763,23 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                    another's memory through /proc/PID/mem and ptrace)"
             .to_owned(),
     });
-    line(legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref()));
+    // What the flags ask of the sandbox, and what the kernel enforces of it.
+    let asked = config::sandbox_policy(args).map_err(|err| err.0);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
+    let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
+    line(if filtered && !tiocsti.starts_with("legacy TIOCSTI: off") {
+        format!("{tiocsti}; with this sandbox its filter denies TIOCSTI to every command")
+    } else {
+        tiocsti
+    });
     line(match process::landlock_abi() {
         Ok(abi) => format!("landlock: ABI {abi} (available)"),
         Err(err) => format!("landlock: not available ({err})"),
     });
     line(format!("seccomp: {}", process::seccomp_status()));
-    // What the flags ask for, and what each mode would get on this kernel
-    // (best effort, so that what is missing is listed, not an error).
-    let asked = config::sandbox_policy(args).map_err(|err| err.0);
-    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    // What each mode would get on this kernel (best effort, so that what
+    // is missing is listed, not an error).
     let workspace = asked.as_ref().map_or_else(|_| Vec::new(), |policy| policy.writable.clone());
     let modes: Vec<(sandbox::Policy, Result<sandbox::Enforcement, String>)> =
         [sandbox::Mode::WorkspaceWrite, sandbox::Mode::ReadOnly]
@@ -837,7 +844,6 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
              leave its group, a process that also hid its marker survives)"
         }
     };
-    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
     line(if filtered {
         "same-user signals: the sandbox's filter denies commands every signal to the server \
          and its orphan guard"
