@@ -424,6 +424,9 @@ async fn serve(
     // Resolved once, before any command's `env` can change `PATH`.
     let _ = process::bash();
     let dir = RuntimeDir::create()?;
+    // A sandboxed `run`'s temporary directory goes where the guard looks
+    // after a server SIGKILL.
+    sandbox::set_private_tmp_base(dir.path.clone());
     let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
         Ok(guard) => Some(Arc::new(guard)),
         // Replies say so: a missing safety net is never silent.
@@ -671,6 +674,7 @@ async fn run_once(
     // them even with a cleared environment.
     let reaper = tokio::spawn(async { process::reap_adopted_orphans(|_| {}).await });
     let dir = RuntimeDir::create()?;
+    sandbox::set_private_tmp_base(dir.path.clone());
     let request = RunRequest {
         cwd,
         grace,

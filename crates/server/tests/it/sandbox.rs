@@ -6,6 +6,8 @@
 //! server's sandbox; interactive work goes on under `workspace-write
 //! --network off`; `doctor` and the replies agree on what is enforced.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::{EVENTUALLY, Reply, Server, binary, guard_of, installed, marker, poll_until};
@@ -513,4 +515,58 @@ async fn interactive_work_goes_on_under_workspace_write_without_network() {
     let doctor = format!("{} doctor >/dev/null 2>&1; echo $?", binary().display());
     let doctor = server.terminal(json!({"command": doctor, "timeout": 60})).await;
     assert_eq!(doctor.output().trim(), "0", "{doctor:#?}");
+}
+
+/// Issue 21: a server SIGKILL leaves nothing of a sandboxed session or
+/// `run` command: the guard (outside the sandbox) stops what they started,
+/// however it left their groups, and their private temporary directories
+/// go with them.
+#[tokio::test]
+async fn a_server_sigkill_leaves_nothing_of_a_sandboxed_session_or_run() {
+    let mut server = Server::with(WORKSPACE_OFFLINE).await;
+    let markers: Vec<String> = (0..5).map(|_| marker()).collect();
+    let [a, b, c, d, e] = &markers[..] else { unreachable!() };
+    let shell = format!(
+        "echo \"$TMPDIR\" > shell-tmp; (sleep 300.{a} &); setsid sleep 300.{b} & \
+         nohup sleep 300.{c} >/dev/null 2>&1 & echo started"
+    );
+    let started = server.terminal(json!({ "command": shell })).await;
+    completed(&started, 0);
+    let peer = server.peer();
+    let run = format!("echo \"$TMPDIR\" > run-tmp; (sleep 300.{d} &); sleep 300.{e}");
+    let call = tokio::spawn(async move {
+        crate::call_with(&peer, "run", json!({"command": run, "timeout_sec": 240})).await
+    });
+    let names: Vec<&str> = markers.iter().map(String::as_str).collect();
+    crate::wait_alive(&names).await;
+    let temporary = |file: &str| {
+        let text = std::fs::read_to_string(server.cwd().join(file)).unwrap_or_default();
+        std::path::PathBuf::from(text.trim())
+    };
+    let (shell_tmp, run_tmp) = (temporary("shell-tmp"), temporary("run-tmp"));
+    assert!(shell_tmp.is_dir() && run_tmp.is_dir(), "{shell_tmp:?} {run_tmp:?}");
+    let guard = guard_of(server.pid).expect("the server runs an orphan guard");
+
+    server.signal("KILL");
+    server.wait_exit(Duration::from_secs(20)).await;
+    crate::assert_none_survive(&names, Duration::from_secs(15)).await;
+    crate::wait_until(
+        Duration::from_secs(15),
+        || !crate::alive(guard),
+        || format!("the guard {guard} is still running"),
+    )
+    .await;
+    crate::wait_until(
+        Duration::from_secs(15),
+        || !shell_tmp.exists() && !run_tmp.exists(),
+        || {
+            format!(
+                "left behind: {shell_tmp:?} {}, {run_tmp:?} {}",
+                shell_tmp.exists(),
+                run_tmp.exists()
+            )
+        },
+    )
+    .await;
+    call.abort();
 }
