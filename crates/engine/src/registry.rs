@@ -185,6 +185,8 @@ pub struct SessionInfo {
     pub prompt: Option<String>,
     /// Bytes of command output its store keeps.
     pub output_bytes: u64,
+    /// The sandbox its shells run in.
+    pub sandbox: Policy,
 }
 
 /// A live session and what the registry knows about it.
@@ -546,6 +548,7 @@ impl Registry {
                     waiting_for_input: session.waiting_for_input(),
                     prompt: session.input_prompt(),
                     output_bytes: session.output().bytes(),
+                    sandbox: session.config().sandbox.clone(),
                     name,
                     background,
                     job_end,

@@ -782,6 +782,10 @@ pub struct SessionRow {
     pub processes: u32,
     /// Bytes of command output it keeps (readable with the `output` tool).
     pub output_bytes: u64,
+    /// Its sandbox, when it has one: the mode and the network
+    /// (`read-only, network off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// The text and structured content of the `sessions` listing.
@@ -844,8 +848,11 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             _ => "idle at the prompt".to_owned(),
         };
         let kind = if row.background.is_some() { "background job; " } else { "" };
+        let sandbox = sandbox::short(&row.sandbox);
+        let boxed = sandbox.as_deref().map(|s| format!("; sandbox {s}")).unwrap_or_default();
         text.push_str(&format!(
-            "- {}: {kind}{what}; cwd {}; {} process{}; {} of output kept; last used {} ago\n",
+            "- {}: {kind}{what}; cwd {}{boxed}; {} process{}; {} of output kept; last used {} \
+             ago\n",
             row.name,
             in_text(&row.cwd),
             row.processes,
@@ -867,6 +874,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             idle_sec: round_secs(idle),
             processes: row.processes as u32,
             output_bytes: row.output_bytes,
+            sandbox,
         });
     }
     let structured = SessionsOutput {
@@ -1776,6 +1784,7 @@ mod tests {
             waiting_for_input: false,
             prompt: None,
             output_bytes: 12,
+            sandbox: shellkeep_engine::sandbox::Policy::off(),
         };
         let end = JobEnd {
             exit_code: 2,

@@ -65,6 +65,15 @@ fn on_off(on: bool) -> &'static str {
     if on { "on" } else { "off" }
 }
 
+/// A confined policy in a few words, for a listing (`read-only, network
+/// off`); `None` for no sandbox.
+pub fn short(policy: &Policy) -> Option<String> {
+    policy.is_confined().then(|| {
+        let network = if policy.network { "network on" } else { "network off" };
+        format!("{}, {network}", policy.mode.as_str())
+    })
+}
+
 /// What a policy lets commands do, in one sentence for people and models:
 /// `workspace-write: commands may write only in /work/app, their temporary
 /// directory ($TMPDIR) and the terminal; the network is off (Unix sockets

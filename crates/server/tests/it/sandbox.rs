@@ -266,6 +266,16 @@ async fn a_session_or_run_may_only_tighten_the_servers_sandbox() {
     assert_eq!(again["sandbox"]["mode"], "read-only", "{again:#?}");
     let run = server.run(json!({"command": "touch inside.txt", "sandbox": "read-only"})).await;
     denied(&run, "write");
+    // The listing says each session's.
+    let listed = server.call("sessions", json!({})).await;
+    let row = |name: &str| {
+        listed["sessions"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["name"] == name))
+            .cloned()
+    };
+    assert_eq!(row("ro").expect("ro is listed")["sandbox"], "read-only, network off");
+    assert!(listed.text.contains("sandbox read-only, network off"), "{}", listed.text);
     // A background job may ask for a stricter sandbox too.
     let job = json!({"command": "touch inside.txt; sleep 2", "background": true,
                      "session": "job", "sandbox": "read-only"});
@@ -290,6 +300,14 @@ async fn a_session_or_run_may_only_tighten_the_servers_sandbox() {
     completed(&plain, 0);
     assert!(plain["sandbox"].is_null(), "{plain:#?}");
     not_denied(&plain);
+    let listed = open.call("sessions", json!({})).await;
+    let rows = listed["sessions"].as_array().cloned().unwrap_or_default();
+    let sandboxes: Vec<(&Value, &Value)> =
+        rows.iter().map(|r| (&r["name"], &r["sandbox"])).collect();
+    assert_eq!(
+        sandboxes,
+        [(&json!("default"), &Value::Null), (&json!("ro"), &json!("read-only, network on"))]
+    );
 }
 
 /// Every tool's reply carries `sandbox` on a confined server, and none on
