@@ -1352,12 +1352,31 @@ mod tests {
         vec![
             tool(
                 "terminal",
-                &["background", "command", "cwd", "is_input", "reset", "session", "timeout"],
+                &[
+                    "background",
+                    "command",
+                    "cwd",
+                    "is_input",
+                    "network",
+                    "reset",
+                    "sandbox",
+                    "session",
+                    "timeout",
+                ],
                 &["command"],
             ),
             tool(
                 "run",
-                &["command", "cwd", "env", "no_output_timeout_sec", "stdin", "timeout_sec"],
+                &[
+                    "command",
+                    "cwd",
+                    "env",
+                    "network",
+                    "no_output_timeout_sec",
+                    "sandbox",
+                    "stdin",
+                    "timeout_sec",
+                ],
                 &["command"],
             ),
             tool("output", &["command", "limit", "offset", "run", "session", "stream"], &[]),
@@ -1426,6 +1445,15 @@ mod tests {
             ("output", "limits", "limit"),
             ("output", "ofset", "offset"),
             ("output", "streams", "stream"),
+            // The sandbox's arguments.
+            ("terminal", "sandbox_mode", "sandbox"),
+            ("terminal", "sandboxMode", "sandbox"),
+            ("terminal", "Sandbox", "sandbox"),
+            ("terminal", "sandbx", "sandbox"),
+            ("terminal", "network_access", "network"),
+            ("terminal", "Network", "network"),
+            ("run", "sandbox_mode", "sandbox"),
+            ("run", "netwrok", "network"),
         ];
         let mut problems = Vec::new();
         for (tool, given, expected) in cases {
@@ -1628,13 +1656,14 @@ mod tests {
         assert_eq!(
             err("terminal", json!({"command": "deploy", "env": {"DRY_RUN": "1"}})),
             "unknown argument `env`: `terminal` does not take it (`env` is an argument of run); \
-             `terminal` takes background, command, cwd, is_input, reset, session, timeout"
+             `terminal` takes background, command, cwd, is_input, network, reset, sandbox, \
+             session, timeout"
         );
         assert_eq!(
             err("run", json!({"command": "ls", "session": "dev"})),
             "unknown argument `session`: `run` does not take it (`session` is an argument of \
-             terminal, output and session_close); `run` takes command, cwd, env, \
-             no_output_timeout_sec, stdin, timeout_sec"
+             terminal, output and session_close); `run` takes command, cwd, env, network, \
+             no_output_timeout_sec, sandbox, stdin, timeout_sec"
         );
         assert_eq!(
             err("sessions", json!({"command": "ls"})),
