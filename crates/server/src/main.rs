@@ -665,7 +665,7 @@ async fn run_once(
     let grace = config::grace(args)?;
     // As the server: a sandbox the kernel cannot enforce runs nothing.
     let sandbox = config::sandbox_policy(args)?;
-    config::enforcement(&sandbox)?;
+    let enforcement = config::enforcement(&sandbox)?;
     let loaded = load_policy(args.policy.as_deref())?;
     let command = cli_command(command);
     let decision = loaded.policy.decide(&command, explicit);
@@ -675,17 +675,32 @@ async fn run_once(
     let reaper = tokio::spawn(async { process::reap_adopted_orphans(|_| {}).await });
     let dir = RuntimeDir::create()?;
     sandbox::set_private_tmp_base(dir.path.clone());
+    let request_cwd = cwd.clone();
     let request = RunRequest {
         cwd,
         grace,
         stream_cap: usize::MAX / 4,
-        sandbox,
+        sandbox: sandbox.clone(),
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
     reaper.abort();
     let (_, structured) = render::run(&outcome, &decision);
-    let json = serde_json::to_string_pretty(&structured)?;
+    let mut value = serde_json::to_value(&structured)?;
+    // As a `run` reply says: what the sandbox enforced, and what it most
+    // likely refused.
+    if let serde_json::Value::Object(map) = &mut value {
+        tools::insert_sandbox(map, enforcement.as_ref());
+        let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
+        let cwd = request_cwd.or_else(|| std::env::current_dir().ok());
+        let failed = outcome.exit_code != 0;
+        if let Some(denial) = tools::denial_of(&sandbox, failed, &output, cwd.as_deref()) {
+            let (line, field) = render::sandbox::denial(&denial, &sandbox);
+            render::insert_before_body(map, "sandbox_denial", serde_json::to_value(field)?);
+            render::push_note(map, line);
+        }
+    }
+    let json = serde_json::to_string_pretty(&value)?;
     drop(dir);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;

@@ -202,9 +202,18 @@ pub fn denial(denial: &Denial, policy: &Policy) -> (String, DenialOutput) {
                 Some(path) => format!("writing {path:?}"),
                 None => "a write".to_owned(),
             };
+            let instead = match policy.mode {
+                Mode::ReadOnly => {
+                    "Write under $TMPDIR instead, or work in a session whose \
+                                   sandbox lets it write the workspace."
+                }
+                _ => {
+                    "Work inside the workspace, or ask the person running the server for \
+                      another --writable."
+                }
+            };
             let line = format!(
-                "[The sandbox, not the program, most likely refused {what}: {}. Work inside the \
-                 workspace, or ask the person running the server for another --writable.]",
+                "[The sandbox, not the program, most likely refused {what}: {}. {instead}]",
                 policy_writes(policy)
             );
             (line, DenialOutput { denied: "write", path: path.clone() })
@@ -340,6 +349,16 @@ mod tests {
              the person running the server for another --writable.]"
         );
         assert_eq!(field, DenialOutput { denied: "write", path: Some("/etc/x".into()) });
+        let read_only = policy_of(Mode::ReadOnly, true);
+        let (line, _) = denial(&Denial::Write { path: None }, &read_only);
+        assert!(line.contains("refused a write: the sandbox is read-only"), "{line}");
+        assert!(
+            line.ends_with(
+                "Write under $TMPDIR instead, or work in a session whose sandbox \
+                                lets it write the workspace.]"
+            ),
+            "{line}"
+        );
         let (line, field) = denial(&Denial::Network, &ws);
         assert!(line.contains("--network off") && field.denied == "network", "{line}");
         let (line, field) = denial(&Denial::Sudo, &ws);

@@ -386,10 +386,19 @@ fn enforcement_of(policy: &sandbox::Policy) -> Option<Enforcement> {
 /// (`enforcement`; `None`: nothing is confined), to `result`'s structured
 /// content, unless it has one already.
 fn with_sandbox(result: &mut CallToolResult, enforcement: Option<&Enforcement>) {
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        insert_sandbox(map, enforcement);
+    }
+}
+
+/// Inserts `sandbox` (see [`with_sandbox`]) into structured content `map`,
+/// unless it has one already.
+pub(crate) fn insert_sandbox(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    enforcement: Option<&Enforcement>,
+) {
     let Some(enforcement) = enforcement else { return };
-    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content
-        && !map.contains_key("sandbox")
-    {
+    if !map.contains_key("sandbox") {
         let fields = render::sandbox::SandboxOutput::new(enforcement);
         let value = serde_json::to_value(fields).unwrap_or_default();
         render::insert_before_body(map, "sandbox", value);
@@ -408,20 +417,30 @@ fn with_denial(
     output: &str,
     cwd: Option<&std::path::Path>,
 ) {
-    if !failed || !policy.is_confined() {
-        return;
-    }
-    let denial = sandbox::denial(policy, output).or_else(|| {
-        let placed = with_absolute_paths(output, cwd?)?;
-        sandbox::denial(policy, &placed)
-    });
-    let Some(denial) = denial else { return };
+    let Some(denial) = denial_of(policy, failed, output, cwd) else { return };
     let (line, field) = render::sandbox::denial(&denial, policy);
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
         let value = serde_json::to_value(field).unwrap_or_default();
         render::insert_before_body(map, "sandbox_denial", value);
     }
     push_note(result, line);
+}
+
+/// What the sandbox (`policy`) most likely denied a failed command
+/// (`failed`), from its output (see [`with_denial`]).
+pub(crate) fn denial_of(
+    policy: &sandbox::Policy,
+    failed: bool,
+    output: &str,
+    cwd: Option<&std::path::Path>,
+) -> Option<sandbox::Denial> {
+    if !failed || !policy.is_confined() {
+        return None;
+    }
+    sandbox::denial(policy, output).or_else(|| {
+        let placed = with_absolute_paths(output, cwd?)?;
+        sandbox::denial(policy, &placed)
+    })
 }
 
 /// The errors words that say a write was refused.

@@ -126,6 +126,21 @@ async fn read_only_writes_nowhere_but_its_temporary_directory() {
     denied(&run, "write");
     let run = server.run(json!({"command": "echo r > \"$TMPDIR/r\" && cat \"$TMPDIR/r\""})).await;
     assert_eq!((&run["exitCode"], &run["stdout"]), (&json!(0), &json!("r\n")), "{run:#?}");
+    // `shellkeep run` on the command line: the same sandbox, the same facts.
+    let cli = std::process::Command::new(binary())
+        .args(["run", "--sandbox", "read-only", "--", "touch inside.txt"])
+        .current_dir(server.cwd())
+        .output()
+        .expect("shellkeep run");
+    let json: Value = serde_json::from_slice(&cli.stdout).expect("JSON");
+    assert_eq!(cli.status.code(), Some(1), "{json:#}");
+    assert_eq!(json["sandbox"]["mode"], "read-only", "{json:#}");
+    assert_eq!(json["sandbox_denial"]["denied"], "write", "{json:#}");
+    assert!(
+        json["notes"][0].as_str().is_some_and(|n| n.contains("Write under $TMPDIR")),
+        "{json:#}"
+    );
+    assert!(!server.cwd().join("inside.txt").exists());
 }
 
 /// Connects to `port` on the loopback from Python, printing `connected`
