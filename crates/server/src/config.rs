@@ -5,9 +5,11 @@
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
 //! The conversion is a function of the flags and of the environment it is
-//! given; it reads one file, the secrets file (`secrets::load`), and does
-//! not read the policy file or start anything (`main` does, with the
-//! result).
+//! given; it reads one file, the secrets file (`secrets::load`), resolves
+//! the `--writable` directories, and asks the kernel what it can enforce of
+//! the sandbox (`sandbox::check`: a sandbox it cannot enforce is a flag
+//! error, never a silent start without it). It does not read the policy
+//! file or start anything (`main` does, with the result).
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -7,8 +7,9 @@
 //!
 //! This is the only place that words replies: the engine returns typed
 //! values (outcomes, events, errors) and every word an agent or a person
-//! reads is chosen here (`terminal` words a terminal call's reply). It does
-//! not run anything.
+//! reads is chosen here (`terminal` words a terminal call's reply,
+//! `sandbox` the sandbox's facts, sentences and errors). It does not run
+//! anything.
 
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
 //! The MCP tools: the `Shellkeep` handler, what the tools share, and the
 //! helpers every tool's reply goes through (tool errors, structured
 //! results, notices of background jobs that ended or wait for input, and
-//! of the orphan guard).
+//! of the orphan guard; what the sandbox enforces, on every reply of a
+//! confined server, session or command, and what it most likely refused).
 //! Each tool is a file of its own: its description (stating the limits
 //! this server was started with), and the call into the engine.
 //!
