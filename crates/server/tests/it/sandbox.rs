@@ -356,6 +356,29 @@ async fn every_reply_of_a_confined_server_says_what_is_enforced() {
             "{description}"
         );
     }
+    // The same from the environment, with a workspace of two directories.
+    let extra = std::env::temp_dir().join(format!("sk-writable-{}", marker()));
+    std::fs::create_dir_all(&extra).expect("a second workspace directory");
+    let from_env = Server::with_env(
+        &[],
+        &[
+            ("SHELLKEEP_SANDBOX", "workspace-write"),
+            ("SHELLKEEP_NETWORK", "off"),
+            ("SHELLKEEP_WRITABLE", &format!("{}:.", extra.display())),
+        ],
+    )
+    .await;
+    let write =
+        format!("echo a > {}/a && echo b > b && cat {}/a b", extra.display(), extra.display());
+    let reply = from_env.terminal(json!({ "command": write })).await;
+    let _ = std::fs::remove_dir_all(&extra);
+    completed(&reply, 0);
+    assert_eq!(reply.output(), "a\nb\n", "{reply:#?}");
+    assert_eq!(
+        (&reply["sandbox"]["mode"], &reply["sandbox"]["network"]),
+        (&json!("workspace-write"), &json!("off"))
+    );
+
     let open = Server::with(&[]).await;
     let reply = open.terminal(json!({"command": "echo hi"})).await;
     assert!(reply["sandbox"].is_null(), "{reply:#?}");
