@@ -422,9 +422,20 @@ pub fn protected_pids(guard: Option<&crate::guard::Guard>) -> Vec<u32> {
     std::iter::once(std::process::id()).chain(guard.map(crate::guard::Guard::pid)).collect()
 }
 
+/// Where [`PrivateTmp`]s are made, once the server has said
+/// ([`set_private_tmp_base`]).
+static PRIVATE_TMP_BASE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes `dir` (private, existing) the place of every later
+/// [`PrivateTmp`]: the server's runtime directory, which its guard removes
+/// after a server SIGKILL, when no `Drop` runs. The first call wins.
+pub fn set_private_tmp_base(dir: PathBuf) {
+    let _ = PRIVATE_TMP_BASE.set(dir);
+}
+
 /// A private temporary directory for one sandboxed command (mode 0700 in
-/// the system's temporary directory), removed with everything in it when
-/// dropped.
+/// the directory [`set_private_tmp_base`] named, else the system's
+/// temporary directory), removed with everything in it when dropped.
 #[derive(Debug)]
 pub struct PrivateTmp(PathBuf);
 
@@ -432,7 +443,8 @@ impl PrivateTmp {
     /// Makes one.
     pub fn create() -> std::io::Result<PrivateTmp> {
         let name = format!("shellkeep-tmp-{}", crate::private_fs::random_hex(8)?);
-        let dir = std::env::temp_dir().join(name);
+        let base = PRIVATE_TMP_BASE.get().cloned().unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(name);
         crate::private_fs::create_private_dir(&dir)?;
         Ok(PrivateTmp(dir))
     }

@@ -1,7 +1,8 @@
 //! The MCP tools: the `Shellkeep` handler, what the tools share, and the
 //! helpers every tool's reply goes through (tool errors, structured
 //! results, notices of background jobs that ended or wait for input, and
-//! of the orphan guard).
+//! of the orphan guard; what the sandbox enforces, on every reply of a
+//! confined server, session or command, and what it most likely refused).
 //! Each tool is a file of its own: its description (stating the limits
 //! this server was started with), and the call into the engine.
 //!
@@ -35,6 +36,7 @@ use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::sandbox::{self, Enforcement};
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
@@ -285,6 +287,9 @@ impl ServerHandler for Shellkeep {
         }
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
+            // Every reply of a confined server says what is enforced; a
+            // session's or a command's own was set by its tool.
+            with_sandbox(result, self.shared.config.enforcement.as_ref());
         }
         // Every string a reply shows passes the masker here, whatever put
         // it there: output (masked already as it streamed), and the working
@@ -365,6 +370,129 @@ fn push_notice(
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
         render::insert_before_body(map, field, structured);
     }
+}
+
+/// What the kernel enforces of `policy` here, the sandbox of a session or
+/// command (`None`: it confines nothing). What a policy misses is said,
+/// never an error: one that the kernel could not enforce without best
+/// effort never started.
+fn enforcement_of(policy: &sandbox::Policy) -> Option<Enforcement> {
+    if !policy.is_confined() {
+        return None;
+    }
+    sandbox::check(&sandbox::Policy { best_effort: true, ..policy.clone() }).ok()
+}
+
+/// Adds `sandbox`, what a confined session or command runs under
+/// (`enforcement`; `None`: nothing is confined), to `result`'s structured
+/// content, unless it has one already.
+fn with_sandbox(result: &mut CallToolResult, enforcement: Option<&Enforcement>) {
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        insert_sandbox(map, enforcement);
+    }
+}
+
+/// Inserts `sandbox` (see [`with_sandbox`]) into structured content `map`,
+/// unless it has one already.
+pub(crate) fn insert_sandbox(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    enforcement: Option<&Enforcement>,
+) {
+    let Some(enforcement) = enforcement else { return };
+    if !map.contains_key("sandbox") {
+        let fields = render::sandbox::SandboxOutput::new(enforcement);
+        let value = serde_json::to_value(fields).unwrap_or_default();
+        render::insert_before_body(map, "sandbox", value);
+    }
+}
+
+/// Adds to the reply of a failed command (`failed`) whose output
+/// (`output`) shows what the sandbox it ran under (`policy`) most likely
+/// denied: the one sentence that says so (a note) and `sandbox_denial`.
+/// `cwd`, the command's directory when known, places the relative paths
+/// of its errors (`touch x` in a read-only session).
+fn with_denial(
+    result: &mut CallToolResult,
+    policy: &sandbox::Policy,
+    failed: bool,
+    output: &str,
+    cwd: Option<&std::path::Path>,
+) {
+    let Some(denial) = denial_of(policy, failed, output, cwd) else { return };
+    let (line, field) = render::sandbox::denial(&denial, policy);
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        let value = serde_json::to_value(field).unwrap_or_default();
+        render::insert_before_body(map, "sandbox_denial", value);
+    }
+    push_note(result, line);
+}
+
+/// What the sandbox (`policy`) most likely denied a failed command
+/// (`failed`), from its output (see [`with_denial`]).
+pub(crate) fn denial_of(
+    policy: &sandbox::Policy,
+    failed: bool,
+    output: &str,
+    cwd: Option<&std::path::Path>,
+) -> Option<sandbox::Denial> {
+    if !failed || !policy.is_confined() {
+        return None;
+    }
+    sandbox::denial(policy, output).or_else(|| {
+        let placed = with_absolute_paths(output, cwd?)?;
+        sandbox::denial(policy, &placed)
+    })
+}
+
+/// The errors words that say a write was refused.
+const REFUSED_WRITE: [&str; 2] = ["Permission denied", "Read-only file system"];
+
+/// `output` with the relative path of each refused write's error line
+/// made absolute from `cwd` (`touch: cannot touch 'x': Permission denied`,
+/// `bash: x: Permission denied`), as `sandbox::denial` reads only absolute
+/// ones; `None` when no such line names a relative path. Reads at most the
+/// last 64 KiB, as `sandbox::denial` does.
+fn with_absolute_paths(output: &str, cwd: &std::path::Path) -> Option<String> {
+    const QUOTES: [(char, char); 4] =
+        [('\'', '\''), ('"', '"'), ('`', '\''), ('\u{2018}', '\u{2019}')];
+    let mut start = output.len().saturating_sub(64 * 1024);
+    while !output.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut placed = false;
+    let lines: Vec<String> = output[start..]
+        .lines()
+        .map(|line| {
+            if !REFUSED_WRITE.iter().any(|words| line.contains(words)) {
+                return line.to_owned();
+            }
+            let quoted = QUOTES.iter().find_map(|&(open, close)| {
+                let (before, rest) = line.split_once(open)?;
+                let (inside, after) = rest.split_once(close)?;
+                Some((before, open, inside, close, after))
+            });
+            if let Some((before, open, inside, close, after)) = quoted {
+                if inside.is_empty() || inside.starts_with('/') {
+                    return line.to_owned();
+                }
+                placed = true;
+                let path = cwd.join(inside);
+                return format!("{before}{open}{}{close}{after}", path.display());
+            }
+            // `program: path: Permission denied`: the field before the error.
+            let fields: Vec<&str> = line.split(": ").collect();
+            match fields.iter().position(|field| REFUSED_WRITE.contains(field)) {
+                Some(at) if at >= 2 && !fields[at - 1].starts_with('/') => {
+                    placed = true;
+                    let mut fields: Vec<String> = fields.iter().map(|f| (*f).to_owned()).collect();
+                    fields[at - 1] = cwd.join(&fields[at - 1]).display().to_string();
+                    fields.join(": ")
+                }
+                _ => line.to_owned(),
+            }
+        })
+        .collect();
+    placed.then(|| lines.join("\n"))
 }
 
 /// A stop signal the server refused because one of its own processes
@@ -815,6 +943,39 @@ mod tests {
         let long = "y".repeat(1000);
         let notice = render::ignored_arguments("run", &[long], &known);
         assert!(notice.len() < 120 && notice.contains(&format!("`{}…`", "y".repeat(40))));
+    }
+
+    /// Issue 21: the relative path of a refused write is placed in the
+    /// command's directory, so the sandbox's denial can be told; other
+    /// lines, and absolute paths, are left as they are.
+    #[test]
+    fn relative_paths_of_refused_writes_are_placed_in_the_directory() {
+        let cwd = std::path::Path::new("/w/app");
+        let placed = |output: &str| with_absolute_paths(output, cwd);
+        assert_eq!(
+            placed("touch: cannot touch 'x.txt': Permission denied").as_deref(),
+            Some("touch: cannot touch '/w/app/x.txt': Permission denied")
+        );
+        assert_eq!(
+            placed("ok\nbash: out/log: Read-only file system").as_deref(),
+            Some("ok\nbash: /w/app/out/log: Read-only file system")
+        );
+        assert_eq!(
+            placed("mkdir: cannot create directory \u{2018}d\u{2019}: Permission denied")
+                .as_deref(),
+            Some("mkdir: cannot create directory \u{2018}/w/app/d\u{2019}: Permission denied")
+        );
+        assert_eq!(placed("touch: cannot touch '/etc/x': Permission denied"), None);
+        assert_eq!(placed("bash: /etc/x: Permission denied"), None);
+        assert_eq!(placed("no error here: x"), None);
+        let policy = sandbox::Policy {
+            mode: sandbox::Mode::ReadOnly,
+            writable: vec![cwd.to_owned()],
+            network: true,
+            best_effort: false,
+        };
+        let output = placed("bash: notes.txt: Permission denied").expect("placed");
+        assert!(sandbox::denial(&policy, &output).is_some(), "{output}");
     }
 
     /// Issue 18: the instructions, all a deferring client's model sees,
