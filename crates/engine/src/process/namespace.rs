@@ -5,17 +5,25 @@
 //! # The design
 //!
 //! Three processes, all made between fork and exec of the command the
-//! server spawns, in the order the kernel requires (`unshare` of a user
-//! namespace needs a single-threaded process, so it happens in the child,
-//! never in the server). Everything here is async-signal-safe: every string
-//! is prepared in the parent ([`Namespace::prepare`]), nothing is allocated
-//! in the child.
+//! server spawns. Everything there is async-signal-safe: what the child
+//! needs is prepared in the parent ([`Namespace::prepare`]), nothing is
+//! allocated in the child.
+//!
+//! Without privileges (or as root without CAP_SYS_ADMIN), a PID namespace
+//! needs a user namespace. The server makes one, once
+//! ([`make_user_namespace`]): a child unshares it before it execs `cat`,
+//! and the server writes its maps (only its own uid and gid onto
+//! themselves, so files keep their owners and a command has no capability
+//! once it execs; as root, every id onto itself) and keeps a descriptor
+//! of it. The keepers enter it with `setns`. They could not make their
+//! own: a keeper is a fork of the server, which is not dumpable, so its
+//! `/proc/self` files are root's and its maps unwritable to it (and
+//! `unshare` of a user namespace needs a single-threaded process, which
+//! the server is not).
 //!
 //! - **The keeper** (the pid `spawn` returns, outside the namespace): the
-//!   spawned child itself. Without privileges it first enters a new user
-//!   namespace that maps only the server's uid and gid onto themselves (so
-//!   files keep their owners, and a command has no capability once it
-//!   execs); as root with CAP_SYS_ADMIN it needs none. Then it unshares the PID and mount
+//!   spawned child itself. It enters the server's user namespace where one
+//!   is needed, then it unshares the PID and mount
 //!   namespaces, makes every mount private (nothing mounted inside reaches
 //!   the host), and forks the init. It never execs: once the init says the
 //!   namespace is ready it closes every descriptor but one pipe (it must
@@ -77,9 +85,11 @@
 //!
 //! `$$` is 2; `ps`, `pgrep`, `kill`, `jobs -p`, `$!` and `/proc` all speak
 //! the namespace's pids, and `ps` shows the init as pid 1. Without
-//! privileges, the user namespace shows files of users other than the
-//! server's as owned by `nobody` (`ls -l /`), and supplementary groups as
-//! `nogroup`; rights are unchanged (the kernel checks the real ids).
+//! privileges, the user namespace (one per server, shared by its sandboxed
+//! owners: it only maps ids) shows files of users other than the server's
+//! as owned by `nobody` (`ls -l /`), and supplementary groups as
+//! `nogroup`; rights are unchanged (the kernel checks the real ids). As
+//! root every id is mapped: nothing shows differently.
 //! `sudo` cannot work there (nor anywhere under the sandbox's
 //! `no_new_privs`). The mount namespace has the host's mounts, but a
 //! command's `mount` (possible in its own user namespace) stays in it.
@@ -103,11 +113,77 @@ use std::sync::OnceLock;
 /// parent (the child may not allocate).
 #[derive(Clone, Debug)]
 pub(crate) struct Namespace {
-    /// The user namespace's maps (`None`: the server runs as root, and
-    /// needs none).
-    user: Option<UserMaps>,
+    /// The user namespace to enter first.
+    user: UserNamespace,
     /// The write end of the owner's [`Report`], kept open by the keeper.
     report: Option<libc::c_int>,
+}
+
+/// The user namespace a keeper enters before it makes its PID namespace.
+#[derive(Clone, Copy, Debug)]
+enum UserNamespace {
+    /// None: the server runs as root with CAP_SYS_ADMIN.
+    Needless,
+    /// The server's (a descriptor of `/proc/PID/ns/user`, open for the
+    /// process's life: [`user_namespace`]).
+    Enter(libc::c_int),
+    /// It could not be made: fail with this code (a step and an errno).
+    Fail(i32),
+}
+
+/// The user namespace every keeper of this server enters, made once (see
+/// [`make_user_namespace`]), or the code of why it could not be.
+fn user_namespace() -> Result<libc::c_int, i32> {
+    use std::os::fd::AsRawFd as _;
+    static MADE: OnceLock<Result<std::os::fd::OwnedFd, i32>> = OnceLock::new();
+    match MADE.get_or_init(make_user_namespace) {
+        Ok(fd) => Ok(fd.as_raw_fd()),
+        Err(code) => Err(*code),
+    }
+}
+
+/// Makes the user namespace the keepers enter: a child (`cat`, which waits
+/// on its stdin) unshares one before it execs; this process writes its
+/// maps (only its own uid and gid onto themselves; as root, every id onto
+/// itself), keeps a descriptor of it, and lets the child end.
+///
+/// Not in each keeper, because a keeper is a fork of the server, which is
+/// not dumpable (`private_fs::make_process_undumpable`): its `/proc/self`
+/// files are root's, and a user without privileges could not write its own
+/// maps. The child has exec'd, so it is dumpable again, and its maps are
+/// the server's to write.
+fn make_user_namespace() -> Result<std::os::fd::OwnedFd, i32> {
+    let errno = |err: &std::io::Error| err.raw_os_error().unwrap_or(libc::EIO);
+    let mut holder =
+        super::spawn::user_namespace_holder().map_err(|err| Step::User.code(errno(&err)))?;
+    let pid = holder.id();
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let maps = if uid == 0 {
+        // Root (without CAP_SYS_ADMIN, or it would need none) maps every id
+        // onto itself, so that a command may still become another user
+        // (`apt` drops to `_apt`, `setpriv`, `su`) and groups may be set.
+        let all = format!("0 0 {}\n", u32::MAX);
+        vec![("uid_map", all.clone()), ("gid_map", all)]
+    } else {
+        vec![
+            ("setgroups", "deny".to_owned()),
+            ("uid_map", format!("{uid} {uid} 1\n")),
+            ("gid_map", format!("{gid} {gid} 1\n")),
+        ]
+    };
+    let made = maps
+        .into_iter()
+        .try_for_each(|(file, map)| std::fs::write(format!("/proc/{pid}/{file}"), map))
+        .map_err(|err| Step::Maps.code(errno(&err)))
+        .and_then(|()| {
+            std::fs::File::open(format!("/proc/{pid}/ns/user"))
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|err| Step::Maps.code(errno(&err)))
+        });
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    made
 }
 
 /// A pipe on which a keeper says that its shell left processes running
@@ -140,16 +216,6 @@ impl Report {
     }
 }
 
-/// The contents of `uid_map` and `gid_map` for a user namespace that maps
-/// only the server's own uid and gid onto themselves.
-#[derive(Clone, Debug)]
-struct UserMaps {
-    /// `"<uid> <uid> 1\n"`.
-    uid: Vec<u8>,
-    /// `"<gid> <gid> 1\n"`.
-    gid: Vec<u8>,
-}
-
 /// The process name the init gives itself (`ps` inside shows it as pid 1).
 const INIT_NAME: &CStr = c"shellkeep-init";
 
@@ -170,27 +236,27 @@ const KEEPER_IGNORES: [libc::c_int; 8] = [
 ];
 
 impl Namespace {
-    /// A set-up whose user namespace maps cannot be written (a malformed
-    /// map), for testing a failed start.
+    /// A set-up whose user namespace cannot be entered (its descriptor is
+    /// not one), for testing a failed start.
     #[cfg(test)]
-    pub(crate) fn with_a_malformed_map() -> Namespace {
-        let user = Some(UserMaps { uid: b"x\n".to_vec(), gid: b"x\n".to_vec() });
-        Namespace { user, report: None }
+    pub(crate) fn with_a_bad_user_namespace(not_one: libc::c_int) -> Namespace {
+        Namespace { user: UserNamespace::Enter(not_one), report: None }
     }
 
-    /// The set-up for this server: a user namespace unless it runs as
-    /// root; the keeper reports on `report`, if given (the caller keeps it
-    /// open until the spawn returned).
+    /// The set-up for this server: the server's user namespace unless it
+    /// runs as root with CAP_SYS_ADMIN (made at the first call: see
+    /// [`make_user_namespace`]); the keeper reports on `report`, if given
+    /// (the caller keeps it open until the spawn returned).
     pub(crate) fn prepare(report: Option<&Report>) -> Namespace {
         use std::os::fd::AsRawFd as _;
-        let uid = nix::unistd::geteuid().as_raw();
-        let gid = nix::unistd::getegid().as_raw();
         // Root without CAP_SYS_ADMIN (a container's root, say) needs a user
         // namespace too, which maps root onto itself.
-        let user = (uid != 0 || !can_administer()).then(|| UserMaps {
-            uid: format!("{uid} {uid} 1\n").into_bytes(),
-            gid: format!("{gid} {gid} 1\n").into_bytes(),
-        });
+        let needed = !nix::unistd::geteuid().is_root() || !can_administer();
+        let user = match needed.then(user_namespace) {
+            None => UserNamespace::Needless,
+            Some(Ok(fd)) => UserNamespace::Enter(fd),
+            Some(Err(code)) => UserNamespace::Fail(code),
+        };
         Namespace { user, report: report.map(|report| report.write.as_raw_fd()) }
     }
 
@@ -208,15 +274,18 @@ impl Namespace {
     /// inside); otherwise it keeps the process group it was given, and so
     /// do the init and the shell.
     pub(crate) fn enter(&self, new_session: bool) -> std::io::Result<()> {
-        if let Some(maps) = &self.user {
-            // SAFETY: unshare only changes this (single-threaded) process's
-            // namespaces; no memory is passed.
-            check(unsafe { libc::unshare(libc::CLONE_NEWUSER) }).map_err(Step::User.tag())?;
-            write_file(c"/proc/self/setgroups", b"deny").map_err(Step::Maps.tag())?;
-            write_file(c"/proc/self/uid_map", &maps.uid).map_err(Step::Maps.tag())?;
-            write_file(c"/proc/self/gid_map", &maps.gid).map_err(Step::Maps.tag())?;
+        match self.user {
+            UserNamespace::Needless => {}
+            UserNamespace::Enter(fd) => {
+                // SAFETY: setns takes a descriptor the parent holds open and
+                // changes only this (single-threaded) process's namespace.
+                check(unsafe { libc::setns(fd, libc::CLONE_NEWUSER) })
+                    .map_err(Step::Enter.tag())?;
+            }
+            UserNamespace::Fail(code) => return Err(std::io::Error::from_raw_os_error(code)),
         }
-        // SAFETY: as above.
+        // SAFETY: unshare only changes this (single-threaded) process's
+        // namespaces; no memory is passed.
         check(unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) })
             .map_err(Step::Namespaces.tag())?;
         // SAFETY: static NUL-terminated strings and null pointers where
@@ -402,10 +471,13 @@ const FAILED: i32 = 0x4e00_0000;
 /// The steps of the set-up that can fail, for the error a spawn returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// `unshare(CLONE_NEWUSER)`.
+    /// Making the server's user namespace (`unshare(CLONE_NEWUSER)` in a
+    /// child).
     User = 1,
-    /// Writing `setgroups`, `uid_map`, `gid_map`.
+    /// Writing its `setgroups`, `uid_map`, `gid_map`, or opening it.
     Maps = 2,
+    /// Entering it (`setns`).
+    Enter = 8,
     /// `unshare(CLONE_NEWPID | CLONE_NEWNS)`.
     Namespaces = 3,
     /// Making every mount private.
@@ -420,9 +492,10 @@ enum Step {
 
 impl Step {
     /// Every step, for reading a code back.
-    const ALL: [Step; 7] = [
+    const ALL: [Step; 8] = [
         Step::User,
         Step::Maps,
+        Step::Enter,
         Step::Namespaces,
         Step::Private,
         Step::Proc,
@@ -453,6 +526,7 @@ impl Step {
                  kernel.apparmor_restrict_unprivileged_userns, a container's seccomp profile)"
             }
             Step::Maps => "the user namespace's uid and gid maps could not be written",
+            Step::Enter => "the server's user namespace could not be entered",
             Step::Namespaces => "a PID and mount namespace could not be made",
             Step::Private => "the new mount namespace's mounts could not be made private",
             Step::Proc => {
@@ -555,23 +629,6 @@ fn close_around(low: libc::c_int, high: libc::c_int) {
         close_range(low as libc::c_uint + 1, high as libc::c_uint - 1);
     }
     close_range(high as libc::c_uint + 1, libc::c_uint::MAX);
-}
-
-/// Writes `contents` to the file at `path` (a `/proc` file of this
-/// process).
-fn write_file(path: &CStr, contents: &[u8]) -> std::io::Result<()> {
-    // SAFETY: a NUL-terminated path; open returns a descriptor this
-    // function closes.
-    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
-    // SAFETY: `contents` is valid for reads of its length.
-    let written = unsafe { libc::write(fd, contents.as_ptr().cast(), contents.len()) };
-    let result = if written == contents.len() as isize {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    };
-    close(fd);
-    result
 }
 
 /// A pipe whose both ends close on exec: (read, write).

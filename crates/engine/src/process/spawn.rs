@@ -246,6 +246,28 @@ pub(super) fn prove_namespace() -> Result<(), String> {
     }
 }
 
+/// A child that has unshared a user namespace and waits on its stdin
+/// (`cat`), for [`namespace`] to write the namespace's maps and keep a
+/// descriptor of it; closing its stdin ends it.
+pub(super) fn user_namespace_holder() -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt as _;
+    let parent = std::process::id();
+    #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
+    let mut command = std::process::Command::new("cat");
+    command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // calls unshare, prctl and getppid (async-signal-safe).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::unshare(libc::CLONE_NEWUSER) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            die_with_parent(parent)
+        });
+    }
+    spawn_std(&mut command)
+}
+
 /// The Landlock ABI version the kernel offers
 /// (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`),
 /// or why there is none.
@@ -701,7 +723,8 @@ mod tests {
     /// outside the namespace its report promises.
     #[tokio::test]
     async fn a_child_that_cannot_make_its_namespace_does_not_start() {
-        let namespace = Namespace::with_a_malformed_map();
+        let not_one = std::fs::File::open("/dev/null").expect("/dev/null");
+        let namespace = Namespace::with_a_bad_user_namespace(not_one.as_raw_fd());
         #[allow(
             clippy::disallowed_methods,
             reason = "process/spawn.rs is where children are built"
@@ -716,7 +739,8 @@ mod tests {
         let err = spawn(&mut command).expect_err("the spawn fails");
         let text = err.to_string();
         assert!(text.contains("could not start the new process in a PID namespace"), "{text}");
-        assert!(text.contains("uid and gid maps could not be written: Invalid argument"), "{text}");
+        assert!(text.contains("user namespace could not be entered: Invalid argument"), "{text}");
+        drop(not_one);
     }
 
     /// A child that cannot join its control group does not start, and the

@@ -200,12 +200,16 @@ async fn a_killed_server_leaves_nothing_in_the_namespace() {
 }
 
 /// A helper for [`a_killed_server_leaves_nothing_in_the_namespace`]: with
-/// [`HELPER_MARK`] set, starts a sandboxed session whose command escapes,
-/// and waits to be killed; without it, does nothing.
+/// [`HELPER_MARK`] set, makes itself not dumpable (as a server does),
+/// starts a sandboxed session whose command escapes, and waits to be
+/// killed; without it, does nothing.
 #[tokio::test]
 #[ignore = "a helper, run by a_killed_server_leaves_nothing_in_the_namespace"]
 async fn helper_server_with_a_sandboxed_session() {
     let Ok(mark) = std::env::var(HELPER_MARK) else { return };
+    // Not dumpable, as a server is: its forks (the keepers) cannot write
+    // their own `/proc/self` files.
+    shellkeep_engine::private_fs::make_process_undumpable().expect("not dumpable");
     let term = term("ns-helper").await;
     let reply = term.run(&escapes(&mark)).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
