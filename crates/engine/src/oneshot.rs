@@ -43,6 +43,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
+use crate::limits::{Counts, LimitHit, ResourceLimits};
 use crate::mask::Secrets;
 use crate::output::{self, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
@@ -94,6 +95,9 @@ pub struct RunRequest {
     pub guard: Option<Arc<Guard>>,
     /// What is masked in both streams (and their logs); nothing by default.
     pub secrets: Arc<Secrets>,
+    /// What the command and everything it starts may take, and its `nice`
+    /// value; the documented defaults ([`ResourceLimits::default`]).
+    pub resources: ResourceLimits,
 }
 
 impl RunRequest {
@@ -123,6 +127,7 @@ impl RunRequest {
             ),
             guard: None,
             secrets: Arc::new(Secrets::none()),
+            resources: ResourceLimits::default(),
         }
     }
 }
@@ -375,6 +380,10 @@ pub struct RunOutcome {
     /// The process group the command ran in (its id is the main process's
     /// pid); `None` if it never started. The group is gone by now.
     pub pgid: Option<i32>,
+    /// The resource limits that stopped something in the command (a
+    /// process the OOM killer killed at the memory limit, forks refused
+    /// at the tasks limit), as the kernel counted them.
+    pub limit_hits: Vec<LimitHit>,
 }
 
 /// Runs `request.command` to completion, a limit, or `cancel`, and returns
@@ -426,6 +435,7 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
             duration: started.elapsed(),
             limits: request.limits,
             pgid: None,
+            limit_hits: Vec::new(),
         }
     };
     if let Err(invalid) = request.validate() {
@@ -435,7 +445,7 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         return not_started(reason, stdout, stderr);
     }
 
-    let scope = Scope::new("run");
+    let scope = Scope::limited("run", &request.resources);
     let inline = Inline::decide(&request);
     let mut passed: Vec<(OwnedFd, String)> = Vec::new();
     let mut inherited: Vec<OwnedFd> = Vec::new();
@@ -578,6 +588,8 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         duration: started.elapsed(),
         limits: request.limits,
         pgid: Some(pgid),
+        // The group is the command's own, so its counters started at 0.
+        limit_hits: scope.limits().map(|l| l.hits_since(&Counts::default())).unwrap_or_default(),
     };
     tracing::debug!(
         pgid,

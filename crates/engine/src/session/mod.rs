@@ -425,6 +425,7 @@ impl Session {
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit();
             reply.events.extend(shell.take_integration_events());
+            reply.events.extend(shell.take_limit_events());
             if let Some(old) = slot.take() {
                 old.stop(&self.config, "the shell ended").await;
             }
@@ -440,6 +441,7 @@ impl Session {
             }
         }
         reply.events.extend(shell.take_integration_events());
+        reply.events.extend(shell.take_limit_events());
         Ok(reply)
     }
 
