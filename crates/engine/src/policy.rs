@@ -92,6 +92,7 @@ use fancy_regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::limits::{self, CategoryLimits};
 use crate::syntax;
 
 /// The two limits a command runs under.
@@ -145,7 +146,7 @@ pub struct Policy {
 }
 
 /// One category of a policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Category {
     /// The category's name, the key under `categories`.
     pub name: String,
@@ -153,6 +154,10 @@ pub struct Category {
     pub description: Option<String>,
     /// The limits commands in this category run under.
     pub limits: Limits,
+    /// The resource limits its `run` commands run under instead of the
+    /// server's (the optional `limits` object: `memory_mib`, `tasks`,
+    /// `cpu`); none by default.
+    pub resources: CategoryLimits,
 }
 
 /// One compiled entry of `command_patterns`.
@@ -364,6 +369,9 @@ pub enum Problem {
     },
     /// A key appears twice in the same object.
     DuplicateKey,
+    /// A category's resource limit is out of range or unknown (the words
+    /// say which).
+    BadLimit(String),
 }
 
 impl fmt::Display for Problem {
@@ -381,6 +389,7 @@ impl fmt::Display for Problem {
                 "must be at most {} seconds (365 days), got {value}",
                 MAX_TIMEOUT.as_secs()
             ),
+            Problem::BadLimit(message) => f.write_str(message),
             Problem::BadPattern(message) => {
                 write!(f, "is not a valid regular expression: {message}")
             }
@@ -593,6 +602,18 @@ impl Policy {
                 }
             }
         }
+    }
+
+    /// The category whose resource limits a command runs under (the one
+    /// its patterns choose, whatever timeout is given), and those limits.
+    pub fn resources_for(&self, command: &str) -> (&Category, CategoryLimits) {
+        let decision = self.decide(command, None);
+        let category = decision
+            .category
+            .as_deref()
+            .and_then(|name| self.category(name))
+            .unwrap_or_else(|| self.default_category());
+        (category, category.resources)
     }
 
     /// The categories, in the order the file defines them.
@@ -1191,6 +1212,62 @@ fn seconds(entries: &[(String, Json)], key: &str, parent: &str) -> Result<Durati
     }
 }
 
+/// A category's optional `limits` object: `memory_mib` (whole MiB, at
+/// least [`limits::MIN_MEMORY`]), `tasks` (at least [`limits::MIN_TASKS`]),
+/// `cpu` (CPUs, from [`limits::MIN_CPU`] to [`limits::MAX_CPU`]). A key it
+/// does not know is an error: a misspelt limit would silently not apply.
+fn category_limits(entries: &[(String, Json)], parent: &str) -> Result<CategoryLimits, Invalid> {
+    let field = child(parent, "limits");
+    let Some(value) = get(entries, "limits").filter(|value| !matches!(value, Json::Null)) else {
+        return Ok(CategoryLimits::default());
+    };
+    let mut resources = CategoryLimits::default();
+    for (key, value) in object(value, &field)? {
+        let field = child(&field, key);
+        let Json::Number(number) = value else {
+            return Err(Invalid::wrong_type(&field, "a number", value));
+        };
+        let number = *number;
+        let whole = |min: u64, max: u64, unit: &str| {
+            let fits = number.fract() == 0.0 && number >= min as f64 && number <= max as f64;
+            fits.then_some(number as u64).ok_or_else(|| {
+                Invalid::new(
+                    &field,
+                    Problem::BadLimit(format!(
+                        "must be a whole number of {unit} from {min} to {max}, got {number}"
+                    )),
+                )
+            })
+        };
+        match key.as_str() {
+            "memory_mib" => {
+                resources.memory_mib = Some(whole(limits::MIN_MEMORY >> 20, 1 << 20, "MiB")?)
+            }
+            "tasks" => resources.tasks = Some(whole(limits::MIN_TASKS, 1 << 22, "tasks")?),
+            "cpu" if (limits::MIN_CPU..=limits::MAX_CPU).contains(&number) => {
+                resources.cpu = Some(number);
+            }
+            "cpu" => {
+                return Err(Invalid::new(
+                    &field,
+                    Problem::BadLimit(format!(
+                        "must be a number of CPUs from {} to {}, got {number}",
+                        limits::MIN_CPU,
+                        limits::MAX_CPU
+                    )),
+                ));
+            }
+            _ => {
+                return Err(Invalid::new(
+                    &field,
+                    Problem::BadLimit("is not a limit: use memory_mib, tasks or cpu".to_owned()),
+                ));
+            }
+        }
+    }
+    Ok(resources)
+}
+
 /// Compiles `pattern` for Python `re.match` semantics with `re.IGNORECASE`.
 fn compile_pattern(pattern: &str) -> Result<Regex, String> {
     // Compiling the pattern alone first keeps a stray `)` from closing our
@@ -1244,6 +1321,7 @@ fn compile(tree: &Json) -> Result<Policy, Invalid> {
                 exec: seconds(entries, "exec_timeout_sec", &field)?,
                 no_output: seconds(entries, "no_output_timeout_sec", &field)?,
             },
+            resources: category_limits(entries, &field)?,
         });
     }
     let find_category = |name: &str, field: &str| {

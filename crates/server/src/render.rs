@@ -62,12 +62,16 @@ pub fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match hit.resource {
         Resource::Memory => format!(
-            "[The memory limit of {whose} ({}) stopped it: the kernel killed {} that went past              it (out of memory). Use less memory at once, or ask for a higher limit              (--memory-max, or the limits of the policy's category).]",
+            "[The memory limit of {whose} ({}) stopped it: the kernel killed {} that went past \
+             it (out of memory). Use less memory at once, or ask for a higher limit \
+             (--memory-max, or the limits of the policy's category).]",
             limit_bytes(hit.max),
             plural(hit.times, "process", "processes"),
         ),
         Resource::Tasks => format!(
-            "[The tasks limit of {whose} ({} processes and threads) stopped it: the kernel              refused {} (\"fork: Resource temporarily unavailable\"). What already runs keeps              running until it ends or is stopped (C-c, reset=true, or the end of a `run`).]",
+            "[The tasks limit of {whose} ({} processes and threads) stopped it: the kernel \
+             refused {} (\"fork: Resource temporarily unavailable\"). What already runs keeps \
+             running until it ends or is stopped (C-c, reset=true, or the end of a `run`).]",
             hit.max,
             plural(hit.times, "new process", "new processes"),
         ),

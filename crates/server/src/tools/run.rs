@@ -94,6 +94,7 @@ impl Shellkeep {
             Err(message) => return tool_error(message),
         };
         let decision = self.decide(&args.command, args.limits);
+        let (_, category_limits) = self.shared.policy.resources_for(&args.command);
         let request = RunRequest {
             cwd: args.cwd,
             // The secrets file's values first, so the call's own `env` wins.
@@ -104,6 +105,7 @@ impl Shellkeep {
             guard: self.shared.guard.clone(),
             output: Arc::clone(&self.shared.runs),
             secrets: Arc::clone(&self.shared.config.masks),
+            resources: self.shared.config.resources.with_category(&category_limits),
             ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
