@@ -415,8 +415,13 @@ pub struct LimitHit {
     /// The limit (bytes, tasks).
     pub max: u64,
     /// How many times it stopped something since the last look: processes
-    /// the OOM killer killed, forks refused.
+    /// the OOM killer killed, forks refused (0 when not counted).
     pub times: u64,
+    /// Whether the kernel counted it (a control group); false: a resource
+    /// limit of the process applied, and the output shows the failure it
+    /// causes (an allocation or a fork that failed), which is all that can
+    /// be known without a control group.
+    pub counted: bool,
 }
 
 /// One of the kernel's counters of a limit: a `key value` line of `file`.
@@ -610,11 +615,47 @@ impl OwnerLimits {
                     resource: counter.resource,
                     max: counter.max,
                     times,
+                    counted: true,
                 })
             })
             .collect()
     }
 }
+
+impl OwnerLimits {
+    /// The resource limits of the process that `output` (what a command
+    /// printed, as shown) suggests stopped something: an allocation that
+    /// failed under `RLIMIT_AS`, a fork that failed under `RLIMIT_NPROC`.
+    /// Nothing where no such limit applies.
+    pub fn inferred_hits(&self, output: &str) -> Vec<LimitHit> {
+        let mut hits = Vec::new();
+        let mut infer = |resource, max: Option<u64>, signs: &[&str]| {
+            if let Some(max) = max
+                && signs.iter().any(|sign| output.contains(sign))
+            {
+                hits.push(LimitHit { resource, max, times: 0, counted: false });
+            }
+        };
+        infer(Resource::Memory, self.address_space, &MEMORY_FAILURES);
+        infer(Resource::Tasks, self.processes, &FORK_FAILURES);
+        hits
+    }
+}
+
+/// What programs print when an allocation fails (Python, C, C++, Rust,
+/// Node, the shell).
+const MEMORY_FAILURES: [&str; 6] = [
+    "MemoryError",
+    "Cannot allocate memory",
+    "std::bad_alloc",
+    "memory allocation of",
+    "out of memory",
+    "Out of memory",
+];
+
+/// What programs print when a fork fails for want of processes (bash,
+/// Python, coreutils).
+const FORK_FAILURES: [&str; 2] = ["fork: retry", "Resource temporarily unavailable"];
 
 /// Writes `value` into the control file `name` of the group at `dir`, with
 /// an error that names the file.
@@ -674,7 +715,7 @@ mod tests {
         std::fs::write(dir.join("memory.events"), "oom_kill 5\n").expect("write");
         assert_eq!(
             owner.hits_since(&before),
-            vec![LimitHit { resource: Resource::Memory, max: 1, times: 3 }]
+            vec![LimitHit { resource: Resource::Memory, max: 1, times: 3, counted: true }]
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

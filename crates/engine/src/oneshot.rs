@@ -588,9 +588,17 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         duration: started.elapsed(),
         limits: request.limits,
         pgid: Some(pgid),
-        // The group is the command's own, so its counters started at 0.
-        limit_hits: scope.limits().map(|l| l.hits_since(&Counts::default())).unwrap_or_default(),
+        limit_hits: Vec::new(),
     };
+    let mut outcome = outcome;
+    if let Some(limits) = scope.limits() {
+        // The group is the command's own, so its counters started at 0.
+        outcome.limit_hits = limits.hits_since(&Counts::default());
+        if outcome.exit_code != 0 {
+            let printed = format!("{}\n{}", outcome.stdout.text, outcome.stderr.text);
+            outcome.limit_hits.extend(limits.inferred_hits(&printed));
+        }
+    }
     tracing::debug!(
         pgid,
         status = outcome.status.as_str(),

@@ -45,14 +45,24 @@ pub struct LimitHitOutput {
     pub limit: &'static str,
     /// The limit: bytes of memory, or tasks (processes and threads).
     pub max: u64,
-    /// Processes killed, or forks refused, since the last reply.
+    /// Processes killed, or forks refused, since the last reply (0 when
+    /// not counted).
     pub times: u64,
+    /// True: the kernel counted it (a control group). False: no control
+    /// group applies; the limit is a resource limit of the process and the
+    /// output shows the failure it causes, its likely cause.
+    pub counted: bool,
 }
 
 /// The structured facts of `hits`.
 pub fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHitOutput> {
     hits.into_iter()
-        .map(|hit| LimitHitOutput { limit: hit.resource.as_str(), max: hit.max, times: hit.times })
+        .map(|hit| LimitHitOutput {
+            limit: hit.resource.as_str(),
+            max: hit.max,
+            times: hit.times,
+            counted: hit.counted,
+        })
         .collect()
 }
 
@@ -61,6 +71,19 @@ pub fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHit
 pub fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match hit.resource {
+        Resource::Memory if !hit.counted => format!(
+            "[An allocation failed in {whose}, which runs under a memory limit of {} per \
+             process (RLIMIT_AS: without control groups each process's address space is \
+             limited): that limit is the likely cause. Ask for a higher --memory-max, or none.]",
+            limit_bytes(hit.max),
+        ),
+        Resource::Tasks if !hit.counted => format!(
+            "[A new process could not start in {whose}, which runs under a limit of {} \
+             processes (RLIMIT_NPROC: without control groups it counts every process and thread \
+             of the user on this host): that limit is the likely cause. Ask for a higher \
+             --tasks-max, or none.]",
+            hit.max,
+        ),
         Resource::Memory => format!(
             "[The memory limit of {whose} ({}) stopped it: the kernel killed {} that went past \
              it (out of memory). Use less memory at once, or ask for a higher limit \

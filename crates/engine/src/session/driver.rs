@@ -601,12 +601,18 @@ impl Shell {
 
     /// The resource limits that stopped something in the session since the
     /// last reply, as the kernel counted them (a control group's counters).
-    pub(super) fn take_limit_events(&self) -> Vec<Event> {
+    /// Without a control group, the resource limits of the process that
+    /// `output` (what this reply shows of a command that failed) suggests
+    /// stopped something.
+    pub(super) fn take_limit_events(&self, output: Option<&str>) -> Vec<Event> {
         let Some(limits) = self.scope.limits() else { return Vec::new() };
         let mut seen = self.limits_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let hits = limits.hits_since(&seen);
+        let mut hits = limits.hits_since(&seen);
         if !hits.is_empty() {
             *seen = limits.counts();
+        }
+        if let Some(output) = output {
+            hits.extend(limits.inferred_hits(output));
         }
         hits.into_iter().map(Event::LimitHit).collect()
     }
