@@ -956,7 +956,10 @@ fn policy_command(
             let loaded = load_policy(args.policy.as_deref())?;
             let command = cli_command(command);
             let explanation = loaded.policy.explain(&command, explicit);
-            let (text, _) = render::explain(&command, &explanation, &loaded.origin, &str::to_owned);
+            let (mut text, mut output) =
+                render::explain(&command, &explanation, &loaded.origin, &str::to_owned);
+            let (category, limits) = loaded.policy.resources_for(&command);
+            render::add_run_limits(&mut text, &mut output, &category.name, &limits);
             writeln!(stdout, "{text}")?;
         }
     }

@@ -30,7 +30,7 @@ use rmcp::schemars;
 mod explain;
 mod terminal;
 
-pub use explain::{ExplainOutput, explain};
+pub use explain::{ExplainOutput, add_run_limits, explain};
 pub use terminal::{
     TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,
     terminal, typed_key_name,
