@@ -4,8 +4,11 @@
 //! A policy file is the JSON format of the seed design, unchanged:
 //! `version` and `description` (both optional and informational),
 //! `categories` (name to `description`, `exec_timeout_sec`,
-//! `no_output_timeout_sec`), `command_patterns` (category name to a list of
-//! regular expressions) and `default_category`. Keys this module does not
+//! `no_output_timeout_sec`, and optionally `limits`: the resource limits
+//! of the category's `run` commands, `{"memory_mib": 2048, "tasks": 512,
+//! "cpu": 2}`, each optional, see [`Policy::resources_for`]),
+//! `command_patterns` (category name to a list of regular expressions) and
+//! `default_category`. Keys this module does not
 //! know are ignored, so other tools may annotate the file; a key repeated
 //! within one object is an error, where Python would silently keep the last
 //! copy and drop, say, a whole list of patterns. Reading follows the
@@ -1735,6 +1738,84 @@ mod tests {
     }
 
     const GOOD_CATEGORY: &str = r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10}"#;
+
+    /// A category's optional `limits` (memory, tasks, CPU) apply to its
+    /// `run` commands; a category without them, the seed's format, sets
+    /// none.
+    #[test]
+    fn a_category_may_set_resource_limits() {
+        let seed = Policy::from_json(SEED_JSON, "seed").expect("the seed's format still loads");
+        assert!(seed.categories().iter().all(|c| c.resources == CategoryLimits::default()));
+        assert!(
+            Policy::embedded()
+                .categories()
+                .iter()
+                .all(|c| c.resources == CategoryLimits::default())
+        );
+        let text = with(
+            r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10,
+                "limits": {"memory_mib": 2048, "tasks": 512, "cpu": 1.5}}"#,
+            r#"{"quick": ["^ls"]}"#,
+        );
+        let policy = Policy::from_json(&text, "p.json").expect("valid");
+        let (category, limits) = policy.resources_for("ls -l");
+        assert_eq!(category.name, "quick");
+        assert_eq!(
+            limits,
+            CategoryLimits { memory_mib: Some(2048), tasks: Some(512), cpu: Some(1.5) }
+        );
+        // A compound command gets the limits of the category that decides.
+        assert_eq!(policy.resources_for("ls && ls -a").1, limits);
+        assert_eq!(policy.resources_for("cd x && ls").1, CategoryLimits::default());
+        let (category, limits) = policy.resources_for("make");
+        assert_eq!((category.name.as_str(), limits), ("medium", CategoryLimits::default()));
+        let null = with(
+            r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "limits": null}"#,
+            r#"{"quick": ["^ls"]}"#,
+        );
+        assert!(Policy::from_json(&null, "p.json").is_ok());
+    }
+
+    #[test]
+    fn bad_resource_limits_are_named() {
+        let cases = [
+            (
+                r#"{"memory_mib": 8}"#,
+                "p.json: categories.quick.limits.memory_mib: must be a whole number of MiB from 16 \
+                 to 1048576, got 8",
+            ),
+            (
+                r#"{"tasks": 2.5}"#,
+                "p.json: categories.quick.limits.tasks: must be a whole number of tasks from 8 to \
+                 4194304, got 2.5",
+            ),
+            (
+                r#"{"cpu": 0}"#,
+                "p.json: categories.quick.limits.cpu: must be a number of CPUs from 0.01 to 4096, \
+                 got 0",
+            ),
+            (
+                r#"{"memory_mb": 64}"#,
+                "p.json: categories.quick.limits.memory_mb: is not a limit: use memory_mib, tasks \
+                 or cpu",
+            ),
+            (
+                r#"{"tasks": "64"}"#,
+                "p.json: categories.quick.limits.tasks: must be a number, not a string",
+            ),
+            (r#"[64]"#, "p.json: categories.quick.limits: must be an object, not an array"),
+        ];
+        for (limits, expected) in cases {
+            let text = with(
+                &format!(
+                    r#"{{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "limits": {limits}}}"#
+                ),
+                r#"{"quick": ["^ls"]}"#,
+            );
+            let error = Policy::from_json(&text, "p.json").expect_err(limits);
+            assert_eq!(error.to_string(), expected, "{limits}");
+        }
+    }
 
     #[test]
     fn validation_errors() {
