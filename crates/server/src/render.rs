@@ -105,9 +105,9 @@ pub fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
 /// A limit in bytes: in MiB or GiB when it is a whole number of them.
 fn limit_bytes(value: u64) -> String {
     const MIB: u64 = 1 << 20;
-    if value % (1 << 30) == 0 {
+    if value.is_multiple_of(1 << 30) {
         format!("{} GiB", value >> 30)
-    } else if value % MIB == 0 {
+    } else if value.is_multiple_of(MIB) {
         format!("{} MiB", value / MIB)
     } else {
         format!("{:.1} MiB", value as f64 / MIB as f64)
