@@ -19,6 +19,7 @@ pub mod proc_shell;
 pub mod process;
 pub mod record;
 pub mod registry;
+pub mod sandbox;
 pub mod screen;
 pub mod secrets;
 pub mod session;

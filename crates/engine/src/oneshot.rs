@@ -48,6 +48,7 @@ use crate::mask::Secrets;
 use crate::output::{self, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
 use crate::process::{self, Scope, Targets, TerminationMode};
+use crate::sandbox::{self, Confinement, Policy, PrivateTmp};
 use crate::store::{OutputSink, OutputStore, StoreLimits};
 use crate::utf8::Utf8Decoder;
 
@@ -98,6 +99,8 @@ pub struct RunRequest {
     /// What the command and everything it starts may take, and its `nice`
     /// value; the documented defaults ([`ResourceLimits::default`]).
     pub resources: ResourceLimits,
+    /// The sandbox the command runs in; none by default.
+    pub sandbox: Policy,
 }
 
 impl RunRequest {
@@ -128,6 +131,7 @@ impl RunRequest {
             guard: None,
             secrets: Arc::new(Secrets::none()),
             resources: ResourceLimits::default(),
+            sandbox: Policy::off(),
         }
     }
 }
@@ -445,7 +449,25 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         return not_started(reason, stdout, stderr);
     }
 
-    let scope = Scope::limited("run", &request.resources);
+    let mut scope = Scope::limited("run", &request.resources);
+    // A sandboxed command writes a temporary directory of its own, removed
+    // when the run ends.
+    let mut sandbox_tmp = None;
+    if request.sandbox.is_confined() {
+        let protect = sandbox::protected_pids(request.guard.as_deref());
+        let confined = PrivateTmp::create().and_then(|tmp| {
+            Confinement::build(&request.sandbox, &[tmp.path()], &protect).map(|c| (c, tmp))
+        });
+        match confined {
+            Ok((confinement, tmp)) => {
+                scope = scope.with_confinement(Arc::new(confinement));
+                sandbox_tmp = Some(tmp);
+            }
+            Err(err) => {
+                return not_started(format!("could not build the sandbox: {err}"), stdout, stderr);
+            }
+        }
+    }
     let inline = Inline::decide(&request);
     let mut passed: Vec<(OwnedFd, String)> = Vec::new();
     let mut inherited: Vec<OwnedFd> = Vec::new();
@@ -510,6 +532,9 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         .stderr(Stdio::piped());
     if let Some(cwd) = &request.cwd {
         command.current_dir(cwd);
+    }
+    if let Some(tmp) = &sandbox_tmp {
+        command.env("TMPDIR", tmp.path());
     }
     let spawned = process::spawn(&mut command);
     // Only the child may hold the read ends: a writer must see a broken

@@ -80,7 +80,7 @@ pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
 pub use self::spawn::{
     dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin, guard_command,
     ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup, peer_credentials, pty_command,
-    seccomp_status, spawn, terminal_size,
+    seccomp_filters_available, seccomp_status, spawn, terminal_size,
 };
 pub use self::terminate::{
     Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,

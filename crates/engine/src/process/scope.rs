@@ -97,6 +97,8 @@ struct ScopeInner {
     /// Its resource limits as applied, or why they could not be: then,
     /// too, every spawn in this scope fails.
     limits: Result<OwnerLimits, Arc<std::io::Error>>,
+    /// The sandbox its children start in (`None`: none).
+    confinement: Option<Arc<crate::sandbox::Confinement>>,
 }
 
 impl Drop for ScopeInner {
@@ -152,7 +154,26 @@ impl Scope {
                 tracing::error!("{err}; nothing can be started in this scope");
                 Arc::new(err)
             });
-        Scope { inner: Arc::new(ScopeInner { value, group, limits }) }
+        Scope { inner: Arc::new(ScopeInner { value, group, limits, confinement: None }) }
+    }
+
+    /// This owner, whose children start in `confinement`'s sandbox. Only
+    /// for a scope just made, before it is cloned.
+    ///
+    /// # Panics
+    ///
+    /// If the scope was already cloned (its children could start
+    /// unconfined).
+    pub fn with_confinement(mut self, confinement: Arc<crate::sandbox::Confinement>) -> Scope {
+        Arc::get_mut(&mut self.inner)
+            .expect("a scope is confined before it is shared")
+            .confinement = Some(confinement);
+        self
+    }
+
+    /// The sandbox its children start in.
+    pub fn confinement(&self) -> Option<&Arc<crate::sandbox::Confinement>> {
+        self.inner.confinement.as_ref()
     }
 
     /// The marker's value, as set in [`SCOPE_VAR`].

@@ -20,6 +20,7 @@ use super::children::{spawn_registered, spawn_std};
 use super::scope::{SCOPE_VAR, Scope};
 use super::{NONINTERACTIVE_UNSET, child_env};
 use crate::cgroup;
+use crate::sandbox::Confinement;
 
 /// What a child of `scope` does between fork and exec to join its control
 /// group: the descriptor to write `0` to, or the error to fail with.
@@ -161,6 +162,69 @@ impl ChildLimits {
 
 // ---- end of the `limits` step ----
 
+/// The errors a child reports when its sandbox could not be applied carry
+/// this tag above the errno.
+const CONFINE_FAILED: i32 = 0x4b00_0000;
+
+/// The sandbox step, last between fork and exec: `no_new_privs`, the
+/// Landlock ruleset, the seccomp filters (see `sandbox`). Nothing happens
+/// for an unconfined owner.
+///
+/// Only async-signal-safe calls: this runs between fork and exec (the
+/// ruleset and the filters were built by the parent; loading a filter is
+/// `prctl` and `seccomp`, no allocation).
+fn confine(confinement: Option<&Confinement>) -> std::io::Result<()> {
+    let Some(confinement) = confinement else { return Ok(()) };
+    if confinement.landlock.is_none() && confinement.filters.is_empty() {
+        return Ok(());
+    }
+    let failed = || {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        std::io::Error::from_raw_os_error(CONFINE_FAILED | errno)
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS only sets a flag of this process; no
+    // memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == -1 {
+        return Err(failed());
+    }
+    if let Some(ruleset) = &confinement.landlock {
+        // SAFETY: landlock_restrict_self takes a ruleset descriptor the
+        // parent created and flags; no memory is passed.
+        let rc = unsafe {
+            libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0 as libc::c_uint)
+        };
+        if rc != 0 {
+            return Err(failed());
+        }
+    }
+    for filter in &confinement.filters {
+        if seccompiler::apply_filter(filter).is_err() {
+            return Err(failed());
+        }
+    }
+    Ok(())
+}
+
+/// Whether this kernel takes seccomp filters that make a call fail with an
+/// errno: `seccomp(SECCOMP_GET_ACTION_AVAIL, SECCOMP_RET_ERRNO)` (Linux
+/// 4.14; fails where seccomp filters are not built in).
+pub fn seccomp_filters_available() -> bool {
+    const SECCOMP_GET_ACTION_AVAIL: libc::c_ulong = 2;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    let action = SECCOMP_RET_ERRNO;
+    // SAFETY: the kernel reads one u32 from `action`, which lives across
+    // the call; nothing is written.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0 as libc::c_uint,
+            &raw const action,
+        )
+    };
+    rc == 0
+}
+
 /// Spawns `command` (built by this module) and registers the child as ours.
 pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
     spawn_registered(|| command.spawn().map_err(spawn_error), tokio::process::Child::id)
@@ -189,6 +253,13 @@ fn spawn_error(err: std::io::Error) -> std::io::Error {
                     "could not apply the resource limits to the new process: {cause}; start the \
                      server with --memory-max none and --tasks-max none to run without them"
                 ),
+            )
+        }
+        Some(code) if code & !0xffff == CONFINE_FAILED => {
+            let cause = std::io::Error::from_raw_os_error(code & 0xffff);
+            std::io::Error::new(
+                cause.kind(),
+                format!("could not apply the sandbox to the new process: {cause}"),
             )
         }
         _ => err,
@@ -277,16 +348,18 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     let signals = SignalReset::new();
     let joiner = joiner(scope);
     let limits = child_limits(scope);
+    let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, setrlimit, setpriority,
-    // sigaction, sigprocmask, prctl, getppid, _exit); the joiner and the
-    // limits are only read.
+    // sigaction, sigprocmask, prctl, getppid, _exit, landlock_restrict_self,
+    // seccomp); the joiner, the limits and the confinement are only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
             limits.apply()?;
             signals.apply();
-            die_with_parent(parent)
+            die_with_parent(parent)?;
+            confine(confinement.as_deref())
         });
     }
     command
@@ -375,10 +448,12 @@ pub fn pty_command(
     let joiner = joiner(scope);
     let limits = child_limits(scope);
     let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
+    let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, setrlimit, setpriority,
-    // sigaction, sigprocmask, setsid, ioctl, fcntl, prctl, getppid); the
-    // joiner and the limits are only read.
+    // sigaction, sigprocmask, setsid, ioctl, fcntl, prctl, getppid,
+    // landlock_restrict_self, seccomp); the joiner, the limits and the
+    // confinement are only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
@@ -395,7 +470,8 @@ pub fn pty_command(
             if libc::ioctl(0, libc::TIOCSCTTY as _, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            die_with_parent(parent)
+            die_with_parent(parent)?;
+            confine(confinement.as_deref())
         });
     }
     Ok(command)

@@ -62,6 +62,8 @@ pub struct SessionConfig {
     /// What is masked in everything the session's commands print (its
     /// output, logs, progress lines, background output); nothing by default.
     pub secrets: Arc<Secrets>,
+    /// The sandbox the session's shells start in; none by default.
+    pub sandbox: crate::sandbox::Policy,
     /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
     /// (from `spill` and `output_limits`), so `None` in a template.
     pub output: Option<Arc<OutputStore>>,
@@ -174,6 +176,7 @@ impl SessionConfig {
             guard: None,
             output_limits: StoreLimits::default(),
             secrets: Arc::new(Secrets::none()),
+            sandbox: crate::sandbox::Policy::off(),
             output: None,
             start_env: None,
             resources: ResourceLimits::default(),

@@ -40,6 +40,7 @@ use crate::output;
 use crate::private_fs;
 use crate::proc_shell;
 use crate::process;
+use crate::sandbox;
 use crate::screen::Screen;
 use crate::store::OutputStore;
 use crate::terminal::{Gate, Rendered, Setup, Sink, Terminal, pty};
@@ -145,7 +146,18 @@ impl Shell {
         inherited.extend(env_file.as_ref());
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
-        let scope = process::Scope::limited("shell", &config.resources);
+        let mut scope = process::Scope::limited("shell", &config.resources);
+        // A sandboxed shell writes its own directory (its integration's
+        // files) and a temporary directory inside it, exported as TMPDIR.
+        let sandbox_tmp = files.dir.join("tmp");
+        if config.sandbox.is_confined() {
+            private_fs::create_private_dir(&sandbox_tmp)
+                .map_err(|err| fail("temporary directory", err))?;
+            let protect = sandbox::protected_pids(config.guard.as_deref());
+            let confinement = sandbox::Confinement::build(&config.sandbox, &[&files.dir], &protect)
+                .map_err(|err| fail("sandbox", err))?;
+            scope = scope.with_confinement(Arc::new(confinement));
+        }
         // With an environment of its own, a bare shell name is still looked
         // for where the server looks, not in that environment's `PATH`.
         let program = match &config.start_env {
@@ -184,6 +196,9 @@ impl Shell {
                 .env_remove("PROMPT_COMMAND")
                 .env_remove("BASH_ENV")
                 .env_remove("ENV");
+        }
+        if config.sandbox.is_confined() {
+            command.env("TMPDIR", &sandbox_tmp);
         }
         command
             .env(bash_script::NONCE_VAR, &nonce)

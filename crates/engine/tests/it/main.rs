@@ -10,6 +10,7 @@ mod prompt;
 mod real_keys;
 mod record;
 mod run;
+mod sandbox;
 mod screen;
 mod terminal;
 mod watch;
