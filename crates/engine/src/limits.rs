@@ -695,6 +695,29 @@ mod tests {
     }
 
     #[test]
+    fn failures_under_resource_limits_of_the_process_are_inferred_from_output() {
+        let owner = |address_space, processes| OwnerLimits {
+            asked: ResourceLimits::none(),
+            joins: Vec::new(),
+            counters: Vec::new(),
+            address_space,
+            processes,
+            mechanisms: Vec::new(),
+        };
+        let memory = LimitHit { resource: Resource::Memory, max: 64, times: 0, counted: false };
+        let tasks = LimitHit { resource: Resource::Tasks, max: 99, times: 0, counted: false };
+        let both = owner(Some(64), Some(99));
+        assert_eq!(both.inferred_hits("Traceback ...\nMemoryError\n"), vec![memory]);
+        assert_eq!(
+            both.inferred_hits("bash: fork: retry: Resource temporarily unavailable"),
+            vec![tasks]
+        );
+        assert_eq!(both.inferred_hits("error: No such file or directory"), vec![]);
+        // Where no resource limit of the process applies, nothing is inferred.
+        assert_eq!(owner(None, None).inferred_hits("MemoryError fork: retry"), vec![]);
+    }
+
+    #[test]
     fn counters_are_read_by_key() {
         let dir = std::env::temp_dir().join(format!("shellkeep-limits-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
