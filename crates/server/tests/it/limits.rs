@@ -183,6 +183,76 @@ async fn a_memory_hog_is_killed_at_the_memory_limit_and_the_reply_says_so() {
     );
 }
 
+/// The `cpu.stat` of the group that limits process `pid`'s CPU: its v1
+/// `cpu` hierarchy's group, else its cgroup2 group.
+fn cpu_stat_of(pid: &str) -> Option<std::path::PathBuf> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = |v2: bool| {
+        mountinfo.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let fields: Vec<&str> = left.split(' ').collect();
+            let right: Vec<&str> = right.split(' ').collect();
+            let wanted = if v2 {
+                right.first() == Some(&"cgroup2")
+            } else {
+                right.first() == Some(&"cgroup")
+                    && right.get(2).is_some_and(|opts| opts.split(',').any(|o| o == "cpu"))
+            };
+            (wanted && fields.get(3) == Some(&"/")).then(|| fields.get(4).map(|p| p.to_string()))?
+        })
+    };
+    let path = |v2: bool| {
+        cgroups.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let wanted = if v2 {
+                controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == "cpu")
+            };
+            wanted.then(|| path.to_owned())
+        })
+    };
+    [false, true].into_iter().find_map(|v2| {
+        let file = std::path::PathBuf::from(format!("{}{}/cpu.stat", mount(v2)?, path(v2)?));
+        std::fs::read_to_string(&file).ok()?.contains("nr_throttled").then_some(file)
+    })
+}
+
+/// `--cpu-max`: a busy loop in the session is throttled by the kernel.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cpu_limit_throttles_a_busy_session() {
+    let flags = ["--cpu-max", "0.2"];
+    if !cgroup_applies(&flags, "cpu") {
+        return;
+    }
+    let server = Server::with_env(&flags, &[("SHELLKEEP_CONTAINMENT", &mode())]).await;
+    let pid = server.terminal(json!({"command": "echo $$"})).await;
+    let pid = pid.output().trim().to_owned();
+    let stat = cpu_stat_of(&pid).expect("the shell's cpu.stat");
+    let throttled = || {
+        std::fs::read_to_string(&stat)
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|line| line.strip_prefix("nr_throttled ")?.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(throttled(), 0, "{}", stat.display());
+    poll_until(
+        EVENTUALLY,
+        async || {
+            let busy = "timeout 0.5 bash -c 'while :; do :; done'; echo spun";
+            server.terminal(json!({"command": busy, "timeout": 10})).await;
+            throttled()
+        },
+        |&times| times > 0,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn shells_and_run_commands_start_at_nice_10_unless_told_otherwise() {
     let server = Server::with_env(&[], &[("SHELLKEEP_CONTAINMENT", &mode())]).await;
