@@ -486,15 +486,15 @@ impl OwnerLimits {
             processes: None,
             mechanisms: Vec::new(),
         };
+        let cpu_quota = limits.cpu.map(|cpu| (cpu * CPU_PERIOD_US as f64).ceil() as u64);
         let wanted = [
-            (Resource::Memory, limits.memory.value(), limits.memory),
-            (Resource::Tasks, limits.tasks.value(), limits.tasks),
-            (Resource::Cpu, limits.cpu.map(|cpu| (cpu * CPU_PERIOD_US as f64).ceil() as u64), {
-                Bound::None
-            }),
+            (Resource::Memory, limits.memory),
+            (Resource::Tasks, limits.tasks),
+            // Only a control group applies a CPU limit, as it does a default.
+            (Resource::Cpu, cpu_quota.map_or(Bound::None, Bound::Default)),
         ];
-        for (resource, value, bound) in wanted {
-            let Some(value) = value else { continue };
+        for (resource, bound) in wanted {
+            let Some(value) = bound.value() else { continue };
             let (dir, mechanism) = match (place(resource), group) {
                 (Place::Containment(mechanism), Some(group)) => {
                     (group.path().to_path_buf(), *mechanism)
