@@ -942,9 +942,23 @@ fn policy_command(
                 let default =
                     if category.name == policy.default_category().name { " (default)" } else { "" };
                 let patterns = policy.patterns().filter(|p| p.category == category.name).count();
+                let resources = &category.resources;
+                let run_limits: Vec<String> = [
+                    resources.memory_mib.map(|mib| format!("memory {mib} MiB")),
+                    resources.tasks.map(|tasks| format!("tasks {tasks}")),
+                    resources.cpu.map(|cpu| format!("cpu {cpu}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                let run_limits = if run_limits.is_empty() {
+                    String::new()
+                } else {
+                    format!(", run limits: {}", run_limits.join(", "))
+                };
                 writeln!(
                     stdout,
-                    "  {}{default}: exec {} s, no output {} s, {patterns} patterns",
+                    "  {}{default}: exec {} s, no output {} s, {patterns} patterns{run_limits}",
                     category.name,
                     category.limits.exec.as_secs_f64(),
                     category.limits.no_output.as_secs_f64(),

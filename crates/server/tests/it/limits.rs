@@ -383,6 +383,12 @@ async fn a_policy_category_sets_the_limits_of_its_run_commands() {
     // A command of another category: the server's.
     let other = server.run(json!({"command": "ulimit -v"})).await;
     assert_eq!(other["stdout"], "204800\n", "{other:#?}");
+    let check = std::process::Command::new(crate::binary())
+        .args(["policy", "check", &path])
+        .output()
+        .expect("policy check runs");
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("patterns, run limits: memory 96 MiB, tasks 300\n"), "{text}");
     let explained = server.call("policy_explain", json!({"command": "cat x"})).await;
     assert!(explained.text.contains("memory 96 MiB, tasks 300"), "{}", explained.text);
     assert_eq!(explained["run_limits"]["memory_mib"], 96, "{explained:#?}");
