@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::sandbox::Policy;
 use crate::session::{Activity, CommandEnd, Place, Session, SessionConfig};
 
 /// The name of the session used when a call names none.
@@ -184,6 +185,8 @@ pub struct SessionInfo {
     pub prompt: Option<String>,
     /// Bytes of command output its store keeps.
     pub output_bytes: u64,
+    /// The sandbox its shells run in.
+    pub sandbox: Policy,
 }
 
 /// A live session and what the registry knows about it.
@@ -323,14 +326,15 @@ impl Registry {
     }
 
     /// The session `name` for one call, started (in `cwd`, else the start
-    /// directory; recorded if the server records and `record` is true)
-    /// when it does not exist. `cwd` and `record` are ignored for an
-    /// existing session.
+    /// directory; recorded if the server records and `record` is true;
+    /// under `sandbox`, else the template's) when it does not exist. `cwd`,
+    /// `record` and `sandbox` are ignored for an existing session.
     pub fn open(
         self: &Arc<Self>,
         name: &str,
         cwd: Option<PathBuf>,
         record: bool,
+        sandbox: Option<Policy>,
     ) -> Result<(Lease, Opened), RegistryError> {
         validate_name(name)?;
         let mut inner = self.lock();
@@ -351,7 +355,7 @@ impl Registry {
             None => false,
         };
         let place = Place { cwd: cwd.clone(), env: None };
-        let session = self.insert(&mut inner, name, place, None, record);
+        let session = self.insert(&mut inner, name, place, None, record, sandbox);
         drop(inner);
         self.changed.notify_one();
         Ok((self.lease(name, session), Opened::Started { cwd, expired_before }))
@@ -360,7 +364,8 @@ impl Registry {
     /// Starts a background job's session in `place` (its directory, and
     /// its environment unless `None`: then the server's): named `name` if
     /// given (it must not exist), else `job-N`; recorded if the server
-    /// records and `record` is true. The caller runs the job's command in
+    /// records and `record` is true; under `sandbox`, else the template's.
+    /// The caller runs the job's command in
     /// it and then calls [`Registry::watch_job`], or
     /// [`Registry::forget_job`] if it could not be started.
     pub fn open_background(
@@ -369,6 +374,7 @@ impl Registry {
         place: Place,
         command: &str,
         record: bool,
+        sandbox: Option<Policy>,
     ) -> Result<(Lease, PathBuf), RegistryError> {
         let mut inner = self.lock();
         let (name, generated) = match name {
@@ -398,7 +404,8 @@ impl Registry {
         }
         inner.expired.retain(|n| *n != name);
         let place = Place { cwd: cwd.clone(), env: place.env };
-        let session = self.insert(&mut inner, &name, place, Some(command.to_owned()), record);
+        let command = Some(command.to_owned());
+        let session = self.insert(&mut inner, &name, place, command, record, sandbox);
         drop(inner);
         // An ended job may have to make room.
         self.changed.notify_one();
@@ -541,6 +548,7 @@ impl Registry {
                     waiting_for_input: session.waiting_for_input(),
                     prompt: session.input_prompt(),
                     output_bytes: session.output().bytes(),
+                    sandbox: session.config().sandbox.clone(),
                     name,
                     background,
                     job_end,
@@ -715,12 +723,16 @@ impl Registry {
         place: Place,
         background: Option<String>,
         record: bool,
+        sandbox: Option<Policy>,
     ) -> Arc<Session> {
         let mut config = self.template.clone();
         config.name = name.to_owned();
         config.cwd = place.cwd;
         if !record {
             config.record = None;
+        }
+        if let Some(sandbox) = sandbox {
+            config.sandbox = sandbox;
         }
         if place.env.is_some() {
             config.start_env = place.env;

@@ -401,9 +401,20 @@ pub fn protected_pids(guard: Option<&crate::guard::Guard>) -> Vec<u32> {
     std::iter::once(std::process::id()).chain(guard.map(crate::guard::Guard::pid)).collect()
 }
 
+/// Where [`PrivateTmp`]s are made, once the server has said
+/// ([`set_private_tmp_base`]).
+static PRIVATE_TMP_BASE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes `dir` (private, existing) the place of every later
+/// [`PrivateTmp`]: the server's runtime directory, which its guard removes
+/// after a server SIGKILL, when no `Drop` runs. The first call wins.
+pub fn set_private_tmp_base(dir: PathBuf) {
+    let _ = PRIVATE_TMP_BASE.set(dir);
+}
+
 /// A private temporary directory for one sandboxed command (mode 0700 in
-/// the system's temporary directory), removed with everything in it when
-/// dropped.
+/// the directory [`set_private_tmp_base`] named, else the system's
+/// temporary directory), removed with everything in it when dropped.
 #[derive(Debug)]
 pub struct PrivateTmp(PathBuf);
 
@@ -411,7 +422,8 @@ impl PrivateTmp {
     /// Makes one.
     pub fn create() -> std::io::Result<PrivateTmp> {
         let name = format!("shellkeep-tmp-{}", crate::private_fs::random_hex(8)?);
-        let dir = std::env::temp_dir().join(name);
+        let base = PRIVATE_TMP_BASE.get().cloned().unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(name);
         crate::private_fs::create_private_dir(&dir)?;
         Ok(PrivateTmp(dir))
     }
@@ -567,9 +579,11 @@ const DENIAL_SCAN: usize = 64 * 1024;
 
 /// Whether `output` (a failed command's, in `policy`'s sandbox) shows a
 /// denial of the sandbox: `sudo` refusing under `no_new_privs`, a socket
-/// refused with the network off, or "Permission denied" on a path outside
-/// what may be written. Reads at most the last 64 KiB.
-pub fn denial(policy: &Policy, output: &str) -> Option<Denial> {
+/// refused with the network off, or "Permission denied" (or "Read-only
+/// file system") on a path outside what may be written; a relative path is
+/// read from `cwd`, the command's directory, and not judged without it.
+/// Reads at most the last 64 KiB.
+pub fn denial(policy: &Policy, output: &str, cwd: Option<&Path>) -> Option<Denial> {
     if !policy.is_confined() {
         return None;
     }
@@ -587,14 +601,14 @@ pub fn denial(policy: &Policy, output: &str) -> Option<Denial> {
     if policy.mode == Mode::Off {
         return None;
     }
-    tail.lines()
-        .filter(|line| line.contains("Permission denied") || line.contains("Read-only file system"))
-        .find_map(|line| {
-            let path = denied_path(line)?;
-            let path_ref = Path::new(&path);
-            let writable = policy.workspace().iter().any(|dir| path_ref.starts_with(dir));
-            (path_ref.is_absolute() && !writable).then_some(Denial::Write { path: Some(path) })
-        })
+    tail.lines().filter(|line| REFUSED_WRITE.iter().any(|words| line.contains(words))).find_map(
+        |line| {
+            let named = PathBuf::from(denied_path(line)?);
+            let path = if named.is_absolute() { named } else { cwd?.join(named) };
+            let writable = policy.workspace().iter().any(|dir| path.starts_with(dir));
+            (!writable).then(|| Denial::Write { path: Some(path.display().to_string()) })
+        },
+    )
 }
 
 /// What programs print when a socket is refused or a name cannot be
@@ -615,21 +629,29 @@ const NETWORK_SIGNS: &[&str] = &[
 
 /// The path an error line names as denied: quoted (`cannot touch
 /// '/etc/x': Permission denied`, `[Errno 13] Permission denied: '/etc/x'`,
-/// coreutils' `‘/x’` in a UTF-8 locale) or the field before the error
-/// (`bash: /etc/x: Permission denied`).
+/// coreutils' `‘x’` in a UTF-8 locale) or the field before the error
+/// (`bash: out/x: Permission denied`); absolute or relative.
 fn denied_path(line: &str) -> Option<String> {
     const QUOTES: [(char, char); 4] =
         [('\'', '\''), ('"', '"'), ('`', '\''), ('\u{2018}', '\u{2019}')];
     for (open, close) in QUOTES {
         if let Some((_, rest)) = line.split_once(open)
             && let Some((inside, _)) = rest.split_once(close)
-            && inside.starts_with('/')
+            && !inside.is_empty()
         {
             return Some(inside.to_owned());
         }
     }
-    line.split(": ").find(|field| field.starts_with('/')).map(str::to_owned)
+    // `program: path: Permission denied`: the field before the error.
+    let fields: Vec<&str> = line.split(": ").collect();
+    let at = fields
+        .iter()
+        .position(|field| REFUSED_WRITE.iter().any(|words| field.starts_with(words)))?;
+    (at >= 2).then(|| fields[at - 1].to_owned())
 }
+
+/// The error words that say a write was refused.
+const REFUSED_WRITE: [&str; 2] = ["Permission denied", "Read-only file system"];
 
 #[cfg(test)]
 mod tests {
@@ -663,22 +685,33 @@ mod tests {
             ("cp: cannot create regular file '/opt/a': Read-only file system", "/opt/a"),
         ] {
             let expected = Some(Denial::Write { path: Some(path.into()) });
-            assert_eq!(denial(&policy, &format!("some output\n{line}\n")), expected, "{line}");
+            assert_eq!(
+                denial(&policy, &format!("some output\n{line}\n"), None),
+                expected,
+                "{line}"
+            );
         }
-        // A relative path is not known to be outside.
-        assert_eq!(denial(&policy, "touch: cannot touch 'x': Permission denied"), None);
-        // Inside the workspace, a permission error is the file's, not ours.
-        assert_eq!(denial(&policy, "bash: /w/ro.txt: Permission denied"), None);
+        // A relative path is read from the command's directory, and not
+        // judged without one.
+        let relative = "touch: cannot touch 'x': Permission denied";
+        assert_eq!(denial(&policy, relative, None), None);
+        assert_eq!(denial(&policy, relative, Some(Path::new("/w/sub"))), None);
         assert_eq!(
-            denial(&policy, "curl: (6) Could not resolve host: example.com"),
+            denial(&policy, "bash: out/log: Read-only file system", Some(Path::new("/elsewhere"))),
+            Some(Denial::Write { path: Some("/elsewhere/out/log".into()) })
+        );
+        // Inside the workspace, a permission error is the file's, not ours.
+        assert_eq!(denial(&policy, "bash: /w/ro.txt: Permission denied", None), None);
+        assert_eq!(
+            denial(&policy, "curl: (6) Could not resolve host: example.com", None),
             Some(Denial::Network)
         );
         let sudo = "sudo: The \"no new privileges\" flag is set, which prevents sudo from running as root.";
-        assert_eq!(denial(&policy, sudo), Some(Denial::Sudo));
+        assert_eq!(denial(&policy, sudo, None), Some(Denial::Sudo));
         // No sandbox, no denial.
-        assert_eq!(denial(&Policy::off(), sudo), None);
+        assert_eq!(denial(&Policy::off(), sudo, None), None);
         // Network words mean nothing with the network on.
-        assert_eq!(denial(&workspace("/w"), "Could not resolve host: x"), None);
+        assert_eq!(denial(&workspace("/w"), "Could not resolve host: x", None), None);
     }
 
     #[test]
@@ -688,7 +721,7 @@ mod tests {
             "é{}\ntouch: cannot touch '/etc/x': Permission denied",
             "é".repeat(DENIAL_SCAN)
         );
-        assert!(matches!(denial(&policy, &long), Some(Denial::Write { .. })));
+        assert!(matches!(denial(&policy, &long, None), Some(Denial::Write { .. })));
     }
 
     #[test]

@@ -22,9 +22,17 @@
 //!    sessions (`--record`) and in one that does not, [`RECORD_ROUNDS`]
 //!    times each, alternated, each in a new session (the median of each,
 //!    their ratio against [`TARGET_RECORD_RATIO`], how long until the
-//!    recording is written, and its size).
+//!    recording is written, and its size);
+//! 7. what the sandbox costs: the same three measures in a server started
+//!    with `--sandbox workspace-write --network off` and in one without,
+//!    alternated: `echo hi` (median of [`SANDBOX_ECHO_CALLS`] calls each),
+//!    `seq 1 2000000` and the start of a new session (the first `true` in
+//!    it), [`SANDBOX_ROUNDS`] times each in new sessions; with the targets
+//!    of the issue (`seq` at most 10 % slower, `echo hi` at most 0.3 ms
+//!    more).
 //!
-//! `SHELLKEEP_BENCH_ONLY=recording` runs step 6 alone.
+//! `SHELLKEEP_BENCH_ONLY=recording` runs step 6 alone,
+//! `SHELLKEEP_BENCH_ONLY=sandbox` step 7.
 //! `SHELLKEEP_BENCH_SECRETS=N` starts the server with `N` registered secrets
 //! (`--secret`, values of 32 characters and more) and the default secrets
 //! and shapes on; `SHELLKEEP_BENCH_SECRETS=0` with nothing to mask
@@ -116,6 +124,22 @@ const RECORD_ROUNDS: usize = 7;
 /// multiple of the time without (at most 20 % slower).
 const TARGET_RECORD_RATIO: f64 = 1.2;
 
+/// Rounds of `seq 1 2000000` and of a session's start, with and without
+/// the sandbox (after one of each to warm up).
+const SANDBOX_ROUNDS: usize = 7;
+
+/// Timed `echo hi` calls in each server, with and without the sandbox.
+const SANDBOX_ECHO_CALLS: usize = 200;
+
+/// Target: `seq 1 2000000` in a sandbox, as a multiple of the time without.
+const TARGET_SANDBOX_SEQ_RATIO: f64 = 1.1;
+
+/// Target: what the sandbox adds to the median `echo hi` round trip.
+const TARGET_SANDBOX_ECHO_EXTRA: Duration = Duration::from_micros(300);
+
+/// The flags of the sandboxed server of step 7.
+const SANDBOX_FLAGS: [&str; 4] = ["--sandbox", "workspace-write", "--network", "off"];
+
 /// How long memory must hold still before it is read as settled.
 const SETTLE: Duration = Duration::from_millis(300);
 
@@ -131,12 +155,18 @@ async fn bench() -> anyhow::Result<()> {
         table.print(&scratch);
         return recording;
     }
+    if std::env::var("SHELLKEEP_BENCH_ONLY").as_deref() == Ok("sandbox") {
+        let sandbox = sandbox_cost(&scratch, &mut table).await;
+        table.print(&scratch);
+        return sandbox;
+    }
 
     let latency = echo_latency_and_seq(&scratch, &mut table).await;
     let wire = wire_bytes(&scratch, &mut table).await;
     let memory = session_memory(&scratch, &mut table).await;
     let parallel = parallel_sessions(&scratch, &mut table).await;
     let recording = recording_cost(&scratch, &mut table).await;
+    let sandbox = sandbox_cost(&scratch, &mut table).await;
     // Print what was measured even when a later step failed.
     table.print(&scratch);
     latency?;
@@ -144,6 +174,116 @@ async fn bench() -> anyhow::Result<()> {
     memory?;
     parallel?;
     recording?;
+    sandbox?;
+    Ok(())
+}
+
+/// Step 7: `echo hi`, `seq 1 2000000` and a session's start in a server
+/// with the sandbox and in one without, alternated so that both see the
+/// same load.
+async fn sandbox_cost(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
+    let flags: Vec<std::ffi::OsString> = SANDBOX_FLAGS.iter().map(Into::into).collect();
+    let (plain, _) = rmcp_client_with(scratch, "rmcp-unsandboxed", &[]).await?;
+    let (sandboxed, _) = rmcp_client_with(scratch, "rmcp-sandboxed", &flags).await?;
+    let first = call(&sandboxed, json!({"command": "true"})).await?;
+    ensure!(
+        structured(&first)?["sandbox"]["mode"] == "workspace-write",
+        "the sandboxed server runs without a sandbox: {:?}",
+        first.structured_content
+    );
+    // `echo hi` in the warm default sessions, in alternating batches.
+    let (mut echo_plain, mut echo_sandboxed) = (Vec::new(), Vec::new());
+    for _ in 0..WARM_UP_CALLS {
+        echo_hi(&plain, None).await?;
+        echo_hi(&sandboxed, None).await?;
+    }
+    for _ in 0..SANDBOX_ECHO_CALLS / 10 {
+        for (client, times) in [(&plain, &mut echo_plain), (&sandboxed, &mut echo_sandboxed)] {
+            for _ in 0..10 {
+                let start = Instant::now();
+                echo_hi(client, None).await?;
+                times.push(start.elapsed());
+            }
+        }
+    }
+    // A session's start, then `seq` in it, in new sessions.
+    let round = async |client: &RunningService<RoleClient, ()>,
+                       session: &str|
+           -> anyhow::Result<(Duration, Duration)> {
+        let start = Instant::now();
+        call(client, json!({"command": "true", "session": session})).await?;
+        let started = start.elapsed();
+        let start = Instant::now();
+        let result =
+            call(client, json!({"command": SEQ_COMMAND, "timeout": 60, "session": session}))
+                .await?;
+        let seq = start.elapsed();
+        let reply = structured(&result)?;
+        ensure!(reply["status"] == "completed", "{SEQ_COMMAND} did not complete: {reply}");
+        Ok((started, seq))
+    };
+    let (mut start_plain, mut start_sandboxed, mut seq_plain, mut seq_sandboxed) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for n in 0..=SANDBOX_ROUNDS {
+        // At most 16 sessions: each round closes its own.
+        let session = format!("box{n}");
+        let (plain_start, plain_seq) = round(&plain, &session).await?;
+        let (boxed_start, boxed_seq) = round(&sandboxed, &session).await?;
+        for client in [&plain, &sandboxed] {
+            let params = CallToolRequestParams::new("session_close").with_arguments(
+                json!({"session": session}).as_object().cloned().unwrap_or_default(),
+            );
+            within(client.call_tool(params), "closing a session").await?.context("tools/call")?;
+        }
+        // The first round warms up.
+        if n > 0 {
+            start_plain.push(plain_start);
+            start_sandboxed.push(boxed_start);
+            seq_plain.push(plain_seq);
+            seq_sandboxed.push(boxed_seq);
+        }
+    }
+    for list in [
+        &mut echo_plain,
+        &mut echo_sandboxed,
+        &mut start_plain,
+        &mut start_sandboxed,
+        &mut seq_plain,
+        &mut seq_sandboxed,
+    ] {
+        list.sort();
+    }
+    let median = |list: &[Duration]| percentile(list, 50);
+    let (echo_without, echo_with) = (median(&echo_plain), median(&echo_sandboxed));
+    table.row(
+        format!("sandbox: echo hi without / with, p50 of {SANDBOX_ECHO_CALLS}"),
+        format!("{} / {}", millis(echo_without), millis(echo_with)),
+    );
+    let extra = echo_with.saturating_sub(echo_without);
+    table.target(
+        "sandbox: what it adds to echo hi",
+        format!("{:.3} ms", echo_with.as_secs_f64() * 1e3 - echo_without.as_secs_f64() * 1e3),
+        format!("<= {}", millis(TARGET_SANDBOX_ECHO_EXTRA)),
+        extra <= TARGET_SANDBOX_ECHO_EXTRA,
+    );
+    let (seq_without, seq_with) = (median(&seq_plain), median(&seq_sandboxed));
+    table.row(
+        format!("sandbox: {SEQ_COMMAND} without / with, median of {SANDBOX_ROUNDS}"),
+        format!("{:.3} s / {:.3} s", seq_without.as_secs_f64(), seq_with.as_secs_f64()),
+    );
+    let ratio = seq_with.as_secs_f64() / seq_without.as_secs_f64();
+    table.target(
+        format!("sandbox: {SEQ_COMMAND} with / without"),
+        format!("{ratio:.2}"),
+        format!("<= {TARGET_SANDBOX_SEQ_RATIO}"),
+        ratio <= TARGET_SANDBOX_SEQ_RATIO,
+    );
+    table.row(
+        format!("sandbox: a new session's start without / with, median of {SANDBOX_ROUNDS}"),
+        format!("{} / {}", millis(median(&start_plain)), millis(median(&start_sandboxed))),
+    );
+    within(plain.cancel(), "closing the connection").await?.context("close the connection")?;
+    within(sandboxed.cancel(), "closing the connection").await?.context("close the connection")?;
     Ok(())
 }
 

@@ -31,6 +31,7 @@ use serde_json::Value;
 use shellkeep_engine::policy::ExplicitTimeout;
 use shellkeep_engine::process::SCOPE_VAR;
 use shellkeep_engine::registry;
+use shellkeep_engine::sandbox::Mode;
 use shellkeep_engine::store::Stream;
 
 use crate::render;
@@ -111,6 +112,16 @@ pub struct TerminalArgs {
     /// server records, `--record`). true needs a server started with `--record`.
     #[serde(default, deserialize_with = "lenient::optional_flag")]
     pub record: Option<bool>,
+    /// The sandbox of a new session (its shell and everything it runs): `read-only` (writes
+    /// only in its temporary directory) or `workspace-write`, at least as strict as the
+    /// server's; only used by the call that starts it (default: the server's). The server's own
+    /// setting is stated at start-up.
+    #[serde(default)]
+    pub sandbox: Option<SandboxArg>,
+    /// The network of a new session: `off` denies every socket but Unix ones; `on` only if
+    /// the server allows it; only used by the call that starts it (default: the server's).
+    #[serde(default, deserialize_with = "lenient::network")]
+    pub network: Option<NetworkArg>,
     /// Start `command` as a long-lived job (dev server, watcher, `tail -f`) in a new session of
     /// its own, named by `session` if given and free, else `job-N`, in the directory and with
     /// the exported environment (activated venv, exports) of session `default`, which must be at
@@ -149,6 +160,10 @@ pub struct Terminal {
     pub cwd: Option<PathBuf>,
     /// Whether a new session is recorded, when the agent said.
     pub record: Option<bool>,
+    /// The sandbox a new session asks for, when the agent said.
+    pub sandbox: Option<Mode>,
+    /// Whether a new session may use the network, when the agent said.
+    pub network: Option<bool>,
     /// Whether `command` starts a background job.
     pub background: bool,
     /// Keys for the running program, as given (an empty list is none).
@@ -182,6 +197,8 @@ impl TerminalArgs {
             session: self.session.map(session).transpose()?,
             cwd: self.cwd.map(|cwd| path("cwd", cwd)).transpose()?,
             record: self.record,
+            sandbox: self.sandbox.map(Mode::from),
+            network: self.network.map(NetworkArg::allows),
             command: self.command,
             is_input: self.is_input,
             reset: self.reset,
@@ -272,6 +289,47 @@ impl From<StreamArg> for Stream {
     }
 }
 
+/// A sandbox mode, as the `sandbox` argument of `terminal` and `run`
+/// names it (the values of `--sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxArg {
+    /// No sandbox (only where the server runs without one).
+    Off,
+    /// Writes only in the workspace, the temporary directory and the terminal.
+    WorkspaceWrite,
+    /// Writes only in the temporary directory and the terminal.
+    ReadOnly,
+}
+
+impl From<SandboxArg> for Mode {
+    fn from(mode: SandboxArg) -> Mode {
+        match mode {
+            SandboxArg::Off => Mode::Off,
+            SandboxArg::WorkspaceWrite => Mode::WorkspaceWrite,
+            SandboxArg::ReadOnly => Mode::ReadOnly,
+        }
+    }
+}
+
+/// The `network` argument of `terminal` and `run` (the values of
+/// `--network`; `true` and `false` are read as `on` and `off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkArg {
+    /// Every socket but Unix ones is denied.
+    Off,
+    /// The network as the server allows it.
+    On,
+}
+
+impl NetworkArg {
+    /// Whether it lets the command use the network.
+    pub fn allows(self) -> bool {
+        self == NetworkArg::On
+    }
+}
+
 /// Arguments of the `sessions` tool (none).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -301,6 +359,14 @@ pub struct RunArgs {
     /// Text for the command's standard input (default: none, stdin is /dev/null).
     #[serde(default)]
     pub stdin: Option<String>,
+    /// The command's sandbox: `read-only` (writes only in its temporary directory) or
+    /// `workspace-write`, at least as strict as the server's (default: the server's).
+    #[serde(default)]
+    pub sandbox: Option<SandboxArg>,
+    /// The command's network: `off` denies every socket but Unix ones; `on` only if the
+    /// server allows it (default: the server's).
+    #[serde(default, deserialize_with = "lenient::network")]
+    pub network: Option<NetworkArg>,
 }
 
 /// A `run` call's arguments, checked.
@@ -316,6 +382,10 @@ pub struct Run {
     pub env: Vec<(String, String)>,
     /// The command's standard input, when given.
     pub stdin: Option<String>,
+    /// The sandbox the command asks for, when given.
+    pub sandbox: Option<Mode>,
+    /// Whether the command may use the network, when given.
+    pub network: Option<bool>,
 }
 
 /// The limits a call gave explicitly (`timeout_sec`, `no_output_timeout_sec`).
@@ -357,6 +427,8 @@ impl RunArgs {
             cwd,
             env: env.into_iter().collect(),
             stdin: self.stdin,
+            sandbox: self.sandbox.map(Mode::from),
+            network: self.network.map(NetworkArg::allows),
         })
     }
 }
@@ -793,6 +865,28 @@ mod lenient {
         }
     }
 
+    /// An optional `network`: `"on"`, `"off"`, or a boolean (`true` is
+    /// on) as models may send one; `null` is `None` (not given).
+    pub fn network<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<super::NetworkArg>, D::Error> {
+        use super::NetworkArg;
+        match Value::deserialize(deserializer)? {
+            Value::Null => Ok(None),
+            Value::Bool(on) => Ok(Some(if on { NetworkArg::On } else { NetworkArg::Off })),
+            Value::String(text) if text == "on" => Ok(Some(NetworkArg::On)),
+            Value::String(text) if text == "off" => Ok(Some(NetworkArg::Off)),
+            Value::String(text) => Err(D::Error::custom(format!(
+                "expected \"on\" or \"off\" (or true or false), got {}",
+                render::echo(&text)
+            ))),
+            other => Err(D::Error::custom(format!(
+                "expected \"on\" or \"off\" (or true or false), got {}",
+                render::echo(&other.to_string())
+            ))),
+        }
+    }
+
     /// The number a string holds, written as JSON writes numbers.
     pub fn number_in(text: &str) -> Result<serde_json::Number, String> {
         let plain = !text.is_empty()
@@ -926,6 +1020,20 @@ mod tests {
                 (json!({"command": "ls", "record": true}), None),
                 (json!({"command": "ls", "record": "false"}), None),
                 (json!({"command": "ls", "record": null}), None),
+                (json!({"command": "ls", "sandbox": "read-only", "network": "off"}), None),
+                (json!({"command": "ls", "sandbox": "workspace-write", "network": false}), None),
+                (json!({"command": "ls", "sandbox": "off", "network": true}), None),
+                (
+                    json!({"command": "ls", "sandbox": "readonly"}),
+                    Some(
+                        "serde: unknown variant `readonly`, expected one of `off`, \
+                         `workspace-write`, `read-only`",
+                    ),
+                ),
+                (
+                    json!({"command": "ls", "network": "none"}),
+                    Some("serde: expected \"on\" or \"off\" (or true or false), got \"none\""),
+                ),
                 (
                     json!({"command": "ls", "record": "yes"}),
                     Some(
@@ -947,12 +1055,15 @@ mod tests {
             session: Some("dev".into()),
             cwd: Some("/tmp".into()),
             record: Some(false),
+            sandbox: Some(SandboxArg::ReadOnly),
+            network: Some(NetworkArg::Off),
             background: false,
             keys: None,
         }
         .check()
         .expect("valid");
         assert_eq!(checked.record, Some(false));
+        assert_eq!((checked.sandbox, checked.network), (Some(Mode::ReadOnly), Some(false)));
         assert_eq!(checked.timeout, Some(Duration::from_millis(2500)));
         assert_eq!(checked.session.as_deref(), Some("dev"));
         assert_eq!(checked.cwd, Some(PathBuf::from("/tmp")));
@@ -1062,6 +1173,11 @@ mod tests {
                 (json!({"command": "true", "env": {"V": "a\u{0}b"}}), Some(&env_value_nul)),
                 (json!({"command": "true", "env": {SCOPE_VAR: "x"}}), Some(&scope)),
                 (json!({"command": "true", "env": {"OK": "1"}, "stdin": "a\u{0}b"}), None),
+                (json!({"command": "true", "sandbox": "read-only", "network": "off"}), None),
+                (
+                    json!({"command": "true", "network": 0}),
+                    Some("serde: expected \"on\" or \"off\" (or true or false), got \"0\""),
+                ),
             ],
         );
         let run = RunArgs {
@@ -1071,9 +1187,12 @@ mod tests {
             cwd: None,
             env: Some(BTreeMap::from([("B".into(), "2".into()), ("A".into(), "1".into())])),
             stdin: None,
+            sandbox: Some(SandboxArg::WorkspaceWrite),
+            network: None,
         }
         .check()
         .expect("valid");
+        assert_eq!((run.sandbox, run.network), (Some(Mode::WorkspaceWrite), None));
         assert_eq!(run.env, [("A".into(), "1".into()), ("B".into(), "2".into())]);
         assert_eq!(run.limits.timeout.map(ExplicitTimeout::duration), Some(Duration::from_secs(8)));
         assert_eq!(run.limits.no_output, None);
@@ -1233,12 +1352,31 @@ mod tests {
         vec![
             tool(
                 "terminal",
-                &["background", "command", "cwd", "is_input", "reset", "session", "timeout"],
+                &[
+                    "background",
+                    "command",
+                    "cwd",
+                    "is_input",
+                    "network",
+                    "reset",
+                    "sandbox",
+                    "session",
+                    "timeout",
+                ],
                 &["command"],
             ),
             tool(
                 "run",
-                &["command", "cwd", "env", "no_output_timeout_sec", "stdin", "timeout_sec"],
+                &[
+                    "command",
+                    "cwd",
+                    "env",
+                    "network",
+                    "no_output_timeout_sec",
+                    "sandbox",
+                    "stdin",
+                    "timeout_sec",
+                ],
                 &["command"],
             ),
             tool("output", &["command", "limit", "offset", "run", "session", "stream"], &[]),
@@ -1307,6 +1445,15 @@ mod tests {
             ("output", "limits", "limit"),
             ("output", "ofset", "offset"),
             ("output", "streams", "stream"),
+            // The sandbox's arguments.
+            ("terminal", "sandbox_mode", "sandbox"),
+            ("terminal", "sandboxMode", "sandbox"),
+            ("terminal", "Sandbox", "sandbox"),
+            ("terminal", "sandbx", "sandbox"),
+            ("terminal", "network_access", "network"),
+            ("terminal", "Network", "network"),
+            ("run", "sandbox_mode", "sandbox"),
+            ("run", "netwrok", "network"),
         ];
         let mut problems = Vec::new();
         for (tool, given, expected) in cases {
@@ -1509,13 +1656,14 @@ mod tests {
         assert_eq!(
             err("terminal", json!({"command": "deploy", "env": {"DRY_RUN": "1"}})),
             "unknown argument `env`: `terminal` does not take it (`env` is an argument of run); \
-             `terminal` takes background, command, cwd, is_input, reset, session, timeout"
+             `terminal` takes background, command, cwd, is_input, network, reset, sandbox, \
+             session, timeout"
         );
         assert_eq!(
             err("run", json!({"command": "ls", "session": "dev"})),
             "unknown argument `session`: `run` does not take it (`session` is an argument of \
-             terminal, output and session_close); `run` takes command, cwd, env, \
-             no_output_timeout_sec, stdin, timeout_sec"
+             terminal, output and session_close); `run` takes command, cwd, env, network, \
+             no_output_timeout_sec, sandbox, stdin, timeout_sec"
         );
         assert_eq!(
             err("sessions", json!({"command": "ls"})),

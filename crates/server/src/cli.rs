@@ -260,6 +260,51 @@ pub struct ServeArgs {
     /// A mode named here that the host does not allow stops start-up.
     #[arg(long, global = true, default_value = "auto", env = "SHELLKEEP_CONTAINMENT")]
     pub containment: String,
+    /// What every terminal shell and `run` command may write, enforced by
+    /// the kernel (Landlock, seccomp) before bash starts: `off`,
+    /// `workspace-write` (the --writable directories, a private temporary
+    /// directory and the terminal) or `read-only` (only that temporary
+    /// directory). Any mode but `off` also stops commands from tracing the
+    /// shell, pushing input into the terminal and signalling the server. A
+    /// session or `run` may ask for a stricter sandbox, never a looser one.
+    /// A mode the kernel cannot enforce stops start-up (see
+    /// --sandbox-best-effort).
+    #[arg(
+        long,
+        global = true,
+        default_value = "off",
+        value_name = "MODE",
+        env = "SHELLKEEP_SANDBOX"
+    )]
+    pub sandbox: String,
+    /// A directory commands may write under `--sandbox workspace-write`
+    /// (with everything below it). Repeatable, or a `:`-separated list in
+    /// $SHELLKEEP_WRITABLE; each must exist. Default: the server's start
+    /// directory (--cwd, else its working directory).
+    #[arg(
+        long = "writable",
+        global = true,
+        value_name = "DIR",
+        env = "SHELLKEEP_WRITABLE",
+        value_delimiter = ':'
+    )]
+    pub writable: Vec<PathBuf>,
+    /// `off` denies every socket but Unix ones to every terminal shell and
+    /// `run` command (no TCP, UDP or raw network; a local server on a Unix
+    /// socket still works); `on` leaves the network alone.
+    #[arg(
+        long,
+        global = true,
+        default_value = "on",
+        value_name = "on|off",
+        env = "SHELLKEEP_NETWORK"
+    )]
+    pub network: String,
+    /// Start even where the kernel cannot enforce all of --sandbox and
+    /// --network (an old kernel, Landlock not enabled): what is and is not
+    /// enforced is then said by `doctor` and in every reply.
+    #[arg(long, global = true, env = "SHELLKEEP_SANDBOX_BEST_EFFORT")]
+    pub sandbox_best_effort: bool,
     /// Memory one session (its shell and everything it starts) or one
     /// `run` command may use, in MiB (at least 16), or `none`. Default: half
     /// the machine's memory, applied through control groups only. Without

@@ -5,9 +5,11 @@
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
 //! The conversion is a function of the flags and of the environment it is
-//! given; it reads one file, the secrets file (`secrets::load`), and does
-//! not read the policy file or start anything (`main` does, with the
-//! result).
+//! given; it reads one file, the secrets file (`secrets::load`), resolves
+//! the `--writable` directories, and asks the kernel what it can enforce of
+//! the sandbox (`sandbox::check`: a sandbox it cannot enforce is a flag
+//! error, never a silent start without it). It does not read the policy
+//! file or start anything (`main` does, with the result).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -21,6 +23,7 @@ use shellkeep_engine::mask::Secrets;
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::record::{self, RecordSettings};
 use shellkeep_engine::registry::RegistryLimits;
+use shellkeep_engine::sandbox::{self, Enforcement, Mode};
 use shellkeep_engine::secrets::{self, Found};
 use shellkeep_engine::session::SessionConfig;
 use shellkeep_engine::store::StoreLimits;
@@ -79,6 +82,13 @@ pub struct ServerConfig {
     pub record: Option<RecordSettings>,
     /// The containment mode asked for.
     pub containment: cgroup::Requested,
+    /// The sandbox every session and `run` command gets unless it asks
+    /// for a stricter one (`--sandbox`, `--writable`, `--network`,
+    /// `--sandbox-best-effort`).
+    pub sandbox: sandbox::Policy,
+    /// What the kernel enforces of `sandbox` on this host
+    /// (`sandbox::check`); `None` when nothing is confined.
+    pub enforcement: Option<Enforcement>,
     /// What each session and `run` command may take, and its `nice` value
     /// (`--memory-max`, `--tasks-max`, `--cpu-max`, `--nice`).
     pub resources: ResourceLimits,
@@ -149,6 +159,7 @@ impl ServerConfig {
             env,
         )
         .map_err(|err| FlagError(err.0))?;
+        let policy = sandbox_policy(args)?;
         Ok(ServerConfig {
             cwd: args.cwd.clone(),
             no_output_return: seconds("--no-output-return", args.no_output_return)?,
@@ -189,6 +200,8 @@ impl ServerConfig {
             },
             record: record_settings(args)?,
             containment: containment(args)?,
+            sandbox: policy.clone(),
+            enforcement: enforcement(&policy)?,
             resources: resources(args)?,
             masks: Arc::new(Secrets::new(found.masked(), found.shapes)),
             secrets: found,
@@ -220,6 +233,8 @@ impl ServerConfig {
         // command line.
         config.env = self.secrets.exported();
         config.secrets = Arc::clone(&self.masks);
+        // Each session's own request, if any, replaces it (only tighter).
+        config.sandbox = self.sandbox.clone();
         config.resources = self.resources;
         if !self.source_rc {
             config.user_rc = None;
@@ -249,6 +264,74 @@ fn record_settings(args: &ServeArgs) -> Result<Option<RecordSettings>, FlagError
         idle_limit: record::DEFAULT_IDLE_LIMIT,
     }))
 }
+
+/// `--sandbox`, `--writable`, `--network` and `--sandbox-best-effort` as
+/// the engine's policy, which `shellkeep run` uses as well. Each writable
+/// directory is resolved (from the server's working directory, symbolic
+/// links followed) and must be an existing directory; without any, the
+/// start directory (`--cwd`, else the working directory) is the workspace.
+/// This only reads the flags and the file system: what the kernel can
+/// enforce is [`enforcement`]'s question.
+pub fn sandbox_policy(args: &ServeArgs) -> Result<sandbox::Policy, FlagError> {
+    let mode: Mode =
+        args.sandbox.parse().map_err(|err: String| FlagError(format!("--sandbox: {err}")))?;
+    let network = match args.network.as_str() {
+        "on" => true,
+        "off" => false,
+        other => {
+            return Err(FlagError(format!(
+                "--network must be on or off, got {}",
+                crate::render::echo(other)
+            )));
+        }
+    };
+    let start = || match &args.cwd {
+        Some(dir) => (dir.clone(), "--cwd"),
+        None => (PathBuf::from("."), "the working directory (the default of --writable)"),
+    };
+    let wanted: Vec<(PathBuf, &str)> = if args.writable.is_empty() {
+        vec![start()]
+    } else {
+        args.writable.iter().map(|dir| (dir.clone(), "--writable")).collect()
+    };
+    if wanted.len() > MAX_WRITABLE {
+        return Err(FlagError(format!(
+            "--writable names {} directories; at most {MAX_WRITABLE} are allowed",
+            wanted.len()
+        )));
+    }
+    let mut writable = Vec::with_capacity(wanted.len());
+    for (dir, flag) in wanted {
+        let resolved = std::fs::canonicalize(&dir).map_err(|err| {
+            FlagError(format!("{flag} {}: {err}; name an existing directory", dir.display()))
+        })?;
+        if !resolved.is_dir() {
+            return Err(FlagError(format!(
+                "{flag} {}: {} is not a directory",
+                dir.display(),
+                resolved.display()
+            )));
+        }
+        if !writable.contains(&resolved) {
+            writable.push(resolved);
+        }
+    }
+    Ok(sandbox::Policy { mode, writable, network, best_effort: args.sandbox_best_effort })
+}
+
+/// What the kernel enforces of `policy` here (`None`: it confines
+/// nothing); a mode it cannot enforce, without `--sandbox-best-effort`, is
+/// the error that stops start-up, naming what is missing and what to do.
+pub fn enforcement(policy: &sandbox::Policy) -> Result<Option<Enforcement>, FlagError> {
+    if !policy.is_confined() {
+        return Ok(None);
+    }
+    sandbox::check(policy).map(Some).map_err(FlagError)
+}
+
+/// The most `--writable` directories: each is a Landlock rule of every
+/// shell and `run` command, and a line of every tool description.
+pub const MAX_WRITABLE: usize = 64;
 
 /// `--grace`, which `shellkeep run` uses as well.
 pub fn grace(args: &ServeArgs) -> Result<Duration, FlagError> {
@@ -424,6 +507,18 @@ mod tests {
         );
         assert_eq!(config.containment, cgroup::Requested::Auto);
         assert_eq!(config.record, None);
+        // No sandbox unless asked for; the workspace is the start directory.
+        let here = std::fs::canonicalize(".").expect("the working directory");
+        assert_eq!(
+            config.sandbox,
+            sandbox::Policy {
+                mode: Mode::Off,
+                writable: vec![here],
+                network: true,
+                best_effort: false
+            }
+        );
+        assert!(!config.sandbox.is_confined() && config.enforcement.is_none());
         assert!(config.source_rc);
         assert!(config.secrets.secrets.is_empty() && config.secrets.shapes);
     }
@@ -519,6 +614,29 @@ mod tests {
                     .as_ref()
                     .is_some_and(|r| r.retention.max_age == Duration::from_secs(43_200))
             }),
+            (&["--sandbox", "read-only"], |c| {
+                c.sandbox.mode == Mode::ReadOnly
+                    && c.sandbox.network
+                    && c.enforcement.as_ref().is_some_and(|e| e.mode == "read-only")
+            }),
+            (&["--sandbox", "workspace-write", "--writable", "/tmp", "--writable", "/"], |c| {
+                c.sandbox.mode == Mode::WorkspaceWrite
+                    && c.sandbox.writable
+                        == [std::fs::canonicalize("/tmp").expect("/tmp"), PathBuf::from("/")]
+            }),
+            // Resolved: relative to the working directory, `..` and links
+            // gone, named once.
+            (&["--writable", ".", "--writable", "./src/../src/..", "--cwd", "/"], |c| {
+                c.sandbox.writable == [std::fs::canonicalize(".").expect("cwd")]
+            }),
+            (&["--cwd", "/"], |c| c.sandbox.writable == [PathBuf::from("/")]),
+            (&["--network", "off"], |c| {
+                c.sandbox.mode == Mode::Off
+                    && !c.sandbox.network
+                    && c.sandbox.is_confined()
+                    && c.enforcement.as_ref().is_some_and(|e| !e.network)
+            }),
+            (&["--sandbox", "read-only", "--sandbox-best-effort"], |c| c.sandbox.best_effort),
             (&["--columns", "80", "--rows", "24"], |c| (c.columns, c.rows) == (80, 24)),
             (&["--columns", "1000", "--rows", "10"], |c| (c.columns, c.rows) == (1000, 10)),
             (&["--columns", "20", "--rows", "500"], |c| (c.columns, c.rows) == (20, 500)),
@@ -608,6 +726,25 @@ mod tests {
                 &["--containment", "jail"],
                 "--containment: unknown containment mode \"jail\": use auto, cgroup2, cgroup1 or \
                  markers",
+            ),
+            (
+                &["--sandbox", "jail"],
+                "--sandbox: unknown sandbox mode \"jail\": use off, workspace-write or read-only",
+            ),
+            (&["--network", "no"], "--network must be on or off, got \"no\""),
+            (
+                &["--writable", "/nonexistent-shellkeep-dir"],
+                "--writable /nonexistent-shellkeep-dir: No such file or directory (os error 2); \
+                 name an existing directory",
+            ),
+            (
+                &["--writable", "/etc/hostname"],
+                "--writable /etc/hostname: /etc/hostname is not a directory",
+            ),
+            (
+                &["--cwd", "/nonexistent-shellkeep-dir"],
+                "--cwd /nonexistent-shellkeep-dir: No such file or directory (os error 2); name \
+                 an existing directory",
             ),
         ];
         let mut problems = Vec::new();

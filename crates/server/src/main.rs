@@ -35,6 +35,7 @@ use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::{self, Recorder};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::sandbox;
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
@@ -423,6 +424,9 @@ async fn serve(
     // Resolved once, before any command's `env` can change `PATH`.
     let _ = process::bash();
     let dir = RuntimeDir::create()?;
+    // A sandboxed `run`'s temporary directory goes where the guard looks
+    // after a server SIGKILL.
+    sandbox::set_private_tmp_base(dir.path.clone());
     let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
         Ok(guard) => Some(Arc::new(guard)),
         // Replies say so: a missing safety net is never silent.
@@ -485,7 +489,7 @@ async fn serve(
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
     tokio::spawn(async move {
-        let started = warm.sessions.open(DEFAULT_SESSION, None, true);
+        let started = warm.sessions.open(DEFAULT_SESSION, None, true, None);
         let Ok((lease, _)) = started else { return };
         if let Err(err) = lease.session().start().await {
             tracing::warn!("the terminal could not start yet: {err}");
@@ -659,6 +663,9 @@ async fn run_once(
 ) -> anyhow::Result<std::process::ExitCode> {
     let explicit = cli_timeout(timeout)?;
     let grace = config::grace(args)?;
+    // As the server: a sandbox the kernel cannot enforce runs nothing.
+    let sandbox = config::sandbox_policy(args)?;
+    let enforcement = config::enforcement(&sandbox)?;
     let loaded = load_policy(args.policy.as_deref())?;
     let command = cli_command(command);
     let decision = loaded.policy.decide(&command, explicit);
@@ -667,18 +674,35 @@ async fn run_once(
     // them even with a cleared environment.
     let reaper = tokio::spawn(async { process::reap_adopted_orphans(|_| {}).await });
     let dir = RuntimeDir::create()?;
+    sandbox::set_private_tmp_base(dir.path.clone());
+    let request_cwd = cwd.clone();
     let (_, category_limits) = loaded.policy.resources_for(&command);
     let request = RunRequest {
         cwd,
         grace,
         stream_cap: usize::MAX / 4,
+        sandbox: sandbox.clone(),
         resources: config::resources(args)?.with_category(&category_limits),
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
     reaper.abort();
     let (_, structured) = render::run(&outcome, &decision);
-    let json = serde_json::to_string_pretty(&structured)?;
+    let mut value = serde_json::to_value(&structured)?;
+    // As a `run` reply says: what the sandbox enforced, and what it most
+    // likely refused.
+    if let serde_json::Value::Object(map) = &mut value {
+        tools::insert_sandbox(map, enforcement.as_ref());
+        let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
+        let cwd = request_cwd.or_else(|| std::env::current_dir().ok());
+        let failed = outcome.exit_code != 0;
+        if let Some(denial) = tools::denial_of(&sandbox, failed, &output, cwd.as_deref()) {
+            let (line, field) = render::sandbox::denial(&denial, &sandbox);
+            render::insert_before_body(map, "sandbox_denial", serde_json::to_value(field)?);
+            render::push_note(map, line);
+        }
+    }
+    let json = serde_json::to_string_pretty(&value)?;
     drop(dir);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;
@@ -830,12 +854,41 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                    another's memory through /proc/PID/mem and ptrace)"
             .to_owned(),
     });
-    line(legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref()));
+    // What the flags ask of the sandbox, and what the kernel enforces of it.
+    let asked = config::sandbox_policy(args).map_err(|err| err.0);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
+    let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
+    line(if filtered && !tiocsti.starts_with("legacy TIOCSTI: off") {
+        format!("{tiocsti}; with this sandbox its filter denies TIOCSTI to every command")
+    } else {
+        tiocsti
+    });
     line(match process::landlock_abi() {
         Ok(abi) => format!("landlock: ABI {abi} (available)"),
         Err(err) => format!("landlock: not available ({err})"),
     });
     line(format!("seccomp: {}", process::seccomp_status()));
+    // What each mode would get on this kernel (best effort, so that what
+    // is missing is listed, not an error).
+    let workspace = asked.as_ref().map_or_else(|_| Vec::new(), |policy| policy.writable.clone());
+    let modes: Vec<(sandbox::Policy, Result<sandbox::Enforcement, String>)> =
+        [sandbox::Mode::WorkspaceWrite, sandbox::Mode::ReadOnly]
+            .into_iter()
+            .map(|mode| {
+                let policy = sandbox::Policy {
+                    mode,
+                    writable: workspace.clone(),
+                    network: false,
+                    best_effort: true,
+                };
+                let result = sandbox::check(&policy);
+                (policy, result)
+            })
+            .collect();
+    for text in render::sandbox::doctor(&asked, check.as_ref(), &modes) {
+        line(text);
+    }
     match RuntimeDir::create() {
         Ok(dir) => line(format!(
             "runtime directory: {} (private: ok)",
@@ -882,11 +935,17 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
              leave its group, a process that also hid its marker survives)"
         }
     };
-    line(format!(
-        "same-user signals: a command can stop or kill the server and its orphan guard \
-         together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
-         doctor, then ends {left}"
-    ));
+    line(if filtered {
+        "same-user signals: the sandbox's filter denies commands every signal to the server \
+         and its orphan guard"
+            .to_owned()
+    } else {
+        format!(
+            "same-user signals: a command can stop or kill the server and its orphan guard \
+             together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
+             doctor, then ends {left}"
+        )
+    });
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)
 }

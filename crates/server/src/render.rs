@@ -7,8 +7,9 @@
 //!
 //! This is the only place that words replies: the engine returns typed
 //! values (outcomes, events, errors) and every word an agent or a person
-//! reads is chosen here (`terminal` words a terminal call's reply). It does
-//! not run anything.
+//! reads is chosen here (`terminal` words a terminal call's reply,
+//! `sandbox` the sandbox's facts, sentences and errors). It does not run
+//! anything.
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use shellkeep_engine::store::Stream;
 use rmcp::schemars;
 
 mod explain;
+pub mod sandbox;
 mod terminal;
 
 pub use explain::{ExplainOutput, add_run_limits, explain};
@@ -870,6 +872,10 @@ pub struct SessionRow {
     pub processes: u32,
     /// Bytes of command output it keeps (readable with the `output` tool).
     pub output_bytes: u64,
+    /// Its sandbox, when it has one: the mode and the network
+    /// (`read-only, network off`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// The text and structured content of the `sessions` listing.
@@ -932,8 +938,11 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             _ => "idle at the prompt".to_owned(),
         };
         let kind = if row.background.is_some() { "background job; " } else { "" };
+        let sandbox = sandbox::short(&row.sandbox);
+        let boxed = sandbox.as_deref().map(|s| format!("; sandbox {s}")).unwrap_or_default();
         text.push_str(&format!(
-            "- {}: {kind}{what}; cwd {}; {} process{}; {} of output kept; last used {} ago\n",
+            "- {}: {kind}{what}; cwd {}{boxed}; {} process{}; {} of output kept; last used {} \
+             ago\n",
             row.name,
             in_text(&row.cwd),
             row.processes,
@@ -955,6 +964,7 @@ pub fn sessions(rows: &[SessionInfo], limits: RegistryLimits) -> (String, Sessio
             idle_sec: round_secs(idle),
             processes: row.processes as u32,
             output_bytes: row.output_bytes,
+            sandbox,
         });
     }
     let structured = SessionsOutput {
@@ -1864,6 +1874,7 @@ mod tests {
             waiting_for_input: false,
             prompt: None,
             output_bytes: 12,
+            sandbox: shellkeep_engine::sandbox::Policy::off(),
         };
         let end = JobEnd {
             exit_code: 2,

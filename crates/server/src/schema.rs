@@ -4,8 +4,8 @@
 //! `double` or `uint64`; some clients (those that map schemas onto a
 //! single-`type` dialect, such as Gemini's function declarations) reject or
 //! misread those. Schemas come from the argument and reply types; this
-//! module rewrites them, and adds `jobs_ended`, `jobs_waiting` and `notes`
-//! (any reply may carry them) and descriptions that state configured
+//! module rewrites them, and adds `jobs_ended`, `jobs_waiting`, `sandbox`,
+//! `sandbox_denial` and `notes` (any reply may carry them) and descriptions that state configured
 //! limits. It defines no type and words no reply.
 
 use rmcp::handler::server::tool::schema_for_output;
@@ -41,7 +41,8 @@ pub const STANDARD_FORMATS: &[&str] = &[
 /// its own: `jobs_ended` and `jobs_waiting` (background jobs that ended,
 /// or began waiting for input, since the last reply, each reported once),
 /// `servers_died` (earlier servers that died with commands running, said
-/// once) and `notes` (notices about the call, such as the unknown arguments
+/// once), `sandbox` and `sandbox_denial` (what a confined session or
+/// command runs under, and a failure it most likely caused) and `notes` (notices about the call, such as the unknown arguments
 /// it gave; a type that declares `notes` itself keeps its own).
 pub fn declare_notices(schema: &mut JsonObject) {
     let Some(Value::Object(properties)) = schema.get_mut("properties") else { return };
@@ -67,6 +68,18 @@ pub fn declare_notices(schema: &mut JsonObject) {
         let list = serde_json::json!({"type": "array", "description": description, "items": item});
         properties.insert(name.to_owned(), list);
     }
+    // What a confined session or command runs under, and why a failed
+    // one most likely failed because of it.
+    let mut sandbox = items::<render::sandbox::SandboxOutput>();
+    sandbox["description"] = "What the sandbox enforces (on every reply while one is on: \
+                              --sandbox, --network, or the call's own)."
+        .into();
+    properties.insert("sandbox".to_owned(), sandbox);
+    let mut denial = items::<render::sandbox::DenialOutput>();
+    denial["description"] = "Set when a failed command was most likely stopped by the \
+                             sandbox, not by the program (the notes say so in words)."
+        .into();
+    properties.insert("sandbox_denial".to_owned(), denial);
     let notes = serde_json::json!({
         "type": "array",
         "description": "Notices about this call, as in the text: for example the unknown \

@@ -58,6 +58,8 @@ const TOOL_ARGUMENTS: &[&str] = &[
     "cwd",
     "background",
     "record",
+    "sandbox",
+    "network",
     "offset",
     "limit",
     "timeout_sec",

@@ -1,7 +1,8 @@
 //! The MCP tools: the `Shellkeep` handler, what the tools share, and the
 //! helpers every tool's reply goes through (tool errors, structured
 //! results, notices of background jobs that ended or wait for input, and
-//! of the orphan guard).
+//! of the orphan guard; what the sandbox enforces, on every reply of a
+//! confined server, session or command, and what it most likely refused).
 //! Each tool is a file of its own: its description (stating the limits
 //! this server was started with), and the call into the engine.
 //!
@@ -35,6 +36,7 @@ use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
 use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::sandbox::{self, Enforcement};
 use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
@@ -285,6 +287,9 @@ impl ServerHandler for Shellkeep {
         }
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
+            // Every reply of a confined server says what is enforced; a
+            // session's or a command's own was set by its tool.
+            with_sandbox(result, self.shared.config.enforcement.as_ref());
         }
         // Every string a reply shows passes the masker here, whatever put
         // it there: output (masked already as it streamed), and the working
@@ -365,6 +370,76 @@ fn push_notice(
     if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
         render::insert_before_body(map, field, structured);
     }
+}
+
+/// What the kernel enforces of `policy` here, the sandbox of a session or
+/// command (`None`: it confines nothing). What a policy misses is said,
+/// never an error: one that the kernel could not enforce without best
+/// effort never started.
+fn enforcement_of(policy: &sandbox::Policy) -> Option<Enforcement> {
+    if !policy.is_confined() {
+        return None;
+    }
+    sandbox::check(&sandbox::Policy { best_effort: true, ..policy.clone() }).ok()
+}
+
+/// Adds `sandbox`, what a confined session or command runs under
+/// (`enforcement`; `None`: nothing is confined), to `result`'s structured
+/// content, unless it has one already.
+fn with_sandbox(result: &mut CallToolResult, enforcement: Option<&Enforcement>) {
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        insert_sandbox(map, enforcement);
+    }
+}
+
+/// Inserts `sandbox` (see [`with_sandbox`]) into structured content `map`,
+/// unless it has one already.
+pub(crate) fn insert_sandbox(
+    map: &mut serde_json::Map<String, serde_json::Value>,
+    enforcement: Option<&Enforcement>,
+) {
+    let Some(enforcement) = enforcement else { return };
+    if !map.contains_key("sandbox") {
+        let fields = render::sandbox::SandboxOutput::new(enforcement);
+        let value = serde_json::to_value(fields).unwrap_or_default();
+        render::insert_before_body(map, "sandbox", value);
+    }
+}
+
+/// Adds to the reply of a failed command (`failed`) whose output
+/// (`output`) shows what the sandbox it ran under (`policy`) most likely
+/// denied: the one sentence that says so (a note) and `sandbox_denial`.
+/// `cwd`, the command's directory when known, places the relative paths
+/// of its errors (`touch x` in a read-only session).
+fn with_denial(
+    result: &mut CallToolResult,
+    policy: &sandbox::Policy,
+    failed: bool,
+    output: &str,
+    cwd: Option<&std::path::Path>,
+) {
+    let Some(denial) = denial_of(policy, failed, output, cwd) else { return };
+    let (line, field) = render::sandbox::denial(&denial, policy);
+    if let Some(serde_json::Value::Object(map)) = &mut result.structured_content {
+        let value = serde_json::to_value(field).unwrap_or_default();
+        render::insert_before_body(map, "sandbox_denial", value);
+    }
+    push_note(result, line);
+}
+
+/// What the sandbox (`policy`) most likely denied a failed command
+/// (`failed`), from its output, a relative path read from `cwd` (see
+/// [`with_denial`] and `sandbox::denial`).
+pub(crate) fn denial_of(
+    policy: &sandbox::Policy,
+    failed: bool,
+    output: &str,
+    cwd: Option<&std::path::Path>,
+) -> Option<sandbox::Denial> {
+    if !failed {
+        return None;
+    }
+    sandbox::denial(policy, output, cwd)
 }
 
 /// A stop signal the server refused because one of its own processes

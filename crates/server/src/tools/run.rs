@@ -13,7 +13,7 @@ use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::store::Stream;
 
-use super::{Shellkeep, structured_result, tool_error};
+use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, RunArgs};
 use crate::audit;
 use crate::config::ServerConfig;
@@ -24,6 +24,13 @@ use crate::schema;
 /// timeouts' descriptions state their range.
 pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
     describe_timeouts(input);
+    let server = &config.sandbox;
+    let what = "this command";
+    schema::describe_property(input, "sandbox", render::sandbox::sandbox_argument(server, what));
+    schema::describe_property(input, "network", render::sandbox::network_argument(server, what));
+    let sandbox = render::sandbox::description(server, config.enforcement.as_ref())
+        .map(|text| format!(" {text}"))
+        .unwrap_or_default();
     format!(
         "Run one command with `bash -c` in a fresh process; it is stopped after printing \
          nothing for min(timeout_sec / 4, 60) s (at least 1 s) unless no_output_timeout_sec \
@@ -37,7 +44,7 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          longest limits decides. Output over {} characters (stdout and stderr together, counted \
          as JSON writes them; a stream that needs less leaves the rest to the other) is cut to \
          its head and tail and kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
-         \"stream\": \"stderr\", ...}}`) and the file that holds it.",
+         \"stream\": \"stderr\", ...}}`) and the file that holds it.{sandbox}",
         span(config.grace),
         render::count(config.output_cap as u64),
     )
@@ -93,9 +100,16 @@ impl Shellkeep {
             Ok(args) => args,
             Err(message) => return tool_error(message),
         };
+        let server = &self.shared.config.sandbox;
+        let sandbox = match server.narrowed(args.sandbox, args.network) {
+            Ok(sandbox) => sandbox,
+            Err(why) => return tool_error(render::sandbox::looser_refused(&why, server)),
+        };
         let decision = self.decide(&args.command, args.limits);
+        let request_cwd = args.cwd.clone();
         let (_, category_limits) = self.shared.policy.resources_for(&args.command);
         let request = RunRequest {
+            sandbox: sandbox.clone(),
             cwd: args.cwd,
             // The secrets file's values first, so the call's own `env` wins.
             env: self.shared.config.secrets.exported().into_iter().chain(args.env).collect(),
@@ -115,9 +129,15 @@ impl Shellkeep {
         });
         audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);
-        self.with_guard_notice(
-            self.with_job_notices(structured_result(text, &structured, false)),
-            None,
-        )
+        let mut result = structured_result(text, &structured, false);
+        with_sandbox(&mut result, enforcement_of(&sandbox).as_ref());
+        let failed = outcome.exit_code != 0;
+        let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
+        let cwd = match &request_cwd {
+            Some(dir) => Some(dir.clone()),
+            None => std::env::current_dir().ok(),
+        };
+        with_denial(&mut result, &sandbox, failed, &output, cwd.as_deref());
+        self.with_guard_notice(self.with_job_notices(result), None)
     }
 }

@@ -16,7 +16,7 @@ use shellkeep_engine::session::{
     Call, Event, Outcome, Place, Progress, ProgressHook, Reply, Request,
 };
 
-use super::{Shellkeep, structured_result, tool_error};
+use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
 use crate::audit;
 use crate::config::ServerConfig;
@@ -40,6 +40,13 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
             span(args::MAX_TIMEOUT),
         ),
     );
+    let server = &config.sandbox;
+    let what = "a new session";
+    schema::describe_property(input, "sandbox", render::sandbox::sandbox_argument(server, what));
+    schema::describe_property(input, "network", render::sandbox::network_argument(server, what));
+    let sandbox = render::sandbox::description(server, config.enforcement.as_ref())
+        .map(|text| format!(" {text}"))
+        .unwrap_or_default();
     format!(
         "Run a command in a persistent bash session in a real terminal ({} columns by {} rows): \
          the working directory, environment variables, virtual environments, functions and \
@@ -62,7 +69,7 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          PAGER=less man ls) and git's editor is `true` (core.editor: `git commit` needs -m), PIP_NO_INPUT=1, DEBIAN_FRONTEND=noninteractive; to open an \
          editor on purpose, ask for it: GIT_EDITOR=vim git commit, or vim FILE. shellkeep's notices \
          are lines in [brackets]; output that could pass for one comes in a text block of its \
-         own.",
+         own.{sandbox}",
         config.columns,
         config.rows,
         render::count(config.output_cap as u64),
@@ -124,7 +131,7 @@ impl Shellkeep {
         };
         // Text that is exactly a key's name is typed as text; the reply
         // says how to send the key, for models taught otherwise.
-        let record = args.record;
+        let (record, sandbox, network) = (args.record, args.sandbox, args.network);
         let typed_key_name = match (&args.keys, args.is_input) {
             (None, true) => keys::names_a_key(&args.command),
             _ => None,
@@ -179,7 +186,11 @@ impl Shellkeep {
                         structured.command_number = Some(call.command);
                         structured.output_call = Some(call);
                     }
-                    let result = structured_result(text, &structured, false);
+                    let mut result = structured_result(text, &structured, false);
+                    with_sandbox(
+                        &mut result,
+                        enforcement_of(&lease.session().config().sandbox).as_ref(),
+                    );
                     return self
                         .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
                 }
@@ -216,6 +227,19 @@ impl Shellkeep {
                     text.notice(&line);
                     structured.notes.push(line);
                 }
+                let running = &lease.session().config().sandbox;
+                let differs = sandbox.is_some_and(|mode| mode != running.mode)
+                    || network.is_some_and(|network| network != running.network);
+                if let (SessionOpened::Interactive(Opened::Existing), true) = (&opened, differs) {
+                    let line = render::sandbox::sandbox_ignored(lease.name(), running);
+                    text.notice(&line);
+                    structured.notes.push(line);
+                }
+                let failed =
+                    matches!(reply.outcome, Outcome::Completed { exit_code } if exit_code != 0);
+                let output = reply.output.text.clone();
+                // Where the shell is: a relative path in an error is there.
+                let cwd = Some(reply.cwd.clone());
                 // The previous command's output, reported now, may have been
                 // cut too: say how to read it as well.
                 if let Some(previous) = &reply.previous
@@ -230,7 +254,13 @@ impl Shellkeep {
                     structured.command_number = Some(call.command);
                     structured.output_call = Some(call);
                 }
-                self.with_job_notices(structured_result(text, &structured, is_error))
+                let mut result = structured_result(text, &structured, is_error);
+                with_sandbox(
+                    &mut result,
+                    enforcement_of(&lease.session().config().sandbox).as_ref(),
+                );
+                with_denial(&mut result, running, failed, &output, cwd.as_deref());
+                self.with_job_notices(result)
             }
             Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
         };
@@ -301,6 +331,17 @@ impl Shellkeep {
             return Err(render::recording_off());
         }
         let record = args.record != Some(false);
+        // A session may only tighten the server's sandbox; without its own
+        // request, it gets the server's.
+        let server = &self.shared.config.sandbox;
+        let sandbox = match (args.sandbox, args.network) {
+            (None, None) => None,
+            (mode, network) => Some(
+                server
+                    .narrowed(mode, network)
+                    .map_err(|why| render::sandbox::looser_refused(&why, server))?,
+            ),
+        };
         if args.background {
             // A name that cannot be used is told before the calling shell
             // is disturbed.
@@ -316,7 +357,7 @@ impl Shellkeep {
             // `cwd` says where; the environment is the calling session's.
             let place = Place { cwd: cwd.unwrap_or(place.cwd), ..place };
             let (lease, cwd) = registry
-                .open_background(args.session.as_deref(), place, &args.command, record)
+                .open_background(args.session.as_deref(), place, &args.command, record, sandbox)
                 .map_err(|err| match (&err, &args.cwd) {
                     (RegistryError::BadCwd(dir), None) => {
                         render::job_dir_gone(DEFAULT_SESSION, dir)
@@ -330,7 +371,7 @@ impl Shellkeep {
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
         registry
-            .open(name, cwd, record)
+            .open(name, cwd, record, sandbox)
             .map(|(lease, opened)| (lease, SessionOpened::Interactive(opened)))
             .map_err(|err| render::registry_error(&err))
     }

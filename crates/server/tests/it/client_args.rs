@@ -75,8 +75,8 @@ async fn an_unknown_argument_is_named_once_in_the_notes_and_the_call_works() {
     let note = |tool: &str, names: &str, takes: &str| {
         format!("[Ignored the unknown {names}: {tool} takes {takes}.]")
     };
-    let terminal_takes =
-        "background, command, cwd, is_input, keys, record, reset, session, timeout";
+    let terminal_takes = "background, command, cwd, is_input, keys, network, record, reset, \
+                          sandbox, session, timeout";
     let r = server
         .terminal(json!({"command": "echo ok", "foo": 1, "thought": "t", "description": "d"}))
         .await;

@@ -47,6 +47,7 @@ mod remote;
 mod replies;
 mod run;
 mod runtime;
+mod sandbox;
 mod screen;
 mod secrets;
 mod sessions;

@@ -207,6 +207,20 @@ async fn every_kind() -> Vec<(&'static str, Reply)> {
     let nowhere = json!({"command": "true", "cwd": "/nonexistent-shellkeep-dir"});
     keep("run, error", server.run(nowhere).await);
     keep("policy_explain", server.call("policy_explain", json!({"command": "cargo build"})).await);
+
+    // Under a sandbox: what it refused, and a request looser than the
+    // server's.
+    let sandboxed = Server::with(&["--sandbox", "workspace-write", "--network", "off"]).await;
+    let outside = std::env::temp_dir().join(format!("sk-outside-{}", crate::marker()));
+    let touch = format!("touch {}", outside.display());
+    keep("sandbox, write denied", sandboxed.terminal(json!({ "command": touch })).await);
+    let connect = "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 9))\"";
+    keep("run, network denied", sandboxed.run(json!({ "command": connect })).await);
+    let sudo = "if [ \"$(id -u)\" = 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups \
+                sudo -n true; else sudo -n true; fi";
+    keep("sandbox, sudo", sandboxed.terminal(json!({ "command": sudo })).await);
+    let loose = json!({"command": "true", "session": "loose", "sandbox": "off"});
+    keep("sandbox, looser refused", sandboxed.terminal(loose).await);
     keep("tool error", server.call("output", json!({"session": "nope"})).await);
     kinds
 }

@@ -51,16 +51,30 @@ async fn tools_list_names_schemas_and_annotations() {
     let schema = |tool: &str, part: &str| {
         tools.iter().find(|t| t["name"] == tool).unwrap()[part]["properties"].clone()
     };
-    for field in
-        ["command", "is_input", "timeout", "reset", "session", "cwd", "background", "record"]
-    {
+    for field in [
+        "command",
+        "is_input",
+        "timeout",
+        "reset",
+        "session",
+        "cwd",
+        "background",
+        "record",
+        "sandbox",
+        "network",
+    ] {
         assert!(schema("terminal", "inputSchema")[field].is_object(), "terminal takes {field}");
     }
     for field in ["output", "exit_code", "status", "cwd", "duration_ms", "truncated"] {
         assert!(schema("terminal", "outputSchema")[field].is_object(), "terminal gives {field}");
     }
-    for field in ["command", "timeout_sec", "cwd", "env", "stdin"] {
+    for field in ["command", "timeout_sec", "cwd", "env", "stdin", "sandbox", "network"] {
         assert!(schema("run", "inputSchema")[field].is_object(), "run takes {field}");
+    }
+    for tool in ["terminal", "run", "sessions", "output", "session_close", "policy_explain"] {
+        for field in ["sandbox", "sandbox_denial"] {
+            assert!(schema(tool, "outputSchema")[field].is_object(), "{tool} may give {field}");
+        }
     }
     for field in
         ["status", "stdout", "stderr", "exitCode", "timeoutReason", "terminationMode", "durationMs"]
