@@ -426,3 +426,36 @@ fn bad_limit_flags_stop_start_up_naming_the_flag_and_its_range() {
     let line = doctor_line(&mode(), &["--memory-max", "none", "--tasks-max", "0"], "memory");
     assert!(line.contains("memory: none"), "{line}");
 }
+
+/// Inside the sandbox (`workspace-write`, the network off) the limits hold
+/// the same: the child joins its limit groups and sets its priority before
+/// the sandbox is applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_limits_hold_inside_the_sandbox() {
+    let flags = ["--memory-max", "64", "--tasks-max", "64"];
+    if !installed("python3")
+        || !cgroup_applies(&flags, "memory")
+        || !cgroup_applies(&flags, "tasks")
+    {
+        return;
+    }
+    let sandbox = ["--sandbox", "workspace-write", "--network", "off", "--sandbox-best-effort"];
+    let server = Server::with_env(
+        &[&flags[..], &sandbox[..]].concat(),
+        &[("SHELLKEEP_CONTAINMENT", &mode())],
+    )
+    .await;
+    let shell = server.terminal(json!({"command": NICE_OF_SHELL})).await;
+    assert!(shell.output().contains("nice=10"), "{shell:#?}");
+    let hog = server.terminal(json!({"command": HOG, "timeout": 60})).await;
+    assert_eq!(hog["exit_code"].as_i64(), Some(137), "{hog:#?}");
+    assert_eq!(hits(&hog.structured, "memory").len(), 1, "{hog:#?}");
+    // The command ends once a fork of the bomb failed (the builtins it
+    // waits with need no fork), or at its time limit.
+    let bomb = "exec 2>bomb.err; bomb() { bomb | bomb & }; bomb; \
+                until read -r -d '' t <bomb.err; [[ $t == *'fork: retry'* ]]; do :; done; echo hit";
+    let run = server.run(json!({"command": bomb, "timeout_sec": 30})).await;
+    assert_eq!(run["stdout"], "hit\n", "{run:#?}");
+    let hit = hits(&run.structured, "tasks");
+    assert_eq!((hit.len(), hit[0]["max"].as_u64()), (1, Some(64)), "{run:#?}");
+}
