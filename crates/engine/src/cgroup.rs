@@ -176,6 +176,22 @@ struct Hierarchy {
 
 /// Finds our own group in the hierarchy of `version`.
 fn hierarchy(version: Version) -> Result<Hierarchy, String> {
+    match version {
+        Version::V2 => own_group(None),
+        Version::V1 => own_group(Some("freezer")),
+    }
+}
+
+/// Our own group in the cgroup v1 hierarchy that has `controller` (such as
+/// `memory` or `pids`), as a directory: where the resource limits put their
+/// groups when the containment's hierarchy lacks that controller.
+pub(crate) fn v1_own_group(controller: &str) -> Result<PathBuf, String> {
+    own_group(Some(controller)).map(|hierarchy| hierarchy.own)
+}
+
+/// Finds our own group in the cgroup2 hierarchy (`None`) or in the v1
+/// hierarchy with `controller`.
+fn own_group(controller: Option<&str>) -> Result<Hierarchy, String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|err| format!("cannot read /proc/self/mountinfo: {err}"))?;
     let cgroups = std::fs::read_to_string("/proc/self/cgroup")
@@ -189,18 +205,18 @@ fn hierarchy(version: Version) -> Result<Hierarchy, String> {
             let fstype = right.next()?;
             let _source = right.next()?;
             let options = right.next().unwrap_or_default();
-            let wanted = match version {
-                Version::V2 => fstype == "cgroup2",
-                Version::V1 => fstype == "cgroup" && options.split(',').any(|o| o == "freezer"),
+            let wanted = match controller {
+                None => fstype == "cgroup2",
+                Some(name) => fstype == "cgroup" && options.split(',').any(|o| o == name),
             };
             if !wanted {
                 return None;
             }
             Some((unescape(fields.get(3)?), unescape(fields.get(4)?)))
         })
-        .ok_or_else(|| match version {
-            Version::V2 => "no cgroup2 file system is mounted".to_owned(),
-            Version::V1 => "no cgroup v1 freezer hierarchy is mounted".to_owned(),
+        .ok_or_else(|| match controller {
+            None => "no cgroup2 file system is mounted".to_owned(),
+            Some(name) => format!("no cgroup v1 {name} hierarchy is mounted"),
         })?;
     let own = cgroups
         .lines()
@@ -209,9 +225,9 @@ fn hierarchy(version: Version) -> Result<Hierarchy, String> {
             let _id = parts.next()?;
             let controllers = parts.next()?;
             let path = parts.next()?;
-            let wanted = match version {
-                Version::V2 => controllers.is_empty(),
-                Version::V1 => controllers.split(',').any(|c| c == "freezer"),
+            let wanted = match controller {
+                None => controllers.is_empty(),
+                Some(name) => controllers.split(',').any(|c| c == name),
             };
             wanted.then(|| path.to_owned())
         })
@@ -300,7 +316,40 @@ pub(crate) fn prepare(mode: Mode) -> Result<PathBuf, String> {
 /// before they could remove their own, and the orphan guard could not):
 /// `shellkeep-<pid>-<random>` under `own` whose pid no longer exists.
 fn remove_dead_servers(own: &Path) {
-    let Ok(entries) = std::fs::read_dir(own) else { return };
+    for dir in dead_server_dirs(own) {
+        match kill_tree(&dir) {
+            Ok(()) => tracing::info!(
+                "removed the control group {}, left by a server that is gone",
+                dir.display()
+            ),
+            Err(err) => tracing::debug!("{err}"),
+        }
+    }
+}
+
+/// Removes the empty groups of servers that are gone from `own`, a group
+/// of a hierarchy that only limits resources (a v1 `memory` or `pids`
+/// hierarchy beside the containment's): their processes were also in the
+/// containment's groups, which stopped them; only the directories are left.
+pub(crate) fn remove_dead_limit_dirs(own: &Path) {
+    for dir in dead_server_dirs(own) {
+        remove_tree(&dir);
+    }
+}
+
+/// Removes `dir` and the groups under it, bottom-up; a group that still
+/// has processes stays.
+pub(crate) fn remove_tree(dir: &Path) {
+    walk(dir, &mut |group| {
+        let _ = std::fs::remove_dir(group);
+    });
+}
+
+/// The directories `shellkeep-<pid>-<random>` under `own` whose server is
+/// gone: no process `pid`, and no member we cannot see.
+fn dead_server_dirs(own: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(own) else { return Vec::new() };
+    let mut dead = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -322,15 +371,10 @@ fn remove_dead_servers(own: &Path) {
             zero
         };
         if !Path::new(&format!("/proc/{pid}")).exists() && !foreign() {
-            match kill_tree(&entry.path()) {
-                Ok(()) => tracing::info!(
-                    "removed the control group {}, left by a server that is gone",
-                    entry.path().display()
-                ),
-                Err(err) => tracing::debug!("{err}"),
-            }
+            dead.push(entry.path());
         }
     }
+    dead
 }
 
 /// One owner's group: a directory under the server's, and its

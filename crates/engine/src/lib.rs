@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod guard;
 pub mod input_wait;
 pub mod keys;
+pub mod limits;
 pub mod mask;
 pub mod oneshot;
 pub mod output;

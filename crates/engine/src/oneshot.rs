@@ -43,6 +43,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::guard::Guard;
+use crate::limits::{Counts, LimitHit, ResourceLimits};
 use crate::mask::Secrets;
 use crate::output::{self, Shown, SpillLimits, SpillStore};
 use crate::policy::Limits;
@@ -95,6 +96,9 @@ pub struct RunRequest {
     pub guard: Option<Arc<Guard>>,
     /// What is masked in both streams (and their logs); nothing by default.
     pub secrets: Arc<Secrets>,
+    /// What the command and everything it starts may take, and its `nice`
+    /// value; the documented defaults ([`ResourceLimits::default`]).
+    pub resources: ResourceLimits,
     /// The sandbox the command runs in; none by default.
     pub sandbox: Policy,
 }
@@ -126,6 +130,7 @@ impl RunRequest {
             ),
             guard: None,
             secrets: Arc::new(Secrets::none()),
+            resources: ResourceLimits::default(),
             sandbox: Policy::off(),
         }
     }
@@ -379,6 +384,10 @@ pub struct RunOutcome {
     /// The process group the command ran in (its id is the main process's
     /// pid); `None` if it never started. The group is gone by now.
     pub pgid: Option<i32>,
+    /// The resource limits that stopped something in the command (a
+    /// process the OOM killer killed at the memory limit, forks refused
+    /// at the tasks limit), as the kernel counted them.
+    pub limit_hits: Vec<LimitHit>,
 }
 
 /// Runs `request.command` to completion, a limit, or `cancel`, and returns
@@ -430,6 +439,7 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
             duration: started.elapsed(),
             limits: request.limits,
             pgid: None,
+            limit_hits: Vec::new(),
         }
     };
     if let Err(invalid) = request.validate() {
@@ -439,7 +449,7 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         return not_started(reason, stdout, stderr);
     }
 
-    let mut scope = Scope::new("run");
+    let mut scope = Scope::limited("run", &request.resources);
     // A sandboxed command writes a temporary directory of its own, removed
     // when the run ends.
     let mut sandbox_tmp = None;
@@ -606,7 +616,17 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
         duration: started.elapsed(),
         limits: request.limits,
         pgid: Some(pgid),
+        limit_hits: Vec::new(),
     };
+    let mut outcome = outcome;
+    if let Some(limits) = scope.limits() {
+        // The group is the command's own, so its counters started at 0.
+        outcome.limit_hits = limits.hits_since(&Counts::default());
+        if outcome.exit_code != 0 {
+            let printed = format!("{}\n{}", outcome.stdout.text, outcome.stderr.text);
+            outcome.limit_hits.extend(limits.inferred_hits(&printed));
+        }
+    }
     tracing::debug!(
         pgid,
         status = outcome.status.as_str(),

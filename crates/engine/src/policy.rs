@@ -4,8 +4,11 @@
 //! A policy file is the JSON format of the seed design, unchanged:
 //! `version` and `description` (both optional and informational),
 //! `categories` (name to `description`, `exec_timeout_sec`,
-//! `no_output_timeout_sec`), `command_patterns` (category name to a list of
-//! regular expressions) and `default_category`. Keys this module does not
+//! `no_output_timeout_sec`, and optionally `limits`: the resource limits
+//! of the category's `run` commands, `{"memory_mib": 2048, "tasks": 512,
+//! "cpu": 2}`, each optional, see [`Policy::resources_for`]),
+//! `command_patterns` (category name to a list of regular expressions) and
+//! `default_category`. Keys this module does not
 //! know are ignored, so other tools may annotate the file; a key repeated
 //! within one object is an error, where Python would silently keep the last
 //! copy and drop, say, a whole list of patterns. Reading follows the
@@ -92,6 +95,7 @@ use fancy_regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::limits::{self, CategoryLimits};
 use crate::syntax;
 
 /// The two limits a command runs under.
@@ -145,7 +149,7 @@ pub struct Policy {
 }
 
 /// One category of a policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Category {
     /// The category's name, the key under `categories`.
     pub name: String,
@@ -153,6 +157,10 @@ pub struct Category {
     pub description: Option<String>,
     /// The limits commands in this category run under.
     pub limits: Limits,
+    /// The resource limits its `run` commands run under instead of the
+    /// server's (the optional `limits` object: `memory_mib`, `tasks`,
+    /// `cpu`); none by default.
+    pub resources: CategoryLimits,
 }
 
 /// One compiled entry of `command_patterns`.
@@ -364,6 +372,9 @@ pub enum Problem {
     },
     /// A key appears twice in the same object.
     DuplicateKey,
+    /// A category's resource limit is out of range or unknown (the words
+    /// say which).
+    BadLimit(String),
 }
 
 impl fmt::Display for Problem {
@@ -381,6 +392,7 @@ impl fmt::Display for Problem {
                 "must be at most {} seconds (365 days), got {value}",
                 MAX_TIMEOUT.as_secs()
             ),
+            Problem::BadLimit(message) => f.write_str(message),
             Problem::BadPattern(message) => {
                 write!(f, "is not a valid regular expression: {message}")
             }
@@ -593,6 +605,18 @@ impl Policy {
                 }
             }
         }
+    }
+
+    /// The category whose resource limits a command runs under (the one
+    /// its patterns choose, whatever timeout is given), and those limits.
+    pub fn resources_for(&self, command: &str) -> (&Category, CategoryLimits) {
+        let decision = self.decide(command, None);
+        let category = decision
+            .category
+            .as_deref()
+            .and_then(|name| self.category(name))
+            .unwrap_or_else(|| self.default_category());
+        (category, category.resources)
     }
 
     /// The categories, in the order the file defines them.
@@ -1191,6 +1215,62 @@ fn seconds(entries: &[(String, Json)], key: &str, parent: &str) -> Result<Durati
     }
 }
 
+/// A category's optional `limits` object: `memory_mib` (whole MiB, at
+/// least [`limits::MIN_MEMORY`]), `tasks` (at least [`limits::MIN_TASKS`]),
+/// `cpu` (CPUs, from [`limits::MIN_CPU`] to [`limits::MAX_CPU`]). A key it
+/// does not know is an error: a misspelt limit would silently not apply.
+fn category_limits(entries: &[(String, Json)], parent: &str) -> Result<CategoryLimits, Invalid> {
+    let field = child(parent, "limits");
+    let Some(value) = get(entries, "limits").filter(|value| !matches!(value, Json::Null)) else {
+        return Ok(CategoryLimits::default());
+    };
+    let mut resources = CategoryLimits::default();
+    for (key, value) in object(value, &field)? {
+        let field = child(&field, key);
+        let Json::Number(number) = value else {
+            return Err(Invalid::wrong_type(&field, "a number", value));
+        };
+        let number = *number;
+        let whole = |min: u64, max: u64, unit: &str| {
+            let fits = number.fract() == 0.0 && number >= min as f64 && number <= max as f64;
+            fits.then_some(number as u64).ok_or_else(|| {
+                Invalid::new(
+                    &field,
+                    Problem::BadLimit(format!(
+                        "must be a whole number of {unit} from {min} to {max}, got {number}"
+                    )),
+                )
+            })
+        };
+        match key.as_str() {
+            "memory_mib" => {
+                resources.memory_mib = Some(whole(limits::MIN_MEMORY >> 20, 1 << 20, "MiB")?)
+            }
+            "tasks" => resources.tasks = Some(whole(limits::MIN_TASKS, 1 << 22, "tasks")?),
+            "cpu" if (limits::MIN_CPU..=limits::MAX_CPU).contains(&number) => {
+                resources.cpu = Some(number);
+            }
+            "cpu" => {
+                return Err(Invalid::new(
+                    &field,
+                    Problem::BadLimit(format!(
+                        "must be a number of CPUs from {} to {}, got {number}",
+                        limits::MIN_CPU,
+                        limits::MAX_CPU
+                    )),
+                ));
+            }
+            _ => {
+                return Err(Invalid::new(
+                    &field,
+                    Problem::BadLimit("is not a limit: use memory_mib, tasks or cpu".to_owned()),
+                ));
+            }
+        }
+    }
+    Ok(resources)
+}
+
 /// Compiles `pattern` for Python `re.match` semantics with `re.IGNORECASE`.
 fn compile_pattern(pattern: &str) -> Result<Regex, String> {
     // Compiling the pattern alone first keeps a stray `)` from closing our
@@ -1244,6 +1324,7 @@ fn compile(tree: &Json) -> Result<Policy, Invalid> {
                 exec: seconds(entries, "exec_timeout_sec", &field)?,
                 no_output: seconds(entries, "no_output_timeout_sec", &field)?,
             },
+            resources: category_limits(entries, &field)?,
         });
     }
     let find_category = |name: &str, field: &str| {
@@ -1657,6 +1738,84 @@ mod tests {
     }
 
     const GOOD_CATEGORY: &str = r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10}"#;
+
+    /// A category's optional `limits` (memory, tasks, CPU) apply to its
+    /// `run` commands; a category without them, the seed's format, sets
+    /// none.
+    #[test]
+    fn a_category_may_set_resource_limits() {
+        let seed = Policy::from_json(SEED_JSON, "seed").expect("the seed's format still loads");
+        assert!(seed.categories().iter().all(|c| c.resources == CategoryLimits::default()));
+        assert!(
+            Policy::embedded()
+                .categories()
+                .iter()
+                .all(|c| c.resources == CategoryLimits::default())
+        );
+        let text = with(
+            r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10,
+                "limits": {"memory_mib": 2048, "tasks": 512, "cpu": 1.5}}"#,
+            r#"{"quick": ["^ls"]}"#,
+        );
+        let policy = Policy::from_json(&text, "p.json").expect("valid");
+        let (category, limits) = policy.resources_for("ls -l");
+        assert_eq!(category.name, "quick");
+        assert_eq!(
+            limits,
+            CategoryLimits { memory_mib: Some(2048), tasks: Some(512), cpu: Some(1.5) }
+        );
+        // A compound command gets the limits of the category that decides.
+        assert_eq!(policy.resources_for("ls && ls -a").1, limits);
+        assert_eq!(policy.resources_for("cd x && ls").1, CategoryLimits::default());
+        let (category, limits) = policy.resources_for("make");
+        assert_eq!((category.name.as_str(), limits), ("medium", CategoryLimits::default()));
+        let null = with(
+            r#"{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "limits": null}"#,
+            r#"{"quick": ["^ls"]}"#,
+        );
+        assert!(Policy::from_json(&null, "p.json").is_ok());
+    }
+
+    #[test]
+    fn bad_resource_limits_are_named() {
+        let cases = [
+            (
+                r#"{"memory_mib": 8}"#,
+                "p.json: categories.quick.limits.memory_mib: must be a whole number of MiB from 16 \
+                 to 1048576, got 8",
+            ),
+            (
+                r#"{"tasks": 2.5}"#,
+                "p.json: categories.quick.limits.tasks: must be a whole number of tasks from 8 to \
+                 4194304, got 2.5",
+            ),
+            (
+                r#"{"cpu": 0}"#,
+                "p.json: categories.quick.limits.cpu: must be a number of CPUs from 0.01 to 4096, \
+                 got 0",
+            ),
+            (
+                r#"{"memory_mb": 64}"#,
+                "p.json: categories.quick.limits.memory_mb: is not a limit: use memory_mib, tasks \
+                 or cpu",
+            ),
+            (
+                r#"{"tasks": "64"}"#,
+                "p.json: categories.quick.limits.tasks: must be a number, not a string",
+            ),
+            (r#"[64]"#, "p.json: categories.quick.limits: must be an object, not an array"),
+        ];
+        for (limits, expected) in cases {
+            let text = with(
+                &format!(
+                    r#"{{"exec_timeout_sec": 30, "no_output_timeout_sec": 10, "limits": {limits}}}"#
+                ),
+                r#"{"quick": ["^ls"]}"#,
+            );
+            let error = Policy::from_json(&text, "p.json").expect_err(limits);
+            assert_eq!(error.to_string(), expected, "{limits}");
+        }
+    }
 
     #[test]
     fn validation_errors() {

@@ -600,9 +600,11 @@ const DENIAL_SCAN: usize = 64 * 1024;
 
 /// Whether `output` (a failed command's, in `policy`'s sandbox) shows a
 /// denial of the sandbox: `sudo` refusing under `no_new_privs`, a socket
-/// refused with the network off, or "Permission denied" on a path outside
-/// what may be written. Reads at most the last 64 KiB.
-pub fn denial(policy: &Policy, output: &str) -> Option<Denial> {
+/// refused with the network off, or "Permission denied" (or "Read-only
+/// file system") on a path outside what may be written; a relative path is
+/// read from `cwd`, the command's directory, and not judged without it.
+/// Reads at most the last 64 KiB.
+pub fn denial(policy: &Policy, output: &str, cwd: Option<&Path>) -> Option<Denial> {
     if !policy.is_confined() {
         return None;
     }
@@ -620,14 +622,14 @@ pub fn denial(policy: &Policy, output: &str) -> Option<Denial> {
     if policy.mode == Mode::Off {
         return None;
     }
-    tail.lines()
-        .filter(|line| line.contains("Permission denied") || line.contains("Read-only file system"))
-        .find_map(|line| {
-            let path = denied_path(line)?;
-            let path_ref = Path::new(&path);
-            let writable = policy.workspace().iter().any(|dir| path_ref.starts_with(dir));
-            (path_ref.is_absolute() && !writable).then_some(Denial::Write { path: Some(path) })
-        })
+    tail.lines().filter(|line| REFUSED_WRITE.iter().any(|words| line.contains(words))).find_map(
+        |line| {
+            let named = PathBuf::from(denied_path(line)?);
+            let path = if named.is_absolute() { named } else { cwd?.join(named) };
+            let writable = policy.workspace().iter().any(|dir| path.starts_with(dir));
+            (!writable).then(|| Denial::Write { path: Some(path.display().to_string()) })
+        },
+    )
 }
 
 /// What programs print when a socket is refused or a name cannot be
@@ -648,21 +650,29 @@ const NETWORK_SIGNS: &[&str] = &[
 
 /// The path an error line names as denied: quoted (`cannot touch
 /// '/etc/x': Permission denied`, `[Errno 13] Permission denied: '/etc/x'`,
-/// coreutils' `‘/x’` in a UTF-8 locale) or the field before the error
-/// (`bash: /etc/x: Permission denied`).
+/// coreutils' `‘x’` in a UTF-8 locale) or the field before the error
+/// (`bash: out/x: Permission denied`); absolute or relative.
 fn denied_path(line: &str) -> Option<String> {
     const QUOTES: [(char, char); 4] =
         [('\'', '\''), ('"', '"'), ('`', '\''), ('\u{2018}', '\u{2019}')];
     for (open, close) in QUOTES {
         if let Some((_, rest)) = line.split_once(open)
             && let Some((inside, _)) = rest.split_once(close)
-            && inside.starts_with('/')
+            && !inside.is_empty()
         {
             return Some(inside.to_owned());
         }
     }
-    line.split(": ").find(|field| field.starts_with('/')).map(str::to_owned)
+    // `program: path: Permission denied`: the field before the error.
+    let fields: Vec<&str> = line.split(": ").collect();
+    let at = fields
+        .iter()
+        .position(|field| REFUSED_WRITE.iter().any(|words| field.starts_with(words)))?;
+    (at >= 2).then(|| fields[at - 1].to_owned())
 }
+
+/// The error words that say a write was refused.
+const REFUSED_WRITE: [&str; 2] = ["Permission denied", "Read-only file system"];
 
 #[cfg(test)]
 mod tests {
@@ -716,22 +726,33 @@ mod tests {
             ("cp: cannot create regular file '/opt/a': Read-only file system", "/opt/a"),
         ] {
             let expected = Some(Denial::Write { path: Some(path.into()) });
-            assert_eq!(denial(&policy, &format!("some output\n{line}\n")), expected, "{line}");
+            assert_eq!(
+                denial(&policy, &format!("some output\n{line}\n"), None),
+                expected,
+                "{line}"
+            );
         }
-        // A relative path is not known to be outside.
-        assert_eq!(denial(&policy, "touch: cannot touch 'x': Permission denied"), None);
-        // Inside the workspace, a permission error is the file's, not ours.
-        assert_eq!(denial(&policy, "bash: /w/ro.txt: Permission denied"), None);
+        // A relative path is read from the command's directory, and not
+        // judged without one.
+        let relative = "touch: cannot touch 'x': Permission denied";
+        assert_eq!(denial(&policy, relative, None), None);
+        assert_eq!(denial(&policy, relative, Some(Path::new("/w/sub"))), None);
         assert_eq!(
-            denial(&policy, "curl: (6) Could not resolve host: example.com"),
+            denial(&policy, "bash: out/log: Read-only file system", Some(Path::new("/elsewhere"))),
+            Some(Denial::Write { path: Some("/elsewhere/out/log".into()) })
+        );
+        // Inside the workspace, a permission error is the file's, not ours.
+        assert_eq!(denial(&policy, "bash: /w/ro.txt: Permission denied", None), None);
+        assert_eq!(
+            denial(&policy, "curl: (6) Could not resolve host: example.com", None),
             Some(Denial::Network)
         );
         let sudo = "sudo: The \"no new privileges\" flag is set, which prevents sudo from running as root.";
-        assert_eq!(denial(&policy, sudo), Some(Denial::Sudo));
+        assert_eq!(denial(&policy, sudo, None), Some(Denial::Sudo));
         // No sandbox, no denial.
-        assert_eq!(denial(&Policy::off(), sudo), None);
+        assert_eq!(denial(&Policy::off(), sudo, None), None);
         // Network words mean nothing with the network on.
-        assert_eq!(denial(&workspace("/w"), "Could not resolve host: x"), None);
+        assert_eq!(denial(&workspace("/w"), "Could not resolve host: x", None), None);
     }
 
     #[test]
@@ -741,7 +762,7 @@ mod tests {
             "é{}\ntouch: cannot touch '/etc/x': Permission denied",
             "é".repeat(DENIAL_SCAN)
         );
-        assert!(matches!(denial(&policy, &long), Some(Denial::Write { .. })));
+        assert!(matches!(denial(&policy, &long, None), Some(Denial::Write { .. })));
     }
 
     #[test]

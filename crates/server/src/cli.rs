@@ -305,6 +305,26 @@ pub struct ServeArgs {
     /// enforced is then said by `doctor` and in every reply.
     #[arg(long, global = true, env = "SHELLKEEP_SANDBOX_BEST_EFFORT")]
     pub sandbox_best_effort: bool,
+    /// Memory one session (its shell and everything it starts) or one
+    /// `run` command may use, in MiB (at least 16), or `none`. Default: half
+    /// the machine's memory, applied through control groups only. Without
+    /// control groups a value set here limits each process's address space.
+    #[arg(long, value_name = "MIB", global = true, env = "SHELLKEEP_MEMORY_MAX")]
+    pub memory_max: Option<String>,
+    /// Tasks (processes and threads) one session or `run` command may run
+    /// at once (at least 8), or `none`. Default: 4096, applied through
+    /// control groups only. Without control groups a value set here limits
+    /// the user's processes as a whole (RLIMIT_NPROC), and not for root.
+    #[arg(long, value_name = "N", global = true, env = "SHELLKEEP_TASKS_MAX")]
+    pub tasks_max: Option<String>,
+    /// CPUs one session or `run` command may use (1.5: one and a half
+    /// cores; from 0.01), or `none` (the default). Control groups only.
+    #[arg(long, value_name = "CORES", global = true, env = "SHELLKEEP_CPU_MAX")]
+    pub cpu_max: Option<String>,
+    /// The `nice` value (0 to 19) every session's shell and `run` command
+    /// starts at: 10 gives the server's replies priority over builds.
+    #[arg(long, value_name = "N", global = true, env = "SHELLKEEP_NICE")]
+    pub nice: Option<String>,
     #[command(flatten)]
     pub audit: crate::audit::AuditArgs,
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::Guard;
+use shellkeep_engine::limits::{self, Bound, ResourceLimits};
 use shellkeep_engine::mask::Secrets;
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::record::{self, RecordSettings};
@@ -88,6 +89,9 @@ pub struct ServerConfig {
     /// What the kernel enforces of `sandbox` on this host
     /// (`sandbox::check`); `None` when nothing is confined.
     pub enforcement: Option<Enforcement>,
+    /// What each session and `run` command may take, and its `nice` value
+    /// (`--memory-max`, `--tasks-max`, `--cpu-max`, `--nice`).
+    pub resources: ResourceLimits,
     /// The secrets: every value to mask (`masked()`), the secrets file's
     /// values to export into every shell and `run` command (`exported()`),
     /// whether credential shapes are masked, and the notices about
@@ -198,6 +202,7 @@ impl ServerConfig {
             containment: containment(args)?,
             sandbox: policy.clone(),
             enforcement: enforcement(&policy)?,
+            resources: resources(args)?,
             masks: Arc::new(Secrets::new(found.masked(), found.shapes)),
             secrets: found,
         })
@@ -230,6 +235,7 @@ impl ServerConfig {
         config.secrets = Arc::clone(&self.masks);
         // Each session's own request, if any, replaces it (only tighter).
         config.sandbox = self.sandbox.clone();
+        config.resources = self.resources;
         if !self.source_rc {
             config.user_rc = None;
         }
@@ -384,6 +390,78 @@ pub fn state_dir() -> Option<PathBuf> {
     let state = absolute("XDG_STATE_HOME")
         .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))?;
     Some(state.join("shellkeep"))
+}
+
+/// `--memory-max`, `--tasks-max`, `--cpu-max` and `--nice`, checked: a
+/// flag not given keeps its default ([`ResourceLimits::default`]), `none`
+/// (or `0`) lifts a limit.
+pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
+    let mut limits = ResourceLimits::default();
+    if let Some(text) = &args.memory_max {
+        let min = limits::MIN_MEMORY >> 20;
+        limits.memory = match whole("--memory-max", text, min, MAX_MIB, "MiB")? {
+            Some(mib) => Bound::Set(mib << 20),
+            None => Bound::None,
+        };
+    }
+    if let Some(text) = &args.tasks_max {
+        limits.tasks = match whole("--tasks-max", text, limits::MIN_TASKS, 1 << 22, "tasks")? {
+            Some(tasks) => Bound::Set(tasks),
+            None => Bound::None,
+        };
+    }
+    if let Some(text) = &args.cpu_max {
+        limits.cpu = match text.trim() {
+            "none" | "0" => None,
+            value => Some(
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|cpu| (limits::MIN_CPU..=limits::MAX_CPU).contains(cpu))
+                    .ok_or_else(|| {
+                        FlagError(format!(
+                            "--cpu-max must be a number of CPUs from {} to {} (1.5: one and a \
+                             half cores), or none, got {text:?}",
+                            limits::MIN_CPU,
+                            limits::MAX_CPU
+                        ))
+                    })?,
+            ),
+        };
+    }
+    if let Some(text) = &args.nice {
+        limits.nice = text
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|nice| (0..=limits::MAX_NICE).contains(nice))
+            .ok_or_else(|| {
+                FlagError(format!(
+                    "--nice must be a whole number from 0 to {} (higher: lower priority), got \
+                     {text:?}",
+                    limits::MAX_NICE
+                ))
+            })?;
+    }
+    Ok(limits)
+}
+
+/// A whole number flag from `min` to `max` (`unit` names what it counts),
+/// or `none` / `0`: no limit (`None`).
+fn whole(flag: &str, text: &str, min: u64, max: u64, unit: &str) -> Result<Option<u64>, FlagError> {
+    match text.trim() {
+        "none" | "0" => Ok(None),
+        value => {
+            value.parse::<u64>().ok().filter(|n| (min..=max).contains(n)).map(Some).ok_or_else(
+                || {
+                    FlagError(format!(
+                        "{flag} must be a whole number of {unit} from {min} to {max}, or none, got \
+                     {text:?}"
+                    ))
+                },
+            )
+        }
+    }
 }
 
 #[cfg(test)]

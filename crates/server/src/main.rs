@@ -676,11 +676,13 @@ async fn run_once(
     let dir = RuntimeDir::create()?;
     sandbox::set_private_tmp_base(dir.path.clone());
     let request_cwd = cwd.clone();
+    let (_, category_limits) = loaded.policy.resources_for(&command);
     let request = RunRequest {
         cwd,
         grace,
         stream_cap: usize::MAX / 4,
         sandbox: sandbox.clone(),
+        resources: config::resources(args)?.with_category(&category_limits),
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
     let outcome = oneshot::run(request, CancellationToken::new()).await;
@@ -729,6 +731,71 @@ fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> 
         .map_err(anyhow::Error::msg)
 }
 
+/// `doctor`'s lines about the resource limits: each limit, its value and
+/// what applies it on this host (found with the containment in use).
+fn limits_lines(args: &ServeArgs) -> Vec<String> {
+    use shellkeep_engine::limits::{self, Bound, Mechanism, Resource};
+    let asked = match config::resources(args) {
+        Ok(asked) => asked,
+        Err(err) => return vec![format!("resource limits: {err}")],
+    };
+    let mut lines = vec![
+        "resource limits (each session's shell with everything it starts, and \
+                          each run command):"
+            .to_owned(),
+    ];
+    let size = |bytes: u64| format!("{} MiB", bytes >> 20);
+    for (resource, bound) in [
+        (Resource::Memory, asked.memory),
+        (Resource::Tasks, asked.tasks),
+        (Resource::Cpu, asked.cpu.map_or(Bound::None, |cpu| Bound::Set((cpu * 100.0) as u64))),
+    ] {
+        let value = match (resource, bound.value()) {
+            (_, None) => "none".to_owned(),
+            (Resource::Memory, Some(bytes)) => size(bytes),
+            (Resource::Tasks, Some(tasks)) => format!("{tasks} tasks"),
+            (Resource::Cpu, Some(_)) => format!("{} CPUs", asked.cpu.unwrap_or_default()),
+        };
+        let origin = if matches!(bound, Bound::Default(_)) { " (default)" } else { "" };
+        let set = matches!(bound, Bound::Set(_));
+        let (mechanism, why) = limits::mechanism(resource, set);
+        let how = match mechanism {
+            _ if bound == Bound::None => String::new(),
+            Mechanism::Cgroup2 => {
+                " through the cgroup2 controller of each owner's group".to_owned()
+            }
+            Mechanism::Cgroup1 => " through the cgroup v1 controller, a group per owner".to_owned(),
+            Mechanism::Rlimit if resource == Resource::Memory => {
+                " through RLIMIT_AS: each process's address space, not the session's total"
+                    .to_owned()
+            }
+            Mechanism::Rlimit if limits::nproc_exempt() => {
+                " NOT applied: RLIMIT_NPROC does not apply to root or CAP_SYS_RESOURCE".to_owned()
+            }
+            Mechanism::Rlimit => " through RLIMIT_NPROC: it counts every process and thread of \
+                                  your user on this host, not only the session's"
+                .to_owned(),
+            Mechanism::Unenforced if set || resource == Resource::Cpu => {
+                " NOT applied: no control group can (only a control group limits CPU)".to_owned()
+            }
+            Mechanism::Unenforced => " NOT applied: a default is applied through control \
+                                       groups only (set it with its flag for a resource limit \
+                                       of the process)"
+                .to_owned(),
+        };
+        lines.push(format!("  {}: {value}{origin}{how}", resource.as_str()));
+        if let Some(why) = why.filter(|_| bound != Bound::None) {
+            lines.push(format!("    no control group: {why}"));
+        }
+    }
+    lines.push(format!(
+        "  nice: {} (every shell and run command starts at this CPU priority; the server keeps \
+         its own)",
+        asked.nice
+    ));
+    lines
+}
+
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
 /// line, each with what it means. Never fails for what it finds.
 async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -765,6 +832,11 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
             }
         }
         Err(err) => line(format!("containment: not available as asked ({err})")),
+    }
+    if mode.is_some() {
+        for text in limits_lines(args) {
+            line(text);
+        }
     }
     process::end_containment();
     line(match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
@@ -929,9 +1001,23 @@ fn policy_command(
                 let default =
                     if category.name == policy.default_category().name { " (default)" } else { "" };
                 let patterns = policy.patterns().filter(|p| p.category == category.name).count();
+                let resources = &category.resources;
+                let run_limits: Vec<String> = [
+                    resources.memory_mib.map(|mib| format!("memory {mib} MiB")),
+                    resources.tasks.map(|tasks| format!("tasks {tasks}")),
+                    resources.cpu.map(|cpu| format!("cpu {cpu}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                let run_limits = if run_limits.is_empty() {
+                    String::new()
+                } else {
+                    format!(", run limits: {}", run_limits.join(", "))
+                };
                 writeln!(
                     stdout,
-                    "  {}{default}: exec {} s, no output {} s, {patterns} patterns",
+                    "  {}{default}: exec {} s, no output {} s, {patterns} patterns{run_limits}",
                     category.name,
                     category.limits.exec.as_secs_f64(),
                     category.limits.no_output.as_secs_f64(),
@@ -943,7 +1029,10 @@ fn policy_command(
             let loaded = load_policy(args.policy.as_deref())?;
             let command = cli_command(command);
             let explanation = loaded.policy.explain(&command, explicit);
-            let (text, _) = render::explain(&command, &explanation, &loaded.origin, &str::to_owned);
+            let (mut text, mut output) =
+                render::explain(&command, &explanation, &loaded.origin, &str::to_owned);
+            let (category, limits) = loaded.policy.resources_for(&command);
+            render::add_run_limits(&mut text, &mut output, &category.name, &limits);
             writeln!(stdout, "{text}")?;
         }
     }

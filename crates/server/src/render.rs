@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use shellkeep_engine::limits::{LimitHit, Resource};
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::{self, Shown};
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
@@ -31,11 +32,89 @@ mod explain;
 pub mod sandbox;
 mod terminal;
 
-pub use explain::{ExplainOutput, explain};
+pub use explain::{ExplainOutput, add_run_limits, explain};
 pub use terminal::{
     TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,
     terminal, typed_key_name,
 };
+
+/// A resource limit that stopped something, as structured content carries
+/// it (`limit_hit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct LimitHitOutput {
+    /// `memory` (the OOM killer killed a process at the memory limit) or
+    /// `tasks` (forks were refused at the tasks limit).
+    pub limit: &'static str,
+    /// The limit: bytes of memory, or tasks (processes and threads).
+    pub max: u64,
+    /// Processes killed, or forks refused, since the last reply (0 when
+    /// not counted).
+    pub times: u64,
+    /// True: the kernel counted it (a control group). False: no control
+    /// group applies; the limit is a resource limit of the process and the
+    /// output shows the failure it causes, its likely cause.
+    pub counted: bool,
+}
+
+/// The structured facts of `hits`.
+pub fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHitOutput> {
+    hits.into_iter()
+        .map(|hit| LimitHitOutput {
+            limit: hit.resource.as_str(),
+            max: hit.max,
+            times: hit.times,
+            counted: hit.counted,
+        })
+        .collect()
+}
+
+/// The sentence for a limit that stopped something in `whose` ("this
+/// command", "this session").
+pub fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match hit.resource {
+        Resource::Memory if !hit.counted => format!(
+            "[An allocation failed in {whose}, which runs under a memory limit of {} per \
+             process (RLIMIT_AS: without control groups each process's address space is \
+             limited): that limit is the likely cause. Ask for a higher --memory-max, or none.]",
+            limit_bytes(hit.max),
+        ),
+        Resource::Tasks if !hit.counted => format!(
+            "[A new process could not start in {whose}, which runs under a limit of {} \
+             processes (RLIMIT_NPROC: without control groups it counts every process and thread \
+             of the user on this host): that limit is the likely cause. Ask for a higher \
+             --tasks-max, or none.]",
+            hit.max,
+        ),
+        Resource::Memory => format!(
+            "[The memory limit of {whose} ({}) stopped it: the kernel killed {} that went past \
+             it (out of memory). Use less memory at once, or ask for a higher limit \
+             (--memory-max, or the limits of the policy's category).]",
+            limit_bytes(hit.max),
+            plural(hit.times, "process", "processes"),
+        ),
+        Resource::Tasks => format!(
+            "[The tasks limit of {whose} ({} processes and threads) stopped it: the kernel \
+             refused {} (\"fork: Resource temporarily unavailable\"). What already runs keeps \
+             running until it ends or is stopped (C-c, reset=true, or the end of a `run`).]",
+            hit.max,
+            plural(hit.times, "new process", "new processes"),
+        ),
+        Resource::Cpu => format!("[The CPU limit of {whose} slowed it down.]"),
+    }
+}
+
+/// A limit in bytes: in MiB or GiB when it is a whole number of them.
+fn limit_bytes(value: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    if value.is_multiple_of(1 << 30) {
+        format!("{} GiB", value >> 30)
+    } else if value.is_multiple_of(MIB) {
+        format!("{} MiB", value / MIB)
+    } else {
+        format!("{:.1} MiB", value as f64 / MIB as f64)
+    }
+}
 
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not
@@ -314,6 +393,10 @@ pub struct RunOutput {
     /// `<secret-hidden>`.
     #[serde(skip_serializing_if = "is_zero")]
     pub secrets_masked: u64,
+    /// The resource limits that stopped something in the command, as the
+    /// kernel counted them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limit_hit: Vec<LimitHitOutput>,
     /// The reply's notices besides its fields, worded as in the text (what
     /// to do about a silent command that was stopped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -429,6 +512,7 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         exec_timeout_sec: round_secs(outcome.limits.exec),
         no_output_timeout_sec: round_secs(outcome.limits.no_output),
         secrets_masked: outcome.stdout.masked + outcome.stderr.masked,
+        limit_hit: limit_hit_facts(outcome.limit_hits.iter().copied()),
         notes: Vec::new(),
         stdout_omitted_chars: omitted(&outcome.stdout, |shown| shown.omitted_chars),
         stdout_omitted_lines: omitted(&outcome.stdout, |shown| shown.omitted_lines),
@@ -482,6 +566,11 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         outcome.status.as_str(),
         seconds(outcome.duration),
     ));
+    for hit in &outcome.limit_hits {
+        let line = limit_hit_line(hit, "this command");
+        text.notice(&line);
+        structured.notes.push(line);
+    }
     if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
         let line = "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
                     silence to allow.]";

@@ -254,13 +254,15 @@ pub fn init_containment(requested: cgroup::Requested) -> Result<&'static cgroup:
 }
 
 /// Ends this server's containment: kills everything left in its control
-/// group directory and removes the directory (nothing in markers mode).
+/// group directory and removes the directory (nothing in markers mode),
+/// then its directories in the hierarchies used only for limits.
 pub fn end_containment() {
     if let Some(dir) = cgroup::server_dir()
         && let Err(err) = cgroup::kill_tree(dir)
     {
         tracing::warn!("{err}");
     }
+    crate::limits::end();
 }
 
 /// Whether process `pid` is one of this server's own: a descendant of the

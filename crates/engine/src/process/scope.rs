@@ -1,8 +1,10 @@
 //! Owners of processes ([`Scope`]): a terminal shell or one `run` call,
 //! its marker `SHELLKEEP_SCOPE=<server token>/<owner>` and its control
 //! group; which markers a sweep looks for ([`Mark`]) and how an environment
-//! relates to them; and when each owner lived, to attribute unmarked
-//! orphans by their start time. Starts and signals nothing.
+//! relates to them; its resource limits (`limits::OwnerLimits`, written
+//! into its groups when they are made, before any child joins); and when
+//! each owner lived, to attribute unmarked orphans by their start time.
+//! Starts and signals nothing.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::proc_scan::boot_ticks_now;
 use crate::cgroup;
+use crate::limits::{OwnerLimits, ResourceLimits};
 
 /// The environment variable that marks every process we start and all
 /// their descendants: `SHELLKEEP_SCOPE=<server token>/<owner>`.
@@ -97,6 +100,9 @@ struct ScopeInner {
     /// then every spawn in this scope fails, containment is never silently
     /// off.
     group: Result<Option<Arc<cgroup::Group>>, Arc<std::io::Error>>,
+    /// Its resource limits as applied, or why they could not be: then,
+    /// too, every spawn in this scope fails.
+    limits: Result<OwnerLimits, Arc<std::io::Error>>,
     /// The sandbox its children start in (`None`: none).
     confinement: Option<Arc<crate::sandbox::Confinement>>,
 }
@@ -126,6 +132,12 @@ impl Scope {
     /// Owners of kind `shell` and `run` are candidates when an unmarked
     /// orphan is attributed by its start time ([`super::Unmarked`]).
     pub fn new(kind: &str) -> Scope {
+        Scope::limited(kind, &ResourceLimits::none())
+    }
+
+    /// A new owner ([`Scope::new`]) whose processes run under `limits`,
+    /// written into its control groups before any child joins them.
+    pub fn limited(kind: &str, limits: &ResourceLimits) -> Scope {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let value = format!("{}/{kind}-{n}", server_token());
@@ -142,8 +154,14 @@ impl Scope {
             live.retain(|(_, group)| group.strong_count() > 0);
             live.push((value.clone(), Arc::downgrade(group)));
         }
+        let owner_group = group.as_ref().ok().and_then(Option::as_deref);
+        let limits =
+            OwnerLimits::apply(limits, owner_group, &format!("{kind}-{n}")).map_err(|err| {
+                tracing::error!("{err}; nothing can be started in this scope");
+                Arc::new(err)
+            });
         Scope {
-            inner: Arc::new(ScopeInner { value, group, confinement: None }),
+            inner: Arc::new(ScopeInner { value, group, limits, confinement: None }),
             namespace: false,
             report: None,
         }
@@ -220,6 +238,17 @@ impl Scope {
     /// Its control group, in a cgroup mode.
     pub fn group(&self) -> Option<&Arc<cgroup::Group>> {
         self.inner.group.as_ref().ok().and_then(Option::as_ref)
+    }
+
+    /// Its resource limits as applied; `None` when they could not be (then
+    /// every spawn in this scope fails).
+    pub fn limits(&self) -> Option<&OwnerLimits> {
+        self.inner.limits.as_ref().ok()
+    }
+
+    /// Its resource limits as applied, or why they could not be.
+    pub(super) fn limits_state(&self) -> &Result<OwnerLimits, Arc<std::io::Error>> {
+        &self.inner.limits
     }
 
     /// Its control group (a cgroup mode: `Some`), or why it could not be

@@ -1,13 +1,14 @@
 //! One of the two rooms of `process` with `unsafe` code (the other,
 //! `namespace`, makes a confined owner's PID namespace), each block with
 //! its `// SAFETY:` comment: the commands we build and what their children
-//! do between fork and exec (join the control group, default signal
-//! handling and mask, the parent-death signal, the PID namespace, a new
-//! session on the PTY, passed descriptors, the sandbox), the subreaper
-//! flag, the guard's own descriptors and signals, peer credentials, a
-//! terminal's window size, and the Landlock, seccomp and namespace probes.
-//! Nothing else here: scanning `/proc`, stopping processes and the
-//! registry of our children live in rooms without `unsafe`.
+//! do between fork and exec (join the control group, the resource limits
+//! and CPU priority (the `limits` step), default signal handling and mask,
+//! the parent-death signal, the PID namespace, a new session on the PTY,
+//! passed descriptors, the sandbox), the subreaper flag, the guard's own
+//! descriptors and signals, peer credentials, a terminal's window size,
+//! and the Landlock, seccomp and namespace probes. Nothing else here:
+//! scanning `/proc`, stopping processes and the registry of our children
+//! live in rooms without `unsafe`.
 #![allow(unsafe_code)]
 
 use std::ffi::OsStr;
@@ -72,6 +73,98 @@ impl Joiner {
         }
     }
 }
+
+// ---- The `limits` step: resource limits and CPU priority (`crate::limits`) ----
+
+/// What a child of `scope` does between fork and exec for its resource
+/// limits: join the v1 groups that limit it, set its resource limits of the
+/// process, and lower its CPU priority.
+fn child_limits(scope: &Scope) -> ChildLimits {
+    // SAFETY: getpriority reads this process's nice value; errno is cleared
+    // first because -1 is a valid value.
+    let current = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS as _, 0)
+    };
+    match scope.limits_state() {
+        Ok(owner) => {
+            let (address_space, processes) = owner.rlimits();
+            ChildLimits {
+                groups: owner.joins().to_vec(),
+                address_space,
+                processes,
+                // Never below the server's own: only root may raise a
+                // priority.
+                nice: (owner.asked().nice > current).then_some(owner.asked().nice),
+                fail: None,
+            }
+        }
+        Err(err) => ChildLimits {
+            groups: Vec::new(),
+            address_space: None,
+            processes: None,
+            nice: None,
+            fail: Some(err.raw_os_error().unwrap_or(libc::EIO)),
+        },
+    }
+}
+
+/// The `limits` step of a child, prepared before the fork.
+#[derive(Clone)]
+struct ChildLimits {
+    /// Groups to join (their `cgroup.procs` stay open while the `Arc`s live).
+    groups: Vec<Arc<cgroup::Group>>,
+    /// `RLIMIT_AS`, in bytes.
+    address_space: Option<u64>,
+    /// `RLIMIT_NPROC`.
+    processes: Option<u64>,
+    /// The nice value to set, when above the server's.
+    nice: Option<i32>,
+    /// The limits could not be applied: fail with this errno.
+    fail: Option<i32>,
+}
+
+/// The errors a child reports when its limits could not be applied carry
+/// this tag above the errno, so [`spawn_error`] can say what went wrong.
+const LIMITS_FAILED: i32 = 0x4c00_0000;
+
+impl ChildLimits {
+    /// Only async-signal-safe calls: this runs between fork and exec.
+    fn apply(&self) -> std::io::Result<()> {
+        let failed = |errno: i32| std::io::Error::from_raw_os_error(LIMITS_FAILED | errno);
+        let last = || std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        if let Some(errno) = self.fail {
+            return Err(failed(errno));
+        }
+        for group in &self.groups {
+            // SAFETY: write(2) on a descriptor the parent opened before the
+            // fork, from a static buffer; async-signal-safe.
+            if unsafe { libc::write(group.procs_fd(), b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(failed(last()));
+            }
+        }
+        for (resource, value) in
+            [(libc::RLIMIT_AS, self.address_space), (libc::RLIMIT_NPROC, self.processes)]
+        {
+            let Some(value) = value else { continue };
+            let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+            // SAFETY: setrlimit reads the struct on the stack; async-signal-safe.
+            if unsafe { libc::setrlimit(resource, &limit) } == -1 {
+                return Err(failed(last()));
+            }
+        }
+        if let Some(nice) = self.nice {
+            // SAFETY: setpriority changes this process's nice value only;
+            // async-signal-safe.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS as _, 0, nice) } == -1 {
+                return Err(failed(last()));
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---- end of the `limits` step ----
 
 /// The errors a child reports when its sandbox could not be applied carry
 /// this tag above the errno.
@@ -161,6 +254,16 @@ fn spawn_error(err: std::io::Error) -> std::io::Error {
             std::io::Error::new(
                 err.kind(),
                 format!("could not start the new process in a PID namespace of its own: {words}"),
+            )
+        }
+        Some(code) if code & !0xffff == LIMITS_FAILED => {
+            let cause = std::io::Error::from_raw_os_error(code & 0xffff);
+            std::io::Error::new(
+                cause.kind(),
+                format!(
+                    "could not apply the resource limits to the new process: {cause}; start the \
+                     server with --memory-max none and --tasks-max none to run without them"
+                ),
             )
         }
         Some(code) if code & !0xffff == CONFINE_FAILED => {
@@ -322,16 +425,18 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
+    let limits = child_limits(scope);
     let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls async-signal-safe functions (write, sigaction, sigprocmask,
-    // prctl, getppid, _exit, landlock_restrict_self, seccomp, and the
-    // namespace's: see `Namespace::enter`); the joiner, the namespace's
-    // maps and the confinement are only read.
+    // calls async-signal-safe functions (write, setrlimit, setpriority,
+    // sigaction, sigprocmask, prctl, getppid, _exit, landlock_restrict_self,
+    // seccomp, and the namespace's: see `Namespace::enter`); the joiner, the
+    // limits, the namespace's set-up and the confinement are only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
+            limits.apply()?;
             signals.apply();
             die_with_parent(parent)?;
             if let Some(namespace) = &namespace {
@@ -427,17 +532,20 @@ pub fn pty_command(
     let parent = std::process::id();
     let signals = SignalReset::new();
     let joiner = joiner(scope);
+    let limits = child_limits(scope);
     let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
     let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
-    // calls async-signal-safe functions (write, sigaction, sigprocmask,
-    // setsid, ioctl, fcntl, prctl, getppid, landlock_restrict_self,
-    // seccomp, and the namespace's: see `Namespace::enter`); the joiner,
-    // the namespace's maps and the confinement are only read.
+    // calls async-signal-safe functions (write, setrlimit, setpriority,
+    // sigaction, sigprocmask, setsid, ioctl, fcntl, prctl, getppid,
+    // landlock_restrict_self, seccomp, and the namespace's: see
+    // `Namespace::enter`); the joiner, the limits, the namespace's set-up
+    // and the confinement are only read.
     unsafe {
         command.pre_exec(move || {
             joiner.apply()?;
+            limits.apply()?;
             signals.apply();
             if let Some(namespace) = &namespace {
                 // The spawned child stays outside as the keeper, with the

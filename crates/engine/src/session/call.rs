@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::guard::Guard;
 use crate::keys::Input;
+use crate::limits::{LimitHit, ResourceLimits};
 use crate::mask::Secrets;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
@@ -70,6 +71,9 @@ pub struct SessionConfig {
     /// server's (a background job's, taken from the session it was started
     /// from); `None`: the server's, with `env` added.
     pub start_env: Option<Arc<StartEnv>>,
+    /// What the shell and everything it starts may take, and its `nice`
+    /// value; the documented defaults ([`ResourceLimits::default`]).
+    pub resources: ResourceLimits,
 }
 
 /// An exported environment as a shell's child would inherit it: `NAME=value`
@@ -175,6 +179,7 @@ impl SessionConfig {
             sandbox: crate::sandbox::Policy::off(),
             output: None,
             start_env: None,
+            resources: ResourceLimits::default(),
         }
     }
 }
@@ -486,6 +491,10 @@ pub enum Event {
     /// so the exit code may be wrong: the integration is damaged, and a
     /// reset restores it.
     StatusLost,
+    /// A resource limit of the session stopped something since the last
+    /// reply: the OOM killer killed a process at the memory limit, or forks
+    /// were refused at the tasks limit.
+    LimitHit(LimitHit),
     /// The shell reported the command's end but its end marker never
     /// appeared in the output (a command redirected or swallowed it): the
     /// command ended after all its output was read.

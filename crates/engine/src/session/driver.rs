@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
 use crate::keys::Input;
+use crate::limits::{Counts, OwnerLimits};
 use crate::output;
 use crate::private_fs;
 use crate::proc_shell;
@@ -89,6 +90,9 @@ pub(super) struct Shell {
     /// The marker every process the shell starts inherits, so that `reset`
     /// and the end of the session reach what left the session.
     scope: process::Scope,
+    /// The kernel's counters of the shell's resource limits at the last
+    /// reply that reported them.
+    limits_seen: std::sync::Mutex<Counts>,
     files: ShellFiles,
     /// Where the commands' text goes.
     commands: CommandSocket,
@@ -142,7 +146,7 @@ impl Shell {
         inherited.extend(env_file.as_ref());
 
         let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
-        let mut scope = process::Scope::new("shell");
+        let mut scope = process::Scope::limited("shell", &config.resources);
         // A sandboxed shell writes its own directory (its integration's
         // files) and a temporary directory inside it, exported as TMPDIR.
         let sandbox_tmp = files.dir.join("tmp");
@@ -292,6 +296,9 @@ impl Shell {
             terminal,
             tty: opened.tty,
             pid,
+            limits_seen: std::sync::Mutex::new(
+                scope.limits().map(OwnerLimits::counts).unwrap_or_default(),
+            ),
             scope,
             files,
             commands,
@@ -616,6 +623,24 @@ impl Shell {
     /// Events of the integration gathered since the last reply.
     pub(super) fn take_integration_events(&self) -> Vec<Event> {
         self.shared.lock().levels_mut().take_events()
+    }
+
+    /// The resource limits that stopped something in the session since the
+    /// last reply, as the kernel counted them (a control group's counters).
+    /// Without a control group, the resource limits of the process that
+    /// `output` (what this reply shows of a command that failed) suggests
+    /// stopped something.
+    pub(super) fn take_limit_events(&self, output: Option<&str>) -> Vec<Event> {
+        let Some(limits) = self.scope.limits() else { return Vec::new() };
+        let mut seen = self.limits_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut hits = limits.hits_since(&seen);
+        if !hits.is_empty() {
+            *seen = limits.counts();
+        }
+        if let Some(output) = output {
+            hits.extend(limits.inferred_hits(output));
+        }
+        hits.into_iter().map(Event::LimitHit).collect()
     }
 
     /// A command is typed only when the innermost shell with the

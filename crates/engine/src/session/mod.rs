@@ -425,6 +425,9 @@ impl Session {
             let cwd = shell.restart_dir(&self.config);
             let how = shell.exit();
             reply.events.extend(shell.take_integration_events());
+            let failed = reply.exit_code().is_some_and(|code| code != 0);
+            let limits = shell.take_limit_events(failed.then_some(reply.output.text.as_str()));
+            reply.events.extend(limits);
             if let Some(old) = slot.take() {
                 old.stop(&self.config, "the shell ended").await;
             }
@@ -440,6 +443,9 @@ impl Session {
             }
         }
         reply.events.extend(shell.take_integration_events());
+        let failed = reply.exit_code().is_some_and(|code| code != 0);
+        let limits = shell.take_limit_events(failed.then_some(reply.output.text.as_str()));
+        reply.events.extend(limits);
         Ok(reply)
     }
 

@@ -227,6 +227,7 @@ fn a_run_end_says_which_limit() {
         duration: Duration::from_secs(2),
         limits: decision(1).limits,
         pgid: None,
+        limit_hits: Vec::new(),
     };
     let end = run_end(&outcome, 12);
     assert_eq!(
@@ -312,6 +313,7 @@ fn the_log_rotates_at_its_bound_keeping_n_files() {
                 duration: Duration::ZERO,
                 limits: decision(10).limits,
                 pgid: None,
+                limit_hits: Vec::new(),
             },
             0,
         );

@@ -5,6 +5,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use shellkeep_engine::limits::CategoryLimits;
 use shellkeep_engine::policy::{Decision, DecisionSource, Explanation};
 use shellkeep_engine::syntax::MAX_PARTS;
 
@@ -44,6 +45,61 @@ pub struct ExplainOutput {
     /// and not matched at all.
     #[serde(skip_serializing_if = "is_zero")]
     pub more_parts: usize,
+    /// The resource limits the policy's category sets for the command as a
+    /// `run` command, in place of the server's; absent when it sets none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_limits: Option<RunLimitsOutput>,
+}
+
+/// A category's resource limits in an explanation.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunLimitsOutput {
+    /// The category that sets them (the one its patterns choose, whatever
+    /// the timeout).
+    pub category: String,
+    /// Memory in MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// Tasks (processes and threads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u64>,
+    /// CPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
+}
+
+/// Adds to an explanation the resource limits `category` sets for `run`
+/// commands (`limits`), when it sets any: a line of text and a field.
+pub fn add_run_limits(
+    text: &mut String,
+    output: &mut ExplainOutput,
+    category: &str,
+    limits: &CategoryLimits,
+) {
+    let mut named = Vec::new();
+    if let Some(mib) = limits.memory_mib {
+        named.push(format!("memory {mib} MiB"));
+    }
+    if let Some(tasks) = limits.tasks {
+        named.push(format!("tasks {tasks}"));
+    }
+    if let Some(cpu) = limits.cpu {
+        named.push(format!("cpu {cpu}"));
+    }
+    if named.is_empty() {
+        return;
+    }
+    text.push_str(&format!(
+        "\nAs a run command it gets the resource limits of its category {category}: {} (the \
+         server's for the rest).",
+        named.join(", ")
+    ));
+    output.run_limits = Some(RunLimitsOutput {
+        category: category.to_owned(),
+        memory_mib: limits.memory_mib,
+        tasks: limits.tasks,
+        cpu: limits.cpu,
+    });
 }
 
 /// One part of a command in an explanation.
@@ -112,6 +168,7 @@ pub fn explain(
         part: winner.filter(|_| !single).map(|part| cut(&mask(part.text))),
         parts,
         more_parts,
+        run_limits: None,
     };
     let mut text = format!("{}: {}", echo(command), describe_limits(decision));
     if let Some(part) = winner.filter(|_| explanation.parts.len() > 1) {

@@ -105,6 +105,10 @@ pub struct TerminalOutput {
     /// `<secret-hidden>`.
     #[serde(skip_serializing_if = "super::is_zero")]
     pub secrets_masked: u64,
+    /// The session's resource limits that stopped something since the
+    /// last reply, as the kernel counted them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limit_hit: Vec<super::LimitHitOutput>,
     /// The reply's notices, worded as in the text: what happened besides
     /// the output, and for a command still running or waiting, the one line
     /// that says how to go on (poll, answer, interrupt, by when). What has
@@ -463,6 +467,10 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         cwd: reply.cwd.display().to_string(),
         python_interpreter: reply.python.as_ref().map(|p| p.display().to_string()),
         secrets_masked: secrets_masked(reply),
+        limit_hit: super::limit_hit_facts(reply.events.iter().filter_map(|event| match event {
+            Event::LimitHit(hit) => Some(*hit),
+            _ => None,
+        })),
         notes,
         previous_exit_code: previous.map(|p| p.exit_code().unwrap_or(-1)),
         previous_output_call: None,
@@ -849,6 +857,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             "[A person attached to this session ran a command at the shell's prompt; it ended \
              with exit code {status}. What it printed is the output between commands.]"
         ),
+        Event::LimitHit(hit) => super::limit_hit_line(hit, "this session"),
         // Worded with the session's name by the tool (`person_can_answer`).
         Event::InputHidden => return,
     };

@@ -428,71 +428,18 @@ fn with_denial(
 }
 
 /// What the sandbox (`policy`) most likely denied a failed command
-/// (`failed`), from its output (see [`with_denial`]).
+/// (`failed`), from its output, a relative path read from `cwd` (see
+/// [`with_denial`] and `sandbox::denial`).
 pub(crate) fn denial_of(
     policy: &sandbox::Policy,
     failed: bool,
     output: &str,
     cwd: Option<&std::path::Path>,
 ) -> Option<sandbox::Denial> {
-    if !failed || !policy.is_confined() {
+    if !failed {
         return None;
     }
-    sandbox::denial(policy, output).or_else(|| {
-        let placed = with_absolute_paths(output, cwd?)?;
-        sandbox::denial(policy, &placed)
-    })
-}
-
-/// The errors words that say a write was refused.
-const REFUSED_WRITE: [&str; 2] = ["Permission denied", "Read-only file system"];
-
-/// `output` with the relative path of each refused write's error line
-/// made absolute from `cwd` (`touch: cannot touch 'x': Permission denied`,
-/// `bash: x: Permission denied`), as `sandbox::denial` reads only absolute
-/// ones; `None` when no such line names a relative path. Reads at most the
-/// last 64 KiB, as `sandbox::denial` does.
-fn with_absolute_paths(output: &str, cwd: &std::path::Path) -> Option<String> {
-    const QUOTES: [(char, char); 4] =
-        [('\'', '\''), ('"', '"'), ('`', '\''), ('\u{2018}', '\u{2019}')];
-    let mut start = output.len().saturating_sub(64 * 1024);
-    while !output.is_char_boundary(start) {
-        start += 1;
-    }
-    let mut placed = false;
-    let lines: Vec<String> = output[start..]
-        .lines()
-        .map(|line| {
-            if !REFUSED_WRITE.iter().any(|words| line.contains(words)) {
-                return line.to_owned();
-            }
-            let quoted = QUOTES.iter().find_map(|&(open, close)| {
-                let (before, rest) = line.split_once(open)?;
-                let (inside, after) = rest.split_once(close)?;
-                Some((before, open, inside, close, after))
-            });
-            if let Some((before, open, inside, close, after)) = quoted {
-                if inside.is_empty() || inside.starts_with('/') {
-                    return line.to_owned();
-                }
-                placed = true;
-                let path = cwd.join(inside);
-                return format!("{before}{open}{}{close}{after}", path.display());
-            }
-            // `program: path: Permission denied`: the field before the error.
-            let fields: Vec<&str> = line.split(": ").collect();
-            match fields.iter().position(|field| REFUSED_WRITE.contains(field)) {
-                Some(at) if at >= 2 && !fields[at - 1].starts_with('/') => {
-                    placed = true;
-                    let mut fields: Vec<String> = fields.iter().map(|f| (*f).to_owned()).collect();
-                    fields[at - 1] = cwd.join(&fields[at - 1]).display().to_string();
-                    fields.join(": ")
-                }
-                _ => line.to_owned(),
-            }
-        })
-        .collect();
-    placed.then(|| lines.join("\n"))
+    sandbox::denial(policy, output, cwd)
 }
 
 /// A stop signal the server refused because one of its own processes
@@ -943,39 +890,6 @@ mod tests {
         let long = "y".repeat(1000);
         let notice = render::ignored_arguments("run", &[long], &known);
         assert!(notice.len() < 120 && notice.contains(&format!("`{}…`", "y".repeat(40))));
-    }
-
-    /// Issue 21: the relative path of a refused write is placed in the
-    /// command's directory, so the sandbox's denial can be told; other
-    /// lines, and absolute paths, are left as they are.
-    #[test]
-    fn relative_paths_of_refused_writes_are_placed_in_the_directory() {
-        let cwd = std::path::Path::new("/w/app");
-        let placed = |output: &str| with_absolute_paths(output, cwd);
-        assert_eq!(
-            placed("touch: cannot touch 'x.txt': Permission denied").as_deref(),
-            Some("touch: cannot touch '/w/app/x.txt': Permission denied")
-        );
-        assert_eq!(
-            placed("ok\nbash: out/log: Read-only file system").as_deref(),
-            Some("ok\nbash: /w/app/out/log: Read-only file system")
-        );
-        assert_eq!(
-            placed("mkdir: cannot create directory \u{2018}d\u{2019}: Permission denied")
-                .as_deref(),
-            Some("mkdir: cannot create directory \u{2018}/w/app/d\u{2019}: Permission denied")
-        );
-        assert_eq!(placed("touch: cannot touch '/etc/x': Permission denied"), None);
-        assert_eq!(placed("bash: /etc/x: Permission denied"), None);
-        assert_eq!(placed("no error here: x"), None);
-        let policy = sandbox::Policy {
-            mode: sandbox::Mode::ReadOnly,
-            writable: vec![cwd.to_owned()],
-            network: true,
-            best_effort: false,
-        };
-        let output = placed("bash: notes.txt: Permission denied").expect("placed");
-        assert!(sandbox::denial(&policy, &output).is_some(), "{output}");
     }
 
     /// Issue 18: the instructions, all a deferring client's model sees,

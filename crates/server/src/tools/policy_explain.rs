@@ -60,8 +60,10 @@ impl Shellkeep {
                     }
                     masked.into_owned()
                 };
-                let (text, structured) =
+                let (mut text, mut structured) =
                     render::explain(&named, &explanation, &self.shared.policy_origin, &mask);
+                let (category, resources) = self.shared.policy.resources_for(&command);
+                render::add_run_limits(&mut text, &mut structured, &category.name, &resources);
                 structured_result(text, &structured, false)
             }
             Err(message) => tool_error(message),

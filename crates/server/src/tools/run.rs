@@ -107,6 +107,7 @@ impl Shellkeep {
         };
         let decision = self.decide(&args.command, args.limits);
         let request_cwd = args.cwd.clone();
+        let (_, category_limits) = self.shared.policy.resources_for(&args.command);
         let request = RunRequest {
             sandbox: sandbox.clone(),
             cwd: args.cwd,
@@ -118,6 +119,7 @@ impl Shellkeep {
             guard: self.shared.guard.clone(),
             output: Arc::clone(&self.shared.runs),
             secrets: Arc::clone(&self.shared.config.masks),
+            resources: self.shared.config.resources.with_category(&category_limits),
             ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));

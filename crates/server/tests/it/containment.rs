@@ -48,6 +48,14 @@ fn skip_without_cgroups(why: &str) {
     crate::skipping(why);
 }
 
+/// Whether a `/proc/PID/cgroup` line is of a hierarchy containment uses:
+/// cgroup2 (`0::`) or the v1 `freezer` (not the v1 `memory` or `pids`
+/// hierarchies, whose groups only limit resources).
+fn containment_line(line: &str) -> bool {
+    line.starts_with("0::")
+        || line.split(':').nth(1).is_some_and(|names| names.split(',').any(|n| n == "freezer"))
+}
+
 /// A server in containment `mode`, with a short grace, and extra `args`.
 async fn server(mode: &str, args: &[&str]) -> Server {
     let mut all = vec!["--grace", "0.5"];
@@ -585,8 +593,12 @@ async fn a_process_that_leaves_the_servers_groups_and_hides_is_still_ended() {
                 .map(|(_, rest)| rest.split(' ').collect())
                 .unwrap_or_default();
             let (ppid, session) = (fields.get(1).copied(), fields.get(3).copied().unwrap_or("0"));
-            let outside = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                .is_ok_and(|groups| !groups.contains(&dir_name));
+            // Outside the containment's groups (the v1 groups that only
+            // limit resources keep it: their limits still apply).
+            let outside =
+                std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|groups| {
+                    groups.lines().filter(|l| containment_line(l)).all(|l| !l.contains(&dir_name))
+                });
             let forked_twice = line.contains("python3")
                 && session != pid
                 && !std::path::Path::new(&format!("/proc/{session}")).exists();
@@ -693,7 +705,7 @@ async fn each_owner_has_its_own_control_group_and_the_server_removes_them() {
     let dir_name = format!("shellkeep-{}-", server.pid);
     let group_of = |text: &str| {
         text.lines()
-            .find(|line| line.contains(&dir_name))
+            .find(|line| containment_line(line) && line.contains(&dir_name))
             .map(|line| line.rsplit(':').next().unwrap_or_default().to_owned())
     };
     match (group_of(&shell), group_of(&run)) {

@@ -33,6 +33,7 @@ mod guard;
 mod hostile;
 mod jobs;
 mod keys;
+mod limits;
 mod long_work;
 mod masking;
 mod namespace;
