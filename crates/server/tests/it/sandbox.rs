@@ -599,6 +599,14 @@ async fn a_server_sigkill_leaves_nothing_of_a_sandboxed_session_or_run() {
         let text = std::fs::read_to_string(server.cwd().join(file)).unwrap_or_default();
         std::path::PathBuf::from(text.trim())
     };
+    // `run`'s bash carries the markers in its command line before it has
+    // written its file: wait for the file.
+    crate::wait_until(
+        Duration::from_secs(15),
+        || !temporary("run-tmp").as_os_str().is_empty(),
+        || "run-tmp was not written".to_owned(),
+    )
+    .await;
     let (shell_tmp, run_tmp) = (temporary("shell-tmp"), temporary("run-tmp"));
     assert!(shell_tmp.is_dir() && run_tmp.is_dir(), "{shell_tmp:?} {run_tmp:?}");
     let guard = guard_of(server.pid).expect("the server runs an orphan guard");
