@@ -37,6 +37,9 @@ fn marker(what: &str) -> String {
 #[tokio::test]
 async fn pids_inside_agree_and_the_init_is_ours() {
     let term = term("ns-pids").await;
+    // The session's process count is its shell's alone: neither the keeper
+    // nor the init is one of its processes.
+    assert_eq!(term.session.process_count(), 1);
     let reply = term.run("echo $$; cat /proc/1/comm; ps -o pid= -p $$ | tr -d ' '").await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
     assert_eq!(reply.output.text, "2\nshellkeep-init\n2\n", "{reply:?}");
