@@ -839,7 +839,10 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         }
     }
     process::end_containment();
-    line(match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+    // What the flags ask of the sandbox, and what the kernel enforces of it.
+    let asked = config::sandbox_policy(args).map_err(|err| err.0);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let memory = match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
         Ok(scope) => {
             let scope = scope.trim().to_owned();
             let meaning = match scope.as_str() {
@@ -853,10 +856,18 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         Err(_) => "same-user memory access: yes (no Yama LSM: a process of your user can read \
                    another's memory through /proc/PID/mem and ptrace)"
             .to_owned(),
+    };
+    // Landlock keeps a sandboxed process from tracing, or reading the
+    // memory of, any process outside its domain.
+    let domain = matches!(&check, Some(Ok(e)) if e.filesystem || e.tcp || e.signals);
+    line(if domain {
+        format!(
+            "{memory}; with this sandbox Landlock denies commands the memory and tracing of every \
+             process outside it"
+        )
+    } else {
+        memory
     });
-    // What the flags ask of the sandbox, and what the kernel enforces of it.
-    let asked = config::sandbox_policy(args).map_err(|err| err.0);
-    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
     let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
     let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
     line(if filtered && !tiocsti.starts_with("legacy TIOCSTI: off") {

@@ -121,6 +121,11 @@ except OSError as e:
     let text = &reply.output.text;
     assert!(text.contains(&format!("ptrace -1 {}", libc::EPERM)), "{reply:?}");
     assert!(text.contains(&format!("tiocsti {}", libc::EPERM)), "{reply:?}");
+    // The memory of a process outside the sandbox (pid 1: the namespace's
+    // init, or the host's) is closed to it, whatever the user's rights.
+    let reply = term.run("exec 3< /proc/1/mem && echo opened; echo rc=$?").await;
+    assert!(!reply.output.text.contains("opened"), "{reply:?}");
+    assert!(reply.output.text.contains("Permission denied"), "{reply:?}");
     // Its own children it still signals and waits for: job control works.
     let reply = term.run("sleep 30 & kill %1; wait; echo done").await;
     assert!(reply.output.text.contains("done"), "{reply:?}");
