@@ -454,13 +454,13 @@ async fn run_streams(mut request: RunRequest, cancel: CancellationToken) -> RunO
     // when the run ends.
     let mut sandbox_tmp = None;
     if request.sandbox.is_confined() {
-        let protect = sandbox::protected_pids(request.guard.as_deref());
+        let protect = sandbox::protected_pids(request.guard.as_deref().map(Guard::pid));
         let confined = PrivateTmp::create().and_then(|tmp| {
             Confinement::build(&request.sandbox, &[tmp.path()], &protect).map(|c| (c, tmp))
         });
         match confined {
             Ok((confinement, tmp)) => {
-                scope = scope.with_confinement(Arc::new(confinement));
+                scope = scope.with_confinement(confinement.rules());
                 sandbox_tmp = Some(tmp);
             }
             Err(err) => {

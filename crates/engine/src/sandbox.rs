@@ -57,8 +57,9 @@
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+use crate::process::ChildRules;
 use landlock::{
     AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     path_beneath_rules,
@@ -299,27 +300,16 @@ fn enforcement(policy: &Policy) -> Enforcement {
 }
 
 /// A policy made concrete for one owner, built in the parent: what the
-/// child applies between fork and exec.
+/// child applies between fork and exec ([`Confinement::rules`], which
+/// `process` applies), with the policy and what the kernel enforces of it.
+#[derive(Debug)]
 pub struct Confinement {
     /// The policy it enforces.
     policy: Policy,
     /// What the kernel enforces of it.
     enforcement: Enforcement,
-    /// The Landlock ruleset to restrict the child with.
-    pub(crate) landlock: Option<OwnedFd>,
-    /// The seccomp programs to load, in order.
-    pub(crate) filters: Vec<BpfProgram>,
-}
-
-impl std::fmt::Debug for Confinement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Confinement")
-            .field("policy", &self.policy)
-            .field("enforcement", &self.enforcement)
-            .field("landlock", &self.landlock.is_some())
-            .field("filters", &self.filters.len())
-            .finish()
-    }
+    /// The Landlock ruleset, the seccomp programs and the namespace.
+    rules: Arc<ChildRules>,
 }
 
 /// The devices every sandboxed command may write: the terminal's and the
@@ -338,25 +328,27 @@ impl Confinement {
         protect: &[u32],
     ) -> std::io::Result<Confinement> {
         let enforcement = check(policy).map_err(std::io::Error::other)?;
-        let mut confinement = Confinement {
-            policy: policy.clone(),
-            enforcement,
-            landlock: None,
-            filters: Vec::new(),
-        };
-        if !policy.is_confined() {
-            return Ok(confinement);
-        }
-        if let Some(abi) = confinement.enforcement.landlock_abi.filter(|&abi| abi >= 1) {
-            confinement.landlock = landlock_ruleset(policy, abi, private)?;
-        }
-        if confinement.enforcement.filter {
-            confinement.filters.push(integrity_filter(protect)?);
-            if !policy.network {
-                confinement.filters.push(network_filter()?);
+        let mut landlock = None;
+        let mut filters = Vec::new();
+        if policy.is_confined() {
+            if let Some(abi) = enforcement.landlock_abi.filter(|&abi| abi >= 1) {
+                landlock = landlock_ruleset(policy, abi, private)?;
+            }
+            if enforcement.filter {
+                filters.push(integrity_filter(protect)?);
+                if !policy.network {
+                    filters.push(network_filter()?);
+                }
             }
         }
-        Ok(confinement)
+        let rules = Arc::new(ChildRules::new(landlock, filters, enforcement.namespace));
+        Ok(Confinement { policy: policy.clone(), enforcement, rules })
+    }
+
+    /// What the child applies between fork and exec: give it to the
+    /// owner's `Scope::with_confinement`.
+    pub fn rules(&self) -> Arc<ChildRules> {
+        Arc::clone(&self.rules)
     }
 
     /// The policy it enforces.
@@ -417,9 +409,9 @@ fn landlock_ruleset(
 }
 
 /// The pids no signal of a sandbox may reach: the server's and its
-/// guard's.
-pub fn protected_pids(guard: Option<&crate::guard::Guard>) -> Vec<u32> {
-    std::iter::once(std::process::id()).chain(guard.map(crate::guard::Guard::pid)).collect()
+/// guard's (`guard`, the pid of the orphan guard, where one runs).
+pub fn protected_pids(guard: Option<u32>) -> Vec<u32> {
+    std::iter::once(std::process::id()).chain(guard).collect()
 }
 
 /// Where [`PrivateTmp`]s are made, once the server has said

@@ -87,16 +87,16 @@ use self::spawn::{become_subreaper, prove_cgroup};
 use crate::cgroup;
 
 pub use self::children::{reap_adopted_now, spawn_std};
-pub use self::namespace::{pid_inside, probe as namespace_probe, shell_of as namespaced_shell};
+pub use self::namespace::{pid_inside, shell_of as namespaced_shell};
 pub use self::proc_scan::{
     Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,
 };
 pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
 pub use self::spawn::{
-    dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin, guard_command,
-    ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup, peer_credentials, pty_command,
-    seccomp_filters_available, seccomp_status, spawn, terminal_size,
+    ChildRules, dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin,
+    guard_command, ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup,
+    peer_credentials, pty_command, seccomp_filters_available, seccomp_status, spawn, terminal_size,
 };
 pub use self::terminate::{
     Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,
@@ -339,6 +339,15 @@ fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::metadata(path)
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether this host gives a confined owner a PID namespace of its own,
+/// or why not (in words for `doctor` and the sandbox's `missing`). Proved
+/// once per process by starting `cat /proc/self/stat` in one: it must say
+/// it is pid 2, read from the private `/proc`.
+pub fn namespace_probe() -> Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED.get_or_init(spawn::prove_namespace).clone()
 }
 
 #[cfg(test)]

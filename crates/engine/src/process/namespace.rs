@@ -98,7 +98,7 @@
 //!
 //! No user namespaces (`user.max_user_namespaces` 0, Ubuntu's AppArmor
 //! restriction, a container's seccomp profile), or a `/proc` that cannot be
-//! mounted (a container that masks parts of the host's): [`probe`] says
+//! mounted (a container that masks parts of the host's): `namespace_probe` says
 //! which step failed, once per process, and the sandbox keeps the
 //! containment every owner has (control group, markers, guard), with
 //! `Enforcement.namespace` false and the reason in its `missing`. The
@@ -125,65 +125,10 @@ enum UserNamespace {
     /// None: the server runs as root with CAP_SYS_ADMIN.
     Needless,
     /// The server's (a descriptor of `/proc/PID/ns/user`, open for the
-    /// process's life: [`user_namespace`]).
+    /// process's life: `spawn::user_namespace`).
     Enter(libc::c_int),
     /// It could not be made: fail with this code (a step and an errno).
     Fail(i32),
-}
-
-/// The user namespace every keeper of this server enters, made once (see
-/// [`make_user_namespace`]), or the code of why it could not be.
-fn user_namespace() -> Result<libc::c_int, i32> {
-    use std::os::fd::AsRawFd as _;
-    static MADE: OnceLock<Result<std::os::fd::OwnedFd, i32>> = OnceLock::new();
-    match MADE.get_or_init(make_user_namespace) {
-        Ok(fd) => Ok(fd.as_raw_fd()),
-        Err(code) => Err(*code),
-    }
-}
-
-/// Makes the user namespace the keepers enter: a child (`cat`, which waits
-/// on its stdin) unshares one before it execs; this process writes its
-/// maps (only its own uid and gid onto themselves; as root, every id onto
-/// itself), keeps a descriptor of it, and lets the child end.
-///
-/// Not in each keeper, because a keeper is a fork of the server, which is
-/// not dumpable (`private_fs::make_process_undumpable`): its `/proc/self`
-/// files are root's, and a user without privileges could not write its own
-/// maps. The child has exec'd, so it is dumpable again, and its maps are
-/// the server's to write.
-fn make_user_namespace() -> Result<std::os::fd::OwnedFd, i32> {
-    let errno = |err: &std::io::Error| err.raw_os_error().unwrap_or(libc::EIO);
-    let mut holder =
-        super::spawn::user_namespace_holder().map_err(|err| Step::User.code(errno(&err)))?;
-    let pid = holder.id();
-    let uid = nix::unistd::geteuid().as_raw();
-    let gid = nix::unistd::getegid().as_raw();
-    let maps = if uid == 0 {
-        // Root (without CAP_SYS_ADMIN, or it would need none) maps every id
-        // onto itself, so that a command may still become another user
-        // (`apt` drops to `_apt`, `setpriv`, `su`) and groups may be set.
-        let all = format!("0 0 {}\n", u32::MAX);
-        vec![("uid_map", all.clone()), ("gid_map", all)]
-    } else {
-        vec![
-            ("setgroups", "deny".to_owned()),
-            ("uid_map", format!("{uid} {uid} 1\n")),
-            ("gid_map", format!("{gid} {gid} 1\n")),
-        ]
-    };
-    let made = maps
-        .into_iter()
-        .try_for_each(|(file, map)| std::fs::write(format!("/proc/{pid}/{file}"), map))
-        .map_err(|err| Step::Maps.code(errno(&err)))
-        .and_then(|()| {
-            std::fs::File::open(format!("/proc/{pid}/ns/user"))
-                .map(std::os::fd::OwnedFd::from)
-                .map_err(|err| Step::Maps.code(errno(&err)))
-        });
-    drop(holder.stdin.take());
-    let _ = holder.wait();
-    made
 }
 
 /// A pipe on which a keeper says that its shell left processes running
@@ -243,11 +188,14 @@ impl Namespace {
         Namespace { user: UserNamespace::Enter(not_one), report: None }
     }
 
-    /// The set-up for this server: the server's user namespace unless it
-    /// runs as root with CAP_SYS_ADMIN (made at the first call: see
-    /// [`make_user_namespace`]); the keeper reports on `report`, if given
-    /// (the caller keeps it open until the spawn returned).
-    pub(crate) fn prepare(report: Option<&Report>) -> Namespace {
+    /// The set-up for this server: the server's user namespace
+    /// (`user_namespace`, asked only when needed) unless it runs as root
+    /// with CAP_SYS_ADMIN; the keeper reports on `report`, if given (the
+    /// caller keeps it open until the spawn returned).
+    pub(crate) fn prepare(
+        report: Option<&Report>,
+        user_namespace: impl FnOnce() -> Result<libc::c_int, i32>,
+    ) -> Namespace {
         use std::os::fd::AsRawFd as _;
         // Root without CAP_SYS_ADMIN (a container's root, say) needs a user
         // namespace too, which maps root onto itself.
@@ -470,7 +418,7 @@ const FAILED: i32 = 0x4e00_0000;
 
 /// The steps of the set-up that can fail, for the error a spawn returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
+pub(super) enum Step {
     /// Making the server's user namespace (`unshare(CLONE_NEWUSER)` in a
     /// child).
     User = 1,
@@ -505,7 +453,7 @@ impl Step {
 
     /// The code of an `errno` at this step (no allocation: the error made
     /// of it is a raw OS error).
-    fn code(self, errno: i32) -> i32 {
+    pub(super) fn code(self, errno: i32) -> i32 {
         FAILED | ((self as i32) << 16) | (errno & 0xffff)
     }
 
@@ -726,23 +674,13 @@ fn status_field(pid: i32, name: &str) -> Option<String> {
     status.lines().find_map(|line| line.strip_prefix(name)).map(|value| value.trim().to_owned())
 }
 
-/// Whether this host gives a confined owner a PID namespace of its own,
-/// or why not (in words for `doctor` and the sandbox's `missing`). Proved
-/// once per process by starting `cat /proc/self/stat` in one: it must say
-/// it is pid 2, read from the private `/proc`.
-pub fn probe() -> Result<(), String> {
-    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBED.get_or_init(super::spawn::prove_namespace).clone()
-}
-
 #[cfg(test)]
 mod tests {
     use std::process::Stdio;
     use std::time::Duration;
 
-    use super::*;
     use crate::process::terminate::wait_until;
-    use crate::process::{Scope, group_command, spawn};
+    use crate::process::{Scope, group_command, namespace_probe, spawn};
 
     /// Runs `script` through `bash -c` in a namespace of its own; its
     /// output and exit code.
@@ -758,7 +696,7 @@ mod tests {
     /// This host allows namespaces (root, and users without privileges).
     #[test]
     fn the_probe_finds_a_namespace_here() {
-        assert_eq!(probe(), Ok(()));
+        assert_eq!(namespace_probe(), Ok(()));
     }
 
     /// `$$`, `ps`, `pgrep` and `kill` speak the same pids inside; the

@@ -104,7 +104,7 @@ struct ScopeInner {
     /// too, every spawn in this scope fails.
     limits: Result<OwnerLimits, Arc<std::io::Error>>,
     /// The sandbox its children start in (`None`: none).
-    confinement: Option<Arc<crate::sandbox::Confinement>>,
+    confinement: Option<Arc<super::ChildRules>>,
 }
 
 impl Drop for ScopeInner {
@@ -176,8 +176,8 @@ impl Scope {
     ///
     /// If the scope was already cloned (its children could start
     /// unconfined).
-    pub fn with_confinement(mut self, confinement: Arc<crate::sandbox::Confinement>) -> Scope {
-        let namespace = confinement.enforcement().namespace;
+    pub fn with_confinement(mut self, confinement: Arc<super::ChildRules>) -> Scope {
+        let namespace = confinement.namespace();
         Arc::get_mut(&mut self.inner)
             .expect("a scope is confined before it is shared")
             .confinement = Some(confinement);
@@ -220,7 +220,7 @@ impl Scope {
     }
 
     /// The sandbox its children start in.
-    pub fn confinement(&self) -> Option<&Arc<crate::sandbox::Confinement>> {
+    pub fn confinement(&self) -> Option<&Arc<super::ChildRules>> {
         self.inner.confinement.as_ref()
     }
 

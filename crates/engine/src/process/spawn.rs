@@ -15,16 +15,15 @@ use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use nix::sys::signal::Signal;
 
 use super::children::{spawn_registered, spawn_std};
-use super::namespace::{self, Namespace};
+use super::namespace::{self, Namespace, Step};
 use super::scope::{SCOPE_VAR, Scope};
 use super::{NONINTERACTIVE_UNSET, child_env};
 use crate::cgroup;
-use crate::sandbox::Confinement;
 
 /// What a child of `scope` does between fork and exec to join its control
 /// group: the descriptor to write `0` to, or the error to fail with.
@@ -170,6 +169,36 @@ impl ChildLimits {
 /// this tag above the errno.
 const CONFINE_FAILED: i32 = 0x4b00_0000;
 
+/// What a sandboxed owner's children apply between fork and exec, built
+/// by the parent (`sandbox::Confinement` builds it from a policy): the
+/// Landlock ruleset's descriptor, the compiled seccomp programs, and
+/// whether they start in a PID namespace of their own.
+#[derive(Debug)]
+pub struct ChildRules {
+    /// The Landlock ruleset to restrict the child with.
+    landlock: Option<OwnedFd>,
+    /// The seccomp programs to load, in order.
+    filters: Vec<seccompiler::BpfProgram>,
+    /// Whether the children start in a PID namespace of their own.
+    namespace: bool,
+}
+
+impl ChildRules {
+    /// Rules from their parts.
+    pub fn new(
+        landlock: Option<OwnedFd>,
+        filters: Vec<seccompiler::BpfProgram>,
+        namespace: bool,
+    ) -> ChildRules {
+        ChildRules { landlock, filters, namespace }
+    }
+
+    /// Whether the children start in a PID namespace of their own.
+    pub fn namespace(&self) -> bool {
+        self.namespace
+    }
+}
+
 /// The sandbox step, last between fork and exec: `no_new_privs`, the
 /// Landlock ruleset, the seccomp filters (see `sandbox`). Nothing happens
 /// for an unconfined owner.
@@ -177,7 +206,7 @@ const CONFINE_FAILED: i32 = 0x4b00_0000;
 /// Only async-signal-safe calls: this runs between fork and exec (the
 /// ruleset and the filters were built by the parent; loading a filter is
 /// `prctl` and `seccomp`, no allocation).
-fn confine(confinement: Option<&Confinement>) -> std::io::Result<()> {
+fn confine(confinement: Option<&ChildRules>) -> std::io::Result<()> {
     let Some(confinement) = confinement else { return Ok(()) };
     if confinement.landlock.is_none() && confinement.filters.is_empty() {
         return Ok(());
@@ -310,7 +339,7 @@ pub(super) fn prove_cgroup(dir: &Path) -> Result<(), String> {
 pub(super) fn prove_namespace() -> Result<(), String> {
     use std::io::Read as _;
     use std::os::unix::process::CommandExt as _;
-    let namespace = Namespace::prepare(None);
+    let namespace = Namespace::prepare(None, user_namespace);
     let parent = std::process::id();
     let signals = SignalReset::new();
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
@@ -349,10 +378,64 @@ pub(super) fn prove_namespace() -> Result<(), String> {
     }
 }
 
+/// The user namespace every keeper of this server enters, made once (see
+/// [`make_user_namespace`]), or the code of why it could not be.
+pub(super) fn user_namespace() -> Result<libc::c_int, i32> {
+    use std::os::fd::AsRawFd as _;
+    static MADE: OnceLock<Result<std::os::fd::OwnedFd, i32>> = OnceLock::new();
+    match MADE.get_or_init(make_user_namespace) {
+        Ok(fd) => Ok(fd.as_raw_fd()),
+        Err(code) => Err(*code),
+    }
+}
+
+/// Makes the user namespace the keepers enter: a child (`cat`, which waits
+/// on its stdin) unshares one before it execs; this process writes its
+/// maps (only its own uid and gid onto themselves; as root, every id onto
+/// itself), keeps a descriptor of it, and lets the child end.
+///
+/// Not in each keeper, because a keeper is a fork of the server, which is
+/// not dumpable (`private_fs::make_process_undumpable`): its `/proc/self`
+/// files are root's, and a user without privileges could not write its own
+/// maps. The child has exec'd, so it is dumpable again, and its maps are
+/// the server's to write.
+fn make_user_namespace() -> Result<std::os::fd::OwnedFd, i32> {
+    let errno = |err: &std::io::Error| err.raw_os_error().unwrap_or(libc::EIO);
+    let mut holder = user_namespace_holder().map_err(|err| Step::User.code(errno(&err)))?;
+    let pid = holder.id();
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let maps = if uid == 0 {
+        // Root (without CAP_SYS_ADMIN, or it would need none) maps every id
+        // onto itself, so that a command may still become another user
+        // (`apt` drops to `_apt`, `setpriv`, `su`) and groups may be set.
+        let all = format!("0 0 {}\n", u32::MAX);
+        vec![("uid_map", all.clone()), ("gid_map", all)]
+    } else {
+        vec![
+            ("setgroups", "deny".to_owned()),
+            ("uid_map", format!("{uid} {uid} 1\n")),
+            ("gid_map", format!("{gid} {gid} 1\n")),
+        ]
+    };
+    let made = maps
+        .into_iter()
+        .try_for_each(|(file, map)| std::fs::write(format!("/proc/{pid}/{file}"), map))
+        .map_err(|err| Step::Maps.code(errno(&err)))
+        .and_then(|()| {
+            std::fs::File::open(format!("/proc/{pid}/ns/user"))
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|err| Step::Maps.code(errno(&err)))
+        });
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    made
+}
+
 /// A child that has unshared a user namespace and waits on its stdin
 /// (`cat`), for [`namespace`] to write the namespace's maps and keep a
 /// descriptor of it; closing its stdin ends it.
-pub(super) fn user_namespace_holder() -> std::io::Result<std::process::Child> {
+fn user_namespace_holder() -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt as _;
     let parent = std::process::id();
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
@@ -426,7 +509,8 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     let signals = SignalReset::new();
     let joiner = joiner(scope);
     let limits = child_limits(scope);
-    let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
+    let namespace =
+        scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r), user_namespace));
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only
     // calls async-signal-safe functions (write, setrlimit, setpriority,
@@ -533,7 +617,8 @@ pub fn pty_command(
     let signals = SignalReset::new();
     let joiner = joiner(scope);
     let limits = child_limits(scope);
-    let namespace = scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r)));
+    let namespace =
+        scope.namespace().then(|| Namespace::prepare(scope.report().map(|r| &**r), user_namespace));
     let inherited: Vec<i32> = inherited.iter().map(|fd| fd.as_raw_fd()).collect();
     let confinement = scope.confinement().cloned();
     // SAFETY: the closure runs in the child between fork and exec and only

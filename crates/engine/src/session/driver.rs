@@ -153,10 +153,11 @@ impl Shell {
         if config.sandbox.is_confined() {
             private_fs::create_private_dir(&sandbox_tmp)
                 .map_err(|err| fail("temporary directory", err))?;
-            let protect = sandbox::protected_pids(config.guard.as_deref());
+            let protect =
+                sandbox::protected_pids(config.guard.as_deref().map(crate::guard::Guard::pid));
             let confinement = sandbox::Confinement::build(&config.sandbox, &[&files.dir], &protect)
                 .map_err(|err| fail("sandbox", err))?;
-            scope = scope.with_confinement(Arc::new(confinement));
+            scope = scope.with_confinement(confinement.rules());
         }
         // With an environment of its own, a bare shell name is still looked
         // for where the server looks, not in that environment's `PATH`.

@@ -252,8 +252,11 @@ async fn a_reply_names_pids_as_seen_inside() {
     assert!(reply.events.contains(&Event::Reset), "{reply:?}");
     let reply = term
         .run(
-            "(exec python3 -c 'import os; open(\"sender\", \"w\").write(str(os.getpid())); \
-              os.write(62, b\"E;1;0;;0\")') &",
+            // It stays alive until the session closes: a sender already
+            // gone when the server reads its record is named by its pid
+            // outside (it has no pid inside any more).
+            "(exec python3 -c 'import os, time; open(\"sender\", \"w\").write(str(os.getpid())); \
+              os.write(62, b\"E;1;0;;0\"); time.sleep(300)') &",
         )
         .await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");
