@@ -585,6 +585,12 @@ pub enum Denial {
     Network,
     /// `sudo` (or another set-user-ID program) under `no_new_privs`.
     Sudo,
+    /// Tracing a process (`gdb -p`, `strace -p`): no `ptrace` in a sandbox.
+    Trace,
+    /// A signal to a process outside the sandbox (the server, the guard,
+    /// another session): refused, or, in a PID namespace of its own, the
+    /// pid names no process in sight.
+    Signal,
 }
 
 /// The most output [`denial`] reads: the end of it, where errors are.
@@ -611,6 +617,15 @@ pub fn denial(policy: &Policy, output: &str, cwd: Option<&Path>) -> Option<Denia
     if !policy.network && NETWORK_SIGNS.iter().any(|sign| tail.contains(sign)) {
         return Some(Denial::Network);
     }
+    if tail.lines().any(refused_trace) {
+        return Some(Denial::Trace);
+    }
+    if tail.lines().any(|line| {
+        line.contains("kill: (")
+            && (line.ends_with("Operation not permitted") || line.ends_with("No such process"))
+    }) {
+        return Some(Denial::Signal);
+    }
     if policy.mode == Mode::Off {
         return None;
     }
@@ -622,6 +637,14 @@ pub fn denial(policy: &Policy, output: &str, cwd: Option<&Path>) -> Option<Denia
             (!writable).then(|| Denial::Write { path: Some(path.display().to_string()) })
         },
     )
+}
+
+/// Whether a line is a tracer's refused `ptrace` (gdb's `ptrace:
+/// Operation not permitted.`, strace's `attach: ptrace(PTRACE_ATTACH, 2):
+/// Operation not permitted`, Python's `Could not attach to process`).
+fn refused_trace(line: &str) -> bool {
+    (line.contains("ptrace") || line.contains("PTRACE")) && line.contains("Operation not permitted")
+        || line.contains("Could not attach to process")
 }
 
 /// What programs print when a socket is refused or a name cannot be
@@ -741,6 +764,16 @@ mod tests {
         );
         let sudo = "sudo: The \"no new privileges\" flag is set, which prevents sudo from running as root.";
         assert_eq!(denial(&policy, sudo, None), Some(Denial::Sudo));
+        let gdb = "Attaching to process 12\nptrace: Operation not permitted.";
+        assert_eq!(denial(&policy, gdb, None), Some(Denial::Trace));
+        let strace = "strace: test_ptrace_get_syscall_info: PTRACE_TRACEME: Operation not \
+                      permitted\nstrace: attach: ptrace(PTRACE_ATTACH, 2): Operation not permitted";
+        assert_eq!(denial(&policy, strace, None), Some(Denial::Trace));
+        for kill in
+            ["bash: kill: (4242) - Operation not permitted", "bash: kill: (4242) - No such process"]
+        {
+            assert_eq!(denial(&policy, kill, None), Some(Denial::Signal), "{kill}");
+        }
         // No sandbox, no denial.
         assert_eq!(denial(&Policy::off(), sudo, None), None);
         // Network words mean nothing with the network on.

@@ -186,7 +186,8 @@ pub fn sandbox_ignored(name: &str, running: &Policy) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct DenialOutput {
     /// `write` (outside what the mode lets it write), `network` (a socket
-    /// other than a Unix one) or `sudo` (no_new_privs).
+    /// other than a Unix one), `sudo` (no_new_privs), `trace` (no
+    /// `ptrace`) or `signal` (a process outside the sandbox).
     pub denied: &'static str,
     /// The path it could not write, when the output names it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,6 +231,20 @@ pub fn denial(denial: &Denial, policy: &Policy) -> (String, DenialOutput) {
              setuid programs cannot gain privileges. Run what needs root outside shellkeep.]"
                 .to_owned(),
             DenialOutput { denied: "sudo", path: None },
+        ),
+        Denial::Trace => (
+            "[The sandbox, not the program, most likely refused tracing a process: no command \
+             in the sandbox may use ptrace (gdb -p, strace -p). Start the program under the \
+             debugger instead (gdb --args PROGRAM), or debug a core file.]"
+                .to_owned(),
+            DenialOutput { denied: "trace", path: None },
+        ),
+        Denial::Signal => (
+            "[The sandbox most likely refused that signal: its commands may signal only the \
+             processes they started, never the server, its guard or another session (in a PID \
+             namespace of its own, processes outside are not in sight at all).]"
+                .to_owned(),
+            DenialOutput { denied: "signal", path: None },
         ),
     }
 }
