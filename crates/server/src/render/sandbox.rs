@@ -234,8 +234,8 @@ pub fn denial(denial: &Denial, policy: &Policy) -> (String, DenialOutput) {
         ),
         Denial::Trace => (
             "[The sandbox, not the program, most likely refused tracing a process: no command \
-             in the sandbox may use ptrace (gdb -p, strace -p). Start the program under the \
-             debugger instead (gdb --args PROGRAM), or debug a core file.]"
+             in the sandbox may use ptrace (gdb, strace). Debug a core file instead (gdb \
+             PROGRAM CORE), or use a debugger of the language that needs no ptrace (pdb).]"
                 .to_owned(),
             DenialOutput { denied: "trace", path: None },
         ),
