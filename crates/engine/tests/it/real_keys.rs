@@ -243,8 +243,9 @@ async fn htop_moves_on_down_and_renices_nothing() {
         return;
     }
     let term = Term::new("keys-htop").await;
-    let command = "sleep 120 & S=$!; htop -p $S; echo \"nice=$(ps -o ni= -p $S | tr -d ' ')\"; \
-                   kill $S";
+    // The priority before and after (shells start at nice 10 by default).
+    let command = "sleep 120 & S=$!; B=$(ps -o ni= -p $S | tr -d ' '); htop -p $S; \
+                   echo \"nice=$B:$(ps -o ni= -p $S | tr -d ' ')\"; kill $S";
     let reply = term.run_for(command, 5.0).await;
     until_shown(&term, reply, "sleep 120").await;
     term.keys(&["DOWN", "DOWN", "UP"], 10.0).await;
@@ -252,7 +253,13 @@ async fn htop_moves_on_down_and_renices_nothing() {
     let reply = ended(&term, until_shown(&term, reply, "nice=").await).await;
     let output = term.session.output().get(reply.number).expect("the output is kept");
     let text = output.read(0, 10_000).expect("read the output").text;
-    assert!(text.contains("nice=0"), "{text}");
+    let (before, after) = text
+        .split("nice=")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .and_then(|pair| pair.split_once(':'))
+        .expect("the priorities");
+    assert!(!before.is_empty() && before == after, "{text}");
     term.session.close().await;
 }
 
