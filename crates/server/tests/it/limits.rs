@@ -453,9 +453,12 @@ async fn the_limits_hold_inside_the_sandbox() {
     // The command ends once a fork of the bomb failed (the builtins it
     // waits with need no fork), or at its time limit. Bash says `fork:
     // retry: …` while it retries and `fork: …` when it gives up: either.
-    let bomb = "exec 2>bomb.err; bomb() { bomb | bomb & }; bomb; \
+    // The command's own shell forks once, before the bomb exists: a fork
+    // of its own that failed would hold it in bash's retries (up to half a
+    // minute) on a busy machine.
+    let bomb = "exec 2>bomb.err; bomb() { bomb | bomb & }; bomb & \
                 until read -r -d '' t <bomb.err; [[ $t == *'fork: '* ]]; do :; done; echo hit";
-    let run = server.run(json!({"command": bomb, "timeout_sec": 30})).await;
+    let run = server.run(json!({"command": bomb, "timeout_sec": 60})).await;
     assert_eq!(run["stdout"], "hit\n", "{run:#?}");
     let hit = hits(&run.structured, "tasks");
     assert_eq!((hit.len(), hit[0]["max"].as_u64()), (1, Some(64)), "{run:#?}");
