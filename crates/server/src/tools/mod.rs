@@ -427,6 +427,19 @@ fn with_denial(
     push_note(result, line);
 }
 
+/// Describes a tool's `sandbox` and `network` arguments for this server
+/// (`what` they apply to: "a new session", "this command"), and returns
+/// the sentence its description gives the server's sandbox (with a leading
+/// space), or nothing when there is none.
+fn describe_sandbox(config: &ServerConfig, input: &mut JsonObject, what: &str) -> String {
+    let server = &config.sandbox;
+    schema::describe_property(input, "sandbox", render::sandbox::sandbox_argument(server, what));
+    schema::describe_property(input, "network", render::sandbox::network_argument(server, what));
+    render::sandbox::description(server, config.enforcement.as_ref())
+        .map(|text| format!(" {text}"))
+        .unwrap_or_default()
+}
+
 /// What the sandbox (`policy`) most likely denied a failed command
 /// (`failed`), from its output, a relative path read from `cwd` (see
 /// [`with_denial`] and `sandbox::denial`).

@@ -24,13 +24,7 @@ use crate::schema;
 /// timeouts' descriptions state their range.
 pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
     describe_timeouts(input);
-    let server = &config.sandbox;
-    let what = "this command";
-    schema::describe_property(input, "sandbox", render::sandbox::sandbox_argument(server, what));
-    schema::describe_property(input, "network", render::sandbox::network_argument(server, what));
-    let sandbox = render::sandbox::description(server, config.enforcement.as_ref())
-        .map(|text| format!(" {text}"))
-        .unwrap_or_default();
+    let sandbox = super::describe_sandbox(config, input, "this command");
     format!(
         "Run one command with `bash -c` in a fresh process; it is stopped after printing \
          nothing for min(timeout_sec / 4, 60) s (at least 1 s) unless no_output_timeout_sec \

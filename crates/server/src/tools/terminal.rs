@@ -40,13 +40,7 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
             span(args::MAX_TIMEOUT),
         ),
     );
-    let server = &config.sandbox;
-    let what = "a new session";
-    schema::describe_property(input, "sandbox", render::sandbox::sandbox_argument(server, what));
-    schema::describe_property(input, "network", render::sandbox::network_argument(server, what));
-    let sandbox = render::sandbox::description(server, config.enforcement.as_ref())
-        .map(|text| format!(" {text}"))
-        .unwrap_or_default();
+    let sandbox = super::describe_sandbox(config, input, "a new session");
     format!(
         "Run a command in a persistent bash session in a real terminal ({} columns by {} rows): \
          the working directory, environment variables, virtual environments, functions and \
