@@ -660,7 +660,7 @@ impl Shell {
             Some((terminal, own_front)) if Some(terminal) != self.terminal_device() => own_front,
             _ => front,
         };
-        (front != top).then(|| (front, proc_shell::command_line(front)))
+        (front != top).then(|| named_program(front))
     }
 
     /// The foreground alone is not enough: a program the shell still waits
@@ -818,4 +818,15 @@ impl Shell {
         drop(self.terminal);
         let _ = std::fs::remove_dir_all(&self.files.dir);
     }
+}
+
+/// The process of foreground group `group` to name in a reply, with its
+/// command line: the group's leader while it lives, else another living
+/// member; an empty command line once every member has ended (zombies
+/// included: an exited program whose parent has not reaped it yet no
+/// longer holds anything but its place in the group).
+fn named_program(group: i32) -> (i32, String) {
+    let living = process::live_group_members(group);
+    let named = if living.contains(&group) { Some(group) } else { living.first().copied() };
+    named.map_or((group, String::new()), |pid| (pid, proc_shell::command_line(pid)))
 }

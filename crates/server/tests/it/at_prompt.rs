@@ -11,9 +11,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::{
-    EVENTUALLY, Server, installed, kernel_forbids, poll_until, processes_with, wait_until,
-};
+use crate::{EVENTUALLY, Server, installed, kernel_forbids, poll_until, wait_until};
 
 /// The kernel's switch for legacy `TIOCSTI`.
 const LEGACY_TIOCSTI: &str = "/proc/sys/dev/tty/legacy_tiocsti";
@@ -346,13 +344,24 @@ async fn a_program_that_ends_holding_the_terminal_is_named_as_gone() {
     // It takes the terminal once the shell is back at its idle prompt.
     let take = "(sleep 0.5; python3 -c 'import os, signal; \
                 signal.signal(signal.SIGTTOU, signal.SIG_IGN); t = os.open(\"/dev/tty\", os.O_RDWR); \
-                os.tcsetpgrp(t, os.getpgrp()); open(\"took\", \"w\").close()') &";
+                os.tcsetpgrp(t, os.getpgrp()); open(\"took\", \"w\").write(str(os.getpid()))') &";
     let r = server.terminal(json!({"command": take, "timeout": 10})).await;
     assert_eq!(r["status"], "completed", "{r:#?}");
     let took = server.cwd().join("took");
-    wait_until(EVENTUALLY, || took.exists(), || "the program never took the terminal".into()).await;
-    wait_until(EVENTUALLY, || processes_with(&["os.tcsetpgrp"]).is_empty(), || "alive".into())
-        .await;
+    let pid = poll_until(
+        EVENTUALLY,
+        async || std::fs::read_to_string(&took).unwrap_or_default(),
+        |pid| pid.parse::<i32>().is_ok(),
+    )
+    .await;
+    // Ended: gone, or a zombie its parent has not reaped yet (a process on
+    // its way out has lost its command line before it is a zombie).
+    let ended = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+    };
+    wait_until(EVENTUALLY, ended, || format!("process {pid} never ended")).await;
     let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
     assert_eq!(r["status"], "not_executed", "{r:#?}");
     assert!(r.text.contains("whose programs have all ended"), "{}", r.text);
