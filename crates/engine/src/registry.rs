@@ -681,7 +681,10 @@ impl Registry {
         }
     }
 
-    /// Stops every session and everything it started (server shutdown).
+    /// Stops every session and everything it started (server shutdown). A
+    /// call still waiting on a session returns at once, with what it has
+    /// (nothing taken from the session), so that it is answered and the
+    /// close does not wait out its wait.
     pub async fn close_all(&self) {
         let sessions: Vec<Arc<Session>> = {
             let mut inner = self.lock();
@@ -689,6 +692,7 @@ impl Registry {
         };
         let mut closing = tokio::task::JoinSet::new();
         for session in sessions {
+            session.interrupt_waits();
             closing.spawn(async move { session.close().await });
         }
         while closing.join_next().await.is_some() {}

@@ -327,4 +327,54 @@ pub struct ServeArgs {
     pub nice: Option<String>,
     #[command(flatten)]
     pub audit: crate::audit::AuditArgs,
+    #[command(flatten)]
+    pub http: HttpArgs,
+}
+
+/// The Streamable HTTP transport's flags (`serve --http ADDR`), as written.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Serve MCP over Streamable HTTP on this address (`127.0.0.1:8765`;
+    /// port 0 picks a free one) instead of stdio: the endpoint is `/mcp`,
+    /// and `GET /healthz` answers `ok` without authentication. Every
+    /// request to `/mcp` needs `Authorization: Bearer TOKEN`.
+    #[arg(long, global = true, value_name = "ADDR", env = "SHELLKEEP_HTTP")]
+    pub http: Option<String>,
+    /// A file of tokens for --http, one `NAME:TOKEN` a line (`#` comments
+    /// and blank lines ignored): each NAME is a client of its own, with its
+    /// own sessions and outputs. It must be yours and private (chmod 600).
+    /// Without it, $SHELLKEEP_TOKEN is the one token (client `default`);
+    /// without either, a token is generated at start into a private file
+    /// whose path is printed on stderr.
+    #[arg(long, global = true, value_name = "FILE", env = "SHELLKEEP_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// An `Origin` allowed to call --http (`https://app.example.com`, with
+    /// its scheme; a port, `:*` for any). Repeatable. The bound loopback
+    /// origins are always allowed; a request with any other `Origin` gets
+    /// 403 (requests without one, as non-browser clients send, pass).
+    #[arg(
+        long = "allowed-origin",
+        global = true,
+        value_name = "ORIGIN",
+        env = "SHELLKEEP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+    /// A `Host` (a name, or `name:port`) --http answers, beside the bound
+    /// loopback names (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`):
+    /// the public name a reverse proxy forwards, say. Repeatable. Other
+    /// hosts get 403.
+    #[arg(
+        long = "allowed-host",
+        global = true,
+        value_name = "HOST",
+        env = "SHELLKEEP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Allow --http to bind an address that is not loopback (for a
+    /// container or a pod). It then also needs a configured token
+    /// ($SHELLKEEP_TOKEN or --token-file): TLS belongs to a reverse proxy.
+    #[arg(long, global = true, env = "SHELLKEEP_ALLOW_REMOTE")]
+    pub allow_remote: bool,
 }

@@ -5,13 +5,15 @@
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
 //! The conversion is a function of the flags and of the environment it is
-//! given; it reads one file, the secrets file (`secrets::load`), resolves
+//! given; it reads two files, the secrets file (`secrets::load`) and the
+//! HTTP token file (`http::auth::Tokens::read_file`), resolves
 //! the `--writable` directories, and asks the kernel what it can enforce of
 //! the sandbox (`sandbox::check`: a sandbox it cannot enforce is a flag
 //! error, never a silent start without it). It does not read the policy
 //! file or start anything (`main` does, with the result).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,7 @@ use shellkeep_engine::store::StoreLimits;
 
 use crate::args;
 use crate::cli::ServeArgs;
+use crate::http::auth::Tokens;
 
 /// The fewest characters a reply may show before its middle is cut: less
 /// leaves no room for a head, a tail and the line saying what was cut.
@@ -98,8 +101,25 @@ pub struct ServerConfig {
     /// variables skipped. Its `Debug` shows no value.
     pub secrets: Found,
     /// What every session and `run` masks: the secrets' values and, when
-    /// on, the credential shapes (built once).
+    /// on, the credential shapes (built once); the HTTP tokens among them.
     pub masks: Arc<Secrets>,
+    /// The Streamable HTTP transport (`--http`); `None`: MCP on stdio.
+    pub http: Option<HttpConfig>,
+}
+
+/// The Streamable HTTP transport, checked: where it binds, who may call it
+/// and from which origins and hosts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    /// The address to bind (`--http`); port 0 picks a free one.
+    pub addr: SocketAddr,
+    /// The tokens (`$SHELLKEEP_TOKEN`, `--token-file`); `None`: one is
+    /// generated at start.
+    pub tokens: Option<Tokens>,
+    /// Origins allowed beside the bound loopback ones (`--allowed-origin`).
+    pub allowed_origins: Vec<String>,
+    /// Hosts allowed beside the bound loopback names (`--allowed-host`).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// A flag whose value cannot be used: the message names the flag and the
@@ -160,6 +180,13 @@ impl ServerConfig {
         )
         .map_err(|err| FlagError(err.0))?;
         let policy = sandbox_policy(args)?;
+        let http = http(args, env)?;
+        // Every token is masked wherever a secret is, even with the default
+        // secrets off.
+        let tokens = http.iter().flat_map(|http| http.tokens.iter()).flat_map(|tokens| {
+            tokens.entries().iter().map(|(name, token)| (format!("token:{name}"), token.clone()))
+        });
+        let masked: Vec<(String, String)> = found.masked().into_iter().chain(tokens).collect();
         Ok(ServerConfig {
             cwd: args.cwd.clone(),
             no_output_return: seconds("--no-output-return", args.no_output_return)?,
@@ -203,8 +230,9 @@ impl ServerConfig {
             sandbox: policy.clone(),
             enforcement: enforcement(&policy)?,
             resources: resources(args)?,
-            masks: Arc::new(Secrets::new(found.masked(), found.shapes)),
+            masks: Arc::new(Secrets::new(masked, found.shapes)),
             secrets: found,
+            http,
         })
     }
 
@@ -240,6 +268,125 @@ impl ServerConfig {
             config.user_rc = None;
         }
         config
+    }
+}
+
+/// `--http` and its flags, checked (`None` without `--http`): the address
+/// parsed, the tokens read ([`Tokens`]), each allowed origin and host
+/// parsed. A non-loopback address needs `--allow-remote` and a configured
+/// token; the other flags need `--http`.
+pub fn http(
+    args: &ServeArgs,
+    env: &[(OsString, OsString)],
+) -> Result<Option<HttpConfig>, FlagError> {
+    let flags = &args.http;
+    let Some(addr) = &flags.http else {
+        let stray = [
+            (flags.token_file.is_some(), "--token-file"),
+            (!flags.allowed_origins.is_empty(), "--allowed-origin"),
+            (!flags.allowed_hosts.is_empty(), "--allowed-host"),
+            (flags.allow_remote, "--allow-remote"),
+        ];
+        return match stray.iter().find(|(given, _)| *given) {
+            Some((_, flag)) => Err(FlagError(format!(
+                "{flag} is a flag of the HTTP transport: add --http ADDR (such as \
+                 127.0.0.1:8765) to serve over HTTP"
+            ))),
+            None => Ok(None),
+        };
+    };
+    let addr: SocketAddr = addr.trim().parse().map_err(|_| {
+        FlagError(format!(
+            "--http must be an IP address and a port, such as 127.0.0.1:8765 or [::1]:8765, \
+             got {}",
+            crate::render::echo(addr)
+        ))
+    })?;
+    let from_env = env.iter().find(|(name, _)| name == "SHELLKEEP_TOKEN").map(|(_, value)| value);
+    let tokens = match (&flags.token_file, from_env) {
+        (Some(file), _) => Some(Tokens::read_file(file).map_err(FlagError)?),
+        (None, Some(value)) => {
+            let value = value.to_str().ok_or_else(|| {
+                FlagError("$SHELLKEEP_TOKEN must be visible ASCII characters".to_owned())
+            })?;
+            Some(Tokens::single(value, "$SHELLKEEP_TOKEN").map_err(FlagError)?)
+        }
+        (None, None) => None,
+    };
+    if !addr.ip().is_loopback() {
+        if !flags.allow_remote {
+            return Err(FlagError(format!(
+                "--http {addr} is not a loopback address: whoever can reach it could drive a \
+                 shell here. Add --allow-remote to serve it (with a token in $SHELLKEEP_TOKEN \
+                 or --token-file, and TLS at a reverse proxy), or bind 127.0.0.1"
+            )));
+        }
+        if tokens.is_none() {
+            return Err(FlagError(format!(
+                "--http {addr} with --allow-remote needs a token you chose: set \
+                 $SHELLKEEP_TOKEN or --token-file (a generated token lives in a file on this \
+                 machine only, and changes at every start)"
+            )));
+        }
+    }
+    let allowed_origins: Vec<String> = flags
+        .allowed_origins
+        .iter()
+        .map(|origin| allowed_origin(origin))
+        .collect::<Result<_, _>>()?;
+    for host in &flags.allowed_hosts {
+        if http::uri::Authority::try_from(host.trim()).is_err() || host.contains('@') {
+            return Err(FlagError(format!(
+                "--allowed-host must be a host name or address, with a port or not \
+                 (example.com, example.com:443, [::1]:8765), got {}",
+                crate::render::echo(host)
+            )));
+        }
+    }
+    Ok(Some(HttpConfig {
+        addr,
+        tokens,
+        allowed_origins,
+        allowed_hosts: flags.allowed_hosts.iter().map(|h| h.trim().to_owned()).collect(),
+    }))
+}
+
+/// An `--allowed-origin`, checked and made exact: `null`, or a scheme, a
+/// host and maybe a port (`:*` for any), nothing more (an origin has no
+/// path). Without a port, an `http` or `https` origin gets its scheme's
+/// own (80, 443), so that it allows that origin only; another scheme needs
+/// a port.
+fn allowed_origin(origin: &str) -> Result<String, FlagError> {
+    let origin = origin.trim();
+    let bad = || {
+        FlagError(format!(
+            "--allowed-origin must be an origin: a scheme, a host and a port if not the \
+             scheme's own (https://app.example.com, http://localhost:3000, \
+             http://localhost:* for any port) or null, got {}",
+            crate::render::echo(origin)
+        ))
+    };
+    if origin == "null" {
+        return Ok(origin.to_owned());
+    }
+    let any_port = origin.strip_suffix(":*");
+    let uri: http::Uri = any_port.unwrap_or(origin).parse().map_err(|_| bad())?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(bad());
+    };
+    let plain = !authority.as_str().contains('@')
+        && uri.path_and_query().is_none_or(|p| p.as_str().is_empty() || p.as_str() == "/")
+        && !origin.ends_with('/');
+    if !plain || (any_port.is_some() && authority.port().is_some()) {
+        return Err(bad());
+    }
+    if any_port.is_some() || authority.port().is_some() {
+        return Ok(origin.to_owned());
+    }
+    match scheme {
+        "http" => Ok(format!("{origin}:80")),
+        "https" => Ok(format!("{origin}:443")),
+        _ => Err(bad()),
     }
 }
 
@@ -645,6 +792,67 @@ mod tests {
             let config = config(flags).unwrap_or_else(|err| panic!("{flags:?}: {err}"));
             assert!(check(&config), "{flags:?}: {config:#?}");
         }
+    }
+
+    /// `--http` and its flags: the address parsed, the token from the
+    /// environment, origins made exact; each misuse refused with the flag
+    /// named, and a non-loopback address without its two conditions.
+    #[test]
+    fn http_flags_are_checked() {
+        let token = [("SHELLKEEP_TOKEN", "0123456789abcdef0123")];
+        let http = |flags: &[&str], env: &[(&str, &str)]| config_in(flags, env).map(|c| c.http);
+        assert_eq!(http(&[], &token), Ok(None));
+        let checked = http(
+            &["--http", "127.0.0.1:8765", "--allowed-origin", "https://app.example.com"],
+            &token,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(checked.addr, "127.0.0.1:8765".parse().unwrap());
+        assert_eq!(checked.allowed_origins, ["https://app.example.com:443"]);
+        let tokens = checked.tokens.unwrap();
+        assert_eq!(tokens.names().collect::<Vec<_>>(), ["default"]);
+        assert_eq!(tokens.principal(b"0123456789abcdef0123"), Some("default"));
+        // The token is masked like any secret.
+        let config = config_in(&["--http", "[::1]:0"], &token).unwrap();
+        assert!(!config.masks.mask("x 0123456789abcdef0123 y").0.contains("0123456789abcdef"));
+        // No token at all: one is generated at start.
+        assert_eq!(http(&["--http", "127.0.0.1:0"], &[]).unwrap().unwrap().tokens, None);
+        for (flags, env, expected) in [
+            (&["--http", "localhost:8765"][..], &token[..], "--http must be an IP address"),
+            (&["--allow-remote"], &token, "--allow-remote is a flag of the HTTP transport"),
+            (&["--allowed-host", "a.example"], &token, "--allowed-host is a flag of the HTTP"),
+            (&["--http", "0.0.0.0:8765"], &token, "is not a loopback address"),
+            (&["--http", "0.0.0.0:8765", "--allow-remote"], &[], "needs a token you chose"),
+            (
+                &["--http", "127.0.0.1:1"],
+                &[("SHELLKEEP_TOKEN", "short")],
+                "$SHELLKEEP_TOKEN: a token",
+            ),
+            (
+                &["--http", "127.0.0.1:1", "--allowed-origin", "app.example.com"],
+                &token,
+                "--allowed-origin must be an origin",
+            ),
+            (
+                &["--http", "127.0.0.1:1", "--allowed-origin", "https://a.example/path"],
+                &token,
+                "--allowed-origin must be an origin",
+            ),
+            (
+                &["--http", "127.0.0.1:1", "--allowed-host", "a b"],
+                &token,
+                "--allowed-host must be a host name",
+            ),
+        ] {
+            let err = http(flags, env).unwrap_err();
+            assert!(err.contains(expected), "{flags:?}: {err}");
+        }
+        let remote = http(&["--http", "0.0.0.0:8765", "--allow-remote"], &token).unwrap().unwrap();
+        assert!(remote.tokens.is_some());
+        let any_port =
+            http(&["--http", "127.0.0.1:1", "--allowed-origin", "http://localhost:*"], &token);
+        assert_eq!(any_port.unwrap().unwrap().allowed_origins, ["http://localhost:*"]);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod attach;
 mod audit;
 mod cli;
 mod config;
+mod http;
 mod render;
 mod schema;
 mod serve;
@@ -179,9 +180,23 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             let masks = Arc::clone(&config.masks);
             let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
             let audit = audit::AuditLog::open(&cli.serve.audit, mask)?;
+            // The HTTP socket is bound before anything starts: an address in
+            // use stops start-up before any shell runs.
+            let http = match &config.http {
+                Some(http) => Some((http.clone(), http::bind(http).await?)),
+                None => None,
+            };
             let running = serve::Running::start(cli.serve.policy.as_deref(), config, audit).await?;
-            serve::serve_stdio(&running).await?;
+            let Some((http, listening)) = http else {
+                serve::serve_stdio(&running).await?;
+                running.stop().await;
+                return Ok(std::process::ExitCode::SUCCESS);
+            };
+            // The listener closes first; every session is stopped (calls in
+            // flight end and are answered); then the last responses go out.
+            let served = serve::serve_http(&running, &http, listening).await;
             running.stop().await;
+            served?.finish().await;
             Ok(std::process::ExitCode::SUCCESS)
         }
         Some(Command::Run { timeout, cwd, command }) => {

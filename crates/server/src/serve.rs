@@ -1,9 +1,13 @@
 //! A serving server's life: [`Running::start`] builds what outlives
 //! clients (the guard, containment, full outputs, the audit log, the
 //! clients and the attach listener), a transport serves it
-//! ([`serve_stdio`]), and [`Running::stop`] stops everything it started, in
-//! one order whatever the transport.
+//! ([`serve_stdio`], or [`serve_http`] on a socket bound before the start),
+//! and [`Running::stop`] stops everything it started, in one order
+//! whatever the transport. Over HTTP the listener closes first, and the
+//! responses of calls that were in flight are let out after the stop
+//! (`http::Serving::finish`).
 
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +22,8 @@ use shellkeep_engine::registry::DEFAULT_SESSION;
 use shellkeep_engine::sandbox;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ServerConfig;
-use crate::{ContainmentEnd, RuntimeDir, attach, audit, tools, wire};
+use crate::config::{HttpConfig, ServerConfig};
+use crate::{ContainmentEnd, RuntimeDir, attach, audit, http, tools, wire};
 
 /// A server that serves: its core and what must be stopped at its end.
 pub struct Running {
@@ -243,6 +247,41 @@ impl Running {
         }
         drop(dir);
     }
+}
+
+/// Serves MCP over HTTP on `listening` until a stop signal comes (or the
+/// server fails), then closes the listener: the returned server still
+/// answers the calls in flight, for `Serving::finish` once
+/// [`Running::stop`] has stopped every session. Says on stderr where it
+/// serves and how it authenticates (the path of a generated token's file,
+/// never a token).
+pub async fn serve_http(
+    running: &Running,
+    config: &HttpConfig,
+    listening: http::Listening,
+) -> anyhow::Result<http::Serving> {
+    let tokens = http::tokens(config, &running.dir.path)?;
+    let generated = config.tokens.is_none();
+    let names: Vec<&str> = tokens.names().collect();
+    let who = if generated {
+        format!("the bearer token is in {} (principal default)", tokens.origin)
+    } else if names.len() == 1 {
+        format!("the bearer token is {}'s (principal {})", tokens.origin, names[0])
+    } else {
+        format!("the bearer tokens are {}'s ({} principals)", tokens.origin, names.len())
+    };
+    let url = format!("http://{}{}", listening.addr, http::ENDPOINT);
+    let _ = writeln!(std::io::stderr(), "shellkeep: serving MCP on {url}; {who}");
+    if let Some(listener) = &running.listener {
+        listener.set_client("HTTP");
+    }
+    let mut serving = http::serve(listening, config, tokens, Arc::clone(&running.core));
+    tokio::select! {
+        () = running.stop.cancelled() => {}
+        err = serving.failed() => return Err(err),
+    }
+    serving.stop_accepting();
+    Ok(serving)
 }
 
 /// Serves MCP on stdio until the client leaves or a stop signal comes.

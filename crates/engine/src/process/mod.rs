@@ -165,6 +165,11 @@ pub const GIT_PAGER_CONFIG: (&str, &str) = ("core.pager", "cat");
 /// itself to page on purpose (`MANPAGER=less man ls`).
 pub const NONINTERACTIVE_UNSET: &[&str] = &["MANPAGER", "GIT_PAGER"];
 
+/// Variables of the server's own, removed from every child's environment:
+/// the HTTP transport's bearer token, which would let any command call the
+/// server as its principal (and outlive a change of the token).
+pub const SERVER_ONLY: &[&str] = &["SHELLKEEP_TOKEN"];
+
 /// [`NONINTERACTIVE_ENV`] and git's editor and pager, for a server whose
 /// own environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
 /// own, kept: ours are added after them).

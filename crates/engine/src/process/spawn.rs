@@ -22,7 +22,7 @@ use nix::sys::signal::Signal;
 use super::children::{spawn_registered, spawn_std};
 use super::namespace::{self, Namespace, Step};
 use super::scope::{SCOPE_VAR, Scope};
-use super::{NONINTERACTIVE_UNSET, child_env};
+use super::{NONINTERACTIVE_UNSET, SERVER_ONLY, child_env};
 use crate::cgroup;
 
 /// What a child of `scope` does between fork and exec to join its control
@@ -501,7 +501,7 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
     command
         .envs(child_env().iter().map(|(name, value)| (name, value)))
         .env(SCOPE_VAR, scope.value());
-    for name in NONINTERACTIVE_UNSET {
+    for name in NONINTERACTIVE_UNSET.iter().chain(SERVER_ONLY) {
         command.env_remove(name);
     }
     command.process_group(0);
@@ -606,7 +606,7 @@ pub fn pty_command(
     command
         .envs(child_env().iter().map(|(name, value)| (name, value)))
         .env(SCOPE_VAR, scope.value());
-    for name in NONINTERACTIVE_UNSET {
+    for name in NONINTERACTIVE_UNSET.iter().chain(SERVER_ONLY) {
         command.env_remove(name);
     }
     command
@@ -677,6 +677,9 @@ pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = std::process::Command::new(program);
     command.envs(child_env().iter().map(|(name, value)| (name, value))).env_remove(SCOPE_VAR);
+    for name in SERVER_ONLY {
+        command.env_remove(name);
+    }
     command.process_group(0);
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
     let signals = SignalReset::new();

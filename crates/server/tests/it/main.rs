@@ -31,6 +31,7 @@ mod descriptors;
 mod forgery;
 mod guard;
 mod hostile;
+mod http;
 mod jobs;
 mod keys;
 mod limits;

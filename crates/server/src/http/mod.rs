@@ -1,0 +1,398 @@
+//! The Streamable HTTP transport (`serve --http ADDR`): `rmcp`'s
+//! Streamable HTTP service at [`ENDPOINT`], behind an authentication
+//! middleware, and `GET /healthz` beside it.
+//!
+//! Both protocol eras are served: a 2026-07-28 client statelessly (each
+//! request carries its own metadata), a 2025-11-25 client in the protocol
+//! session its `initialize` opens (`legacy_session_mode`). Each request to
+//! [`ENDPOINT`] goes through, in order:
+//!
+//! 1. the bearer token ([`auth`]): missing or wrong, 401 with
+//!    `WWW-Authenticate: Bearer`; right, the request carries its
+//!    principal ([`tools::Principal`]) into `rmcp`'s request context, and
+//!    the handler serves it from that principal's client (its sessions,
+//!    `run` outputs and tasks);
+//! 2. for a POST, its body, read whole up to [`MAX_BODY`] (4 MiB, stdio's
+//!    longest line; beyond, 413) and looked at once: a request (a method
+//!    and an id) takes one of its principal's [`MAX_IN_FLIGHT`] places
+//!    until its response has been sent or dropped; without a place it is
+//!    answered at once with a JSON-RPC error that says so (never queued);
+//! 3. `rmcp`'s own checks: `Host` among the bound loopback names
+//!    (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`, the bound address
+//!    itself) and `--allowed-host`; a present `Origin` among the bound
+//!    loopback origins and `--allowed-origin` (validation always on, as
+//!    the specification requires); either wrong, 403.
+//!
+//! `GET /healthz` answers 200 `ok` to anyone, with no other detail, for
+//! orchestrators' probes. Anything else is 404.
+//!
+//! A client that closes a call's response stream cancels the call, as
+//! `notifications/cancelled` does on stdio: a terminal command keeps
+//! running and the next call reports everything.
+//!
+//! Stopping ([`Serving::stop_accepting`], then [`Serving::finish`]): the
+//! listener closes first; the caller then stops every session (so calls in
+//! flight end and are answered over their open streams), and what is still
+//! open after [`DRAIN`] is cut.
+//!
+//! It knows no tool; it does not word replies.
+
+pub mod auth;
+
+use std::future::IntoFuture;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use self::auth::{InFlight, Slot, Tokens};
+use crate::config::HttpConfig;
+use crate::tools::{self, Core, Principal};
+
+/// The MCP endpoint.
+pub const ENDPOINT: &str = "/mcp";
+
+/// The health probe's path.
+pub const HEALTH: &str = "/healthz";
+
+/// The largest request body, in bytes: stdio's longest line (4 MiB).
+pub const MAX_BODY: usize = crate::wire::MAX_LINE;
+
+/// The most calls one principal may have in flight: stdio's bound.
+pub const MAX_IN_FLIGHT: usize = crate::wire::MAX_IN_FLIGHT;
+
+/// How long responses may still flow once every session is stopped,
+/// before what is open is cut.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// The JSON-RPC code of a call refused because its principal has
+/// [`MAX_IN_FLIGHT`] in flight (an implementation-defined server error).
+pub const TOO_MANY_CALLS: i64 = -32000;
+
+/// The bound socket, before anything is served: binding is the first
+/// thing `serve --http` does, so that an address in use stops start-up
+/// before any shell starts.
+pub struct Listening {
+    listener: tokio::net::TcpListener,
+    /// The address bound (its port chosen when asked for port 0).
+    pub addr: SocketAddr,
+}
+
+/// Binds `config`'s address.
+pub async fn bind(config: &HttpConfig) -> anyhow::Result<Listening> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .with_context(|| format!("--http {}: cannot listen there", config.addr))?;
+    let addr = listener.local_addr().context("the bound address")?;
+    Ok(Listening { listener, addr })
+}
+
+/// The tokens to check: `config`'s, or a fresh one written into a private
+/// file (mode 0600) in `runtime_dir`, whose path is printed on stderr. The
+/// token itself is never printed.
+pub fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<Tokens> {
+    if let Some(tokens) = &config.tokens {
+        return Ok(tokens.clone());
+    }
+    let path = runtime_dir.join("http-token");
+    let tokens =
+        Tokens::generate(&path.display().to_string()).context("cannot generate a token")?;
+    let (_, token) = &tokens.entries()[0];
+    shellkeep_engine::private_fs::write_new_file(&path, format!("{token}\n").as_bytes())
+        .with_context(|| format!("cannot write the token to {}", path.display()))?;
+    Ok(tokens)
+}
+
+/// The `Host` values and `Origin`s a server bound at `addr` answers
+/// besides the flags': its loopback names and origins, and the bound
+/// address itself unless it is a wildcard (`0.0.0.0`, `::`).
+pub fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
+    let port = addr.port();
+    let mut hosts =
+        vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        hosts.push(match addr.ip() {
+            IpAddr::V4(ip) => format!("{ip}:{port}"),
+            IpAddr::V6(ip) => format!("[{ip}]:{port}"),
+        });
+    }
+    let origins = hosts.iter().map(|host| format!("http://{host}")).collect();
+    (hosts, origins)
+}
+
+/// What the authentication middleware checks against.
+struct Gate {
+    tokens: Tokens,
+    in_flight: Arc<InFlight>,
+}
+
+/// The HTTP server, running; see [`Serving::stop_accepting`].
+pub struct Serving {
+    /// The server's task: ends once every connection has closed.
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Closes the listener (axum's graceful shutdown).
+    accepting: CancellationToken,
+    /// Ends `rmcp`'s response streams and protocol sessions.
+    streams: CancellationToken,
+}
+
+/// Serves MCP on `listening` from `core`, checking `tokens`, until
+/// [`Serving::stop_accepting`]. `config` gives the extra hosts and origins.
+pub fn serve(
+    listening: Listening,
+    config: &HttpConfig,
+    tokens: Tokens,
+    core: Arc<Core>,
+) -> Serving {
+    let (mut hosts, mut origins) = bound_names(listening.addr);
+    hosts.extend(config.allowed_hosts.iter().cloned());
+    origins.extend(config.allowed_origins.iter().cloned());
+    let streams = CancellationToken::new();
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(MAX_BODY)
+        .with_legacy_session_mode(true)
+        .with_cancellation_token(streams.clone());
+    let service = StreamableHttpService::new(
+        move || Ok(tools::Shellkeep::new(Arc::clone(&core))),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    let gate = Arc::new(Gate { tokens, in_flight: InFlight::new(MAX_IN_FLIGHT) });
+    let mcp = axum::Router::new()
+        .route_service(ENDPOINT, service)
+        .route_layer(axum::middleware::from_fn_with_state(gate, authenticate));
+    let app = axum::Router::new().route(HEALTH, axum::routing::get(healthz)).merge(mcp);
+    let accepting = CancellationToken::new();
+    let server = axum::serve(listening.listener, app)
+        .with_graceful_shutdown(accepting.clone().cancelled_owned());
+    let task = tokio::spawn(server.into_future());
+    Serving { task, accepting, streams }
+}
+
+impl Serving {
+    /// Waits until the server fails (it never ends on its own otherwise).
+    pub async fn failed(&mut self) -> anyhow::Error {
+        match (&mut self.task).await {
+            Ok(Ok(())) => anyhow::anyhow!("the HTTP server ended"),
+            Ok(Err(err)) => anyhow::Error::from(err).context("the HTTP server failed"),
+            Err(err) => anyhow::Error::from(err).context("the HTTP server failed"),
+        }
+    }
+
+    /// Closes the listener: no new connection is accepted; requests in
+    /// flight go on.
+    pub fn stop_accepting(&self) {
+        self.accepting.cancel();
+    }
+
+    /// Lets responses still in flight go out for up to [`DRAIN`], then
+    /// ends every stream and session that is left.
+    pub async fn finish(mut self) {
+        self.accepting.cancel();
+        if tokio::time::timeout(DRAIN, &mut self.task).await.is_err() {
+            self.streams.cancel();
+            if tokio::time::timeout(DRAIN, &mut self.task).await.is_err() {
+                tracing::warn!("HTTP connections still open after {DRAIN:?}; they are cut");
+                self.task.abort();
+            }
+        }
+    }
+}
+
+/// `GET /healthz`: the process serves. No authentication, no detail.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// The parts of a JSON-RPC message the middleware looks at.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// The middleware in front of [`ENDPOINT`]: the bearer token, the body's
+/// bound, the principal's calls in flight (see the module's header).
+async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| auth::bearer(value.as_bytes()))
+        .filter(|token| token.len() <= auth::MAX_TOKEN);
+    let Some(principal) = presented.and_then(|token| gate.tokens.principal(token)) else {
+        let why = if presented.is_some() { "wrong token" } else { "no bearer token" };
+        tracing::info!("refused an HTTP request: {why}");
+        return unauthorized(presented.is_some());
+    };
+    let principal = principal.to_owned();
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(Principal(principal.clone()));
+    if parts.method != Method::POST {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    // Refused before a byte of it is read (and before a client that asked
+    // `Expect: 100-continue` is told to send it).
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+    if declared
+        .and_then(|length| length.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY as u64)
+    {
+        return too_large();
+    }
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(err) if is_length_limit(&err) => return too_large(),
+        Err(err) => {
+            return (StatusCode::BAD_REQUEST, format!("Bad Request: cannot read the body: {err}"))
+                .into_response();
+        }
+    };
+    let peek = serde_json::from_slice::<Peek>(&bytes).ok();
+    let slot = match peek {
+        Some(Peek { id: Some(id), method: Some(_) }) => match gate.in_flight.admit(&principal) {
+            Some(slot) => Some(slot),
+            None => return too_many_calls(id),
+        },
+        _ => None,
+    };
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    match slot {
+        Some(slot) => response.map(|body| Body::new(Held { body, slot: Some(slot) })),
+        None => response,
+    }
+}
+
+/// Whether reading a body failed on [`MAX_BODY`].
+fn is_length_limit(err: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// 401, with the challenge that names the scheme.
+fn unauthorized(wrong: bool) -> Response {
+    let body = if wrong {
+        "Unauthorized: this bearer token is not one of the server's"
+    } else {
+        "Unauthorized: send Authorization: Bearer TOKEN (the token is in the file the server \
+         named on stderr at start, $SHELLKEEP_TOKEN or --token-file)"
+    };
+    let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"shellkeep\""));
+    response
+}
+
+/// 413 for a body past [`MAX_BODY`].
+fn too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "Payload Too Large: a request may have at most {} MiB; put larger commands, inputs \
+             or environments in a file",
+            MAX_BODY >> 20
+        ),
+    )
+        .into_response()
+}
+
+/// The JSON-RPC error for a call past its principal's [`MAX_IN_FLIGHT`],
+/// with the request's id (HTTP 200, as `rmcp` answers JSON-RPC errors).
+fn too_many_calls(id: serde_json::Value) -> Response {
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": TOO_MANY_CALLS,
+            "message": format!(
+                "this client already has {MAX_IN_FLIGHT} calls in flight, the most it may have: \
+                 this call was not run. Wait for one to end (or cancel one), then call again."
+            ),
+        },
+    });
+    let mut response = (StatusCode::OK, error.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A response body that holds its call's place among its principal's
+/// calls in flight until it has been sent whole, or dropped (the client
+/// went away).
+struct Held {
+    body: Body,
+    slot: Option<Slot>,
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.slot.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback bind answers its loopback names at its port; a specific
+    /// address adds itself; a wildcard adds nothing it cannot know.
+    #[test]
+    fn bound_names_are_the_loopback_names_and_the_address() {
+        let (hosts, origins) = bound_names("127.0.0.1:8765".parse().unwrap());
+        assert_eq!(hosts, ["127.0.0.1:8765", "localhost:8765", "[::1]:8765"]);
+        assert_eq!(
+            origins,
+            ["http://127.0.0.1:8765", "http://localhost:8765", "http://[::1]:8765"]
+        );
+        let (hosts, _) = bound_names("10.1.2.3:80".parse().unwrap());
+        assert_eq!(hosts.last().unwrap(), "10.1.2.3:80");
+        let (hosts, _) = bound_names("[fd00::1]:80".parse().unwrap());
+        assert_eq!(hosts.last().unwrap(), "[fd00::1]:80");
+        let (hosts, _) = bound_names("0.0.0.0:80".parse().unwrap());
+        assert_eq!(hosts.len(), 3);
+    }
+}
