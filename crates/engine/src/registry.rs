@@ -62,6 +62,10 @@ pub struct RegistryLimits {
     /// long after the job's end, or after its last use if later, then
     /// closed.
     pub job_keep: Duration,
+    /// Whether a generated job name carries 64 random bits
+    /// (`job-N-0123456789abcdef`), so that it cannot be guessed from
+    /// another's (a shared endpoint); else it is `job-N`.
+    pub unguessable_jobs: bool,
 }
 
 impl Default for RegistryLimits {
@@ -71,6 +75,7 @@ impl Default for RegistryLimits {
             max_sessions: 16,
             idle_expiry: Duration::from_secs(30 * 60),
             job_keep: Duration::from_secs(10 * 60),
+            unguessable_jobs: false,
         }
     }
 }
@@ -103,6 +108,10 @@ pub enum RegistryError {
         /// The open sessions, listed for the reader.
         open: String,
     },
+    /// The system's random source failed, so no unguessable job name
+    /// could be made.
+    #[error("cannot name a background job: the system's random source failed ({0})")]
+    NoRandom(String),
     /// A background job was asked for under a name already in use.
     #[error("session {0:?} already exists: a background job needs a new session")]
     NameTaken(String),
@@ -450,7 +459,8 @@ impl Registry {
 
     /// Starts a background job's session in `place` (its directory, and
     /// its environment unless `None`: then the server's): named `name` if
-    /// given (it must not exist), else `job-N`; recorded if the server
+    /// given (it must not exist), else `job-N` (with a random suffix when
+    /// the limits ask for unguessable names); recorded if the server
     /// records and `record` is true; under `sandbox`, else the template's.
     /// The caller runs the job's command in
     /// it and then calls [`Registry::watch_job`], or
@@ -476,7 +486,13 @@ impl Registry {
                 let mut number = inner.last_job;
                 loop {
                     number += 1;
-                    let candidate = format!("job-{number}");
+                    let candidate = if self.limits.unguessable_jobs {
+                        let random = crate::private_fs::random_hex(8)
+                            .map_err(|err| RegistryError::NoRandom(err.to_string()))?;
+                        format!("job-{number}-{random}")
+                    } else {
+                        format!("job-{number}")
+                    };
                     if !inner.sessions.contains_key(&candidate) {
                         break (candidate, Some(number));
                     }
@@ -928,6 +944,35 @@ mod tests {
         let small = sharing(&SessionBudget::new(8), 1);
         let _kept = small.open("x", None, false, None).expect("room");
         assert!(small.open("y", None, false, None).is_err());
+    }
+
+    /// Generated job names are `job-N`, or `job-N-` and 16 random hex
+    /// digits when asked for: different every time, and valid names.
+    #[test]
+    fn generated_job_names_are_unguessable_when_asked() {
+        let dir = std::env::temp_dir();
+        let names = |unguessable_jobs: bool| {
+            let template = SessionConfig::new("t", dir.clone(), dir.join("w"), dir.join("s"));
+            let limits = RegistryLimits { unguessable_jobs, ..RegistryLimits::default() };
+            let registry = Registry::new(template, limits);
+            let mut leases = Vec::new();
+            for _ in 0..2 {
+                let place = Place { cwd: dir.clone(), env: None };
+                let (lease, _) =
+                    registry.open_background(None, place, "true", false, None).expect("a job");
+                leases.push(lease);
+            }
+            leases.iter().map(|lease| lease.name().to_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(false), ["job-1", "job-2"]);
+        let random = names(true);
+        for (name, number) in random.iter().zip(["job-1-", "job-2-"]) {
+            let suffix = name.strip_prefix(number).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(suffix.len(), 16, "{name}");
+            assert!(suffix.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+            assert!(validate_name(name).is_ok(), "{name}");
+        }
+        assert_ne!(random[0][6..], random[1][6..]);
     }
 
     #[test]

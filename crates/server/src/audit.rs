@@ -13,6 +13,11 @@
 //! `is_input` is never recorded (only its size: it may be a password), and
 //! every other field is small. This module runs nothing and words no reply.
 //!
+//! A call made over HTTP carries its principal (`principal` on its start
+//! and end lines), and its session is named `PRINCIPAL/NAME`, as
+//! `shellkeep ls` names it: two principals' `default` are two sessions
+//! here too.
+//!
 //! A server also writes a `server_start` line (its pid, its start time in
 //! clock ticks, the boot it runs in, where its full outputs go) and a
 //! `server_end` line when it ends normally. A server that starts reads the
@@ -296,6 +301,7 @@ impl AuditLog {
             event: "start",
             id: &id,
             client: client.as_ref(),
+            principal: start.principal.as_deref(),
             tool: start.tool,
             call: start.call,
             session: start.session.as_deref(),
@@ -318,7 +324,9 @@ impl AuditLog {
     }
 
     /// Writes the `job_end` line of a background job the server reports
-    /// ended, with the id of the call that started it.
+    /// ended, with the id of the call that started it. A principal's job
+    /// comes with its session named `PRINCIPAL/NAME`, as [`Start::by`]
+    /// named it.
     pub fn job_ended(&self, job: &JobEnded) {
         let started = self.jobs.lock().unwrap_or_else(PoisonError::into_inner).remove(&job.session);
         let id = started.unwrap_or_else(|| {
@@ -616,6 +624,11 @@ pub struct Start {
     /// `command`, `background`, `reset`, `input`, `key` or `poll` for
     /// `terminal`; the tool's name otherwise.
     call: &'static str,
+    /// The HTTP principal that made the call (`None`: the local client).
+    principal: Option<String>,
+    /// The session, as `PRINCIPAL/NAME` for a principal's (the name a
+    /// person's view gives it), so that two principals' sessions of one
+    /// name stay apart in the log.
     session: Option<String>,
     command: Option<String>,
     key: Option<String>,
@@ -672,6 +685,16 @@ impl Start {
             session: Some(session.to_owned()),
             ..Start::default()
         }
+    }
+
+    /// The same call made by `principal` (`None`: the local client): its
+    /// session named `PRINCIPAL/NAME`, and the principal on its lines.
+    pub fn by(mut self, principal: Option<&str>) -> Start {
+        if let Some(principal) = principal {
+            self.session = self.session.map(|session| format!("{principal}/{session}"));
+            self.principal = Some(principal.to_owned());
+        }
+        self
     }
 
     fn decided(decision: Option<&Decision>) -> Start {
@@ -760,6 +783,7 @@ impl AuditCall {
             time: rfc3339(SystemTime::now()),
             event: "end",
             id: &self.id,
+            principal: self.start.principal.as_deref(),
             tool: self.start.tool,
             call: self.start.call,
             session: self.start.session.as_deref(),
@@ -961,6 +985,9 @@ struct Line<'a> {
     id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     client: Option<&'a Client>,
+    /// The HTTP principal that made the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principal: Option<&'a str>,
     #[serde(skip_serializing_if = "str::is_empty")]
     tool: &'static str,
     #[serde(skip_serializing_if = "str::is_empty")]

@@ -211,6 +211,8 @@ impl ServerConfig {
                     MAX_IDLE_EXPIRY,
                 )
                 .map_err(FlagError)?,
+                // Each principal's client asks for them (`tools::Clients`).
+                unguessable_jobs: false,
             },
             output_keep: StoreLimits {
                 max_commands: args.output_keep_commands,

@@ -1450,6 +1450,7 @@ pub fn registry_error(err: &RegistryError) -> String {
             format!("{err}. Omit `session` to get a generated name, or close that session first")
         }
         RegistryError::BadCwd(dir) => format!("cwd {dir:?} is not a directory"),
+        RegistryError::NoRandom(_) => err.to_string(),
     }
 }
 

@@ -642,3 +642,37 @@ fn dead_servers_are_claimed_a_few_at_a_time() {
     let second: Vec<u32> = dead(&records).iter().map(|server| server.pid).collect();
     assert_eq!(second, [103, 104]);
 }
+
+/// A principal's call says who made it, and its session is named
+/// `PRINCIPAL/NAME`: two principals' `default` stay apart in the log and in
+/// `shellkeep audit`, and a local call names neither.
+#[test]
+fn a_principals_calls_carry_it_and_keep_its_sessions_apart() {
+    let dir = TempDir::new();
+    let path = dir.0.join("audit.jsonl");
+    let log = Arc::new(AuditLog::with_limits(&path, 1 << 20, 5, no_mask()).unwrap());
+    for (principal, command) in
+        [(Some("alice"), "echo a"), (Some("bob"), "echo b"), (None, "echo l")]
+    {
+        let start = Start::terminal("default", &Call::run(command), Some(&decision(10)));
+        log.begin(None, start.by(principal))
+            .end_terminal(&Ok(reply(command, Outcome::Completed { exit_code: 0 })), Some(2));
+    }
+    let written = lines(&path);
+    assert_eq!(
+        (&written[0]["principal"], &written[0]["session"]),
+        (&"alice".into(), &"alice/default".into())
+    );
+    assert_eq!(written[1]["principal"], "alice", "the end line too");
+    assert_eq!(written[2]["session"], "bob/default");
+    assert_eq!(
+        (&written[4]["principal"], &written[4]["session"]),
+        (&Value::Null, &"default".into())
+    );
+    let mut out = Vec::new();
+    print(&AuditQuery { since: None, failed: false, file: Some(path.clone()) }, &mut out).unwrap();
+    let printed = String::from_utf8(out).unwrap();
+    for session in ["alice/default", "bob/default"] {
+        assert_eq!(printed.matches(session).count(), 1, "{printed}");
+    }
+}

@@ -165,6 +165,8 @@ fn make_client(
         Some(principal) => format!("run@{principal}"),
     };
     let runs = OutputStore::new(Arc::clone(&template.spill), &label, output_keep);
+    // On a shared endpoint a generated job name cannot be guessed.
+    let limits = RegistryLimits { unguessable_jobs: principal.is_some(), ..limits };
     let sessions = Registry::sharing(template, limits, Arc::clone(budget));
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     Client { principal, sessions, runs, expiry }

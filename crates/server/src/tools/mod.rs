@@ -36,7 +36,7 @@ use serde::Serialize;
 use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
-use shellkeep_engine::registry::DEFAULT_SESSION;
+use shellkeep_engine::registry::{DEFAULT_SESSION, JobEnded};
 use shellkeep_engine::sandbox::{self, Enforcement};
 use tokio_util::sync::CancellationToken;
 
@@ -212,7 +212,10 @@ impl Shellkeep {
             job.command = self.core.config.masks.mask(&job.command).0.into_owned();
         }
         if let Some(log) = &self.core.audit {
-            ended.iter().for_each(|job| log.job_ended(job));
+            for job in &ended {
+                let session = self.client.qualified(&job.session);
+                log.job_ended(&JobEnded { session, ..job.clone() });
+            }
         }
         let (text, structured) = render::jobs_ended(&ended);
         push_notice(&mut result, text, "jobs_ended", structured);
@@ -261,7 +264,7 @@ impl Shellkeep {
     ) -> AuditCall {
         let Some(log) = &self.core.audit else { return AuditCall::none() };
         let client = peer.peer_info().map(|info| audit::Client::new(&info.client_info));
-        log.begin(client, start)
+        log.begin(client, start.by(self.client.principal.as_deref()))
     }
 
     /// The limits for `command`: the agent's explicit values, else the

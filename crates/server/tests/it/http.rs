@@ -41,8 +41,8 @@ impl HttpServer {
     /// waits for the line that says where it serves.
     async fn start(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let scratch = Scratch::new();
-        let mut all = vec!["serve", "--http", "127.0.0.1:0"];
-        all.extend_from_slice(args);
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["serve", "--http", "127.0.0.1:0"]);
         let mut child = spawn_binary(&scratch, &all, env);
         let pid = child.id().expect("a pid");
         let log = scratch.log();
@@ -81,7 +81,15 @@ impl HttpServer {
 
     /// An MCP client connected with `token`.
     async fn client(&self, token: &str) -> RunningService<RoleClient, Notifications> {
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(token);
+        self.client_of(StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(token))
+            .await
+    }
+
+    /// An MCP client connected with `config`.
+    async fn client_of(
+        &self,
+        config: StreamableHttpClientTransportConfig,
+    ) -> RunningService<RoleClient, Notifications> {
         let transport = StreamableHttpClientTransport::from_config(config);
         match tokio::time::timeout(EVENTUALLY, Notifications::default().serve(transport)).await {
             Ok(Ok(client)) => client,
@@ -417,7 +425,10 @@ fn two_principals(scratch: &std::path::Path) -> String {
 async fn two_principals_do_not_see_each_other() {
     let dir = Scratch::new();
     let tokens = two_principals(&dir.path);
-    let server = HttpServer::start(&["--token-file", &tokens], &[]).await;
+    let audit = dir.path.join("audit.jsonl");
+    let audit_flag = audit.to_str().expect("utf-8");
+    let server =
+        HttpServer::start(&["--token-file", &tokens, "--audit-log", audit_flag], &[]).await;
     let alice = server.client(ALICE).await;
     let bob = server.client(BOB).await;
     let word = format!("alice-{}", marker());
@@ -450,6 +461,70 @@ async fn two_principals_do_not_see_each_other() {
     call(&bob, "run", json!({"command": "echo bob-run"})).await;
     let his = call(&bob, "output", json!({"run": 1, "stream": "stdout"})).await;
     assert!(his.text.contains("bob-run") && !his.text.contains(&word), "{his:#?}");
+    // A background job's generated name cannot be guessed from another's.
+    let job = call(&bob, "terminal", json!({"command": "echo job-ran", "background": true})).await;
+    let name = job["session"].as_str().unwrap_or_else(|| panic!("no session: {job:#?}"));
+    let suffix = name.strip_prefix("job-1-").unwrap_or_else(|| panic!("{name}"));
+    assert!(suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+    // The audit log names each call's principal, and its sessions as
+    // PRINCIPAL/NAME.
+    let lines: Vec<Value> = std::fs::read_to_string(&audit)
+        .expect("the audit log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let starts = |principal: &str| {
+        lines.iter().filter(|l| l["event"] == "start" && l["principal"] == principal).count()
+    };
+    assert!(starts("alice") >= 4 && starts("bob") >= 3, "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l["principal"] == "alice" && l["session"] == "alice/build"),
+        "{lines:#?}"
+    );
+}
+
+/// A principal may have 64 calls in flight: the 65th is answered at once
+/// with a JSON-RPC error that says so (it is not queued, and runs
+/// nothing), while another principal's calls go on; once the client goes
+/// away its calls are cancelled and their commands stopped.
+#[tokio::test]
+async fn a_principals_65th_call_in_flight_is_refused_at_once() {
+    let dir = Scratch::new();
+    let tokens = two_principals(&dir.path);
+    let server = HttpServer::start(&["--token-file", &tokens], &[]).await;
+    // The client's own bound on POSTs waiting for their response (16 by
+    // default) is lifted: the server's is the one under test.
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url()).auth_header(ALICE);
+    let alice = server.client_of(config.max_concurrent_requests(100)).await;
+    let sleeper = format!("300.{}", marker());
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let peer = alice.peer().clone();
+        let command = json!({"command": format!("sleep {sleeper}"), "timeout_sec": 600});
+        calls.spawn(async move { call_with(&peer, "run", command).await });
+    }
+    let witness = format!("{}-ran", marker());
+    let refused = crate::poll_until(
+        EVENTUALLY,
+        async || {
+            call_with(alice.peer(), "run", json!({"command": format!("echo {witness}")})).await
+        },
+        |result| result.is_err(),
+    )
+    .await;
+    let Err(rmcp::service::ServiceError::McpError(error)) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    assert_eq!(error.code.0, -32000, "{error:?}");
+    assert!(error.message.contains("64 calls in flight"), "{error:?}");
+    // Bob is not held up by alice's calls.
+    let bob = server.client(BOB).await;
+    let r = call(&bob, "terminal", json!({"command": "echo bob-here"})).await;
+    assert!(r.output().contains("bob-here"), "{r:#?}");
+    // Alice leaves: her calls are cancelled and their commands stopped.
+    alice.cancel().await.expect("close alice's client");
+    calls.abort_all();
+    assert_none_survive(&[&sleeper], EVENTUALLY).await;
 }
 
 /// SIGTERM while a call is in flight: the server stops accepting, the
