@@ -719,6 +719,8 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         )),
         Err(err) => line(format!("runtime directory: FAILS ({err:#})")),
     }
+    let env: Vec<_> = std::env::vars_os().collect();
+    line(http::doctor_line(config::http(args, &env).map_err(|err| err.0)));
     let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
     line(match wanted {
         Some(dir) if !dir.is_absolute() => {

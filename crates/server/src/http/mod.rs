@@ -134,6 +134,36 @@ pub fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
     (hosts, origins)
 }
 
+/// `doctor`'s line on the HTTP transport: what `--http` would bind and
+/// how it would authenticate, from its checked flags (`Ok(None)`: no
+/// `--http`), or why it would not start.
+pub fn doctor_line(checked: Result<Option<HttpConfig>, String>) -> String {
+    let config = match checked {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return "http: off (serve --http ADDR serves MCP over Streamable HTTP, with bearer \
+                    tokens)"
+                .to_owned();
+        }
+        Err(err) => return format!("http: FAILS ({err})"),
+    };
+    let how = match &config.tokens {
+        None => "a bearer token generated at start into a private file of the runtime \
+                 directory"
+            .to_owned(),
+        Some(tokens) => {
+            let names: Vec<&str> = tokens.names().collect();
+            format!("the bearer tokens of {} ({})", tokens.origin, names.join(", "))
+        }
+    };
+    let reach = if config.addr.ip().is_loopback() { "this host only" } else { "remote clients" };
+    format!(
+        "http: would serve http://{}{ENDPOINT} to {reach}, authenticating with {how}; Origin \
+         and Host checked",
+        config.addr
+    )
+}
+
 /// What the authentication middleware checks against.
 struct Gate {
     tokens: Tokens,

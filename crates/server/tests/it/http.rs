@@ -557,3 +557,32 @@ async fn sigterm_answers_calls_and_stops_the_sessions() {
     let connected = tokio::net::TcpStream::connect(server.addr).await;
     assert!(connected.is_err(), "the server still accepts");
 }
+
+/// `doctor` says in one line what `--http` would bind and how it would
+/// authenticate, or why it would not start.
+#[tokio::test]
+async fn doctor_says_what_http_would_serve() {
+    let scratch = Scratch::new();
+    let doctor = async |args: &[&str]| {
+        let mut command = vec!["doctor"];
+        command.extend_from_slice(args);
+        let child = spawn_binary(&scratch, &command, &[("SHELLKEEP_TOKEN", TOKEN)]);
+        let output = tokio::time::timeout(EVENTUALLY, child.wait_with_output())
+            .await
+            .expect("doctor ends in time")
+            .expect("wait for doctor");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.lines().find(|line| line.starts_with("http: ")).map(str::to_owned).unwrap_or(text)
+    };
+    let line = doctor(&["--http", "127.0.0.1:8765"]).await;
+    assert_eq!(
+        line,
+        "http: would serve http://127.0.0.1:8765/mcp to this host only, authenticating with the \
+         bearer tokens of $SHELLKEEP_TOKEN (default); Origin and Host checked"
+    );
+    assert!(!line.contains(TOKEN));
+    let line = doctor(&["--http", "0.0.0.0:8765"]).await;
+    assert!(line.starts_with("http: FAILS (--http 0.0.0.0:8765 is not a loopback"), "{line}");
+    let line = doctor(&[]).await;
+    assert!(line.starts_with("http: off"), "{line}");
+}
