@@ -26,6 +26,15 @@
 //! `GET /healthz` answers 200 `ok` to anyone, with no other detail, for
 //! orchestrators' probes. Anything else is 404.
 //!
+//! Bounds. At most [`MAX_CONNECTIONS`] connections are open at once (more
+//! wait in the kernel's backlog); a request's head must arrive within
+//! [`HEAD_TIMEOUT`] (hyper's limits bound its size), which also closes a
+//! kept-alive connection left idle that long; its body within
+//! [`BODY_TIMEOUT`] (else 408) and [`MAX_BODY`] bytes, and only a request
+//! with a right token has its body read. A principal's calls in flight
+//! are at most [`MAX_IN_FLIGHT`], and principals are the configured ones
+//! (at most `auth::MAX_PRINCIPALS`).
+//!
 //! A client that closes a call's response stream cancels the call, as
 //! `notifications/cancelled` does on stdio: a terminal command keeps
 //! running and the next call reports everything.
@@ -39,7 +48,6 @@
 
 pub mod auth;
 
-use std::future::IntoFuture;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::pin::Pin;
@@ -74,6 +82,16 @@ pub const MAX_BODY: usize = crate::wire::MAX_LINE;
 
 /// The most calls one principal may have in flight: stdio's bound.
 pub const MAX_IN_FLIGHT: usize = crate::wire::MAX_IN_FLIGHT;
+
+/// The most HTTP connections open at once.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// How long a client may take to send a request's head, and how long a
+/// connection kept alive between requests may sit idle.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a client may take to send a request's body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long responses may still flow once every session is stopped,
 /// before what is open is cut.
@@ -210,10 +228,65 @@ pub fn serve(
         .route_layer(axum::middleware::from_fn_with_state(gate, authenticate));
     let app = axum::Router::new().route(HEALTH, axum::routing::get(healthz)).merge(mcp);
     let accepting = CancellationToken::new();
-    let server = axum::serve(listening.listener, app)
-        .with_graceful_shutdown(accepting.clone().cancelled_owned());
-    let task = tokio::spawn(server.into_future());
+    let task = tokio::spawn(accept(listening.listener, app, accepting.clone()));
     Serving { task, accepting, streams }
+}
+
+/// Accepts connections on `listener` and serves `app` on each (HTTP/1.1),
+/// at most [`MAX_CONNECTIONS`] at once (beyond, new ones wait in the
+/// kernel's backlog), each request's head within [`HEAD_TIMEOUT`], until
+/// `accepting` is cancelled; then lets every connection finish its
+/// request in flight (graceful shutdown) and returns once all are closed.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    accepting: CancellationToken,
+) -> std::io::Result<()> {
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let place = tokio::select! {
+            place = Arc::clone(&places).acquire_owned() => place,
+            () = accepting.cancelled() => break,
+        };
+        let Ok(place) = place else { break };
+        let stream = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = accepting.cancelled() => break,
+        };
+        let stream = match stream {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of descriptors, say: wait a little instead of spinning.
+                tracing::warn!("cannot accept an HTTP connection: {err}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = accepting.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEAD_TIMEOUT);
+            let connection =
+                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = served {
+                tracing::debug!("an HTTP connection ended: {err}");
+            }
+            drop(place);
+        });
+    }
+    drop(listener);
+    // Every place back: every connection closed.
+    let _ = places.acquire_many(MAX_CONNECTIONS as u32).await;
+    Ok(())
 }
 
 impl Serving {
@@ -288,12 +361,20 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
     {
         return too_large();
     }
-    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(bytes) => bytes,
-        Err(err) if is_length_limit(&err) => return too_large(),
-        Err(err) => {
+    let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await;
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(err)) if is_length_limit(&err) => return too_large(),
+        Ok(Err(err)) => {
             return (StatusCode::BAD_REQUEST, format!("Bad Request: cannot read the body: {err}"))
                 .into_response();
+        }
+        Err(_) => {
+            let why = format!(
+                "Request Timeout: the body did not arrive within {} s",
+                BODY_TIMEOUT.as_secs()
+            );
+            return (StatusCode::REQUEST_TIMEOUT, why).into_response();
         }
     };
     let peek = serde_json::from_slice::<Peek>(&bytes).ok();

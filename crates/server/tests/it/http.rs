@@ -503,6 +503,14 @@ async fn a_principals_65th_call_in_flight_is_refused_at_once() {
         let command = json!({"command": format!("sleep {sleeper}"), "timeout_sec": 600});
         calls.spawn(async move { call_with(&peer, "run", command).await });
     }
+    // Every call has started its command (on a busy machine that takes a
+    // while): the calls are in flight.
+    crate::wait_until(
+        EVENTUALLY * 2,
+        || crate::processes_with(&[&sleeper]).len() >= 64,
+        || format!("{} of 64 commands started", crate::processes_with(&[&sleeper]).len()),
+    )
+    .await;
     let witness = format!("{}-ran", marker());
     let refused = crate::poll_until(
         EVENTUALLY,
