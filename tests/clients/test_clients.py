@@ -12,6 +12,9 @@
   agent needs are there, in whichever form the client chose.
 * The **TypeScript SDK** (``ts_client.mjs``) calls every reply kind with its
   ``structuredContent`` validation on.
+* The **MCP Inspector** CLI lists the tools with ``--strict`` and calls
+  ``terminal`` over Streamable HTTP (``serve --http``, a bearer token), in
+  both protocol eras.
 
 The clients are installed by ``tests/clients/setup`` into ``.clients/``
 (``SHELLKEEP_CLIENTS_DIR``). Without them the tests are skipped, except under
@@ -51,6 +54,7 @@ MODULES = CLIENTS / "node_modules"
 NODE = MODULES / ".bin" / "node"
 CLAUDE = MODULES / ".bin" / "claude"
 GEMINI = MODULES / "@google" / "gemini-cli" / "bundle" / "gemini.js"
+INSPECTOR = MODULES / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 
 # The unwatched-time limit of the policy shellkeep starts with, in seconds.
 LIMIT_SEC = 5
@@ -683,3 +687,67 @@ def test_typescript_sdk_every_reply_within_budget(every_reply_kind: list[dict[st
 def test_typescript_sdk_accepts_the_arguments_clients_add(tmp_path: pathlib.Path) -> None:
     failures = ts_failures(CLIENT_ARGUMENTS, ts_calls(tmp_path, CLIENT_ARGUMENTS))
     assert not failures, "\n".join(failures)
+
+
+# --- The MCP Inspector CLI over Streamable HTTP ---
+
+INSPECTOR_TOKEN = "1nspect0r" + "0" * 46 + "1nspect0r"
+
+
+@pytest.fixture
+def http_server(tmp_path: pathlib.Path) -> Any:
+    """`shellkeep serve --http` on a free loopback port with one token; its URL."""
+    missing = [str(p) for p in (NODE, INSPECTOR, BINARY) if not p.exists()]
+    if missing:
+        message = f"missing {', '.join(missing)}: run tests/clients/setup and cargo build"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "server.log"
+    env = {**base_env(tmp_path), "SHELLKEEP_TOKEN": INSPECTOR_TOKEN, "XDG_STATE_HOME": str(tmp_path / "state")}
+    with log.open("wb") as stderr:
+        server = subprocess.Popen(
+            [str(BINARY), "--no-rc", "--cwd", str(work), "serve", "--http", "127.0.0.1:0"],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 20
+        while not (found := re.search(r"serving MCP on (http://\S+/mcp)", log.read_text(errors="replace"))):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.01)
+        yield found.group(1).rstrip(";")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def inspector(url: str, era: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The Inspector CLI against `url` in `era`, with the bearer token, as JSON."""
+    command = [str(NODE), str(INSPECTOR), "--cli", url, "--transport", "http"]
+    command += ["--header", f"Authorization: Bearer {INSPECTOR_TOKEN}", "--protocol-era", era, "--format", "json"]
+    return subprocess.run(command + list(arguments), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_inspector_cli_lists_and_calls_over_http(http_server: str, era: str) -> None:
+    listed = inspector(http_server, era, "--method", "tools/list", "--strict")
+    assert listed.returncode == 0, listed.stderr
+    names = {tool["name"] for tool in json.loads(listed.stdout)["result"]["tools"]}
+    assert {"terminal", "run", "output", "sessions", "session_close", "policy_explain"} <= names
+    called = inspector(
+        http_server, era, "--method", "tools/call", "--tool-name", "terminal", "--tool-arg", "command=echo hi-$((6*7))"
+    )
+    assert called.returncode == 0, called.stderr
+    reply = json.loads(called.stdout)["result"]["structuredContent"]
+    assert (reply["status"], reply["output"], reply["exit_code"]) == ("completed", "hi-42\n", 0), reply
+    # Without the token the Inspector is refused.
+    command = [str(NODE), str(INSPECTOR), "--cli", http_server, "--transport", "http", "--protocol-era", era]
+    refused = subprocess.run(command + ["--method", "tools/list"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0, refused.stdout
