@@ -13,6 +13,7 @@ mod cli;
 mod config;
 mod render;
 mod schema;
+mod tasks;
 mod tools;
 mod verify;
 mod wire;
@@ -485,6 +486,7 @@ async fn serve(
         guard: guard.clone(),
         runs,
         audit: audit.clone(),
+        tasks: Arc::default(),
     });
     // Start the shell now, so the first command does not wait for bash.
     let warm = Arc::clone(&shared);
@@ -555,6 +557,8 @@ async fn serve(
     if let Some(listener) = listener {
         listener.stop().await;
     }
+    // Tasks stop with the sessions they wait on.
+    shared.tasks.close();
     sessions.close_all().await;
     drop(sessions);
     drop(shared);

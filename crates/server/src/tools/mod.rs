@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
+use crate::tasks::{self, Tasks};
 use crate::wire::Arrivals;
 use crate::{render, schema};
 
@@ -66,6 +67,8 @@ pub struct Shared {
     /// Where every call that runs something leaves a start and an end
     /// line, if the server keeps an audit log.
     pub audit: Option<Arc<AuditLog>>,
+    /// The client's tasks (the Tasks extension).
+    pub tasks: Arc<Tasks>,
 }
 
 /// The MCP server: a cheap handle on the shared state.
@@ -95,7 +98,7 @@ impl Shellkeep {
             let mut input = schema::portable(&tool.input_schema);
             let description = match tool.name.as_ref() {
                 "terminal" => terminal::describe(config, &mut input),
-                "run" => run::describe(config, &mut input),
+                "run" => run::describe(config, &shared.policy, &mut input),
                 "policy_explain" => policy_explain::describe(&mut input),
                 "sessions" => sessions::describe(config),
                 "output" => output::describe(config, &mut input),
@@ -258,6 +261,69 @@ impl ServerHandler for Shellkeep {
     /// waits for its turn.
     async fn call_tool(
         &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        if let Some(kind) = tasks::wanted(&request, &context, self.shared.config.max_wait) {
+            return Ok(self.start_task(kind, request, context));
+        }
+        let session = tasks::session_of(&request);
+        let response = self.reply(request, context).await;
+        if let (Some(session), Ok(rmcp::model::CallToolResponse::Complete(result))) =
+            (session, &response)
+        {
+            self.shared.tasks.session_replied(&session, result);
+        }
+        response
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, rmcp::ErrorData> {
+        let task = self.shared.tasks.get(&request.task_id);
+        task.map(rmcp::model::GetTaskResult::new).ok_or_else(|| self.unknown_task(&request.task_id))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        match self.shared.tasks.cancel(&request.task_id) {
+            true => Ok(()),
+            false => Err(self.unknown_task(&request.task_id)),
+        }
+    }
+
+    /// Refused: a command's input goes to its terminal (`is_input`), never
+    /// through the client's forms, where a password would pass through it.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        if !self.shared.tasks.knows(&request.task_id) {
+            return Err(self.unknown_task(&request.task_id));
+        }
+        Err(rmcp::ErrorData::invalid_params(render::task_update_refused(), None))
+    }
+
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
+        rmcp::model::ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+impl Shellkeep {
+    /// The reply to a call, the one path every reply takes, a task's too:
+    /// the arguments sorted, the turn awaited, the tool called, the notes
+    /// added and everything masked.
+    async fn reply(
+        &self,
         mut request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
@@ -276,8 +342,20 @@ impl ServerHandler for Shellkeep {
             return Ok(CallToolResponse::Complete(tool_error(not_run.to_string())));
         }
         let tool = request.name.clone();
+        let cancelled = context.ct.clone();
         let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         let mut response = self.tool_router.call(call).await;
+        // A reply the client reads (not a cancelled call's) carries what
+        // became of its earlier cancelled calls.
+        if let Ok(CallToolResponse::Complete(result)) = &mut response
+            && !cancelled.is_cancelled()
+        {
+            let (notes, more) = self.shared.tasks.take_notes();
+            notes.into_iter().for_each(|note| push_note(result, note));
+            if more > 0 {
+                push_note(result, render::more_runs_cancelled(more));
+            }
+        }
         if !ignored.is_empty()
             && let Some(names) = self.names.iter().find(|names| names.tool == tool)
             && let Ok(CallToolResponse::Complete(result)) = &mut response
@@ -313,10 +391,59 @@ impl ServerHandler for Shellkeep {
         response
     }
 
-    fn get_info(&self) -> rmcp::model::ServerConfig {
-        rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+    /// Makes `request` a task of `kind` and answers with its handle at
+    /// once; the call goes on in a task of its own, through [`Self::reply`]
+    /// with a cancellation token of the task's and no progress token
+    /// (progress is not sent for tasks). Refused, as a tool error, when the
+    /// client's tasks fill the session budget.
+    fn start_task(
+        &self,
+        kind: tasks::Kind,
+        request: rmcp::model::CallToolRequestParams,
+        mut context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> rmcp::model::CallToolResponse {
+        use rmcp::model::CallToolResponse;
+        let config = &self.shared.config;
+        let ttl = tasks::ttl(&kind, &request, &self.shared.policy, config.grace);
+        let made = self.shared.tasks.create(kind, ttl, config.sessions.max_sessions);
+        let (task, handle) = match made {
+            Ok(made) => made,
+            Err(too_many) => {
+                return CallToolResponse::Complete(tool_error(render::too_many_tasks(
+                    too_many.limit,
+                )));
+            }
+        };
+        context.meta.0.0.remove("progressToken");
+        context.extensions.insert(tasks::TaskCall);
+        // Its own turn: the request's ends as the handle goes out.
+        context.id = RequestId::String(format!("task {}", handle.id).into());
+        let (server, tasks) = (self.clone(), Arc::clone(&self.shared.tasks));
+        let call = move |request, ct| {
+            let (server, mut context) = (server.clone(), context.clone());
+            context.ct = ct;
+            async move {
+                match server.reply(request, context).await {
+                    Ok(CallToolResponse::Complete(result)) => Ok(result),
+                    Ok(_) => {
+                        Err(rmcp::ErrorData::internal_error("a task's call became a task", None))
+                    }
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        tokio::spawn(tasks::drive(tasks, handle, request, call));
+        CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task))
+    }
+
+    /// The error for a task id this client does not have (`-32602`); the
+    /// id is masked as anything the agent sent is.
+    fn unknown_task(&self, id: &str) -> rmcp::ErrorData {
+        let message = render::unknown_task(id);
+        rmcp::ErrorData::invalid_params(
+            self.shared.config.masks.mask(&message).0.into_owned(),
+            None,
+        )
     }
 }
 
