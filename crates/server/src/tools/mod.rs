@@ -16,6 +16,7 @@
 //! checked in `args`, replies worded in `render`, schemas rewritten in
 //! `schema`; nothing here runs a command itself.
 
+mod clients;
 mod output;
 mod policy_explain;
 mod run;
@@ -35,22 +36,25 @@ use serde::Serialize;
 use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::registry::DEFAULT_SESSION;
 use shellkeep_engine::sandbox::{self, Enforcement};
-use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
-use crate::tasks::{self, Tasks};
+use crate::tasks;
 use crate::wire::Arrivals;
 use crate::{render, schema};
 
-/// Everything the tools share, built once at start-up.
-pub struct Shared {
-    /// The terminal sessions, `default` among them.
-    pub sessions: Arc<Registry>,
+pub use clients::{Client, Clients, Principal};
+
+/// What outlives clients, built once at start-up and shared by every
+/// client's calls: the policy, full outputs, the guard, the audit log and
+/// the clients themselves.
+pub struct Core {
+    /// Every client, each with its own sessions and `run` outputs.
+    pub clients: Arc<Clients>,
     /// The timeout policy in force.
     pub policy: Policy,
     /// Where the policy came from, for explanations.
@@ -62,20 +66,19 @@ pub struct Shared {
     pub config: ServerConfig,
     /// The orphan guard, if running.
     pub guard: Option<Arc<Guard>>,
-    /// The outputs of `run` calls, numbered, for the `output` tool.
-    pub runs: Arc<OutputStore>,
     /// Where every call that runs something leaves a start and an end
     /// line, if the server keeps an audit log.
     pub audit: Option<Arc<AuditLog>>,
-    /// The client's tasks (the Tasks extension).
-    pub tasks: Arc<Tasks>,
 }
 
-/// The MCP server: a cheap handle on the shared state.
+/// The MCP server: a cheap handle on the core and, for one call, on the
+/// client it belongs to.
 #[derive(Clone)]
 pub struct Shellkeep {
-    shared: Arc<Shared>,
-    tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
+    core: Arc<Core>,
+    /// The client of the call being served (the local one outside calls).
+    client: Arc<Client>,
+    tool_router: Arc<rmcp::handler::server::tool::ToolRouter<Shellkeep>>,
     /// Every tool's argument names, read from its input schema.
     names: Arc<Vec<ArgumentNames>>,
     /// The calls in flight, in arrival order, for `wait_for_previous`.
@@ -83,22 +86,24 @@ pub struct Shellkeep {
 }
 
 impl Shellkeep {
-    /// A server over `shared`: every tool, its schemas made portable and
-    /// its descriptions stating `shared.config`'s limits.
-    pub fn new(shared: Arc<Shared>) -> Shellkeep {
+    /// A server over `core`: every tool, its schemas made portable and
+    /// its descriptions stating `core.config`'s limits. Each call is served
+    /// for its client: the principal the request carries (HTTP), else the
+    /// local client (stdio).
+    pub fn new(core: Arc<Core>) -> Shellkeep {
         let mut tool_router = Self::terminal_router()
             + Self::run_router()
             + Self::policy_explain_router()
             + Self::sessions_router()
             + Self::output_router()
             + Self::session_close_router();
-        let config = &shared.config;
+        let config = &core.config;
         for route in tool_router.map.values_mut() {
             let tool = &mut route.attr;
             let mut input = schema::portable(&tool.input_schema);
             let description = match tool.name.as_ref() {
                 "terminal" => terminal::describe(config, &mut input),
-                "run" => run::describe(config, &shared.policy, &mut input),
+                "run" => run::describe(config, &core.policy, &mut input),
                 "policy_explain" => policy_explain::describe(&mut input),
                 "sessions" => sessions::describe(config),
                 "output" => output::describe(config, &mut input),
@@ -118,7 +123,27 @@ impl Shellkeep {
             .values()
             .map(|route| ArgumentNames::from_schema(&route.attr.name, &route.attr.input_schema))
             .collect();
-        Shellkeep { shared, tool_router, names: Arc::new(names), turns: Arc::default() }
+        let client = core.clients.local();
+        Shellkeep {
+            core,
+            client,
+            tool_router: Arc::new(tool_router),
+            names: Arc::new(names),
+            turns: Arc::default(),
+        }
+    }
+
+    /// The client `context`'s request belongs to: its principal's, when
+    /// the HTTP layer authenticated one, else the local client.
+    pub fn client(&self, context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Arc<Client> {
+        let principal = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>());
+        match principal {
+            Some(Principal(name)) => self.core.clients.principal(name),
+            None => self.core.clients.local(),
+        }
     }
 
     /// The calls in flight in arrival order: the wire tells it of each
@@ -161,12 +186,12 @@ impl Shellkeep {
                         == Some("waiting_for_input")
             })
             .and_then(|fields| fields.get("session")?.as_str());
-        let mut waiting = self.shared.sessions.take_waiting_jobs(own);
+        let mut waiting = self.client.sessions.take_waiting_jobs(own);
         if waiting.is_empty() {
             return result;
         }
         // A job's command and prompt are masked as output is.
-        let masks = &self.shared.config.masks;
+        let masks = &self.core.config.masks;
         for job in &mut waiting {
             job.command = masks.mask(&job.command).0.into_owned();
             job.prompt = masks.mask(&job.prompt).0.into_owned();
@@ -179,15 +204,15 @@ impl Shellkeep {
     /// Adds the notices of background jobs that ended since the last
     /// reply; the audit log gets each job's end line.
     fn with_ended_jobs(&self, mut result: CallToolResult) -> CallToolResult {
-        let mut ended = self.shared.sessions.take_ended_jobs();
+        let mut ended = self.client.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
         }
         // A job's command is masked as output is, in the notice and the log.
         for job in &mut ended {
-            job.command = self.shared.config.masks.mask(&job.command).0.into_owned();
+            job.command = self.core.config.masks.mask(&job.command).0.into_owned();
         }
-        if let Some(log) = &self.shared.audit {
+        if let Some(log) = &self.core.audit {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
@@ -205,11 +230,13 @@ impl Shellkeep {
         session: Option<&str>,
     ) -> CallToolResult {
         if let Some(notice) = take_refused_signals() {
-            push_note(&mut result, self.shared.config.masks.mask(&notice).0.into_owned());
+            push_note(&mut result, self.core.config.masks.mask(&notice).0.into_owned());
         }
-        let guard = self.shared.guard.as_ref();
-        let reader = session.unwrap_or("");
-        let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
+        let guard = self.core.guard.as_ref();
+        let reader = self.client.notice_reader(session);
+        let Some(notice) = guard.and_then(|guard| guard.take_notice(&reader)) else {
+            return result;
+        };
         push_note(&mut result, notice);
         result
     }
@@ -218,7 +245,7 @@ impl Shellkeep {
     /// servers of the audit log died with commands running (found at
     /// start): a text block and `servers_died` in the structured content.
     fn with_servers_died(&self, result: &mut CallToolResult) {
-        let Some(log) = &self.shared.audit else { return };
+        let Some(log) = &self.core.audit else { return };
         let Some((text, structured)) = render::servers_died(&log.take_dead_servers()) else {
             return;
         };
@@ -233,7 +260,7 @@ impl Shellkeep {
         peer: &rmcp::service::Peer<rmcp::RoleServer>,
         start: audit::Start,
     ) -> AuditCall {
-        let Some(log) = &self.shared.audit else { return AuditCall::none() };
+        let Some(log) = &self.core.audit else { return AuditCall::none() };
         let client = peer.peer_info().map(|info| audit::Client::new(&info.client_info));
         log.begin(client, start)
     }
@@ -241,7 +268,7 @@ impl Shellkeep {
     /// The limits for `command`: the agent's explicit values, else the
     /// policy's.
     fn decide(&self, command: &str, explicit: ExplicitLimits) -> Decision {
-        let decision = self.shared.policy.decide(command, explicit.timeout);
+        let decision = self.core.policy.decide(command, explicit.timeout);
         match explicit.no_output {
             Some(no_output) => decision.with_no_output(no_output),
             None => decision,
@@ -264,15 +291,16 @@ impl ServerHandler for Shellkeep {
         request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        if let Some(kind) = tasks::wanted(&request, &context, self.shared.config.max_wait) {
+        if let Some(kind) = tasks::wanted(&request, &context, self.core.config.max_wait) {
             return Ok(self.start_task(kind, request, context));
         }
         let session = tasks::session_of(&request);
+        let client = self.client(&context);
         let response = self.reply(request, context).await;
         if let (Some(session), Ok(rmcp::model::CallToolResponse::Complete(result))) =
             (session, &response)
         {
-            self.shared.tasks.session_replied(&session, result);
+            client.tasks.session_replied(&session, result);
         }
         response
     }
@@ -280,18 +308,18 @@ impl ServerHandler for Shellkeep {
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
-        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, rmcp::ErrorData> {
-        let task = self.shared.tasks.get(&request.task_id);
+        let task = self.client(&context).tasks.get(&request.task_id);
         task.map(rmcp::model::GetTaskResult::new).ok_or_else(|| self.unknown_task(&request.task_id))
     }
 
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
-        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        match self.shared.tasks.cancel(&request.task_id) {
+        match self.client(&context).tasks.cancel(&request.task_id) {
             true => Ok(()),
             false => Err(self.unknown_task(&request.task_id)),
         }
@@ -302,9 +330,9 @@ impl ServerHandler for Shellkeep {
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
-        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<(), rmcp::ErrorData> {
-        if !self.shared.tasks.knows(&request.task_id) {
+        if !self.client(&context).tasks.knows(&request.task_id) {
             return Err(self.unknown_task(&request.task_id));
         }
         Err(rmcp::ErrorData::invalid_params(render::task_update_refused(), None))
@@ -330,7 +358,7 @@ impl Shellkeep {
         use rmcp::model::CallToolResponse;
         // The call's turn ends when this returns, however it returns.
         let _turn = self.turns.enter(&context.id, &request);
-        let masks = &self.shared.config.masks;
+        let masks = &self.core.config.masks;
         let ignored = match self.sort_arguments(&mut request) {
             Ok(ignored) => ignored,
             Err(message) => {
@@ -343,14 +371,16 @@ impl Shellkeep {
         }
         let tool = request.name.clone();
         let cancelled = context.ct.clone();
-        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        let mut response = self.tool_router.call(call).await;
+        // The tools serve the call's own client.
+        let this = Shellkeep { client: self.client(&context), ..self.clone() };
+        let call = rmcp::handler::server::tool::ToolCallContext::new(&this, request, context);
+        let mut response = this.tool_router.call(call).await;
         // A reply the client reads (not a cancelled call's) carries what
         // became of its earlier cancelled calls.
         if let Ok(CallToolResponse::Complete(result)) = &mut response
             && !cancelled.is_cancelled()
         {
-            let (notes, more) = self.shared.tasks.take_notes();
+            let (notes, more) = this.client.tasks.take_notes();
             notes.into_iter().for_each(|note| push_note(result, note));
             if more > 0 {
                 push_note(result, render::more_runs_cancelled(more));
@@ -367,7 +397,7 @@ impl Shellkeep {
             self.with_servers_died(result);
             // Every reply of a confined server says what is enforced; a
             // session's or a command's own was set by its tool.
-            with_sandbox(result, self.shared.config.enforcement.as_ref());
+            with_sandbox(result, self.core.config.enforcement.as_ref());
         }
         // Every string a reply shows passes the masker here, whatever put
         // it there: output (masked already as it streamed), and the working
@@ -403,9 +433,10 @@ impl Shellkeep {
         mut context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> rmcp::model::CallToolResponse {
         use rmcp::model::CallToolResponse;
-        let config = &self.shared.config;
-        let ttl = tasks::ttl(&kind, &request, &self.shared.policy, config.grace);
-        let made = self.shared.tasks.create(kind, ttl, config.sessions.max_sessions);
+        let config = &self.core.config;
+        let ttl = tasks::ttl(&kind, &request, &self.core.policy, config.grace);
+        let tasks = Arc::clone(&self.client(&context).tasks);
+        let made = tasks.create(kind, ttl, config.sessions.max_sessions);
         let (task, handle) = match made {
             Ok(made) => made,
             Err(too_many) => {
@@ -418,7 +449,7 @@ impl Shellkeep {
         context.extensions.insert(tasks::TaskCall);
         // Its own turn: the request's ends as the handle goes out.
         context.id = RequestId::String(format!("task {}", handle.id).into());
-        let (server, tasks) = (self.clone(), Arc::clone(&self.shared.tasks));
+        let server = self.clone();
         let call = move |request, ct| {
             let (server, mut context) = (server.clone(), context.clone());
             context.ct = ct;
@@ -440,10 +471,7 @@ impl Shellkeep {
     /// id is masked as anything the agent sent is.
     fn unknown_task(&self, id: &str) -> rmcp::ErrorData {
         let message = render::unknown_task(id);
-        rmcp::ErrorData::invalid_params(
-            self.shared.config.masks.mask(&message).0.into_owned(),
-            None,
-        )
+        rmcp::ErrorData::invalid_params(self.core.config.masks.mask(&message).0.into_owned(), None)
     }
 }
 

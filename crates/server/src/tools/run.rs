@@ -98,27 +98,27 @@ impl Shellkeep {
             Ok(args) => args,
             Err(message) => return tool_error(message),
         };
-        let server = &self.shared.config.sandbox;
+        let server = &self.core.config.sandbox;
         let sandbox = match server.narrowed(args.sandbox, args.network) {
             Ok(sandbox) => sandbox,
             Err(why) => return tool_error(render::sandbox::looser_refused(&why, server)),
         };
         let decision = self.decide(&args.command, args.limits);
         let request_cwd = args.cwd.clone();
-        let (_, category_limits) = self.shared.policy.resources_for(&args.command);
+        let (_, category_limits) = self.core.policy.resources_for(&args.command);
         let request = RunRequest {
             sandbox: sandbox.clone(),
             cwd: args.cwd,
             // The secrets file's values first, so the call's own `env` wins.
-            env: self.shared.config.secrets.exported().into_iter().chain(args.env).collect(),
+            env: self.core.config.secrets.exported().into_iter().chain(args.env).collect(),
             stdin: args.stdin,
-            grace: self.shared.config.grace,
-            stream_cap: self.shared.config.output_cap,
-            guard: self.shared.guard.clone(),
-            output: Arc::clone(&self.shared.runs),
-            secrets: Arc::clone(&self.shared.config.masks),
-            resources: self.shared.config.resources.with_category(&category_limits),
-            ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
+            grace: self.core.config.grace,
+            stream_cap: self.core.config.output_cap,
+            guard: self.core.guard.clone(),
+            output: Arc::clone(&self.client.runs),
+            secrets: Arc::clone(&self.core.config.masks),
+            resources: self.core.config.resources.with_category(&category_limits),
+            ..RunRequest::new(args.command, decision.limits, self.core.spill.dir(), "run")
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
         let command = request.command.clone();
@@ -126,12 +126,12 @@ impl Shellkeep {
         // Nobody reads this reply: the next one says what became of it (a
         // task's cancellation is the task's status).
         if outcome.cancelled && context.extensions.get::<tasks::TaskCall>().is_none() {
-            let command = self.shared.config.masks.mask(&command).0.into_owned();
+            let command = self.core.config.masks.mask(&command).0.into_owned();
             let note = render::run_cancelled_by_client(&command, outcome.number, outcome.duration);
-            self.shared.tasks.note_for_next_reply(note);
+            self.client.tasks.note_for_next_reply(note);
         }
         let bytes = [Stream::Stdout, Stream::Stderr].map(|stream| {
-            self.shared.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
+            self.client.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
         });
         audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);

@@ -155,7 +155,8 @@ async fn a_run_task_ends_with_the_reply_a_blocking_run_gives() {
 #[ignore = "takes 90 s; run by hand: cargo test -p shellkeep --test it -- --ignored a_90_s"]
 async fn a_90_s_run_completes_as_a_task() {
     let mut server = Tasks::start();
-    let arguments = json!({"command": "sleep 90; echo done", "timeout_sec": 120});
+    let arguments =
+        json!({"command": "sleep 90; echo done", "timeout_sec": 120, "no_output_timeout_sec": 120});
     let id = server.start_task("run", arguments.clone()).await;
     let ended = server.until(&id, "completed", Duration::from_secs(150)).await;
     let result = &ended["result"];
