@@ -30,12 +30,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use rmcp::ErrorData;
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, DetailedTask, InputRequest, InputRequests, JsonObject,
-    ProtocolVersion, Task, TaskPayload, TaskStatus,
+    ProtocolVersion, RequestMetaObject, Task, TaskPayload, TaskStatus,
 };
-use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use shellkeep_engine::policy::Policy;
 use shellkeep_engine::registry::DEFAULT_SESSION;
@@ -72,7 +70,7 @@ pub enum Kind {
     },
 }
 
-/// Whether `request`, a `tools/call` with `context`, becomes a task, and
+/// Whether `request`, a `tools/call` with `meta`, becomes a task, and
 /// which. The rule: only a request that declares the Tasks extension in its
 /// own 2026-07-28 `_meta` gets a task (the extension is not defined for
 /// 2025-11-25 sessions); then every `run` call is one, and a `terminal` call
@@ -84,14 +82,13 @@ pub enum Kind {
 /// once with the error the call gives.
 pub fn wanted(
     request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
+    meta: &RequestMetaObject,
     max_wait: Duration,
 ) -> Option<Kind> {
-    let modern = context
-        .meta
+    let modern = meta
         .protocol_version()
         .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    let declared = context.meta.client_capabilities().is_some_and(|caps| caps.supports_tasks());
+    let declared = meta.client_capabilities().is_some_and(|caps| caps.supports_tasks());
     if !(modern && declared) {
         return None;
     }
@@ -562,4 +559,171 @@ fn input_request(key: &str, message: &str) -> InputRequests {
         requests.insert(key.to_owned(), request);
     }
     requests
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
+        let Value::Object(arguments) = arguments else { unreachable!() };
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+    }
+
+    fn meta(version: &str, extensions: Value) -> RequestMetaObject {
+        let Value::Object(meta) = json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        }) else {
+            unreachable!()
+        };
+        RequestMetaObject::from(meta)
+    }
+
+    #[test]
+    fn only_a_declaring_2026_request_gets_a_task_and_only_for_long_calls() {
+        let max_wait = Duration::from_secs(50);
+        let declares = meta("2026-07-28", json!({TASKS_ID: {}}));
+        let wanted = |tool: &str, arguments: Value, meta: &RequestMetaObject| {
+            super::wanted(&call(tool, arguments), meta, max_wait)
+        };
+        assert_eq!(wanted("run", json!({"command": "ls"}), &declares), Some(Kind::Run));
+        // Not declared, or not the 2026-07-28 protocol: no task.
+        for meta in [
+            meta("2026-07-28", json!({})),
+            meta("2025-11-25", json!({TASKS_ID: {}})),
+            RequestMetaObject::default(),
+        ] {
+            assert_eq!(wanted("run", json!({"command": "ls"}), &meta), None);
+        }
+        let long = Kind::Terminal { session: "default".to_owned(), wait: Duration::from_secs(51) };
+        assert_eq!(
+            wanted("terminal", json!({"command": "make", "timeout": 51}), &declares),
+            Some(long)
+        );
+        let named = wanted(
+            "terminal",
+            json!({"command": "make", "timeout": 600, "session": "b"}),
+            &declares,
+        );
+        assert!(matches!(named, Some(Kind::Terminal { session, .. }) if session == "b"));
+        // A terminal call that hands control back within --max-wait, or
+        // that runs no new command, is no task.
+        for arguments in [
+            json!({"command": "make"}),
+            json!({"command": "make", "timeout": 50}),
+            json!({"command": "make", "timeout": "600"}),
+            json!({"command": "", "timeout": 600}),
+            json!({"command": "y", "is_input": true, "timeout": 600}),
+            json!({"command": "", "keys": ["q"], "timeout": 600}),
+            json!({"command": "make", "reset": true, "timeout": 600}),
+            json!({"command": "vite", "background": true, "timeout": 600}),
+        ] {
+            assert_eq!(wanted("terminal", arguments.clone(), &declares), None, "{arguments}");
+        }
+        // `null` is "not given"; `false` is off.
+        let nulls = json!({"command": "make", "timeout": 600, "is_input": null, "reset": false});
+        assert!(wanted("terminal", nulls, &declares).is_some());
+        for tool in ["sessions", "output", "session_close", "policy_explain"] {
+            assert_eq!(wanted(tool, json!({"command": "make"}), &declares), None);
+        }
+    }
+
+    const TASKS_ID: &str = rmcp::model::TASKS_EXTENSION_ID;
+
+    #[test]
+    fn ids_are_128_random_bits_and_unknown_ids_are_unknown() {
+        let tasks = Tasks::default();
+        let (first, _one) = tasks.create(Kind::Run, Duration::from_secs(60), 4).expect("made");
+        let (second, _two) = tasks.create(Kind::Run, Duration::from_secs(60), 4).expect("made");
+        for task in [&first, &second] {
+            assert_eq!(task.task_id.len(), 32);
+            assert!(task.task_id.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert_eq!((task.status, task.ttl_ms), (TaskStatus::Working, Some(60_000)));
+        }
+        assert_ne!(first.task_id, second.task_id);
+        assert!(tasks.get(&first.task_id).is_some() && tasks.knows(&second.task_id));
+        assert!(tasks.get("nope").is_none() && !tasks.cancel("nope") && !tasks.knows("nope"));
+        // Another client's table does not know them.
+        let other = Tasks::default();
+        assert!(other.get(&first.task_id).is_none() && !other.cancel(&first.task_id));
+    }
+
+    #[test]
+    fn running_tasks_are_bounded_and_ended_ones_kept_up_to_a_bound() {
+        let tasks = Tasks::default();
+        let ttl = Duration::from_secs(60);
+        let running: Vec<_> =
+            (0..3).map(|_| tasks.create(Kind::Run, ttl, 3).expect("made")).collect();
+        assert_eq!(tasks.create(Kind::Run, ttl, 3).err(), Some(TooMany { limit: 3 }));
+        // An ended task frees its place.
+        let (task, _) = &running[0];
+        tasks.set(&task.task_id, State::Cancelled, None);
+        assert_eq!(tasks.get(&task.task_id).expect("kept").status(), TaskStatus::Cancelled);
+        let mut ended = vec![task.task_id.clone()];
+        for _ in 0..MAX_ENDED + 5 {
+            let (task, _) = tasks.create(Kind::Run, ttl, 3).expect("a place");
+            tasks.set(&task.task_id, State::Completed(JsonObject::new()), None);
+            ended.push(task.task_id);
+        }
+        let table = tasks.table();
+        assert_eq!(table.len(), MAX_ENDED + 2, "the oldest ended ones went; the running stay");
+        assert!(running[1..].iter().all(|(task, _)| table.contains_key(&task.task_id)));
+        assert!(table.contains_key(ended.last().expect("one")));
+    }
+
+    #[test]
+    fn a_task_expires_after_its_ttl() {
+        let tasks = Tasks::default();
+        let (task, _) = tasks.create(Kind::Run, Duration::ZERO, 3).expect("made");
+        assert!(tasks.get(&task.task_id).is_none() && !tasks.knows(&task.task_id));
+    }
+
+    #[test]
+    fn cancel_fires_the_tasks_token_and_closing_every_one() {
+        let tasks = Tasks::default();
+        let ttl = Duration::from_secs(60);
+        let (one, first) = tasks.create(Kind::Run, ttl, 3).expect("made");
+        let (_, second) = tasks.create(Kind::Run, ttl, 3).expect("made");
+        assert!(tasks.cancel(&one.task_id));
+        assert!(first.cancel.is_cancelled() && !second.cancel.is_cancelled());
+        tasks.close();
+        assert!(second.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn a_waiting_terminal_task_takes_replies_about_its_command_only() {
+        let tasks = Tasks::default();
+        let kind = Kind::Terminal { session: "a".to_owned(), wait: Duration::from_secs(60) };
+        let (task, handle) = tasks.create(kind, Duration::from_secs(60), 3).expect("made");
+        let reply = |status: &str| {
+            let mut result = CallToolResult::success(Vec::new());
+            result.structured_content = Some(json!({"status": status}));
+            result
+        };
+        // Working: nothing is taken.
+        tasks.session_replied("a", &reply("completed"));
+        assert!(handle.answers.slot().is_none());
+        tasks.set(&task.task_id, State::InputRequired(InputRequests::new()), None);
+        // Another session's, a refusal's, an error's: not about it.
+        tasks.session_replied("b", &reply("completed"));
+        tasks.session_replied("a", &reply("not_executed"));
+        tasks.session_replied("a", &CallToolResult::error(Vec::new()));
+        assert!(handle.answers.slot().is_none());
+        tasks.session_replied("a", &reply("running"));
+        assert_eq!(status(handle.answers.slot().as_ref().expect("taken")), Some("running"));
+    }
+
+    #[test]
+    fn notes_for_the_next_reply_are_bounded_and_taken_once() {
+        let tasks = Tasks::default();
+        for n in 0..MAX_NOTES + 3 {
+            tasks.note_for_next_reply(format!("note {n}"));
+        }
+        let (notes, more) = tasks.take_notes();
+        assert_eq!((notes.len(), more), (MAX_NOTES, 3));
+        assert_eq!(tasks.take_notes(), (Vec::new(), 0));
+    }
 }

@@ -291,7 +291,7 @@ impl ServerHandler for Shellkeep {
         request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        if let Some(kind) = tasks::wanted(&request, &context, self.core.config.max_wait) {
+        if let Some(kind) = tasks::wanted(&request, &context.meta, self.core.config.max_wait) {
             return Ok(self.start_task(kind, request, context));
         }
         let session = tasks::session_of(&request);
