@@ -36,7 +36,7 @@ mod terminal;
 pub use explain::{ExplainOutput, add_run_limits, explain};
 pub use tasks::{
     more_runs_cancelled, removed_task_method, run_blocks, run_cancelled_by_client,
-    task_update_refused, task_waits_for_input, too_many_tasks, unknown_task,
+    task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks, unknown_task,
 };
 pub use terminal::{
     TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,

@@ -35,6 +35,7 @@ use rmcp::model::{
     ProtocolVersion, RequestMetaObject, Task, TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
+use shellkeep_engine::mask::Secrets;
 use shellkeep_engine::policy::Policy;
 use shellkeep_engine::registry::DEFAULT_SESSION;
 use tokio::sync::Notify;
@@ -410,11 +411,13 @@ fn new_id() -> String {
 /// the task wait on (a poll with the rest of the `timeout`). Cancelled, a
 /// terminal task's wait ends and C-c goes to its command (then the session
 /// does as with any C-c: what is left of the interrupted group is stopped).
+/// `masks` masks the words the task adds of its own.
 pub async fn drive<F, Fut>(
     tasks: std::sync::Arc<Tasks>,
     handle: Handle,
     request: CallToolRequestParams,
     call: F,
+    masks: std::sync::Arc<Secrets>,
 ) where
     F: Fn(CallToolRequestParams, CancellationToken) -> Fut,
     Fut: Future<Output = Result<CallToolResult, ErrorData>>,
@@ -437,7 +440,10 @@ pub async fn drive<F, Fut>(
     {
         asked += 1;
         let key = format!("input-{asked}");
+        // The session's name is the agent's, masked as every name a reply
+        // shows (the prompt was, with the reply).
         let message = render::task_waits_for_input(&session, prompt.as_deref());
+        let message = masks.mask(&message).0.into_owned();
         answers.clear();
         tasks.set(&id, State::InputRequired(input_request(&key, &message)), Some(message));
         let answer = tokio::select! {

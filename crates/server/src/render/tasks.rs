@@ -101,3 +101,14 @@ pub fn run_blocks(longest: Duration) -> String {
         span(longest)
     )
 }
+
+/// What `terminal`'s `timeout` description says of tasks: which calls
+/// become one (`max_wait`: the server's `--max-wait`).
+pub fn terminal_task_rule(max_wait: Duration) -> String {
+    format!(
+        "For a client that declares the Tasks extension, a new command with a timeout over {} \
+         becomes a task: the call returns at once, tasks/get gives this reply when the command \
+         ends (or the timeout runs out), and the session is the task's meanwhile.",
+        span(max_wait)
+    )
+}

@@ -463,7 +463,8 @@ impl Shellkeep {
                 }
             }
         };
-        tokio::spawn(tasks::drive(tasks, handle, request, call));
+        let masks = Arc::clone(&self.core.config.masks);
+        tokio::spawn(tasks::drive(tasks, handle, request, call, masks));
         CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task))
     }
 
