@@ -35,7 +35,7 @@ mod terminal;
 
 pub use explain::{ExplainOutput, add_run_limits, explain};
 pub use tasks::{
-    more_runs_cancelled, removed_task_method, run_blocks, run_cancelled_by_client,
+    budget_full, more_runs_cancelled, removed_task_method, run_blocks, run_cancelled_by_client,
     task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks, unknown_task,
 };
 pub use terminal::{

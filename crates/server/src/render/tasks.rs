@@ -112,3 +112,13 @@ pub fn terminal_task_rule(max_wait: Duration) -> String {
         span(max_wait)
     )
 }
+
+/// Why a `run` did not become a task: the server's `limit` places are
+/// taken by sessions and running tasks.
+pub fn budget_full(limit: usize) -> String {
+    format!(
+        "Not run: the server's {limit} places (--max-sessions) are all taken by sessions and \
+         running tasks, and a run task takes one. Close a session you no longer need \
+         (session_close), or wait for a task to end (tasks/get), then call again."
+    )
+}

@@ -425,7 +425,8 @@ impl Shellkeep {
     /// once; the call goes on in a task of its own, through [`Self::reply`]
     /// with a cancellation token of the task's and no progress token
     /// (progress is not sent for tasks). Refused, as a tool error, when the
-    /// client's tasks fill the session budget.
+    /// server's session budget is full (a `run` task takes a place) or the
+    /// client runs as many tasks as the server has places.
     fn start_task(
         &self,
         kind: tasks::Kind,
@@ -435,7 +436,20 @@ impl Shellkeep {
         use rmcp::model::CallToolResponse;
         let config = &self.core.config;
         let ttl = tasks::ttl(&kind, &request, &self.core.policy, config.grace);
-        let tasks = Arc::clone(&self.client(&context).tasks);
+        let client = self.client(&context);
+        // A `run` task takes a place of the server's session budget while
+        // it runs; a terminal task holds its session, which has one.
+        let hold = match kind {
+            tasks::Kind::Run => match client.sessions.budget().hold() {
+                Some(hold) => Some(hold),
+                None => {
+                    let limit = client.sessions.budget().max();
+                    return CallToolResponse::Complete(tool_error(render::budget_full(limit)));
+                }
+            },
+            tasks::Kind::Terminal { .. } => None,
+        };
+        let tasks = Arc::clone(&client.tasks);
         let made = tasks.create(kind, ttl, config.sessions.max_sessions);
         let (task, handle) = match made {
             Ok(made) => made,
@@ -464,7 +478,11 @@ impl Shellkeep {
             }
         };
         let masks = Arc::clone(&self.core.config.masks);
-        tokio::spawn(tasks::drive(tasks, handle, request, call, masks));
+        tokio::spawn(async move {
+            tasks::drive(tasks, handle, request, call, masks).await;
+            // The place is given back as the task ends.
+            drop(hold);
+        });
         CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task))
     }
 

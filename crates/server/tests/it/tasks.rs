@@ -160,13 +160,13 @@ async fn a_90_s_run_completes_as_a_task() {
     // The blocking call runs beside the task, so its reply comes as the
     // task ends.
     let params = json!({"name": "run", "arguments": arguments});
-    server.raw.send(&request(1_000, "tools/call", params, false)).await;
+    server.raw.send(&request(1 << 40, "tools/call", params, false)).await;
     let id = server.start_task("run", arguments.clone()).await;
     let ended = server.until(&id, "completed", Duration::from_secs(150)).await;
     let result = &ended["result"];
     assert_eq!(result["structuredContent"]["stdout"], "done\n", "{ended}");
     assert_eq!(result["structuredContent"]["status"], "success", "{ended}");
-    let blocking = server.raw.reply(1_000).await;
+    let blocking = server.raw.reply(1 << 40).await;
     assert_eq!(without_duration(result), without_duration(&blocking["result"]));
 }
 
@@ -357,4 +357,39 @@ async fn a_run_killed_by_the_clients_cancellation_is_told_in_the_next_reply() {
     assert!(text.contains("background=true"), "{next}");
     let after = server.call("run", json!({"command": "echo after"}), false).await;
     assert!(!note(&after), "told once: {after}");
+}
+
+/// A `run` task takes a place of the server's session budget while it
+/// runs (a terminal task holds its session): over the budget the call is
+/// refused, saying why, and the place comes back as the task ends.
+#[tokio::test]
+async fn a_run_task_counts_in_the_session_budget() {
+    let mut server = Tasks { raw: Raw::spawn(&[("SHELLKEEP_MAX_SESSIONS", "2")]), next: 1 };
+    // `default` takes the first place.
+    let first = server.call("terminal", json!({"command": "echo one"}), true).await;
+    assert_eq!(first["structuredContent"]["output"], "one\n", "{first}");
+    let sleeper = format!("sleep 300.{}", marker());
+    let id = server.start_task("run", json!({"command": sleeper, "timeout_sec": 600})).await;
+    wait_alive(&[&sleeper]).await;
+    let refused = server.call("run", json!({"command": "echo two"}), true).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("2 places (--max-sessions)"), "{refused}");
+    let session = server.call("terminal", json!({"command": "echo x", "session": "b"}), true).await;
+    assert_eq!(session["isError"], true, "no session either: {session}");
+    // Without Tasks, a run blocks and takes no place.
+    let blocking = server.call("run", json!({"command": "echo three"}), false).await;
+    assert_eq!(blocking["structuredContent"]["stdout"], "three\n", "{blocking}");
+
+    server.ask("tasks/cancel", json!({"taskId": id}), true).await;
+    server.until(&id, "cancelled", EVENTUALLY).await;
+    let again = poll_until(
+        EVENTUALLY,
+        async || server.call("run", json!({"command": "echo four"}), true).await,
+        |result| result["resultType"] == "task",
+    )
+    .await;
+    let id = again["taskId"].as_str().expect("a task").to_owned();
+    let ended = server.until(&id, "completed", EVENTUALLY).await;
+    assert_eq!(ended["result"]["structuredContent"]["stdout"], "four\n", "{ended}");
 }
