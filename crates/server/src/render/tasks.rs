@@ -51,10 +51,22 @@ pub fn unknown_task(id: &str) -> String {
     )
 }
 
+/// The `-32601` error of a method this server does not have (a method of
+/// the Tasks extension that this version no longer has says what to do
+/// instead).
+pub fn unknown_method(method: &str) -> String {
+    removed_task_method(method).unwrap_or_else(|| {
+        format!(
+            "Method not found: {method:?}. This server offers the MCP methods initialize, ping, \
+             tools/list and tools/call."
+        )
+    })
+}
+
 /// The `-32601` error of a method the Tasks extension had in 2025-11-25
 /// and no longer has (`tasks/result`, `tasks/list`), or `None` for another
 /// method.
-pub fn removed_task_method(method: &str) -> Option<String> {
+fn removed_task_method(method: &str) -> Option<String> {
     let instead = match method {
         "tasks/result" => "poll tasks/get: once the task ended, its result is there, inline",
         "tasks/list" => "keep the taskId the tools/call returned; tasks/get reads one task",
@@ -121,4 +133,40 @@ pub fn budget_full(limit: usize) -> String {
          running tasks, and a run task takes one. Close a session you no longer need \
          (session_close), or wait for a task to end (tasks/get), then call again."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removed_methods_say_what_to_do_instead_and_others_are_unknown() {
+        let result = unknown_method("tasks/result");
+        assert!(result.contains("tasks/result is not part") && result.contains("poll tasks/get"));
+        assert!(unknown_method("tasks/list").contains("keep the taskId"));
+        let other = unknown_method("foo/bar");
+        assert!(other.starts_with("Method not found: \"foo/bar\"") && !other.contains("Tasks"));
+    }
+
+    #[test]
+    fn the_input_message_gives_the_prompt_the_call_and_the_persons_way() {
+        let message = task_waits_for_input("build", Some("Continue? [y/N] "));
+        assert!(message.contains("at the prompt \"Continue? [y/N]\""), "{message}");
+        assert!(
+            message.contains(r#"{"session":"build","command":"ANSWER","is_input":true}"#),
+            "{message}"
+        );
+        assert!(message.contains("shellkeep attach build --server"), "{message}");
+        let bare = task_waits_for_input("default", None);
+        assert!(bare.contains("no prompt shown") && bare.contains(r#""session":"default""#));
+        // A prompt of any length is cut.
+        assert!(task_waits_for_input("a", Some(&"x".repeat(100_000))).len() < 1_000);
+    }
+
+    #[test]
+    fn runs_description_states_how_long_a_call_blocks() {
+        let text = run_blocks(Duration::from_secs(905));
+        assert!(text.contains("up to 15 min 5 s") || text.contains("905"), "{text}");
+        assert!(text.contains("background=true") && text.contains("tasks/get"), "{text}");
+    }
 }

@@ -338,6 +338,19 @@ impl ServerHandler for Shellkeep {
         Err(rmcp::ErrorData::invalid_params(render::task_update_refused(), None))
     }
 
+    /// A method no typed request has. On stdio the wire answers it first;
+    /// on another transport the words are the same (`tasks/result` and
+    /// `tasks/list` say what to do instead).
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        let message = render::unknown_method(&request.method);
+        let message = self.core.config.masks.mask(&message).0.into_owned();
+        Err(rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None))
+    }
+
     fn get_info(&self) -> rmcp::model::ServerConfig {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
         rmcp::model::ServerConfig::new(capabilities)
