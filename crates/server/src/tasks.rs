@@ -462,9 +462,11 @@ pub async fn drive<F, Fut>(
             Ok(answer)
         };
     }
-    if cancel.is_cancelled() && reply.as_ref().is_ok_and(still_running) {
+    let closing = tasks.closing.is_cancelled();
+    if cancel.is_cancelled() && !closing && reply.as_ref().is_ok_and(still_running) {
         // C-c to the command, through the call every C-c takes, with a
-        // token of its own: the task's is cancelled.
+        // token of its own: the task's is cancelled. (A closing client's
+        // sessions are stopped whole instead.)
         let mut interrupt = terminal_call(&session, "C-c", None);
         if let Some(arguments) = &mut interrupt.arguments {
             arguments.insert("is_input".to_owned(), Value::Bool(true));
@@ -487,10 +489,9 @@ fn end(
         Ok(result) if cancel.is_cancelled() && was_stopped(&result) => State::Cancelled,
         Ok(result) => match serde_json::to_value(&result) {
             Ok(Value::Object(object)) => State::Completed(object),
-            _ => State::Failed(error_object(&ErrorData::internal_error(
-                "the reply did not serialize",
-                None,
-            ))),
+            _ => {
+                State::Failed(error_object(&ErrorData::internal_error(render::task_broken(), None)))
+            }
         },
         Err(_) if cancel.is_cancelled() => State::Cancelled,
         Err(error) => State::Failed(error_object(&error)),

@@ -135,6 +135,13 @@ pub fn budget_full(limit: usize) -> String {
     )
 }
 
+/// The error of a task whose call gave what no call gives (a task, or a
+/// reply that is not JSON): a bug of ours, never the command's doing.
+pub fn task_broken() -> String {
+    "The task's call ended in a way no call ends (a bug of shellkeep's): run the command again."
+        .to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -483,9 +483,7 @@ impl Shellkeep {
             async move {
                 match server.reply(request, context).await {
                     Ok(CallToolResponse::Complete(result)) => Ok(result),
-                    Ok(_) => {
-                        Err(rmcp::ErrorData::internal_error("a task's call became a task", None))
-                    }
+                    Ok(_) => Err(rmcp::ErrorData::internal_error(render::task_broken(), None)),
                     Err(error) => Err(error),
                 }
             }

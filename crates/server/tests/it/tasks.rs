@@ -158,15 +158,16 @@ async fn a_90_s_run_completes_as_a_task() {
     let arguments =
         json!({"command": "sleep 90; echo done", "timeout_sec": 120, "no_output_timeout_sec": 120});
     // The blocking call runs beside the task, so its reply comes as the
-    // task ends.
+    // task ends; its id is far from the polls'.
+    const BESIDE: u64 = 1 << 40;
     let params = json!({"name": "run", "arguments": arguments});
-    server.raw.send(&request(1 << 40, "tools/call", params, false)).await;
+    server.raw.send(&request(BESIDE, "tools/call", params, false)).await;
     let id = server.start_task("run", arguments.clone()).await;
     let ended = server.until(&id, "completed", Duration::from_secs(150)).await;
     let result = &ended["result"];
     assert_eq!(result["structuredContent"]["stdout"], "done\n", "{ended}");
     assert_eq!(result["structuredContent"]["status"], "success", "{ended}");
-    let blocking = server.raw.reply(1 << 40).await;
+    let blocking = server.raw.reply(BESIDE).await;
     assert_eq!(without_duration(result), without_duration(&blocking["result"]));
 }
 
