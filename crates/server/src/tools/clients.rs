@@ -176,3 +176,47 @@ fn make_client(
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
     Client { principal, sessions, runs, tasks: Arc::default(), expiry }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shellkeep_engine::registry::RegistryLimits;
+    use shellkeep_engine::session::SessionConfig;
+    use shellkeep_engine::store::StoreLimits;
+
+    use super::*;
+    use crate::tasks::Kind;
+
+    /// The clients of a server whose sessions are never started.
+    fn clients() -> Clients {
+        let dir = std::env::temp_dir();
+        let template = SessionConfig::new("t", dir.clone(), dir.join("w"), dir.join("s"));
+        Clients::new(template, RegistryLimits::default(), StoreLimits::default())
+    }
+
+    #[tokio::test]
+    async fn another_principals_task_reads_as_unknown() {
+        let clients = clients();
+        let (alice, bob) = (clients.principal("alice"), clients.principal("bob"));
+        let (task, _handle) =
+            alice.tasks.create(Kind::Run, Duration::from_secs(60), 4).expect("made");
+        assert!(alice.tasks.get(&task.task_id).is_some());
+        for other in [&bob, &clients.local()] {
+            assert!(other.tasks.get(&task.task_id).is_none() && !other.tasks.knows(&task.task_id));
+            assert!(!other.tasks.cancel(&task.task_id), "not cancelled by another");
+        }
+        // The same principal is the same client, with the same tasks.
+        assert!(clients.principal("alice").tasks.knows(&task.task_id));
+    }
+
+    #[tokio::test]
+    async fn closing_the_clients_stops_their_tasks() {
+        let clients = clients();
+        let ttl = Duration::from_secs(60);
+        let (_, local) = clients.local().tasks.create(Kind::Run, ttl, 4).expect("made");
+        let (_, remote) = clients.principal("a").tasks.create(Kind::Run, ttl, 4).expect("made");
+        clients.close_all().await;
+        assert!(local.cancel.is_cancelled() && remote.cancel.is_cancelled());
+    }
+}
