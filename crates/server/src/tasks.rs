@@ -335,6 +335,22 @@ impl Tasks {
         self.table().get(id).is_some_and(|entry| entry.expires > now)
     }
 
+    /// The id of the terminal task that holds `session` while its command
+    /// runs (`working`): another call on the session would wait for the
+    /// task's whole wait behind it, so it is refused, saying why. While the
+    /// task waits for input the session is free: that is how it is answered.
+    pub fn holding(&self, session: &str) -> Option<String> {
+        let now = SystemTime::now();
+        let table = self.table();
+        table
+            .iter()
+            .filter(|(_, entry)| entry.expires > now && matches!(entry.state, State::Working))
+            .find(|(_, entry)| {
+                matches!(&entry.kind, Kind::Terminal { session: name, .. } if name == session)
+            })
+            .map(|(id, _)| id.clone())
+    }
+
     /// A call on `session` other than a task's own was answered with
     /// `reply`: a terminal task of that session waiting for input takes it
     /// (the answer to its prompt, or a poll that saw its command end).
@@ -710,10 +726,13 @@ mod tests {
             result.structured_content = Some(json!({"status": status}));
             result
         };
-        // Working: nothing is taken.
+        // Working: nothing is taken, and the session is the task's.
         tasks.session_replied("a", &reply("completed"));
         assert!(handle.answers.slot().is_none());
+        assert_eq!(tasks.holding("a"), Some(task.task_id.clone()));
+        assert_eq!(tasks.holding("b"), None);
         tasks.set(&task.task_id, State::InputRequired(InputRequests::new()), None);
+        assert_eq!(tasks.holding("a"), None, "free to be answered");
         // Another session's, a refusal's, an error's: not about it.
         tasks.session_replied("b", &reply("completed"));
         tasks.session_replied("a", &reply("not_executed"));

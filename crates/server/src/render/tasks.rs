@@ -25,6 +25,16 @@ pub fn task_waits_for_input(session: &str, prompt: Option<&str>) -> String {
     )
 }
 
+/// Why a terminal call on `session` is refused while the terminal task
+/// `task` runs its command there.
+pub fn session_held_by_task(session: &str, task: &str) -> String {
+    format!(
+        "Not run: the session {} is held by the task {task}, whose command runs there. Poll it \
+         with tasks/get, stop it with tasks/cancel, or use another session.",
+        echo(session)
+    )
+}
+
 /// Why `tasks/update` is refused.
 pub fn task_update_refused() -> String {
     "tasks/update is not taken: a command's input goes to its terminal, never through the \

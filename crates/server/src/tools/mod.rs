@@ -296,6 +296,11 @@ impl ServerHandler for Shellkeep {
         }
         let session = tasks::session_of(&request);
         let client = self.client(&context);
+        if let Some(task) = session.as_deref().and_then(|session| client.tasks.holding(session)) {
+            let message = render::session_held_by_task(session.as_deref().unwrap_or(""), &task);
+            let message = self.core.config.masks.mask(&message).0.into_owned();
+            return Ok(rmcp::model::CallToolResponse::Complete(tool_error(message)));
+        }
         let response = self.reply(request, context).await;
         if let (Some(session), Ok(rmcp::model::CallToolResponse::Complete(result))) =
             (session, &response)

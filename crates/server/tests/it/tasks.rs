@@ -196,6 +196,14 @@ async fn a_cancelled_task_leaves_no_process() {
     let arguments = json!({"command": sleeper, "session": "long", "timeout": 600});
     let id = server.start_task("terminal", arguments).await;
     wait_alive(&[&sleeper]).await;
+    // The session is the task's while its command runs: another call is
+    // refused at once, naming the task (not left to wait behind it).
+    let held = server.call("terminal", json!({"command": "", "session": "long"}), false).await;
+    assert_eq!(held["isError"], true, "{held}");
+    let text = held["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains(&id) && text.contains("tasks/cancel"), "{held}");
+    let other = server.call("terminal", json!({"command": "echo free"}), false).await;
+    assert_eq!(other["structuredContent"]["output"], "free\n", "other sessions are free: {other}");
     server.ask("tasks/cancel", json!({"taskId": id}), true).await;
     server.until(&id, "cancelled", EVENTUALLY).await;
     assert_none_survive(&[&sleeper], EVENTUALLY).await;
