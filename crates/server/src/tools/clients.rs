@@ -1,5 +1,5 @@
 //! Who a call belongs to: the server's clients, each with its own terminal
-//! sessions and `run` outputs. On stdio there is one, the local client; over
+//! sessions, `run` outputs and tasks. On stdio there is one, the local client; over
 //! HTTP each authenticated principal is one, made on its first call and kept
 //! while the server runs. A client's sessions, numbers and names are its
 //! own (another principal's `default` is not yours); the session limit is

@@ -10,7 +10,11 @@
 //! arguments are sorted by one rule (`args::sort_arguments`: `null` is "not
 //! given", unknown names are taken out and named in the reply's notes, near
 //! misses are errors), and a call with `wait_for_previous: true` waits for
-//! its turn ([`Turns`]) before it is routed to its tool.
+//! its turn ([`Turns`]) before it is routed to its tool. A call that becomes
+//! an MCP task (`tasks::wanted`) is answered with the task's handle and
+//! goes the same way in a task of its own (`Shellkeep::reply`, the one path
+//! of every reply); `tasks/get`, `tasks/cancel` and `tasks/update` are
+//! answered from the calling client's table (`tasks`).
 //!
 //! This is the only module that knows `rmcp`'s tool API. Arguments are
 //! checked in `args`, replies worded in `render`, schemas rewritten in
@@ -285,7 +289,13 @@ impl ServerHandler for Shellkeep {
     /// First, for every tool alike: the arguments are sorted (a near miss
     /// of a name is an error, other unknown names are taken out and named
     /// in a note of the reply), and a call with `wait_for_previous: true`
-    /// waits for its turn.
+    /// waits for its turn ([`Self::reply`]).
+    ///
+    /// A call that declares the Tasks extension and may block long
+    /// (`tasks::wanted`) is answered at once with a task; a terminal call on
+    /// a session whose task's command runs is refused, naming the task; a
+    /// terminal call's reply is offered to a task of its session that waits
+    /// for input (the answer to its prompt).
     async fn call_tool(
         &self,
         request: rmcp::model::CallToolRequestParams,
