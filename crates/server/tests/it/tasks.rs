@@ -402,3 +402,24 @@ async fn a_run_task_counts_in_the_session_budget() {
     let ended = server.until(&id, "completed", EVENTUALLY).await;
     assert_eq!(ended["result"]["structuredContent"]["stdout"], "four\n", "{ended}");
 }
+
+/// What a task shows is masked as every reply is: its result (the same
+/// path as a reply), and the prompt and words of a task waiting for input.
+#[tokio::test]
+async fn a_tasks_result_and_prompt_are_masked() {
+    const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let mut server = Tasks::start();
+    let id = server.start_task("run", json!({"command": format!("echo {TOKEN}")})).await;
+    let ended = server.until(&id, "completed", EVENTUALLY).await;
+    assert_eq!(ended["result"]["structuredContent"]["stdout"], "<secret-hidden>\n", "{ended}");
+    assert!(!ended.to_string().contains(TOKEN), "{ended}");
+
+    let command = format!("read -p '{TOKEN}? ' answer; echo \"got $answer\"");
+    let id = server.start_task("terminal", json!({"command": command, "timeout": 600})).await;
+    let waiting = server.until(&id, "input_required", EVENTUALLY).await;
+    assert!(!waiting.to_string().contains(TOKEN), "{waiting}");
+    assert!(waiting["statusMessage"].as_str().is_some_and(|m| m.contains("<secret-hidden>")));
+    server.call("terminal", json!({"command": "yes", "is_input": true}), true).await;
+    let ended = server.until(&id, "completed", EVENTUALLY).await;
+    assert!(!ended.to_string().contains(TOKEN), "{ended}");
+}
