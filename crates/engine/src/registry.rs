@@ -268,24 +268,69 @@ pub struct SessionBudget {
     gate: Mutex<()>,
     /// The registries that draw on it.
     members: Mutex<Vec<std::sync::Weak<Registry>>>,
+    /// Places held by work that is not a session (a server's `run` task,
+    /// [`SessionBudget::hold`]): each counts as a live session.
+    held: std::sync::atomic::AtomicUsize,
 }
 
 impl SessionBudget {
     /// A budget of `max` live sessions.
     pub fn new(max: usize) -> Arc<SessionBudget> {
-        Arc::new(SessionBudget { max, gate: Mutex::new(()), members: Mutex::new(Vec::new()) })
+        Arc::new(SessionBudget {
+            max,
+            gate: Mutex::new(()),
+            members: Mutex::new(Vec::new()),
+            held: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
-    /// The live sessions of every registry but `except`, as last counted.
+    /// The live sessions of every registry but `except`, as last counted,
+    /// and the places held.
     fn live_elsewhere(&self, except: &Registry) -> usize {
         let mut members = self.members.lock().unwrap_or_else(|p| p.into_inner());
         members.retain(|member| member.strong_count() > 0);
-        members
+        let sessions: usize = members
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .filter(|member| !std::ptr::eq(member.as_ref(), except))
             .map(|member| member.live.load(std::sync::atomic::Ordering::Acquire))
-            .sum()
+            .sum();
+        sessions + self.held.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Takes one place of the budget, as a session would, for work that is
+    /// not one (a `run` that outlives its call), until the returned hold is
+    /// dropped; `None` when every place is taken.
+    pub fn hold(self: &Arc<Self>) -> Option<BudgetHold> {
+        let _gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        let live = {
+            let members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+            members
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .map(|member| member.live.load(std::sync::atomic::Ordering::Acquire))
+                .sum::<usize>()
+        };
+        if live + self.held.load(std::sync::atomic::Ordering::Acquire) >= self.max {
+            return None;
+        }
+        self.held.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Some(BudgetHold(Arc::clone(self)))
+    }
+
+    /// The most live sessions (and holds) at once.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// One place of a [`SessionBudget`] held by work that is not a session;
+/// given back when dropped.
+pub struct BudgetHold(Arc<SessionBudget>);
+
+impl Drop for BudgetHold {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -406,6 +451,12 @@ impl Registry {
     /// The limits in force.
     pub fn limits(&self) -> RegistryLimits {
         self.limits
+    }
+
+    /// The session budget it draws on (the server's, shared by its
+    /// clients' registries).
+    pub fn budget(&self) -> &Arc<SessionBudget> {
+        &self.budget
     }
 
     /// The directory new sessions start in unless a call names another.
@@ -973,6 +1024,24 @@ mod tests {
             assert!(validate_name(name).is_ok(), "{name}");
         }
         assert_ne!(random[0][6..], random[1][6..]);
+    }
+
+    #[test]
+    fn a_hold_takes_a_place_of_the_budget_as_a_session_does() {
+        let budget = SessionBudget::new(2);
+        let one = sharing(&budget, 16);
+        let _a = one.open("a", None, false, None).expect("the first place");
+        let hold = budget.hold().expect("the second place");
+        assert!(budget.hold().is_none(), "no third place for a hold");
+        let refused = one.open("b", None, false, None).err();
+        assert!(matches!(refused, Some(RegistryError::TooMany { limit: 2, .. })), "{refused:?}");
+        // Given back, the place serves a session or a hold.
+        drop(hold);
+        let b = one.open("b", None, false, None).expect("the place given back");
+        assert!(budget.hold().is_none());
+        drop(b);
+        drop(one.remove("b").expect("open"));
+        assert!(budget.hold().is_some() && Arc::ptr_eq(one.budget(), &budget));
     }
 
     #[test]

@@ -910,7 +910,9 @@ fn run_end(outcome: &RunOutcome, output_bytes: u64) -> End {
         RunStatus::Timeout => {
             (Some("limit"), outcome.timeout_reason.map(|reason| reason.as_str().to_owned()))
         }
-        RunStatus::Error if outcome.cancelled => (Some("cancel"), None),
+        RunStatus::Error if outcome.cancelled => {
+            (Some("cancel"), Some("killed by the client's cancellation".to_owned()))
+        }
         RunStatus::Error => (Some("not_executed"), None),
         RunStatus::Success => match signal_of(outcome.exit_code) {
             Some(signal) => (Some("signal"), Some(format!("signal {signal}"))),
@@ -1352,7 +1354,7 @@ fn parse_span(text: &str) -> anyhow::Result<Duration> {
 }
 
 /// `time` in RFC 3339, UTC, to the millisecond: `2026-11-25T14:41:36.123Z`.
-fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rest) = (secs / 86400, secs % 86400);

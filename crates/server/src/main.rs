@@ -15,6 +15,7 @@ mod http;
 mod render;
 mod schema;
 mod serve;
+mod tasks;
 mod tools;
 mod verify;
 mod wire;

@@ -30,9 +30,15 @@ use rmcp::schemars;
 
 mod explain;
 pub mod sandbox;
+mod tasks;
 mod terminal;
 
 pub use explain::{ExplainOutput, add_run_limits, explain};
+pub use tasks::{
+    budget_full, more_runs_cancelled, run_blocks, run_cancelled_by_client, session_held_by_task,
+    task_broken, task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks,
+    unknown_method, unknown_task,
+};
 pub use terminal::{
     TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,
     terminal, typed_key_name,

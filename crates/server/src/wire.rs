@@ -541,10 +541,7 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                 Ok(JsonRpcMessage::Request(request))
                     if matches!(request.request, ClientRequest::CustomRequest(_)) =>
                 {
-                    let message = format!(
-                        "Method not found: {method:?}. This server offers the MCP methods \
-                         initialize, ping, tools/list and tools/call."
-                    );
+                    let message = crate::render::unknown_method(&method);
                     output.error(value["id"].clone(), METHOD_NOT_FOUND, message).await;
                     None
                 }

@@ -239,7 +239,9 @@ fn a_run_end_says_which_limit() {
         (Some("soft"), Some(12), Some(-1))
     );
     let cancelled = RunOutcome { status: RunStatus::Error, cancelled: true, ..outcome.clone() };
-    assert_eq!(run_end(&cancelled, 0).reason, Some("cancel"));
+    let end = run_end(&cancelled, 0);
+    assert_eq!(end.reason, Some("cancel"));
+    assert_eq!(end.detail.as_deref(), Some("killed by the client's cancellation"));
     let failed =
         RunOutcome { status: RunStatus::Success, exit_code: 1, timeout_reason: None, ..outcome };
     assert_eq!((run_end(&failed, 0).status, run_end(&failed, 0).reason), ("success", None));

@@ -1,5 +1,5 @@
 //! Who a call belongs to: the server's clients, each with its own terminal
-//! sessions and `run` outputs. On stdio there is one, the local client; over
+//! sessions, `run` outputs and tasks. On stdio there is one, the local client; over
 //! HTTP each authenticated principal is one, made on its first call and kept
 //! while the server runs. A client's sessions, numbers and names are its
 //! own (another principal's `default` is not yours); the session limit is
@@ -12,6 +12,8 @@ use shellkeep_engine::registry::{Registry, RegistryLimits, SessionBudget};
 use shellkeep_engine::session::SessionConfig;
 use shellkeep_engine::store::{OutputStore, StoreLimits};
 use tokio::task::JoinHandle;
+
+use crate::tasks::Tasks;
 
 /// Who an HTTP request is: the name its bearer token was configured under.
 /// The HTTP layer's authentication puts it in the request's
@@ -27,6 +29,9 @@ pub struct Client {
     pub sessions: Arc<Registry>,
     /// Its `run` outputs, numbered, for the `output` tool.
     pub runs: Arc<OutputStore>,
+    /// Its tasks (the Tasks extension): another client's ids are unknown
+    /// to it.
+    pub tasks: Arc<Tasks>,
     /// Closes its idle sessions as they expire.
     expiry: JoinHandle<()>,
 }
@@ -142,6 +147,8 @@ impl Clients {
     pub async fn close_all(&self) {
         for client in self.all() {
             client.expiry.abort();
+            // Its tasks stop with the sessions they wait on.
+            client.tasks.close();
             client.sessions.close_all().await;
         }
     }
@@ -169,5 +176,49 @@ fn make_client(
     let limits = RegistryLimits { unguessable_jobs: principal.is_some(), ..limits };
     let sessions = Registry::sharing(template, limits, Arc::clone(budget));
     let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
-    Client { principal, sessions, runs, expiry }
+    Client { principal, sessions, runs, tasks: Arc::default(), expiry }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shellkeep_engine::registry::RegistryLimits;
+    use shellkeep_engine::session::SessionConfig;
+    use shellkeep_engine::store::StoreLimits;
+
+    use super::*;
+    use crate::tasks::Kind;
+
+    /// The clients of a server whose sessions are never started.
+    fn clients() -> Clients {
+        let dir = std::env::temp_dir();
+        let template = SessionConfig::new("t", dir.clone(), dir.join("w"), dir.join("s"));
+        Clients::new(template, RegistryLimits::default(), StoreLimits::default())
+    }
+
+    #[tokio::test]
+    async fn another_principals_task_reads_as_unknown() {
+        let clients = clients();
+        let (alice, bob) = (clients.principal("alice"), clients.principal("bob"));
+        let (task, _handle) =
+            alice.tasks.create(Kind::Run, Duration::from_secs(60), 4).expect("made");
+        assert!(alice.tasks.get(&task.task_id).is_some());
+        for other in [&bob, &clients.local()] {
+            assert!(other.tasks.get(&task.task_id).is_none() && !other.tasks.knows(&task.task_id));
+            assert!(!other.tasks.cancel(&task.task_id), "not cancelled by another");
+        }
+        // The same principal is the same client, with the same tasks.
+        assert!(clients.principal("alice").tasks.knows(&task.task_id));
+    }
+
+    #[tokio::test]
+    async fn closing_the_clients_stops_their_tasks() {
+        let clients = clients();
+        let ttl = Duration::from_secs(60);
+        let (_, local) = clients.local().tasks.create(Kind::Run, ttl, 4).expect("made");
+        let (_, remote) = clients.principal("a").tasks.create(Kind::Run, ttl, 4).expect("made");
+        clients.close_all().await;
+        assert!(local.cancel.is_cancelled() && remote.cancel.is_cancelled());
+    }
 }

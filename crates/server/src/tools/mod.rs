@@ -10,7 +10,11 @@
 //! arguments are sorted by one rule (`args::sort_arguments`: `null` is "not
 //! given", unknown names are taken out and named in the reply's notes, near
 //! misses are errors), and a call with `wait_for_previous: true` waits for
-//! its turn ([`Turns`]) before it is routed to its tool.
+//! its turn ([`Turns`]) before it is routed to its tool. A call that becomes
+//! an MCP task (`tasks::wanted`) is answered with the task's handle and
+//! goes the same way in a task of its own (`Shellkeep::reply`, the one path
+//! of every reply); `tasks/get`, `tasks/cancel` and `tasks/update` are
+//! answered from the calling client's table (`tasks`).
 //!
 //! This is the only module that knows `rmcp`'s tool API. Arguments are
 //! checked in `args`, replies worded in `render`, schemas rewritten in
@@ -43,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
+use crate::tasks;
 use crate::wire::Arrivals;
 use crate::{render, schema};
 
@@ -102,7 +107,7 @@ impl Shellkeep {
             let mut input = schema::portable(&tool.input_schema);
             let description = match tool.name.as_ref() {
                 "terminal" => terminal::describe(config, &mut input),
-                "run" => run::describe(config, &mut input),
+                "run" => run::describe(config, &core.policy, &mut input),
                 "policy_explain" => policy_explain::describe(&mut input),
                 "sessions" => sessions::describe(config),
                 "output" => output::describe(config, &mut input),
@@ -287,8 +292,96 @@ impl ServerHandler for Shellkeep {
     /// First, for every tool alike: the arguments are sorted (a near miss
     /// of a name is an error, other unknown names are taken out and named
     /// in a note of the reply), and a call with `wait_for_previous: true`
-    /// waits for its turn.
+    /// waits for its turn ([`Self::reply`]).
+    ///
+    /// A call that declares the Tasks extension and may block long
+    /// (`tasks::wanted`) is answered at once with a task; a terminal call on
+    /// a session whose task's command runs is refused, naming the task; a
+    /// terminal call's reply is offered to a task of its session that waits
+    /// for input (the answer to its prompt).
     async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        if let Some(kind) = tasks::wanted(&request, &context.meta, self.core.config.max_wait) {
+            return Ok(self.start_task(kind, request, context));
+        }
+        let session = tasks::session_of(&request);
+        let client = self.client(&context);
+        if let Some(task) = session.as_deref().and_then(|session| client.tasks.holding(session)) {
+            let message = render::session_held_by_task(session.as_deref().unwrap_or(""), &task);
+            let message = self.core.config.masks.mask(&message).0.into_owned();
+            return Ok(rmcp::model::CallToolResponse::Complete(tool_error(message)));
+        }
+        let response = self.reply(request, context).await;
+        if let (Some(session), Ok(rmcp::model::CallToolResponse::Complete(result))) =
+            (session, &response)
+        {
+            client.tasks.session_replied(&session, result);
+        }
+        response
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, rmcp::ErrorData> {
+        let task = self.client(&context).tasks.get(&request.task_id);
+        task.map(rmcp::model::GetTaskResult::new).ok_or_else(|| self.unknown_task(&request.task_id))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        match self.client(&context).tasks.cancel(&request.task_id) {
+            true => Ok(()),
+            false => Err(self.unknown_task(&request.task_id)),
+        }
+    }
+
+    /// Refused: a command's input goes to its terminal (`is_input`), never
+    /// through the client's forms, where a password would pass through it.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        if !self.client(&context).tasks.knows(&request.task_id) {
+            return Err(self.unknown_task(&request.task_id));
+        }
+        Err(rmcp::ErrorData::invalid_params(render::task_update_refused(), None))
+    }
+
+    /// A method no typed request has. On stdio the wire answers it first;
+    /// on another transport the words are the same (`tasks/result` and
+    /// `tasks/list` say what to do instead).
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
+        let message = render::unknown_method(&request.method);
+        let message = self.core.config.masks.mask(&message).0.into_owned();
+        Err(rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None))
+    }
+
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
+        rmcp::model::ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+impl Shellkeep {
+    /// The reply to a call, the one path every reply takes, a task's too:
+    /// the arguments sorted, the turn awaited, the tool called, the notes
+    /// added and everything masked.
+    async fn reply(
         &self,
         mut request: rmcp::model::CallToolRequestParams,
         context: rmcp::service::RequestContext<rmcp::RoleServer>,
@@ -308,10 +401,22 @@ impl ServerHandler for Shellkeep {
             return Ok(CallToolResponse::Complete(tool_error(not_run.to_string())));
         }
         let tool = request.name.clone();
+        let cancelled = context.ct.clone();
         // The tools serve the call's own client.
         let this = Shellkeep { client: self.client(&context), ..self.clone() };
         let call = rmcp::handler::server::tool::ToolCallContext::new(&this, request, context);
         let mut response = this.tool_router.call(call).await;
+        // A reply the client reads (not a cancelled call's) carries what
+        // became of its earlier cancelled calls.
+        if let Ok(CallToolResponse::Complete(result)) = &mut response
+            && !cancelled.is_cancelled()
+        {
+            let (notes, more) = this.client.tasks.take_notes();
+            notes.into_iter().for_each(|note| push_note(result, note));
+            if more > 0 {
+                push_note(result, render::more_runs_cancelled(more));
+            }
+        }
         if !ignored.is_empty()
             && let Some(names) = self.names.iter().find(|names| names.tool == tool)
             && let Ok(CallToolResponse::Complete(result)) = &mut response
@@ -347,10 +452,74 @@ impl ServerHandler for Shellkeep {
         response
     }
 
-    fn get_info(&self) -> rmcp::model::ServerConfig {
-        rmcp::model::ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("shellkeep", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+    /// Makes `request` a task of `kind` and answers with its handle at
+    /// once; the call goes on in a task of its own, through [`Self::reply`]
+    /// with a cancellation token of the task's and no progress token
+    /// (progress is not sent for tasks). Refused, as a tool error, when the
+    /// server's session budget is full (a `run` task takes a place) or the
+    /// client runs as many tasks as the server has places.
+    fn start_task(
+        &self,
+        kind: tasks::Kind,
+        request: rmcp::model::CallToolRequestParams,
+        mut context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> rmcp::model::CallToolResponse {
+        use rmcp::model::CallToolResponse;
+        let config = &self.core.config;
+        let ttl = tasks::ttl(&kind, &request, &self.core.policy, config.grace);
+        let client = self.client(&context);
+        // A `run` task takes a place of the server's session budget while
+        // it runs; a terminal task holds its session, which has one.
+        let hold = match kind {
+            tasks::Kind::Run => match client.sessions.budget().hold() {
+                Some(hold) => Some(hold),
+                None => {
+                    let limit = client.sessions.budget().max();
+                    return CallToolResponse::Complete(tool_error(render::budget_full(limit)));
+                }
+            },
+            tasks::Kind::Terminal { .. } => None,
+        };
+        let tasks = Arc::clone(&client.tasks);
+        let made = tasks.create(kind, ttl, config.sessions.max_sessions);
+        let (task, handle) = match made {
+            Ok(made) => made,
+            Err(too_many) => {
+                return CallToolResponse::Complete(tool_error(render::too_many_tasks(
+                    too_many.limit,
+                )));
+            }
+        };
+        context.meta.0.0.remove("progressToken");
+        context.extensions.insert(tasks::TaskCall);
+        // Its own turn: the request's ends as the handle goes out.
+        context.id = RequestId::String(format!("task {}", handle.id).into());
+        let server = self.clone();
+        let call = move |request, ct| {
+            let (server, mut context) = (server.clone(), context.clone());
+            context.ct = ct;
+            async move {
+                match server.reply(request, context).await {
+                    Ok(CallToolResponse::Complete(result)) => Ok(result),
+                    Ok(_) => Err(rmcp::ErrorData::internal_error(render::task_broken(), None)),
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        let masks = Arc::clone(&self.core.config.masks);
+        tokio::spawn(async move {
+            tasks::drive(tasks, handle, request, call, masks).await;
+            // The place is given back as the task ends.
+            drop(hold);
+        });
+        CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task))
+    }
+
+    /// The error for a task id this client does not have (`-32602`); the
+    /// id is masked as anything the agent sent is.
+    fn unknown_task(&self, id: &str) -> rmcp::ErrorData {
+        let message = render::unknown_task(id);
+        rmcp::ErrorData::invalid_params(self.core.config.masks.mask(&message).0.into_owned(), None)
     }
 }
 

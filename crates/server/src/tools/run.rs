@@ -11,6 +11,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::policy::Policy;
 use shellkeep_engine::store::Stream;
 
 use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
@@ -18,13 +19,16 @@ use crate::args::{self, Checked, RunArgs};
 use crate::audit;
 use crate::config::ServerConfig;
 use crate::render::{self, span};
-use crate::schema;
+use crate::{schema, tasks};
 
-/// The tool's description, with the limits this server runs with; the
-/// timeouts' descriptions state their range.
-pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String {
+/// The tool's description, with the limits this server runs with (how
+/// long a call may block among them); the timeouts' descriptions state
+/// their range.
+pub(super) fn describe(config: &ServerConfig, policy: &Policy, input: &mut JsonObject) -> String {
     describe_timeouts(input);
     let sandbox = super::describe_sandbox(config, input, "this command");
+    let longest = policy.categories().iter().map(|category| category.limits.exec).max();
+    let blocks = render::run_blocks(longest.unwrap_or_default() + config.grace);
     format!(
         "Run one command with `bash -c` in a fresh process; it is stopped after printing \
          nothing for min(timeout_sec / 4, 60) s (at least 1 s) unless no_output_timeout_sec \
@@ -38,7 +42,7 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
          longest limits decides. Output over {} characters (stdout and stderr together, counted \
          as JSON writes them; a stream that needs less leaves the rest to the other) is cut to \
          its head and tail and kept whole: the reply names the `output` call that reads the rest (`{{\"run\": N, \
-         \"stream\": \"stderr\", ...}}`) and the file that holds it.{sandbox}",
+         \"stream\": \"stderr\", ...}}`) and the file that holds it. {blocks}{sandbox}",
         span(config.grace),
         render::count(config.output_cap as u64),
     )
@@ -117,7 +121,15 @@ impl Shellkeep {
             ..RunRequest::new(args.command, decision.limits, self.core.spill.dir(), "run")
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
+        let command = request.command.clone();
         let outcome = oneshot::run(request, context.ct.clone()).await;
+        // Nobody reads this reply: the next one says what became of it (a
+        // task's cancellation is the task's status).
+        if outcome.cancelled && context.extensions.get::<tasks::TaskCall>().is_none() {
+            let command = self.core.config.masks.mask(&command).0.into_owned();
+            let note = render::run_cancelled_by_client(&command, outcome.number, outcome.duration);
+            self.client.tasks.note_for_next_reply(note);
+        }
         let bytes = [Stream::Stdout, Stream::Stderr].map(|stream| {
             self.client.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
         });

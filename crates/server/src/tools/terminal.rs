@@ -35,9 +35,10 @@ pub(super) fn describe(config: &ServerConfig, input: &mut JsonObject) -> String 
              running, exit code -1): more than 0, at most {} ({}). Without it, control comes \
              back after {quiet} without new output, and after {max_wait} at most. Control also \
              comes back as soon as the program waits for input. A larger value also raises how \
-             long the command may then run unwatched.",
+             long the command may then run unwatched. {}",
             args::MAX_TIMEOUT.as_secs(),
             span(args::MAX_TIMEOUT),
+            render::terminal_task_rule(config.max_wait),
         ),
     );
     let sandbox = super::describe_sandbox(config, input, "a new session");

@@ -357,5 +357,6 @@ async fn a_cancelled_run_ends_with_cancel() {
     wait_until(EVENTUALLY, || ended().is_some(), || format!("{:#?}", lines(&log))).await;
     let end = ended().expect("the end line");
     assert_eq!((&end["status"], &end["reason"]), (&json!("error"), &json!("cancel")), "{end}");
+    assert_eq!(end["detail"], "killed by the client's cancellation", "{end}");
     crate::assert_none_survive(&[sleeper.as_str()], EVENTUALLY).await;
 }

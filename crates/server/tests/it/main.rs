@@ -55,6 +55,7 @@ mod secrets;
 mod sessions;
 mod shell;
 mod signals;
+mod tasks;
 mod terminal;
 mod tools;
 mod traps;
