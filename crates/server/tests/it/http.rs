@@ -182,11 +182,46 @@ fn parse_response(bytes: &[u8]) -> Response {
         .and_then(|line| line.split(' ').nth(1))
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    let headers = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
         .collect();
-    Response { status, headers, body: body.to_owned() }
+    let chunked = headers
+        .iter()
+        .any(|(name, value)| name == "transfer-encoding" && value.contains("chunked"));
+    let body = if chunked { dechunk(body) } else { body.to_owned() };
+    Response { status, headers, body }
+}
+
+/// The body of a chunked transfer, joined.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+impl Response {
+    /// The JSON-RPC message that answers: the body itself, or the last
+    /// `data:` event of an event stream that has an `id`.
+    fn message(&self) -> Value {
+        if let Ok(value) = serde_json::from_str::<Value>(&self.body) {
+            return value;
+        }
+        self.body
+            .lines()
+            .rev()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message.get("id").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {self:#?}"))
+    }
 }
 
 /// A `tools/list` request of the 2026-07-28 era (no protocol session: it
@@ -204,15 +239,17 @@ fn list_tools() -> Value {
 /// The headers a 2026-07-28 POST of `body` carries besides `Host` and
 /// `Authorization`: its types, its length, its version and its method.
 fn modern_headers(body: &str) -> String {
-    let method = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v["method"].as_str().map(str::to_owned));
+    let value = serde_json::from_str::<Value>(body).unwrap_or_default();
+    let method = value["method"].as_str().map(str::to_owned);
+    // `Mcp-Name`: the tool's name, or the task's id.
+    let name = value["params"]["name"].as_str().or(value["params"]["taskId"].as_str());
+    let name = name.map(|name| format!("Mcp-Name: {name}\r\n")).unwrap_or_default();
     format!(
         "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
          Content-Length: {}\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {}\r\n",
         body.len(),
         method.unwrap_or_default()
-    )
+    ) + &name
 }
 
 /// Calls `tool` through `client`; a protocol error fails the test.
@@ -593,4 +630,36 @@ async fn doctor_says_what_http_would_serve() {
     assert!(line.starts_with("http: FAILS (--http 0.0.0.0:8765 is not a loopback"), "{line}");
     let line = doctor(&[]).await;
     assert!(line.starts_with("http: off"), "{line}");
+}
+
+/// A task belongs to the principal that started it: another principal's
+/// `tasks/get` and `tasks/cancel` of its id read as an unknown task
+/// (-32602), and leave it running; its own principal cancels it, and its
+/// command is stopped.
+#[tokio::test]
+async fn another_principals_task_reads_as_unknown() {
+    let dir = Scratch::new();
+    let tokens = two_principals(&dir.path);
+    let server = HttpServer::start(&["--token-file", &tokens], &[]).await;
+    let ask = async |token: &str, id: u64, method: &str, params: Value| {
+        let body = crate::tasks::request(id, method, params, true);
+        server.post(&[&format!("Authorization: Bearer {token}")], &body).await.message()
+    };
+    let sleeper = format!("300.{}", marker());
+    let call = json!({"name": "run", "arguments": {"command": format!("sleep {sleeper}")}});
+    let started = ask(ALICE, 1, "tools/call", call).await;
+    assert_eq!(started["result"]["resultType"], "task", "{started}");
+    let task = started["result"]["taskId"].as_str().expect("a task id").to_owned();
+    wait_alive(&[&sleeper]).await;
+    for method in ["tasks/get", "tasks/cancel"] {
+        let theirs = ask(BOB, 2, method, json!({"taskId": task})).await;
+        assert_eq!(theirs["error"]["code"], -32602, "{method}: {theirs}");
+        assert!(theirs.get("result").is_none(), "{method}: {theirs}");
+    }
+    let mine = ask(ALICE, 3, "tasks/get", json!({"taskId": task})).await;
+    assert_eq!(mine["result"]["status"], "working", "{mine}");
+    assert!(!crate::processes_with(&[&sleeper]).is_empty(), "bob's cancel stopped alice's task");
+    let cancelled = ask(ALICE, 4, "tasks/cancel", json!({"taskId": task})).await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    assert_none_survive(&[&sleeper], EVENTUALLY).await;
 }
