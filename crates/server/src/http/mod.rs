@@ -11,7 +11,9 @@
 //!    `WWW-Authenticate: Bearer`; right, the request carries its
 //!    principal ([`tools::Principal`]) into `rmcp`'s request context, and
 //!    the handler serves it from that principal's client (its sessions,
-//!    `run` outputs and tasks);
+//!    `run` outputs and tasks); a request naming another principal's
+//!    protocol session (`Mcp-Session-Id`) is refused as an unknown session
+//!    (404);
 //! 2. for a POST, its body, read whole up to [`MAX_BODY`] (4 MiB, stdio's
 //!    longest line; beyond, 413) and looked at once: a request (a method
 //!    and an id) takes one of its principal's [`MAX_IN_FLIGHT`] places
@@ -186,6 +188,49 @@ pub fn doctor_line(checked: Result<Option<HttpConfig>, String>) -> String {
 struct Gate {
     tokens: Tokens,
     in_flight: Arc<InFlight>,
+    owners: std::sync::Mutex<Owners>,
+}
+
+/// The most protocol sessions whose principal is remembered.
+const MAX_OWNED: usize = 4096;
+
+/// The principal that opened each 2025-11-25 protocol session (by its
+/// `Mcp-Session-Id`): a request of another principal naming it is refused
+/// as an unknown session, so that nobody can post into, listen to or end
+/// another's session. At most [`MAX_OWNED`] are remembered, the oldest
+/// forgotten first (`rmcp` closes a session idle for 5 minutes; a
+/// forgotten one is no longer checked).
+#[derive(Default)]
+struct Owners {
+    by_id: std::collections::HashMap<String, String>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Owners {
+    /// Whether `principal` may use session `id` (unknown ones pass: `rmcp`
+    /// answers them).
+    fn allows(&self, id: &str, principal: &str) -> bool {
+        self.by_id.get(id).is_none_or(|owner| owner == principal)
+    }
+
+    /// Session `id` was opened by `principal`.
+    fn opened(&mut self, id: String, principal: String) {
+        if self.by_id.insert(id.clone(), principal).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > MAX_OWNED {
+            if let Some(oldest) = self.order.pop_front() {
+                self.by_id.remove(&oldest);
+            }
+        }
+    }
+
+    /// Session `id` was ended.
+    fn ended(&mut self, id: &str) {
+        if self.by_id.remove(id).is_some() {
+            self.order.retain(|known| known != id);
+        }
+    }
 }
 
 /// The HTTP server, running; see [`Serving::stop_accepting`].
@@ -222,7 +267,11 @@ pub fn serve(
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
-    let gate = Arc::new(Gate { tokens, in_flight: InFlight::new(MAX_IN_FLIGHT) });
+    let gate = Arc::new(Gate {
+        tokens,
+        in_flight: InFlight::new(MAX_IN_FLIGHT),
+        owners: std::sync::Mutex::new(Owners::default()),
+    });
     let mcp = axum::Router::new()
         .route_service(ENDPOINT, service)
         .route_layer(axum::middleware::from_fn_with_state(gate, authenticate));
@@ -324,6 +373,15 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// The header that names a 2025-11-25 protocol session.
+const SESSION_ID: &str = "mcp-session-id";
+
+impl Gate {
+    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
+        self.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The parts of a JSON-RPC message the middleware looks at.
 #[derive(Deserialize)]
 struct Peek {
@@ -349,6 +407,21 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
     let principal = principal.to_owned();
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(Principal(principal.clone()));
+    let session = parts.headers.get(SESSION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(id) = &session
+        && !gate.owners().allows(id, &principal)
+    {
+        return (StatusCode::NOT_FOUND, "Not Found: no such session").into_response();
+    }
+    if parts.method == Method::DELETE {
+        let response = next.run(Request::from_parts(parts, body)).await;
+        if let Some(id) = &session
+            && response.status().is_success()
+        {
+            gate.owners().ended(id);
+        }
+        return response;
+    }
     if parts.method != Method::POST {
         return next.run(Request::from_parts(parts, body)).await;
     }
@@ -386,6 +459,12 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
         _ => None,
     };
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    // An `initialize` opened a protocol session: it is this principal's.
+    if session.is_none()
+        && let Some(id) = response.headers().get(SESSION_ID).and_then(|v| v.to_str().ok())
+    {
+        gate.owners().opened(id.to_owned(), principal);
+    }
     match slot {
         Some(slot) => response.map(|body| Body::new(Held { body, slot: Some(slot) })),
         None => response,
@@ -491,6 +570,25 @@ mod tests {
 
     /// A loopback bind answers its loopback names at its port; a specific
     /// address adds itself; a wildcard adds nothing it cannot know.
+    /// A session is its opener's; ended or unknown ones pass to `rmcp`; the
+    /// oldest are forgotten past the bound.
+    #[test]
+    fn protocol_sessions_belong_to_their_principal() {
+        let mut owners = Owners::default();
+        owners.opened("s1".into(), "alice".into());
+        assert!(owners.allows("s1", "alice"));
+        assert!(!owners.allows("s1", "bob"));
+        assert!(owners.allows("unknown", "bob"));
+        owners.ended("s1");
+        assert!(owners.allows("s1", "bob"));
+        for n in 0..=MAX_OWNED {
+            owners.opened(format!("s{n}"), "alice".into());
+        }
+        assert_eq!(owners.by_id.len(), MAX_OWNED);
+        assert!(owners.allows("s0", "bob"), "the oldest is forgotten");
+        assert!(!owners.allows(&format!("s{MAX_OWNED}"), "bob"));
+    }
+
     #[test]
     fn bound_names_are_the_loopback_names_and_the_address() {
         let (hosts, origins) = bound_names("127.0.0.1:8765".parse().unwrap());

@@ -663,3 +663,55 @@ async fn another_principals_task_reads_as_unknown() {
     assert!(cancelled.get("error").is_none(), "{cancelled}");
     assert_none_survive(&[&sleeper], EVENTUALLY).await;
 }
+
+/// A 2025-11-25 protocol session (`Mcp-Session-Id`) is its opener's:
+/// another principal cannot post into it nor end it (404, as an unknown
+/// session), and it goes on working for its owner.
+#[tokio::test]
+async fn another_principals_protocol_session_is_unknown() {
+    let dir = Scratch::new();
+    let tokens = two_principals(&dir.path);
+    let server = HttpServer::start(&["--token-file", &tokens], &[]).await;
+    let legacy = |token: &str, session: Option<&str>, method: &str, body: &Value| {
+        let body = body.to_string();
+        let mut head = format!(
+            "{method} /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: \
+             application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: \
+             {}\r\n",
+            server.addr,
+            body.len()
+        );
+        if let Some(session) = session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        (head, body)
+    };
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "http-test", "version": "0"},
+        },
+    });
+    let (head, body) = legacy(ALICE, None, "POST", &initialize);
+    let opened = server.raw(&head, body.as_bytes()).await;
+    assert_eq!(opened.status, 200, "{opened:#?}");
+    let session = opened.header("mcp-session-id").expect("a session id").to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (head, body) = legacy(ALICE, Some(&session), "POST", &initialized);
+    let sent = server.raw(&head, body.as_bytes()).await;
+    assert_eq!(sent.status, 202, "{sent:#?}");
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    for method in ["POST", "DELETE"] {
+        let (head, body) = legacy(BOB, Some(&session), method, &list);
+        let theirs = server.raw(&head, body.as_bytes()).await;
+        assert_eq!(theirs.status, 404, "{method}: {theirs:#?}");
+    }
+    let (head, body) = legacy(ALICE, Some(&session), "POST", &list);
+    let mine = server.raw(&head, body.as_bytes()).await;
+    assert_eq!(mine.status, 200, "{mine:#?}");
+    assert!(mine.message()["result"]["tools"].is_array(), "{mine:#?}");
+}
