@@ -481,11 +481,28 @@ async fn read_bounded(
 
 /// Checks one line: answers it if it is broken, else returns what to
 /// forward. Empty lines are ignored.
-async fn check(line: &[u8], output: &Output) -> Option<Forward> {
+/// What the check of one message decided.
+enum Verdict {
+    /// Nothing to do (a blank line).
+    Skip,
+    /// Answer with this error (the id to answer with, the code, the
+    /// message) and forward nothing.
+    Refuse(Value, i64, String),
+    /// A request `rmcp` can serve, as its id and the parsed message
+    /// (boxed: it is far larger than the other verdicts).
+    Request(RequestId, Box<ClientJsonRpcMessage>),
+    /// A notification or a response (the parsed value).
+    Other(Value),
+}
+
+/// Checks one message's JSON and JSON-RPC shape, and that a request is
+/// one `rmcp` can serve (see the module's header); `in_flight` tells which
+/// ids are taken. Pure: the caller answers, forwards or drops.
+fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
-        return None;
+        return Verdict::Skip;
     }
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
@@ -497,8 +514,7 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                 "Invalid request: the message nests arrays and objects deeper than \
                  {MAX_DEPTH} levels, more than this server reads"
             );
-            output.error(scan_id(line), INVALID_REQUEST, message).await;
-            return None;
+            return Verdict::Refuse(scan_id(line), INVALID_REQUEST, message);
         }
         Err(err) => {
             // `rmcp` itself stopped answering lines that are not JSON
@@ -511,30 +527,25 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
             // non-JSON line in reply to a response; MCP clients write only
             // requests, notifications and responses to requests we sent, and
             // the reply has `id: null`, which no request of ours carries.
-            output
-                .error(
-                    Value::Null,
-                    PARSE_ERROR,
-                    format!(
-                        "Parse error: the message is not valid JSON ({err}); send one JSON-RPC \
-                         message per line"
-                    ),
-                )
-                .await;
-            return None;
+            let message = format!(
+                "Parse error: the message is not valid JSON ({err}); send one JSON-RPC \
+                 message per line"
+            );
+            return Verdict::Refuse(Value::Null, PARSE_ERROR, message);
         }
     };
-    let shape = classify(&value, &output.in_flight());
-    match shape {
+    match classify(&value, in_flight) {
         Ok(Shape::Request { id, method }) => {
             match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
                 Ok(JsonRpcMessage::Request(request))
                     if matches!(request.request, ClientRequest::CustomRequest(_))
                         && KNOWN_METHODS.contains(&method.as_str()) =>
                 {
-                    let reply_id = value["id"].clone();
-                    output.error(reply_id, INVALID_PARAMS, bad_params(&method, &value)).await;
-                    None
+                    Verdict::Refuse(
+                        value["id"].clone(),
+                        INVALID_PARAMS,
+                        bad_params(&method, &value),
+                    )
                 }
                 // Every method `rmcp` can serve parses into a typed request;
                 // the rest would get a bare "method not found" from it.
@@ -542,48 +553,77 @@ async fn check(line: &[u8], output: &Output) -> Option<Forward> {
                     if matches!(request.request, ClientRequest::CustomRequest(_)) =>
                 {
                     let message = crate::render::unknown_method(&method);
-                    output.error(value["id"].clone(), METHOD_NOT_FOUND, message).await;
-                    None
+                    Verdict::Refuse(value["id"].clone(), METHOD_NOT_FOUND, message)
                 }
-                Ok(message) => Some(Forward { message, request: Some(id) }),
+                Ok(message) => Verdict::Request(id, Box::new(message)),
                 Err(err) => {
                     let (code, message) = if KNOWN_METHODS.contains(&method.as_str()) {
                         (INVALID_PARAMS, bad_params(&method, &value))
                     } else {
                         (INVALID_REQUEST, format!("Invalid request: {err}"))
                     };
-                    output.error(value["id"].clone(), code, message).await;
-                    None
+                    Verdict::Refuse(value["id"].clone(), code, message)
                 }
             }
         }
-        Ok(Shape::Other) if !forwards_notification(&value, output) => {
-            tracing::debug!(method = %value["method"], "dropped a notification the server has no use for");
-            None
-        }
-        Ok(Shape::Other) => match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
-            Ok(mut message) => {
-                if let JsonRpcMessage::Notification(notification) = &mut message
-                    && let ClientNotification::CancelledNotification(cancel) =
-                        &mut notification.notification
-                {
-                    // Tell `rmcp` our id for the request; a cancellation of
-                    // a request that is not running has nothing to stop.
-                    let internal =
-                        cancel.params.request_id.as_ref().and_then(|id| output.cancelled(id))?;
-                    cancel.params.request_id = Some(RequestId::Number(internal));
-                }
-                Some(Forward { message, request: None })
-            }
-            Err(err) => {
-                // A notification or a response gets no reply (JSON-RPC),
-                // which also avoids error storms between two peers.
-                tracing::warn!("ignored a notification or response that does not parse: {err}");
-                None
-            }
-        },
+        Ok(Shape::Other) => Verdict::Other(value),
         Err((id, message)) => {
-            output.error(id, INVALID_REQUEST, format!("Invalid request: {message}")).await;
+            Verdict::Refuse(id, INVALID_REQUEST, format!("Invalid request: {message}"))
+        }
+    }
+}
+
+/// The error a message sent in one HTTP request body gets, as on stdio
+/// (its id, the JSON-RPC code and the message), or `None` when it may go
+/// on to `rmcp`. Each HTTP request is its own exchange: no id is taken.
+pub fn refusal(body: &[u8]) -> Option<(Value, i64, String)> {
+    match judge(body, &InFlight::default()) {
+        Verdict::Refuse(id, code, message) => Some((id, code, message)),
+        Verdict::Skip => Some((
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid request: the body is empty; send one JSON-RPC message".to_owned(),
+        )),
+        Verdict::Request(..) | Verdict::Other(_) => None,
+    }
+}
+
+async fn check(line: &[u8], output: &Output) -> Option<Forward> {
+    // The lock on the ids in flight is released before anything is awaited.
+    let verdict = judge(line, &output.in_flight());
+    let value = match verdict {
+        Verdict::Skip => return None,
+        Verdict::Refuse(id, code, message) => {
+            output.error(id, code, message).await;
+            return None;
+        }
+        Verdict::Request(id, message) => {
+            return Some(Forward { message: *message, request: Some(id) });
+        }
+        Verdict::Other(value) => value,
+    };
+    if !forwards_notification(&value, output) {
+        tracing::debug!(method = %value["method"], "dropped a notification the server has no use for");
+        return None;
+    }
+    match serde_json::from_value::<ClientJsonRpcMessage>(value) {
+        Ok(mut message) => {
+            if let JsonRpcMessage::Notification(notification) = &mut message
+                && let ClientNotification::CancelledNotification(cancel) =
+                    &mut notification.notification
+            {
+                // Tell `rmcp` our id for the request; a cancellation of
+                // a request that is not running has nothing to stop.
+                let internal =
+                    cancel.params.request_id.as_ref().and_then(|id| output.cancelled(id))?;
+                cancel.params.request_id = Some(RequestId::Number(internal));
+            }
+            Some(Forward { message, request: None })
+        }
+        Err(err) => {
+            // A notification or a response gets no reply (JSON-RPC),
+            // which also avoids error storms between two peers.
+            tracing::warn!("ignored a notification or response that does not parse: {err}");
             None
         }
     }

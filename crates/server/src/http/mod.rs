@@ -15,7 +15,10 @@
 //!    protocol session (`Mcp-Session-Id`) is refused as an unknown session
 //!    (404);
 //! 2. for a POST, its body, read whole up to [`MAX_BODY`] (4 MiB, stdio's
-//!    longest line; beyond, 413) and looked at once: a request (a method
+//!    longest line; beyond, 413) and checked as stdio's wire checks a line
+//!    (`wire::refusal`: not JSON, -32700; not a JSON-RPC message or a
+//!    batch, -32600; a known method's bad parameters, -32602; an unknown
+//!    method, -32601; each with the same words); a request (a method
 //!    and an id) takes one of its principal's [`MAX_IN_FLIGHT`] places
 //!    until its response has been sent or dropped; without a place it is
 //!    answered at once with a JSON-RPC error that says so (never queued);
@@ -450,6 +453,10 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
             return (StatusCode::REQUEST_TIMEOUT, why).into_response();
         }
     };
+    // A message that is not fit for `rmcp` gets the error stdio gives it.
+    if let Some((id, code, message)) = crate::wire::refusal(&bytes) {
+        return refused(id, code, &message);
+    }
     let peek = serde_json::from_slice::<Peek>(&bytes).ok();
     let slot = match peek {
         Some(Peek { id: Some(id), method: Some(_) }) => match gate.in_flight.admit(&principal) {
@@ -495,6 +502,27 @@ fn unauthorized(wrong: bool) -> Response {
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"shellkeep\""));
+    response
+}
+
+/// A JSON-RPC error for a message `rmcp` is not given, with the status
+/// `rmcp` gives the same code: 404 for an unknown method, 200 for bad
+/// parameters, 400 for what is not a JSON-RPC request at all.
+fn refused(id: serde_json::Value, code: i64, message: &str) -> Response {
+    let status = match code {
+        -32601 => StatusCode::NOT_FOUND,
+        -32602 => StatusCode::OK,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    let mut response = (status, error.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 

@@ -715,3 +715,41 @@ async fn another_principals_protocol_session_is_unknown() {
     assert_eq!(mine.status, 200, "{mine:#?}");
     assert!(mine.message()["result"]["tools"].is_array(), "{mine:#?}");
 }
+
+/// A message that is not fit to serve gets the JSON-RPC error stdio gives
+/// it, as JSON: not JSON (-32700, no id), a batch (-32600), a known
+/// method's bad parameters (-32602, its id), an unknown method (-32601).
+#[tokio::test]
+async fn broken_messages_get_stdios_errors() {
+    let server = HttpServer::with_token(&[]).await;
+    let auth = format!("Authorization: Bearer {TOKEN}");
+    let send = async |body: &str| {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\n{auth}\r\n{}",
+            server.addr,
+            modern_headers(body)
+        );
+        let response = server.raw(&head, body.as_bytes()).await;
+        (response.status, response.message())
+    };
+    let (status, error) = send("{not json").await;
+    assert_eq!(
+        (status, &error["error"]["code"], &error["id"]),
+        (400, &json!(-32700), &Value::Null)
+    );
+    assert!(error["error"]["message"].as_str().unwrap().starts_with("Parse error"), "{error}");
+    let (status, error) = send(&json!([list_tools(), list_tools()]).to_string()).await;
+    assert_eq!((status, &error["error"]["code"]), (400, &json!(-32600)), "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("batches"), "{error}");
+    let mut bad = list_tools();
+    bad["id"] = json!(9);
+    bad["method"] = json!("tools/call");
+    bad["params"]["name"] = json!(5);
+    let (status, error) = send(&bad.to_string()).await;
+    assert_eq!((status, &error["error"]["code"], &error["id"]), (200, &json!(-32602), &json!(9)));
+    assert!(error["error"]["message"].as_str().unwrap().contains("tools/call"), "{error}");
+    let mut unknown = list_tools();
+    unknown["method"] = json!("no/such");
+    let (status, error) = send(&unknown.to_string()).await;
+    assert_eq!((status, &error["error"]["code"]), (404, &json!(-32601)), "{error}");
+}
