@@ -249,13 +249,81 @@ struct Inner {
     last_job: u64,
 }
 
-/// All sessions of one server.
+/// The session limit of a whole server, shared by the registries of its
+/// clients: a session is started only while the live sessions of all of
+/// them together stay within it.
+pub struct SessionBudget {
+    max: usize,
+    /// Held from a registry's check of the room to the update of its
+    /// count, so that two registries cannot both take the last place.
+    gate: Mutex<()>,
+    /// The registries that draw on it.
+    members: Mutex<Vec<std::sync::Weak<Registry>>>,
+}
+
+impl SessionBudget {
+    /// A budget of `max` live sessions.
+    pub fn new(max: usize) -> Arc<SessionBudget> {
+        Arc::new(SessionBudget { max, gate: Mutex::new(()), members: Mutex::new(Vec::new()) })
+    }
+
+    /// The live sessions of every registry but `except`, as last counted.
+    fn live_elsewhere(&self, except: &Registry) -> usize {
+        let mut members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        members.retain(|member| member.strong_count() > 0);
+        members
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|member| !std::ptr::eq(member.as_ref(), except))
+            .map(|member| member.live.load(std::sync::atomic::Ordering::Acquire))
+            .sum()
+    }
+}
+
+/// All sessions of one client (on stdio, of the server).
 pub struct Registry {
     template: SessionConfig,
     limits: RegistryLimits,
     inner: Mutex<Inner>,
     /// Woken when the earliest expiry may have changed.
     changed: Notify,
+    /// The server's session limit, which other registries may share.
+    budget: Arc<SessionBudget>,
+    /// The live sessions (ended jobs not counted), as of the last release
+    /// of `inner`: what the budget's other registries read.
+    live: std::sync::atomic::AtomicUsize,
+}
+
+/// The registry's state while locked; releasing it updates the count of
+/// live sessions the budget reads.
+struct Locked<'a> {
+    registry: &'a Registry,
+    inner: MutexGuard<'a, Inner>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let live = live_count(&self.inner.sessions);
+        self.registry.live.store(live, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Live sessions: every session but ended background jobs.
+fn live_count(sessions: &BTreeMap<String, Entry>) -> usize {
+    sessions.values().filter(|entry| entry.ended_job().is_none()).count()
 }
 
 /// A session borrowed for one call: it counts as in use (so it cannot
@@ -298,7 +366,18 @@ impl Registry {
     /// its own name and start directory). No shell starts until a session
     /// is opened.
     pub fn new(template: SessionConfig, limits: RegistryLimits) -> Arc<Registry> {
-        Arc::new(Registry {
+        Registry::sharing(template, limits, SessionBudget::new(limits.max_sessions))
+    }
+
+    /// A registry like [`Registry::new`]'s whose live sessions count in
+    /// `budget`, with those of every other registry that shares it (the
+    /// clients of one server).
+    pub fn sharing(
+        template: SessionConfig,
+        limits: RegistryLimits,
+        budget: Arc<SessionBudget>,
+    ) -> Arc<Registry> {
+        let registry = Arc::new(Registry {
             template,
             limits,
             inner: Mutex::new(Inner {
@@ -308,7 +387,11 @@ impl Registry {
                 last_job: 0,
             }),
             changed: Notify::new(),
-        })
+            budget: Arc::clone(&budget),
+            live: std::sync::atomic::AtomicUsize::new(0),
+        });
+        budget.members.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::downgrade(&registry));
+        registry
     }
 
     /// The limits in force.
@@ -321,8 +404,9 @@ impl Registry {
         &self.template.cwd
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        let inner = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Locked { registry: self, inner }
     }
 
     /// The session `name` for one call, started (in `cwd`, else the start
@@ -346,6 +430,7 @@ impl Registry {
             return Ok((self.lease(name, session), Opened::Existing));
         }
         let cwd = self.checked_cwd(cwd)?;
+        let gate = self.budget.gate.lock().unwrap_or_else(|p| p.into_inner());
         self.check_room(&inner, name)?;
         let expired_before = match inner.expired.iter().position(|n| n == name) {
             Some(i) => {
@@ -356,7 +441,9 @@ impl Registry {
         };
         let place = Place { cwd: cwd.clone(), env: None };
         let session = self.insert(&mut inner, name, place, None, record, sandbox);
+        // Counted before another registry may look.
         drop(inner);
+        drop(gate);
         self.changed.notify_one();
         Ok((self.lease(name, session), Opened::Started { cwd, expired_before }))
     }
@@ -397,6 +484,7 @@ impl Registry {
             }
         };
         let cwd = self.checked_cwd(Some(place.cwd))?;
+        let gate = self.budget.gate.lock().unwrap_or_else(|p| p.into_inner());
         self.check_room(&inner, &name)?;
         // A generated number is used up only by a job that starts.
         if let Some(number) = generated {
@@ -406,7 +494,9 @@ impl Registry {
         let place = Place { cwd: cwd.clone(), env: place.env };
         let command = Some(command.to_owned());
         let session = self.insert(&mut inner, &name, place, command, record, sandbox);
+        // Counted before another registry may look.
         drop(inner);
+        drop(gate);
         // An ended job may have to make room.
         self.changed.notify_one();
         Ok((self.lease(&name, session), cwd))
@@ -703,13 +793,17 @@ impl Registry {
         }
     }
 
-    /// Live sessions (ended jobs not counted) must stay within the limit.
+    /// Live sessions (ended jobs not counted), this registry's and those
+    /// of every other registry sharing its budget, must stay within the
+    /// limit. Called with the budget's gate held. The error names this
+    /// registry's sessions only: another client's are not this one's to see.
     fn check_room(&self, inner: &Inner, name: &str) -> Result<(), RegistryError> {
-        let live = inner.sessions.values().filter(|e| e.ended_job().is_none()).count();
-        if live >= self.limits.max_sessions {
+        let limit = self.budget.max.min(self.limits.max_sessions);
+        let live = live_count(&inner.sessions) + self.budget.live_elsewhere(self);
+        if live >= limit {
             return Err(RegistryError::TooMany {
                 name: name.to_owned(),
-                limit: self.limits.max_sessions,
+                limit,
                 open: describe_names(&inner.sessions),
             });
         }
@@ -790,6 +884,47 @@ fn push_capped<T>(queue: &mut VecDeque<T>, item: T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A registry of `max` sessions on `budget`, whose sessions are never
+    /// started (opening one starts no shell).
+    fn sharing(budget: &Arc<SessionBudget>, max: usize) -> Arc<Registry> {
+        let dir = std::env::temp_dir();
+        let template = SessionConfig::new("t", dir.clone(), dir.join("w"), dir.join("s"));
+        let limits = RegistryLimits { max_sessions: max, ..RegistryLimits::default() };
+        Registry::sharing(template, limits, Arc::clone(budget))
+    }
+
+    #[test]
+    fn registries_sharing_a_budget_stay_within_it_together() {
+        let budget = SessionBudget::new(2);
+        let (one, two) = (sharing(&budget, 16), sharing(&budget, 16));
+        let a = one.open("a", None, false, None).expect("the first place");
+        let b = two.open("a", None, false, None).expect("the second place, same name elsewhere");
+        // The third session, in either registry, is refused; one that is
+        // open already is still reached.
+        for (registry, name) in [(&one, "c"), (&two, "c")] {
+            let refused = registry.open(name, None, false, None).err();
+            assert!(
+                matches!(refused, Some(RegistryError::TooMany { limit: 2, .. })),
+                "{refused:?}"
+            );
+        }
+        assert!(one.open("a", None, false, None).is_ok());
+        // The refusal names only the registry's own sessions.
+        let Err(RegistryError::TooMany { open, .. }) = two.open("d", None, false, None) else {
+            panic!("not refused");
+        };
+        assert_eq!(open, "a");
+        // A place given back is free for any registry.
+        drop(b);
+        drop(two.remove("a").expect("open"));
+        assert!(one.open("c", None, false, None).is_ok());
+        drop(a);
+        // A registry's own, lower limit still holds.
+        let small = sharing(&SessionBudget::new(8), 1);
+        let _kept = small.open("x", None, false, None).expect("room");
+        assert!(small.open("y", None, false, None).is_err());
+    }
 
     #[test]
     fn names_follow_the_rule() {

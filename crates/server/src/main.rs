@@ -13,6 +13,7 @@ mod cli;
 mod config;
 mod render;
 mod schema;
+mod serve;
 mod tools;
 mod verify;
 mod wire;
@@ -20,11 +21,9 @@ mod wire;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use rmcp::ServiceExt;
 use shellkeep_engine::bash_script;
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::{self, Guard};
@@ -34,9 +33,7 @@ use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::{self, Recorder};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
 use shellkeep_engine::sandbox;
-use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
@@ -182,9 +179,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             let masks = Arc::clone(&config.masks);
             let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
             let audit = audit::AuditLog::open(&cli.serve.audit, mask)?;
-            serve(cli.serve.policy.as_deref(), config, audit)
-                .await
-                .map(|()| std::process::ExitCode::SUCCESS)
+            let running = serve::Running::start(cli.serve.policy.as_deref(), config, audit).await?;
+            serve::serve_stdio(&running).await?;
+            running.stop().await;
+            Ok(std::process::ExitCode::SUCCESS)
         }
         Some(Command::Run { timeout, cwd, command }) => {
             run_once(&cli.serve, timeout, cwd, command).await
@@ -393,207 +391,6 @@ fn recorder(config: &ServerConfig, prefix: &str) -> anyhow::Result<Option<Arc<Re
 /// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
 fn default_full_output_dir() -> Option<PathBuf> {
     Some(config::state_dir()?.join("output"))
-}
-
-/// Serves MCP on stdio with `config` until the client leaves or a signal
-/// comes, then stops everything it started. Only wiring: every value was
-/// checked by [`ServerConfig::from_args`].
-async fn serve(
-    policy_file: Option<&std::path::Path>,
-    config: ServerConfig,
-    audit: Option<Arc<audit::AuditLog>>,
-) -> anyhow::Result<()> {
-    // First of all: a command running as the same user must not be able to
-    // open our stdout through /proc and forge protocol messages.
-    if let Err(err) = private_fs::make_process_undumpable() {
-        tracing::warn!(
-            "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
-        );
-    }
-    let loaded = load_policy(policy_file)?;
-    // Before anything is started: every child joins its owner's group.
-    let containment = start_containment(config.containment)?;
-    // What servers that are gone left running (killed with their guard):
-    // stopped in the background, so that the start does not wait.
-    let sweep = tokio::task::spawn_blocking(process::sweep_dead_servers);
-    let cwd = match &config.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir().context("cannot read the working directory")?,
-    };
-    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
-    // Resolved once, before any command's `env` can change `PATH`.
-    let _ = process::bash();
-    let dir = RuntimeDir::create()?;
-    // A sandboxed `run`'s temporary directory goes where the guard looks
-    // after a server SIGKILL.
-    sandbox::set_private_tmp_base(dir.path.clone());
-    let guard = match std::env::current_exe().and_then(|exe| start_guard(&exe, &dir.path)) {
-        Ok(guard) => Some(Arc::new(guard)),
-        // Replies say so: a missing safety net is never silent.
-        Err(err) => Some(Arc::new(Guard::unavailable(&err.to_string()))),
-    };
-    // After a server SIGKILL the guard kills the server's control groups,
-    // whatever their processes did to their markers.
-    if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
-        guard.watch_cgroup(dir);
-    }
-    // Orphans of everything we start become our children, so that nothing
-    // leaves our tree; they are reaped here as they end, and those that
-    // only their ancestry ties to us are told to the guard, which cannot
-    // see that ancestry once we are gone.
-    let adopted_guard = guard.clone();
-    let reaper = tokio::spawn(async move {
-        let told = move |roots: &[process::Root]| {
-            if let Some(guard) = &adopted_guard {
-                guard.watch_trees(roots);
-            }
-        };
-        if let Err(err) = process::reap_adopted_orphans(told).await {
-            tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
-        }
-    });
-    // Unique among servers sharing the directory.
-    let prefix = shellkeep_engine::output::server_prefix()?;
-    let spill = full_output_store(&config, &dir.path.join("output"), &prefix)?;
-    // Said in the log, with where full outputs go, so that a later server
-    // can tell if this one dies; and earlier servers that died are found.
-    if let Some(log) = &audit {
-        let full_output_dir = spill.dir().to_owned();
-        log.server_started(&audit::ServerFacts { full_output_dir, output_prefix: prefix.clone() });
-    }
-    let pruning = Arc::clone(&spill);
-    tokio::task::spawn_blocking(move || {
-        for removed in pruning.prune() {
-            tracing::info!("removed the old full output {}", removed.display());
-        }
-    });
-    let recorder = recorder(&config, &prefix)?;
-    let mut template =
-        config.session_template(cwd, dir.path.join("sessions"), Arc::clone(&spill), guard.clone());
-    template.record = recorder.clone();
-    let sessions = Registry::new(template, config.sessions);
-    let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
-    let grace = config.grace;
-    // `run` outputs are kept as a session's are, under the same retention.
-    let runs = OutputStore::new(Arc::clone(&spill), "run", config.output_keep);
-    let shared = Arc::new(tools::Shared {
-        sessions: Arc::clone(&sessions),
-        policy: loaded.policy,
-        policy_origin: loaded.origin,
-        spill,
-        config,
-        guard: guard.clone(),
-        runs,
-        audit: audit.clone(),
-    });
-    // Start the shell now, so the first command does not wait for bash.
-    let warm = Arc::clone(&shared);
-    tokio::spawn(async move {
-        let started = warm.sessions.open(DEFAULT_SESSION, None, true, None);
-        let Ok((lease, _)) = started else { return };
-        if let Err(err) = lease.session().start().await {
-            tracing::warn!("the terminal could not start yet: {err}");
-        }
-    });
-
-    // A person's view of the sessions (`shellkeep attach`): without it the
-    // server still serves, and says why in the log.
-    let listener = match attach::Listener::start(
-        &dir.path,
-        Arc::clone(&sessions),
-        shared.sessions.start_dir().to_owned(),
-    ) {
-        Ok(listener) => {
-            tracing::info!("attach socket: {}", listener.path().display());
-            Some(listener)
-        }
-        Err(err) => {
-            tracing::warn!("cannot listen for shellkeep attach: {err}");
-            None
-        }
-    };
-
-    let server = tools::Shellkeep::new(Arc::clone(&shared));
-    // Our own JSON-RPC edge in front of rmcp: it answers broken messages and
-    // tells us when the client stopped reading stdout.
-    let wire = wire::Wire::stdio(server.turns());
-    let stdout_closed = wire.closed();
-    let stop = CancellationToken::new();
-    let signals = watch_stop_signals(stop.clone())
-        .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
-    let running = tokio::select! {
-        running = server.serve(wire) => Some(running.context("MCP handshake failed")?),
-        () = stop.cancelled() => None,
-        () = stdout_closed.cancelled() => None,
-    };
-    if let Some(running) = running {
-        if let (Some(listener), Some(info)) = (&listener, running.peer().peer_info()) {
-            listener.set_client(&info.client_info.name);
-        }
-        let cancel = running.cancellation_token();
-        tokio::select! {
-            result = running.waiting() => {
-                if let Err(err) = result {
-                    tracing::warn!("the MCP connection ended with an error: {err}");
-                }
-            }
-            () = stop.cancelled() => cancel.cancel(),
-            // Nobody reads our replies any more: stop every call (each
-            // request's cancellation token is a child of the service's) and
-            // run nothing new.
-            () = stdout_closed.cancelled() => cancel.cancel(),
-        }
-    }
-    signals.close();
-    sweep.abort();
-    // Leave nothing behind: stop every session and everything it started,
-    // then anything else we started, wherever it went (`setsid`, a double
-    // fork, a cleared environment: orphans are our children).
-    expiry.abort();
-    let _ = expiry.await;
-    // Viewers learn that the server ends, before their sessions close.
-    if let Some(listener) = listener {
-        listener.stop().await;
-    }
-    sessions.close_all().await;
-    drop(sessions);
-    drop(shared);
-    // The recordings of the closed shells are written to their end.
-    if let Some(recorder) = recorder {
-        let _ =
-            tokio::task::spawn_blocking(move || recorder.wait_idle(Duration::from_secs(3))).await;
-    }
-    // Every session is stopped: a later server must not report this one.
-    if let Some(log) = &audit {
-        log.server_ended();
-    }
-    // A guard given up is not spared: its old pid may be anything's now.
-    let guard_pid = guard.as_ref().and_then(|guard| guard.live_pid()).map(|pid| pid as i32);
-    process::terminate(
-        &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
-        grace,
-    )
-    .await;
-    // Whatever is still in our control groups (nothing leaves them without
-    // privileges) is killed, and the groups removed.
-    drop(containment);
-    // The reaper holds the guard too (to tell it of adopted orphans): it
-    // must be gone, not only told to go, before the guard is ours alone to
-    // tell that the server ended normally.
-    reaper.abort();
-    let _ = reaper.await;
-    match guard.map(Arc::try_unwrap) {
-        Some(Ok(guard)) => {
-            guard.shutdown(Duration::from_secs(3));
-        }
-        // Never expected: the guard then takes this end for a crash.
-        Some(Err(_)) => {
-            tracing::warn!("the orphan guard is still shared; it is not told of the end")
-        }
-        None => {}
-    }
-    drop(dir);
-    Ok(())
 }
 
 /// Starts the orphan guard for this server: it is sent the scope token and

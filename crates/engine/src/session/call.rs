@@ -24,6 +24,9 @@ use crate::store::{OutputStore, StoreLimits};
 pub struct SessionConfig {
     /// A short name used in thread names and spill file names.
     pub name: String,
+    /// The client the session belongs to, in its file names (two clients'
+    /// `default` are two sessions): empty for the server's local client.
+    pub client: String,
     /// Where the shell starts, and where `reset` takes it back to.
     pub cwd: PathBuf,
     /// The shell program.
@@ -147,7 +150,9 @@ impl SessionConfig {
     /// What names the session's full-output files: its name, masked (a
     /// secret used as a session name is not written into a file name).
     pub fn file_label(&self) -> String {
-        self.secrets.mask(&self.name).0.into_owned()
+        let name = self.secrets.mask(&self.name).0.into_owned();
+        // `@` is in no session name: `a@b` can only be session `a` of `b`.
+        if self.client.is_empty() { name } else { format!("{name}@{}", self.client) }
     }
 
     /// Defaults: bash with the user's `~/.bashrc`, 50 rows of 120 columns
@@ -159,6 +164,7 @@ impl SessionConfig {
         let user_rc = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".bashrc"));
         SessionConfig {
             name: name.to_owned(),
+            client: String::new(),
             cwd,
             shell: PathBuf::from("bash"),
             user_rc,

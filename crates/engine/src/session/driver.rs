@@ -248,7 +248,7 @@ impl Shell {
         let size = (config.rows, config.cols);
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         if let Some(recorder) = &config.record {
-            match recorder.start(&config.name, Arc::clone(&config.secrets), size) {
+            match recorder.start(&config.file_label(), Arc::clone(&config.secrets), size) {
                 Ok(recording) => sinks.push(Box::new(recording)),
                 Err(err) => tracing::warn!("session {} is not recorded: {err}", config.name),
             }

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use crate::tools::Clients;
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
-use shellkeep_engine::registry::Registry;
 use shellkeep_engine::session::{Activity, Session};
 use shellkeep_engine::terminal::{RawMasker, Tap, Tapped, Terminal, typed_at_prompt};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -62,8 +62,8 @@ const REFUSAL_TOO_MANY: &str = "shellkeep: refused: too many viewers are attache
 
 /// What the listener shares with its connections.
 struct Shared {
-    /// The server's sessions.
-    sessions: Arc<Registry>,
+    /// The server's clients, whose sessions a person sees.
+    clients: Arc<Clients>,
     /// The directory sessions start in.
     start_dir: PathBuf,
     /// When the server started.
@@ -89,10 +89,11 @@ pub struct Listener {
 
 impl Listener {
     /// Listens on [`SOCKET_NAME`] in `runtime_dir` (a private directory of
-    /// the server's own) for `sessions`, whose shells start in `start_dir`.
+    /// the server's own) for the sessions of `clients`, whose shells start
+    /// in `start_dir`.
     pub fn start(
         runtime_dir: &Path,
-        sessions: Arc<Registry>,
+        clients: Arc<Clients>,
         start_dir: PathBuf,
     ) -> std::io::Result<Listener> {
         private_fs::check_private_dir(runtime_dir)?;
@@ -101,7 +102,7 @@ impl Listener {
         // The directory already keeps others out; the socket says so too.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let shared = Arc::new(Shared {
-            sessions,
+            clients,
             start_dir,
             started: SystemTime::now(),
             client: OnceLock::new(),
@@ -218,10 +219,18 @@ async fn connection(mut stream: UnixStream, shared: Arc<Shared>) -> std::io::Res
 fn listing(shared: &Shared) -> Listing {
     let viewers = shared.viewers.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let sessions = shared
-        .sessions
-        .list()
+        .clients
+        .all()
         .into_iter()
-        .map(|info| {
+        .flat_map(|client| {
+            let sessions = Arc::clone(&client.sessions);
+            sessions.list().into_iter().map(move |mut info| {
+                let session = sessions.get(&info.name).ok();
+                info.name = client.qualified(&info.name);
+                (info, session)
+            })
+        })
+        .map(|(info, session)| {
             let (state, command, running_secs) = match info.activity {
                 Activity::NotStarted => ("not started", None, None),
                 Activity::Idle => ("idle", None, None),
@@ -230,12 +239,8 @@ fn listing(shared: &Shared) -> Listing {
                 }
                 Activity::Finished { command, .. } => ("finished", Some(command), None),
             };
-            let writer_since = shared
-                .sessions
-                .get(&info.name)
-                .ok()
-                .and_then(|session| session.held_since())
-                .map(protocol::unix_secs);
+            let writer_since =
+                session.and_then(|session| session.held_since()).map(protocol::unix_secs);
             SessionRow {
                 watchers: viewers.get(&info.name).copied().unwrap_or(0),
                 name: info.name,
@@ -301,10 +306,10 @@ async fn view(
     request: AttachRequest,
     shared: &Shared,
 ) -> std::io::Result<()> {
-    let session = match shared.sessions.get(&request.session) {
-        Ok(session) => session,
-        Err(_) => {
-            let open: Vec<String> = shared.sessions.list().into_iter().map(|s| s.name).collect();
+    let session = match find(shared, &request.session) {
+        Some(session) => session,
+        None => {
+            let open: Vec<String> = listing(shared).sessions.into_iter().map(|s| s.name).collect();
             let refused = Refused {
                 error: format!(
                     "no session named {:?} (open: {})",
@@ -475,9 +480,16 @@ async fn follow(
     }
 }
 
-/// Whether `session` is still the registry's session `name`.
+/// Whether `session` is still the session a person's view names `name`.
 fn still_open(name: &str, session: &Arc<Session>, shared: &Shared) -> bool {
-    shared.sessions.get(name).is_ok_and(|open| Arc::ptr_eq(&open, session))
+    find(shared, name).is_some_and(|open| Arc::ptr_eq(&open, session))
+}
+
+/// The session a person's view names `qualified` (a principal's as
+/// `PRINCIPAL/NAME`).
+fn find(shared: &Shared, qualified: &str) -> Option<Arc<Session>> {
+    let (client, name) = shared.clients.find(qualified)?;
+    client.sessions.get(&name).ok()
 }
 
 fn gone() -> std::io::Error {

@@ -16,6 +16,7 @@
 //! checked in `args`, replies worded in `render`, schemas rewritten in
 //! `schema`; nothing here runs a command itself.
 
+mod clients;
 mod output;
 mod policy_explain;
 mod run;
@@ -35,9 +36,8 @@ use serde::Serialize;
 use serde_json::Value;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::policy::{Decision, Policy};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Registry};
+use shellkeep_engine::registry::DEFAULT_SESSION;
 use shellkeep_engine::sandbox::{self, Enforcement};
-use shellkeep_engine::store::OutputStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, ArgumentNames, ExplicitLimits};
@@ -46,10 +46,14 @@ use crate::config::ServerConfig;
 use crate::wire::Arrivals;
 use crate::{render, schema};
 
-/// Everything the tools share, built once at start-up.
-pub struct Shared {
-    /// The terminal sessions, `default` among them.
-    pub sessions: Arc<Registry>,
+pub use clients::{Client, Clients, Principal};
+
+/// What outlives clients, built once at start-up and shared by every
+/// client's calls: the policy, full outputs, the guard, the audit log and
+/// the clients themselves.
+pub struct Core {
+    /// Every client, each with its own sessions and `run` outputs.
+    pub clients: Arc<Clients>,
     /// The timeout policy in force.
     pub policy: Policy,
     /// Where the policy came from, for explanations.
@@ -61,18 +65,19 @@ pub struct Shared {
     pub config: ServerConfig,
     /// The orphan guard, if running.
     pub guard: Option<Arc<Guard>>,
-    /// The outputs of `run` calls, numbered, for the `output` tool.
-    pub runs: Arc<OutputStore>,
     /// Where every call that runs something leaves a start and an end
     /// line, if the server keeps an audit log.
     pub audit: Option<Arc<AuditLog>>,
 }
 
-/// The MCP server: a cheap handle on the shared state.
+/// The MCP server: a cheap handle on the core and, for one call, on the
+/// client it belongs to.
 #[derive(Clone)]
 pub struct Shellkeep {
-    shared: Arc<Shared>,
-    tool_router: rmcp::handler::server::tool::ToolRouter<Shellkeep>,
+    core: Arc<Core>,
+    /// The client of the call being served (the local one outside calls).
+    client: Arc<Client>,
+    tool_router: Arc<rmcp::handler::server::tool::ToolRouter<Shellkeep>>,
     /// Every tool's argument names, read from its input schema.
     names: Arc<Vec<ArgumentNames>>,
     /// The calls in flight, in arrival order, for `wait_for_previous`.
@@ -80,16 +85,18 @@ pub struct Shellkeep {
 }
 
 impl Shellkeep {
-    /// A server over `shared`: every tool, its schemas made portable and
-    /// its descriptions stating `shared.config`'s limits.
-    pub fn new(shared: Arc<Shared>) -> Shellkeep {
+    /// A server over `core`: every tool, its schemas made portable and
+    /// its descriptions stating `core.config`'s limits. Each call is served
+    /// for its client: the principal the request carries (HTTP), else the
+    /// local client (stdio).
+    pub fn new(core: Arc<Core>) -> Shellkeep {
         let mut tool_router = Self::terminal_router()
             + Self::run_router()
             + Self::policy_explain_router()
             + Self::sessions_router()
             + Self::output_router()
             + Self::session_close_router();
-        let config = &shared.config;
+        let config = &core.config;
         for route in tool_router.map.values_mut() {
             let tool = &mut route.attr;
             let mut input = schema::portable(&tool.input_schema);
@@ -115,7 +122,27 @@ impl Shellkeep {
             .values()
             .map(|route| ArgumentNames::from_schema(&route.attr.name, &route.attr.input_schema))
             .collect();
-        Shellkeep { shared, tool_router, names: Arc::new(names), turns: Arc::default() }
+        let client = core.clients.local();
+        Shellkeep {
+            core,
+            client,
+            tool_router: Arc::new(tool_router),
+            names: Arc::new(names),
+            turns: Arc::default(),
+        }
+    }
+
+    /// The client `context`'s request belongs to: its principal's, when
+    /// the HTTP layer authenticated one, else the local client.
+    pub fn client(&self, context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Arc<Client> {
+        let principal = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>());
+        match principal {
+            Some(Principal(name)) => self.core.clients.principal(name),
+            None => self.core.clients.local(),
+        }
     }
 
     /// The calls in flight in arrival order: the wire tells it of each
@@ -158,12 +185,12 @@ impl Shellkeep {
                         == Some("waiting_for_input")
             })
             .and_then(|fields| fields.get("session")?.as_str());
-        let mut waiting = self.shared.sessions.take_waiting_jobs(own);
+        let mut waiting = self.client.sessions.take_waiting_jobs(own);
         if waiting.is_empty() {
             return result;
         }
         // A job's command and prompt are masked as output is.
-        let masks = &self.shared.config.masks;
+        let masks = &self.core.config.masks;
         for job in &mut waiting {
             job.command = masks.mask(&job.command).0.into_owned();
             job.prompt = masks.mask(&job.prompt).0.into_owned();
@@ -176,15 +203,15 @@ impl Shellkeep {
     /// Adds the notices of background jobs that ended since the last
     /// reply; the audit log gets each job's end line.
     fn with_ended_jobs(&self, mut result: CallToolResult) -> CallToolResult {
-        let mut ended = self.shared.sessions.take_ended_jobs();
+        let mut ended = self.client.sessions.take_ended_jobs();
         if ended.is_empty() {
             return result;
         }
         // A job's command is masked as output is, in the notice and the log.
         for job in &mut ended {
-            job.command = self.shared.config.masks.mask(&job.command).0.into_owned();
+            job.command = self.core.config.masks.mask(&job.command).0.into_owned();
         }
-        if let Some(log) = &self.shared.audit {
+        if let Some(log) = &self.core.audit {
             ended.iter().for_each(|job| log.job_ended(job));
         }
         let (text, structured) = render::jobs_ended(&ended);
@@ -202,11 +229,13 @@ impl Shellkeep {
         session: Option<&str>,
     ) -> CallToolResult {
         if let Some(notice) = take_refused_signals() {
-            push_note(&mut result, self.shared.config.masks.mask(&notice).0.into_owned());
+            push_note(&mut result, self.core.config.masks.mask(&notice).0.into_owned());
         }
-        let guard = self.shared.guard.as_ref();
-        let reader = session.unwrap_or("");
-        let Some(notice) = guard.and_then(|guard| guard.take_notice(reader)) else { return result };
+        let guard = self.core.guard.as_ref();
+        let reader = self.client.notice_reader(session);
+        let Some(notice) = guard.and_then(|guard| guard.take_notice(&reader)) else {
+            return result;
+        };
         push_note(&mut result, notice);
         result
     }
@@ -215,7 +244,7 @@ impl Shellkeep {
     /// servers of the audit log died with commands running (found at
     /// start): a text block and `servers_died` in the structured content.
     fn with_servers_died(&self, result: &mut CallToolResult) {
-        let Some(log) = &self.shared.audit else { return };
+        let Some(log) = &self.core.audit else { return };
         let Some((text, structured)) = render::servers_died(&log.take_dead_servers()) else {
             return;
         };
@@ -230,7 +259,7 @@ impl Shellkeep {
         peer: &rmcp::service::Peer<rmcp::RoleServer>,
         start: audit::Start,
     ) -> AuditCall {
-        let Some(log) = &self.shared.audit else { return AuditCall::none() };
+        let Some(log) = &self.core.audit else { return AuditCall::none() };
         let client = peer.peer_info().map(|info| audit::Client::new(&info.client_info));
         log.begin(client, start)
     }
@@ -238,7 +267,7 @@ impl Shellkeep {
     /// The limits for `command`: the agent's explicit values, else the
     /// policy's.
     fn decide(&self, command: &str, explicit: ExplicitLimits) -> Decision {
-        let decision = self.shared.policy.decide(command, explicit.timeout);
+        let decision = self.core.policy.decide(command, explicit.timeout);
         match explicit.no_output {
             Some(no_output) => decision.with_no_output(no_output),
             None => decision,
@@ -264,7 +293,7 @@ impl ServerHandler for Shellkeep {
         use rmcp::model::CallToolResponse;
         // The call's turn ends when this returns, however it returns.
         let _turn = self.turns.enter(&context.id, &request);
-        let masks = &self.shared.config.masks;
+        let masks = &self.core.config.masks;
         let ignored = match self.sort_arguments(&mut request) {
             Ok(ignored) => ignored,
             Err(message) => {
@@ -276,8 +305,10 @@ impl ServerHandler for Shellkeep {
             return Ok(CallToolResponse::Complete(tool_error(not_run.to_string())));
         }
         let tool = request.name.clone();
-        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        let mut response = self.tool_router.call(call).await;
+        // The tools serve the call's own client.
+        let this = Shellkeep { client: self.client(&context), ..self.clone() };
+        let call = rmcp::handler::server::tool::ToolCallContext::new(&this, request, context);
+        let mut response = this.tool_router.call(call).await;
         if !ignored.is_empty()
             && let Some(names) = self.names.iter().find(|names| names.tool == tool)
             && let Ok(CallToolResponse::Complete(result)) = &mut response
@@ -289,7 +320,7 @@ impl ServerHandler for Shellkeep {
             self.with_servers_died(result);
             // Every reply of a confined server says what is enforced; a
             // session's or a command's own was set by its tool.
-            with_sandbox(result, self.shared.config.enforcement.as_ref());
+            with_sandbox(result, self.core.config.enforcement.as_ref());
         }
         // Every string a reply shows passes the masker here, whatever put
         // it there: output (masked already as it streamed), and the working

@@ -74,7 +74,7 @@ impl Shellkeep {
             return self.with_job_notices(self.run_output(&args));
         }
         let name = args.session.as_deref().unwrap_or(DEFAULT_SESSION);
-        let session = match self.shared.sessions.get(name) {
+        let session = match self.client.sessions.get(name) {
             Ok(session) => session,
             Err(err) => return self.with_job_notices(tool_error(render::registry_error(&err))),
         };
@@ -106,7 +106,7 @@ impl Shellkeep {
             return tool_error("`run` is missing: give the number a cut `run` reply names".into());
         };
         let stream = args.stream.map_or(Stream::Stdout, Stream::from);
-        let page = self.shared.runs.get_stream(Some(number), stream).and_then(|log| {
+        let page = self.client.runs.get_stream(Some(number), stream).and_then(|log| {
             log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(DEFAULT_LINES))
         });
         match page {

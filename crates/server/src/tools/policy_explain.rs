@@ -42,7 +42,7 @@ impl Shellkeep {
     ) -> CallToolResult {
         match args.check() {
             Ok((command, limits)) => {
-                let mut explanation = self.shared.policy.explain(&command, limits.timeout);
+                let mut explanation = self.core.policy.explain(&command, limits.timeout);
                 if let Some(no_output) = limits.no_output {
                     explanation.decision = explanation.decision.with_no_output(no_output);
                 }
@@ -50,7 +50,7 @@ impl Shellkeep {
                 // A part can hold a piece of a secret that a separator split
                 // (`echo pa55;w0rd`), which its own masking cannot see: a
                 // part is shown only as it appears in the masked command.
-                let masks = &self.shared.config.masks;
+                let masks = &self.core.config.masks;
                 let named = masks.mask(&command).0;
                 let masked_any = named != command.as_str();
                 let mask = |text: &str| {
@@ -61,8 +61,8 @@ impl Shellkeep {
                     masked.into_owned()
                 };
                 let (mut text, mut structured) =
-                    render::explain(&named, &explanation, &self.shared.policy_origin, &mask);
-                let (category, resources) = self.shared.policy.resources_for(&command);
+                    render::explain(&named, &explanation, &self.core.policy_origin, &mask);
+                let (category, resources) = self.core.policy.resources_for(&command);
                 render::add_run_limits(&mut text, &mut structured, &category.name, &resources);
                 structured_result(text, &structured, false)
             }

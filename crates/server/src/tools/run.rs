@@ -94,32 +94,32 @@ impl Shellkeep {
             Ok(args) => args,
             Err(message) => return tool_error(message),
         };
-        let server = &self.shared.config.sandbox;
+        let server = &self.core.config.sandbox;
         let sandbox = match server.narrowed(args.sandbox, args.network) {
             Ok(sandbox) => sandbox,
             Err(why) => return tool_error(render::sandbox::looser_refused(&why, server)),
         };
         let decision = self.decide(&args.command, args.limits);
         let request_cwd = args.cwd.clone();
-        let (_, category_limits) = self.shared.policy.resources_for(&args.command);
+        let (_, category_limits) = self.core.policy.resources_for(&args.command);
         let request = RunRequest {
             sandbox: sandbox.clone(),
             cwd: args.cwd,
             // The secrets file's values first, so the call's own `env` wins.
-            env: self.shared.config.secrets.exported().into_iter().chain(args.env).collect(),
+            env: self.core.config.secrets.exported().into_iter().chain(args.env).collect(),
             stdin: args.stdin,
-            grace: self.shared.config.grace,
-            stream_cap: self.shared.config.output_cap,
-            guard: self.shared.guard.clone(),
-            output: Arc::clone(&self.shared.runs),
-            secrets: Arc::clone(&self.shared.config.masks),
-            resources: self.shared.config.resources.with_category(&category_limits),
-            ..RunRequest::new(args.command, decision.limits, self.shared.spill.dir(), "run")
+            grace: self.core.config.grace,
+            stream_cap: self.core.config.output_cap,
+            guard: self.core.guard.clone(),
+            output: Arc::clone(&self.client.runs),
+            secrets: Arc::clone(&self.core.config.masks),
+            resources: self.core.config.resources.with_category(&category_limits),
+            ..RunRequest::new(args.command, decision.limits, self.core.spill.dir(), "run")
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
         let outcome = oneshot::run(request, context.ct.clone()).await;
         let bytes = [Stream::Stdout, Stream::Stderr].map(|stream| {
-            self.shared.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
+            self.client.runs.get_stream(Some(outcome.number), stream).map_or(0, |log| log.bytes())
         });
         audit.end_run(&outcome, bytes.iter().sum());
         let (text, structured) = render::run(&outcome, &decision);

@@ -56,11 +56,11 @@ impl Shellkeep {
                 if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
                     &mut last.activity
                 {
-                    *command = self.shared.config.masks.mask(command).0.into_owned();
+                    *command = self.core.config.masks.mask(command).0.into_owned();
                 }
                 audit.end_session_close(Ok((&last.activity, reset)), last.output.len() as u64);
                 // Its last lines are bounded in number, not in size.
-                let cap = self.shared.config.output_cap;
+                let cap = self.core.config.output_cap;
                 last.output = render::newest_within(&last.output, cap, "its earlier output");
                 let (text, structured) = render::session_closed(&name, &last, reset);
                 structured_result(text, &structured, false)
@@ -80,7 +80,7 @@ impl Shellkeep {
     async fn close(&self, name: &str) -> Result<(LastWords, bool), String> {
         if name == DEFAULT_SESSION {
             let session = self
-                .shared
+                .client
                 .sessions
                 .get(DEFAULT_SESSION)
                 .map_err(|e| render::registry_error(&e))?;
@@ -92,7 +92,7 @@ impl Shellkeep {
                 .map_err(|e| render::session_refused(&e))?;
             return Ok((last, true));
         }
-        let session = self.shared.sessions.remove(name).map_err(|e| render::registry_error(&e))?;
+        let session = self.client.sessions.remove(name).map_err(|e| render::registry_error(&e))?;
         // A call waiting on the session returns at once rather than holding
         // up the close.
         session.interrupt_waits();

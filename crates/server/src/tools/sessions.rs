@@ -48,8 +48,8 @@ impl Shellkeep {
         &self,
         Parameters(Checked(_args)): Parameters<Checked<SessionsArgs>>,
     ) -> CallToolResult {
-        let masks = &self.shared.config.masks;
-        let mut rows = self.shared.sessions.list();
+        let masks = &self.core.config.masks;
+        let mut rows = self.client.sessions.list();
         // The commands a listing names are masked as output is.
         for row in &mut rows {
             if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
@@ -61,7 +61,7 @@ impl Shellkeep {
                 *background = masks.mask(background).0.into_owned();
             }
         }
-        let (text, structured) = render::sessions(&rows, self.shared.sessions.limits());
+        let (text, structured) = render::sessions(&rows, self.client.sessions.limits());
         self.with_job_notices(structured_result(text, &structured, false))
     }
 }

@@ -105,7 +105,7 @@ impl Shellkeep {
         // are not under it.
         let (decision, timeout) = match opened {
             SessionOpened::Background(_) => (None, Some(BACKGROUND_FIRST_WAIT)),
-            _ => (Some(self.shared.policy.decide(&args.command, None)), args.timeout),
+            _ => (Some(self.core.policy.decide(&args.command, None)), args.timeout),
         };
         let exec_limit = decision.as_ref().map(|decision| decision.limits.exec);
         // Progress goes out while the call waits, when the client asked for
@@ -148,10 +148,10 @@ impl Shellkeep {
         }
         if let SessionOpened::Background(_) = &opened {
             match number {
-                Some(number) => self.shared.sessions.watch_job(&lease, number),
+                Some(number) => self.client.sessions.watch_job(&lease, number),
                 // It never ran (its shell could not start there): no job.
                 None => {
-                    if let Some(session) = self.shared.sessions.forget_job(&lease) {
+                    if let Some(session) = self.client.sessions.forget_job(&lease) {
                         session.close().await;
                     }
                 }
@@ -164,7 +164,7 @@ impl Shellkeep {
                 let store = lease.session().output();
                 let saved =
                     |number| store.get(Some(number)).map(|log| log.saved()).unwrap_or_default();
-                render::fit_reply(&mut reply, self.shared.config.output_cap, &saved);
+                render::fit_reply(&mut reply, self.core.config.output_cap, &saved);
                 // A job waiting for input gets the reply that says how to
                 // answer it.
                 if let SessionOpened::Background(job) = &opened
@@ -319,15 +319,15 @@ impl Shellkeep {
     /// Finds or starts the session a `terminal` call names; errors are
     /// worded for the agent.
     async fn open_for(&self, args: &Terminal) -> Result<(Lease, SessionOpened), String> {
-        let registry = &self.shared.sessions;
+        let registry = &self.client.sessions;
         let cwd = args.cwd.clone();
-        if args.record == Some(true) && self.shared.config.record.is_none() {
+        if args.record == Some(true) && self.core.config.record.is_none() {
             return Err(render::recording_off());
         }
         let record = args.record != Some(false);
         // A session may only tighten the server's sandbox; without its own
         // request, it gets the server's.
-        let server = &self.shared.config.sandbox;
+        let server = &self.core.config.sandbox;
         let sandbox = match (args.sandbox, args.network) {
             (None, None) => None,
             (mode, network) => Some(
@@ -379,14 +379,14 @@ impl Shellkeep {
     /// then starts where and as it would start). The error, worded for the
     /// agent, says why the job was not started.
     async fn job_place(&self) -> Result<(Place, Option<String>), String> {
-        let registry = &self.shared.sessions;
+        let registry = &self.client.sessions;
         let Ok(from) = registry.get(DEFAULT_SESSION) else {
             return Ok((Place { cwd: registry.start_dir().to_owned(), env: None }, None));
         };
         let place = from.place().await.map_err(|err| {
             // It may quote a command or what the shell printed.
             let message = render::job_place_error(DEFAULT_SESSION, &err);
-            self.shared.config.masks.mask(&message).0.into_owned()
+            self.core.config.masks.mask(&message).0.into_owned()
         })?;
         let env_from = place.env.is_some().then(|| DEFAULT_SESSION.to_owned());
         Ok((place, env_from))
@@ -419,7 +419,7 @@ impl Shellkeep {
     /// one that was not run) as its output is masked: an agent that typed a
     /// secret's value does not get it back.
     fn mask_commands(&self, reply: &mut Reply) {
-        let masks = &self.shared.config.masks;
+        let masks = &self.core.config.masks;
         let mut next = Some(reply);
         while let Some(reply) = next {
             reply.command = masks.mask(&reply.command).0.into_owned();

@@ -1,0 +1,171 @@
+//! Who a call belongs to: the server's clients, each with its own terminal
+//! sessions and `run` outputs. On stdio there is one, the local client; over
+//! HTTP each authenticated principal is one, made on its first call and kept
+//! while the server runs. A client's sessions, numbers and names are its
+//! own (another principal's `default` is not yours); the session limit is
+//! one budget of the whole server ([`SessionBudget`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use shellkeep_engine::registry::{Registry, RegistryLimits, SessionBudget};
+use shellkeep_engine::session::SessionConfig;
+use shellkeep_engine::store::{OutputStore, StoreLimits};
+use tokio::task::JoinHandle;
+
+/// Who an HTTP request is: the name its bearer token was configured under.
+/// The HTTP layer's authentication puts it in the request's
+/// `http::request::Parts` extensions, which `rmcp` hands to the handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal(pub String);
+
+/// One client's part of the server.
+pub struct Client {
+    /// The principal it is (`None`: the local client, stdio's).
+    pub principal: Option<String>,
+    /// Its terminal sessions, `default` among them.
+    pub sessions: Arc<Registry>,
+    /// Its `run` outputs, numbered, for the `output` tool.
+    pub runs: Arc<OutputStore>,
+    /// Closes its idle sessions as they expire.
+    expiry: JoinHandle<()>,
+}
+
+impl Client {
+    /// The reader of guard notices for replies about `session` (a
+    /// `terminal` reply's session; `None` for the replies of no session):
+    /// each client reads its own.
+    pub fn notice_reader(&self, session: Option<&str>) -> String {
+        let session = session.unwrap_or("");
+        match &self.principal {
+            None => session.to_owned(),
+            Some(principal) => format!("{session}@{principal}"),
+        }
+    }
+
+    /// The name a person's view (`shellkeep ls`, `attach`) gives session
+    /// `name` of this client: the local client's by its name, a
+    /// principal's as `PRINCIPAL/NAME`.
+    pub fn qualified(&self, name: &str) -> String {
+        match &self.principal {
+            None => name.to_owned(),
+            Some(principal) => format!("{principal}/{name}"),
+        }
+    }
+}
+
+/// Every client of the server, and what a new one is made of.
+pub struct Clients {
+    /// How a session of any client is set up.
+    template: SessionConfig,
+    /// The limits of each client's sessions.
+    limits: RegistryLimits,
+    /// The server's session limit, shared by every client.
+    budget: Arc<SessionBudget>,
+    /// What each client keeps of its `run` outputs.
+    output_keep: StoreLimits,
+    /// Stdio's client (made at start).
+    local: Arc<Client>,
+    /// The principals' clients, by name.
+    principals: Mutex<BTreeMap<String, Arc<Client>>>,
+}
+
+impl Clients {
+    /// The clients of a server whose sessions are set up like `template`
+    /// within `limits` (the session limit counts every client's together),
+    /// keeping `output_keep` of each client's `run` outputs; the local
+    /// client is made now. Needs a Tokio runtime (each client's idle
+    /// sessions are closed by a task of its own).
+    pub fn new(
+        template: SessionConfig,
+        limits: RegistryLimits,
+        output_keep: StoreLimits,
+    ) -> Clients {
+        let budget = SessionBudget::new(limits.max_sessions);
+        let local = Arc::new(make_client(None, &template, limits, &budget, output_keep));
+        Clients {
+            template,
+            limits,
+            budget,
+            output_keep,
+            local,
+            principals: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Stdio's client.
+    pub fn local(&self) -> Arc<Client> {
+        Arc::clone(&self.local)
+    }
+
+    /// Principal `name`'s client, made on first use.
+    pub fn principal(&self, name: &str) -> Arc<Client> {
+        let mut principals = self.principals.lock().unwrap_or_else(PoisonError::into_inner);
+        let client = principals.entry(name.to_owned()).or_insert_with(|| {
+            let principal = Some(name.to_owned());
+            Arc::new(make_client(
+                principal,
+                &self.template,
+                self.limits,
+                &self.budget,
+                self.output_keep,
+            ))
+        });
+        Arc::clone(client)
+    }
+
+    /// Every client: the local one first, then the principals by name.
+    pub fn all(&self) -> Vec<Arc<Client>> {
+        let principals = self.principals.lock().unwrap_or_else(PoisonError::into_inner);
+        std::iter::once(self.local()).chain(principals.values().cloned()).collect()
+    }
+
+    /// The client and session a person's view names `qualified` (see
+    /// [`Client::qualified`]).
+    pub fn find(&self, qualified: &str) -> Option<(Arc<Client>, String)> {
+        match qualified.split_once('/') {
+            None => Some((self.local(), qualified.to_owned())),
+            Some((principal, name)) => {
+                let principals = self.principals.lock().unwrap_or_else(PoisonError::into_inner);
+                Some((Arc::clone(principals.get(principal)?), name.to_owned()))
+            }
+        }
+    }
+
+    /// The directory new sessions start in unless a call names another.
+    pub fn start_dir(&self) -> &std::path::Path {
+        &self.template.cwd
+    }
+
+    /// Stops expiring sessions and closes every client's sessions (each
+    /// with everything it started).
+    pub async fn close_all(&self) {
+        for client in self.all() {
+            client.expiry.abort();
+            client.sessions.close_all().await;
+        }
+    }
+}
+
+/// A client of `principal` (`None`: the local one) whose sessions are set
+/// up like `template`, drawing on `budget`.
+fn make_client(
+    principal: Option<String>,
+    template: &SessionConfig,
+    limits: RegistryLimits,
+    budget: &Arc<SessionBudget>,
+    output_keep: StoreLimits,
+) -> Client {
+    let mut template = template.clone();
+    template.client = principal.clone().unwrap_or_default();
+    // `run` outputs are kept as a session's are, under the same retention,
+    // in files of the client's own names.
+    let label = match &principal {
+        None => "run".to_owned(),
+        Some(principal) => format!("run@{principal}"),
+    };
+    let runs = OutputStore::new(Arc::clone(&template.spill), &label, output_keep);
+    let sessions = Registry::sharing(template, limits, Arc::clone(budget));
+    let expiry = tokio::spawn(Arc::clone(&sessions).expire_idle());
+    Client { principal, sessions, runs, expiry }
+}
