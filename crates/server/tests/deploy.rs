@@ -16,7 +16,9 @@
 //!   deploy files configure. A backticked span that starts with another
 //!   program's name (`` `docker run --init` ``) is not ours.
 //!
-//! The help's flags are the `--name`s that open an option line of
+//! The binary is `$SHELLKEEP_BIN` when set (a build with flags this one
+//! lacks, say), else the one Cargo built. The help's flags are the
+//! `--name`s that open an option line of
 //! `shellkeep SUBCOMMAND --help`; its subcommands, the names that open the
 //! lines of `shellkeep --help`'s `Commands:`. The reading is plain functions; the tests
 //! at the bottom feed them small files that must and must not yield flags,
@@ -130,13 +132,14 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `shellkeep [SUBCOMMAND] --help`, from the binary the tests built.
+/// `shellkeep [SUBCOMMAND] --help`, from `$SHELLKEEP_BIN` when set (as
+/// for the integration tests), else from the binary the tests built.
 fn help(subcommand: Option<&str>) -> String {
     let args: Vec<&str> = subcommand.into_iter().chain(["--help"]).collect();
-    let output = Command::new(env!("CARGO_BIN_EXE_shellkeep"))
-        .args(&args)
-        .output()
-        .expect("the shellkeep binary starts");
+    let binary = std::env::var_os("SHELLKEEP_BIN")
+        .filter(|path| !path.is_empty())
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_shellkeep")), PathBuf::from);
+    let output = Command::new(binary).args(&args).output().expect("the shellkeep binary starts");
     assert!(
         output.status.success(),
         "`shellkeep {}` failed ({}): {}",
