@@ -4,6 +4,8 @@ transport (`serve --http`) on a loopback port, and
 
 - deploy/Dockerfile's HEALTHCHECK command, run as the image runs it: it
   passes while the server serves and fails once it is gone;
+- deploy/kubernetes.yaml's probes: GET /healthz as the kubelet asks it
+  (its Host the pod's address, which no --allowed-host names) gets 200;
 - deploy/nginx.conf and deploy/Caddyfile in front of it, as proxies.py runs
   them: a client that reaches the public name through the proxy gets 401
   without its token and 403 from a foreign `Origin`, and with both right
@@ -237,6 +239,17 @@ def main():
                               f"{check.stderr.decode()!r}")
             else:
                 print("ok: the Dockerfile's HEALTHCHECK passes while shellkeep serves")
+            # The kubelet's probe names the pod's address as its Host.
+            probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=DEADLINE)
+            probe.putrequest("GET", "/healthz", skip_host=True)
+            probe.putheader("Host", "10.1.2.3:8765")
+            probe.putheader("User-Agent", "kube-probe/1.37")
+            probe.endheaders()
+            answer = probe.getresponse()
+            if (answer.status, answer.read()) != (200, b"ok"):
+                failed.append(f"a Kubernetes probe's GET /healthz: {answer.status}")
+            else:
+                print("ok: a Kubernetes probe's GET /healthz (its Host the pod's address) gets 200 ok")
             for proxy in ["nginx", "caddy"]:
                 proxy_scratch = scratch / proxy
                 proxy_scratch.mkdir()
