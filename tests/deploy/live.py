@@ -151,6 +151,44 @@ def messages(response):
                 yield json.loads(text)
 
 
+def call_terminal(port, server, session):
+    """Calls `terminal`, in a session of its own, with a command that waits
+    for a file the client makes once a progress notification came through.
+    Returns None if it completed so, "cut" if the stream ended with no
+    message at all, else what went wrong."""
+    mark = secrets.token_hex(4)
+    ready = server.cwd / f"ready-{mark}"
+    command = (f"echo first-{mark}; while [ ! -e ready-{mark} ]; do sleep 0.05; done; "
+               f"echo done-{mark}")
+    call = {
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "terminal",
+                   "arguments": {"command": command, "timeout": 15, "session": f"deploy-{mark}"},
+                   "_meta": {"progressToken": f"p-{mark}"}},
+    }
+    response = post(port, call, token=server.token, session=session)
+    seen = 0
+    progressed = False
+    result = None
+    for message in messages(response):
+        seen += 1
+        if message.get("method") == "notifications/progress":
+            progressed = True
+            ready.touch()
+        elif message.get("id") == 2:
+            result = message
+            break
+    if response.status == 200 and seen == 0:
+        return "cut"
+    structured = (result or {}).get("result", {}).get("structuredContent", {})
+    if not progressed:
+        return (f"no progress came through before the result: {response.status} "
+                f"{response.getheader('Content-Type')!r}, {result!r}")
+    if structured.get("status") != "completed" or f"done-{mark}" not in structured.get("output", ""):
+        return f"the call did not complete with its output: {result!r}"
+    return None
+
+
 def through(proxy, server, scratch):
     problems = []
     port = proxies.free_port()
@@ -183,31 +221,19 @@ def through(proxy, server, scratch):
         if response.status not in (200, 202):
             problems.append(f"notifications/initialized: {response.status}")
 
-        mark = secrets.token_hex(4)
-        ready = server.cwd / f"ready-{mark}"
-        command = (f"echo first-{mark}; while [ ! -e ready-{mark} ]; do sleep 0.05; done; "
-                   f"echo done-{mark}")
-        call = {
-            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "terminal", "arguments": {"command": command, "timeout": 15},
-                       "_meta": {"progressToken": f"p-{mark}"}},
-        }
-        response = post(port, call, token=server.token, session=session)
-        progressed = False
-        result = None
-        for message in messages(response):
-            if message.get("method") == "notifications/progress":
-                progressed = True
-                ready.touch()
-            elif message.get("id") == 2:
-                result = message
+        for attempt in (1, 2):
+            outcome = call_terminal(port, server, session)
+            if outcome != "cut" or attempt == 2:
                 break
-        structured = (result or {}).get("result", {}).get("structuredContent", {})
-        output = structured.get("output", "")
-        if not progressed:
-            problems.append(f"no progress came through before the result: {result!r}")
-        elif structured.get("status") != "completed" or f"done-{mark}" not in output:
-            problems.append(f"the call did not complete with its output: {result!r}")
+            # Caddy 2.6 (Debian 12's) now and then closes its connection to
+            # the server just after a stream's first event ("reading from
+            # backend: use of closed network connection"), about once in 50
+            # calls here; nginx, and no proxy, never did.
+            print(f"notice: {proxy} cut the call's stream after its first event; once more")
+        if outcome == "cut":
+            problems.append("the call's stream was cut after its first event, twice")
+        elif outcome:
+            problems.append(outcome)
     finally:
         process.terminate()
         try:
