@@ -42,6 +42,7 @@ mod no_leak;
 mod noninteractive;
 mod orphans;
 mod outputs;
+mod pid1;
 mod prompt;
 mod record;
 mod records;
