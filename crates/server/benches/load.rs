@@ -22,6 +22,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -71,9 +72,10 @@ async fn bench() -> anyhow::Result<()> {
     http_fleet(&scratch, 1, &mut rows).await?;
     stdio_client(&scratch, &mut rows).await?;
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
-    println!();
+    let mut out = std::io::stdout().lock();
+    writeln!(out)?;
     for (name, value) in rows {
-        println!("{name:<width$}  {value}");
+        writeln!(out, "{name:<width$}  {value}")?;
     }
     Ok(())
 }

@@ -23,7 +23,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve MCP on stdin/stdout (the default).
+    /// Serve MCP on stdin/stdout (the default), or over Streamable HTTP
+    /// with --http.
     Serve,
     /// Run one command under the timeout policy and print the result as JSON
     /// (`{status, stdout, stderr, exitCode, timeoutReason, terminationMode,
@@ -141,119 +142,130 @@ pub struct ServeArgs {
     #[arg(long, global = true)]
     pub policy: Option<PathBuf>,
     /// Directory the terminal starts in (and returns to on reset).
-    #[arg(long, env = "SHELLKEEP_CWD")]
+    #[arg(long, global = true, env = "SHELLKEEP_CWD")]
     pub cwd: Option<PathBuf>,
     /// Seconds without new output after which a terminal call hands control
     /// back (the command keeps running); more than 0, at most 86400.
-    #[arg(long, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
+    #[arg(long, global = true, default_value_t = 30.0, env = "SHELLKEEP_NO_OUTPUT_RETURN")]
     pub no_output_return: f64,
     /// Longest a terminal call waits when the agent gives no timeout, even
     /// while output keeps coming (keep it below the client's request
     /// timeout, commonly 60 s); more than 0, at most 86400.
-    #[arg(long, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
+    #[arg(long, global = true, default_value_t = 50.0, env = "SHELLKEEP_MAX_WAIT")]
     pub max_wait: f64,
     /// Characters of output one reply shows (all its outputs together:
     /// `run`'s stdout and stderr, a terminal command's and the previous
     /// one's; counted as JSON writes them) before the middle is cut; the
     /// full output is saved to a file. From 100 to 100000000. About 10000
     /// suits Codex.
-    #[arg(long, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
+    #[arg(long, global = true, default_value_t = 30_000, env = "SHELLKEEP_OUTPUT_CAP")]
     pub output_cap: usize,
     /// The terminal's width in columns (what `tput cols` and `COLUMNS`
     /// say; lines wider than this wrap for programs, not in replies); from
     /// 20 to 1000, and columns times rows at most 10000.
-    #[arg(long, default_value_t = 120, env = "SHELLKEEP_COLUMNS")]
+    #[arg(long, global = true, default_value_t = 120, env = "SHELLKEEP_COLUMNS")]
     pub columns: u32,
     /// The terminal's height in rows (a full-screen program's screen);
     /// from 5 to 1000, and columns times rows at most 10000.
-    #[arg(long, default_value_t = 50, env = "SHELLKEEP_ROWS")]
+    #[arg(long, global = true, default_value_t = 50, env = "SHELLKEEP_ROWS")]
     pub rows: u32,
     /// Seconds between SIGTERM and SIGKILL when a command is killed; more
     /// than 0, at most 86400.
-    #[arg(long, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
+    #[arg(long, global = true, default_value_t = 5.0, env = "SHELLKEEP_GRACE")]
     pub grace: f64,
     /// The shell to run in the terminal.
-    #[arg(long, default_value = "bash", env = "SHELLKEEP_SHELL")]
+    #[arg(long, global = true, default_value = "bash", env = "SHELLKEEP_SHELL")]
     pub shell: PathBuf,
     /// Do not source ~/.bashrc in the terminal.
-    #[arg(long, env = "SHELLKEEP_NO_RC")]
+    #[arg(long, global = true, env = "SHELLKEEP_NO_RC")]
     pub no_rc: bool,
     /// The most terminal sessions open at once, `default` included.
-    #[arg(long, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
+    #[arg(long, global = true, default_value_t = 16, env = "SHELLKEEP_MAX_SESSIONS")]
     pub max_sessions: usize,
     /// Seconds a named session may sit idle at its prompt before it is
     /// closed (`default` and background jobs never expire); more than 0, at
     /// most 365 days.
-    #[arg(long, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
+    #[arg(long, global = true, default_value_t = 1800.0, env = "SHELLKEEP_SESSION_IDLE_EXPIRY")]
     pub session_idle_expiry: f64,
     /// Seconds an ended background job's session, and its output, is kept
     /// after the job's end (or its last use, if later) before it is closed;
     /// more than 0, at most 365 days.
-    #[arg(long, default_value_t = 600.0, env = "SHELLKEEP_JOB_KEEP_SECS")]
+    #[arg(long, global = true, default_value_t = 600.0, env = "SHELLKEEP_JOB_KEEP_SECS")]
     pub job_keep_secs: f64,
     /// Commands whose complete output each session keeps for the `output`
     /// tool (the oldest are dropped first).
-    #[arg(long, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]
+    #[arg(long, global = true, default_value_t = 100, env = "SHELLKEEP_OUTPUT_KEEP_COMMANDS")]
     pub output_keep_commands: usize,
     /// MiB of complete command output each session keeps for the `output`
     /// tool (the oldest commands are dropped first).
-    #[arg(long, default_value_t = 256, env = "SHELLKEEP_OUTPUT_KEEP_MIB")]
+    #[arg(long, global = true, default_value_t = 256, env = "SHELLKEEP_OUTPUT_KEEP_MIB")]
     pub output_keep_mib: u64,
     /// Where full outputs of cut replies are kept, so their paths stay
     /// valid after the server ends [default: $XDG_STATE_HOME/shellkeep/output,
     /// else ~/.local/state/shellkeep/output].
-    #[arg(long, env = "SHELLKEEP_FULL_OUTPUT_DIR")]
+    #[arg(long, global = true, env = "SHELLKEEP_FULL_OUTPUT_DIR")]
     pub full_output_dir: Option<PathBuf>,
     /// MiB of full output saved per command (all its streams and replies);
     /// the file then ends with a line saying where it was cut.
-    #[arg(long, default_value_t = 100, env = "SHELLKEEP_FULL_OUTPUT_MAX_MIB")]
+    #[arg(long, global = true, default_value_t = 100, env = "SHELLKEEP_FULL_OUTPUT_MAX_MIB")]
     pub full_output_max_mib: u64,
     /// MiB of full output one server saves in all.
-    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_SERVER_MAX_MIB")]
+    #[arg(
+        long,
+        global = true,
+        default_value_t = 1024,
+        env = "SHELLKEEP_FULL_OUTPUT_SERVER_MAX_MIB"
+    )]
     pub full_output_server_max_mib: u64,
     /// Full-output files older than this many days are deleted (at start-up
     /// and when a file is added).
-    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_FULL_OUTPUT_KEEP_DAYS")]
+    #[arg(long, global = true, default_value_t = 7.0, env = "SHELLKEEP_FULL_OUTPUT_KEEP_DAYS")]
     pub full_output_keep_days: f64,
     /// Beyond this many MiB in the full-output directory, the oldest files
     /// are deleted.
-    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
+    #[arg(long, global = true, default_value_t = 1024, env = "SHELLKEEP_FULL_OUTPUT_KEEP_MIB")]
     pub full_output_keep_mib: u64,
     /// Record every terminal session as asciinema recordings (asciicast v2,
     /// one file per shell, masked like replies) in this directory, made
     /// private (0700) if missing; a session started with record=false is
     /// not recorded. Play one with `shellkeep replay FILE` or `asciinema
     /// play FILE`.
-    #[arg(long, value_name = "DIR", env = "SHELLKEEP_RECORD")]
+    #[arg(long, global = true, value_name = "DIR", env = "SHELLKEEP_RECORD")]
     pub record: Option<PathBuf>,
     /// MiB one recording may hold; it then ends with a marker saying it
     /// was cut.
-    #[arg(long, default_value_t = 100, env = "SHELLKEEP_RECORD_MAX_MIB")]
+    #[arg(long, global = true, default_value_t = 100, env = "SHELLKEEP_RECORD_MAX_MIB")]
     pub record_max_mib: u64,
     /// MiB of recordings one server writes in all; and beyond this many MiB
     /// of recordings in the directory, the oldest are deleted.
-    #[arg(long, default_value_t = 1024, env = "SHELLKEEP_RECORD_KEEP_MIB")]
+    #[arg(long, global = true, default_value_t = 1024, env = "SHELLKEEP_RECORD_KEEP_MIB")]
     pub record_keep_mib: u64,
     /// Recordings older than this many days are deleted (at start-up and
     /// when a recording starts).
-    #[arg(long, default_value_t = 7.0, env = "SHELLKEEP_RECORD_KEEP_DAYS")]
+    #[arg(long, global = true, default_value_t = 7.0, env = "SHELLKEEP_RECORD_KEEP_DAYS")]
     pub record_keep_days: f64,
     /// An environment variable of the server whose value is secret: masked
     /// in everything shellkeep shows or writes. Repeatable; its value must
     /// have at least 8 characters. Or a comma-separated list in
     /// $SHELLKEEP_SECRETS.
-    #[arg(long = "secret", value_name = "NAME", env = "SHELLKEEP_SECRETS", value_delimiter = ',')]
+    #[arg(
+        long = "secret",
+        global = true,
+        value_name = "NAME",
+        env = "SHELLKEEP_SECRETS",
+        value_delimiter = ','
+    )]
     pub secrets: Vec<String>,
     /// A file of `NAME=value` lines (dotenv syntax: quotes, `#` comments,
     /// `export`) whose values are secret: masked, and exported into every
     /// terminal session and `run` command through the environment. It
     /// must be yours and private (chmod 600), not a symlink.
-    #[arg(long, value_name = "FILE", env = "SHELLKEEP_SECRETS_FILE")]
+    #[arg(long, global = true, value_name = "FILE", env = "SHELLKEEP_SECRETS_FILE")]
     pub secrets_file: Option<PathBuf>,
     /// Mask only the secrets named with --secret and --secrets-file: not
     /// the variables whose names say secret (`*_TOKEN`, `*_KEY`,
     /// `*PASSWORD*`, …), nor the shapes of well-known credentials.
-    #[arg(long, env = "SHELLKEEP_NO_DEFAULT_SECRETS")]
+    #[arg(long, global = true, env = "SHELLKEEP_NO_DEFAULT_SECRETS")]
     pub no_default_secrets: bool,
     /// What contains the processes of every session and `run` command:
     /// `auto` (the best the host allows), `cgroup2`, `cgroup1` or `markers`.
@@ -377,4 +389,28 @@ pub struct HttpArgs {
     /// ($SHELLKEEP_TOKEN or --token-file): TLS belongs to a reverse proxy.
     #[arg(long, global = true, env = "SHELLKEEP_ALLOW_REMOTE")]
     pub allow_remote: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn the_servers_flags_go_before_or_after_serve() {
+        let words = ["--no-rc", "--max-sessions", "3", "--http", "127.0.0.1:0"];
+        let before = ["shellkeep"].into_iter().chain(words).chain(["serve"]);
+        let after = ["shellkeep", "serve"].into_iter().chain(words);
+        for argv in [before.collect::<Vec<_>>(), after.collect()] {
+            let cli = Cli::try_parse_from(&argv).unwrap_or_else(|err| panic!("{argv:?}: {err}"));
+            assert!(matches!(cli.command, Some(Command::Serve)), "{argv:?}");
+            let serve = &cli.serve;
+            assert_eq!(
+                (serve.no_rc, serve.max_sessions, serve.http.http.as_deref()),
+                (true, 3, Some("127.0.0.1:0")),
+                "{argv:?}"
+            );
+        }
+    }
 }

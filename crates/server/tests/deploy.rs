@@ -39,8 +39,6 @@ const DEPLOY_FILES: [&str; 4] =
     ["deploy/Dockerfile", "deploy/kubernetes.yaml", "deploy/Caddyfile", "deploy/nginx.conf"];
 
 #[test]
-#[ignore = "the deploy files use the HTTP transport's flags (--http, --allow-remote, \
-            --allowed-host, --allowed-origin, --token-file), which the binary does not have yet"]
 fn every_flag_the_deploy_files_use_is_in_the_help() {
     let root = workspace();
     let subcommands = help_subcommands(&help(None));
