@@ -149,10 +149,10 @@ async fn a_run_task_ends_with_the_reply_a_blocking_run_gives() {
     assert_eq!(without_duration(result), without_duration(&blocking));
 }
 
-/// The case the feature is for, by hand (90 s): a `run` longer than any
-/// client's patience, as a task polled to its end.
+/// The case the feature is for (90 s, beside the rest of the suite): a
+/// `run` longer than a 60 s client's patience, as a task polled to its
+/// end, with the reply a blocking call gives.
 #[tokio::test]
-#[ignore = "takes 90 s; run by hand: cargo test -p shellkeep --test it -- --ignored a_90_s"]
 async fn a_90_s_run_completes_as_a_task() {
     let mut server = Tasks::start();
     let arguments =
