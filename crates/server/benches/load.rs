@@ -38,6 +38,8 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use common::measure::{megabytes, millis, percentile, proc_status};
+
 /// The server under test (the bench profile inherits `release`).
 const SERVER: &str = env!("CARGO_BIN_EXE_shellkeep");
 
@@ -246,33 +248,6 @@ async fn served_at(log: &Path, child: &mut tokio::process::Child) -> anyhow::Res
         ensure!(started.elapsed() < CALL_LIMIT, "the server never said where it serves:\n{text}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// A field of `/proc/<pid>/status` in bytes (`VmHWM:` is in kB there).
-fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("read /proc/{pid}/status"))?;
-    let value = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
-        .trim();
-    let kib = value.strip_suffix("kB").context("not in kB")?.trim().parse::<u64>()?;
-    Ok(kib * 1024)
-}
-
-/// The sample at `percent` of a sorted, non-empty slice (nearest rank).
-fn percentile(sorted: &[Duration], percent: usize) -> Duration {
-    let rank = (sorted.len() * percent).div_ceil(100).max(1);
-    sorted[rank - 1]
-}
-
-fn millis(duration: Duration) -> String {
-    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
-}
-
-fn megabytes(bytes: u64) -> String {
-    format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
 /// A private scratch directory, removed at the end.

@@ -31,6 +31,8 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use common::measure::proc_status;
+
 /// The server under test, built in the bench profile (inherits `release`).
 const SERVER: &str = env!("CARGO_BIN_EXE_shellkeep");
 
@@ -139,18 +141,6 @@ fn sample(pid: u32, commands: usize, elapsed: Duration) -> anyhow::Result<Sample
         .with_context(|| format!("list /proc/{pid}/fd"))?
         .count();
     Ok(Sample { commands, elapsed, rss: proc_status(pid, "VmRSS:")?, fds })
-}
-
-/// A memory figure from `/proc/<pid>/status`, in bytes.
-fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("read /proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
-    let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().context("parse")?;
-    Ok(kib * 1024)
 }
 
 /// The server command: no ~/.bashrc, no settings from the environment.

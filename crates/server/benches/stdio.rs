@@ -58,6 +58,8 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
+
+use common::measure::{kilobytes, megabytes, millis, percentile, proc_status};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
@@ -917,45 +919,9 @@ async fn within<T>(future: impl Future<Output = T>, what: &str) -> anyhow::Resul
         .map_err(|_| anyhow::anyhow!("{what} took longer than {STEP_LIMIT:?}"))
 }
 
-/// A field of `/proc/<pid>/status`: sizes (`VmRSS:`, `VmHWM:`, in kB
-/// there) in bytes, counts (`Threads:`) as they are.
-fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("read /proc/{pid}/status"))?;
-    let value = status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
-        .trim();
-    match value.strip_suffix("kB") {
-        Some(kib) => {
-            Ok(kib.trim().parse::<u64>().with_context(|| format!("parse {field}"))? * 1024)
-        }
-        None => value.parse().with_context(|| format!("parse {field}")),
-    }
-}
-
 /// Bytes `seq 1 2000000` prints: each number and its newline.
 fn seq_output_bytes() -> u64 {
     (1..=2_000_000u64).map(|n| n.to_string().len() as u64 + 1).sum()
-}
-
-/// The sample at `percent` of a sorted, non-empty slice (nearest rank).
-fn percentile(sorted: &[Duration], percent: usize) -> Duration {
-    let rank = (sorted.len() * percent).div_ceil(100).max(1);
-    sorted[rank - 1]
-}
-
-fn millis(duration: Duration) -> String {
-    format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
-}
-
-fn kilobytes(bytes: u64) -> String {
-    format!("{:.0} kB", bytes as f64 / 1e3)
-}
-
-fn megabytes(bytes: u64) -> String {
-    format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
 /// A scratch directory for the servers' working directory and logs,

@@ -3,6 +3,9 @@
 //! message and a non-zero exit. `cargo bench` passes `--bench` (and any
 //! filter); there is nothing to select, so the arguments are ignored.
 
+#[allow(dead_code, reason = "each benchmark uses the helpers it needs")]
+pub mod measure;
+
 use std::future::Future;
 use std::process::ExitCode;
 

@@ -124,14 +124,7 @@ impl Drop for HttpServer {
     /// kills it.
     fn drop(&mut self) {
         crate::send_signal(self.pid, "TERM");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.start_kill();
+        crate::exit_or_kill(&mut self.child);
     }
 }
 

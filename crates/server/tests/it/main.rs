@@ -474,15 +474,20 @@ impl Drop for Server {
     fn drop(&mut self) {
         drop(self.client.take());
         self.stdin.close();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.start_kill();
+        exit_or_kill(&mut self.child);
     }
+}
+
+/// Waits up to 10 s for `child`, told to stop, to exit; then kills it.
+fn exit_or_kill(child: &mut tokio::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.start_kill();
 }
 
 /// Sends `signal` to `pid` with the `kill` command (no signal crate needed).
