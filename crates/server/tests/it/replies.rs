@@ -169,8 +169,13 @@ async fn every_kind() -> Vec<(&'static str, Reply)> {
     wait_until(EVENTUALLY, || server.log().contains("cancelled"), || server.log()).await;
     keep("after a cancelled call", server.terminal(json!({"command": "", "timeout": 20})).await);
 
-    let job = json!({"command": "sleep 1; echo job-done", "background": true, "session": "job"});
+    // The job ends once its start was replied to (on a busy machine a
+    // job of a fixed length can end first, and its start reports its end).
+    let go = server.cwd().join("go");
+    let job = "until [ -e go ]; do sleep 0.1; done; echo job-done";
+    let job = json!({"command": job, "background": true, "session": "job"});
     keep("background start", server.terminal(job).await);
+    std::fs::write(&go, "").expect("the job's go");
     keep(
         "background end",
         poll_until(
