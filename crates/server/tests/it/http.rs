@@ -746,3 +746,52 @@ async fn broken_messages_get_stdios_errors() {
     let (status, error) = send(&unknown.to_string()).await;
     assert_eq!((status, &error["error"]["code"]), (404, &json!(-32601)), "{error}");
 }
+
+/// Over HTTP as over stdio: a `run` that declares Tasks returns a task at
+/// once, polled with `tasks/get` to its end, whose result is the reply the
+/// same call gives without the extension; a request that does not declare
+/// it gets that reply directly, and `tasks/get` from it is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_task_over_http_ends_with_the_blocking_reply() {
+    let server = HttpServer::with_token(&[]).await;
+    let ask = async |id: u64, method: &str, params: Value, declares: bool| {
+        let body = crate::tasks::request(id, method, params, declares);
+        server.post(&[&format!("Authorization: Bearer {TOKEN}")], &body).await.message()
+    };
+    // The command waits for a file, so the task is seen working first.
+    let go = server.scratch.path.join(format!("go-{}", marker()));
+    let command = format!("until [ -e {} ]; do sleep 0.05; done; echo done", go.display());
+    let call = json!({"name": "run", "arguments": {"command": command, "timeout_sec": 60}});
+    let started = ask(1, "tools/call", call.clone(), true).await;
+    assert_eq!(started["result"]["resultType"], "task", "{started}");
+    assert_eq!(started["result"]["status"], "working", "{started}");
+    let task = started["result"]["taskId"].as_str().expect("a task id").to_owned();
+    assert_eq!(
+        ask(2, "tasks/get", json!({"taskId": task}), true).await["result"]["status"],
+        "working"
+    );
+    std::fs::write(&go, "").expect("the command's go");
+    let mut id = 3;
+    let ended = crate::poll_until(
+        EVENTUALLY,
+        async || {
+            id += 1;
+            ask(id, "tasks/get", json!({"taskId": task}), true).await
+        },
+        |reply| reply["result"]["status"] != "working",
+    )
+    .await;
+    assert_eq!(ended["result"]["status"], "completed", "{ended}");
+    let result = &ended["result"]["result"];
+    assert_eq!(result["structuredContent"]["stdout"], "done\n", "{ended}");
+
+    // Without the extension: the same reply, at once, and no task.
+    let blocking = ask(100, "tools/call", call, false).await;
+    assert!(blocking["result"].get("taskId").is_none(), "{blocking}");
+    assert_eq!(
+        crate::tasks::without_duration(result),
+        crate::tasks::without_duration(&blocking["result"])
+    );
+    let refused = ask(101, "tasks/get", json!({"taskId": task}), false).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+}

@@ -101,7 +101,7 @@ impl Tasks {
 
 /// A reply's text and structured content with the run's duration left out
 /// (the one thing two runs of the same command may not share).
-fn without_duration(result: &Value) -> (Vec<String>, Value) {
+pub fn without_duration(result: &Value) -> (Vec<String>, Value) {
     let texts = result["content"]
         .as_array()
         .expect("content")
