@@ -47,11 +47,9 @@ const SLEEP_HELPERS: &[(&str, &str)] = &[
     ("crates/engine/src/guard.rs", "wait_until"),
     ("crates/engine/src/output.rs", "wait_for_pruning"),
     ("crates/engine/src/store.rs", "wait_for_last_words"),
-    // The test servers' `Drop`: waits up to 10 s for the server to exit,
-    // then kills it.
-    ("crates/server/tests/it/main.rs", "drop"),
-    ("crates/server/tests/it/wire.rs", "drop"),
-    ("crates/server/tests/it/http.rs", "drop"),
+    // What the test servers' `Drop` calls: waits up to 10 s for the
+    // server to exit, then kills it.
+    ("crates/server/tests/it/main.rs", "exit_or_kill"),
     // The HTTP server's start: polls its log for the address it serves,
     // failing after a deadline.
     ("crates/server/tests/it/http.rs", "start"),

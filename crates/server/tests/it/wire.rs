@@ -170,14 +170,7 @@ impl Drop for Raw {
     /// exits); kills the server if it has not exited within 10 s.
     fn drop(&mut self) {
         self.stdin.take();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.start_kill();
+        crate::exit_or_kill(&mut self.child);
     }
 }
 
