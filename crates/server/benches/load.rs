@@ -31,13 +31,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::CallToolResult;
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use common::calls::structured;
 use common::measure::{megabytes, millis, percentile, proc_status};
 
 /// The server under test (the bench profile inherits `release`).
@@ -212,27 +213,6 @@ where
     Ok(results)
 }
 
-/// Calls `terminal` with `arguments`; a tool error is an error.
-async fn call(peer: &Peer<RoleClient>, arguments: Value) -> anyhow::Result<CallToolResult> {
-    let Value::Object(arguments) = arguments else { bail!("arguments must be an object") };
-    let params = CallToolRequestParams::new("terminal").with_arguments(arguments);
-    let result = tokio::time::timeout(CALL_LIMIT, peer.call_tool(params))
-        .await
-        .map_err(|_| anyhow::anyhow!("a call took longer than {CALL_LIMIT:?}"))?
-        .context("tools/call")?;
-    ensure!(result.is_error != Some(true), "tool error: {result:?}");
-    Ok(result)
-}
-
-/// The structured content of a reply, which must be an object.
-fn structured(result: &CallToolResult) -> anyhow::Result<&Value> {
-    result
-        .structured_content
-        .as_ref()
-        .filter(|value| value.is_object())
-        .context("the reply has no structured content")
-}
-
 /// Waits for the line in the server's log that says where it serves.
 async fn served_at(log: &Path, child: &mut tokio::process::Child) -> anyhow::Result<String> {
     let started = Instant::now();
@@ -268,4 +248,9 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// Calls `terminal` with `arguments`, within [`CALL_LIMIT`].
+async fn call(peer: &Peer<RoleClient>, arguments: Value) -> anyhow::Result<CallToolResult> {
+    common::calls::terminal(peer, arguments, CALL_LIMIT).await
 }

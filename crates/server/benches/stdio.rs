@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -59,6 +59,7 @@ use rmcp::service::{Peer, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
+use common::calls::structured;
 use common::measure::{kilobytes, megabytes, millis, percentile, proc_status};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
@@ -710,25 +711,6 @@ async fn echo_hi(
     Ok(())
 }
 
-/// Calls `terminal` with `arguments`; a tool error is an error.
-async fn call(client: &Peer<RoleClient>, arguments: Value) -> anyhow::Result<CallToolResult> {
-    let Value::Object(arguments) = arguments else { bail!("arguments must be an object") };
-    let params = CallToolRequestParams::new("terminal").with_arguments(arguments);
-    let result =
-        within(client.call_tool(params), "a terminal call").await?.context("tools/call")?;
-    ensure!(result.is_error != Some(true), "tool error: {result:?}");
-    Ok(result)
-}
-
-/// The structured content of a reply, which must be an object.
-fn structured(result: &CallToolResult) -> anyhow::Result<&Value> {
-    result
-        .structured_content
-        .as_ref()
-        .filter(|value| value.is_object())
-        .context("the reply has no structured content")
-}
-
 /// Step 3: the reply line to `echo hi`, byte for byte, in both eras.
 async fn wire_bytes(scratch: &Scratch, table: &mut Table) -> anyhow::Result<()> {
     for era in [Era::Legacy, Era::Modern] {
@@ -1017,4 +999,9 @@ impl Table {
             println!("{line}");
         }
     }
+}
+
+/// Calls `terminal` with `arguments`, within [`STEP_LIMIT`].
+async fn call(peer: &Peer<RoleClient>, arguments: Value) -> anyhow::Result<CallToolResult> {
+    common::calls::terminal(peer, arguments, STEP_LIMIT).await
 }

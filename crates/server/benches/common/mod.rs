@@ -4,6 +4,8 @@
 //! filter); there is nothing to select, so the arguments are ignored.
 
 #[allow(dead_code, reason = "each benchmark uses the helpers it needs")]
+pub mod calls;
+#[allow(dead_code, reason = "each benchmark uses the helpers it needs")]
 pub mod measure;
 
 use std::future::Future;
