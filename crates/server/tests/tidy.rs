@@ -1,21 +1,18 @@
-//! Tidy: invariants of the source tree that a machine checks, as ordinary
-//! tests (like rust-analyzer's `tidy.rs`). Each `#[test]` at the top reads
-//! the tree and fails naming every file and line that breaks one rule, with
-//! what to do about it.
+//! Tidy: rules about the shape of the tree that the compiler and clippy do
+//! not hold, as ordinary tests (like rust-analyzer's `tidy.rs`): module
+//! headers, where `unsafe` lives and that each block says why it is sound,
+//! the code map, the engine's words, sleeps in tests, the engine's front
+//! door, import cycles and the function budget. Each `#[test]` at the top
+//! fails naming every file and line that breaks its rule, and what to do.
 //!
-//! What it is for: rules about the shape of the code (module headers,
-//! where `unsafe` lives, the code map, the engine's words, sleeps in tests,
-//! the engine's front door, import cycles, function length) that the
-//! compiler and clippy do not hold. What it is not for: behaviour (the
-//! other tests), or style that rustfmt and clippy already check.
+//! Not for behaviour (the other tests) or style (rustfmt, clippy). It reads
+//! Rust with `syn` once per run, and with tokens where a rule must see
+//! inside macro calls.
 //!
-//! It reads Rust with `syn` (items, `use` trees, `#[cfg(test)]` regions,
-//! function spans) and with `proc-macro2` tokens where a rule must also
-//! see inside macro calls (strings, `unsafe`, sleeps). Invariant it holds
-//! itself: every checker is fed small inputs that must fail and must pass
-//! (`mod checkers` at the bottom), so a checker that finds nothing cannot
-//! pass unnoticed; lists of tolerated violations fail when an entry is no
-//! longer needed.
+//! Invariant: no checker can pass by finding nothing. Each is fed inputs
+//! that must fail and must pass (`mod checkers`), each real-tree run fails
+//! when it reads nothing, and every list of tolerated findings fails on an
+//! entry that is no longer needed, so it only shrinks.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
