@@ -880,10 +880,13 @@ fn functions(file: &syn::File) -> Vec<Function> {
     /// Collects the functions, knowing the impl or trait around them.
     #[derive(Default)]
     struct Functions {
+        /// The type or trait of the impl being read, if any.
         owner: Option<String>,
+        /// The functions found so far.
         found: Vec<Function>,
     }
     impl Functions {
+        /// Records the function of `sig` with body `block`.
         fn add(&mut self, sig: &syn::Signature, block: &syn::Block) {
             let name = sig.ident.to_string();
             let qualified = match &self.owner {
@@ -944,7 +947,7 @@ fn enclosing_function(functions: &[Function], line: usize) -> Option<&Function> 
 /// One path a `use` declaration brings in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct UseLeaf {
-    /// The line of the `use`.
+    /// The line of its last name.
     line: usize,
     /// Its segments (`super`, `driver`, `Shell`), `self` taken off.
     segments: Vec<String>,
@@ -955,41 +958,42 @@ struct UseLeaf {
 /// The paths of one `use` tree, flattened.
 fn use_leaves(item: &syn::ItemUse) -> Vec<UseLeaf> {
     /// Walks the tree, `prefix` being the segments above `tree`.
-    fn walk(tree: &syn::UseTree, prefix: &mut Vec<String>, line: usize, out: &mut Vec<UseLeaf>) {
-        let mut leaf = |segments: Vec<String>, name: String| {
-            out.push(UseLeaf { line, segments, name });
+    fn walk(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<UseLeaf>) {
+        let mut leaf = |span: proc_macro2::Span, segments: Vec<String>, name: String| {
+            out.push(UseLeaf { line: span.start().line, segments, name });
         };
         match tree {
             syn::UseTree::Path(path) => {
                 prefix.push(path.ident.to_string());
-                walk(&path.tree, prefix, line, out);
+                walk(&path.tree, prefix, out);
                 prefix.pop();
             }
             syn::UseTree::Name(name) if name.ident == "self" => {
-                leaf(prefix.clone(), prefix.last().cloned().unwrap_or_default());
+                let known_as = prefix.last().cloned().unwrap_or_default();
+                leaf(name.ident.span(), prefix.clone(), known_as);
             }
             syn::UseTree::Name(name) => {
                 let mut segments = prefix.clone();
                 segments.push(name.ident.to_string());
-                leaf(segments, name.ident.to_string());
+                leaf(name.ident.span(), segments, name.ident.to_string());
             }
             syn::UseTree::Rename(rename) => {
                 let mut segments = prefix.clone();
                 if rename.ident != "self" {
                     segments.push(rename.ident.to_string());
                 }
-                leaf(segments, rename.rename.to_string());
+                leaf(rename.ident.span(), segments, rename.rename.to_string());
             }
-            syn::UseTree::Glob(_) => leaf(prefix.clone(), "*".to_owned()),
+            syn::UseTree::Glob(glob) => leaf(glob.star_token.span, prefix.clone(), "*".to_owned()),
             syn::UseTree::Group(group) => {
                 for tree in &group.items {
-                    walk(tree, prefix, line, out);
+                    walk(tree, prefix, out);
                 }
             }
         }
     }
     let mut out = Vec::new();
-    walk(&item.tree, &mut Vec::new(), item.use_token.span.start().line, &mut out);
+    walk(&item.tree, &mut Vec::new(), &mut out);
     out
 }
 
@@ -1089,7 +1093,9 @@ fn unsafe_blocks(file: &syn::File) -> Vec<UnsafeBlock> {
     /// out only for a statement that holds a block).
     #[derive(Default)]
     struct Blocks<'ast> {
+        /// The statements around the node being read, innermost last.
         statements: Vec<&'ast syn::Stmt>,
+        /// The blocks found so far.
         found: Vec<UnsafeBlock>,
     }
     impl<'ast> Visit<'ast> for Blocks<'ast> {
@@ -1255,8 +1261,8 @@ fn tool_names_in(text: &str) -> BTreeSet<String> {
 }
 
 /// Calls of `std::thread::sleep`, `tokio::time::sleep` or `sleep_until`
-/// (also inside macro calls) in test code, outside the helpers allowed to
-/// sleep.
+/// (also inside macro calls, and by the name a `use` gives them) in test
+/// code, outside the helpers allowed to sleep.
 fn test_sleeps(tree: &[Parsed], helpers: &[(&str, &str)]) -> Vec<Violation> {
     let mut violations = Vec::new();
     for file in tree.iter().filter(|file| file.path.starts_with("crates/")) {
@@ -1275,11 +1281,12 @@ fn test_sleeps(tree: &[Parsed], helpers: &[(&str, &str)]) -> Vec<Violation> {
             })
             .map(|leaf| leaf.name.clone())
             .collect();
+        let names: Vec<&str> = ["sleep", "sleep_until"]
+            .into_iter()
+            .chain(imported.iter().map(String::as_str))
+            .collect();
         for (at, token) in file.tokens.iter().enumerate() {
-            let Some(name) = ["sleep", "sleep_until"].into_iter().find(|n| token.is_ident(n))
-            else {
-                continue;
-            };
+            let Some(name) = names.iter().find(|n| token.is_ident(n)) else { continue };
             if !sleeps_at(&file.tokens, at, &imported) || !file.is_test(token.line) {
                 continue;
             }
@@ -1635,6 +1642,7 @@ impl Resolver<'_> {
 /// `crate`, `self` or `super`, with their lines.
 #[derive(Default)]
 struct InlinePaths {
+    /// The paths found so far, with their lines.
     found: Vec<(usize, Vec<String>)>,
 }
 
@@ -1778,14 +1786,21 @@ fn cycles_of(
 fn strongly_connected<'a>(graph: &BTreeMap<&'a str, Vec<&'a str>>) -> Vec<Vec<&'a str>> {
     /// The search's state.
     struct Tarjan<'a, 'g> {
+        /// The graph searched.
         graph: &'g BTreeMap<&'a str, Vec<&'a str>>,
+        /// Each visited node's visiting order.
         index: BTreeMap<&'a str, usize>,
+        /// The lowest order each node reaches.
         low: BTreeMap<&'a str, usize>,
+        /// The nodes of components not yet closed.
         stack: Vec<&'a str>,
+        /// The nodes on `stack`.
         on_stack: BTreeSet<&'a str>,
+        /// The components found so far.
         components: Vec<Vec<&'a str>>,
     }
     impl<'a> Tarjan<'a, '_> {
+        /// Visits `node` and what it reaches, closing each component.
         fn visit(&mut self, node: &'a str) {
             let n = self.index.len();
             self.index.insert(node, n);
@@ -2173,7 +2188,8 @@ mod checkers {
             }\n";
         let bare = "//! M.\nuse std::thread::sleep;\nfn t() {\n    sleep(D);\n}\n";
         let helper_named_sleep = "//! M.\nfn sleep(secs: u32) -> String { x }\n\
-            fn t() { let a = sleep(3); }\n";
+            fn t() { let a = sleep(3); }\n\
+            use std::thread::sleep as nap;\nfn u() { nap(D); }\n";
         let unit = "//! M.\nfn code() { std::thread::sleep(D); }\n\
             #[cfg(test)]\nmod tests {\n    fn t() { std::thread::sleep(D); }\n\
             \x20   fn wait_until() { std::thread::sleep(D); }\n}\n";
@@ -2200,6 +2216,7 @@ mod checkers {
                 ("crates/e/tests/it/other.rs".into(), 3),
                 ("crates/e/tests/it/other.rs".into(), 6),
                 ("crates/e/tests/it/bare.rs".into(), 4),
+                ("crates/e/tests/it/names.rs".into(), 5),
                 ("crates/e/tests/it/select.rs".into(), 3),
                 ("crates/e/src/unit.rs".into(), 5),
                 ("crates/e/src/parent/tests.rs".into(), 2),
