@@ -1349,14 +1349,12 @@ fn front_door(tree: &[Parsed], manifest: &str) -> Vec<Violation> {
         let in_roots =
             !roots.is_empty() && roots.iter().all(|root| root.lints.iter().any(|l| l == lint));
         if !in_manifest && !in_roots {
-            let line = manifest.lines().position(|l| l.trim() == "[workspace.lints.rust]");
+            let table = lint_table(lint).0;
+            let line = manifest.lines().position(|l| l.trim() == table);
             violations.push(violation(
                 "Cargo.toml",
                 line.map_or(1, |l| l + 1),
-                format!(
-                    "the lint `{lint}` is not on: set it to \"warn\" in `[workspace.lints.{}]`",
-                    if lint.starts_with("clippy::") { "clippy" } else { "rust" }
-                ),
+                format!("the lint `{lint}` is not on: set it to \"warn\" in `{table}`"),
             ));
         }
     }
@@ -1396,10 +1394,7 @@ fn open_modules(root: &Parsed) -> Vec<Violation> {
 /// Whether the manifest's `[workspace.lints.rust]` (or `.clippy` for a
 /// `clippy::` lint) sets `lint` to warn, deny or forbid.
 fn manifest_lint_on(manifest: &str, lint: &str) -> bool {
-    let (table, key) = match lint.strip_prefix("clippy::") {
-        Some(key) => ("[workspace.lints.clippy]", key),
-        None => ("[workspace.lints.rust]", lint),
-    };
+    let (table, key) = lint_table(lint);
     let mut in_table = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
@@ -1414,6 +1409,14 @@ fn manifest_lint_on(manifest: &str, lint: &str) -> bool {
         }
     }
     false
+}
+
+/// The `[workspace.lints]` table that sets `lint`, and its key there.
+fn lint_table(lint: &str) -> (&'static str, &str) {
+    match lint.strip_prefix("clippy::") {
+        Some(key) => ("[workspace.lints.clippy]", key),
+        None => ("[workspace.lints.rust]", lint),
+    }
 }
 
 /// Production functions (non-test code of `crates/*/src`) longer than
@@ -2360,11 +2363,11 @@ mod checkers {
                 (3, "`pub mod c`"),
                 (5, "`pub use a::*`"),
                 (1, "the lint `unreachable_pub` is not on"),
-                (1, "the lint `clippy::undocumented_unsafe_blocks` is not on"),
+                (3, "the lint `clippy::undocumented_unsafe_blocks` is not on"),
             ],
             "{found:#?}"
         );
-        assert_eq!(lines(&found)[3].0, "Cargo.toml");
+        assert_eq!(lines(&found)[3..], [("Cargo.toml".into(), 1), ("Cargo.toml".into(), 3)]);
         let found = front_door_of(closed_lib, "//! S.\n", manifest);
         assert_eq!(lines(&found), vec![(ENGINE_ROOT.into(), 1)]);
         assert!(found[0].message.starts_with("no `pub use`"), "{}", found[0].message);
