@@ -23,12 +23,12 @@ const ROWS: u16 = 50;
 /// See [`ROWS`].
 const COLS: u16 = 120;
 
-/// How many split points each recording is fed at in two pieces: one
-/// every few hundred bytes, each at a different place in its stretch (a
-/// split inside an escape sequence, a character, a line). Every split
-/// point of a recording costs a render per byte (seconds a recording in a
-/// debug build); feeding it a byte at a time splits it at every point at
-/// once.
+/// How many split points each recording is fed at in two pieces: one in
+/// each of as many equal stretches of it, at a different place in each (a
+/// split inside an escape sequence, a character, a line). Each costs a
+/// whole render, milliseconds in a debug build: every split point of a
+/// 6 KB recording took over a minute. Feeding a recording a byte at a time
+/// splits it at every point at once.
 const SPLITS: usize = 256;
 
 /// Keys typed during a recording, and where in its output they were typed.
@@ -56,7 +56,8 @@ fn recording(name: &str) -> Recording {
     let header: serde_json::Value =
         serde_json::from_str(lines.next().expect("a header")).expect("the header is JSON");
     assert_eq!(header["version"], 2, "{name}: asciicast version");
-    assert_eq!((header["width"].as_u64(), header["height"].as_u64()), (Some(120), Some(50)));
+    let size = (header["width"].as_u64(), header["height"].as_u64());
+    assert_eq!(size, (Some(u64::from(COLS)), Some(u64::from(ROWS))), "{name}: terminal size");
     let mut recording = Recording { output: Vec::new(), typed: Vec::new() };
     for line in lines {
         let (_, code, data): (f64, String, String) =
