@@ -206,77 +206,91 @@ impl Row {
 /// it (`closed`, `reset`, timed to that call's end); else its server's fate
 /// if the log has it (`server_died`, `server_ended`).
 pub(super) fn rows(records: &[Record]) -> Vec<Row> {
-    let mut order: Vec<&str> = Vec::new();
-    let mut first_index = HashMap::new();
-    let mut starts = HashMap::new();
-    let mut ends = HashMap::new();
-    let mut job_ends = HashMap::new();
-    // (server, session, command number) → the last end that says how the
-    // command finished.
-    let mut finished = HashMap::new();
-    // (server, session) → the calls that closed or reset it, in order.
-    let mut stops: HashMap<(&str, &str), Vec<(usize, &Record)>> = HashMap::new();
-    // server → how it ended.
-    let mut fates = HashMap::new();
-    for (index, record) in records.iter().enumerate() {
+    let index = CallIndex::new(records);
+    index.order.iter().filter_map(|id| index.row(id)).collect()
+}
+
+/// What the log says of each call, gathered in one pass over its lines.
+#[derive(Default)]
+struct CallIndex<'a> {
+    /// Call ids in the order their first line came.
+    order: Vec<&'a str>,
+    /// Where each call's first line is in the log.
+    first_index: HashMap<&'a str, usize>,
+    starts: HashMap<&'a str, &'a Record>,
+    ends: HashMap<&'a str, &'a Record>,
+    job_ends: HashMap<&'a str, &'a Record>,
+    /// (server, session, command number) → the last end that says how the
+    /// command finished.
+    finished: HashMap<(&'a str, &'a str, u64), &'a Record>,
+    /// (server, session) → the calls that closed or reset it, in order.
+    stops: HashMap<(&'a str, &'a str), Vec<(usize, &'a Record)>>,
+    /// server → how it ended.
+    fates: HashMap<&'a str, &'static str>,
+}
+
+impl<'a> CallIndex<'a> {
+    /// The index of `records`, oldest first.
+    fn new(records: &'a [Record]) -> CallIndex<'a> {
+        let mut index = CallIndex::default();
+        for (at, record) in records.iter().enumerate() {
+            index.note(at, record);
+        }
+        index
+    }
+
+    /// Takes in `record`, the `at`-th line of the log.
+    fn note(&mut self, at: usize, record: &'a Record) {
         let id = record.id.as_str();
         match record.event.as_str() {
-            "start" | "end" if !first_index.contains_key(id) => {
-                first_index.insert(id, index);
-                order.push(id);
+            "start" | "end" if !self.first_index.contains_key(id) => {
+                self.first_index.insert(id, at);
+                self.order.push(id);
             }
             _ => {}
         }
         match record.event.as_str() {
             "start" => {
-                starts.insert(id, record);
+                self.starts.insert(id, record);
             }
-            "end" => {
-                ends.insert(id, record);
-                if let (Some(session), Some(number), Some("completed" | "killed")) =
-                    (&record.session, record.command_number, record.status.as_deref())
-                {
-                    finished.insert((record.server(), session.as_str(), number), record);
-                }
-                let closed = record.tool == "session_close"
-                    && matches!(record.status.as_deref(), Some("closed" | "reset"));
-                let reset = record.call == "reset" && record.status.as_deref() == Some("idle");
-                if let Some(session) = record.session.as_deref().filter(|_| closed || reset) {
-                    stops.entry((record.server(), session)).or_default().push((index, record));
-                }
-            }
+            "end" => self.note_end(at, record),
             "job_end" => {
-                job_ends.insert(id, record);
+                self.job_ends.insert(id, record);
             }
             "server_died" => {
-                fates.insert(record.server(), "server_died");
+                self.fates.insert(record.server(), "server_died");
             }
             "server_end" => {
-                fates.entry(record.server()).or_insert("server_ended");
+                self.fates.entry(record.server()).or_insert("server_ended");
             }
             _ => {}
         }
     }
-    let mut rows = Vec::new();
-    for id in order {
-        let (start, end) = (starts.get(id).copied(), ends.get(id).copied());
-        let Some(first) = start.or(end) else { continue };
-        if first.call == "poll" {
-            continue;
+
+    /// Takes in an `end` line: the call's end, how its command finished,
+    /// and whether it closed or reset its session.
+    fn note_end(&mut self, at: usize, record: &'a Record) {
+        self.ends.insert(record.id.as_str(), record);
+        if let (Some(session), Some(number), Some("completed" | "killed")) =
+            (&record.session, record.command_number, record.status.as_deref())
+        {
+            self.finished.insert((record.server(), session.as_str(), number), record);
         }
-        let end = job_ends.get(id).copied().or(end);
-        let end = end.map(|end| match (&end.session, end.command_number, end.status.as_deref()) {
-            (Some(session), Some(number), Some("running" | "waiting_for_input")) => {
-                finished.get(&(end.server(), session.as_str(), number)).copied().unwrap_or(end)
-            }
-            _ => end,
-        });
-        let command = match (first.command.as_deref(), first.key.as_deref(), first.input_bytes) {
-            (Some(command), _, _) => command.to_owned(),
-            (None, Some(key), _) => format!("<key {key}>"),
-            (None, None, Some(bytes)) => format!("<input: {bytes} bytes>"),
-            (None, None, None) => format!("<{}>", first.call.replace('_', " ")),
-        };
+        let closed = record.tool == "session_close"
+            && matches!(record.status.as_deref(), Some("closed" | "reset"));
+        let reset = record.call == "reset" && record.status.as_deref() == Some("idle");
+        if let Some(session) = record.session.as_deref().filter(|_| closed || reset) {
+            self.stops.entry((record.server(), session)).or_default().push((at, record));
+        }
+    }
+
+    /// The row of call `id`, unless it is a poll.
+    fn row(&self, id: &str) -> Option<Row> {
+        let first = self.starts.get(id).or(self.ends.get(id)).copied()?;
+        if first.call == "poll" {
+            return None;
+        }
+        let end = self.last_end(id);
         let mut row = Row {
             server: first.server().to_owned(),
             call: first.call.clone(),
@@ -290,29 +304,58 @@ pub(super) fn rows(records: &[Record]) -> Vec<Row> {
                 .unwrap_or_else(|| "unfinished".to_owned()),
             exit_code: end.and_then(|end| end.exit_code),
             duration_ms: end.and_then(|end| end.duration_ms),
-            command,
+            command: command_text(first),
         };
         if row.is_open() {
-            let since = first_index.get(id).copied().unwrap_or(0);
-            let stop = first.session.as_deref().and_then(|session| {
-                stops.get(&(first.server(), session))?.iter().find(|(at, _)| *at > since)
-            });
-            if let Some((_, stop)) = stop {
-                row.status = match stop.status.as_deref() {
-                    Some("closed") => "closed".to_owned(),
-                    _ => "reset".to_owned(),
-                };
-                row.exit_code = None;
-                row.duration_ms = between(first.time.as_deref(), stop.time.as_deref());
-            } else if let Some(fate) = fates.get(first.server()) {
-                row.status = (*fate).to_owned();
-                row.exit_code = None;
-                row.duration_ms = None;
-            }
+            self.settle(&mut row, id, first);
         }
-        rows.push(row);
+        Some(row)
     }
-    rows
+
+    /// The end that says most of how call `id` ended: a background job's
+    /// end line, else its own end, replaced by a later end of its command
+    /// if its own said it was still running.
+    fn last_end(&self, id: &str) -> Option<&'a Record> {
+        let end = self.job_ends.get(id).or(self.ends.get(id)).copied()?;
+        Some(match (&end.session, end.command_number, end.status.as_deref()) {
+            (Some(session), Some(number), Some("running" | "waiting_for_input")) => {
+                self.finished.get(&(end.server(), session.as_str(), number)).copied().unwrap_or(end)
+            }
+            _ => end,
+        })
+    }
+
+    /// Ends the open `row` of call `id` (started by `first`) by a later
+    /// close or reset of its session, else by its server's fate.
+    fn settle(&self, row: &mut Row, id: &str, first: &Record) {
+        let since = self.first_index.get(id).copied().unwrap_or(0);
+        let stop = first.session.as_deref().and_then(|session| {
+            self.stops.get(&(first.server(), session))?.iter().find(|(at, _)| *at > since)
+        });
+        if let Some((_, stop)) = stop {
+            row.status = match stop.status.as_deref() {
+                Some("closed") => "closed".to_owned(),
+                _ => "reset".to_owned(),
+            };
+            row.exit_code = None;
+            row.duration_ms = between(first.time.as_deref(), stop.time.as_deref());
+        } else if let Some(fate) = self.fates.get(first.server()) {
+            row.status = (*fate).to_owned();
+            row.exit_code = None;
+            row.duration_ms = None;
+        }
+    }
+}
+
+/// What a row shows of the call `first` starts: its command, else the key
+/// it sent, else the size of its input, else the kind of call.
+fn command_text(first: &Record) -> String {
+    match (first.command.as_deref(), first.key.as_deref(), first.input_bytes) {
+        (Some(command), _, _) => command.to_owned(),
+        (None, Some(key), _) => format!("<key {key}>"),
+        (None, None, Some(bytes)) => format!("<input: {bytes} bytes>"),
+        (None, None, None) => format!("<{}>", first.call.replace('_', " ")),
+    }
 }
 
 /// Milliseconds from `from` to `to` (RFC 3339 times), if both are known.
