@@ -2,10 +2,13 @@
 //! clients (the guard, containment, full outputs, the audit log, the
 //! clients and the attach listener), a transport serves it
 //! ([`serve_stdio`], or [`serve_http`] on a socket bound before the start),
-//! and [`Running::stop`] stops everything it started, in one order
-//! whatever the transport. Over HTTP the listener closes first, and the
-//! responses of calls that were in flight are let out after the stop
-//! (`http::Serving::finish`).
+//! and [`Running::stop`] stops everything it started.
+//!
+//! It checks no flag (`config` did) and words no reply. It holds the
+//! shutdown order, one for every transport: the order of [`Running`]'s
+//! fields is the order they are stopped (and dropped). Over HTTP the
+//! listener closes first, and the responses of calls that were in flight
+//! are let out after the stop (`http::Serving::finish`).
 
 use std::io::Write;
 use std::sync::Arc;

@@ -556,8 +556,13 @@ impl Viewer {
         }
     }
 
-    /// Sends output, masked unless the viewer asked for the raw stream
-    /// (the engine has taken the integration's markers out of it).
+    /// Sends output, masked with the session's secrets unless the viewer
+    /// asked for the raw stream (`show_secrets`: the same user, the secrets
+    /// are theirs). The engine has taken the integration's markers out of
+    /// it, and the echo of the lines that run the agent's commands (which
+    /// [`Viewer::tap`] shows as `$ command`). Raw masking cannot see a
+    /// secret that the program breaks up with escape sequences (colour in
+    /// the middle of a token): that stays visible.
     async fn show(&mut self, cleaned: &[u8]) -> std::io::Result<()> {
         let shown = match &self.secrets {
             Some(secrets) => self
