@@ -378,15 +378,7 @@ pub(super) fn terminal_end(
         Outcome::NotExecuted { command, why } => {
             end.command = Some(command.clone());
             end.exit_code = None;
-            end.detail = Some(match why {
-                NotRun::CommandRunning { .. } => "another command is running".to_owned(),
-                NotRun::Incomplete => "an incomplete command is held".to_owned(),
-                NotRun::NotAtPrompt { pid, command_line } => {
-                    format!("the shell is not at its prompt: {pid} {command_line}")
-                }
-                NotRun::IntegrationDamaged => "the shell integration is damaged".to_owned(),
-                NotRun::PersonHolds { .. } => "a person holds the session for writing".to_owned(),
-            });
+            end.detail = Some(not_run_detail(why));
             ("not_executed", Some("not_executed"))
         }
     };
@@ -395,6 +387,19 @@ pub(super) fn terminal_end(
         end.detail = Some(format!("signal {signal}"));
     }
     end
+}
+
+/// Why a command was not run, as an end line's detail says it.
+fn not_run_detail(why: &NotRun) -> String {
+    match why {
+        NotRun::CommandRunning { .. } => "another command is running".to_owned(),
+        NotRun::Incomplete => "an incomplete command is held".to_owned(),
+        NotRun::NotAtPrompt { pid, command_line } => {
+            format!("the shell is not at its prompt: {pid} {command_line}")
+        }
+        NotRun::IntegrationDamaged => "the shell integration is damaged".to_owned(),
+        NotRun::PersonHolds { .. } => "a person holds the session for writing".to_owned(),
+    }
 }
 
 /// The end of a `run` call, from its outcome.
