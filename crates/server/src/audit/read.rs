@@ -42,8 +42,6 @@ pub fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
     let since = query.since.as_deref().map(parse_span).transpose()?;
     let now = SystemTime::now();
     let cutoff = since.map(|span| now.checked_sub(span).unwrap_or(UNIX_EPOCH));
-    let mut records = Vec::new();
-    let mut unreadable = 0;
     let file = match &query.file {
         Some(file) => file.clone(),
         None => default_log().context(
@@ -51,19 +49,7 @@ pub fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
              name the file",
         )?,
     };
-    for path in log_files(&file)? {
-        let file = File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        for line in io::BufReader::new(file).lines() {
-            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-            match serde_json::from_str::<Record>(&line) {
-                Ok(record) => records.push(record),
-                Err(_) => unreadable += 1,
-            }
-        }
-    }
-    if unreadable > 0 {
-        tracing::warn!("{unreadable} lines of the audit log are not audit lines; skipped");
-    }
+    let records = read_all(&file)?;
     for row in rows(&records) {
         let started = row.time.as_deref().and_then(parse_rfc3339);
         if let (Some(cutoff), Some(started)) = (cutoff, started)
@@ -77,6 +63,27 @@ pub fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
         writeln!(out, "{}", row.format())?;
     }
     Ok(())
+}
+
+/// Every audit line of `file` and its rotations, oldest first; lines that
+/// are not audit lines are skipped, and counted in one warning.
+fn read_all(file: &Path) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    let mut unreadable = 0;
+    for path in log_files(file)? {
+        let file = File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        for line in io::BufReader::new(file).lines() {
+            let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+            match serde_json::from_str::<Record>(&line) {
+                Ok(record) => records.push(record),
+                Err(_) => unreadable += 1,
+            }
+        }
+    }
+    if unreadable > 0 {
+        tracing::warn!("{unreadable} lines of the audit log are not audit lines; skipped");
+    }
+    Ok(records)
 }
 
 /// `file`'s rotations, oldest first, then `file` itself.
