@@ -136,57 +136,21 @@ impl std::fmt::Display for FlagError {
 impl std::error::Error for FlagError {}
 
 impl ServerConfig {
-    /// Checks every flag and converts it; the first bad one is the error.
-    /// `env` is the server's environment, where secrets are looked for.
+    /// Checks every flag and converts it; the first bad one is the error
+    /// (the flags are checked in the order of the steps below, and of the
+    /// fields after them). `env` is the server's environment, where
+    /// secrets are looked for.
     pub fn from_args(
         args: &ServeArgs,
         env: &[(OsString, OsString)],
     ) -> Result<ServerConfig, FlagError> {
-        let output_cap = args.output_cap;
-        if !(MIN_OUTPUT_CAP..=MAX_OUTPUT_CAP).contains(&output_cap) {
-            return Err(FlagError(format!(
-                "--output-cap must be a number of characters from {MIN_OUTPUT_CAP} to \
-                 {MAX_OUTPUT_CAP}, got {output_cap}"
-            )));
-        }
-        let columns = terminal_size("--columns", args.columns, 20)?;
-        let rows = terminal_size("--rows", args.rows, 5)?;
-        if u32::from(columns) * u32::from(rows) > MAX_CELLS {
-            return Err(FlagError(format!(
-                "--columns times --rows must be at most {MAX_CELLS} cells (the renderer's memory \
-                 grows with them), got {columns} x {rows}"
-            )));
-        }
-        if args.max_sessions < 1 {
-            return Err(FlagError(format!(
-                "--max-sessions must be at least 1, got {}",
-                args.max_sessions
-            )));
-        }
-        if args.output_keep_commands < 1 {
-            return Err(FlagError(format!(
-                "--output-keep-commands must be at least 1, got {}",
-                args.output_keep_commands
-            )));
-        }
-        let found = secrets::load(
-            &secrets::Sources {
-                names: args.secrets.clone(),
-                names_from: "--secret or SHELLKEEP_SECRETS".to_owned(),
-                file: args.secrets_file.clone(),
-                defaults: !args.no_default_secrets,
-            },
-            env,
-        )
-        .map_err(|err| FlagError(err.0))?;
+        let output_cap = output_cap(args)?;
+        let (columns, rows) = terminal(args)?;
+        check_counts(args)?;
+        let found = load_secrets(args, env)?;
         let policy = sandbox_policy(args)?;
         let http = http(args, env)?;
-        // Every token is masked wherever a secret is, even with the default
-        // secrets off.
-        let tokens = http.iter().flat_map(|http| http.tokens.iter()).flat_map(|tokens| {
-            tokens.entries().iter().map(|(name, token)| (format!("token:{name}"), token.clone()))
-        });
-        let masked: Vec<(String, String)> = found.masked().into_iter().chain(tokens).collect();
+        let masked = masked_values(&found, http.as_ref());
         Ok(ServerConfig {
             cwd: args.cwd.clone(),
             no_output_return: seconds("--no-output-return", args.no_output_return)?,
@@ -197,23 +161,7 @@ impl ServerConfig {
             grace: grace(args)?,
             shell: args.shell.clone(),
             source_rc: !args.no_rc,
-            sessions: RegistryLimits {
-                max_sessions: args.max_sessions,
-                idle_expiry: args::seconds_up_to(
-                    "--session-idle-expiry",
-                    args.session_idle_expiry,
-                    MAX_IDLE_EXPIRY,
-                )
-                .map_err(FlagError)?,
-                job_keep: args::seconds_up_to(
-                    "--job-keep-secs",
-                    args.job_keep_secs,
-                    MAX_IDLE_EXPIRY,
-                )
-                .map_err(FlagError)?,
-                // Each principal's client asks for them (`tools::Clients`).
-                unguessable_jobs: false,
-            },
+            sessions: registry_limits(args)?,
             output_keep: StoreLimits {
                 max_commands: args.output_keep_commands,
                 max_bytes: mib("--output-keep-mib", args.output_keep_mib)?,
@@ -271,6 +219,91 @@ impl ServerConfig {
         }
         config
     }
+}
+
+/// `--output-cap`, checked.
+fn output_cap(args: &ServeArgs) -> Result<usize, FlagError> {
+    let output_cap = args.output_cap;
+    if !(MIN_OUTPUT_CAP..=MAX_OUTPUT_CAP).contains(&output_cap) {
+        return Err(FlagError(format!(
+            "--output-cap must be a number of characters from {MIN_OUTPUT_CAP} to \
+             {MAX_OUTPUT_CAP}, got {output_cap}"
+        )));
+    }
+    Ok(output_cap)
+}
+
+/// `--columns` and `--rows`, checked each and together (the renderer's
+/// memory grows with the cells).
+fn terminal(args: &ServeArgs) -> Result<(u16, u16), FlagError> {
+    let columns = terminal_size("--columns", args.columns, 20)?;
+    let rows = terminal_size("--rows", args.rows, 5)?;
+    if u32::from(columns) * u32::from(rows) > MAX_CELLS {
+        return Err(FlagError(format!(
+            "--columns times --rows must be at most {MAX_CELLS} cells (the renderer's memory \
+             grows with them), got {columns} x {rows}"
+        )));
+    }
+    Ok((columns, rows))
+}
+
+/// `--max-sessions` and `--output-keep-commands`: at least 1 each.
+fn check_counts(args: &ServeArgs) -> Result<(), FlagError> {
+    if args.max_sessions < 1 {
+        return Err(FlagError(format!(
+            "--max-sessions must be at least 1, got {}",
+            args.max_sessions
+        )));
+    }
+    if args.output_keep_commands < 1 {
+        return Err(FlagError(format!(
+            "--output-keep-commands must be at least 1, got {}",
+            args.output_keep_commands
+        )));
+    }
+    Ok(())
+}
+
+/// The secrets the flags name (and the defaults, unless turned off),
+/// looked for in `env` and the secrets file.
+fn load_secrets(args: &ServeArgs, env: &[(OsString, OsString)]) -> Result<Found, FlagError> {
+    secrets::load(
+        &secrets::Sources {
+            names: args.secrets.clone(),
+            names_from: "--secret or SHELLKEEP_SECRETS".to_owned(),
+            file: args.secrets_file.clone(),
+            defaults: !args.no_default_secrets,
+        },
+        env,
+    )
+    .map_err(|err| FlagError(err.0))
+}
+
+/// What is masked: the secrets `found`, and every HTTP token (even with
+/// the default secrets off).
+fn masked_values(found: &Found, http: Option<&HttpConfig>) -> Vec<(String, String)> {
+    let tokens = http.iter().flat_map(|http| http.tokens.iter()).flat_map(|tokens| {
+        tokens.entries().iter().map(|(name, token)| (format!("token:{name}"), token.clone()))
+    });
+    found.masked().into_iter().chain(tokens).collect()
+}
+
+/// The session registry's limits: `--max-sessions`,
+/// `--session-idle-expiry` and `--job-keep-secs`.
+fn registry_limits(args: &ServeArgs) -> Result<RegistryLimits, FlagError> {
+    Ok(RegistryLimits {
+        max_sessions: args.max_sessions,
+        idle_expiry: args::seconds_up_to(
+            "--session-idle-expiry",
+            args.session_idle_expiry,
+            MAX_IDLE_EXPIRY,
+        )
+        .map_err(FlagError)?,
+        job_keep: args::seconds_up_to("--job-keep-secs", args.job_keep_secs, MAX_IDLE_EXPIRY)
+            .map_err(FlagError)?,
+        // Each principal's client asks for them (`tools::Clients`).
+        unguessable_jobs: false,
+    })
 }
 
 /// `--http` and its flags, checked (`None` without `--http`): the address

@@ -3,8 +3,10 @@
 //! `policy explain`, `doctor`, `audit`, `ls` and `attach` to watch or
 //! help the agent's sessions, and `replay` to play one's recording).
 //!
-//! stdout belongs to the MCP transport while serving: everything else is
-//! logged with `tracing` to stderr.
+//! It parses (`cli`), checks (`config`) and wires (`serve`); it words no
+//! reply (`render` does). It holds that stdout belongs to the MCP
+//! transport while serving: everything else is logged with `tracing` to
+//! stderr, masked with the server's secrets.
 
 mod args;
 mod attach;
@@ -167,39 +169,10 @@ impl Drop for MaskedStderr {
     }
 }
 
+/// Runs the subcommand `cli` names (serving MCP when it names none).
 async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
-        None | Some(Command::Serve) => {
-            // Every flag is checked before anything starts.
-            let env: Vec<_> = std::env::vars_os().collect();
-            let config = ServerConfig::from_args(&cli.serve, &env)?;
-            for notice in &config.secrets.notices {
-                let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
-            }
-            // The log and the audit log mask what every reply masks.
-            let _ = LOG_MASKS.set(Arc::clone(&config.masks));
-            let masks = Arc::clone(&config.masks);
-            let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
-            let audit = audit::AuditLog::open(&cli.serve.audit, mask)?;
-            // The HTTP socket is bound before anything starts: an address in
-            // use stops start-up before any shell runs.
-            let http = match &config.http {
-                Some(http) => Some((http.clone(), http::bind(http).await?)),
-                None => None,
-            };
-            let running = serve::Running::start(cli.serve.policy.as_deref(), config, audit).await?;
-            let Some((http, listening)) = http else {
-                serve::serve_stdio(&running).await?;
-                running.stop().await;
-                return Ok(std::process::ExitCode::SUCCESS);
-            };
-            // The listener closes first; every session is stopped (calls in
-            // flight end and are answered); then the last responses go out.
-            let served = serve::serve_http(&running, &http, listening).await;
-            running.stop().await;
-            served?.finish().await;
-            Ok(std::process::ExitCode::SUCCESS)
-        }
+        None | Some(Command::Serve) => serve_mcp(&cli.serve).await,
         Some(Command::Run { timeout, cwd, command }) => {
             run_once(&cli.serve, timeout, cwd, command).await
         }
@@ -225,33 +198,70 @@ async fn dispatch(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             audit::print(&query, &mut std::io::stdout().lock())?;
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Some(Command::VerifyTimeouts { output }) => {
-            // Its directory is made first (`docs/` of a fresh checkout), so
-            // that a path that cannot be written fails before the tests run,
-            // naming the path.
-            if let Some(dir) = output.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).with_context(|| {
-                    let full = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
-                    format!("cannot create the directory {} for the document", full.display())
-                })?;
-            }
-            let loaded = load_policy(cli.serve.policy.as_deref())?;
-            let dir = RuntimeDir::create()?;
-            let passed = verify::run(&loaded.policy, &output, &dir.path).await?;
-            let _ = writeln!(
-                std::io::stdout(),
-                "{}: {}",
-                output.display(),
-                if passed { "all four tests passed" } else { "some tests FAILED" }
-            );
-            Ok(if passed {
-                std::process::ExitCode::SUCCESS
-            } else {
-                std::process::ExitCode::FAILURE
-            })
-        }
+        Some(Command::VerifyTimeouts { output }) => verify_timeouts(&cli.serve, &output).await,
         Some(Command::Guard { .. }) => unreachable!("handled before the runtime starts"),
     }
+}
+
+/// Serves MCP (on stdio, or over HTTP when asked) until the client
+/// leaves or a stop signal comes, then stops everything it started.
+async fn serve_mcp(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+    // Every flag is checked before anything starts.
+    let env: Vec<_> = std::env::vars_os().collect();
+    let config = ServerConfig::from_args(args, &env)?;
+    for notice in &config.secrets.notices {
+        let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
+    }
+    // The log and the audit log mask what every reply masks.
+    let _ = LOG_MASKS.set(Arc::clone(&config.masks));
+    let masks = Arc::clone(&config.masks);
+    let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
+    let audit = audit::AuditLog::open(&args.audit, mask)?;
+    // The HTTP socket is bound before anything starts: an address in
+    // use stops start-up before any shell runs.
+    let http = match &config.http {
+        Some(http) => Some((http.clone(), http::bind(http).await?)),
+        None => None,
+    };
+    let running = serve::Running::start(args.policy.as_deref(), config, audit).await?;
+    let Some((http, listening)) = http else {
+        serve::serve_stdio(&running).await?;
+        running.stop().await;
+        return Ok(std::process::ExitCode::SUCCESS);
+    };
+    // The listener closes first; every session is stopped (calls in
+    // flight end and are answered); then the last responses go out.
+    let served = serve::serve_http(&running, &http, listening).await;
+    running.stop().await;
+    served?.finish().await;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `shellkeep verify-timeouts`: runs the four timeout tests and writes
+/// their document to `output`.
+async fn verify_timeouts(
+    args: &ServeArgs,
+    output: &std::path::Path,
+) -> anyhow::Result<std::process::ExitCode> {
+    // Its directory is made first (`docs/` of a fresh checkout), so
+    // that a path that cannot be written fails before the tests run,
+    // naming the path.
+    if let Some(dir) = output.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| {
+            let full = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+            format!("cannot create the directory {} for the document", full.display())
+        })?;
+    }
+    let loaded = load_policy(args.policy.as_deref())?;
+    let dir = RuntimeDir::create()?;
+    let passed = verify::run(&loaded.policy, output, &dir.path).await?;
+    let _ = writeln!(
+        std::io::stdout(),
+        "{}: {}",
+        output.display(),
+        if passed { "all four tests passed" } else { "some tests FAILED" }
+    );
+    Ok(if passed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
 }
 
 /// Loads the policy the flags and environment select, logging any notice.
@@ -612,12 +622,52 @@ fn limits_lines(args: &ServeArgs) -> Vec<String> {
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
 /// line, each with what it means. Never fails for what it finds.
 async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut lines = vec![format!(
+        "shellkeep {} doctor (uid {})",
+        env!("CARGO_PKG_VERSION"),
+        private_fs::euid()
+    )];
+    let mode = doctor_containment(args, &mut lines);
+    // What the flags ask of the sandbox, and what the kernel enforces of it.
+    let asked = config::sandbox_policy(args).map_err(|err| err.0);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
+    lines.push(doctor_memory(&check));
+    let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
+    lines.push(if filtered && !tiocsti.starts_with("legacy TIOCSTI: off") {
+        format!("{tiocsti}; with this sandbox its filter denies TIOCSTI to every command")
+    } else {
+        tiocsti
+    });
+    lines.push(match process::landlock_abi() {
+        Ok(abi) => format!("landlock: ABI {abi} (available)"),
+        Err(err) => format!("landlock: not available ({err})"),
+    });
+    lines.push(format!("seccomp: {}", process::seccomp_status()));
+    lines.extend(doctor_sandbox_modes(&asked, check.as_ref()));
+    lines.push(doctor_runtime_dir());
+    let env: Vec<_> = std::env::vars_os().collect();
+    lines.push(http::doctor_line(config::http(args, &env).map_err(|err| err.0)));
+    lines.push(doctor_full_output_dir(args));
+    // As every start does: what servers that are gone left running.
+    lines.push(match tokio::task::spawn_blocking(process::sweep_dead_servers).await.unwrap_or(0) {
+        0 => "processes left by servers that are gone: none".to_owned(),
+        found => format!("processes left by servers that are gone: {found}, stopped now"),
+    });
+    lines.push(doctor_signals(mode, filtered));
     let mut out = String::new();
-    let mut line = |text: String| {
-        out.push_str(&text);
+    for line in lines {
+        out.push_str(&line);
         out.push('\n');
-    };
-    line(format!("shellkeep {} doctor (uid {})", env!("CARGO_PKG_VERSION"), private_fs::euid()));
+    }
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `doctor`'s lines on containment (and, where it works, the resource
+/// limits), pushed to `lines`: the mode it found, if any. Containment is
+/// ended again before it returns.
+fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<cgroup::Mode> {
     let requested = args.containment.parse::<cgroup::Requested>();
     let mut mode = None;
     match requested.as_ref().map_err(Clone::clone).and_then(|r| process::init_containment(*r)) {
@@ -636,25 +686,26 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                                           environment, process groups, sessions and ancestry"
                     .to_owned(),
             };
-            line(format!("containment: {} ({what})", active.mode.as_str()));
+            lines.push(format!("containment: {} ({what})", active.mode.as_str()));
             for why in &active.unavailable {
-                line(format!("  not used: {why}"));
+                lines.push(format!("  not used: {why}"));
             }
             if requested == Ok(cgroup::Requested::Auto) && active.unavailable.is_empty() {
-                line("  this is the best mode shellkeep has".to_owned());
+                lines.push("  this is the best mode shellkeep has".to_owned());
             }
         }
-        Err(err) => line(format!("containment: not available as asked ({err})")),
+        Err(err) => lines.push(format!("containment: not available as asked ({err})")),
     }
     if mode.is_some() {
-        for text in limits_lines(args) {
-            line(text);
-        }
+        lines.extend(limits_lines(args));
     }
     process::end_containment();
-    // What the flags ask of the sandbox, and what the kernel enforces of it.
-    let asked = config::sandbox_policy(args).map_err(|err| err.0);
-    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    mode
+}
+
+/// `doctor`'s line on whether a process of the same user can read another's
+/// memory, and what the sandbox `check` found does about it.
+fn doctor_memory(check: &Option<Result<sandbox::Enforcement, String>>) -> String {
     let memory = match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
         Ok(scope) => {
             let scope = scope.trim().to_owned();
@@ -672,29 +723,24 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     };
     // Landlock keeps a sandboxed process from tracing, or reading the
     // memory of, any process outside its domain.
-    let domain = matches!(&check, Some(Ok(e)) if e.filesystem || e.tcp || e.signals);
-    line(if domain {
+    let domain = matches!(check, Some(Ok(e)) if e.filesystem || e.tcp || e.signals);
+    if domain {
         format!(
             "{memory}; with this sandbox Landlock denies commands the memory and tracing of every \
              process outside it"
         )
     } else {
         memory
-    });
-    let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
-    let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
-    line(if filtered && !tiocsti.starts_with("legacy TIOCSTI: off") {
-        format!("{tiocsti}; with this sandbox its filter denies TIOCSTI to every command")
-    } else {
-        tiocsti
-    });
-    line(match process::landlock_abi() {
-        Ok(abi) => format!("landlock: ABI {abi} (available)"),
-        Err(err) => format!("landlock: not available ({err})"),
-    });
-    line(format!("seccomp: {}", process::seccomp_status()));
-    // What each mode would get on this kernel (best effort, so that what
-    // is missing is listed, not an error).
+    }
+}
+
+/// `doctor`'s lines on the sandbox: what is asked (`asked`, checked as
+/// `check`), and what each mode would get on this kernel (best effort, so
+/// that what is missing is listed, not an error).
+fn doctor_sandbox_modes(
+    asked: &Result<sandbox::Policy, String>,
+    check: Option<&Result<sandbox::Enforcement, String>>,
+) -> Vec<String> {
     let workspace = asked.as_ref().map_or_else(|_| Vec::new(), |policy| policy.writable.clone());
     let modes: Vec<(sandbox::Policy, Result<sandbox::Enforcement, String>)> =
         [sandbox::Mode::WorkspaceWrite, sandbox::Mode::ReadOnly]
@@ -710,20 +756,24 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
                 (policy, result)
             })
             .collect();
-    for text in render::sandbox::doctor(&asked, check.as_ref(), &modes) {
-        line(text);
-    }
+    render::sandbox::doctor(asked, check, &modes)
+}
+
+/// `doctor`'s line on the private runtime directory.
+fn doctor_runtime_dir() -> String {
     match RuntimeDir::create() {
-        Ok(dir) => line(format!(
+        Ok(dir) => format!(
             "runtime directory: {} (private: ok)",
             dir.path.parent().map_or_else(|| dir.path.clone(), Into::into).display()
-        )),
-        Err(err) => line(format!("runtime directory: FAILS ({err:#})")),
+        ),
+        Err(err) => format!("runtime directory: FAILS ({err:#})"),
     }
-    let env: Vec<_> = std::env::vars_os().collect();
-    line(http::doctor_line(config::http(args, &env).map_err(|err| err.0)));
+}
+
+/// `doctor`'s line on the directory full outputs are saved in.
+fn doctor_full_output_dir(args: &ServeArgs) -> String {
     let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
-    line(match wanted {
+    match wanted {
         Some(dir) if !dir.is_absolute() => {
             format!("full-output directory: {} FAILS (not an absolute path)", dir.display())
         }
@@ -744,13 +794,13 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         None => "full-output directory: none (no $XDG_STATE_HOME or $HOME); full outputs go to \
                  the runtime directory"
             .to_owned(),
-    });
-    // As every start does: what servers that are gone left running.
-    line(match tokio::task::spawn_blocking(process::sweep_dead_servers).await.unwrap_or(0) {
-        0 => "processes left by servers that are gone: none".to_owned(),
-        found => format!("processes left by servers that are gone: {found}, stopped now"),
-    });
-    // What no process of the same user can be kept from doing.
+    }
+}
+
+/// `doctor`'s line on what no process of the same user can be kept from
+/// doing (under containment `mode`, with or without the sandbox's signal
+/// filter).
+fn doctor_signals(mode: Option<cgroup::Mode>, filtered: bool) -> String {
     let left = match mode {
         Some(cgroup::Mode::Markers) | None => {
             "what still carries its marker (a process that also cleared its environment or \
@@ -761,7 +811,7 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
              leave its group, a process that also hid its marker survives)"
         }
     };
-    line(if filtered {
+    if filtered {
         "same-user signals: the sandbox's filter denies commands every signal to the server \
          and its orphan guard"
             .to_owned()
@@ -771,9 +821,7 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
              together (SIGSTOP and SIGKILL cannot be refused); the next start of shellkeep, or \
              doctor, then ends {left}"
         )
-    });
-    std::io::stdout().lock().write_all(out.as_bytes())?;
-    Ok(std::process::ExitCode::SUCCESS)
+    }
 }
 
 /// The kernel's switch for legacy `TIOCSTI` (Linux 6.2 and later).

@@ -2,10 +2,13 @@
 //! clients (the guard, containment, full outputs, the audit log, the
 //! clients and the attach listener), a transport serves it
 //! ([`serve_stdio`], or [`serve_http`] on a socket bound before the start),
-//! and [`Running::stop`] stops everything it started, in one order
-//! whatever the transport. Over HTTP the listener closes first, and the
-//! responses of calls that were in flight are let out after the stop
-//! (`http::Serving::finish`).
+//! and [`Running::stop`] stops everything it started.
+//!
+//! It checks no flag (`config` did) and words no reply. It holds the
+//! shutdown order, one for every transport: the order of [`Running`]'s
+//! fields is the order they are stopped (and dropped). Over HTTP the
+//! listener closes first, and the responses of calls that were in flight
+//! are let out after the stop (`http::Serving::finish`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::Guard;
+use shellkeep_engine::output::SpillStore;
 use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::Recorder;
@@ -25,23 +29,55 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{HttpConfig, ServerConfig};
 use crate::{ContainmentEnd, RuntimeDir, attach, audit, http, tools, wire};
 
-/// A server that serves: its core and what must be stopped at its end.
+/// A server that serves: what the transports use, then what must be
+/// stopped at its end.
+///
+/// The stop order is the declaration order of the fields after `stop`:
+/// [`Running::stop`] takes them one by one from top to bottom, and a
+/// `Running` dropped without `stop` (a failed start of a transport) drops
+/// them in that same order. A field that must outlive another comes after
+/// it.
 pub struct Running {
-    /// What every client's calls share.
-    pub core: Arc<tools::Core>,
     /// Cancelled by the first stop signal that is not our commands'.
     pub stop: CancellationToken,
-    /// The person's view of the sessions, if it listens.
+    /// Stop signals no longer watched, the sweep of dead servers given up.
+    watchers: Watchers,
+    /// The person's view of the sessions, if it listens: viewers learn
+    /// that the server ends before their sessions close.
     pub listener: Option<attach::Listener>,
+    /// What every client's calls share: every client's sessions close.
+    pub core: Arc<tools::Core>,
+    /// The recordings of the closed shells are written to their end.
+    recorder: Option<Arc<Recorder>>,
+    /// Every session is stopped: the log says the server ended, so that a
+    /// later server does not report it.
+    audit: Option<Arc<audit::AuditLog>>,
+    /// Anything else we started, wherever it went, is terminated.
+    leftovers: Leftovers,
+    /// Whatever is still in our control groups is killed, and the groups
+    /// removed.
+    containment: ContainmentEnd,
+    /// The orphan reaper, which holds the guard too: gone, not only told
+    /// to go, before the guard is ours alone.
+    reaper: tokio::task::JoinHandle<()>,
+    /// The orphan guard is told that the server ended normally.
+    guard: Option<Arc<Guard>>,
+    /// The private runtime directory (the attach socket, sessions'
+    /// files): removed last.
+    dir: RuntimeDir,
+}
+
+/// What watches from the start: the stop signals, and the sweep of what
+/// dead servers left running.
+struct Watchers {
     signals: signal_hook::iterator::Handle,
     sweep: tokio::task::JoinHandle<usize>,
-    reaper: tokio::task::JoinHandle<()>,
-    recorder: Option<Arc<Recorder>>,
-    guard: Option<Arc<Guard>>,
-    containment: ContainmentEnd,
-    audit: Option<Arc<audit::AuditLog>>,
+}
+
+/// How long the processes the server started, and left behind by its
+/// sessions, get between the polite signal and the kill.
+struct Leftovers {
     grace: Duration,
-    dir: RuntimeDir,
 }
 
 impl Running {
@@ -53,13 +89,7 @@ impl Running {
         config: ServerConfig,
         audit: Option<Arc<audit::AuditLog>>,
     ) -> anyhow::Result<Running> {
-        // First of all: a command running as the same user must not be able
-        // to open our stdout through /proc and forge protocol messages.
-        if let Err(err) = private_fs::make_process_undumpable() {
-            tracing::warn!(
-                "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
-            );
-        }
+        harden_process();
         let loaded = crate::load_policy(policy_file)?;
         // Before anything is started: every child joins its owner's group.
         let containment = crate::start_containment(config.containment)?;
@@ -67,53 +97,200 @@ impl Running {
         // guard): stopped in the background, so that the start does not
         // wait.
         let sweep = tokio::task::spawn_blocking(process::sweep_dead_servers);
-        let cwd = match &config.cwd {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir().context("cannot read the working directory")?,
-        };
-        anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+        let cwd = working_dir(&config)?;
         // Resolved once, before any command's `env` can change `PATH`.
         let _ = process::bash();
         let dir = RuntimeDir::create()?;
         // A sandboxed `run`'s temporary directory goes where the guard looks
         // after a server SIGKILL.
         sandbox::set_private_tmp_base(dir.path.clone());
-        let guard =
-            match std::env::current_exe().and_then(|exe| crate::start_guard(&exe, &dir.path)) {
-                Ok(guard) => Some(Arc::new(guard)),
-                // Replies say so: a missing safety net is never silent.
-                Err(err) => Some(Arc::new(Guard::unavailable(&err.to_string()))),
-            };
-        // After a server SIGKILL the guard kills the server's control
-        // groups, whatever their processes did to their markers.
-        if let (Some(guard), Some(dir)) = (&guard, cgroup::server_dir()) {
-            guard.watch_cgroup(dir);
-        }
-        // Orphans of everything we start become our children, so that
-        // nothing leaves our tree; they are reaped here as they end, and
-        // those that only their ancestry ties to us are told to the guard,
-        // which cannot see that ancestry once we are gone.
-        let adopted_guard = guard.clone();
-        let reaper = tokio::spawn(async move {
-            let told = move |roots: &[process::Root]| {
-                if let Some(guard) = &adopted_guard {
-                    guard.watch_trees(roots);
-                }
-            };
-            if let Err(err) = process::reap_adopted_orphans(told).await {
-                tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
-            }
+        let guard = start_guard(&dir);
+        let reaper = spawn_reaper(guard.clone());
+        let outputs = FullOutputs::start(&config, &dir, audit.as_deref())?;
+        let recorder = crate::recorder(&config, &outputs.prefix)?;
+        let mut template = config.session_template(
+            cwd,
+            dir.path.join("sessions"),
+            Arc::clone(&outputs.spill),
+            guard.clone(),
+        );
+        template.record = recorder.clone();
+        let clients = Arc::new(tools::Clients::new(template, config.sessions, config.output_keep));
+        let leftovers = Leftovers { grace: config.grace };
+        let core = Arc::new(tools::Core {
+            clients: Arc::clone(&clients),
+            policy: loaded.policy,
+            policy_origin: loaded.origin,
+            spill: outputs.spill,
+            config,
+            guard: guard.clone(),
+            audit: audit.clone(),
         });
-        // Unique among servers sharing the directory.
-        let prefix = shellkeep_engine::output::server_prefix()?;
-        let spill = crate::full_output_store(&config, &dir.path.join("output"), &prefix)?;
-        // Said in the log, with where full outputs go, so that a later
-        // server can tell if this one dies; and earlier servers that died
-        // are found.
+        start_default_shell(&clients);
+        let listener = listen_for_attach(&dir, &clients);
+        let stop = CancellationToken::new();
+        let signals = crate::watch_stop_signals(stop.clone())
+            .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
+        Ok(Running {
+            stop,
+            watchers: Watchers { signals, sweep },
+            listener,
+            core,
+            recorder,
+            audit,
+            leftovers,
+            containment,
+            reaper,
+            guard,
+            dir,
+        })
+    }
+
+    /// Stops everything the server started, whatever the transport: every
+    /// client's sessions and what they started, then anything else we
+    /// started, wherever it went (`setsid`, a double fork, a cleared
+    /// environment: orphans are our children); the guard is told last.
+    /// One step per field, in the fields' declaration order.
+    pub async fn stop(self) {
+        let Running {
+            stop: _,
+            watchers,
+            listener,
+            core,
+            recorder,
+            audit,
+            leftovers,
+            containment,
+            reaper,
+            guard,
+            dir,
+        } = self;
+        watchers.signals.close();
+        watchers.sweep.abort();
+        if let Some(listener) = listener {
+            listener.stop().await;
+        }
+        core.clients.close_all().await;
+        drop(core);
+        if let Some(recorder) = recorder {
+            let _ = tokio::task::spawn_blocking(move || recorder.wait_idle(Duration::from_secs(3)))
+                .await;
+        }
         if let Some(log) = &audit {
-            let full_output_dir = spill.dir().to_owned();
+            log.server_ended();
+        }
+        leftovers.terminate(guard.as_deref()).await;
+        drop(containment);
+        reaper.abort();
+        let _ = reaper.await;
+        tell_guard_the_end(guard);
+        drop(dir);
+    }
+}
+
+impl Leftovers {
+    /// Terminates every process of the server but the guard's (a guard
+    /// given up is not spared: its old pid may be anything's now).
+    async fn terminate(&self, guard: Option<&Guard>) {
+        let guard_pid = guard.and_then(Guard::live_pid).map(|pid| pid as i32);
+        process::terminate(
+            &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
+            self.grace,
+        )
+        .await;
+    }
+}
+
+/// Tells the guard, once no one else holds it, that the server ended
+/// normally; a guard still shared is not told (never expected: it then
+/// takes this end for a crash).
+fn tell_guard_the_end(guard: Option<Arc<Guard>>) {
+    match guard.map(Arc::try_unwrap) {
+        Some(Ok(guard)) => {
+            guard.shutdown(Duration::from_secs(3));
+        }
+        Some(Err(_)) => {
+            tracing::warn!("the orphan guard is still shared; it is not told of the end")
+        }
+        None => {}
+    }
+}
+
+/// First of all: a command running as the same user must not be able to
+/// open our stdout through /proc and forge protocol messages.
+fn harden_process() {
+    if let Err(err) = private_fs::make_process_undumpable() {
+        tracing::warn!(
+            "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
+        );
+    }
+}
+
+/// The directory sessions start in: `--cwd`, else ours.
+fn working_dir(config: &ServerConfig) -> anyhow::Result<std::path::PathBuf> {
+    let cwd = match &config.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the working directory")?,
+    };
+    anyhow::ensure!(cwd.is_dir(), "--cwd {} is not a directory", cwd.display());
+    Ok(cwd)
+}
+
+/// The orphan guard for the runtime directory `dir`, watching our control
+/// groups too: one that could not start is kept as unavailable, so that
+/// replies say so (a missing safety net is never silent).
+fn start_guard(dir: &RuntimeDir) -> Option<Arc<Guard>> {
+    let guard = match std::env::current_exe().and_then(|exe| crate::start_guard(&exe, &dir.path)) {
+        Ok(guard) => Arc::new(guard),
+        Err(err) => Arc::new(Guard::unavailable(&err.to_string())),
+    };
+    // After a server SIGKILL the guard kills the server's control groups,
+    // whatever their processes did to their markers.
+    if let Some(cgroups) = cgroup::server_dir() {
+        guard.watch_cgroup(cgroups);
+    }
+    Some(guard)
+}
+
+/// Makes orphans of everything we start our children, so that nothing
+/// leaves our tree; they are reaped as they end, and those that only their
+/// ancestry ties to us are told to `guard`, which cannot see that ancestry
+/// once we are gone.
+fn spawn_reaper(guard: Option<Arc<Guard>>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let told = move |roots: &[process::Root]| {
+            if let Some(guard) = &guard {
+                guard.watch_trees(roots);
+            }
+        };
+        if let Err(err) = process::reap_adopted_orphans(told).await {
+            tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
+        }
+    })
+}
+
+/// Where full outputs go, under a prefix unique among servers sharing the
+/// directory.
+struct FullOutputs {
+    spill: Arc<SpillStore>,
+    prefix: String,
+}
+
+impl FullOutputs {
+    /// Opens the store of full outputs and prunes old ones in the
+    /// background. The audit log says where they go, so that a later
+    /// server can tell if this one dies; and earlier servers that died are
+    /// found.
+    fn start(
+        config: &ServerConfig,
+        dir: &RuntimeDir,
+        audit: Option<&audit::AuditLog>,
+    ) -> anyhow::Result<FullOutputs> {
+        let prefix = shellkeep_engine::output::server_prefix()?;
+        let spill = crate::full_output_store(config, &dir.path.join("output"), &prefix)?;
+        if let Some(log) = audit {
             log.server_started(&audit::ServerFacts {
-                full_output_dir,
+                full_output_dir: spill.dir().to_owned(),
                 output_prefix: prefix.clone(),
             });
         }
@@ -123,129 +300,36 @@ impl Running {
                 tracing::info!("removed the old full output {}", removed.display());
             }
         });
-        let recorder = crate::recorder(&config, &prefix)?;
-        let mut template = config.session_template(
-            cwd,
-            dir.path.join("sessions"),
-            Arc::clone(&spill),
-            guard.clone(),
-        );
-        template.record = recorder.clone();
-        let clients = Arc::new(tools::Clients::new(template, config.sessions, config.output_keep));
-        let grace = config.grace;
-        let core = Arc::new(tools::Core {
-            clients: Arc::clone(&clients),
-            policy: loaded.policy,
-            policy_origin: loaded.origin,
-            spill,
-            config,
-            guard: guard.clone(),
-            audit: audit.clone(),
-        });
-        // Start the local client's shell now, so the first command does not
-        // wait for bash.
-        let local = clients.local();
-        tokio::spawn(async move {
-            let started = local.sessions.open(DEFAULT_SESSION, None, true, None);
-            let Ok((lease, _)) = started else { return };
-            if let Err(err) = lease.session().start().await {
-                tracing::warn!("the terminal could not start yet: {err}");
-            }
-        });
-        // A person's view of the sessions (`shellkeep attach`): without it
-        // the server still serves, and says why in the log.
-        let start_dir = clients.start_dir().to_owned();
-        let listener = match attach::Listener::start(&dir.path, Arc::clone(&clients), start_dir) {
-            Ok(listener) => {
-                tracing::info!("attach socket: {}", listener.path().display());
-                Some(listener)
-            }
-            Err(err) => {
-                tracing::warn!("cannot listen for shellkeep attach: {err}");
-                None
-            }
-        };
-        let stop = CancellationToken::new();
-        let signals = crate::watch_stop_signals(stop.clone())
-            .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
-        Ok(Running {
-            core,
-            stop,
-            listener,
-            signals,
-            sweep,
-            reaper,
-            recorder,
-            guard,
-            containment,
-            audit,
-            grace,
-            dir,
-        })
+        Ok(FullOutputs { spill, prefix })
     }
+}
 
-    /// Stops everything the server started, whatever the transport: every
-    /// client's sessions and what they started, then anything else we
-    /// started, wherever it went (`setsid`, a double fork, a cleared
-    /// environment: orphans are our children); the guard is told last.
-    pub async fn stop(self) {
-        let Running {
-            core,
-            listener,
-            signals,
-            sweep,
-            reaper,
-            recorder,
-            guard,
-            containment,
-            audit,
-            grace,
-            dir,
-            stop: _,
-        } = self;
-        signals.close();
-        sweep.abort();
-        // Viewers learn that the server ends, before their sessions close.
-        if let Some(listener) = listener {
-            listener.stop().await;
+/// Starts the local client's shell now, so the first command does not
+/// wait for bash.
+fn start_default_shell(clients: &tools::Clients) {
+    let local = clients.local();
+    tokio::spawn(async move {
+        let started = local.sessions.open(DEFAULT_SESSION, None, true, None);
+        let Ok((lease, _)) = started else { return };
+        if let Err(err) = lease.session().start().await {
+            tracing::warn!("the terminal could not start yet: {err}");
         }
-        core.clients.close_all().await;
-        drop(core);
-        // The recordings of the closed shells are written to their end.
-        if let Some(recorder) = recorder {
-            let _ = tokio::task::spawn_blocking(move || recorder.wait_idle(Duration::from_secs(3)))
-                .await;
+    });
+}
+
+/// A person's view of the sessions (`shellkeep attach`): without it the
+/// server still serves, and says why in the log.
+fn listen_for_attach(dir: &RuntimeDir, clients: &Arc<tools::Clients>) -> Option<attach::Listener> {
+    let start_dir = clients.start_dir().to_owned();
+    match attach::Listener::start(&dir.path, Arc::clone(clients), start_dir) {
+        Ok(listener) => {
+            tracing::info!("attach socket: {}", listener.path().display());
+            Some(listener)
         }
-        // Every session is stopped: a later server must not report this one.
-        if let Some(log) = &audit {
-            log.server_ended();
+        Err(err) => {
+            tracing::warn!("cannot listen for shellkeep attach: {err}");
+            None
         }
-        // A guard given up is not spared: its old pid may be anything's now.
-        let guard_pid = guard.as_ref().and_then(|guard| guard.live_pid()).map(|pid| pid as i32);
-        process::terminate(
-            &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
-            grace,
-        )
-        .await;
-        // Whatever is still in our control groups (nothing leaves them
-        // without privileges) is killed, and the groups removed.
-        drop(containment);
-        // The reaper holds the guard too (to tell it of adopted orphans): it
-        // must be gone, not only told to go, before the guard is ours alone
-        // to tell that the server ended normally.
-        reaper.abort();
-        let _ = reaper.await;
-        match guard.map(Arc::try_unwrap) {
-            Some(Ok(guard)) => {
-                guard.shutdown(Duration::from_secs(3));
-            }
-            // Never expected: the guard then takes this end for a crash.
-            Some(Err(_)) => {
-                tracing::warn!("the orphan guard is still shared; it is not told of the end")
-            }
-            None => {}
-        }
-        drop(dir);
     }
 }
 

@@ -60,8 +60,9 @@ pub const REFUSAL_OWN_PROCESS: &str =
 /// What one viewer too many reads.
 const REFUSAL_TOO_MANY: &str = "shellkeep: refused: too many viewers are attached to this server\n";
 
-/// What the listener shares with its connections.
-struct Shared {
+/// What the listener shares with its connections: its state, one per
+/// server, read by every viewer.
+struct ListenerState {
     /// The server's clients, whose sessions a person sees.
     clients: Arc<Clients>,
     /// The directory sessions start in.
@@ -81,7 +82,7 @@ struct Shared {
 /// The attach listener of one server. [`Listener::stop`] tells every
 /// viewer the server ends and waits (briefly) for them to be told.
 pub struct Listener {
-    shared: Arc<Shared>,
+    shared: Arc<ListenerState>,
     /// The socket's path.
     path: PathBuf,
     accept: tokio::task::JoinHandle<()>,
@@ -101,7 +102,7 @@ impl Listener {
         let listener = tokio::net::UnixListener::bind(&path)?;
         // The directory already keeps others out; the socket says so too.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ListenerState {
             clients,
             start_dir,
             started: SystemTime::now(),
@@ -138,7 +139,7 @@ impl Listener {
     }
 }
 
-async fn accept_loop(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
+async fn accept_loop(listener: tokio::net::UnixListener, shared: Arc<ListenerState>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -159,7 +160,7 @@ async fn accept_loop(listener: tokio::net::UnixListener, shared: Arc<Shared>) {
 }
 
 /// One connection: the peer check, the request, then a listing or a view.
-async fn connection(mut stream: UnixStream, shared: Arc<Shared>) -> std::io::Result<()> {
+async fn connection(mut stream: UnixStream, shared: Arc<ListenerState>) -> std::io::Result<()> {
     let (peer_pid, peer_uid) = process::peer_credentials(&stream)?;
     if peer_uid != private_fs::euid() {
         tracing::warn!(peer_pid, peer_uid, "attach: refused a connection of another user");
@@ -216,7 +217,7 @@ async fn connection(mut stream: UnixStream, shared: Arc<Shared>) -> std::io::Res
 }
 
 /// The server and its sessions, now.
-fn listing(shared: &Shared) -> Listing {
+fn listing(shared: &ListenerState) -> Listing {
     let viewers = shared.viewers.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let sessions = shared
         .clients
@@ -262,12 +263,12 @@ fn listing(shared: &Shared) -> Listing {
 
 /// Counts a viewer of a session for as long as it lives.
 struct Counted<'a> {
-    shared: &'a Shared,
+    shared: &'a ListenerState,
     name: String,
 }
 
 impl<'a> Counted<'a> {
-    fn new(shared: &'a Shared, name: &str) -> Counted<'a> {
+    fn new(shared: &'a ListenerState, name: &str) -> Counted<'a> {
         *shared
             .viewers
             .lock()
@@ -304,7 +305,7 @@ async fn view(
     read: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut write: OwnedWriteHalf,
     request: AttachRequest,
-    shared: &Shared,
+    shared: &ListenerState,
 ) -> std::io::Result<()> {
     let session = match find(shared, &request.session) {
         Some(session) => session,
@@ -370,7 +371,7 @@ async fn view(
 async fn watch_shells(
     out: &mut Viewer,
     (name, session): (&str, &Arc<Session>),
-    shared: &Shared,
+    shared: &ListenerState,
     mut since: Option<Duration>,
     keys: &mut mpsc::Receiver<FromViewer>,
     hold: Option<&shellkeep_engine::terminal::Hold>,
@@ -436,7 +437,7 @@ async fn follow(
     out: &mut Viewer,
     mut live: broadcast::Receiver<Arc<Tapped>>,
     (name, session): (&str, &Arc<Session>),
-    shared: &Shared,
+    shared: &ListenerState,
     keys: &mut mpsc::Receiver<FromViewer>,
     hold: Option<&shellkeep_engine::terminal::Hold>,
 ) -> std::io::Result<Followed> {
@@ -481,13 +482,13 @@ async fn follow(
 }
 
 /// Whether `session` is still the session a person's view names `name`.
-fn still_open(name: &str, session: &Arc<Session>, shared: &Shared) -> bool {
+fn still_open(name: &str, session: &Arc<Session>, shared: &ListenerState) -> bool {
     find(shared, name).is_some_and(|open| Arc::ptr_eq(&open, session))
 }
 
 /// The session a person's view names `qualified` (a principal's as
 /// `PRINCIPAL/NAME`).
-fn find(shared: &Shared, qualified: &str) -> Option<Arc<Session>> {
+fn find(shared: &ListenerState, qualified: &str) -> Option<Arc<Session>> {
     let (client, name) = shared.clients.find(qualified)?;
     client.sessions.get(&name).ok()
 }
@@ -555,8 +556,13 @@ impl Viewer {
         }
     }
 
-    /// Sends output, masked unless the viewer asked for the raw stream
-    /// (the engine has taken the integration's markers out of it).
+    /// Sends output, masked with the session's secrets unless the viewer
+    /// asked for the raw stream (`show_secrets`: the same user, the secrets
+    /// are theirs). The engine has taken the integration's markers out of
+    /// it, and the echo of the lines that run the agent's commands (which
+    /// [`Viewer::tap`] shows as `$ command`). Raw masking cannot see a
+    /// secret that the program breaks up with escape sequences (colour in
+    /// the middle of a token): that stays visible.
     async fn show(&mut self, cleaned: &[u8]) -> std::io::Result<()> {
         let shown = match &self.secrets {
             Some(secrets) => self

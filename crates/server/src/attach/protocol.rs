@@ -1,7 +1,10 @@
 //! The attach protocol's messages and frames, as both ends write and read
-//! them (the protocol itself is described in the header of `attach`): the
-//! greeting line, the framing with its bounds, and the JSON bodies. Pure
-//! encoding and bounded reading; it opens no socket and decides nothing.
+//! them: the greeting line, the framing with its bounds, and the JSON
+//! bodies (the protocol's steps are on [`VERSION`]).
+//!
+//! Pure encoding and bounded reading: it opens no socket and decides
+//! nothing. It holds that every read is bounded ([`MAX_LINE`],
+//! [`MAX_CLIENT_FRAME`], [`MAX_SERVER_FRAME`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -10,7 +13,29 @@ use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt,
 };
 
-/// The protocol's version, in the greeting.
+/// The protocol's version, in the greeting. Version 1:
+///
+/// 1. The server accepts, checks the peer's uid, and writes one line:
+///    `shellkeep-attach 1` (the version) or a refusal (`shellkeep: refused:
+///    …`), after which it closes. A line is at most 256 bytes.
+/// 2. Then both sides write frames: a kind byte, the payload's length (4
+///    bytes, big-endian), the payload. Client frames are at most 4 KiB,
+///    server frames at most 1 MiB (output at most 64 KiB a frame).
+/// 3. The client sends one `H` frame, its request as JSON: `{"op":"list"}`
+///    or `{"op":"attach","session":…,"write":…,"since_secs":…,
+///    "show_secrets":…,"window":{"rows":…,"cols":…}}`, within 10 s.
+/// 4. To `list`, the server answers one `L` frame (the server and its
+///    sessions, JSON) and closes. To `attach`, it answers `R` (refused,
+///    `{"error":…}`) and closes, or `A` (JSON: server pid, session, its
+///    window, whether writing was granted or someone else holds it since
+///    when, whether output is masked); then `O` frames (the terminal's
+///    output: first the replay, then live) and `E` frames (JSON events:
+///    `live` after the replay, `skipped` when the viewer was too slow,
+///    `resize`, `shell_ended`, `reset`, `waiting`, and the last one,
+///    `closed` or `server_ended`).
+/// 5. The client may send `K` frames (keys; typed only when writing was
+///    granted) and `W` frames (its window, JSON). Closing the connection
+///    detaches; the session is not touched.
 pub const VERSION: u32 = 1;
 
 /// What the server writes first to a peer it accepts, before any frame.

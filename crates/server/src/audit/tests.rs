@@ -9,7 +9,15 @@ use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{DecisionSource, Limits};
 use shellkeep_engine::process::TerminationMode;
 
+use super::call::{cut_command, run_end, terminal_end};
+use super::dead::{DeadCommand, boot_id, dead_servers, server_alive};
+use super::read::{Record, parse_span, read_tail, rows};
 use super::*;
+use shellkeep_engine::keys::Input;
+use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
+use shellkeep_engine::policy::Decision;
+use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
+use std::time::Duration;
 
 /// A fresh private directory, removed when dropped.
 struct TempDir(PathBuf);
@@ -585,7 +593,7 @@ fn the_read_back_folds_closes_resets_and_dead_servers_into_commands() {
     assert_eq!(rows_status(&later), ["running"]);
     later.push(server_line("server_end", "aa", 11));
     assert_eq!(rows_status(&later), ["server_ended"]);
-    assert!(!super::rows(&later)[0].failed());
+    assert!(!super::read::rows(&later)[0].failed());
 }
 
 fn rows_status(records: &[Record]) -> Vec<String> {
