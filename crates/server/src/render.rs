@@ -30,6 +30,7 @@ use rmcp::schemars;
 
 mod explain;
 pub mod sandbox;
+mod session_words;
 mod tasks;
 mod terminal;
 
@@ -716,9 +717,10 @@ pub fn job_place_error(from: &str, err: &PlaceError) -> String {
             "the exported environment of session {from:?} is larger than {}, the most a job takes",
             bytes(MAX_START_ENV)
         ),
-        PlaceError::Failed(why) => {
-            format!("the environment of session {from:?} could not be read ({})", capped_echo(why))
-        }
+        PlaceError::Failed(why) => format!(
+            "the environment of session {from:?} could not be read ({})",
+            capped_echo(&session_words::place_failure(why))
+        ),
     };
     let what = match err {
         PlaceError::Busy { .. } | PlaceError::InUse | PlaceError::NotAtPrompt { .. } => {

@@ -71,24 +71,47 @@ pub(super) struct Reinstall {
 }
 
 impl Reinstall {
-    /// A reinstall of shell `pid` (program image `fingerprint`), whose
-    /// handshake is `seq`, started while command
-    /// `command_seq` runs at `now`; `replaced` when the shell replaced the
-    /// current level's (`exec`).
-    pub(super) fn new(
-        (seq, command_seq): (u64, u64),
-        (pid, fingerprint): (i32, u64),
-        replaced: bool,
-        now: Instant,
-    ) -> Reinstall {
+    /// A reinstall as `start` says, begun at `now`.
+    pub(super) fn new(start: ReinstallStart, now: Instant) -> Reinstall {
+        let ReinstallStart { handshake, command_seq, shell, replaced } = start;
         let deadline = now + REINSTALL_TIMEOUT;
-        Reinstall { seq, pid, fingerprint, replaced, command_seq, deadline }
+        Reinstall {
+            seq: handshake,
+            pid: shell.pid,
+            fingerprint: shell.fingerprint,
+            replaced,
+            command_seq,
+            deadline,
+        }
     }
 
     /// When the attempt is given up.
     pub(super) fn deadline(&self) -> Instant {
         self.deadline
     }
+}
+
+/// What a reinstall is begun with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReinstallStart {
+    /// The handshake's sequence number.
+    pub(super) handshake: u64,
+    /// The running command (the `bash` or `exec bash`).
+    pub(super) command_seq: u64,
+    /// The shell being given the integration.
+    pub(super) shell: ShellId,
+    /// Whether it replaced the shell of the current level (`exec`).
+    pub(super) replaced: bool,
+}
+
+/// A shell process as it is told apart from another: its pid and its
+/// program image's identity (`proc_shell::fingerprint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ShellId {
+    /// Its pid.
+    pub(super) pid: i32,
+    /// Its program image's identity.
+    pub(super) fingerprint: u64,
 }
 
 /// First sequence number of reinstall handshakes; command numbers stay far
@@ -190,10 +213,10 @@ impl Levels {
 
     /// Gives up a reinstall whose deadline passed at `now` (the next reply
     /// says so); returns the shell it was for.
-    pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<(i32, u64)> {
+    pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<ShellId> {
         let reinstall = self.reinstall.take_if(|r| now >= r.deadline)?;
         self.events.push(Event::ReinstallFailed);
-        Some((reinstall.pid, reinstall.fingerprint))
+        Some(ShellId { pid: reinstall.pid, fingerprint: reinstall.fingerprint })
     }
 
     /// What the end marker `seq` (with `status`) means, when it belongs to
@@ -227,7 +250,11 @@ mod tests {
     use super::*;
 
     fn reinstall(seq: u64, pid: i32, replaced: bool, command_seq: u64) -> Reinstall {
-        Reinstall::new((seq, command_seq), (pid, 7), replaced, Instant::now())
+        let shell = ShellId { pid, fingerprint: 7 };
+        Reinstall::new(
+            ReinstallStart { handshake: seq, command_seq, shell, replaced },
+            Instant::now(),
+        )
     }
 
     #[test]
@@ -280,7 +307,7 @@ mod tests {
         let deadline = attempt.deadline();
         levels.begin_reinstall(attempt);
         assert_eq!(levels.give_up_reinstall(deadline - Duration::from_millis(1)), None);
-        assert_eq!(levels.give_up_reinstall(deadline), Some((200, 7)));
+        assert_eq!(levels.give_up_reinstall(deadline), Some(ShellId { pid: 200, fingerprint: 7 }));
         assert!(levels.reinstall().is_none());
         assert_eq!(levels.take_events(), vec![Event::ReinstallFailed]);
     }

@@ -57,7 +57,7 @@ use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 use crate::terminal::{Gate, pty};
 
-use super::call::{AtPrompt, Event};
+use super::call::{AtPrompt, Event, ShellExit};
 use super::channel::{Captured, Channel, Message, Record, StateParts};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
@@ -832,12 +832,13 @@ impl Drop for Watch<'_> {
     }
 }
 
-pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
+/// How a shell that ended with `status` ended.
+pub(super) fn shell_exit(status: std::process::ExitStatus) -> ShellExit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => "it stopped".to_owned(),
+        (Some(code), _) => ShellExit::Code(code),
+        (None, Some(signal)) => ShellExit::Signal(signal),
+        _ => ShellExit::Unknown,
     }
 }
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::output::{self, Shown};
 
 use super::call::{
-    Event, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader, Reply,
+    Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader, Reply,
     SessionConfig, WaitEnded,
 };
 use super::command::{Command, KillState};
@@ -45,6 +45,35 @@ impl ShellView {
 
     pub(super) fn cwd(&self) -> &PathBuf {
         &self.cwd
+    }
+}
+
+/// What ends a call's wait early: its token is cancelled when the client
+/// gives up on the call or when the session is being closed; the client's
+/// own token tells the two apart.
+pub(super) struct CallCancel {
+    /// Ends the wait.
+    token: CancellationToken,
+    /// The client's cancellation.
+    client: CancellationToken,
+}
+
+impl CallCancel {
+    /// A call's cancellation: `token` ends its wait, `client` is the
+    /// client's.
+    pub(super) fn new(token: CancellationToken, client: CancellationToken) -> CallCancel {
+        CallCancel { token, client }
+    }
+
+    /// The token that ends the wait.
+    pub(super) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Why a wait that was cut short ended: the client cancelled the call,
+    /// or else the session is being closed.
+    pub(super) fn why(&self) -> WaitEnded {
+        if self.client.is_cancelled() { WaitEnded::Cancelled } else { WaitEnded::SessionClosing }
     }
 }
 
@@ -194,32 +223,119 @@ pub(super) async fn finish_after_exit(shared: &Shared) {
     shared.lock().finish_with_shell(Instant::now());
 }
 
+/// What a call brings to its reply besides the command's own state: the
+/// events so far, the input it sent, the end of a previous command it
+/// reports first, and what background jobs printed before its command
+/// started. Every reply constructor takes it, so a reply is built once.
+#[derive(Debug, Default)]
+pub(super) struct CallParts {
+    /// What happened to the session so far, in order.
+    pub(super) events: Vec<Event>,
+    /// What became of the input the call sent, if it sent any.
+    pub(super) input: Option<InputReport>,
+    /// The end of a previous command, reported before this one.
+    pub(super) previous: Option<Box<Reply>>,
+    /// Text printed while no command was running, before this call's
+    /// command started.
+    pub(super) idle_output: Option<String>,
+}
+
+impl CallParts {
+    /// A call's parts with `events` and nothing else yet.
+    pub(super) fn new(events: Vec<Event>) -> CallParts {
+        CallParts { events, ..CallParts::default() }
+    }
+}
+
+/// A reply with no command output, about `command` (empty: none).
+fn blank(view: &ShellView, command: &str, outcome: Outcome, parts: CallParts) -> Reply {
+    let CallParts { events, input, previous, idle_output } = parts;
+    Reply {
+        command: command.to_owned(),
+        outcome,
+        output: Shown::empty(),
+        screen: false,
+        input,
+        idle_output,
+        events,
+        cwd: view.cwd.clone(),
+        python: view.python.clone(),
+        duration: Duration::ZERO,
+        continued: false,
+        previous,
+        number: None,
+        first_line: 0,
+        look_again_within: None,
+        unfinished_line: None,
+    }
+}
+
+/// A reply with no command running (reset alone, or a key with nothing
+/// to receive it).
+pub(super) fn idle_reply(view: &ShellView, parts: CallParts) -> Reply {
+    blank(view, "", Outcome::Idle, parts)
+}
+
+/// The reply to a new `command` that was not run, for `why`, while no
+/// command of ours runs (a person holds the session, or another program
+/// has the terminal).
+pub(super) fn refused_reply(
+    view: &ShellView,
+    command: &str,
+    why: NotRun,
+    parts: CallParts,
+) -> Reply {
+    let outcome = Outcome::NotExecuted { command: command.to_owned(), why };
+    blank(view, command, outcome, parts)
+}
+
+/// A command held because `bash -n` finds it incomplete, as a reply
+/// reports it.
+pub(super) struct HeldCommand {
+    /// The text gathered so far.
+    pub(super) text: String,
+    /// When it was first sent.
+    pub(super) since: Instant,
+    /// Whether earlier replies already reported it.
+    pub(super) continued: bool,
+    /// What the call did with it.
+    pub(super) outcome: Outcome,
+}
+
+/// The reply about a held incomplete command: nothing printed (no `>`
+/// prompts).
+pub(super) fn held_reply(view: &ShellView, held: HeldCommand, parts: CallParts) -> Reply {
+    let HeldCommand { text, since, continued, outcome } = held;
+    Reply { duration: since.elapsed(), continued, ..blank(view, &text, outcome, parts) }
+}
+
 /// The reply for a finished command, taken from the session (`None`: an
 /// idle reply).
 pub(super) fn finished_reply(
     command: Option<Command>,
     view: &ShellView,
-    events: Vec<Event>,
+    parts: CallParts,
 ) -> Reply {
-    let Some(command) = command else { return idle_reply(view, "", events) };
+    let Some(command) = command else { return idle_reply(view, parts) };
     let (exit_code, finished_at) = command.finished().unwrap_or((-1, Instant::now()));
     let outcome = match (command.never_started(), command.kill()) {
         (Some(shell_exited), _) => Outcome::NeverStarted { shell_exited },
         (None, KillState::Killed { limit, mode }) => Outcome::Killed { limit, mode, exit_code },
         (None, _) => Outcome::Completed { exit_code },
     };
+    let CallParts { events, input, previous, idle_output } = parts;
     Reply {
         command: command.text().to_owned(),
         outcome,
         screen: false,
-        input: None,
-        idle_output: None,
+        input,
+        idle_output,
         events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: finished_at - command.started_at(),
         continued: command.replies() > 0,
-        previous: None,
+        previous,
         number: Some(command.output().number()),
         first_line: command.first_unreplied_line(),
         look_again_within: None,
@@ -263,23 +379,22 @@ pub(super) fn stopped(command: &Command, waited: &Waited, awaits_fallback: bool)
     }
 }
 
-/// The reply for a command that is still running: what it printed since
-/// the last reply, and the line it is on now. `outcome` says, from the
-/// command, what the reply reports.
+/// The reply for a command that is still running, which reports
+/// `outcome`: what it printed since the last reply, and the line it is on
+/// now (with no command: an idle reply).
 pub(super) fn partial_reply(
     state: &mut State,
     view: &ShellView,
     config: &SessionConfig,
-    outcome: impl FnOnce(&Command) -> Outcome,
-    events: Vec<Event>,
+    outcome: Outcome,
+    parts: CallParts,
 ) -> Reply {
     state.commit_lines(Instant::now());
     let current_line = state.screen().current_line();
     let alternate = state.screen().alternate_contents();
     let Some(command) = state.command_mut() else {
-        return idle_reply(view, "", events);
+        return idle_reply(view, parts);
     };
-    let outcome = outcome(command);
     let look_again_within = command.unwatched_limit();
     let out = command.output_mut();
     let unfinished_line = (alternate.is_none() && !current_line.trim().is_empty())
@@ -303,19 +418,20 @@ pub(super) fn partial_reply(
         }
     }
     let number = Some(out.number());
+    let CallParts { events, input, previous, idle_output } = parts;
     Reply {
         command: command.text().to_owned(),
         outcome,
         output,
         screen,
-        input: None,
-        idle_output: None,
+        input,
+        idle_output,
         events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: command.started_at().elapsed(),
         continued,
-        previous: None,
+        previous,
         number,
         first_line,
         look_again_within,
@@ -323,36 +439,21 @@ pub(super) fn partial_reply(
     }
 }
 
-/// The reply to a cancelled call, which nobody will read: it takes
-/// nothing from the session, so the next call reports everything.
-pub(super) fn cancelled_reply(state: &State, view: &ShellView, events: Vec<Event>) -> Reply {
-    let mut reply = idle_reply(view, "", events);
-    if let Some(command) = state.command() {
-        reply.command = command.text().to_owned();
-        reply.duration = command.started_at().elapsed();
-    }
-    reply.outcome = Outcome::Running { why: WaitEnded::Cancelled };
-    reply
-}
-
-/// A reply with no command output (reset alone, say).
-pub(super) fn idle_reply(view: &ShellView, command: &str, events: Vec<Event>) -> Reply {
-    Reply {
-        command: command.to_owned(),
-        outcome: Outcome::Idle,
-        output: Shown::empty(),
-        screen: false,
-        input: None,
-        idle_output: None,
-        events,
-        cwd: view.cwd.clone(),
-        python: view.python.clone(),
-        duration: Duration::ZERO,
-        continued: false,
-        previous: None,
-        number: None,
-        first_line: 0,
-        look_again_within: None,
-        unfinished_line: None,
+/// The reply to a cancelled call: it takes nothing from the session, so
+/// the next call reports everything. `why` says who ended the wait: the
+/// client (whose answer nobody reads) or the session being closed.
+pub(super) fn cancelled_reply(
+    state: &State,
+    view: &ShellView,
+    why: WaitEnded,
+    parts: CallParts,
+) -> Reply {
+    let outcome = Outcome::Running { why };
+    match state.command() {
+        Some(command) => Reply {
+            duration: command.started_at().elapsed(),
+            ..blank(view, command.text(), outcome, parts)
+        },
+        None => blank(view, "", outcome, parts),
     }
 }
