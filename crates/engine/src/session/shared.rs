@@ -902,7 +902,7 @@ mod tests {
     use crate::store::{CommandLog, OutputStore, StoreLimits};
 
     use super::super::command::CommandOutput;
-    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall};
+    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall, ReinstallStart, ShellId};
 
     const NONCE: &str = "0123abcd";
 
@@ -979,7 +979,9 @@ mod tests {
         // `bash`: the new shell's handshake ends it.
         let log = run(&mut state, 2, "started\n");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
+        let nested = ShellId { pid: me, fingerprint };
+        let start = ReinstallStart { handshake, command_seq: 2, shell: nested, replaced: false };
+        let reinstall = Reinstall::new(start, Instant::now());
         // As the watcher does before it types the reinstall line: what the
         // command printed is kept; the new prompt and our line are not.
         state.commit_lines(Instant::now());
@@ -1128,7 +1130,9 @@ mod tests {
         let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
         let log = run(&mut state, 2, "");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
+        let nested = ShellId { pid: me, fingerprint };
+        let start = ReinstallStart { handshake, command_seq: 2, shell: nested, replaced: false };
+        let reinstall = Reinstall::new(start, Instant::now());
         state.levels_mut().begin_reinstall(reinstall);
         end(&mut state, &shell, handshake, 0, 11);
         ended(&mut state, &log);
