@@ -1,28 +1,17 @@
-//! The single-shell driver: `Shell`, one bash process in its PTY, with its
-//! private files and the three tasks that live as long as it does (the
-//! waiter that notices its exit, the supervisor, the integration watcher).
-//! It spawns the shell and waits for its first prompt (the start-up
-//! handshake), writes a command to the command socket
-//! (`driver/command_socket.rs`) and types the line that runs it through the
-//! shell's terminal (`terminal::Terminal`, refused while a person holds
-//! the session), sends text and keys to the running program, gives a
-//! command that is ending a moment to show it, stops what an interrupt left
-//! behind, and stops the shell with everything it started. For a background
-//! job it reads the shell's exported environment and starts a job's shell
-//! with it (`driver/place.rs`).
+//! The bash protocol of one shell: `Shell`, one bash process in its PTY with
+//! its private files and the three tasks that live as long as it does. It
+//! starts the shell (the start-up handshake), types the line that runs a
+//! command (the command's text goes over the command socket,
+//! `driver/command_socket.rs`), sends input and keys to the running program,
+//! settles a command that is ending, cleans up after an interrupt, and stops
+//! the shell with everything it started; `driver/place.rs` reads and restores
+//! a background job's environment.
 //!
-//! What the shell trusts never passes through a path a command can write:
-//! the shell gets, at its start, the completion channel (descriptor 62),
-//! a sealed memory file of key bindings (61) and its end of the command
-//! socket (60); the state, the environment and the commands travel over
-//! those.
-//!
-//! It does not decide what a call does (`mod.rs`), decide how long a call
-//! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
-//! past its limit (`supervise.rs`). Nothing below it in `session/` knows it.
-//! It is driven by the one call that holds the session's `tokio` mutex
-//! (hence `&mut Shell`), and takes the shared state's std mutex only for
-//! short sections.
+//! It does not decide what a call does (`mod.rs`), how long a call waits or
+//! what a reply holds (`wait.rs`), or when a command is stopped
+//! (`supervise.rs`). Invariant: what the shell trusts never passes through a
+//! path a command can write: the completion channel (descriptor 62), the
+//! sealed keys file (61) and the command socket (60) are given at its start.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -241,18 +230,10 @@ impl Shell {
         let env_fd = ends.env.as_ref().map(AsRawFd::as_raw_fd);
         let marks = ends.release(command_link);
         let pid = shell_pid(&child, &scope);
-        // The child has run `exec` by now (spawn returns after it): this is
-        // the program image whose records are believed.
-        let first_level = proc_shell::fingerprint(pid);
+        let shared = shared_state(config, gate, &nonce, pid, channel);
         if let Some(guard) = &config.guard {
             guard.watch_session(pid);
         }
-        let shared = Arc::new(Shared::new(State::new(
-            Screen::new(config.rows, config.cols, &nonce),
-            Levels::new(pid, first_level),
-            channel,
-            (Arc::clone(&config.secrets), Arc::clone(gate)),
-        )));
         let terminal = Arc::new(start_terminal(config, gate, opened.master, &shared)?);
         let pty = terminal.pty();
         let watcher = Watcher::new(
@@ -896,6 +877,27 @@ fn shell_pid(child: &tokio::process::Child, scope: &process::Scope) -> i32 {
     }
 }
 
+/// The state the PTY reader shares with calls and tasks, for shell `pid`
+/// whose markers carry `nonce` and whose records come on `channel`.
+fn shared_state(
+    config: &SessionConfig,
+    gate: &Arc<Gate>,
+    nonce: &str,
+    pid: i32,
+    channel: Channel,
+) -> Arc<Shared> {
+    // The child has run `exec` by now (spawn returns after it): this is
+    // the program image whose records are believed.
+    let first_level = proc_shell::fingerprint(pid);
+    Arc::new(Shared::new(State::new(
+        Screen::new(config.rows, config.cols, nonce),
+        Levels::new(pid, first_level),
+        channel,
+        Arc::clone(&config.secrets),
+        Arc::clone(gate),
+    )))
+}
+
 /// Starts the shell's terminal on the PTY's `master` side: its reader
 /// thread feeds every chunk to the shared state's renderer (and to the
 /// session's recording, if it is recorded) and wakes whoever waits on it.
@@ -918,8 +920,13 @@ fn start_terminal(
     let (reader_shared, woken_shared) = (Arc::clone(shared), Arc::clone(shared));
     Terminal::start(
         master,
-        (&config.name, Some(channel_handle)),
-        Setup { size, gate: Arc::clone(gate), sinks },
+        Setup {
+            name: &config.name,
+            also: Some(channel_handle),
+            size,
+            gate: Arc::clone(gate),
+            sinks,
+        },
         move |event| {
             let mut state = reader_shared.lock();
             let answers = state.on_event(event);

@@ -1,56 +1,17 @@
 //! A persistent shell session: one bash in a real PTY that keeps its working
-//! directory, environment, functions and jobs between commands.
+//! directory, environment, functions and jobs between commands. This file is
+//! its public face: [`Session`] with its `execute` dispatch (a typed [`Call`]
+//! meets what the shell is doing: run, poll, send input, or refuse), the
+//! restart of a shell that died, read-only views for listings and job
+//! watchers, and the place a background job starts in.
 //!
-//! One call at a time drives the session (a `tokio::sync::Mutex` held for
-//! the whole call); the PTY reader thread feeds every byte through the
-//! renderer into shared state and wakes the call, so a command's end is
-//! seen the moment its marker arrives. Calls return softly (the command
-//! keeps running, exit code -1) when output stops for a while, when the
-//! program waits for input, or when the agent's wait runs out; a cancelled
-//! call takes nothing, so the next one reports everything. A supervisor
-//! stops a command only after it has run unwatched (no call waiting on it,
-//! polling it or sending it input) past its limit, and then stops the whole
-//! command line. A shell that dies is restarted in the same directory. This
-//! module does not know about MCP or how replies are worded.
-//!
-//! This file holds the public face: the call, reply, outcome and event
-//! types (from `call`), [`Session`] with its `execute` dispatch (from the
-//! typed [`Call`] and what the shell is doing: run, poll, send input, or
-//! refuse), restarting a shell that died, the read-only views that
-//! listings and job watchers use, and the place (directory and exported
-//! environment) a background job started from the session starts in.
-//! Behind it, in layers that each know only the ones below
-//! (no file imports one above it, and no type has an `impl` outside its
-//! own file):
-//!
-//! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
-//!   handshake, running a command, input and keys, settling a command that
-//!   is ending, clean-up after an interrupt, stop.
-//! - `incomplete`: commands `bash -n` finds incomplete, held until complete
-//!   (a small state machine).
-//! - `wait`: a call waiting on the running command (end, quiet, input wait,
-//!   timeout, cancellation, progress) and the replies it builds.
-//! - `supervise`: the per-shell supervisor task: input-wait sampling,
-//!   unwatched time, stopping a command past its limit.
-//! - `watcher`: the per-shell task that reinstalls the integration in a
-//!   shell that lost it.
-//! - `shared`: what the PTY reader thread shares with calls and tasks
-//!   (`Shared`, `State`): ingesting output through the renderer, routing
-//!   what it commits, ending commands; `wait_for`, the one way to wait on it.
-//! - `command`: the command, as data in groups (output, watch budget,
-//!   input wait, lifecycle), with its one push and its one finish.
-//! - `levels`: the shells that carry the integration (nested shells, a
-//!   reinstall in progress).
-//! - `timing`: the timing rules, pure functions of instants.
-//! - `channel`: the completion channel.
-//! - `call`: the terms of a call (configuration, request, reply with its
-//!   outcome and events, errors), which every layer shares.
-//!
-//! Locks: `Session::shell` (tokio) is held for the whole of a call;
-//! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
-//! never while taking another lock; the shared state's std mutex briefly,
-//! never across `.await`. A session is owned by the registry
-//! (`crate::registry`), which alone starts and closes it.
+//! Behind it, layers that each know only those below: `driver` (one bash and
+//! its PTY), `incomplete`, `wait` (waiting and replies), `supervise`,
+//! `watcher`, `shared` (what the PTY reader shares), `command`, `levels`,
+//! `timing`, `channel`, `call` (the terms every layer shares). It knows
+//! nothing of MCP or of how replies are worded. Invariant: one call at a
+//! time (`Session::shell`, a `tokio` mutex held for the whole call); the std
+//! mutexes only to copy or swap a value, never across `.await`.
 
 mod call;
 mod channel;

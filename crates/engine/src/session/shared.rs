@@ -164,12 +164,14 @@ struct Prompted {
 
 impl State {
     /// The state of a shell that has not reached its first prompt, whose
-    /// output is masked with `secrets`.
+    /// output is masked with `secrets`, on a terminal whose writers `gate`
+    /// says.
     pub(super) fn new(
         screen: Screen,
         levels: Levels,
         channel: Channel,
-        (secrets, gate): (Arc<Secrets>, Arc<Gate>),
+        secrets: Arc<Secrets>,
+        gate: Arc<Gate>,
     ) -> State {
         State {
             screen,
@@ -913,8 +915,8 @@ mod tests {
         let (channel, shell) = Channel::open().expect("channel");
         let me = std::process::id() as i32;
         let levels = Levels::new(me, proc_shell::fingerprint(me));
-        let parts = (Arc::new(Secrets::none()), Arc::new(Gate::default()));
-        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel, parts);
+        let (secrets, gate) = (Arc::new(Secrets::none()), Arc::new(Gate::default()));
+        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel, secrets, gate);
         end(&mut state, &shell, 0, 0, 1);
         assert!(state.is_ready());
         (state, shell)

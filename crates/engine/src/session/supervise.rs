@@ -1,24 +1,15 @@
 //! The supervisor: one task per shell that watches the running command. It
-//! samples whether the foreground job is blocked reading the terminal (no
-//! kernel event exists for that), soon after the output goes quiet, and
-//! accounts that time, with the time the job sits at the terminal using no
-//! CPU between two looks (a remote shell at rest: `input_wait::JobLook`);
-//! it stops the command once it has run unwatched past its limit, with no
-//! call waiting on it (a `Watch`), polling it or sending it input. It stops
-//! the whole command line, never the shell or its `&` jobs, and never while
-//! a call waits. A look that finds the shell back reading its terminal
-//! before the command's start marker (twice in a row, with everything it
-//! wrote read) ends the command as never started: another program read
-//! the line typed.
+//! looks whether the foreground job is blocked reading the terminal (no
+//! kernel event exists for that, so it samples soon after the output goes
+//! quiet), ends a command whose end record lost its marker or whose line
+//! another program read, and stops a command that ran unwatched past its
+//! limit: the whole command line, never the shell or its `&` jobs.
 //!
-//! When to look and when to stop are the pure rules of `timing.rs`; this
-//! task reads the clock, samples `/proc` and signals. It depends on the
-//! shared state, never on the shell driver.
-//!
-//! It never takes the session's `tokio` mutex (it must act while no call
-//! runs, and must not hold up one that does); it takes the shared state's
-//! std mutex for short sections, never across `.await`. It builds no
-//! replies: the kill is recorded in the running command for the next one.
+//! It does not decide when to look or stop (the pure rules of `timing.rs`),
+//! build replies (the kill is recorded in the command for the next one) or
+//! know the shell driver. Invariant: it never stops a command while a call
+//! waits on it, and never takes the session's `tokio` mutex; the shared
+//! state's std mutex only for short sections, never across `.await`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

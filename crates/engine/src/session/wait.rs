@@ -1,17 +1,15 @@
-//! Waiting for the running command and replying about it. A call waits
-//! until the command ends, the shell exits, the program waits for input with
-//! its output quiet, the call's wait runs out (its `timeout`; without one,
-//! silence or the longest wait: `timing::wait_turn`), or the client
-//! cancels; while it waits it holds a `Watch` (the command is watched, so
-//! the unwatched-time limit does not run) and tells a progress hook about
-//! once a second. The replies: finished (from the command taken from the
-//! session), partial (what is new since the last reply plus the current
-//! line, capped), cancelled (takes nothing) or idle.
+//! A call waiting on the running command, and the replies. The wait ends
+//! when the command ends, the shell exits, the program waits for input, the
+//! call's wait runs out (`timing.rs` says when) or the call is cancelled;
+//! while it waits, the command is watched and a progress hook is told about
+//! once a second. Each reply kind has one constructor here (idle, refused,
+//! held, finished, partial, cancelled), taking what the call adds
+//! ([`CallParts`]).
 //!
-//! It depends on the shared state, never on the shell driver: the driver
-//! calls it with the shared state and a [`ShellView`] (what the shell's
-//! prompt reported). It takes the shared state's std mutex for short
-//! sections, never across `.await`, and starts and signals nothing.
+//! It does not start, type or signal anything, and knows nothing of the
+//! shell driver, which calls it with the shared state and a [`ShellView`].
+//! Invariant: a reply is built once, complete; a cancelled call takes
+//! nothing from the session.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -115,6 +113,19 @@ pub(super) async fn wait(
     }
 }
 
+/// What one call's wait keeps from one wake-up to the next.
+struct CallWait {
+    /// When the call began waiting.
+    start: Instant,
+    /// The call's limits on its wait.
+    budget: WaitBudget,
+    /// What this call has seen of a full-screen program on the alternate
+    /// screen (it changes only with output, which wakes the wait).
+    screen: Option<ScreenSeen>,
+}
+
+/// The loop of [`wait`]: after each change, each deadline and each
+/// progress report, [`next_turn`] says whether the wait is over.
 async fn wait_until_turn(
     shared: &Shared,
     config: &SessionConfig,
@@ -122,72 +133,19 @@ async fn wait_until_turn(
     cancel: &CancellationToken,
     progress: Option<&ProgressHook>,
 ) -> Waited {
-    let call_start = Instant::now();
+    let start = Instant::now();
     let budget = WaitBudget::new(timeout, config.no_output_return, config.max_wait);
+    let mut call = CallWait { start, budget, screen: None };
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
-    let mut next_report = call_start + PROGRESS_INTERVAL;
-    // What this call has seen of a full-screen program on the alternate
-    // screen (it changes only with output, which wakes this loop).
-    let mut screen: Option<ScreenSeen> = None;
+    let mut next_report = start + PROGRESS_INTERVAL;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let deadline = {
-            let state = shared.lock();
-            let Some(command) = state.command() else { return Waited::Finished };
-            if command.is_done() {
-                return Waited::Finished;
-            }
-            if state.exited().is_some() {
-                return Waited::ShellExited;
-            }
-            if command.is_damaged() {
-                return Waited::Damaged;
-            }
-            // A shell at its prompt while the integration is being
-            // installed in it, or while it is to send its command's end
-            // itself (the fallback), is not a program waiting for input.
-            if command.waits_for_input()
-                && state.levels().reinstall().is_none()
-                && !state.awaits_fallback()
-            {
-                return Waited::InputWait;
-            }
-            let now = Instant::now();
-            let last_output_at = command.last_output_at();
-            screen = state.screen().is_alternate().then(|| {
-                let mut seen = screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
-                seen.observe(last_output_at);
-                seen
-            });
-            let early = [
-                timing::unsure_turn(
-                    timing::unsure_applies(
-                        command.reads_terminal_unsure(),
-                        !state.screen().current_line().trim().is_empty(),
-                        command.idle_at_terminal()
-                            && (command.input_this_call()
-                                || (command.reads_keys() && command.in_first_call())),
-                    ),
-                    call_start,
-                    command.quiet_from(),
-                    now,
-                ),
-                timing::screen_turn(budget, screen, call_start, now),
-            ];
-            let mut deadline = match timing::wait_turn(budget, call_start, last_output_at, now) {
-                Ok(deadline) => deadline,
-                Err(reason) => return Waited::Stopped(reason),
-            };
-            for turn in early {
-                match turn {
-                    Ok(at) => deadline = at.map_or(deadline, |at| at.min(deadline)),
-                    Err(reason) => return Waited::Stopped(reason),
-                }
-            }
-            deadline
+        let deadline = match next_turn(&shared.lock(), &mut call, Instant::now()) {
+            Ok(deadline) => deadline,
+            Err(waited) => return waited,
         };
         tokio::select! {
             () = &mut notified => {}
@@ -198,11 +156,59 @@ async fn wait_until_turn(
                 next_report += PROGRESS_INTERVAL;
                 if let Some(hook) = progress {
                     let line = newest_line(&shared.lock());
-                    hook.report(Progress { count: reports, elapsed: call_start.elapsed(), line });
+                    hook.report(Progress { count: reports, elapsed: start.elapsed(), line });
                 }
             }
         }
     }
+}
+
+/// Whether the call's wait is over as `state` stands `now` (`Err`: how it
+/// ended), else when to look again, the earliest of the timing rules'
+/// turns (`timing.rs`): the call's wait, an unsure read of the terminal,
+/// a full-screen program at rest.
+fn next_turn(state: &State, call: &mut CallWait, now: Instant) -> Result<Instant, Waited> {
+    let Some(command) = state.command() else { return Err(Waited::Finished) };
+    if command.is_done() {
+        return Err(Waited::Finished);
+    }
+    if state.exited().is_some() {
+        return Err(Waited::ShellExited);
+    }
+    if command.is_damaged() {
+        return Err(Waited::Damaged);
+    }
+    // A shell at its prompt while the integration is being installed in
+    // it, or while it is to send its command's end itself (the fallback),
+    // is not a program waiting for input.
+    if command.waits_for_input() && state.levels().reinstall().is_none() && !state.awaits_fallback()
+    {
+        return Err(Waited::InputWait);
+    }
+    let last_output_at = command.last_output_at();
+    call.screen = state.screen().is_alternate().then(|| {
+        let mut seen = call.screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
+        seen.observe(last_output_at);
+        seen
+    });
+    let unsure = timing::unsure_applies(
+        command.reads_terminal_unsure(),
+        !state.screen().current_line().trim().is_empty(),
+        command.idle_at_terminal()
+            && (command.input_this_call() || (command.reads_keys() && command.in_first_call())),
+    );
+    let early = [
+        timing::unsure_turn(unsure, call.start, command.quiet_from(), now),
+        timing::screen_turn(call.budget, call.screen, call.start, now),
+    ];
+    let mut deadline =
+        timing::wait_turn(call.budget, call.start, last_output_at, now).map_err(Waited::Stopped)?;
+    for turn in early {
+        if let Some(at) = turn.map_err(Waited::Stopped)? {
+            deadline = at.min(deadline);
+        }
+    }
+    Ok(deadline)
 }
 
 /// The newest line of the running command's output, for progress: the

@@ -1,19 +1,16 @@
-//! The integration watcher: one task per shell that finds a shell sitting
-//! at its prompt without the integration (after `exec bash`, in a nested
-//! `bash`) while a command runs quietly, writes the integration as a frame
-//! on the command socket that shell inherited and types the line that
-//! reads and `eval`s it (nothing goes through a file, which a process
-//! watching the directory could swap); its first prompt is the handshake
-//! that `levels.rs` and `shared.rs` handle. Other shells, programs that only call themselves
-//! bash and remote sessions are only named in a note. It also types the
-//! fallback line into a shell of ours that printed its prompt while its
-//! command had not ended (`State::fallback_due`), once that shell is seen
-//! reading the terminal: the shell itself then sends the command's end.
+//! The integration watcher: one task per shell that finds a bash sitting at
+//! its prompt without the integration (after `exec bash`, in a nested
+//! `bash`) while a command runs quietly, and reinstalls it: the script goes
+//! as a frame on the command socket that shell inherited, and the typed line
+//! reads and `eval`s it; its first prompt is the handshake (`levels.rs`).
+//! Other shells and remote sessions are only named in a note. It also types
+//! the fallback line into a shell of ours that prompted before its command
+//! ended.
 //!
-//! It depends on the shared state, never on the shell driver. It never
-//! takes the session's `tokio` mutex; it takes the shared state's std mutex
-//! for short sections, never across `.await`. Bounded: at most 16 shells
-//! whose reinstall failed are remembered.
+//! It does not know the shell driver or build replies. Invariant: only a
+//! bash the running command started, holding the session's own descriptors,
+//! is given the integration (nothing goes through a file); at most 16 failed
+//! shells are remembered.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
