@@ -35,6 +35,7 @@ mod tasks;
 mod terminal;
 
 pub use explain::{ExplainOutput, add_run_limits, explain};
+pub use session_words::session_error;
 pub use tasks::{
     budget_full, more_runs_cancelled, run_blocks, run_cancelled_by_client, session_held_by_task,
     task_broken, task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks,

@@ -2,11 +2,34 @@
 //! be started or driven ([`ShellFailure`]), and why the environment a
 //! background job takes from it could not be read ([`PlaceFailure`]). The
 //! engine reports those as data; this module alone words them, as the
-//! clause a tool error wraps (`session_refused`, `job_place_error`).
+//! clause a tool error wraps (`session_refused`, `job_place_error`), and a
+//! refused call as the audit log's neutral sentence ([`session_error`]).
 //!
 //! It does not word the rest of a refusal or a reply, and decides nothing.
 
-use shellkeep_engine::session::{PlaceFailure, ShellExit, ShellFailure, StartStep, Written};
+use shellkeep_engine::session::{
+    PlaceFailure, SessionError, ShellExit, ShellFailure, StartStep, Written,
+};
+
+/// A refused call, as a neutral sentence for a log (the audit log's
+/// `detail`): what was refused and why, naming no tool or argument.
+pub fn session_error(err: &SessionError) -> String {
+    match err {
+        SessionError::Cancelled => "the call was cancelled before it started".to_owned(),
+        SessionError::NulByte => "the command contains a NUL byte".to_owned(),
+        SessionError::Shell(failure) => shell_failure(failure),
+        SessionError::NothingToWaitFor => {
+            "no command is running, so there is nothing to wait for".to_owned()
+        }
+        SessionError::NothingToSendInputTo => {
+            "no command is running, so there is nothing to send input to".to_owned()
+        }
+        SessionError::KeyWhileIncomplete => "an incomplete command is held: keys other than C-c \
+                                             (discard it) and C-d (end of input) do nothing"
+            .to_owned(),
+        SessionError::PersonHolds { .. } => "a person holds the session for writing".to_owned(),
+    }
+}
 
 /// What went wrong with the session's shell, as a clause.
 pub(super) fn shell_failure(failure: &ShellFailure) -> String {
@@ -118,6 +141,24 @@ mod tests {
             the shell did not reach its first prompt (still starting after 15s). Check the shell and its start-up files; the last line it printed: ""
             could not send the input to the program: broken pipe"#]]
         .assert_eq(&words.join("\n"));
+    }
+
+    #[test]
+    fn log_sentences() {
+        let errors = [
+            SessionError::NulByte,
+            SessionError::NothingToWaitFor,
+            SessionError::NothingToSendInputTo,
+            SessionError::KeyWhileIncomplete,
+            SessionError::PersonHolds { since: std::time::SystemTime::UNIX_EPOCH },
+        ];
+        let words: Vec<String> = errors.iter().map(session_error).collect();
+        expect![[r#"
+            the command contains a NUL byte
+            no command is running, so there is nothing to wait for
+            no command is running, so there is nothing to send input to
+            an incomplete command is held: keys other than C-c (discard it) and C-d (end of input) do nothing
+            a person holds the session for writing"#]].assert_eq(&words.join("\n"));
     }
 
     #[test]
