@@ -1,23 +1,16 @@
 //! The command a shell runs (or ran, until a reply reports its end), as
-//! plain data in the groups that different code owns:
+//! plain data in the groups that different code owns: [`CommandOutput`] (its
+//! committed text and complete log), [`WatchBudget`] (its unwatched-time
+//! limit and the input wait discounted from it), [`InputWait`] (what the
+//! supervisor last saw) and [`Lifecycle`] (started, finished, killed,
+//! interrupted, damaged).
 //!
-//! - [`CommandOutput`]: its committed text, through its `store::OutputSink`:
-//!   the complete log in the session's store (the only stored copy) and
-//!   what no reply has shown yet. [`CommandOutput::push`] is the one way
-//!   text enters it.
-//! - [`WatchBudget`]: its unwatched-time limit, the calls watching it, and
-//!   the input wait discounted from the unwatched time.
-//! - [`InputWait`]: whether the program waits for input, as the supervisor
-//!   last saw it, and when we last sent it some.
-//! - [`Lifecycle`]: started, finished, being killed, interrupted, damaged.
-//!
-//! [`Command::finish`] is the one way a command ends, whatever ended it: it
-//! pushes the last text, finishes the log and sets the exit code, so the
-//! reply, the log, the listing and a job's end agree.
-//!
-//! No locks, no tasks, no clock: callers pass `now`; the timing rules are
-//! `timing.rs`. It lives inside the shared state (`shared.rs`), whose lock
-//! guards it.
+//! No locks, no tasks, no clock (callers pass `now`; the rules are
+//! `timing.rs`); it lives inside the shared state, whose lock guards it.
+//! Invariants: [`CommandOutput::push`] is the one way text enters it, and
+//! [`Command::finish`] the one way it ends, whatever ended it (it pushes the
+//! last text, finishes the log and sets the exit code), so the reply, the
+//! log, the listing and a job's end agree.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -160,6 +160,7 @@ impl Shell {
             guard.watch_session(pid);
         }
         let terminal = Arc::new(start_terminal(config, gate, opened.master, &shared)?);
+        let waiter = tokio::spawn(wait_for_exit(child, Arc::clone(&shared)));
         let pty = terminal.pty();
         let watcher = Watcher::new(
             Arc::clone(&shared),
@@ -178,7 +179,7 @@ impl Shell {
             config.grace,
         );
         let tasks = Tasks {
-            waiter: tokio::spawn(wait_for_exit(child, Arc::clone(&shared))),
+            waiter,
             supervisor: tokio::spawn(supervise(supervisor)),
             watcher: tokio::spawn(watch_integration(watcher)),
         };

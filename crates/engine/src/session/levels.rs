@@ -1,25 +1,16 @@
 //! The shells of one session that carry the integration (the session's own,
 //! then nested ones), a reinstall in progress, and the events about them for
-//! the next reply. Which processes' end records are believed: the shells of
-//! the levels and the one being given the integration, by pid, and nothing
-//! else. Each of those pids was registered by the server itself (the shell
-//! it spawned, or a shell the watcher adopted at its prompt), and the
-//! kernel, not the sender, names a record's pid. What a process looks like
-//! (its program, auxiliary vector, command line) is never proof of who it
-//! is: a process can set all of them on itself (`PR_SET_MM_MAP`). No timer
-//! takes part in the decision either. [`Levels::on_marker`] says what an
-//! end marker that belongs to the integration rather than to a command
-//! means: a reinstall's handshake, or an outer shell's prompt after a
-//! nested one exited.
+//! the next reply; [`Levels::on_marker`] says what an end marker of the
+//! integration means (a reinstall's handshake, or an outer shell's prompt
+//! after a nested one exited).
 //!
-//! Plain data behind methods: it reads and writes nothing (a reinstall's
-//! script never was a file: it goes over the command socket, `watcher.rs`);
-//! it touches neither the terminal nor the command, and takes no lock (it
-//! lives inside the shared state). A level's program
-//! image (`proc_shell::fingerprint`) is kept only to notice that its shell
-//! replaced itself (`exec bash`) and lost the integration, never to trust a
-//! record. Bounded: one level per nested shell, and events are kept once
-//! each.
+//! Plain data behind methods: it reads and writes nothing, touches neither
+//! the terminal nor the command, and takes no lock (it lives inside the
+//! shared state). Invariant: an end record is believed only from the shells
+//! of the levels and the one being given the integration, by the pid the
+//! kernel names, never by what a process looks like (its program, auxiliary
+//! vector or command line, which it can set on itself) and never by a timer;
+//! a program image (`proc_shell::fingerprint`) only notices `exec bash`.
 
 use std::time::Duration;
 
@@ -138,6 +129,7 @@ pub(super) enum LevelEvent {
 
 /// The shells that carry the integration, outermost first, a reinstall in
 /// progress, and events for the next reply.
+/// Bounded: one level per nested shell, and each event is kept once.
 #[derive(Default)]
 pub(super) struct Levels {
     levels: Vec<Level>,
