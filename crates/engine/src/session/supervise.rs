@@ -24,7 +24,7 @@ use crate::terminal::pty::{self, PtyAccess};
 
 use super::command::{KillState, TerminalLook};
 use super::shared::{Shared, wait_for};
-use super::timing::{self, Look};
+use super::timing::{self, Found, Look};
 
 /// What the supervisor of one shell needs.
 pub(super) struct Supervisor {
@@ -267,7 +267,7 @@ impl Supervisor {
             at_terminal,
             cpu: job.cpu,
         });
-        let accrued = memory.look.observe(now, (waiting, idle), watched.quiet_from);
+        let accrued = memory.look.observe(now, Found { waiting, idle }, watched.quiet_from);
         if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
             let seen = TerminalLook {
                 waiting,
