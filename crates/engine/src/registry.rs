@@ -1,33 +1,16 @@
 //! Named terminal sessions: the registry that starts, finds, lists, expires
-//! and closes them, and tells about background jobs that ended.
+//! and closes them, and tells about background jobs that began waiting for
+//! input or ended. Each session is a full [`Session`] (its own shell, PTY and
+//! lock), so commands in different sessions run in parallel.
 //!
-//! Each session is a full [`Session`] (its own shell, PTY and lock), so
-//! commands in different sessions run in parallel while calls to the same
-//! session wait their turn. The registry owns every session: a session is
-//! started only through [`Registry::open`] (or [`Registry::open_background`]
-//! for a job) and stopped only after it left
-//! the map: through [`Registry::remove`] (the caller then closes it), idle
-//! expiry, or [`Registry::close_all`] at shutdown.
-//! Its map is a `std::sync::Mutex` held for short, non-async sections;
-//! stopping a shell happens after the entry has left the map, so a slow
-//! stop never blocks calls to other sessions.
-//!
-//! Background jobs: each is a session of its own, started in the place
-//! ([`Place`]) of the session it was started from. When it begins waiting
-//! for input, that is reported once ([`Registry::take_waiting_jobs`], asked
-//! at every reply), unless a reply about its own session said so first.
-//! When its command ends, the end is recorded (exit code, the true run
-//! time), announced once unless a reply reported it first, and the session,
-//! with its output, is kept for `job_keep` after its end (or its last use,
-//! if later), then closed. An ended job does not count against the session limit.
-//!
-//! Bounds: at most `max_sessions` live sessions (a clear error beyond) and
-//! as many ended jobs (the oldest is closed first beyond); names of at most
-//! 32 characters from `[A-Za-z0-9_.-]`; the list of names that expired is
-//! capped, and so is the list of ended-job notices.
-//!
-//! This module does not run commands (sessions do) or word replies (the
-//! server does).
+//! It does not run commands (sessions do) or word replies (the server does).
+//! Invariants: the registry owns every session: one is started only through
+//! [`Registry::open`] or [`Registry::open_background`], and stopped only after
+//! it left the map, so a slow stop never blocks calls to other sessions; the
+//! map's `std::sync::Mutex` is held for short, non-async sections. Bounds: at
+//! most `max_sessions` live sessions and as many ended jobs; names of at most
+//! 32 characters from `[A-Za-z0-9_.-]`; the expired names and ended-job
+//! notices remembered are capped.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -335,6 +318,15 @@ impl Drop for BudgetHold {
 }
 
 /// All sessions of one client (on stdio, of the server).
+///
+/// A session leaves the map through [`Registry::remove`] (the caller then
+/// closes it), idle expiry, or [`Registry::close_all`] at shutdown. A
+/// background job is a session of its own, started in the place
+/// ([`Place`]) of the session it was started from; when its command ends,
+/// the end is recorded (exit code, the true run time), announced once
+/// unless a reply reported it first, and the session, with its output, is
+/// kept for `job_keep` after its end (or its last use, if later), then
+/// closed. An ended job does not count against the session limit.
 pub struct Registry {
     template: SessionConfig,
     limits: RegistryLimits,

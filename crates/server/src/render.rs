@@ -30,10 +30,12 @@ use rmcp::schemars;
 
 mod explain;
 pub mod sandbox;
+mod session_words;
 mod tasks;
 mod terminal;
 
 pub use explain::{ExplainOutput, add_run_limits, explain};
+pub use session_words::session_error;
 pub use tasks::{
     budget_full, more_runs_cancelled, run_blocks, run_cancelled_by_client, session_held_by_task,
     task_broken, task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks,
@@ -716,9 +718,10 @@ pub fn job_place_error(from: &str, err: &PlaceError) -> String {
             "the exported environment of session {from:?} is larger than {}, the most a job takes",
             bytes(MAX_START_ENV)
         ),
-        PlaceError::Failed(why) => {
-            format!("the environment of session {from:?} could not be read ({})", capped_echo(why))
-        }
+        PlaceError::Failed(why) => format!(
+            "the environment of session {from:?} could not be read ({})",
+            capped_echo(&session_words::place_failure(why))
+        ),
     };
     let what = match err {
         PlaceError::Busy { .. } | PlaceError::InUse | PlaceError::NotAtPrompt { .. } => {

@@ -16,7 +16,7 @@ use crate::mask::Secrets;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
 use crate::record::Recorder;
-use crate::store::{OutputStore, StoreLimits};
+use crate::store::StoreLimits;
 
 /// How a session is set up. Every field has a sensible default from
 /// [`SessionConfig::new`].
@@ -67,9 +67,6 @@ pub struct SessionConfig {
     pub secrets: Arc<Secrets>,
     /// The sandbox the session's shells start in; none by default.
     pub sandbox: crate::sandbox::Policy,
-    /// The session's store of complete outputs: made by [`Session::new`](super::Session::new)
-    /// (from `spill` and `output_limits`), so `None` in a template.
-    pub output: Option<Arc<OutputStore>>,
     /// The exported environment the shell starts with instead of the
     /// server's (a background job's, taken from the session it was started
     /// from); `None`: the server's, with `env` added.
@@ -115,12 +112,12 @@ impl Place {
     }
 }
 
-/// Why a session's place could not be taken. The texts state the fact and
-/// name no tool or argument: the server words what to do about it.
+/// Why a session's place could not be taken: facts with their values; the
+/// server words them (the `Display` is for logs).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlaceError {
     /// A command is running in it: its shell is not at its prompt.
-    #[error("it is running {command:?} ({elapsed:?} so far)")]
+    #[error("busy running {command:?} ({elapsed:?})")]
     Busy {
         /// The command.
         command: String,
@@ -128,10 +125,10 @@ pub enum PlaceError {
         elapsed: Duration,
     },
     /// Another call on it is in progress (a reset, say).
-    #[error("another call on it is in progress")]
+    #[error("another call is in progress")]
     InUse,
     /// Another program holds its terminal although no command of ours runs.
-    #[error("its shell is not at its prompt: process {pid} (`{command_line}`) has the terminal")]
+    #[error("not at its prompt: process {pid} has the terminal")]
     NotAtPrompt {
         /// The program in front.
         pid: i32,
@@ -139,11 +136,37 @@ pub enum PlaceError {
         command_line: String,
     },
     /// Its exported environment is larger than [`MAX_START_ENV`].
-    #[error("its exported environment is larger than {MAX_START_ENV} bytes")]
+    #[error("exported environment over {MAX_START_ENV} bytes")]
     TooLarge,
-    /// The shell did not write its environment (why, as far as known).
-    #[error("its environment could not be read: {0}")]
-    Failed(String),
+    /// The shell did not write its environment.
+    #[error("environment not read: {0}")]
+    Failed(PlaceFailure),
+}
+
+/// Why the shell did not write its exported environment, as far as known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceFailure {
+    /// No environment arrived on the completion channel.
+    #[error("not gathered")]
+    NotGathered,
+    /// The environment arrived empty: `env` could not start, or the
+    /// channel is closed. `last_line` is the last line the shell printed
+    /// (empty: it printed nothing).
+    #[error("empty ({last_line:?})")]
+    Empty {
+        /// The shell's last line of output, which says why.
+        last_line: String,
+    },
+    /// The line that reads the environment could not be typed.
+    #[error("not typed: {error}")]
+    NotTyped {
+        /// The system's error.
+        error: String,
+    },
+    /// The shell did not run the command that reads the environment within
+    /// its wait.
+    #[error("not run")]
+    NotRun,
 }
 
 impl SessionConfig {
@@ -183,7 +206,6 @@ impl SessionConfig {
             output_limits: StoreLimits::default(),
             secrets: Arc::new(Secrets::none()),
             sandbox: crate::sandbox::Policy::off(),
-            output: None,
             start_env: None,
             resources: ResourceLimits::default(),
         }
@@ -628,36 +650,110 @@ impl Reply {
     }
 }
 
-/// A request we cannot carry out. The messages are neutral (they name no
-/// tool or argument); the server words what the agent reads.
+/// A request we cannot carry out: facts with their values; the server
+/// words what the agent reads (the `Display` is for logs).
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// The client cancelled the call before its turn came; nothing was done.
-    #[error("the call was cancelled before it started")]
+    #[error("cancelled before it started")]
     Cancelled,
     /// The command or input holds a NUL byte, which no shell command can
     /// contain.
-    #[error("the command contains a NUL byte")]
+    #[error("NUL byte in the command")]
     NulByte,
     /// The shell could not be started or driven.
-    #[error("{0}")]
-    Shell(String),
+    #[error("shell failed: {0}")]
+    Shell(ShellFailure),
     /// A poll while no command runs.
-    #[error("no command is running, so there is nothing to wait for")]
+    #[error("nothing to wait for")]
     NothingToWaitFor,
     /// Text input while no command runs.
-    #[error("no command is running, so there is nothing to send input to")]
+    #[error("nothing to send input to")]
     NothingToSendInputTo,
     /// A key other than C-c or C-d while an incomplete command is held.
-    #[error(
-        "an incomplete command is held: keys other than C-c (discard it) and C-d (end of input) \
-         do nothing"
-    )]
+    #[error("key while an incomplete command is held")]
     KeyWhileIncomplete,
     /// A reset while a person holds the session for writing, since `since`.
-    #[error("a person holds the session for writing")]
+    #[error("a person holds the session")]
     PersonHolds {
         /// When they took it.
         since: std::time::SystemTime,
     },
+}
+
+/// How the shell could not be started or driven.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellFailure {
+    /// A step of the shell's start failed.
+    #[error("start ({step:?}): {error}")]
+    Start {
+        /// The step.
+        step: StartStep,
+        /// The system's error.
+        error: std::io::Error,
+    },
+    /// The shell did not reach its first prompt.
+    #[error("no first prompt ({ended:?} after {waited:?})")]
+    NoFirstPrompt {
+        /// How it ended, if it did (else it was still starting).
+        ended: Option<ShellExit>,
+        /// How long it was waited for.
+        waited: Duration,
+        /// The last line it printed, masked and cut to at most 2,000
+        /// characters.
+        last_line: String,
+    },
+    /// Writing to the shell's terminal failed.
+    #[error("write ({what:?}): {error}")]
+    Write {
+        /// What was being written.
+        what: Written,
+        /// The system's error.
+        error: std::io::Error,
+    },
+}
+
+/// A step of a shell's start, named when it fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartStep {
+    /// Making the random nonce of its markers.
+    RandomNonce,
+    /// Making the random name of its private directory.
+    RandomName,
+    /// Making its private directory.
+    PrivateDirectory,
+    /// Writing its start-up file.
+    StartupFile,
+    /// Opening the completion channel.
+    CompletionChannel,
+    /// Making the sealed file of key bindings.
+    KeysFile,
+    /// Opening the command socket.
+    CommandSocket,
+    /// Making the sealed file of a background job's environment.
+    EnvironmentFile,
+    /// Opening or handing over the PTY.
+    Pty,
+    /// Making a sandboxed shell's temporary directory.
+    TemporaryDirectory,
+    /// Building the sandbox.
+    Sandbox,
+    /// Starting the shell program `shell` in `cwd`.
+    Spawn {
+        /// The shell program.
+        shell: PathBuf,
+        /// The directory it was to start in.
+        cwd: PathBuf,
+    },
+    /// Starting the PTY's reader thread.
+    ReaderThread,
+}
+
+/// What was being written to the shell's terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The line that runs a command.
+    Command,
+    /// Text or keys for the running program.
+    Input,
 }

@@ -1,44 +1,12 @@
 //! The completion channel: how a shell tells the server that a command
-//! ended, in a way no other process can forge.
+//! ended, and hands it its state (directory, `PATH`) and a background job's
+//! environment, in a way no other process can forge and through no path a
+//! command could write. This module opens and reads the socket and parses
+//! what comes; it does not decide which senders to believe (`levels.rs`).
 //!
-//! At spawn the shell gets one end of a `socketpair(AF_UNIX, SOCK_DGRAM)`,
-//! which its start-up file moves to descriptor [`SHELL_FD`] before anything
-//! else runs; the server keeps the other, with
-//! `SO_PASSCRED` set, so the kernel attaches the sending process's pid to
-//! every datagram (`SCM_CREDENTIALS`). A process cannot put another pid
-//! there without `CAP_SYS_ADMIN`. The prompt writes one record per command
-//! end with the builtin `printf … >&62`, from the shell process itself.
-//! Children inherit the descriptor and may write to it too, but their
-//! records carry their own pid and are dropped by whoever reads them
-//! ([`Channel::receive`] reports the pid; `state.rs` decides).
-//!
-//! A record is `E;<seq>;<status>;<flags>;<token>`: command `seq` ended
-//! with `status`; `token` is a random number the shell draws at that
-//! moment and also prints in the end marker, which so marks the end's
-//! position in the output (a marker printed earlier, even by the shell,
-//! which knows the sequence number, cannot carry it); the flag `o` says the shell's standard output is not the
-//! terminal (`exec >file`), the flag `n` that the command never reached the
-//! `eval` that runs it (something broke the line we typed), the flag `f`
-//! that the fallback line sent it (typed once the shell prompted with the
-//! command not ended), not `PROMPT_COMMAND` (the integration's prompt did
-//! not run), the flag `d` that the function that
-//! keeps the command's status is gone (the status may be wrong).
-//!
-//! The shell also sends data on it, as datagrams that start with a letter
-//! of their own, so that nothing it hands the server passes through a path
-//! a command could write: `D`, `P` and `C`, pieces of the working directory
-//! and of `PATH` and the commit of both, or `S`, both at once, at every
-//! prompt and at exit (the shell's state, [`StateParts`]); `V`, pieces of
-//! its exported environment
-//! for a background job ([`Captured`]). Each datagram the shell writes is
-//! one `printf` of at most 500 characters (2,001 bytes), below the
-//! 4 KiB buffer of the shell's output, so that it is written whole.
-//!
-//! The server's end is read without blocking, continuously (the PTY reader
-//! thread polls it), so a child that floods the channel can never fill the
-//! queue and block the shell's prompt; each datagram costs one `recvmsg`.
-//! This module opens and reads the socket and parses records; it does not
-//! decide which senders to believe.
+//! Invariant: every message carries its sender's pid from the kernel
+//! (`SO_PASSCRED`), never from its text; the server's end is read without
+//! blocking, so a child that floods the channel never blocks the shell.
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -65,12 +33,33 @@ const MAX_DATAGRAM: usize = 4096;
 pub(crate) const MAX_STATE_FIELD: usize = 64 * 1024;
 
 /// The server's end of one shell's completion channel.
+///
+/// At spawn the shell gets the other end of a `socketpair(AF_UNIX,
+/// SOCK_DGRAM)`, which its start-up file moves to descriptor [`SHELL_FD`]
+/// before anything else runs; the server's end has `SO_PASSCRED` set, so
+/// the kernel attaches the sending process's pid to every datagram
+/// (`SCM_CREDENTIALS`). A process cannot put another pid there without
+/// `CAP_SYS_ADMIN`. The prompt writes one record per command end with the
+/// builtin `printf … >&62`, from the shell process itself. Children
+/// inherit the descriptor and may write to it too, but their records carry
+/// their own pid and are dropped by whoever reads them.
 #[derive(Debug)]
 pub(crate) struct Channel {
     socket: OwnedFd,
 }
 
 /// A command's end as the shell reported it.
+///
+/// A record is `E;<seq>;<status>;<flags>;<token>`: command `seq` ended
+/// with `status`; `token` is a random number the shell draws at that
+/// moment and also prints in the end marker, which so marks the end's
+/// position in the output (a marker printed earlier, even by the shell,
+/// which knows the sequence number, cannot carry it). The flags: `o`, the
+/// shell's standard output is not the terminal (`exec >file`); `n`, the
+/// command never reached the `eval` that runs it (something broke the line
+/// we typed); `f`, the fallback line sent it (typed once the shell prompted
+/// with the command not ended), not `PROMPT_COMMAND`; `d`, the function
+/// that keeps the command's status is gone (the status may be wrong).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Record {
     /// The process that sent it (from the kernel, not from the record).
@@ -93,6 +82,15 @@ pub(crate) struct Record {
 }
 
 /// What a shell sent on the channel.
+///
+/// Besides records, the shell sends data as datagrams that start with a
+/// letter of their own: `D`, `P` and `C`, pieces of the working directory
+/// and of `PATH` and the commit of both, or `S`, both at once, at every
+/// prompt and at exit (the shell's state, [`StateParts`]); `V`, pieces of
+/// its exported environment for a background job ([`Captured`]). Each
+/// datagram the shell writes is one `printf` of at most 500 characters
+/// (2,001 bytes), below the 4 KiB buffer of the shell's output, so that it
+/// is written whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Message {
     /// A command's end.
@@ -202,7 +200,10 @@ impl Channel {
     /// Reads the datagrams waiting (at most [`MAX_PER_RECEIVE`]), without
     /// blocking, and gives each well-formed record or piece of data, with
     /// its sender's pid, to `each`. Malformed datagrams and datagrams
-    /// without credentials are dropped.
+    /// without credentials are dropped. The reader thread polls the
+    /// server's end and calls this continuously, so a child that floods
+    /// the channel can never fill the queue and block the shell's prompt;
+    /// each datagram costs one `recvmsg`.
     pub(crate) fn receive(&self, mut each: impl FnMut(Message)) {
         let mut buf = [0u8; MAX_DATAGRAM];
         for _ in 0..MAX_PER_RECEIVE {

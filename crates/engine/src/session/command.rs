@@ -1,23 +1,16 @@
 //! The command a shell runs (or ran, until a reply reports its end), as
-//! plain data in the groups that different code owns:
+//! plain data in the groups that different code owns: [`CommandOutput`] (its
+//! committed text and complete log), [`WatchBudget`] (its unwatched-time
+//! limit and the input wait discounted from it), [`InputWait`] (what the
+//! supervisor last saw) and [`Lifecycle`] (started, finished, killed,
+//! interrupted, damaged).
 //!
-//! - [`CommandOutput`]: its committed text, through its `store::OutputSink`:
-//!   the complete log in the session's store (the only stored copy) and
-//!   what no reply has shown yet. [`CommandOutput::push`] is the one way
-//!   text enters it.
-//! - [`WatchBudget`]: its unwatched-time limit, the calls watching it, and
-//!   the input wait discounted from the unwatched time.
-//! - [`InputWait`]: whether the program waits for input, as the supervisor
-//!   last saw it, and when we last sent it some.
-//! - [`Lifecycle`]: started, finished, being killed, interrupted, damaged.
-//!
-//! [`Command::finish`] is the one way a command ends, whatever ended it: it
-//! pushes the last text, finishes the log and sets the exit code, so the
-//! reply, the log, the listing and a job's end agree.
-//!
-//! No locks, no tasks, no clock: callers pass `now`; the timing rules are
-//! `timing.rs`. It lives inside the shared state (`shared.rs`), whose lock
-//! guards it.
+//! No locks, no tasks, no clock (callers pass `now`; the rules are
+//! `timing.rs`); it lives inside the shared state, whose lock guards it.
+//! Invariants: [`CommandOutput::push`] is the one way text enters it, and
+//! [`Command::finish`] the one way it ends, whatever ended it (it pushes the
+//! last text, finishes the log and sets the exit code), so the reply, the
+//! log, the listing and a job's end agree.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -437,29 +430,16 @@ impl Command {
         self.input.last_input_at = Some(now);
     }
 
-    /// The supervisor's look at `now`: the program is `waiting` for input
-    /// (the shell itself when `shell_reading`), `confirmed` by a second
-    /// look, or reads the terminal but may still be at work (`unsure`);
+    /// The supervisor's look at `now` (what it found: [`TerminalLook`]);
     /// `accrued` more of its time counts as input wait.
-    pub(super) fn record_look(
-        &mut self,
-        now: Instant,
-        (waiting, unsure, shell_reading, confirmed): (bool, bool, bool, bool),
-        accrued: Duration,
-    ) {
+    pub(super) fn record_look(&mut self, now: Instant, seen: TerminalLook, accrued: Duration) {
         self.budget.input_wait += accrued;
-        self.input.waiting = waiting;
-        self.input.unsure = unsure;
-        self.input.shell_reading = shell_reading;
-        self.input.confirmed_at = confirmed.then_some(now);
-    }
-
-    /// Whether the job sat at the terminal using no CPU between the
-    /// supervisor's last two looks (`idle`), and whether the terminal was
-    /// out of line mode at the last (`keys`).
-    pub(super) fn record_idle(&mut self, (idle, keys): (bool, bool)) {
-        self.input.idle = idle;
-        self.input.keys = keys;
+        self.input.waiting = seen.waiting;
+        self.input.unsure = seen.unsure;
+        self.input.shell_reading = seen.shell_reading;
+        self.input.confirmed_at = seen.confirmed.then_some(now);
+        self.input.idle = seen.idle;
+        self.input.keys = seen.keys;
     }
 
     /// The job sat at the terminal using no CPU between the last two looks.
@@ -526,6 +506,27 @@ impl Command {
     pub(super) fn first_unreplied_line(&self) -> u64 {
         self.output.first_unreplied_line
     }
+}
+
+/// What one look of the supervisor found the running job doing at its
+/// terminal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct TerminalLook {
+    /// Blocked reading the terminal, with all its output read: waiting for
+    /// input.
+    pub(super) waiting: bool,
+    /// Reading the terminal while something of the job may still be at
+    /// work.
+    pub(super) unsure: bool,
+    /// The shell itself is the reader.
+    pub(super) shell_reading: bool,
+    /// A second look confirmed the wait.
+    pub(super) confirmed: bool,
+    /// At the terminal at this look and the last, using no CPU in between.
+    pub(super) idle: bool,
+    /// The terminal was out of line mode (`ICANON` off): the program reads
+    /// keys.
+    pub(super) keys: bool,
 }
 
 #[cfg(test)]

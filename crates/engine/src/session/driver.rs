@@ -1,28 +1,17 @@
-//! The single-shell driver: `Shell`, one bash process in its PTY, with its
-//! private files and the three tasks that live as long as it does (the
-//! waiter that notices its exit, the supervisor, the integration watcher).
-//! It spawns the shell and waits for its first prompt (the start-up
-//! handshake), writes a command to the command socket
-//! (`driver/command_socket.rs`) and types the line that runs it through the
-//! shell's terminal (`terminal::Terminal`, refused while a person holds
-//! the session), sends text and keys to the running program, gives a
-//! command that is ending a moment to show it, stops what an interrupt left
-//! behind, and stops the shell with everything it started. For a background
-//! job it reads the shell's exported environment and starts a job's shell
-//! with it (`driver/place.rs`).
+//! The bash protocol of one shell: `Shell`, one bash process in its PTY with
+//! its private files and the three tasks that live as long as it does. It
+//! starts the shell (the start-up handshake), types the line that runs a
+//! command (the command's text goes over the command socket,
+//! `driver/command_socket.rs`), sends input and keys to the running program,
+//! settles a command that is ending, cleans up after an interrupt, and stops
+//! the shell with everything it started; `driver/place.rs` reads and restores
+//! a background job's environment.
 //!
-//! What the shell trusts never passes through a path a command can write:
-//! the shell gets, at its start, the completion channel (descriptor 62),
-//! a sealed memory file of key bindings (61) and its end of the command
-//! socket (60); the state, the environment and the commands travel over
-//! those.
-//!
-//! It does not decide what a call does (`mod.rs`), decide how long a call
-//! waits or word a reply's parts (`wait.rs`, `timing.rs`), or stop a command
-//! past its limit (`supervise.rs`). Nothing below it in `session/` knows it.
-//! It is driven by the one call that holds the session's `tokio` mutex
-//! (hence `&mut Shell`), and takes the shared state's std mutex only for
-//! short sections.
+//! It does not decide what a call does (`mod.rs`), how long a call waits or
+//! what a reply holds (`wait.rs`), or when a command is stopped
+//! (`supervise.rs`). Invariant: what the shell trusts never passes through a
+//! path a command can write: the completion channel (descriptor 62), the
+//! sealed keys file (61) and the command socket (60) are given at its start.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -30,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::bash_script::{self, ShellFiles};
 use crate::input_wait;
@@ -40,28 +28,28 @@ use crate::output;
 use crate::private_fs;
 use crate::proc_shell;
 use crate::process;
-use crate::sandbox;
-use crate::screen::Screen;
 use crate::store::OutputStore;
-use crate::terminal::{Gate, Rendered, Setup, Sink, Terminal, pty};
+use crate::terminal::{Gate, Terminal, pty};
 
 use super::call::{
     Event, InputReport, NotRun, Outcome, ProgressHook, Reply, Request, SessionConfig, SessionError,
-    ShellExit,
+    ShellExit, ShellFailure, StartStep, Written,
 };
-use super::channel::Channel;
 use super::command::{Command, CommandOutput};
 use super::incomplete::Incomplete;
-use super::levels::Levels;
-use super::shared::{CommandState, Shared, State, describe_exit, wait_for};
+use super::shared::{CommandState, Shared, State, shell_exit, wait_for};
 use super::supervise::{Supervisor, supervise};
-use super::wait::{self, ShellView, Waited};
+use super::wait::{self, CallCancel, CallParts, ShellView, Waited};
 use super::watcher::{Watcher, watch_integration};
 use command_socket::CommandSocket;
-use place::{ENV_FD_MIN, NOT_INHERITED, on_server_path, restored_entries};
+use start::{
+    Descriptors, StartFrom, private_files, shared_state, shell_command, shell_pid, shell_scope,
+    start_failed, start_terminal, wait_for_exit,
+};
 
 mod command_socket;
 mod place;
+mod start;
 
 /// How long a command waits for the shell to come to read its terminal
 /// after the previous command ended, before it is refused as not at the
@@ -96,202 +84,105 @@ pub(super) struct Shell {
     files: ShellFiles,
     /// Where the commands' text goes.
     commands: CommandSocket,
+    /// The session's store of complete command outputs, where each
+    /// command's log is begun.
+    output: Arc<OutputStore>,
     next_seq: u64,
     /// The directory and `PATH` the prompt reported last.
     view: ShellView,
-    waiter: tokio::task::JoinHandle<()>,
-    supervisor: tokio::task::JoinHandle<()>,
-    /// Watches for a shell that lost the integration (`watcher.rs`).
-    watcher: tokio::task::JoinHandle<()>,
+    /// The tasks that live as long as the shell.
+    tasks: Tasks,
     /// An incomplete command the shell would be waiting to complete.
     incomplete: Option<Incomplete>,
 }
 
+/// The tasks that live as long as a shell, aborted when it stops.
+struct Tasks {
+    /// Notices the shell's exit.
+    waiter: tokio::task::JoinHandle<()>,
+    /// Stops a command past its limit (`supervise.rs`).
+    supervisor: tokio::task::JoinHandle<()>,
+    /// Watches for a shell that lost the integration (`watcher.rs`).
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Tasks {
+    /// Ends the tasks.
+    fn abort(&self) {
+        self.waiter.abort();
+        self.supervisor.abort();
+        self.watcher.abort();
+    }
+}
+
+/// The error of a write of `what` to the shell's terminal that failed with
+/// `error`.
+fn write_failed(what: Written) -> impl FnOnce(std::io::Error) -> SessionError {
+    move |error| SessionError::Shell(ShellFailure::Write { what, error })
+}
+
 impl Shell {
+    /// Starts a shell for a session configured by `config`, in `cwd`,
+    /// writing its commands' logs to `output`, with `gate` saying who may
+    /// type; returns once it showed its first prompt (the start-up
+    /// handshake) and, for a background job, took back its calling shell's
+    /// environment.
     pub(super) async fn spawn(
         config: &SessionConfig,
+        output: &Arc<OutputStore>,
         cwd: &Path,
         gate: &Arc<Gate>,
     ) -> Result<Shell, SessionError> {
-        let fail = |what: &str, err: std::io::Error| {
-            SessionError::Shell(format!("could not start the shell ({what}): {err}"))
+        let nonce = private_fs::random_hex(16).map_err(start_failed(StartStep::RandomNonce))?;
+        let files = private_files(config)?;
+        let Descriptors { channel, commands, command_link, shell: ends } =
+            Descriptors::open(config)?;
+        let opened = pty::open(config.rows, config.cols).map_err(start_failed(StartStep::Pty))?;
+        let scope = shell_scope(config, &files)?;
+        let from = StartFrom {
+            slave: &opened.slave,
+            scope: &scope,
+            files: &files,
+            ends: &ends,
+            nonce: &nonce,
         };
-        let nonce = private_fs::random_hex(16).map_err(|err| fail("random nonce", err))?;
-        // The directory's name is random, but not from the nonce.
-        let tag = private_fs::random_hex(4).map_err(|err| fail("random name", err))?;
-        let files = ShellFiles { dir: config.work_dir.join(format!("shell-{tag}")) };
-        private_fs::ensure_private_dir(&config.work_dir)
-            .and_then(|()| private_fs::create_private_dir(&files.dir))
-            .map_err(|err| fail("private directory", err))?;
-        let rc = bash_script::rc_script(&files, config.user_rc.as_deref());
-        private_fs::write_new_file(&files.rc_file(), rc.as_bytes())
-            .map_err(|err| fail("start-up file", err))?;
-        let (channel, shell_end) =
-            Channel::open().map_err(|err| fail("completion channel", err))?;
-        // The keys the prompt binds again, from a file no command can write.
-        let keys = bash_script::keys_file().map_err(|err| fail("keys file", err))?;
-        let (commands, command_end, command_link) =
-            CommandSocket::open().map_err(|err| fail("command socket", err))?;
-        // A background job's shell takes its calling shell's values back from
-        // a sealed file it inherits, read once its start-up files ran.
-        let env_file = match &config.start_env {
-            Some(start_env) => Some(
-                private_fs::sealed_memfd("shellkeep-env", &restored_entries(start_env))
-                    .and_then(|fd| process::dup_at_least(&fd, ENV_FD_MIN))
-                    .map_err(|err| fail("environment file", err))?,
-            ),
-            None => None,
-        };
-        let mut inherited = vec![&shell_end, &keys, &command_end];
-        inherited.extend(env_file.as_ref());
-
-        let opened = pty::open(config.rows, config.cols).map_err(|err| fail("PTY", err))?;
-        let mut scope = process::Scope::limited("shell", &config.resources);
-        // A sandboxed shell writes its own directory (its integration's
-        // files) and a temporary directory inside it, exported as TMPDIR.
-        let sandbox_tmp = files.dir.join("tmp");
-        if config.sandbox.is_confined() {
-            private_fs::create_private_dir(&sandbox_tmp)
-                .map_err(|err| fail("temporary directory", err))?;
-            let protect =
-                sandbox::protected_pids(config.guard.as_deref().map(crate::guard::Guard::pid));
-            let confinement = sandbox::Confinement::build(&config.sandbox, &[&files.dir], &protect)
-                .map_err(|err| fail("sandbox", err))?;
-            scope = scope.with_confinement(confinement.rules());
-        }
-        // With an environment of its own, a bare shell name is still looked
-        // for where the server looks, not in that environment's `PATH`.
-        let program = match &config.start_env {
-            Some(_) => on_server_path(&config.shell).unwrap_or_else(|| config.shell.clone()),
-            None => config.shell.clone(),
-        };
-        let mut command = process::pty_command(&program, &opened.slave, &scope, &inherited)
-            .map_err(|err| fail("PTY", err))?;
-        command
-            .arg("--noprofile")
-            .arg("--rcfile")
-            .arg(files.rc_file())
-            .arg("-i")
-            .current_dir(cwd)
-            .env("TERM", "xterm-256color")
-            .env_remove("PROMPT_COMMAND")
-            .env_remove("BASH_ENV")
-            .env_remove("ENV")
-            .envs(config.env.iter().map(|(k, v)| (k, v)));
-        if let Some(start_env) = &config.start_env {
-            // A background job's shell gets the exported environment of the
-            // shell it was started from, as a child of that shell would
-            // (what the user unset there stays unset), with its own scope
-            // marker and a fresh shell level.
-            command
-                .env_clear()
-                .envs(
-                    start_env
-                        .0
-                        .iter()
-                        .filter(|(name, _)| !NOT_INHERITED.iter().any(|n| name == n))
-                        .map(|(name, value)| (name, value)),
-                )
-                .env(process::SCOPE_VAR, scope.value())
-                .env("TERM", "xterm-256color")
-                .env_remove("PROMPT_COMMAND")
-                .env_remove("BASH_ENV")
-                .env_remove("ENV");
-        }
-        if config.sandbox.is_confined() {
-            command.env("TMPDIR", &sandbox_tmp);
-        }
-        command
-            .env(bash_script::NONCE_VAR, &nonce)
-            .env(bash_script::CHANNEL_VAR, shell_end.as_raw_fd().to_string())
-            .env(bash_script::KEYS_VAR, keys.as_raw_fd().to_string())
-            .env(bash_script::COMMAND_VAR, command_end.as_raw_fd().to_string());
-        let mut child = process::spawn(&mut command).map_err(|err| {
-            fail(&format!("{} in {}", config.shell.display(), cwd.display()), err)
-        })?;
+        let mut command = shell_command(config, cwd, &from)?;
+        let step = StartStep::Spawn { shell: config.shell.clone(), cwd: cwd.to_owned() };
+        let child = process::spawn(&mut command).map_err(start_failed(step))?;
         // Only the child may hold the slave side, so that the reader sees
         // the terminal hang up once the shell and its jobs are gone.
         drop(opened.slave);
-        let channel_link = nix::sys::stat::fstat(&shell_end)
-            .ok()
-            .map(|stat| PathBuf::from(format!("socket:[{}]", stat.st_ino)));
-        drop(shell_end);
-        let keys_id = nix::sys::stat::fstat(&keys).ok().map(|stat| (stat.st_dev, stat.st_ino));
-        drop(keys);
-        drop(command_end);
-        let spawned = child.id().map_or(-1, |pid| pid as i32);
-        // In a namespace of its own the spawned child is the keeper, and the
-        // shell is the init's child (see `process::namespaced_shell`): its
-        // pid is the one the records carry and every scan starts from. The
-        // keeper ends as the shell ends, so waiting for it stays right.
-        let pid = if scope.namespace() {
-            process::namespaced_shell(spawned as u32).unwrap_or(spawned)
-        } else {
-            spawned
-        };
-        // The child has run `exec` by now (spawn returns after it): this is
-        // the program image whose records are believed.
-        let first_level = proc_shell::fingerprint(pid);
+        let env_fd = ends.env.as_ref().map(AsRawFd::as_raw_fd);
+        let marks = ends.release(command_link);
+        let pid = shell_pid(&child, &scope);
+        let shared = shared_state(config, gate, &nonce, pid, channel);
         if let Some(guard) = &config.guard {
             guard.watch_session(pid);
         }
-
-        let shared = Arc::new(Shared::new(State::new(
-            Screen::new(config.rows, config.cols, &nonce),
-            Levels::new(pid, first_level),
-            channel,
-            (Arc::clone(&config.secrets), Arc::clone(gate)),
-        )));
-        let reader_shared = Arc::clone(&shared);
-        let channel_handle =
-            shared.lock().channel_handle().map_err(|err| fail("completion channel", err))?;
-        let size = (config.rows, config.cols);
-        let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-        if let Some(recorder) = &config.record {
-            match recorder.start(&config.file_label(), Arc::clone(&config.secrets), size) {
-                Ok(recording) => sinks.push(Box::new(recording)),
-                Err(err) => tracing::warn!("session {} is not recorded: {err}", config.name),
-            }
-        }
-        let woken_shared = Arc::clone(&shared);
-        let terminal = Terminal::start(
-            opened.master,
-            (&config.name, Some(channel_handle)),
-            Setup { size, gate: Arc::clone(gate), sinks },
-            move |event| {
-                let mut state = reader_shared.lock();
-                let answers = state.on_event(event);
-                let shown = state.take_shown();
-                Rendered { answers, shown }
-            },
-            move || woken_shared.notify(),
-        )
-        .map_err(|err| fail("reader thread", err))?;
-        let terminal = Arc::new(terminal);
+        let terminal = Arc::new(start_terminal(config, gate, opened.master, &shared)?);
+        let waiter = tokio::spawn(wait_for_exit(child, Arc::clone(&shared)));
         let pty = terminal.pty();
-        let waiter_shared = Arc::clone(&shared);
-        let waiter = tokio::spawn(async move {
-            let status = child.wait().await;
-            if let Ok(status) = status {
-                waiter_shared.lock().set_exited(status);
-            }
-            waiter_shared.notify();
-        });
-
-        let watcher = tokio::spawn(watch_integration(Watcher::new(
+        let watcher = Watcher::new(
             Arc::clone(&shared),
-            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone()),
-            (files.clone(), nonce),
+            pty.access(&opened.tty).map_err(start_failed(StartStep::Pty))?,
+            files.clone(),
+            nonce,
             proc_shell::running_program(pid),
-            (channel_link, keys_id, Some(command_link)),
-            commands.handle().map_err(|err| fail("command socket", err))?,
-        )));
-        let supervisor = tokio::spawn(supervise(Supervisor::new(
+            marks,
+            commands.handle().map_err(start_failed(StartStep::CommandSocket))?,
+        );
+        let supervisor = Supervisor::new(
             Arc::clone(&shared),
-            (pty.handle().map_err(|err| fail("PTY", err))?, opened.tty.clone(), pty.in_hand()),
+            pty.access(&opened.tty).map_err(start_failed(StartStep::Pty))?,
+            pty.in_hand(),
             pid,
             config.grace,
-        )));
+        );
+        let tasks = Tasks {
+            waiter,
+            supervisor: tokio::spawn(supervise(supervisor)),
+            watcher: tokio::spawn(watch_integration(watcher)),
+        };
         let shell = Shell {
             shared,
             terminal,
@@ -303,30 +194,38 @@ impl Shell {
             scope,
             files,
             commands,
+            output: Arc::clone(output),
             next_seq: 1,
             view: ShellView::new(cwd.to_owned(), None),
-            waiter,
-            supervisor,
-            watcher,
+            tasks,
             incomplete: None,
         };
-        let ready = shell.wait_ready(config.startup_timeout).await;
+        shell.finish_start(config, env_fd).await
+    }
+
+    /// The end of the start: waits for the first prompt (a shell that does
+    /// not show it is stopped), removes the start-up file, and gives a
+    /// background job's shell the environment in its sealed file at
+    /// `env_fd`.
+    async fn finish_start(
+        mut self,
+        config: &SessionConfig,
+        env_fd: Option<i32>,
+    ) -> Result<Shell, SessionError> {
+        let ready = self.wait_ready(config.startup_timeout).await;
         // Read once; nothing else should find it.
-        let _ = std::fs::remove_file(shell.files.rc_file());
+        let _ = std::fs::remove_file(self.files.rc_file());
         if let Err(err) = ready {
-            shell.stop(config, "the shell did not start").await;
+            self.stop(config, "the shell did not start").await;
             return Err(err);
         }
-        let mut shell = shell;
-        let env_fd = env_file.as_ref().map(AsRawFd::as_raw_fd);
-        drop(env_file);
         if let Some(env_fd) = env_fd
-            && let Err(err) = shell.restore_env(config, env_fd).await
+            && let Err(err) = self.restore_env(config, env_fd).await
         {
             tracing::warn!("a background job's shell kept its start-up files' environment: {err}");
         }
-        shell.refresh_state();
-        Ok(shell)
+        self.refresh_state();
+        Ok(self)
     }
 
     /// The shell's terminal.
@@ -343,17 +242,13 @@ impl Shell {
             return Ok(());
         }
         let state = self.shared.lock();
-        Err(SessionError::Shell(format!(
-            "the shell did not reach its first prompt ({}). Check the shell and its start-up \
-             files; the last line it printed: {:?}",
-            match state.exited() {
-                Some(status) => describe_exit(status),
-                None => format!("still starting after {limit:?}"),
-            },
+        Err(SessionError::Shell(ShellFailure::NoFirstPrompt {
+            ended: state.exited().map(shell_exit),
+            waited: limit,
             // Bounded: a start-up file may print a line of any length. It is
             // output, so it passes the one place all output passes.
-            output::head_tail(&state.current_line_shown(), 2_000, "").0,
-        )))
+            last_line: output::head_tail(&state.current_line_shown(), 2_000, "").0,
+        }))
     }
 
     /// What the shell is doing with its command.
@@ -472,30 +367,24 @@ impl Shell {
         config: &SessionConfig,
         command: &str,
         request: &Request,
-        events: Vec<Event>,
-        cancel: CancellationToken,
+        mut parts: CallParts,
+        cancel: &CallCancel,
     ) -> Result<Reply, SessionError> {
         let timeout = request.timeout;
         let exec_limit = request.exec_limit;
         if let Some(since) = self.terminal.held_since() {
-            let mut reply = wait::idle_reply(&self.view, command, events);
-            reply.outcome = Outcome::NotExecuted {
-                command: command.to_owned(),
-                why: NotRun::PersonHolds { since },
-            };
-            return Ok(reply);
+            let why = NotRun::PersonHolds { since };
+            return Ok(wait::refused_reply(&self.view, command, why, parts));
         }
         let blocked = match self.not_at_prompt() {
             Some(front) => Some(front),
             None => self.shell_not_reading().await,
         };
         if let Some((pid, command_line)) = blocked {
-            let mut reply = wait::idle_reply(&self.view, command, events);
             // Named as the shell's commands see it (`ps` in a sandbox's
             // namespace speaks its own pids).
             let why = NotRun::NotAtPrompt { pid: process::pid_inside(pid), command_line };
-            reply.outcome = Outcome::NotExecuted { command: command.to_owned(), why };
-            return Ok(reply);
+            return Ok(wait::refused_reply(&self.view, command, why, parts));
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -509,16 +398,7 @@ impl Shell {
         let now = Instant::now();
         // The log names its command (a read of the log shows it): masked.
         let named = config.secrets.mask(command).0;
-        let log = match &config.output {
-            Some(store) => store.begin(&named),
-            // A session always has a store; a bare config gets one of its own.
-            None => OutputStore::new(
-                Arc::clone(&config.spill),
-                &config.file_label(),
-                config.output_limits,
-            )
-            .begin(&named),
-        };
+        let log = self.output.begin(&named);
         let output = CommandOutput::new(config.output_cap, log, Arc::clone(&config.secrets));
         let started = Command::new(
             (seq, command.to_owned()),
@@ -530,7 +410,7 @@ impl Shell {
         // Whatever background jobs printed since the last command is
         // reported now, not mixed into this command's output.
         let idle = self.shared.lock().begin(started, now);
-        let idle_output = (!idle.trim().is_empty()).then_some(idle);
+        parts.idle_output = (!idle.trim().is_empty()).then_some(idle);
         // Tell the supervisor a command with a limit has started.
         self.shared.notify();
         self.terminal
@@ -540,85 +420,56 @@ impl Shell {
                 Duration::from_secs(5),
             )
             .await
-            .map_err(|err| SessionError::Shell(format!("could not write to the shell: {err}")))?;
+            .map_err(write_failed(Written::Command))?;
         let shared = Arc::clone(&self.shared);
         self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
-        let mut reply =
-            self.wait_reply(config, timeout, events, cancel, request.progress.as_ref()).await?;
-        reply.idle_output = idle_output;
-        Ok(reply)
+        self.wait_reply(config, timeout, parts, cancel, request.progress.as_ref()).await
     }
 
     /// Waits for the running command as the call's timeout allows, then
-    /// replies with what happened.
+    /// replies with what happened; `parts` is what the call adds to the
+    /// reply.
     pub(super) async fn wait_reply(
         &mut self,
         config: &SessionConfig,
         timeout: Option<Duration>,
-        events: Vec<Event>,
-        cancel: CancellationToken,
+        mut parts: CallParts,
+        cancel: &CallCancel,
         progress: Option<&ProgressHook>,
     ) -> Result<Reply, SessionError> {
-        match wait::wait(&self.shared, config, timeout, &cancel, progress).await {
+        match wait::wait(&self.shared, config, timeout, cancel.token(), progress).await {
             Waited::Finished => {
                 self.reap_interrupted(config.grace).await;
-                Ok(self.finished_reply(events))
+                Ok(self.finished_reply(parts))
             }
             Waited::ShellExited => {
                 wait::finish_after_exit(&self.shared).await;
-                Ok(self.finished_reply(events))
+                Ok(self.finished_reply(parts))
             }
-            Waited::Cancelled => Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, events)),
+            Waited::Cancelled => {
+                Ok(wait::cancelled_reply(&self.shared.lock(), &self.view, cancel.why(), parts))
+            }
             waited => {
-                let fallback = self.shared.lock().awaits_fallback();
-                let mut reply =
-                    self.partial_reply(config, |c| wait::stopped(c, &waited, fallback), events);
-                if matches!(reply.outcome, Outcome::WaitingForInput { .. })
-                    && self.terminal.hides_input()
+                let mut state = self.shared.lock();
+                let fallback = state.awaits_fallback();
+                let Some(outcome) = state.command().map(|c| wait::stopped(c, &waited, fallback))
+                else {
+                    return Ok(wait::idle_reply(&self.view, parts));
+                };
+                if matches!(outcome, Outcome::WaitingForInput { .. }) && self.terminal.hides_input()
                 {
-                    reply.events.push(Event::InputHidden);
+                    parts.events.push(Event::InputHidden);
                 }
-                Ok(reply)
+                Ok(wait::partial_reply(&mut state, &self.view, config, outcome, parts))
             }
         }
     }
 
     /// The reply for a finished command; clears it from the session.
-    pub(super) fn finished_reply(&mut self, events: Vec<Event>) -> Reply {
+    pub(super) fn finished_reply(&mut self, parts: CallParts) -> Reply {
         let command = self.shared.lock().take_command();
         self.refresh_state();
-        wait::finished_reply(command, &self.view, events)
-    }
-
-    /// The reply for a command that is still running: what it printed since
-    /// the last reply, and the line it is on now.
-    pub(super) fn partial_reply(
-        &mut self,
-        config: &SessionConfig,
-        outcome: impl FnOnce(&Command) -> Outcome,
-        events: Vec<Event>,
-    ) -> Reply {
-        wait::partial_reply(&mut self.shared.lock(), &self.view, config, outcome, events)
-    }
-
-    /// The reply about the running command to a new command that was not
-    /// run because of it.
-    pub(super) fn not_executed_reply(
-        &mut self,
-        config: &SessionConfig,
-        command: &str,
-        events: Vec<Event>,
-    ) -> Reply {
-        let outcome = |running: &Command| Outcome::NotExecuted {
-            command: command.to_owned(),
-            why: wait::blocking(running),
-        };
-        self.partial_reply(config, outcome, events)
-    }
-
-    /// A reply with no command output (reset alone, say).
-    pub(super) fn idle_reply(&self, command: &str, events: Vec<Event>) -> Reply {
-        wait::idle_reply(&self.view, command, events)
+        wait::finished_reply(command, &self.view, parts)
     }
 
     /// Events of the integration gathered since the last reply.
@@ -733,9 +584,7 @@ impl Shell {
         let (bytes, key) = (input.bytes(mode), input.describe());
         // Write only while the command that was sent the input runs, with
         // the same job in front: input must never reach the shell's prompt.
-        let master = self.terminal.pty().handle().map_err(|err| {
-            SessionError::Shell(format!("could not send the input to the program: {err}"))
-        })?;
+        let master = self.terminal.pty().handle().map_err(write_failed(Written::Input))?;
         let front = pty::foreground_group(&master);
         let seq = self.shared.lock().command().map(Command::seq);
         let shared = Arc::clone(&self.shared);
@@ -744,10 +593,11 @@ impl Shell {
                 shared.lock().command().is_some_and(|c| Some(c.seq()) == seq && !c.is_finished());
             unfinished && pty::foreground_group(&master) == front
         };
-        let sent =
-            self.terminal.write_input(&bytes, INPUT_STALL, still_running).await.map_err(|err| {
-                SessionError::Shell(format!("could not send the input to the program: {err}"))
-            })?;
+        let sent = self
+            .terminal
+            .write_input(&bytes, INPUT_STALL, still_running)
+            .await
+            .map_err(write_failed(Written::Input))?;
         if let Some(command) = self.shared.lock().command_mut() {
             command.input_sent(Instant::now());
         }
@@ -811,9 +661,7 @@ impl Shell {
         if let Some(guard) = &config.guard {
             guard.forget_session(self.pid);
         }
-        self.waiter.abort();
-        self.supervisor.abort();
-        self.watcher.abort();
+        self.tasks.abort();
         self.terminal.close(how);
         drop(self.terminal);
         let _ = std::fs::remove_dir_all(&self.files.dir);

@@ -7,7 +7,8 @@
 //! A small state machine: [`step`] takes what is held (if anything), the
 //! call and what the shell is doing, and says what to do ([`Step`]). It
 //! types nothing into the shell and waits for nothing but the `bash -n`
-//! check (`crate::syntax`); it knows nothing of the shell driver.
+//! check (`crate::syntax`); it knows nothing of the shell driver, and
+//! builds no reply: it says what the reply reports ([`HeldCommand`]).
 //! Bounded: at most [`INCOMPLETE_CAP`] bytes are gathered.
 
 use std::path::Path;
@@ -17,9 +18,9 @@ use tokio::time::Instant;
 use crate::keys::Input;
 use crate::syntax;
 
-use super::call::{Call, InputReport, NotRun, Outcome, Reply, SessionError};
+use super::call::{Call, InputReport, NotRun, Outcome, SessionError};
 use super::shared::CommandState;
-use super::wait::{ShellView, idle_reply};
+use super::wait::HeldCommand;
 
 /// An incomplete command: what the shell would hold at its `>` prompt.
 /// Bounded: past [`INCOMPLETE_CAP`] bytes it is run as it is.
@@ -35,15 +36,28 @@ const INCOMPLETE_CAP: usize = 4 << 20;
 
 /// What to do with a call while a command may be incomplete.
 pub(super) enum Step {
-    /// Reply with this; nothing runs.
-    Reply(Box<Reply>),
-    /// A new command is held: reply with this, after reporting the end of
+    /// Reply about the held command, with what the call sent it (if
+    /// anything); nothing runs.
+    Reply(HeldCommand, Option<InputReport>),
+    /// A new command is held: reply about it, after reporting the end of
     /// the command that finished before it.
-    Held(Box<Reply>),
+    Held(HeldCommand),
     /// Run this text (the completed command) as a new command.
     Run(String),
     /// Nothing to do with incomplete commands: carry on.
     Pass,
+}
+
+impl Incomplete {
+    /// The held command as a reply reports it, with `outcome`.
+    fn reported(&self, outcome: Outcome) -> HeldCommand {
+        HeldCommand {
+            text: self.text.clone(),
+            since: self.since,
+            continued: self.replies > 0,
+            outcome,
+        }
+    }
 }
 
 /// Incomplete input behaves as at a prompt: a command that is not
@@ -56,7 +70,6 @@ pub(super) async fn step(
     shell: &Path,
     call: &Call,
     state: CommandState,
-    view: &ShellView,
 ) -> Result<Step, SessionError> {
     let Some(mut text) = held.take() else {
         if let Call::Run { command } = call
@@ -65,22 +78,25 @@ pub(super) async fn step(
             && syntax::is_incomplete(shell, command).await
         {
             let new = Incomplete { text: command.clone(), since: Instant::now(), replies: 0 };
-            let reply = incomplete_reply(&new, view, Outcome::Incomplete, None);
+            let reply = new.reported(Outcome::Incomplete);
             *held = Some(new);
             return Ok(match state {
-                CommandState::Finished => Step::Held(Box::new(reply)),
-                _ => Step::Reply(Box::new(reply)),
+                CommandState::Finished => Step::Held(reply),
+                _ => Step::Reply(reply, None),
             });
         }
         return Ok(Step::Pass);
     };
     let line = match call {
         Call::Input(input) if input.single_key() == Some("C-c") => {
-            let mut reply = idle_reply(view, &text.text, Vec::new());
-            reply.outcome = Outcome::Completed { exit_code: 130 };
-            reply.input = Some(InputReport::Sent { key: input.describe(), delivered: 1, total: 1 });
-            reply.duration = text.since.elapsed();
-            return Ok(Step::Reply(Box::new(reply)));
+            // Discarded, as the shell's `>` prompt would: the held command
+            // reads as ended by the interrupt, never as continued.
+            let reply = HeldCommand {
+                continued: false,
+                ..text.reported(Outcome::Completed { exit_code: 130 })
+            };
+            let sent = InputReport::Sent { key: input.describe(), delivered: 1, total: 1 };
+            return Ok(Step::Reply(reply, Some(sent)));
         }
         Call::Input(input) if input.single_key() == Some("C-d") => return Ok(Step::Run(text.text)),
         Call::Input(Input::Keys(_)) => {
@@ -91,17 +107,16 @@ pub(super) async fn step(
         Call::Run { command } if !command.trim().is_empty() => {
             text.replies += 1;
             let why = NotRun::Incomplete;
-            let outcome = Outcome::NotExecuted { command: command.clone(), why };
-            let reply = incomplete_reply(&text, view, outcome, None);
+            let reply = text.reported(Outcome::NotExecuted { command: command.clone(), why });
             *held = Some(text);
-            return Ok(Step::Reply(Box::new(reply)));
+            return Ok(Step::Reply(reply, None));
         }
         // A poll (a reset never reaches a held command: it starts a new shell).
         Call::Run { .. } | Call::Poll | Call::Reset { .. } => {
             text.replies += 1;
-            let reply = incomplete_reply(&text, view, Outcome::Incomplete, None);
+            let reply = text.reported(Outcome::Incomplete);
             *held = Some(text);
-            return Ok(Step::Reply(Box::new(reply)));
+            return Ok(Step::Reply(reply, None));
         }
     };
     text.text.push('\n');
@@ -111,25 +126,9 @@ pub(super) async fn step(
         // The line and its Enter, as the shell's `>` prompt would take them.
         let total = line.len() + 1;
         let input = InputReport::Sent { key: None, delivered: total, total };
-        let reply = incomplete_reply(&text, view, Outcome::Incomplete, Some(input));
+        let reply = text.reported(Outcome::Incomplete);
         *held = Some(text);
-        return Ok(Step::Reply(Box::new(reply)));
+        return Ok(Step::Reply(reply, Some(input)));
     }
     Ok(Step::Run(text.text))
-}
-
-/// The reply while an incomplete command is held: nothing printed (no `>`
-/// prompts), waiting for the rest.
-fn incomplete_reply(
-    held: &Incomplete,
-    view: &ShellView,
-    outcome: Outcome,
-    input: Option<InputReport>,
-) -> Reply {
-    let mut reply = idle_reply(view, &held.text, Vec::new());
-    reply.outcome = outcome;
-    reply.input = input;
-    reply.duration = held.since.elapsed();
-    reply.continued = held.replies > 0;
-    reply
 }

@@ -1,25 +1,16 @@
 //! The shells of one session that carry the integration (the session's own,
 //! then nested ones), a reinstall in progress, and the events about them for
-//! the next reply. Which processes' end records are believed: the shells of
-//! the levels and the one being given the integration, by pid, and nothing
-//! else. Each of those pids was registered by the server itself (the shell
-//! it spawned, or a shell the watcher adopted at its prompt), and the
-//! kernel, not the sender, names a record's pid. What a process looks like
-//! (its program, auxiliary vector, command line) is never proof of who it
-//! is: a process can set all of them on itself (`PR_SET_MM_MAP`). No timer
-//! takes part in the decision either. [`Levels::on_marker`] says what an
-//! end marker that belongs to the integration rather than to a command
-//! means: a reinstall's handshake, or an outer shell's prompt after a
-//! nested one exited.
+//! the next reply; [`Levels::on_marker`] says what an end marker of the
+//! integration means (a reinstall's handshake, or an outer shell's prompt
+//! after a nested one exited).
 //!
-//! Plain data behind methods: it reads and writes nothing (a reinstall's
-//! script never was a file: it goes over the command socket, `watcher.rs`);
-//! it touches neither the terminal nor the command, and takes no lock (it
-//! lives inside the shared state). A level's program
-//! image (`proc_shell::fingerprint`) is kept only to notice that its shell
-//! replaced itself (`exec bash`) and lost the integration, never to trust a
-//! record. Bounded: one level per nested shell, and events are kept once
-//! each.
+//! Plain data behind methods: it reads and writes nothing, touches neither
+//! the terminal nor the command, and takes no lock (it lives inside the
+//! shared state). Invariant: an end record is believed only from the shells
+//! of the levels and the one being given the integration, by the pid the
+//! kernel names, never by what a process looks like (its program, auxiliary
+//! vector or command line, which it can set on itself) and never by a timer;
+//! a program image (`proc_shell::fingerprint`) only notices `exec bash`.
 
 use std::time::Duration;
 
@@ -71,24 +62,47 @@ pub(super) struct Reinstall {
 }
 
 impl Reinstall {
-    /// A reinstall of shell `pid` (program image `fingerprint`), whose
-    /// handshake is `seq`, started while command
-    /// `command_seq` runs at `now`; `replaced` when the shell replaced the
-    /// current level's (`exec`).
-    pub(super) fn new(
-        (seq, command_seq): (u64, u64),
-        (pid, fingerprint): (i32, u64),
-        replaced: bool,
-        now: Instant,
-    ) -> Reinstall {
+    /// A reinstall as `start` says, begun at `now`.
+    pub(super) fn new(start: ReinstallStart, now: Instant) -> Reinstall {
+        let ReinstallStart { handshake, command_seq, shell, replaced } = start;
         let deadline = now + REINSTALL_TIMEOUT;
-        Reinstall { seq, pid, fingerprint, replaced, command_seq, deadline }
+        Reinstall {
+            seq: handshake,
+            pid: shell.pid,
+            fingerprint: shell.fingerprint,
+            replaced,
+            command_seq,
+            deadline,
+        }
     }
 
     /// When the attempt is given up.
     pub(super) fn deadline(&self) -> Instant {
         self.deadline
     }
+}
+
+/// What a reinstall is begun with.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReinstallStart {
+    /// The handshake's sequence number.
+    pub(super) handshake: u64,
+    /// The running command (the `bash` or `exec bash`).
+    pub(super) command_seq: u64,
+    /// The shell being given the integration.
+    pub(super) shell: ShellId,
+    /// Whether it replaced the shell of the current level (`exec`).
+    pub(super) replaced: bool,
+}
+
+/// A shell process as it is told apart from another: its pid and its
+/// program image's identity (`proc_shell::fingerprint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ShellId {
+    /// Its pid.
+    pub(super) pid: i32,
+    /// Its program image's identity.
+    pub(super) fingerprint: u64,
 }
 
 /// First sequence number of reinstall handshakes; command numbers stay far
@@ -115,6 +129,7 @@ pub(super) enum LevelEvent {
 
 /// The shells that carry the integration, outermost first, a reinstall in
 /// progress, and events for the next reply.
+/// Bounded: one level per nested shell, and each event is kept once.
 #[derive(Default)]
 pub(super) struct Levels {
     levels: Vec<Level>,
@@ -190,10 +205,10 @@ impl Levels {
 
     /// Gives up a reinstall whose deadline passed at `now` (the next reply
     /// says so); returns the shell it was for.
-    pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<(i32, u64)> {
+    pub(super) fn give_up_reinstall(&mut self, now: Instant) -> Option<ShellId> {
         let reinstall = self.reinstall.take_if(|r| now >= r.deadline)?;
         self.events.push(Event::ReinstallFailed);
-        Some((reinstall.pid, reinstall.fingerprint))
+        Some(ShellId { pid: reinstall.pid, fingerprint: reinstall.fingerprint })
     }
 
     /// What the end marker `seq` (with `status`) means, when it belongs to
@@ -227,7 +242,11 @@ mod tests {
     use super::*;
 
     fn reinstall(seq: u64, pid: i32, replaced: bool, command_seq: u64) -> Reinstall {
-        Reinstall::new((seq, command_seq), (pid, 7), replaced, Instant::now())
+        let shell = ShellId { pid, fingerprint: 7 };
+        Reinstall::new(
+            ReinstallStart { handshake: seq, command_seq, shell, replaced },
+            Instant::now(),
+        )
     }
 
     #[test]
@@ -280,7 +299,7 @@ mod tests {
         let deadline = attempt.deadline();
         levels.begin_reinstall(attempt);
         assert_eq!(levels.give_up_reinstall(deadline - Duration::from_millis(1)), None);
-        assert_eq!(levels.give_up_reinstall(deadline), Some((200, 7)));
+        assert_eq!(levels.give_up_reinstall(deadline), Some(ShellId { pid: 200, fingerprint: 7 }));
         assert!(levels.reinstall().is_none());
         assert_eq!(levels.take_events(), vec![Event::ReinstallFailed]);
     }

@@ -1,56 +1,17 @@
 //! A persistent shell session: one bash in a real PTY that keeps its working
-//! directory, environment, functions and jobs between commands.
+//! directory, environment, functions and jobs between commands. This file is
+//! its public face: [`Session`] with its `execute` dispatch (a typed [`Call`]
+//! meets what the shell is doing: run, poll, send input, or refuse), the
+//! restart of a shell that died, read-only views for listings and job
+//! watchers, and the place a background job starts in.
 //!
-//! One call at a time drives the session (a `tokio::sync::Mutex` held for
-//! the whole call); the PTY reader thread feeds every byte through the
-//! renderer into shared state and wakes the call, so a command's end is
-//! seen the moment its marker arrives. Calls return softly (the command
-//! keeps running, exit code -1) when output stops for a while, when the
-//! program waits for input, or when the agent's wait runs out; a cancelled
-//! call takes nothing, so the next one reports everything. A supervisor
-//! stops a command only after it has run unwatched (no call waiting on it,
-//! polling it or sending it input) past its limit, and then stops the whole
-//! command line. A shell that dies is restarted in the same directory. This
-//! module does not know about MCP or how replies are worded.
-//!
-//! This file holds the public face: the call, reply, outcome and event
-//! types (from `call`), [`Session`] with its `execute` dispatch (from the
-//! typed [`Call`] and what the shell is doing: run, poll, send input, or
-//! refuse), restarting a shell that died, the read-only views that
-//! listings and job watchers use, and the place (directory and exported
-//! environment) a background job started from the session starts in.
-//! Behind it, in layers that each know only the ones below
-//! (no file imports one above it, and no type has an `impl` outside its
-//! own file):
-//!
-//! - `driver`: `Shell`, one bash and its PTY: spawn and the start-up
-//!   handshake, running a command, input and keys, settling a command that
-//!   is ending, clean-up after an interrupt, stop.
-//! - `incomplete`: commands `bash -n` finds incomplete, held until complete
-//!   (a small state machine).
-//! - `wait`: a call waiting on the running command (end, quiet, input wait,
-//!   timeout, cancellation, progress) and the replies it builds.
-//! - `supervise`: the per-shell supervisor task: input-wait sampling,
-//!   unwatched time, stopping a command past its limit.
-//! - `watcher`: the per-shell task that reinstalls the integration in a
-//!   shell that lost it.
-//! - `shared`: what the PTY reader thread shares with calls and tasks
-//!   (`Shared`, `State`): ingesting output through the renderer, routing
-//!   what it commits, ending commands; `wait_for`, the one way to wait on it.
-//! - `command`: the command, as data in groups (output, watch budget,
-//!   input wait, lifecycle), with its one push and its one finish.
-//! - `levels`: the shells that carry the integration (nested shells, a
-//!   reinstall in progress).
-//! - `timing`: the timing rules, pure functions of instants.
-//! - `channel`: the completion channel.
-//! - `call`: the terms of a call (configuration, request, reply with its
-//!   outcome and events, errors), which every layer shares.
-//!
-//! Locks: `Session::shell` (tokio) is held for the whole of a call;
-//! `current`, `live` and `cancelled_at` (std) only to copy or swap a value,
-//! never while taking another lock; the shared state's std mutex briefly,
-//! never across `.await`. A session is owned by the registry
-//! (`crate::registry`), which alone starts and closes it.
+//! Behind it, layers that each know only those below: `driver` (one bash and
+//! its PTY), `incomplete`, `wait` (waiting and replies), `supervise`,
+//! `watcher`, `shared` (what the PTY reader shares), `command`, `levels`,
+//! `timing`, `channel`, `call` (the terms every layer shares). It knows
+//! nothing of MCP or of how replies are worded. Invariant: one call at a
+//! time (`Session::shell`, a `tokio` mutex held for the whole call); the std
+//! mutexes only to copy or swap a value, never across `.await`.
 
 mod call;
 mod channel;
@@ -79,16 +40,21 @@ use crate::terminal::{Gate, Held, Hold, Terminal};
 
 pub use call::{
     AtPrompt, Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place,
-    PlaceError, Progress, ProgressHook, Reader, Reply, Request, SessionConfig, SessionError,
-    ShellExit, StartEnv, WaitEnded,
+    PlaceError, PlaceFailure, Progress, ProgressHook, Reader, Reply, Request, SessionConfig,
+    SessionError, ShellExit, ShellFailure, StartEnv, StartStep, WaitEnded, Written,
 };
 use driver::Shell;
 use incomplete::Step;
 use shared::{CommandState, Shared, exit_code, wait_for};
+use wait::{CallCancel, CallParts};
 
 /// A persistent shell session.
 pub struct Session {
     config: SessionConfig,
+    /// The session's store of complete command outputs (made from the
+    /// configuration's `spill` and `output_limits`), which every shell the
+    /// session starts writes its commands' logs to.
+    output: Arc<OutputStore>,
     /// The shell, locked for the whole of each call: one call at a time.
     shell: tokio::sync::Mutex<Option<Shell>>,
     /// The live shell's shared state, readable while a call is waiting.
@@ -136,12 +102,12 @@ pub enum Activity {
 
 impl Session {
     /// A session whose shell starts on first use (or on [`Session::start`]).
-    pub fn new(mut config: SessionConfig) -> Session {
-        let store =
+    pub fn new(config: SessionConfig) -> Session {
+        let output =
             OutputStore::new(Arc::clone(&config.spill), &config.file_label(), config.output_limits);
-        config.output = Some(store);
         Session {
             config,
+            output,
             shell: tokio::sync::Mutex::new(None),
             current: Mutex::new(None),
             live: Mutex::new(None),
@@ -263,10 +229,9 @@ impl Session {
         if let (Call::Reset { .. }, Some(since)) = (&request.call, self.gate.held_since()) {
             return Err(SessionError::PersonHolds { since });
         }
-        let client = cancel;
-        let (cancel, _link) = self.call_token(&client);
+        let (cancel, _link) = self.call_token(cancel);
         let mut slot = self.shell.lock().await;
-        let mut events = self.begin_call(&cancel)?;
+        let mut events = self.begin_call(cancel.token())?;
         let mut request = request;
         let call = match std::mem::take(&mut request.call) {
             Call::Reset { then } => {
@@ -277,39 +242,41 @@ impl Session {
                 let shell = self.live_shell(&mut slot, &mut Vec::new()).await?;
                 match then {
                     Some(command) if !command.trim().is_empty() => Call::Run { command },
-                    _ => return Ok(shell.idle_reply("", events)),
+                    _ => return Ok(wait::idle_reply(shell.view(), CallParts::new(events))),
                 }
             }
             call => call,
         };
         let shell = self.live_shell(&mut slot, &mut events).await?;
-        let (state, view) = (shell.command_state(), shell.view().clone());
-        let step =
-            incomplete::step(shell.incomplete(), &self.config.shell, &call, state, &view).await?;
+        let state = shell.command_state();
+        let step = incomplete::step(shell.incomplete(), &self.config.shell, &call, state).await?;
         let act = match step {
-            Step::Reply(reply) => return Ok(with_events(*reply, events, shell)),
-            Step::Held(reply) => {
+            Step::Reply(held, input) => {
+                events.extend(shell.take_integration_events());
+                let parts = CallParts { input, ..CallParts::new(events) };
+                return Ok(wait::held_reply(shell.view(), held, parts));
+            }
+            Step::Held(held) => {
                 // The command that finished before it is reported first.
-                let previous = shell.finished_reply(Vec::new());
-                let mut reply = *reply;
-                reply.cwd.clone_from(&previous.cwd);
-                reply.python.clone_from(&previous.python);
-                reply.previous = Some(Box::new(previous));
-                return Ok(with_events(reply, events, shell));
+                let previous = shell.finished_reply(CallParts::default());
+                events.extend(shell.take_integration_events());
+                let parts =
+                    CallParts { previous: Some(Box::new(previous)), ..CallParts::new(events) };
+                return Ok(wait::held_reply(shell.view(), held, parts));
             }
             Step::Run(command) => Act::Run(command),
             Step::Pass => Act::from(call),
         };
-        let reply = self.act(shell, act, &request, events, cancel).await?;
-        self.end_call(&mut slot, reply, &client).await
+        let reply = self.act(shell, act, &request, CallParts::new(events), &cancel).await?;
+        self.end_call(&mut slot, reply).await
     }
 
-    /// The token that ends this call's wait: the client's cancellation, or
-    /// the session being closed (not for calls made by the close itself),
-    /// with the task that links them, aborted when the call ends.
-    fn call_token(&self, client: &CancellationToken) -> (CancellationToken, Option<AbortOnDrop>) {
+    /// The cancellation of this call's wait: the client's, or the session
+    /// being closed (not for calls made by the close itself), with the task
+    /// that links them, aborted when the call ends.
+    fn call_token(&self, client: CancellationToken) -> (CallCancel, Option<AbortOnDrop>) {
         if self.closing.is_cancelled() {
-            return (client.clone(), None);
+            return (CallCancel::new(client.clone(), client), None);
         }
         let call = self.closing.child_token();
         let link = {
@@ -321,7 +288,7 @@ impl Session {
                 }
             })
         };
-        (call, Some(AbortOnDrop(link)))
+        (CallCancel::new(call, client), Some(AbortOnDrop(link)))
     }
 
     /// The start of a call whose turn has come: refused if the client gave
@@ -340,19 +307,72 @@ impl Session {
     }
 
     /// What the call asks (`act`) meets what the shell is doing: the
-    /// dispatch.
+    /// dispatch. `parts` is what the call brings to its reply so far.
     async fn act(
         &self,
         shell: &mut Shell,
         act: Act,
         request: &Request,
-        events: Vec<Event>,
-        cancel: CancellationToken,
+        mut parts: CallParts,
+        cancel: &CallCancel,
     ) -> Result<Reply, SessionError> {
+        let running = self.settled_state(shell, &act, request).await;
+        let (config, timeout) = (&self.config, request.timeout);
+        let progress = request.progress.as_ref();
+        match (running, act) {
+            (CommandState::Running, Act::Poll) => {
+                shell.wait_reply(config, timeout, parts, cancel, progress).await
+            }
+            (CommandState::Running, Act::Input(input)) => {
+                parts.input = Some(shell.send_input(input).await?);
+                shell.wait_reply(config, timeout, parts, cancel, progress).await
+            }
+            (CommandState::Running, Act::Run(command)) => {
+                let mut state = shell.shared().lock();
+                let Some(why) = state.command().map(wait::blocking) else {
+                    return Ok(wait::idle_reply(shell.view(), parts));
+                };
+                let outcome = Outcome::NotExecuted { command, why };
+                Ok(wait::partial_reply(&mut state, shell.view(), config, outcome, parts))
+            }
+            (CommandState::Finished, Act::Poll) => Ok(shell.finished_reply(parts)),
+            (CommandState::Finished, Act::Input(_)) => {
+                parts.input = Some(InputReport::NotSent);
+                Ok(shell.finished_reply(parts))
+            }
+            (CommandState::Finished, Act::Run(command)) => {
+                let previous = shell.finished_reply(CallParts::default());
+                parts.previous = Some(Box::new(previous));
+                shell.run(config, &command, request, parts, cancel).await
+            }
+            (CommandState::Idle, Act::Poll) => Err(SessionError::NothingToWaitFor),
+            (CommandState::Idle, Act::Input(keys @ Input::Keys(_))) => {
+                // As at a prompt: a key with nothing to receive it is
+                // harmless. It is not typed into the idle shell, where C-d
+                // would end it and C-c would disturb its prompt; nor is
+                // text without Enter, which the next command would be
+                // glued to.
+                let key = keys.describe().unwrap_or_default();
+                parts.input = Some(InputReport::KeyNotNeeded(key));
+                Ok(wait::idle_reply(shell.view(), parts))
+            }
+            (CommandState::Idle, Act::Input(Input::Text(_))) => {
+                Err(SessionError::NothingToSendInputTo)
+            }
+            (CommandState::Idle, Act::Run(command)) => {
+                shell.run(config, &command, request, parts, cancel).await
+            }
+        }
+    }
+
+    /// What the shell is doing, once a command that seems to run had a
+    /// moment to show it ended (never refuse a command, or drop a key, for
+    /// a command that has in fact just ended); what an interrupted command
+    /// that finished left behind is stopped, and a running command is
+    /// looked at.
+    async fn settled_state(&self, shell: &mut Shell, act: &Act, request: &Request) -> CommandState {
         let mut running = shell.command_state();
-        if running == CommandState::Running && act != Act::Poll {
-            // Never refuse a command, or drop a key, for a command that has
-            // in fact just ended.
+        if running == CommandState::Running && *act != Act::Poll {
             shell.settle(&self.config).await;
             running = shell.command_state();
         }
@@ -363,89 +383,35 @@ impl Session {
             // Any call about the running command is a look at it.
             shell.touch(request.timeout);
         }
-        let (config, timeout) = (&self.config, request.timeout);
-        let progress = request.progress.as_ref();
-        match (running, act) {
-            (CommandState::Running, Act::Poll) => {
-                shell.wait_reply(config, timeout, events, cancel, progress).await
-            }
-            (CommandState::Running, Act::Input(input)) => {
-                let report = shell.send_input(input).await?;
-                let mut reply = shell.wait_reply(config, timeout, events, cancel, progress).await?;
-                reply.input = Some(report);
-                Ok(reply)
-            }
-            (CommandState::Running, Act::Run(command)) => {
-                Ok(shell.not_executed_reply(config, &command, events))
-            }
-            (CommandState::Finished, Act::Poll) => Ok(shell.finished_reply(events)),
-            (CommandState::Finished, Act::Input(_)) => {
-                let mut reply = shell.finished_reply(events);
-                reply.input = Some(InputReport::NotSent);
-                Ok(reply)
-            }
-            (CommandState::Finished, Act::Run(command)) => {
-                let previous = shell.finished_reply(Vec::new());
-                let mut reply = shell.run(config, &command, request, events, cancel).await?;
-                reply.previous = Some(Box::new(previous));
-                Ok(reply)
-            }
-            (CommandState::Idle, Act::Poll) => Err(SessionError::NothingToWaitFor),
-            (CommandState::Idle, Act::Input(keys @ Input::Keys(_))) => {
-                // As at a prompt: a key with nothing to receive it is
-                // harmless. It is not typed into the idle shell, where C-d
-                // would end it and C-c would disturb its prompt; nor is
-                // text without Enter, which the next command would be
-                // glued to.
-                let mut reply = shell.idle_reply("", events);
-                reply.input = Some(InputReport::KeyNotNeeded(keys.describe().unwrap_or_default()));
-                Ok(reply)
-            }
-            (CommandState::Idle, Act::Input(Input::Text(_))) => {
-                Err(SessionError::NothingToSendInputTo)
-            }
-            (CommandState::Idle, Act::Run(command)) => {
-                shell.run(config, &command, request, events, cancel).await
-            }
-        }
+        running
     }
 
     /// The end of a call: a shell the command ended is replaced (in the
-    /// directory it was in) and the reply says so; a cancelled wait is
-    /// told apart from the session closing; the integration's events are
-    /// added.
+    /// directory it was in) and the reply says so; a call the client
+    /// cancelled is remembered for the next; the integration's events and
+    /// the resource limits that stopped something are added to the reply's
+    /// events, which stay in order as they happened.
     async fn end_call(
         &self,
         slot: &mut Option<Shell>,
         mut reply: Reply,
-        client: &CancellationToken,
     ) -> Result<Reply, SessionError> {
         let Some(shell) = slot.as_mut() else { return Ok(reply) };
-        if shell.has_exited() {
-            let cwd = shell.restart_dir(&self.config);
-            let how = shell.exit();
-            reply.events.extend(shell.take_integration_events());
-            let failed = reply.exit_code().is_some_and(|code| code != 0);
-            let limits = shell.take_limit_events(failed.then_some(reply.output.text.as_str()));
-            reply.events.extend(limits);
-            if let Some(old) = slot.take() {
-                old.stop(&self.config, "the shell ended").await;
-            }
-            self.install(slot, Shell::spawn(&self.config, &cwd, &self.gate).await?);
-            reply.events.push(Event::ShellRestarted { how, cwd });
-            return Ok(reply);
-        }
-        if reply.outcome == (Outcome::Running { why: WaitEnded::Cancelled }) {
-            if client.is_cancelled() {
-                self.note_cancelled();
-            } else {
-                reply.outcome = Outcome::Running { why: WaitEnded::SessionClosing };
-            }
+        let restart = shell.has_exited().then(|| (shell.restart_dir(&self.config), shell.exit()));
+        if restart.is_none() && reply.outcome == (Outcome::Running { why: WaitEnded::Cancelled }) {
+            self.note_cancelled();
         }
         reply.events.extend(shell.take_integration_events());
         let failed = reply.exit_code().is_some_and(|code| code != 0);
         let limits = shell.take_limit_events(failed.then_some(reply.output.text.as_str()));
         reply.events.extend(limits);
+        if let Some((cwd, how)) = restart {
+            if let Some(old) = slot.take() {
+                old.stop(&self.config, "the shell ended").await;
+            }
+            self.install(slot, Shell::spawn(&self.config, &self.output, &cwd, &self.gate).await?);
+            reply.events.push(Event::ShellRestarted { how, cwd });
+        }
         Ok(reply)
     }
 
@@ -487,12 +453,13 @@ impl Session {
             if let Some(old) = slot.take() {
                 old.stop(&self.config, "the shell ended").await;
             }
-            self.install(slot, Shell::spawn(&self.config, &cwd, &self.gate).await?);
+            self.install(slot, Shell::spawn(&self.config, &self.output, &cwd, &self.gate).await?);
         }
         match slot {
             Some(shell) => Ok(shell),
             None => {
-                let shell = Shell::spawn(&self.config, &self.config.cwd, &self.gate).await?;
+                let shell =
+                    Shell::spawn(&self.config, &self.output, &self.config.cwd, &self.gate).await?;
                 Ok(self.install(slot, shell))
             }
         }
@@ -602,7 +569,7 @@ impl Session {
 
     /// The session's store of complete command outputs.
     pub fn output(&self) -> &OutputStore {
-        self.config.output.as_deref().expect("Session::new makes the store")
+        &self.output
     }
 
     /// Live processes in the shell's session, the shell included; 0 before
@@ -722,13 +689,6 @@ fn validate(request: &Request) -> Result<(), SessionError> {
         return Err(SessionError::NulByte);
     }
     Ok(())
-}
-
-/// `reply` with the call's `events` first and then the integration's.
-fn with_events(mut reply: Reply, events: Vec<Event>, shell: &Shell) -> Reply {
-    reply.events = events;
-    reply.events.extend(shell.take_integration_events());
-    reply
 }
 
 /// What a call does once a reset is behind it and no incomplete command

@@ -1,46 +1,16 @@
 //! The state a shell's PTY reader thread shares with the calls and tasks
-//! that drive it: the renderer, the command (running, or finished and not
-//! yet reported), text printed between commands, the levels of shells that
-//! carry the integration, the completion channel, and how the shell exited.
+//! that drive it ([`Shared`], [`State`]): the renderer, the command (running,
+//! or finished and not yet reported), text printed between commands, the
+//! levels of shells that carry the integration, the completion channel, and
+//! how the shell exited; [`wait_for`], the one way to wait on it.
 //!
-//! [`State::ingest`] is the single place every raw byte of the terminal
-//! passes (escape sequences included), before the renderer: it feeds them
-//! through the renderer and routes what it commits, to the command once its
-//! start marker has passed (the echo of our line before it is dropped),
-//! else to the idle output. A command ends only on a record of the
-//! completion channel (`channel.rs`) sent by one of our shells (`levels.rs`
-//! judges the sender); its end marker only says where its output ends, and
-//! a marker with no such record is ignored. Every way a command ends here
-//! (its record and marker, a nested shell's handshake or exit, the shell's
-//! exit, a stop) commits the screen and calls `Command::finish`.
-//!
-//! The shell's prompt marker (`P`, which `PS1` holds while a command runs)
-//! means the shell came back to its prompt and nothing of the integration
-//! ended the command: what came before it is the command's output, and the
-//! command waits for the watcher to type the fallback line, whose record
-//! the shell itself sends ([`Prompted`]). The echo of that line is dropped.
-//!
-//! The shell at its prompt is watched: a record or a start marker that
-//! comes while no command runs means something ran there that no call
-//! typed, and the next reply is told (`Event::RanAtPrompt`). A command
-//! counts as started only on its start marker: one the shell exits, or
-//! reads its terminal again, before is ended as never started.
-//!
-//! Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
-//! for one chunk and by calls and tasks for short sections, never across an
-//! `.await`. `Shared::changed` wakes every waiter after each change;
-//! [`wait_for`] is how anyone waits on the state.
-//!
-//! Committed text goes to the running command's `CommandOutput::push`, or
-//! to the idle output (`store::IdleOutput`, what background jobs print
-//! between commands): both pass it through `output::pass`, the one place
-//! every piece of output text passes.
-//!
-//! Bounds: the idle output keeps about `store::IDLE_OUTPUT_CAP` bytes; a
-//! command's output is bounded by its `CappedOutput`.
-//!
-//! This module knows nothing of the shell driver: it starts nothing, writes
-//! nothing to the terminal and builds no replies.
+//! It knows nothing of the shell driver: it starts nothing, writes nothing to
+//! the terminal and builds no replies. Invariants: every raw byte of the
+//! terminal passes [`State::ingest`] and every committed text `output::pass`;
+//! a command ends only on a record of the completion channel sent by one of
+//! our shells, and every way it ends calls `Command::finish`; the lock is
+//! held by the reader for one chunk and by others for short sections, never
+//! across an `.await`.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,7 +27,7 @@ use crate::screen::{Marker, Screen, Stop};
 use crate::store::IdleOutput;
 use crate::terminal::{Gate, pty};
 
-use super::call::{AtPrompt, Event};
+use super::call::{AtPrompt, Event, ShellExit};
 use super::channel::{Captured, Channel, Message, Record, StateParts};
 use super::command::Command;
 use super::levels::{LevelEvent, Levels};
@@ -74,6 +44,11 @@ pub(super) enum CommandState {
 }
 
 /// State shared between the reader thread and the call.
+///
+/// Lock: `Shared::state`, a `std::sync::Mutex`, held by the reader thread
+/// for one chunk and by calls and tasks for short sections, never across an
+/// `.await`. `Shared::changed` wakes every waiter after each change;
+/// [`wait_for`] is how anyone waits on the state.
 pub(super) struct Shared {
     /// A std mutex: held only for short sections with no `.await`.
     state: Mutex<State>,
@@ -151,6 +126,12 @@ const RECORDS_KEPT: usize = 32;
 /// The shell printed its prompt marker while command `seq` ran with no
 /// record of its end: the shell is back at its prompt, and the
 /// integration's prompt did not end the command.
+///
+/// The prompt marker (`P`, which `PS1` holds while a command runs) means
+/// the shell came back to its prompt and nothing of the integration ended
+/// the command: what came before it is the command's output, and the
+/// command waits for the watcher to type the fallback line, whose record
+/// the shell itself sends. The echo of that line is dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Prompted {
     /// The running command.
@@ -164,12 +145,14 @@ struct Prompted {
 
 impl State {
     /// The state of a shell that has not reached its first prompt, whose
-    /// output is masked with `secrets`.
+    /// output is masked with `secrets`, on a terminal whose writers `gate`
+    /// says.
     pub(super) fn new(
         screen: Screen,
         levels: Levels,
         channel: Channel,
-        (secrets, gate): (Arc<Secrets>, Arc<Gate>),
+        secrets: Arc<Secrets>,
+        gate: Arc<Gate>,
     ) -> State {
         State {
             screen,
@@ -211,7 +194,25 @@ impl State {
     }
 
     /// The single place every raw byte of the terminal passes, in order,
-    /// before the renderer.
+    /// before the renderer (escape sequences included): it feeds them
+    /// through the renderer and routes what it commits, to the command once
+    /// its start marker has passed (the echo of our line before it is
+    /// dropped), else to the idle output (`store::IdleOutput`, what
+    /// background jobs print between commands, about
+    /// `store::IDLE_OUTPUT_CAP` bytes); both pass it through `output::pass`.
+    ///
+    /// A command ends only on a record of the completion channel
+    /// (`channel.rs`) sent by one of our shells (`levels.rs` judges the
+    /// sender); its end marker only says where its output ends, and a
+    /// marker with no such record is ignored. Every way a command ends here
+    /// (its record and marker, a nested shell's handshake or exit, the
+    /// shell's exit, a stop) commits the screen and calls `Command::finish`.
+    ///
+    /// The shell at its prompt is watched: a record or a start marker that
+    /// comes while no command runs means something ran there that no call
+    /// typed, and the next reply is told (`Event::RanAtPrompt`). A command
+    /// counts as started only on its start marker: one the shell exits, or
+    /// reads its terminal again, before is ended as never started.
     fn ingest(&mut self, bytes: &[u8]) {
         // Records come before their markers: the shell sends its record,
         // then prints the marker, so every record for a marker in `bytes`
@@ -832,12 +833,13 @@ impl Drop for Watch<'_> {
     }
 }
 
-pub(super) fn describe_exit(status: std::process::ExitStatus) -> String {
+/// How a shell that ended with `status` ended.
+pub(super) fn shell_exit(status: std::process::ExitStatus) -> ShellExit {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => "it stopped".to_owned(),
+        (Some(code), _) => ShellExit::Code(code),
+        (None, Some(signal)) => ShellExit::Signal(signal),
+        _ => ShellExit::Unknown,
     }
 }
 
@@ -901,7 +903,7 @@ mod tests {
     use crate::store::{CommandLog, OutputStore, StoreLimits};
 
     use super::super::command::CommandOutput;
-    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall};
+    use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall, ReinstallStart, ShellId};
 
     const NONCE: &str = "0123abcd";
 
@@ -912,8 +914,8 @@ mod tests {
         let (channel, shell) = Channel::open().expect("channel");
         let me = std::process::id() as i32;
         let levels = Levels::new(me, proc_shell::fingerprint(me));
-        let parts = (Arc::new(Secrets::none()), Arc::new(Gate::default()));
-        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel, parts);
+        let (secrets, gate) = (Arc::new(Secrets::none()), Arc::new(Gate::default()));
+        let mut state = State::new(Screen::new(24, 80, NONCE), levels, channel, secrets, gate);
         end(&mut state, &shell, 0, 0, 1);
         assert!(state.is_ready());
         (state, shell)
@@ -978,7 +980,9 @@ mod tests {
         // `bash`: the new shell's handshake ends it.
         let log = run(&mut state, 2, "started\n");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
+        let nested = ShellId { pid: me, fingerprint };
+        let start = ReinstallStart { handshake, command_seq: 2, shell: nested, replaced: false };
+        let reinstall = Reinstall::new(start, Instant::now());
         // As the watcher does before it types the reinstall line: what the
         // command printed is kept; the new prompt and our line are not.
         state.commit_lines(Instant::now());
@@ -1127,7 +1131,9 @@ mod tests {
         let fingerprint = proc_shell::fingerprint(me).expect("fingerprint");
         let log = run(&mut state, 2, "");
         let handshake = REINSTALL_SEQ_BASE + 1;
-        let reinstall = Reinstall::new((handshake, 2), (me, fingerprint), false, Instant::now());
+        let nested = ShellId { pid: me, fingerprint };
+        let start = ReinstallStart { handshake, command_seq: 2, shell: nested, replaced: false };
+        let reinstall = Reinstall::new(start, Instant::now());
         state.levels_mut().begin_reinstall(reinstall);
         end(&mut state, &shell, handshake, 0, 11);
         ended(&mut state, &log);

@@ -1,24 +1,15 @@
 //! The supervisor: one task per shell that watches the running command. It
-//! samples whether the foreground job is blocked reading the terminal (no
-//! kernel event exists for that), soon after the output goes quiet, and
-//! accounts that time, with the time the job sits at the terminal using no
-//! CPU between two looks (a remote shell at rest: `input_wait::JobLook`);
-//! it stops the command once it has run unwatched past its limit, with no
-//! call waiting on it (a `Watch`), polling it or sending it input. It stops
-//! the whole command line, never the shell or its `&` jobs, and never while
-//! a call waits. A look that finds the shell back reading its terminal
-//! before the command's start marker (twice in a row, with everything it
-//! wrote read) ends the command as never started: another program read
-//! the line typed.
+//! looks whether the foreground job is blocked reading the terminal (no
+//! kernel event exists for that, so it samples soon after the output goes
+//! quiet), ends a command whose end record lost its marker or whose line
+//! another program read, and stops a command that ran unwatched past its
+//! limit: the whole command line, never the shell or its `&` jobs.
 //!
-//! When to look and when to stop are the pure rules of `timing.rs`; this
-//! task reads the clock, samples `/proc` and signals. It depends on the
-//! shared state, never on the shell driver.
-//!
-//! It never takes the session's `tokio` mutex (it must act while no call
-//! runs, and must not hold up one that does); it takes the shared state's
-//! std mutex for short sections, never across `.await`. It builds no
-//! replies: the kill is recorded in the running command for the next one.
+//! It does not decide when to look or stop (the pure rules of `timing.rs`),
+//! build replies (the kill is recorded in the command for the next one) or
+//! know the shell driver. Invariant: it never stops a command while a call
+//! waits on it, and never takes the session's `tokio` mutex; the shared
+//! state's std mutex only for short sections, never across `.await`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,11 +20,11 @@ use tokio::time::Instant;
 
 use crate::input_wait::{self, Reading};
 use crate::process::{self, TerminationMode};
-use crate::terminal::pty;
+use crate::terminal::pty::{self, PtyAccess};
 
-use super::command::KillState;
+use super::command::{KillState, TerminalLook};
 use super::shared::{Shared, wait_for};
-use super::timing::{self, Look};
+use super::timing::{self, Found, Look};
 
 /// What the supervisor of one shell needs.
 pub(super) struct Supervisor {
@@ -49,15 +40,17 @@ pub(super) struct Supervisor {
 }
 
 impl Supervisor {
-    /// The supervisor of shell `shell_pid` on the terminal `tty` (`master`
-    /// its PTY master, `in_hand` its reader's flag), stopping with `grace`
-    /// between SIGTERM and SIGKILL.
+    /// The supervisor of shell `shell_pid` on the terminal `pty` (with
+    /// `in_hand`, its reader's flag), stopping with `grace` between SIGTERM
+    /// and SIGKILL.
     pub(super) fn new(
         shared: Arc<Shared>,
-        (master, tty, in_hand): (std::os::fd::OwnedFd, PathBuf, Arc<AtomicBool>),
+        pty: PtyAccess,
+        in_hand: Arc<AtomicBool>,
         shell_pid: i32,
         grace: Duration,
     ) -> Supervisor {
+        let PtyAccess { master, tty } = pty;
         Supervisor { shared, master, tty, in_hand, shell_pid, grace }
     }
 }
@@ -70,6 +63,53 @@ struct Watched {
     stop_at: Option<Instant>,
 }
 
+impl Watched {
+    /// The running command, while it is to be watched: not finished and not
+    /// being killed (before its start marker too: a shell whose integration
+    /// a command damaged may never print it, and must not hang).
+    fn take(shared: &Shared) -> Option<Watched> {
+        let state = shared.lock();
+        let command = state.command()?;
+        (!command.is_finished() && command.kill() == KillState::NotKilled).then(|| Watched {
+            seq: command.seq(),
+            quiet_from: command.quiet_from(),
+            limit: command.unwatched_limit(),
+            stop_at: command.stop_at(),
+        })
+    }
+}
+
+/// A command, and an instant that concerns it.
+#[derive(Clone, Copy)]
+struct SeenAt {
+    seq: u64,
+    at: Instant,
+}
+
+/// The supervisor's last look at the foreground job.
+struct JobSeen {
+    /// The command and when.
+    when: SeenAt,
+    /// Whether the job sat at the terminal.
+    at_terminal: bool,
+    /// Its CPU time.
+    cpu: input_wait::JobCpu,
+}
+
+/// What the supervisor remembers from one look to the next.
+struct Memory {
+    /// When the running command's input wait is looked at.
+    look: Look,
+    /// The command a look found the shell back reading its terminal before
+    /// its start marker, with everything it wrote read: a second look in a
+    /// row that finds it so ends the command as never started.
+    unstarted: Option<u64>,
+    /// An end record seen without its marker: the command and when.
+    record_seen: Option<SeenAt>,
+    /// The last look at the job.
+    last_job: Option<JobSeen>,
+}
+
 /// Watches the running command for the life of the shell: looks whether
 /// it is blocked reading the terminal (no kernel event exists for that, so
 /// it samples, soon after the output goes quiet), accounts that time, and
@@ -77,149 +117,169 @@ struct Watched {
 /// waiting on it, polling it or sending it input for longer than the limit
 /// (time waiting for input not counted). While a call waits, it never kills.
 pub(super) async fn supervise(supervisor: Supervisor) {
-    let Supervisor { shared, master, tty, in_hand, .. } = &supervisor;
-    let mut look = Look::new(0);
-    // The command a look found the shell back reading its terminal before
-    // its start marker, with everything it wrote read: a second look in a
-    // row that finds it so ends the command as never started.
-    let mut unstarted: Option<u64> = None;
-    // A record seen without its marker: the command and when.
-    let mut record_seen: Option<(u64, Instant)> = None;
-    // The last look at the job: its command, when, whether it sat at the
-    // terminal, and its CPU time.
-    let mut last_job: Option<(u64, Instant, bool, input_wait::JobCpu)> = None;
+    let shared = &supervisor.shared;
+    let mut memory =
+        Memory { look: Look::new(0), unstarted: None, record_seen: None, last_job: None };
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let watched = {
-            let state = shared.lock();
-            match state.command() {
-                // Before its start marker too: a shell whose integration a
-                // command damaged may never print it, and must not hang.
-                Some(command)
-                    if !command.is_finished() && command.kill() == KillState::NotKilled =>
-                {
-                    Some(Watched {
-                        seq: command.seq(),
-                        quiet_from: command.quiet_from(),
-                        limit: command.unwatched_limit(),
-                        stop_at: command.stop_at(),
-                    })
-                }
-                _ => None,
-            }
-        };
-        let Some(watched) = watched else {
+        let Some(watched) = Watched::take(shared) else {
             notified.await;
             continue;
         };
-        if look.seq() != watched.seq {
-            look = Look::new(watched.seq);
+        if memory.look.seq() != watched.seq {
+            memory.look = Look::new(watched.seq);
         }
         let now = Instant::now();
-        let due = look.due(watched.quiet_from);
-        if now >= due {
-            // Output still unread from the terminal is news the blocked read
-            // may be about to answer (the shell's end marker, a new prompt):
-            // look again once it has been read.
-            let drained = !pty::has_unread_output(master);
-            if drained && shared.lock().has_record(watched.seq) {
-                // The shell sent the end record. Its marker follows at once,
-                // unless a command redirected or swallowed it: after a
-                // moment with everything read, the record alone ends it.
-                let seen = *record_seen.get_or_insert((watched.seq, now));
-                if seen.0 == watched.seq && now >= seen.1 + MARKER_GRACE {
-                    shared.lock().end_without_marker(Instant::now());
-                    shared.notify();
-                    continue;
-                }
-                if seen.0 != watched.seq {
-                    record_seen = Some((watched.seq, now));
-                }
-                tokio::select! {
-                    () = &mut notified => {}
-                    () = tokio::time::sleep(MARKER_GRACE) => {}
-                }
-                continue;
+        let due = memory.look.due(watched.quiet_from);
+        let wake = if now >= due {
+            match supervisor.look(&mut memory, &watched, now) {
+                Some(pause) => now + pause,
+                None => continue,
             }
-            let front = pty::foreground_group(master);
-            let top = shared.lock().levels().top().map(|level| level.pid());
-            // Before its start marker the command has not begun: a shell
-            // back reading its terminal (whoever has the foreground: a
-            // program that takes it may have read the line typed) will
-            // never begin it. The marker is written before the shell
-            // reads again, so once all it wrote is read, its absence is
-            // final; a second look confirms the shell did not just pass
-            // through a read.
-            let before_start = shared
-                .lock()
-                .command_seq_mut(watched.seq)
-                .is_some_and(|c| !c.start_seen() && !c.is_damaged());
-            let back_at_prompt = before_start
-                && top.is_some_and(|shell| input_wait::process_reads_terminal(shell, tty))
-                && pty::all_output_taken(master, in_hand);
-            if !back_at_prompt {
-                unstarted = None;
-            } else if unstarted == Some(watched.seq) {
-                unstarted = None;
-                if shared.lock().never_started(watched.seq, Instant::now()) {
-                    tracing::info!(seq = watched.seq, "the shell read again before the start");
-                }
-                shared.notify();
-                continue;
-            } else {
-                unstarted = Some(watched.seq);
-            }
-            if let Some(shell) = top
-                && stopped(shell)
-            {
-                // `kill -STOP $$`: nothing else would ever wake the shell.
-                tracing::info!(shell, "the shell was stopped; continuing it");
-                process::signal_group(shell, nix::sys::signal::Signal::SIGCONT);
-            }
-            let job = front.map(|group| input_wait::job_look(group, tty, supervisor.shell_pid));
-            let reading = job.as_ref().map_or(Reading::No, |job| job.reading);
-            let waiting = reading == Reading::Prompt && drained;
-            let unsure = reading == Reading::Unsure;
-            let shell_reading = waiting && front.is_some() && front == top;
-            // At the terminal at this look and the last, using no CPU in
-            // between: a remote or interactive session at rest.
-            let at_terminal = job.as_ref().is_some_and(|job| job.at_terminal);
-            let idle = match (&job, &last_job) {
-                (Some(job), Some((seq, at, was_at_terminal, cpu))) => {
-                    at_terminal
-                        && *was_at_terminal
-                        && *seq == watched.seq
-                        && job.cpu.still_since(cpu, now.saturating_duration_since(*at))
-                }
-                _ => false,
-            };
-            last_job = job.map(|job| (watched.seq, now, at_terminal, job.cpu));
-            let accrued = look.observe(now, (waiting, idle), watched.quiet_from);
-            if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
-                let seen = (waiting, unsure, shell_reading, look.confirmed());
-                command.record_look(now, seen, accrued);
-                command.record_idle((look.idle(), reads_keys(master)));
-            }
-            // A waiting call returns as soon as the program waits for input.
-            shared.notify();
-            continue;
-        }
-        if let Some(limit) = watched.limit
-            && timing::stops_now(watched.stop_at, now, look.waiting() || look.idle())
+        } else if let Some(limit) = watched.limit
+            && timing::stops_now(watched.stop_at, now, memory.look.waiting() || memory.look.idle())
         {
             kill_foreground(&supervisor, watched.seq, limit).await;
             continue;
-        }
-        let wake = match watched.stop_at {
-            Some(at) if at > now => due.min(at),
-            _ => due,
+        } else {
+            match watched.stop_at {
+                Some(at) if at > now => due.min(at),
+                _ => due,
+            }
         };
         tokio::select! {
             () = &mut notified => {}
             () = tokio::time::sleep_until(wake) => {}
         }
+    }
+}
+
+impl Supervisor {
+    /// One look at the running command, due `now`: an end record that lost
+    /// its marker, a command that never started, a stopped shell, and
+    /// whether the job waits for input. Returns how long to wait for news
+    /// before the next look (`None`: look again at once).
+    fn look(&self, memory: &mut Memory, watched: &Watched, now: Instant) -> Option<Duration> {
+        let Supervisor { shared, master, .. } = self;
+        // Output still unread from the terminal is news the blocked read
+        // may be about to answer (the shell's end marker, a new prompt):
+        // look again once it has been read.
+        let drained = !pty::has_unread_output(master);
+        if drained && shared.lock().has_record(watched.seq) {
+            return self.end_by_record(memory, watched.seq, now);
+        }
+        let front = pty::foreground_group(master);
+        let top = shared.lock().levels().top().map(|level| level.pid());
+        if self.never_started(memory, watched.seq, top) {
+            return None;
+        }
+        if let Some(shell) = top
+            && stopped(shell)
+        {
+            // `kill -STOP $$`: nothing else would ever wake the shell.
+            tracing::info!(shell, "the shell was stopped; continuing it");
+            process::signal_group(shell, nix::sys::signal::Signal::SIGCONT);
+        }
+        self.look_at_job(memory, watched, front, top, drained, now);
+        None
+    }
+
+    /// The shell sent the end record of command `seq`. Its marker follows
+    /// at once, unless a command redirected or swallowed it: after a moment
+    /// with everything read, the record alone ends it. Returns how long to
+    /// wait for the marker (`None`: it was ended now).
+    fn end_by_record(&self, memory: &mut Memory, seq: u64, now: Instant) -> Option<Duration> {
+        let seen = *memory.record_seen.get_or_insert(SeenAt { seq, at: now });
+        if seen.seq == seq && now >= seen.at + MARKER_GRACE {
+            self.shared.lock().end_without_marker(Instant::now());
+            self.shared.notify();
+            return None;
+        }
+        if seen.seq != seq {
+            memory.record_seen = Some(SeenAt { seq, at: now });
+        }
+        Some(MARKER_GRACE)
+    }
+
+    /// Whether command `seq` was just ended as never started. Before its
+    /// start marker the command has not begun: a shell (`top`) back reading
+    /// its terminal (whoever has the foreground: a program that takes it
+    /// may have read the line typed) will never begin it. The marker is
+    /// written before the shell reads again, so once all it wrote is read,
+    /// its absence is final; a second look confirms the shell did not just
+    /// pass through a read.
+    fn never_started(&self, memory: &mut Memory, seq: u64, top: Option<i32>) -> bool {
+        let Supervisor { shared, master, tty, in_hand, .. } = self;
+        let before_start =
+            shared.lock().command_seq_mut(seq).is_some_and(|c| !c.start_seen() && !c.is_damaged());
+        let back_at_prompt = before_start
+            && top.is_some_and(|shell| input_wait::process_reads_terminal(shell, tty))
+            && pty::all_output_taken(master, in_hand);
+        if !back_at_prompt {
+            memory.unstarted = None;
+        } else if memory.unstarted == Some(seq) {
+            memory.unstarted = None;
+            if shared.lock().never_started(seq, Instant::now()) {
+                tracing::info!(seq, "the shell read again before the start");
+            }
+            shared.notify();
+            return true;
+        } else {
+            memory.unstarted = Some(seq);
+        }
+        false
+    }
+
+    /// Looks at the foreground job (`front`, with `top` the innermost
+    /// shell of ours): whether it waits for input (with everything it wrote
+    /// `drained`), or sits at the terminal using no CPU, and records that
+    /// in the command. A waiting call returns as soon as the program waits
+    /// for input, so the call is woken.
+    fn look_at_job(
+        &self,
+        memory: &mut Memory,
+        watched: &Watched,
+        front: Option<i32>,
+        top: Option<i32>,
+        drained: bool,
+        now: Instant,
+    ) {
+        let Supervisor { shared, master, tty, shell_pid, .. } = self;
+        let job = front.map(|group| input_wait::job_look(group, tty, *shell_pid));
+        let reading = job.as_ref().map_or(Reading::No, |job| job.reading);
+        let waiting = reading == Reading::Prompt && drained;
+        // At the terminal at this look and the last, using no CPU in
+        // between: a remote or interactive session at rest.
+        let at_terminal = job.as_ref().is_some_and(|job| job.at_terminal);
+        let idle = match (&job, &memory.last_job) {
+            (Some(job), Some(last)) => {
+                at_terminal
+                    && last.at_terminal
+                    && last.when.seq == watched.seq
+                    && job.cpu.still_since(&last.cpu, now.saturating_duration_since(last.when.at))
+            }
+            _ => false,
+        };
+        memory.last_job = job.map(|job| JobSeen {
+            when: SeenAt { seq: watched.seq, at: now },
+            at_terminal,
+            cpu: job.cpu,
+        });
+        let accrued = memory.look.observe(now, Found { waiting, idle }, watched.quiet_from);
+        if let Some(command) = shared.lock().command_seq_mut(watched.seq) {
+            let seen = TerminalLook {
+                waiting,
+                unsure: reading == Reading::Unsure,
+                shell_reading: waiting && front.is_some() && front == top,
+                confirmed: memory.look.confirmed(),
+                idle: memory.look.idle(),
+                keys: reads_keys(master),
+            };
+            command.record_look(now, seen, accrued);
+        }
+        shared.notify();
     }
 }
 

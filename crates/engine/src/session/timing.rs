@@ -219,6 +219,15 @@ pub(super) fn waits_for_input(
     waiting && confirmed_at.is_some_and(|at| at >= quiet_from + INPUT_QUIET)
 }
 
+/// What one look found the foreground job doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Found {
+    /// The program was blocked reading the terminal, its output all read.
+    pub(super) waiting: bool,
+    /// The job sat at the terminal using no CPU since the last look.
+    pub(super) idle: bool,
+}
+
 /// The supervisor's last look at one command: when to look next, and how
 /// much of the time between two looks is discounted as input wait.
 #[derive(Debug, Clone)]
@@ -278,18 +287,13 @@ impl Look {
         }
     }
 
-    /// Records a look at `now` that found the program `waiting` (or not),
-    /// and whether the job sat at the terminal using no CPU since the last
-    /// look (`idle`), for output quiet since `quiet_from`. Returns the input
-    /// wait it discounts: the time since the last look when both found the
-    /// program waiting, or when the job sat idle at the terminal all along
-    /// (no output or input since the last look), else nothing.
-    pub(super) fn observe(
-        &mut self,
-        now: Instant,
-        (waiting, idle): (bool, bool),
-        quiet_from: Instant,
-    ) -> Duration {
+    /// Records a look at `now` that found what `found` says, for output
+    /// quiet since `quiet_from`. Returns the input wait it discounts: the
+    /// time since the last look when both found the program waiting, or
+    /// when the job sat idle at the terminal all along (no output or input
+    /// since the last look), else nothing.
+    pub(super) fn observe(&mut self, now: Instant, found: Found, quiet_from: Instant) -> Duration {
+        let Found { waiting, idle } = found;
         // Output (or input) since the last look makes this look a first one.
         let fresh = self.at.is_none_or(|at| at < quiet_from + INPUT_QUIET);
         self.idle = idle && !fresh;
@@ -342,6 +346,13 @@ pub(super) fn unwatched_limit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A look that found the program neither waiting nor idle.
+    const NOTHING: Found = Found { waiting: false, idle: false };
+    /// A look that found the program waiting for input.
+    const WAITING: Found = Found { waiting: true, idle: false };
+    /// A look that found the job idle at the terminal.
+    const IDLE: Found = Found { waiting: false, idle: true };
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -450,23 +461,23 @@ mod tests {
         let mut at = t0 + INPUT_QUIET;
         let mut intervals = Vec::new();
         for _ in 0..5 {
-            look.observe(at, (false, false), t0);
+            look.observe(at, NOTHING, t0);
             let next = look.due(t0);
             intervals.push(next - at);
             at = next;
         }
         assert_eq!(intervals, vec![ms(250), ms(500), ms(1_000), ms(1_000), ms(1_000)]);
         // Waiting once: a quick second look confirms it.
-        look.observe(at, (true, false), t0);
+        look.observe(at, WAITING, t0);
         assert!(look.waiting() && !look.confirmed());
         assert_eq!(look.due(t0), at + INPUT_CONFIRM);
-        look.observe(at + INPUT_CONFIRM, (true, false), t0);
+        look.observe(at + INPUT_CONFIRM, WAITING, t0);
         assert!(look.confirmed());
         assert_eq!(look.due(t0), at + INPUT_CONFIRM + INPUT_SAMPLE);
         // New output starts over: soon after it goes quiet again.
         let later = at + ms(5_000);
         assert_eq!(look.due(later), later + INPUT_QUIET);
-        look.observe(later + INPUT_QUIET, (true, false), later);
+        look.observe(later + INPUT_QUIET, WAITING, later);
         assert!(!look.confirmed(), "output since the last look: not a confirmation");
     }
 
@@ -474,39 +485,31 @@ mod tests {
     fn only_time_between_two_waiting_looks_is_discounted() {
         let t0 = Instant::now();
         let mut look = Look::new(1);
-        assert_eq!(look.observe(t0 + ms(150), (true, false), t0), Duration::ZERO, "first look");
-        assert_eq!(look.observe(t0 + ms(250), (true, false), t0), ms(100));
-        assert_eq!(look.observe(t0 + ms(500), (true, false), t0), ms(250));
-        assert_eq!(
-            look.observe(t0 + ms(750), (false, false), t0),
-            Duration::ZERO,
-            "stopped waiting"
-        );
-        assert_eq!(
-            look.observe(t0 + ms(1_000), (true, false), t0),
-            Duration::ZERO,
-            "waiting again"
-        );
-        assert_eq!(look.observe(t0 + ms(1_100), (true, false), t0), ms(100));
+        assert_eq!(look.observe(t0 + ms(150), WAITING, t0), Duration::ZERO, "first look");
+        assert_eq!(look.observe(t0 + ms(250), WAITING, t0), ms(100));
+        assert_eq!(look.observe(t0 + ms(500), WAITING, t0), ms(250));
+        assert_eq!(look.observe(t0 + ms(750), NOTHING, t0), Duration::ZERO, "stopped waiting");
+        assert_eq!(look.observe(t0 + ms(1_000), WAITING, t0), Duration::ZERO, "waiting again");
+        assert_eq!(look.observe(t0 + ms(1_100), WAITING, t0), ms(100));
     }
 
     #[test]
     fn time_idle_at_the_terminal_is_discounted_but_not_across_output() {
         let t0 = Instant::now();
         let mut look = Look::new(1);
-        assert_eq!(look.observe(t0 + ms(150), (false, true), t0), Duration::ZERO, "first look");
+        assert_eq!(look.observe(t0 + ms(150), IDLE, t0), Duration::ZERO, "first look");
         assert!(!look.idle());
-        assert_eq!(look.observe(t0 + ms(400), (false, true), t0), ms(250));
+        assert_eq!(look.observe(t0 + ms(400), IDLE, t0), ms(250));
         assert!(look.idle() && !look.waiting());
-        assert_eq!(look.observe(t0 + ms(1_400), (false, true), t0), ms(1_000));
+        assert_eq!(look.observe(t0 + ms(1_400), IDLE, t0), ms(1_000));
         // CPU used, or a process at work: nothing, and no longer idle.
-        assert_eq!(look.observe(t0 + ms(2_400), (false, false), t0), Duration::ZERO);
+        assert_eq!(look.observe(t0 + ms(2_400), NOTHING, t0), Duration::ZERO);
         assert!(!look.idle());
         // Output since the last look: the interval is not idle.
         let output = t0 + ms(3_000);
-        assert_eq!(look.observe(output + ms(150), (false, true), output), Duration::ZERO);
+        assert_eq!(look.observe(output + ms(150), IDLE, output), Duration::ZERO);
         assert!(!look.idle());
-        assert_eq!(look.observe(output + ms(400), (false, true), output), ms(250));
+        assert_eq!(look.observe(output + ms(400), IDLE, output), ms(250));
         // An idle job is not stopped at its stop time.
         let at = stop_at(Some(ms(1_000)), 0, t0, Duration::ZERO);
         assert!(!stops_now(at, t0 + ms(5_000), look.waiting() || look.idle()));

@@ -1,17 +1,15 @@
-//! Waiting for the running command and replying about it. A call waits
-//! until the command ends, the shell exits, the program waits for input with
-//! its output quiet, the call's wait runs out (its `timeout`; without one,
-//! silence or the longest wait: `timing::wait_turn`), or the client
-//! cancels; while it waits it holds a `Watch` (the command is watched, so
-//! the unwatched-time limit does not run) and tells a progress hook about
-//! once a second. The replies: finished (from the command taken from the
-//! session), partial (what is new since the last reply plus the current
-//! line, capped), cancelled (takes nothing) or idle.
+//! A call waiting on the running command, and the replies. The wait ends
+//! when the command ends, the shell exits, the program waits for input, the
+//! call's wait runs out (`timing.rs` says when) or the call is cancelled;
+//! while it waits, the command is watched and a progress hook is told about
+//! once a second. Each reply kind has one constructor here (idle, refused,
+//! held, finished, partial, cancelled), taking what the call adds
+//! ([`CallParts`]).
 //!
-//! It depends on the shared state, never on the shell driver: the driver
-//! calls it with the shared state and a [`ShellView`] (what the shell's
-//! prompt reported). It takes the shared state's std mutex for short
-//! sections, never across `.await`, and starts and signals nothing.
+//! It does not start, type or signal anything, and knows nothing of the
+//! shell driver, which calls it with the shared state and a [`ShellView`].
+//! Invariant: a reply is built once, complete; a cancelled call takes
+//! nothing from the session.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::output::{self, Shown};
 
 use super::call::{
-    Event, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader, Reply,
+    Event, InputReport, NotRun, Outcome, PROGRESS_INTERVAL, Progress, ProgressHook, Reader, Reply,
     SessionConfig, WaitEnded,
 };
 use super::command::{Command, KillState};
@@ -45,6 +43,35 @@ impl ShellView {
 
     pub(super) fn cwd(&self) -> &PathBuf {
         &self.cwd
+    }
+}
+
+/// What ends a call's wait early: its token is cancelled when the client
+/// gives up on the call or when the session is being closed; the client's
+/// own token tells the two apart.
+pub(super) struct CallCancel {
+    /// Ends the wait.
+    token: CancellationToken,
+    /// The client's cancellation.
+    client: CancellationToken,
+}
+
+impl CallCancel {
+    /// A call's cancellation: `token` ends its wait, `client` is the
+    /// client's.
+    pub(super) fn new(token: CancellationToken, client: CancellationToken) -> CallCancel {
+        CallCancel { token, client }
+    }
+
+    /// The token that ends the wait.
+    pub(super) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Why a wait that was cut short ended: the client cancelled the call,
+    /// or else the session is being closed.
+    pub(super) fn why(&self) -> WaitEnded {
+        if self.client.is_cancelled() { WaitEnded::Cancelled } else { WaitEnded::SessionClosing }
     }
 }
 
@@ -86,6 +113,19 @@ pub(super) async fn wait(
     }
 }
 
+/// What one call's wait keeps from one wake-up to the next.
+struct CallWait {
+    /// When the call began waiting.
+    start: Instant,
+    /// The call's limits on its wait.
+    budget: WaitBudget,
+    /// What this call has seen of a full-screen program on the alternate
+    /// screen (it changes only with output, which wakes the wait).
+    screen: Option<ScreenSeen>,
+}
+
+/// The loop of [`wait`]: after each change, each deadline and each
+/// progress report, [`next_turn`] says whether the wait is over.
 async fn wait_until_turn(
     shared: &Shared,
     config: &SessionConfig,
@@ -93,72 +133,19 @@ async fn wait_until_turn(
     cancel: &CancellationToken,
     progress: Option<&ProgressHook>,
 ) -> Waited {
-    let call_start = Instant::now();
+    let start = Instant::now();
     let budget = WaitBudget::new(timeout, config.no_output_return, config.max_wait);
+    let mut call = CallWait { start, budget, screen: None };
     let _watch = Watch::begin(shared);
     let mut reports = 0u64;
-    let mut next_report = call_start + PROGRESS_INTERVAL;
-    // What this call has seen of a full-screen program on the alternate
-    // screen (it changes only with output, which wakes this loop).
-    let mut screen: Option<ScreenSeen> = None;
+    let mut next_report = start + PROGRESS_INTERVAL;
     loop {
         let notified = shared.changed();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let deadline = {
-            let state = shared.lock();
-            let Some(command) = state.command() else { return Waited::Finished };
-            if command.is_done() {
-                return Waited::Finished;
-            }
-            if state.exited().is_some() {
-                return Waited::ShellExited;
-            }
-            if command.is_damaged() {
-                return Waited::Damaged;
-            }
-            // A shell at its prompt while the integration is being
-            // installed in it, or while it is to send its command's end
-            // itself (the fallback), is not a program waiting for input.
-            if command.waits_for_input()
-                && state.levels().reinstall().is_none()
-                && !state.awaits_fallback()
-            {
-                return Waited::InputWait;
-            }
-            let now = Instant::now();
-            let last_output_at = command.last_output_at();
-            screen = state.screen().is_alternate().then(|| {
-                let mut seen = screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
-                seen.observe(last_output_at);
-                seen
-            });
-            let early = [
-                timing::unsure_turn(
-                    timing::unsure_applies(
-                        command.reads_terminal_unsure(),
-                        !state.screen().current_line().trim().is_empty(),
-                        command.idle_at_terminal()
-                            && (command.input_this_call()
-                                || (command.reads_keys() && command.in_first_call())),
-                    ),
-                    call_start,
-                    command.quiet_from(),
-                    now,
-                ),
-                timing::screen_turn(budget, screen, call_start, now),
-            ];
-            let mut deadline = match timing::wait_turn(budget, call_start, last_output_at, now) {
-                Ok(deadline) => deadline,
-                Err(reason) => return Waited::Stopped(reason),
-            };
-            for turn in early {
-                match turn {
-                    Ok(at) => deadline = at.map_or(deadline, |at| at.min(deadline)),
-                    Err(reason) => return Waited::Stopped(reason),
-                }
-            }
-            deadline
+        let deadline = match next_turn(&shared.lock(), &mut call, Instant::now()) {
+            Ok(deadline) => deadline,
+            Err(waited) => return waited,
         };
         tokio::select! {
             () = &mut notified => {}
@@ -169,11 +156,59 @@ async fn wait_until_turn(
                 next_report += PROGRESS_INTERVAL;
                 if let Some(hook) = progress {
                     let line = newest_line(&shared.lock());
-                    hook.report(Progress { count: reports, elapsed: call_start.elapsed(), line });
+                    hook.report(Progress { count: reports, elapsed: start.elapsed(), line });
                 }
             }
         }
     }
+}
+
+/// Whether the call's wait is over as `state` stands `now` (`Err`: how it
+/// ended), else when to look again, the earliest of the timing rules'
+/// turns (`timing.rs`): the call's wait, an unsure read of the terminal,
+/// a full-screen program at rest.
+fn next_turn(state: &State, call: &mut CallWait, now: Instant) -> Result<Instant, Waited> {
+    let Some(command) = state.command() else { return Err(Waited::Finished) };
+    if command.is_done() {
+        return Err(Waited::Finished);
+    }
+    if state.exited().is_some() {
+        return Err(Waited::ShellExited);
+    }
+    if command.is_damaged() {
+        return Err(Waited::Damaged);
+    }
+    // A shell at its prompt while the integration is being installed in
+    // it, or while it is to send its command's end itself (the fallback),
+    // is not a program waiting for input.
+    if command.waits_for_input() && state.levels().reinstall().is_none() && !state.awaits_fallback()
+    {
+        return Err(Waited::InputWait);
+    }
+    let last_output_at = command.last_output_at();
+    call.screen = state.screen().is_alternate().then(|| {
+        let mut seen = call.screen.unwrap_or_else(|| ScreenSeen::new(now, last_output_at));
+        seen.observe(last_output_at);
+        seen
+    });
+    let unsure = timing::unsure_applies(
+        command.reads_terminal_unsure(),
+        !state.screen().current_line().trim().is_empty(),
+        command.idle_at_terminal()
+            && (command.input_this_call() || (command.reads_keys() && command.in_first_call())),
+    );
+    let early = [
+        timing::unsure_turn(unsure, call.start, command.quiet_from(), now),
+        timing::screen_turn(call.budget, call.screen, call.start, now),
+    ];
+    let mut deadline =
+        timing::wait_turn(call.budget, call.start, last_output_at, now).map_err(Waited::Stopped)?;
+    for turn in early {
+        if let Some(at) = turn.map_err(Waited::Stopped)? {
+            deadline = at.min(deadline);
+        }
+    }
+    Ok(deadline)
 }
 
 /// The newest line of the running command's output, for progress: the
@@ -194,32 +229,119 @@ pub(super) async fn finish_after_exit(shared: &Shared) {
     shared.lock().finish_with_shell(Instant::now());
 }
 
+/// What a call brings to its reply besides the command's own state: the
+/// events so far, the input it sent, the end of a previous command it
+/// reports first, and what background jobs printed before its command
+/// started. Every reply constructor takes it, so a reply is built once.
+#[derive(Debug, Default)]
+pub(super) struct CallParts {
+    /// What happened to the session so far, in order.
+    pub(super) events: Vec<Event>,
+    /// What became of the input the call sent, if it sent any.
+    pub(super) input: Option<InputReport>,
+    /// The end of a previous command, reported before this one.
+    pub(super) previous: Option<Box<Reply>>,
+    /// Text printed while no command was running, before this call's
+    /// command started.
+    pub(super) idle_output: Option<String>,
+}
+
+impl CallParts {
+    /// A call's parts with `events` and nothing else yet.
+    pub(super) fn new(events: Vec<Event>) -> CallParts {
+        CallParts { events, ..CallParts::default() }
+    }
+}
+
+/// A reply with no command output, about `command` (empty: none).
+fn blank(view: &ShellView, command: &str, outcome: Outcome, parts: CallParts) -> Reply {
+    let CallParts { events, input, previous, idle_output } = parts;
+    Reply {
+        command: command.to_owned(),
+        outcome,
+        output: Shown::empty(),
+        screen: false,
+        input,
+        idle_output,
+        events,
+        cwd: view.cwd.clone(),
+        python: view.python.clone(),
+        duration: Duration::ZERO,
+        continued: false,
+        previous,
+        number: None,
+        first_line: 0,
+        look_again_within: None,
+        unfinished_line: None,
+    }
+}
+
+/// A reply with no command running (reset alone, or a key with nothing
+/// to receive it).
+pub(super) fn idle_reply(view: &ShellView, parts: CallParts) -> Reply {
+    blank(view, "", Outcome::Idle, parts)
+}
+
+/// The reply to a new `command` that was not run, for `why`, while no
+/// command of ours runs (a person holds the session, or another program
+/// has the terminal).
+pub(super) fn refused_reply(
+    view: &ShellView,
+    command: &str,
+    why: NotRun,
+    parts: CallParts,
+) -> Reply {
+    let outcome = Outcome::NotExecuted { command: command.to_owned(), why };
+    blank(view, command, outcome, parts)
+}
+
+/// A command held because `bash -n` finds it incomplete, as a reply
+/// reports it.
+pub(super) struct HeldCommand {
+    /// The text gathered so far.
+    pub(super) text: String,
+    /// When it was first sent.
+    pub(super) since: Instant,
+    /// Whether earlier replies already reported it.
+    pub(super) continued: bool,
+    /// What the call did with it.
+    pub(super) outcome: Outcome,
+}
+
+/// The reply about a held incomplete command: nothing printed (no `>`
+/// prompts).
+pub(super) fn held_reply(view: &ShellView, held: HeldCommand, parts: CallParts) -> Reply {
+    let HeldCommand { text, since, continued, outcome } = held;
+    Reply { duration: since.elapsed(), continued, ..blank(view, &text, outcome, parts) }
+}
+
 /// The reply for a finished command, taken from the session (`None`: an
 /// idle reply).
 pub(super) fn finished_reply(
     command: Option<Command>,
     view: &ShellView,
-    events: Vec<Event>,
+    parts: CallParts,
 ) -> Reply {
-    let Some(command) = command else { return idle_reply(view, "", events) };
+    let Some(command) = command else { return idle_reply(view, parts) };
     let (exit_code, finished_at) = command.finished().unwrap_or((-1, Instant::now()));
     let outcome = match (command.never_started(), command.kill()) {
         (Some(shell_exited), _) => Outcome::NeverStarted { shell_exited },
         (None, KillState::Killed { limit, mode }) => Outcome::Killed { limit, mode, exit_code },
         (None, _) => Outcome::Completed { exit_code },
     };
+    let CallParts { events, input, previous, idle_output } = parts;
     Reply {
         command: command.text().to_owned(),
         outcome,
         screen: false,
-        input: None,
-        idle_output: None,
+        input,
+        idle_output,
         events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: finished_at - command.started_at(),
         continued: command.replies() > 0,
-        previous: None,
+        previous,
         number: Some(command.output().number()),
         first_line: command.first_unreplied_line(),
         look_again_within: None,
@@ -263,23 +385,22 @@ pub(super) fn stopped(command: &Command, waited: &Waited, awaits_fallback: bool)
     }
 }
 
-/// The reply for a command that is still running: what it printed since
-/// the last reply, and the line it is on now. `outcome` says, from the
-/// command, what the reply reports.
+/// The reply for a command that is still running, which reports
+/// `outcome`: what it printed since the last reply, and the line it is on
+/// now (with no command: an idle reply).
 pub(super) fn partial_reply(
     state: &mut State,
     view: &ShellView,
     config: &SessionConfig,
-    outcome: impl FnOnce(&Command) -> Outcome,
-    events: Vec<Event>,
+    outcome: Outcome,
+    parts: CallParts,
 ) -> Reply {
     state.commit_lines(Instant::now());
     let current_line = state.screen().current_line();
     let alternate = state.screen().alternate_contents();
     let Some(command) = state.command_mut() else {
-        return idle_reply(view, "", events);
+        return idle_reply(view, parts);
     };
-    let outcome = outcome(command);
     let look_again_within = command.unwatched_limit();
     let out = command.output_mut();
     let unfinished_line = (alternate.is_none() && !current_line.trim().is_empty())
@@ -303,19 +424,20 @@ pub(super) fn partial_reply(
         }
     }
     let number = Some(out.number());
+    let CallParts { events, input, previous, idle_output } = parts;
     Reply {
         command: command.text().to_owned(),
         outcome,
         output,
         screen,
-        input: None,
-        idle_output: None,
+        input,
+        idle_output,
         events,
         cwd: view.cwd.clone(),
         python: view.python.clone(),
         duration: command.started_at().elapsed(),
         continued,
-        previous: None,
+        previous,
         number,
         first_line,
         look_again_within,
@@ -323,36 +445,21 @@ pub(super) fn partial_reply(
     }
 }
 
-/// The reply to a cancelled call, which nobody will read: it takes
-/// nothing from the session, so the next call reports everything.
-pub(super) fn cancelled_reply(state: &State, view: &ShellView, events: Vec<Event>) -> Reply {
-    let mut reply = idle_reply(view, "", events);
-    if let Some(command) = state.command() {
-        reply.command = command.text().to_owned();
-        reply.duration = command.started_at().elapsed();
-    }
-    reply.outcome = Outcome::Running { why: WaitEnded::Cancelled };
-    reply
-}
-
-/// A reply with no command output (reset alone, say).
-pub(super) fn idle_reply(view: &ShellView, command: &str, events: Vec<Event>) -> Reply {
-    Reply {
-        command: command.to_owned(),
-        outcome: Outcome::Idle,
-        output: Shown::empty(),
-        screen: false,
-        input: None,
-        idle_output: None,
-        events,
-        cwd: view.cwd.clone(),
-        python: view.python.clone(),
-        duration: Duration::ZERO,
-        continued: false,
-        previous: None,
-        number: None,
-        first_line: 0,
-        look_again_within: None,
-        unfinished_line: None,
+/// The reply to a cancelled call: it takes nothing from the session, so
+/// the next call reports everything. `why` says who ended the wait: the
+/// client (whose answer nobody reads) or the session being closed.
+pub(super) fn cancelled_reply(
+    state: &State,
+    view: &ShellView,
+    why: WaitEnded,
+    parts: CallParts,
+) -> Reply {
+    let outcome = Outcome::Running { why };
+    match state.command() {
+        Some(command) => Reply {
+            duration: command.started_at().elapsed(),
+            ..blank(view, command.text(), outcome, parts)
+        },
+        None => blank(view, "", outcome, parts),
     }
 }

@@ -34,7 +34,11 @@ pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch, typed_at_p
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// What a terminal starts with.
-pub(crate) struct Setup {
+pub(crate) struct Setup<'a> {
+    /// The session's name, in the reader thread's name.
+    pub(crate) name: &'a str,
+    /// A descriptor the reader thread also watches (see [`Pty::start`]).
+    pub(crate) also: Option<OwnedFd>,
     /// Its window: rows, columns.
     pub(crate) size: (u16, u16),
     /// The session's gate.
@@ -75,17 +79,16 @@ impl std::fmt::Debug for Terminal {
 }
 
 impl Terminal {
-    /// Starts the reader thread of the PTY `master` (of `size`, rows and
-    /// columns), also watching `also` (see [`Pty::start`]), with `sinks`
-    /// in place before the first byte: every event goes to `renderer`
+    /// Starts the reader thread of the PTY `master` as `setup` says (of
+    /// `size`, rows and columns, also watching `also`, see [`Pty::start`]),
+    /// with `sinks` in place before the first byte: every event goes to `renderer`
     /// first (its answers are written back to the terminal), then what it
     /// says was shown goes to the taps, and only then is `woken` called
     /// (it wakes the calls waiting on the session), so that a view has a
     /// command's last output before the agent can send the next command.
     pub(crate) fn start(
         master: OwnedFd,
-        (name, also): (&str, Option<OwnedFd>),
-        Setup { size, gate, sinks }: Setup,
+        Setup { name, also, size, gate, sinks }: Setup<'_>,
         mut renderer: impl FnMut(pty::Event<'_>) -> Rendered + Send + 'static,
         woken: impl Fn() + Send + 'static,
     ) -> io::Result<Terminal> {

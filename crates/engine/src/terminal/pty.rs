@@ -32,7 +32,7 @@ pub struct Pty {
 }
 
 /// A freshly opened PTY whose slave side is still to be given to a child.
-pub struct Opened {
+pub struct PtyPair {
     /// The master side.
     pub master: OwnedFd,
     /// The slave side: the child's stdin, stdout and stderr.
@@ -44,7 +44,7 @@ pub struct Opened {
 /// Opens a PTY of `rows` by `cols` with terminal settings fit for an agent:
 /// no XON/XOFF flow control (a stray ^S must not freeze the session), UTF-8
 /// aware line editing, and no output post-processing.
-pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
+pub fn open(rows: u16, cols: u16) -> io::Result<PtyPair> {
     let size = Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
     let OpenptyResult { master, slave } = openpty(Some(&size), None)?;
     let mut termios = tcgetattr(&slave)?;
@@ -63,7 +63,7 @@ pub fn open(rows: u16, cols: u16) -> io::Result<Opened> {
     let flags = OFlag::from_bits_retain(fcntl(&master, FcntlArg::F_GETFL)?);
     fcntl(&master, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     let tty = nix::unistd::ttyname(&slave)?;
-    Ok(Opened { master, slave, tty })
+    Ok(PtyPair { master, slave, tty })
 }
 
 impl Pty {
@@ -212,6 +212,22 @@ impl Pty {
     pub fn handle(&self) -> io::Result<OwnedFd> {
         self.master.try_clone()
     }
+
+    /// A second handle on the master side with the slave side's path `tty`:
+    /// what a task that watches the terminal from outside needs.
+    pub(crate) fn access(&self, tty: &std::path::Path) -> io::Result<PtyAccess> {
+        Ok(PtyAccess { master: self.handle()?, tty: tty.to_owned() })
+    }
+}
+
+/// A task's view of a PTY: a handle on its master side (the foreground
+/// group, writing a key) and its slave side's path (whether a process is
+/// reading the terminal, discarding unread input).
+pub(crate) struct PtyAccess {
+    /// A handle on the master side.
+    pub(crate) master: OwnedFd,
+    /// The slave side's device path (`/dev/pts/N`).
+    pub(crate) tty: std::path::PathBuf,
 }
 
 impl Drop for Pty {

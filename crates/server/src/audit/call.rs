@@ -330,7 +330,7 @@ pub(super) fn terminal_end(
             return End {
                 status: "refused",
                 reason: Some("not_executed"),
-                detail: Some(err.to_string()),
+                detail: Some(crate::render::session_error(err)),
                 ..End::default()
             };
         }

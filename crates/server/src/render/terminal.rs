@@ -968,9 +968,10 @@ pub fn session_refused(err: &SessionError) -> String {
         SessionError::NulByte => "The command contains a NUL byte, which no shell command can \
             contain. Remove it (use printf '\\0' to produce one)."
             .to_owned(),
-        SessionError::Shell(problem) => {
+        SessionError::Shell(failure) => {
             format!(
-                "The session's shell failed ({problem}). Try again, or reset=true to start a fresh shell."
+                "The session's shell failed ({}). Try again, or reset=true to start a fresh shell.",
+                super::session_words::shell_failure(failure)
             )
         }
         SessionError::NothingToWaitFor => "No command is running, so there is nothing to wait \

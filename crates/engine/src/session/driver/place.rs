@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::Shell;
 use crate::bash_script;
 use crate::process;
-use crate::session::call::{MAX_START_ENV, PlaceError, SessionConfig, StartEnv};
+use crate::session::call::{MAX_START_ENV, PlaceError, PlaceFailure, SessionConfig, StartEnv};
 use crate::session::command::{Command, CommandOutput};
 use crate::session::shared::wait_for;
 use crate::store::OutputStore;
@@ -175,9 +175,9 @@ impl Shell {
         // The shell sent its datagrams before its end record: all are read.
         let received = self.shared.lock().take_capture();
         let last_line = captured?;
-        let received = received.filter(|received| received.pid == shell).ok_or_else(|| {
-            PlaceError::Failed("the shell's environment was not gathered".to_owned())
-        })?;
+        let received = received
+            .filter(|received| received.pid == shell)
+            .ok_or(PlaceError::Failed(PlaceFailure::NotGathered))?;
         if received.dropped > 0 {
             return Err(PlaceError::TooLarge);
         }
@@ -186,8 +186,7 @@ impl Shell {
             // `env` could not start (an environment too large for any
             // program, E2BIG), or the shell's channel is closed: the shell
             // said why.
-            let why = if last_line.is_empty() { "the shell wrote nothing" } else { &last_line };
-            return Err(PlaceError::Failed(why.to_owned()));
+            return Err(PlaceError::Failed(PlaceFailure::Empty { last_line }));
         }
         Ok(env)
     }
@@ -196,7 +195,6 @@ impl Shell {
     /// prompt, and waits for its end; returns the last line it printed
     /// (output of its own is otherwise dropped: it is not the agent's).
     async fn run_own(&mut self, config: &SessionConfig, text: &str) -> Result<String, PlaceError> {
-        let failed = |what: &str, err: std::io::Error| PlaceError::Failed(format!("{what}: {err}"));
         let seq = self.next_seq;
         self.next_seq += 1;
         let frame = bash_script::command_frame(seq, text);
@@ -218,7 +216,7 @@ impl Shell {
         self.terminal
             .type_line("", bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
             .await
-            .map_err(|err| failed("writing to the shell", err))?;
+            .map_err(|err| PlaceError::Failed(PlaceFailure::NotTyped { error: err.to_string() }))?;
         let shared = Arc::clone(&self.shared);
         self.commands.finish(&frame, written, || shared.lock().exited().is_some()).await;
         let ended = wait_for(&self.shared, CAPTURE_WAIT, |state| {
@@ -227,7 +225,7 @@ impl Shell {
         .await;
         if !ended || self.has_exited() {
             // Left as the session's command: the next reply reports it.
-            return Err(PlaceError::Failed("the shell did not run shellkeep's command".to_owned()));
+            return Err(PlaceError::Failed(PlaceFailure::NotRun));
         }
         let own = self.shared.lock().restore(unreported);
         self.refresh_state();

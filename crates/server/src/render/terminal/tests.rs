@@ -13,7 +13,7 @@ use shellkeep_engine::output::Shown;
 use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::{
     AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
-    WaitEnded,
+    ShellFailure, WaitEnded, Written,
 };
 
 use super::{key_error, session_refused, terminal, typed_key_name};
@@ -1066,7 +1066,10 @@ fn refused_calls() {
     let errors = [
         SessionError::Cancelled,
         SessionError::NulByte,
-        SessionError::Shell("could not write to the shell: broken pipe".into()),
+        SessionError::Shell(ShellFailure::Write {
+            what: Written::Command,
+            error: std::io::ErrorKind::BrokenPipe.into(),
+        }),
         SessionError::NothingToWaitFor,
         SessionError::NothingToSendInputTo,
         SessionError::KeyWhileIncomplete,
