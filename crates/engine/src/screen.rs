@@ -1964,9 +1964,11 @@ impl Perform for Renderer {
             }
             'G' | '`' => self.col = (count - 1).min(self.cols - 1),
             'H' | 'f' => {
-                // Absolute rows have no meaning in a scrolling log; keep
-                // the row and honour the column.
+                // Row 1 is the window's first row: the top of the screen
+                // once the window fills it (a pager repainting its page in
+                // place), and the first row of a command's output before.
                 let col = params.iter().nth(1).and_then(|p| p.first().copied()).unwrap_or(1);
+                self.move_to_row(count - 1);
                 self.col = (usize::from(col.max(1)) - 1).min(self.cols - 1);
             }
             // Forward and backward tab stops.
@@ -2086,7 +2088,11 @@ mod tests {
     /// leaves a full-screen program's screen), then the answers to queries.
     /// After every piece the window must be within its bound.
     fn render(input: &[u8], split: usize) -> String {
-        let mut screen = Screen::new(5, 80, "n0nce");
+        render_on(Screen::new(5, 80, "n0nce"), input, split)
+    }
+
+    /// [`render`] on `screen`, for a window of another size.
+    fn render_on(mut screen: Screen, input: &[u8], split: usize) -> String {
         let mut out = String::new();
         let pieces: Vec<&[u8]> =
             if split == 0 { vec![input] } else { input.chunks(split).collect() };
@@ -2130,9 +2136,15 @@ mod tests {
     /// Every case must render the same whole, split at every byte, and
     /// split into pieces of a few bytes.
     fn check(input: impl AsRef<[u8]>, expected: impl AsRef<str>) {
+        check_on(5, 80, input, expected);
+    }
+
+    /// [`check`] on a window of `rows` by `cols`.
+    fn check_on(rows: u16, cols: u16, input: impl AsRef<[u8]>, expected: impl AsRef<str>) {
         let (input, expected) = (input.as_ref(), expected.as_ref());
         for split in [0, 1, 2, 3, 7] {
-            assert_eq!(render(input, split), expected, "split every {split} bytes");
+            let out = render_on(Screen::new(rows, cols, "n0nce"), input, split);
+            assert_eq!(out, expected, "split every {split} bytes");
         }
     }
 
@@ -2186,6 +2198,48 @@ mod tests {
         // overwritten with another line, is kept above it.
         let input = b"1\r\n2\r\n3\r\n4\r\n5\r\n6\r\n7\r\n\x1b[9Ax\r\n";
         check(input, "1\n2\n3\n4\nx\n5\n6\n7\n");
+    }
+
+    /// `less` with git's `LESS=FRX` (no alternate screen) repaints its
+    /// page in place, one row at a time by absolute position (`ESC [ N ; 1
+    /// H`), ending rows with `\r\n` or not: each line is committed once,
+    /// as a terminal shows it once.
+    #[test]
+    fn a_page_repainted_in_place_is_committed_once() {
+        let page: String = (1..50).map(|n| format!("line {n}\r\n")).collect();
+        let lines: String = (1..50).map(|n| format!("line {n}\n")).collect();
+        let by_rows: String = (1..50).map(|n| format!("\x1b[{n};1Hline {n}\r\n")).collect();
+        let by_moves: String = (1..50).map(|n| format!("\x1b[{n};1Hline {n}")).collect();
+        for repaint in [by_rows, by_moves] {
+            let input = format!("{page}:\r\x1b[K{repaint}\x1b[50;1H:");
+            check_on(50, 120, input, format!("{lines}:"));
+        }
+    }
+
+    /// Before the window fills the screen, row 1 is the first row of the
+    /// window, where the command's output began: a real terminal's top row
+    /// once the screen was cleared.
+    #[test]
+    fn row_one_is_the_first_row_of_a_short_window() {
+        let page: String = (1..6).map(|n| format!("line {n}\r\n")).collect();
+        let lines: String = (1..6).map(|n| format!("line {n}\n")).collect();
+        check_on(50, 120, format!("{page}:\r\x1b[K\x1b[1;1Hline 1"), &lines);
+        check_on(50, 120, format!("{page}\x1b[Hline 1\x1b[3;1Hline 3\x1b[6;1H"), &lines);
+    }
+
+    /// A pager showing its next page by repainting the rows of the screen
+    /// with other lines, each erased to its end: the lines that scrolled off before are committed
+    /// once, and each line of the old page, overwritten by another line,
+    /// once, just above the line that replaced it, and the new page's once.
+    #[test]
+    fn a_page_repainted_with_other_lines_keeps_both_pages_once() {
+        let page: String = (1..9).map(|n| format!("alpha {n}\r\n")).collect();
+        let next: String = (1..5).map(|n| format!("\x1b[{n};1Hbeta {n}\x1b[K\r\n")).collect();
+        check(
+            format!("{page}:\r\x1b[K{next}\x1b[5;1H:"),
+            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+             alpha 5\nbeta 1\nalpha 6\nbeta 2\nalpha 7\nbeta 3\nalpha 8\nbeta 4\n:",
+        );
     }
 
     #[test]
@@ -2417,7 +2471,8 @@ mod tests {
         check(b"\x1b[65535Gx", last_col("x"));
         check(b"\x1b[65535`x", last_col("x"));
         check(b"\x1b[1;65535Hx", last_col("x"));
-        check(b"\x1b[65535;65535fx", last_col("x"));
+        // Absolute positioning stops at the last row, as cursor down does.
+        check(b"\x1b[65535;65535fx", format!("\n\n\n\n{}", last_col("x")));
         check(b"\x1b[65535Ix", last_col("x"));
         check(b"\x1b[65535dx", "x");
         // Down stops at the last of the window's 5 rows, and never scrolls.
