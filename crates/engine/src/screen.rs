@@ -1,123 +1,20 @@
 //! Rendering the bytes a PTY produces into the text a person would read.
 //!
-//! The renderer keeps a small window of recent rows that programs can
-//! still change (`\r` progress bars, erase-line, cursor up for multi-line
-//! progress displays); a row that leaves the window is final and becomes
-//! committed text, exactly as a row that scrolls off a real terminal's
-//! screen can no longer change. Colours and other attributes are dropped.
+//! For: a window of recent rows that programs can still change (`\r`,
+//! erasing, cursor movement, a pager repainting its page by row), whose
+//! rows become committed text as they leave it, as a row scrolling off a
+//! terminal can no longer change; lines wrapped as xterm and tmux wrap
+//! them and committed whole; full-screen programs (the alternate screen)
+//! drawn by `vt100` and shown as their screen; stopping right after each
+//! shell marker, and queuing the answers to terminal queries for the
+//! caller. Not for: commands or sessions, and it never reads or writes
+//! anything itself; colours and attributes are dropped.
 //!
-//! Rows are the window's width, and text wraps at it as xterm and tmux
-//! wrap it: a character printed in the last column leaves the cursor
-//! waiting there (pending wrap), and the next one goes to the start of the
-//! next row; `\r`, cursor movement and erasing act on rows, so a program
-//! that moves up over a line it knows has wrapped (`uv`, every
-//! `indicatif` display) lands where it means to. Autowrap off (`ESC [ ? 7
-//! l`) overwrites the last column instead, until a shell marker turns it
-//! back on. A row that wrapped is joined to the next one when committed:
-//! an agent reads a wrapped line as the one line it is, and a hard newline
-//! ends a line. Clearing either row of a wrap whole ends the line there, as
-//! tmux does.
-//! Wide characters (CJK, most emoji) take two columns; combining marks,
-//! joiners and variation selectors stay with the character before them.
-//! Full-screen programs (the alternate screen: vim, less, top) are drawn by
-//! a real emulator, `vt100`, and shown as their current screen, where a
-//! highlighted row (text in reverse video or on another background: the
-//! selected item of a menu, a status bar) starts with [`HIGHLIGHT_MARK`].
-//!
-//! It also recognises the shell markers (an OSC sequence carrying the
-//! session's nonce) and stops right after each one, so the caller knows
-//! exactly which text came before it, and it answers the cursor-position
-//! and device-attribute queries a terminal answers, queuing the bytes for
-//! the caller to write back. It does not know what a command or a session
-//! is, and it never reads or writes anything itself.
-//!
-//! # Output cannot hide output
-//!
-//! Committed text is what every reader of a command's output sees (the
-//! reply, the full output, the `output` tool), so the renderer never lets
-//! a program's output make its own earlier or later text disappear:
-//! - **Stray escape sequences.** An escape sequence is held back from the
-//!   parsers until it ends. One that does not end as a sequence would is
-//!   not one, and its bytes after the ESC are shown as text: a control
-//!   string (OSC, DCS, SOS, PM, APC) that reaches a line feed or
-//!   [`STRING_LIMIT`] bytes, a CSI sequence that reaches a line feed, a
-//!   byte that cannot be in it or [`CSI_LIMIT`] bytes, and any sequence
-//!   that another ESC interrupts (a string's `ESC \` excepted). The end
-//!   marker starts with an ESC, and [`Screen::commit_all`] (called when a
-//!   command ends) abandons whatever is held, so nothing a command leaves
-//!   open swallows its own last text. A sequence cancelled with CAN or SUB
-//!   is dropped, as a terminal drops it.
-//! - **Erased lines.** A line the cursor has left (by a line feed or cursor
-//!   movement) has been seen as it is. When a program then erases or
-//!   overwrites it (cursor up, `\r`, erase-line, delete or erase
-//!   characters, erase-below), the line as it was is kept until the
-//!   cursor leaves the line again, and then judged: if the new text starts
-//!   with the same first word (its first run of letters: spinners, bars,
-//!   digits and punctuation do not count; `Building` and `Built`, which
-//!   share four letters, are one word), it is the same line updating
-//!   itself, a progress frame, and only the newest version is kept, and
-//!   from then on its row is a progress row; otherwise, or if the line was
-//!   left blank, the old version is committed just above what replaced it
-//!   (after the whole line, when the row is the continuation of a wrapped
-//!   line). So an erased `FATAL` line survives, while `docker pull`-style
-//!   displays (cursor up over N lines, redrawn again and again) keep only
-//!   their final state. On a progress row, what replaces a frame or
-//!   clears it away (erased, and left blank by the cursor: `indicatif` and
-//!   `rich` clear their bars when the work is done, and move bars between
-//!   rows as they come and go) takes its place, as on a terminal: the
-//!   recorded displays of `uv`, `pip`, `cargo` and `npm` come back exactly
-//!   as tmux shows them (`tests/data`). A row stops being a progress row
-//!   when it leaves the window. The line the cursor is on and has not
-//!   left yet is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
-//!   `cargo` bars), and only its final state is kept. Erasing the whole
-//!   screen commits it.
-//! - **Scrolled and deleted lines.** Scroll up (`ESC [ S`), insert lines
-//!   and delete lines move the window's lines whole, as on a real screen
-//!   (scroll regions are not tracked: the whole window moves). Scrolling
-//!   down from the top (`ESC [ T`, reverse index at the top, with or
-//!   without a scroll region) commits the window first, as erasing the
-//!   screen does, so what is printed next never comes before what was
-//!   printed earlier. A line scrolled off the top is committed; one pushed off the bottom or deleted is kept, with its
-//!   own erased versions, just above the line that took its row; the cursor
-//!   keeps its row, so what is printed next never mixes with what was
-//!   there.
-//! - **Full-screen views.** A line that scrolls off the top of the
-//!   alternate screen (a program printing plain lines on it, with no
-//!   scroll region) is committed as it goes, in order; a program that
-//!   redraws in place (cursor addressing, scroll regions: vim, less, top)
-//!   commits nothing per frame, and its last screen is committed when it
-//!   leaves, by the closing sequence, by a full reset (`ESC c`) or by
-//!   ending without one (see [`Screen::leave_alternate`]): text a terminal
-//!   wipes with the view is still text the command printed, so nothing
-//!   printed there is hidden. `?47`, `?1047` and `?1049` are the same
-//!   alternate screen here.
-//!
-//! # Bounds
-//!
-//! Whatever the bytes, the memory held is bounded by the window, never by
-//! the input ([`Screen::window_cost`] measures it):
-//! - the window holds at most `rows` rows of at most `cols` cells; cursor
-//!   movement, absolute positioning, insertion, repetition and tabs never
-//!   take the cursor past the last row or past the last column, and
-//!   printed text wraps at it, so a line longer than the window commits
-//!   its rows as they scroll off the top (a line with no newline costs
-//!   about its own size in committed text and no more);
-//! - a held escape sequence is at most [`STRING_LIMIT`] bytes (the parsers
-//!   never see a longer one), and queued answers at most
-//!   [`RESPONSE_LIMIT`] bytes;
-//! - erased versions of lines kept in the window are at most one line per
-//!   row plus [`KEPT_LIMIT`] bytes: past that, the whole window is
-//!   committed, as if the screen had been cleared;
-//! - the full-screen emulator is one screen plus one screen of scrollback,
-//!   fed in pieces small enough that no row scrolls off unseen, and the
-//!   counts it would loop over once per unit (insert characters, insert
-//!   lines, scroll down) are clamped to the window before it sees them, so
-//!   no sequence costs more than a window's worth of work.
-//!
-//! Committed text is the caller's to take: between two takes it grows by at
-//! most the window's text and kept versions, plus, per escape sequence fed,
-//! one width of characters (a cursor move pads a line with spaces up to the
-//! width) or the sequence itself when it is abandoned.
+//! Invariants held: output cannot hide output (committed text, what every
+//! reader of a command's output sees, keeps what a person could have
+//! seen: see `Held`, `Line`, `Renderer` and `Alternate`), and the memory
+//! held is bounded by the window, never by the input
+//! ([`Screen::window_bound`]).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -535,6 +432,31 @@ impl Screen {
 
     /// The most [`Screen::window_cost`] can be for this window size,
     /// whatever was fed.
+    ///
+    /// Whatever the bytes, the memory held is bounded by the window, never by
+    /// the input ([`Screen::window_cost`] measures it):
+    /// - the window holds at most `rows` rows of at most `cols` cells; cursor
+    ///   movement, absolute positioning, insertion, repetition and tabs never
+    ///   take the cursor past the last row or past the last column, and printed
+    ///   text wraps at it, so a line longer than the window commits its rows as
+    ///   they scroll off the top (a line with no newline costs about its own
+    ///   size in committed text and no more);
+    /// - a held escape sequence is at most [`STRING_LIMIT`] bytes (the parsers
+    ///   never see a longer one), and queued answers at most [`RESPONSE_LIMIT`]
+    ///   bytes;
+    /// - erased versions of lines kept in the window are at most one line per
+    ///   row plus [`KEPT_LIMIT`] bytes: past that, the whole window is
+    ///   committed, as if the screen had been cleared;
+    /// - the full-screen emulator is one screen plus one screen of scrollback,
+    ///   fed in pieces small enough that no row scrolls off unseen, and the
+    ///   counts it would loop over once per unit (insert characters, insert
+    ///   lines, scroll down) are clamped to the window before it sees them, so
+    ///   no sequence costs more than a window's worth of work.
+    ///
+    /// Committed text is the caller's to take: between two takes it grows by at
+    /// most the window's text and kept versions, plus, per escape sequence fed,
+    /// one width of characters (a cursor move pads a line with spaces up to the
+    /// width) or the sequence itself when it is abandoned.
     pub fn window_bound(&self) -> usize {
         let (rows, cols) = (self.state.rows, self.state.cols);
         // A row holds at most a width of cells, in a vector that may have
@@ -571,6 +493,15 @@ impl Screen {
 
 /// A full-screen program's view: a `vt100` emulator that keeps the rows
 /// scrolling off its top until the renderer commits them.
+///
+/// A line that scrolls off the top of the alternate screen (a program printing
+/// plain lines on it, with no scroll region) is committed as it goes, in order;
+/// a program that redraws in place (cursor addressing, scroll regions: vim,
+/// less, top) commits nothing per frame, and its last screen is committed when
+/// it leaves, by the closing sequence, by a full reset (`ESC c`) or by ending
+/// without one (see [`Screen::leave_alternate`]): text a terminal wipes with
+/// the view is still text the command printed, so nothing printed there is
+/// hidden. `?47`, `?1047` and `?1049` are the same alternate screen here.
 struct Alternate {
     parser: vt100::Parser,
     rows: usize,
@@ -800,6 +731,16 @@ enum Kind {
 ///
 /// The parsers see only whole sequences and text; the only state they keep
 /// between two pieces is an unfinished UTF-8 character.
+///
+/// One that does not end as a sequence would is not one, and its bytes after
+/// the ESC are shown as text: a control string (OSC, DCS, SOS, PM, APC) that
+/// reaches a line feed or [`STRING_LIMIT`] bytes, a CSI sequence that reaches a
+/// line feed, a byte that cannot be in it or [`CSI_LIMIT`] bytes, and any
+/// sequence that another ESC interrupts (a string's `ESC \` excepted). The end
+/// marker starts with an ESC, and [`Screen::commit_all`] (called when a command
+/// ends) abandons whatever is held, so nothing a command leaves open swallows
+/// its own last text. A sequence cancelled with CAN or SUB is dropped, as a
+/// terminal drops it.
 #[derive(Default)]
 struct Held {
     /// The sequence from its ESC on; empty when none is held.
@@ -927,6 +868,29 @@ impl Cell {
 }
 
 /// One line of the window; cells so that overwriting a column is O(1).
+///
+/// A line the cursor has left (by a line feed or cursor movement) has been seen
+/// as it is. When a program then erases or overwrites it (cursor up, `\r`,
+/// erase-line, delete or erase characters, erase-below), the line as it was is
+/// kept until the cursor leaves the line again, and then judged: if the new
+/// text starts with the same first word (its first run of letters: spinners,
+/// bars, digits and punctuation do not count; `Building` and `Built`, which
+/// share four letters, are one word), it is the same line updating itself, a
+/// progress frame, and only the newest version is kept, and from then on its
+/// row is a progress row; otherwise, or if the line was left blank, the old
+/// version is committed just above what replaced it (after the whole line, when
+/// the row is the continuation of a wrapped line). So an erased `FATAL` line
+/// survives, while `docker pull`-style displays (cursor up over N lines,
+/// redrawn again and again) keep only their final state. On a progress row,
+/// what replaces a frame or clears it away (erased, and left blank by the
+/// cursor: `indicatif` and `rich` clear their bars when the work is done, and
+/// move bars between rows as they come and go) takes its place, as on a
+/// terminal: the recorded displays of `uv`, `pip`, `cargo` and `npm` come back
+/// exactly as tmux shows them (`tests/data`). A row stops being a progress row
+/// when it leaves the window. The line the cursor is on and has not left yet is
+/// a progress line: `\r` and erase rewrite it freely (`pip`, `curl`, `cargo`
+/// bars), and only its final state is kept. Erasing the whole screen commits
+/// it.
 #[derive(Default)]
 struct Line {
     cells: Vec<Cell>,
@@ -1303,6 +1267,33 @@ enum Pause {
     Reset,
 }
 
+/// The window and its cursor, as the parser drives them.
+///
+/// Rows are the window's width, and text wraps at it as xterm and tmux wrap it:
+/// a character printed in the last column leaves the cursor waiting there
+/// (pending wrap), and the next one goes to the start of the next row; `\r`,
+/// cursor movement and erasing act on rows, so a program that moves up over a
+/// line it knows has wrapped (`uv`, every `indicatif` display) lands where it
+/// means to. Autowrap off (`ESC [ ? 7 l`) overwrites the last column instead,
+/// until a shell marker turns it back on. A row that wrapped is joined to the
+/// next one when committed: an agent reads a wrapped line as the one line it
+/// is, and a hard newline ends a line. Clearing either row of a wrap whole ends
+/// the line there, as tmux does. Wide characters (CJK, most emoji) take two
+/// columns; combining marks, joiners and variation selectors stay with the
+/// character before them.
+///
+/// Scroll up (`ESC [ S`), insert lines and delete lines move the window's lines
+/// whole, as on a real screen (scroll regions are not tracked: the whole window
+/// moves). Scrolling down from the top (`ESC [ T`, reverse index at the top,
+/// with or without a scroll region) commits the window first, as erasing the
+/// screen does, so what is printed next never comes before what was printed
+/// earlier. A line scrolled off the top is committed; one pushed off the bottom
+/// or deleted is kept, with its own erased versions, just above the line that
+/// took its row; the cursor keeps its row, so what is printed next never mixes
+/// with what was there. Absolute positioning (`ESC [ row ; col H`) counts rows
+/// from the window's first row: the top of the screen once the window fills it,
+/// as when a pager repaints its page in place, and where a command's output
+/// began before that.
 struct Renderer {
     rows: usize,
     cols: usize,
