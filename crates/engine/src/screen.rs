@@ -1,123 +1,20 @@
 //! Rendering the bytes a PTY produces into the text a person would read.
 //!
-//! The renderer keeps a small window of recent rows that programs can
-//! still change (`\r` progress bars, erase-line, cursor up for multi-line
-//! progress displays); a row that leaves the window is final and becomes
-//! committed text, exactly as a row that scrolls off a real terminal's
-//! screen can no longer change. Colours and other attributes are dropped.
+//! For: a window of recent rows that programs can still change (`\r`,
+//! erasing, cursor movement, a pager repainting its page by row), whose
+//! rows become committed text as they leave it, as a row scrolling off a
+//! terminal can no longer change; lines wrapped as xterm and tmux wrap
+//! them and committed whole; full-screen programs (the alternate screen)
+//! drawn by `vt100` and shown as their screen; stopping right after each
+//! shell marker, and queuing the answers to terminal queries for the
+//! caller. Not for: commands or sessions, and it never reads or writes
+//! anything itself; colours and attributes are dropped.
 //!
-//! Rows are the window's width, and text wraps at it as xterm and tmux
-//! wrap it: a character printed in the last column leaves the cursor
-//! waiting there (pending wrap), and the next one goes to the start of the
-//! next row; `\r`, cursor movement and erasing act on rows, so a program
-//! that moves up over a line it knows has wrapped (`uv`, every
-//! `indicatif` display) lands where it means to. Autowrap off (`ESC [ ? 7
-//! l`) overwrites the last column instead, until a shell marker turns it
-//! back on. A row that wrapped is joined to the next one when committed:
-//! an agent reads a wrapped line as the one line it is, and a hard newline
-//! ends a line. Clearing either row of a wrap whole ends the line there, as
-//! tmux does.
-//! Wide characters (CJK, most emoji) take two columns; combining marks,
-//! joiners and variation selectors stay with the character before them.
-//! Full-screen programs (the alternate screen: vim, less, top) are drawn by
-//! a real emulator, `vt100`, and shown as their current screen, where a
-//! highlighted row (text in reverse video or on another background: the
-//! selected item of a menu, a status bar) starts with [`HIGHLIGHT_MARK`].
-//!
-//! It also recognises the shell markers (an OSC sequence carrying the
-//! session's nonce) and stops right after each one, so the caller knows
-//! exactly which text came before it, and it answers the cursor-position
-//! and device-attribute queries a terminal answers, queuing the bytes for
-//! the caller to write back. It does not know what a command or a session
-//! is, and it never reads or writes anything itself.
-//!
-//! # Output cannot hide output
-//!
-//! Committed text is what every reader of a command's output sees (the
-//! reply, the full output, the `output` tool), so the renderer never lets
-//! a program's output make its own earlier or later text disappear:
-//! - **Stray escape sequences.** An escape sequence is held back from the
-//!   parsers until it ends. One that does not end as a sequence would is
-//!   not one, and its bytes after the ESC are shown as text: a control
-//!   string (OSC, DCS, SOS, PM, APC) that reaches a line feed or
-//!   [`STRING_LIMIT`] bytes, a CSI sequence that reaches a line feed, a
-//!   byte that cannot be in it or [`CSI_LIMIT`] bytes, and any sequence
-//!   that another ESC interrupts (a string's `ESC \` excepted). The end
-//!   marker starts with an ESC, and [`Screen::commit_all`] (called when a
-//!   command ends) abandons whatever is held, so nothing a command leaves
-//!   open swallows its own last text. A sequence cancelled with CAN or SUB
-//!   is dropped, as a terminal drops it.
-//! - **Erased lines.** A line the cursor has left (by a line feed or cursor
-//!   movement) has been seen as it is. When a program then erases or
-//!   overwrites it (cursor up, `\r`, erase-line, delete or erase
-//!   characters, erase-below), the line as it was is kept until the
-//!   cursor leaves the line again, and then judged: if the new text starts
-//!   with the same first word (its first run of letters: spinners, bars,
-//!   digits and punctuation do not count; `Building` and `Built`, which
-//!   share four letters, are one word), it is the same line updating
-//!   itself, a progress frame, and only the newest version is kept, and
-//!   from then on its row is a progress row; otherwise, or if the line was
-//!   left blank, the old version is committed just above what replaced it
-//!   (after the whole line, when the row is the continuation of a wrapped
-//!   line). So an erased `FATAL` line survives, while `docker pull`-style
-//!   displays (cursor up over N lines, redrawn again and again) keep only
-//!   their final state. On a progress row, what replaces a frame or
-//!   clears it away (erased, and left blank by the cursor: `indicatif` and
-//!   `rich` clear their bars when the work is done, and move bars between
-//!   rows as they come and go) takes its place, as on a terminal: the
-//!   recorded displays of `uv`, `pip`, `cargo` and `npm` come back exactly
-//!   as tmux shows them (`tests/data`). A row stops being a progress row
-//!   when it leaves the window. The line the cursor is on and has not
-//!   left yet is a progress line: `\r` and erase rewrite it freely (`pip`, `curl`,
-//!   `cargo` bars), and only its final state is kept. Erasing the whole
-//!   screen commits it.
-//! - **Scrolled and deleted lines.** Scroll up (`ESC [ S`), insert lines
-//!   and delete lines move the window's lines whole, as on a real screen
-//!   (scroll regions are not tracked: the whole window moves). Scrolling
-//!   down from the top (`ESC [ T`, reverse index at the top, with or
-//!   without a scroll region) commits the window first, as erasing the
-//!   screen does, so what is printed next never comes before what was
-//!   printed earlier. A line scrolled off the top is committed; one pushed off the bottom or deleted is kept, with its
-//!   own erased versions, just above the line that took its row; the cursor
-//!   keeps its row, so what is printed next never mixes with what was
-//!   there.
-//! - **Full-screen views.** A line that scrolls off the top of the
-//!   alternate screen (a program printing plain lines on it, with no
-//!   scroll region) is committed as it goes, in order; a program that
-//!   redraws in place (cursor addressing, scroll regions: vim, less, top)
-//!   commits nothing per frame, and its last screen is committed when it
-//!   leaves, by the closing sequence, by a full reset (`ESC c`) or by
-//!   ending without one (see [`Screen::leave_alternate`]): text a terminal
-//!   wipes with the view is still text the command printed, so nothing
-//!   printed there is hidden. `?47`, `?1047` and `?1049` are the same
-//!   alternate screen here.
-//!
-//! # Bounds
-//!
-//! Whatever the bytes, the memory held is bounded by the window, never by
-//! the input ([`Screen::window_cost`] measures it):
-//! - the window holds at most `rows` rows of at most `cols` cells; cursor
-//!   movement, absolute positioning, insertion, repetition and tabs never
-//!   take the cursor past the last row or past the last column, and
-//!   printed text wraps at it, so a line longer than the window commits
-//!   its rows as they scroll off the top (a line with no newline costs
-//!   about its own size in committed text and no more);
-//! - a held escape sequence is at most [`STRING_LIMIT`] bytes (the parsers
-//!   never see a longer one), and queued answers at most
-//!   [`RESPONSE_LIMIT`] bytes;
-//! - erased versions of lines kept in the window are at most one line per
-//!   row plus [`KEPT_LIMIT`] bytes: past that, the whole window is
-//!   committed, as if the screen had been cleared;
-//! - the full-screen emulator is one screen plus one screen of scrollback,
-//!   fed in pieces small enough that no row scrolls off unseen, and the
-//!   counts it would loop over once per unit (insert characters, insert
-//!   lines, scroll down) are clamped to the window before it sees them, so
-//!   no sequence costs more than a window's worth of work.
-//!
-//! Committed text is the caller's to take: between two takes it grows by at
-//! most the window's text and kept versions, plus, per escape sequence fed,
-//! one width of characters (a cursor move pads a line with spaces up to the
-//! width) or the sequence itself when it is abandoned.
+//! Invariants held: output cannot hide output (committed text, what every
+//! reader of a command's output sees, keeps what a person could have
+//! seen: see `Held`, `Line`, `Renderer` and `Alternate`), and the memory
+//! held is bounded by the window, never by the input
+//! ([`Screen::window_bound`]).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -535,6 +432,31 @@ impl Screen {
 
     /// The most [`Screen::window_cost`] can be for this window size,
     /// whatever was fed.
+    ///
+    /// Whatever the bytes, the memory held is bounded by the window, never by
+    /// the input ([`Screen::window_cost`] measures it):
+    /// - the window holds at most `rows` rows of at most `cols` cells; cursor
+    ///   movement, absolute positioning, insertion, repetition and tabs never
+    ///   take the cursor past the last row or past the last column, and printed
+    ///   text wraps at it, so a line longer than the window commits its rows as
+    ///   they scroll off the top (a line with no newline costs about its own
+    ///   size in committed text and no more);
+    /// - a held escape sequence is at most [`STRING_LIMIT`] bytes (the parsers
+    ///   never see a longer one), and queued answers at most [`RESPONSE_LIMIT`]
+    ///   bytes;
+    /// - erased versions of lines kept in the window are at most one line per
+    ///   row plus [`KEPT_LIMIT`] bytes: past that, the whole window is
+    ///   committed, as if the screen had been cleared;
+    /// - the full-screen emulator is one screen plus one screen of scrollback,
+    ///   fed in pieces small enough that no row scrolls off unseen, and the
+    ///   counts it would loop over once per unit (insert characters, insert
+    ///   lines, scroll down) are clamped to the window before it sees them, so
+    ///   no sequence costs more than a window's worth of work.
+    ///
+    /// Committed text is the caller's to take: between two takes it grows by at
+    /// most the window's text and kept versions, plus, per escape sequence fed,
+    /// one width of characters (a cursor move pads a line with spaces up to the
+    /// width) or the sequence itself when it is abandoned.
     pub fn window_bound(&self) -> usize {
         let (rows, cols) = (self.state.rows, self.state.cols);
         // A row holds at most a width of cells, in a vector that may have
@@ -571,6 +493,15 @@ impl Screen {
 
 /// A full-screen program's view: a `vt100` emulator that keeps the rows
 /// scrolling off its top until the renderer commits them.
+///
+/// A line that scrolls off the top of the alternate screen (a program printing
+/// plain lines on it, with no scroll region) is committed as it goes, in order;
+/// a program that redraws in place (cursor addressing, scroll regions: vim,
+/// less, top) commits nothing per frame, and its last screen is committed when
+/// it leaves, by the closing sequence, by a full reset (`ESC c`) or by ending
+/// without one (see [`Screen::leave_alternate`]): text a terminal wipes with
+/// the view is still text the command printed, so nothing printed there is
+/// hidden. `?47`, `?1047` and `?1049` are the same alternate screen here.
 struct Alternate {
     parser: vt100::Parser,
     rows: usize,
@@ -800,6 +731,16 @@ enum Kind {
 ///
 /// The parsers see only whole sequences and text; the only state they keep
 /// between two pieces is an unfinished UTF-8 character.
+///
+/// One that does not end as a sequence would is not one, and its bytes after
+/// the ESC are shown as text: a control string (OSC, DCS, SOS, PM, APC) that
+/// reaches a line feed or [`STRING_LIMIT`] bytes, a CSI sequence that reaches a
+/// line feed, a byte that cannot be in it or [`CSI_LIMIT`] bytes, and any
+/// sequence that another ESC interrupts (a string's `ESC \` excepted). The end
+/// marker starts with an ESC, and [`Screen::commit_all`] (called when a command
+/// ends) abandons whatever is held, so nothing a command leaves open swallows
+/// its own last text. A sequence cancelled with CAN or SUB is dropped, as a
+/// terminal drops it.
 #[derive(Default)]
 struct Held {
     /// The sequence from its ESC on; empty when none is held.
@@ -927,6 +868,29 @@ impl Cell {
 }
 
 /// One line of the window; cells so that overwriting a column is O(1).
+///
+/// A line the cursor has left (by a line feed or cursor movement) has been seen
+/// as it is. When a program then erases or overwrites it (cursor up, `\r`,
+/// erase-line, delete or erase characters, erase-below), the line as it was is
+/// kept until the cursor leaves the line again, and then judged: if the new
+/// text starts with the same first word (its first run of letters: spinners,
+/// bars, digits and punctuation do not count; `Building` and `Built`, which
+/// share four letters, are one word), it is the same line updating itself, a
+/// progress frame, and only the newest version is kept, and from then on its
+/// row is a progress row; otherwise, or if the line was left blank, the old
+/// version is committed just above what replaced it (after the whole line, when
+/// the row is the continuation of a wrapped line). So an erased `FATAL` line
+/// survives, while `docker pull`-style displays (cursor up over N lines,
+/// redrawn again and again) keep only their final state. On a progress row,
+/// what replaces a frame or clears it away (erased, and left blank by the
+/// cursor: `indicatif` and `rich` clear their bars when the work is done, and
+/// move bars between rows as they come and go) takes its place, as on a
+/// terminal: the recorded displays of `uv`, `pip`, `cargo` and `npm` come back
+/// exactly as tmux shows them (`tests/data`). A row stops being a progress row
+/// when it leaves the window. The line the cursor is on and has not left yet is
+/// a progress line: `\r` and erase rewrite it freely (`pip`, `curl`, `cargo`
+/// bars), and only its final state is kept. Erasing the whole screen commits
+/// it.
 #[derive(Default)]
 struct Line {
     cells: Vec<Cell>,
@@ -1303,6 +1267,33 @@ enum Pause {
     Reset,
 }
 
+/// The window and its cursor, as the parser drives them.
+///
+/// Rows are the window's width, and text wraps at it as xterm and tmux wrap it:
+/// a character printed in the last column leaves the cursor waiting there
+/// (pending wrap), and the next one goes to the start of the next row; `\r`,
+/// cursor movement and erasing act on rows, so a program that moves up over a
+/// line it knows has wrapped (`uv`, every `indicatif` display) lands where it
+/// means to. Autowrap off (`ESC [ ? 7 l`) overwrites the last column instead,
+/// until a shell marker turns it back on. A row that wrapped is joined to the
+/// next one when committed: an agent reads a wrapped line as the one line it
+/// is, and a hard newline ends a line. Clearing either row of a wrap whole ends
+/// the line there, as tmux does. Wide characters (CJK, most emoji) take two
+/// columns; combining marks, joiners and variation selectors stay with the
+/// character before them.
+///
+/// Scroll up (`ESC [ S`), insert lines and delete lines move the window's lines
+/// whole, as on a real screen (scroll regions are not tracked: the whole window
+/// moves). Scrolling down from the top (`ESC [ T`, reverse index at the top,
+/// with or without a scroll region) commits the window first, as erasing the
+/// screen does, so what is printed next never comes before what was printed
+/// earlier. A line scrolled off the top is committed; one pushed off the bottom
+/// or deleted is kept, with its own erased versions, just above the line that
+/// took its row; the cursor keeps its row, so what is printed next never mixes
+/// with what was there. Absolute positioning (`ESC [ row ; col H`) counts rows
+/// from the window's first row: the top of the screen once the window fills it,
+/// as when a pager repaints its page in place, and where a command's output
+/// began before that.
 struct Renderer {
     rows: usize,
     cols: usize,
@@ -1964,9 +1955,11 @@ impl Perform for Renderer {
             }
             'G' | '`' => self.col = (count - 1).min(self.cols - 1),
             'H' | 'f' => {
-                // Absolute rows have no meaning in a scrolling log; keep
-                // the row and honour the column.
+                // Row 1 is the window's first row: the top of the screen
+                // once the window fills it (a pager repainting its page in
+                // place), and the first row of a command's output before.
                 let col = params.iter().nth(1).and_then(|p| p.first().copied()).unwrap_or(1);
+                self.move_to_row(count - 1);
                 self.col = (usize::from(col.max(1)) - 1).min(self.cols - 1);
             }
             // Forward and backward tab stops.
@@ -2086,7 +2079,11 @@ mod tests {
     /// leaves a full-screen program's screen), then the answers to queries.
     /// After every piece the window must be within its bound.
     fn render(input: &[u8], split: usize) -> String {
-        let mut screen = Screen::new(5, 80, "n0nce");
+        render_on(Screen::new(5, 80, "n0nce"), input, split)
+    }
+
+    /// [`render`] on `screen`, for a window of another size.
+    fn render_on(mut screen: Screen, input: &[u8], split: usize) -> String {
         let mut out = String::new();
         let pieces: Vec<&[u8]> =
             if split == 0 { vec![input] } else { input.chunks(split).collect() };
@@ -2130,9 +2127,15 @@ mod tests {
     /// Every case must render the same whole, split at every byte, and
     /// split into pieces of a few bytes.
     fn check(input: impl AsRef<[u8]>, expected: impl AsRef<str>) {
+        check_on(5, 80, input, expected);
+    }
+
+    /// [`check`] on a window of `rows` by `cols`.
+    fn check_on(rows: u16, cols: u16, input: impl AsRef<[u8]>, expected: impl AsRef<str>) {
         let (input, expected) = (input.as_ref(), expected.as_ref());
         for split in [0, 1, 2, 3, 7] {
-            assert_eq!(render(input, split), expected, "split every {split} bytes");
+            let out = render_on(Screen::new(rows, cols, "n0nce"), input, split);
+            assert_eq!(out, expected, "split every {split} bytes");
         }
     }
 
@@ -2186,6 +2189,48 @@ mod tests {
         // overwritten with another line, is kept above it.
         let input = b"1\r\n2\r\n3\r\n4\r\n5\r\n6\r\n7\r\n\x1b[9Ax\r\n";
         check(input, "1\n2\n3\n4\nx\n5\n6\n7\n");
+    }
+
+    /// `less` with git's `LESS=FRX` (no alternate screen) repaints its
+    /// page in place, one row at a time by absolute position (`ESC [ N ; 1
+    /// H`), ending rows with `\r\n` or not: each line is committed once,
+    /// as a terminal shows it once.
+    #[test]
+    fn a_page_repainted_in_place_is_committed_once() {
+        let page: String = (1..50).map(|n| format!("line {n}\r\n")).collect();
+        let lines: String = (1..50).map(|n| format!("line {n}\n")).collect();
+        let by_rows: String = (1..50).map(|n| format!("\x1b[{n};1Hline {n}\r\n")).collect();
+        let by_moves: String = (1..50).map(|n| format!("\x1b[{n};1Hline {n}")).collect();
+        for repaint in [by_rows, by_moves] {
+            let input = format!("{page}:\r\x1b[K{repaint}\x1b[50;1H:");
+            check_on(50, 120, input, format!("{lines}:"));
+        }
+    }
+
+    /// Before the window fills the screen, row 1 is the first row of the
+    /// window, where the command's output began: a real terminal's top row
+    /// once the screen was cleared.
+    #[test]
+    fn row_one_is_the_first_row_of_a_short_window() {
+        let page: String = (1..6).map(|n| format!("line {n}\r\n")).collect();
+        let lines: String = (1..6).map(|n| format!("line {n}\n")).collect();
+        check_on(50, 120, format!("{page}:\r\x1b[K\x1b[1;1Hline 1"), &lines);
+        check_on(50, 120, format!("{page}\x1b[Hline 1\x1b[3;1Hline 3\x1b[6;1H"), &lines);
+    }
+
+    /// A pager showing its next page by repainting the rows of the screen
+    /// with other lines, each erased to its end: the lines that scrolled off before are committed
+    /// once, and each line of the old page, overwritten by another line,
+    /// once, just above the line that replaced it, and the new page's once.
+    #[test]
+    fn a_page_repainted_with_other_lines_keeps_both_pages_once() {
+        let page: String = (1..9).map(|n| format!("alpha {n}\r\n")).collect();
+        let next: String = (1..5).map(|n| format!("\x1b[{n};1Hbeta {n}\x1b[K\r\n")).collect();
+        check(
+            format!("{page}:\r\x1b[K{next}\x1b[5;1H:"),
+            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+             alpha 5\nbeta 1\nalpha 6\nbeta 2\nalpha 7\nbeta 3\nalpha 8\nbeta 4\n:",
+        );
     }
 
     #[test]
@@ -2417,7 +2462,8 @@ mod tests {
         check(b"\x1b[65535Gx", last_col("x"));
         check(b"\x1b[65535`x", last_col("x"));
         check(b"\x1b[1;65535Hx", last_col("x"));
-        check(b"\x1b[65535;65535fx", last_col("x"));
+        // Absolute positioning stops at the last row, as cursor down does.
+        check(b"\x1b[65535;65535fx", format!("\n\n\n\n{}", last_col("x")));
         check(b"\x1b[65535Ix", last_col("x"));
         check(b"\x1b[65535dx", "x");
         // Down stops at the last of the window's 5 rows, and never scrolls.

@@ -2,6 +2,12 @@
 //! to a terminal emulator, full-screen programs that never leave, programs
 //! that ask the terminal where the cursor is (issues 6 and 7), and output
 //! that tries to hide output (issue 11).
+//!
+//! For: what a session commits and replies when a real program prints
+//! such bytes. Not for: the renderer's rules sequence by sequence (the
+//! unit tests in `screen.rs`) or recorded programs (`recorded.rs`).
+//! Invariants held: output cannot hide output, and the renderer's memory
+//! is bounded by its window, through a whole session.
 
 use std::path::{Path, PathBuf};
 
