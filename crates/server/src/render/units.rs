@@ -8,63 +8,100 @@
 
 use std::time::Duration;
 
-/// A limit in bytes: in MiB or GiB when it is a whole number of them.
-pub fn limit_bytes(value: u64) -> String {
-    const MIB: u64 = 1 << 20;
-    if value.is_multiple_of(1 << 30) {
-        format!("{} GiB", value >> 30)
-    } else if value.is_multiple_of(MIB) {
-        format!("{} MiB", value / MIB)
-    } else {
-        format!("{:.1} MiB", value as f64 / MIB as f64)
+/// How a duration is stated: the styles of [`duration`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secs {
+    /// Seconds with no unit, as OpenHands prints a timeout: `30`, `2.5`.
+    Bare,
+    /// Seconds with their unit, whole from ten on: `30 s`, `2.5 s`, `13 s`.
+    Unit,
+    /// A limit for people: whole days, hours or minutes when it is a whole
+    /// number of them and at least two minutes (`30 minutes`, `2 hours`,
+    /// `1 day`), else as [`Secs::Unit`].
+    Span,
+}
+
+/// The one duration formatter: `duration` stated in `style`.
+pub fn duration(duration: Duration, style: Secs) -> String {
+    let secs = duration.as_secs_f64();
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    match (style, duration.as_secs()) {
+        (Secs::Bare, _) if secs.fract() == 0.0 => format!("{secs:.0}"),
+        (Secs::Bare, _) => format!("{secs:.1}"),
+        (Secs::Span, n) if duration.subsec_nanos() == 0 && n >= 120 => match n {
+            n if n.is_multiple_of(86_400) => plural(n / 86_400, "day"),
+            n if n.is_multiple_of(3_600) => plural(n / 3_600, "hour"),
+            n if n.is_multiple_of(60) => plural(n / 60, "minute"),
+            _ => format!("{secs:.0} s"),
+        },
+        _ if secs >= 10.0 || secs.fract() == 0.0 => format!("{secs:.0} s"),
+        _ => format!("{secs:.1} s"),
     }
 }
 
-/// Seconds as OpenHands prints them: `30`, `2.5`.
-pub fn plain_secs(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    if secs.fract() == 0.0 { format!("{secs:.0}") } else { format!("{secs:.1}") }
+/// Seconds as OpenHands prints them: [`Secs::Bare`].
+pub fn plain_secs(value: Duration) -> String {
+    duration(value, Secs::Bare)
 }
 
-pub fn seconds(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    if secs >= 10.0 || secs.fract() == 0.0 {
-        format!("{secs:.0} s")
-    } else {
-        format!("{secs:.1} s")
-    }
+/// Seconds with their unit: [`Secs::Unit`].
+pub fn seconds(value: Duration) -> String {
+    duration(value, Secs::Unit)
+}
+
+/// A length of time as a limit is stated: [`Secs::Span`].
+pub fn span(value: Duration) -> String {
+    duration(value, Secs::Span)
 }
 
 /// Seconds with one decimal, as every duration in structured content is
-/// given (or whole milliseconds).
+/// given (a number, not words).
 pub fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 10.0).round() / 10.0
 }
 
-/// A length of time for people, as a limit is stated: `50 s`, `1.5 s`,
-/// `30 minutes`, `2 hours`, `1 day`, `365 days`.
-pub fn span(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    let whole = duration.subsec_nanos() == 0;
-    let secs_whole = duration.as_secs();
-    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
-    match secs_whole {
-        _ if !whole || secs_whole < 120 => seconds(duration),
-        n if n.is_multiple_of(86_400) => plural(n / 86_400, "day"),
-        n if n.is_multiple_of(3_600) => plural(n / 3_600, "hour"),
-        n if n.is_multiple_of(60) => plural(n / 60, "minute"),
-        _ => format!("{secs:.0} s"),
+/// How a byte count is stated: the styles of [`byte_count`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bytes {
+    /// An amount: `512 B`, `3.2 KiB`, `48.1 MiB`.
+    Amount,
+    /// A size limit: whole GiB or MiB when it is a whole number of them,
+    /// `0 B`, else as [`Bytes::Amount`].
+    Limit,
+    /// A memory limit: whole GiB or MiB, else MiB with one decimal.
+    Memory,
+}
+
+/// The one byte formatter: `n` bytes stated in `style`.
+pub fn byte_count(n: u64, style: Bytes) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    let mib = || format!("{:.1} MiB", n as f64 / MIB as f64);
+    match (style, n) {
+        (Bytes::Limit, 0) => "0 B".to_owned(),
+        (Bytes::Limit | Bytes::Memory, n) if n.is_multiple_of(GIB) => format!("{} GiB", n / GIB),
+        (Bytes::Limit | Bytes::Memory, n) if n.is_multiple_of(MIB) => format!("{} MiB", n / MIB),
+        (Bytes::Memory, _) => mib(),
+        (_, 0..KIB) => format!("{n} B"),
+        (_, KIB..MIB) => format!("{:.1} KiB", n as f64 / KIB as f64),
+        _ => mib(),
     }
 }
 
-/// A size limit for people: `256 MiB`, `1 GiB`, `1.5 MiB`, `0 B`.
+/// A memory limit: [`Bytes::Memory`].
+pub fn limit_bytes(n: u64) -> String {
+    byte_count(n, Bytes::Memory)
+}
+
+/// A size limit: [`Bytes::Limit`].
 pub fn size(n: u64) -> String {
-    match n {
-        0 => "0 B".to_owned(),
-        n if n.is_multiple_of(1 << 30) => format!("{} GiB", n >> 30),
-        n if n.is_multiple_of(1 << 20) => format!("{} MiB", n >> 20),
-        n => bytes(n),
-    }
+    byte_count(n, Bytes::Limit)
+}
+
+/// An amount of bytes: [`Bytes::Amount`].
+pub fn bytes(n: u64) -> String {
+    byte_count(n, Bytes::Amount)
 }
 
 /// A count for people, with thousands separated: `30,000`.
@@ -78,15 +115,6 @@ pub fn count(n: u64) -> String {
         out.push(digit);
     }
     out
-}
-
-/// A byte count for people: `512 B`, `3.2 KiB`, `48.1 MiB`.
-pub fn bytes(n: u64) -> String {
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
-        _ => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-    }
 }
 
 #[cfg(test)]
@@ -113,6 +141,19 @@ mod tests {
             (count(30_000), "30,000"),
             (count(100), "100"),
             (count(1_234_567), "1,234,567"),
+            (plain_secs(secs(30)), "30"),
+            (plain_secs(Duration::from_millis(12_500)), "12.5"),
+            (seconds(Duration::from_millis(2_500)), "2.5 s"),
+            (seconds(Duration::from_millis(12_500)), "12 s"),
+            (seconds(secs(1800)), "1800 s"),
+            (bytes(512), "512 B"),
+            (bytes(3277), "3.2 KiB"),
+            (bytes(48 << 20), "48.0 MiB"),
+            (limit_bytes(512 << 20), "512 MiB"),
+            (limit_bytes(2 << 30), "2 GiB"),
+            (limit_bytes(3 << 19), "1.5 MiB"),
+            (limit_bytes(1 << 19), "0.5 MiB"),
+            (size(1 << 19), "512.0 KiB"),
         ];
         for (got, expected) in cases {
             assert_eq!(got, expected);
