@@ -34,7 +34,7 @@ mod terminal;
 mod units;
 
 pub use errors::*;
-pub use explain::{ExplainOutput, add_run_limits, explain};
+pub use explain::{ExplainOutput, add_run_limits, explain, part_masker};
 pub use jobs::*;
 pub use limits::*;
 pub use notices::*;
@@ -49,6 +49,15 @@ pub use terminal::{
     terminal, typed_key_name,
 };
 pub use units::*;
+
+/// `text` with every secret value and credential shape of `masks`
+/// replaced, as output is: the one way the server masks a string it echoes
+/// back (commands, prompts, names, errors, notices). A string is masked
+/// before it is cut ([`echo`], [`capped_echo`]), so that a cut never
+/// leaves half a secret the masker can no longer recognise.
+pub fn mask(masks: &shellkeep_engine::mask::Secrets, text: &str) -> String {
+    masks.mask(text).0.into_owned()
+}
 
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not

@@ -197,8 +197,8 @@ impl Shellkeep {
         // A job's command and prompt are masked as output is.
         let masks = &self.core.config.masks;
         for job in &mut waiting {
-            job.command = masks.mask(&job.command).0.into_owned();
-            job.prompt = masks.mask(&job.prompt).0.into_owned();
+            job.command = render::mask(masks, &job.command);
+            job.prompt = render::mask(masks, &job.prompt);
         }
         let (text, structured) = render::jobs_waiting(&waiting);
         push_notice(&mut result, text, "jobs_waiting", structured);
@@ -214,7 +214,7 @@ impl Shellkeep {
         }
         // A job's command is masked as output is, in the notice and the log.
         for job in &mut ended {
-            job.command = self.core.config.masks.mask(&job.command).0.into_owned();
+            job.command = render::mask(&self.core.config.masks, &job.command);
         }
         if let Some(log) = &self.core.audit {
             for job in &ended {
@@ -237,7 +237,7 @@ impl Shellkeep {
         session: Option<&str>,
     ) -> CallToolResult {
         if let Some(notice) = take_refused_signals() {
-            push_note(&mut result, self.core.config.masks.mask(&notice).0.into_owned());
+            push_note(&mut result, render::mask(&self.core.config.masks, &notice));
         }
         let guard = self.core.guard.as_ref();
         let reader = self.client.notice_reader(session);
@@ -311,7 +311,7 @@ impl ServerHandler for Shellkeep {
         let client = self.client(&context);
         if let Some(task) = session.as_deref().and_then(|session| client.tasks.holding(session)) {
             let message = render::session_held_by_task(session.as_deref().unwrap_or(""), &task);
-            let message = self.core.config.masks.mask(&message).0.into_owned();
+            let message = render::mask(&self.core.config.masks, &message);
             return Ok(rmcp::model::CallToolResponse::Complete(tool_error(message)));
         }
         let response = self.reply(request, context).await;
@@ -365,7 +365,7 @@ impl ServerHandler for Shellkeep {
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
         let message = render::unknown_method(&request.method);
-        let message = self.core.config.masks.mask(&message).0.into_owned();
+        let message = render::mask(&self.core.config.masks, &message);
         Err(rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None))
     }
 
@@ -393,7 +393,7 @@ impl Shellkeep {
         let ignored = match self.sort_arguments(&mut request) {
             Ok(ignored) => ignored,
             Err(message) => {
-                let message = masks.mask(&message).0.into_owned();
+                let message = render::mask(masks, &message);
                 return Ok(CallToolResponse::Complete(tool_error(message)));
             }
         };
@@ -422,7 +422,7 @@ impl Shellkeep {
             && let Ok(CallToolResponse::Complete(result)) = &mut response
         {
             let note = render::ignored_arguments(&tool, &ignored, &names.known);
-            push_note(result, masks.mask(&note).0.into_owned());
+            push_note(result, render::mask(masks, &note));
         }
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
@@ -434,7 +434,7 @@ impl Shellkeep {
         // it there: output (masked already as it streamed), and the working
         // directory, the interpreter, session and job names, and errors
         // that quote what the agent sent.
-        let mask = |text: &str| masks.mask(text).0.into_owned();
+        let mask = |text: &str| render::mask(masks, text);
         match &mut response {
             Ok(CallToolResponse::Complete(result)) => {
                 for block in &mut result.content {
@@ -519,7 +519,7 @@ impl Shellkeep {
     /// id is masked as anything the agent sent is.
     fn unknown_task(&self, id: &str) -> rmcp::ErrorData {
         let message = render::unknown_task(id);
-        rmcp::ErrorData::invalid_params(self.core.config.masks.mask(&message).0.into_owned(), None)
+        rmcp::ErrorData::invalid_params(render::mask(&self.core.config.masks, &message), None)
     }
 }
 

@@ -55,10 +55,10 @@ impl Shellkeep {
             if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
                 &mut row.activity
             {
-                *command = masks.mask(command).0.into_owned();
+                *command = render::mask(masks, command);
             }
             if let Some(background) = &mut row.background {
-                *background = masks.mask(background).0.into_owned();
+                *background = render::mask(masks, background);
             }
         }
         let (text, structured) = render::sessions(&rows, self.client.sessions.limits());

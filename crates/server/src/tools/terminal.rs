@@ -387,7 +387,7 @@ impl Shellkeep {
         let place = from.place().await.map_err(|err| {
             // It may quote a command or what the shell printed.
             let message = render::job_place_error(DEFAULT_SESSION, &err);
-            self.core.config.masks.mask(&message).0.into_owned()
+            render::mask(&self.core.config.masks, &message)
         })?;
         let env_from = place.env.is_some().then(|| DEFAULT_SESSION.to_owned());
         Ok((place, env_from))
@@ -423,9 +423,9 @@ impl Shellkeep {
         let masks = &self.core.config.masks;
         let mut next = Some(reply);
         while let Some(reply) = next {
-            reply.command = masks.mask(&reply.command).0.into_owned();
+            reply.command = render::mask(masks, &reply.command);
             if let Outcome::NotExecuted { command, .. } = &mut reply.outcome {
-                *command = masks.mask(command).0.into_owned();
+                *command = render::mask(masks, command);
             }
             next = reply.previous.as_deref_mut();
         }
