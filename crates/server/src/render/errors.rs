@@ -6,27 +6,50 @@
 //! this module alone turns them into the sentence an agent reads, each
 //! ending with what to do next. It runs nothing.
 
-use shellkeep_engine::policy::InvalidTimeout;
-use shellkeep_engine::registry::RegistryError;
+use shellkeep_engine::policy::{InvalidTimeout, MAX_TIMEOUT};
+use shellkeep_engine::registry::{MAX_NAME_LEN, RegistryError};
 
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
 pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
-    format!("{name} {err}")
+    match err {
+        InvalidTimeout::NotPositive(got) => {
+            format!("{name} must be a positive number of seconds, got {got}")
+        }
+        InvalidTimeout::TooLarge(got) => format!(
+            "{name} must be at most {} seconds (365 days), got {got}",
+            MAX_TIMEOUT.as_secs()
+        ),
+    }
 }
 
 /// Why a session could not be opened or found, with what to do about it.
 pub fn registry_error(err: &RegistryError) -> String {
+    let listed = |open: &[String]| match open {
+        [] => "none".to_owned(),
+        open => open.join(", "),
+    };
     match err {
-        RegistryError::InvalidName(_) | RegistryError::Unknown { .. } => err.to_string(),
-        RegistryError::TooMany { open, .. } => {
-            format!("{err}. Close one with session_close first. Open sessions: {open}")
+        RegistryError::InvalidName(name) => format!(
+            "invalid session name {name:?}: use 1 to {MAX_NAME_LEN} characters from A-Z, a-z, \
+             0-9, `_`, `.` and `-`"
+        ),
+        RegistryError::Unknown { name, open } => {
+            format!("no session is named {name:?}. Open sessions: {}", listed(open))
         }
-        RegistryError::NameTaken(_) => {
-            format!("{err}. Omit `session` to get a generated name, or close that session first")
-        }
+        RegistryError::TooMany { name, limit, open } => format!(
+            "cannot start session {name:?}: {limit} sessions are open, the limit. Close one with \
+             session_close first. Open sessions: {}",
+            listed(open)
+        ),
+        RegistryError::NameTaken(name) => format!(
+            "session {name:?} already exists: a background job needs a new session. Omit \
+             `session` to get a generated name, or close that session first"
+        ),
         RegistryError::BadCwd(dir) => format!("cwd {dir:?} is not a directory"),
-        RegistryError::NoRandom(_) => err.to_string(),
+        RegistryError::NoRandom(why) => {
+            format!("cannot name a background job: the system's random source failed ({why})")
+        }
     }
 }
 
@@ -96,11 +119,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_invalid_timeout_is_worded_with_its_argument_and_value() {
+        let cases = [
+            (-3.0, "must be a positive number of seconds, got -3"),
+            (0.0, "must be a positive number of seconds, got 0"),
+            (-0.0, "must be a positive number of seconds, got -0"),
+            (f64::NAN, "must be a positive number of seconds, got NaN"),
+            (f64::INFINITY, "must be a positive number of seconds, got inf"),
+            (1e-12, "must be a positive number of seconds, got 0.000000000001"),
+            (31_536_001.0, "must be at most 31536000 seconds (365 days), got 31536001"),
+            (
+                1e30,
+                "must be at most 31536000 seconds (365 days), got 1000000000000000000000000000000",
+            ),
+        ];
+        for (value, message) in cases {
+            let error = shellkeep_engine::policy::ExplicitTimeout::try_from(value).unwrap_err();
+            assert_eq!(invalid_timeout("timeout", &error), format!("timeout {message}"));
+        }
+    }
+
+    #[test]
     fn engine_errors_are_worded_with_the_tools_to_use() {
         let too_many = RegistryError::TooMany {
             name: "three".into(),
             limit: 3,
-            open: "default, one, two".into(),
+            open: vec!["default".into(), "one".into(), "two".into()],
         };
         let cases = [
             (
@@ -120,7 +164,7 @@ mod tests {
             (
                 registry_error(&RegistryError::Unknown {
                     name: "x".into(),
-                    open: "default".into(),
+                    open: vec!["default".into()],
                 }),
                 "no session is named \"x\". Open sessions: default",
             ),
