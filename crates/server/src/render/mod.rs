@@ -877,6 +877,14 @@ pub fn output_page(
     (text, structured)
 }
 
+/// A reply as its snapshot tests record it: the text, a line of `-`, and
+/// the structured content as pretty JSON.
+#[cfg(test)]
+fn snapshot(text: &str, structured: &impl Serialize) -> String {
+    let json = serde_json::to_string_pretty(structured).expect("serializable");
+    format!("{text}\n-----\n{json}\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

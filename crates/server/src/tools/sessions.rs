@@ -2,6 +2,8 @@
 //! description states the session limit and idle expiry. It does not word
 //! the reply (`render`).
 
+use std::time::SystemTime;
+
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -61,7 +63,8 @@ impl Shellkeep {
                 *background = render::mask(masks, background);
             }
         }
-        let (text, structured) = render::sessions(&rows, self.client.sessions.limits());
+        let (text, structured) =
+            render::sessions(&rows, self.client.sessions.limits(), SystemTime::now());
         self.with_job_notices(structured_result(text, &structured, false))
     }
 }
