@@ -177,4 +177,33 @@ mod tests {
             assert_eq!(got, expected);
         }
     }
+
+    #[test]
+    fn snapshot_refused_calls() {
+        let lines = [
+            registry_error(&RegistryError::InvalidName("a b".into())),
+            registry_error(&RegistryError::Unknown { name: "x".into(), open: Vec::new() }),
+            registry_error(&RegistryError::NoRandom("getrandom: unavailable".into())),
+            invalid_timeout("timeout_sec", &InvalidTimeout::TooLarge(1e9)),
+            ignored_arguments("sessions", &["verbose".into()], &[]),
+            ignored_arguments(
+                "terminal",
+                &(1..=7).map(|n| format!("extra{n}")).collect::<Vec<_>>(),
+                &["command".into(), "session".into()],
+            ),
+            argument_name(&format!("weird\n{}", "y".repeat(60))),
+            cancelled_while_waiting(),
+            too_many_waiting(64),
+        ];
+        expect_test::expect![[r#"
+            invalid session name "a b": use 1 to 32 characters from A-Z, a-z, 0-9, `_`, `.` and `-`
+            no session is named "x". Open sessions: none
+            cannot name a background job: the system's random source failed (getrandom: unavailable)
+            timeout_sec must be at most 31536000 seconds (365 days), got 1000000000
+            [Ignored the unknown argument `verbose`: sessions takes no arguments.]
+            [Ignored the unknown arguments `extra1`, `extra2`, `extra3`, `extra4`, `extra5` and 2 more: terminal takes command, session.]
+            `weird\nyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy…`
+            Not run: the call was cancelled while it waited for earlier calls to return.
+            Not run: 64 calls already wait for earlier calls to return (wait_for_previous), the most that may wait at once. Send it again when some of them have returned, or without wait_for_previous."#]].assert_eq(&lines.join("\n"));
+    }
 }

@@ -298,4 +298,34 @@ mod tests {
         );
         assert!(text.len() < 1000, "{text}");
     }
+
+    #[test]
+    fn snapshot_policy_explain() {
+        let (text, output) = words("cargo build --release | tee log");
+        expect_test::expect![[r#"
+            "cargo build --release | tee log": extended (exec 900 s, no output 120 s; matched "cargo build --release") from the part "cargo build --release" [policy: embedded default]
+            Parts considered (the longest limits win): "cargo build --release" extended; "tee log" medium.
+            -----
+            {
+              "category": "extended",
+              "source": "pattern",
+              "pattern": "cargo build --release",
+              "exec_timeout_sec": 900.0,
+              "no_output_timeout_sec": 120.0,
+              "policy": "embedded default",
+              "part": "cargo build --release",
+              "parts": [
+                {
+                  "text": "cargo build --release",
+                  "category": "extended",
+                  "pattern": "cargo build --release"
+                },
+                {
+                  "text": "tee log",
+                  "category": "medium"
+                }
+              ]
+            }
+        "#]].assert_eq(&super::super::snapshot(&text, &output));
+    }
 }

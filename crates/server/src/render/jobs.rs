@@ -237,4 +237,89 @@ mod tests {
         assert_eq!(structured[0]["ran_sec"], 2.0);
         assert_eq!(structured[0]["kept_sec"], 600.0);
     }
+
+    #[test]
+    fn snapshot_jobs_ended() {
+        let ended = |session: &str, command: &str, exit_code: i32, ran_ms: u64| JobEnded {
+            session: session.to_owned(),
+            command: command.to_owned(),
+            exit_code,
+            ran_for: Duration::from_millis(ran_ms),
+            kept_for: Duration::from_secs(600),
+        };
+        let long = format!("echo {}", "x".repeat(300));
+        let (text, structured) = jobs_ended(&[
+            ended("job-1", "make test", 0, 2_003),
+            ended("job-2", &long, 137, 95_000),
+        ]);
+        expect_test::expect![[r#"
+            [Background job in session "job-1" ("make test") ended with exit code 0 after 2.0 s; its output stays readable until the session closes in 10 minutes.]
+            [Background job in session "job-2" ("echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…") ended with exit code 137 after 95 s; its output stays readable until the session closes in 10 minutes.]
+            -----
+            [
+              {
+                "session": "job-1",
+                "command": "make test",
+                "exit_code": 0,
+                "ran_sec": 2.0,
+                "kept_sec": 600.0
+              },
+              {
+                "session": "job-2",
+                "command": "echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…",
+                "exit_code": 137,
+                "ran_sec": 95.0,
+                "kept_sec": 600.0
+              }
+            ]
+        "#]].assert_eq(&super::super::snapshot(&text, &structured));
+    }
+
+    #[test]
+    fn snapshot_jobs_waiting() {
+        let waiting = |prompt: &str| JobWaiting {
+            session: "job-1".to_owned(),
+            command: "./migrate".to_owned(),
+            prompt: prompt.to_owned(),
+        };
+        let (text, structured) = jobs_waiting(&[waiting("Password: "), waiting("")]);
+        expect_test::expect![[r#"
+            [Background job in session "job-1" ("./migrate") waits for input; its prompt is "Password: ". Answer it with {"command": "<answer>", "is_input": true, "session": "job-1"}.]
+            [Background job in session "job-1" ("./migrate") waits for input with no prompt (C-d ends input). Answer it with {"command": "<answer>", "is_input": true, "session": "job-1"}.]
+            -----
+            [
+              {
+                "session": "job-1",
+                "command": "./migrate",
+                "prompt": "Password: "
+              },
+              {
+                "session": "job-1",
+                "command": "./migrate",
+                "prompt": ""
+              }
+            ]
+        "#]].assert_eq(&super::super::snapshot(&text, &structured));
+    }
+
+    #[test]
+    fn snapshot_jobs_not_started() {
+        let errors = [
+            PlaceError::Busy { command: "make".to_owned(), elapsed: Duration::from_millis(4_500) },
+            PlaceError::InUse,
+            PlaceError::NotAtPrompt { pid: 4242, command_line: "vim notes.txt".to_owned() },
+            PlaceError::TooLarge,
+            PlaceError::Failed("env: broken pipe".to_owned()),
+        ];
+        let mut lines: Vec<String> =
+            errors.iter().map(|err| job_place_error("default", err)).collect();
+        lines.push(job_dir_gone("default", std::path::Path::new("/tmp/gone")));
+        expect_test::expect![[r#"
+            The background job was NOT started: session "default" is running "make" (4.5 s so far). A job starts in the directory and with the exported environment of that session's shell, read at its prompt: wait for the command to end (poll it with {"command": ""}) or stop it (C-c), or run the job in a named session of its own ({"command": "cd DIR && …", "session": "dev"}).
+            The background job was NOT started: another call on session "default" is in progress. A job starts in the directory and with the exported environment of that session's shell, read at its prompt: wait for the command to end (poll it with {"command": ""}) or stop it (C-c), or run the job in a named session of its own ({"command": "cd DIR && …", "session": "dev"}).
+            The background job was NOT started: the shell of session "default" is not at its prompt: process 4242 (`vim notes.txt`) has the terminal. A job starts in the directory and with the exported environment of that session's shell, read at its prompt: wait for the command to end (poll it with {"command": ""}) or stop it (C-c), or run the job in a named session of its own ({"command": "cd DIR && …", "session": "dev"}).
+            The background job was NOT started: the exported environment of session "default" is larger than 1.0 MiB, the most a job takes. Unset its largest exported variables, then start the job again.
+            The background job was NOT started: the environment of session "default" could not be read (env: broken pipe). reset=true gives that session a working shell.
+            The background job was NOT started: session "default" is in /tmp/gone, which is no longer a directory. `cd` to one that exists there, or give `cwd`."#]].assert_eq(&lines.join("\n"));
+    }
 }
