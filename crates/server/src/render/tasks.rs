@@ -220,6 +220,6 @@ mod tests {
             A call blocks until its command ends: up to 30 minutes under this policy's categories, up to timeout_sec when given. A client that stops waiting sooner (many stop at 60 s) cancels the call, which kills the command (the next reply says so). For longer work start a background job (terminal with background=true) or a terminal command, and poll it. A client that declares the Tasks extension (io.modelcontextprotocol/tasks) gets a task at once instead, to poll with tasks/get.
             For a client that declares the Tasks extension, a new command with a timeout over 10 minutes becomes a task: the call returns at once, tasks/get gives this reply when the command ends (or the timeout runs out), and the session is the task's meanwhile.
             Not run: the server's 8 places (--max-sessions) are all taken by sessions and running tasks, and a run task takes one. Close a session you no longer need (session_close), or wait for a task to end (tasks/get), then call again.
-            The task's call ended in a way no call ends (a bug of shellkeep's): run the command again."#]].assert_eq(&lines.join("\n").replace(&std::process::id().to_string(), "PID"));
+            The task's call ended in a way no call ends (a bug of shellkeep's): run the command again."#]].assert_eq(&lines.join("\n").replace(&format!("--server {} ", std::process::id()), "--server PID "));
     }
 }
