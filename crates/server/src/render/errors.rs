@@ -6,8 +6,12 @@
 //! this module alone turns them into the sentence an agent reads, each
 //! ending with what to do next. It runs nothing.
 
+use std::time::Duration;
+
 use shellkeep_engine::policy::{InvalidTimeout, MAX_TIMEOUT};
 use shellkeep_engine::registry::{MAX_NAME_LEN, RegistryError};
+
+use super::units::size;
 
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
@@ -114,6 +118,110 @@ pub fn too_many_waiting(max: usize) -> String {
     )
 }
 
+/// A JSON-RPC message refused before any method sees it: the facts, which
+/// [`wire_refusal`] words (the transports send the JSON-RPC code).
+#[derive(Debug, Clone, Copy)]
+pub enum WireRefusal<'a> {
+    /// A line of `length` bytes, over the limit of `max` per message.
+    TooLong {
+        /// Its length in bytes.
+        length: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
+    /// Arrays and objects nested deeper than `max` levels.
+    TooDeep {
+        /// The deepest nesting read.
+        max: usize,
+    },
+    /// Not JSON: the parser's error.
+    NotJson(&'a str),
+    /// JSON, but not a message this server takes: what is wrong with it.
+    Invalid(&'a str),
+    /// An HTTP request whose body is empty.
+    EmptyBody,
+    /// A known method whose parameters do not parse: the parser's error,
+    /// when it names one.
+    BadParams {
+        /// The method.
+        method: &'a str,
+        /// What the parser found wrong.
+        detail: Option<&'a str>,
+    },
+}
+
+/// The message of a refused JSON-RPC message, starting with the name of
+/// its JSON-RPC error (`Parse error`, `Invalid request`, `Invalid params`).
+pub fn wire_refusal(refusal: &WireRefusal<'_>) -> String {
+    match refusal {
+        WireRefusal::TooLong { length, max } => format!(
+            "Invalid request: the message is {length} bytes, over the limit of {max} bytes ({}) \
+             per message; it was discarded. Send large inputs through a file (write it with one \
+             call, use it in the next).",
+            size(*max as u64)
+        ),
+        WireRefusal::TooDeep { max } => format!(
+            "Invalid request: the message nests arrays and objects deeper than {max} levels, \
+             more than this server reads"
+        ),
+        WireRefusal::NotJson(err) => format!(
+            "Parse error: the message is not valid JSON ({err}); send one JSON-RPC message per \
+             line"
+        ),
+        WireRefusal::Invalid(what) => format!("Invalid request: {what}"),
+        WireRefusal::EmptyBody => {
+            "Invalid request: the body is empty; send one JSON-RPC message".to_owned()
+        }
+        WireRefusal::BadParams { method, detail: Some(err) } => {
+            format!("Invalid params for {method}: {err}")
+        }
+        WireRefusal::BadParams { method, detail: None } => {
+            format!("Invalid params for {method}: they do not match the method's parameters")
+        }
+    }
+}
+
+/// An HTTP request refused before MCP sees it: the facts, which
+/// [`http_refusal`] words (the transport sends the status).
+#[derive(Debug, Clone, Copy)]
+pub enum HttpRefusal<'a> {
+    /// A session id this principal has no session under (404).
+    NoSuchSession,
+    /// The body could not be read (400): the reader's error.
+    UnreadableBody(&'a str),
+    /// The body did not arrive within this time (408).
+    BodyTimeout(Duration),
+    /// A bearer token that is not one of the server's (401).
+    WrongToken,
+    /// No bearer token (401).
+    NoToken,
+    /// A body past this many bytes (413).
+    TooLarge(usize),
+}
+
+/// The body of a refused HTTP request, starting with its status's name.
+pub fn http_refusal(refusal: &HttpRefusal<'_>) -> String {
+    match refusal {
+        HttpRefusal::NoSuchSession => "Not Found: no such session".to_owned(),
+        HttpRefusal::UnreadableBody(err) => format!("Bad Request: cannot read the body: {err}"),
+        HttpRefusal::BodyTimeout(limit) => {
+            format!("Request Timeout: the body did not arrive within {} s", limit.as_secs())
+        }
+        HttpRefusal::WrongToken => {
+            "Unauthorized: this bearer token is not one of the server's".to_owned()
+        }
+        HttpRefusal::NoToken => "Unauthorized: send Authorization: Bearer TOKEN (the token is \
+                                 in the file the server named on stderr at start, \
+                                 $SHELLKEEP_TOKEN or --token-file)"
+            .to_owned(),
+        HttpRefusal::TooLarge(max) => format!(
+            "Payload Too Large: a request may have at most {} MiB; put larger commands, inputs \
+             or environments in a file",
+            max >> 20
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +313,48 @@ mod tests {
             `weird\nyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy…`
             Not run: the call was cancelled while it waited for earlier calls to return.
             Not run: 64 calls already wait for earlier calls to return (wait_for_previous), the most that may wait at once. Send it again when some of them have returned, or without wait_for_previous."#]].assert_eq(&lines.join("\n"));
+    }
+
+    #[test]
+    fn snapshot_wire_refusals() {
+        let lines = [
+            wire_refusal(&WireRefusal::TooLong { length: 5_000_000, max: 4 << 20 }),
+            wire_refusal(&WireRefusal::TooDeep { max: 128 }),
+            wire_refusal(&WireRefusal::NotJson("expected value at line 1 column 1")),
+            wire_refusal(&WireRefusal::Invalid("`jsonrpc` must be \"2.0\"")),
+            wire_refusal(&WireRefusal::EmptyBody),
+            wire_refusal(&WireRefusal::BadParams {
+                method: "tools/call",
+                detail: Some("missing field `name`"),
+            }),
+            wire_refusal(&WireRefusal::BadParams { method: "initialize", detail: None }),
+        ];
+        expect_test::expect![[r#"
+            Invalid request: the message is 5000000 bytes, over the limit of 4194304 bytes (4 MiB) per message; it was discarded. Send large inputs through a file (write it with one call, use it in the next).
+            Invalid request: the message nests arrays and objects deeper than 128 levels, more than this server reads
+            Parse error: the message is not valid JSON (expected value at line 1 column 1); send one JSON-RPC message per line
+            Invalid request: `jsonrpc` must be "2.0"
+            Invalid request: the body is empty; send one JSON-RPC message
+            Invalid params for tools/call: missing field `name`
+            Invalid params for initialize: they do not match the method's parameters"#]].assert_eq(&lines.join("\n"));
+    }
+
+    #[test]
+    fn snapshot_http_refusals() {
+        let lines = [
+            http_refusal(&HttpRefusal::NoSuchSession),
+            http_refusal(&HttpRefusal::UnreadableBody("connection reset")),
+            http_refusal(&HttpRefusal::BodyTimeout(Duration::from_secs(30))),
+            http_refusal(&HttpRefusal::WrongToken),
+            http_refusal(&HttpRefusal::NoToken),
+            http_refusal(&HttpRefusal::TooLarge(16 << 20)),
+        ];
+        expect_test::expect![[r#"
+            Not Found: no such session
+            Bad Request: cannot read the body: connection reset
+            Request Timeout: the body did not arrive within 30 s
+            Unauthorized: this bearer token is not one of the server's
+            Unauthorized: send Authorization: Bearer TOKEN (the token is in the file the server named on stderr at start, $SHELLKEEP_TOKEN or --token-file)
+            Payload Too Large: a request may have at most 16 MiB; put larger commands, inputs or environments in a file"#]].assert_eq(&lines.join("\n"));
     }
 }
