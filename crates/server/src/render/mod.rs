@@ -1,15 +1,16 @@
-//! Turning engine outcomes into what an agent reads: readable text in the
-//! OpenHands style models already know, plus lean structured content. Each
-//! form alone carries every fact of the reply (clients hand their model
-//! one or the other; `docs/replies.md` lists the facts per reply kind), the
-//! structured content with its status first and its output bodies last,
-//! and all the outputs of one reply share one budget ([`fit_reply`]).
+//! Every word an agent or a person reads, and the structured content beside
+//! it: one file per reply kind (`terminal`, `sessions`, `jobs`, `errors`,
+//! `explain`, `tasks`, `sandbox`, `limits`, `notices`), the one duration and
+//! byte formatter (`units`), and here what they share: the text as
+//! [`Blocks`], the [`mask`] of echoed strings and the echo cutters, the one
+//! budget of a reply's outputs ([`fit_reply`]) and the order of structured
+//! fields ([`insert_before_body`]).
 //!
-//! This is the only place that words replies: the engine returns typed
-//! values (outcomes, events, errors) and every word an agent or a person
-//! reads is chosen here (`terminal` words a terminal call's reply,
-//! `sandbox` the sandbox's facts, sentences and errors). It does not run
-//! anything.
+//! Not for deciding or running anything: the engine and `args.rs` hand over
+//! typed values (outcomes, events, errors as data) and this module words
+//! them. Invariants it holds: output never shares a text block with a line
+//! that could pass for a notice ([`Blocks`]); each form of a reply, text or
+//! structured content, carries every fact (`docs/replies.md`).
 
 use schemars::JsonSchema;
 use serde::Serialize;
