@@ -176,21 +176,13 @@ impl TerminalArgs {
         command_text("command", &self.command)?;
         let keys = self.keys.filter(|keys| !keys.is_empty());
         if keys.is_some() && (!self.command.trim().is_empty() || self.reset || self.background) {
-            return Err("`keys` go to the running program, alone: send them without `command` \
-                 (start the program in a call of its own first), reset or background."
-                .to_owned());
+            return Err(refuse(ArgError::KeysNotAlone));
         }
         if self.reset && self.is_input {
-            return Err("reset cannot be combined with is_input: reset starts a fresh shell, so \
-                 there is no running program to send input to. Send reset=true alone \
-                 (optionally with a command to run in the new shell)."
-                .to_owned());
+            return Err(refuse(ArgError::ResetWithInput));
         }
         if self.background && (self.is_input || self.reset || self.command.trim().is_empty()) {
-            return Err("background=true starts a new command as a job in a session of its own: \
-                 give a command, without is_input or reset. To poll a job or send it input, call \
-                 terminal with its `session` and background=false."
-                .to_owned());
+            return Err(refuse(ArgError::BackgroundWithoutCommand));
         }
         Ok(Terminal {
             timeout: self.timeout.map(|secs| seconds("timeout", secs)).transpose()?,
@@ -256,14 +248,10 @@ impl OutputArgs {
     /// the other arguments take any value.
     pub fn check(mut self) -> Result<OutputArgs, String> {
         if self.stream.is_some() && self.run.is_none() {
-            return Err("`stream` is only for `run` outputs (a terminal command's output is one \
-                        stream): give `run` with it, or leave `stream` out"
-                .to_owned());
+            return Err(refuse(ArgError::StreamWithoutRun));
         }
         if self.run.is_some() && (self.session.is_some() || self.command.is_some()) {
-            return Err("`run` reads a `run` command's output; `session` and `command` read a \
-                        terminal command's. Give one or the other, not both."
-                .to_owned());
+            return Err(refuse(ArgError::RunWithSession));
         }
         self.session = self.session.map(session).transpose()?;
         Ok(self)
@@ -741,11 +729,7 @@ pub fn seconds_up_to(name: &str, value: f64, max: Duration) -> Result<Duration, 
             return Ok(duration);
         }
     }
-    Err(format!(
-        "{name} must be a positive number of seconds, at most {} ({}), got {value}",
-        max.as_secs(),
-        render::span(max)
-    ))
+    Err(refuse(ArgError::Seconds { name, max, got: value }))
 }
 
 /// A timeout as the policy takes it, under the rule of [`seconds`].
@@ -765,10 +749,7 @@ pub fn session(name: String) -> Result<String, String> {
 /// What no command line can carry: a NUL byte.
 fn command_text(name: &str, text: &str) -> Result<(), String> {
     if text.contains('\0') {
-        return Err(format!(
-            "`{name}` contains a NUL byte (\\0), which a command line cannot carry; remove it \
-             (printf '\\0' writes one; to pass binary data to `run`, use `stdin` or a file)"
-        ));
+        return Err(refuse(ArgError::NulInCommand { name }));
     }
     Ok(())
 }
@@ -776,9 +757,7 @@ fn command_text(name: &str, text: &str) -> Result<(), String> {
 /// A path: anything but a NUL byte.
 fn path(name: &str, text: String) -> Result<PathBuf, String> {
     if text.contains('\0') {
-        return Err(format!(
-            "`{name}` contains a NUL byte (\\0), which a path cannot carry; remove it"
-        ));
+        return Err(refuse(ArgError::NulInPath { name }));
     }
     Ok(PathBuf::from(text))
 }
@@ -786,31 +765,82 @@ fn path(name: &str, text: String) -> Result<PathBuf, String> {
 /// One environment variable: a name without `=` or NUL that is not
 /// shellkeep's own, and a value without NUL.
 fn environment(name: &str, value: &str) -> Result<(), String> {
-    const NUL: &str = "contains a NUL byte (\\0), which an environment variable cannot carry; \
-                       remove it";
-    let shown = render::echo(name);
-    if name.is_empty() {
-        return Err("`env` has an empty variable name; give each variable a name".to_owned());
-    }
-    if name.contains('=') {
-        return Err(format!(
-            "`env` name {shown} contains `=`, which cannot be part of a variable name; put the \
-             value on the right-hand side"
-        ));
-    }
-    if name.contains('\0') {
-        return Err(format!("`env` name {shown} {NUL}"));
-    }
-    if name == SCOPE_VAR {
-        return Err(format!(
-            "`env` name {shown} cannot be set: shellkeep marks every process a command starts \
-             with it, to stop them all when the command ends; remove it"
-        ));
-    }
-    if value.contains('\0') {
-        return Err(format!("`env` value of {shown} {NUL}"));
-    }
-    Ok(())
+    let refused = if name.is_empty() {
+        ArgError::EnvEmptyName
+    } else if name.contains('=') {
+        ArgError::EnvNameWithEquals { name }
+    } else if name.contains('\0') {
+        ArgError::EnvNameNul { name }
+    } else if name == SCOPE_VAR {
+        ArgError::EnvNameReserved { name }
+    } else if value.contains('\0') {
+        ArgError::EnvValueNul { name }
+    } else {
+        return Ok(());
+    };
+    Err(refuse(refused))
+}
+
+/// An argument a tool or a flag cannot use, as data: [`refuse`] has it
+/// worded by `render`.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgError<'a> {
+    /// `keys` with a command, a reset or a background job.
+    KeysNotAlone,
+    /// `reset` with `is_input`.
+    ResetWithInput,
+    /// `background` without a command, or with `is_input` or `reset`.
+    BackgroundWithoutCommand,
+    /// `stream` without `run`.
+    StreamWithoutRun,
+    /// `run` with `session` or `command`.
+    RunWithSession,
+    /// A number of seconds that is not positive or is over `max`.
+    Seconds {
+        /// The argument or flag, as the caller wrote it.
+        name: &'a str,
+        /// The most it may be.
+        max: Duration,
+        /// The value given.
+        got: f64,
+    },
+    /// A command (or other text for a command line) with a NUL byte.
+    NulInCommand {
+        /// The argument.
+        name: &'a str,
+    },
+    /// A path with a NUL byte.
+    NulInPath {
+        /// The argument.
+        name: &'a str,
+    },
+    /// An `env` variable without a name.
+    EnvEmptyName,
+    /// An `env` name with `=`.
+    EnvNameWithEquals {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name with a NUL byte.
+    EnvNameNul {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name shellkeep sets itself.
+    EnvNameReserved {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` value with a NUL byte.
+    EnvValueNul {
+        /// The variable's name.
+        name: &'a str,
+    },
+}
+
+/// The message of `err`, worded by `render`.
+fn refuse(err: ArgError<'_>) -> String {
+    render::argument_error(&err)
 }
 
 /// Numbers and booleans as the schemas declare them, or as strings holding

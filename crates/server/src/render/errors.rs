@@ -11,7 +11,9 @@ use std::time::Duration;
 use shellkeep_engine::policy::{InvalidTimeout, MAX_TIMEOUT};
 use shellkeep_engine::registry::{MAX_NAME_LEN, RegistryError};
 
-use super::units::size;
+use super::echo;
+use super::units::{size, span};
+use crate::args::ArgError;
 
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
@@ -116,6 +118,65 @@ pub fn too_many_waiting(max: usize) -> String {
          the most that may wait at once. Send it again when some of them have returned, or \
          without wait_for_previous."
     )
+}
+
+/// The message of an argument a tool or a flag cannot use, with what to
+/// send instead.
+pub fn argument_error(err: &ArgError<'_>) -> String {
+    const NUL: &str = "contains a NUL byte (\\0), which an environment variable cannot carry; \
+                       remove it";
+    match err {
+        ArgError::KeysNotAlone => "`keys` go to the running program, alone: send them without \
+                                   `command` (start the program in a call of its own first), \
+                                   reset or background."
+            .to_owned(),
+        ArgError::ResetWithInput => "reset cannot be combined with is_input: reset starts a \
+                                     fresh shell, so there is no running program to send input \
+                                     to. Send reset=true alone (optionally with a command to run \
+                                     in the new shell)."
+            .to_owned(),
+        ArgError::BackgroundWithoutCommand => "background=true starts a new command as a job in \
+                                               a session of its own: give a command, without \
+                                               is_input or reset. To poll a job or send it input, \
+                                               call terminal with its `session` and \
+                                               background=false."
+            .to_owned(),
+        ArgError::StreamWithoutRun => "`stream` is only for `run` outputs (a terminal command's \
+                                       output is one stream): give `run` with it, or leave \
+                                       `stream` out"
+            .to_owned(),
+        ArgError::RunWithSession => "`run` reads a `run` command's output; `session` and \
+                                     `command` read a terminal command's. Give one or the other, \
+                                     not both."
+            .to_owned(),
+        ArgError::Seconds { name, max, got } => format!(
+            "{name} must be a positive number of seconds, at most {} ({}), got {got}",
+            max.as_secs(),
+            span(*max)
+        ),
+        ArgError::NulInCommand { name } => format!(
+            "`{name}` contains a NUL byte (\\0), which a command line cannot carry; remove it \
+             (printf '\\0' writes one; to pass binary data to `run`, use `stdin` or a file)"
+        ),
+        ArgError::NulInPath { name } => {
+            format!("`{name}` contains a NUL byte (\\0), which a path cannot carry; remove it")
+        }
+        ArgError::EnvEmptyName => {
+            "`env` has an empty variable name; give each variable a name".to_owned()
+        }
+        ArgError::EnvNameWithEquals { name } => format!(
+            "`env` name {} contains `=`, which cannot be part of a variable name; put the value \
+             on the right-hand side",
+            echo(name)
+        ),
+        ArgError::EnvNameNul { name } => format!("`env` name {} {NUL}", echo(name)),
+        ArgError::EnvNameReserved { name } => format!(
+            "`env` name {} cannot be set: shellkeep marks every process a command starts with \
+             it, to stop them all when the command ends; remove it",
+            echo(name)
+        ),
+        ArgError::EnvValueNul { name } => format!("`env` value of {} {NUL}", echo(name)),
+    }
 }
 
 /// A JSON-RPC message refused before any method sees it: the facts, which
@@ -356,5 +417,40 @@ mod tests {
             Unauthorized: this bearer token is not one of the server's
             Unauthorized: send Authorization: Bearer TOKEN (the token is in the file the server named on stderr at start, $SHELLKEEP_TOKEN or --token-file)
             Payload Too Large: a request may have at most 16 MiB; put larger commands, inputs or environments in a file"#]].assert_eq(&lines.join("\n"));
+    }
+
+    #[test]
+    fn snapshot_argument_errors() {
+        let max = Duration::from_secs(365 * 86_400);
+        let errors = [
+            ArgError::KeysNotAlone,
+            ArgError::ResetWithInput,
+            ArgError::BackgroundWithoutCommand,
+            ArgError::StreamWithoutRun,
+            ArgError::RunWithSession,
+            ArgError::Seconds { name: "timeout", max, got: -2.0 },
+            ArgError::NulInCommand { name: "command" },
+            ArgError::NulInPath { name: "cwd" },
+            ArgError::EnvEmptyName,
+            ArgError::EnvNameWithEquals { name: "A=B" },
+            ArgError::EnvNameNul { name: "A\0" },
+            ArgError::EnvNameReserved { name: "SHELLKEEP_SCOPE" },
+            ArgError::EnvValueNul { name: "PATH" },
+        ];
+        let lines: Vec<String> = errors.iter().map(argument_error).collect();
+        expect_test::expect![[r#"
+            `keys` go to the running program, alone: send them without `command` (start the program in a call of its own first), reset or background.
+            reset cannot be combined with is_input: reset starts a fresh shell, so there is no running program to send input to. Send reset=true alone (optionally with a command to run in the new shell).
+            background=true starts a new command as a job in a session of its own: give a command, without is_input or reset. To poll a job or send it input, call terminal with its `session` and background=false.
+            `stream` is only for `run` outputs (a terminal command's output is one stream): give `run` with it, or leave `stream` out
+            `run` reads a `run` command's output; `session` and `command` read a terminal command's. Give one or the other, not both.
+            timeout must be a positive number of seconds, at most 31536000 (365 days), got -2
+            `command` contains a NUL byte (\0), which a command line cannot carry; remove it (printf '\0' writes one; to pass binary data to `run`, use `stdin` or a file)
+            `cwd` contains a NUL byte (\0), which a path cannot carry; remove it
+            `env` has an empty variable name; give each variable a name
+            `env` name "A=B" contains `=`, which cannot be part of a variable name; put the value on the right-hand side
+            `env` name "A\0" contains a NUL byte (\0), which an environment variable cannot carry; remove it
+            `env` name "SHELLKEEP_SCOPE" cannot be set: shellkeep marks every process a command starts with it, to stop them all when the command ends; remove it
+            `env` value of "PATH" contains a NUL byte (\0), which an environment variable cannot carry; remove it"#]].assert_eq(&lines.join("\n"));
     }
 }
