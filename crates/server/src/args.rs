@@ -524,10 +524,7 @@ pub fn sort_arguments(
             continue;
         }
         if let Some(right) = near_miss(&name, &tool.known) {
-            misses.push(format!(
-                "unknown argument {}: did you mean `{right}`?",
-                render::argument_name(&name)
-            ));
+            misses.push(refuse(ArgError::NearMiss { given: &name, right }));
         } else if let Some(message) = of_another_tool(&name, tool, all) {
             misses.push(message);
         } else {
@@ -539,11 +536,7 @@ pub fn sort_arguments(
     }
     let more = misses.len().saturating_sub(NEAR_MISSES_NAMED);
     misses.truncate(NEAR_MISSES_NAMED);
-    let mut message = misses.join("; ");
-    if more > 0 {
-        message.push_str(&format!("; and {more} more unknown arguments"));
-    }
-    Err(message)
+    Err(render::unknown_arguments(&misses, more))
 }
 
 /// The error for `name`, which `tool` does not take, when it is (or is a
@@ -562,16 +555,13 @@ fn of_another_tool(name: &str, tool: &ArgumentNames, all: &[ArgumentNames]) -> O
         .filter(|other| other.known.iter().any(|known| known == right))
         .map(|other| other.tool.as_str())
         .collect();
-    let takes = match tool.known.as_slice() {
-        [] => format!("`{}` takes no arguments", tool.tool),
-        known => format!("`{}` takes {}", tool.tool, known.join(", ")),
-    };
-    Some(format!(
-        "unknown argument {}: `{}` does not take it (`{right}` is an argument of {}); {takes}",
-        render::argument_name(name),
-        tool.tool,
-        render::and_list(&takers),
-    ))
+    Some(refuse(ArgError::OfAnotherTool {
+        given: name,
+        tool: &tool.tool,
+        right,
+        takers: &takers,
+        known: &tool.known,
+    }))
 }
 
 /// The name among `known` that `given` is a near miss of, if any. `given`
@@ -836,6 +826,32 @@ pub enum ArgError<'a> {
         /// The variable's name.
         name: &'a str,
     },
+    /// An unknown argument that is a near miss of one the tool takes.
+    NearMiss {
+        /// The name given.
+        given: &'a str,
+        /// The tool's argument it is a near miss of.
+        right: &'a str,
+    },
+    /// An unknown argument that is (a near miss of) another tool's.
+    OfAnotherTool {
+        /// The name given.
+        given: &'a str,
+        /// The tool called.
+        tool: &'a str,
+        /// The other tools' argument it is a near miss of.
+        right: &'a str,
+        /// The tools that take `right`.
+        takers: &'a [&'a str],
+        /// The arguments `tool` takes.
+        known: &'a [String],
+    },
+    /// A string where a boolean goes that is not `"true"` or `"false"`.
+    NotAFlag(&'a str),
+    /// A `network` that is not `"on"`, `"off"` or a boolean (as JSON).
+    NotANetwork(&'a str),
+    /// A string where a number goes that does not hold only a number.
+    NotANumber(&'a str),
 }
 
 /// The message of `err`, worded by `render`.
@@ -854,7 +870,7 @@ mod lenient {
     use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error};
     use serde_json::Value;
 
-    use crate::render;
+    use super::{ArgError, refuse};
 
     /// An optional number (`null` is left out).
     pub fn number<'de, D: Deserializer<'de>, T: DeserializeOwned>(
@@ -875,11 +891,7 @@ mod lenient {
             Value::Null => Ok(false),
             Value::String(text) if text == "true" => Ok(true),
             Value::String(text) if text == "false" => Ok(false),
-            Value::String(text) => Err(D::Error::custom(format!(
-                "invalid type: string {}, expected a boolean (true or false; the strings \
-                 \"true\" and \"false\" are read as such)",
-                render::echo(&text)
-            ))),
+            Value::String(text) => Err(D::Error::custom(refuse(ArgError::NotAFlag(&text)))),
             other => bool::deserialize(other).map_err(D::Error::custom),
         }
     }
@@ -906,14 +918,11 @@ mod lenient {
             Value::Bool(on) => Ok(Some(if on { NetworkArg::On } else { NetworkArg::Off })),
             Value::String(text) if text == "on" => Ok(Some(NetworkArg::On)),
             Value::String(text) if text == "off" => Ok(Some(NetworkArg::Off)),
-            Value::String(text) => Err(D::Error::custom(format!(
-                "expected \"on\" or \"off\" (or true or false), got {}",
-                render::echo(&text)
-            ))),
-            other => Err(D::Error::custom(format!(
-                "expected \"on\" or \"off\" (or true or false), got {}",
-                render::echo(&other.to_string())
-            ))),
+            Value::String(text) => Err(D::Error::custom(refuse(ArgError::NotANetwork(&text)))),
+            other => {
+                let other = other.to_string();
+                Err(D::Error::custom(refuse(ArgError::NotANetwork(&other))))
+            }
         }
     }
 
@@ -924,11 +933,7 @@ mod lenient {
             && !text.ends_with(char::is_whitespace);
         match serde_json::from_str::<serde_json::Number>(text) {
             Ok(number) if plain => Ok(number),
-            _ => Err(format!(
-                "invalid type: string {}, expected a number (a string is read as one when it \
-                 holds only a number, such as \"5\" or \"-2.5\")",
-                render::echo(text)
-            )),
+            _ => Err(refuse(ArgError::NotANumber(text))),
         }
     }
 }

@@ -176,7 +176,45 @@ pub fn argument_error(err: &ArgError<'_>) -> String {
             echo(name)
         ),
         ArgError::EnvValueNul { name } => format!("`env` value of {} {NUL}", echo(name)),
+        ArgError::NearMiss { given, right } => {
+            format!("unknown argument {}: did you mean `{right}`?", argument_name(given))
+        }
+        ArgError::OfAnotherTool { given, tool, right, takers, known } => {
+            let takes = match known {
+                [] => format!("`{tool}` takes no arguments"),
+                known => format!("`{tool}` takes {}", known.join(", ")),
+            };
+            format!(
+                "unknown argument {}: `{tool}` does not take it (`{right}` is an argument of {}); \
+                 {takes}",
+                argument_name(given),
+                and_list(takers),
+            )
+        }
+        ArgError::NotAFlag(got) => format!(
+            "invalid type: string {}, expected a boolean (true or false; the strings \"true\" and \
+             \"false\" are read as such)",
+            echo(got)
+        ),
+        ArgError::NotANetwork(got) => {
+            format!("expected \"on\" or \"off\" (or true or false), got {}", echo(got))
+        }
+        ArgError::NotANumber(got) => format!(
+            "invalid type: string {}, expected a number (a string is read as one when it holds \
+             only a number, such as \"5\" or \"-2.5\")",
+            echo(got)
+        ),
     }
+}
+
+/// The error of a call with unknown arguments that are near misses
+/// (`misses`, each worded by [`argument_error`]), and `more` not named.
+pub fn unknown_arguments(misses: &[String], more: usize) -> String {
+    let mut message = misses.join("; ");
+    if more > 0 {
+        message.push_str(&format!("; and {more} more unknown arguments"));
+    }
+    message
 }
 
 /// A JSON-RPC message refused before any method sees it: the facts, which
@@ -436,8 +474,29 @@ mod tests {
             ArgError::EnvNameNul { name: "A\0" },
             ArgError::EnvNameReserved { name: "SHELLKEEP_SCOPE" },
             ArgError::EnvValueNul { name: "PATH" },
+            ArgError::NearMiss { given: "timout", right: "timeout" },
+            ArgError::OfAnotherTool {
+                given: "stream",
+                tool: "terminal",
+                right: "stream",
+                takers: &["output"],
+                known: &["command".to_owned(), "timeout".to_owned()],
+            },
+            ArgError::OfAnotherTool {
+                given: "command",
+                tool: "sessions",
+                right: "command",
+                takers: &["terminal", "run"],
+                known: &[],
+            },
+            ArgError::NotAFlag("yes"),
+            ArgError::NotANetwork("maybe"),
+            ArgError::NotANetwork("3"),
+            ArgError::NotANumber(" 5"),
         ];
-        let lines: Vec<String> = errors.iter().map(argument_error).collect();
+        let mut lines: Vec<String> = errors.iter().map(argument_error).collect();
+        let misses = ["unknown argument `a`: did you mean `b`?".to_owned()];
+        lines.push(unknown_arguments(&misses, 2));
         expect_test::expect![[r#"
             `keys` go to the running program, alone: send them without `command` (start the program in a call of its own first), reset or background.
             reset cannot be combined with is_input: reset starts a fresh shell, so there is no running program to send input to. Send reset=true alone (optionally with a command to run in the new shell).
@@ -451,6 +510,14 @@ mod tests {
             `env` name "A=B" contains `=`, which cannot be part of a variable name; put the value on the right-hand side
             `env` name "A\0" contains a NUL byte (\0), which an environment variable cannot carry; remove it
             `env` name "SHELLKEEP_SCOPE" cannot be set: shellkeep marks every process a command starts with it, to stop them all when the command ends; remove it
-            `env` value of "PATH" contains a NUL byte (\0), which an environment variable cannot carry; remove it"#]].assert_eq(&lines.join("\n"));
+            `env` value of "PATH" contains a NUL byte (\0), which an environment variable cannot carry; remove it
+            unknown argument `timout`: did you mean `timeout`?
+            unknown argument `stream`: `terminal` does not take it (`stream` is an argument of output); `terminal` takes command, timeout
+            unknown argument `command`: `sessions` does not take it (`command` is an argument of terminal and run); `sessions` takes no arguments
+            invalid type: string "yes", expected a boolean (true or false; the strings "true" and "false" are read as such)
+            expected "on" or "off" (or true or false), got "maybe"
+            expected "on" or "off" (or true or false), got "3"
+            invalid type: string " 5", expected a number (a string is read as one when it holds only a number, such as "5" or "-2.5")
+            unknown argument `a`: did you mean `b`?; and 2 more unknown arguments"#]].assert_eq(&lines.join("\n"));
     }
 }
