@@ -1,24 +1,17 @@
 //! Tool arguments: their types and schemas as the agent sees them, and the
-//! one place they are checked. One rule per argument, the same rule for the
-//! same meaning: every timeout (`terminal`'s `timeout`, `run`'s and
-//! `policy_explain`'s `timeout_sec` and `no_output_timeout_sec`, the CLI's
-//! `--timeout`) is a positive number of seconds, at most [`MAX_TIMEOUT`];
-//! NUL bytes, environment names, session names and the combinations of
-//! flags that mean nothing are refused here, with the argument's own name,
-//! before the engine is called. A number or a boolean may also come as a
-//! string holding only it (`"5"`, `"-2"`, `"true"`), as many model clients
-//! send them; the schemas still say number and boolean.
+//! one place they are checked, before the engine is called. One rule per
+//! meaning: every timeout (`timeout`, `timeout_sec`, `no_output_timeout_sec`,
+//! `--timeout`) is a positive number of seconds up to [`MAX_TIMEOUT`]; NUL
+//! bytes, environment names, session names and meaningless combinations of
+//! flags are refused with the argument's own name. Numbers and booleans may
+//! come as strings holding only them, as many model clients send them.
+//! [`sort_arguments`] first applies one rule to every tool's argument names
+//! (`null` is "not given", unknown names are taken out, near misses and
+//! other tools' names are errors).
 //!
-//! Before any of that, [`sort_arguments`] applies one rule to the names of
-//! every tool's arguments: `null` means "not given"; an unknown name is
-//! taken out (named in the reply's notes, or silently for the keys clients
-//! add on their own, [`CLIENT_KEYS`]), unless it is a near miss of a name
-//! the tool takes ([`near_miss`]: `timout`) or a name of another tool's,
-//! which is an error naming the right one.
-//!
-//! The engine checks some of these again as a second net; its words are not
-//! what the agent reads for them. This module runs nothing and words no
-//! reply (see `render`).
+//! Not for words: a refusal is an [`ArgError`], data that `render` words
+//! (`render::argument_error`). It runs nothing. Invariant: the agent reads
+//! one wording per rule, the server's, never the engine's second net.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,24 +1,16 @@
-//! The MCP tools: the `Shellkeep` handler, what the tools share, and the
-//! helpers every tool's reply goes through (tool errors, structured
-//! results, notices of background jobs that ended or wait for input, and
-//! of the orphan guard; what the sandbox enforces, on every reply of a
-//! confined server, session or command, and what it most likely refused).
-//! Each tool is a file of its own: its description (stating the limits
-//! this server was started with), and the call into the engine.
+//! The MCP tools: the `Shellkeep` handler, one file per tool (its
+//! description and its call into the engine), and what every reply goes
+//! through: tool errors, structured results, notices of jobs and of the
+//! orphan guard, and the sandbox's facts.
 //!
-//! Every call goes through `call_tool` first, the same for every tool: its
-//! arguments are sorted by one rule (`args::sort_arguments`: `null` is "not
-//! given", unknown names are taken out and named in the reply's notes, near
-//! misses are errors), and a call with `wait_for_previous: true` waits for
-//! its turn ([`Turns`]) before it is routed to its tool. A call that becomes
-//! an MCP task (`tasks::wanted`) is answered with the task's handle and
-//! goes the same way in a task of its own (`Shellkeep::reply`, the one path
-//! of every reply); `tasks/get`, `tasks/cancel` and `tasks/update` are
-//! answered from the calling client's table (`tasks`).
+//! Every call takes one path (`call_tool`, then `Shellkeep::reply`, a task's
+//! too): its arguments sorted by one rule (`args::sort_arguments`), its turn
+//! awaited when it asked to wait for earlier calls ([`Turns`]), its tool
+//! called, its notes added and every string masked (`render::mask`).
 //!
-//! This is the only module that knows `rmcp`'s tool API. Arguments are
-//! checked in `args`, replies worded in `render`, schemas rewritten in
-//! `schema`; nothing here runs a command itself.
+//! The only module that knows `rmcp`'s tool API. Not for checking arguments
+//! (`args`), wording replies (`render`) or rewriting schemas (`schema`);
+//! nothing here runs a command itself.
 
 mod clients;
 mod output;
