@@ -180,16 +180,7 @@ pub fn argument_error(err: &ArgError<'_>) -> String {
             format!("unknown argument {}: did you mean `{right}`?", argument_name(given))
         }
         ArgError::OfAnotherTool { given, tool, right, takers, known } => {
-            let takes = match known {
-                [] => format!("`{tool}` takes no arguments"),
-                known => format!("`{tool}` takes {}", known.join(", ")),
-            };
-            format!(
-                "unknown argument {}: `{tool}` does not take it (`{right}` is an argument of {}); \
-                 {takes}",
-                argument_name(given),
-                and_list(takers),
-            )
+            another_tools_argument(given, tool, right, takers, known)
         }
         ArgError::NotAFlag(got) => format!(
             "invalid type: string {}, expected a boolean (true or false; the strings \"true\" and \
@@ -205,6 +196,27 @@ pub fn argument_error(err: &ArgError<'_>) -> String {
             echo(got)
         ),
     }
+}
+
+/// The message of `given`, an argument `tool` does not take (it takes
+/// `known`) that is, or is a near miss of, `right`, an argument of the
+/// tools `takers`.
+fn another_tools_argument(
+    given: &str,
+    tool: &str,
+    right: &str,
+    takers: &[&str],
+    known: &[String],
+) -> String {
+    let takes = match known {
+        [] => format!("`{tool}` takes no arguments"),
+        known => format!("`{tool}` takes {}", known.join(", ")),
+    };
+    format!(
+        "unknown argument {}: `{tool}` does not take it (`{right}` is an argument of {}); {takes}",
+        argument_name(given),
+        and_list(takers),
+    )
 }
 
 /// The error of a call with unknown arguments that are near misses
