@@ -63,40 +63,38 @@ impl Default for RegistryLimits {
     }
 }
 
-/// Why a session could not be opened or found. The texts state the fact
-/// and name no tool or argument: the server words what to do about it.
+/// Why a session could not be opened or found: the facts, which the
+/// server words for the agent; the `Display` is a short form for logs.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The name breaks the naming rule ([`validate_name`]).
-    #[error(
-        "invalid session name {0:?}: use 1 to {MAX_NAME_LEN} characters from A-Z, a-z, 0-9, \
-         `_`, `.` and `-`"
-    )]
+    /// The name breaks the naming rule ([`validate_name`]); the name is cut
+    /// to a little over [`MAX_NAME_LEN`] characters.
+    #[error("invalid session name {0:?}")]
     InvalidName(String),
     /// No session has this name.
-    #[error("no session is named {name:?}. Open sessions: {open}")]
+    #[error("unknown session {name:?}")]
     Unknown {
         /// The name asked for.
         name: String,
-        /// The open sessions, listed for the reader.
-        open: String,
+        /// The names of the open sessions, in order.
+        open: Vec<String>,
     },
     /// Starting one more would pass the limit.
-    #[error("cannot start session {name:?}: {limit} sessions are open, the limit")]
+    #[error("session {name:?} refused: {limit} sessions open, the limit")]
     TooMany {
         /// The name asked for.
         name: String,
         /// The limit.
         limit: usize,
-        /// The open sessions, listed for the reader.
-        open: String,
+        /// The names of the open sessions, in order.
+        open: Vec<String>,
     },
     /// The system's random source failed, so no unguessable job name
-    /// could be made.
-    #[error("cannot name a background job: the system's random source failed ({0})")]
+    /// could be made; the source's own error.
+    #[error("no random job name: {0}")]
     NoRandom(String),
     /// A background job was asked for under a name already in use.
-    #[error("session {0:?} already exists: a background job needs a new session")]
+    #[error("session {0:?} exists already")]
     NameTaken(String),
     /// The directory a new session was to start in is not a directory.
     #[error("{0:?} is not a directory")]
@@ -709,9 +707,9 @@ impl Registry {
         rows
     }
 
-    /// The names of the open sessions, for error messages.
-    pub fn names(&self) -> String {
-        describe_names(&self.lock().sessions)
+    /// The names of the open sessions, in order.
+    pub fn names(&self) -> Vec<String> {
+        open_names(&self.lock().sessions)
     }
 
     /// Removes session `name` from the registry and returns it, to be
@@ -723,7 +721,7 @@ impl Registry {
             Some(entry) => Ok(entry.session),
             None => Err(RegistryError::Unknown {
                 name: name.to_owned(),
-                open: describe_names(&inner.sessions),
+                open: open_names(&inner.sessions),
             }),
         }
     }
@@ -735,7 +733,7 @@ impl Registry {
             Some(entry) => Ok(Arc::clone(&entry.session)),
             None => Err(RegistryError::Unknown {
                 name: name.to_owned(),
-                open: describe_names(&inner.sessions),
+                open: open_names(&inner.sessions),
             }),
         }
     }
@@ -867,7 +865,7 @@ impl Registry {
             return Err(RegistryError::TooMany {
                 name: name.to_owned(),
                 limit,
-                open: describe_names(&inner.sessions),
+                open: open_names(&inner.sessions),
             });
         }
         Ok(())
@@ -930,11 +928,9 @@ fn truncate_name(name: &str) -> String {
     }
 }
 
-fn describe_names(sessions: &BTreeMap<String, Entry>) -> String {
-    if sessions.is_empty() {
-        return "none".to_owned();
-    }
-    sessions.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+/// The names of `sessions`, in order, for an error to list.
+fn open_names(sessions: &BTreeMap<String, Entry>) -> Vec<String> {
+    sessions.keys().cloned().collect()
 }
 
 fn push_capped<T>(queue: &mut VecDeque<T>, item: T) {
@@ -977,7 +973,7 @@ mod tests {
         let Err(RegistryError::TooMany { open, .. }) = two.open("d", None, false, None) else {
             panic!("not refused");
         };
-        assert_eq!(open, "a");
+        assert_eq!(open, ["a"]);
         // A place given back is free for any registry.
         drop(b);
         drop(two.remove("a").expect("open"));

@@ -1,24 +1,17 @@
 //! Tool arguments: their types and schemas as the agent sees them, and the
-//! one place they are checked. One rule per argument, the same rule for the
-//! same meaning: every timeout (`terminal`'s `timeout`, `run`'s and
-//! `policy_explain`'s `timeout_sec` and `no_output_timeout_sec`, the CLI's
-//! `--timeout`) is a positive number of seconds, at most [`MAX_TIMEOUT`];
-//! NUL bytes, environment names, session names and the combinations of
-//! flags that mean nothing are refused here, with the argument's own name,
-//! before the engine is called. A number or a boolean may also come as a
-//! string holding only it (`"5"`, `"-2"`, `"true"`), as many model clients
-//! send them; the schemas still say number and boolean.
+//! one place they are checked, before the engine is called. One rule per
+//! meaning: every timeout (`timeout`, `timeout_sec`, `no_output_timeout_sec`,
+//! `--timeout`) is a positive number of seconds up to [`MAX_TIMEOUT`]; NUL
+//! bytes, environment names, session names and meaningless combinations of
+//! flags are refused with the argument's own name. Numbers and booleans may
+//! come as strings holding only them, as many model clients send them.
+//! [`sort_arguments`] first applies one rule to every tool's argument names
+//! (`null` is "not given", unknown names are taken out, near misses and
+//! other tools' names are errors).
 //!
-//! Before any of that, [`sort_arguments`] applies one rule to the names of
-//! every tool's arguments: `null` means "not given"; an unknown name is
-//! taken out (named in the reply's notes, or silently for the keys clients
-//! add on their own, [`CLIENT_KEYS`]), unless it is a near miss of a name
-//! the tool takes ([`near_miss`]: `timout`) or a name of another tool's,
-//! which is an error naming the right one.
-//!
-//! The engine checks some of these again as a second net; its words are not
-//! what the agent reads for them. This module runs nothing and words no
-//! reply (see `render`).
+//! Not for words: a refusal is an [`ArgError`], data that `render` words
+//! (`render::argument_error`). It runs nothing. Invariant: the agent reads
+//! one wording per rule, the server's, never the engine's second net.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -176,21 +169,13 @@ impl TerminalArgs {
         command_text("command", &self.command)?;
         let keys = self.keys.filter(|keys| !keys.is_empty());
         if keys.is_some() && (!self.command.trim().is_empty() || self.reset || self.background) {
-            return Err("`keys` go to the running program, alone: send them without `command` \
-                 (start the program in a call of its own first), reset or background."
-                .to_owned());
+            return Err(refuse(ArgError::KeysNotAlone));
         }
         if self.reset && self.is_input {
-            return Err("reset cannot be combined with is_input: reset starts a fresh shell, so \
-                 there is no running program to send input to. Send reset=true alone \
-                 (optionally with a command to run in the new shell)."
-                .to_owned());
+            return Err(refuse(ArgError::ResetWithInput));
         }
         if self.background && (self.is_input || self.reset || self.command.trim().is_empty()) {
-            return Err("background=true starts a new command as a job in a session of its own: \
-                 give a command, without is_input or reset. To poll a job or send it input, call \
-                 terminal with its `session` and background=false."
-                .to_owned());
+            return Err(refuse(ArgError::BackgroundWithoutCommand));
         }
         Ok(Terminal {
             timeout: self.timeout.map(|secs| seconds("timeout", secs)).transpose()?,
@@ -256,14 +241,10 @@ impl OutputArgs {
     /// the other arguments take any value.
     pub fn check(mut self) -> Result<OutputArgs, String> {
         if self.stream.is_some() && self.run.is_none() {
-            return Err("`stream` is only for `run` outputs (a terminal command's output is one \
-                        stream): give `run` with it, or leave `stream` out"
-                .to_owned());
+            return Err(refuse(ArgError::StreamWithoutRun));
         }
         if self.run.is_some() && (self.session.is_some() || self.command.is_some()) {
-            return Err("`run` reads a `run` command's output; `session` and `command` read a \
-                        terminal command's. Give one or the other, not both."
-                .to_owned());
+            return Err(refuse(ArgError::RunWithSession));
         }
         self.session = self.session.map(session).transpose()?;
         Ok(self)
@@ -536,10 +517,7 @@ pub fn sort_arguments(
             continue;
         }
         if let Some(right) = near_miss(&name, &tool.known) {
-            misses.push(format!(
-                "unknown argument {}: did you mean `{right}`?",
-                render::argument_name(&name)
-            ));
+            misses.push(refuse(ArgError::NearMiss { given: &name, right }));
         } else if let Some(message) = of_another_tool(&name, tool, all) {
             misses.push(message);
         } else {
@@ -551,11 +529,7 @@ pub fn sort_arguments(
     }
     let more = misses.len().saturating_sub(NEAR_MISSES_NAMED);
     misses.truncate(NEAR_MISSES_NAMED);
-    let mut message = misses.join("; ");
-    if more > 0 {
-        message.push_str(&format!("; and {more} more unknown arguments"));
-    }
-    Err(message)
+    Err(render::unknown_arguments(&misses, more))
 }
 
 /// The error for `name`, which `tool` does not take, when it is (or is a
@@ -574,16 +548,13 @@ fn of_another_tool(name: &str, tool: &ArgumentNames, all: &[ArgumentNames]) -> O
         .filter(|other| other.known.iter().any(|known| known == right))
         .map(|other| other.tool.as_str())
         .collect();
-    let takes = match tool.known.as_slice() {
-        [] => format!("`{}` takes no arguments", tool.tool),
-        known => format!("`{}` takes {}", tool.tool, known.join(", ")),
-    };
-    Some(format!(
-        "unknown argument {}: `{}` does not take it (`{right}` is an argument of {}); {takes}",
-        render::argument_name(name),
-        tool.tool,
-        render::and_list(&takers),
-    ))
+    Some(refuse(ArgError::OfAnotherTool {
+        given: name,
+        tool: &tool.tool,
+        right,
+        takers: &takers,
+        known: &tool.known,
+    }))
 }
 
 /// The name among `known` that `given` is a near miss of, if any. `given`
@@ -741,11 +712,7 @@ pub fn seconds_up_to(name: &str, value: f64, max: Duration) -> Result<Duration, 
             return Ok(duration);
         }
     }
-    Err(format!(
-        "{name} must be a positive number of seconds, at most {} ({}), got {value}",
-        max.as_secs(),
-        render::span(max)
-    ))
+    Err(refuse(ArgError::Seconds { name, max, got: value }))
 }
 
 /// A timeout as the policy takes it, under the rule of [`seconds`].
@@ -765,10 +732,7 @@ pub fn session(name: String) -> Result<String, String> {
 /// What no command line can carry: a NUL byte.
 fn command_text(name: &str, text: &str) -> Result<(), String> {
     if text.contains('\0') {
-        return Err(format!(
-            "`{name}` contains a NUL byte (\\0), which a command line cannot carry; remove it \
-             (printf '\\0' writes one; to pass binary data to `run`, use `stdin` or a file)"
-        ));
+        return Err(refuse(ArgError::NulInCommand { name }));
     }
     Ok(())
 }
@@ -776,9 +740,7 @@ fn command_text(name: &str, text: &str) -> Result<(), String> {
 /// A path: anything but a NUL byte.
 fn path(name: &str, text: String) -> Result<PathBuf, String> {
     if text.contains('\0') {
-        return Err(format!(
-            "`{name}` contains a NUL byte (\\0), which a path cannot carry; remove it"
-        ));
+        return Err(refuse(ArgError::NulInPath { name }));
     }
     Ok(PathBuf::from(text))
 }
@@ -786,31 +748,108 @@ fn path(name: &str, text: String) -> Result<PathBuf, String> {
 /// One environment variable: a name without `=` or NUL that is not
 /// shellkeep's own, and a value without NUL.
 fn environment(name: &str, value: &str) -> Result<(), String> {
-    const NUL: &str = "contains a NUL byte (\\0), which an environment variable cannot carry; \
-                       remove it";
-    let shown = render::echo(name);
-    if name.is_empty() {
-        return Err("`env` has an empty variable name; give each variable a name".to_owned());
-    }
-    if name.contains('=') {
-        return Err(format!(
-            "`env` name {shown} contains `=`, which cannot be part of a variable name; put the \
-             value on the right-hand side"
-        ));
-    }
-    if name.contains('\0') {
-        return Err(format!("`env` name {shown} {NUL}"));
-    }
-    if name == SCOPE_VAR {
-        return Err(format!(
-            "`env` name {shown} cannot be set: shellkeep marks every process a command starts \
-             with it, to stop them all when the command ends; remove it"
-        ));
-    }
-    if value.contains('\0') {
-        return Err(format!("`env` value of {shown} {NUL}"));
-    }
-    Ok(())
+    let refused = if name.is_empty() {
+        ArgError::EnvEmptyName
+    } else if name.contains('=') {
+        ArgError::EnvNameWithEquals { name }
+    } else if name.contains('\0') {
+        ArgError::EnvNameNul { name }
+    } else if name == SCOPE_VAR {
+        ArgError::EnvNameReserved { name }
+    } else if value.contains('\0') {
+        ArgError::EnvValueNul { name }
+    } else {
+        return Ok(());
+    };
+    Err(refuse(refused))
+}
+
+/// An argument a tool or a flag cannot use, as data: [`refuse`] has it
+/// worded by `render`.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgError<'a> {
+    /// `keys` with a command, a reset or a background job.
+    KeysNotAlone,
+    /// `reset` with `is_input`.
+    ResetWithInput,
+    /// `background` without a command, or with `is_input` or `reset`.
+    BackgroundWithoutCommand,
+    /// `stream` without `run`.
+    StreamWithoutRun,
+    /// `run` with `session` or `command`.
+    RunWithSession,
+    /// A number of seconds that is not positive or is over `max`.
+    Seconds {
+        /// The argument or flag, as the caller wrote it.
+        name: &'a str,
+        /// The most it may be.
+        max: Duration,
+        /// The value given.
+        got: f64,
+    },
+    /// A command (or other text for a command line) with a NUL byte.
+    NulInCommand {
+        /// The argument.
+        name: &'a str,
+    },
+    /// A path with a NUL byte.
+    NulInPath {
+        /// The argument.
+        name: &'a str,
+    },
+    /// An `env` variable without a name.
+    EnvEmptyName,
+    /// An `env` name with `=`.
+    EnvNameWithEquals {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name with a NUL byte.
+    EnvNameNul {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name shellkeep sets itself.
+    EnvNameReserved {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` value with a NUL byte.
+    EnvValueNul {
+        /// The variable's name.
+        name: &'a str,
+    },
+    /// An unknown argument that is a near miss of one the tool takes.
+    NearMiss {
+        /// The name given.
+        given: &'a str,
+        /// The tool's argument it is a near miss of.
+        right: &'a str,
+    },
+    /// An unknown argument that is (a near miss of) another tool's.
+    OfAnotherTool {
+        /// The name given.
+        given: &'a str,
+        /// The tool called.
+        tool: &'a str,
+        /// The other tools' argument it is a near miss of.
+        right: &'a str,
+        /// The tools that take `right`.
+        takers: &'a [&'a str],
+        /// The arguments `tool` takes.
+        known: &'a [String],
+    },
+    /// A string where a boolean goes that is not `"true"` or `"false"`.
+    NotAFlag(&'a str),
+    /// A `network` that is not `"on"`, `"off"` or a boolean (as JSON).
+    NotANetwork(&'a str),
+    /// A string where a number goes that does not hold only a number.
+    NotANumber(&'a str),
+}
+
+/// The message of `err`, worded by `render`.
+fn refuse(err: ArgError<'_>) -> String {
+    render::argument_error(&err)
 }
 
 /// Numbers and booleans as the schemas declare them, or as strings holding
@@ -824,7 +863,7 @@ mod lenient {
     use serde::de::{Deserialize, DeserializeOwned, Deserializer, Error};
     use serde_json::Value;
 
-    use crate::render;
+    use super::{ArgError, refuse};
 
     /// An optional number (`null` is left out).
     pub fn number<'de, D: Deserializer<'de>, T: DeserializeOwned>(
@@ -845,11 +884,7 @@ mod lenient {
             Value::Null => Ok(false),
             Value::String(text) if text == "true" => Ok(true),
             Value::String(text) if text == "false" => Ok(false),
-            Value::String(text) => Err(D::Error::custom(format!(
-                "invalid type: string {}, expected a boolean (true or false; the strings \
-                 \"true\" and \"false\" are read as such)",
-                render::echo(&text)
-            ))),
+            Value::String(text) => Err(D::Error::custom(refuse(ArgError::NotAFlag(&text)))),
             other => bool::deserialize(other).map_err(D::Error::custom),
         }
     }
@@ -876,14 +911,11 @@ mod lenient {
             Value::Bool(on) => Ok(Some(if on { NetworkArg::On } else { NetworkArg::Off })),
             Value::String(text) if text == "on" => Ok(Some(NetworkArg::On)),
             Value::String(text) if text == "off" => Ok(Some(NetworkArg::Off)),
-            Value::String(text) => Err(D::Error::custom(format!(
-                "expected \"on\" or \"off\" (or true or false), got {}",
-                render::echo(&text)
-            ))),
-            other => Err(D::Error::custom(format!(
-                "expected \"on\" or \"off\" (or true or false), got {}",
-                render::echo(&other.to_string())
-            ))),
+            Value::String(text) => Err(D::Error::custom(refuse(ArgError::NotANetwork(&text)))),
+            other => {
+                let other = other.to_string();
+                Err(D::Error::custom(refuse(ArgError::NotANetwork(&other))))
+            }
         }
     }
 
@@ -894,11 +926,7 @@ mod lenient {
             && !text.ends_with(char::is_whitespace);
         match serde_json::from_str::<serde_json::Number>(text) {
             Ok(number) if plain => Ok(number),
-            _ => Err(format!(
-                "invalid type: string {}, expected a number (a string is read as one when it \
-                 holds only a number, such as \"5\" or \"-2.5\")",
-                render::echo(text)
-            )),
+            _ => Err(refuse(ArgError::NotANumber(text))),
         }
     }
 }

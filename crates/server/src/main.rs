@@ -128,7 +128,7 @@ static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::mask::Secrets>> =
 /// known).
 fn masked(text: &str) -> String {
     match LOG_MASKS.get() {
-        Some(masks) => masks.mask(text).0.into_owned(),
+        Some(masks) => render::mask(masks, text),
         None => text.to_owned(),
     }
 }

@@ -459,7 +459,7 @@ pub async fn drive<F, Fut>(
         // The session's name is the agent's, masked as every name a reply
         // shows (the prompt was, with the reply).
         let message = render::task_waits_for_input(&session, prompt.as_deref());
-        let message = masks.mask(&message).0.into_owned();
+        let message = render::mask(&masks, &message);
         answers.clear();
         tasks.set(&id, State::InputRequired(input_request(&key, &message)), Some(message));
         let answer = tokio::select! {

@@ -72,6 +72,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::render::{self, WireRefusal};
+
 /// The longest request line accepted, in bytes of JSON (its newline, and a
 /// carriage return before it, not counted): 4 MiB. Commands, inputs and
 /// environments larger than that belong in a file.
@@ -358,12 +360,7 @@ async fn read_messages(
                     .error(
                         id,
                         INVALID_REQUEST,
-                        format!(
-                            "Invalid request: the message is {length} bytes, over the \
-                             limit of {MAX_LINE} bytes (4 MiB) per message; it was discarded. \
-                             Send large inputs through a file (write it with one call, use it \
-                             in the next)."
-                        ),
+                        render::wire_refusal(&WireRefusal::TooLong { length, max: MAX_LINE }),
                     )
                     .await;
             }
@@ -510,10 +507,7 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
             // Valid JSON, nested deeper than the parser goes (a bound on
             // its stack): the request is refused with its id, read by a
             // scan that keeps no stack, so the client is not left waiting.
-            let message = format!(
-                "Invalid request: the message nests arrays and objects deeper than \
-                 {MAX_DEPTH} levels, more than this server reads"
-            );
+            let message = render::wire_refusal(&WireRefusal::TooDeep { max: MAX_DEPTH });
             return Verdict::Refuse(scan_id(line), INVALID_REQUEST, message);
         }
         Err(err) => {
@@ -527,10 +521,7 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
             // non-JSON line in reply to a response; MCP clients write only
             // requests, notifications and responses to requests we sent, and
             // the reply has `id: null`, which no request of ours carries.
-            let message = format!(
-                "Parse error: the message is not valid JSON ({err}); send one JSON-RPC \
-                 message per line"
-            );
+            let message = render::wire_refusal(&WireRefusal::NotJson(&err.to_string()));
             return Verdict::Refuse(Value::Null, PARSE_ERROR, message);
         }
     };
@@ -552,7 +543,7 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
                 Ok(JsonRpcMessage::Request(request))
                     if matches!(request.request, ClientRequest::CustomRequest(_)) =>
                 {
-                    let message = crate::render::unknown_method(&method);
+                    let message = render::unknown_method(&method);
                     Verdict::Refuse(value["id"].clone(), METHOD_NOT_FOUND, message)
                 }
                 Ok(message) => Verdict::Request(id, Box::new(message)),
@@ -560,16 +551,19 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
                     let (code, message) = if KNOWN_METHODS.contains(&method.as_str()) {
                         (INVALID_PARAMS, bad_params(&method, &value))
                     } else {
-                        (INVALID_REQUEST, format!("Invalid request: {err}"))
+                        let err = err.to_string();
+                        (INVALID_REQUEST, render::wire_refusal(&WireRefusal::Invalid(&err)))
                     };
                     Verdict::Refuse(value["id"].clone(), code, message)
                 }
             }
         }
         Ok(Shape::Other) => Verdict::Other(value),
-        Err((id, message)) => {
-            Verdict::Refuse(id, INVALID_REQUEST, format!("Invalid request: {message}"))
-        }
+        Err((id, message)) => Verdict::Refuse(
+            id,
+            INVALID_REQUEST,
+            render::wire_refusal(&WireRefusal::Invalid(&message)),
+        ),
     }
 }
 
@@ -579,11 +573,9 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
 pub fn refusal(body: &[u8]) -> Option<(Value, i64, String)> {
     match judge(body, &InFlight::default()) {
         Verdict::Refuse(id, code, message) => Some((id, code, message)),
-        Verdict::Skip => Some((
-            Value::Null,
-            INVALID_REQUEST,
-            "Invalid request: the body is empty; send one JSON-RPC message".to_owned(),
-        )),
+        Verdict::Skip => {
+            Some((Value::Null, INVALID_REQUEST, render::wire_refusal(&WireRefusal::EmptyBody)))
+        }
         Verdict::Request(..) | Verdict::Other(_) => None,
     }
 }
@@ -749,8 +741,14 @@ fn bad_params(method: &str, value: &Value) -> String {
     };
     match detail {
         // The error can quote a parameter: masked as output is.
-        Some(err) => crate::masked(&format!("Invalid params for {method}: {err}")),
-        None => format!("Invalid params for {method}: they do not match the method's parameters"),
+        Some(err) => {
+            let detail = err.to_string();
+            crate::masked(&render::wire_refusal(&WireRefusal::BadParams {
+                method,
+                detail: Some(&detail),
+            }))
+        }
+        None => render::wire_refusal(&WireRefusal::BadParams { method, detail: None }),
     }
 }
 

@@ -74,6 +74,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::auth::{InFlight, Slot, Tokens};
 use crate::config::HttpConfig;
+use crate::render::{self, HttpRefusal};
 use crate::tools::{self, Core, Principal};
 
 /// The MCP endpoint.
@@ -414,7 +415,8 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
     if let Some(id) = &session
         && !gate.owners().allows(id, &principal)
     {
-        return (StatusCode::NOT_FOUND, "Not Found: no such session").into_response();
+        return (StatusCode::NOT_FOUND, render::http_refusal(&HttpRefusal::NoSuchSession))
+            .into_response();
     }
     if parts.method == Method::DELETE {
         let response = next.run(Request::from_parts(parts, body)).await;
@@ -442,14 +444,11 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
         Ok(Ok(bytes)) => bytes,
         Ok(Err(err)) if is_length_limit(&err) => return too_large(),
         Ok(Err(err)) => {
-            return (StatusCode::BAD_REQUEST, format!("Bad Request: cannot read the body: {err}"))
-                .into_response();
+            let why = render::http_refusal(&HttpRefusal::UnreadableBody(&err.to_string()));
+            return (StatusCode::BAD_REQUEST, why).into_response();
         }
         Err(_) => {
-            let why = format!(
-                "Request Timeout: the body did not arrive within {} s",
-                BODY_TIMEOUT.as_secs()
-            );
+            let why = render::http_refusal(&HttpRefusal::BodyTimeout(BODY_TIMEOUT));
             return (StatusCode::REQUEST_TIMEOUT, why).into_response();
         }
     };
@@ -492,12 +491,8 @@ fn is_length_limit(err: &axum::Error) -> bool {
 
 /// 401, with the challenge that names the scheme.
 fn unauthorized(wrong: bool) -> Response {
-    let body = if wrong {
-        "Unauthorized: this bearer token is not one of the server's"
-    } else {
-        "Unauthorized: send Authorization: Bearer TOKEN (the token is in the file the server \
-         named on stderr at start, $SHELLKEEP_TOKEN or --token-file)"
-    };
+    let body =
+        render::http_refusal(if wrong { &HttpRefusal::WrongToken } else { &HttpRefusal::NoToken });
     let mut response = (StatusCode::UNAUTHORIZED, body).into_response();
     response
         .headers_mut()
@@ -528,14 +523,7 @@ fn refused(id: serde_json::Value, code: i64, message: &str) -> Response {
 
 /// 413 for a body past [`MAX_BODY`].
 fn too_large() -> Response {
-    (
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!(
-            "Payload Too Large: a request may have at most {} MiB; put larger commands, inputs \
-             or environments in a file",
-            MAX_BODY >> 20
-        ),
-    )
+    (StatusCode::PAYLOAD_TOO_LARGE, render::http_refusal(&HttpRefusal::TooLarge(MAX_BODY)))
         .into_response()
 }
 

@@ -6,12 +6,13 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::limits::CategoryLimits;
+use shellkeep_engine::mask::{MASK, Secrets};
 use shellkeep_engine::policy::{Decision, DecisionSource, Explanation};
 use shellkeep_engine::syntax::MAX_PARTS;
 
 use rmcp::schemars;
 
-use super::{ECHO_CHARS, echo, round_secs, seconds};
+use super::{ECHO_CHARS, echo, mask, round_secs, seconds};
 
 /// The most parts an explanation lists, in its text and its structured
 /// content; it counts the rest.
@@ -121,6 +122,26 @@ pub struct ExplainPart {
 
 fn is_zero(count: &usize) -> bool {
     *count == 0
+}
+
+/// The masker of the parts an explanation names (see [`explain`]): each
+/// part masked as output is ([`mask`]), and shown only as it appears in
+/// `named`, the masked command. A separator can split a secret (`echo
+/// pa55;w0rd`) so that a part's own masking cannot see it: when the
+/// command had something masked, a part its masked form is not in shows as
+/// the mask alone.
+pub fn part_masker<'a>(
+    masks: &'a Secrets,
+    named: &'a str,
+    masked_any: bool,
+) -> impl Fn(&str) -> String + 'a {
+    move |text: &str| {
+        let masked = mask(masks, text);
+        if masked_any && !named.contains(masked.as_str()) {
+            return MASK.to_owned();
+        }
+        masked
+    }
 }
 
 /// The structured result and text of a policy explanation. `command` is
@@ -276,5 +297,35 @@ mod tests {
             "{text}"
         );
         assert!(text.len() < 1000, "{text}");
+    }
+
+    #[test]
+    fn snapshot_policy_explain() {
+        let (text, output) = words("cargo build --release | tee log");
+        expect_test::expect![[r#"
+            "cargo build --release | tee log": extended (exec 900 s, no output 120 s; matched "cargo build --release") from the part "cargo build --release" [policy: embedded default]
+            Parts considered (the longest limits win): "cargo build --release" extended; "tee log" medium.
+            -----
+            {
+              "category": "extended",
+              "source": "pattern",
+              "pattern": "cargo build --release",
+              "exec_timeout_sec": 900.0,
+              "no_output_timeout_sec": 120.0,
+              "policy": "embedded default",
+              "part": "cargo build --release",
+              "parts": [
+                {
+                  "text": "cargo build --release",
+                  "category": "extended",
+                  "pattern": "cargo build --release"
+                },
+                {
+                  "text": "tee log",
+                  "category": "medium"
+                }
+              ]
+            }
+        "#]].assert_eq(&super::super::snapshot(&text, &output));
     }
 }

@@ -186,4 +186,40 @@ mod tests {
         assert!(text.contains("up to 15 min 5 s") || text.contains("905"), "{text}");
         assert!(text.contains("background=true") && text.contains("tasks/get"), "{text}");
     }
+
+    #[test]
+    fn snapshot_task_words() {
+        let lines = [
+            task_waits_for_input("dev", Some("Password: ")),
+            task_waits_for_input("dev", None),
+            session_held_by_task("dev", "3f2a"),
+            task_update_refused(),
+            too_many_tasks(16),
+            unknown_task("nope"),
+            unknown_method("tasks/result"),
+            unknown_method("foo/bar"),
+            run_cancelled_by_client("sleep 100", 3, Duration::from_millis(2_500)),
+            more_runs_cancelled(4),
+            run_blocks(Duration::from_secs(1800)),
+            terminal_task_rule(Duration::from_secs(600)),
+            budget_full(8),
+            task_broken(),
+        ];
+        // The attach command names this server's process id.
+        expect_test::expect![[r#"
+            The command waits for input at the prompt "Password:". Answer it with the terminal tool: {"session":"dev","command":"ANSWER","is_input":true} (or `keys`, or C-c to stop it); the task then goes on and ends with the command. A password is the person's: they answer it with `shellkeep attach dev --server PID --write` in a terminal of their own.
+            The command waits for input (no prompt shown). Answer it with the terminal tool: {"session":"dev","command":"ANSWER","is_input":true} (or `keys`, or C-c to stop it); the task then goes on and ends with the command. A password is the person's: they answer it with `shellkeep attach dev --server PID --write` in a terminal of their own.
+            Not run: the session "dev" is held by the task 3f2a, whose command runs there. Poll it with tasks/get, stop it with tasks/cancel, or use another session.
+            tasks/update is not taken: a command's input goes to its terminal, never through the client's forms (where a password would pass through the client). Answer the prompt with the terminal tool and is_input=true on the task's session, as the task's status message says.
+            Not run: 16 tasks of this client run already, as many as the server's sessions (--max-sessions). Poll one with tasks/get until it ends, or stop one with tasks/cancel, then call again.
+            Unknown task "nope": this client has no task with that id (a task is kept for its ttlMs from its creation; another client's tasks are not yours).
+            Method not found: tasks/result is not part of the Tasks extension (io.modelcontextprotocol/tasks) as the 2026-07-28 protocol defines it; poll tasks/get: once the task ended, its result is there, inline.
+            Method not found: "foo/bar". This server offers the MCP methods initialize, ping, tools/list and tools/call.
+            [The previous run "sleep 100" (run 3) was killed by the client's cancellation after 2.5 s; what it printed is kept: output {"run": 3}. For work longer than the client waits, start a background job (terminal background=true) or a terminal command and poll it.]
+            [4 more runs were killed by the client's cancellation; `shellkeep audit` lists them.]
+            A call blocks until its command ends: up to 30 minutes under this policy's categories, up to timeout_sec when given. A client that stops waiting sooner (many stop at 60 s) cancels the call, which kills the command (the next reply says so). For longer work start a background job (terminal with background=true) or a terminal command, and poll it. A client that declares the Tasks extension (io.modelcontextprotocol/tasks) gets a task at once instead, to poll with tasks/get.
+            For a client that declares the Tasks extension, a new command with a timeout over 10 minutes becomes a task: the call returns at once, tasks/get gives this reply when the command ends (or the timeout runs out), and the session is the task's meanwhile.
+            Not run: the server's 8 places (--max-sessions) are all taken by sessions and running tasks, and a run task takes one. Close a session you no longer need (session_close), or wait for a task to end (tasks/get), then call again.
+            The task's call ended in a way no call ends (a bug of shellkeep's): run the command again."#]].assert_eq(&lines.join("\n").replace(&format!("--server {} ", std::process::id()), "--server PID "));
+    }
 }

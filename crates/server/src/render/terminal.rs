@@ -405,26 +405,8 @@ fn ended(reply: &Reply, key: Option<&str>, out: &mut Text) -> TerminalStatus {
 /// The structured content of a terminal reply, with the notices `notes`.
 fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> TerminalOutput {
     let previous = reply.previous.as_deref();
-    let killed = match reply.outcome {
-        Outcome::Killed { mode, .. } => Some(match mode {
-            TerminationMode::Soft => Termination::Soft,
-            TerminationMode::Hard => Termination::Hard,
-        }),
-        _ => None,
-    };
-    let waiting_for_input = match &reply.outcome {
-        Outcome::WaitingForInput { .. } | Outcome::Incomplete => true,
-        Outcome::NotExecuted { why: NotRun::Incomplete, .. } => true,
-        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => reading.is_some(),
-        _ => false,
-    };
-    let reader = match &reply.outcome {
-        Outcome::WaitingForInput { shell_reading } => {
-            Some(if *shell_reading { Reader::Shell } else { Reader::Program })
-        }
-        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => *reading,
-        _ => None,
-    };
+    let killed = termination(reply);
+    let waiting_for_input = waits_for_input(reply);
     let cut = reply.output.truncated;
     TerminalOutput {
         status,
@@ -433,26 +415,13 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         background: false,
         no_time_limit: false,
         waiting_for_input,
-        reader: reader.map(|reader| match reader {
-            Reader::Shell => "shell",
-            Reader::Program => "program",
-        }),
+        reader: reader_of(reply),
         prompt: reply.unfinished_line.as_deref().filter(|_| waiting_for_input).map(capped_echo),
         key_sent: match &reply.input {
             Some(InputReport::Sent { key: Some(key), .. }) => Some(key.clone()),
             _ => None,
         },
-        wait_ended: match reply.outcome {
-            Outcome::Running { why } => Some(match why {
-                WaitEnded::NoNewOutput(_) => "no_new_output",
-                WaitEnded::Timeout(_) => "timeout",
-                WaitEnded::MaxWait(_) => "max_wait",
-                WaitEnded::FullScreen => "full_screen",
-                WaitEnded::Cancelled => "cancelled",
-                WaitEnded::SessionClosing => "session_closing",
-            }),
-            _ => None,
-        },
+        wait_ended: wait_ended_field(reply),
         timeout_reason: killed.map(|_| KillReason::ExecTimeout),
         termination_mode: killed,
         duration_ms: reply.duration.as_millis() as u64,
@@ -484,27 +453,89 @@ fn structured(reply: &Reply, status: TerminalStatus, notes: Vec<String>) -> Term
         full_output_path: full_path(&reply.output),
         full_output_cut: full_cut(&reply.output),
         full_output_error: reply.output.full_output_error.clone(),
-        person_typed: reply.events.iter().find_map(|event| match event {
-            Event::PersonTyped(typed) => Some(PersonTypedOutput {
-                keys: typed.keys,
-                echo_off_keys: typed.hidden,
-                last_key_sec_ago: round_secs(ago(typed.last)),
-            }),
-            _ => None,
-        }),
+        person_typed: person_typed(reply),
         person_command_exit_code: reply.events.iter().rev().find_map(|event| match event {
             Event::PersonRan { status } => Some(*status),
             _ => None,
         }),
-        person_holds_since_sec_ago: match (&reply.outcome, &reply.input) {
-            (Outcome::NotExecuted { why: NotRun::PersonHolds { since }, .. }, _)
-            | (_, Some(InputReport::PersonHolds { since })) => Some(round_secs(ago(*since))),
-            _ => None,
-        },
+        person_holds_since_sec_ago: person_holds_since(reply).map(|since| round_secs(ago(since))),
         person_can_answer: None,
         background_output: reply.idle_output.clone(),
         previous_output: previous.map(|p| p.output.text.clone()),
         output: reply.output.text.clone(),
+    }
+}
+
+/// How a killed command was stopped (`termination_mode`).
+fn termination(reply: &Reply) -> Option<Termination> {
+    match reply.outcome {
+        Outcome::Killed { mode, .. } => Some(match mode {
+            TerminationMode::Soft => Termination::Soft,
+            TerminationMode::Hard => Termination::Hard,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether what runs waits for input (`waiting_for_input`).
+fn waits_for_input(reply: &Reply) -> bool {
+    match &reply.outcome {
+        Outcome::WaitingForInput { .. } | Outcome::Incomplete => true,
+        Outcome::NotExecuted { why: NotRun::Incomplete, .. } => true,
+        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => reading.is_some(),
+        _ => false,
+    }
+}
+
+/// Who reads the input it waits for (`reader`): the shell or a program.
+fn reader_of(reply: &Reply) -> Option<&'static str> {
+    let reader = match &reply.outcome {
+        Outcome::WaitingForInput { shell_reading } => {
+            Some(if *shell_reading { Reader::Shell } else { Reader::Program })
+        }
+        Outcome::NotExecuted { why: NotRun::CommandRunning { reading }, .. } => *reading,
+        _ => None,
+    };
+    reader.map(|reader| match reader {
+        Reader::Shell => "shell",
+        Reader::Program => "program",
+    })
+}
+
+/// Why the wait for a command still running ended (`wait_ended`).
+fn wait_ended_field(reply: &Reply) -> Option<&'static str> {
+    match reply.outcome {
+        Outcome::Running { why } => Some(match why {
+            WaitEnded::NoNewOutput(_) => "no_new_output",
+            WaitEnded::Timeout(_) => "timeout",
+            WaitEnded::MaxWait(_) => "max_wait",
+            WaitEnded::FullScreen => "full_screen",
+            WaitEnded::Cancelled => "cancelled",
+            WaitEnded::SessionClosing => "session_closing",
+        }),
+        _ => None,
+    }
+}
+
+/// What a person typed in the session since the last reply (`person_typed`).
+fn person_typed(reply: &Reply) -> Option<PersonTypedOutput> {
+    reply.events.iter().find_map(|event| match event {
+        Event::PersonTyped(typed) => Some(PersonTypedOutput {
+            keys: typed.keys,
+            echo_off_keys: typed.hidden,
+            last_key_sec_ago: round_secs(ago(typed.last)),
+        }),
+        _ => None,
+    })
+}
+
+/// Since when a person holds the terminal, when that refused the call or
+/// its input.
+fn person_holds_since(reply: &Reply) -> Option<std::time::SystemTime> {
+    match (&reply.outcome, &reply.input) {
+        (Outcome::NotExecuted { why: NotRun::PersonHolds { since }, .. }, _)
+        | (_, Some(InputReport::PersonHolds { since })) => Some(*since),
+        _ => None,
     }
 }
 
@@ -779,22 +810,13 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
             shell_exit(*how),
             in_text(cwd)
         ),
-        Event::NestedShellStarted => "[A nested shell started; shellkeep's integration was \
-            installed in it, so your commands now run inside it with exit codes and the working \
-            directory. `exit` returns to the outer shell.]"
-            .to_owned(),
+        Event::NestedShellStarted => NESTED_SHELL_STARTED.to_owned(),
         Event::NestedShellExited { status } => format!(
             "[The nested shell exited (exit code {status}); commands run in the outer shell \
              again.]"
         ),
-        Event::IntegrationReinstalled => "[The shell was replaced (exec) and lost shellkeep's \
-            integration; it was reinstalled, so commands keep their exit codes and working \
-            directory.]"
-            .to_owned(),
-        Event::ReinstallFailed => "[A shell without shellkeep's integration is waiting at its \
-            prompt and the integration could not be installed in it: send its commands with \
-            is_input=true, or reset=true for a fresh shell.]"
-            .to_owned(),
+        Event::IntegrationReinstalled => INTEGRATION_REINSTALLED.to_owned(),
+        Event::ReinstallFailed => REINSTALL_FAILED.to_owned(),
         Event::OtherShell(name) => format!(
             "[`{name}` is an interactive shell without shellkeep's integration: send its \
              commands with is_input=true (exit codes and the working directory are not tracked \
@@ -815,44 +837,12 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
              background): `{who}`. shellkeep's integration was not installed in it, and the \
              command still runs: send the bash's input with is_input=true, or C-c to stop it.]"
         ),
-        Event::PromptNotRun => "[shellkeep's shell integration is damaged: its prompt \
-            (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of \
-            the command. A command replaced its variables (its functions are read-only), or cleared \
-            PROMPT_COMMAND: reset=true restores a working shell.]"
-            .to_owned(),
-        Event::StatusLost => "[The exit code above may be wrong: a command broke the function \
-            of shellkeep's shell integration that keeps the command's status, so the shell \
-            integration is damaged. reset=true restores a working shell.]"
-            .to_owned(),
-        Event::EndMarkerMissing => "[The shell reported the end of the command, but its end \
-            marker never reached the terminal (the terminal or standard output was redirected, \
-            or an escape sequence swallowed it): the output shown is what was read before the \
-            end.]"
-            .to_owned(),
-        Event::OutputElsewhere => "[The shell's standard output does not go to the terminal \
-            (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or \
-            reset=true restores it.]"
-            .to_owned(),
+        Event::PromptNotRun => PROMPT_NOT_RUN.to_owned(),
+        Event::StatusLost => STATUS_LOST.to_owned(),
+        Event::EndMarkerMissing => END_MARKER_MISSING.to_owned(),
+        Event::OutputElsewhere => OUTPUT_ELSEWHERE.to_owned(),
         Event::RanAtPrompt { what, seq, sender } => ran_at_prompt(*what, *seq, *sender),
-        Event::PersonTyped(typed) => {
-            let hidden = match typed.hidden {
-                0 => String::new(),
-                n if n == typed.keys => {
-                    " with the terminal's echo off (a password: what was typed is not shown)"
-                        .to_owned()
-                }
-                n => format!(
-                    ", {n} of them with the terminal's echo off (a password: what was typed \
-                     then is not shown)"
-                ),
-            };
-            format!(
-                "[A person attached to this session typed {} key{}{hidden}; the last {} ago.]",
-                typed.keys,
-                if typed.keys == 1 { "" } else { "s" },
-                seconds(ago(typed.last))
-            )
-        }
+        Event::PersonTyped(typed) => person_typed_line(typed),
         Event::PersonRan { status } => format!(
             "[A person attached to this session ran a command at the shell's prompt; it ended \
              with exit code {status}. What it printed is the output between commands.]"
@@ -863,6 +853,63 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
     };
     out.note(line);
 }
+
+/// The line that says a person attached to the session typed keys.
+fn person_typed_line(typed: &shellkeep_engine::terminal::PersonTyped) -> String {
+    let hidden = match typed.hidden {
+        0 => String::new(),
+        n if n == typed.keys => {
+            " with the terminal's echo off (a password: what was typed is not shown)".to_owned()
+        }
+        n => format!(
+            ", {n} of them with the terminal's echo off (a password: what was typed \
+             then is not shown)"
+        ),
+    };
+    format!(
+        "[A person attached to this session typed {} key{}{hidden}; the last {} ago.]",
+        typed.keys,
+        if typed.keys == 1 { "" } else { "s" },
+        seconds(ago(typed.last))
+    )
+}
+
+/// A nested shell started and got the integration.
+const NESTED_SHELL_STARTED: &str = "[A nested shell started; shellkeep's integration was \
+            installed in it, so your commands now run inside it with exit codes and the working \
+            directory. `exit` returns to the outer shell.]";
+
+/// The shell was replaced and its integration reinstalled.
+const INTEGRATION_REINSTALLED: &str = "[The shell was replaced (exec) and lost shellkeep's \
+            integration; it was reinstalled, so commands keep their exit codes and working \
+            directory.]";
+
+/// A shell without the integration, which could not be installed.
+const REINSTALL_FAILED: &str = "[A shell without shellkeep's integration is waiting at its \
+            prompt and the integration could not be installed in it: send its commands with \
+            is_input=true, or reset=true for a fresh shell.]";
+
+/// The prompt hook did not run: the integration is damaged.
+const PROMPT_NOT_RUN: &str = "[shellkeep's shell integration is damaged: its prompt \
+            (PROMPT_COMMAND) did not run, and a fallback reported the end and the exit code of \
+            the command. A command replaced its variables (its functions are read-only), or cleared \
+            PROMPT_COMMAND: reset=true restores a working shell.]";
+
+/// The function that keeps the status was broken.
+const STATUS_LOST: &str = "[The exit code above may be wrong: a command broke the function \
+            of shellkeep's shell integration that keeps the command's status, so the shell \
+            integration is damaged. reset=true restores a working shell.]";
+
+/// The end was reported but its marker never arrived.
+const END_MARKER_MISSING: &str = "[The shell reported the end of the command, but its end \
+            marker never reached the terminal (the terminal or standard output was redirected, \
+            or an escape sequence swallowed it): the output shown is what was read before the \
+            end.]";
+
+/// The shell's standard output does not go to the terminal.
+const OUTPUT_ELSEWHERE: &str = "[The shell's standard output does not go to the terminal \
+            (`exec >file`), so the output of commands is not shown: `exec >/dev/tty 2>&1` or \
+            reset=true restores it.]";
 
 /// Why a command the shell never started was not run.
 fn never_started(shell_exited: bool) -> String {

@@ -1,24 +1,16 @@
-//! The MCP tools: the `Shellkeep` handler, what the tools share, and the
-//! helpers every tool's reply goes through (tool errors, structured
-//! results, notices of background jobs that ended or wait for input, and
-//! of the orphan guard; what the sandbox enforces, on every reply of a
-//! confined server, session or command, and what it most likely refused).
-//! Each tool is a file of its own: its description (stating the limits
-//! this server was started with), and the call into the engine.
+//! The MCP tools: the `Shellkeep` handler, one file per tool (its
+//! description and its call into the engine), and what every reply goes
+//! through: tool errors, structured results, notices of jobs and of the
+//! orphan guard, and the sandbox's facts.
 //!
-//! Every call goes through `call_tool` first, the same for every tool: its
-//! arguments are sorted by one rule (`args::sort_arguments`: `null` is "not
-//! given", unknown names are taken out and named in the reply's notes, near
-//! misses are errors), and a call with `wait_for_previous: true` waits for
-//! its turn ([`Turns`]) before it is routed to its tool. A call that becomes
-//! an MCP task (`tasks::wanted`) is answered with the task's handle and
-//! goes the same way in a task of its own (`Shellkeep::reply`, the one path
-//! of every reply); `tasks/get`, `tasks/cancel` and `tasks/update` are
-//! answered from the calling client's table (`tasks`).
+//! Every call takes one path (`call_tool`, then `Shellkeep::reply`, a task's
+//! too): its arguments sorted by one rule (`args::sort_arguments`), its turn
+//! awaited when it asked to wait for earlier calls ([`Turns`]), its tool
+//! called, its notes added and every string masked (`render::mask`).
 //!
-//! This is the only module that knows `rmcp`'s tool API. Arguments are
-//! checked in `args`, replies worded in `render`, schemas rewritten in
-//! `schema`; nothing here runs a command itself.
+//! The only module that knows `rmcp`'s tool API. Not for checking arguments
+//! (`args`), wording replies (`render`) or rewriting schemas (`schema`);
+//! nothing here runs a command itself.
 
 mod clients;
 mod output;
@@ -197,8 +189,8 @@ impl Shellkeep {
         // A job's command and prompt are masked as output is.
         let masks = &self.core.config.masks;
         for job in &mut waiting {
-            job.command = masks.mask(&job.command).0.into_owned();
-            job.prompt = masks.mask(&job.prompt).0.into_owned();
+            job.command = render::mask(masks, &job.command);
+            job.prompt = render::mask(masks, &job.prompt);
         }
         let (text, structured) = render::jobs_waiting(&waiting);
         push_notice(&mut result, text, "jobs_waiting", structured);
@@ -214,7 +206,7 @@ impl Shellkeep {
         }
         // A job's command is masked as output is, in the notice and the log.
         for job in &mut ended {
-            job.command = self.core.config.masks.mask(&job.command).0.into_owned();
+            job.command = render::mask(&self.core.config.masks, &job.command);
         }
         if let Some(log) = &self.core.audit {
             for job in &ended {
@@ -237,7 +229,7 @@ impl Shellkeep {
         session: Option<&str>,
     ) -> CallToolResult {
         if let Some(notice) = take_refused_signals() {
-            push_note(&mut result, self.core.config.masks.mask(&notice).0.into_owned());
+            push_note(&mut result, render::mask(&self.core.config.masks, &notice));
         }
         let guard = self.core.guard.as_ref();
         let reader = self.client.notice_reader(session);
@@ -311,7 +303,7 @@ impl ServerHandler for Shellkeep {
         let client = self.client(&context);
         if let Some(task) = session.as_deref().and_then(|session| client.tasks.holding(session)) {
             let message = render::session_held_by_task(session.as_deref().unwrap_or(""), &task);
-            let message = self.core.config.masks.mask(&message).0.into_owned();
+            let message = render::mask(&self.core.config.masks, &message);
             return Ok(rmcp::model::CallToolResponse::Complete(tool_error(message)));
         }
         let response = self.reply(request, context).await;
@@ -365,7 +357,7 @@ impl ServerHandler for Shellkeep {
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CustomResult, rmcp::ErrorData> {
         let message = render::unknown_method(&request.method);
-        let message = self.core.config.masks.mask(&message).0.into_owned();
+        let message = render::mask(&self.core.config.masks, &message);
         Err(rmcp::ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, message, None))
     }
 
@@ -393,7 +385,7 @@ impl Shellkeep {
         let ignored = match self.sort_arguments(&mut request) {
             Ok(ignored) => ignored,
             Err(message) => {
-                let message = masks.mask(&message).0.into_owned();
+                let message = render::mask(masks, &message);
                 return Ok(CallToolResponse::Complete(tool_error(message)));
             }
         };
@@ -422,7 +414,7 @@ impl Shellkeep {
             && let Ok(CallToolResponse::Complete(result)) = &mut response
         {
             let note = render::ignored_arguments(&tool, &ignored, &names.known);
-            push_note(result, masks.mask(&note).0.into_owned());
+            push_note(result, render::mask(masks, &note));
         }
         if let Ok(CallToolResponse::Complete(result)) = &mut response {
             self.with_servers_died(result);
@@ -434,7 +426,7 @@ impl Shellkeep {
         // it there: output (masked already as it streamed), and the working
         // directory, the interpreter, session and job names, and errors
         // that quote what the agent sent.
-        let mask = |text: &str| masks.mask(text).0.into_owned();
+        let mask = |text: &str| render::mask(masks, text);
         match &mut response {
             Ok(CallToolResponse::Complete(result)) => {
                 for block in &mut result.content {
@@ -519,7 +511,7 @@ impl Shellkeep {
     /// id is masked as anything the agent sent is.
     fn unknown_task(&self, id: &str) -> rmcp::ErrorData {
         let message = render::unknown_task(id);
-        rmcp::ErrorData::invalid_params(self.core.config.masks.mask(&message).0.into_owned(), None)
+        rmcp::ErrorData::invalid_params(render::mask(&self.core.config.masks, &message), None)
     }
 }
 

@@ -8,8 +8,6 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
 
-use shellkeep_engine::mask::MASK;
-
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, ExplainArgs};
 use crate::render;
@@ -47,19 +45,9 @@ impl Shellkeep {
                     explanation.decision = explanation.decision.with_no_output(no_output);
                 }
                 // The command and the parts it names are masked as output is.
-                // A part can hold a piece of a secret that a separator split
-                // (`echo pa55;w0rd`), which its own masking cannot see: a
-                // part is shown only as it appears in the masked command.
                 let masks = &self.core.config.masks;
-                let named = masks.mask(&command).0;
-                let masked_any = named != command.as_str();
-                let mask = |text: &str| {
-                    let masked = masks.mask(text).0;
-                    if masked_any && !named.contains(masked.as_ref()) {
-                        return MASK.to_owned();
-                    }
-                    masked.into_owned()
-                };
+                let named = render::mask(masks, &command);
+                let mask = render::part_masker(masks, &named, named != command);
                 let (mut text, mut structured) =
                     render::explain(&named, &explanation, &self.core.policy_origin, &mask);
                 let (category, resources) = self.core.policy.resources_for(&command);

@@ -56,7 +56,7 @@ impl Shellkeep {
                 if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
                     &mut last.activity
                 {
-                    *command = self.core.config.masks.mask(command).0.into_owned();
+                    *command = render::mask(&self.core.config.masks, command);
                 }
                 audit.end_session_close(Ok((&last.activity, reset)), last.output.len() as u64);
                 // Its last lines are bounded in number, not in size.

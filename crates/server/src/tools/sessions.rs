@@ -2,6 +2,8 @@
 //! description states the session limit and idle expiry. It does not word
 //! the reply (`render`).
 
+use std::time::SystemTime;
+
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -55,13 +57,14 @@ impl Shellkeep {
             if let Activity::Running { command, .. } | Activity::Finished { command, .. } =
                 &mut row.activity
             {
-                *command = masks.mask(command).0.into_owned();
+                *command = render::mask(masks, command);
             }
             if let Some(background) = &mut row.background {
-                *background = masks.mask(background).0.into_owned();
+                *background = render::mask(masks, background);
             }
         }
-        let (text, structured) = render::sessions(&rows, self.client.sessions.limits());
+        let (text, structured) =
+            render::sessions(&rows, self.client.sessions.limits(), SystemTime::now());
         self.with_job_notices(structured_result(text, &structured, false))
     }
 }

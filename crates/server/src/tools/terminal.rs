@@ -109,28 +109,8 @@ impl Shellkeep {
             _ => (Some(self.core.policy.decide(&args.command, None)), args.timeout),
         };
         let exec_limit = decision.as_ref().map(|decision| decision.limits.exec);
-        // Progress goes out while the call waits, when the client asked for
-        // it: the engine reports to a channel, a task forwards to the peer.
-        let (progress, forwarder) = match context.meta.get_progress_token() {
-            Some(token) => {
-                let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-                let hook = ProgressHook::new(move |progress| {
-                    let _ = sender.send(progress);
-                });
-                (
-                    Some(hook),
-                    Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))),
-                )
-            }
-            None => (None, None),
-        };
-        // Text that is exactly a key's name is typed as text; the reply
-        // says how to send the key, for models taught otherwise.
-        let (record, sandbox, network) = (args.record, args.sandbox, args.network);
-        let typed_key_name = match (&args.keys, args.is_input) {
-            (None, true) => keys::names_a_key(&args.command),
-            _ => None,
-        };
+        let (progress, forwarder) = progress_forwarder(&context);
+        let asked = Asked::of(&args);
         let call = match call(args.command, args.is_input, args.reset, args.keys) {
             Ok(call) => call,
             Err(message) => return self.with_job_notices(tool_error(message)),
@@ -148,118 +128,197 @@ impl Shellkeep {
             let _ = forwarder.await;
         }
         if let SessionOpened::Background(_) = &opened {
-            match number {
-                Some(number) => self.client.sessions.watch_job(&lease, number),
-                // It never ran (its shell could not start there): no job.
-                None => {
-                    if let Some(session) = self.client.sessions.forget_job(&lease) {
-                        session.close().await;
-                    }
-                }
-            }
+            self.settle_job(&lease, number).await;
         }
         let result = match executed {
-            Ok(mut reply) => {
-                self.mask_commands(&mut reply);
-                // All the outputs of one reply share one budget.
-                let store = lease.session().output();
-                let saved =
-                    |number| store.get(Some(number)).map(|log| log.saved()).unwrap_or_default();
-                render::fit_reply(&mut reply, self.core.config.output_cap, &saved);
-                // A job waiting for input gets the reply that says how to
-                // answer it.
-                if let SessionOpened::Background(job) = &opened
-                    && matches!(reply.outcome, Outcome::Running { .. })
-                {
-                    let (mut text, mut structured) =
-                        render::background_started(lease.name(), job, &reply);
-                    structured.session = Some(lease.name().to_owned());
-                    if let Some((line, call)) =
-                        render::read_hint(lease.name(), &reply, HintFor::This)
-                    {
-                        text.notice(&line);
-                        structured.command_number = Some(call.command);
-                        structured.output_call = Some(call);
-                    }
-                    let mut result = structured_result(text, &structured, false);
-                    with_sandbox(
-                        &mut result,
-                        enforcement_of(&lease.session().config().sandbox).as_ref(),
-                    );
-                    return self
-                        .with_guard_notice(self.with_job_notices(result), Some(lease.name()));
-                }
-                let (mut text, mut structured) = render::terminal(&reply);
-                let is_error = structured.status == TerminalStatus::NotExecuted;
-                if reply.events.contains(&Event::InputHidden) {
-                    let line = render::person_can_answer(lease.name());
-                    text.notice(&line);
-                    structured.notes.push(line);
-                    structured.person_can_answer = Some(render::attach_command(lease.name()));
-                }
-                if let Some(key) = typed_key_name.filter(|_| reply.input.is_some()) {
-                    let line = render::typed_key_name(key);
-                    text.notice(&line);
-                    structured.notes.push(line);
-                }
-                if lease.name() != DEFAULT_SESSION {
-                    structured.session = Some(lease.name().to_owned());
-                }
-                if let SessionOpened::Background(_) = &opened {
-                    structured.background = true;
-                    structured.no_time_limit = true;
-                }
-                if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
-                    text.notice_first(&line);
-                    structured.notes.insert(0, line);
-                }
-                let recorded = lease.session().config().record.is_some();
-                if let (SessionOpened::Interactive(Opened::Existing), Some(asked)) =
-                    (&opened, record)
-                    && asked != recorded
-                {
-                    let line = render::record_ignored(lease.name(), recorded);
-                    text.notice(&line);
-                    structured.notes.push(line);
-                }
-                let running = &lease.session().config().sandbox;
-                let differs = sandbox.is_some_and(|mode| mode != running.mode)
-                    || network.is_some_and(|network| network != running.network);
-                if let (SessionOpened::Interactive(Opened::Existing), true) = (&opened, differs) {
-                    let line = render::sandbox::sandbox_ignored(lease.name(), running);
-                    text.notice(&line);
-                    structured.notes.push(line);
-                }
-                let failed =
-                    matches!(reply.outcome, Outcome::Completed { exit_code } if exit_code != 0);
-                let output = reply.output.text.clone();
-                // Where the shell is: a relative path in an error is there.
-                let cwd = Some(reply.cwd.clone());
-                // The previous command's output, reported now, may have been
-                // cut too: say how to read it as well.
-                if let Some(previous) = &reply.previous
-                    && let Some((line, call)) =
-                        render::read_hint(lease.name(), previous, HintFor::Previous)
-                {
-                    text.notice(&line);
-                    structured.previous_output_call = Some(call);
-                }
-                if let Some((line, call)) = render::read_hint(lease.name(), &reply, HintFor::This) {
-                    text.notice(&line);
-                    structured.command_number = Some(call.command);
-                    structured.output_call = Some(call);
-                }
-                let mut result = structured_result(text, &structured, is_error);
-                with_sandbox(
-                    &mut result,
-                    enforcement_of(&lease.session().config().sandbox).as_ref(),
-                );
-                with_denial(&mut result, running, failed, &output, cwd.as_deref());
-                self.with_job_notices(result)
-            }
+            Ok(reply) => return self.reply_of(&lease, &opened, reply, &asked),
             Err(err) => self.with_job_notices(tool_error(render::session_refused(&err))),
         };
         self.with_guard_notice(result, Some(lease.name()))
+    }
+}
+
+/// What a call asked for besides its command, kept for its reply's notes.
+struct Asked {
+    /// The key named by text typed as input that is exactly a key's name:
+    /// it was typed as text, and the reply says how to send the key, for
+    /// models taught otherwise.
+    typed_key_name: Option<&'static str>,
+    /// `record`, as given.
+    record: Option<bool>,
+    /// `sandbox`, as given.
+    sandbox: Option<shellkeep_engine::sandbox::Mode>,
+    /// `network`, as given.
+    network: Option<bool>,
+}
+
+impl Asked {
+    /// What `args` asked for.
+    fn of(args: &Terminal) -> Asked {
+        let typed_key_name = match (&args.keys, args.is_input) {
+            (None, true) => keys::names_a_key(&args.command),
+            _ => None,
+        };
+        Asked { typed_key_name, record: args.record, sandbox: args.sandbox, network: args.network }
+    }
+}
+
+/// The progress hook of a call whose client asked for progress, and the
+/// task that forwards it: the engine reports to a channel, the task sends
+/// to the peer while the call waits.
+fn progress_forwarder(
+    context: &RequestContext<RoleServer>,
+) -> (Option<ProgressHook>, Option<tokio::task::JoinHandle<()>>) {
+    let Some(token) = context.meta.get_progress_token() else {
+        return (None, None);
+    };
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let hook = ProgressHook::new(move |progress| {
+        let _ = sender.send(progress);
+    });
+    (Some(hook), Some(tokio::spawn(forward_progress(context.peer.clone(), token, receiver))))
+}
+
+impl Shellkeep {
+    /// After a background job's start: its command `number` is watched
+    /// until it ends; when it never ran (its shell could not start there),
+    /// there is no job and its session is closed.
+    async fn settle_job(&self, lease: &Lease, number: Option<u64>) {
+        match number {
+            Some(number) => self.client.sessions.watch_job(lease, number),
+            None => {
+                if let Some(session) = self.client.sessions.forget_job(lease) {
+                    session.close().await;
+                }
+            }
+        }
+    }
+
+    /// The reply of a call the session executed: masked, its outputs fit
+    /// into one budget, then worded as a background job's start or as a
+    /// terminal reply with its notes.
+    fn reply_of(
+        &self,
+        lease: &Lease,
+        opened: &SessionOpened,
+        mut reply: Reply,
+        asked: &Asked,
+    ) -> CallToolResult {
+        self.mask_commands(&mut reply);
+        let store = lease.session().output();
+        let saved = |number| store.get(Some(number)).map(|log| log.saved()).unwrap_or_default();
+        render::fit_reply(&mut reply, self.core.config.output_cap, &saved);
+        let result = match opened {
+            // A job still running gets the reply that says how to follow it.
+            SessionOpened::Background(job) if matches!(reply.outcome, Outcome::Running { .. }) => {
+                self.background_reply(lease, job, &reply)
+            }
+            _ => self.with_job_notices(self.terminal_reply(lease, opened, &reply, asked)),
+        };
+        self.with_guard_notice(result, Some(lease.name()))
+    }
+
+    /// The reply that starts a background job still running.
+    fn background_reply(
+        &self,
+        lease: &Lease,
+        job: &render::JobStart,
+        reply: &Reply,
+    ) -> CallToolResult {
+        let (mut text, mut structured) = render::background_started(lease.name(), job, reply);
+        structured.session = Some(lease.name().to_owned());
+        if let Some((line, call)) = render::read_hint(lease.name(), reply, HintFor::This) {
+            text.notice(&line);
+            structured.command_number = Some(call.command);
+            structured.output_call = Some(call);
+        }
+        let mut result = structured_result(text, &structured, false);
+        with_sandbox(&mut result, enforcement_of(&lease.session().config().sandbox).as_ref());
+        self.with_job_notices(result)
+    }
+
+    /// A terminal reply with its notes: the session started, a person who
+    /// can answer, a key typed as text, arguments that did not apply, how
+    /// to read what a cut left out, the sandbox and a denial it explains.
+    fn terminal_reply(
+        &self,
+        lease: &Lease,
+        opened: &SessionOpened,
+        reply: &Reply,
+        asked: &Asked,
+    ) -> CallToolResult {
+        let (mut text, mut structured) = render::terminal(reply);
+        let is_error = structured.status == TerminalStatus::NotExecuted;
+        if lease.name() != DEFAULT_SESSION {
+            structured.session = Some(lease.name().to_owned());
+        }
+        if let SessionOpened::Background(_) = opened {
+            structured.background = true;
+            structured.no_time_limit = true;
+        }
+        let mut note = |line: String| {
+            text.notice(&line);
+            structured.notes.push(line);
+        };
+        if reply.events.contains(&Event::InputHidden) {
+            note(render::person_can_answer(lease.name()));
+        }
+        if let Some(key) = asked.typed_key_name.filter(|_| reply.input.is_some()) {
+            note(render::typed_key_name(key));
+        }
+        self.ignored_on_existing(lease, opened, asked).into_iter().for_each(note);
+        if reply.events.contains(&Event::InputHidden) {
+            structured.person_can_answer = Some(render::attach_command(lease.name()));
+        }
+        if let Some(line) = render::session_opened(lease.name(), &opened.as_note()) {
+            text.notice_first(&line);
+            structured.notes.insert(0, line);
+        }
+        // The previous command's output, reported now, may have been cut
+        // too: say how to read it as well.
+        if let Some(previous) = &reply.previous
+            && let Some((line, call)) = render::read_hint(lease.name(), previous, HintFor::Previous)
+        {
+            text.notice(&line);
+            structured.previous_output_call = Some(call);
+        }
+        if let Some((line, call)) = render::read_hint(lease.name(), reply, HintFor::This) {
+            text.notice(&line);
+            structured.command_number = Some(call.command);
+            structured.output_call = Some(call);
+        }
+        let mut result = structured_result(text, &structured, is_error);
+        let running = &lease.session().config().sandbox;
+        with_sandbox(&mut result, enforcement_of(running).as_ref());
+        let failed = matches!(reply.outcome, Outcome::Completed { exit_code } if exit_code != 0);
+        // Where the shell is: a relative path in an error is there.
+        with_denial(&mut result, running, failed, &reply.output.text, Some(&reply.cwd));
+        result
+    }
+
+    /// The notes for `record`, `sandbox` and `network` given on a call to a
+    /// session that was already running, where they do not apply.
+    fn ignored_on_existing(
+        &self,
+        lease: &Lease,
+        opened: &SessionOpened,
+        asked: &Asked,
+    ) -> Vec<String> {
+        if !matches!(opened, SessionOpened::Interactive(Opened::Existing)) {
+            return Vec::new();
+        }
+        let mut notes = Vec::new();
+        let recorded = lease.session().config().record.is_some();
+        if asked.record.is_some_and(|asked| asked != recorded) {
+            notes.push(render::record_ignored(lease.name(), recorded));
+        }
+        let running = &lease.session().config().sandbox;
+        let differs = asked.sandbox.is_some_and(|mode| mode != running.mode)
+            || asked.network.is_some_and(|network| network != running.network);
+        if differs {
+            notes.push(render::sandbox::sandbox_ignored(lease.name(), running));
+        }
+        notes
     }
 }
 
@@ -387,7 +446,7 @@ impl Shellkeep {
         let place = from.place().await.map_err(|err| {
             // It may quote a command or what the shell printed.
             let message = render::job_place_error(DEFAULT_SESSION, &err);
-            self.core.config.masks.mask(&message).0.into_owned()
+            render::mask(&self.core.config.masks, &message)
         })?;
         let env_from = place.env.is_some().then(|| DEFAULT_SESSION.to_owned());
         Ok((place, env_from))
@@ -423,9 +482,9 @@ impl Shellkeep {
         let masks = &self.core.config.masks;
         let mut next = Some(reply);
         while let Some(reply) = next {
-            reply.command = masks.mask(&reply.command).0.into_owned();
+            reply.command = render::mask(masks, &reply.command);
             if let Outcome::NotExecuted { command, .. } = &mut reply.outcome {
-                *command = masks.mask(command).0.into_owned();
+                *command = render::mask(masks, command);
             }
             next = reply.previous.as_deref_mut();
         }
