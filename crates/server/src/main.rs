@@ -508,7 +508,7 @@ async fn run_once(
         tools::insert_sandbox(map, enforcement.as_ref());
         let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
         let cwd = request_cwd.or_else(|| std::env::current_dir().ok());
-        let failed = outcome.exit_code != 0;
+        let failed = outcome.exit_code() != 0;
         if let Some(denial) = tools::denial_of(&sandbox, failed, &output, cwd.as_deref()) {
             let (line, field) = render::sandbox::denial(&denial, &sandbox);
             render::insert_before_body(map, "sandbox_denial", serde_json::to_value(field)?);
@@ -519,8 +519,8 @@ async fn run_once(
     drop(dir);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;
-    let code = match outcome.status {
-        oneshot::RunStatus::Success => outcome.exit_code,
+    let code = match outcome.status() {
+        oneshot::RunStatus::Success => outcome.exit_code(),
         oneshot::RunStatus::Timeout => 124,
         oneshot::RunStatus::Error => 125,
     };

@@ -505,10 +505,10 @@ impl OutputCall {
 pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
     let omitted = |shown: &Shown, count: fn(&Shown) -> u64| shown.truncated.then(|| count(shown));
     let mut structured = RunOutput {
-        status: outcome.status.as_str(),
-        exit_code: outcome.exit_code,
-        timeout_reason: outcome.timeout_reason.map(|r| r.as_str()),
-        termination_mode: outcome.termination_mode.map(|m| m.as_str()),
+        status: outcome.status().as_str(),
+        exit_code: outcome.exit_code(),
+        timeout_reason: outcome.timeout_reason().map(|r| r.as_str()),
+        termination_mode: outcome.termination_mode().map(|m| m.as_str()),
         duration_ms: outcome.duration.as_millis() as u64,
         category: decision.category.clone(),
         pattern: match &decision.source {
@@ -541,12 +541,12 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         text.notice("[stderr]");
         text.shown(&outcome.stderr);
     }
-    let mode = match outcome.termination_mode {
+    let mode = match outcome.termination_mode() {
         Some(TerminationMode::Hard) => "stopped hard (SIGKILL after the grace period)",
         _ => "stopped soft (SIGTERM)",
     };
-    let summary = match (outcome.status, outcome.timeout_reason) {
-        (RunStatus::Success, _) => format!("exit code {}", outcome.exit_code),
+    let summary = match (outcome.status(), outcome.timeout_reason()) {
+        (RunStatus::Success, _) => format!("exit code {}", outcome.exit_code()),
         (RunStatus::Timeout, Some(TimeoutReason::NoOutput)) => format!(
             "no_output_timeout: no output for {}, {mode}",
             seconds(outcome.limits.no_output)
@@ -569,7 +569,7 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
     };
     text.notice(&format!(
         "[{} · {summary} · {} · limits: {limits}]",
-        outcome.status.as_str(),
+        outcome.status().as_str(),
         seconds(outcome.duration),
     ));
     for hit in &outcome.limit_hits {
@@ -577,7 +577,7 @@ pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
         text.notice(&line);
         structured.notes.push(line);
     }
-    if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
+    if outcome.timeout_reason() == Some(TimeoutReason::NoOutput) {
         let line = "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
                     silence to allow.]";
         text.notice(line);
