@@ -280,7 +280,7 @@ pub(crate) fn prepare(mode: Mode) -> Result<PathBuf, String> {
         )
     })?;
     remove_dead_servers(&hierarchy.own);
-    let random = crate::private_fs::random_hex(4).map_err(|err| err.to_string())?;
+    let random = crate::random::random_hex(4).map_err(|err| err.to_string())?;
     let dir = hierarchy.own.join(format!("shellkeep-{}-{random}", std::process::id()));
     std::fs::create_dir(&dir)
         .map_err(|err| format!("cannot create the group {}: {err}", dir.display()))?;

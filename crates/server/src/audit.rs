@@ -46,9 +46,9 @@ use serde::{Deserialize, Serialize};
 use shellkeep_engine::keys::Input;
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
 use shellkeep_engine::policy::Decision;
-use shellkeep_engine::private_fs;
 use shellkeep_engine::registry::JobEnded;
 use shellkeep_engine::session::{Activity, Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
+use shellkeep_engine::{private_fs, runtime_dir};
 
 /// What hides secrets in text written to the log: the identity unless the
 /// server is given a masker.
@@ -219,7 +219,7 @@ impl AuditLog {
             event: "server_start",
             id: &id,
             pid: Some(pid),
-            pid_start: private_fs::start_ticks(pid),
+            pid_start: runtime_dir::start_ticks(pid),
             boot_id: boot_id(),
             full_output_dir: Some(facts.full_output_dir.display().to_string()),
             output_prefix: Some(facts.output_prefix.clone()),
@@ -541,7 +541,7 @@ fn server_alive(start: &Record, boot: Option<&str>) -> bool {
         .ok()
         .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
         .unwrap_or(false);
-    !zombie && private_fs::start_ticks(pid) == Some(then)
+    !zombie && runtime_dir::start_ticks(pid) == Some(then)
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and clock

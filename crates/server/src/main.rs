@@ -32,10 +32,10 @@ use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::output::SpillStore;
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
-use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::{self, Recorder};
 use shellkeep_engine::sandbox;
+use shellkeep_engine::{private_fs, runtime_dir};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
@@ -282,7 +282,7 @@ impl RuntimeDir {
             .filter(|dir| dir.is_absolute() && dir.is_dir());
         let temp = std::env::temp_dir();
         let (base, notice) =
-            private_fs::runtime_base(xdg.as_deref(), &temp).with_context(|| {
+            runtime_dir::runtime_base(xdg.as_deref(), &temp).with_context(|| {
                 format!(
                     "cannot make a private runtime directory in {}; set TMPDIR or \
                  XDG_RUNTIME_DIR to a directory only you can write to",
@@ -292,10 +292,10 @@ impl RuntimeDir {
         if let Some(notice) = notice {
             tracing::warn!("{notice}");
         }
-        for removed in private_fs::remove_dead_server_dirs(&base, &temp) {
+        for removed in runtime_dir::remove_dead_server_dirs(&base, &temp) {
             tracing::info!("removed {}, left by a server that is gone", removed.display());
         }
-        let path = private_fs::create_server_dir(&base)
+        let path = runtime_dir::create_server_dir(&base)
             .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
         tracing::info!("runtime directory: {}", path.display());
         Ok(RuntimeDir { path })

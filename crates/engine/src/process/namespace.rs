@@ -760,7 +760,7 @@ mod tests {
     /// survives.
     #[tokio::test]
     async fn nothing_survives_the_keeper() {
-        let token = format!("ns-marker-{}", crate::private_fs::random_hex(6).expect("random"));
+        let token = format!("ns-marker-{}", crate::random::random_hex(6).expect("random"));
         let scope = Scope::new("test").with_namespace();
         let mut command = group_command("bash", &scope);
         command

@@ -500,7 +500,7 @@ fn dead_servers_are_those_gone_without_an_end_and_their_open_commands() {
 #[test]
 fn a_server_is_alive_while_its_pid_has_its_start_time() {
     let pid = std::process::id();
-    let ticks = private_fs::start_ticks(pid).expect("our own start time");
+    let ticks = runtime_dir::start_ticks(pid).expect("our own start time");
     let boot = boot_id();
     let mut start = server_line("server_start", "aa", pid);
     start.pid_start = Some(ticks);
