@@ -125,114 +125,96 @@ impl Targets {
         }
     }
 
-    /// The live processes these targets reach now.
+    /// The live processes these targets reach now: one look at every
+    /// process ([`ProcTable`]), then each is tested against what is named
+    /// outright, and the rest against the marks and the attribution of
+    /// unmarked processes ([`Targets::reaches`]).
     pub fn members(&self) -> Vec<i32> {
         let me = std::process::id() as i32;
-        let mut all = Vec::new();
-        let mut live_roots = Vec::new();
-        for_each_proc(|stat| {
-            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session, stat.start_ticks));
-            if self.roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
-                live_roots.push(stat.pid);
-            }
-        });
-        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-        let mut parent: HashMap<i32, (i32, u64)> = HashMap::new();
-        for &(pid, ppid, _, _, start) in &all {
-            children.entry(ppid).or_default().push(pid);
-            parent.insert(pid, (ppid, start));
-        }
-        let descendants = |roots: Vec<i32>| {
-            let mut reached: HashSet<i32> = HashSet::new();
-            let mut stack = roots;
-            while let Some(pid) = stack.pop() {
-                if reached.insert(pid) {
-                    stack.extend(children.get(&pid).into_iter().flatten());
+        let (table, live_roots) = ProcTable::read(&self.roots);
+        let look = Look {
+            me,
+            reached: table.descendants(live_roots),
+            spared: self.spared_jobs(&table),
+            in_cgroups: self.cgroups.iter().flat_map(|group| group.members()).collect(),
+            unmarked_cgroup: self
+                .unmarked
+                .as_ref()
+                .and_then(|unmarked| unmarked.cgroup.as_ref())
+                .map(|group| group.members().into_iter().collect())
+                .unwrap_or_default(),
+            under: self
+                .unmarked
+                .as_ref()
+                .and_then(|unmarked| unmarked.under)
+                .map(|pid| table.descendants(vec![pid]))
+                .unwrap_or_default(),
+            spawned: spawned(),
+            table,
+        };
+        look.table
+            .rows
+            .iter()
+            .filter(|row| row.pid != me && !self.exclude.contains(&row.pid))
+            .filter(|row| self.reaches(row, &look))
+            .map(|row| row.pid)
+            .collect()
+    }
+
+    /// The processes of the shell's jobs (`spare_jobs_of`), and the shell:
+    /// spared from the sweeps by marker and by attribution.
+    fn spared_jobs(&self, table: &ProcTable) -> HashSet<i32> {
+        let Some(shell) = self.spare_jobs_of else { return HashSet::new() };
+        let leaders: Vec<i32> = table
+            .rows
+            .iter()
+            .filter(|row| {
+                row.ppid == shell && row.pgrp == row.pid && !self.groups.contains(&row.pgrp)
+            })
+            .map(|row| row.pid)
+            .collect();
+        let mut jobs: Vec<i32> = table
+            .rows
+            .iter()
+            .filter(|row| leaders.contains(&row.pgrp))
+            .map(|row| row.pid)
+            .collect();
+        jobs.push(shell);
+        let mut spared = table.descendants(jobs);
+        spared.insert(shell);
+        spared
+    }
+
+    /// Whether the targets reach `row`. What is named outright is reached;
+    /// the shell's jobs are spared only from the sweeps by marker and by
+    /// attribution.
+    fn reaches(&self, row: &ProcRow, look: &Look) -> bool {
+        look.reached.contains(&row.pid)
+            || self.groups.contains(&row.pgrp)
+            || self.sessions.contains(&row.session)
+            || look.in_cgroups.contains(&row.pid)
+            || !look.spared.contains(&row.pid)
+                && match self.environ_marked(row.pid) {
+                    Marked::Yes => true,
+                    Marked::Other => false,
+                    Marked::Unmarked => self.attributed(row, look),
                 }
-            }
-            reached
-        };
-        let reached = descendants(live_roots);
-        let spared = match self.spare_jobs_of {
-            Some(shell) => {
-                let leaders: Vec<i32> = all
-                    .iter()
-                    .filter(|&&(pid, ppid, pgrp, ..)| {
-                        ppid == shell && pgrp == pid && !self.groups.contains(&pgrp)
-                    })
-                    .map(|&(pid, ..)| pid)
-                    .collect();
-                let mut jobs: Vec<i32> = all
-                    .iter()
-                    .filter(|&&(_, _, pgrp, ..)| leaders.contains(&pgrp))
-                    .map(|&(pid, ..)| pid)
-                    .collect();
-                jobs.push(shell);
-                let mut spared = descendants(jobs);
-                spared.insert(shell);
-                spared
-            }
-            None => HashSet::new(),
-        };
-        let in_cgroups: HashSet<i32> =
-            self.cgroups.iter().flat_map(|group| group.members()).collect();
-        let unmarked_cgroup: HashSet<i32> = self
-            .unmarked
-            .as_ref()
-            .and_then(|unmarked| unmarked.cgroup.as_ref())
-            .map(|group| group.members().into_iter().collect())
-            .unwrap_or_default();
-        let under: HashSet<i32> = self
-            .unmarked
-            .as_ref()
-            .and_then(|unmarked| unmarked.under)
-            .map(|pid| descendants(vec![pid]))
-            .unwrap_or_default();
-        // The ancestor of `pid` whose parent is this server, if any.
-        let top_of = |pid: i32| {
-            let mut current = pid;
-            for _ in 0..4096 {
-                let (ppid, start) = *parent.get(&current)?;
-                if ppid == me {
-                    return Some((current, start));
-                }
-                current = ppid;
-            }
-            None
-        };
-        let spawned = spawned();
-        let mut members = Vec::new();
-        for &(pid, _, pgrp, session, start) in &all {
-            if pid == me || self.exclude.contains(&pid) {
-                continue;
-            }
-            // What is named outright is reached; the shell's jobs are spared
-            // only from the sweeps by marker and by attribution.
-            let found = reached.contains(&pid)
-                || self.groups.contains(&pgrp)
-                || self.sessions.contains(&session)
-                || in_cgroups.contains(&pid)
-                || !spared.contains(&pid)
-                    && match self.environ_marked(pid) {
-                        Marked::Yes => true,
-                        Marked::Other => false,
-                        Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
-                            start >= unmarked.since
-                                && (under.contains(&pid)
-                                    || unmarked_cgroup.contains(&pid)
-                                    || top_of(pid).is_some_and(|top| {
-                                        !spawned.contains(&top)
-                                            && (owner_at(top.1).as_deref()
-                                                == Some(unmarked.owner.as_str())
-                                                || cgroup::outside_server_dir(pid))
-                                    }))
-                        }),
-                    };
-            if found {
-                members.push(pid);
-            }
-        }
-        members
+    }
+
+    /// Whether the unmarked process `row` is the owner's: started after the
+    /// owner, and under its process, in its control group, or below a
+    /// process of this server that we did not spawn and that the owner
+    /// started (or that is outside the server's control group).
+    fn attributed(&self, row: &ProcRow, look: &Look) -> bool {
+        let Some(unmarked) = &self.unmarked else { return false };
+        row.start >= unmarked.since
+            && (look.under.contains(&row.pid)
+                || look.unmarked_cgroup.contains(&row.pid)
+                || look.table.top_of(row.pid, look.me).is_some_and(|top| {
+                    !look.spawned.contains(&top)
+                        && (owner_at(top.1).as_deref() == Some(unmarked.owner.as_str())
+                            || cgroup::outside_server_dir(row.pid))
+                }))
     }
 
     /// Whether `pid`'s environment carries one of the marks ([`classify`]);
@@ -489,6 +471,98 @@ pub(super) async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) 
         tokio::time::sleep(interval.min(deadline - now)).await;
         interval = (interval * 2).min(Duration::from_millis(50));
     }
+}
+
+/// One process as one look at `/proc` saw it.
+#[derive(Debug, Clone, Copy)]
+struct ProcRow {
+    pid: i32,
+    ppid: i32,
+    pgrp: i32,
+    session: i32,
+    /// Clock ticks since boot.
+    start: u64,
+}
+
+/// One look at every process: who is whose child, to walk down to
+/// descendants and up to the process of ours a process descends from.
+struct ProcTable {
+    rows: Vec<ProcRow>,
+    children: HashMap<i32, Vec<i32>>,
+    /// Each process's parent, and the process's own start time.
+    parent: HashMap<i32, (i32, u64)>,
+}
+
+impl ProcTable {
+    /// Reads every process once; also returns which of `roots` are alive.
+    fn read(roots: &[Root]) -> (ProcTable, Vec<i32>) {
+        let mut rows = Vec::new();
+        let mut live_roots = Vec::new();
+        for_each_proc(|stat| {
+            rows.push(ProcRow {
+                pid: stat.pid,
+                ppid: stat.ppid,
+                pgrp: stat.pgrp,
+                session: stat.session,
+                start: stat.start_ticks,
+            });
+            if roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
+                live_roots.push(stat.pid);
+            }
+        });
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        let mut parent = HashMap::new();
+        for row in &rows {
+            children.entry(row.ppid).or_default().push(row.pid);
+            parent.insert(row.pid, (row.ppid, row.start));
+        }
+        (ProcTable { rows, children, parent }, live_roots)
+    }
+
+    /// `roots` and all their descendants.
+    fn descendants(&self, roots: Vec<i32>) -> HashSet<i32> {
+        let mut reached: HashSet<i32> = HashSet::new();
+        let mut stack = roots;
+        while let Some(pid) = stack.pop() {
+            if reached.insert(pid) {
+                stack.extend(self.children.get(&pid).into_iter().flatten());
+            }
+        }
+        reached
+    }
+
+    /// The ancestor of `pid` whose parent is `me` (this server), with its
+    /// start time, if any (a bounded walk up).
+    fn top_of(&self, pid: i32, me: i32) -> Option<(i32, u64)> {
+        let mut current = pid;
+        for _ in 0..4096 {
+            let (ppid, start) = *self.parent.get(&current)?;
+            if ppid == me {
+                return Some((current, start));
+            }
+            current = ppid;
+        }
+        None
+    }
+}
+
+/// What [`Targets::members`] computed once for every process it tests.
+struct Look {
+    /// This server's pid.
+    me: i32,
+    table: ProcTable,
+    /// The live roots and their descendants.
+    reached: HashSet<i32>,
+    /// The shell's jobs, spared from marker and attribution sweeps.
+    spared: HashSet<i32>,
+    /// Members of the targets' control groups.
+    in_cgroups: HashSet<i32>,
+    /// Members of the unmarked owner's control group.
+    unmarked_cgroup: HashSet<i32>,
+    /// Descendants of the unmarked owner's process.
+    under: HashSet<i32>,
+    /// The children this server spawned, with their start times.
+    spawned: Vec<(i32, u64)>,
 }
 
 #[cfg(test)]
