@@ -407,120 +407,62 @@ pub struct ParseError {
 pub fn parse(text: &str) -> Result<Vec<Entry>, ParseError> {
     let mut cursor = Cursor { text, pos: 0, line: 1 };
     let mut entries: Vec<Entry> = Vec::new();
-    loop {
-        cursor.skip_blanks();
-        match cursor.peek() {
-            None => break,
-            Some('\n' | '\r') => {
-                cursor.bump();
-                continue;
-            }
-            Some('#') => {
-                cursor.rest_of_line();
-                continue;
-            }
-            Some(_) => {}
-        }
+    while cursor.next_entry() {
         let line = cursor.line;
         let fail = |message: String| ParseError { line, message };
-        if cursor.rest().starts_with("export") && cursor.rest()[6..].starts_with([' ', '\t']) {
-            cursor.pos += "export".len();
-            cursor.skip_blanks();
-        }
-        let name = cursor.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !is_name(name) {
-            return Err(fail(
-                "expected NAME=value (a name is letters, digits and `_`, not starting with a \
-                 digit)"
-                    .to_owned(),
-            ));
-        }
-        cursor.skip_blanks();
-        if cursor.peek() != Some('=') {
-            return Err(fail(format!("expected `=` after {name}")));
-        }
-        cursor.bump();
-        let blank_before = cursor.skip_blanks();
-        let value = match cursor.peek() {
-            Some('\'') => {
-                cursor.bump();
-                let mut value = String::new();
-                loop {
-                    match cursor.bump() {
-                        None => {
-                            return Err(fail(format!(
-                                "the single quote that opens the value of {name} is never closed"
-                            )));
-                        }
-                        Some('\'') => break,
-                        Some(c) => value.push(c),
-                    }
-                }
-                cursor.end_after_quote(name)?;
-                value
-            }
-            Some('"') => {
-                cursor.bump();
-                let mut value = String::new();
-                loop {
-                    match cursor.bump() {
-                        None => {
-                            return Err(fail(format!(
-                                "the double quote that opens the value of {name} is never closed"
-                            )));
-                        }
-                        Some('"') => break,
-                        Some('\\') => match cursor.bump() {
-                            Some('n') => value.push('\n'),
-                            Some('r') => value.push('\r'),
-                            Some('t') => value.push('\t'),
-                            Some(c @ ('"' | '\\')) => value.push(c),
-                            Some(c) => {
-                                value.push('\\');
-                                value.push(c);
-                            }
-                            None => {
-                                return Err(fail(format!(
-                                    "the double quote that opens the value of {name} is never \
-                                     closed"
-                                )));
-                            }
-                        },
-                        Some('\r') if cursor.peek() == Some('\n') => {}
-                        Some(c) => value.push(c),
-                    }
-                }
-                cursor.end_after_quote(name)?;
-                value
-            }
-            _ => {
-                let raw = cursor.rest_of_line();
-                let raw = raw.strip_suffix('\r').unwrap_or(raw);
-                let comment = if blank_before && raw.starts_with('#') {
-                    Some(0)
-                } else {
-                    raw.find(" #").or_else(|| raw.find("\t#"))
-                };
-                comment.map_or(raw, |at| &raw[..at]).trim_end_matches([' ', '\t']).to_owned()
-            }
-        };
-        if value.contains('\0') {
-            // No environment can hold it: the shell would not start.
-            return Err(fail(format!("the value of {name} contains a NUL character")));
-        }
-        if RESERVED_NAMES.contains(&name)
-            || ["SHELLKEEP_", "BASH_FUNC_", "__sk", "__SK"].iter().any(|p| name.starts_with(p))
-        {
-            return Err(fail(format!(
-                "{name} cannot be set by a secrets file: the shell or shellkeep relies on it"
-            )));
-        }
-        if let Some(first) = entries.iter().find(|e| e.name == name) {
-            return Err(fail(format!("{name} is set again (first on line {})", first.line)));
-        }
+        let name = cursor.name().map_err(fail)?;
+        let value = cursor.value(name, line)?;
+        check_entry(name, &value, &entries).map_err(fail)?;
         entries.push(Entry { name: name.to_owned(), value, line });
     }
     Ok(entries)
+}
+
+/// Why `name=value` cannot be an entry after `entries`: a NUL in the value,
+/// a name the shell or shellkeep relies on, or a name set twice.
+fn check_entry(name: &str, value: &str, entries: &[Entry]) -> Result<(), String> {
+    if value.contains('\0') {
+        // No environment can hold it: the shell would not start.
+        return Err(format!("the value of {name} contains a NUL character"));
+    }
+    if RESERVED_NAMES.contains(&name)
+        || ["SHELLKEEP_", "BASH_FUNC_", "__sk", "__SK"].iter().any(|p| name.starts_with(p))
+    {
+        return Err(format!(
+            "{name} cannot be set by a secrets file: the shell or shellkeep relies on it"
+        ));
+    }
+    if let Some(first) = entries.iter().find(|e| e.name == name) {
+        return Err(format!("{name} is set again (first on line {})", first.line));
+    }
+    Ok(())
+}
+
+/// The quotes a value may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    /// Every character as it is.
+    Single,
+    /// Escapes (`\n`, `\r`, `\t`, `\"`, `\\`), and a CRLF read as LF.
+    Double,
+}
+
+impl Quote {
+    /// The quote character.
+    fn char(self) -> char {
+        match self {
+            Quote::Single => '\'',
+            Quote::Double => '"',
+        }
+    }
+
+    /// Its name in a message.
+    fn word(self) -> &'static str {
+        match self {
+            Quote::Single => "single",
+            Quote::Double => "double",
+        }
+    }
 }
 
 /// A position in the text being parsed.
@@ -568,6 +510,101 @@ impl<'a> Cursor<'a> {
         let line = self.take_while(|_| true);
         self.bump();
         line
+    }
+
+    /// Skips blank lines and comments up to the next entry; false at the
+    /// end of the text.
+    fn next_entry(&mut self) -> bool {
+        loop {
+            self.skip_blanks();
+            match self.peek() {
+                None => return false,
+                Some('\n' | '\r') => {
+                    self.bump();
+                }
+                Some('#') => {
+                    self.rest_of_line();
+                }
+                Some(_) => return true,
+            }
+        }
+    }
+
+    /// An entry's name (after an optional `export`) and its `=`.
+    fn name(&mut self) -> Result<&'a str, String> {
+        if self.rest().starts_with("export") && self.rest()[6..].starts_with([' ', '\t']) {
+            self.pos += "export".len();
+            self.skip_blanks();
+        }
+        let name = self.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !is_name(name) {
+            return Err("expected NAME=value (a name is letters, digits and `_`, not starting \
+                        with a digit)"
+                .to_owned());
+        }
+        self.skip_blanks();
+        if self.peek() != Some('=') {
+            return Err(format!("expected `=` after {name}"));
+        }
+        self.bump();
+        Ok(name)
+    }
+
+    /// The value of `name` (whose entry starts on `line`): quoted, or the
+    /// rest of the line up to a comment, without surrounding blanks.
+    fn value(&mut self, name: &str, line: usize) -> Result<String, ParseError> {
+        let blank_before = self.skip_blanks();
+        let quote = match self.peek() {
+            Some('\'') => Quote::Single,
+            Some('"') => Quote::Double,
+            _ => return Ok(self.unquoted(blank_before)),
+        };
+        self.bump();
+        let value = self.quoted(quote).ok_or_else(|| ParseError {
+            line,
+            message: format!(
+                "the {} quote that opens the value of {name} is never closed",
+                quote.word()
+            ),
+        })?;
+        self.end_after_quote(name)?;
+        Ok(value)
+    }
+
+    /// A quoted value after its opening quote, up to the closing one, which
+    /// is consumed; `None` when the text ends first.
+    fn quoted(&mut self, quote: Quote) -> Option<String> {
+        let mut value = String::new();
+        loop {
+            match self.bump()? {
+                c if c == quote.char() => return Some(value),
+                '\\' if quote == Quote::Double => match self.bump()? {
+                    'n' => value.push('\n'),
+                    'r' => value.push('\r'),
+                    't' => value.push('\t'),
+                    c @ ('"' | '\\') => value.push(c),
+                    c => {
+                        value.push('\\');
+                        value.push(c);
+                    }
+                },
+                '\r' if quote == Quote::Double && self.peek() == Some('\n') => {}
+                c => value.push(c),
+            }
+        }
+    }
+
+    /// An unquoted value: the rest of the line, up to a `#` after a blank
+    /// (`blank_before`: the value itself started after one).
+    fn unquoted(&mut self, blank_before: bool) -> String {
+        let raw = self.rest_of_line();
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        let comment = if blank_before && raw.starts_with('#') {
+            Some(0)
+        } else {
+            raw.find(" #").or_else(|| raw.find("\t#"))
+        };
+        comment.map_or(raw, |at| &raw[..at]).trim_end_matches([' ', '\t']).to_owned()
     }
 
     /// After a closing quote: blanks, then a comment or the end of the line.
