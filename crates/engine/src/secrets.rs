@@ -153,9 +153,27 @@ impl Found {
 pub struct SecretsError(pub String);
 
 /// Finds the secrets `sources` name in the server's environment `env` and
-/// in the secrets file.
+/// in the secrets file: the variables named as secret, then the file's
+/// values, then (with the defaults) variables whose names say secret.
 pub fn load(sources: &Sources, env: &[(OsString, OsString)]) -> Result<Found, SecretsError> {
     let mut found = Found { shapes: sources.defaults, ..Found::default() };
+    add_named(sources, env, &mut found)?;
+    if let Some(path) = &sources.file {
+        add_file(path, &mut found)?;
+    }
+    if sources.defaults {
+        add_by_name_pattern(env, &mut found);
+    }
+    Ok(found)
+}
+
+/// The variables `sources` names as secret, from `env`; each must exist and
+/// be maskable.
+fn add_named(
+    sources: &Sources,
+    env: &[(OsString, OsString)],
+    found: &mut Found,
+) -> Result<(), SecretsError> {
     let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_os_str());
     for name in sources.names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         let what = match sources.names_from.as_str() {
@@ -187,57 +205,59 @@ pub fn load(sources: &Sources, env: &[(OsString, OsString)]) -> Result<Found, Se
             origin: Origin::Named,
         });
     }
-    if let Some(path) = &sources.file {
-        for entry in read_file(path)? {
-            if let Some(problem) = too_short(&entry.value) {
-                return Err(SecretsError(format!(
-                    "{} line {}: {}: {problem}",
-                    path.display(),
-                    entry.line,
-                    entry.name
-                )));
-            }
-            // A file value exported under a name also named as secret
-            // replaces that variable in commands: both values are masked.
-            found.secrets.push(Secret {
-                name: entry.name,
-                value: entry.value,
-                origin: Origin::File,
-            });
+    Ok(())
+}
+
+/// The values of the secrets file at `path`; each must be maskable.
+fn add_file(path: &Path, found: &mut Found) -> Result<(), SecretsError> {
+    for entry in read_file(path)? {
+        if let Some(problem) = too_short(&entry.value) {
+            return Err(SecretsError(format!(
+                "{} line {}: {}: {problem}",
+                path.display(),
+                entry.line,
+                entry.name
+            )));
         }
+        // A file value exported under a name also named as secret
+        // replaces that variable in commands: both values are masked.
+        found.secrets.push(Secret { name: entry.name, value: entry.value, origin: Origin::File });
     }
-    if sources.defaults {
-        let mut names: Vec<(&OsStr, &OsStr)> =
-            env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())).collect();
-        names.sort_by(|a, b| a.0.cmp(b.0));
-        names.dedup_by(|a, b| a.0 == b.0);
-        for (name, value) in names {
-            let Some(name) = name.to_str().filter(|n| name_says_secret(n)) else { continue };
-            if found.secrets.iter().any(|s| s.name == name && s.origin != Origin::File) {
-                continue;
-            }
-            let Some(value) = value.to_str() else {
-                found.notices.push(format!(
-                    "the environment variable {name} looks secret by its name, but its value is \
-                     not valid UTF-8: it is not masked"
-                ));
-                continue;
-            };
-            if let Some(problem) = too_short(value) {
-                found.notices.push(format!(
-                    "the environment variable {name} looks secret by its name, but {problem}: it \
-                     is not masked"
-                ));
-                continue;
-            }
-            found.secrets.push(Secret {
-                name: name.to_owned(),
-                value: value.to_owned(),
-                origin: Origin::NamePattern,
-            });
+    Ok(())
+}
+
+/// The variables of `env` whose names say secret, not yet found by name; one
+/// that cannot be masked is a notice, not an error.
+fn add_by_name_pattern(env: &[(OsString, OsString)], found: &mut Found) {
+    let mut names: Vec<(&OsStr, &OsStr)> =
+        env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    names.dedup_by(|a, b| a.0 == b.0);
+    for (name, value) in names {
+        let Some(name) = name.to_str().filter(|n| name_says_secret(n)) else { continue };
+        if found.secrets.iter().any(|s| s.name == name && s.origin != Origin::File) {
+            continue;
         }
+        let Some(value) = value.to_str() else {
+            found.notices.push(format!(
+                "the environment variable {name} looks secret by its name, but its value is \
+                 not valid UTF-8: it is not masked"
+            ));
+            continue;
+        };
+        if let Some(problem) = too_short(value) {
+            found.notices.push(format!(
+                "the environment variable {name} looks secret by its name, but {problem}: it \
+                 is not masked"
+            ));
+            continue;
+        }
+        found.secrets.push(Secret {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            origin: Origin::NamePattern,
+        });
     }
-    Ok(found)
 }
 
 /// Why `value` cannot be masked, if it cannot.
