@@ -485,12 +485,33 @@ impl Policy {
                 winner: None,
             };
         }
+        let (parts, omitted) = self.match_parts(command);
+        if parts.is_empty() {
+            let rule = self.first_match(command.trim_start());
+            return Explanation { decision: self.decision_for(rule), parts, omitted, winner: None };
+        }
+        let winner = longest(&parts);
+        Explanation {
+            decision: parts[winner].decision.clone(),
+            parts,
+            omitted,
+            winner: Some(winner),
+        }
+    }
+
+    /// Each part of `command` with its decision, in the order they are
+    /// matched, and how many parts were not matched (past the bounds of
+    /// [`Policy::explain`]).
+    fn match_parts<'c>(&self, command: &'c str) -> (Vec<PartDecision<'c>>, usize) {
         let split = syntax::command_parts(command);
         let mut omitted = split.omitted;
-        let mut matched: HashMap<&'c str, Option<usize>> = HashMap::new();
-        // Nested parts and looked-through prefixes match the same bytes
-        // again; this keeps the bytes matched linear in the command's.
-        let mut budget = command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096);
+        let mut matcher = Matcher {
+            policy: self,
+            matched: HashMap::new(),
+            // Nested parts and looked-through prefixes match the same bytes
+            // again; this keeps the bytes matched linear in the command's.
+            budget: command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096),
+        };
         let mut parts = Vec::new();
         // The parts still to match, each list with the number of shell
         // command strings (`bash -c '…'`) it is inside: a stack, not
@@ -503,28 +524,11 @@ impl Policy {
                 continue;
             };
             let Some(texts) = looks(part.text) else { continue };
-            if parts.len() >= syntax::MAX_PARTS || budget < texts[0].len() {
+            if parts.len() >= syntax::MAX_PARTS || matcher.budget < texts[0].len() {
                 omitted += 1;
                 continue;
             }
-            let mut found = None;
-            for &text in &texts {
-                let rule = match matched.get(text) {
-                    Some(rule) => *rule,
-                    None if budget >= text.len() => {
-                        budget -= text.len();
-                        let rule = self.first_match(text);
-                        matched.insert(text, rule);
-                        rule
-                    }
-                    None => break,
-                };
-                if let Some(rule) = rule {
-                    found = Some((text, rule));
-                    break;
-                }
-            }
-            let (command, rule) = match found {
+            let (command, rule) = match matcher.first_of(&texts) {
                 Some((text, rule)) => (text, Some(rule)),
                 None => (texts[0], None),
             };
@@ -543,24 +547,7 @@ impl Policy {
                 pending.push((inner.parts.into_iter(), strings + 1));
             }
         }
-        if parts.is_empty() {
-            let rule = self.first_match(command.trim_start());
-            return Explanation { decision: self.decision_for(rule), parts, omitted, winner: None };
-        }
-        let mut winner = 0;
-        for (index, part) in parts.iter().enumerate() {
-            let longest = &parts[winner].decision.limits;
-            let limits = &part.decision.limits;
-            if (limits.exec, limits.no_output) > (longest.exec, longest.no_output) {
-                winner = index;
-            }
-        }
-        Explanation {
-            decision: parts[winner].decision.clone(),
-            parts,
-            omitted,
-            winner: Some(winner),
-        }
+        (parts, omitted)
     }
 
     /// The index of the first rule whose pattern matches `text`.
@@ -665,6 +652,53 @@ pub const MATCH_BUDGET_PER_BYTE: usize = 2;
 /// At most this many texts of one part are matched: its command as
 /// written, then with each prefix looked through.
 pub const MAX_LOOKS: usize = 8;
+
+/// The part with the longest limits: the larger execution limit, then
+/// the larger no-output limit; the first such part on a tie.
+fn longest(parts: &[PartDecision<'_>]) -> usize {
+    let mut winner = 0;
+    for (index, part) in parts.iter().enumerate() {
+        let longest = &parts[winner].decision.limits;
+        let limits = &part.decision.limits;
+        if (limits.exec, limits.no_output) > (longest.exec, longest.no_output) {
+            winner = index;
+        }
+    }
+    winner
+}
+
+/// Matching the texts of a command's parts against a policy's patterns,
+/// each text once, within a budget of bytes.
+struct Matcher<'p, 'c> {
+    policy: &'p Policy,
+    /// The first rule each text matched (`None`: none), as matched so far.
+    matched: HashMap<&'c str, Option<usize>>,
+    /// The bytes that may still be matched.
+    budget: usize,
+}
+
+impl<'c> Matcher<'_, 'c> {
+    /// The first of `texts` (a part's looks, in order) that a rule matches,
+    /// with that rule; `None` when none does or the budget runs out first.
+    fn first_of(&mut self, texts: &[&'c str]) -> Option<(&'c str, usize)> {
+        for &text in texts {
+            let rule = match self.matched.get(text) {
+                Some(rule) => *rule,
+                None if self.budget >= text.len() => {
+                    self.budget -= text.len();
+                    let rule = self.policy.first_match(text);
+                    self.matched.insert(text, rule);
+                    rule
+                }
+                None => return None,
+            };
+            if let Some(rule) = rule {
+                return Some((text, rule));
+            }
+        }
+        None
+    }
+}
 
 /// The texts of a part that are matched, in order: its command as written
 /// (after the reserved words before it), then with each prefix looked
