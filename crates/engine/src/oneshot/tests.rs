@@ -1,3 +1,7 @@
+//! Tests of the one-shot runner against real bash: the seed's four cases,
+//! both limits, the grace period, leftovers, the shared cap, cancel and the
+//! guard.
+
 use super::*;
 use crate::store::Stream;
 use std::path::Path;
