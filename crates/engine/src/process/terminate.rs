@@ -126,9 +126,9 @@ impl Targets {
     }
 
     /// The live processes these targets reach now: one look at every
-    /// process ([`ProcTable`]), then each is tested against what is named
+    /// process (`ProcTable`), then each is tested against what is named
     /// outright, and the rest against the marks and the attribution of
-    /// unmarked processes ([`Targets::reaches`]).
+    /// unmarked processes (`Targets::reaches`).
     pub fn members(&self) -> Vec<i32> {
         let me = std::process::id() as i32;
         let (table, live_roots) = ProcTable::read(&self.roots);
