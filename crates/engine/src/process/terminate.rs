@@ -42,6 +42,43 @@ pub fn signal_group(pgid: i32, signal: Signal) -> bool {
 /// `environ` of those not already matched when there are marks), so its
 /// cost grows with the number of processes on the machine, not with what
 /// is found.
+///
+/// How containment holds. In a cgroup mode ([`super::init_containment`],
+/// `cgroup`), every owner has a control group its child joins between fork
+/// and exec; nothing it starts leaves it without privileges, and stopping
+/// the owner kills the group. The rest is the second net there, and the
+/// only one in markers mode: every child carries an inherited marker in its
+/// environment, `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which
+/// every descendant inherits whatever it does to its group or session (a
+/// terminal shell exports `<owner>/c<seq>` for each command, so one
+/// command's processes can be told apart). Stopping an owner stops every
+/// process of ours whose `/proc/PID/environ` carries its marker, plus the
+/// groups, sessions and descendants it names, plus the processes of ours
+/// with no readable marker of a live owner (a marker of an owner that never
+/// existed or has ended counts as none) that descend from it or are adopted
+/// orphans attributed to it ([`Unmarked`]). The server is a child
+/// subreaper ([`super::reap_adopted_orphans`]), so orphans stay its descendants.
+/// The orphan guard, which outlives the server, sees markers, groups,
+/// sessions, control groups, and the orphans the server adopted that only
+/// their ancestry ties to it (told at every SIGCHLD the server gets). What
+/// still escapes in markers mode: an unmarked orphan taken for another
+/// owner's (see [`Unmarked`]), a process relabelled with another live
+/// owner's marker (stopped with that owner), an unmarked one alive after a
+/// server SIGKILL that the guard was not yet told of, and in every mode a
+/// process that asks something outside our tree (`systemd-run`, `at`, a
+/// daemon) to start it.
+///
+/// A sandboxed owner (its scope has a confinement whose report has the
+/// namespace) also gets a PID namespace of its own whose init is ours
+/// (`namespace`): what it starts can leave its group, session, environment
+/// and control group, but not the namespace, which the kernel empties when
+/// the owner's shell ends, when the owner is stopped, or when the server
+/// dies, guard or no guard. This closes every escape above but the last.
+///
+/// Whatever must end with no chance to react is stopped first
+/// ([`stop_then_kill`]: SIGSTOP to everything before SIGKILL), and in a
+/// cgroup mode every SIGKILL round, and the last look of a stop, freeze the
+/// control groups.
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
     /// Process groups.
