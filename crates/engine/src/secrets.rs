@@ -1,24 +1,17 @@
 //! Where secrets come from: the values the server must never show, each
-//! with the name it came under, ready for the masker.
+//! with the name it came under, ready for the masker. Three sources, in
+//! this order ([`load`]): named variables of the server's environment, a
+//! private secrets file in dotenv syntax ([`read_file`], [`parse`]), and by
+//! default the variables whose names say secret ([`name_says_secret`]).
 //!
-//! Three sources, in this order:
-//! - **named** variables of the server's environment (`Sources::names`);
-//! - a **secrets file** of `NAME=value` lines in dotenv syntax
-//!   (`Sources::file`), whose values are also *exported* into every shell
-//!   and `run` command, through the environment only;
-//! - by default, the server's variables whose **names say secret**
-//!   ([`name_says_secret`]), and the masker's shapes of well-known
-//!   credentials ([`Found::shapes`]).
+//! Not here: masking (`mask`), exporting the file's values into shells and
+//! `run` commands (their callers do, through the environment only), or
+//! printing anything.
 //!
-//! A value shorter than [`MIN_SECRET_LEN`] characters cannot be masked
-//! without wrecking ordinary output (masking `user` would cut words in
-//! half): a named or file value that short is an error naming it; a
-//! variable found by its name is skipped with a notice. Nothing here
-//! prints, masks or starts anything; no message ever contains a value.
-//!
-//! The file must be private to the server's user: opened without following
-//! a symlink (`O_NOFOLLOW`), a regular file of ours that nobody else may
-//! read or write. Values are taken literally: no `$VAR` expansion.
+//! Invariant: no message ever contains a value, and no value shorter than
+//! [`MIN_SECRET_LEN`] characters is taken (masking `user` would cut words
+//! in half): a named or file value that short is an error naming it; a
+//! variable found by its name is skipped with a notice.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -337,7 +330,9 @@ impl std::fmt::Debug for Entry {
 }
 
 /// Opens the secrets file `path` safely, checks that it is private to us,
-/// and parses it.
+/// and parses it: opened without following a symlink (`O_NOFOLLOW`), it
+/// must be a regular file of ours that nobody else may read or write.
+/// Values are taken literally: no `$VAR` expansion.
 pub fn read_file(path: &Path) -> Result<Vec<Entry>, SecretsError> {
     let shown = path.display();
     let file = File::options()
