@@ -1,21 +1,16 @@
-//! Bash syntax, as far as shellkeep needs it without running bash:
+//! Bash syntax, as far as shellkeep needs it without running bash: whether
+//! a command is complete or bash would wait for more lines
+//! ([`is_incomplete`]), and the parts of a compound command
+//! ([`command_parts`]) with the words before a part's command
+//! ([`command_of`], [`skip_assignments`], [`split_word`]), which the
+//! timeout policy matches.
 //!
-//! - whether a command is complete or bash would wait for more lines, as at
-//!   its `>` prompt (an open quote, `if` without `fi`, a here-document
-//!   without its end, a trailing `\`, `&&` or `|`): a quick scan decides
-//!   most commands, and `bash -n` the ones that could be incomplete;
-//! - the parts of a compound command ([`command_parts`]): the simple
-//!   commands it runs, split at `&&`, `||`, `;`, `|`, `&` and newlines and
-//!   taken out of subshells, groups and command substitutions, with quotes,
-//!   escapes, `[[ … ]]` and here-documents kept whole and comments left
-//!   out; and the words before a part's command (reserved words,
-//!   assignments, redirections: [`command_of`], [`skip_assignments`],
-//!   [`split_word`]). The timeout policy matches each part.
+//! Not here: sessions (an incomplete command is held by
+//! `session::incomplete`) or the policy.
 //!
-//! The completeness check runs `bash -n` on the text (through a pipe, never
-//! a file) and nothing else; the parts are a pure scan that runs nothing.
-//! This module knows nothing of sessions (an incomplete command is held by
-//! `session::incomplete`) or of the policy.
+//! Invariant: the completeness check runs `bash -n` on the text (through a
+//! pipe, never a file) and nothing else; the parts are a pure, bounded,
+//! linear scan that runs nothing and never fails.
 
 use std::path::Path;
 use std::time::Duration;
