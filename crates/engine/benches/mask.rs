@@ -144,7 +144,7 @@ async fn measure() {
             let start = Instant::now();
             let outcome = oneshot::run(request, CancellationToken::new()).await;
             let ran = start.elapsed();
-            assert_eq!(outcome.exit_code, 0);
+            assert_eq!(outcome.exit_code(), 0);
             for _ in 0..20 {
                 call(session, "echo hi").await;
             }

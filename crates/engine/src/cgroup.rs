@@ -1,25 +1,17 @@
 //! Control groups: containment the kernel enforces, where the host lets us
-//! manage them.
+//! manage them: finding what the host allows (cgroup v2, or v1 with a
+//! writable `freezer` hierarchy, else nothing), the server's directory
+//! `shellkeep-<pid>-<random>` under its own group, one [`Group`] per owner
+//! under it, and stopping a group ([`Group::kill`]).
 //!
-//! At start-up `process::init_containment` finds what this host allows, in order: cgroup v2
-//! (the `cgroup2` mount and our own group, where we can create a group under
-//! our own and move a process into it: root, or a delegated subtree such as
-//! a systemd user service or a container with its own cgroup namespace),
-//! then cgroup v1 with a writable `freezer` hierarchy, else nothing (the
-//! scope markers of `process` are then the only containment). The server
-//! makes one directory of its own under its group, `shellkeep-<pid>-<random>`,
-//! and one [`Group`] per owner under it (a terminal shell, a `run` command).
-//! A child joins its owner's group between fork and exec (`process` does
-//! that, through [`Group::procs_fd`], opened before the fork), so everything
-//! it starts is in the group, whatever it does to its environment, its
-//! dumpable flag, its session or its process group; leaving the group needs
-//! write access to a `cgroup.procs` file outside it.
+//! Not here: the polite signals before a kill and the joining of a group
+//! between fork and exec (`process`); it starts no process and holds no
+//! `unsafe`. It reads and writes cgroup files and sends SIGKILL only to the
+//! members of a frozen group.
 //!
-//! Stopping a group is [`Group::kill`]: `cgroup.kill` (v2; recursive), or
-//! freeze, SIGKILL every member, thaw (v1, or v2 without `cgroup.kill`).
-//! The polite signals before it (SIGHUP, SIGTERM) are `process`'s job. This
-//! module reads and writes cgroup files and sends SIGKILL to the members of
-//! a frozen group; it starts no process and contains no `unsafe`.
+//! Invariant: a child that joined its owner's group before exec cannot
+//! leave it without write access to a `cgroup.procs` outside it, whatever
+//! it does to its environment, session or process group.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd as _, RawFd};
@@ -280,7 +272,7 @@ pub(crate) fn prepare(mode: Mode) -> Result<PathBuf, String> {
         )
     })?;
     remove_dead_servers(&hierarchy.own);
-    let random = crate::private_fs::random_hex(4).map_err(|err| err.to_string())?;
+    let random = crate::random::random_hex(4).map_err(|err| err.to_string())?;
     let dir = hierarchy.own.join(format!("shellkeep-{}-{random}", std::process::id()));
     std::fs::create_dir(&dir)
         .map_err(|err| format!("cannot create the group {}: {err}", dir.display()))?;
@@ -381,6 +373,18 @@ fn dead_server_dirs(own: &Path) -> Vec<PathBuf> {
 /// `cgroup.procs` open for writing so a child can join between fork and
 /// exec. Removed when the last handle goes, if it is empty by then (else
 /// at the next group's creation, or with the server's directory).
+///
+/// At start-up `process::init_containment` finds what this host allows, in
+/// order: cgroup v2 (the `cgroup2` mount and our own group, where we can
+/// create a group under our own and move a process into it: root, or a
+/// delegated subtree such as a systemd user service or a container with its
+/// own cgroup namespace), then cgroup v1 with a writable `freezer`
+/// hierarchy, else nothing (the scope markers of `process` are then the
+/// only containment). A child joins its owner's group between fork and exec
+/// (`process` does that, through [`Group::procs_fd`], opened before the
+/// fork), so everything it starts is in the group. Stopping it is
+/// [`Group::kill`]: `cgroup.kill` (v2; recursive), or freeze, SIGKILL every
+/// member, thaw (v1, or v2 without `cgroup.kill`).
 #[derive(Debug)]
 pub struct Group {
     path: PathBuf,

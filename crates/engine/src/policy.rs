@@ -1,89 +1,19 @@
 //! The timeout policy: command categories, their limits, and how a command
-//! is matched to one.
+//! is matched to one. A policy file is the seed design's JSON format,
+//! unchanged ([`Policy::from_json`]); matching copies Python's
+//! `re.match(pattern, command, re.IGNORECASE)` (`Policy::first_match`);
+//! a compound command gets the limits of its longest part
+//! ([`Policy::explain`]); the embedded default keeps the seed's categories
+//! ([`EMBEDDED_POLICY_JSON`]).
 //!
-//! A policy file is the JSON format of the seed design, unchanged:
-//! `version` and `description` (both optional and informational),
-//! `categories` (name to `description`, `exec_timeout_sec`,
-//! `no_output_timeout_sec`, and optionally `limits`: the resource limits
-//! of the category's `run` commands, `{"memory_mib": 2048, "tasks": 512,
-//! "cpu": 2}`, each optional, see [`Policy::resources_for`]),
-//! `command_patterns` (category name to a list of regular expressions) and
-//! `default_category`. Keys this module does not
-//! know are ignored, so other tools may annotate the file; a key repeated
-//! within one object is an error, where Python would silently keep the last
-//! copy and drop, say, a whole list of patterns. Reading follows the
-//! ripgrep habit of raw config first, validated config second: the text is
-//! parsed into a plain JSON tree that keeps key order, and [`Policy`] is
-//! compiled from that tree, so every mistake is reported with the file, the
-//! field (`command_patterns.quick[1]`) and what to fix.
+//! Not here: running commands, enforcing limits, or watching the file for
+//! changes. It turns text into a [`Policy`] and a command into a
+//! [`Decision`]; apart from [`load_from_environment`] it reads no
+//! environment variable, and apart from [`locate`] and [`load_policy`] it
+//! touches no file.
 //!
-//! Matching copies Python's `re.match(pattern, command, re.IGNORECASE)`,
-//! which the seed's reference code uses: case-insensitive, anchored at the
-//! start of the text but not at its end, with look-around available (hence
-//! `fancy-regex`). The first pattern that matches wins, in file order:
-//! categories in the order their keys appear in `command_patterns`,
-//! patterns in list order. An explicit timeout from the agent beats every
-//! pattern (see [`ExplicitTimeout`]).
-//!
-//! **Compound commands get the limits of their work.** The seed matched the
-//! start of the command only, so `cd demo && cargo build --release` got the
-//! default category. Here the command is split into its parts
-//! ([`syntax::command_parts`]: at `&&`, `||`, `;`, `|`, `&` and newlines,
-//! and inside `( … )`, `{ …; }`, `$( … )`, backquotes and `<( … )`; never
-//! inside quotes, escapes, `[[ … ]]`, comments or here-documents). Each part that runs
-//! a command is matched as written (after reserved words such as `if`,
-//! `then`, `do`, `!`, `{`, `time`), then, while no pattern matches, with
-//! one prefix after another looked through (`look_through`: assignments
-//! and redirections, `env`, `sudo`, `doas`, `nice`, `nohup`, `time`,
-//! `timeout`, `command`, `builtin`, `exec`, `stdbuf`, `ionice`, `setsid`,
-//! with their options). A shell's command string written as it runs
-//! (`bash -c 'cd x && make'`, `eval 'make'`) is split into parts of its
-//! own. A part no pattern matches gets the default
-//! category. The part with the **longest limits** decides: the larger
-//! execution limit, then the larger no-output limit; on a tie, the first
-//! such part. A limit too short kills real work, one too long only delays
-//! noticing a hang, so the longest is the safe answer. A command with no
-//! part of its own (empty, only assignments) is matched whole, as the seed
-//! did. A pattern sees one part at a time: one written across `&&` or `|`
-//! no longer matches. The cost is linear in the command's length, with no recursion: one
-//! scan, at most [`syntax::MAX_PARTS`] parts matched, each as at most
-//! [`MAX_LOOKS`] texts, and at most [`MATCH_BUDGET_PER_BYTE`] bytes matched
-//! per byte of the command (the parts past these bounds are counted, not
-//! matched); parts nested deeper than [`syntax::MAX_PART_DEPTH`] stay in
-//! the text of the part around them.
-//!
-//! The embedded default policy (`default_policy.json`, used when no file is
-//! found) keeps the seed's categories, numbers and patterns, each list
-//! starting with the seed's own, with two deliberate changes that JSON has
-//! no room to explain:
-//!
-//! - `command_patterns` lists `extended` first, then `long`, `medium` and
-//!   `quick`. When patterns of two categories overlap, the longer limits are
-//!   the safer answer: a limit that is too short kills real work, one that
-//!   is too long only delays noticing a hang, and the no-output limit still
-//!   catches most hangs. This also lets the seed's `cargo build --release`
-//!   land in `extended` as the seed meant, instead of being caught by the
-//!   seed's broader `long` pattern for `cargo build`.
-//! - Quick patterns, the seed's included, end in `` ([ \t][^;&|`(\n]*)?$ ``:
-//!   the command name must end at a word boundary (so `cat` does not match
-//!   `catalog-builder`), and the part must be a plain simple command: one
-//!   with a substitution (`echo $(make)`, whose `make` is a part of its
-//!   own) or an operator inside quotes is not quick. This also replaces the
-//!   seed's look-ahead `(?!.*push|pull|clone)` on
-//!   `git status|branch|log|diff`, whose alternation binds looser than its
-//!   author meant (it rejects a later `push` anywhere but a `pull` or
-//!   `clone` only right after the subcommand).
-//!
-//! Patterns in the other categories are the seed's, verbatim, followed by
-//! additions for common Unix tools that use `(\s|$)` as the word boundary.
-//! A false match there can only lengthen a limit, never shorten it below
-//! the default.
-//!
-//! This module does not run commands, enforce limits, or watch the policy
-//! file for changes; it turns text into a [`Policy`] and a command into a
-//! [`Decision`]. Apart from [`load_from_environment`], it reads no
-//! environment variables, and apart from [`locate`] and [`load_policy`] it
-//! touches no files.
+//! Invariant: a decision is bounded and never fails: linear in the
+//! command's length, no recursion; an explicit timeout beats every pattern.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -109,6 +39,32 @@ pub struct Limits {
 
 /// The JSON text of the embedded default policy, for a command that shows
 /// it or writes it out as a starting point for a custom policy.
+///
+/// It keeps the seed's categories, numbers and patterns, each list starting
+/// with the seed's own, with two deliberate changes that JSON has no room to
+/// explain:
+///
+/// - `command_patterns` lists `extended` first, then `long`, `medium` and
+///   `quick`. When patterns of two categories overlap, the longer limits are
+///   the safer answer: a limit that is too short kills real work, one that
+///   is too long only delays noticing a hang, and the no-output limit still
+///   catches most hangs. This also lets the seed's `cargo build --release`
+///   land in `extended` as the seed meant, instead of being caught by the
+///   seed's broader `long` pattern for `cargo build`.
+/// - Quick patterns, the seed's included, end in `` ([ \t][^;&|`(\n]*)?$ ``:
+///   the command name must end at a word boundary (so `cat` does not match
+///   `catalog-builder`), and the part must be a plain simple command: one
+///   with a substitution (`echo $(make)`, whose `make` is a part of its
+///   own) or an operator inside quotes is not quick. This also replaces the
+///   seed's look-ahead `(?!.*push|pull|clone)` on
+///   `git status|branch|log|diff`, whose alternation binds looser than its
+///   author meant (it rejects a later `push` anywhere but a `pull` or
+///   `clone` only right after the subcommand).
+///
+/// Patterns in the other categories are the seed's, verbatim, followed by
+/// additions for common Unix tools that use `(\s|$)` as the word boundary.
+/// A false match there can only lengthen a limit, never shorten it below
+/// the default.
 pub const EMBEDDED_POLICY_JSON: &str = include_str!("default_policy.json");
 
 /// The origin reported for the embedded default policy.
@@ -415,6 +371,21 @@ impl fmt::Display for Problem {
 impl Policy {
     /// Compiles a policy from JSON text. `origin` names the text in errors,
     /// usually the file's path.
+    ///
+    /// The format is the seed design's: `version` and `description` (both
+    /// optional and informational), `categories` (name to `description`,
+    /// `exec_timeout_sec`, `no_output_timeout_sec`, and optionally `limits`:
+    /// the resource limits of the category's `run` commands,
+    /// `{"memory_mib": 2048, "tasks": 512, "cpu": 2}`, each optional, see
+    /// [`Policy::resources_for`]), `command_patterns` (category name to a
+    /// list of regular expressions) and `default_category`. Keys not known
+    /// here are ignored, so other tools may annotate the file; a key
+    /// repeated within one object is an error, where Python would silently
+    /// keep the last copy and drop, say, a whole list of patterns. Raw
+    /// config first, validated config second (the ripgrep habit): the text
+    /// is parsed into a plain JSON tree that keeps key order, and the
+    /// policy is compiled from that tree, so every mistake is reported with
+    /// the file, the field (`command_patterns.quick[1]`) and what to fix.
     pub fn from_json(text: &str, origin: &str) -> Result<Policy, PolicyError> {
         // Editors on Windows, where the seed design comes from, like to
         // start UTF-8 files with a byte-order mark that JSON does not allow.
@@ -462,6 +433,14 @@ impl Policy {
     /// tie. A command with no part that runs a command of its own (empty,
     /// only assignments) is matched whole.
     ///
+    /// Why: the seed matched the start of the command only, so `cd demo &&
+    /// cargo build --release` got the default category. A limit too short
+    /// kills real work, one too long only delays noticing a hang, so the
+    /// longest is the safe answer. A shell's command string written as it
+    /// runs (`bash -c 'cd x && make'`, `eval 'make'`) is split into parts of
+    /// its own. A pattern sees one part at a time: one written across `&&`
+    /// or `|` no longer matches.
+    ///
     /// Bounded: the split is linear in the command's length; at most
     /// [`syntax::MAX_PARTS`] parts are matched, each as at most
     /// [`MAX_LOOKS`] texts, a text that several parts share is matched
@@ -485,12 +464,33 @@ impl Policy {
                 winner: None,
             };
         }
+        let (parts, omitted) = self.match_parts(command);
+        if parts.is_empty() {
+            let rule = self.first_match(command.trim_start());
+            return Explanation { decision: self.decision_for(rule), parts, omitted, winner: None };
+        }
+        let winner = longest(&parts);
+        Explanation {
+            decision: parts[winner].decision.clone(),
+            parts,
+            omitted,
+            winner: Some(winner),
+        }
+    }
+
+    /// Each part of `command` with its decision, in the order they are
+    /// matched, and how many parts were not matched (past the bounds of
+    /// [`Policy::explain`]).
+    fn match_parts<'c>(&self, command: &'c str) -> (Vec<PartDecision<'c>>, usize) {
         let split = syntax::command_parts(command);
         let mut omitted = split.omitted;
-        let mut matched: HashMap<&'c str, Option<usize>> = HashMap::new();
-        // Nested parts and looked-through prefixes match the same bytes
-        // again; this keeps the bytes matched linear in the command's.
-        let mut budget = command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096);
+        let mut matcher = Matcher {
+            policy: self,
+            matched: HashMap::new(),
+            // Nested parts and looked-through prefixes match the same bytes
+            // again; this keeps the bytes matched linear in the command's.
+            budget: command.len().saturating_mul(MATCH_BUDGET_PER_BYTE).saturating_add(4096),
+        };
         let mut parts = Vec::new();
         // The parts still to match, each list with the number of shell
         // command strings (`bash -c '…'`) it is inside: a stack, not
@@ -503,28 +503,11 @@ impl Policy {
                 continue;
             };
             let Some(texts) = looks(part.text) else { continue };
-            if parts.len() >= syntax::MAX_PARTS || budget < texts[0].len() {
+            if parts.len() >= syntax::MAX_PARTS || matcher.budget < texts[0].len() {
                 omitted += 1;
                 continue;
             }
-            let mut found = None;
-            for &text in &texts {
-                let rule = match matched.get(text) {
-                    Some(rule) => *rule,
-                    None if budget >= text.len() => {
-                        budget -= text.len();
-                        let rule = self.first_match(text);
-                        matched.insert(text, rule);
-                        rule
-                    }
-                    None => break,
-                };
-                if let Some(rule) = rule {
-                    found = Some((text, rule));
-                    break;
-                }
-            }
-            let (command, rule) = match found {
+            let (command, rule) = match matcher.first_of(&texts) {
                 Some((text, rule)) => (text, Some(rule)),
                 None => (texts[0], None),
             };
@@ -543,27 +526,15 @@ impl Policy {
                 pending.push((inner.parts.into_iter(), strings + 1));
             }
         }
-        if parts.is_empty() {
-            let rule = self.first_match(command.trim_start());
-            return Explanation { decision: self.decision_for(rule), parts, omitted, winner: None };
-        }
-        let mut winner = 0;
-        for (index, part) in parts.iter().enumerate() {
-            let longest = &parts[winner].decision.limits;
-            let limits = &part.decision.limits;
-            if (limits.exec, limits.no_output) > (longest.exec, longest.no_output) {
-                winner = index;
-            }
-        }
-        Explanation {
-            decision: parts[winner].decision.clone(),
-            parts,
-            omitted,
-            winner: Some(winner),
-        }
+        (parts, omitted)
     }
 
-    /// The index of the first rule whose pattern matches `text`.
+    /// The index of the first rule whose pattern matches `text`, as
+    /// Python's `re.match(pattern, text, re.IGNORECASE)` would (the seed's
+    /// reference code): case-insensitive, anchored at the start of the text
+    /// but not at its end, with look-around available (hence
+    /// `fancy-regex`). Rules are in file order: categories in the order
+    /// their keys appear in `command_patterns`, patterns in list order.
     fn first_match(&self, text: &str) -> Option<usize> {
         for (index, rule) in self.rules.iter().enumerate() {
             match rule.regex.is_match(text) {
@@ -665,6 +636,53 @@ pub const MATCH_BUDGET_PER_BYTE: usize = 2;
 /// At most this many texts of one part are matched: its command as
 /// written, then with each prefix looked through.
 pub const MAX_LOOKS: usize = 8;
+
+/// The part with the longest limits: the larger execution limit, then
+/// the larger no-output limit; the first such part on a tie.
+fn longest(parts: &[PartDecision<'_>]) -> usize {
+    let mut winner = 0;
+    for (index, part) in parts.iter().enumerate() {
+        let longest = &parts[winner].decision.limits;
+        let limits = &part.decision.limits;
+        if (limits.exec, limits.no_output) > (longest.exec, longest.no_output) {
+            winner = index;
+        }
+    }
+    winner
+}
+
+/// Matching the texts of a command's parts against a policy's patterns,
+/// each text once, within a budget of bytes.
+struct Matcher<'p, 'c> {
+    policy: &'p Policy,
+    /// The first rule each text matched (`None`: none), as matched so far.
+    matched: HashMap<&'c str, Option<usize>>,
+    /// The bytes that may still be matched.
+    budget: usize,
+}
+
+impl<'c> Matcher<'_, 'c> {
+    /// The first of `texts` (a part's looks, in order) that a rule matches,
+    /// with that rule; `None` when none does or the budget runs out first.
+    fn first_of(&mut self, texts: &[&'c str]) -> Option<(&'c str, usize)> {
+        for &text in texts {
+            let rule = match self.matched.get(text) {
+                Some(rule) => *rule,
+                None if self.budget >= text.len() => {
+                    self.budget -= text.len();
+                    let rule = self.policy.first_match(text);
+                    self.matched.insert(text, rule);
+                    rule
+                }
+                None => return None,
+            };
+            if let Some(rule) = rule {
+                return Some((text, rule));
+            }
+        }
+        None
+    }
+}
 
 /// The texts of a part that are matched, in order: its command as written
 /// (after the reserved words before it), then with each prefix looked

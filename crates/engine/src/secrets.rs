@@ -1,24 +1,17 @@
 //! Where secrets come from: the values the server must never show, each
-//! with the name it came under, ready for the masker.
+//! with the name it came under, ready for the masker. Three sources, in
+//! this order ([`load`]): named variables of the server's environment, a
+//! private secrets file in dotenv syntax ([`read_file`], [`parse`]), and by
+//! default the variables whose names say secret ([`name_says_secret`]).
 //!
-//! Three sources, in this order:
-//! - **named** variables of the server's environment (`Sources::names`);
-//! - a **secrets file** of `NAME=value` lines in dotenv syntax
-//!   (`Sources::file`), whose values are also *exported* into every shell
-//!   and `run` command, through the environment only;
-//! - by default, the server's variables whose **names say secret**
-//!   ([`name_says_secret`]), and the masker's shapes of well-known
-//!   credentials ([`Found::shapes`]).
+//! Not here: masking (`mask`), exporting the file's values into shells and
+//! `run` commands (their callers do, through the environment only), or
+//! printing anything.
 //!
-//! A value shorter than [`MIN_SECRET_LEN`] characters cannot be masked
-//! without wrecking ordinary output (masking `user` would cut words in
-//! half): a named or file value that short is an error naming it; a
-//! variable found by its name is skipped with a notice. Nothing here
-//! prints, masks or starts anything; no message ever contains a value.
-//!
-//! The file must be private to the server's user: opened without following
-//! a symlink (`O_NOFOLLOW`), a regular file of ours that nobody else may
-//! read or write. Values are taken literally: no `$VAR` expansion.
+//! Invariant: no message ever contains a value, and no value shorter than
+//! [`MIN_SECRET_LEN`] characters is taken (masking `user` would cut words
+//! in half): a named or file value that short is an error naming it; a
+//! variable found by its name is skipped with a notice.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -153,9 +146,27 @@ impl Found {
 pub struct SecretsError(pub String);
 
 /// Finds the secrets `sources` name in the server's environment `env` and
-/// in the secrets file.
+/// in the secrets file: the variables named as secret, then the file's
+/// values, then (with the defaults) variables whose names say secret.
 pub fn load(sources: &Sources, env: &[(OsString, OsString)]) -> Result<Found, SecretsError> {
     let mut found = Found { shapes: sources.defaults, ..Found::default() };
+    add_named(sources, env, &mut found)?;
+    if let Some(path) = &sources.file {
+        add_file(path, &mut found)?;
+    }
+    if sources.defaults {
+        add_by_name_pattern(env, &mut found);
+    }
+    Ok(found)
+}
+
+/// The variables `sources` names as secret, from `env`; each must exist and
+/// be maskable.
+fn add_named(
+    sources: &Sources,
+    env: &[(OsString, OsString)],
+    found: &mut Found,
+) -> Result<(), SecretsError> {
     let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_os_str());
     for name in sources.names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         let what = match sources.names_from.as_str() {
@@ -187,57 +198,59 @@ pub fn load(sources: &Sources, env: &[(OsString, OsString)]) -> Result<Found, Se
             origin: Origin::Named,
         });
     }
-    if let Some(path) = &sources.file {
-        for entry in read_file(path)? {
-            if let Some(problem) = too_short(&entry.value) {
-                return Err(SecretsError(format!(
-                    "{} line {}: {}: {problem}",
-                    path.display(),
-                    entry.line,
-                    entry.name
-                )));
-            }
-            // A file value exported under a name also named as secret
-            // replaces that variable in commands: both values are masked.
-            found.secrets.push(Secret {
-                name: entry.name,
-                value: entry.value,
-                origin: Origin::File,
-            });
+    Ok(())
+}
+
+/// The values of the secrets file at `path`; each must be maskable.
+fn add_file(path: &Path, found: &mut Found) -> Result<(), SecretsError> {
+    for entry in read_file(path)? {
+        if let Some(problem) = too_short(&entry.value) {
+            return Err(SecretsError(format!(
+                "{} line {}: {}: {problem}",
+                path.display(),
+                entry.line,
+                entry.name
+            )));
         }
+        // A file value exported under a name also named as secret
+        // replaces that variable in commands: both values are masked.
+        found.secrets.push(Secret { name: entry.name, value: entry.value, origin: Origin::File });
     }
-    if sources.defaults {
-        let mut names: Vec<(&OsStr, &OsStr)> =
-            env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())).collect();
-        names.sort_by(|a, b| a.0.cmp(b.0));
-        names.dedup_by(|a, b| a.0 == b.0);
-        for (name, value) in names {
-            let Some(name) = name.to_str().filter(|n| name_says_secret(n)) else { continue };
-            if found.secrets.iter().any(|s| s.name == name && s.origin != Origin::File) {
-                continue;
-            }
-            let Some(value) = value.to_str() else {
-                found.notices.push(format!(
-                    "the environment variable {name} looks secret by its name, but its value is \
-                     not valid UTF-8: it is not masked"
-                ));
-                continue;
-            };
-            if let Some(problem) = too_short(value) {
-                found.notices.push(format!(
-                    "the environment variable {name} looks secret by its name, but {problem}: it \
-                     is not masked"
-                ));
-                continue;
-            }
-            found.secrets.push(Secret {
-                name: name.to_owned(),
-                value: value.to_owned(),
-                origin: Origin::NamePattern,
-            });
+    Ok(())
+}
+
+/// The variables of `env` whose names say secret, not yet found by name; one
+/// that cannot be masked is a notice, not an error.
+fn add_by_name_pattern(env: &[(OsString, OsString)], found: &mut Found) {
+    let mut names: Vec<(&OsStr, &OsStr)> =
+        env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    names.dedup_by(|a, b| a.0 == b.0);
+    for (name, value) in names {
+        let Some(name) = name.to_str().filter(|n| name_says_secret(n)) else { continue };
+        if found.secrets.iter().any(|s| s.name == name && s.origin != Origin::File) {
+            continue;
         }
+        let Some(value) = value.to_str() else {
+            found.notices.push(format!(
+                "the environment variable {name} looks secret by its name, but its value is \
+                 not valid UTF-8: it is not masked"
+            ));
+            continue;
+        };
+        if let Some(problem) = too_short(value) {
+            found.notices.push(format!(
+                "the environment variable {name} looks secret by its name, but {problem}: it \
+                 is not masked"
+            ));
+            continue;
+        }
+        found.secrets.push(Secret {
+            name: name.to_owned(),
+            value: value.to_owned(),
+            origin: Origin::NamePattern,
+        });
     }
-    Ok(found)
 }
 
 /// Why `value` cannot be masked, if it cannot.
@@ -317,7 +330,9 @@ impl std::fmt::Debug for Entry {
 }
 
 /// Opens the secrets file `path` safely, checks that it is private to us,
-/// and parses it.
+/// and parses it: opened without following a symlink (`O_NOFOLLOW`), it
+/// must be a regular file of ours that nobody else may read or write.
+/// Values are taken literally: no `$VAR` expansion.
 pub fn read_file(path: &Path) -> Result<Vec<Entry>, SecretsError> {
     let shown = path.display();
     let file = File::options()
@@ -407,120 +422,62 @@ pub struct ParseError {
 pub fn parse(text: &str) -> Result<Vec<Entry>, ParseError> {
     let mut cursor = Cursor { text, pos: 0, line: 1 };
     let mut entries: Vec<Entry> = Vec::new();
-    loop {
-        cursor.skip_blanks();
-        match cursor.peek() {
-            None => break,
-            Some('\n' | '\r') => {
-                cursor.bump();
-                continue;
-            }
-            Some('#') => {
-                cursor.rest_of_line();
-                continue;
-            }
-            Some(_) => {}
-        }
+    while cursor.next_entry() {
         let line = cursor.line;
         let fail = |message: String| ParseError { line, message };
-        if cursor.rest().starts_with("export") && cursor.rest()[6..].starts_with([' ', '\t']) {
-            cursor.pos += "export".len();
-            cursor.skip_blanks();
-        }
-        let name = cursor.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !is_name(name) {
-            return Err(fail(
-                "expected NAME=value (a name is letters, digits and `_`, not starting with a \
-                 digit)"
-                    .to_owned(),
-            ));
-        }
-        cursor.skip_blanks();
-        if cursor.peek() != Some('=') {
-            return Err(fail(format!("expected `=` after {name}")));
-        }
-        cursor.bump();
-        let blank_before = cursor.skip_blanks();
-        let value = match cursor.peek() {
-            Some('\'') => {
-                cursor.bump();
-                let mut value = String::new();
-                loop {
-                    match cursor.bump() {
-                        None => {
-                            return Err(fail(format!(
-                                "the single quote that opens the value of {name} is never closed"
-                            )));
-                        }
-                        Some('\'') => break,
-                        Some(c) => value.push(c),
-                    }
-                }
-                cursor.end_after_quote(name)?;
-                value
-            }
-            Some('"') => {
-                cursor.bump();
-                let mut value = String::new();
-                loop {
-                    match cursor.bump() {
-                        None => {
-                            return Err(fail(format!(
-                                "the double quote that opens the value of {name} is never closed"
-                            )));
-                        }
-                        Some('"') => break,
-                        Some('\\') => match cursor.bump() {
-                            Some('n') => value.push('\n'),
-                            Some('r') => value.push('\r'),
-                            Some('t') => value.push('\t'),
-                            Some(c @ ('"' | '\\')) => value.push(c),
-                            Some(c) => {
-                                value.push('\\');
-                                value.push(c);
-                            }
-                            None => {
-                                return Err(fail(format!(
-                                    "the double quote that opens the value of {name} is never \
-                                     closed"
-                                )));
-                            }
-                        },
-                        Some('\r') if cursor.peek() == Some('\n') => {}
-                        Some(c) => value.push(c),
-                    }
-                }
-                cursor.end_after_quote(name)?;
-                value
-            }
-            _ => {
-                let raw = cursor.rest_of_line();
-                let raw = raw.strip_suffix('\r').unwrap_or(raw);
-                let comment = if blank_before && raw.starts_with('#') {
-                    Some(0)
-                } else {
-                    raw.find(" #").or_else(|| raw.find("\t#"))
-                };
-                comment.map_or(raw, |at| &raw[..at]).trim_end_matches([' ', '\t']).to_owned()
-            }
-        };
-        if value.contains('\0') {
-            // No environment can hold it: the shell would not start.
-            return Err(fail(format!("the value of {name} contains a NUL character")));
-        }
-        if RESERVED_NAMES.contains(&name)
-            || ["SHELLKEEP_", "BASH_FUNC_", "__sk", "__SK"].iter().any(|p| name.starts_with(p))
-        {
-            return Err(fail(format!(
-                "{name} cannot be set by a secrets file: the shell or shellkeep relies on it"
-            )));
-        }
-        if let Some(first) = entries.iter().find(|e| e.name == name) {
-            return Err(fail(format!("{name} is set again (first on line {})", first.line)));
-        }
+        let name = cursor.name().map_err(fail)?;
+        let value = cursor.value(name, line)?;
+        check_entry(name, &value, &entries).map_err(fail)?;
         entries.push(Entry { name: name.to_owned(), value, line });
     }
     Ok(entries)
+}
+
+/// Why `name=value` cannot be an entry after `entries`: a NUL in the value,
+/// a name the shell or shellkeep relies on, or a name set twice.
+fn check_entry(name: &str, value: &str, entries: &[Entry]) -> Result<(), String> {
+    if value.contains('\0') {
+        // No environment can hold it: the shell would not start.
+        return Err(format!("the value of {name} contains a NUL character"));
+    }
+    if RESERVED_NAMES.contains(&name)
+        || ["SHELLKEEP_", "BASH_FUNC_", "__sk", "__SK"].iter().any(|p| name.starts_with(p))
+    {
+        return Err(format!(
+            "{name} cannot be set by a secrets file: the shell or shellkeep relies on it"
+        ));
+    }
+    if let Some(first) = entries.iter().find(|e| e.name == name) {
+        return Err(format!("{name} is set again (first on line {})", first.line));
+    }
+    Ok(())
+}
+
+/// The quotes a value may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    /// Every character as it is.
+    Single,
+    /// Escapes (`\n`, `\r`, `\t`, `\"`, `\\`), and a CRLF read as LF.
+    Double,
+}
+
+impl Quote {
+    /// The quote character.
+    fn char(self) -> char {
+        match self {
+            Quote::Single => '\'',
+            Quote::Double => '"',
+        }
+    }
+
+    /// Its name in a message.
+    fn word(self) -> &'static str {
+        match self {
+            Quote::Single => "single",
+            Quote::Double => "double",
+        }
+    }
 }
 
 /// A position in the text being parsed.
@@ -568,6 +525,101 @@ impl<'a> Cursor<'a> {
         let line = self.take_while(|_| true);
         self.bump();
         line
+    }
+
+    /// Skips blank lines and comments up to the next entry; false at the
+    /// end of the text.
+    fn next_entry(&mut self) -> bool {
+        loop {
+            self.skip_blanks();
+            match self.peek() {
+                None => return false,
+                Some('\n' | '\r') => {
+                    self.bump();
+                }
+                Some('#') => {
+                    self.rest_of_line();
+                }
+                Some(_) => return true,
+            }
+        }
+    }
+
+    /// An entry's name (after an optional `export`) and its `=`.
+    fn name(&mut self) -> Result<&'a str, String> {
+        if self.rest().starts_with("export") && self.rest()[6..].starts_with([' ', '\t']) {
+            self.pos += "export".len();
+            self.skip_blanks();
+        }
+        let name = self.take_while(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !is_name(name) {
+            return Err("expected NAME=value (a name is letters, digits and `_`, not starting \
+                        with a digit)"
+                .to_owned());
+        }
+        self.skip_blanks();
+        if self.peek() != Some('=') {
+            return Err(format!("expected `=` after {name}"));
+        }
+        self.bump();
+        Ok(name)
+    }
+
+    /// The value of `name` (whose entry starts on `line`): quoted, or the
+    /// rest of the line up to a comment, without surrounding blanks.
+    fn value(&mut self, name: &str, line: usize) -> Result<String, ParseError> {
+        let blank_before = self.skip_blanks();
+        let quote = match self.peek() {
+            Some('\'') => Quote::Single,
+            Some('"') => Quote::Double,
+            _ => return Ok(self.unquoted(blank_before)),
+        };
+        self.bump();
+        let value = self.quoted(quote).ok_or_else(|| ParseError {
+            line,
+            message: format!(
+                "the {} quote that opens the value of {name} is never closed",
+                quote.word()
+            ),
+        })?;
+        self.end_after_quote(name)?;
+        Ok(value)
+    }
+
+    /// A quoted value after its opening quote, up to the closing one, which
+    /// is consumed; `None` when the text ends first.
+    fn quoted(&mut self, quote: Quote) -> Option<String> {
+        let mut value = String::new();
+        loop {
+            match self.bump()? {
+                c if c == quote.char() => return Some(value),
+                '\\' if quote == Quote::Double => match self.bump()? {
+                    'n' => value.push('\n'),
+                    'r' => value.push('\r'),
+                    't' => value.push('\t'),
+                    c @ ('"' | '\\') => value.push(c),
+                    c => {
+                        value.push('\\');
+                        value.push(c);
+                    }
+                },
+                '\r' if quote == Quote::Double && self.peek() == Some('\n') => {}
+                c => value.push(c),
+            }
+        }
+    }
+
+    /// An unquoted value: the rest of the line, up to a `#` after a blank
+    /// (`blank_before`: the value itself started after one).
+    fn unquoted(&mut self, blank_before: bool) -> String {
+        let raw = self.rest_of_line();
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        let comment = if blank_before && raw.starts_with('#') {
+            Some(0)
+        } else {
+            raw.find(" #").or_else(|| raw.find("\t#"))
+        };
+        comment.map_or(raw, |at| &raw[..at]).trim_end_matches([' ', '\t']).to_owned()
     }
 
     /// After a closing quote: blanks, then a comment or the end of the line.

@@ -1,21 +1,16 @@
-//! Bash syntax, as far as shellkeep needs it without running bash:
+//! Bash syntax, as far as shellkeep needs it without running bash: whether
+//! a command is complete or bash would wait for more lines
+//! ([`is_incomplete`]), and the parts of a compound command
+//! ([`command_parts`]) with the words before a part's command
+//! ([`command_of`], [`skip_assignments`], [`split_word`]), which the
+//! timeout policy matches.
 //!
-//! - whether a command is complete or bash would wait for more lines, as at
-//!   its `>` prompt (an open quote, `if` without `fi`, a here-document
-//!   without its end, a trailing `\`, `&&` or `|`): a quick scan decides
-//!   most commands, and `bash -n` the ones that could be incomplete;
-//! - the parts of a compound command ([`command_parts`]): the simple
-//!   commands it runs, split at `&&`, `||`, `;`, `|`, `&` and newlines and
-//!   taken out of subshells, groups and command substitutions, with quotes,
-//!   escapes, `[[ … ]]` and here-documents kept whole and comments left
-//!   out; and the words before a part's command (reserved words,
-//!   assignments, redirections: [`command_of`], [`skip_assignments`],
-//!   [`split_word`]). The timeout policy matches each part.
+//! Not here: sessions (an incomplete command is held by
+//! `session::incomplete`) or the policy.
 //!
-//! The completeness check runs `bash -n` on the text (through a pipe, never
-//! a file) and nothing else; the parts are a pure scan that runs nothing.
-//! This module knows nothing of sessions (an incomplete command is held by
-//! `session::incomplete`) or of the policy.
+//! Invariant: the completeness check runs `bash -n` on the text (through a
+//! pipe, never a file) and nothing else; the parts are a pure, bounded,
+//! linear scan that runs nothing and never fails.
 
 use std::path::Path;
 use std::time::Duration;
@@ -239,190 +234,274 @@ struct HereDoc {
 /// split as far as it goes, never an error: the parts serve the timeout
 /// policy, whose mistakes only lengthen or shorten a limit.
 pub fn command_parts(command: &str) -> Parts<'_> {
-    let bytes = command.as_bytes();
-    let n = bytes.len();
-    let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
-    let mut parts: Vec<Part<'_>> = Vec::new();
-    let mut omitted = 0usize;
-    let mut push_part = |start: usize, end: usize, depth: usize| {
-        let raw = command.get(start..end.min(n)).unwrap_or("");
+    let mut parts = PartCollector { command, parts: Vec::new(), omitted: 0 };
+    let mut scan = Scan {
+        bytes: command.as_bytes(),
+        i: 0,
+        open: vec![Open::List { close: Close::End, start: 0, emit: true }],
+        lists: 1,
+        here_docs: Vec::new(),
+        word_start: true,
+    };
+    while scan.i < scan.bytes.len() && scan.step(&mut parts) {}
+    scan.close_all(&mut parts);
+    parts.finish()
+}
+
+/// The parts found so far, at most [`MAX_PARTS`] of them.
+struct PartCollector<'c> {
+    command: &'c str,
+    parts: Vec<Part<'c>>,
+    /// Parts past [`MAX_PARTS`], counted, not kept.
+    omitted: usize,
+}
+
+impl<'c> PartCollector<'c> {
+    /// The part `start..end` at `depth`, without its surrounding blanks;
+    /// nothing when it is blank.
+    fn push(&mut self, start: usize, end: usize, depth: usize) {
+        let raw = self.command.get(start..end.min(self.command.len())).unwrap_or("");
         let text = raw.trim_matches(is_blank_char);
         if text.is_empty() {
             return;
         }
-        if parts.len() < MAX_PARTS {
+        if self.parts.len() < MAX_PARTS {
             let start = start + (raw.len() - raw.trim_start_matches(is_blank_char).len());
-            parts.push(Part { text, start, depth });
+            self.parts.push(Part { text, start, depth });
         } else {
-            omitted += 1;
+            self.omitted += 1;
         }
-    };
-    let mut open = vec![Open::List { close: Close::End, start: 0, emit: true }];
-    // Lists open, the top level included: the depth of a new list's parts.
-    let mut lists = 1usize;
-    let mut here_docs: Vec<HereDoc> = Vec::new();
-    let mut word_start = true;
-    let mut i = 0;
-    while i < n {
-        let c = bytes[i];
-        let Some(top) = open.last_mut() else { break };
+    }
+
+    /// The parts in the order they start.
+    fn finish(mut self) -> Parts<'c> {
+        self.parts.sort_by_key(|part| part.start);
+        Parts { parts: self.parts, omitted: self.omitted }
+    }
+}
+
+/// The tokenizer of [`command_parts`]: one pass over the bytes, with the
+/// constructs open at the current byte.
+struct Scan<'b> {
+    bytes: &'b [u8],
+    /// The next byte to read.
+    i: usize,
+    /// The constructs open here, innermost last (at most [`MAX_OPEN`]).
+    open: Vec<Open>,
+    /// Lists open, the top level included: the depth of a new list's parts.
+    lists: usize,
+    /// Here-documents whose bodies start after the current line.
+    here_docs: Vec<HereDoc>,
+    /// Whether the current byte starts a word.
+    word_start: bool,
+}
+
+impl Scan<'_> {
+    /// The byte at `i`, or 0 past the end.
+    fn at(&self, i: usize) -> u8 {
+        self.bytes.get(i).copied().unwrap_or(0)
+    }
+
+    /// Reads the token at `i` in the innermost open construct; false when
+    /// the constructs are too deep to track and the scan stops (the rest
+    /// belongs to the parts open here).
+    fn step(&mut self, parts: &mut PartCollector<'_>) -> bool {
+        let c = self.bytes[self.i];
+        let Some(top) = self.open.last() else { return false };
         // Which construct starts at `i`, if any, and how many bytes it takes.
-        let mut opens: Option<(Open, usize)> = None;
-        match top {
-            Open::List { close, start, emit } => {
-                let (close, emit) = (*close, *emit);
-                match c {
-                    b'\\' => i += 2,
-                    b'\'' => i = after(bytes, i + 1, b'\''),
-                    b'"' => opens = Some((Open::Double, 1)),
-                    b'`' if close == Close::Backquote => {
-                        if emit {
-                            push_part(*start, i, lists - 1);
-                        }
-                        open.pop();
-                        lists -= 1;
-                        i += 1;
-                    }
-                    b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
-                    b'$' => {
-                        opens = dollar(bytes, i, lists);
-                        if opens.is_none() {
-                            i += if at(i + 1) == b'\'' { ansi_c_end(bytes, i + 2) - i } else { 1 };
-                        }
-                    }
-                    b'[' if word_start && at(i + 1) == b'[' && is_blank(at(i + 2)) => {
-                        opens = Some((Open::Conditional, 2));
-                    }
-                    b'(' if word_start && at(i + 1) == b'(' => {
-                        opens = Some((Open::Arithmetic { parens: 0 }, 2));
-                    }
-                    b'(' => {
-                        let mut new = list(Close::Paren, i + 1, lists);
-                        // An array's words are not commands.
-                        if let Open::List { emit, .. } = &mut new
-                            && i > 0
-                            && bytes[i - 1] == b'='
-                        {
-                            *emit = false;
-                        }
-                        opens = Some((new, 1));
-                    }
-                    b')' if close == Close::Paren => {
-                        if emit {
-                            push_part(*start, i, lists - 1);
-                        }
-                        open.pop();
-                        lists -= 1;
-                        i += 1;
-                    }
-                    // A `)` that closes nothing ends a `case` pattern: the
-                    // pattern is not a command.
-                    b')' => {
-                        *start = i + 1;
-                        i += 1;
-                    }
-                    // A comment is not part of the command before it.
-                    b'#' if word_start => {
-                        if emit {
-                            push_part(*start, i, lists - 1);
-                        }
-                        i = bytes[i..].iter().position(|&b| b == b'\n').map_or(n, |p| i + p);
-                        *start = i;
-                    }
-                    b'<' if at(i + 1) == b'<' && at(i + 2) == b'<' => i += 3,
-                    b'<' if at(i + 1) == b'<' => {
-                        let (doc, end) = here_doc(bytes, i + 2);
-                        if here_docs.len() < MAX_OPEN {
-                            here_docs.extend(doc);
-                        }
-                        i = end;
-                    }
-                    b'&' if i > 0 && matches!(bytes[i - 1], b'<' | b'>') => i += 1,
-                    b'&' if at(i + 1) == b'>' => i += 1,
-                    b'|' if i > 0 && bytes[i - 1] == b'>' => i += 1,
-                    b';' | b'&' | b'|' | b'\n' => {
-                        if emit {
-                            push_part(*start, i, lists - 1);
-                        }
-                        i += 1;
-                        if c == b'\n' && !here_docs.is_empty() {
-                            i = skip_here_docs(bytes, i, &here_docs);
-                            here_docs.clear();
-                        }
-                        *start = i;
-                    }
-                    _ => i += 1,
-                }
+        let opens = match *top {
+            Open::List { close, start, emit } => self.list_byte(c, close, start, emit, parts),
+            Open::Double => self.closing(c == b'"', 1, false),
+            Open::Parameter => self.closing(c == b'}', 1, true),
+            Open::Conditional => {
+                let closes = c == b']'
+                    && self.at(self.i + 1) == b']'
+                    && self.i > 0
+                    && is_blank(self.bytes[self.i - 1]);
+                self.closing(closes, 2, true)
             }
-            Open::Double => match c {
-                b'"' => {
-                    open.pop();
-                    i += 1;
-                }
-                _ => (i, opens) = quoted_byte(bytes, i, lists, false),
-            },
-            Open::Parameter => match c {
-                b'}' => {
-                    open.pop();
-                    i += 1;
-                }
-                _ => (i, opens) = quoted_byte(bytes, i, lists, true),
-            },
-            Open::Conditional => match c {
-                b']' if at(i + 1) == b']' && i > 0 && is_blank(bytes[i - 1]) => {
-                    open.pop();
-                    i += 2;
-                }
-                _ => (i, opens) = quoted_byte(bytes, i, lists, true),
-            },
-            Open::Arithmetic { parens } => match c {
-                b'(' => {
-                    *parens += 1;
-                    i += 1;
-                }
-                b')' if *parens > 0 => {
-                    *parens -= 1;
-                    i += 1;
-                }
-                b')' => {
-                    open.pop();
-                    i += if at(i + 1) == b')' { 2 } else { 1 };
-                }
-                b'`' => opens = Some((list(Close::Backquote, i + 1, lists), 1)),
-                b'$' => {
-                    opens = dollar(bytes, i, lists);
-                    if opens.is_none() {
-                        i += 1;
-                    }
-                }
-                _ => i += 1,
-            },
-        }
-        word_start = matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')');
+            Open::Arithmetic { .. } => self.arithmetic_byte(c),
+        };
+        self.word_start = matches!(c, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')');
         if let Some((new, width)) = opens {
-            if open.len() >= MAX_OPEN {
-                // Too deep to track: the rest belongs to the parts open here.
-                break;
+            if self.open.len() >= MAX_OPEN {
+                return false;
             }
             if matches!(new, Open::List { .. }) {
-                lists += 1;
-                word_start = true;
+                self.lists += 1;
+                self.word_start = true;
             }
-            open.push(new);
-            i += width;
+            self.open.push(new);
+            self.i += width;
+        }
+        true
+    }
+
+    /// A byte of a quoted construct (`"…"`, `${…}`, `[[…]]`): its end
+    /// (`closes`, `width` bytes long), or what [`quoted_byte`] makes of it.
+    fn closing(&mut self, closes: bool, width: usize, quotes: bool) -> Option<(Open, usize)> {
+        if closes {
+            self.open.pop();
+            self.i += width;
+            return None;
+        }
+        let opens;
+        (self.i, opens) = quoted_byte(self.bytes, self.i, self.lists, quotes);
+        opens
+    }
+
+    /// A byte inside `$(( … ))` or `(( … ))`: parentheses are counted, and
+    /// substitutions open.
+    fn arithmetic_byte(&mut self, c: u8) -> Option<(Open, usize)> {
+        let Some(Open::Arithmetic { parens }) = self.open.last_mut() else { return None };
+        match c {
+            b'(' => *parens += 1,
+            b')' if *parens > 0 => *parens -= 1,
+            b')' => {
+                self.open.pop();
+                self.i += if self.at(self.i + 1) == b')' { 2 } else { 1 };
+                return None;
+            }
+            b'`' => return Some((list(Close::Backquote, self.i + 1, self.lists), 1)),
+            b'$' => {
+                let opens = dollar(self.bytes, self.i, self.lists);
+                if opens.is_none() {
+                    self.i += 1;
+                }
+                return opens;
+            }
+            _ => {}
+        }
+        self.i += 1;
+        None
+    }
+
+    /// A byte of a list (commands): quotes and constructs open, the list's
+    /// end closes it, and a comment or an operator ends a part.
+    fn list_byte(
+        &mut self,
+        c: u8,
+        close: Close,
+        start: usize,
+        emit: bool,
+        parts: &mut PartCollector<'_>,
+    ) -> Option<(Open, usize)> {
+        let i = self.i;
+        match c {
+            b'\\' => self.i += 2,
+            b'\'' => self.i = after(self.bytes, i + 1, b'\''),
+            b'"' => return Some((Open::Double, 1)),
+            b'`' if close == Close::Backquote => self.close_list(start, emit, parts),
+            b'`' => return Some((list(Close::Backquote, i + 1, self.lists), 1)),
+            b'$' => {
+                let opens = dollar(self.bytes, i, self.lists);
+                if opens.is_none() {
+                    self.i +=
+                        if self.at(i + 1) == b'\'' { ansi_c_end(self.bytes, i + 2) - i } else { 1 };
+                }
+                return opens;
+            }
+            b'[' if self.word_start && self.at(i + 1) == b'[' && is_blank(self.at(i + 2)) => {
+                return Some((Open::Conditional, 2));
+            }
+            b'(' if self.word_start && self.at(i + 1) == b'(' => {
+                return Some((Open::Arithmetic { parens: 0 }, 2));
+            }
+            b'(' => {
+                let mut new = list(Close::Paren, i + 1, self.lists);
+                // An array's words are not commands.
+                if let Open::List { emit, .. } = &mut new
+                    && i > 0
+                    && self.bytes[i - 1] == b'='
+                {
+                    *emit = false;
+                }
+                return Some((new, 1));
+            }
+            b')' if close == Close::Paren => self.close_list(start, emit, parts),
+            // A `)` that closes nothing ends a `case` pattern: the pattern
+            // is not a command.
+            b')' => {
+                self.i += 1;
+                self.set_start(self.i);
+            }
+            // A comment is not part of the command before it.
+            b'#' if self.word_start => {
+                if emit {
+                    parts.push(start, i, self.lists - 1);
+                }
+                self.i = self.bytes[i..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(self.bytes.len(), |p| i + p);
+                self.set_start(self.i);
+            }
+            _ => self.list_operator(c, start, emit, parts),
+        }
+        None
+    }
+
+    /// A byte of a list that is not a quote or a construct: here-strings
+    /// and here-documents, redirections that look like operators (`>&`,
+    /// `&>`, `>|`), and the operators that end a part.
+    fn list_operator(&mut self, c: u8, start: usize, emit: bool, parts: &mut PartCollector<'_>) {
+        let i = self.i;
+        let after_redirect = |bytes: &[u8], set: &[u8]| i > 0 && set.contains(&bytes[i - 1]);
+        match c {
+            b'<' if self.at(i + 1) == b'<' && self.at(i + 2) == b'<' => self.i += 3,
+            b'<' if self.at(i + 1) == b'<' => {
+                let (doc, end) = here_doc(self.bytes, i + 2);
+                if self.here_docs.len() < MAX_OPEN {
+                    self.here_docs.extend(doc);
+                }
+                self.i = end;
+            }
+            b'&' if after_redirect(self.bytes, b"<>") => self.i += 1,
+            b'&' if self.at(i + 1) == b'>' => self.i += 1,
+            b'|' if after_redirect(self.bytes, b">") => self.i += 1,
+            b';' | b'&' | b'|' | b'\n' => {
+                if emit {
+                    parts.push(start, i, self.lists - 1);
+                }
+                self.i += 1;
+                if c == b'\n' && !self.here_docs.is_empty() {
+                    self.i = skip_here_docs(self.bytes, self.i, &self.here_docs);
+                    self.here_docs.clear();
+                }
+                self.set_start(self.i);
+            }
+            _ => self.i += 1,
         }
     }
-    // What is still open ends with the text.
-    while let Some(construct) = open.pop() {
-        if let Open::List { start, emit, .. } = construct {
-            lists -= 1;
-            if emit {
-                push_part(start, n, lists);
+
+    /// The innermost list ends at `i`: its last part is kept.
+    fn close_list(&mut self, start: usize, emit: bool, parts: &mut PartCollector<'_>) {
+        if emit {
+            parts.push(start, self.i, self.lists - 1);
+        }
+        self.open.pop();
+        self.lists -= 1;
+        self.i += 1;
+    }
+
+    /// The innermost list's next part starts at `at`.
+    fn set_start(&mut self, at: usize) {
+        if let Some(Open::List { start, .. }) = self.open.last_mut() {
+            *start = at;
+        }
+    }
+
+    /// What is still open ends with the text.
+    fn close_all(&mut self, parts: &mut PartCollector<'_>) {
+        while let Some(construct) = self.open.pop() {
+            if let Open::List { start, emit, .. } = construct {
+                self.lists -= 1;
+                if emit {
+                    parts.push(start, self.bytes.len(), self.lists);
+                }
             }
         }
     }
-    parts.sort_by_key(|part| part.start);
-    Parts { parts, omitted }
 }
 
 /// What the byte at `i` means where only `\\`, substitutions and (with

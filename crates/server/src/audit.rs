@@ -184,7 +184,7 @@ impl AuditLog {
             event: "server_start",
             id: &id,
             pid: Some(pid),
-            pid_start: private_fs::start_ticks(pid),
+            pid_start: shellkeep_engine::runtime_dir::start_ticks(pid),
             boot_id: dead::boot_id(),
             full_output_dir: Some(facts.full_output_dir.display().to_string()),
             output_prefix: Some(facts.output_prefix.clone()),

@@ -34,10 +34,10 @@ use shellkeep_engine::guard::{self, Guard};
 use shellkeep_engine::oneshot::{self, RunRequest};
 use shellkeep_engine::output::SpillStore;
 use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
-use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
 use shellkeep_engine::record::{self, Recorder};
 use shellkeep_engine::sandbox;
+use shellkeep_engine::{private_fs, runtime_dir};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
@@ -292,7 +292,7 @@ impl RuntimeDir {
             .filter(|dir| dir.is_absolute() && dir.is_dir());
         let temp = std::env::temp_dir();
         let (base, notice) =
-            private_fs::runtime_base(xdg.as_deref(), &temp).with_context(|| {
+            runtime_dir::runtime_base(xdg.as_deref(), &temp).with_context(|| {
                 format!(
                     "cannot make a private runtime directory in {}; set TMPDIR or \
                  XDG_RUNTIME_DIR to a directory only you can write to",
@@ -302,10 +302,10 @@ impl RuntimeDir {
         if let Some(notice) = notice {
             tracing::warn!("{notice}");
         }
-        for removed in private_fs::remove_dead_server_dirs(&base, &temp) {
+        for removed in runtime_dir::remove_dead_server_dirs(&base, &temp) {
             tracing::info!("removed {}, left by a server that is gone", removed.display());
         }
-        let path = private_fs::create_server_dir(&base)
+        let path = runtime_dir::create_server_dir(&base)
             .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
         tracing::info!("runtime directory: {}", path.display());
         Ok(RuntimeDir { path })
@@ -518,7 +518,7 @@ async fn run_once(
         tools::insert_sandbox(map, enforcement.as_ref());
         let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
         let cwd = request_cwd.or_else(|| std::env::current_dir().ok());
-        let failed = outcome.exit_code != 0;
+        let failed = outcome.exit_code() != 0;
         if let Some(denial) = tools::denial_of(&sandbox, failed, &output, cwd.as_deref()) {
             let (line, field) = render::sandbox::denial(&denial, &sandbox);
             render::insert_before_body(map, "sandbox_denial", serde_json::to_value(field)?);
@@ -529,8 +529,8 @@ async fn run_once(
     drop(dir);
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;
-    let code = match outcome.status {
-        oneshot::RunStatus::Success => outcome.exit_code,
+    let code = match outcome.status() {
+        oneshot::RunStatus::Success => outcome.exit_code(),
         oneshot::RunStatus::Timeout => 124,
         oneshot::RunStatus::Error => 125,
     };

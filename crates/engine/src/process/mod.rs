@@ -1,77 +1,17 @@
-//! Building child processes, signalling them, and containing what they start.
+//! Building child processes, signalling them, and containing what they
+//! start: the only module that builds a child `Command`, holds `unsafe`
+//! (in `spawn`, and in `namespace` between fork and exec), and sends
+//! signals (`cgroup` only SIGKILLs the members of a frozen group).
 //!
-//! This is the only module that builds a child `Command` or contains
-//! `unsafe` code (all of it in `spawn`, and in `namespace` for what a
-//! child does between fork and exec to make its PID namespace), and the
-//! one that sends signals
-//! (`cgroup` only SIGKILLs the members of a frozen group). Every child we start gets the same
-//! non-interactive environment, default signal dispositions and an empty
-//! signal mask (so a server started under `nohup` still gives its shell a
-//! working ^C), its own process group (or, for a PTY shell, its own
-//! session), a parent-death signal, a scope marker, and, in a cgroup mode,
-//! its owner's control group, joined before exec; the one exception to the
-//! parent-death signal is the orphan guard, which exists to outlive the
-//! server. It does not know about sessions, policies or MCP.
+//! Not here: sessions, policies, MCP.
 //!
-//! # Containment
-//!
-//! In a cgroup mode ([`init_containment`], `cgroup`), every owner has a
-//! control group its child joins between fork and exec; nothing it starts
-//! leaves it without privileges, and stopping the owner kills the group.
-//! The rest is the second net there, and the only one in markers mode:
-//! every child carries an inherited marker in its environment,
-//! `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which every
-//! descendant inherits whatever it does to its group or session (a terminal
-//! shell exports `<owner>/c<seq>` for each command, so one command's
-//! processes can be told apart). Stopping an owner stops every process of
-//! ours whose `/proc/PID/environ` carries its marker, plus the groups,
-//! sessions and descendants it names, plus the processes of ours with no
-//! readable marker of a live owner (a marker of an owner that never
-//! existed or has ended counts as none) that descend from it or are adopted
-//! orphans attributed to it ([`Targets`], [`Unmarked`]). The server is a
-//! child subreaper ([`reap_adopted_orphans`]), so orphans stay its
-//! descendants. The orphan guard, which outlives the server, sees markers,
-//! groups, sessions, control groups, and the orphans the server adopted
-//! that only their ancestry ties to it (told at every SIGCHLD the server
-//! gets, [`reap_adopted_orphans`]). What still escapes in markers mode: an
-//! unmarked orphan taken for another owner's (see [`Unmarked`]), a process
-//! relabelled with another live owner's marker (stopped with that owner),
-//! an unmarked one alive after a server SIGKILL that the guard was not yet
-//! told of, and in every mode a process that asks something outside our
-//! tree (`systemd-run`, `at`, a daemon) to start it.
-//!
-//! A sandboxed owner (its scope has a confinement whose report has the
-//! namespace) also gets a PID namespace of its own whose init is ours
-//! (`namespace`): what it starts can leave its group, session, environment
-//! and control group, but not the namespace, which the kernel empties when
-//! the owner's shell ends, when the owner is stopped, or when the server
-//! dies, guard or no guard. This closes every escape above but the last.
-//!
-//! Whatever must end with no chance to react is stopped first:
-//! [`stop_then_kill`] (the guard, the sweep of dead servers' processes)
-//! sends SIGSTOP to everything before SIGKILL, and in a cgroup mode every
-//! SIGKILL round, and the last look of a stop, freeze the control groups.
-//!
-//! # Rooms
-//!
-//! - `spawn`: the one place with `unsafe`: building commands (what runs
-//!   between fork and exec: joining the control group, default signal
-//!   handling, the parent-death signal, descriptors), the subreaper flag,
-//!   the guard's descriptors and peer credentials, the Landlock and seccomp
-//!   probes of `doctor`.
-//! - `namespace`: a confined owner's PID namespace: the keeper (the
-//!   spawned child, outside), the init (pid 1 inside, ours) and the shell
-//!   (pid 2), made between fork and exec with `unsafe` of its own; the
-//!   probe that says whether the host allows it; a shell's and a process's
-//!   pids as seen from inside.
-//! - `scope`: owners, their markers and control groups, and when each
-//!   owner lived (for attributing unmarked orphans).
-//! - `children`: the children we spawned (registered at spawn) and the
-//!   reaping of orphans we adopted ([`reap_adopted_orphans`], here, sets
-//!   the subreaper flag through `spawn` and reaps through `children`).
-//! - `terminate`: what a stop reaches ([`Targets`]) and the stop itself:
-//!   SIGTERM, grace, the control group's kill and SIGKILL.
-//! - `proc_scan`: reading `/proc/PID/stat`: groups, sessions, start times.
+//! Invariant: every child we start gets the same non-interactive
+//! environment, default signal dispositions and an empty signal mask, its
+//! own process group (a PTY shell: its own session), a parent-death signal
+//! (but the orphan guard, which exists to outlive the server), a scope
+//! marker, and in a cgroup mode its owner's control group, joined before
+//! exec; and a stop reaches everything an owner started, as far as
+//! [`Targets`] documents.
 
 mod children;
 mod namespace;

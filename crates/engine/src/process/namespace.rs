@@ -1,109 +1,14 @@
-//! A PID namespace per confined owner, whose init is ours: what a
-//! sandboxed shell or `run` command starts cannot outlive it, whatever it
-//! does to its group, session, environment or control group.
+//! A PID namespace per confined owner, whose init is ours: three
+//! processes made between fork and exec of the command the server spawns
+//! (the keeper, the init, the shell; see [`Namespace`]).
 //!
-//! # The design
+//! Not here: the sandbox's rules (`sandbox`), the rest of what runs between
+//! fork and exec (`spawn`), or whether to confine an owner (its scope).
 //!
-//! Three processes, all made between fork and exec of the command the
-//! server spawns. Everything there is async-signal-safe: what the child
-//! needs is prepared in the parent ([`Namespace::prepare`]), nothing is
-//! allocated in the child.
-//!
-//! Without privileges (or as root without CAP_SYS_ADMIN), a PID namespace
-//! needs a user namespace. The server makes one, once
-//! ([`make_user_namespace`]): a child unshares it before it execs `cat`,
-//! and the server writes its maps (only its own uid and gid onto
-//! themselves, so files keep their owners and a command has no capability
-//! once it execs; as root, every id onto itself) and keeps a descriptor
-//! of it. The keepers enter it with `setns`. They could not make their
-//! own: a keeper is a fork of the server, which is not dumpable, so its
-//! `/proc/self` files are root's and its maps unwritable to it (and
-//! `unshare` of a user namespace needs a single-threaded process, which
-//! the server is not).
-//!
-//! - **The keeper** (the pid `spawn` returns, outside the namespace): the
-//!   spawned child itself. It enters the server's user namespace where one
-//!   is needed, then it unshares the PID and mount
-//!   namespaces, makes every mount private (nothing mounted inside reaches
-//!   the host), and forks the init. It never execs: once the init says the
-//!   namespace is ready it closes every descriptor but one pipe (it must
-//!   not hold the spawn's close-on-exec error pipe, or the server's spawn
-//!   would wait for ever, nor the terminal), waits for the shell's wait
-//!   status from the init, waits for the init to be gone, and ends the way
-//!   the shell did (its exit code, or its signal, without a core dump), so
-//!   the server's wait on its child reads the shell's status. It ignores
-//!   the polite signals (a `run` command's group gets them, and the shell
-//!   in that group is the one to act on them); its parent-death signal is
-//!   SIGKILL, like every child of the server.
-//! - **The init** (pid 1 inside): mounts a private `/proc`, forks the
-//!   shell, and then only reaps, in a loop, every process the namespace
-//!   orphans. It installs no signal handler, so the kernel drops every
-//!   signal a process inside sends it (`kill -9 1` included; under Landlock
-//!   ABI 6 the sandbox's signal scope refuses them first, the init being
-//!   outside the sandbox); only a process outside (the server, the guard)
-//!   can kill it. Its parent-death signal is SIGKILL, asked for before it
-//!   tells the keeper it is ready and confirmed by the keeper's answer (a
-//!   keeper that died before would never answer): when the keeper dies
-//!   (the server died, so the keeper got its own SIGKILL) the init dies,
-//!   and the kernel then kills everything in the namespace. When the shell
-//!   ends, the init passes its status to the keeper and exits, which also
-//!   ends everything left inside: a stop that ends the shell ends the
-//!   namespace.
-//! - **The shell** (pid 2 inside): the process that goes on to exec bash.
-//!   The rest of the child's set-up runs in it only: the new session and
-//!   controlling terminal, the descriptors it keeps, the sandbox's Landlock
-//!   and seccomp steps (so the keeper and the init are outside the
-//!   sandbox, and nothing inside can signal them). Everything it starts is
-//!   inside.
-//!
-//! The keeper and the init are forks of the server that never exec: they
-//! share its memory copy-on-write (a few pages each of their own), and
-//! `ps` shows the server's command line for them, under the names
-//! `shellkeep-ns` and `shellkeep-init` (`/proc/PID/comm`).
-//!
-//! # What the server sees
-//!
-//! The server's bookkeeping stays true with one change: a terminal
-//! session registers the shell's pid as the server sees it (the init's
-//! child whose pid inside is 2: [`shell_of`]) instead of the keeper's. The
-//! integration's records carry that pid (`SCM_CREDENTIALS` translates pids
-//! into the receiver's namespace), the shell leads its session and process
-//! group, and its commands descend from it, so the scans of `/proc` by
-//! session, group and ancestry see what they saw. Neither the keeper nor
-//! the init is in any view of a shell's commands: neither is in the
-//! shell's session or descends from it, neither carries a scope marker
-//! (their environment is the server's). A `run` command's shell stays in
-//! the keeper's process group (the group's SIGTERM reaches it), and the
-//! keeper waits for the init to be gone before it exits, so what the
-//! server counts as left after a command never includes the init. What a
-//! command left running dies with the namespace before the server could
-//! count it, so the init counts it as the shell ends (a live child of its
-//! own) and the keeper says so on the scope's [`Report`] pipe. A pid a
-//! reply names is translated to the one the commands see ([`pid_inside`]).
-//!
-//! # What the commands see
-//!
-//! `$$` is 2; `ps`, `pgrep`, `kill`, `jobs -p`, `$!` and `/proc` all speak
-//! the namespace's pids, and `ps` shows the init as pid 1. Without
-//! privileges, the user namespace (one per server, shared by its sandboxed
-//! owners: it only maps ids) shows files of users other than the server's
-//! as owned by `nobody` (`ls -l /`), and supplementary groups as
-//! `nogroup`; rights are unchanged (the kernel checks the real ids). As
-//! root every id is mapped: nothing shows differently.
-//! `sudo` cannot work there (nor anywhere under the sandbox's
-//! `no_new_privs`). The mount namespace has the host's mounts, but a
-//! command's `mount` (possible in its own user namespace) stays in it.
-//!
-//! # Where the host refuses
-//!
-//! No user namespaces (`user.max_user_namespaces` 0, Ubuntu's AppArmor
-//! restriction, a container's seccomp profile), or a `/proc` that cannot be
-//! mounted (a container that masks parts of the host's): `namespace_probe` says
-//! which step failed, once per process, and the sandbox keeps the
-//! containment every owner has (control group, markers, guard), with
-//! `Enforcement.namespace` false and the reason in its `missing`. The
-//! start goes on: the namespace is a net under the sandbox, not part of a
-//! mode.
+//! Invariant: what a sandboxed shell or `run` command starts cannot outlive
+//! it, whatever it does to its group, session, environment or control
+//! group; and everything between fork and exec is async-signal-safe (what
+//! the child needs is prepared in the parent, nothing is allocated there).
 #![allow(unsafe_code)]
 
 use std::ffi::CStr;
@@ -111,6 +16,55 @@ use std::sync::OnceLock;
 
 /// What a child needs to enter a namespace of its own, prepared in the
 /// parent (the child may not allocate).
+///
+/// Three processes, all made between fork and exec of the command the
+/// server spawns. Everything there is async-signal-safe: what the child
+/// needs is prepared in the parent ([`Namespace::prepare`]), nothing is
+/// allocated in the child.
+///
+/// Without privileges (or as root without CAP_SYS_ADMIN), a PID namespace
+/// needs a user namespace. The server makes one, once
+/// ([`make_user_namespace`]): a child unshares it before it execs `cat`,
+/// and the server writes its maps (only its own uid and gid onto
+/// themselves, so files keep their owners and a command has no capability
+/// once it execs; as root, every id onto itself) and keeps a descriptor
+/// of it. The keepers enter it with `setns`. They could not make their
+/// own: a keeper is a fork of the server, which is not dumpable, so its
+/// `/proc/self` files are root's and its maps unwritable to it (and
+/// `unshare` of a user namespace needs a single-threaded process, which
+/// the server is not).
+///
+/// The shell (pid 2 inside): the process that goes on to exec bash.
+/// The rest of the child's set-up runs in it only: the new session and
+/// controlling terminal, the descriptors it keeps, the sandbox's Landlock
+/// and seccomp steps (so the keeper and the init are outside the
+/// sandbox, and nothing inside can signal them). Everything it starts is
+/// inside.
+///
+/// The keeper and the init are forks of the server that never exec: they
+/// share its memory copy-on-write (a few pages each of their own), and
+/// `ps` shows the server's command line for them, under the names
+/// `shellkeep-ns` and `shellkeep-init` (`/proc/PID/comm`).
+///
+/// What the commands see: `$$` is 2; `ps`, `pgrep`, `kill`, `jobs -p`, `$!` and `/proc` all speak
+/// the namespace's pids, and `ps` shows the init as pid 1. Without
+/// privileges, the user namespace (one per server, shared by its sandboxed
+/// owners: it only maps ids) shows files of users other than the server's
+/// as owned by `nobody` (`ls -l /`), and supplementary groups as
+/// `nogroup`; rights are unchanged (the kernel checks the real ids). As
+/// root every id is mapped: nothing shows differently.
+/// `sudo` cannot work there (nor anywhere under the sandbox's
+/// `no_new_privs`). The mount namespace has the host's mounts, but a
+/// command's `mount` (possible in its own user namespace) stays in it.
+///
+/// Where the host refuses: No user namespaces (`user.max_user_namespaces` 0, Ubuntu's AppArmor
+/// restriction, a container's seccomp profile), or a `/proc` that cannot be
+/// mounted (a container that masks parts of the host's): `namespace_probe` says
+/// which step failed, once per process, and the sandbox keeps the
+/// containment every owner has (control group, markers, guard), with
+/// `Enforcement.namespace` false and the reason in its `missing`. The
+/// start goes on: the namespace is a net under the sandbox, not part of a
+/// mode.
 #[derive(Clone, Debug)]
 pub(crate) struct Namespace {
     /// The user namespace to enter first.
@@ -295,6 +249,21 @@ fn can_administer() -> bool {
 /// The keeper: waits for the init's word that the namespace is ready
 /// (or why not), lets it go on, then waits for the shell's status and ends
 /// as the shell did. Returns only the error of a set-up that failed.
+///
+/// The keeper (the pid `spawn` returns, outside the namespace): the
+/// spawned child itself. It enters the server's user namespace where one
+/// is needed, then it unshares the PID and mount
+/// namespaces, makes every mount private (nothing mounted inside reaches
+/// the host), and forks the init. It never execs: once the init says the
+/// namespace is ready it closes every descriptor but one pipe (it must
+/// not hold the spawn's close-on-exec error pipe, or the server's spawn
+/// would wait for ever, nor the terminal), waits for the shell's wait
+/// status from the init, waits for the init to be gone, and ends the way
+/// the shell did (its exit code, or its signal, without a core dump), so
+/// the server's wait on its child reads the shell's status. It ignores
+/// the polite signals (a `run` command's group gets them, and the shell
+/// in that group is the one to act on them); its parent-death signal is
+/// SIGKILL, like every child of the server.
 fn keep(
     init: libc::pid_t,
     status_read: libc::c_int,
@@ -339,6 +308,21 @@ fn keep(
 /// The init (pid 1 inside): mounts the private `/proc`, forks the shell
 /// (which returns from here to exec), tells the keeper, and reaps until
 /// the shell ends.
+///
+/// The init (pid 1 inside): mounts a private `/proc`, forks the
+/// shell, and then only reaps, in a loop, every process the namespace
+/// orphans. It installs no signal handler, so the kernel drops every
+/// signal a process inside sends it (`kill -9 1` included; under Landlock
+/// ABI 6 the sandbox's signal scope refuses them first, the init being
+/// outside the sandbox); only a process outside (the server, the guard)
+/// can kill it. Its parent-death signal is SIGKILL, asked for before it
+/// tells the keeper it is ready and confirmed by the keeper's answer (a
+/// keeper that died before would never answer): when the keeper dies
+/// (the server died, so the keeper got its own SIGKILL) the init dies,
+/// and the kernel then kills everything in the namespace. When the shell
+/// ends, the init passes its status to the keeper and exits, which also
+/// ends everything left inside: a stop that ends the shell ends the
+/// namespace.
 fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<()> {
     // SAFETY: prctl sets this process's parent-death signal; no memory.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) };
@@ -637,6 +621,24 @@ fn check(result: libc::c_int) -> std::io::Result<libc::c_int> {
 /// the namespace the spawned child `keeper` made (its init's child whose
 /// pid inside is 2), or `None` if it is gone. Reads `/proc`: called once,
 /// after the spawn returned (by then the process has exec'd).
+///
+/// The server's bookkeeping stays true with one change: a terminal
+/// session registers the shell's pid as the server sees it (the init's
+/// child whose pid inside is 2: [`shell_of`]) instead of the keeper's. The
+/// integration's records carry that pid (`SCM_CREDENTIALS` translates pids
+/// into the receiver's namespace), the shell leads its session and process
+/// group, and its commands descend from it, so the scans of `/proc` by
+/// session, group and ancestry see what they saw. Neither the keeper nor
+/// the init is in any view of a shell's commands: neither is in the
+/// shell's session or descends from it, neither carries a scope marker
+/// (their environment is the server's). A `run` command's shell stays in
+/// the keeper's process group (the group's SIGTERM reaches it), and the
+/// keeper waits for the init to be gone before it exits, so what the
+/// server counts as left after a command never includes the init. What a
+/// command left running dies with the namespace before the server could
+/// count it, so the init counts it as the shell ends (a live child of its
+/// own) and the keeper says so on the scope's `Report` pipe. A pid a
+/// reply names is translated to the one the commands see ([`pid_inside`]).
 pub fn shell_of(keeper: u32) -> Option<i32> {
     let init = children_of(keeper as i32).into_iter().next()?;
     children_of(init).into_iter().find(|&pid| inner_pid(pid) == Some(2))
@@ -760,7 +762,7 @@ mod tests {
     /// survives.
     #[tokio::test]
     async fn nothing_survives_the_keeper() {
-        let token = format!("ns-marker-{}", crate::private_fs::random_hex(6).expect("random"));
+        let token = format!("ns-marker-{}", crate::random::random_hex(6).expect("random"));
         let scope = Scope::new("test").with_namespace();
         let mut command = group_command("bash", &scope);
         command

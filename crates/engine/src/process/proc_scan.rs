@@ -1,7 +1,7 @@
 //! Reading `/proc/PID/stat`: the live members of a process group or
 //! session, the groups a command orphaned, start times in clock ticks since
 //! boot, and [`Root`] (a pid with its start time). Reads only; its parser
-//! also gives `private_fs` the start times that name server directories.
+//! also gives `runtime_dir` the start times that name server directories.
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;

@@ -42,6 +42,43 @@ pub fn signal_group(pgid: i32, signal: Signal) -> bool {
 /// `environ` of those not already matched when there are marks), so its
 /// cost grows with the number of processes on the machine, not with what
 /// is found.
+///
+/// How containment holds. In a cgroup mode ([`super::init_containment`],
+/// `cgroup`), every owner has a control group its child joins between fork
+/// and exec; nothing it starts leaves it without privileges, and stopping
+/// the owner kills the group. The rest is the second net there, and the
+/// only one in markers mode: every child carries an inherited marker in its
+/// environment, `SHELLKEEP_SCOPE=<server token>/<owner>` ([`Scope`]), which
+/// every descendant inherits whatever it does to its group or session (a
+/// terminal shell exports `<owner>/c<seq>` for each command, so one
+/// command's processes can be told apart). Stopping an owner stops every
+/// process of ours whose `/proc/PID/environ` carries its marker, plus the
+/// groups, sessions and descendants it names, plus the processes of ours
+/// with no readable marker of a live owner (a marker of an owner that never
+/// existed or has ended counts as none) that descend from it or are adopted
+/// orphans attributed to it ([`Unmarked`]). The server is a child
+/// subreaper ([`super::reap_adopted_orphans`]), so orphans stay its descendants.
+/// The orphan guard, which outlives the server, sees markers, groups,
+/// sessions, control groups, and the orphans the server adopted that only
+/// their ancestry ties to it (told at every SIGCHLD the server gets). What
+/// still escapes in markers mode: an unmarked orphan taken for another
+/// owner's (see [`Unmarked`]), a process relabelled with another live
+/// owner's marker (stopped with that owner), an unmarked one alive after a
+/// server SIGKILL that the guard was not yet told of, and in every mode a
+/// process that asks something outside our tree (`systemd-run`, `at`, a
+/// daemon) to start it.
+///
+/// A sandboxed owner (its scope has a confinement whose report has the
+/// namespace) also gets a PID namespace of its own whose init is ours
+/// (`namespace`): what it starts can leave its group, session, environment
+/// and control group, but not the namespace, which the kernel empties when
+/// the owner's shell ends, when the owner is stopped, or when the server
+/// dies, guard or no guard. This closes every escape above but the last.
+///
+/// Whatever must end with no chance to react is stopped first
+/// ([`stop_then_kill`]: SIGSTOP to everything before SIGKILL), and in a
+/// cgroup mode every SIGKILL round, and the last look of a stop, freeze the
+/// control groups.
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
     /// Process groups.
@@ -125,114 +162,96 @@ impl Targets {
         }
     }
 
-    /// The live processes these targets reach now.
+    /// The live processes these targets reach now: one look at every
+    /// process (`ProcTable`), then each is tested against what is named
+    /// outright, and the rest against the marks and the attribution of
+    /// unmarked processes (`Targets::reaches`).
     pub fn members(&self) -> Vec<i32> {
         let me = std::process::id() as i32;
-        let mut all = Vec::new();
-        let mut live_roots = Vec::new();
-        for_each_proc(|stat| {
-            all.push((stat.pid, stat.ppid, stat.pgrp, stat.session, stat.start_ticks));
-            if self.roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
-                live_roots.push(stat.pid);
-            }
-        });
-        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-        let mut parent: HashMap<i32, (i32, u64)> = HashMap::new();
-        for &(pid, ppid, _, _, start) in &all {
-            children.entry(ppid).or_default().push(pid);
-            parent.insert(pid, (ppid, start));
-        }
-        let descendants = |roots: Vec<i32>| {
-            let mut reached: HashSet<i32> = HashSet::new();
-            let mut stack = roots;
-            while let Some(pid) = stack.pop() {
-                if reached.insert(pid) {
-                    stack.extend(children.get(&pid).into_iter().flatten());
+        let (table, live_roots) = ProcTable::read(&self.roots);
+        let look = Look {
+            me,
+            reached: table.descendants(live_roots),
+            spared: self.spared_jobs(&table),
+            in_cgroups: self.cgroups.iter().flat_map(|group| group.members()).collect(),
+            unmarked_cgroup: self
+                .unmarked
+                .as_ref()
+                .and_then(|unmarked| unmarked.cgroup.as_ref())
+                .map(|group| group.members().into_iter().collect())
+                .unwrap_or_default(),
+            under: self
+                .unmarked
+                .as_ref()
+                .and_then(|unmarked| unmarked.under)
+                .map(|pid| table.descendants(vec![pid]))
+                .unwrap_or_default(),
+            spawned: spawned(),
+            table,
+        };
+        look.table
+            .rows
+            .iter()
+            .filter(|row| row.pid != me && !self.exclude.contains(&row.pid))
+            .filter(|row| self.reaches(row, &look))
+            .map(|row| row.pid)
+            .collect()
+    }
+
+    /// The processes of the shell's jobs (`spare_jobs_of`), and the shell:
+    /// spared from the sweeps by marker and by attribution.
+    fn spared_jobs(&self, table: &ProcTable) -> HashSet<i32> {
+        let Some(shell) = self.spare_jobs_of else { return HashSet::new() };
+        let leaders: Vec<i32> = table
+            .rows
+            .iter()
+            .filter(|row| {
+                row.ppid == shell && row.pgrp == row.pid && !self.groups.contains(&row.pgrp)
+            })
+            .map(|row| row.pid)
+            .collect();
+        let mut jobs: Vec<i32> = table
+            .rows
+            .iter()
+            .filter(|row| leaders.contains(&row.pgrp))
+            .map(|row| row.pid)
+            .collect();
+        jobs.push(shell);
+        let mut spared = table.descendants(jobs);
+        spared.insert(shell);
+        spared
+    }
+
+    /// Whether the targets reach `row`. What is named outright is reached;
+    /// the shell's jobs are spared only from the sweeps by marker and by
+    /// attribution.
+    fn reaches(&self, row: &ProcRow, look: &Look) -> bool {
+        look.reached.contains(&row.pid)
+            || self.groups.contains(&row.pgrp)
+            || self.sessions.contains(&row.session)
+            || look.in_cgroups.contains(&row.pid)
+            || !look.spared.contains(&row.pid)
+                && match self.environ_marked(row.pid) {
+                    Marked::Yes => true,
+                    Marked::Other => false,
+                    Marked::Unmarked => self.attributed(row, look),
                 }
-            }
-            reached
-        };
-        let reached = descendants(live_roots);
-        let spared = match self.spare_jobs_of {
-            Some(shell) => {
-                let leaders: Vec<i32> = all
-                    .iter()
-                    .filter(|&&(pid, ppid, pgrp, ..)| {
-                        ppid == shell && pgrp == pid && !self.groups.contains(&pgrp)
-                    })
-                    .map(|&(pid, ..)| pid)
-                    .collect();
-                let mut jobs: Vec<i32> = all
-                    .iter()
-                    .filter(|&&(_, _, pgrp, ..)| leaders.contains(&pgrp))
-                    .map(|&(pid, ..)| pid)
-                    .collect();
-                jobs.push(shell);
-                let mut spared = descendants(jobs);
-                spared.insert(shell);
-                spared
-            }
-            None => HashSet::new(),
-        };
-        let in_cgroups: HashSet<i32> =
-            self.cgroups.iter().flat_map(|group| group.members()).collect();
-        let unmarked_cgroup: HashSet<i32> = self
-            .unmarked
-            .as_ref()
-            .and_then(|unmarked| unmarked.cgroup.as_ref())
-            .map(|group| group.members().into_iter().collect())
-            .unwrap_or_default();
-        let under: HashSet<i32> = self
-            .unmarked
-            .as_ref()
-            .and_then(|unmarked| unmarked.under)
-            .map(|pid| descendants(vec![pid]))
-            .unwrap_or_default();
-        // The ancestor of `pid` whose parent is this server, if any.
-        let top_of = |pid: i32| {
-            let mut current = pid;
-            for _ in 0..4096 {
-                let (ppid, start) = *parent.get(&current)?;
-                if ppid == me {
-                    return Some((current, start));
-                }
-                current = ppid;
-            }
-            None
-        };
-        let spawned = spawned();
-        let mut members = Vec::new();
-        for &(pid, _, pgrp, session, start) in &all {
-            if pid == me || self.exclude.contains(&pid) {
-                continue;
-            }
-            // What is named outright is reached; the shell's jobs are spared
-            // only from the sweeps by marker and by attribution.
-            let found = reached.contains(&pid)
-                || self.groups.contains(&pgrp)
-                || self.sessions.contains(&session)
-                || in_cgroups.contains(&pid)
-                || !spared.contains(&pid)
-                    && match self.environ_marked(pid) {
-                        Marked::Yes => true,
-                        Marked::Other => false,
-                        Marked::Unmarked => self.unmarked.as_ref().is_some_and(|unmarked| {
-                            start >= unmarked.since
-                                && (under.contains(&pid)
-                                    || unmarked_cgroup.contains(&pid)
-                                    || top_of(pid).is_some_and(|top| {
-                                        !spawned.contains(&top)
-                                            && (owner_at(top.1).as_deref()
-                                                == Some(unmarked.owner.as_str())
-                                                || cgroup::outside_server_dir(pid))
-                                    }))
-                        }),
-                    };
-            if found {
-                members.push(pid);
-            }
-        }
-        members
+    }
+
+    /// Whether the unmarked process `row` is the owner's: started after the
+    /// owner, and under its process, in its control group, or below a
+    /// process of this server that we did not spawn and that the owner
+    /// started (or that is outside the server's control group).
+    fn attributed(&self, row: &ProcRow, look: &Look) -> bool {
+        let Some(unmarked) = &self.unmarked else { return false };
+        row.start >= unmarked.since
+            && (look.under.contains(&row.pid)
+                || look.unmarked_cgroup.contains(&row.pid)
+                || look.table.top_of(row.pid, look.me).is_some_and(|top| {
+                    !look.spawned.contains(&top)
+                        && (owner_at(top.1).as_deref() == Some(unmarked.owner.as_str())
+                            || cgroup::outside_server_dir(row.pid))
+                }))
     }
 
     /// Whether `pid`'s environment carries one of the marks ([`classify`]);
@@ -489,6 +508,98 @@ pub(super) async fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) 
         tokio::time::sleep(interval.min(deadline - now)).await;
         interval = (interval * 2).min(Duration::from_millis(50));
     }
+}
+
+/// One process as one look at `/proc` saw it.
+#[derive(Debug, Clone, Copy)]
+struct ProcRow {
+    pid: i32,
+    ppid: i32,
+    pgrp: i32,
+    session: i32,
+    /// Clock ticks since boot.
+    start: u64,
+}
+
+/// One look at every process: who is whose child, to walk down to
+/// descendants and up to the process of ours a process descends from.
+struct ProcTable {
+    rows: Vec<ProcRow>,
+    children: HashMap<i32, Vec<i32>>,
+    /// Each process's parent, and the process's own start time.
+    parent: HashMap<i32, (i32, u64)>,
+}
+
+impl ProcTable {
+    /// Reads every process once; also returns which of `roots` are alive.
+    fn read(roots: &[Root]) -> (ProcTable, Vec<i32>) {
+        let mut rows = Vec::new();
+        let mut live_roots = Vec::new();
+        for_each_proc(|stat| {
+            rows.push(ProcRow {
+                pid: stat.pid,
+                ppid: stat.ppid,
+                pgrp: stat.pgrp,
+                session: stat.session,
+                start: stat.start_ticks,
+            });
+            if roots.contains(&Root { pid: stat.pid, start_ticks: stat.start_ticks }) {
+                live_roots.push(stat.pid);
+            }
+        });
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        let mut parent = HashMap::new();
+        for row in &rows {
+            children.entry(row.ppid).or_default().push(row.pid);
+            parent.insert(row.pid, (row.ppid, row.start));
+        }
+        (ProcTable { rows, children, parent }, live_roots)
+    }
+
+    /// `roots` and all their descendants.
+    fn descendants(&self, roots: Vec<i32>) -> HashSet<i32> {
+        let mut reached: HashSet<i32> = HashSet::new();
+        let mut stack = roots;
+        while let Some(pid) = stack.pop() {
+            if reached.insert(pid) {
+                stack.extend(self.children.get(&pid).into_iter().flatten());
+            }
+        }
+        reached
+    }
+
+    /// The ancestor of `pid` whose parent is `me` (this server), with its
+    /// start time, if any (a bounded walk up).
+    fn top_of(&self, pid: i32, me: i32) -> Option<(i32, u64)> {
+        let mut current = pid;
+        for _ in 0..4096 {
+            let (ppid, start) = *self.parent.get(&current)?;
+            if ppid == me {
+                return Some((current, start));
+            }
+            current = ppid;
+        }
+        None
+    }
+}
+
+/// What [`Targets::members`] computed once for every process it tests.
+struct Look {
+    /// This server's pid.
+    me: i32,
+    table: ProcTable,
+    /// The live roots and their descendants.
+    reached: HashSet<i32>,
+    /// The shell's jobs, spared from marker and attribution sweeps.
+    spared: HashSet<i32>,
+    /// Members of the targets' control groups.
+    in_cgroups: HashSet<i32>,
+    /// Members of the unmarked owner's control group.
+    unmarked_cgroup: HashSet<i32>,
+    /// Descendants of the unmarked owner's process.
+    under: HashSet<i32>,
+    /// The children this server spawned, with their start times.
+    spawned: Vec<(i32, u64)>,
 }
 
 #[cfg(test)]

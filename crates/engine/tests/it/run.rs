@@ -93,7 +93,7 @@ async fn nothing_a_timed_out_command_started_survives_it() {
     let outcome = run(&scratch, &command, limits(60.0, 3.0)).await;
     watcher.await.expect("every escape was seen alive before the limit");
     assert_eq!(
-        (outcome.status, outcome.timeout_reason, outcome.termination_mode),
+        (outcome.status(), outcome.timeout_reason(), outcome.termination_mode()),
         (RunStatus::Timeout, Some(TimeoutReason::NoOutput), Some(TerminationMode::Soft)),
         "{outcome:#?}"
     );
@@ -113,9 +113,9 @@ async fn nothing_a_finished_command_started_survives_it() {
     let outcome = run(&scratch, &command, limits(60.0, 30.0)).await;
     assert_eq!(
         (
-            outcome.status,
-            outcome.exit_code,
-            outcome.stopped_leftovers,
+            outcome.status(),
+            outcome.exit_code(),
+            outcome.stopped_leftovers(),
             outcome.stdout.text.as_str()
         ),
         (RunStatus::Success, 0, true, "started\n"),
@@ -169,10 +169,10 @@ async fn nothing_a_command_in_a_namespace_started_survives_it() {
         };
         assert_eq!(
             (
-                outcome.status,
-                outcome.exit_code,
-                outcome.termination_mode,
-                outcome.stopped_leftovers
+                outcome.status(),
+                outcome.exit_code(),
+                outcome.termination_mode(),
+                outcome.stopped_leftovers()
             ),
             expected,
             "{ending}: {outcome:#?}"
@@ -191,7 +191,7 @@ async fn nothing_a_command_in_a_namespace_started_survives_it() {
     };
     let outcome = run_request(request).await;
     assert_eq!(
-        (outcome.stdout.text.as_str(), outcome.exit_code, outcome.stopped_leftovers),
+        (outcome.stdout.text.as_str(), outcome.exit_code(), outcome.stopped_leftovers()),
         ("pid 2\n", 0, false),
         "{outcome:#?}"
     );
@@ -206,7 +206,7 @@ async fn an_escaped_process_that_ignores_sigterm_makes_the_stop_hard() {
     let outcome = run(&scratch, &command, limits(60.0, 1.0)).await;
     // Before, the group kill missed it and the reply said "soft".
     assert_eq!(
-        (outcome.status, outcome.termination_mode),
+        (outcome.status(), outcome.termination_mode()),
         (RunStatus::Timeout, Some(TerminationMode::Hard)),
         "{outcome:#?}"
     );
@@ -223,7 +223,7 @@ async fn a_command_of_a_mebibyte_runs() {
     assert!(command.len() > 1 << 20);
     let outcome = run(&scratch, &command, limits(30.0, 30.0)).await;
     assert_eq!(
-        (outcome.status, outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
+        (outcome.status(), outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
         (RunStatus::Success, "start\n0:bash\nend\n", ""),
         "{}",
         outcome.stderr.text
@@ -261,7 +261,7 @@ async fn big_environment_values_arrive_whole() {
     // MEDIUM reaches programs; HUGE only the command itself, since the
     // kernel would refuse it to any program.
     assert_eq!(
-        (outcome.status, outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
+        (outcome.status(), outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
         (RunStatus::Success, "1\n0\nsmall\n", ""),
     );
     assert_eq!(std::fs::read_to_string(scratch.0.join("medium")).expect("medium"), medium);
@@ -278,7 +278,7 @@ async fn many_small_values_over_the_total_limit_still_run() {
         ..RunRequest::new("echo ${V0:0:2} ${V39:0:3}", limits(30.0, 30.0), &scratch.0, "run")
     };
     let outcome = run_request(request).await;
-    assert_eq!((outcome.status, outcome.stdout.text.as_str()), (RunStatus::Success, "0: 39:\n"));
+    assert_eq!((outcome.status(), outcome.stdout.text.as_str()), (RunStatus::Success, "0: 39:\n"));
 }
 
 /// A request's environment.
@@ -316,7 +316,7 @@ async fn nul_bytes_and_bad_names_are_refused_with_a_typed_reason() {
             RunRequest { env, ..RunRequest::new(command, limits(5.0, 5.0), &scratch.0, "run") };
         assert_eq!(request.validate(), Err(expected.clone()), "{command:?}");
         let outcome = run_request(request).await;
-        assert_eq!((outcome.status, outcome.pgid), (RunStatus::Error, None), "{command:?}");
+        assert_eq!((outcome.status(), outcome.pgid), (RunStatus::Error, None), "{command:?}");
         assert_eq!(outcome.stderr.text, expected.to_string(), "{command:?}");
     }
     // The reason speaks of the request, never of a tool's arguments.
@@ -339,7 +339,7 @@ async fn the_scope_marker_cannot_be_set_through_env() {
         ..RunRequest::new(command, limits(5.0, 5.0), &scratch.0, "run")
     };
     let outcome = run_request(request).await;
-    assert_eq!((outcome.status, outcome.pgid), (RunStatus::Error, None));
+    assert_eq!((outcome.status(), outcome.pgid), (RunStatus::Error, None));
     assert!(
         outcome.stderr.text.contains("SHELLKEEP_SCOPE, the marker that finds every process"),
         "{:?}",
@@ -362,7 +362,7 @@ async fn an_env_path_cannot_break_the_start() {
     };
     let outcome = run_request(request).await;
     assert_eq!(
-        (outcome.status, outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
+        (outcome.status(), outcome.stdout.text.as_str(), outcome.stderr.text.as_str()),
         (RunStatus::Success, "/nonexistent\nok\n", "")
     );
 }
@@ -377,7 +377,7 @@ async fn a_value_the_kernel_refuses_is_reported_as_such() {
         ..RunRequest::new("true", limits(5.0, 5.0), &scratch.0, "run")
     };
     let outcome = run_request(request).await;
-    assert_eq!(outcome.status, RunStatus::Error);
+    assert_eq!(outcome.status(), RunStatus::Error);
     assert!(
         outcome.stderr.text.contains("refused its environment as too large"),
         "{}",
@@ -401,7 +401,7 @@ async fn cancelling_or_dropping_a_run_stops_what_escaped() {
     wait_alive(&markers).await;
     cancel.cancel();
     let outcome = call.await.expect("the run task");
-    assert_eq!((outcome.status, outcome.cancelled), (RunStatus::Error, true), "{outcome:#?}");
+    assert_eq!((outcome.status(), outcome.cancelled()), (RunStatus::Error, true), "{outcome:#?}");
     assert_eq!(survivors(&markers), []);
 
     // A run whose task is dropped mid-way (its caller went away) kills

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use shellkeep_engine::private_fs;
 use shellkeep_engine::process;
+use shellkeep_engine::{private_fs, runtime_dir};
 use tokio::io::BufReader;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -112,7 +112,7 @@ fn live_server(name: &str) -> Option<u32> {
     }
     let pid: u32 = pid.parse().ok()?;
     let start: u64 = start.parse().ok()?;
-    (private_fs::start_ticks(pid) == Some(start)).then_some(pid)
+    (runtime_dir::start_ticks(pid) == Some(start)).then_some(pid)
 }
 
 /// This user's running servers that listen for attach, by pid.
@@ -736,7 +736,7 @@ mod tests {
     #[test]
     fn only_live_servers_directories_are_found() {
         let me = std::process::id();
-        let start = private_fs::start_ticks(me).expect("our start");
+        let start = runtime_dir::start_ticks(me).expect("our start");
         assert_eq!(live_server(&format!("{me}-{start}-0a1b2c3d")), Some(me));
         assert_eq!(live_server(&format!("{me}-{}-0a1b2c3d", start + 1)), None);
         for bad in [format!("{me}-{start}"), format!("{me}-{start}-0A1B2C3D"), "output".into()] {

@@ -404,25 +404,25 @@ fn not_run_detail(why: &NotRun) -> String {
 
 /// The end of a `run` call, from its outcome.
 pub(super) fn run_end(outcome: &RunOutcome, output_bytes: u64) -> End {
-    let (reason, detail) = match outcome.status {
+    let (reason, detail) = match outcome.status() {
         RunStatus::Timeout => {
-            (Some("limit"), outcome.timeout_reason.map(|reason| reason.as_str().to_owned()))
+            (Some("limit"), outcome.timeout_reason().map(|reason| reason.as_str().to_owned()))
         }
-        RunStatus::Error if outcome.cancelled => {
+        RunStatus::Error if outcome.cancelled() => {
             (Some("cancel"), Some("killed by the client's cancellation".to_owned()))
         }
         RunStatus::Error => (Some("not_executed"), None),
-        RunStatus::Success => match signal_of(outcome.exit_code) {
+        RunStatus::Success => match signal_of(outcome.exit_code()) {
             Some(signal) => (Some("signal"), Some(format!("signal {signal}"))),
             None => (None, None),
         },
     };
     End {
-        status: outcome.status.as_str(),
-        exit_code: Some(outcome.exit_code),
+        status: outcome.status().as_str(),
+        exit_code: Some(outcome.exit_code()),
         reason,
         detail,
-        termination_mode: outcome.termination_mode.map(|mode| mode.as_str()),
+        termination_mode: outcome.termination_mode().map(|mode| mode.as_str()),
         duration: Some(outcome.duration),
         output_bytes: Some(output_bytes),
         ..End::default()

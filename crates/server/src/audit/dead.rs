@@ -12,7 +12,6 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::time::SystemTime;
 
-use shellkeep_engine::private_fs;
 
 use super::read::{Record, read_tail, rows};
 use super::{AuditLog, Line, MAX_DEAD_SERVERS, TAIL_BYTES, rfc3339};
@@ -152,7 +151,7 @@ pub(super) fn server_alive(start: &Record, boot: Option<&str>) -> bool {
         .ok()
         .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
         .unwrap_or(false);
-    !zombie && private_fs::start_ticks(pid) == Some(then)
+    !zombie && shellkeep_engine::runtime_dir::start_ticks(pid) == Some(then)
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and clock

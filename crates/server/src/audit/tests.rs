@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use shellkeep_engine::oneshot::TimeoutReason;
+use shellkeep_engine::oneshot::{RunEnd, TimeoutReason};
 use shellkeep_engine::output::Shown;
 use shellkeep_engine::policy::{DecisionSource, Limits};
 use shellkeep_engine::process::TerminationMode;
@@ -14,7 +14,8 @@ use super::dead::{DeadCommand, boot_id, dead_servers, server_alive};
 use super::read::{Record, parse_span, read_tail, rows};
 use super::*;
 use shellkeep_engine::keys::Input;
-use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
+use shellkeep_engine::oneshot::RunOutcome;
+use shellkeep_engine::runtime_dir;
 use shellkeep_engine::policy::Decision;
 use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
 use std::time::Duration;
@@ -223,15 +224,10 @@ fn a_terminal_end_says_how_the_command_ended() {
 #[test]
 fn a_run_end_says_which_limit() {
     let outcome = RunOutcome {
-        status: RunStatus::Timeout,
+        end: RunEnd::TimedOut { reason: TimeoutReason::NoOutput, stopped: TerminationMode::Soft },
         number: 1,
         stdout: Shown::empty(),
         stderr: Shown::empty(),
-        exit_code: -1,
-        timeout_reason: Some(TimeoutReason::NoOutput),
-        termination_mode: Some(TerminationMode::Soft),
-        cancelled: false,
-        stopped_leftovers: false,
         duration: Duration::from_secs(2),
         limits: decision(1).limits,
         pgid: None,
@@ -246,12 +242,13 @@ fn a_run_end_says_which_limit() {
         (end.termination_mode, end.output_bytes, end.exit_code),
         (Some("soft"), Some(12), Some(-1))
     );
-    let cancelled = RunOutcome { status: RunStatus::Error, cancelled: true, ..outcome.clone() };
+    let cancelled =
+        RunOutcome { end: RunEnd::Cancelled { stopped: TerminationMode::Soft }, ..outcome.clone() };
     let end = run_end(&cancelled, 0);
     assert_eq!(end.reason, Some("cancel"));
     assert_eq!(end.detail.as_deref(), Some("killed by the client's cancellation"));
     let failed =
-        RunOutcome { status: RunStatus::Success, exit_code: 1, timeout_reason: None, ..outcome };
+        RunOutcome { end: RunEnd::Exited { code: 1, stopped_leftovers: false }, ..outcome };
     assert_eq!((run_end(&failed, 0).status, run_end(&failed, 0).reason), ("success", None));
 }
 
@@ -311,15 +308,10 @@ fn the_log_rotates_at_its_bound_keeping_n_files() {
     for n in 0..40 {
         log.begin(None, Start::run(&format!("echo {n}"), &decision(10))).end_run(
             &RunOutcome {
-                status: RunStatus::Success,
+                end: RunEnd::Exited { code: 0, stopped_leftovers: false },
                 number: n,
                 stdout: Shown::empty(),
                 stderr: Shown::empty(),
-                exit_code: 0,
-                timeout_reason: None,
-                termination_mode: None,
-                cancelled: false,
-                stopped_leftovers: false,
                 duration: Duration::ZERO,
                 limits: decision(10).limits,
                 pgid: None,
@@ -517,7 +509,7 @@ fn dead_servers_are_those_gone_without_an_end_and_their_open_commands() {
 #[test]
 fn a_server_is_alive_while_its_pid_has_its_start_time() {
     let pid = std::process::id();
-    let ticks = private_fs::start_ticks(pid).expect("our own start time");
+    let ticks = runtime_dir::start_ticks(pid).expect("our own start time");
     let boot = boot_id();
     let mut start = server_line("server_start", "aa", pid);
     start.pid_start = Some(ticks);

@@ -14,10 +14,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
 use shellkeep_engine::output::{self, Shown};
-use shellkeep_engine::policy::{Decision, DecisionSource};
-use shellkeep_engine::process::TerminationMode;
 use shellkeep_engine::session::Reply;
 use shellkeep_engine::store::Stream;
 
@@ -28,6 +25,7 @@ mod explain;
 mod jobs;
 mod limits;
 mod notices;
+mod run;
 pub mod sandbox;
 mod session_words;
 mod sessions;
@@ -40,6 +38,7 @@ pub use explain::{ExplainOutput, add_run_limits, explain, part_masker};
 pub use jobs::*;
 pub use limits::*;
 pub use notices::*;
+pub use run::{RunOutput, run};
 pub use session_words::session_error;
 pub use sessions::*;
 pub use tasks::{
@@ -291,237 +290,9 @@ fn full_cut(shown: &Shown) -> Option<String> {
     shown.full_output_cut.map(|cut| cut.to_string())
 }
 
-/// Structured result of the `run` tool: the seed's fields, plus what was
-/// applied and where cut output went. The status and exit code come first
-/// and the two streams last (stdout, then stderr), with what was cut and
-/// the calls that read it before them, so a client that shows only the
-/// start of a long reply, or cuts its middle, keeps the facts.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RunOutput {
-    /// `success` (ran to completion, whatever its exit code), `timeout` (a
-    /// limit fired and the command was killed) or `error` (it could not
-    /// start, or was cancelled).
-    pub status: &'static str,
-    /// The exit code; 128+N when killed by signal N; -1 on timeout or error.
-    pub exit_code: i32,
-    /// `exec_timeout` or `no_output_timeout` when a limit fired.
-    pub timeout_reason: Option<&'static str>,
-    /// `soft` (ended after SIGTERM) or `hard` (needed SIGKILL).
-    pub termination_mode: Option<&'static str>,
-    /// Wall time in whole milliseconds.
-    pub duration_ms: u64,
-    /// The policy category applied, or null for an explicit timeout.
-    pub category: Option<String>,
-    /// The policy pattern that chose the category, when one matched.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<String>,
-    /// The execution limit applied, in seconds (one decimal).
-    pub exec_timeout_sec: f64,
-    /// The no-output limit applied, in seconds (one decimal).
-    pub no_output_timeout_sec: f64,
-    /// How many secret values in stdout and stderr were replaced by
-    /// `<secret-hidden>`.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub secrets_masked: u64,
-    /// The resource limits that stopped something in the command, as the
-    /// kernel counted them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub limit_hit: Vec<LimitHitOutput>,
-    /// The reply's notices besides its fields, worded as in the text (what
-    /// to do about a silent command that was stopped).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// When stdout was cut: characters left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdout_omitted_chars: Option<u64>,
-    /// When stdout was cut: lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdout_omitted_lines: Option<u64>,
-    /// When stdout was cut: the arguments of the `output` call that reads
-    /// the lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stdout_output_call: Option<OutputCall>,
-    /// When stderr was cut: characters left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_omitted_chars: Option<u64>,
-    /// When stderr was cut: lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_omitted_lines: Option<u64>,
-    /// When stderr was cut: the arguments of the `output` call that reads
-    /// the lines left out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr_output_call: Option<OutputCall>,
-    /// The file with the complete stdout, when it was cut.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stdout_path: Option<String>,
-    /// The file with the complete stderr, when it was cut.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stderr_path: Option<String>,
-    /// Where and why the stdout file was cut, when it reached its limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stdout_cut: Option<String>,
-    /// Where and why the stderr file was cut, when it reached its limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stderr_cut: Option<String>,
-    /// Why the complete stdout could not be saved, when it was cut and no
-    /// file holds it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stdout_error: Option<String>,
-    /// Why the complete stderr could not be saved, when it was cut and no
-    /// file holds it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub full_stderr_error: Option<String>,
-    /// Standard output (head and tail when cut; the two streams share one
-    /// cap).
-    pub stdout: String,
-    /// Standard error (head and tail when cut). Always last.
-    pub stderr: String,
-}
-
 /// Serde's test for a count left out when nothing was counted.
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// The arguments of an `output` call that reads part of a `run` stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct OutputCall {
-    /// The run's number.
-    pub run: u64,
-    /// `stdout` or `stderr`.
-    pub stream: &'static str,
-    /// The first line to read.
-    pub offset: u64,
-    /// How many lines.
-    pub limit: u64,
-}
-
-impl OutputCall {
-    /// The call for the lines `shown` (of `stream` of run `run`) left out,
-    /// when it left any out.
-    fn for_cut(run: u64, stream: Stream, shown: &Shown) -> Option<OutputCall> {
-        if !shown.truncated && shown.full_output_cut.is_none() {
-            return None;
-        }
-        Some(OutputCall {
-            run,
-            stream: stream.as_str(),
-            offset: shown.lines_before_omission,
-            limit: (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES),
-        })
-    }
-
-    /// As the arguments are written in a reply's text: `stream` only for
-    /// stderr (stdout is the default).
-    fn arguments(&self) -> String {
-        let stream = match self.stream {
-            "stdout" => String::new(),
-            other => format!(", \"stream\": {other:?}"),
-        };
-        format!(
-            "{{\"run\": {}{stream}, \"offset\": {}, \"limit\": {}}}",
-            self.run, self.offset, self.limit
-        )
-    }
-}
-
-/// The structured result and readable text of a `run`.
-pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
-    let omitted = |shown: &Shown, count: fn(&Shown) -> u64| shown.truncated.then(|| count(shown));
-    let mut structured = RunOutput {
-        status: outcome.status.as_str(),
-        exit_code: outcome.exit_code,
-        timeout_reason: outcome.timeout_reason.map(|r| r.as_str()),
-        termination_mode: outcome.termination_mode.map(|m| m.as_str()),
-        duration_ms: outcome.duration.as_millis() as u64,
-        category: decision.category.clone(),
-        pattern: match &decision.source {
-            DecisionSource::Pattern { pattern, .. } => Some(pattern.clone()),
-            _ => None,
-        },
-        exec_timeout_sec: round_secs(outcome.limits.exec),
-        no_output_timeout_sec: round_secs(outcome.limits.no_output),
-        secrets_masked: outcome.stdout.masked + outcome.stderr.masked,
-        limit_hit: limit_hit_facts(outcome.limit_hits.iter().copied()),
-        notes: Vec::new(),
-        stdout_omitted_chars: omitted(&outcome.stdout, |shown| shown.omitted_chars),
-        stdout_omitted_lines: omitted(&outcome.stdout, |shown| shown.omitted_lines),
-        stdout_output_call: OutputCall::for_cut(outcome.number, Stream::Stdout, &outcome.stdout),
-        stderr_omitted_chars: omitted(&outcome.stderr, |shown| shown.omitted_chars),
-        stderr_omitted_lines: omitted(&outcome.stderr, |shown| shown.omitted_lines),
-        stderr_output_call: OutputCall::for_cut(outcome.number, Stream::Stderr, &outcome.stderr),
-        full_stdout_path: full_path(&outcome.stdout),
-        full_stderr_path: full_path(&outcome.stderr),
-        full_stdout_cut: full_cut(&outcome.stdout),
-        full_stderr_cut: full_cut(&outcome.stderr),
-        full_stdout_error: outcome.stdout.full_output_error.clone(),
-        full_stderr_error: outcome.stderr.full_output_error.clone(),
-        stdout: outcome.stdout.text.clone(),
-        stderr: outcome.stderr.text.clone(),
-    };
-    let mut text = Blocks::default();
-    text.shown(&outcome.stdout);
-    if !outcome.stderr.text.is_empty() {
-        text.notice("[stderr]");
-        text.shown(&outcome.stderr);
-    }
-    let mode = match outcome.termination_mode {
-        Some(TerminationMode::Hard) => "stopped hard (SIGKILL after the grace period)",
-        _ => "stopped soft (SIGTERM)",
-    };
-    let summary = match (outcome.status, outcome.timeout_reason) {
-        (RunStatus::Success, _) => format!("exit code {}", outcome.exit_code),
-        (RunStatus::Timeout, Some(TimeoutReason::NoOutput)) => format!(
-            "no_output_timeout: no output for {}, {mode}",
-            seconds(outcome.limits.no_output)
-        ),
-        (RunStatus::Timeout, _) => {
-            format!("exec_timeout: still running after {}, {mode}", seconds(outcome.limits.exec))
-        }
-        (RunStatus::Error, _) => "error".to_owned(),
-    };
-    // The footer names the category and limits, not the pattern that chose
-    // them (that is in the structured content): a regex is noise to an agent.
-    let limits = format!(
-        "exec {}, no output {}",
-        seconds(outcome.limits.exec),
-        seconds(outcome.limits.no_output)
-    );
-    let limits = match &decision.category {
-        Some(category) => format!("{category} ({limits})"),
-        None => format!("explicit ({limits})"),
-    };
-    text.notice(&format!(
-        "[{} · {summary} · {} · limits: {limits}]",
-        outcome.status.as_str(),
-        seconds(outcome.duration),
-    ));
-    for hit in &outcome.limit_hits {
-        let line = limit_hit_line(hit, "this command");
-        text.notice(&line);
-        structured.notes.push(line);
-    }
-    if outcome.timeout_reason == Some(TimeoutReason::NoOutput) {
-        let line = "[If it is silent by nature, run it with no_output_timeout_sec: the seconds of \
-                    silence to allow.]";
-        text.notice(line);
-        structured.notes.push(line.to_owned());
-    }
-    for (name, call) in
-        [("stdout", &structured.stdout_output_call), ("stderr", &structured.stderr_output_call)]
-    {
-        if let Some(call) = call {
-            text.notice(&format!(
-                "[Read the lines of {name} left out with the output tool: {}]",
-                call.arguments()
-            ));
-        }
-    }
-    if let Some(line) = terminal::masked_note(structured.secrets_masked) {
-        text.notice(&line);
-    }
-    (text, structured)
 }
 
 /// The most characters of a command echoed back in a listing or notice.

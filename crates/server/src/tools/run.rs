@@ -125,7 +125,7 @@ impl Shellkeep {
         let outcome = oneshot::run(request, context.ct.clone()).await;
         // Nobody reads this reply: the next one says what became of it (a
         // task's cancellation is the task's status).
-        if outcome.cancelled && context.extensions.get::<tasks::TaskCall>().is_none() {
+        if outcome.cancelled() && context.extensions.get::<tasks::TaskCall>().is_none() {
             let command = self.core.config.masks.mask(&command).0.into_owned();
             let note = render::run_cancelled_by_client(&command, outcome.number, outcome.duration);
             self.client.tasks.note_for_next_reply(note);
@@ -137,7 +137,7 @@ impl Shellkeep {
         let (text, structured) = render::run(&outcome, &decision);
         let mut result = structured_result(text, &structured, false);
         with_sandbox(&mut result, enforcement_of(&sandbox).as_ref());
-        let failed = outcome.exit_code != 0;
+        let failed = outcome.exit_code() != 0;
         let output = format!("{}\n{}", outcome.stderr.text, outcome.stdout.text);
         let cwd = match &request_cwd {
             Some(dir) => Some(dir.clone()),
