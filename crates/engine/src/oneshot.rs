@@ -46,10 +46,10 @@ use crate::guard::Guard;
 use crate::limits::{Counts, LimitHit, ResourceLimits};
 use crate::mask::Secrets;
 use crate::output::{self, Shown, SpillLimits, SpillStore};
+use crate::output::{OutputSink, OutputStore, StoreLimits};
 use crate::policy::Limits;
 use crate::process::{self, Scope, Targets, TerminationMode};
 use crate::sandbox::{self, Confinement, Policy, PrivateTmp};
-use crate::store::{OutputSink, OutputStore, StoreLimits};
 use crate::utf8::Utf8Decoder;
 
 /// The grace period between SIGTERM and SIGKILL unless a request sets one.
@@ -409,8 +409,8 @@ pub async fn run(request: RunRequest, cancel: CancellationToken) -> RunOutcome {
         let store = &store;
         move || store.get_stream(Some(number), stream).map(|log| log.saved()).unwrap_or_default()
     };
-    outcome.stdout.fit(stdout, saved(crate::store::Stream::Stdout));
-    outcome.stderr.fit(stderr, saved(crate::store::Stream::Stderr));
+    outcome.stdout.fit(stdout, saved(crate::output::Stream::Stdout));
+    outcome.stderr.fit(stderr, saved(crate::output::Stream::Stderr));
     outcome
 }
 
@@ -923,7 +923,7 @@ impl Drop for GroupWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Stream;
+    use crate::output::Stream;
 
     /// A directory for spill files, removed when dropped.
     struct TempDir(PathBuf);

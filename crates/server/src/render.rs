@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::limits::{LimitHit, Resource};
 use shellkeep_engine::oneshot::{RunOutcome, RunStatus, TimeoutReason};
+use shellkeep_engine::output::Stream;
 use shellkeep_engine::output::{self, Shown};
 use shellkeep_engine::policy::{Decision, DecisionSource, InvalidTimeout};
 use shellkeep_engine::process::TerminationMode;
@@ -24,7 +25,6 @@ use shellkeep_engine::registry::{
     JobEnded, JobWaiting, RegistryError, RegistryLimits, SessionInfo,
 };
 use shellkeep_engine::session::{Activity, LastWords, MAX_START_ENV, PlaceError, Reply};
-use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
 
@@ -483,7 +483,7 @@ impl OutputCall {
             run,
             stream: stream.as_str(),
             offset: shown.lines_before_omission,
-            limit: (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES),
+            limit: (shown.omitted_lines + 1).min(shellkeep_engine::output::MAX_READ_LINES),
         })
     }
 
@@ -1182,7 +1182,7 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     // From the line the first omitted character is on (a line the head
     // showed only the beginning of is read again whole).
     let offset = reply.first_line + shown.lines_before_omission;
-    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
+    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::output::MAX_READ_LINES);
     let named = session != shellkeep_engine::registry::DEFAULT_SESSION;
     let args = if named {
         format!(
@@ -1270,7 +1270,7 @@ pub struct OutputPage {
 /// length there), and says so with `cut_at_cap`; a first line longer than
 /// that alone is cut inside. The next offset then moves past the lines
 /// kept.
-pub fn fit_page(page: &mut shellkeep_engine::store::LogPage, budget: usize) {
+pub fn fit_page(page: &mut shellkeep_engine::output::LogPage, budget: usize) {
     if output::json_chars(&page.text) <= budget {
         return;
     }
@@ -1301,7 +1301,7 @@ pub fn fit_page(page: &mut shellkeep_engine::store::LogPage, budget: usize) {
 /// The text and structured content of a page of a command's output.
 pub fn output_page(
     source: &Source<'_>,
-    page: &shellkeep_engine::store::LogPage,
+    page: &shellkeep_engine::output::LogPage,
 ) -> (Blocks, OutputPage) {
     let end = page.first_line + page.lines;
     // Lines past what was saved can never be read: the next offset moves

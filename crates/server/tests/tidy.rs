@@ -45,8 +45,8 @@ const SLEEP_HELPERS: &[(&str, &str)] = &[
     ("crates/server/tests/it/main.rs", "wait_until"),
     ("crates/server/tests/it/main.rs", "poll_until"),
     ("crates/engine/src/guard.rs", "wait_until"),
-    ("crates/engine/src/output.rs", "wait_for_pruning"),
-    ("crates/engine/src/store.rs", "wait_for_last_words"),
+    ("crates/engine/src/output/spill.rs", "wait_for_pruning"),
+    ("crates/engine/src/output/one_way_in.rs", "wait_for_last_words"),
     // What the test servers' `Drop` calls: waits up to 10 s for the
     // server to exit, then kills it.
     ("crates/server/tests/it/main.rs", "exit_or_kill"),

@@ -37,12 +37,12 @@ use crate::input_wait;
 use crate::keys::Input;
 use crate::limits::{Counts, OwnerLimits};
 use crate::output;
+use crate::output::OutputStore;
 use crate::private_fs;
 use crate::proc_shell;
 use crate::process;
 use crate::sandbox;
 use crate::screen::Screen;
-use crate::store::OutputStore;
 use crate::terminal::{Gate, Rendered, Setup, Sink, Terminal, pty};
 
 use super::call::{
