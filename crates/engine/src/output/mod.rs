@@ -40,4 +40,6 @@ pub use spill::{
     SpillStore, human_bytes, server_prefix,
 };
 pub use store::{OutputStore, RunLogs, StoreLimits};
-pub use view::{CappedOutput, Shown, ShownLine, UnfinishedLine, head_tail, show_unfinished_line};
+pub use view::{
+    CappedOutput, Continued, Shown, ShownLine, UnfinishedLine, head_tail, show_unfinished_line,
+};

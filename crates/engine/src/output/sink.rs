@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use super::log::CommandLog;
 use super::pass::{Masking, Passed, pass, pass_shown};
-use super::view::{CappedOutput, Shown, ShownLine, UnfinishedLine, show_unfinished_line};
+use super::view::{
+    CappedOutput, Continued, Shown, ShownLine, UnfinishedLine, show_unfinished_line,
+};
 use crate::mask::Secrets;
 
 /// The one way a command's output comes in: every piece of text a command
@@ -59,8 +61,8 @@ impl OutputSink {
 
     /// Takes in the next piece of the command's output: the log keeps it,
     /// the view shows it (less the start of a line an earlier reply
-    /// showed). A view that outgrew its cap moves the log to its file, so
-    /// that the reply can name it.
+    /// showed), and the log moves to its file when a reply will name it
+    /// ([`OutputSink::log_needs_file`]).
     pub fn push(&mut self, text: &str) {
         if text.is_empty() {
             return;
@@ -69,19 +71,31 @@ impl OutputSink {
         self.keep(&text);
     }
 
+    /// Keeps passed `text` in the log, shows it in the view, and moves the
+    /// log to its file when it must be named.
     fn keep(&mut self, text: &Passed<'_>) {
         if text.as_str().is_empty() {
             return;
         }
         self.log.push(text);
         let was_cut = self.view.is_cut();
-        if self.view.push_continuing(&mut self.line_shown, text) {
+        let continued = self.view.push_continuing(&mut self.line_shown, text);
+        if continued == Continued::CutLine {
             self.name_saved = true;
+        }
+        if self.log_needs_file(was_cut, continued) {
             self.log.keep_on_disk();
         }
-        if !was_cut && self.view.is_cut() {
-            self.log.keep_on_disk();
-        }
+    }
+
+    /// Whether the log must move to its file now, though it may still fit
+    /// in memory: a reply is about to name it, because the view was just
+    /// cut (`was_cut` before this piece, cut now: its omission line names
+    /// the file) or because this piece went on a line an earlier reply had
+    /// to cut (that reply said the file would hold it). The sink decides
+    /// this, not the view: the view only says what it shows.
+    fn log_needs_file(&self, was_cut: bool, continued: Continued) -> bool {
+        continued == Continued::CutLine || (!was_cut && self.view.is_cut())
     }
 
     /// The command ended with `exit_code`: what `pass` held back is

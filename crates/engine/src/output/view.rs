@@ -58,7 +58,7 @@ impl Shown {
 
 /// A stream of text as a reply shows it: its head and tail, in memory
 /// only. The complete stream is kept by the command's log
-/// (`store::CommandLog`); [`CappedOutput::into_shown`] names it when the view
+/// (`log::CommandLog`); [`CappedOutput::into_shown`] names it when the view
 /// had to leave text out.
 #[derive(Debug)]
 pub struct CappedOutput {
@@ -164,29 +164,34 @@ impl CappedOutput {
     /// of that line (the first rows of a wrapped line, which scroll off the
     /// screen before the line ends) is counted as seen too, and `shown`
     /// keeps the rest of it for the next piece; otherwise `shown` is done
-    /// with. Returns whether that line was cut when it was shown, so the
-    /// reply where it ends must name the saved copy.
-    pub fn push_continuing(&mut self, shown: &mut Option<ShownLine>, text: &Passed<'_>) -> bool {
+    /// with. Returns whether `text` went on a line a reply had to cut, so
+    /// the reply where it ends must name the saved copy (the sink decides
+    /// what that means for the log).
+    pub fn push_continuing(
+        &mut self,
+        shown: &mut Option<ShownLine>,
+        text: &Passed<'_>,
+    ) -> Continued {
         self.masked += text.masked();
         let text = text.as_str();
         let Some(line) = shown.take() else {
             self.push_text(text);
-            return false;
+            return Continued::New;
         };
         if let Some(end) = line.prefix_in(text) {
             self.push_seen(&text[..end]);
             self.push_text(&text[end..]);
-            return line.cut;
+            return Continued::of(&line);
         }
         match line.after_beginning(text) {
             Some(rest) => {
                 self.push_seen(text);
                 *shown = rest;
-                line.cut
+                Continued::of(&line)
             }
             None => {
                 self.push_text(text);
-                false
+                Continued::New
             }
         }
     }
@@ -292,6 +297,24 @@ impl CappedOutput {
         }
         self.tail_chars -= count_chars(&self.tail[..split]);
         self.tail.drain(..split);
+    }
+}
+
+/// What committed text was to the line a reply showed unfinished
+/// ([`CappedOutput::push_continuing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continued {
+    /// New text, or the rest of a line that was shown whole.
+    New,
+    /// The rest of a line a reply had to cut: the reply that shows where
+    /// it ends must name the saved copy, which holds the part left out.
+    CutLine,
+}
+
+impl Continued {
+    /// What text continuing the shown `line` is.
+    fn of(line: &ShownLine) -> Continued {
+        if line.cut { Continued::CutLine } else { Continued::New }
     }
 }
 
@@ -889,7 +912,10 @@ mod tests {
     fn a_committed_line_is_not_shown_again() {
         let line = show_unfinished_line("answer: ", None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(!out.push_continuing(&mut line.shown.clone(), &plain("answer: 42\nnext\n")));
+        assert_eq!(
+            out.push_continuing(&mut line.shown.clone(), &plain("answer: 42\nnext\n")),
+            Continued::New
+        );
         assert_eq!(out.into_shown(None).text, "42\nnext\n");
         // A different line is shown whole.
         let mut out = CappedOutput::new(100);
@@ -899,7 +925,10 @@ mod tests {
         let long = "z".repeat(1000);
         let cut = show_unfinished_line(&long, None, 100);
         let mut out = CappedOutput::new(100);
-        assert!(out.push_continuing(&mut cut.shown.clone(), &plain(&format!("{long}\n"))));
+        assert_eq!(
+            out.push_continuing(&mut cut.shown.clone(), &plain(&format!("{long}\n"))),
+            Continued::CutLine
+        );
         assert_eq!(out.into_shown(None).text, "\n");
         // Issue 18: a wrapped line's first rows scroll off the screen and
         // are committed before the line ends: seen, and the rest is
