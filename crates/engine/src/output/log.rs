@@ -340,17 +340,42 @@ impl CommandLog {
     }
 
     /// Lines `offset ..` (a negative `offset` counts from the end, as
-    /// `tail -n`), at most `limit` of them and [`READ_CAP`] characters.
+    /// `tail -n`), at most `limit` of them and [`READ_CAP`] characters: from
+    /// memory, or from the file through the index.
     pub fn read(&self, offset: i64, limit: u64) -> Result<LogPage, StoreError> {
-        let limit = limit.clamp(1, MAX_READ_LINES);
         let mut inner = self.lock();
-        let total = total_lines(&inner);
+        let mut page = self.page_at(&inner, offset);
+        if page.first_line >= page.total_lines {
+            return Ok(page);
+        }
+        // Never past the lines counted: a file cut at a limit ends with a
+        // line of ours saying so, which is not output.
+        let limit = limit.clamp(1, MAX_READ_LINES).min(page.total_lines - page.first_line);
+        match file_start(&mut inner, &mut page) {
+            None => {
+                let start = nth_line_start(&inner.memory, page.first_line);
+                collect_lines(&mut page, inner.memory[start..].split_inclusive('\n'), limit);
+            }
+            Some(from) => {
+                // The file is read without the lock: writers go on meanwhile.
+                drop(inner);
+                self.read_file(&from, &mut page, limit)?;
+            }
+        }
+        mark_end(&mut page, limit);
+        Ok(page)
+    }
+
+    /// An empty page of the log as it is now, from the line `offset` names
+    /// (a negative one counts from the end).
+    fn page_at(&self, inner: &LogInner, offset: i64) -> LogPage {
+        let total = total_lines(inner);
         let first = if offset < 0 {
             total.saturating_sub(offset.unsigned_abs())
         } else {
             (offset as u64).min(total)
         };
-        let mut page = LogPage {
+        LogPage {
             number: self.number,
             command: self.command.clone(),
             text: String::new(),
@@ -361,82 +386,53 @@ impl CommandLog {
             exit_code: inner.exit_code,
             cut_at_cap: false,
             saved_until: inner.cut,
-            not_saved: not_saved_summary(&inner),
+            not_saved: not_saved_summary(inner),
             save_error: inner.error.clone(),
             rest_unavailable: false,
             path: inner.file.as_ref().map(|(path, _)| path.clone()),
-        };
-        if first >= total {
-            return Ok(page);
         }
-        // Never past the lines counted: a file cut at a limit ends with a
-        // line of ours saying so, which is not output.
-        let limit = limit.min(total - first);
-        let limit_lines = limit;
-        // A page that ends before the lines counted, though neither its line
-        // limit nor its character cap stopped it, met the end of what was
-        // saved.
-        let mark_end = |page: &mut LogPage| {
-            page.rest_unavailable = (page.saved_until.is_some() || page.save_error.is_some())
-                && !page.cut_at_cap
-                && page.lines < limit_lines
-                && page.first_line + page.lines < page.total_lines;
-        };
-        let unreadable = |path: &PathBuf, error: std::io::Error| StoreError::Unreadable {
+    }
+
+    /// Reads `page` from the file, from the indexed line `from` names: skips
+    /// to the page's first line, then takes up to `limit` lines (each kept to
+    /// about four times [`READ_CAP`] bytes, so memory stays bounded).
+    fn read_file(
+        &self,
+        from: &FileStart,
+        page: &mut LogPage,
+        limit: u64,
+    ) -> Result<(), StoreError> {
+        let unreadable = |error: std::io::Error| StoreError::Unreadable {
             number: self.number,
-            path: path.clone(),
+            path: from.path.clone(),
             error: error.to_string(),
         };
-        let state = &mut *inner;
-        let Some((path, writer)) = &mut state.file else {
-            let start = nth_line_start(&state.memory, first);
-            collect_lines(&mut page, state.memory[start..].split_inclusive('\n'), limit);
-            mark_end(&mut page);
-            return Ok(page);
-        };
-        // A failed flush (the disk is full) ends what the file holds; what
-        // it holds can still be read.
-        if state.error.is_none()
-            && let Some(writer) = writer
-            && let Err(err) = writer.flush()
-        {
-            state.error = Some(err.to_string());
-            page.save_error = state.error.clone();
-        }
-        let path = path.clone();
-        // Start at the nearest indexed line at or before the first one.
-        let k = (first / INDEX_STEP) as usize;
-        let (start_line, start_byte) = match k.checked_sub(1).and_then(|i| state.index.get(i)) {
-            Some(&byte) => (k as u64 * INDEX_STEP, byte),
-            None => (0, 0),
-        };
-        let ends_with_newline = state.ends_with_newline;
-        drop(inner);
-        let mut file = File::open(&path).map_err(|err| unreadable(&path, err))?;
-        file.seek(SeekFrom::Start(start_byte)).map_err(|err| unreadable(&path, err))?;
+        let mut file = File::open(&from.path).map_err(unreadable)?;
+        file.seek(SeekFrom::Start(from.byte)).map_err(unreadable)?;
         let mut reader = BufReader::with_capacity(64 * 1024, file);
-        for _ in start_line..first {
-            if read_line_bounded(&mut reader, 0).map_err(|err| unreadable(&path, err))?.is_none() {
+        for _ in from.line..page.first_line {
+            if read_line_bounded(&mut reader, 0).map_err(unreadable)?.is_none() {
                 break;
             }
         }
         let mut texts = Vec::new();
         let mut bytes_read = 0;
         while (texts.len() as u64) < limit && bytes_read <= READ_CAP * 4 {
-            let line = read_line_bounded(&mut reader, READ_CAP * 4 + 4)
-                .map_err(|err| unreadable(&path, err))?;
+            let line = read_line_bounded(&mut reader, READ_CAP * 4 + 4).map_err(unreadable)?;
             let Some(mut bytes) = line else { break };
             bytes.push(b'\n');
             bytes_read += bytes.len();
             texts.push(String::from_utf8_lossy(&bytes).into_owned());
         }
-        collect_lines(&mut page, texts.iter().map(String::as_str), limit);
+        collect_lines(page, texts.iter().map(String::as_str), limit);
         // The last line of a running command may lack its newline.
-        if page.first_line + page.lines == total && !ends_with_newline && !page.cut_at_cap {
+        if page.first_line + page.lines == page.total_lines
+            && !from.ends_with_newline
+            && !page.cut_at_cap
+        {
             page.text.pop();
         }
-        mark_end(&mut page);
-        Ok(page)
+        Ok(())
     }
 
     /// Drops the output and deletes its file (retention).
@@ -553,6 +549,51 @@ fn not_saved_summary(inner: &LogInner) -> Option<NotSaved> {
             lines: (unsaved.newlines + unfinished).saturating_sub(split),
         }
     })
+}
+
+/// Where a read of the file starts: the nearest indexed line at or before
+/// the page's first one, and what the log knew of its end then.
+struct FileStart {
+    /// The file.
+    path: PathBuf,
+    /// The indexed line.
+    line: u64,
+    /// Its byte offset.
+    byte: u64,
+    /// Whether the log ended with a newline when the read began.
+    ends_with_newline: bool,
+}
+
+/// Where a read of `page` starts in the log's file, or `None` while the log
+/// is in memory. What is buffered is written out first; a failed flush (the
+/// disk is full) ends what the file holds, and what it holds can still be
+/// read.
+fn file_start(inner: &mut LogInner, page: &mut LogPage) -> Option<FileStart> {
+    let (path, writer) = inner.file.as_mut()?;
+    if inner.error.is_none()
+        && let Some(writer) = writer
+        && let Err(err) = writer.flush()
+    {
+        inner.error = Some(err.to_string());
+        page.save_error = inner.error.clone();
+    }
+    let k = (page.first_line / INDEX_STEP) as usize;
+    let (line, byte) = match k.checked_sub(1).and_then(|i| inner.index.get(i)) {
+        Some(&byte) => (k as u64 * INDEX_STEP, byte),
+        None => (0, 0),
+    };
+    Some(FileStart { path: path.clone(), line, byte, ends_with_newline: inner.ends_with_newline })
+}
+
+/// Marks `page` (read with a line `limit`) as ending where the saved output
+/// ends: a page that ends before the lines counted, though neither its line
+/// limit nor its character cap stopped it, met the end of what was saved
+/// (a limit or an error stopped the file).
+fn mark_end(page: &mut LogPage, limit: u64) {
+    page.rest_unavailable = (page.saved_until.is_some() || page.save_error.is_some())
+        && !page.cut_at_cap
+        && page.lines < limit
+        && page.first_line + page.lines < page.total_lines;
 }
 
 /// Reads one line through its newline, keeping at most `keep` bytes of it
