@@ -241,14 +241,9 @@ impl CappedOutput {
         let shown_lines = (head_lines + count_lines(self.tail.as_bytes()) + self.seen_lines) as u64;
         let omitted_lines = self.total_lines.saturating_sub(shown_lines);
         let lines_before_omission = (self.seen_lines + head_lines) as u64;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        let omission_start = text.len();
         let inside = head_in_line || self.tail_in_line;
-        text.push_str(&omission_line(omitted_chars, omitted_lines, inside, &saved));
-        let omission = Some(omission_start..text.len());
-        text.push_str(&self.tail);
+        let notice = omission_line(omitted_chars, omitted_lines, inside, &saved);
+        let (text, omission) = with_omission(&text, &notice, &self.tail);
         Shown {
             text,
             truncated: true,
@@ -258,7 +253,7 @@ impl CappedOutput {
             full_output_cut: saved.cut,
             full_output_error: saved.error,
             lines_before_omission,
-            omission,
+            omission: Some(omission),
             masked: self.masked,
         }
     }
@@ -383,74 +378,43 @@ impl Shown {
         if total <= budget {
             return;
         }
-        let omission = self
-            .omission
-            .clone()
-            .filter(|range| self.text.get(range.clone()).is_some_and(|l| l.starts_with("[... ")));
-        let (head, tail, mut inside) = match omission {
-            Some(range) => {
-                let line = &self.text[range.clone()];
-                (
-                    &self.text[..range.start],
-                    &self.text[range.end..],
-                    line.contains("cutting inside"),
-                )
-            }
-            None => {
-                let mut weight = 0;
-                let mid = self
-                    .text
-                    .char_indices()
-                    .find(|&(_, c)| {
-                        weight += json_weight(c);
-                        weight > total / 2
-                    })
-                    .map_or(self.text.len(), |(i, _)| i);
-                (&self.text[..mid], &self.text[mid..], false)
-            }
-        };
         if !self.truncated {
             let saved = saved();
             self.full_output_path = saved.path;
             self.full_output_cut = saved.cut;
             self.full_output_error = saved.error;
         }
-        let kept = Saved {
+        let text = std::mem::take(&mut self.text);
+        let (head, tail, was_inside) = halves(&text, self.omission.as_ref(), total);
+        // The head: whole lines within half the budget; the tail: whole
+        // lines within the rest. A head cut inside a line gets a newline
+        // before the omission line.
+        let head_cut = head_within(head, budget / 2);
+        let new_head = &head[..head_cut.at];
+        let added = if new_head.is_empty() || new_head.ends_with('\n') { 0 } else { 2 };
+        let tail_cut = tail_within(tail, budget.saturating_sub(json_chars(new_head) + added));
+        self.count_dropped(&head[head_cut.at..], &tail[..tail_cut.at], new_head);
+        let inside = was_inside || head_cut.inside || tail_cut.inside;
+        let notice = omission_line(self.omitted_chars, self.omitted_lines, inside, &self.saved());
+        let (text, omission) = with_omission(new_head, &notice, &tail[tail_cut.at..]);
+        self.text = text;
+        self.omission = Some(omission);
+        self.truncated = true;
+    }
+
+    /// Where the complete stream is, as the fields say.
+    fn saved(&self) -> Saved {
+        Saved {
             path: self.full_output_path.clone(),
             cut: self.full_output_cut,
             error: self.full_output_error.clone(),
-        };
-        let room = budget;
-        // The head: whole lines within half the room.
-        let mut head_end = prefix_within(head, room / 2);
-        if head_end < head.len() {
-            match head[..head_end].rfind('\n') {
-                Some(newline) => head_end = newline + 1,
-                None => {
-                    head_end = outside_mask(head, head_end, Side::Before);
-                    inside |= head_end > 0;
-                }
-            }
         }
-        let new_head = &head[..head_end];
-        // The tail: whole lines within the rest of the room.
-        // A head cut inside a line gets a newline before the omission line.
-        let added = if new_head.is_empty() || new_head.ends_with('\n') { 0 } else { 2 };
-        let tail_room = room.saturating_sub(json_chars(new_head) + added);
-        let mut tail_start = suffix_within(tail, tail_room);
-        if tail_start > 0 && tail.as_bytes()[tail_start - 1] != b'\n' {
-            let rest = &tail.as_bytes()[tail_start..];
-            match rest[..rest.len().saturating_sub(1)].iter().position(|&b| b == b'\n') {
-                Some(newline) => tail_start += newline + 1,
-                None => {
-                    tail_start = outside_mask(tail, tail_start, Side::After);
-                    inside |= tail_start < tail.len();
-                }
-            }
-        }
-        let new_tail = &tail[tail_start..];
-        let dropped_head = &head[head_end..];
-        let dropped_tail = &tail[..tail_start];
+    }
+
+    /// Counts the text a fit drops (`dropped_head`, `dropped_tail`) as
+    /// left out, and where the omission starts now that the head is
+    /// `new_head`.
+    fn count_dropped(&mut self, dropped_head: &str, dropped_tail: &str, new_head: &str) {
         let newlines = |text: &str| count_lines(text.as_bytes()) as u64;
         self.omitted_chars += (count_chars(dropped_head) + count_chars(dropped_tail)) as u64;
         self.omitted_lines += newlines(dropped_head) + newlines(dropped_tail);
@@ -459,17 +423,91 @@ impl Shown {
         } else {
             newlines(new_head)
         };
-        let mut text = new_head.to_owned();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        let start = text.len();
-        text.push_str(&omission_line(self.omitted_chars, self.omitted_lines, inside, &kept));
-        self.omission = Some(start..text.len());
-        text.push_str(new_tail);
-        self.text = text;
-        self.truncated = true;
     }
+}
+
+/// `text` (of `total` JSON characters) in the two parts a fit cuts: around
+/// its omission line when it has one (and whether that line says a line was
+/// cut inside), else at the middle of its JSON weight.
+fn halves<'t>(
+    text: &'t str,
+    omission: Option<&std::ops::Range<usize>>,
+    total: usize,
+) -> (&'t str, &'t str, bool) {
+    let omission =
+        omission.filter(|range| text.get((*range).clone()).is_some_and(|l| l.starts_with("[... ")));
+    if let Some(range) = omission {
+        let line = &text[range.clone()];
+        return (&text[..range.start], &text[range.end..], line.contains("cutting inside"));
+    }
+    let mut weight = 0;
+    let mid = text
+        .char_indices()
+        .find(|&(_, c)| {
+            weight += json_weight(c);
+            weight > total / 2
+        })
+        .map_or(text.len(), |(i, _)| i);
+    (&text[..mid], &text[mid..], false)
+}
+
+/// Where a fit cuts one part: the byte index, and whether it falls inside
+/// a line (one line too long for its room).
+struct Cut {
+    /// The end of the head kept, or the start of the tail kept.
+    at: usize,
+    /// Whether the cut falls inside a line.
+    inside: bool,
+}
+
+/// The end of the longest head of `head` within `room` JSON characters:
+/// after its last whole line, or (no whole line fits) inside its first
+/// line, never inside a masked secret.
+fn head_within(head: &str, room: usize) -> Cut {
+    let end = prefix_within(head, room);
+    if end == head.len() {
+        return Cut { at: end, inside: false };
+    }
+    match head[..end].rfind('\n') {
+        Some(newline) => Cut { at: newline + 1, inside: false },
+        None => {
+            let at = outside_mask(head, end, Side::Before);
+            Cut { at, inside: at > 0 }
+        }
+    }
+}
+
+/// The start of the longest tail of `tail` within `room` JSON characters:
+/// at the start of a line, or (no line starts in reach) inside its last
+/// line, never inside a masked secret.
+fn tail_within(tail: &str, room: usize) -> Cut {
+    let start = suffix_within(tail, room);
+    if start == 0 || tail.as_bytes()[start - 1] == b'\n' {
+        return Cut { at: start, inside: false };
+    }
+    let rest = &tail.as_bytes()[start..];
+    match rest[..rest.len().saturating_sub(1)].iter().position(|&b| b == b'\n') {
+        Some(newline) => Cut { at: start + newline + 1, inside: false },
+        None => {
+            let at = outside_mask(tail, start, Side::After);
+            Cut { at, inside: at < tail.len() }
+        }
+    }
+}
+
+/// `head`, the omission line `notice` and `tail` as one text (a head that
+/// ends inside a line gets a newline first), and the notice's byte range in
+/// it.
+fn with_omission(head: &str, notice: &str, tail: &str) -> (String, std::ops::Range<usize>) {
+    let mut text = head.to_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let start = text.len();
+    text.push_str(notice);
+    let end = text.len();
+    text.push_str(tail);
+    (text, start..end)
 }
 
 /// The byte length of the longest prefix of `text` within `room` JSON
