@@ -55,14 +55,15 @@ impl Stream {
     }
 }
 
-/// Why a read could not be served.
+/// Why a read could not be served: data for the server to word (its
+/// `Display` is for logs).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// No command has run in the session yet.
-    #[error("no command has run in this session yet")]
+    /// No command has run in the session (or no `run` was kept) yet.
+    #[error("no command kept yet")]
     Empty,
     /// The command number is not (or no longer) kept.
-    #[error("command {asked} is not kept: the session keeps commands {first} to {last}")]
+    #[error("command {asked} not kept (kept: {first} to {last})")]
     NotKept {
         /// The number asked for.
         asked: u64,
@@ -72,7 +73,7 @@ pub enum StoreError {
         last: u64,
     },
     /// The command has no such stream (a terminal command has only one).
-    #[error("command {number} has no separate {}", stream.as_str())]
+    #[error("command {number} has no {} stream", stream.as_str())]
     NoStream {
         /// The command.
         number: u64,
@@ -80,7 +81,7 @@ pub enum StoreError {
         stream: Stream,
     },
     /// The file could not be read.
-    #[error("the output of command {number} could not be read from {path}: {error}")]
+    #[error("reading the output of command {number} from {path}: {error}")]
     Unreadable {
         /// The command.
         number: u64,
@@ -495,7 +496,7 @@ impl CommandLog {
         if let Some(limit) = stopped_by {
             let cut = SpillCut { after_bytes: inner.bytes, limit };
             inner.cut = Some(cut);
-            let line = format!("\n[shellkeep: the full output stops here, {cut}.]\n");
+            let line = format!("\n[shellkeep: the full output stops here, {}.]\n", cut.in_output());
             result = result.and_then(|()| writer.write_all(line.as_bytes()));
         }
         if let Err(err) = result {

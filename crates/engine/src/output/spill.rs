@@ -38,18 +38,33 @@ pub enum SpillLimit {
     PerServer(u64),
 }
 
-impl std::fmt::Display for SpillCut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl SpillCut {
+    /// The words that say where a full-output file was cut, as the output
+    /// itself carries them: in the omission line a view shows and in the
+    /// line that ends the cut file. They belong to the output's text (which
+    /// the engine writes) rather than to a reply; a reply words the
+    /// [`SpillCut`] of its fields itself.
+    pub(super) fn in_output(&self) -> String {
         let (what, bytes) = match self.limit {
             SpillLimit::PerCommand(bytes) => ("the limit per command", bytes),
             SpillLimit::PerServer(bytes) => ("the server's total limit", bytes),
         };
-        write!(
-            f,
+        format!(
             "cut after {} bytes: {what} of {} for saved output was reached",
             self.after_bytes,
             human_bytes(bytes)
         )
+    }
+}
+
+/// For logs only: a reply words a cut itself.
+impl std::fmt::Display for SpillCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (which, bytes) = match self.limit {
+            SpillLimit::PerCommand(bytes) => ("per-command", bytes),
+            SpillLimit::PerServer(bytes) => ("per-server", bytes),
+        };
+        write!(f, "cut after {} bytes at the {which} limit of {bytes} bytes", self.after_bytes)
     }
 }
 
@@ -482,7 +497,9 @@ fn files_to_prune(
     doomed
 }
 
-/// `bytes` in the largest binary unit that divides it (`100 MiB`).
+/// `bytes` in the largest binary unit that divides it (`100 MiB`): the
+/// words of a byte limit in the output's own text ([`SpillCut::in_output`])
+/// and in a recording's cut line (`record.rs`).
 pub fn human_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {

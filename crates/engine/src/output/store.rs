@@ -266,8 +266,8 @@ mod tests {
         assert!(kept.len() <= 3, "{kept:?}");
         assert!(!paths[0].exists(), "the oldest file is deleted");
         assert!(paths[4].exists());
-        let err = store.get(Some(1)).expect_err("dropped").to_string();
-        assert!(err.contains("not kept") && err.contains("to 5"), "{err}");
+        let err = store.get(Some(1)).expect_err("dropped");
+        assert!(matches!(err, StoreError::NotKept { asked: 1, last: 5, .. }), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -344,7 +344,7 @@ fn omission_line(omitted_chars: u64, omitted_lines: u64, inside: bool, saved: &S
     let where_kept = match (&saved.error, &saved.path, saved.cut) {
         (None, Some(path), None) => format!("; full output in {}", path.display()),
         (None, Some(path), Some(cut)) => {
-            format!("; full output in {} ({cut})", path.display())
+            format!("; full output in {} ({})", path.display(), cut.in_output())
         }
         (Some(err), _, _) => format!("; the full output could not be saved: {err}"),
         _ => String::new(),
