@@ -371,3 +371,379 @@ fn page_structured(source: &Source<'_>, page: &LogPage, onward: &Onward) -> Outp
         lines: page.text.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Snapshot tests of every `output` reply kind: the text blocks
+    //! (separated by a line of `=`) and the structured content an agent
+    //! reads. `UPDATE_EXPECT=1 cargo test -p shellkeep --bin shellkeep`
+    //! rewrites them after a deliberate change.
+
+    use std::path::PathBuf;
+
+    use expect_test::{Expect, expect};
+    use shellkeep_engine::output::NotSaved;
+
+    use super::*;
+
+    /// Lines `first ..` of `make`, command 3, of `total` lines, ended with 0.
+    fn page(first: u64, lines: u64, total: u64) -> LogPage {
+        LogPage {
+            number: 3,
+            command: "make".to_owned(),
+            text: (first..first + lines).map(|i| format!("line {i}\n")).collect(),
+            first_line: first,
+            lines,
+            total_lines: total,
+            running: false,
+            exit_code: Some(0),
+            cut_at_cap: false,
+            saved_until: None,
+            not_saved: None,
+            save_error: None,
+            rest_unavailable: false,
+            path: None,
+        }
+    }
+
+    /// The limit per command cut the file after 700 bytes.
+    const CUT: SpillCut = SpillCut { after_bytes: 700, limit: SpillLimit::PerCommand(100 << 20) };
+
+    /// Checks the text and structured content of `page` read from `source`.
+    fn check(source: Source<'_>, page: &LogPage, expected: Expect) {
+        let (blocks, structured) = output_page(&source, page);
+        let text = blocks.into_texts().join("\n=====\n");
+        let json = serde_json::to_string_pretty(&structured).expect("serializable");
+        expected.assert_eq(&format!("{text}\n-----\n{json}\n"));
+    }
+
+    #[test]
+    fn a_first_page_with_more_to_read() {
+        check(
+            Source::Session("default"),
+            &page(0, 2, 10),
+            expect![[r#"
+                line 0
+                line 1
+                [Command 3 ("make") in session "default": lines 0-1 of 10; ended with exit code 0. Next: offset 2.]
+                -----
+                {
+                  "session": "default",
+                  "command": 3,
+                  "command_text": "make",
+                  "first_line": 0,
+                  "line_count": 2,
+                  "total_lines": 10,
+                  "next_offset": 2,
+                  "running": false,
+                  "exit_code": 0,
+                  "cut_at_cap": false,
+                  "lines": "line 0\nline 1\n"
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn the_last_page_of_a_finished_command() {
+        check(
+            Source::Session("build"),
+            &page(8, 2, 10),
+            expect![[r#"
+                line 8
+                line 9
+                [Command 3 in session "build": lines 8-9 of 10; ended with exit code 0.]
+                -----
+                {
+                  "session": "build",
+                  "command": 3,
+                  "command_text": "make",
+                  "first_line": 8,
+                  "line_count": 2,
+                  "total_lines": 10,
+                  "next_offset": 10,
+                  "running": false,
+                  "exit_code": 0,
+                  "cut_at_cap": false,
+                  "lines": "line 8\nline 9\n"
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn the_end_of_a_running_command() {
+        let running = LogPage { running: true, exit_code: None, ..page(8, 2, 10) };
+        check(
+            Source::Session("default"),
+            &running,
+            expect![[r#"
+            line 8
+            line 9
+            [Command 3 in session "default": lines 8-9 of 10; still running. Read again from offset 10 for new lines.]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 8,
+              "line_count": 2,
+              "total_lines": 10,
+              "next_offset": 10,
+              "running": true,
+              "cut_at_cap": false,
+              "lines": "line 8\nline 9\n"
+            }
+        "#]],
+        );
+    }
+
+    #[test]
+    fn a_page_cut_at_its_character_cap() {
+        let mut cut = page(0, 3, 3);
+        fit_page(&mut cut, 14);
+        check(
+            Source::Session("default"),
+            &cut,
+            expect![[r#"
+            line 0
+            [Command 3 ("make") in session "default": lines 0-0 of 3; ended with exit code 0. Next: offset 1. The page stopped at 30,000 characters.]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 0,
+              "line_count": 1,
+              "total_lines": 3,
+              "next_offset": 1,
+              "running": false,
+              "exit_code": 0,
+              "cut_at_cap": true,
+              "lines": "line 0\n"
+            }
+        "#]],
+        );
+    }
+
+    #[test]
+    fn an_offset_past_the_end() {
+        check(
+            Source::Session("default"),
+            &page(10, 0, 10),
+            expect![[r#"
+            [Command 3 in session "default": no lines from line 10 of 10; ended with exit code 0.]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 10,
+              "line_count": 0,
+              "total_lines": 10,
+              "next_offset": 10,
+              "running": false,
+              "exit_code": 0,
+              "cut_at_cap": false,
+              "lines": ""
+            }
+        "#]],
+        );
+    }
+
+    #[test]
+    fn a_run_streams_page() {
+        check(
+            Source::Run(Stream::Stderr),
+            &LogPage { number: 2, ..page(0, 2, 2) },
+            expect![[r#"
+                line 0
+                line 1
+                [Run 2 ("make"), stderr: lines 0-1 of 2; ended with exit code 0.]
+                -----
+                {
+                  "run": 2,
+                  "stream": "stderr",
+                  "command": 2,
+                  "command_text": "make",
+                  "first_line": 0,
+                  "line_count": 2,
+                  "total_lines": 2,
+                  "next_offset": 2,
+                  "running": false,
+                  "exit_code": 0,
+                  "cut_at_cap": false,
+                  "lines": "line 0\nline 1\n"
+                }
+            "#]],
+        );
+    }
+
+    #[test]
+    fn a_page_before_a_size_limit_cut_the_saved_output() {
+        let limited = LogPage {
+            saved_until: Some(CUT),
+            not_saved: Some(NotSaved { bytes: 300, lines: 4 }),
+            ..page(0, 2, 10)
+        };
+        check(
+            Source::Session("default"),
+            &limited,
+            expect![[r#"
+            line 0
+            line 1
+            [Command 3 ("make") in session "default": lines 0-1 of 10; ended with exit code 0. Next: offset 2. The saved output stops: cut after 700 bytes: the limit per command of 100 MiB for saved output was reached; the 300 bytes (4 lines) printed after it were not saved.]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 0,
+              "line_count": 2,
+              "total_lines": 10,
+              "next_offset": 2,
+              "running": false,
+              "exit_code": 0,
+              "cut_at_cap": false,
+              "saved_until": "cut after 700 bytes: the limit per command of 100 MiB for saved output was reached",
+              "bytes_not_saved": 300,
+              "lines_not_saved": 4,
+              "lines": "line 0\nline 1\n"
+            }
+        "#]],
+        );
+    }
+
+    #[test]
+    fn a_page_that_reaches_what_was_never_saved() {
+        let unsaved = LogPage {
+            save_error: Some("No space left on device (os error 28)".to_owned()),
+            rest_unavailable: true,
+            running: true,
+            exit_code: None,
+            ..page(8, 2, 15)
+        };
+        check(
+            Source::Session("default"),
+            &unsaved,
+            expect![[r#"
+            line 8
+            line 9
+            [Command 3 in session "default": lines 8-9 of 15; still running. Lines 10-14 cannot be read (the output could not be saved: No space left on device (os error 28)). Read again from offset 15 for new lines.]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 8,
+              "line_count": 2,
+              "total_lines": 15,
+              "next_offset": 15,
+              "running": true,
+              "cut_at_cap": false,
+              "save_error": "No space left on device (os error 28)",
+              "unavailable_from": 10,
+              "lines": "line 8\nline 9\n"
+            }
+        "#]],
+        );
+        let limited = LogPage { saved_until: Some(CUT), rest_unavailable: true, ..page(8, 2, 15) };
+        check(
+            Source::Session("default"),
+            &limited,
+            expect![[r#"
+            line 8
+            line 9
+            [Command 3 in session "default": lines 8-9 of 15; ended with exit code 0. Lines 10-14 cannot be read (the saved output stops: cut after 700 bytes: the limit per command of 100 MiB for saved output was reached).]
+            -----
+            {
+              "session": "default",
+              "command": 3,
+              "command_text": "make",
+              "first_line": 8,
+              "line_count": 2,
+              "total_lines": 15,
+              "next_offset": 15,
+              "running": false,
+              "exit_code": 0,
+              "cut_at_cap": false,
+              "saved_until": "cut after 700 bytes: the limit per command of 100 MiB for saved output was reached",
+              "unavailable_from": 10,
+              "lines": "line 8\nline 9\n"
+            }
+        "#]],
+        );
+    }
+
+    #[test]
+    fn reads_that_cannot_be_served() {
+        let unreadable = StoreError::Unreadable {
+            number: 3,
+            path: PathBuf::from("/tmp/out/shellkeep-1-abcdef-default-cmd3-0a0b.log"),
+            error: "No such file or directory (os error 2)".to_owned(),
+        };
+        let errors = [
+            session_output_error(&StoreError::Empty),
+            session_output_error(&StoreError::NotKept { asked: 1, first: 4, last: 9 }),
+            session_output_error(&unreadable),
+            run_output_error(5, &StoreError::Empty),
+            run_output_error(1, &StoreError::NotKept { asked: 1, first: 2, last: 3 }),
+            run_output_error(2, &StoreError::NoStream { number: 2, stream: Stream::Stderr }),
+        ];
+        expect![[r#"
+            no command has run in this session yet. List the sessions with the sessions tool; a cut reply names the command number to read.
+            command 1 is not kept: the session keeps commands 4 to 9. List the sessions with the sessions tool; a cut reply names the command number to read.
+            the output of command 3 could not be read from /tmp/out/shellkeep-1-abcdef-default-cmd3-0a0b.log: No such file or directory (os error 2). List the sessions with the sessions tool; a cut reply names the command number to read.
+            no run has been kept yet, so there is no run 5: a cut `run` reply names the run number to read
+            run 1 is not kept: the server keeps runs 2 to 3 (the oldest go first)
+            command 2 has no separate stderr"#]].assert_eq(&errors.join("\n"));
+    }
+
+    #[test]
+    fn the_output_call_a_cut_run_names() {
+        let cut = Shown {
+            text: "head\n[... 5 characters (3 lines) omitted ...]\ntail\n".to_owned(),
+            truncated: true,
+            omitted_chars: 5,
+            omitted_lines: 3,
+            lines_before_omission: 1,
+            ..Shown::empty()
+        };
+        let calls = [Stream::Stdout, Stream::Stderr]
+            .map(|stream| OutputCall::for_cut(7, stream, &cut).expect("cut"));
+        let whole = OutputCall::for_cut(7, Stream::Stdout, &Shown::empty());
+        let text = calls.iter().map(OutputCall::arguments).collect::<Vec<_>>().join("\n");
+        let json = serde_json::to_string_pretty(&calls).expect("serializable");
+        expect![[r#"
+            {"run": 7, "offset": 1, "limit": 4}
+            {"run": 7, "stream": "stderr", "offset": 1, "limit": 4}
+            -----
+            [
+              {
+                "run": 7,
+                "stream": "stdout",
+                "offset": 1,
+                "limit": 4
+              },
+              {
+                "run": 7,
+                "stream": "stderr",
+                "offset": 1,
+                "limit": 4
+              }
+            ]
+            -----
+            None
+        "#]]
+        .assert_eq(&format!("{text}\n-----\n{json}\n-----\n{whole:?}\n"));
+    }
+
+    #[test]
+    fn where_a_full_output_file_was_cut() {
+        let server = SpillCut { after_bytes: 0, limit: SpillLimit::PerServer(1500) };
+        let words = [spill_cut(&CUT), spill_cut(&server)];
+        expect![[r#"
+            cut after 700 bytes: the limit per command of 100 MiB for saved output was reached
+            cut after 0 bytes: the server's total limit of 1500 bytes for saved output was reached"#]].assert_eq(&words.join("\n"));
+    }
+}
