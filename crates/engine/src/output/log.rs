@@ -35,6 +35,7 @@ pub const READ_CAP: usize = 30_000;
 /// The most lines one read returns.
 pub const MAX_READ_LINES: u64 = 5_000;
 
+/// One stream of a `run` command; a terminal command has one stream
 /// ([`Stream::Stdout`]), where its stdout and stderr meet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Stream {

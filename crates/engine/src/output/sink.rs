@@ -215,7 +215,7 @@ impl IdleOutput {
 }
 
 #[cfg(test)]
-mod sink {
+mod tests {
     use super::*;
     use crate::output::pass::tests::plain;
     use std::path::PathBuf;

@@ -31,8 +31,6 @@ impl Default for StoreLimits {
     }
 }
 
-/// One stream of a `run` command; a terminal command has one stream
-
 /// The outputs of one session's commands, or of one server's `run`s.
 pub struct OutputStore {
     spill: Arc<SpillStore>,
