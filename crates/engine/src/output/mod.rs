@@ -27,11 +27,8 @@ mod spill;
 mod store;
 mod view;
 
-pub use log::{
-    CommandLog, INDEX_STEP, LogPage, MAX_READ_LINES, MEMORY_LIMIT, NotSaved, READ_CAP, StoreError,
-    Stream,
-};
-pub use measure::{byte_index_of_char, count_chars, json_chars, share};
+pub use log::{CommandLog, LogPage, MAX_READ_LINES, NotSaved, READ_CAP, StoreError, Stream};
+pub use measure::{count_chars, json_chars, share};
 pub(crate) use pass::pass;
 pub use pass::{Masking, Passed};
 pub use sink::{IDLE_OUTPUT_CAP, IdleOutput, OutputSink};
@@ -40,6 +37,4 @@ pub use spill::{
     SpillStore, human_bytes, server_prefix,
 };
 pub use store::{OutputStore, RunLogs, StoreLimits};
-pub use view::{
-    CappedOutput, Continued, Shown, ShownLine, UnfinishedLine, head_tail, show_unfinished_line,
-};
+pub use view::{CappedOutput, Continued, Shown, ShownLine, UnfinishedLine, head_tail};

@@ -216,13 +216,13 @@ impl IdleOutput {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::output::pass::tests::plain;
     use std::path::PathBuf;
 
+    use super::*;
+    use crate::output::log::MEMORY_LIMIT;
+    use crate::output::pass::tests::plain;
     use crate::output::{
-        MEMORY_LIMIT, OutputStore, SpillCut, SpillLimit, SpillLimits, SpillStore, StoreError,
-        StoreLimits, Stream,
+        OutputStore, SpillCut, SpillLimit, SpillLimits, SpillStore, StoreError, StoreLimits, Stream,
     };
 
     fn none() -> Arc<Secrets> {

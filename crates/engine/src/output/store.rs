@@ -228,11 +228,12 @@ pub struct RunLogs {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::path::PathBuf;
 
+    use super::*;
+    use crate::output::SpillLimits;
+    use crate::output::log::MEMORY_LIMIT;
     use crate::output::pass::tests::plain;
-    use crate::output::{MEMORY_LIMIT, SpillLimits};
 
     fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
         let spill = SpillStore::new(dir.to_path_buf(), "", SpillLimits::default(), None);
