@@ -1,21 +1,17 @@
-//! A command's output from the moment it is rendered to the moment a reply
-//! shows it or the `output` tool reads it back: masked once, stored once,
-//! shown as a capped view, and bounded on disk.
+//! A command's output from its rendering to a reply or a read: masked once,
+//! stored once, shown as a capped view, bounded on disk.
 //!
-//! The files have one job each and one direction: `measure` and `pass` (the
-//! one place output text passes, where secrets are masked) are leaves;
-//! `spill` (the directory of full-output files, its limits and retention)
-//! and `view` (what a reply shows: head and tail) stand beside each other;
-//! `log` (the one stored copy of a stream) writes through `spill`; `sink`
-//! (the one way a command's output comes in) drives the log and the view;
-//! `store` keeps the logs of a session's or a server's commands.
+//! One job per file, one direction: `measure` and `pass` (the one place
+//! output text passes, where secrets are masked) are leaves; `view` (what a
+//! reply shows) and `spill` (the full-output directory, its limits and
+//! retention) stand side by side; `log` (the one stored copy of a stream)
+//! writes through `spill`; `sink` (the one way output comes in) drives the
+//! log and the view; `store` keeps the numbered logs of a session or server.
 //!
 //! Invariant: every piece of output passes `pass` exactly once before it is
-//! kept, shown or announced (`Passed` is the only text a log or a view
-//! takes; the `one_way_in` test witnesses it end to end).
-//!
-//! This module does not render terminal escapes (callers do that before)
-//! and does not word replies (the server does).
+//! kept, shown or announced (`Passed` is the only text a log or a view takes;
+//! `one_way_in` witnesses it end to end). Not here: rendering terminal
+//! escapes (done before) and wording replies (the server's `render`).
 
 mod log;
 mod measure;
