@@ -62,7 +62,7 @@ impl OutputSink {
     /// Takes in the next piece of the command's output: the log keeps it,
     /// the view shows it (less the start of a line an earlier reply
     /// showed), and the log moves to its file when a reply will name it
-    /// ([`OutputSink::log_needs_file`]).
+    /// (`OutputSink::log_needs_file`).
     pub fn push(&mut self, text: &str) {
         if text.is_empty() {
             return;

@@ -341,7 +341,7 @@ fn take(counter: &AtomicU64, limit: u64, n: u64) -> u64 {
     granted
 }
 
-/// Where the complete stream of a [`CappedOutput`] is kept, as its command
+/// Where the complete stream of a view (`view::CappedOutput`) is kept, as its command
 /// log says: named in what is shown once the view was cut.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Saved {
@@ -498,7 +498,7 @@ fn files_to_prune(
 }
 
 /// `bytes` in the largest binary unit that divides it (`100 MiB`): the
-/// words of a byte limit in the output's own text ([`SpillCut::in_output`])
+/// words of a byte limit in the output's own text (`SpillCut::in_output`)
 /// and in a recording's cut line (`record.rs`).
 pub fn human_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
