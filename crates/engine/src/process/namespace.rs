@@ -365,8 +365,8 @@ fn run_init(status_write: libc::c_int, go_read: libc::c_int) -> std::io::Result<
     // The keeper answers once it has read that: then it was alive after
     // this process asked for its parent-death signal, which will come.
     let mut go = 0u8;
-    // SAFETY: reads at most one byte into a local.
     let answered = loop {
+        // SAFETY: reads at most one byte into a local.
         let read = unsafe { libc::read(go_read, (&raw mut go).cast(), 1) };
         if read == -1 && errno() == libc::EINTR {
             continue;

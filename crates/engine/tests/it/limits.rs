@@ -150,7 +150,9 @@ async fn polling_keeps_a_long_job_alive() {
         .await;
     let mut seen = reply.output.text.clone();
     let mut polls = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while reply.is_running() {
+        assert!(std::time::Instant::now() < deadline, "still running after 30 s: {seen:?}");
         polls += 1;
         let timeout = if polls % 2 == 0 { Some(Duration::from_millis(400)) } else { None };
         reply = term.call(Request { timeout, ..Request::default() }).await;

@@ -10,6 +10,7 @@ mod person;
 mod prompt;
 mod real_keys;
 mod record;
+mod recorded;
 mod run;
 mod sandbox;
 mod screen;

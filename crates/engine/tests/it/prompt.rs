@@ -52,12 +52,14 @@ async fn until_done(term: &Term, last: Reply) -> Reply {
 async fn run_to_the_end_without_a_prompt(term: &Term, command: &str) -> (String, Reply) {
     let mut reply = term.run(command).await;
     let mut text = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         assert!(!matches!(reply.outcome, Outcome::WaitingForInput { .. }), "{reply:?}");
         text.push_str(&reply.output.text);
         if reply.exit_code().is_some() {
             return (text, reply);
         }
+        assert!(std::time::Instant::now() < deadline, "not ended within 60 s: {reply:?}");
         reply = term.run_for("", 10.0).await;
     }
 }

@@ -142,7 +142,9 @@ async fn soft_timeout_then_poll_then_reject_then_finish() {
     // Polling continues where the last reply stopped.
     let mut seen = String::new();
     let mut reply = term.run("").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while reply.is_running() {
+        assert!(std::time::Instant::now() < deadline, "still running after 30 s: {seen:?}");
         seen.push_str(&reply.output.text);
         reply = term.run("").await;
     }

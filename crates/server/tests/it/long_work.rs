@@ -81,7 +81,9 @@ async fn polling_keeps_a_job_alive_past_its_limit() {
         )
         .await;
     let mut seen = r.output().to_owned();
+    let deadline = Instant::now() + EVENTUALLY;
     while r["status"] == "running" {
+        assert!(Instant::now() < deadline, "still running after {EVENTUALLY:?}: {seen:?}");
         r = server.terminal(json!({"command": "", "timeout": 1.5})).await;
         seen.push_str(r.output());
     }
