@@ -25,7 +25,6 @@ pub mod sandbox;
 pub mod screen;
 pub mod secrets;
 pub mod session;
-pub mod store;
 pub mod syntax;
 pub mod terminal;
 mod utf8;

@@ -26,10 +26,10 @@ use crate::guard::Guard;
 use crate::limits::{Counts, LimitHit, ResourceLimits};
 use crate::mask::Secrets;
 use crate::output::{self, Shown, SpillLimits, SpillStore};
+use crate::output::{OutputSink, OutputStore, StoreLimits};
 use crate::policy::Limits;
 use crate::process::{self, Scope, TerminationMode};
 use crate::sandbox::Policy;
-use crate::store::{OutputSink, OutputStore, StoreLimits};
 
 mod launch;
 #[cfg(test)]
@@ -409,8 +409,8 @@ pub async fn run(request: RunRequest, cancel: CancellationToken) -> RunOutcome {
         let store = &store;
         move || store.get_stream(Some(number), stream).map(|log| log.saved()).unwrap_or_default()
     };
-    outcome.stdout.fit(stdout, saved(crate::store::Stream::Stdout));
-    outcome.stderr.fit(stderr, saved(crate::store::Stream::Stderr));
+    outcome.stdout.fit(stdout, saved(crate::output::Stream::Stdout));
+    outcome.stderr.fit(stderr, saved(crate::output::Stream::Stderr));
     outcome
 }
 

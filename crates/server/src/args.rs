@@ -21,11 +21,11 @@ use rmcp::model::JsonObject;
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
 use serde_json::Value;
+use shellkeep_engine::output::Stream;
 use shellkeep_engine::policy::ExplicitTimeout;
 use shellkeep_engine::process::SCOPE_VAR;
 use shellkeep_engine::registry;
 use shellkeep_engine::sandbox::Mode;
-use shellkeep_engine::store::Stream;
 
 use crate::render;
 

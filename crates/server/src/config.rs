@@ -22,13 +22,13 @@ use shellkeep_engine::cgroup;
 use shellkeep_engine::guard::Guard;
 use shellkeep_engine::limits::{self, Bound, ResourceLimits};
 use shellkeep_engine::mask::Secrets;
+use shellkeep_engine::output::StoreLimits;
 use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
 use shellkeep_engine::record::{self, RecordSettings};
 use shellkeep_engine::registry::RegistryLimits;
 use shellkeep_engine::sandbox::{self, Enforcement, Mode};
 use shellkeep_engine::secrets::{self, Found};
 use shellkeep_engine::session::SessionConfig;
-use shellkeep_engine::store::StoreLimits;
 
 use crate::args;
 use crate::cli::ServeArgs;

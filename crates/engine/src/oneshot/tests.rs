@@ -3,7 +3,7 @@
 //! guard.
 
 use super::*;
-use crate::store::Stream;
+use crate::output::Stream;
 use std::path::Path;
 
 /// A directory for spill files, removed when dropped.

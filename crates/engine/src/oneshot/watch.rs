@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use super::launch::Launched;
 use super::{RunRequest, TimeoutReason, finish_sink};
 use crate::guard::Guard;
+use crate::output::OutputSink;
 use crate::output::Shown;
 use crate::process::{self, Targets, TerminationMode};
-use crate::store::OutputSink;
 use crate::utf8::Utf8Decoder;
 
 /// How long the pipes are read after the command's group is gone. A

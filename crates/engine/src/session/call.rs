@@ -13,10 +13,10 @@ use crate::guard::Guard;
 use crate::keys::Input;
 use crate::limits::{LimitHit, ResourceLimits};
 use crate::mask::Secrets;
+use crate::output::StoreLimits;
 use crate::output::{Shown, SpillLimits, SpillStore};
 use crate::process::TerminationMode;
 use crate::record::Recorder;
-use crate::store::StoreLimits;
 
 /// How a session is set up. Every field has a sensible default from
 /// [`SessionConfig::new`].

@@ -18,9 +18,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::mask::Secrets;
+use crate::output::{CommandLog, OutputSink};
 use crate::output::{Shown, UnfinishedLine};
 use crate::process::TerminationMode;
-use crate::store::{CommandLog, OutputSink};
 
 use super::timing;
 
@@ -532,8 +532,8 @@ pub(super) struct TerminalLook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::{OutputStore, StoreLimits};
     use crate::output::{SpillLimits, SpillStore};
-    use crate::store::{OutputStore, StoreLimits};
 
     /// A command logged in a store of its own, and its log.
     fn command(name: &str) -> (Command, Arc<CommandLog>) {

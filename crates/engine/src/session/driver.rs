@@ -25,10 +25,10 @@ use crate::input_wait;
 use crate::keys::Input;
 use crate::limits::{Counts, OwnerLimits};
 use crate::output;
+use crate::output::OutputStore;
 use crate::private_fs;
 use crate::proc_shell;
 use crate::process;
-use crate::store::OutputStore;
 use crate::terminal::{Gate, Terminal, pty};
 
 use super::call::{

@@ -34,8 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bash_script::ShellFiles;
 use crate::keys::Input;
+use crate::output::OutputStore;
 use crate::process;
-use crate::store::OutputStore;
 use crate::terminal::{Gate, Held, Hold, Terminal};
 
 pub use call::{

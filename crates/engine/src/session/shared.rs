@@ -21,10 +21,10 @@ use tokio::time::Instant;
 
 use crate::bash_script;
 use crate::mask::Secrets;
+use crate::output::IdleOutput;
 use crate::output::{self, Masking};
 pub(super) use crate::process::exit_code;
 use crate::screen::{Marker, Screen, Stop};
-use crate::store::IdleOutput;
 use crate::terminal::{Gate, pty};
 
 use super::call::{AtPrompt, Event, ShellExit};
@@ -898,9 +898,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::output::{CommandLog, OutputStore, StoreLimits};
     use crate::output::{SpillLimits, SpillStore};
     use crate::proc_shell;
-    use crate::store::{CommandLog, OutputStore, StoreLimits};
 
     use super::super::command::CommandOutput;
     use super::super::levels::{REINSTALL_SEQ_BASE, Reinstall, ReinstallStart, ShellId};

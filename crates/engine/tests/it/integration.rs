@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
+use shellkeep_engine::output::LogPage;
 use shellkeep_engine::session::{
     Activity, Call, Event, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
 };
-use shellkeep_engine::store::LogPage;
 
 use crate::{Term, call, eventually, poll_until};
 

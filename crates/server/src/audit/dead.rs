@@ -12,7 +12,6 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::time::SystemTime;
 
-
 use super::read::{Record, read_tail, rows};
 use super::{AuditLog, Line, MAX_DEAD_SERVERS, TAIL_BYTES, rfc3339};
 

@@ -15,8 +15,8 @@ use super::read::{Record, parse_span, read_tail, rows};
 use super::*;
 use shellkeep_engine::keys::Input;
 use shellkeep_engine::oneshot::RunOutcome;
-use shellkeep_engine::runtime_dir;
 use shellkeep_engine::policy::Decision;
+use shellkeep_engine::runtime_dir;
 use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
 use std::time::Duration;
 

@@ -197,8 +197,8 @@ pub(super) fn prompt_words(prompt: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
     use shellkeep_engine::session::PlaceFailure;
+    use std::time::Duration;
 
     use super::*;
 

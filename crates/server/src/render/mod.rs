@@ -14,9 +14,8 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::output::{self, Shown};
+use shellkeep_engine::output::{self as engine_output, Shown};
 use shellkeep_engine::session::Reply;
-use shellkeep_engine::store::Stream;
 
 use rmcp::schemars;
 
@@ -25,6 +24,7 @@ mod explain;
 mod jobs;
 mod limits;
 mod notices;
+mod output;
 mod run;
 pub mod sandbox;
 mod session_words;
@@ -38,6 +38,9 @@ pub use explain::{ExplainOutput, add_run_limits, explain, part_masker};
 pub use jobs::*;
 pub use limits::*;
 pub use notices::*;
+pub use output::{
+    OutputPage, Source, fit_page, output_page, run_output_error, session_output_error, spill_cut,
+};
 pub use run::{RunOutput, run};
 pub use session_words::session_error;
 pub use sessions::*;
@@ -287,7 +290,7 @@ fn full_path(shown: &Shown) -> Option<String> {
 }
 
 fn full_cut(shown: &Shown) -> Option<String> {
-    shown.full_output_cut.map(|cut| cut.to_string())
+    shown.full_output_cut.as_ref().map(spill_cut)
 }
 
 /// Serde's test for a count left out when nothing was counted.
@@ -334,24 +337,24 @@ pub fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: Str
 /// Fits the outputs a terminal reply carries (the command's, the previous
 /// command's, and what background jobs printed) into one budget: `cap`
 /// characters together, counted as JSON writes them, shared fairly
-/// ([`output::share`]). A cut output names its log and the lines left out
+/// ([`engine_output::share`]). A cut output names its log and the lines left out
 /// as any cut does (`saved` says where the complete output of a command
 /// number is); background output keeps its newest lines, after a line
 /// that counts what was left out (it has no log). A full screen is not
 /// cut: its size is fixed by the window, and counts against the budget.
-pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> output::Saved) {
-    let screen = if reply.screen { output::json_chars(&reply.output.text) } else { 0 };
+pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> engine_output::Saved) {
+    let screen = if reply.screen { engine_output::json_chars(&reply.output.text) } else { 0 };
     let stream = |shown: &Shown, on_screen: bool| if on_screen { 0 } else { shown.json_chars() };
     let sizes = [
         stream(&reply.output, reply.screen),
         reply.previous.as_ref().map_or(0, |previous| stream(&previous.output, previous.screen)),
-        reply.idle_output.as_deref().map_or(0, output::json_chars),
+        reply.idle_output.as_deref().map_or(0, engine_output::json_chars),
     ];
     let budget = cap.saturating_sub(screen);
     if sizes.iter().sum::<usize>() <= budget {
         return;
     }
-    let shares = output::share(budget, &sizes);
+    let shares = engine_output::share(budget, &sizes);
     if !reply.screen {
         let number = reply.number;
         reply.output.fit(shares[0], || number.map(saved).unwrap_or_default());
@@ -370,13 +373,13 @@ pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> output::S
 /// (text with no log to read it from: background output, a closed
 /// session's last words).
 pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
-    if output::json_chars(text) <= budget {
+    if engine_output::json_chars(text) <= budget {
         return text.to_owned();
     }
     let mut weight = 0;
     let mut start = text.len();
     for (i, c) in text.char_indices().rev() {
-        weight += output::json_chars(c.encode_utf8(&mut [0; 4]));
+        weight += engine_output::json_chars(c.encode_utf8(&mut [0; 4]));
         if weight > budget {
             break;
         }
@@ -433,7 +436,7 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     // From the line the first omitted character is on (a line the head
     // showed only the beginning of is read again whole).
     let offset = reply.first_line + shown.lines_before_omission;
-    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES);
+    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::output::MAX_READ_LINES);
     let named = session != shellkeep_engine::registry::DEFAULT_SESSION;
     let args = if named {
         format!(
@@ -450,205 +453,6 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     let call =
         ReadCall { session: named.then(|| session.to_owned()), command: number, offset, limit };
     Some((format!("[Read {what} with the output tool: {args}]"), call))
-}
-
-/// Whose output a page of the `output` tool is.
-#[derive(Debug, Clone, Copy)]
-pub enum Source<'a> {
-    /// A terminal command of this session.
-    Session(&'a str),
-    /// A stream of a `run` command.
-    Run(Stream),
-}
-
-/// Structured result of the `output` tool.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OutputPage {
-    /// The session, for a terminal command.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// The `run` command's number, for a `run` output.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<u64>,
-    /// The stream read (`stdout` or `stderr`), for a `run` output.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stream: Option<&'static str>,
-    /// The command's number in the session (a `run` output: the run's).
-    pub command: u64,
-    /// The command (cut to 200 characters); the text names it on the
-    /// first page only.
-    pub command_text: String,
-    /// The number of the first line returned (from 0).
-    pub first_line: u64,
-    /// How many lines were returned.
-    pub line_count: u64,
-    /// Lines of output so far.
-    pub total_lines: u64,
-    /// The offset to read next (equal to `total_lines` at the end, and when
-    /// the rest is unavailable).
-    pub next_offset: u64,
-    /// Whether the command is still running (more lines may come).
-    pub running: bool,
-    /// The exit code, once it ended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// Whether the page stopped at 30,000 characters (counted as JSON
-    /// writes them) before its line limit.
-    pub cut_at_cap: bool,
-    /// When the saved output stopped at a size limit: where and why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub saved_until: Option<String>,
-    /// Bytes printed past that limit, never saved (not in `total_lines`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_not_saved: Option<u64>,
-    /// Lines that start past that limit, never saved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lines_not_saved: Option<u64>,
-    /// When the output could not be saved from some line on (a full disk,
-    /// a directory that cannot be written): why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub save_error: Option<String>,
-    /// The first line that was counted but not saved, when this page
-    /// reached it: lines from here to `total_lines` cannot be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unavailable_from: Option<u64>,
-    /// The lines returned, each with its newline. Always last.
-    pub lines: String,
-}
-
-/// Cuts `page` to whole lines within `budget` characters as JSON writes
-/// them (a page of quotes or control characters takes up to six times its
-/// length there), and says so with `cut_at_cap`; a first line longer than
-/// that alone is cut inside. The next offset then moves past the lines
-/// kept.
-pub fn fit_page(page: &mut shellkeep_engine::store::LogPage, budget: usize) {
-    if output::json_chars(&page.text) <= budget {
-        return;
-    }
-    let (mut weight, mut end, mut lines) = (0, 0, 0);
-    for line in page.text.split_inclusive('\n') {
-        let size = output::json_chars(line);
-        if weight + size > budget {
-            if lines == 0 {
-                let mut inside = 0;
-                for (i, c) in line.char_indices() {
-                    weight += output::json_chars(c.encode_utf8(&mut [0; 4]));
-                    if weight > budget {
-                        break;
-                    }
-                    inside = i + c.len_utf8();
-                }
-                (end, lines) = (inside, 1);
-            }
-            break;
-        }
-        (weight, end, lines) = (weight + size, end + line.len(), lines + 1);
-    }
-    page.text.truncate(end);
-    page.lines = lines;
-    page.cut_at_cap = true;
-}
-
-/// The text and structured content of a page of a command's output.
-pub fn output_page(
-    source: &Source<'_>,
-    page: &shellkeep_engine::store::LogPage,
-) -> (Blocks, OutputPage) {
-    let end = page.first_line + page.lines;
-    // Lines past what was saved can never be read: the next offset moves
-    // past them, so a reader following it never asks for them again.
-    let unavailable_from = page.rest_unavailable.then_some(end);
-    let next = if page.rest_unavailable { page.total_lines } else { end };
-    let mut text = Blocks::default();
-    text.output(&page.text);
-    let range = if page.lines == 0 {
-        format!("no lines from line {}", page.first_line)
-    } else {
-        format!("lines {}-{}", page.first_line, end - 1)
-    };
-    let state = match (page.running, page.exit_code) {
-        (true, _) => "still running".to_owned(),
-        (false, Some(code)) => format!("ended with exit code {code}"),
-        (false, None) => "ended".to_owned(),
-    };
-    let why_unsaved = match (&page.save_error, page.saved_until) {
-        (Some(error), _) => format!("the output could not be saved: {error}"),
-        (None, Some(cut)) => format!("the saved output stops: {cut}"),
-        (None, None) => "they were not saved".to_owned(),
-    };
-    let more = if let Some(from) = unavailable_from {
-        let rest = format!(
-            " Lines {from}-{} cannot be read ({why_unsaved}).",
-            page.total_lines.saturating_sub(1)
-        );
-        if page.running {
-            format!("{rest} Read again from offset {next} for new lines.")
-        } else {
-            rest
-        }
-    } else if next < page.total_lines {
-        format!(" Next: offset {next}.")
-    } else if page.running {
-        format!(" Read again from offset {next} for new lines.")
-    } else {
-        String::new()
-    };
-    let cut = if page.cut_at_cap { " The page stopped at 30,000 characters." } else { "" };
-    let saved = match (unavailable_from, &page.save_error, page.saved_until) {
-        (Some(_), ..) => None,
-        (None, Some(error), _) => Some(format!(" Part of the output could not be saved: {error}.")),
-        (None, None, Some(cut)) => Some(match page.not_saved {
-            Some(rest) => format!(
-                " The saved output stops: {cut}; the {} bytes ({} lines) printed after it were \
-                 not saved.",
-                rest.bytes, rest.lines
-            ),
-            None => format!(" The saved output stops: {cut}."),
-        }),
-        (None, None, None) => None,
-    };
-    // The command's text on its first page only: a reader paging through
-    // it knows it by then (the structured content always has it).
-    let command =
-        if page.first_line == 0 { format!(" ({:?})", page.command) } else { String::new() };
-    let whose = match source {
-        Source::Session(session) => {
-            format!("Command {}{command} in session {session:?}", page.number)
-        }
-        Source::Run(stream) => format!("Run {}{command}, {}", page.number, stream.as_str()),
-    };
-    text.notice(&format!(
-        "[{whose}: {range} of {}; {state}.{more}{cut}{}]",
-        page.total_lines,
-        saved.as_deref().unwrap_or("")
-    ));
-    let structured = OutputPage {
-        session: match source {
-            Source::Session(session) => Some((*session).to_owned()),
-            Source::Run(_) => None,
-        },
-        run: matches!(source, Source::Run(_)).then_some(page.number),
-        stream: match source {
-            Source::Run(stream) => Some(stream.as_str()),
-            Source::Session(_) => None,
-        },
-        command: page.number,
-        command_text: page.command.clone(),
-        first_line: page.first_line,
-        line_count: page.lines,
-        total_lines: page.total_lines,
-        next_offset: next,
-        running: page.running,
-        exit_code: page.exit_code,
-        cut_at_cap: page.cut_at_cap,
-        saved_until: page.saved_until.map(|cut| cut.to_string()),
-        bytes_not_saved: page.not_saved.map(|rest| rest.bytes),
-        lines_not_saved: page.not_saved.map(|rest| rest.lines),
-        save_error: page.save_error.clone(),
-        unavailable_from,
-        lines: page.text.clone(),
-    };
-    (text, structured)
 }
 
 /// A reply as its snapshot tests record it: the text, a line of `-`, and
@@ -795,7 +599,7 @@ mod tests {
         let kept = newest_within(&text, 200, "earlier background output");
         let (notice, rest) = kept.split_once('\n').expect("a notice line");
         assert!(text.ends_with(rest) && rest.starts_with("\"job\""), "{kept}");
-        assert!(output::json_chars(rest) <= 200, "{kept}");
+        assert!(engine_output::json_chars(rest) <= 200, "{kept}");
         let left_out = &text[..text.len() - rest.len()];
         assert_eq!(
             notice,

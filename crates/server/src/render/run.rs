@@ -9,13 +9,14 @@
 //! Invariant: the text and the structured content each carry every fact of
 //! the reply; the snapshot tests below are the record of every word.
 
+use super::output::OutputCall;
 use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::oneshot::{RunEnd, RunOutcome, TimeoutReason};
 use shellkeep_engine::output::Shown;
+use shellkeep_engine::output::Stream;
 use shellkeep_engine::policy::{Decision, DecisionSource};
 use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::store::Stream;
 
 use super::{
     Blocks, LimitHitOutput, Text, full_cut, full_path, is_zero, limit_hit_facts, limit_hit_line,
@@ -109,48 +110,6 @@ pub struct RunOutput {
     pub stdout: String,
     /// Standard error (head and tail when cut). Always last.
     pub stderr: String,
-}
-
-/// The arguments of an `output` call that reads part of a `run` stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct OutputCall {
-    /// The run's number.
-    pub run: u64,
-    /// `stdout` or `stderr`.
-    pub stream: &'static str,
-    /// The first line to read.
-    pub offset: u64,
-    /// How many lines.
-    pub limit: u64,
-}
-
-impl OutputCall {
-    /// The call for the lines `shown` (of `stream` of run `run`) left out,
-    /// when it left any out.
-    fn for_cut(run: u64, stream: Stream, shown: &Shown) -> Option<OutputCall> {
-        if !shown.truncated && shown.full_output_cut.is_none() {
-            return None;
-        }
-        Some(OutputCall {
-            run,
-            stream: stream.as_str(),
-            offset: shown.lines_before_omission,
-            limit: (shown.omitted_lines + 1).min(shellkeep_engine::store::MAX_READ_LINES),
-        })
-    }
-
-    /// As the arguments are written in a reply's text: `stream` only for
-    /// stderr (stdout is the default).
-    fn arguments(&self) -> String {
-        let stream = match self.stream {
-            "stdout" => String::new(),
-            other => format!(", \"stream\": {other:?}"),
-        };
-        format!(
-            "{{\"run\": {}{stream}, \"offset\": {}, \"limit\": {}}}",
-            self.run, self.offset, self.limit
-        )
-    }
 }
 
 /// The structured result and readable text of a `run`: the streams, a

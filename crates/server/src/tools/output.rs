@@ -8,8 +8,8 @@ use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
+use shellkeep_engine::output::{MAX_READ_LINES, READ_CAP, Stream};
 use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::store::{MAX_READ_LINES, READ_CAP, StoreError, Stream};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, OutputArgs};
@@ -79,21 +79,16 @@ impl Shellkeep {
             Err(err) => return self.with_job_notices(tool_error(render::registry_error(&err))),
         };
         session.commit_screen();
-        let page =
-            session.output().get(args.command).map_err(|err| err.to_string()).and_then(|log| {
-                log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(DEFAULT_LINES))
-                    .map_err(|err| err.to_string())
-            });
+        let page = session.output().get(args.command).and_then(|log| {
+            log.read(args.offset.unwrap_or(0), args.limit.unwrap_or(DEFAULT_LINES))
+        });
         match page {
             Ok(mut page) => {
                 render::fit_page(&mut page, READ_CAP);
                 let (text, structured) = render::output_page(&render::Source::Session(name), &page);
                 self.with_job_notices(structured_result(text, &structured, false))
             }
-            Err(message) => self.with_job_notices(tool_error(format!(
-                "{message}. List the sessions with the sessions tool; a cut reply names the \
-                 command number to read."
-            ))),
+            Err(err) => self.with_job_notices(tool_error(render::session_output_error(&err))),
         }
     }
 }
@@ -115,15 +110,7 @@ impl Shellkeep {
                 let (text, structured) = render::output_page(&render::Source::Run(stream), &page);
                 structured_result(text, &structured, false)
             }
-            Err(StoreError::Empty) => tool_error(format!(
-                "no run has been kept yet, so there is no run {number}: a cut `run` reply names \
-                 the run number to read"
-            )),
-            Err(StoreError::NotKept { asked, first, last }) => tool_error(format!(
-                "run {asked} is not kept: the server keeps runs {first} to {last} (the oldest \
-                 go first)"
-            )),
-            Err(err) => tool_error(err.to_string()),
+            Err(err) => tool_error(render::run_output_error(number, &err)),
         }
     }
 }

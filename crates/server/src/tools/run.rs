@@ -11,8 +11,8 @@ use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 use shellkeep_engine::oneshot::{self, RunRequest};
+use shellkeep_engine::output::Stream;
 use shellkeep_engine::policy::Policy;
-use shellkeep_engine::store::Stream;
 
 use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, RunArgs};

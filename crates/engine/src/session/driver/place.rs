@@ -15,11 +15,11 @@ use tokio::time::Instant;
 
 use super::Shell;
 use crate::bash_script;
+use crate::output::OutputStore;
 use crate::process;
 use crate::session::call::{MAX_START_ENV, PlaceError, PlaceFailure, SessionConfig, StartEnv};
 use crate::session::command::{Command, CommandOutput};
 use crate::session::shared::wait_for;
-use crate::store::OutputStore;
 
 /// How long the shell may take to write its environment for a background
 /// job (one builtin and one `env`, normally a few milliseconds).
