@@ -31,7 +31,8 @@
 //!    of the issue (`seq` at most 10 % slower, `echo hi` at most 0.3 ms
 //!    more).
 //!
-//! `SHELLKEEP_BENCH_ONLY=recording` runs step 6 alone,
+//! `SHELLKEEP_BENCH_ONLY=latency` runs steps 1 and 2 alone (to alternate
+//! two builds quickly), `SHELLKEEP_BENCH_ONLY=recording` step 6,
 //! `SHELLKEEP_BENCH_ONLY=sandbox` step 7.
 //! `SHELLKEEP_BENCH_SECRETS=N` starts the server with `N` registered secrets
 //! (`--secret`, values of 32 characters and more) and the default secrets
@@ -153,6 +154,11 @@ fn main() -> ExitCode {
 async fn bench() -> anyhow::Result<()> {
     let scratch = Scratch::new()?;
     let mut table = Table::default();
+    if std::env::var("SHELLKEEP_BENCH_ONLY").as_deref() == Ok("latency") {
+        let latency = echo_latency_and_seq(&scratch, &mut table).await;
+        table.print(&scratch);
+        return latency;
+    }
     if std::env::var("SHELLKEEP_BENCH_ONLY").as_deref() == Ok("recording") {
         let recording = recording_cost(&scratch, &mut table).await;
         table.print(&scratch);
@@ -396,6 +402,7 @@ async fn echo_latency_and_seq(scratch: &Scratch, table: &mut Table) -> anyhow::R
         format!("<= {}", millis(TARGET_P50)),
         p50 <= TARGET_P50,
     );
+    table.row("echo hi round trip, p90", millis(percentile(&samples, 90)));
     table.row("echo hi round trip, p95", millis(p95));
     table.row(
         "echo hi round trip, min / max",
