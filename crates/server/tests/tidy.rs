@@ -141,7 +141,6 @@ const KNOWN_FRONT_DOOR: &[&str] = &[
     "`pub mod terminal`",
     "no `pub use`",
     "the lint `unreachable_pub` is not on",
-    "the lint `clippy::undocumented_unsafe_blocks` is not on",
 ];
 
 /// Import cycles of today's tree, as the start of their message.
