@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use libfuzzer_sys::fuzz_target;
-use shellkeep_engine::policy::Policy;
+use shellkeep_engine::Policy;
 
 static EMBEDDED: LazyLock<Policy> = LazyLock::new(Policy::embedded);
 

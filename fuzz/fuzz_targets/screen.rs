@@ -12,7 +12,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shellkeep_engine::screen::{Marker, Screen, Stop};
+use shellkeep_engine::{Marker, Screen, ScreenStop as Stop};
 
 fuzz_target!(|data: &[u8]| {
     let [rows, cols, seed, repeat, stream @ ..] = data else { return };

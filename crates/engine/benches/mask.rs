@@ -18,10 +18,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shellkeep_engine::mask::{Secrets, StreamMasker};
-use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::policy::Limits;
-use shellkeep_engine::session::{Call, Request, Session, SessionConfig};
+use shellkeep_engine::PolicyLimits as Limits;
+use shellkeep_engine::{Call, Request, Session, SessionConfig};
+use shellkeep_engine::{RunRequest, run_oneshot};
+use shellkeep_engine::{Secrets, StreamMasker};
 use tokio_util::sync::CancellationToken;
 
 /// Registered secrets in the masked setting.
@@ -142,7 +142,7 @@ async fn measure() {
             let request =
                 RunRequest { secrets: secrets(on), ..RunRequest::new(SEQ, limits, &dir, "run") };
             let start = Instant::now();
-            let outcome = oneshot::run(request, CancellationToken::new()).await;
+            let outcome = run_oneshot(request, CancellationToken::new()).await;
             let ran = start.elapsed();
             assert_eq!(outcome.exit_code(), 0);
             for _ in 0..20 {

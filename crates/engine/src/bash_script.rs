@@ -43,57 +43,57 @@ use crate::screen::MARKER_OSC;
 
 /// The private files of one shell.
 #[derive(Debug, Clone)]
-pub struct ShellFiles {
+pub(crate) struct ShellFiles {
     /// The private directory (mode 0700).
     pub dir: PathBuf,
 }
 
 impl ShellFiles {
     /// The start-up file passed to `bash --rcfile`; deleted once sourced.
-    pub fn rc_file(&self) -> PathBuf {
+    pub(crate) fn rc_file(&self) -> PathBuf {
         self.dir.join("init.sh")
     }
 }
 
 /// The environment variable that hands the first shell its marker nonce;
 /// the start-up file moves it into a shell variable and unsets it.
-pub const NONCE_VAR: &str = "__SK_NONCE";
+pub(crate) const NONCE_VAR: &str = "__SK_NONCE";
 
 /// The environment variable that tells the first shell at which descriptor
 /// it got its end of the completion channel; the start-up file moves it to
 /// descriptor 62 before anything else runs, and unsets the variable.
-pub const CHANNEL_VAR: &str = "__SK_CHANNEL";
+pub(crate) const CHANNEL_VAR: &str = "__SK_CHANNEL";
 
 /// The environment variable that tells the first shell at which descriptor
 /// it got its sealed keys file ([`keys_file`]); the start-up file moves it
 /// to [`KEYS_FD`] and unsets the variable.
-pub const KEYS_VAR: &str = "__SK_KEYS";
+pub(crate) const KEYS_VAR: &str = "__SK_KEYS";
 
 /// The shell's descriptor for its keys file: the prompt binds the keys
 /// our typed line relies on from `/dev/fd/61`, a sealed memory file no
 /// command can change, never from a path a command could write.
-pub const KEYS_FD: i32 = 61;
+pub(crate) const KEYS_FD: i32 = 61;
 
 /// The key bindings the typed line relies on, as the prompt binds them
 /// again at every prompt (`bind -f`): the same as `__sk_keys` in the
 /// integration, which binds them itself where the file is missing.
-pub const KEYS: &str =
+pub(crate) const KEYS: &str =
     "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": unix-line-discard\n";
 
 /// The environment variable that tells the first shell at which descriptor
 /// it got its end of its command socket; the start-up file moves it to
 /// [`COMMAND_FD`] and unsets the variable.
-pub const COMMAND_VAR: &str = "__SK_CMD";
+pub(crate) const COMMAND_VAR: &str = "__SK_CMD";
 
 /// The shell's descriptor for its end of its command socket, whose other
 /// end only the server holds: each command's text comes there as a frame
 /// ([`command_frame`]), never through a file.
-pub const COMMAND_FD: i32 = 60;
+pub(crate) const COMMAND_FD: i32 = 60;
 
 /// The frame of command `seq` on the command socket: `seq LENGTH` on a line,
 /// then the text's LENGTH bytes. The shell loads the command only from a
 /// whole frame with its own number (`__sk_load`).
-pub fn command_frame(seq: u64, text: &str) -> Vec<u8> {
+pub(crate) fn command_frame(seq: u64, text: &str) -> Vec<u8> {
     let mut frame = format!("{seq} {}\n", text.len()).into_bytes();
     frame.extend_from_slice(text.as_bytes());
     frame
@@ -101,7 +101,7 @@ pub fn command_frame(seq: u64, text: &str) -> Vec<u8> {
 
 /// The sealed memory file holding [`KEYS`], handed to the first shell at
 /// [`KEYS_VAR`]: nobody can change it, whoever holds or reopens it.
-pub fn keys_file() -> std::io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn keys_file() -> std::io::Result<std::os::fd::OwnedFd> {
     crate::private_fs::sealed_memfd("shellkeep-keys", KEYS.as_bytes())
 }
 
@@ -121,7 +121,7 @@ const INTEGRATION: &str = include_str!("bash_script.bash");
 ///
 /// `user_rc` is sourced first when given (normally `~/.bashrc`), so that
 /// aliases and functions the user relies on exist, and our settings win.
-pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
+pub(crate) fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
     let user_rc = user_rc.map(|path| shell_quote(&path.to_string_lossy())).unwrap_or_default();
     format!(
         "# shellkeep shell integration (generated).\n__sk_user_rc={user_rc}\n{RC_HEAD}{}",
@@ -138,7 +138,7 @@ pub fn rc_script(files: &ShellFiles, user_rc: Option<&Path>) -> String {
 /// shell it was started from): only then does its prompt bind from it.
 /// It reaches the shell as a frame on the command socket
 /// ([`command_frame`] with the handshake's number), never through a file.
-pub fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
+pub(crate) fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
     integration(files, seq, keys)
 }
 
@@ -156,7 +156,7 @@ pub fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// list before any prompt can write it to the history file. The group
 /// sends `set -x` traces and `set -v` echoes of the script to
 /// `/dev/null`; its words are quoted (`\builtin`) against aliases.
-pub fn reinstall_line(seq: u64, length: usize, nonce: &str) -> String {
+pub(crate) fn reinstall_line(seq: u64, length: usize, nonce: &str) -> String {
     format!(
         "\x15 {{ __sk_nonce={nonce}; IFS= \\builtin read -r -t 5 -u {COMMAND_FD} __sk_h \
          && [[ $__sk_h == '{seq} {length}' ]] \
@@ -187,7 +187,7 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
 /// replace them. It is short: the shell reads what is typed a byte at a
 /// time, with three system calls for each.
-pub fn run_line(seq: u64, command: &str) -> String {
+pub(crate) fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { " t" } else { "" };
     format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
 }
@@ -199,14 +199,14 @@ pub fn run_line(seq: u64, command: &str) -> String {
 /// integration's prompt did not run. As [`run_line`]: C-u first, a
 /// leading space, quoted words; the group sends a trace and an error
 /// (the function removed) to `/dev/null`.
-pub fn fallback_line(seq: u64) -> String {
+pub(crate) fn fallback_line(seq: u64) -> String {
     format!("\x15 {{ \\__sk_fallback {seq}; }} 2>/dev/null\r")
 }
 
 /// What the prompt last sent: the working directory and `PATH`, on the
 /// completion channel (`session/channel.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShellState {
+pub(crate) struct ShellState {
     /// The shell's working directory.
     pub cwd: PathBuf,
     /// The shell's `PATH`.
@@ -215,7 +215,7 @@ pub struct ShellState {
 
 /// The Python interpreter a command named `python` (else `python3`) would
 /// run with this `PATH`, as `command -v` would find it.
-pub fn python_interpreter(path: &str) -> Option<PathBuf> {
+pub(crate) fn python_interpreter(path: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     ["python", "python3"].iter().find_map(|name| {
         path.split(':').filter(|dir| !dir.is_empty()).find_map(|dir| {
@@ -227,7 +227,7 @@ pub fn python_interpreter(path: &str) -> Option<PathBuf> {
 }
 
 /// Quotes `text` for bash with single quotes.
-pub fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 

@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 
 /// The environment variable that forces a containment mode: `auto` (the
 /// default), `cgroup2`, `cgroup1` or `markers`.
-pub const MODE_VAR: &str = "SHELLKEEP_CONTAINMENT";
+pub(crate) const MODE_VAR: &str = "SHELLKEEP_CONTAINMENT";
 
 /// What contains the processes of this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +113,7 @@ static ACTIVE: OnceLock<Active> = OnceLock::new();
 
 /// The containment in use; markers when none was chosen (a library user
 /// that never called `process::init_containment`).
-pub fn active() -> &'static Active {
+pub(crate) fn active() -> &'static Active {
     ACTIVE.get_or_init(|| Active { mode: Mode::Markers, dir: None, unavailable: Vec::new() })
 }
 
@@ -140,7 +140,7 @@ pub fn server_dir() -> Option<&'static Path> {
 /// such a process left its group on purpose (possible where the user may
 /// write a `cgroup.procs` outside it: root, a delegated subtree). False in
 /// markers mode, and for a process that is gone.
-pub fn outside_server_dir(pid: i32) -> bool {
+pub(crate) fn outside_server_dir(pid: i32) -> bool {
     let Some(name) = server_dir().and_then(Path::file_name).and_then(|name| name.to_str()) else {
         return false;
     };
@@ -472,7 +472,7 @@ impl Drop for Group {
 }
 
 /// The live processes in the group at `dir` and every group under it.
-pub fn members(dir: &Path) -> Vec<i32> {
+pub(crate) fn members(dir: &Path) -> Vec<i32> {
     let mut pids = Vec::new();
     walk(dir, &mut |group| {
         if let Ok(text) = std::fs::read_to_string(group.join("cgroup.procs")) {
@@ -561,7 +561,7 @@ fn version_of(dir: &Path) -> Version {
 /// Kills everything in the server directory `dir` (v2 or v1) and removes
 /// it and the groups under it, bottom-up, once they are empty. For the
 /// server's shutdown and the orphan guard after the server's death.
-pub fn kill_tree(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn kill_tree(dir: &Path) -> std::io::Result<()> {
     if !dir.exists() {
         return Ok(());
     }

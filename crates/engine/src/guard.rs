@@ -71,7 +71,7 @@ use crate::process::{self, Mark, Targets, TerminationMode};
 
 /// The longest line the guard accepts (a control group's path is the
 /// longest thing the server sends); longer ones are ignored.
-pub const LINE_LIMIT: usize = 4096;
+pub(crate) const LINE_LIMIT: usize = 4096;
 
 /// A guard that dies this soon after it started, this many times in a row,
 /// is not started again: it cannot run (its executable was replaced, say),
@@ -85,7 +85,7 @@ const SHORT_LIVES_BEFORE_GIVING_UP: u32 = 5;
 const OUTBOX_LIMIT: usize = 256 * 1024;
 
 /// Adopted orphans the guard is told about at most ([`Guard::watch_trees`]).
-pub const TREES_LIMIT: usize = 1024;
+pub(crate) const TREES_LIMIT: usize = 1024;
 
 /// Notices kept for one reader that has not replied for a while.
 const NOTICES_PER_READER: usize = 8;

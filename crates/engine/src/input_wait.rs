@@ -8,7 +8,7 @@
 //! a descriptor for reading (line editors wait there before they read). A
 //! server asleep on its sockets does not read the terminal.
 //!
-//! Reading the terminal is not enough for a prompt ([`job_reading`]): the
+//! Reading the terminal is not enough for a prompt ([`job_look`]): the
 //! job waits for input only when nothing else in it is still at work. It is
 //! [`Reading::Unsure`] when a process of the job is running (`R`, or `D`
 //! in the kernel), is asleep in anything but a wait for input, for its
@@ -72,19 +72,19 @@ use std::path::Path;
 use crate::process;
 
 /// Threads looked at per process.
-pub const MAX_TASKS: usize = 256;
+pub(crate) const MAX_TASKS: usize = 256;
 /// Descriptors looked at per process.
-pub const MAX_FDS: usize = 4096;
+pub(crate) const MAX_FDS: usize = 4096;
 /// Bytes of a `poll` array or `select` set read from a process's memory.
-pub const MAX_SET_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_SET_BYTES: usize = 32 * 1024;
 /// Processes of the foreground job looked at.
-pub const MAX_MEMBERS: usize = 256;
+pub(crate) const MAX_MEMBERS: usize = 256;
 /// Processes of the session whose descriptors are searched for writers.
-pub const MAX_SESSION_PROCESSES: usize = 1024;
+pub(crate) const MAX_SESSION_PROCESSES: usize = 1024;
 
 /// What a look at the foreground job found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reading {
+pub(crate) enum Reading {
     /// No process of the job is blocked reading the terminal.
     No,
     /// A process of the job is blocked reading the terminal and nothing
@@ -98,7 +98,7 @@ pub enum Reading {
 
 /// What one look at the foreground job found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobLook {
+pub(crate) struct JobLook {
     /// Whether it reads the terminal, and whether that is a prompt.
     pub reading: Reading,
     /// It reads the terminal, nothing of it runs or sleeps elsewhere, and
@@ -111,7 +111,7 @@ pub struct JobLook {
 /// The processes of a job (pid and start time) and the CPU time they and
 /// their reaped children used, in clock ticks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobCpu {
+pub(crate) struct JobCpu {
     members: Vec<(i32, u64)>,
     ticks: u64,
 }
@@ -133,7 +133,7 @@ impl JobCpu {
     /// apart: the same processes, and at most one clock tick (the
     /// kernel's rounding) plus 1% of the time (a keep-alive timer) used
     /// between them. A busy loop uses all of it.
-    pub fn still_since(&self, earlier: &JobCpu, elapsed: std::time::Duration) -> bool {
+    pub(crate) fn still_since(&self, earlier: &JobCpu, elapsed: std::time::Duration) -> bool {
         let per_second = clock_ticks_per_second();
         let allowance = 1 + elapsed.as_millis() as u64 * per_second / 100_000;
         !self.members.is_empty()
@@ -164,16 +164,11 @@ fn clock_ticks_per_second() -> u64 {
 }
 
 /// Whether process group `pgid`, the terminal's foreground job, waits for
-/// input on the terminal `tty` (the PTY slave's path) or `/dev/tty`; writers
-/// are looked for among the processes of session `session` (the shell's)
-/// and their descendants.
-pub fn job_reading(pgid: i32, tty: &Path, session: i32) -> Reading {
-    job_look(pgid, tty, session).reading
-}
-
-/// [`job_reading`], with whether the job sits at the terminal and its CPU
-/// time.
-pub fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
+/// input on the terminal `tty` (the PTY slave's path) or `/dev/tty`
+/// (`JobLook::reading`); writers are looked for among the processes of
+/// session `session` (the shell's) and their descendants. Also whether the
+/// job sits at the terminal, and its CPU time.
+pub(crate) fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
     let mut look = JobLook { reading: Reading::No, at_terminal: false, cpu: JobCpu::default() };
     if pgid <= 1 {
         return look;
@@ -222,7 +217,7 @@ pub fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
 /// Whether a thread of process `pid` is blocked reading the terminal,
 /// whatever else it waits on (a shell at its prompt, for the driver and the
 /// watcher).
-pub fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
+pub(crate) fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
     // The driver asks this before typing every command: no more reads than
     // the answer needs (no thread states, no other descriptors).
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
@@ -717,7 +712,7 @@ mod tests {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let Some(socket) = unix_socket(inode(&a)) else {
             // A kernel without `sock_diag` for Unix sockets: every socket
-            // then counts as producing, which `job_reading` tests cover.
+            // then counts as producing, which `job_look` tests cover.
             eprintln!("skipped: no sock_diag for Unix sockets");
             return;
         };

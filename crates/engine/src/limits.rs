@@ -43,12 +43,12 @@ use crate::cgroup;
 /// above what a parallel build of a large project starts (a `cargo build`
 /// or `make -j` runs a few hundred threads on a big machine), far below
 /// what makes a host unresponsive.
-pub const DEFAULT_TASKS: u64 = 4096;
+pub(crate) const DEFAULT_TASKS: u64 = 4096;
 
 /// The default `nice` value of every agent shell and command: lower
 /// priority than the server and a person's own programs, so a build in
 /// one session does not slow another session's replies.
-pub const DEFAULT_NICE: i32 = 10;
+pub(crate) const DEFAULT_NICE: i32 = 10;
 
 /// The highest `nice` value (the lowest priority).
 pub const MAX_NICE: i32 = 19;
@@ -161,7 +161,7 @@ pub struct CategoryLimits {
 /// than half the machine is rare, and one runaway owner then leaves the
 /// server, the other sessions and the host the other half. 4 GiB when the
 /// total cannot be read.
-pub fn default_memory() -> u64 {
+pub(crate) fn default_memory() -> u64 {
     let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
         text.lines()
             .find_map(|line| line.strip_prefix("MemTotal:"))
@@ -397,7 +397,7 @@ pub fn nproc_exempt() -> bool {
 
 /// Removes this server's directories in the v1 hierarchies used only for
 /// limits (their processes were stopped with the containment's groups).
-pub fn end() {
+pub(crate) fn end() {
     if let Some(controllers) = CONTROLLERS.get() {
         for place in &controllers.places {
             if let Place::V1(dir) = place {

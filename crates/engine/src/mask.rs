@@ -106,10 +106,10 @@ pub const MASK: &str = "<secret-hidden>";
 
 /// The most characters of a registered value a preview shows when the
 /// line it is on has not gone on yet ([`StreamMasker::preview`]).
-pub const PREVIEW_CHARS: usize = 4;
+pub(crate) const PREVIEW_CHARS: usize = 4;
 
 /// Values shorter than this many bytes are not masked.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// The secrets of a session or of the `run` commands: values, their
 /// encodings, and (if on) the shapes of well-known credentials. Its `Debug`
@@ -349,7 +349,7 @@ enum Rule {
 
 /// A well-known credential's literal beginning and its rule.
 #[derive(Debug, Clone, Copy)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// The literal it starts with.
     pub begins: &'static str,
     rule: Rule,
@@ -390,7 +390,7 @@ const fn token_with_digit(
 
 /// The shapes of well-known credentials, masked wherever they appear when
 /// shapes are on. At one place, the first that matches wins.
-pub const SHAPES: &[Shape] = &[
+pub(crate) const SHAPES: &[Shape] = &[
     token("ghp_", alnum, 36, 255),
     token("gho_", alnum, 36, 255),
     token("ghu_", alnum, 36, 255),
@@ -423,10 +423,10 @@ const URL_PART_LIMIT: usize = 256;
 /// Values a stream learns from the shapes it masked (see
 /// the module's comment); a stream that masks more shapes than this
 /// masks the later ones where they are only.
-pub const LEARNED_LIMIT: usize = 16;
+pub(crate) const LEARNED_LIMIT: usize = 16;
 
 /// The longest value a stream learns: a shape's longest match.
-pub const LEARNED_BYTES: usize = 256;
+pub(crate) const LEARNED_BYTES: usize = 256;
 
 /// Bytes between `-----BEGIN ` and `PRIVATE KEY` that are looked at.
 const PEM_LABEL_LIMIT: usize = 40;

@@ -39,10 +39,10 @@ mod watch;
 use watch::{Ending, GroupWatch, RunStop, Streams};
 
 /// The grace period between SIGTERM and SIGKILL unless a request sets one.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
 /// Characters shown of each stream unless a request sets a cap.
-pub const DEFAULT_STREAM_CAP: usize = 20_000;
+pub(crate) const DEFAULT_STREAM_CAP: usize = 20_000;
 
 /// One command to run, and how.
 #[derive(Debug, Clone)]

@@ -65,19 +65,19 @@ pub struct Limits {
 /// additions for common Unix tools that use `(\s|$)` as the word boundary.
 /// A false match there can only lengthen a limit, never shorten it below
 /// the default.
-pub const EMBEDDED_POLICY_JSON: &str = include_str!("default_policy.json");
+pub(crate) const EMBEDDED_POLICY_JSON: &str = include_str!("default_policy.json");
 
 /// The origin reported for the embedded default policy.
-pub const EMBEDDED_ORIGIN: &str = "embedded default";
+pub(crate) const EMBEDDED_ORIGIN: &str = "embedded default";
 
 /// The environment variable that names a policy file.
-pub const POLICY_ENV_VAR: &str = "SHELLKEEP_POLICY";
+pub(crate) const POLICY_ENV_VAR: &str = "SHELLKEEP_POLICY";
 
 /// Where the seed design keeps the policy, relative to the working directory.
-pub const WORKING_DIR_POLICY: &str = "config/terminal_timeout_policy.json";
+pub(crate) const WORKING_DIR_POLICY: &str = "config/terminal_timeout_policy.json";
 
 /// Where the user's policy lives, relative to the user's config directory.
-pub const CONFIG_DIR_POLICY: &str = "shellkeep/policy.json";
+pub(crate) const CONFIG_DIR_POLICY: &str = "shellkeep/policy.json";
 
 /// The longest limit a policy or an agent may ask for: 365 days. Longer
 /// values are surely mistakes, and a bound keeps `Instant + limit` from
@@ -631,11 +631,11 @@ impl Policy {
 /// [`Explanation::omitted`]. The top-level parts together are never longer
 /// than the command, so only deep nesting or long chains of prefixes reach
 /// it.
-pub const MATCH_BUDGET_PER_BYTE: usize = 2;
+pub(crate) const MATCH_BUDGET_PER_BYTE: usize = 2;
 
 /// At most this many texts of one part are matched: its command as
 /// written, then with each prefix looked through.
-pub const MAX_LOOKS: usize = 8;
+pub(crate) const MAX_LOOKS: usize = 8;
 
 /// The part with the longest limits: the larger execution limit, then
 /// the larger no-output limit; the first such part on a tie.
@@ -703,7 +703,7 @@ fn looks(part: &str) -> Option<Vec<&str>> {
 /// parts are matched; deeper strings count as text of their part. (Strings
 /// written without escapes, the only ones looked into, nest three deep at
 /// most: `eval "eval 'eval x'"`.)
-pub const MAX_SHELL_STRINGS: usize = 4;
+pub(crate) const MAX_SHELL_STRINGS: usize = 4;
 
 /// Shells whose `-c` string is a command of its own.
 const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh"];
@@ -886,7 +886,7 @@ fn look_through(text: &str) -> Option<&str> {
 
 /// Where the policy comes from, as [`locate`] found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
+pub(crate) enum Location {
     /// Read the policy from this file.
     File {
         /// The file, made absolute against the working directory.
@@ -908,7 +908,7 @@ pub enum Location {
 
 /// How a policy file was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LocationSource {
+pub(crate) enum LocationSource {
     /// The `--policy` flag named it.
     Flag,
     /// The `SHELLKEEP_POLICY` environment variable named it.
@@ -946,7 +946,10 @@ pub struct LoadedPolicy {
 /// The user's config directory: `XDG_CONFIG_HOME` if it is an absolute
 /// path, else `$HOME/.config`. Relative or empty values are ignored, as the
 /// XDG base directory specification asks.
-pub fn config_home(xdg_config_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
+pub(crate) fn config_home(
+    xdg_config_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Option<PathBuf> {
     let absolute = |value: &OsStr| Some(PathBuf::from(value)).filter(|path| path.is_absolute());
     xdg_config_home
         .and_then(absolute)
@@ -962,7 +965,7 @@ pub fn config_home(xdg_config_home: Option<&OsStr>, home: Option<&OsStr>) -> Opt
 /// (the result is then [`Location::Missing`]); the later places are skipped
 /// when absent. Relative paths are taken against `cwd`. This looks at the
 /// file system but reads no environment: the caller passes it in.
-pub fn locate(
+pub(crate) fn locate(
     flag: Option<&Path>,
     env: Option<&OsStr>,
     cwd: &Path,
@@ -1001,7 +1004,7 @@ fn may_exist(path: &Path) -> bool {
 /// Loads the policy from where [`locate`] found it. A missing named file
 /// gives the embedded default and a notice; a file that exists but cannot
 /// be read or is not a valid policy is an error, and start-up should stop.
-pub fn load_policy(location: &Location) -> Result<LoadedPolicy, PolicyError> {
+pub(crate) fn load_policy(location: &Location) -> Result<LoadedPolicy, PolicyError> {
     match location {
         Location::File { path, .. } => Ok(LoadedPolicy {
             policy: Policy::from_file(path)?,

@@ -15,7 +15,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -31,7 +31,7 @@ pub fn euid() -> u32 {
 /// Creates the directory `path` with mode 0700. Fails if anything already
 /// exists there (a directory, a file or a symlink), so the directory is
 /// certainly new and ours. The parent must exist.
-pub fn create_private_dir(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new().mode(0o700).create(path)?;
     // The umask may have removed owner bits; it cannot have added others.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
@@ -109,7 +109,7 @@ pub fn check_private_dir(path: &Path) -> io::Result<()> {
 /// must be owned by us or root and writable by nobody else, unless it is
 /// sticky (like `/tmp`), where others cannot rename or remove our entries.
 /// Otherwise another user could replace a path component below it.
-pub fn check_safe_ancestors(dir: &Path) -> io::Result<()> {
+pub(crate) fn check_safe_ancestors(dir: &Path) -> io::Result<()> {
     let resolved = std::fs::canonicalize(dir)?;
     let mut current = PathBuf::new();
     for component in resolved.components() {
@@ -139,7 +139,7 @@ pub fn check_safe_ancestors(dir: &Path) -> io::Result<()> {
 
 /// Creates the file `path` for writing, mode 0600. Fails if anything exists
 /// there, a symlink included (`O_CREAT | O_EXCL | O_NOFOLLOW`).
-pub fn create_new_file(path: &Path) -> io::Result<File> {
+pub(crate) fn create_new_file(path: &Path) -> io::Result<File> {
     File::options()
         .write(true)
         .create_new(true)
@@ -159,7 +159,7 @@ pub fn write_new_file(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// (`/proc/self/fd/N`), can change, grow or shrink it; it has no name in
 /// any directory. Close-on-exec here; a child that must read it is given
 /// it explicitly. `name` only labels it in `/proc/PID/fd`.
-pub fn sealed_memfd(name: &str, contents: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn sealed_memfd(name: &str, contents: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
     use nix::fcntl::{FcntlArg, SealFlag, fcntl};
     use nix::sys::memfd::{MFdFlags, memfd_create};
     let fd = memfd_create(name, MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)?;
@@ -170,33 +170,6 @@ pub fn sealed_memfd(name: &str, contents: &[u8]) -> io::Result<std::os::fd::Owne
         | SealFlag::F_SEAL_SEAL;
     fcntl(&fd, FcntlArg::F_ADD_SEALS(seals))?;
     Ok(fd)
-}
-
-/// Replaces the contents of the file `path` with `contents`, creating it
-/// (mode 0600) if needed. An existing file must be a regular file of ours
-/// with one link; it is never followed as a symlink, and a FIFO never
-/// blocks the call.
-pub fn rewrite_file(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut file = File::options()
-        .write(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
-    check_own_regular_file(path, &file)?;
-    let meta = file.metadata()?;
-    if meta.mode() & 0o077 != 0 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    // Written over in place, then cut to its new length: on ext4 a file
-    // truncated to nothing and written again is flushed to disk when it is
-    // closed (`auto_da_alloc`), a disk write on every call.
-    file.write_all(contents)?;
-    let len = contents.len() as u64;
-    if meta.len() > len {
-        file.set_len(len)?;
-    }
-    Ok(())
 }
 
 /// Opens the file `path` for appending (`O_APPEND`: each write lands at
@@ -222,19 +195,6 @@ pub fn open_private_append(path: &Path) -> io::Result<File> {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(file)
-}
-
-/// Reads at most `limit` bytes of the file `path`, which must be a regular
-/// file of ours (not followed as a symlink).
-pub fn read_private_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
-    check_own_regular_file(path, &file)?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 fn check_own_regular_file(path: &Path, file: &File) -> io::Result<()> {
@@ -267,7 +227,7 @@ pub fn make_process_undumpable() -> io::Result<()> {
 }
 
 /// Where temporary directories go when the system's default is used.
-pub const DEFAULT_TEMP_DIR: &str = "/tmp";
+pub(crate) const DEFAULT_TEMP_DIR: &str = "/tmp";
 
 /// `temp_dir` (`$TMPDIR`) if it can hold our directories: an absolute path
 /// to an existing directory that nobody but us or root can change (see
@@ -408,55 +368,10 @@ pub(crate) mod tests {
         let link = scratch.0.join("link");
         std::os::unix::fs::symlink(&victim, &link).expect("symlink");
         assert!(create_new_file(&link).is_err());
-        assert!(rewrite_file(&link, b"evil").is_err());
-        assert!(read_private_file(&link, 100).is_err());
         let dangling = scratch.0.join("dangling");
         std::os::unix::fs::symlink(scratch.0.join("nowhere"), &dangling).expect("symlink");
         assert!(create_new_file(&dangling).is_err());
-        assert!(rewrite_file(&dangling, b"evil").is_err());
         assert!(!scratch.0.join("nowhere").exists(), "nothing created through a symlink");
         assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
-    }
-
-    #[test]
-    fn rewritten_files_must_be_our_own_single_regular_files() {
-        let scratch = Scratch::new("rewrite");
-        let path = scratch.0.join("cmd");
-        rewrite_file(&path, b"first command").expect("created");
-        rewrite_file(&path, b"second").expect("rewritten");
-        assert_eq!(read_private_file(&path, 100).expect("read"), b"second");
-        assert_eq!(read_private_file(&path, 3).expect("read"), b"sec", "bounded");
-        assert_eq!(mode(&path), 0o600);
-
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-        rewrite_file(&path, b"third").expect("rewritten");
-        assert_eq!(mode(&path), 0o600, "made private again");
-        // Longer, shorter and empty contents replace what was there whole.
-        for contents in [&b"a command longer than any before"[..], b"short", b"", b"again"] {
-            rewrite_file(&path, contents).expect("rewritten");
-            assert_eq!(read_private_file(&path, 100).expect("read"), contents);
-        }
-
-        let victim = scratch.0.join("victim");
-        std::fs::write(&victim, "precious").expect("write");
-        let hard = scratch.0.join("hard");
-        std::fs::hard_link(&victim, &hard).expect("hard link");
-        let err = rewrite_file(&hard, b"evil").expect_err("hard link");
-        assert!(err.to_string().contains("hard links"), "{err}");
-        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
-
-        let fifo = scratch.0.join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .expect("mkfifo");
-        assert!(rewrite_file(&fifo, b"x").is_err(), "a FIFO neither blocks nor is used");
-
-        if let Some(other) = other_uid() {
-            let theirs = scratch.0.join("theirs");
-            std::fs::write(&theirs, "theirs").expect("write");
-            chown(&theirs, other);
-            let err = rewrite_file(&theirs, b"evil").expect_err("someone else's");
-            assert!(err.to_string().contains("not owned by us"), "{err}");
-            assert_eq!(std::fs::read_to_string(&theirs).expect("read"), "theirs");
-        }
     }
 }

@@ -35,7 +35,7 @@ use std::path::Path;
 
 /// What a program blocked reading the terminal turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prompting {
+pub(crate) enum Prompting {
     /// An interactive bash: the integration can be installed in it.
     Bash {
         /// Its pid.
@@ -53,21 +53,21 @@ pub enum Prompting {
 }
 
 /// A program file, by device and inode.
-pub type ProgramId = (u64, u64);
+pub(crate) type ProgramId = (u64, u64);
 
 /// The program file at `path` (symbolic links followed).
-pub fn program_id(path: &Path) -> Option<ProgramId> {
+pub(crate) fn program_id(path: &Path) -> Option<ProgramId> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// The program process `pid` runs.
-pub fn running_program(pid: i32) -> Option<ProgramId> {
+pub(crate) fn running_program(pid: i32) -> Option<ProgramId> {
     program_id(Path::new(&format!("/proc/{pid}/exe")))
 }
 
 /// The parent of process `pid`, from `/proc/PID/stat`.
-pub fn parent(pid: i32) -> Option<i32> {
+pub(crate) fn parent(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields follow the
     // last `)`.
@@ -77,7 +77,7 @@ pub fn parent(pid: i32) -> Option<i32> {
 
 /// The controlling terminal of process `pid` (its device number) and
 /// that terminal's foreground process group, from `/proc/PID/stat`.
-pub fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
+pub(crate) fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     // After the name: state ppid pgrp session tty_nr tpgid ...
@@ -87,7 +87,7 @@ pub fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
 
 /// Process `pid`'s command line for a reply: its arguments joined by
 /// spaces, at most 200 characters; its name when that is all we can read.
-pub fn command_line(pid: i32) -> String {
+pub(crate) fn command_line(pid: i32) -> String {
     let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let mut line: String = args
         .split(|&b| b == 0)
@@ -109,7 +109,7 @@ pub fn command_line(pid: i32) -> String {
 /// auxiliary vector, which holds the addresses of the new program's stack
 /// and entry point (different on every exec under address randomisation,
 /// and different for another program or argument list without it).
-pub fn fingerprint(pid: i32) -> Option<u64> {
+pub(crate) fn fingerprint(pid: i32) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let bytes = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -122,7 +122,7 @@ pub fn fingerprint(pid: i32) -> Option<u64> {
 /// the caller found blocked reading the terminal: is it a shell at its
 /// prompt, and which kind? `None` for any other program. Only a process
 /// running `bash` (the program the session's shell runs) counts as bash.
-pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
+pub(crate) fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
     let cmdline = std::fs::read(format!("/proc/{group}/cmdline")).ok()?;
     let args: Vec<String> = cmdline
         .split(|&b| b == 0)
@@ -175,7 +175,7 @@ pub fn inspect(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
 /// keeps; a process's name only has to match what the command typed.
 /// `Err` names the program that started the bash (or the bash itself, one
 /// left in the background), by its command line.
-pub fn typed_shell(pid: i32, shell: i32, since: u64, typed: &str) -> Result<(), String> {
+pub(crate) fn typed_shell(pid: i32, shell: i32, since: u64, typed: &str) -> Result<(), String> {
     if pid == shell {
         return Ok(());
     }
@@ -276,7 +276,7 @@ const WRAPPERS: &[&str] =
 /// terminal reach it through the wrapper, and its markers come back the
 /// same way. Looks only at those programs and Python, and only at their
 /// descendants.
-pub fn wrapped_shell(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
+pub(crate) fn wrapped_shell(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
     let comm = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
     let comm = comm.trim();
     // Python covers `pty.spawn("bash")` and pexpect run as `python -m`.
@@ -306,7 +306,7 @@ pub fn wrapped_shell(group: i32, bash: Option<ProgramId>) -> Option<Prompting> {
 
 /// The children of `pid`, from `/proc/<pid>/task/*/children` (a few small
 /// reads; no scan of every process).
-pub fn children(pid: i32) -> Vec<i32> {
+pub(crate) fn children(pid: i32) -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     tasks
         .flatten()

@@ -80,15 +80,15 @@ use crate::terminal::{RawMasker, Sink, Tap, Tapped, typed_at_prompt};
 
 /// The longest label of a command's marker, in characters (after masking);
 /// a longer command is cut and ends with `…`.
-pub const MAX_LABEL_CHARS: usize = 1000;
+pub(crate) const MAX_LABEL_CHARS: usize = 1000;
 
 /// The most bytes of a command's text queued for its marker; the rest is
 /// dropped before masking (it would be cut from the label anyway).
-pub const MAX_QUEUED_COMMAND: usize = 64 << 10;
+pub(crate) const MAX_QUEUED_COMMAND: usize = 64 << 10;
 
 /// The most bytes of taps waiting for a recording's writer; output beyond
 /// it is dropped (and a marker says how much).
-pub const QUEUE_BOUND: usize = 8 << 20;
+pub(crate) const QUEUE_BOUND: usize = 8 << 20;
 
 /// What a queued tap costs beyond its bytes, so that many tiny taps are
 /// bounded too.
@@ -105,7 +105,7 @@ const BATCH_BYTES: usize = 32 << 10;
 pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The file name's ending.
-pub const EXTENSION: &str = "cast";
+pub(crate) const EXTENSION: &str = "cast";
 
 /// How a server records: where, how much, for how long.
 #[derive(Debug, Clone, PartialEq)]
@@ -393,7 +393,7 @@ impl Writer {
 }
 
 /// A recording's header line for a terminal of `rows` by `cols`.
-pub fn header(
+pub(crate) fn header(
     (rows, cols): (u16, u16),
     timestamp: SystemTime,
     idle_limit: Duration,
@@ -414,7 +414,7 @@ pub fn header(
 
 /// Turns taps into asciicast v2 event lines: masking, the capped clock.
 /// Pure but for its state; time is what the taps say.
-pub struct Encoder {
+pub(crate) struct Encoder {
     secrets: Arc<Secrets>,
     output: RawMasker,
     input: RawMasker,
@@ -430,7 +430,7 @@ pub struct Encoder {
 impl Encoder {
     /// An encoder for a recording that starts at `start`, with gaps capped
     /// at `idle_limit`.
-    pub fn new(secrets: Arc<Secrets>, start: Instant, idle_limit: Duration) -> Encoder {
+    pub(crate) fn new(secrets: Arc<Secrets>, start: Instant, idle_limit: Duration) -> Encoder {
         Encoder {
             output: RawMasker::new(Arc::clone(&secrets)),
             input: RawMasker::new(Arc::clone(&secrets)),
@@ -443,7 +443,7 @@ impl Encoder {
     }
 
     /// Appends the lines of one tap to `out`.
-    pub fn tap(&mut self, tapped: &Tapped, out: &mut Vec<u8>) {
+    pub(crate) fn tap(&mut self, tapped: &Tapped, out: &mut Vec<u8>) {
         let time = self.advance(tapped.mono);
         match &tapped.tap {
             Tap::Output(bytes) => {
@@ -497,7 +497,7 @@ impl Encoder {
 
     /// Appends the marker of `skipped` bytes of output left out before the
     /// tap at `at`.
-    pub fn gap(&mut self, at: Instant, skipped: u64, out: &mut Vec<u8>) {
+    pub(crate) fn gap(&mut self, at: Instant, skipped: u64, out: &mut Vec<u8>) {
         let time = self.advance(at);
         // The output before and after the gap are not one stream.
         self.release(time, out);
@@ -507,7 +507,7 @@ impl Encoder {
     }
 
     /// Appends the marker of a cut at `limit`.
-    pub fn cut(&mut self, limit: SpillLimit, out: &mut Vec<u8>) {
+    pub(crate) fn cut(&mut self, limit: SpillLimit, out: &mut Vec<u8>) {
         let what = match limit {
             SpillLimit::PerCommand(bytes) => {
                 format!("the limit of {} per recording", human_bytes(bytes))
@@ -520,7 +520,7 @@ impl Encoder {
     }
 
     /// Appends what the maskers still hold, at the end of the recording.
-    pub fn end(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn end(&mut self, out: &mut Vec<u8>) {
         self.release(self.elapsed, out);
         let held = self.input.finish();
         event(out, self.elapsed, "i", &held);
@@ -573,7 +573,7 @@ fn cut_at_char_count(text: &str, max: usize) -> Option<&str> {
 }
 
 /// The longest line [`read_cast`] reads, in bytes.
-pub const MAX_LINE: u64 = 16 << 20;
+pub(crate) const MAX_LINE: u64 = 16 << 20;
 
 /// A recording's header, as [`read_cast`] reads it.
 #[derive(Debug, Clone, PartialEq)]

@@ -202,7 +202,7 @@ pub struct Enforcement {
 }
 
 /// The Landlock ABI this kernel offers, or why there is none (probed once).
-pub fn landlock_abi() -> Result<u32, String> {
+pub(crate) fn landlock_abi() -> Result<u32, String> {
     static ABI: OnceLock<Result<u32, String>> = OnceLock::new();
     ABI.get_or_init(|| match crate::process::landlock_abi() {
         Ok(abi) => u32::try_from(abi).map_err(|_| format!("an ABI version out of range: {abi}")),
@@ -301,13 +301,9 @@ fn enforcement(policy: &Policy) -> Enforcement {
 
 /// A policy made concrete for one owner, built in the parent: what the
 /// child applies between fork and exec ([`Confinement::rules`], which
-/// `process` applies), with the policy and what the kernel enforces of it.
+/// `process` applies).
 #[derive(Debug)]
-pub struct Confinement {
-    /// The policy it enforces.
-    policy: Policy,
-    /// What the kernel enforces of it.
-    enforcement: Enforcement,
+pub(crate) struct Confinement {
     /// The Landlock ruleset, the seccomp programs and the namespace.
     rules: Arc<ChildRules>,
 }
@@ -322,7 +318,7 @@ impl Confinement {
     /// be able to write whatever the mode (the shell's private directory,
     /// its temporary directory). `protect`: pids no signal of the sandbox
     /// may reach (the server, the guard). Fails where [`check`] fails.
-    pub fn build(
+    pub(crate) fn build(
         policy: &Policy,
         private: &[&Path],
         protect: &[u32],
@@ -342,23 +338,13 @@ impl Confinement {
             }
         }
         let rules = Arc::new(ChildRules::new(landlock, filters, enforcement.namespace));
-        Ok(Confinement { policy: policy.clone(), enforcement, rules })
+        Ok(Confinement { rules })
     }
 
     /// What the child applies between fork and exec: give it to the
     /// owner's `Scope::with_confinement`.
-    pub fn rules(&self) -> Arc<ChildRules> {
+    pub(crate) fn rules(&self) -> Arc<ChildRules> {
         Arc::clone(&self.rules)
-    }
-
-    /// The policy it enforces.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
-    /// What the kernel enforces of it.
-    pub fn enforcement(&self) -> &Enforcement {
-        &self.enforcement
     }
 }
 
@@ -410,7 +396,7 @@ fn landlock_ruleset(
 
 /// The pids no signal of a sandbox may reach: the server's and its
 /// guard's (`guard`, the pid of the orphan guard, where one runs).
-pub fn protected_pids(guard: Option<u32>) -> Vec<u32> {
+pub(crate) fn protected_pids(guard: Option<u32>) -> Vec<u32> {
     std::iter::once(std::process::id()).chain(guard).collect()
 }
 
@@ -429,11 +415,11 @@ pub fn set_private_tmp_base(dir: PathBuf) {
 /// the directory [`set_private_tmp_base`] named, else the system's
 /// temporary directory), removed with everything in it when dropped.
 #[derive(Debug)]
-pub struct PrivateTmp(PathBuf);
+pub(crate) struct PrivateTmp(PathBuf);
 
 impl PrivateTmp {
     /// Makes one.
-    pub fn create() -> std::io::Result<PrivateTmp> {
+    pub(crate) fn create() -> std::io::Result<PrivateTmp> {
         let name = format!("shellkeep-tmp-{}", crate::private_fs::random_hex(8)?);
         let base = PRIVATE_TMP_BASE.get().cloned().unwrap_or_else(std::env::temp_dir);
         let dir = base.join(name);
@@ -442,7 +428,7 @@ impl PrivateTmp {
     }
 
     /// Where it is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }

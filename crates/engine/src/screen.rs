@@ -35,28 +35,28 @@ pub const HIGHLIGHT_MARK: &str = "▶ ";
 
 /// The OSC number our shell markers use. Real terminals ignore unknown OSC
 /// numbers, so the markers are invisible to a person watching.
-pub const MARKER_OSC: &str = "6973";
+pub(crate) const MARKER_OSC: &str = "6973";
 
 /// Bytes of one control string (OSC, DCS, SOS, PM, APC) held until it
 /// ends: a marker is under 100 bytes, a hyperlink a few hundred, a chunk
 /// of the kitty graphics protocol about 4 KiB. A longer one is abandoned
 /// and shown as text.
-pub const STRING_LIMIT: usize = 16 * 1024;
+pub(crate) const STRING_LIMIT: usize = 16 * 1024;
 
 /// Bytes of one CSI sequence, `ESC [` included, held until its final byte:
 /// at most 32 parameters make a real one about 200 bytes. A longer one is
 /// abandoned and shown as text.
-pub const CSI_LIMIT: usize = 256;
+pub(crate) const CSI_LIMIT: usize = 256;
 
 /// Bytes of an escape sequence with intermediates (`ESC ( B`).
 const ESCAPE_LIMIT: usize = 16;
 
 /// Bytes of erased versions of lines the window keeps (beyond one line per
 /// row) before it commits itself whole.
-pub const KEPT_LIMIT: usize = 64 * 1024;
+pub(crate) const KEPT_LIMIT: usize = 64 * 1024;
 
 /// Bytes of answers to terminal queries kept until the caller takes them.
-pub const RESPONSE_LIMIT: usize = 1024;
+pub(crate) const RESPONSE_LIMIT: usize = 1024;
 
 /// Bytes of extra characters (combining marks, joiners, variation
 /// selectors) one cell holds; a further one takes a cell of its own.

@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use crate::private_fs;
 
 /// The fewest characters a secret may have.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// The largest secrets file read: a file of credentials is small; a big
 /// one is a mistake (the wrong file named).
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Names the secrets file may not set: the shell and shellkeep rely on
 /// them (the integration sends `PATH` with its state; the others change
@@ -269,7 +269,7 @@ fn too_short(value: &str) -> Option<String> {
 
 /// Whether `name` is a variable name: letters, digits and `_`, not
 /// starting with a digit.
-pub fn is_name(name: &str) -> bool {
+pub(crate) fn is_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -295,7 +295,7 @@ pub fn is_name(name: &str) -> bool {
 /// `PASSWORD_STORE_DIR`, `AWS_SHARED_CREDENTIALS_FILE`); and
 /// `GOOGLE_APPLICATION_CREDENTIALS` (a path). `SSH_AUTH_SOCK`, `OLDPWD`
 /// and `TOKENIZERS_PARALLELISM` match nothing.
-pub fn name_says_secret(name: &str) -> bool {
+pub(crate) fn name_says_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     if upper.starts_with("SHELLKEEP_") || NOT_SECRET_NAMES.contains(&upper.as_str()) {
         return false;
@@ -314,7 +314,7 @@ pub fn name_says_secret(name: &str) -> bool {
 
 /// One `NAME=value` of a secrets file.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The variable's name.
     pub name: String,
     /// Its value, unquoted and unescaped.
@@ -333,7 +333,7 @@ impl std::fmt::Debug for Entry {
 /// and parses it: opened without following a symlink (`O_NOFOLLOW`), it
 /// must be a regular file of ours that nobody else may read or write.
 /// Values are taken literally: no `$VAR` expansion.
-pub fn read_file(path: &Path) -> Result<Vec<Entry>, SecretsError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<Entry>, SecretsError> {
     let shown = path.display();
     let file = File::options()
         .read(true)
@@ -402,7 +402,7 @@ fn check_private(path: &Path, meta: &std::fs::Metadata) -> Result<(), SecretsErr
 
 /// A line of a secrets file that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
+pub(crate) struct ParseError {
     /// The line (1-based).
     pub line: usize,
     /// What is wrong, naming no value.
@@ -419,7 +419,7 @@ pub struct ParseError {
 ///
 /// After a closing quote only blanks and a comment may follow. A name may
 /// appear only once, and may not be one the shell or shellkeep relies on.
-pub fn parse(text: &str) -> Result<Vec<Entry>, ParseError> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Entry>, ParseError> {
     let mut cursor = Cursor { text, pos: 0, line: 1 };
     let mut entries: Vec<Entry> = Vec::new();
     while cursor.next_entry() {

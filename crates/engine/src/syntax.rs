@@ -22,7 +22,7 @@ use std::time::Duration;
 /// syntax error is not incomplete (running it shows bash's message).
 ///
 /// Bounded: the text goes through a pipe; the check is given 5 s.
-pub async fn is_incomplete(shell: &Path, command: &str) -> bool {
+pub(crate) async fn is_incomplete(shell: &Path, command: &str) -> bool {
     if ends_with_continuation(command) {
         return true;
     }
@@ -151,7 +151,7 @@ pub const MAX_PARTS: usize = 256;
 /// Parts nested deeper than this (subshells, groups and substitutions
 /// inside each other) are not split out: they stay in the text of the part
 /// around them. Real commands nest two or three deep.
-pub const MAX_PART_DEPTH: usize = 16;
+pub(crate) const MAX_PART_DEPTH: usize = 16;
 
 /// Constructs open at once (quotes, parentheses, substitutions) that the
 /// scan tracks; past this it stops splitting, and the rest of the text
@@ -163,7 +163,7 @@ const MAX_OPEN: usize = 1024;
 /// One part of a compound command: a simple command as written, without
 /// the operators around it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Part<'c> {
+pub(crate) struct Part<'c> {
     /// Its text, without the blanks around it.
     pub text: &'c str,
     /// Where the text starts in the command, in bytes.
@@ -175,7 +175,7 @@ pub struct Part<'c> {
 
 /// The parts of a command, in the order they start in its text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parts<'c> {
+pub(crate) struct Parts<'c> {
     /// The first [`MAX_PARTS`] parts found, sorted by where they start.
     pub parts: Vec<Part<'c>>,
     /// How many more parts there were.
@@ -233,7 +233,7 @@ struct HereDoc {
 /// most 1024 constructs are tracked at once. Text that is not valid bash is
 /// split as far as it goes, never an error: the parts serve the timeout
 /// policy, whose mistakes only lengthen or shorten a limit.
-pub fn command_parts(command: &str) -> Parts<'_> {
+pub(crate) fn command_parts(command: &str) -> Parts<'_> {
     let mut parts = PartCollector { command, parts: Vec::new(), omitted: 0 };
     let mut scan = Scan {
         bytes: command.as_bytes(),
@@ -626,7 +626,7 @@ fn skip_here_docs(bytes: &[u8], from: usize, docs: &[HereDoc]) -> usize {
 /// after it with its blanks skipped; `None` when only blanks are left. A
 /// word keeps its quotes, escapes and substitutions (`"a b"`, `$(x y)`,
 /// `` `x y` ``) as written. Linear in the word's length.
-pub fn split_word(text: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_word(text: &str) -> Option<(&str, &str)> {
     let text = text.trim_start_matches(is_blank_char);
     if text.is_empty() {
         return None;
@@ -687,7 +687,7 @@ const HEADER_RESERVED: &[&str] = &["for", "select"];
 /// `select` or `case` header (a `case` item on the same line is kept), a
 /// `[[ … ]]` test, or a subshell `( … )` or arithmetic `(( … ))`, whose
 /// commands are parts of their own ([`command_parts`]).
-pub fn command_of(part: &str) -> Option<&str> {
+pub(crate) fn command_of(part: &str) -> Option<&str> {
     let mut text = part.trim_start_matches(is_blank_char);
     loop {
         let (word, rest) = split_word(text)?;
@@ -731,7 +731,7 @@ pub fn command_of(part: &str) -> Option<&str> {
 /// `text` from its command name on: without the assignments
 /// (`NAME=value`, `NAME+=value`, `NAME[i]=value`) and redirections (`>f`,
 /// `2>&1`, `< in`, `<<EOF`) before it. Empty when nothing else is left.
-pub fn skip_assignments(text: &str) -> &str {
+pub(crate) fn skip_assignments(text: &str) -> &str {
     let mut text = text.trim_start_matches(is_blank_char);
     while let Some((word, rest)) = split_word(text) {
         if is_assignment(word) {

@@ -21,11 +21,11 @@ use rmcp::model::JsonObject;
 use rmcp::schemars::{self, JsonSchema};
 use serde::Deserialize;
 use serde_json::Value;
-use shellkeep_engine::output::Stream;
-use shellkeep_engine::policy::ExplicitTimeout;
-use shellkeep_engine::process::SCOPE_VAR;
-use shellkeep_engine::registry;
-use shellkeep_engine::sandbox::Mode;
+use shellkeep_engine::ExplicitTimeout;
+use shellkeep_engine::SCOPE_VAR;
+use shellkeep_engine::SandboxMode as Mode;
+use shellkeep_engine::Stream;
+use shellkeep_engine::validate_name;
 
 use crate::render;
 
@@ -723,7 +723,7 @@ pub fn explicit_timeout(name: &str, value: f64) -> Result<ExplicitTimeout, Strin
 
 /// A session's name: 1 to 32 characters from `[A-Za-z0-9_.-]`.
 pub fn session(name: String) -> Result<String, String> {
-    match registry::validate_name(&name) {
+    match validate_name(&name) {
         Ok(()) => Ok(name),
         Err(err) => Err(render::registry_error(&err)),
     }
@@ -1134,8 +1134,8 @@ mod tests {
         let about = schema["properties"]["keys"]["description"].as_str().unwrap_or_default();
         let bounds = format!(
             "At most {} items and {} bytes.",
-            shellkeep_engine::keys::MAX_KEYS,
-            shellkeep_engine::keys::MAX_KEYS_BYTES
+            shellkeep_engine::MAX_KEYS,
+            shellkeep_engine::MAX_KEYS_BYTES
         );
         assert!(about.contains(&bounds), "{about}");
         // Not a list of strings: the argument is named.

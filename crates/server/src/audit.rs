@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use shellkeep_engine::private_fs;
+use shellkeep_engine::random_hex;
 
 mod call;
 mod dead;
@@ -164,7 +164,7 @@ impl AuditLog {
         Ok(AuditLog {
             path: path.to_owned(),
             mask,
-            server: private_fs::random_hex(4)?,
+            server: random_hex(4)?,
             next_id: AtomicU64::new(1),
             jobs: Mutex::default(),
             writer: Mutex::new(writer),
@@ -184,7 +184,7 @@ impl AuditLog {
             event: "server_start",
             id: &id,
             pid: Some(pid),
-            pid_start: shellkeep_engine::runtime_dir::start_ticks(pid),
+            pid_start: shellkeep_engine::start_ticks(pid),
             boot_id: dead::boot_id(),
             full_output_dir: Some(facts.full_output_dir.display().to_string()),
             output_prefix: Some(facts.output_prefix.clone()),

@@ -5,10 +5,10 @@
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
 //! The conversion is a function of the flags and of the environment it is
-//! given; it reads two files, the secrets file (`secrets::load`) and the
+//! given; it reads two files, the secrets file (`load_secrets`) and the
 //! HTTP token file (`http::auth::Tokens::read_file`), resolves
 //! the `--writable` directories, and asks the kernel what it can enforce of
-//! the sandbox (`sandbox::check`: a sandbox it cannot enforce is a flag
+//! the sandbox (`check_sandbox`: a sandbox it cannot enforce is a flag
 //! error, never a silent start without it). It does not read the policy
 //! file or start anything (`main` does, with the result).
 
@@ -18,17 +18,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shellkeep_engine::cgroup;
-use shellkeep_engine::guard::Guard;
-use shellkeep_engine::limits::{self, Bound, ResourceLimits};
-use shellkeep_engine::mask::Secrets;
-use shellkeep_engine::output::StoreLimits;
-use shellkeep_engine::output::{Retention, SpillLimits, SpillStore};
-use shellkeep_engine::record::{self, RecordSettings};
-use shellkeep_engine::registry::RegistryLimits;
-use shellkeep_engine::sandbox::{self, Enforcement, Mode};
-use shellkeep_engine::secrets::{self, Found};
-use shellkeep_engine::session::SessionConfig;
+use shellkeep_engine::Guard;
+use shellkeep_engine::RegistryLimits;
+use shellkeep_engine::Secrets;
+use shellkeep_engine::SessionConfig;
+use shellkeep_engine::StoreLimits;
+use shellkeep_engine::{Bound, MAX_CPU, MAX_NICE, MIN_CPU, MIN_MEMORY, MIN_TASKS, ResourceLimits};
+use shellkeep_engine::CgroupRequested;
+use shellkeep_engine::{DEFAULT_IDLE_LIMIT, RecordSettings};
+use shellkeep_engine::{Enforcement, SandboxMode as Mode, SandboxPolicy, check_sandbox};
+use shellkeep_engine::{Found, Sources};
+use shellkeep_engine::{Retention, SpillLimits, SpillStore};
 
 use crate::args;
 use crate::cli::ServeArgs;
@@ -44,7 +44,7 @@ pub const MAX_MIB: u64 = 1 << 20;
 /// The longest `--full-output-keep-days`: 100 years.
 pub const MAX_KEEP_DAYS: f64 = 36_500.0;
 /// The longest `--session-idle-expiry`: 365 days.
-pub const MAX_IDLE_EXPIRY: Duration = shellkeep_engine::policy::MAX_TIMEOUT;
+pub const MAX_IDLE_EXPIRY: Duration = shellkeep_engine::MAX_TIMEOUT;
 
 /// Everything the server runs with, checked. Built once from the flags by
 /// [`ServerConfig::from_args`].
@@ -84,13 +84,13 @@ pub struct ServerConfig {
     /// How sessions are recorded (`--record`); `None`: they are not.
     pub record: Option<RecordSettings>,
     /// The containment mode asked for.
-    pub containment: cgroup::Requested,
+    pub containment: CgroupRequested,
     /// The sandbox every session and `run` command gets unless it asks
     /// for a stricter one (`--sandbox`, `--writable`, `--network`,
     /// `--sandbox-best-effort`).
-    pub sandbox: sandbox::Policy,
+    pub sandbox: SandboxPolicy,
     /// What the kernel enforces of `sandbox` on this host
-    /// (`sandbox::check`); `None` when nothing is confined.
+    /// (`check_sandbox`); `None` when nothing is confined.
     pub enforcement: Option<Enforcement>,
     /// What each session and `run` command may take, and its `nice` value
     /// (`--memory-max`, `--tasks-max`, `--cpu-max`, `--nice`).
@@ -267,8 +267,8 @@ fn check_counts(args: &ServeArgs) -> Result<(), FlagError> {
 /// The secrets the flags name (and the defaults, unless turned off),
 /// looked for in `env` and the secrets file.
 fn load_secrets(args: &ServeArgs, env: &[(OsString, OsString)]) -> Result<Found, FlagError> {
-    secrets::load(
-        &secrets::Sources {
+    shellkeep_engine::load_secrets(
+        &Sources {
             names: args.secrets.clone(),
             names_from: "--secret or SHELLKEEP_SECRETS".to_owned(),
             file: args.secrets_file.clone(),
@@ -443,7 +443,7 @@ fn record_settings(args: &ServeArgs) -> Result<Option<RecordSettings>, FlagError
             max_age: days("--record-keep-days", args.record_keep_days)?,
             max_total: total,
         },
-        idle_limit: record::DEFAULT_IDLE_LIMIT,
+        idle_limit: DEFAULT_IDLE_LIMIT,
     }))
 }
 
@@ -454,7 +454,7 @@ fn record_settings(args: &ServeArgs) -> Result<Option<RecordSettings>, FlagError
 /// start directory (`--cwd`, else the working directory) is the workspace.
 /// This only reads the flags and the file system: what the kernel can
 /// enforce is [`enforcement`]'s question.
-pub fn sandbox_policy(args: &ServeArgs) -> Result<sandbox::Policy, FlagError> {
+pub fn sandbox_policy(args: &ServeArgs) -> Result<SandboxPolicy, FlagError> {
     let mode: Mode =
         args.sandbox.parse().map_err(|err: String| FlagError(format!("--sandbox: {err}")))?;
     let network = match args.network.as_str() {
@@ -498,17 +498,17 @@ pub fn sandbox_policy(args: &ServeArgs) -> Result<sandbox::Policy, FlagError> {
             writable.push(resolved);
         }
     }
-    Ok(sandbox::Policy { mode, writable, network, best_effort: args.sandbox_best_effort })
+    Ok(SandboxPolicy { mode, writable, network, best_effort: args.sandbox_best_effort })
 }
 
 /// What the kernel enforces of `policy` here (`None`: it confines
 /// nothing); a mode it cannot enforce, without `--sandbox-best-effort`, is
 /// the error that stops start-up, naming what is missing and what to do.
-pub fn enforcement(policy: &sandbox::Policy) -> Result<Option<Enforcement>, FlagError> {
+pub fn enforcement(policy: &SandboxPolicy) -> Result<Option<Enforcement>, FlagError> {
     if !policy.is_confined() {
         return Ok(None);
     }
-    sandbox::check(policy).map(Some).map_err(FlagError)
+    check_sandbox(policy).map(Some).map_err(FlagError)
 }
 
 /// The most `--writable` directories: each is a Landlock rule of every
@@ -521,7 +521,7 @@ pub fn grace(args: &ServeArgs) -> Result<Duration, FlagError> {
 }
 
 /// `--containment`, which every subcommand that starts processes uses.
-pub fn containment(args: &ServeArgs) -> Result<cgroup::Requested, FlagError> {
+pub fn containment(args: &ServeArgs) -> Result<CgroupRequested, FlagError> {
     args.containment.parse().map_err(|err: String| FlagError(format!("--containment: {err}")))
 }
 
@@ -580,14 +580,14 @@ pub fn state_dir() -> Option<PathBuf> {
 pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
     let mut limits = ResourceLimits::default();
     if let Some(text) = &args.memory_max {
-        let min = limits::MIN_MEMORY >> 20;
+        let min = MIN_MEMORY >> 20;
         limits.memory = match whole("--memory-max", text, min, MAX_MIB, "MiB")? {
             Some(mib) => Bound::Set(mib << 20),
             None => Bound::None,
         };
     }
     if let Some(text) = &args.tasks_max {
-        limits.tasks = match whole("--tasks-max", text, limits::MIN_TASKS, 1 << 22, "tasks")? {
+        limits.tasks = match whole("--tasks-max", text, MIN_TASKS, 1 << 22, "tasks")? {
             Some(tasks) => Bound::Set(tasks),
             None => Bound::None,
         };
@@ -599,13 +599,12 @@ pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
                 value
                     .parse::<f64>()
                     .ok()
-                    .filter(|cpu| (limits::MIN_CPU..=limits::MAX_CPU).contains(cpu))
+                    .filter(|cpu| (MIN_CPU..=MAX_CPU).contains(cpu))
                     .ok_or_else(|| {
                         FlagError(format!(
                             "--cpu-max must be a number of CPUs from {} to {} (1.5: one and a \
                              half cores), or none, got {text:?}",
-                            limits::MIN_CPU,
-                            limits::MAX_CPU
+                            MIN_CPU, MAX_CPU
                         ))
                     })?,
             ),
@@ -616,12 +615,12 @@ pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
             .trim()
             .parse::<i32>()
             .ok()
-            .filter(|nice| (0..=limits::MAX_NICE).contains(nice))
+            .filter(|nice| (0..=MAX_NICE).contains(nice))
             .ok_or_else(|| {
                 FlagError(format!(
                     "--nice must be a whole number from 0 to {} (higher: lower priority), got \
                      {text:?}",
-                    limits::MAX_NICE
+                    MAX_NICE
                 ))
             })?;
     }
@@ -687,13 +686,13 @@ mod tests {
             config.retention,
             Retention { max_age: Duration::from_secs(7 * 86_400), max_total: 1 << 30 }
         );
-        assert_eq!(config.containment, cgroup::Requested::Auto);
+        assert_eq!(config.containment, CgroupRequested::Auto);
         assert_eq!(config.record, None);
         // No sandbox unless asked for; the workspace is the start directory.
         let here = std::fs::canonicalize(".").expect("the working directory");
         assert_eq!(
             config.sandbox,
-            sandbox::Policy {
+            SandboxPolicy {
                 mode: Mode::Off,
                 writable: vec![here],
                 network: true,
@@ -769,7 +768,7 @@ mod tests {
             }),
             (&["--full-output-keep-mib", "0"], |c| c.retention.max_total == 0),
             (&["--containment", "markers"], |c| {
-                c.containment == cgroup::Requested::Only(cgroup::Mode::Markers)
+                c.containment == CgroupRequested::Only(shellkeep_engine::CgroupMode::Markers)
             }),
             (&["--no-rc"], |c| !c.source_rc),
             (&["--record", "/var/rec"], |c| {

@@ -28,16 +28,24 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use shellkeep_engine::bash_script;
-use shellkeep_engine::cgroup;
-use shellkeep_engine::guard::{self, Guard};
-use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::output::SpillStore;
-use shellkeep_engine::policy::{self, ExplicitTimeout, LoadedPolicy, Policy};
-use shellkeep_engine::process;
-use shellkeep_engine::record::{self, Recorder};
-use shellkeep_engine::sandbox;
-use shellkeep_engine::{private_fs, runtime_dir};
+use shellkeep_engine::SpillStore;
+use shellkeep_engine::shell_command_line;
+use shellkeep_engine::{CgroupMode, CgroupRequested};
+use shellkeep_engine::{
+    Enforcement, SandboxMode, SandboxPolicy, check_sandbox, set_private_tmp_base,
+};
+use shellkeep_engine::{ExplicitTimeout, LoadedPolicy, Policy, load_policy_from_environment};
+use shellkeep_engine::{Guard, GuardOptions, serve_guard};
+use shellkeep_engine::{Recorder, read_cast, replay_delay};
+use shellkeep_engine::{RunRequest, RunStatus, run_oneshot};
+use shellkeep_engine::{
+    check_private_dir, create_server_dir, ensure_private_dir, euid, remove_dead_server_dirs,
+    runtime_base,
+};
+use shellkeep_engine::{
+    end_containment, guard_channel_from_stdin, init_containment, is_ours, landlock_abi,
+    process_command_line, reap_adopted_orphans, seccomp_status, server_token, sweep_dead_servers,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
@@ -46,8 +54,8 @@ use crate::config::ServerConfig;
 /// Chooses the containment before anything is started (see
 /// `shellkeep_engine::cgroup`); the returned value ends it (kills what is
 /// left in the server's control group and removes it) when dropped.
-fn start_containment(requested: cgroup::Requested) -> anyhow::Result<ContainmentEnd> {
-    let active = process::init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
+fn start_containment(requested: CgroupRequested) -> anyhow::Result<ContainmentEnd> {
+    let active = init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
     match &active.dir {
         Some(dir) => tracing::info!("containment: {} in {}", active.mode.as_str(), dir.display()),
         None => tracing::info!("containment: scope markers only"),
@@ -60,7 +68,7 @@ struct ContainmentEnd;
 
 impl Drop for ContainmentEnd {
     fn drop(&mut self) {
-        process::end_containment();
+        end_containment();
     }
 }
 
@@ -70,9 +78,8 @@ fn main() -> std::process::ExitCode {
         // No runtime: the guard only waits. Its log lines go to the
         // server's stderr. Its stdin is its channel from the server.
         init_logging();
-        let options = guard::GuardOptions { runtime_dir: runtime_dir.clone() };
-        let served =
-            process::guard_channel_from_stdin().and_then(|channel| guard::serve(channel, &options));
+        let options = GuardOptions { runtime_dir: runtime_dir.clone() };
+        let served = guard_channel_from_stdin().and_then(|channel| serve_guard(channel, &options));
         return match served {
             Ok(_) => std::process::ExitCode::SUCCESS,
             Err(err) => {
@@ -121,8 +128,7 @@ fn init_logging() {
 /// log (the debug log names every request with its arguments) and the
 /// wire's own errors (which quote parameters that do not parse). Set once
 /// the configuration is read, before anything is served.
-static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::mask::Secrets>> =
-    std::sync::OnceLock::new();
+static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::Secrets>> = std::sync::OnceLock::new();
 
 /// `text` masked with the server's secrets (as it is before they are
 /// known).
@@ -266,7 +272,7 @@ async fn verify_timeouts(
 
 /// Loads the policy the flags and environment select, logging any notice.
 fn load_policy(file: Option<&std::path::Path>) -> anyhow::Result<LoadedPolicy> {
-    let loaded = policy::load_from_environment(file)?;
+    let loaded = load_policy_from_environment(file)?;
     if let Some(notice) = &loaded.notice {
         tracing::warn!("{notice}");
     }
@@ -291,21 +297,20 @@ impl RuntimeDir {
             .map(PathBuf::from)
             .filter(|dir| dir.is_absolute() && dir.is_dir());
         let temp = std::env::temp_dir();
-        let (base, notice) =
-            runtime_dir::runtime_base(xdg.as_deref(), &temp).with_context(|| {
-                format!(
-                    "cannot make a private runtime directory in {}; set TMPDIR or \
+        let (base, notice) = runtime_base(xdg.as_deref(), &temp).with_context(|| {
+            format!(
+                "cannot make a private runtime directory in {}; set TMPDIR or \
                  XDG_RUNTIME_DIR to a directory only you can write to",
-                    xdg.as_deref().unwrap_or(&temp).display()
-                )
-            })?;
+                xdg.as_deref().unwrap_or(&temp).display()
+            )
+        })?;
         if let Some(notice) = notice {
             tracing::warn!("{notice}");
         }
-        for removed in runtime_dir::remove_dead_server_dirs(&base, &temp) {
+        for removed in remove_dead_server_dirs(&base, &temp) {
             tracing::info!("removed {}, left by a server that is gone", removed.display());
         }
-        let path = runtime_dir::create_server_dir(&base)
+        let path = create_server_dir(&base)
             .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
         tracing::info!("runtime directory: {}", path.display());
         Ok(RuntimeDir { path })
@@ -330,7 +335,7 @@ fn full_output_store(
     let wanted = config.full_output_dir.clone().or_else(default_full_output_dir);
     let checked = wanted.as_ref().map(|dir| {
         anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
-        private_fs::ensure_private_dir(dir).map_err(anyhow::Error::from)
+        ensure_private_dir(dir).map_err(anyhow::Error::from)
     });
     match (wanted, checked) {
         (Some(dir), Some(Ok(()))) => {
@@ -378,7 +383,7 @@ fn replay(
         .map(|limit| limit.as_secs_f64());
     let opened = std::fs::File::open(file)
         .with_context(|| format!("cannot open the recording {}", file.display()))?;
-    let (header, mut events) = record::read_cast(std::io::BufReader::new(opened))
+    let (header, mut events) = read_cast(std::io::BufReader::new(opened))
         .map_err(|err| anyhow::anyhow!("{}: {err}", file.display()))?;
     let idle_limit = idle_limit.or(header.idle_time_limit);
     let mut stdout = std::io::stdout().lock();
@@ -389,7 +394,7 @@ fn replay(
         if event.code != "o" {
             continue;
         }
-        std::thread::sleep(record::replay_delay(previous, event.time, idle_limit, speed));
+        std::thread::sleep(replay_delay(previous, event.time, idle_limit, speed));
         previous = event.time;
         stdout.write_all(event.data.as_bytes())?;
         stdout.flush()?;
@@ -401,7 +406,7 @@ fn replay(
 /// error names the flag); old recordings are pruned in the background.
 fn recorder(config: &ServerConfig, prefix: &str) -> anyhow::Result<Option<Arc<Recorder>>> {
     let Some(settings) = &config.record else { return Ok(None) };
-    private_fs::ensure_private_dir(&settings.dir).with_context(|| {
+    ensure_private_dir(&settings.dir).with_context(|| {
         format!("--record {}: cannot keep recordings there", settings.dir.display())
     })?;
     let recorder = Recorder::new(settings.clone(), prefix);
@@ -425,7 +430,7 @@ fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<
     let dir = dir.to_str().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the runtime directory is not UTF-8")
     })?;
-    Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(process::server_token()))
+    Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(server_token()))
 }
 
 /// Watches SIGTERM, SIGINT and SIGHUP on a thread of its own, and cancels
@@ -433,7 +438,7 @@ fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<
 /// processes: a person's `kill`, the client, a closing terminal (the
 /// kernel's, which has no sender). One sent by a process of the server's
 /// sessions or `run` commands (`kill $PPID`, `kill -- -1`;
-/// `process::is_ours`, checked at once, while a sender that has just
+/// `is_ours`, checked at once, while a sender that has just
 /// exited is still a zombie of its parent) is ignored, logged and kept for
 /// the next reply ([`tools::note_refused_signal`]). A sender already reaped
 /// by then cannot be told apart from a person's and stops the server.
@@ -447,7 +452,7 @@ fn watch_stop_signals(stop: CancellationToken) -> std::io::Result<signal_hook::i
     std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
         for origin in signals.forever() {
             let sender = origin.process.map(|process| process.pid);
-            let Some(pid) = sender.filter(|&pid| process::is_ours(pid)) else {
+            let Some(pid) = sender.filter(|&pid| is_ours(pid)) else {
                 tracing::info!(signal = origin.signal, sender, "stopping on a signal");
                 stop.cancel();
                 return;
@@ -455,7 +460,7 @@ fn watch_stop_signals(stop: CancellationToken) -> std::io::Result<signal_hook::i
             let refused = tools::RefusedSignal {
                 signal: signal_name(origin.signal),
                 pid,
-                command: process::command_line(pid),
+                command: process_command_line(pid),
             };
             tracing::warn!(
                 "ignored {} from pid {pid}, one of the server's own processes ({})",
@@ -495,9 +500,9 @@ async fn run_once(
     let _containment = start_containment(config::containment(args)?)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
     // them even with a cleared environment.
-    let reaper = tokio::spawn(async { process::reap_adopted_orphans(|_| {}).await });
+    let reaper = tokio::spawn(async { reap_adopted_orphans(|_| {}).await });
     let dir = RuntimeDir::create()?;
-    sandbox::set_private_tmp_base(dir.path.clone());
+    set_private_tmp_base(dir.path.clone());
     let request_cwd = cwd.clone();
     let (_, category_limits) = loaded.policy.resources_for(&command);
     let request = RunRequest {
@@ -508,7 +513,7 @@ async fn run_once(
         resources: config::resources(args)?.with_category(&category_limits),
         ..RunRequest::new(command, decision.limits, &dir.path, "run")
     };
-    let outcome = oneshot::run(request, CancellationToken::new()).await;
+    let outcome = run_oneshot(request, CancellationToken::new()).await;
     reaper.abort();
     let (_, structured) = render::run(&outcome, &decision);
     let mut value = serde_json::to_value(&structured)?;
@@ -530,9 +535,9 @@ async fn run_once(
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{json}")?;
     let code = match outcome.status() {
-        oneshot::RunStatus::Success => outcome.exit_code(),
-        oneshot::RunStatus::Timeout => 124,
-        oneshot::RunStatus::Error => 125,
+        RunStatus::Success => outcome.exit_code(),
+        RunStatus::Timeout => 124,
+        RunStatus::Error => 125,
     };
     Ok(std::process::ExitCode::from(code.clamp(0, 255) as u8))
 }
@@ -542,7 +547,7 @@ async fn run_once(
 /// its arguments, each passed as it is (`touch 'a b'` makes one file),
 /// quoted into the line the policy and bash see.
 fn cli_command(mut words: Vec<String>) -> String {
-    if words.len() == 1 { words.remove(0) } else { bash_script::command_line(&words) }
+    if words.len() == 1 { words.remove(0) } else { shell_command_line(&words) }
 }
 
 /// `--timeout` of `run` and `policy explain`, under the rule every timeout
@@ -557,7 +562,7 @@ fn cli_timeout(timeout: Option<f64>) -> anyhow::Result<Option<ExplicitTimeout>> 
 /// `doctor`'s lines about the resource limits: each limit, its value and
 /// what applies it on this host (found with the containment in use).
 fn limits_lines(args: &ServeArgs) -> Vec<String> {
-    use shellkeep_engine::limits::{self, Bound, Mechanism, Resource};
+    use shellkeep_engine::{Bound, Mechanism, Resource, limit_mechanism, nproc_exempt};
     let asked = match config::resources(args) {
         Ok(asked) => asked,
         Err(err) => return vec![format!("resource limits: {err}")],
@@ -581,7 +586,7 @@ fn limits_lines(args: &ServeArgs) -> Vec<String> {
         };
         let origin = if matches!(bound, Bound::Default(_)) { " (default)" } else { "" };
         let set = matches!(bound, Bound::Set(_));
-        let (mechanism, why) = limits::mechanism(resource, set);
+        let (mechanism, why) = limit_mechanism(resource, set);
         let how = match mechanism {
             _ if bound == Bound::None => String::new(),
             Mechanism::Cgroup2 => {
@@ -592,7 +597,7 @@ fn limits_lines(args: &ServeArgs) -> Vec<String> {
                 " through RLIMIT_AS: each process's address space, not the session's total"
                     .to_owned()
             }
-            Mechanism::Rlimit if limits::nproc_exempt() => {
+            Mechanism::Rlimit if nproc_exempt() => {
                 " NOT applied: RLIMIT_NPROC does not apply to root or CAP_SYS_RESOURCE".to_owned()
             }
             Mechanism::Rlimit => " through RLIMIT_NPROC: it counts every process and thread of \
@@ -622,15 +627,12 @@ fn limits_lines(args: &ServeArgs) -> Vec<String> {
 /// `shellkeep doctor`: what protects this host's sessions, one fact per
 /// line, each with what it means. Never fails for what it finds.
 async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
-    let mut lines = vec![format!(
-        "shellkeep {} doctor (uid {})",
-        env!("CARGO_PKG_VERSION"),
-        private_fs::euid()
-    )];
+    let mut lines =
+        vec![format!("shellkeep {} doctor (uid {})", env!("CARGO_PKG_VERSION"), euid())];
     let mode = doctor_containment(args, &mut lines);
     // What the flags ask of the sandbox, and what the kernel enforces of it.
     let asked = config::sandbox_policy(args).map_err(|err| err.0);
-    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(sandbox::check);
+    let check = asked.as_ref().ok().filter(|policy| policy.is_confined()).map(check_sandbox);
     let filtered = matches!(&check, Some(Ok(enforcement)) if enforcement.filter);
     lines.push(doctor_memory(&check));
     let tiocsti = legacy_tiocsti_line(std::fs::read_to_string(LEGACY_TIOCSTI).ok().as_deref());
@@ -639,18 +641,18 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     } else {
         tiocsti
     });
-    lines.push(match process::landlock_abi() {
+    lines.push(match landlock_abi() {
         Ok(abi) => format!("landlock: ABI {abi} (available)"),
         Err(err) => format!("landlock: not available ({err})"),
     });
-    lines.push(format!("seccomp: {}", process::seccomp_status()));
+    lines.push(format!("seccomp: {}", seccomp_status()));
     lines.extend(doctor_sandbox_modes(&asked, check.as_ref()));
     lines.push(doctor_runtime_dir());
     let env: Vec<_> = std::env::vars_os().collect();
     lines.push(http::doctor_line(config::http(args, &env).map_err(|err| err.0)));
     lines.push(doctor_full_output_dir(args));
     // As every start does: what servers that are gone left running.
-    lines.push(match tokio::task::spawn_blocking(process::sweep_dead_servers).await.unwrap_or(0) {
+    lines.push(match tokio::task::spawn_blocking(sweep_dead_servers).await.unwrap_or(0) {
         0 => "processes left by servers that are gone: none".to_owned(),
         found => format!("processes left by servers that are gone: {found}, stopped now"),
     });
@@ -667,14 +669,14 @@ async fn doctor(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
 /// `doctor`'s lines on containment (and, where it works, the resource
 /// limits), pushed to `lines`: the mode it found, if any. Containment is
 /// ended again before it returns.
-fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<cgroup::Mode> {
-    let requested = args.containment.parse::<cgroup::Requested>();
+fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<CgroupMode> {
+    let requested = args.containment.parse::<CgroupRequested>();
     let mut mode = None;
-    match requested.as_ref().map_err(Clone::clone).and_then(|r| process::init_containment(*r)) {
+    match requested.as_ref().map_err(Clone::clone).and_then(|r| init_containment(*r)) {
         Ok(active) => {
             mode = Some(active.mode);
             let what = match active.mode {
-                cgroup::Mode::Cgroup2 | cgroup::Mode::Cgroup1 => format!(
+                CgroupMode::Cgroup2 | CgroupMode::Cgroup1 => format!(
                     "every session and run command in a control group of its own under {}; \
                      stopping one kills everything in its group",
                     active.dir.as_deref().and_then(|d| d.parent()).map_or_else(
@@ -682,7 +684,7 @@ fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<cgrou
                         |parent| parent.join("shellkeep-<pid>-<random>").display().to_string()
                     ),
                 ),
-                cgroup::Mode::Markers => "no control groups: scope markers in the \
+                CgroupMode::Markers => "no control groups: scope markers in the \
                                           environment, process groups, sessions and ancestry"
                     .to_owned(),
             };
@@ -690,7 +692,7 @@ fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<cgrou
             for why in &active.unavailable {
                 lines.push(format!("  not used: {why}"));
             }
-            if requested == Ok(cgroup::Requested::Auto) && active.unavailable.is_empty() {
+            if requested == Ok(CgroupRequested::Auto) && active.unavailable.is_empty() {
                 lines.push("  this is the best mode shellkeep has".to_owned());
             }
         }
@@ -699,13 +701,13 @@ fn doctor_containment(args: &ServeArgs, lines: &mut Vec<String>) -> Option<cgrou
     if mode.is_some() {
         lines.extend(limits_lines(args));
     }
-    process::end_containment();
+    end_containment();
     mode
 }
 
 /// `doctor`'s line on whether a process of the same user can read another's
 /// memory, and what the sandbox `check` found does about it.
-fn doctor_memory(check: &Option<Result<sandbox::Enforcement, String>>) -> String {
+fn doctor_memory(check: &Option<Result<Enforcement, String>>) -> String {
     let memory = match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
         Ok(scope) => {
             let scope = scope.trim().to_owned();
@@ -738,21 +740,21 @@ fn doctor_memory(check: &Option<Result<sandbox::Enforcement, String>>) -> String
 /// `check`), and what each mode would get on this kernel (best effort, so
 /// that what is missing is listed, not an error).
 fn doctor_sandbox_modes(
-    asked: &Result<sandbox::Policy, String>,
-    check: Option<&Result<sandbox::Enforcement, String>>,
+    asked: &Result<SandboxPolicy, String>,
+    check: Option<&Result<Enforcement, String>>,
 ) -> Vec<String> {
     let workspace = asked.as_ref().map_or_else(|_| Vec::new(), |policy| policy.writable.clone());
-    let modes: Vec<(sandbox::Policy, Result<sandbox::Enforcement, String>)> =
-        [sandbox::Mode::WorkspaceWrite, sandbox::Mode::ReadOnly]
+    let modes: Vec<(SandboxPolicy, Result<Enforcement, String>)> =
+        [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly]
             .into_iter()
             .map(|mode| {
-                let policy = sandbox::Policy {
+                let policy = SandboxPolicy {
                     mode,
                     writable: workspace.clone(),
                     network: false,
                     best_effort: true,
                 };
-                let result = sandbox::check(&policy);
+                let result = check_sandbox(&policy);
                 (policy, result)
             })
             .collect();
@@ -783,7 +785,7 @@ fn doctor_full_output_dir(args: &ServeArgs) -> String {
                 dir.display()
             )
         }
-        Some(dir) => match private_fs::check_private_dir(&dir) {
+        Some(dir) => match check_private_dir(&dir) {
             Ok(()) => format!("full-output directory: {} (private: ok)", dir.display()),
             Err(err) => format!(
                 "full-output directory: {} FAILS ({err}); full outputs would go to the runtime \
@@ -800,9 +802,9 @@ fn doctor_full_output_dir(args: &ServeArgs) -> String {
 /// `doctor`'s line on what no process of the same user can be kept from
 /// doing (under containment `mode`, with or without the sandbox's signal
 /// filter).
-fn doctor_signals(mode: Option<cgroup::Mode>, filtered: bool) -> String {
+fn doctor_signals(mode: Option<CgroupMode>, filtered: bool) -> String {
     let left = match mode {
-        Some(cgroup::Mode::Markers) | None => {
+        Some(CgroupMode::Markers) | None => {
             "what still carries its marker (a process that also cleared its environment or \
              turned non-dumpable survives)"
         }

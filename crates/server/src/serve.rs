@@ -16,14 +16,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rmcp::ServiceExt;
-use shellkeep_engine::cgroup;
-use shellkeep_engine::guard::Guard;
-use shellkeep_engine::output::SpillStore;
-use shellkeep_engine::private_fs;
-use shellkeep_engine::process;
-use shellkeep_engine::record::Recorder;
-use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::sandbox;
+use shellkeep_engine::DEFAULT_SESSION;
+use shellkeep_engine::Guard;
+use shellkeep_engine::Recorder;
+use shellkeep_engine::SpillStore;
+use shellkeep_engine::make_process_undumpable;
+use shellkeep_engine::server_dir;
+use shellkeep_engine::set_private_tmp_base;
+use shellkeep_engine::{
+    Root, Targets, bash_path, reap_adopted_orphans, sweep_dead_servers, terminate_targets,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{HttpConfig, ServerConfig};
@@ -96,14 +98,14 @@ impl Running {
         // What servers that are gone left running (killed with their
         // guard): stopped in the background, so that the start does not
         // wait.
-        let sweep = tokio::task::spawn_blocking(process::sweep_dead_servers);
+        let sweep = tokio::task::spawn_blocking(sweep_dead_servers);
         let cwd = working_dir(&config)?;
         // Resolved once, before any command's `env` can change `PATH`.
-        let _ = process::bash();
+        let _ = bash_path();
         let dir = RuntimeDir::create()?;
         // A sandboxed `run`'s temporary directory goes where the guard looks
         // after a server SIGKILL.
-        sandbox::set_private_tmp_base(dir.path.clone());
+        set_private_tmp_base(dir.path.clone());
         let guard = start_guard(&dir);
         let reaper = spawn_reaper(guard.clone());
         let outputs = FullOutputs::start(&config, &dir, audit.as_deref())?;
@@ -193,8 +195,8 @@ impl Leftovers {
     /// given up is not spared: its old pid may be anything's now).
     async fn terminate(&self, guard: Option<&Guard>) {
         let guard_pid = guard.and_then(Guard::live_pid).map(|pid| pid as i32);
-        process::terminate(
-            &process::Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
+        terminate_targets(
+            &Targets::whole_server(&guard_pid.into_iter().collect::<Vec<_>>()),
             self.grace,
         )
         .await;
@@ -219,7 +221,7 @@ fn tell_guard_the_end(guard: Option<Arc<Guard>>) {
 /// First of all: a command running as the same user must not be able to
 /// open our stdout through /proc and forge protocol messages.
 fn harden_process() {
-    if let Err(err) = private_fs::make_process_undumpable() {
+    if let Err(err) = make_process_undumpable() {
         tracing::warn!(
             "cannot make the server non-dumpable ({err}); commands could write to its stdout through /proc"
         );
@@ -246,7 +248,7 @@ fn start_guard(dir: &RuntimeDir) -> Option<Arc<Guard>> {
     };
     // After a server SIGKILL the guard kills the server's control groups,
     // whatever their processes did to their markers.
-    if let Some(cgroups) = cgroup::server_dir() {
+    if let Some(cgroups) = server_dir() {
         guard.watch_cgroup(cgroups);
     }
     Some(guard)
@@ -258,12 +260,12 @@ fn start_guard(dir: &RuntimeDir) -> Option<Arc<Guard>> {
 /// once we are gone.
 fn spawn_reaper(guard: Option<Arc<Guard>>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let told = move |roots: &[process::Root]| {
+        let told = move |roots: &[Root]| {
             if let Some(guard) = &guard {
                 guard.watch_trees(roots);
             }
         };
-        if let Err(err) = process::reap_adopted_orphans(told).await {
+        if let Err(err) = reap_adopted_orphans(told).await {
             tracing::warn!("cannot become a subreaper ({err}); orphans may outlive the server");
         }
     })
@@ -286,7 +288,7 @@ impl FullOutputs {
         dir: &RuntimeDir,
         audit: Option<&audit::AuditLog>,
     ) -> anyhow::Result<FullOutputs> {
-        let prefix = shellkeep_engine::output::server_prefix()?;
+        let prefix = shellkeep_engine::server_prefix()?;
         let spill = crate::full_output_store(config, &dir.path.join("output"), &prefix)?;
         if let Some(log) = audit {
             log.server_started(&audit::ServerFacts {

@@ -35,9 +35,9 @@ use rmcp::model::{
     ProtocolVersion, RequestMetaObject, Task, TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
-use shellkeep_engine::mask::Secrets;
-use shellkeep_engine::policy::Policy;
-use shellkeep_engine::registry::DEFAULT_SESSION;
+use shellkeep_engine::DEFAULT_SESSION;
+use shellkeep_engine::Policy;
+use shellkeep_engine::Secrets;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -409,7 +409,7 @@ impl Tasks {
 
 /// A fresh task id: 128 random bits.
 fn new_id() -> String {
-    shellkeep_engine::private_fs::random_hex(ID_BYTES).unwrap_or_else(|err| {
+    shellkeep_engine::random_hex(ID_BYTES).unwrap_or_else(|err| {
         // The kernel's random source does not fail on a working system;
         // if it does, nothing guessable is made up in its place.
         panic!("no random task id: {err}")

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::policy::{ExplicitTimeout, Policy};
+use shellkeep_engine::{ExplicitTimeout, Policy};
+use shellkeep_engine::{RunRequest, run_oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::render;
@@ -93,7 +93,7 @@ pub async fn run(policy: &Policy, output: &Path, scratch: &Path) -> anyhow::Resu
         let decision = policy.decide(case.command, Some(explicit));
         let request =
             RunRequest::new(case.command, decision.limits, scratch, format!("verify-{index}"));
-        let outcome = oneshot::run(request, CancellationToken::new()).await;
+        let outcome = run_oneshot(request, CancellationToken::new()).await;
         let (_, result) = render::run(&outcome, &decision);
         let passed = (case.check)(&result);
         all_passed &= passed;

@@ -865,8 +865,7 @@ mod tests {
     #[test]
     fn bad_params_masks_what_it_quotes() {
         let value = "wire-secret-value-0123";
-        let secrets =
-            shellkeep_engine::mask::Secrets::new([("W".to_owned(), value.to_owned())], true);
+        let secrets = shellkeep_engine::Secrets::new([("W".to_owned(), value.to_owned())], true);
         let _ = crate::LOG_MASKS.set(std::sync::Arc::new(secrets));
         let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
         for quoted in [value, token] {

@@ -24,10 +24,10 @@ use super::pass::Passed;
 use super::spill::{CommandSpill, Saved, SpillCut};
 
 /// Bytes of a command's output kept in memory before it moves to a file.
-pub const MEMORY_LIMIT: usize = 8 * 1024;
+pub(super) const MEMORY_LIMIT: usize = 8 * 1024;
 
 /// One index entry per this many lines.
-pub const INDEX_STEP: u64 = 1024;
+pub(super) const INDEX_STEP: u64 = 1024;
 
 /// The most characters one read returns; a longer line is cut.
 pub const READ_CAP: usize = 30_000;

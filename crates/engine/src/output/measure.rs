@@ -41,7 +41,7 @@ pub fn share(budget: usize, sizes: &[usize]) -> Vec<usize> {
 }
 
 /// Number of characters in `text`, counted fast on its bytes.
-pub fn count_chars(text: &str) -> usize {
+pub(crate) fn count_chars(text: &str) -> usize {
     text.bytes().filter(|&b| (b as i8) >= -0x40).count()
 }
 
@@ -52,6 +52,6 @@ pub(super) fn count_lines(text: &[u8]) -> usize {
 }
 
 /// Byte index of the `n`th character of `text` (its length if shorter).
-pub fn byte_index_of_char(text: &str, n: usize) -> usize {
+pub(super) fn byte_index_of_char(text: &str, n: usize) -> usize {
     text.char_indices().nth(n).map_or(text.len(), |(index, _)| index)
 }

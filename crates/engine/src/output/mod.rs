@@ -23,14 +23,15 @@ mod spill;
 mod store;
 mod view;
 
-pub use log::{CommandLog, LogPage, MAX_READ_LINES, NotSaved, READ_CAP, StoreError, Stream};
-pub use measure::{count_chars, json_chars, share};
+pub(crate) use log::CommandLog;
+pub use log::{LogPage, MAX_READ_LINES, NotSaved, READ_CAP, StoreError, Stream};
+pub(crate) use measure::count_chars;
+pub use measure::{json_chars, share};
+pub(crate) use pass::Masking;
 pub(crate) use pass::pass;
-pub use pass::{Masking, Passed};
-pub use sink::{IDLE_OUTPUT_CAP, IdleOutput, OutputSink};
-pub use spill::{
-    CommandSpill, DIR_MARK, FILE_TAG, Retention, Saved, SpillCut, SpillLimit, SpillLimits,
-    SpillStore, human_bytes, server_prefix,
-};
-pub use store::{OutputStore, RunLogs, StoreLimits};
-pub use view::{CappedOutput, Continued, Shown, ShownLine, UnfinishedLine, head_tail};
+pub(crate) use sink::{IdleOutput, OutputSink};
+pub(crate) use spill::{CommandSpill, human_bytes};
+pub use spill::{Retention, Saved, SpillCut, SpillLimit, SpillLimits, SpillStore, server_prefix};
+pub use store::{OutputStore, StoreLimits};
+pub use view::Shown;
+pub(crate) use view::{UnfinishedLine, head_tail};

@@ -19,7 +19,7 @@ use crate::mask::{Secrets, StreamMasker};
 /// makes one, so every view and log write, which take only this, is text
 /// that passed the one place.
 #[derive(Debug)]
-pub struct Passed<'a> {
+pub(crate) struct Passed<'a> {
     text: Cow<'a, str>,
     /// Secrets masked in it.
     masked: u64,
@@ -27,17 +27,17 @@ pub struct Passed<'a> {
 
 impl Passed<'_> {
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The text, owned.
-    pub fn into_string(self) -> String {
+    pub(crate) fn into_string(self) -> String {
         self.text.into_owned()
     }
 
     /// How many secrets were masked in it.
-    pub fn masked(&self) -> u64 {
+    pub(crate) fn masked(&self) -> u64 {
         self.masked
     }
 }
@@ -45,19 +45,19 @@ impl Passed<'_> {
 /// How one stream of output is masked: the secrets, and the stream's
 /// state (the undecided tail held back, what the last piece left open).
 #[derive(Debug, Clone)]
-pub struct Masking {
+pub(crate) struct Masking {
     secrets: Arc<Secrets>,
     stream: StreamMasker,
 }
 
 impl Masking {
     /// A stream masked with `secrets`, nothing held yet.
-    pub fn new(secrets: Arc<Secrets>) -> Masking {
+    pub(crate) fn new(secrets: Arc<Secrets>) -> Masking {
         Masking { secrets, stream: StreamMasker::new() }
     }
 
     /// The secrets.
-    pub fn secrets(&self) -> &Arc<Secrets> {
+    pub(crate) fn secrets(&self) -> &Arc<Secrets> {
         &self.secrets
     }
 }

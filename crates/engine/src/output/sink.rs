@@ -29,7 +29,7 @@ use crate::mask::Secrets;
 /// log (the only stored copy) and feeds the view a reply shows (head and
 /// tail in memory). Nothing else writes either.
 #[derive(Debug)]
-pub struct OutputSink {
+pub(crate) struct OutputSink {
     log: Arc<CommandLog>,
     /// What the next reply shows.
     view: CappedOutput,
@@ -48,7 +48,7 @@ pub struct OutputSink {
 impl OutputSink {
     /// A sink writing into `log`, whose views show at most `cap`
     /// characters each, masking `secrets`.
-    pub fn new(log: Arc<CommandLog>, cap: usize, secrets: Arc<Secrets>) -> OutputSink {
+    pub(crate) fn new(log: Arc<CommandLog>, cap: usize, secrets: Arc<Secrets>) -> OutputSink {
         OutputSink {
             log,
             view: CappedOutput::new(cap),
@@ -63,7 +63,7 @@ impl OutputSink {
     /// the view shows it (less the start of a line an earlier reply
     /// showed), and the log moves to its file when a reply will name it
     /// (`OutputSink::log_needs_file`).
-    pub fn push(&mut self, text: &str) {
+    pub(crate) fn push(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -101,7 +101,7 @@ impl OutputSink {
     /// The command ended with `exit_code`: what `pass` held back is
     /// released (a command's last output is never held), and the log is
     /// finished.
-    pub fn finish(&mut self, exit_code: i32) {
+    pub(crate) fn finish(&mut self, exit_code: i32) {
         let rest = pass(&mut self.masking, "", true);
         self.keep(&rest);
         self.log.finish(exit_code);
@@ -113,7 +113,7 @@ impl OutputSink {
     /// passes after what the stream holds back (the start of a line cut at
     /// the rows of a long line that scrolled off the screen), so that a
     /// secret across that cut is masked too.
-    pub fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
+    pub(crate) fn show_unfinished(&mut self, line: &str, room: usize) -> UnfinishedLine {
         let passed = pass_shown(&self.masking, line);
         let mut shown = show_unfinished_line(passed.as_str(), self.line_shown.as_ref(), room);
         shown.masked = passed.masked();
@@ -125,7 +125,7 @@ impl OutputSink {
     /// now (not kept; its lines are kept as they scroll off or when it
     /// ends), and the secrets masked in it. The next reply shows the
     /// current line whole.
-    pub fn show_screen(&mut self, screen: String) -> (String, u64) {
+    pub(crate) fn show_screen(&mut self, screen: String) -> (String, u64) {
         self.line_shown = None;
         let passed = pass(&mut Masking::new(Arc::clone(self.masking.secrets())), &screen, true);
         let masked = passed.masked();
@@ -134,7 +134,7 @@ impl OutputSink {
 
     /// The line a progress report shows: the screen's newest line while
     /// there is one (not committed yet), else the last line of the view.
-    pub fn progress_line(&self, screen_line: String) -> String {
+    pub(crate) fn progress_line(&self, screen_line: String) -> String {
         if screen_line.is_empty() {
             self.view.last_line().to_owned()
         } else {
@@ -144,7 +144,7 @@ impl OutputSink {
 
     /// What a reply shows of the output since the last one; the next view
     /// starts empty.
-    pub fn take_shown(&mut self) -> Shown {
+    pub(crate) fn take_shown(&mut self) -> Shown {
         let view = std::mem::replace(&mut self.view, CappedOutput::new(self.cap));
         let name_saved = std::mem::take(&mut self.name_saved);
         let saved = (name_saved || view.is_cut()).then(|| self.log.saved());
@@ -152,7 +152,7 @@ impl OutputSink {
     }
 
     /// The log every piece goes to.
-    pub fn log(&self) -> &Arc<CommandLog> {
+    pub(crate) fn log(&self) -> &Arc<CommandLog> {
         &self.log
     }
 }
@@ -164,7 +164,7 @@ impl OutputSink {
 /// [`IdleOutput::push`], which passes it through `output::pass` as
 /// [`OutputSink::push`] does a command's, masking the session's secrets.
 #[derive(Debug)]
-pub struct IdleOutput {
+pub(crate) struct IdleOutput {
     /// What was printed since the last [`IdleOutput::take`], its newest
     /// part once it outgrew the cap.
     text: String,
@@ -175,17 +175,17 @@ pub struct IdleOutput {
 
 /// Keep about this much of what is printed between commands (bytes; the
 /// newest, cut at a character boundary).
-pub const IDLE_OUTPUT_CAP: usize = 8_000;
+pub(crate) const IDLE_OUTPUT_CAP: usize = 8_000;
 
 impl IdleOutput {
     /// An empty idle output masking `secrets`.
-    pub fn new(secrets: Arc<Secrets>) -> IdleOutput {
+    pub(crate) fn new(secrets: Arc<Secrets>) -> IdleOutput {
         IdleOutput { text: String::new(), masked: 0, masking: Masking::new(secrets) }
     }
 
     /// Takes in the next piece of what the terminal printed while no
     /// command ran. Bound: at most twice [`IDLE_OUTPUT_CAP`] bytes are held.
-    pub fn push(&mut self, text: &str) {
+    pub(crate) fn push(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -207,7 +207,7 @@ impl IdleOutput {
     /// were masked in it. What `pass` held back is released now, masked as
     /// far as it can be decided (background output comes in whole lines, so
     /// that is rarely anything).
-    pub fn take(&mut self) -> (String, u64) {
+    pub(crate) fn take(&mut self) -> (String, u64) {
         let rest = pass(&mut self.masking, "", true);
         self.append(&rest);
         (std::mem::take(&mut self.text), std::mem::take(&mut self.masked))

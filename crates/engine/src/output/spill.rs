@@ -355,7 +355,7 @@ pub struct Saved {
 
 /// The file that marks a directory as a spill store's own, so that its
 /// retention may delete files of ours in it. It is never deleted by pruning.
-pub const DIR_MARK: &str = ".shellkeep-output";
+pub(crate) const DIR_MARK: &str = ".shellkeep-output";
 
 /// What the mark file says to a person who finds it.
 const DIR_MARK_TEXT: &str = "This directory holds full outputs of shellkeep commands, or \
@@ -403,7 +403,7 @@ fn mark_if_empty(dir: &Path) -> bool {
 /// The fixed tag every name a server gives a full-output file starts with,
 /// so that retention never takes a person's file for one of ours (a date
 /// such as `2025-06-deploy.log` reads as `<pid>-<hex>-<name>` too).
-pub const FILE_TAG: &str = "shellkeep-";
+pub(crate) const FILE_TAG: &str = "shellkeep-";
 
 /// How many hexadecimal digits the random part of a server prefix has.
 const PREFIX_HEX: usize = 6;
@@ -500,7 +500,7 @@ fn files_to_prune(
 /// `bytes` in the largest binary unit that divides it (`100 MiB`): the
 /// words of a byte limit in the output's own text (`SpillCut::in_output`)
 /// and in a recording's cut line (`record.rs`).
-pub fn human_bytes(bytes: u64) -> String {
+pub(crate) fn human_bytes(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);

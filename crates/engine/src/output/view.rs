@@ -61,7 +61,7 @@ impl Shown {
 /// (`log::CommandLog`); [`CappedOutput::into_shown`] names it when the view
 /// had to leave text out.
 #[derive(Debug)]
-pub struct CappedOutput {
+pub(crate) struct CappedOutput {
     /// Characters kept at the start, and at the end, of the stream.
     half_cap: usize,
     /// Text at the start of the stream that an earlier reply already showed
@@ -89,7 +89,7 @@ pub struct CappedOutput {
 
 impl CappedOutput {
     /// A view that shows at most `cap` characters of what is new.
-    pub fn new(cap: usize) -> CappedOutput {
+    pub(crate) fn new(cap: usize) -> CappedOutput {
         CappedOutput {
             half_cap: cap.max(2) / 2,
             seen_chars: 0,
@@ -107,7 +107,8 @@ impl CappedOutput {
     }
 
     /// Appends `text` to the stream.
-    pub fn push(&mut self, text: &Passed<'_>) {
+    #[cfg(test)]
+    pub(crate) fn push(&mut self, text: &Passed<'_>) {
         self.masked += text.masked();
         self.push_text(text.as_str());
     }
@@ -167,7 +168,7 @@ impl CappedOutput {
     /// with. Returns whether `text` went on a line a reply had to cut, so
     /// the reply where it ends must name the saved copy (the sink decides
     /// what that means for the log).
-    pub fn push_continuing(
+    pub(crate) fn push_continuing(
         &mut self,
         shown: &mut Option<ShownLine>,
         text: &Passed<'_>,
@@ -198,14 +199,14 @@ impl CappedOutput {
 
     /// Whether the new text outgrew the cap, so what is shown leaves some
     /// of it out.
-    pub fn is_cut(&self) -> bool {
+    pub(crate) fn is_cut(&self) -> bool {
         self.total_chars - self.seen_chars as u64 > (2 * self.half_cap) as u64
     }
 
     /// Ends the view and returns what to show. `saved`, when given, is
     /// where the complete stream is kept: named in the omission line of a
     /// cut view, and in the fields of [`Shown`] either way.
-    pub fn into_shown(mut self, saved: Option<Saved>) -> Shown {
+    pub(crate) fn into_shown(mut self, saved: Option<Saved>) -> Shown {
         let cut = self.is_cut();
         if cut {
             self.trim_tail(self.half_cap);
@@ -259,7 +260,7 @@ impl CappedOutput {
     }
 
     /// The last non-blank line pushed so far (for progress messages).
-    pub fn last_line(&self) -> &str {
+    pub(crate) fn last_line(&self) -> &str {
         let text = if self.tail.trim().is_empty() { &self.head } else { &self.tail };
         text.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("")
     }
@@ -298,7 +299,7 @@ impl CappedOutput {
 /// What committed text was to the line a reply showed unfinished
 /// ([`CappedOutput::push_continuing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Continued {
+pub(crate) enum Continued {
     /// New text, or the rest of a line that was shown whole.
     New,
     /// The rest of a line a reply had to cut: the reply that shows where
@@ -541,7 +542,7 @@ fn suffix_within(text: &str, room: usize) -> usize {
 /// is, or will be). Returns the text and the number of characters omitted.
 /// For one line (an unfinished one): it is cut inside, never inside a
 /// masked secret.
-pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
+pub(crate) fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
     let n_chars = count_chars(text);
     if n_chars <= cap {
         return (text.to_owned(), 0);
@@ -563,7 +564,7 @@ pub fn head_tail(text: &str, cap: usize, why_missing: &str) -> (String, u64) {
 /// or is committed. It holds the line's text: at most what the screen
 /// holds of one line (its window), never more.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShownLine {
+pub(crate) struct ShownLine {
     text: String,
     /// Part of it was left out of the reply (it was longer than the room),
     /// so the full output must keep it.
@@ -604,7 +605,7 @@ impl ShownLine {
 
 /// What a reply shows of the line a command has not finished yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnfinishedLine {
+pub(crate) struct UnfinishedLine {
     /// The text to show.
     pub text: String,
     /// Characters of it left out.
@@ -620,7 +621,11 @@ pub struct UnfinishedLine {
 /// `before` (the line the last reply showed, if this one continues it),
 /// cut to `room` characters (head and tail). Bound: `room` characters plus
 /// a notice, however long the line; time linear in its length.
-pub fn show_unfinished_line(line: &str, before: Option<&ShownLine>, room: usize) -> UnfinishedLine {
+pub(super) fn show_unfinished_line(
+    line: &str,
+    before: Option<&ShownLine>,
+    room: usize,
+) -> UnfinishedLine {
     let skip = before.and_then(|shown| shown.prefix_in(line)).unwrap_or(0);
     let why = " from this unfinished line; they will be in the full output file once it ends";
     let (text, omitted) = head_tail(&line[skip..], room, why);

@@ -52,14 +52,8 @@ fn register(spawned: &mut Vec<(i32, u64)>, pid: i32) {
     spawned.push((pid, Root::of(pid).map_or(0, |root| root.start_ticks)));
 }
 
-/// Reaps the zombies among our children that we did not spawn ourselves,
-/// and forgets registered children that are gone. Returns how many it
-/// reaped.
-pub fn reap_adopted_now() -> usize {
-    reap_and_list().0
-}
-
-/// [`reap_adopted_now`], and the live orphans we adopted (children of ours
+/// Reaps the zombies among our children that we did not spawn ourselves
+/// (forgetting registered children that are gone), and lists the live orphans we adopted (children of ours
 /// we did not spawn) that only their ancestry ties to us: in a cgroup mode,
 /// those that left the server's control groups; in markers mode, all of
 /// them. The orphan guard is told these, so that it can stop them and what

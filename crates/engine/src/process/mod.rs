@@ -26,21 +26,27 @@ use std::sync::OnceLock;
 use self::spawn::{become_subreaper, prove_cgroup};
 use crate::cgroup;
 
-pub use self::children::{reap_adopted_now, spawn_std};
-pub use self::namespace::{pid_inside, shell_of as namespaced_shell};
-pub use self::proc_scan::{
-    Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
-    session_groups, session_tree, start_ticks,
+pub use self::children::spawn_std;
+pub(crate) use self::namespace::{pid_inside, shell_of as namespaced_shell};
+pub use self::proc_scan::{Root, command_line};
+#[cfg(test)]
+pub(crate) use self::proc_scan::session_groups;
+pub(crate) use self::proc_scan::{
+    boot_ticks_now, live_group_members, live_session_members, session_tree, start_ticks,
 };
-pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
+pub(crate) use self::scope::{Mark, Scope};
+pub use self::scope::{SCOPE_VAR, server_token};
+pub(crate) use self::spawn::{
+    ChildRules, dup_at_least, group_command, group_command_with_fds, guard_command,
+    ignore_interrupt_and_hangup, parent_death_wakeup, pty_command, seccomp_filters_available,
+    spawn,
+};
 pub use self::spawn::{
-    ChildRules, dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin,
-    guard_command, ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup,
-    peer_credentials, pty_command, seccomp_filters_available, seccomp_status, spawn, terminal_size,
+    guard_channel_from_stdin, landlock_abi, peer_credentials, seccomp_status, terminal_size,
 };
-pub use self::terminate::{
-    Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,
-    terminate_groups, terminate_session,
+pub use self::terminate::{Targets, terminate};
+pub(crate) use self::terminate::{
+    command_targets, kill_now, signal_group, stop_then_kill, terminate_session,
 };
 
 /// Makes this process a child subreaper, so that orphans of everything it
@@ -73,7 +79,7 @@ pub async fn reap_adopted_orphans(mut adopted: impl FnMut(&[Root])) -> std::io::
 /// `PAGER`. So `MANPAGER` and `GIT_PAGER` are not set (and are removed:
 /// [`NONINTERACTIVE_UNSET`]), `man` follows `PAGER`, and git's pager is its
 /// configuration ([`GIT_PAGER_CONFIG`]).
-pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
+pub(crate) const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
     ("PAGER", "cat"),
     ("SYSTEMD_PAGER", ""),
     ("GH_PAGER", "cat"),
@@ -90,30 +96,30 @@ pub const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
 /// and later), which wins over the user's config files but not over
 /// `git -c core.editor=vim` or `GIT_EDITOR=vim`: an agent that asks for an
 /// editor gets it. (`GIT_EDITOR=true` would win over `git -c` too.)
-pub const GIT_EDITOR_CONFIG: (&str, &str) = ("core.editor", "true");
+pub(crate) const GIT_EDITOR_CONFIG: (&str, &str) = ("core.editor", "true");
 
 /// git's pager: `cat`, which git takes as no pager. Given as git's
 /// `core.pager` through its environment configuration, like the editor, so
 /// that `git -c core.pager=less log` and `GIT_PAGER=less git log` page.
 /// (`GIT_PAGER=cat` would win over `git -c`; `PAGER=less git log` does not
 /// page, since `core.pager` outranks `PAGER`.)
-pub const GIT_PAGER_CONFIG: (&str, &str) = ("core.pager", "cat");
+pub(crate) const GIT_PAGER_CONFIG: (&str, &str) = ("core.pager", "cat");
 
 /// Variables removed from every child's environment: set in the server's
 /// own environment, they would outrank the defaults above (`MANPAGER`
 /// over `PAGER`, `GIT_PAGER` over `core.pager`). A command sets them for
 /// itself to page on purpose (`MANPAGER=less man ls`).
-pub const NONINTERACTIVE_UNSET: &[&str] = &["MANPAGER", "GIT_PAGER"];
+pub(crate) const NONINTERACTIVE_UNSET: &[&str] = &["MANPAGER", "GIT_PAGER"];
 
 /// Variables of the server's own, removed from every child's environment:
 /// the HTTP transport's bearer token, which would let any command call the
 /// server as its principal (and outlive a change of the token).
-pub const SERVER_ONLY: &[&str] = &["SHELLKEEP_TOKEN"];
+pub(crate) const SERVER_ONLY: &[&str] = &["SHELLKEEP_TOKEN"];
 
 /// [`NONINTERACTIVE_ENV`] and git's editor and pager, for a server whose
 /// own environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
 /// own, kept: ours are added after them).
-pub fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)> {
     let index = inherited_count.and_then(|count| count.parse::<u16>().ok()).unwrap_or(0);
     let mut env: Vec<(String, String)> = NONINTERACTIVE_ENV
         .iter()
@@ -130,7 +136,7 @@ pub fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)
 
 /// The environment every child gets on top of the server's: see
 /// [`noninteractive_env`]. Read once.
-pub fn child_env() -> &'static [(String, String)] {
+pub(crate) fn child_env() -> &'static [(String, String)] {
     static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
     ENV.get_or_init(|| {
         let count = std::env::var("GIT_CONFIG_COUNT").ok();
@@ -259,7 +265,7 @@ pub fn sweep_dead_servers() -> usize {
 
 /// The exit code a shell would report for `status`: the code, or 128+N for
 /// signal N; -1 if it has neither.
-pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt as _;
     status.code().or_else(|| status.signal().map(|n| 128 + n)).unwrap_or(-1)
 }
@@ -290,7 +296,7 @@ fn is_executable(path: &Path) -> bool {
 /// or why not (in words for `doctor` and the sandbox's `missing`). Proved
 /// once per process by starting `cat /proc/self/stat` in one: it must say
 /// it is pid 2, read from the private `/proc`.
-pub fn namespace_probe() -> Result<(), String> {
+pub(crate) fn namespace_probe() -> Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     PROBED.get_or_init(spawn::prove_namespace).clone()
 }

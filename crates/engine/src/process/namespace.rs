@@ -89,7 +89,7 @@ enum UserNamespace {
 /// when it ended (one byte): they die with the namespace before the
 /// server can count them, so the keeper counts them for it.
 #[derive(Debug)]
-pub struct Report {
+pub(super) struct Report {
     /// The server's end, non-blocking.
     read: std::os::fd::OwnedFd,
     /// The keepers' end (each keeper keeps a copy).
@@ -639,7 +639,7 @@ fn check(result: libc::c_int) -> std::io::Result<libc::c_int> {
 /// count it, so the init counts it as the shell ends (a live child of its
 /// own) and the keeper says so on the scope's `Report` pipe. A pid a
 /// reply names is translated to the one the commands see ([`pid_inside`]).
-pub fn shell_of(keeper: u32) -> Option<i32> {
+pub(crate) fn shell_of(keeper: u32) -> Option<i32> {
     let init = children_of(keeper as i32).into_iter().next()?;
     children_of(init).into_iter().find(|&pid| inner_pid(pid) == Some(2))
 }
@@ -648,7 +648,7 @@ pub fn shell_of(keeper: u32) -> Option<i32> {
 /// (in the PID namespace one level below the server's, where the
 /// sandbox's commands live), for words an agent reads: `pid` itself for a
 /// process outside every namespace of ours, or one that is gone.
-pub fn pid_inside(pid: i32) -> i32 {
+pub(crate) fn pid_inside(pid: i32) -> i32 {
     let Some(pids) = status_field(pid, "NSpid:") else { return pid };
     pids.split_whitespace().nth(1).and_then(|inside| inside.parse().ok()).unwrap_or(pid)
 }

@@ -3,20 +3,21 @@
 //! boot, and [`Root`] (a pid with its start time). Reads only; its parser
 //! also gives `runtime_dir` the start times that name server directories.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// Process ids of the live (not zombie) processes in group `pgid`.
 ///
 /// Zombies are not counted: where PID 1 does not reap orphans, a killed
 /// grandchild can stay a zombie for ever, and it is dead all the same.
-pub fn live_group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn live_group_members(pgid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.pgrp == pgid)
 }
 
 /// Process groups with a live member in session `sid`.
-pub fn session_groups(sid: i32) -> BTreeSet<i32> {
-    let mut groups = BTreeSet::new();
+#[cfg(test)]
+pub(crate) fn session_groups(sid: i32) -> std::collections::BTreeSet<i32> {
+    let mut groups = std::collections::BTreeSet::new();
     for_each_proc(|stat| {
         if stat.session == sid {
             groups.insert(stat.pgrp);
@@ -31,7 +32,7 @@ pub fn session_groups(sid: i32) -> BTreeSet<i32> {
 /// and some member started at or after `since_ticks`. These belong to the
 /// command that started then. A group whose leader's parent is the shell,
 /// or a nested shell in the session, is that shell's job.
-pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
+pub(crate) fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
     let mut members = Vec::new();
     let mut in_session = HashSet::new();
     for_each_proc(|stat| {
@@ -56,14 +57,14 @@ pub fn orphaned_groups(shell_pid: i32, since_ticks: u64) -> Vec<i32> {
 }
 
 /// Live processes in session `sid`.
-pub fn live_session_members(sid: i32) -> Vec<i32> {
+pub(crate) fn live_session_members(sid: i32) -> Vec<i32> {
     scan_proc(|stat| stat.session == sid)
 }
 
 /// Live processes of session `sid` and their descendants (in sessions of
 /// their own too: a program that gives its child a terminal of its own),
 /// at most `limit` of them. One pass over `/proc`.
-pub fn session_tree(sid: i32, limit: usize) -> Vec<i32> {
+pub(crate) fn session_tree(sid: i32, limit: usize) -> Vec<i32> {
     let mut all = Vec::new();
     for_each_proc(|stat| all.push((stat.pid, stat.ppid, stat.session)));
     let mut tree: HashSet<i32> =
@@ -92,7 +93,7 @@ pub fn session_tree(sid: i32, limit: usize) -> Vec<i32> {
 
 /// The current time as clock ticks since boot, comparable with the start
 /// times in `/proc/PID/stat`.
-pub fn boot_ticks_now() -> u64 {
+pub(crate) fn boot_ticks_now() -> u64 {
     let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
         .map(|t| Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32))
         .unwrap_or_default();
@@ -180,7 +181,7 @@ pub(super) fn for_each_stat(mut visit: impl FnMut(&ProcStat)) {
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of
 /// `/proc/PID/stat`), or `None` if it does not exist.
-pub fn start_ticks(pid: i32) -> Option<u64> {
+pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
     Root::of(pid).map(|root| root.start_ticks)
 }
 
@@ -216,7 +217,7 @@ pub(super) fn real_uid(pid: i32) -> Option<u32> {
 }
 
 /// The longest command line [`command_line`] returns, in characters.
-pub const COMMAND_LINE_LIMIT: usize = 200;
+pub(crate) const COMMAND_LINE_LIMIT: usize = 200;
 
 /// Process `pid`'s command line, its arguments joined by spaces and cut at
 /// `COMMAND_LINE_LIMIT` characters (with `…`), control characters shown

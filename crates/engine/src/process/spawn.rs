@@ -241,7 +241,7 @@ fn confine(confinement: Option<&ChildRules>) -> std::io::Result<()> {
 /// Whether this kernel takes seccomp filters that make a call fail with an
 /// errno: `seccomp(SECCOMP_GET_ACTION_AVAIL, SECCOMP_RET_ERRNO)` (Linux
 /// 4.14; fails where seccomp filters are not built in).
-pub fn seccomp_filters_available() -> bool {
+pub(crate) fn seccomp_filters_available() -> bool {
     const SECCOMP_GET_ACTION_AVAIL: libc::c_ulong = 2;
     const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
     let action = SECCOMP_RET_ERRNO;
@@ -259,7 +259,9 @@ pub fn seccomp_filters_available() -> bool {
 }
 
 /// Spawns `command` (built by this module) and registers the child as ours.
-pub fn spawn(command: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+pub(crate) fn spawn(
+    command: &mut tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
     spawn_registered(|| command.spawn().map_err(spawn_error), tokio::process::Child::id)
 }
 
@@ -495,7 +497,7 @@ pub fn seccomp_status() -> String {
 /// A command for `program` that starts in a new process group of its own,
 /// with the non-interactive environment, `scope`'s marker, default signal
 /// handling and a parent-death signal.
-pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::process::Command {
+pub(crate) fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::process::Command {
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = tokio::process::Command::new(program);
     command
@@ -539,7 +541,7 @@ pub fn group_command(program: impl AsRef<OsStr>, scope: &Scope) -> tokio::proces
 /// `fds` as its descriptor number `target` (for input passed through a
 /// pipe). The caller keeps `fds` open until the command is spawned and
 /// closes them after. At most eight descriptors.
-pub fn group_command_with_fds(
+pub(crate) fn group_command_with_fds(
     program: impl AsRef<OsStr>,
     scope: &Scope,
     fds: &[(&OwnedFd, RawFd)],
@@ -578,7 +580,7 @@ pub fn group_command_with_fds(
 /// A copy of `fd` at the lowest free descriptor at or above `min`, closed
 /// on exec: for a descriptor a child inherits, kept clear of the numbers
 /// the child's start-up file moves its own descriptors to.
-pub fn dup_at_least(fd: &OwnedFd, min: RawFd) -> std::io::Result<OwnedFd> {
+pub(crate) fn dup_at_least(fd: &OwnedFd, min: RawFd) -> std::io::Result<OwnedFd> {
     let raw = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(min))?;
     // SAFETY: `fcntl` just returned this new descriptor, owned by nobody
     // else.
@@ -595,7 +597,7 @@ pub fn dup_at_least(fd: &OwnedFd, min: RawFd) -> std::io::Result<OwnedFd> {
 /// channel and its sealed keys file, which the shell moves where it wants
 /// them. (Installing them at fixed numbers here could overwrite a
 /// descriptor the spawn itself relies on.)
-pub fn pty_command(
+pub(crate) fn pty_command(
     program: impl AsRef<OsStr>,
     slave: &OwnedFd,
     scope: &Scope,
@@ -672,7 +674,7 @@ pub fn pty_command(
 /// [`parent_death_wakeup`]). Its own process group keeps a ^C meant for the
 /// server's terminal, or a kill of the server's group, from reaching it.
 /// Its stdout is never the server's: that is the MCP channel.
-pub fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
+pub(crate) fn guard_command(program: impl AsRef<OsStr>) -> std::process::Command {
     use std::os::unix::process::CommandExt as _;
     #[allow(clippy::disallowed_methods, reason = "process/spawn.rs is where children are built")]
     let mut command = std::process::Command::new(program);
@@ -757,7 +759,7 @@ pub fn terminal_size(fd: &impl AsRawFd) -> std::io::Result<(u16, u16)> {
 /// it arrives. The guard then wakes when the server dies, and a SIGTERM
 /// from anyone else only wakes it too. The parent may already be gone: the
 /// caller checks `getppid()` after this.
-pub fn parent_death_wakeup() -> std::io::Result<OwnedFd> {
+pub(crate) fn parent_death_wakeup() -> std::io::Result<OwnedFd> {
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     let mut mask = nix::sys::signal::SigSet::empty();
     mask.add(Signal::SIGTERM);
@@ -831,7 +833,7 @@ impl SignalReset {
 /// Makes the calling process ignore SIGINT and SIGHUP, so that a terminal
 /// closing or a ^C does not end it. Only for the orphan guard process: the
 /// setting is inherited by every child started afterwards.
-pub fn ignore_interrupt_and_hangup() -> std::io::Result<()> {
+pub(crate) fn ignore_interrupt_and_hangup() -> std::io::Result<()> {
     for signal in [Signal::SIGINT, Signal::SIGHUP] {
         // SAFETY: installing SIG_IGN runs no code of ours in signal context,
         // so there is no handler whose async-signal-safety could be wrong.

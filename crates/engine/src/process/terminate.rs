@@ -23,7 +23,7 @@ use crate::cgroup;
 
 /// Sends `signal` to every process in group `pgid`. Returns false when the
 /// group no longer exists.
-pub fn signal_group(pgid: i32, signal: Signal) -> bool {
+pub(crate) fn signal_group(pgid: i32, signal: Signal) -> bool {
     if pgid <= 1 {
         return false;
     }
@@ -405,7 +405,7 @@ const STOP_LIMIT: Duration = Duration::from_secs(2);
 /// caught or ignored. Then SIGKILL to every member, in rounds that freeze
 /// the control groups (see [`terminate`]) until none is left (at most 2 s).
 /// Blocking. Returns `None` when nothing was alive.
-pub fn stop_then_kill(targets: &Targets) -> Option<TerminationMode> {
+pub(crate) fn stop_then_kill(targets: &Targets) -> Option<TerminationMode> {
     let mut stopped: HashSet<i32> = HashSet::new();
     let deadline = std::time::Instant::now() + STOP_LIMIT;
     loop {
@@ -434,7 +434,7 @@ pub fn stop_then_kill(targets: &Targets) -> Option<TerminationMode> {
 /// Sends SIGKILL at once to every process `targets` reach (the control
 /// groups as a whole), a few rounds to catch forks in progress; for paths
 /// that cannot wait (a dropped run).
-pub fn kill_now(targets: &Targets) {
+pub(crate) fn kill_now(targets: &Targets) {
     for _ in 0..3 {
         targets.kill_cgroups();
         let members = targets.members();
@@ -448,7 +448,8 @@ pub fn kill_now(targets: &Targets) {
 /// Stops every process in each of `groups`: SIGTERM first, then SIGKILL to
 /// whatever is still alive after `grace`. Returns `None` when there was
 /// nothing alive to stop.
-pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<TerminationMode> {
+#[cfg(test)]
+pub(crate) async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<TerminationMode> {
     terminate(&Targets { groups: groups.to_vec(), ..Targets::default() }, grace).await
 }
 
@@ -457,7 +458,7 @@ pub async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<Termina
 /// what carries its marker, what descends from the shell, and unmarked
 /// orphans attributed to it): SIGHUP, SIGTERM and SIGCONT, then the
 /// group's kill and SIGKILL to whatever is left after `grace`.
-pub async fn terminate_session(sid: i32, scope: Option<&Scope>, grace: Duration) {
+pub(crate) async fn terminate_session(sid: i32, scope: Option<&Scope>, grace: Duration) {
     let mut targets = scope.map(Targets::scope).unwrap_or_default();
     targets.sessions.push(sid);
     targets.roots.extend(Root::of(sid));
@@ -476,7 +477,7 @@ pub async fn terminate_session(sid: i32, scope: Option<&Scope>, grace: Duration)
 /// owner that started at or after `since`; never the shell or its own jobs
 /// (groups led by a child of the shell). The caller adds the foreground
 /// group.
-pub fn command_targets(shell_pid: i32, seq: u64, since: u64) -> Targets {
+pub(crate) fn command_targets(shell_pid: i32, seq: u64, since: u64) -> Targets {
     let scope = shell_scope(shell_pid);
     let group = scope.as_deref().and_then(cgroup_of_owner);
     Targets {

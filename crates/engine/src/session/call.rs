@@ -304,7 +304,7 @@ impl std::fmt::Debug for ProgressHook {
 }
 
 /// How often a waiting call reports progress.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a call ended for the command it is about: each reply's facts as
 /// one value.

@@ -18,7 +18,7 @@ use nix::sys::socket::{
 
 /// The shell's descriptor for its end of the channel. High, so that
 /// commands using small descriptors (`exec 3>file`) never meet it.
-pub const SHELL_FD: i32 = 62;
+pub(super) const SHELL_FD: i32 = 62;
 
 /// At most this many datagrams are read per call of [`Channel::receive`];
 /// more wait for the next call (the reader thread is told again).

@@ -39,9 +39,9 @@ use crate::process;
 use crate::terminal::{Gate, Held, Hold, Terminal};
 
 pub use call::{
-    AtPrompt, Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, PROGRESS_INTERVAL, Place,
-    PlaceError, PlaceFailure, Progress, ProgressHook, Reader, Reply, Request, SessionConfig,
-    SessionError, ShellExit, ShellFailure, StartEnv, StartStep, WaitEnded, Written,
+    AtPrompt, Call, Event, InputReport, MAX_START_ENV, NotRun, Outcome, Place, PlaceError,
+    PlaceFailure, Progress, ProgressHook, Reader, Reply, Request, SessionConfig, SessionError,
+    ShellExit, ShellFailure, StartStep, WaitEnded, Written,
 };
 use driver::Shell;
 use incomplete::Step;

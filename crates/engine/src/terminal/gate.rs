@@ -153,7 +153,7 @@ impl Drop for Hold {
 /// Keys in `bytes` as a person typed them: each character once, and an
 /// escape sequence (an arrow, a function key: `ESC [ … final` or `ESC O x`)
 /// once.
-pub fn count_keys(bytes: &[u8]) -> u64 {
+pub(crate) fn count_keys(bytes: &[u8]) -> u64 {
     let text = String::from_utf8_lossy(bytes);
     let mut chars = text.chars().peekable();
     let mut keys = 0;

@@ -13,10 +13,10 @@
 //! The raw stream is not masked here: a view that leaves the engine masks
 //! it with [`RawMasker`] (what raw masking cannot catch is said there).
 
-pub mod gate;
+pub(crate) mod gate;
 mod markers;
 mod masked;
-pub mod pty;
+pub(crate) mod pty;
 mod taps;
 
 use std::io;
@@ -24,11 +24,13 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use gate::{Gate, Held, Hold, PersonTyped};
+pub(crate) use gate::{Gate, Held};
+pub use gate::{Hold, PersonTyped};
 pub use masked::RawMasker;
 use pty::Pty;
+pub(crate) use taps::Sink;
 use taps::Taps;
-pub use taps::{LIVE_CAPACITY, REPLAY_BYTES, Sink, Tap, Tapped, Watch, typed_at_prompt};
+pub use taps::{Tap, Tapped, Watch, typed_at_prompt};
 
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);

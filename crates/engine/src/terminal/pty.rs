@@ -21,7 +21,7 @@ use nix::pty::{OpenptyResult, Winsize, openpty};
 use nix::sys::termios::{InputFlags, LocalFlags, OutputFlags, SetArg, tcgetattr, tcsetattr};
 
 /// The master side of a PTY, with its reader thread.
-pub struct Pty {
+pub(crate) struct Pty {
     master: OwnedFd,
     /// Writing a byte here tells the reader thread to stop.
     stop: OwnedFd,
@@ -32,7 +32,7 @@ pub struct Pty {
 }
 
 /// A freshly opened PTY whose slave side is still to be given to a child.
-pub struct PtyPair {
+pub(crate) struct PtyPair {
     /// The master side.
     pub master: OwnedFd,
     /// The slave side: the child's stdin, stdout and stderr.
@@ -44,7 +44,7 @@ pub struct PtyPair {
 /// Opens a PTY of `rows` by `cols` with terminal settings fit for an agent:
 /// no XON/XOFF flow control (a stray ^S must not freeze the session), UTF-8
 /// aware line editing, and no output post-processing.
-pub fn open(rows: u16, cols: u16) -> io::Result<PtyPair> {
+pub(crate) fn open(rows: u16, cols: u16) -> io::Result<PtyPair> {
     let size = Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
     let OpenptyResult { master, slave } = openpty(Some(&size), None)?;
     let mut termios = tcgetattr(&slave)?;
@@ -79,7 +79,7 @@ impl Pty {
     /// `also` is a descriptor the thread watches too (the completion
     /// channel): when it is readable, `on_output` gets [`Event::Ready`] and
     /// must read it, or the thread would spin.
-    pub fn start(
+    pub(crate) fn start(
         master: OwnedFd,
         name: &str,
         also: Option<OwnedFd>,
@@ -121,13 +121,13 @@ impl Pty {
 
     /// What [`all_output_taken`] needs besides the master: whether the
     /// reader thread holds a chunk its callback has not taken yet.
-    pub fn in_hand(&self) -> Arc<AtomicBool> {
+    pub(crate) fn in_hand(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.in_hand)
     }
 
     /// Writes all of `bytes`, waiting at most `limit` for a program that is
     /// not reading its input.
-    pub async fn write_all(&self, bytes: &[u8], limit: Duration) -> io::Result<()> {
+    pub(crate) async fn write_all(&self, bytes: &[u8], limit: Duration) -> io::Result<()> {
         let written = match write_some(&self.master, bytes) {
             Ok(n) if n == bytes.len() => return Ok(()),
             Ok(n) => n,
@@ -171,7 +171,7 @@ impl Pty {
     /// the wait is event-driven (the master becomes writable) and bounded,
     /// and dropping the future stops the writing at once, so no write of
     /// ours can land after the call that made it has ended.
-    pub async fn write_accepted(
+    pub(crate) async fn write_accepted(
         &self,
         bytes: &[u8],
         stall: Duration,
@@ -209,7 +209,7 @@ impl Pty {
 
     /// A second handle on the master side, for a supervisor that asks for
     /// the foreground group or sends a key.
-    pub fn handle(&self) -> io::Result<OwnedFd> {
+    pub(crate) fn handle(&self) -> io::Result<OwnedFd> {
         self.master.try_clone()
     }
 
@@ -241,7 +241,7 @@ impl Drop for Pty {
 
 /// The process group in the foreground of the terminal `master`: the
 /// running command's, or the shell's own when it is at its prompt.
-pub fn foreground_group(master: &OwnedFd) -> Option<i32> {
+pub(crate) fn foreground_group(master: &OwnedFd) -> Option<i32> {
     nix::unistd::tcgetpgrp(master).ok().map(|pid| pid.as_raw())
 }
 
@@ -251,7 +251,7 @@ pub fn foreground_group(master: &OwnedFd) -> Option<i32> {
 ///
 /// Opens the slave `tty` by its path without making it our controlling
 /// terminal, and closes it at once.
-pub fn discard_input(tty: &std::path::Path) -> io::Result<()> {
+pub(crate) fn discard_input(tty: &std::path::Path) -> io::Result<()> {
     let slave = nix::fcntl::open(
         tty,
         OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
@@ -263,14 +263,14 @@ pub fn discard_input(tty: &std::path::Path) -> io::Result<()> {
 
 /// Whether the terminal `master` has output the reader thread has not read
 /// yet. Does not wait.
-pub fn has_unread_output(master: &OwnedFd) -> bool {
+pub(crate) fn has_unread_output(master: &OwnedFd) -> bool {
     let mut fds = [PollFd::new(master.as_fd(), PollFlags::POLLIN)];
     matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
         && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN))
 }
 
 /// Writes a few bytes (a key) to the terminal `master` without waiting.
-pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
     write_some(master, bytes).map(|_| ())
 }
 
@@ -284,7 +284,7 @@ pub fn write_key(master: &OwnedFd, bytes: &[u8]) -> io::Result<()> {
 /// (canonical mode) without echoing them, as a password prompt does
 /// (`getpass`, `sudo`, `ssh`, `read -s`). A program that reads keys one at
 /// a time (readline, an editor) turns echo off too, and echoes them itself.
-pub fn hides_input(master: &OwnedFd) -> bool {
+pub(crate) fn hides_input(master: &OwnedFd) -> bool {
     tcgetattr(master).is_ok_and(|termios| {
         let flags = termios.local_flags;
         flags.contains(LocalFlags::ICANON) && !flags.contains(LocalFlags::ECHO)
@@ -311,13 +311,13 @@ impl Drop for Cleared<'_> {
 /// and the reader thread (`in_hand`, from [`Pty::in_hand`]) holds no chunk
 /// it has read and not handed on. The flag is set before each read, so
 /// checking the master first and the flag second leaves no gap.
-pub fn all_output_taken(master: &OwnedFd, in_hand: &AtomicBool) -> bool {
+pub(crate) fn all_output_taken(master: &OwnedFd, in_hand: &AtomicBool) -> bool {
     !has_unread_output(master) && !in_hand.load(Ordering::SeqCst)
 }
 
 /// What the reader thread's callback is told.
 #[derive(Debug, Clone, Copy)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// Bytes the program wrote to the terminal.
     Output(&'a [u8]),
     /// The other watched descriptor is readable.

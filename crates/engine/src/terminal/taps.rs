@@ -22,10 +22,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::broadcast;
 
 /// Output the replay ring keeps, in bytes.
-pub const REPLAY_BYTES: usize = 1024 * 1024;
+pub(crate) const REPLAY_BYTES: usize = 1024 * 1024;
 
 /// Taps a watcher may fall behind by before it skips ahead.
-pub const LIVE_CAPACITY: usize = 4096;
+pub(crate) const LIVE_CAPACITY: usize = 4096;
 
 /// One thing that happened on the terminal, with when.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The bash integration's own files: the keys it binds again at every
 //! prompt, and the state it writes over in place.
 
-use shellkeep_engine::session::Outcome;
+use shellkeep_engine::Outcome;
 
 use crate::Term;
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use shellkeep_engine::session::{
+use shellkeep_engine::{
     Activity, Call, InputReport, NotRun, Outcome, Reader, Reply, Request, SessionError, WaitEnded,
 };
 

@@ -5,10 +5,8 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::output::LogPage;
-use shellkeep_engine::session::{
-    Activity, Call, Event, NotRun, Outcome, Reader, Reply, Request, WaitEnded,
-};
+use shellkeep_engine::LogPage;
+use shellkeep_engine::{Activity, Call, Event, NotRun, Outcome, Reader, Reply, Request, WaitEnded};
 
 use crate::{Term, call, eventually, poll_until};
 
@@ -450,7 +448,7 @@ async fn other_shells_are_driven_as_programs_and_the_reply_says_so() {
     let term = Term::new("other-shell").await;
     let reply = term.run_for("sh", 3.0).await;
     assert_eq!(reply.exit_code(), None, "{reply:?}");
-    let named = |reply: &shellkeep_engine::session::Reply| {
+    let named = |reply: &shellkeep_engine::Reply| {
         reply.events.iter().any(|n| matches!(n, Event::OtherShell(name) if name == "sh"))
     };
     let mut seen = named(&reply);
@@ -902,7 +900,7 @@ async fn tampering_with_the_integration_is_reported_never_misreported() {
 
 /// Asserts that `reply` completed with `code` and says the integration's
 /// prompt did not run.
-fn fallback_ended(reply: &shellkeep_engine::session::Reply, code: i32, what: &str) {
+fn fallback_ended(reply: &shellkeep_engine::Reply, code: i32, what: &str) {
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: code }, "{what}: {reply:?}");
     assert!(reply.events.contains(&Event::PromptNotRun), "{what}: {reply:?}");
 }

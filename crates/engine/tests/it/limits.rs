@@ -13,9 +13,9 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::output::LogPage;
-use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{Activity, Call, Outcome, Reply, Request, WaitEnded};
+use shellkeep_engine::LogPage;
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{Activity, Call, Outcome, Reply, Request, WaitEnded};
 
 use crate::{Term, eventually, processes_with};
 

@@ -20,8 +20,8 @@ mod watch;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shellkeep_engine::keys::{self, Input};
-use shellkeep_engine::session::{Call, InputReport, Reply, Request, Session, SessionConfig};
+use shellkeep_engine::{Call, InputReport, Reply, Request, Session, SessionConfig};
+use shellkeep_engine::{Input, control_key, parse_keys};
 use tokio_util::sync::CancellationToken;
 
 #[path = "skip.rs"]
@@ -130,7 +130,7 @@ impl Term {
 /// key; empty is a poll; anything else a command to run.
 pub fn call(command: impl Into<String>, is_input: bool) -> Call {
     let command = command.into();
-    match keys::control_key(&command) {
+    match control_key(&command) {
         Some(Ok(key)) => Call::Input(Input::key(key)),
         Some(Err(err)) if is_input => panic!("{err}"),
         _ if is_input => Call::Input(Input::Text(command)),
@@ -142,7 +142,7 @@ pub fn call(command: impl Into<String>, is_input: bool) -> Call {
 /// The call for a tool's `keys`: the list, sent to the running program.
 pub fn keys_call(items: &[&str]) -> Call {
     let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
-    Call::Input(keys::parse_keys(&items).expect("valid keys"))
+    Call::Input(parse_keys(&items).expect("valid keys"))
 }
 
 /// Whether `reply` says the key `name` was sent.

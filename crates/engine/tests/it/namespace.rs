@@ -6,9 +6,9 @@
 //! everything inside, whatever it did to leave its group, session or
 //! environment.
 
-use shellkeep_engine::process::spawn_std;
-use shellkeep_engine::sandbox::{Mode, Policy};
-use shellkeep_engine::session::{Call, Event, NotRun, Outcome, Request, ShellExit};
+use shellkeep_engine::spawn_std;
+use shellkeep_engine::{Call, Event, NotRun, Outcome, Request, ShellExit};
+use shellkeep_engine::{SandboxMode as Mode, SandboxPolicy as Policy};
 
 use crate::{Term, processes_with};
 
@@ -120,7 +120,7 @@ async fn the_integration_works_inside() {
     // The shell's end, by exit code or by a signal from inside, is seen
     // as it is (the keeper ends as the shell did), and the new shell has
     // a namespace of its own again.
-    let how = |reply: &shellkeep_engine::session::Reply| {
+    let how = |reply: &shellkeep_engine::Reply| {
         reply.events.iter().find_map(|event| match event {
             Event::ShellRestarted { how, .. } => Some(*how),
             _ => None,
@@ -212,7 +212,7 @@ async fn helper_server_with_a_sandboxed_session() {
     let Ok(mark) = std::env::var(HELPER_MARK) else { return };
     // Not dumpable, as a server is: its forks (the keepers) cannot write
     // their own `/proc/self` files.
-    shellkeep_engine::private_fs::make_process_undumpable().expect("not dumpable");
+    shellkeep_engine::make_process_undumpable().expect("not dumpable");
     let term = term("ns-helper").await;
     let reply = term.run(&escapes(&mark)).await;
     assert_eq!(reply.outcome, Outcome::Completed { exit_code: 0 }, "{reply:?}");

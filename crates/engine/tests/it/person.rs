@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shellkeep_engine::mask::Secrets;
-use shellkeep_engine::session::{Event, InputReport, NotRun, Outcome, SessionError};
-use shellkeep_engine::terminal::{RawMasker, Tap, Watch};
+use shellkeep_engine::Secrets;
+use shellkeep_engine::{Event, InputReport, NotRun, Outcome, SessionError};
+use shellkeep_engine::{RawMasker, Tap, Watch};
 use tokio::sync::broadcast::error::TryRecvError;
 
 use crate::{Term, poll_until};
@@ -95,9 +95,7 @@ async fn a_person_answers_the_password_prompt_the_agent_must_not_see() {
     let reset = term
         .session
         .execute(
-            shellkeep_engine::session::Request::new(shellkeep_engine::session::Call::Reset {
-                then: None,
-            }),
+            shellkeep_engine::Request::new(shellkeep_engine::Call::Reset { then: None }),
             tokio_util::sync::CancellationToken::new(),
         )
         .await;

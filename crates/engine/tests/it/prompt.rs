@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, Request, WaitEnded};
+use shellkeep_engine::{Call, NotRun, Outcome, Reply, Request, WaitEnded};
 
 use crate::{Term, call, installed, poll_until};
 

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use shellkeep_engine::session::{Call, InputReport, Outcome, Reply, Request};
+use shellkeep_engine::{Call, InputReport, Outcome, Reply, Request};
 
 use crate::{Term, eventually, installed, poll_until};
 

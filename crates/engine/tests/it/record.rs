@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use shellkeep_engine::mask::Secrets;
-use shellkeep_engine::output::{Retention, SpillLimits, server_prefix};
-use shellkeep_engine::record::{DEFAULT_IDLE_LIMIT, RecordSettings, Recorder};
-use shellkeep_engine::session::Outcome;
+use shellkeep_engine::Outcome;
+use shellkeep_engine::Secrets;
+use shellkeep_engine::{DEFAULT_IDLE_LIMIT, RecordSettings, Recorder};
+use shellkeep_engine::{Retention, SpillLimits, server_prefix};
 
 use crate::{Term, eventually, poll_until};
 

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use expect_test::{ExpectFile, expect_file};
-use shellkeep_engine::screen::Screen;
+use shellkeep_engine::Screen;
 
 /// The engine's terminal size (`SessionConfig::default`), which the
 /// recordings were made at.

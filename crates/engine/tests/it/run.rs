@@ -10,12 +10,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use shellkeep_engine::oneshot::{
-    self, InvalidRunRequest, RunOutcome, RunRequest, RunStatus, TimeoutReason,
+use shellkeep_engine::PolicyLimits as Limits;
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{
+    InvalidRunRequest, RunOutcome, RunRequest, RunStatus, TimeoutReason, run_oneshot,
 };
-use shellkeep_engine::policy::Limits;
-use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::sandbox::{Mode, Policy};
+use shellkeep_engine::{SandboxMode as Mode, SandboxPolicy as Policy};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Scratch, eventually, processes_with};
@@ -38,7 +38,7 @@ async fn run(scratch: &Scratch, command: &str, limits: Limits) -> RunOutcome {
 }
 
 async fn run_request(request: RunRequest) -> RunOutcome {
-    oneshot::run(request, CancellationToken::new()).await
+    run_oneshot(request, CancellationToken::new()).await
 }
 
 /// Every way of leaving the command's process group or session that the
@@ -158,7 +158,7 @@ async fn nothing_a_command_in_a_namespace_started_survives_it() {
                 cancel.cancel();
             });
         }
-        let outcome = oneshot::run(request, cancel).await;
+        let outcome = run_oneshot(request, cancel).await;
         assert_eq!(outcome.stdout.text, "pid 2\n", "{ending}: {outcome:#?}");
         // What a finished command left is reported as stopped, as without
         // a namespace (the kernel ended it with the shell).
@@ -347,7 +347,7 @@ async fn the_scope_marker_cannot_be_set_through_env() {
     );
     assert!(!witness.exists(), "the command ran");
 
-    let token = shellkeep_engine::process::server_token();
+    let token = shellkeep_engine::server_token();
     let outcome = run(&scratch, "echo \"$SHELLKEEP_SCOPE\"", limits(5.0, 5.0)).await;
     let marker = outcome.stdout.text.trim();
     assert!(marker.starts_with(&format!("{token}/run-")), "{marker:?}");
@@ -397,7 +397,7 @@ async fn cancelling_or_dropping_a_run_stops_what_escaped() {
         grace: Duration::from_millis(500),
         ..RunRequest::new(command.clone(), limits(60.0, 60.0), &scratch.0, "run")
     };
-    let call = tokio::spawn(oneshot::run(request, cancel.clone()));
+    let call = tokio::spawn(run_oneshot(request, cancel.clone()));
     wait_alive(&markers).await;
     cancel.cancel();
     let outcome = call.await.expect("the run task");
@@ -409,7 +409,7 @@ async fn cancelling_or_dropping_a_run_stops_what_escaped() {
     let (background, markers) = escapes();
     let command = format!("{background}\nsleep 100");
     let request = RunRequest::new(command, limits(60.0, 60.0), &scratch.0, "run");
-    let call = tokio::spawn(oneshot::run(request, CancellationToken::new()));
+    let call = tokio::spawn(run_oneshot(request, CancellationToken::new()));
     wait_alive(&markers).await;
     call.abort();
     assert!(call.await.is_err_and(|err| err.is_cancelled()));

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::policy::Limits;
-use shellkeep_engine::sandbox::{self, Mode, Policy};
+use shellkeep_engine::PolicyLimits as Limits;
+use shellkeep_engine::{RunRequest, run_oneshot};
+use shellkeep_engine::{SandboxMode as Mode, SandboxPolicy as Policy, check_sandbox};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Scratch, Term, in_ci};
@@ -16,7 +16,7 @@ use crate::{Scratch, Term, in_ci};
 /// Whether this kernel enforces `policy`; off the CI a host without
 /// Landlock or seccomp skips with a note.
 fn enforced(policy: &Policy) -> bool {
-    match sandbox::check(policy) {
+    match check_sandbox(policy) {
         Ok(_) => true,
         Err(why) if !in_ci() => {
             eprintln!("skipped: {why}");
@@ -181,7 +181,7 @@ async fn a_run_command_is_sandboxed_and_its_tmpdir_removed() {
         grace: Duration::from_millis(500),
         ..RunRequest::new(command, limits, scratch.0.join("spill"), "run")
     };
-    let outcome = oneshot::run(request, CancellationToken::new()).await;
+    let outcome = run_oneshot(request, CancellationToken::new()).await;
     let stdout = &outcome.stdout.text;
     assert!(work.join("in.txt").exists(), "{outcome:?}");
     assert!(!scratch.0.join("out.txt").exists(), "{outcome:?}");

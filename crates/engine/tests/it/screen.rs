@@ -11,8 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
-use shellkeep_engine::screen::Screen;
-use shellkeep_engine::session::Reply;
+use shellkeep_engine::Reply;
+use shellkeep_engine::Screen;
 
 use crate::Term;
 
@@ -568,7 +568,7 @@ print("picked", curses.wrapper(main))
 async fn a_full_screens_selected_item_is_marked() {
     let term = Term::new("screen-reverse").await;
     std::fs::write(term.cwd().join("menu.py"), MENU).expect("write the menu");
-    let mark = shellkeep_engine::screen::HIGHLIGHT_MARK;
+    let mark = shellkeep_engine::HIGHLIGHT_MARK;
     let reply = term.run_for("python3 menu.py", 10.0).await;
     assert!(reply.is_running() && reply.screen, "{reply:#?}");
     assert!(reply.output.text.contains(&format!("{mark}  apples\n  pears\n  plums")), "{reply:#?}");

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::session::{
-    Activity, Call, Event, NotRun, Outcome, Request, SessionError, WaitEnded,
-};
+use shellkeep_engine::{Activity, Call, Event, NotRun, Outcome, Request, SessionError, WaitEnded};
 
 use crate::{Term, call, key_sent};
 

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shellkeep_engine::session::{
+use shellkeep_engine::{
     Activity, Call, Event, InputReport, Outcome, Progress, ProgressHook, Request, SessionConfig,
     WaitEnded,
 };

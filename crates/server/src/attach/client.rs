@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use shellkeep_engine::process;
-use shellkeep_engine::{private_fs, runtime_dir};
+use shellkeep_engine::terminal_size;
+use shellkeep_engine::{check_private_dir, euid, start_ticks, usable_temp_dir};
 use tokio::io::BufReader;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -78,8 +78,8 @@ fn runtime_bases() -> Vec<PathBuf> {
     let xdg = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute() && dir.is_dir());
-    let (temp, _) = private_fs::usable_temp_dir(&std::env::temp_dir());
-    let uid = private_fs::euid();
+    let (temp, _) = usable_temp_dir(&std::env::temp_dir());
+    let uid = euid();
     let mut bases = Vec::new();
     if let Some(xdg) = xdg {
         bases.push(xdg.join("shellkeep"));
@@ -92,7 +92,7 @@ fn runtime_bases() -> Vec<PathBuf> {
             bases.push(entry.path());
         }
     }
-    bases.retain(|base| private_fs::check_private_dir(base).is_ok());
+    bases.retain(|base| check_private_dir(base).is_ok());
     bases.dedup();
     bases
 }
@@ -112,7 +112,7 @@ fn live_server(name: &str) -> Option<u32> {
     }
     let pid: u32 = pid.parse().ok()?;
     let start: u64 = start.parse().ok()?;
-    (runtime_dir::start_ticks(pid) == Some(start)).then_some(pid)
+    (start_ticks(pid) == Some(start)).then_some(pid)
 }
 
 /// This user's running servers that listen for attach, by pid.
@@ -122,7 +122,7 @@ pub fn find_servers() -> Vec<Found> {
         for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
             let Some(pid) = live_server(&entry.file_name().to_string_lossy()) else { continue };
             let socket = entry.path().join(SOCKET_NAME);
-            if private_fs::check_private_dir(&entry.path()).is_ok() && socket.exists() {
+            if check_private_dir(&entry.path()).is_ok() && socket.exists() {
                 found.push(Found { pid, socket });
             }
         }
@@ -386,7 +386,7 @@ impl Drop for RawMode {
 
 /// The person's window, if stdout is a terminal.
 fn own_window() -> Option<Window> {
-    let (rows, cols) = process::terminal_size(&std::io::stdout()).ok()?;
+    let (rows, cols) = terminal_size(&std::io::stdout()).ok()?;
     (rows > 0 && cols > 0).then_some(Window { rows, cols })
 }
 
@@ -736,7 +736,7 @@ mod tests {
     #[test]
     fn only_live_servers_directories_are_found() {
         let me = std::process::id();
-        let start = runtime_dir::start_ticks(me).expect("our start");
+        let start = start_ticks(me).expect("our start");
         assert_eq!(live_server(&format!("{me}-{start}-0a1b2c3d")), Some(me));
         assert_eq!(live_server(&format!("{me}-{}-0a1b2c3d", start + 1)), None);
         for bad in [format!("{me}-{start}"), format!("{me}-{start}-0A1B2C3D"), "output".into()] {

@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use crate::tools::Clients;
-use shellkeep_engine::private_fs;
-use shellkeep_engine::process;
-use shellkeep_engine::session::{Activity, Session};
-use shellkeep_engine::terminal::{RawMasker, Tap, Tapped, Terminal, typed_at_prompt};
+use shellkeep_engine::{Activity, Session};
+use shellkeep_engine::{RawMasker, Tap, Tapped, Terminal, typed_at_prompt};
+use shellkeep_engine::{check_private_dir, euid};
+use shellkeep_engine::{is_ours, peer_credentials};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
@@ -97,7 +97,7 @@ impl Listener {
         clients: Arc<Clients>,
         start_dir: PathBuf,
     ) -> std::io::Result<Listener> {
-        private_fs::check_private_dir(runtime_dir)?;
+        check_private_dir(runtime_dir)?;
         let path = runtime_dir.join(SOCKET_NAME);
         let listener = tokio::net::UnixListener::bind(&path)?;
         // The directory already keeps others out; the socket says so too.
@@ -161,8 +161,8 @@ async fn accept_loop(listener: tokio::net::UnixListener, shared: Arc<ListenerSta
 
 /// One connection: the peer check, the request, then a listing or a view.
 async fn connection(mut stream: UnixStream, shared: Arc<ListenerState>) -> std::io::Result<()> {
-    let (peer_pid, peer_uid) = process::peer_credentials(&stream)?;
-    if peer_uid != private_fs::euid() {
+    let (peer_pid, peer_uid) = peer_credentials(&stream)?;
+    if peer_uid != euid() {
         tracing::warn!(peer_pid, peer_uid, "attach: refused a connection of another user");
         stream.write_all(REFUSAL_OTHER_USER.as_bytes()).await?;
         return stream.shutdown().await;
@@ -170,7 +170,7 @@ async fn connection(mut stream: UnixStream, shared: Arc<ListenerState>) -> std::
     // A command of the server's own sessions (same user) must not watch its
     // session's raw stream, nor hold it as if it were a person, nor type
     // into it as one: the agent would be told a person did.
-    let ours = tokio::task::spawn_blocking(move || process::is_ours(peer_pid)).await;
+    let ours = tokio::task::spawn_blocking(move || is_ours(peer_pid)).await;
     if ours.unwrap_or(true) {
         tracing::warn!(peer_pid, "attach: refused a process of the server's own sessions");
         stream.write_all(REFUSAL_OWN_PROCESS.as_bytes()).await?;
@@ -374,7 +374,7 @@ async fn watch_shells(
     shared: &ListenerState,
     mut since: Option<Duration>,
     keys: &mut mpsc::Receiver<FromViewer>,
-    hold: Option<&shellkeep_engine::terminal::Hold>,
+    hold: Option<&shellkeep_engine::Hold>,
 ) -> std::io::Result<Event> {
     let mut last: Option<Arc<Terminal>> = None;
     let mut waiting_told = false;
@@ -439,7 +439,7 @@ async fn follow(
     (name, session): (&str, &Arc<Session>),
     shared: &ListenerState,
     keys: &mut mpsc::Receiver<FromViewer>,
-    hold: Option<&shellkeep_engine::terminal::Hold>,
+    hold: Option<&shellkeep_engine::Hold>,
 ) -> std::io::Result<Followed> {
     loop {
         tokio::select! {
@@ -530,7 +530,7 @@ async fn read_viewer(
 struct Viewer {
     write: OwnedWriteHalf,
     /// The session's secrets; `None` shows the raw stream.
-    secrets: Option<Arc<shellkeep_engine::mask::Secrets>>,
+    secrets: Option<Arc<shellkeep_engine::Secrets>>,
     /// The masker of the current stretch of output (it may hold back the
     /// start of a secret until the next piece shows whether it is one).
     masker: Option<RawMasker>,

@@ -12,11 +12,11 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use shellkeep_engine::keys::Input;
-use shellkeep_engine::oneshot::{RunOutcome, RunStatus};
-use shellkeep_engine::policy::Decision;
-use shellkeep_engine::registry::JobEnded;
-use shellkeep_engine::session::{Activity, Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
+use shellkeep_engine::Decision;
+use shellkeep_engine::Input;
+use shellkeep_engine::JobEnded;
+use shellkeep_engine::{Activity, Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
+use shellkeep_engine::{RunOutcome, RunStatus};
 
 use super::{AuditLog, COMMAND_BOUND, Line, rfc3339};
 

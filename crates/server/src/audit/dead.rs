@@ -150,7 +150,7 @@ pub(super) fn server_alive(start: &Record, boot: Option<&str>) -> bool {
         .ok()
         .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
         .unwrap_or(false);
-    !zombie && shellkeep_engine::runtime_dir::start_ticks(pid) == Some(then)
+    !zombie && shellkeep_engine::start_ticks(pid) == Some(then)
 }
 
 /// This boot's id (`/proc/sys/kernel/random/boot_id`): pids and clock

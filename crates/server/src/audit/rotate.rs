@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use shellkeep_engine::private_fs;
+use shellkeep_engine::{ensure_private_dir, open_private_append};
 
 /// The open log file and its bounds, and whether the last write failed (so
 /// that a failure is logged once, not once per line).
@@ -85,9 +85,9 @@ impl Writer {
 /// through a symlink, and only a regular file of ours.
 fn open_log(path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
-        private_fs::ensure_private_dir(&std::path::absolute(parent)?)?;
+        ensure_private_dir(&std::path::absolute(parent)?)?;
     }
-    private_fs::open_private_append(path)
+    open_private_append(path)
 }
 
 /// Moves `path` to `path.1`, `path.1` to `path.2`, … up to `path.keep`

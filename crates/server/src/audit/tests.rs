@@ -4,20 +4,20 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use shellkeep_engine::oneshot::{RunEnd, TimeoutReason};
-use shellkeep_engine::output::Shown;
-use shellkeep_engine::policy::{DecisionSource, Limits};
-use shellkeep_engine::process::TerminationMode;
+use shellkeep_engine::Shown;
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{DecisionSource, PolicyLimits as Limits};
+use shellkeep_engine::{RunEnd, TimeoutReason};
 
 use super::call::{cut_command, run_end, terminal_end};
 use super::dead::{DeadCommand, boot_id, dead_servers, server_alive};
 use super::read::{Record, parse_span, read_tail, rows};
 use super::*;
-use shellkeep_engine::keys::Input;
-use shellkeep_engine::oneshot::RunOutcome;
-use shellkeep_engine::policy::Decision;
-use shellkeep_engine::runtime_dir;
-use shellkeep_engine::session::{Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
+use shellkeep_engine::Decision;
+use shellkeep_engine::Input;
+use shellkeep_engine::RunOutcome;
+use shellkeep_engine::start_ticks;
+use shellkeep_engine::{Call, NotRun, Outcome, Reply, SessionError, WaitEnded};
 use std::time::Duration;
 
 /// A fresh private directory, removed when dropped.
@@ -121,7 +121,7 @@ fn a_long_command_is_cut_and_says_how_long_it_was() {
 /// The input of a list of keys.
 fn keys(items: &[&str]) -> Input {
     let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
-    shellkeep_engine::keys::parse_keys(&items).expect("valid keys")
+    shellkeep_engine::parse_keys(&items).expect("valid keys")
 }
 
 #[test]
@@ -509,7 +509,7 @@ fn dead_servers_are_those_gone_without_an_end_and_their_open_commands() {
 #[test]
 fn a_server_is_alive_while_its_pid_has_its_start_time() {
     let pid = std::process::id();
-    let ticks = runtime_dir::start_ticks(pid).expect("our own start time");
+    let ticks = start_ticks(pid).expect("our own start time");
     let boot = boot_id();
     let mut start = server_line("server_start", "aa", pid);
     start.pid_start = Some(ticks);

@@ -75,7 +75,7 @@ impl Tokens {
     /// A fresh token for the principal `default`: 256 bits from the
     /// system's random source, as hex.
     pub fn generate(origin: &str) -> std::io::Result<Tokens> {
-        let token = shellkeep_engine::private_fs::random_hex(32)?;
+        let token = shellkeep_engine::random_hex(32)?;
         Ok(Tokens {
             entries: vec![(DEFAULT_PRINCIPAL.to_owned(), token)],
             origin: origin.to_owned(),
@@ -102,7 +102,7 @@ impl Tokens {
                 }
             })?;
         let meta = file.metadata().map_err(|err| format!("--token-file {shown}: {err}"))?;
-        let us = shellkeep_engine::private_fs::euid();
+        let us = shellkeep_engine::euid();
         if !meta.is_file() {
             return Err(format!("--token-file {shown} is not a regular file"));
         }
@@ -374,7 +374,7 @@ mod tests {
     fn a_token_file_must_be_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir()
-            .join(format!("sk-tokens-{}", shellkeep_engine::private_fs::random_hex(4).unwrap()));
+            .join(format!("sk-tokens-{}", shellkeep_engine::random_hex(4).unwrap()));
         std::fs::create_dir(&dir).unwrap();
         let file = dir.join("tokens");
         std::fs::write(&file, format!("alice:{A}\n")).unwrap();

@@ -136,7 +136,7 @@ pub fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<Tokens>
     let tokens =
         Tokens::generate(&path.display().to_string()).context("cannot generate a token")?;
     let (_, token) = &tokens.entries()[0];
-    shellkeep_engine::private_fs::write_new_file(&path, format!("{token}\n").as_bytes())
+    shellkeep_engine::write_new_file(&path, format!("{token}\n").as_bytes())
         .with_context(|| format!("cannot write the token to {}", path.display()))?;
     Ok(tokens)
 }

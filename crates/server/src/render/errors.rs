@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use shellkeep_engine::policy::{InvalidTimeout, MAX_TIMEOUT};
-use shellkeep_engine::registry::{MAX_NAME_LEN, RegistryError};
+use shellkeep_engine::{InvalidTimeout, MAX_TIMEOUT};
+use shellkeep_engine::{MAX_NAME_LEN, RegistryError};
 
 use super::echo;
 use super::units::{size, span};
@@ -353,7 +353,7 @@ mod tests {
             ),
         ];
         for (value, message) in cases {
-            let error = shellkeep_engine::policy::ExplicitTimeout::try_from(value).unwrap_err();
+            let error = shellkeep_engine::ExplicitTimeout::try_from(value).unwrap_err();
             assert_eq!(invalid_timeout("timeout", &error), format!("timeout {message}"));
         }
     }

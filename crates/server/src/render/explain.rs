@@ -5,10 +5,10 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::limits::CategoryLimits;
-use shellkeep_engine::mask::{MASK, Secrets};
-use shellkeep_engine::policy::{Decision, DecisionSource, Explanation};
-use shellkeep_engine::syntax::MAX_PARTS;
+use shellkeep_engine::CategoryLimits;
+use shellkeep_engine::MAX_PARTS;
+use shellkeep_engine::{Decision, DecisionSource, Explanation};
+use shellkeep_engine::{MASK, Secrets};
 
 use rmcp::schemars;
 
@@ -258,7 +258,7 @@ fn cut(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shellkeep_engine::policy::Policy;
+    use shellkeep_engine::Policy;
 
     use super::*;
 

@@ -8,8 +8,8 @@
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Serialize;
-use shellkeep_engine::registry::{JobEnded, JobWaiting};
-use shellkeep_engine::session::{MAX_START_ENV, PlaceError, Reply};
+use shellkeep_engine::{JobEnded, JobWaiting};
+use shellkeep_engine::{MAX_START_ENV, PlaceError, Reply};
 
 use super::units::{bytes, round_secs, seconds, span};
 use super::{Blocks, TerminalOutput, capped_echo, echo, in_text, terminal};
@@ -197,7 +197,7 @@ pub(super) fn prompt_words(prompt: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shellkeep_engine::session::PlaceFailure;
+    use shellkeep_engine::PlaceFailure;
     use std::time::Duration;
 
     use super::*;

@@ -7,7 +7,7 @@
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Serialize;
-use shellkeep_engine::limits::{LimitHit, Resource};
+use shellkeep_engine::{LimitHit, Resource};
 
 use super::units::limit_bytes;
 

@@ -14,8 +14,8 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::output::{self as engine_output, Shown};
-use shellkeep_engine::session::Reply;
+use shellkeep_engine::Reply;
+use shellkeep_engine::{Saved, Shown, json_chars, share_output_cap};
 
 use rmcp::schemars;
 
@@ -60,7 +60,7 @@ pub use units::*;
 /// back (commands, prompts, names, errors, notices). A string is masked
 /// before it is cut ([`echo`], [`capped_echo`]), so that a cut never
 /// leaves half a secret the masker can no longer recognise.
-pub fn mask(masks: &shellkeep_engine::mask::Secrets, text: &str) -> String {
+pub fn mask(masks: &shellkeep_engine::Secrets, text: &str) -> String {
     masks.mask(text).0.into_owned()
 }
 
@@ -337,24 +337,24 @@ pub fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: Str
 /// Fits the outputs a terminal reply carries (the command's, the previous
 /// command's, and what background jobs printed) into one budget: `cap`
 /// characters together, counted as JSON writes them, shared fairly
-/// ([`engine_output::share`]). A cut output names its log and the lines left out
+/// ([`share_output_cap`]). A cut output names its log and the lines left out
 /// as any cut does (`saved` says where the complete output of a command
 /// number is); background output keeps its newest lines, after a line
 /// that counts what was left out (it has no log). A full screen is not
 /// cut: its size is fixed by the window, and counts against the budget.
-pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> engine_output::Saved) {
-    let screen = if reply.screen { engine_output::json_chars(&reply.output.text) } else { 0 };
+pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> Saved) {
+    let screen = if reply.screen { json_chars(&reply.output.text) } else { 0 };
     let stream = |shown: &Shown, on_screen: bool| if on_screen { 0 } else { shown.json_chars() };
     let sizes = [
         stream(&reply.output, reply.screen),
         reply.previous.as_ref().map_or(0, |previous| stream(&previous.output, previous.screen)),
-        reply.idle_output.as_deref().map_or(0, engine_output::json_chars),
+        reply.idle_output.as_deref().map_or(0, json_chars),
     ];
     let budget = cap.saturating_sub(screen);
     if sizes.iter().sum::<usize>() <= budget {
         return;
     }
-    let shares = engine_output::share(budget, &sizes);
+    let shares = share_output_cap(budget, &sizes);
     if !reply.screen {
         let number = reply.number;
         reply.output.fit(shares[0], || number.map(saved).unwrap_or_default());
@@ -373,13 +373,13 @@ pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> engine_ou
 /// (text with no log to read it from: background output, a closed
 /// session's last words).
 pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
-    if engine_output::json_chars(text) <= budget {
+    if json_chars(text) <= budget {
         return text.to_owned();
     }
     let mut weight = 0;
     let mut start = text.len();
     for (i, c) in text.char_indices().rev() {
-        weight += engine_output::json_chars(c.encode_utf8(&mut [0; 4]));
+        weight += json_chars(c.encode_utf8(&mut [0; 4]));
         if weight > budget {
             break;
         }
@@ -436,8 +436,8 @@ pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String
     // From the line the first omitted character is on (a line the head
     // showed only the beginning of is read again whole).
     let offset = reply.first_line + shown.lines_before_omission;
-    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::output::MAX_READ_LINES);
-    let named = session != shellkeep_engine::registry::DEFAULT_SESSION;
+    let limit = (shown.omitted_lines + 1).min(shellkeep_engine::MAX_READ_LINES);
+    let named = session != shellkeep_engine::DEFAULT_SESSION;
     let args = if named {
         format!(
             "{{\"session\": {session:?}, \"command\": {number}, \"offset\": {offset}, \
@@ -599,7 +599,7 @@ mod tests {
         let kept = newest_within(&text, 200, "earlier background output");
         let (notice, rest) = kept.split_once('\n').expect("a notice line");
         assert!(text.ends_with(rest) && rest.starts_with("\"job\""), "{kept}");
-        assert!(engine_output::json_chars(rest) <= 200, "{kept}");
+        assert!(json_chars(rest) <= 200, "{kept}");
         let left_out = &text[..text.len() - rest.len()];
         assert_eq!(
             notice,

@@ -12,7 +12,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::output::{
+use shellkeep_engine::{
     LogPage, MAX_READ_LINES, Shown, SpillCut, SpillLimit, StoreError, Stream, json_chars,
 };
 
@@ -382,7 +382,7 @@ mod tests {
     use std::path::PathBuf;
 
     use expect_test::{Expect, expect};
-    use shellkeep_engine::output::NotSaved;
+    use shellkeep_engine::NotSaved;
 
     use super::*;
 

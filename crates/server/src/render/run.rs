@@ -12,11 +12,11 @@
 use super::output::OutputCall;
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::oneshot::{RunEnd, RunOutcome, TimeoutReason};
-use shellkeep_engine::output::Shown;
-use shellkeep_engine::output::Stream;
-use shellkeep_engine::policy::{Decision, DecisionSource};
-use shellkeep_engine::process::TerminationMode;
+use shellkeep_engine::Shown;
+use shellkeep_engine::Stream;
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{Decision, DecisionSource};
+use shellkeep_engine::{RunEnd, RunOutcome, TimeoutReason};
 
 use super::{
     Blocks, LimitHitOutput, Text, full_cut, full_path, is_zero, limit_hit_facts, limit_hit_line,
@@ -242,12 +242,12 @@ mod tests {
     use std::time::Duration;
 
     use expect_test::{Expect, expect};
-    use shellkeep_engine::limits::{LimitHit, Resource};
-    use shellkeep_engine::oneshot::{RunEnd, RunOutcome, TimeoutReason};
-    use shellkeep_engine::output::Shown;
-    use shellkeep_engine::policy::{Decision, DecisionSource, Limits};
-    use shellkeep_engine::process::TerminationMode;
-    use shellkeep_engine::sandbox::{Denial, Mode, Policy};
+    use shellkeep_engine::Shown;
+    use shellkeep_engine::TerminationMode;
+    use shellkeep_engine::{Decision, DecisionSource, PolicyLimits as Limits};
+    use shellkeep_engine::{Denial, SandboxMode as Mode, SandboxPolicy as Policy};
+    use shellkeep_engine::{LimitHit, Resource};
+    use shellkeep_engine::{RunEnd, RunOutcome, TimeoutReason};
 
     use super::run;
 

@@ -9,7 +9,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::sandbox::{Denial, Enforcement, Mode, Policy};
+use shellkeep_engine::{Denial, Enforcement, SandboxMode as Mode, SandboxPolicy as Policy};
 
 use rmcp::schemars;
 

@@ -7,9 +7,7 @@
 //!
 //! It does not word the rest of a refusal or a reply, and decides nothing.
 
-use shellkeep_engine::session::{
-    PlaceFailure, SessionError, ShellExit, ShellFailure, StartStep, Written,
-};
+use shellkeep_engine::{PlaceFailure, SessionError, ShellExit, ShellFailure, StartStep, Written};
 
 /// A refused call, as a neutral sentence for a log (the audit log's
 /// `detail`): what was refused and why, naming no tool or argument.

@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Serialize;
-use shellkeep_engine::registry::{RegistryLimits, SessionInfo};
-use shellkeep_engine::session::{Activity, LastWords};
+use shellkeep_engine::{Activity, LastWords};
+use shellkeep_engine::{RegistryLimits, SessionInfo};
 
 use super::jobs::{JobStart, job_started, prompt_words};
 use super::units::{bytes, round_secs, seconds, span};
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn an_ended_job_is_listed_apart_with_its_end_and_its_closing() {
-        use shellkeep_engine::registry::JobEnd;
+        use shellkeep_engine::JobEnd;
         let row = |name: &str, activity: Activity, job_end: Option<JobEnd>| SessionInfo {
             name: name.to_owned(),
             cwd: "/p".into(),
@@ -340,7 +340,7 @@ mod tests {
             waiting_for_input: false,
             prompt: None,
             output_bytes: 12,
-            sandbox: shellkeep_engine::sandbox::Policy::off(),
+            sandbox: shellkeep_engine::SandboxPolicy::off(),
         };
         let end = JobEnd {
             exit_code: 2,
@@ -390,7 +390,7 @@ mod tests {
             waiting_for_input: false,
             prompt: None,
             output_bytes: 0,
-            sandbox: shellkeep_engine::sandbox::Policy::off(),
+            sandbox: shellkeep_engine::SandboxPolicy::off(),
         }
     }
 
@@ -536,10 +536,10 @@ mod tests {
     fn snapshot_sessions_of_a_sandboxed_principal() {
         // Over HTTP each principal lists only its own sessions, each in
         // the sandbox it was started in.
-        let sandbox = shellkeep_engine::sandbox::Policy {
-            mode: shellkeep_engine::sandbox::Mode::ReadOnly,
+        let sandbox = shellkeep_engine::SandboxPolicy {
+            mode: shellkeep_engine::SandboxMode::ReadOnly,
             network: false,
-            ..shellkeep_engine::sandbox::Policy::off()
+            ..shellkeep_engine::SandboxPolicy::off()
         };
         let rows = [SessionInfo { sandbox, ..listed("default", Activity::Idle, 12) }];
         check_sessions(

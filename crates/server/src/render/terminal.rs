@@ -6,12 +6,12 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use shellkeep_engine::keys::{self, KeyError, MAX_KEYS, MAX_KEYS_BYTES};
-use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{
     AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
     WaitEnded,
 };
+use shellkeep_engine::{KeyError, MAX_KEYS, MAX_KEYS_BYTES, key_names};
 
 use rmcp::schemars;
 
@@ -734,7 +734,7 @@ fn ago(at: std::time::SystemTime) -> std::time::Duration {
 /// process's pid), where `shellkeep attach` alone asks them to choose.
 pub fn attach_command(name: &str) -> String {
     let server = std::process::id();
-    if name == shellkeep_engine::registry::DEFAULT_SESSION {
+    if name == shellkeep_engine::DEFAULT_SESSION {
         format!("shellkeep attach --server {server} --write")
     } else {
         format!("shellkeep attach {name} --server {server} --write")
@@ -855,7 +855,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
 }
 
 /// The line that says a person attached to the session typed keys.
-fn person_typed_line(typed: &shellkeep_engine::terminal::PersonTyped) -> String {
+fn person_typed_line(typed: &shellkeep_engine::PersonTyped) -> String {
     let hidden = match typed.hidden {
         0 => String::new(),
         n if n == typed.keys => {
@@ -977,7 +977,7 @@ pub fn key_error(err: &KeyError) -> String {
          C-<x> (control, e.g. C-c, C-d, C-z), M-<x> (Alt, e.g. M-x, M-ENTER); any other item \
          is typed as text. With is_input=true, `command` is text typed with Enter, or a control \
          key (C-c, C-d, C-z, any C-<letter>).",
-        keys::names().filter(|name| !name.starts_with('F')).collect::<Vec<_>>().join(", ")
+        key_names().filter(|name| !name.starts_with('F')).collect::<Vec<_>>().join(", ")
     );
     match err {
         KeyError::Unknown(text) => format!("unknown key {}. {names}", echo(text)),

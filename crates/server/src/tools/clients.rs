@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use shellkeep_engine::output::{OutputStore, StoreLimits};
-use shellkeep_engine::registry::{Registry, RegistryLimits, SessionBudget};
-use shellkeep_engine::session::SessionConfig;
+use shellkeep_engine::SessionConfig;
+use shellkeep_engine::{OutputStore, StoreLimits};
+use shellkeep_engine::{Registry, RegistryLimits, SessionBudget};
 use tokio::task::JoinHandle;
 
 use crate::tasks::Tasks;
@@ -183,9 +183,9 @@ fn make_client(
 mod tests {
     use std::time::Duration;
 
-    use shellkeep_engine::output::StoreLimits;
-    use shellkeep_engine::registry::RegistryLimits;
-    use shellkeep_engine::session::SessionConfig;
+    use shellkeep_engine::RegistryLimits;
+    use shellkeep_engine::SessionConfig;
+    use shellkeep_engine::StoreLimits;
 
     use super::*;
     use crate::tasks::Kind;

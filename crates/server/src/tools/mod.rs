@@ -30,10 +30,10 @@ use rmcp::model::{
 use rmcp::{ServerHandler, tool_handler};
 use serde::Serialize;
 use serde_json::Value;
-use shellkeep_engine::guard::Guard;
-use shellkeep_engine::policy::{Decision, Policy};
-use shellkeep_engine::registry::{DEFAULT_SESSION, JobEnded};
-use shellkeep_engine::sandbox::{self, Enforcement};
+use shellkeep_engine::Guard;
+use shellkeep_engine::{DEFAULT_SESSION, JobEnded};
+use shellkeep_engine::{Decision, Policy};
+use shellkeep_engine::{Denial, Enforcement, SandboxPolicy, check_sandbox, sandbox_denial};
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, ArgumentNames, ExplicitLimits};
@@ -56,7 +56,7 @@ pub struct Core {
     /// Where the policy came from, for explanations.
     pub policy_origin: String,
     /// Where cut outputs are saved in full, and the limits on them.
-    pub spill: Arc<shellkeep_engine::output::SpillStore>,
+    pub spill: Arc<shellkeep_engine::SpillStore>,
     /// The server's checked configuration: `run`'s stream cap and grace
     /// period, and the limits tool descriptions state.
     pub config: ServerConfig,
@@ -571,11 +571,11 @@ fn push_notice(
 /// command (`None`: it confines nothing). What a policy misses is said,
 /// never an error: one that the kernel could not enforce without best
 /// effort never started.
-fn enforcement_of(policy: &sandbox::Policy) -> Option<Enforcement> {
+fn enforcement_of(policy: &SandboxPolicy) -> Option<Enforcement> {
     if !policy.is_confined() {
         return None;
     }
-    sandbox::check(&sandbox::Policy { best_effort: true, ..policy.clone() }).ok()
+    check_sandbox(&SandboxPolicy { best_effort: true, ..policy.clone() }).ok()
 }
 
 /// Adds `sandbox`, what a confined session or command runs under
@@ -608,7 +608,7 @@ pub(crate) fn insert_sandbox(
 /// of its errors (`touch x` in a read-only session).
 fn with_denial(
     result: &mut CallToolResult,
-    policy: &sandbox::Policy,
+    policy: &SandboxPolicy,
     failed: bool,
     output: &str,
     cwd: Option<&std::path::Path>,
@@ -637,17 +637,17 @@ fn describe_sandbox(config: &ServerConfig, input: &mut JsonObject, what: &str) -
 
 /// What the sandbox (`policy`) most likely denied a failed command
 /// (`failed`), from its output, a relative path read from `cwd` (see
-/// [`with_denial`] and `sandbox::denial`).
+/// [`with_denial`] and `sandbox_denial`).
 pub(crate) fn denial_of(
-    policy: &sandbox::Policy,
+    policy: &SandboxPolicy,
     failed: bool,
     output: &str,
     cwd: Option<&std::path::Path>,
-) -> Option<sandbox::Denial> {
+) -> Option<Denial> {
     if !failed {
         return None;
     }
-    sandbox::denial(policy, output, cwd)
+    sandbox_denial(policy, output, cwd)
 }
 
 /// A stop signal the server refused because one of its own processes

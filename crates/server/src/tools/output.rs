@@ -8,8 +8,8 @@ use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::{tool, tool_router};
-use shellkeep_engine::output::{MAX_READ_LINES, READ_CAP, Stream};
-use shellkeep_engine::registry::DEFAULT_SESSION;
+use shellkeep_engine::DEFAULT_SESSION;
+use shellkeep_engine::{MAX_READ_LINES, READ_CAP, Stream};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, OutputArgs};

@@ -10,9 +10,9 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
-use shellkeep_engine::oneshot::{self, RunRequest};
-use shellkeep_engine::output::Stream;
-use shellkeep_engine::policy::Policy;
+use shellkeep_engine::Policy;
+use shellkeep_engine::Stream;
+use shellkeep_engine::{RunRequest, run_oneshot};
 
 use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, RunArgs};
@@ -122,7 +122,7 @@ impl Shellkeep {
         };
         let audit = self.audit(&context.peer, audit::Start::run(&request.command, &decision));
         let command = request.command.clone();
-        let outcome = oneshot::run(request, context.ct.clone()).await;
+        let outcome = run_oneshot(request, context.ct.clone()).await;
         // Nobody reads this reply: the next one says what became of it (a
         // task's cancellation is the task's status).
         if outcome.cancelled() && context.extensions.get::<tasks::TaskCall>().is_none() {

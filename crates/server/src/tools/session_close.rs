@@ -8,8 +8,8 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
-use shellkeep_engine::registry::DEFAULT_SESSION;
-use shellkeep_engine::session::{Activity, Call, LastWords, Request};
+use shellkeep_engine::DEFAULT_SESSION;
+use shellkeep_engine::{Activity, Call, LastWords, Request};
 
 use super::{Shellkeep, structured_result, tool_error};
 use crate::args::{Checked, SessionCloseArgs};

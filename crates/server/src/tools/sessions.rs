@@ -8,7 +8,7 @@ use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
-use shellkeep_engine::session::Activity;
+use shellkeep_engine::Activity;
 
 use super::{Shellkeep, structured_result};
 use crate::args::{Checked, SessionsArgs};

@@ -10,11 +10,9 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, tool, tool_router};
-use shellkeep_engine::keys::{self, Input};
-use shellkeep_engine::registry::{DEFAULT_SESSION, Lease, Opened, RegistryError, validate_name};
-use shellkeep_engine::session::{
-    Call, Event, Outcome, Place, Progress, ProgressHook, Reply, Request,
-};
+use shellkeep_engine::{Call, Event, Outcome, Place, Progress, ProgressHook, Reply, Request};
+use shellkeep_engine::{DEFAULT_SESSION, Lease, Opened, RegistryError, validate_name};
+use shellkeep_engine::{Input, control_key, names_a_key, parse_input, parse_keys};
 
 use super::{Shellkeep, enforcement_of, structured_result, tool_error, with_denial, with_sandbox};
 use crate::args::{self, Checked, Terminal, TerminalArgs};
@@ -147,7 +145,7 @@ struct Asked {
     /// `record`, as given.
     record: Option<bool>,
     /// `sandbox`, as given.
-    sandbox: Option<shellkeep_engine::sandbox::Mode>,
+    sandbox: Option<shellkeep_engine::SandboxMode>,
     /// `network`, as given.
     network: Option<bool>,
 }
@@ -156,7 +154,7 @@ impl Asked {
     /// What `args` asked for.
     fn of(args: &Terminal) -> Asked {
         let typed_key_name = match (&args.keys, args.is_input) {
-            (None, true) => keys::names_a_key(&args.command),
+            (None, true) => names_a_key(&args.command),
             _ => None,
         };
         Asked { typed_key_name, record: args.record, sandbox: args.sandbox, network: args.network }
@@ -325,7 +323,7 @@ impl Shellkeep {
 /// The engine's call for the tool's `command`, `is_input`, `reset` and
 /// `keys` (already checked together): the keys, if any (for the running
 /// program); a reset (then the command, if any); input (text, or a control
-/// key: `keys::parse_input`); a control key even without `is_input` (a
+/// key: `parse_input`); a control key even without `is_input` (a
 /// command that is exactly `C-c` is unmistakably one); a poll for an empty
 /// command; else a command to run. Key names that are no key are an error
 /// (the message lists the keys).
@@ -336,19 +334,19 @@ fn call(
     keys: Option<Vec<String>>,
 ) -> Result<Call, String> {
     if let Some(items) = keys {
-        return keys::parse_keys(&items).map(Call::Input).map_err(|err| render::key_error(&err));
+        return parse_keys(&items).map(Call::Input).map_err(|err| render::key_error(&err));
     }
     if reset {
         let then = (!command.trim().is_empty()).then_some(command);
         return Ok(Call::Reset { then });
     }
     if is_input {
-        return keys::parse_input(&command).map(Call::Input).map_err(|err| render::key_error(&err));
+        return parse_input(&command).map(Call::Input).map_err(|err| render::key_error(&err));
     }
     if command.trim().is_empty() {
         return Ok(Call::Poll);
     }
-    match keys::control_key(&command) {
+    match control_key(&command) {
         Some(Ok(key)) => Ok(Call::Input(Input::key(key))),
         _ => Ok(Call::run(command)),
     }
@@ -493,14 +491,14 @@ impl Shellkeep {
 
 #[cfg(test)]
 mod tests {
-    use shellkeep_engine::keys::{self, Input};
-    use shellkeep_engine::session::Call;
+    use shellkeep_engine::Call;
+    use shellkeep_engine::{Input, control_key, names_a_key, parse_input, parse_keys};
 
     use super::call;
 
     fn keys(items: &[&str]) -> Call {
         let items: Vec<String> = items.iter().map(|item| (*item).to_owned()).collect();
-        Call::Input(keys::parse_keys(&items).expect("keys"))
+        Call::Input(parse_keys(&items).expect("keys"))
     }
 
     #[test]

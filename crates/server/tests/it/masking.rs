@@ -220,7 +220,7 @@ async fn a_secret_with_del_or_invisible_characters_inside_is_masked_everywhere()
     let r = server.terminal(json!({ "command": print })).await;
     assert_eq!(r["exit_code"], 0, "{r:#?}");
     let visible = |text: &str| -> String {
-        text.chars().filter(|c| !shellkeep_engine::mask::is_invisible(*c)).collect()
+        text.chars().filter(|c| !shellkeep_engine::is_invisible(*c)).collect()
     };
     let shown = |r: &crate::Reply| visible(&format!("{}\n{}", r.text, r.structured));
     let check = |what: &str, all: String| {

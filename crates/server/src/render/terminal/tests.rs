@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use expect_test::{Expect, expect};
-use shellkeep_engine::keys::{KeyError, MAX_KEYS};
-use shellkeep_engine::output::Shown;
-use shellkeep_engine::process::TerminationMode;
-use shellkeep_engine::session::{
+use shellkeep_engine::Shown;
+use shellkeep_engine::TerminationMode;
+use shellkeep_engine::{
     AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
     ShellFailure, WaitEnded, Written,
 };
+use shellkeep_engine::{KeyError, MAX_KEYS};
 
 use super::{key_error, session_refused, terminal, typed_key_name};
 
@@ -1276,7 +1276,7 @@ fn input_refused_while_a_person_holds_the_session() {
 fn completed_after_a_person_answered_a_password_prompt() {
     let mut done = reply(Outcome::Completed { exit_code: 0 }, "\ngot 7 characters\n");
     let (first, last) = (now(), now());
-    let typed = shellkeep_engine::terminal::PersonTyped { first, last, keys: 8, hidden: 8 };
+    let typed = shellkeep_engine::PersonTyped { first, last, keys: 8, hidden: 8 };
     done.events.push(Event::PersonTyped(typed));
     check(
         &done,
@@ -1314,7 +1314,7 @@ fn completed_after_a_person_ran_a_command_at_the_prompt() {
     let mut done = reply(Outcome::Completed { exit_code: 0 }, "hi\n");
     done.idle_output = Some("ls\nCargo.toml  src\n".to_owned());
     let (first, last) = (now(), now());
-    let typed = shellkeep_engine::terminal::PersonTyped { first, last, keys: 12, hidden: 2 };
+    let typed = shellkeep_engine::PersonTyped { first, last, keys: 12, hidden: 2 };
     done.events.push(Event::PersonTyped(typed));
     done.events.push(Event::PersonRan { status: 2 });
     check(
