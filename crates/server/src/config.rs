@@ -18,13 +18,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shellkeep_engine::CgroupRequested;
 use shellkeep_engine::Guard;
 use shellkeep_engine::RegistryLimits;
 use shellkeep_engine::Secrets;
 use shellkeep_engine::SessionConfig;
 use shellkeep_engine::StoreLimits;
 use shellkeep_engine::{Bound, MAX_CPU, MAX_NICE, MIN_CPU, MIN_MEMORY, MIN_TASKS, ResourceLimits};
-use shellkeep_engine::CgroupRequested;
 use shellkeep_engine::{DEFAULT_IDLE_LIMIT, RecordSettings};
 use shellkeep_engine::{Enforcement, SandboxMode as Mode, SandboxPolicy, check_sandbox};
 use shellkeep_engine::{Found, Sources};

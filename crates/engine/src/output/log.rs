@@ -665,23 +665,11 @@ fn random_tag() -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::output::pass::tests::plain;
+    use crate::output::store::tests::{scratch, store};
     use crate::output::{OutputStore, SpillLimits, SpillStore, StoreLimits};
-
-    fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
-        let spill = SpillStore::new(dir.to_path_buf(), "", SpillLimits::default(), None);
-        OutputStore::new(spill, "test", limits)
-    }
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("shellkeep-store-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
 
     #[test]
     fn reads_by_offset_from_memory_and_from_a_file_alike() {

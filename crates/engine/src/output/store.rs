@@ -227,7 +227,7 @@ pub struct RunLogs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::path::PathBuf;
 
     use super::*;
@@ -235,12 +235,14 @@ mod tests {
     use crate::output::log::MEMORY_LIMIT;
     use crate::output::pass::tests::plain;
 
-    fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
+    /// A store of `limits` whose files go to `dir`.
+    pub(in crate::output) fn store(dir: &std::path::Path, limits: StoreLimits) -> Arc<OutputStore> {
         let spill = SpillStore::new(dir.to_path_buf(), "", SpillLimits::default(), None);
         OutputStore::new(spill, "test", limits)
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A fresh scratch directory for the test `name` (not created).
+    pub(in crate::output) fn scratch(name: &str) -> PathBuf {
         let dir =
             std::env::temp_dir().join(format!("shellkeep-store-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -28,9 +28,9 @@ use crate::cgroup;
 
 pub use self::children::spawn_std;
 pub(crate) use self::namespace::{pid_inside, shell_of as namespaced_shell};
-pub use self::proc_scan::{Root, command_line};
 #[cfg(test)]
 pub(crate) use self::proc_scan::session_groups;
+pub use self::proc_scan::{Root, command_line};
 pub(crate) use self::proc_scan::{
     boot_ticks_now, live_group_members, live_session_members, session_tree, start_ticks,
 };
