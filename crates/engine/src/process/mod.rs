@@ -32,11 +32,11 @@ pub use self::proc_scan::{
     Root, boot_ticks_now, command_line, live_group_members, live_session_members, orphaned_groups,
     session_groups, session_tree, start_ticks,
 };
-pub use self::scope::{Mark, SCOPE_VAR, Scope, server_token};
+pub use self::scope::{ChildRules, Mark, SCOPE_VAR, Scope, server_token};
 pub use self::spawn::{
-    ChildRules, dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin,
-    guard_command, ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup,
-    peer_credentials, pty_command, seccomp_filters_available, seccomp_status, spawn, terminal_size,
+    dup_at_least, group_command, group_command_with_fds, guard_channel_from_stdin, guard_command,
+    ignore_interrupt_and_hangup, landlock_abi, parent_death_wakeup, peer_credentials, pty_command,
+    seccomp_filters_available, seccomp_status, spawn, terminal_size,
 };
 pub use self::terminate::{
     Targets, Unmarked, command_targets, kill_now, signal_group, stop_then_kill, terminate,
