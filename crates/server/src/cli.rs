@@ -76,7 +76,7 @@ pub enum Command {
     /// command still running when its server died shows as server_died,
     /// one stopped as its server ended as server_ended, one stopped by
     /// closing or resetting its session as closed or reset.
-    Audit(crate::audit::AuditQuery),
+    Audit(AuditQuery),
     /// This user's running servers (pid, start directory, client, uptime)
     /// and their sessions (state, running command, who is attached).
     Ls,
@@ -338,7 +338,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", global = true, env = "SHELLKEEP_NICE")]
     pub nice: Option<String>,
     #[command(flatten)]
-    pub audit: crate::audit::AuditArgs,
+    pub audit: AuditArgs,
     #[command(flatten)]
     pub http: HttpArgs,
 }
@@ -389,6 +389,48 @@ pub struct HttpArgs {
     /// ($SHELLKEEP_TOKEN or --token-file): TLS belongs to a reverse proxy.
     #[arg(long, global = true, env = "SHELLKEEP_ALLOW_REMOTE")]
     pub allow_remote: bool,
+}
+
+/// The server's audit flags, as written.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Append one JSON line to FILE when a tool call that runs something
+    /// starts and one when it ends (created private, mode 0600; a symlink or
+    /// a file of another user is refused). The server notes its own start
+    /// and end there too: the next server with the same FILE says, once,
+    /// if this one died with commands running. Default:
+    /// `$XDG_STATE_HOME/shellkeep/audit.jsonl`, else
+    /// `~/.local/state/shellkeep/audit.jsonl`.
+    #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Keep no audit log (and so say nothing of an earlier server that
+    /// died with commands running).
+    #[arg(long, conflicts_with = "audit_log")]
+    pub no_audit_log: bool,
+    /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
+    /// to FILE.2, and so on); from 0.01 to 1048576.
+    #[arg(long, default_value_t = 10.0, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
+    pub audit_log_max_mib: f64,
+    /// Rotated audit logs kept (FILE.1 … FILE.N, the oldest dropped); from
+    /// 0 to 1000.
+    #[arg(long, default_value_t = 5, env = "SHELLKEEP_AUDIT_LOG_KEEP")]
+    pub audit_log_keep: u32,
+}
+
+/// `shellkeep audit`: what ran, as one line per command.
+#[derive(Debug, Args)]
+pub struct AuditQuery {
+    /// Only calls that started within this long: `90s`, `30m`, `1h`, `2d`.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only commands that failed: a non-zero exit code, killed, timed out,
+    /// not executed, refused or cancelled.
+    #[arg(long)]
+    pub failed: bool,
+    /// The audit log (its rotations FILE.1, FILE.2, … are read too);
+    /// default: the server's default log.
+    #[arg(value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
+    pub file: Option<PathBuf>,
 }
 
 #[cfg(test)]
