@@ -6,7 +6,7 @@
 //!
 //! The conversion is a function of the flags and of the environment it is
 //! given; it reads two files, the secrets file (`secrets::load`) and the
-//! HTTP token file (`http::auth::Tokens::read_file`), resolves
+//! HTTP token file (`auth::Tokens::read_file`), resolves
 //! the `--writable` directories, and asks the kernel what it can enforce of
 //! the sandbox (`sandbox::check`: a sandbox it cannot enforce is a flag
 //! error, never a silent start without it). It does not read the policy
@@ -31,8 +31,8 @@ use shellkeep_engine::secrets::{self, Found};
 use shellkeep_engine::session::SessionConfig;
 
 use crate::args;
+use crate::auth::Tokens;
 use crate::cli::ServeArgs;
-use crate::http::auth::Tokens;
 
 /// The fewest characters a reply may show before its middle is cut: less
 /// leaves no room for a head, a tail and the line saying what was cut.

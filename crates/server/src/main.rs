@@ -11,6 +11,7 @@
 mod args;
 mod attach;
 mod audit;
+mod auth;
 mod cli;
 mod config;
 mod http;
