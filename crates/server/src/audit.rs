@@ -197,7 +197,7 @@ impl AuditLog {
             Ok(value) => value,
             Err(err) => return tracing::error!("cannot build an audit line: {err}"),
         };
-        crate::mask_json(&mut value, &*self.mask);
+        crate::render::mask_json(&mut value, &*self.mask);
         let mut text = value.to_string();
         text.push('\n');
         self.writer.lock().unwrap_or_else(PoisonError::into_inner).write(text.as_bytes());

@@ -134,20 +134,6 @@ fn masked(text: &str) -> String {
     }
 }
 
-/// Replaces every string in `value` (keys aside) by `mask` of it: for what
-/// goes out as JSON (structured content, audit lines), masked string by
-/// string so that a mask never cuts the JSON's own syntax.
-pub(crate) fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
-    match value {
-        serde_json::Value::String(text) => *text = mask(text),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| mask_json(item, mask)),
-        serde_json::Value::Object(fields) => {
-            fields.values_mut().for_each(|item| mask_json(item, mask));
-        }
-        _ => {}
-    }
-}
-
 /// One log event, collected and written to stderr masked, in one write,
 /// when the formatter drops it.
 struct MaskedStderr(Vec<u8>);

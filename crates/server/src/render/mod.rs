@@ -64,6 +64,20 @@ pub fn mask(masks: &shellkeep_engine::mask::Secrets, text: &str) -> String {
     masks.mask(text).0.into_owned()
 }
 
+/// Replaces every string in `value` (keys aside) by `mask` of it: for what
+/// goes out as JSON (structured content, audit lines), masked string by
+/// string so that a mask never cuts the JSON's own syntax.
+pub fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
+    match value {
+        serde_json::Value::String(text) => *text = mask(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| mask_json(item, mask)),
+        serde_json::Value::Object(fields) => {
+            fields.values_mut().for_each(|item| mask_json(item, mask));
+        }
+        _ => {}
+    }
+}
+
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not
 /// come back as a 1 MiB reply.

@@ -436,7 +436,7 @@ impl Shellkeep {
                     }
                 }
                 if let Some(fields) = &mut result.structured_content {
-                    crate::mask_json(fields, &mask);
+                    render::mask_json(fields, &mask);
                 }
             }
             Err(error) => error.message = mask(&error.message).into(),
