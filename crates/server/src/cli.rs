@@ -5,6 +5,7 @@
 //! anything starts. This module checks nothing and starts nothing.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -98,7 +99,7 @@ pub enum Command {
         #[arg(long)]
         write: bool,
         /// Replay only the last stretch of output: 90, 30s, 5m, 1h.
-        #[arg(long, value_parser = crate::attach::parse_since)]
+        #[arg(long, value_parser = parse_since)]
         since: Option<std::time::Duration>,
         /// Show the raw stream: secrets are not masked.
         #[arg(long)]
@@ -433,11 +434,43 @@ pub struct AuditQuery {
     pub file: Option<PathBuf>,
 }
 
+/// The longest `--since` a client may ask for (the replay ring holds far
+/// less anyway); the attach listener holds to it too.
+pub const MAX_SINCE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses `--since`: a number with `s`, `m`, `h` or `d` (seconds without
+/// one): `90`, `30s`, `5m`, `1h`; more than 0, at most 7 days.
+pub fn parse_since(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c),
+        _ => (text, 's'),
+    };
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86400.0,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h or d (as in 5m)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (as in 90, 30s, 5m, 1h)"))?;
+    let secs = value * scale;
+    if !secs.is_finite() || secs <= 0.0 || secs > MAX_SINCE.as_secs_f64() {
+        return Err(format!("{text:?}: more than 0 and at most 7 days"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::Parser;
 
-    use super::{Cli, Command};
+    use super::{Cli, Command, parse_since};
 
     #[test]
     fn the_servers_flags_go_before_or_after_serve() {
@@ -453,6 +486,18 @@ mod tests {
                 (true, 3, Some("127.0.0.1:0")),
                 "{argv:?}"
             );
+        }
+    }
+
+    #[test]
+    fn since_takes_a_number_and_a_unit() {
+        assert_eq!(parse_since("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_since("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_since("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_since("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_since("7d"), Ok(Duration::from_secs(7 * 86400)));
+        for bad in ["", "m", "5x", "-1m", "0", "8d", "nan", "inf", "5 minutes"] {
+            assert!(parse_since(bad).is_err(), "{bad}");
         }
     }
 }
