@@ -9,8 +9,8 @@
 //! (`null` is "not given", unknown names are taken out, near misses and
 //! other tools' names are errors).
 //!
-//! Not for words: a refusal is an [`ArgError`], data that `render` words
-//! (`render::argument_error`). It runs nothing. Invariant: the agent reads
+//! Not for words: a refusal is an [`ArgError`], data (defined beside its
+//! words, in `render`) that `render::argument_error` words. It runs nothing. Invariant: the agent reads
 //! one wording per rule, the server's, never the engine's second net.
 
 use std::collections::BTreeMap;

@@ -3,8 +3,9 @@
 //! `server_start` and `server_end` lines, and a `server_died` line for an
 //! earlier server of the same log found gone (`dead`). By job: `call`
 //! builds a call's lines, `rotate` appends them to the file and rotates it,
-//! `read` reads them back (`shellkeep audit`); this module holds the flags,
-//! the log every call shares, and the line format.
+//! `read` reads them back (`shellkeep audit`); this module holds the log
+//! every call shares and the line format (its flags, as written, are
+//! `cli`'s).
 //!
 //! It runs nothing and words no reply. It holds that a call's start line is
 //! written before the command starts, straight to the file (`O_APPEND`, no

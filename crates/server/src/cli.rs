@@ -1,8 +1,10 @@
 //! The command line as written: clap's structs for the subcommands and the
-//! server's flags, with their help texts, defaults and environment
-//! variables. Values here are raw (seconds as `f64`, sizes in MiB, the
-//! containment mode as text): `config` checks and converts them before
-//! anything starts. This module checks nothing and starts nothing.
+//! server's flags (the audit log's too), with their help texts, defaults
+//! and environment variables. Values here are raw (seconds as `f64`, sizes
+//! in MiB, the containment mode as text): `config` checks and converts them
+//! before anything starts; only `--since` is parsed here, as clap reads it
+//! ([`parse_since`]). This module starts nothing and uses no other module
+//! of the server: every module may use it.
 
 use std::path::PathBuf;
 use std::time::Duration;

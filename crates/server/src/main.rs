@@ -8,6 +8,21 @@
 //! transport while serving: everything else is logged with `tracing` to
 //! stderr, masked with the server's secrets.
 
+// Layers, lowest first: a module uses only modules of layers below its
+// own, never one beside or above it (`tests/tidy.rs` finds any circle).
+//  1. `render`, `cli`: the words, and the command line as written; they
+//     use no other module (the facts `render` words that no lower module
+//     owns are defined beside their words).
+//  2. `args`, `auth`, `schema`, `wire`, `verify`: checked arguments, HTTP
+//     tokens, schemas, the JSON-RPC edge, the timing check (use `render`).
+//  3. `config` (uses `args`, `auth`, `cli`).
+//  4. `audit` (uses `config`, `cli`).
+//  5. `tasks` (uses `args`, `audit`).
+//  6. `tools`: the MCP tools, on top of all the above.
+//  7. `attach`, `http`: what serves `tools` to people and over HTTP.
+//  8. `serve`: a serving server's life.
+// This file stands over them all; two arrows still run up into it: `wire`
+// masks with its log masks, `serve` calls its start-up steps.
 mod args;
 mod attach;
 mod audit;

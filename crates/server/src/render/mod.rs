@@ -10,7 +10,9 @@
 //! typed values (outcomes, events, errors as data) and this module words
 //! them. Invariants it holds: output never shares a text block with a line
 //! that could pass for a notice ([`Blocks`]); each form of a reply, text or
-//! structured content, carries every fact (`docs/replies.md`).
+//! structured content, carries every fact (`docs/replies.md`); it uses no
+//! other module of the server (the facts no lower module owns, such as
+//! [`ArgError`], are defined beside their words).
 
 use schemars::JsonSchema;
 use serde::Serialize;

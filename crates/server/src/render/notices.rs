@@ -3,7 +3,9 @@
 //! its own commands.
 //!
 //! Not for finding dead servers (the audit log's job) nor for handling
-//! signals (`serve.rs`): this module only words what they found.
+//! signals (`serve.rs`): this module only words what they found, and
+//! defines those facts ([`DeadServer`], [`RefusedSignal`]) so that the
+//! finders use it, not the other way round.
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Serialize;
