@@ -2,9 +2,10 @@
 //! session the registry could not open or find, a timeout the policy
 //! refused, a call that waited too long behind others.
 //!
-//! Not for the data: `args.rs` and the engine hand over typed errors, and
-//! this module alone turns them into the sentence an agent reads, each
-//! ending with what to do next. It runs nothing.
+//! Not for finding them: `args.rs` finds an [`ArgError`] (defined here,
+//! beside its words) and the engine hands over typed errors; this module
+//! alone turns them into the sentence an agent reads, each ending with
+//! what to do next. It runs nothing.
 
 use std::time::Duration;
 
