@@ -9,8 +9,8 @@
 //! (`null` is "not given", unknown names are taken out, near misses and
 //! other tools' names are errors).
 //!
-//! Not for words: a refusal is an [`ArgError`], data that `render` words
-//! (`render::argument_error`). It runs nothing. Invariant: the agent reads
+//! Not for words: a refusal is an [`ArgError`], data (defined beside its
+//! words, in `render`) that `render::argument_error` words. It runs nothing. Invariant: the agent reads
 //! one wording per rule, the server's, never the engine's second net.
 
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ use shellkeep_engine::SandboxMode as Mode;
 use shellkeep_engine::Stream;
 use shellkeep_engine::validate_name;
 
-use crate::render;
+use crate::render::{self, ArgError};
 
 /// The longest timeout a call may give: one day. Longer waits are surely
 /// mistakes; the policy file's own limits have their own bound.
@@ -762,89 +762,6 @@ fn environment(name: &str, value: &str) -> Result<(), String> {
         return Ok(());
     };
     Err(refuse(refused))
-}
-
-/// An argument a tool or a flag cannot use, as data: [`refuse`] has it
-/// worded by `render`.
-#[derive(Debug, Clone, Copy)]
-pub enum ArgError<'a> {
-    /// `keys` with a command, a reset or a background job.
-    KeysNotAlone,
-    /// `reset` with `is_input`.
-    ResetWithInput,
-    /// `background` without a command, or with `is_input` or `reset`.
-    BackgroundWithoutCommand,
-    /// `stream` without `run`.
-    StreamWithoutRun,
-    /// `run` with `session` or `command`.
-    RunWithSession,
-    /// A number of seconds that is not positive or is over `max`.
-    Seconds {
-        /// The argument or flag, as the caller wrote it.
-        name: &'a str,
-        /// The most it may be.
-        max: Duration,
-        /// The value given.
-        got: f64,
-    },
-    /// A command (or other text for a command line) with a NUL byte.
-    NulInCommand {
-        /// The argument.
-        name: &'a str,
-    },
-    /// A path with a NUL byte.
-    NulInPath {
-        /// The argument.
-        name: &'a str,
-    },
-    /// An `env` variable without a name.
-    EnvEmptyName,
-    /// An `env` name with `=`.
-    EnvNameWithEquals {
-        /// The name given.
-        name: &'a str,
-    },
-    /// An `env` name with a NUL byte.
-    EnvNameNul {
-        /// The name given.
-        name: &'a str,
-    },
-    /// An `env` name shellkeep sets itself.
-    EnvNameReserved {
-        /// The name given.
-        name: &'a str,
-    },
-    /// An `env` value with a NUL byte.
-    EnvValueNul {
-        /// The variable's name.
-        name: &'a str,
-    },
-    /// An unknown argument that is a near miss of one the tool takes.
-    NearMiss {
-        /// The name given.
-        given: &'a str,
-        /// The tool's argument it is a near miss of.
-        right: &'a str,
-    },
-    /// An unknown argument that is (a near miss of) another tool's.
-    OfAnotherTool {
-        /// The name given.
-        given: &'a str,
-        /// The tool called.
-        tool: &'a str,
-        /// The other tools' argument it is a near miss of.
-        right: &'a str,
-        /// The tools that take `right`.
-        takers: &'a [&'a str],
-        /// The arguments `tool` takes.
-        known: &'a [String],
-    },
-    /// A string where a boolean goes that is not `"true"` or `"false"`.
-    NotAFlag(&'a str),
-    /// A `network` that is not `"on"`, `"off"` or a boolean (as JSON).
-    NotANetwork(&'a str),
-    /// A string where a number goes that does not hold only a number.
-    NotANumber(&'a str),
 }
 
 /// The message of `err`, worded by `render`.

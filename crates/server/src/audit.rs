@@ -3,8 +3,9 @@
 //! `server_start` and `server_end` lines, and a `server_died` line for an
 //! earlier server of the same log found gone (`dead`). By job: `call`
 //! builds a call's lines, `rotate` appends them to the file and rotates it,
-//! `read` reads them back (`shellkeep audit`); this module holds the flags,
-//! the log every call shares, and the line format.
+//! `read` reads them back (`shellkeep audit`); this module holds the log
+//! every call shares and the line format (its flags, as written, are
+//! `cli`'s).
 //!
 //! It runs nothing and words no reply. It holds that a call's start line is
 //! written before the command starts, straight to the file (`O_APPEND`, no
@@ -20,7 +21,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use clap::Args;
 use serde::Serialize;
 use shellkeep_engine::random_hex;
 
@@ -29,10 +29,11 @@ mod dead;
 mod read;
 mod rotate;
 
+pub use crate::cli::{AuditArgs, AuditQuery};
 use call::LimitsSec;
 pub use call::{AuditCall, Client, Start};
 pub use dead::DeadServer;
-pub use read::{AuditQuery, print};
+pub use read::print;
 use rotate::Writer;
 
 /// What hides secrets in text written to the log: the identity unless the
@@ -62,32 +63,6 @@ pub const TAIL_BYTES: u64 = 1024 * 1024;
 /// The most dead servers one start claims and reports (the oldest first;
 /// the next start claims the rest): the notice stays a few KiB.
 const MAX_DEAD_SERVERS: usize = 3;
-
-/// The server's audit flags, as written.
-#[derive(Debug, Args)]
-pub struct AuditArgs {
-    /// Append one JSON line to FILE when a tool call that runs something
-    /// starts and one when it ends (created private, mode 0600; a symlink or
-    /// a file of another user is refused). The server notes its own start
-    /// and end there too: the next server with the same FILE says, once,
-    /// if this one died with commands running. Default:
-    /// `$XDG_STATE_HOME/shellkeep/audit.jsonl`, else
-    /// `~/.local/state/shellkeep/audit.jsonl`.
-    #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
-    pub audit_log: Option<PathBuf>,
-    /// Keep no audit log (and so say nothing of an earlier server that
-    /// died with commands running).
-    #[arg(long, conflicts_with = "audit_log")]
-    pub no_audit_log: bool,
-    /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
-    /// to FILE.2, and so on); from 0.01 to 1048576.
-    #[arg(long, default_value_t = 10.0, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
-    pub audit_log_max_mib: f64,
-    /// Rotated audit logs kept (FILE.1 … FILE.N, the oldest dropped); from
-    /// 0 to 1000.
-    #[arg(long, default_value_t = 5, env = "SHELLKEEP_AUDIT_LOG_KEEP")]
-    pub audit_log_keep: u32,
-}
 
 /// The audit log of one server: where it goes, its bounds, and the open
 /// file. Shared by every call; each line is one `write` under a lock.
@@ -223,7 +198,7 @@ impl AuditLog {
             Ok(value) => value,
             Err(err) => return tracing::error!("cannot build an audit line: {err}"),
         };
-        crate::mask_json(&mut value, &*self.mask);
+        crate::render::mask_json(&mut value, &*self.mask);
         let mut text = value.to_string();
         text.push('\n');
         self.writer.lock().unwrap_or_else(PoisonError::into_inner).write(text.as_bytes());

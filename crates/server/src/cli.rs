@@ -1,10 +1,13 @@
 //! The command line as written: clap's structs for the subcommands and the
-//! server's flags, with their help texts, defaults and environment
-//! variables. Values here are raw (seconds as `f64`, sizes in MiB, the
-//! containment mode as text): `config` checks and converts them before
-//! anything starts. This module checks nothing and starts nothing.
+//! server's flags (the audit log's too), with their help texts, defaults
+//! and environment variables. Values here are raw (seconds as `f64`, sizes
+//! in MiB, the containment mode as text): `config` checks and converts them
+//! before anything starts; only `--since` is parsed here, as clap reads it
+//! ([`parse_since`]). This module starts nothing and uses no other module
+//! of the server: every module may use it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -76,7 +79,7 @@ pub enum Command {
     /// command still running when its server died shows as server_died,
     /// one stopped as its server ended as server_ended, one stopped by
     /// closing or resetting its session as closed or reset.
-    Audit(crate::audit::AuditQuery),
+    Audit(AuditQuery),
     /// This user's running servers (pid, start directory, client, uptime)
     /// and their sessions (state, running command, who is attached).
     Ls,
@@ -98,7 +101,7 @@ pub enum Command {
         #[arg(long)]
         write: bool,
         /// Replay only the last stretch of output: 90, 30s, 5m, 1h.
-        #[arg(long, value_parser = crate::attach::parse_since)]
+        #[arg(long, value_parser = parse_since)]
         since: Option<std::time::Duration>,
         /// Show the raw stream: secrets are not masked.
         #[arg(long)]
@@ -338,7 +341,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", global = true, env = "SHELLKEEP_NICE")]
     pub nice: Option<String>,
     #[command(flatten)]
-    pub audit: crate::audit::AuditArgs,
+    pub audit: AuditArgs,
     #[command(flatten)]
     pub http: HttpArgs,
 }
@@ -391,11 +394,85 @@ pub struct HttpArgs {
     pub allow_remote: bool,
 }
 
+/// The server's audit flags, as written.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Append one JSON line to FILE when a tool call that runs something
+    /// starts and one when it ends (created private, mode 0600; a symlink or
+    /// a file of another user is refused). The server notes its own start
+    /// and end there too: the next server with the same FILE says, once,
+    /// if this one died with commands running. Default:
+    /// `$XDG_STATE_HOME/shellkeep/audit.jsonl`, else
+    /// `~/.local/state/shellkeep/audit.jsonl`.
+    #[arg(long, value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
+    /// Keep no audit log (and so say nothing of an earlier server that
+    /// died with commands running).
+    #[arg(long, conflicts_with = "audit_log")]
+    pub no_audit_log: bool,
+    /// MiB the audit log may reach before it is rotated to FILE.1 (FILE.1
+    /// to FILE.2, and so on); from 0.01 to 1048576.
+    #[arg(long, default_value_t = 10.0, env = "SHELLKEEP_AUDIT_LOG_MAX_MIB")]
+    pub audit_log_max_mib: f64,
+    /// Rotated audit logs kept (FILE.1 … FILE.N, the oldest dropped); from
+    /// 0 to 1000.
+    #[arg(long, default_value_t = 5, env = "SHELLKEEP_AUDIT_LOG_KEEP")]
+    pub audit_log_keep: u32,
+}
+
+/// `shellkeep audit`: what ran, as one line per command.
+#[derive(Debug, Args)]
+pub struct AuditQuery {
+    /// Only calls that started within this long: `90s`, `30m`, `1h`, `2d`.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only commands that failed: a non-zero exit code, killed, timed out,
+    /// not executed, refused or cancelled.
+    #[arg(long)]
+    pub failed: bool,
+    /// The audit log (its rotations FILE.1, FILE.2, … are read too);
+    /// default: the server's default log.
+    #[arg(value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
+    pub file: Option<PathBuf>,
+}
+
+/// The longest `--since` a client may ask for (the replay ring holds far
+/// less anyway); the attach listener holds to it too.
+pub const MAX_SINCE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses `--since`: a number with `s`, `m`, `h` or `d` (seconds without
+/// one): `90`, `30s`, `5m`, `1h`; more than 0, at most 7 days.
+pub fn parse_since(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c),
+        _ => (text, 's'),
+    };
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86400.0,
+        _ => return Err(format!("{text:?}: the unit must be s, m, h or d (as in 5m)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (as in 90, 30s, 5m, 1h)"))?;
+    let secs = value * scale;
+    if !secs.is_finite() || secs <= 0.0 || secs > MAX_SINCE.as_secs_f64() {
+        return Err(format!("{text:?}: more than 0 and at most 7 days"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use clap::Parser;
 
-    use super::{Cli, Command};
+    use super::{Cli, Command, parse_since};
 
     #[test]
     fn the_servers_flags_go_before_or_after_serve() {
@@ -411,6 +488,18 @@ mod tests {
                 (true, 3, Some("127.0.0.1:0")),
                 "{argv:?}"
             );
+        }
+    }
+
+    #[test]
+    fn since_takes_a_number_and_a_unit() {
+        assert_eq!(parse_since("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_since("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_since("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_since("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_since("7d"), Ok(Duration::from_secs(7 * 86400)));
+        for bad in ["", "m", "5x", "-1m", "0", "8d", "nan", "inf", "5 minutes"] {
+            assert!(parse_since(bad).is_err(), "{bad}");
         }
     }
 }

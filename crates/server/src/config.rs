@@ -5,8 +5,8 @@
 //! (1 day), got 0`); a value out of range is refused, never clamped.
 //!
 //! The conversion is a function of the flags and of the environment it is
-//! given; it reads two files, the secrets file (`load_secrets`) and the
-//! HTTP token file (`http::auth::Tokens::read_file`), resolves
+//! given; it reads two files, the secrets file (`shellkeep_engine::load_secrets`) and the
+//! HTTP token file (`auth::Tokens::read_file`), resolves
 //! the `--writable` directories, and asks the kernel what it can enforce of
 //! the sandbox (`check_sandbox`: a sandbox it cannot enforce is a flag
 //! error, never a silent start without it). It does not read the policy
@@ -31,8 +31,8 @@ use shellkeep_engine::{Found, Sources};
 use shellkeep_engine::{Retention, SpillLimits, SpillStore};
 
 use crate::args;
+use crate::auth::Tokens;
 use crate::cli::ServeArgs;
-use crate::http::auth::Tokens;
 
 /// The fewest characters a reply may show before its middle is cut: less
 /// leaves no room for a head, a tail and the line saying what was cut.

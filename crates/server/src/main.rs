@@ -8,9 +8,25 @@
 //! transport while serving: everything else is logged with `tracing` to
 //! stderr, masked with the server's secrets.
 
+// Layers, lowest first: a module uses only modules of layers below its
+// own, never one beside or above it (`tests/tidy.rs` finds any circle).
+//  1. `render`, `cli`: the words, and the command line as written; they
+//     use no other module (the facts `render` words that no lower module
+//     owns are defined beside their words).
+//  2. `args`, `auth`, `schema`, `wire`, `verify`: checked arguments, HTTP
+//     tokens, schemas, the JSON-RPC edge, the timing check (use `render`).
+//  3. `config` (uses `args`, `auth`, `cli`).
+//  4. `audit` (uses `config`, `cli`).
+//  5. `tasks` (uses `args`, `audit`).
+//  6. `tools`: the MCP tools, on top of all the above.
+//  7. `attach`, `http`: what serves `tools` to people and over HTTP.
+//  8. `serve`: a serving server's life.
+// This file stands over them all; two arrows still run up into it: `wire`
+// masks with its log masks, `serve` calls its start-up steps.
 mod args;
 mod attach;
 mod audit;
+mod auth;
 mod cli;
 mod config;
 mod http;
@@ -136,20 +152,6 @@ fn masked(text: &str) -> String {
     match LOG_MASKS.get() {
         Some(masks) => render::mask(masks, text),
         None => text.to_owned(),
-    }
-}
-
-/// Replaces every string in `value` (keys aside) by `mask` of it: for what
-/// goes out as JSON (structured content, audit lines), masked string by
-/// string so that a mask never cuts the JSON's own syntax.
-pub(crate) fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
-    match value {
-        serde_json::Value::String(text) => *text = mask(text),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| mask_json(item, mask)),
-        serde_json::Value::Object(fields) => {
-            fields.values_mut().for_each(|item| mask_json(item, mask));
-        }
-        _ => {}
     }
 }
 

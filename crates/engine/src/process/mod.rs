@@ -34,10 +34,10 @@ pub use self::proc_scan::{Root, command_line};
 pub(crate) use self::proc_scan::{
     boot_ticks_now, live_group_members, live_session_members, session_tree, start_ticks,
 };
-pub(crate) use self::scope::{Mark, Scope};
+pub(crate) use self::scope::{ChildRules, Mark, Scope};
 pub use self::scope::{SCOPE_VAR, server_token};
 pub(crate) use self::spawn::{
-    ChildRules, dup_at_least, group_command, group_command_with_fds, guard_command,
+    dup_at_least, group_command, group_command_with_fds, guard_command,
     ignore_interrupt_and_hangup, parent_death_wakeup, pty_command, seccomp_filters_available,
     spawn,
 };

@@ -3,10 +3,13 @@
 //! group; which markers a sweep looks for ([`Mark`]) and how an environment
 //! relates to them; its resource limits (`limits::OwnerLimits`, written
 //! into its groups when they are made, before any child joins); and when
-//! each owner lived, to attribute unmarked orphans by their start time.
-//! Starts and signals nothing.
+//! each owner lived, to attribute unmarked orphans by their start time;
+//! and the sandbox rules its children apply ([`ChildRules`]: built by
+//! `sandbox`, applied between fork and exec by `spawn`, which uses this
+//! room and is never used by it). Starts and signals nothing.
 
 use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
@@ -104,7 +107,7 @@ struct ScopeInner {
     /// too, every spawn in this scope fails.
     limits: Result<OwnerLimits, Arc<std::io::Error>>,
     /// The sandbox its children start in (`None`: none).
-    confinement: Option<Arc<super::ChildRules>>,
+    confinement: Option<Arc<ChildRules>>,
 }
 
 impl Drop for ScopeInner {
@@ -176,7 +179,7 @@ impl Scope {
     ///
     /// If the scope was already cloned (its children could start
     /// unconfined).
-    pub fn with_confinement(mut self, confinement: Arc<super::ChildRules>) -> Scope {
+    pub fn with_confinement(mut self, confinement: Arc<ChildRules>) -> Scope {
         let namespace = confinement.namespace();
         Arc::get_mut(&mut self.inner)
             .expect("a scope is confined before it is shared")
@@ -220,7 +223,7 @@ impl Scope {
     }
 
     /// The sandbox its children start in.
-    pub fn confinement(&self) -> Option<&Arc<super::ChildRules>> {
+    pub fn confinement(&self) -> Option<&Arc<ChildRules>> {
         self.inner.confinement.as_ref()
     }
 
@@ -429,6 +432,36 @@ pub(super) fn cgroup_of_owner(value: &str) -> Option<Arc<cgroup::Group>> {
 /// The control groups of live scopes, by owner value, so that a command's
 /// stop finds its shell's group from the shell's pid.
 static LIVE_GROUPS: Mutex<Vec<(String, std::sync::Weak<cgroup::Group>)>> = Mutex::new(Vec::new());
+
+/// What a sandboxed owner's children apply between fork and exec, built
+/// by the parent (`sandbox::Confinement` builds it from a policy): the
+/// Landlock ruleset's descriptor, the compiled seccomp programs, and
+/// whether they start in a PID namespace of their own.
+#[derive(Debug)]
+pub struct ChildRules {
+    /// The Landlock ruleset to restrict the child with.
+    pub(super) landlock: Option<OwnedFd>,
+    /// The seccomp programs to load, in order.
+    pub(super) filters: Vec<seccompiler::BpfProgram>,
+    /// Whether the children start in a PID namespace of their own.
+    namespace: bool,
+}
+
+impl ChildRules {
+    /// Rules from their parts.
+    pub fn new(
+        landlock: Option<OwnedFd>,
+        filters: Vec<seccompiler::BpfProgram>,
+        namespace: bool,
+    ) -> ChildRules {
+        ChildRules { landlock, filters, namespace }
+    }
+
+    /// Whether the children start in a PID namespace of their own.
+    pub fn namespace(&self) -> bool {
+        self.namespace
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 
 use super::children::{spawn_registered, spawn_std};
 use super::namespace::{self, Namespace, Step};
-use super::scope::{SCOPE_VAR, Scope};
+use super::scope::{ChildRules, SCOPE_VAR, Scope};
 use super::{NONINTERACTIVE_UNSET, SERVER_ONLY, child_env};
 use crate::cgroup;
 
@@ -168,36 +168,6 @@ impl ChildLimits {
 /// The errors a child reports when its sandbox could not be applied carry
 /// this tag above the errno.
 const CONFINE_FAILED: i32 = 0x4b00_0000;
-
-/// What a sandboxed owner's children apply between fork and exec, built
-/// by the parent (`sandbox::Confinement` builds it from a policy): the
-/// Landlock ruleset's descriptor, the compiled seccomp programs, and
-/// whether they start in a PID namespace of their own.
-#[derive(Debug)]
-pub struct ChildRules {
-    /// The Landlock ruleset to restrict the child with.
-    landlock: Option<OwnedFd>,
-    /// The seccomp programs to load, in order.
-    filters: Vec<seccompiler::BpfProgram>,
-    /// Whether the children start in a PID namespace of their own.
-    namespace: bool,
-}
-
-impl ChildRules {
-    /// Rules from their parts.
-    pub fn new(
-        landlock: Option<OwnedFd>,
-        filters: Vec<seccompiler::BpfProgram>,
-        namespace: bool,
-    ) -> ChildRules {
-        ChildRules { landlock, filters, namespace }
-    }
-
-    /// Whether the children start in a PID namespace of their own.
-    pub fn namespace(&self) -> bool {
-        self.namespace
-    }
-}
 
 /// The sandbox step, last between fork and exec: `no_new_privs`, the
 /// Landlock ruleset, the seccomp filters (see `sandbox`). Nothing happens

@@ -250,32 +250,6 @@ fn span(secs: f64) -> String {
     }
 }
 
-/// Parses `--since`: a number with `s`, `m`, `h` or `d` (seconds without
-/// one): `90`, `30s`, `5m`, `1h`; more than 0, at most 7 days.
-pub fn parse_since(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.char_indices().last() {
-        Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c),
-        _ => (text, 's'),
-    };
-    let scale = match unit {
-        's' => 1.0,
-        'm' => 60.0,
-        'h' => 3600.0,
-        'd' => 86400.0,
-        _ => return Err(format!("{text:?}: the unit must be s, m, h or d (as in 5m)")),
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (as in 90, 30s, 5m, 1h)"))?;
-    let secs = value * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > protocol::MAX_SINCE.as_secs_f64() {
-        return Err(format!("{text:?}: more than 0 and at most 7 days"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 /// The socket to attach to: the one named, the server named, or the only
 /// one running; several without a choice is an error that lists them.
 async fn choose_server(options: &AttachOptions) -> anyhow::Result<PathBuf> {
@@ -709,18 +683,6 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn since_takes_a_number_and_a_unit() {
-        assert_eq!(parse_since("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_since("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_since("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_since("1.5h"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_since("7d"), Ok(Duration::from_secs(7 * 86400)));
-        for bad in ["", "m", "5x", "-1m", "0", "8d", "nan", "inf", "5 minutes"] {
-            assert!(parse_since(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn spans_read_as_people_write_them() {

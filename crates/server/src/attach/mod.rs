@@ -16,5 +16,5 @@ mod client;
 mod listen;
 mod protocol;
 
-pub use client::{AttachOptions, attach, ls, parse_since};
+pub use client::{AttachOptions, attach, ls};
 pub use listen::Listener;

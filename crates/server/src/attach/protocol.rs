@@ -6,7 +6,7 @@
 //! nothing. It holds that every read is bounded ([`MAX_LINE`],
 //! [`MAX_CLIENT_FRAME`], [`MAX_SERVER_FRAME`]).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{
@@ -58,9 +58,9 @@ pub const MAX_SERVER_FRAME: usize = 1024 * 1024;
 /// The most output bytes in one frame.
 pub const MAX_OUTPUT_FRAME: usize = 64 * 1024;
 
-/// The longest `--since` a client may ask for (the replay ring holds far
-/// less anyway).
-pub const MAX_SINCE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest `--since` a client may ask for: the command line's own
+/// bound, which the listening end applies too.
+pub use crate::cli::MAX_SINCE;
 
 /// The kind of a frame: its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

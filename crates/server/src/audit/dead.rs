@@ -14,36 +14,7 @@ use std::time::SystemTime;
 
 use super::read::{Record, read_tail, rows};
 use super::{AuditLog, Line, MAX_DEAD_SERVERS, TAIL_BYTES, rfc3339};
-
-/// An earlier server of the same log that is gone without having ended
-/// normally (killed, crashed, its machine rebooted).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeadServer {
-    /// Its name in the log's ids.
-    pub server: String,
-    /// Its process id.
-    pub pid: u32,
-    /// When it started (RFC 3339), if its start line says.
-    pub started: Option<String>,
-    /// The commands it was running: started and not ended, as far as the
-    /// log's tail tells.
-    pub commands: Vec<DeadCommand>,
-    /// Where it saved full outputs, if its start line says.
-    pub full_output_dir: Option<String>,
-    /// The prefix of its files there.
-    pub output_prefix: Option<String>,
-}
-
-/// A command that was running when its server died.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeadCommand {
-    /// Its session (`(run)` for the `run` tool).
-    pub session: String,
-    /// The command, masked and cut as the log holds it.
-    pub command: String,
-    /// Whether it was a background job.
-    pub background: bool,
-}
+pub use crate::render::{DeadCommand, DeadServer};
 
 impl AuditLog {
     /// Reads the log's tail under an exclusive lock, writes a `server_died`

@@ -13,26 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use clap::Args;
 use serde::Deserialize;
 
-use super::{MAX_KEEP, default_log, parse_rfc3339};
-
-/// `shellkeep audit`: what ran, as one line per command.
-#[derive(Debug, Args)]
-pub struct AuditQuery {
-    /// Only calls that started within this long: `90s`, `30m`, `1h`, `2d`.
-    #[arg(long)]
-    pub since: Option<String>,
-    /// Only commands that failed: a non-zero exit code, killed, timed out,
-    /// not executed, refused or cancelled.
-    #[arg(long)]
-    pub failed: bool,
-    /// The audit log (its rotations FILE.1, FILE.2, … are read too);
-    /// default: the server's default log.
-    #[arg(value_name = "FILE", env = "SHELLKEEP_AUDIT_LOG")]
-    pub file: Option<PathBuf>,
-}
+use super::{AuditQuery, MAX_KEEP, default_log, parse_rfc3339};
 
 /// `shellkeep audit`: prints one line per command of `query.file` and its
 /// rotations (time, session, status, exit code, duration, command), oldest

@@ -51,8 +51,6 @@
 //!
 //! It knows no tool; it does not word replies.
 
-pub mod auth;
-
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::pin::Pin;
@@ -72,7 +70,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use self::auth::{InFlight, Slot, Tokens};
+use crate::auth::{self, InFlight, Slot, Tokens};
 use crate::config::HttpConfig;
 use crate::render::{self, HttpRefusal};
 use crate::tools::{self, Core, Principal};

@@ -2,9 +2,10 @@
 //! session the registry could not open or find, a timeout the policy
 //! refused, a call that waited too long behind others.
 //!
-//! Not for the data: `args.rs` and the engine hand over typed errors, and
-//! this module alone turns them into the sentence an agent reads, each
-//! ending with what to do next. It runs nothing.
+//! Not for finding them: `args.rs` finds an [`ArgError`] (defined here,
+//! beside its words) and the engine hands over typed errors; this module
+//! alone turns them into the sentence an agent reads, each ending with
+//! what to do next. It runs nothing.
 
 use std::time::Duration;
 
@@ -13,7 +14,6 @@ use shellkeep_engine::{MAX_NAME_LEN, RegistryError};
 
 use super::echo;
 use super::units::{size, span};
-use crate::args::ArgError;
 
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
@@ -118,6 +118,89 @@ pub fn too_many_waiting(max: usize) -> String {
          the most that may wait at once. Send it again when some of them have returned, or \
          without wait_for_previous."
     )
+}
+
+/// An argument a tool or a flag cannot use, as data: `args` finds it,
+/// [`argument_error`] words it.
+#[derive(Debug, Clone, Copy)]
+pub enum ArgError<'a> {
+    /// `keys` with a command, a reset or a background job.
+    KeysNotAlone,
+    /// `reset` with `is_input`.
+    ResetWithInput,
+    /// `background` without a command, or with `is_input` or `reset`.
+    BackgroundWithoutCommand,
+    /// `stream` without `run`.
+    StreamWithoutRun,
+    /// `run` with `session` or `command`.
+    RunWithSession,
+    /// A number of seconds that is not positive or is over `max`.
+    Seconds {
+        /// The argument or flag, as the caller wrote it.
+        name: &'a str,
+        /// The most it may be.
+        max: Duration,
+        /// The value given.
+        got: f64,
+    },
+    /// A command (or other text for a command line) with a NUL byte.
+    NulInCommand {
+        /// The argument.
+        name: &'a str,
+    },
+    /// A path with a NUL byte.
+    NulInPath {
+        /// The argument.
+        name: &'a str,
+    },
+    /// An `env` variable without a name.
+    EnvEmptyName,
+    /// An `env` name with `=`.
+    EnvNameWithEquals {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name with a NUL byte.
+    EnvNameNul {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` name shellkeep sets itself.
+    EnvNameReserved {
+        /// The name given.
+        name: &'a str,
+    },
+    /// An `env` value with a NUL byte.
+    EnvValueNul {
+        /// The variable's name.
+        name: &'a str,
+    },
+    /// An unknown argument that is a near miss of one the tool takes.
+    NearMiss {
+        /// The name given.
+        given: &'a str,
+        /// The tool's argument it is a near miss of.
+        right: &'a str,
+    },
+    /// An unknown argument that is (a near miss of) another tool's.
+    OfAnotherTool {
+        /// The name given.
+        given: &'a str,
+        /// The tool called.
+        tool: &'a str,
+        /// The other tools' argument it is a near miss of.
+        right: &'a str,
+        /// The tools that take `right`.
+        takers: &'a [&'a str],
+        /// The arguments `tool` takes.
+        known: &'a [String],
+    },
+    /// A string where a boolean goes that is not `"true"` or `"false"`.
+    NotAFlag(&'a str),
+    /// A `network` that is not `"on"`, `"off"` or a boolean (as JSON).
+    NotANetwork(&'a str),
+    /// A string where a number goes that does not hold only a number.
+    NotANumber(&'a str),
 }
 
 /// The message of an argument a tool or a flag cannot use, with what to

@@ -10,7 +10,9 @@
 //! typed values (outcomes, events, errors as data) and this module words
 //! them. Invariants it holds: output never shares a text block with a line
 //! that could pass for a notice ([`Blocks`]); each form of a reply, text or
-//! structured content, carries every fact (`docs/replies.md`).
+//! structured content, carries every fact (`docs/replies.md`); it uses no
+//! other module of the server (the facts no lower module owns, such as
+//! [`ArgError`], are defined beside their words).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -62,6 +64,20 @@ pub use units::*;
 /// leaves half a secret the masker can no longer recognise.
 pub fn mask(masks: &shellkeep_engine::Secrets, text: &str) -> String {
     masks.mask(text).0.into_owned()
+}
+
+/// Replaces every string in `value` (keys aside) by `mask` of it: for what
+/// goes out as JSON (structured content, audit lines), masked string by
+/// string so that a mask never cuts the JSON's own syntax.
+pub fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
+    match value {
+        serde_json::Value::String(text) => *text = mask(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|item| mask_json(item, mask)),
+        serde_json::Value::Object(fields) => {
+            fields.values_mut().for_each(|item| mask_json(item, mask));
+        }
+        _ => {}
+    }
 }
 
 /// The longest echo of an agent's command in a reply, in characters: the

@@ -3,13 +3,62 @@
 //! its own commands.
 //!
 //! Not for finding dead servers (the audit log's job) nor for handling
-//! signals (`serve.rs`): this module only words what they found.
+//! signals (`serve.rs`): this module only words what they found, and
+//! defines those facts ([`DeadServer`], [`RefusedSignal`]) so that the
+//! finders use it, not the other way round.
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::Serialize;
 
 use super::units::count;
 use super::{capped_echo, echo};
+
+// The facts worded here, found elsewhere (the audit log finds dead
+// servers, the signal watch refuses signals): plain data, kept with their
+// words so that this module uses no other module of the server.
+
+/// An earlier server of the same log that is gone without having ended
+/// normally (killed, crashed, its machine rebooted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadServer {
+    /// Its name in the log's ids.
+    pub server: String,
+    /// Its process id.
+    pub pid: u32,
+    /// When it started (RFC 3339), if its start line says.
+    pub started: Option<String>,
+    /// The commands it was running: started and not ended, as far as the
+    /// log's tail tells.
+    pub commands: Vec<DeadCommand>,
+    /// Where it saved full outputs, if its start line says.
+    pub full_output_dir: Option<String>,
+    /// The prefix of its files there.
+    pub output_prefix: Option<String>,
+}
+
+/// A command that was running when its server died.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadCommand {
+    /// Its session (`(run)` for the `run` tool).
+    pub session: String,
+    /// The command, masked and cut as the log holds it.
+    pub command: String,
+    /// Whether it was a background job.
+    pub background: bool,
+}
+
+/// A stop signal the server refused because one of its own processes
+/// sent it (see `main`'s signal watch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedSignal {
+    /// The signal's name (`SIGTERM`).
+    pub signal: &'static str,
+    /// The sender's pid.
+    pub pid: i32,
+    /// The sender's command line as it was when the signal came (bounded,
+    /// `process::command_line`), `None` if it was already gone.
+    pub command: Option<String>,
+}
 
 // After a crash: the one-time notice that an earlier server of the same
 // audit log died with commands running (which server, how many commands,
@@ -53,7 +102,7 @@ pub struct DiedCommandOutput {
 /// The notice that the server ignored stop signals its own processes sent
 /// it (`named`, and `more` others): who sent them, so the agent can find
 /// the command that tried.
-pub fn refused_signals(named: &[crate::tools::RefusedSignal], more: usize) -> String {
+pub fn refused_signals(named: &[RefusedSignal], more: usize) -> String {
     let senders: Vec<String> = named
         .iter()
         .map(|refused| match &refused.command {
@@ -73,7 +122,7 @@ pub fn refused_signals(named: &[crate::tools::RefusedSignal], more: usize) -> St
 
 /// The text and structured content telling that `dead` servers died with
 /// commands running; `None` when there are none.
-pub fn servers_died(dead: &[crate::audit::DeadServer]) -> Option<(String, serde_json::Value)> {
+pub fn servers_died(dead: &[DeadServer]) -> Option<(String, serde_json::Value)> {
     if dead.is_empty() {
         return None;
     }

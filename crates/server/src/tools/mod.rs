@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
+pub use crate::render::RefusedSignal;
 use crate::tasks;
 use crate::wire::Arrivals;
 use crate::{render, schema};
@@ -435,7 +436,7 @@ impl Shellkeep {
                     }
                 }
                 if let Some(fields) = &mut result.structured_content {
-                    crate::mask_json(fields, &mask);
+                    render::mask_json(fields, &mask);
                 }
             }
             Err(error) => error.message = mask(&error.message).into(),
@@ -648,19 +649,6 @@ pub(crate) fn denial_of(
         return None;
     }
     sandbox_denial(policy, output, cwd)
-}
-
-/// A stop signal the server refused because one of its own processes
-/// sent it (see `main`'s signal watch).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefusedSignal {
-    /// The signal's name (`SIGTERM`).
-    pub signal: &'static str,
-    /// The sender's pid.
-    pub pid: i32,
-    /// The sender's command line as it was when the signal came (bounded,
-    /// `process::command_line`), `None` if it was already gone.
-    pub command: Option<String>,
 }
 
 /// The most refused signals one notice names; more are only counted.

@@ -18,7 +18,8 @@
 //! an error or shown by `Debug`.
 //!
 //! This module parses and checks; it binds nothing and serves nothing
-//! (`http/mod.rs` does).
+//! (`http` does). It stands below `config` (which reads the token file)
+//! and `http` (which checks requests), and uses only `render`.
 
 use std::collections::HashMap;
 use std::io::Read;
