@@ -62,8 +62,8 @@ pub use policy::{
     LoadedPolicy, MAX_TIMEOUT, Policy, load_from_environment as load_policy_from_environment,
 };
 pub use private_fs::{
-    check_private_dir, ensure_private_dir, euid, make_process_undumpable, open_private_append,
-    random_hex, usable_temp_dir, write_new_file,
+    check_private_dir, create_private_dir, ensure_private_dir, euid, make_process_undumpable,
+    open_private_append, random_hex, usable_temp_dir, write_new_file,
 };
 pub use process::{
     Root, SCOPE_VAR, Targets, TerminationMode, bash as bash_path,

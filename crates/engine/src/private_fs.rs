@@ -31,7 +31,7 @@ pub fn euid() -> u32 {
 /// Creates the directory `path` with mode 0700. Fails if anything already
 /// exists there (a directory, a file or a symlink), so the directory is
 /// certainly new and ours. The parent must exist.
-pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new().mode(0o700).create(path)?;
     // The umask may have removed owner bits; it cannot have added others.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;

@@ -31,13 +31,13 @@ use crate::render::{self, ArgError};
 
 /// The longest timeout a call may give: one day. Longer waits are surely
 /// mistakes; the policy file's own limits have their own bound.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
 /// Tool arguments of type `T` whose errors name the argument at fault
 /// ("`is_input`: invalid type: string \"yes\", expected a boolean"), so the
 /// agent knows which one to fix. The schema is `T`'s.
 #[derive(Debug)]
-pub struct Checked<T>(pub T);
+pub(crate) struct Checked<T>(pub T);
 
 impl<T: JsonSchema> JsonSchema for Checked<T> {
     fn schema_name() -> std::borrow::Cow<'static, str> {
@@ -71,7 +71,7 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Checked<T> {
 /// limits are set at start-up (see `tools::terminal::describe_arguments`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TerminalArgs {
+pub(crate) struct TerminalArgs {
     /// The shell command to run (any bash: pipes, multi-line blocks, heredocs). Empty (or
     /// omitted) to wait for more output of a running command (after exit code -1). With
     /// is_input=true: text typed to the running program as it is, followed by Enter (`up`,
@@ -138,7 +138,7 @@ pub struct TerminalArgs {
 
 /// A `terminal` call's arguments, checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Terminal {
+pub(crate) struct Terminal {
     /// The command, the input or the key.
     pub command: String,
     /// Whether `command` is input for the running program.
@@ -165,7 +165,7 @@ pub struct Terminal {
 
 impl TerminalArgs {
     /// Checks every argument; the first that breaks its rule is the error.
-    pub fn check(self) -> Result<Terminal, String> {
+    pub(crate) fn check(self) -> Result<Terminal, String> {
         command_text("command", &self.command)?;
         let keys = self.keys.filter(|keys| !keys.is_empty());
         if keys.is_some() && (!self.command.trim().is_empty() || self.reset || self.background) {
@@ -196,14 +196,14 @@ impl TerminalArgs {
 /// Arguments of the `session_close` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SessionCloseArgs {
+pub(crate) struct SessionCloseArgs {
     /// The session to close. Closing `default` resets it.
     pub session: String,
 }
 
 impl SessionCloseArgs {
     /// The session's name, checked.
-    pub fn check(self) -> Result<String, String> {
+    pub(crate) fn check(self) -> Result<String, String> {
         session(self.session)
     }
 }
@@ -212,7 +212,7 @@ impl SessionCloseArgs {
 /// states configured limits, is set at start-up.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// The session (omit for `default`).
     #[serde(default)]
     pub session: Option<String>,
@@ -239,7 +239,7 @@ impl OutputArgs {
     /// Checks the session's name, and that a `run` output is asked for with
     /// `run` (and maybe `stream`) alone, never with `session` or `command`;
     /// the other arguments take any value.
-    pub fn check(mut self) -> Result<OutputArgs, String> {
+    pub(crate) fn check(mut self) -> Result<OutputArgs, String> {
         if self.stream.is_some() && self.run.is_none() {
             return Err(refuse(ArgError::StreamWithoutRun));
         }
@@ -297,7 +297,7 @@ impl From<SandboxArg> for Mode {
 /// `--network`; `true` and `false` are read as `on` and `off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum NetworkArg {
+pub(crate) enum NetworkArg {
     /// Every socket but Unix ones is denied.
     Off,
     /// The network as the server allows it.
@@ -306,7 +306,7 @@ pub enum NetworkArg {
 
 impl NetworkArg {
     /// Whether it lets the command use the network.
-    pub fn allows(self) -> bool {
+    pub(crate) fn allows(self) -> bool {
         self == NetworkArg::On
     }
 }
@@ -314,12 +314,12 @@ impl NetworkArg {
 /// Arguments of the `sessions` tool (none).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SessionsArgs {}
+pub(crate) struct SessionsArgs {}
 
 /// Arguments of the `run` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The command, run with `bash -c` in a fresh process (no state is kept between runs).
     pub command: String,
     /// Execution limit in seconds; the no-output limit is then min(timeout/4, 60) s, at least
@@ -352,7 +352,7 @@ pub struct RunArgs {
 
 /// A `run` call's arguments, checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Run {
+pub(crate) struct Run {
     /// The command for `bash -c`.
     pub command: String,
     /// The explicit limits, when given.
@@ -371,7 +371,7 @@ pub struct Run {
 
 /// The limits a call gave explicitly (`timeout_sec`, `no_output_timeout_sec`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ExplicitLimits {
+pub(crate) struct ExplicitLimits {
     /// The execution limit.
     pub timeout: Option<ExplicitTimeout>,
     /// The no-output limit.
@@ -395,7 +395,7 @@ impl RunArgs {
     /// the command, the working directory or the environment; environment
     /// names that are empty or contain `=`), the variable shellkeep keeps
     /// for itself, and the timeouts.
-    pub fn check(self) -> Result<Run, String> {
+    pub(crate) fn check(self) -> Result<Run, String> {
         command_text("command", &self.command)?;
         let cwd = self.cwd.map(|cwd| path("cwd", cwd)).transpose()?;
         let env = self.env.unwrap_or_default();
@@ -417,7 +417,7 @@ impl RunArgs {
 /// Arguments of the `policy_explain` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The command to classify.
     pub command: String,
     /// An explicit timeout in seconds, as `run` would get it.
@@ -430,7 +430,7 @@ pub struct ExplainArgs {
 
 impl ExplainArgs {
     /// The command (any text: it is only classified) and its limits.
-    pub fn check(self) -> Result<(String, ExplicitLimits), String> {
+    pub(crate) fn check(self) -> Result<(String, ExplicitLimits), String> {
         let limits = ExplicitLimits::check(self.timeout_sec, self.no_output_timeout_sec)?;
         Ok((self.command, limits))
     }
@@ -441,7 +441,7 @@ impl ExplainArgs {
 /// hint, honoured by the tools' turns: see `tools::Turns`), and `summary` and
 /// `security_risk`, which models trained on OpenHands send. They are taken
 /// out silently.
-pub const CLIENT_KEYS: &[&str] = &["wait_for_previous", "summary", "security_risk"];
+pub(crate) const CLIENT_KEYS: &[&str] = &["wait_for_previous", "summary", "security_risk"];
 
 /// The longest argument name that can be a near miss of a known one, in
 /// characters: longer names are taken out as unknown (this bounds the work
@@ -453,7 +453,7 @@ const NEAR_MISSES_NAMED: usize = 5;
 
 /// The argument names of one tool, as its input schema declares them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ArgumentNames {
+pub(crate) struct ArgumentNames {
     /// The tool's name.
     pub tool: String,
     /// Every argument it takes, in the schema's order.
@@ -465,7 +465,7 @@ pub struct ArgumentNames {
 impl ArgumentNames {
     /// The names an input schema (`properties` and `required`) declares
     /// for `tool`.
-    pub fn from_schema(tool: &str, schema: &JsonObject) -> ArgumentNames {
+    pub(crate) fn from_schema(tool: &str, schema: &JsonObject) -> ArgumentNames {
         // In name order, whatever order the schema keeps, so notices that
         // list them read the same from one build to the next.
         let mut known: Vec<String> = match schema.get("properties") {
@@ -501,7 +501,7 @@ impl ArgumentNames {
 /// Returns the names taken out that way, in the order of `arguments`.
 /// Linear in the number of arguments (each name is compared with the
 /// server's few argument names, and only up to [`NEAR_MISS_CHARS`]).
-pub fn sort_arguments(
+pub(crate) fn sort_arguments(
     arguments: &mut JsonObject,
     tool: &ArgumentNames,
     all: &[ArgumentNames],
@@ -580,7 +580,7 @@ fn of_another_tool(name: &str, tool: &ArgumentNames, all: &[ArgumentNames]) -> O
 /// timeout), then the first in `known`. A given name longer than
 /// [`NEAR_MISS_CHARS`] is no near miss. Free-form keys that models add
 /// (`thought`, `description`, `reasoning`) are near misses of nothing.
-pub fn near_miss<'a>(given: &str, known: &'a [String]) -> Option<&'a str> {
+pub(crate) fn near_miss<'a>(given: &str, known: &'a [String]) -> Option<&'a str> {
     if given.chars().count() > NEAR_MISS_CHARS {
         return None;
     }
@@ -684,12 +684,12 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 /// Whether a call asks to wait for the calls before it: its
 /// `wait_for_previous` is `true` (or the string `"true"`, as numbers and
 /// booleans may come as strings). Any other value, or none, is no.
-pub fn waits_for_previous(arguments: Option<&JsonObject>) -> bool {
+pub(crate) fn waits_for_previous(arguments: Option<&JsonObject>) -> bool {
     is_true(arguments.and_then(|arguments| arguments.get("wait_for_previous")))
 }
 
 /// Whether a flag as sent (not yet checked) is set: `true` or `"true"`.
-pub fn is_true(value: Option<&Value>) -> bool {
+pub(crate) fn is_true(value: Option<&Value>) -> bool {
     match value {
         Some(Value::Bool(flag)) => *flag,
         Some(Value::String(text)) => text == "true",
@@ -700,12 +700,12 @@ pub fn is_true(value: Option<&Value>) -> bool {
 /// The rule for every timeout, of a tool or a flag: a positive number of
 /// seconds, at most [`MAX_TIMEOUT`]. `name` is what the caller wrote
 /// (`timeout_sec`, `--timeout`).
-pub fn seconds(name: &str, value: f64) -> Result<Duration, String> {
+pub(crate) fn seconds(name: &str, value: f64) -> Result<Duration, String> {
     seconds_up_to(name, value, MAX_TIMEOUT)
 }
 
 /// A positive number of seconds, at most `max`.
-pub fn seconds_up_to(name: &str, value: f64, max: Duration) -> Result<Duration, String> {
+pub(crate) fn seconds_up_to(name: &str, value: f64, max: Duration) -> Result<Duration, String> {
     if value.is_finite() && value > 0.0 && value <= max.as_secs_f64() {
         let duration = Duration::from_secs_f64(value);
         if !duration.is_zero() {
@@ -716,13 +716,13 @@ pub fn seconds_up_to(name: &str, value: f64, max: Duration) -> Result<Duration, 
 }
 
 /// A timeout as the policy takes it, under the rule of [`seconds`].
-pub fn explicit_timeout(name: &str, value: f64) -> Result<ExplicitTimeout, String> {
+pub(crate) fn explicit_timeout(name: &str, value: f64) -> Result<ExplicitTimeout, String> {
     seconds(name, value)?;
     ExplicitTimeout::from_secs_f64(value).map_err(|err| render::invalid_timeout(name, &err))
 }
 
 /// A session's name: 1 to 32 characters from `[A-Za-z0-9_.-]`.
-pub fn session(name: String) -> Result<String, String> {
+pub(crate) fn session(name: String) -> Result<String, String> {
     match validate_name(&name) {
         Ok(()) => Ok(name),
         Err(err) => Err(render::registry_error(&err)),
@@ -783,7 +783,7 @@ mod lenient {
     use super::{ArgError, refuse};
 
     /// An optional number (`null` is left out).
-    pub fn number<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    pub(super) fn number<'de, D: Deserializer<'de>, T: DeserializeOwned>(
         deserializer: D,
     ) -> Result<Option<T>, D::Error> {
         let value = match Option::<Value>::deserialize(deserializer)? {
@@ -795,7 +795,7 @@ mod lenient {
     }
 
     /// A boolean, or `"true"` or `"false"`; `null` is false (not given).
-    pub fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    pub(super) fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
         match Value::deserialize(deserializer)? {
             Value::Bool(flag) => Ok(flag),
             Value::Null => Ok(false),
@@ -808,7 +808,7 @@ mod lenient {
 
     /// An optional boolean, read as [`flag`] reads one; `null` is `None`
     /// (not given).
-    pub fn optional_flag<'de, D: Deserializer<'de>>(
+    pub(super) fn optional_flag<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<bool>, D::Error> {
         match Value::deserialize(deserializer)? {
@@ -819,7 +819,7 @@ mod lenient {
 
     /// An optional `network`: `"on"`, `"off"`, or a boolean (`true` is
     /// on) as models may send one; `null` is `None` (not given).
-    pub fn network<'de, D: Deserializer<'de>>(
+    pub(super) fn network<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<super::NetworkArg>, D::Error> {
         use super::NetworkArg;
@@ -837,7 +837,7 @@ mod lenient {
     }
 
     /// The number a string holds, written as JSON writes numbers.
-    pub fn number_in(text: &str) -> Result<serde_json::Number, String> {
+    pub(super) fn number_in(text: &str) -> Result<serde_json::Number, String> {
         let plain = !text.is_empty()
             && !text.starts_with(char::is_whitespace)
             && !text.ends_with(char::is_whitespace);

@@ -29,27 +29,27 @@ mod dead;
 mod read;
 mod rotate;
 
-pub use crate::cli::{AuditArgs, AuditQuery};
+pub(crate) use crate::cli::{AuditArgs, AuditQuery};
 use call::LimitsSec;
-pub use call::{AuditCall, Client, Start};
-pub use dead::DeadServer;
-pub use read::print;
+pub(crate) use call::{AuditCall, Client, Start};
+pub(crate) use dead::DeadServer;
+pub(crate) use read::print;
 use rotate::Writer;
 
 /// What hides secrets in text written to the log: the identity unless the
 /// server is given a masker.
-pub type Mask = Arc<dyn Fn(&str) -> String + Send + Sync>;
+pub(crate) type Mask = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// The identity: nothing is masked (for tests; the server masks with its
 /// secrets).
 #[cfg(test)]
-pub fn no_mask() -> Mask {
+pub(crate) fn no_mask() -> Mask {
     Arc::new(str::to_owned)
 }
 
 /// Characters of a command kept in a line; a longer one is cut, and the
 /// line says how long it was.
-pub const COMMAND_BOUND: usize = 2000;
+pub(crate) const COMMAND_BOUND: usize = 2000;
 
 /// The smallest `--audit-log-max-mib` (10 KiB: room for a few lines).
 const MIN_MIB: f64 = 0.01;
@@ -59,14 +59,14 @@ const MAX_MIB: f64 = 1_048_576.0;
 const MAX_KEEP: u32 = 1000;
 /// Bytes of the log's end (the current file, then the last rotation) a
 /// starting server reads to find servers that died.
-pub const TAIL_BYTES: u64 = 1024 * 1024;
+pub(crate) const TAIL_BYTES: u64 = 1024 * 1024;
 /// The most dead servers one start claims and reports (the oldest first;
 /// the next start claims the rest): the notice stays a few KiB.
 const MAX_DEAD_SERVERS: usize = 3;
 
 /// The audit log of one server: where it goes, its bounds, and the open
 /// file. Shared by every call; each line is one `write` under a lock.
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     /// The log's path (its tail is read back at start).
     path: PathBuf,
     mask: Mask,
@@ -90,7 +90,7 @@ impl AuditLog {
     /// is named (one that cannot be opened is left out with a warning: a
     /// read-only home must not stop the server); `None` with
     /// `--no-audit-log`.
-    pub fn open(args: &AuditArgs, mask: Mask) -> anyhow::Result<Option<Arc<AuditLog>>> {
+    pub(crate) fn open(args: &AuditArgs, mask: Mask) -> anyhow::Result<Option<Arc<AuditLog>>> {
         if args.no_audit_log {
             return Ok(None);
         }
@@ -151,7 +151,7 @@ impl AuditLog {
     /// servers of this log that died (see the module's header): each gets
     /// its `server_died` line now, and those that had commands running are
     /// kept for [`AuditLog::take_dead_servers`].
-    pub fn server_started(&self, facts: &ServerFacts) {
+    pub(crate) fn server_started(&self, facts: &ServerFacts) {
         let pid = std::process::id();
         let id = format!("{}-0", self.server);
         let line = Line {
@@ -172,7 +172,7 @@ impl AuditLog {
 
     /// Writes this server's `server_end` line: it is ending normally, and
     /// has stopped (or is stopping) everything it ran.
-    pub fn server_ended(&self) {
+    pub(crate) fn server_ended(&self) {
         let id = format!("{}-0", self.server);
         let line = Line {
             time: rfc3339(SystemTime::now()),
@@ -185,7 +185,7 @@ impl AuditLog {
 
     /// The earlier servers found dead with commands running, once: the
     /// first call takes them, later calls get none.
-    pub fn take_dead_servers(&self) -> Vec<DeadServer> {
+    pub(crate) fn take_dead_servers(&self) -> Vec<DeadServer> {
         std::mem::take(&mut *self.dead.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
@@ -207,7 +207,7 @@ impl AuditLog {
 
 /// What a server's `server_start` line says of where its outputs go.
 #[derive(Debug, Clone)]
-pub struct ServerFacts {
+pub(crate) struct ServerFacts {
     /// The directory its full outputs are saved in.
     pub full_output_dir: PathBuf,
     /// The prefix of its files there (`shellkeep-<pid>-<hex>`).
@@ -294,7 +294,7 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
 
 /// The audit log a server keeps when none is named:
 /// `audit.jsonl` in the state directory ([`crate::config::state_dir`]).
-pub fn default_log() -> Option<PathBuf> {
+pub(crate) fn default_log() -> Option<PathBuf> {
     Some(crate::config::state_dir()?.join("audit.jsonl"))
 }
 

@@ -28,24 +28,24 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The principal of `$SHELLKEEP_TOKEN` and of a generated token.
-pub const DEFAULT_PRINCIPAL: &str = "default";
+pub(crate) const DEFAULT_PRINCIPAL: &str = "default";
 
 /// The fewest characters of a token: 16 (and so at least 8, which masking
 /// needs).
-pub const MIN_TOKEN: usize = 16;
+pub(crate) const MIN_TOKEN: usize = 16;
 /// The most characters of a token.
-pub const MAX_TOKEN: usize = 4096;
+pub(crate) const MAX_TOKEN: usize = 4096;
 /// The most characters of a principal's name.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 /// The most principals a token file may name.
-pub const MAX_PRINCIPALS: usize = 1024;
+pub(crate) const MAX_PRINCIPALS: usize = 1024;
 /// The largest token file read, in bytes.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The configured tokens, each with its principal's name. `Debug` shows
 /// the names, never a token.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     /// (principal, token), in the order configured.
     entries: Vec<(String, String)>,
     /// Where they came from, for `doctor` and the log: `$SHELLKEEP_TOKEN`,
@@ -65,7 +65,7 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     /// One token for the principal `default` (`$SHELLKEEP_TOKEN`, or one
     /// generated), checked as a token file's are.
-    pub fn single(token: &str, origin: &str) -> Result<Tokens, String> {
+    pub(crate) fn single(token: &str, origin: &str) -> Result<Tokens, String> {
         check_token(token).map_err(|why| format!("{origin}: {why}"))?;
         Ok(Tokens {
             entries: vec![(DEFAULT_PRINCIPAL.to_owned(), token.to_owned())],
@@ -75,7 +75,7 @@ impl Tokens {
 
     /// A fresh token for the principal `default`: 256 bits from the
     /// system's random source, as hex.
-    pub fn generate(origin: &str) -> std::io::Result<Tokens> {
+    pub(crate) fn generate(origin: &str) -> std::io::Result<Tokens> {
         let token = shellkeep_engine::random_hex(32)?;
         Ok(Tokens {
             entries: vec![(DEFAULT_PRINCIPAL.to_owned(), token)],
@@ -85,7 +85,7 @@ impl Tokens {
 
     /// Reads and parses the token file `path`, which must be a regular
     /// file of ours that nobody else may read or write.
-    pub fn read_file(path: &Path) -> Result<Tokens, String> {
+    pub(crate) fn read_file(path: &Path) -> Result<Tokens, String> {
         let shown = path.display();
         let file = std::fs::File::options()
             .read(true)
@@ -139,19 +139,19 @@ impl Tokens {
     }
 
     /// The principals' names, in the order configured.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|(name, _)| name.as_str())
     }
 
     /// The (principal, token) pairs: for the masks, which hide every token
     /// in what the server shows.
-    pub fn entries(&self) -> &[(String, String)] {
+    pub(crate) fn entries(&self) -> &[(String, String)] {
         &self.entries
     }
 
     /// The principal whose token `presented` is, compared with every
     /// configured token in full ([`same`]), whichever matches.
-    pub fn principal(&self, presented: &[u8]) -> Option<&str> {
+    pub(crate) fn principal(&self, presented: &[u8]) -> Option<&str> {
         let mut found = None;
         for (name, token) in &self.entries {
             if same(token.as_bytes(), presented) {
@@ -247,7 +247,7 @@ fn check_token(token: &str) -> Result<(), String> {
 
 /// The token of an `Authorization: Bearer TOKEN` header value (the scheme
 /// in any case, RFC 9110), or `None`.
-pub fn bearer(value: &[u8]) -> Option<&[u8]> {
+pub(crate) fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
     if !scheme.eq_ignore_ascii_case(b"bearer ") {
         return None;
@@ -262,7 +262,7 @@ pub fn bearer(value: &[u8]) -> Option<&[u8]> {
 /// holds a [`Slot`] from the moment its request is admitted until its
 /// response has been sent or dropped.
 #[derive(Debug)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     /// The most calls one principal may have in flight.
     limit: usize,
     /// Principal → calls in flight (absent: none).
@@ -271,13 +271,13 @@ pub struct InFlight {
 
 impl InFlight {
     /// At most `limit` calls in flight per principal.
-    pub fn new(limit: usize) -> Arc<InFlight> {
+    pub(crate) fn new(limit: usize) -> Arc<InFlight> {
         Arc::new(InFlight { limit, counts: Mutex::new(HashMap::new()) })
     }
 
     /// A slot for one more call of `principal`, or `None` when it has
     /// `limit` in flight already.
-    pub fn admit(self: &Arc<Self>, principal: &str) -> Option<Slot> {
+    pub(crate) fn admit(self: &Arc<Self>, principal: &str) -> Option<Slot> {
         let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
         let count = counts.entry(principal.to_owned()).or_insert(0);
         if *count >= self.limit {
@@ -297,7 +297,7 @@ impl InFlight {
 
 /// One call in flight; dropping it frees its place.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     in_flight: Arc<InFlight>,
     principal: String,
 }

@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 /// Without a subcommand it serves MCP on stdin/stdout.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
@@ -25,7 +25,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve MCP on stdin/stdout (the default), or over Streamable HTTP
     /// with --http.
     Serve,
@@ -118,7 +118,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum PolicyAction {
+pub(crate) enum PolicyAction {
     /// Validate a policy file (default: the one the server would use) and
     /// summarise it.
     Check {
@@ -138,7 +138,7 @@ pub enum PolicyAction {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The timeout policy file. Otherwise $SHELLKEEP_POLICY,
     /// ./config/terminal_timeout_policy.json, then
     /// $XDG_CONFIG_HOME/shellkeep/policy.json; else the embedded default.
@@ -348,7 +348,7 @@ pub struct ServeArgs {
 
 /// The Streamable HTTP transport's flags (`serve --http ADDR`), as written.
 #[derive(Debug, Args)]
-pub struct HttpArgs {
+pub(crate) struct HttpArgs {
     /// Serve MCP over Streamable HTTP on this address (`127.0.0.1:8765`;
     /// port 0 picks a free one) instead of stdio: the endpoint is `/mcp`,
     /// and `GET /healthz` answers `ok` without authentication. Every
@@ -396,7 +396,7 @@ pub struct HttpArgs {
 
 /// The server's audit flags, as written.
 #[derive(Debug, Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     /// Append one JSON line to FILE when a tool call that runs something
     /// starts and one when it ends (created private, mode 0600; a symlink or
     /// a file of another user is refused). The server notes its own start
@@ -422,7 +422,7 @@ pub struct AuditArgs {
 
 /// `shellkeep audit`: what ran, as one line per command.
 #[derive(Debug, Args)]
-pub struct AuditQuery {
+pub(crate) struct AuditQuery {
     /// Only calls that started within this long: `90s`, `30m`, `1h`, `2d`.
     #[arg(long)]
     pub since: Option<String>,
@@ -438,11 +438,11 @@ pub struct AuditQuery {
 
 /// The longest `--since` a client may ask for (the replay ring holds far
 /// less anyway); the attach listener holds to it too.
-pub const MAX_SINCE: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MAX_SINCE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Parses `--since`: a number with `s`, `m`, `h` or `d` (seconds without
 /// one): `90`, `30s`, `5m`, `1h`; more than 0, at most 7 days.
-pub fn parse_since(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_since(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().last() {
         Some((at, c)) if c.is_ascii_alphabetic() => (&text[..at], c),

@@ -36,20 +36,20 @@ use crate::cli::ServeArgs;
 
 /// The fewest characters a reply may show before its middle is cut: less
 /// leaves no room for a head, a tail and the line saying what was cut.
-pub const MIN_OUTPUT_CAP: usize = 100;
+pub(crate) const MIN_OUTPUT_CAP: usize = 100;
 /// The most characters a reply may show before its middle is cut.
-pub const MAX_OUTPUT_CAP: usize = 100_000_000;
+pub(crate) const MAX_OUTPUT_CAP: usize = 100_000_000;
 /// The largest size flag, in MiB (1 TiB).
-pub const MAX_MIB: u64 = 1 << 20;
+pub(crate) const MAX_MIB: u64 = 1 << 20;
 /// The longest `--full-output-keep-days`: 100 years.
-pub const MAX_KEEP_DAYS: f64 = 36_500.0;
+pub(crate) const MAX_KEEP_DAYS: f64 = 36_500.0;
 /// The longest `--session-idle-expiry`: 365 days.
-pub const MAX_IDLE_EXPIRY: Duration = shellkeep_engine::MAX_TIMEOUT;
+pub(crate) const MAX_IDLE_EXPIRY: Duration = shellkeep_engine::MAX_TIMEOUT;
 
 /// Everything the server runs with, checked. Built once from the flags by
 /// [`ServerConfig::from_args`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     /// Where the terminal starts (`--cwd`); `None`: the server's own
     /// working directory.
     pub cwd: Option<PathBuf>,
@@ -110,7 +110,7 @@ pub struct ServerConfig {
 /// The Streamable HTTP transport, checked: where it binds, who may call it
 /// and from which origins and hosts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HttpConfig {
+pub(crate) struct HttpConfig {
     /// The address to bind (`--http`); port 0 picks a free one.
     pub addr: SocketAddr,
     /// The tokens (`$SHELLKEEP_TOKEN`, `--token-file`); `None`: one is
@@ -125,7 +125,7 @@ pub struct HttpConfig {
 /// A flag whose value cannot be used: the message names the flag and the
 /// values it takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlagError(pub String);
+pub(crate) struct FlagError(pub String);
 
 impl std::fmt::Display for FlagError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -140,7 +140,7 @@ impl ServerConfig {
     /// (the flags are checked in the order of the steps below, and of the
     /// fields after them). `env` is the server's environment, where
     /// secrets are looked for.
-    pub fn from_args(
+    pub(crate) fn from_args(
         args: &ServeArgs,
         env: &[(OsString, OsString)],
     ) -> Result<ServerConfig, FlagError> {
@@ -189,7 +189,7 @@ impl ServerConfig {
     /// The configuration every session starts from: this server's limits,
     /// with `spill` for cut outputs and `guard` for orphans. The registry
     /// gives each session its own name and directory.
-    pub fn session_template(
+    pub(crate) fn session_template(
         &self,
         cwd: PathBuf,
         work_dir: PathBuf,
@@ -310,7 +310,7 @@ fn registry_limits(args: &ServeArgs) -> Result<RegistryLimits, FlagError> {
 /// parsed, the tokens read ([`Tokens`]), each allowed origin and host
 /// parsed. A non-loopback address needs `--allow-remote` and a configured
 /// token; the other flags need `--http`.
-pub fn http(
+pub(crate) fn http(
     args: &ServeArgs,
     env: &[(OsString, OsString)],
 ) -> Result<Option<HttpConfig>, FlagError> {
@@ -454,7 +454,7 @@ fn record_settings(args: &ServeArgs) -> Result<Option<RecordSettings>, FlagError
 /// start directory (`--cwd`, else the working directory) is the workspace.
 /// This only reads the flags and the file system: what the kernel can
 /// enforce is [`enforcement`]'s question.
-pub fn sandbox_policy(args: &ServeArgs) -> Result<SandboxPolicy, FlagError> {
+pub(crate) fn sandbox_policy(args: &ServeArgs) -> Result<SandboxPolicy, FlagError> {
     let mode: Mode =
         args.sandbox.parse().map_err(|err: String| FlagError(format!("--sandbox: {err}")))?;
     let network = match args.network.as_str() {
@@ -504,7 +504,7 @@ pub fn sandbox_policy(args: &ServeArgs) -> Result<SandboxPolicy, FlagError> {
 /// What the kernel enforces of `policy` here (`None`: it confines
 /// nothing); a mode it cannot enforce, without `--sandbox-best-effort`, is
 /// the error that stops start-up, naming what is missing and what to do.
-pub fn enforcement(policy: &SandboxPolicy) -> Result<Option<Enforcement>, FlagError> {
+pub(crate) fn enforcement(policy: &SandboxPolicy) -> Result<Option<Enforcement>, FlagError> {
     if !policy.is_confined() {
         return Ok(None);
     }
@@ -513,15 +513,15 @@ pub fn enforcement(policy: &SandboxPolicy) -> Result<Option<Enforcement>, FlagEr
 
 /// The most `--writable` directories: each is a Landlock rule of every
 /// shell and `run` command, and a line of every tool description.
-pub const MAX_WRITABLE: usize = 64;
+pub(crate) const MAX_WRITABLE: usize = 64;
 
 /// `--grace`, which `shellkeep run` uses as well.
-pub fn grace(args: &ServeArgs) -> Result<Duration, FlagError> {
+pub(crate) fn grace(args: &ServeArgs) -> Result<Duration, FlagError> {
     seconds("--grace", args.grace)
 }
 
 /// `--containment`, which every subcommand that starts processes uses.
-pub fn containment(args: &ServeArgs) -> Result<CgroupRequested, FlagError> {
+pub(crate) fn containment(args: &ServeArgs) -> Result<CgroupRequested, FlagError> {
     args.containment.parse().map_err(|err: String| FlagError(format!("--containment: {err}")))
 }
 
@@ -566,7 +566,7 @@ fn days(flag: &str, value: f64) -> Result<Duration, FlagError> {
 /// The directory shellkeep keeps its state in when no flag names one:
 /// `$XDG_STATE_HOME/shellkeep`, else `~/.local/state/shellkeep` (only
 /// absolute paths count); `None` when neither is set.
-pub fn state_dir() -> Option<PathBuf> {
+pub(crate) fn state_dir() -> Option<PathBuf> {
     let absolute =
         |var: &str| std::env::var_os(var).map(PathBuf::from).filter(|path| path.is_absolute());
     let state = absolute("XDG_STATE_HOME")
@@ -577,7 +577,7 @@ pub fn state_dir() -> Option<PathBuf> {
 /// `--memory-max`, `--tasks-max`, `--cpu-max` and `--nice`, checked: a
 /// flag not given keeps its default ([`ResourceLimits::default`]), `none`
 /// (or `0`) lifts a limit.
-pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
+pub(crate) fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
     let mut limits = ResourceLimits::default();
     if let Some(text) = &args.memory_max {
         let min = MIN_MEMORY >> 20;
@@ -602,9 +602,8 @@ pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
                     .filter(|cpu| (MIN_CPU..=MAX_CPU).contains(cpu))
                     .ok_or_else(|| {
                         FlagError(format!(
-                            "--cpu-max must be a number of CPUs from {} to {} (1.5: one and a \
-                             half cores), or none, got {text:?}",
-                            MIN_CPU, MAX_CPU
+                            "--cpu-max must be a number of CPUs from {MIN_CPU} to {MAX_CPU} (1.5: one \
+                             and a half cores), or none, got {text:?}"
                         ))
                     })?,
             ),
@@ -618,9 +617,8 @@ pub fn resources(args: &ServeArgs) -> Result<ResourceLimits, FlagError> {
             .filter(|nice| (0..=MAX_NICE).contains(nice))
             .ok_or_else(|| {
                 FlagError(format!(
-                    "--nice must be a whole number from 0 to {} (higher: lower priority), got \
-                     {text:?}",
-                    MAX_NICE
+                    "--nice must be a whole number from 0 to {MAX_NICE} (higher: lower priority), \
+                     got {text:?}"
                 ))
             })?;
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::render;
 
 /// The `format` values JSON Schema defines; any other is left out.
-pub const STANDARD_FORMATS: &[&str] = &[
+pub(crate) const STANDARD_FORMATS: &[&str] = &[
     "date-time",
     "date",
     "time",
@@ -44,7 +44,7 @@ pub const STANDARD_FORMATS: &[&str] = &[
 /// once), `sandbox` and `sandbox_denial` (what a confined session or
 /// command runs under, and a failure it most likely caused) and `notes` (notices about the call, such as the unknown arguments
 /// it gave; a type that declares `notes` itself keeps its own).
-pub fn declare_notices(schema: &mut JsonObject) {
+pub(crate) fn declare_notices(schema: &mut JsonObject) {
     let Some(Value::Object(properties)) = schema.get_mut("properties") else { return };
     let lists = [
         (
@@ -126,7 +126,7 @@ fn inline_refs(value: &mut Value, defs: &JsonObject) {
 
 /// Sets the description of `property` in an input or output schema; a
 /// description that states configured limits is written at start-up.
-pub fn describe_property(schema: &mut JsonObject, property: &str, description: String) {
+pub(crate) fn describe_property(schema: &mut JsonObject, property: &str, description: String) {
     if let Some(Value::Object(properties)) = schema.get_mut("properties")
         && let Some(Value::Object(property)) = properties.get_mut(property)
     {
@@ -138,7 +138,7 @@ pub fn describe_property(schema: &mut JsonObject, property: &str, description: S
 /// `required`) has its plain type without `null`; a property that is
 /// always present but may be `null` becomes `anyOf` of single-type
 /// branches; `null` defaults and non-standard formats are dropped.
-pub fn portable(schema: &JsonObject) -> JsonObject {
+pub(crate) fn portable(schema: &JsonObject) -> JsonObject {
     let mut schema = schema.clone();
     walk(&mut schema);
     schema

@@ -39,7 +39,7 @@ use crate::{ContainmentEnd, RuntimeDir, attach, audit, http, tools, wire};
 /// `Running` dropped without `stop` (a failed start of a transport) drops
 /// them in that same order. A field that must outlive another comes after
 /// it.
-pub struct Running {
+pub(crate) struct Running {
     /// Cancelled by the first stop signal that is not our commands'.
     pub stop: CancellationToken,
     /// Stop signals no longer watched, the sweep of dead servers given up.
@@ -86,7 +86,7 @@ impl Running {
     /// Starts a server with `config` (the policy from `policy_file`):
     /// everything but a transport. Only wiring: every value was checked by
     /// [`ServerConfig::from_args`].
-    pub async fn start(
+    pub(crate) async fn start(
         policy_file: Option<&std::path::Path>,
         config: ServerConfig,
         audit: Option<Arc<audit::AuditLog>>,
@@ -153,7 +153,7 @@ impl Running {
     /// started, wherever it went (`setsid`, a double fork, a cleared
     /// environment: orphans are our children); the guard is told last.
     /// One step per field, in the fields' declaration order.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let Running {
             stop: _,
             watchers,
@@ -341,7 +341,7 @@ fn listen_for_attach(dir: &RuntimeDir, clients: &Arc<tools::Clients>) -> Option<
 /// [`Running::stop`] has stopped every session. Says on stderr where it
 /// serves and how it authenticates (the path of a generated token's file,
 /// never a token).
-pub async fn serve_http(
+pub(crate) async fn serve_http(
     running: &Running,
     config: &HttpConfig,
     listening: http::Listening,
@@ -371,7 +371,7 @@ pub async fn serve_http(
 }
 
 /// Serves MCP on stdio until the client leaves or a stop signal comes.
-pub async fn serve_stdio(running: &Running) -> anyhow::Result<()> {
+pub(crate) async fn serve_stdio(running: &Running) -> anyhow::Result<()> {
     let server = tools::Shellkeep::new(Arc::clone(&running.core));
     // Our own JSON-RPC edge in front of rmcp: it answers broken messages
     // and tells us when the client stopped reading stdout.

@@ -45,21 +45,21 @@ use crate::render;
 
 /// Ended tasks kept per client, each until its TTL; beyond it the oldest
 /// ended one is dropped.
-pub const MAX_ENDED: usize = 64;
+pub(crate) const MAX_ENDED: usize = 64;
 
 /// How long an ended task's result is kept, past the longest its command
 /// may take.
-pub const KEPT_AFTER: Duration = Duration::from_secs(3600);
+pub(crate) const KEPT_AFTER: Duration = Duration::from_secs(3600);
 
 /// The poll interval every task suggests.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A task's id: 128 random bits, as 32 hexadecimal digits.
 const ID_BYTES: usize = 16;
 
 /// What a call that becomes a task is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A `run` call.
     Run,
     /// A `terminal` command in the session named, waiting up to `wait`.
@@ -81,7 +81,7 @@ pub enum Kind {
 /// `timeout`, a terminal call hands control back within `max_wait`).
 /// Arguments are read as sent; a task whose arguments are wrong ends at
 /// once with the error the call gives.
-pub fn wanted(
+pub(crate) fn wanted(
     request: &CallToolRequestParams,
     meta: &RequestMetaObject,
     max_wait: Duration,
@@ -121,12 +121,12 @@ pub fn wanted(
 /// Marks a call made by a task (in its context's extensions): its tool
 /// knows nobody waits on the request itself.
 #[derive(Debug, Clone, Copy)]
-pub struct TaskCall;
+pub(crate) struct TaskCall;
 
 /// The session a `terminal` call works on (`default` when it names none),
 /// `None` for other tools and background starts: whose replies a terminal
 /// task waiting for input takes ([`Tasks::session_replied`]).
-pub fn session_of(request: &CallToolRequestParams) -> Option<String> {
+pub(crate) fn session_of(request: &CallToolRequestParams) -> Option<String> {
     let arguments = request.arguments.as_ref();
     let get = |key: &str| arguments.and_then(|arguments| arguments.get(key));
     if request.name != "terminal" || get("background").is_some_and(|value| value == &json!(true)) {
@@ -139,7 +139,7 @@ pub fn session_of(request: &CallToolRequestParams) -> Option<String> {
 /// longest its command may take (a `run`'s execution limit, its own
 /// `timeout_sec` or the policy's for the command; a terminal call's
 /// `timeout`), then `grace` for its stop and [`KEPT_AFTER`] for its result.
-pub fn ttl(
+pub(crate) fn ttl(
     kind: &Kind,
     request: &CallToolRequestParams,
     policy: &Policy,
@@ -161,11 +161,11 @@ pub fn ttl(
 }
 
 /// Notes for the client's next reply kept at most (more are counted).
-pub const MAX_NOTES: usize = 4;
+pub(crate) const MAX_NOTES: usize = 4;
 
 /// One client's tasks.
 #[derive(Default)]
-pub struct Tasks {
+pub(crate) struct Tasks {
     table: Mutex<HashMap<String, Entry>>,
     /// Notes for the client's next reply (a `run` the client's cancellation
     /// killed), at most [`MAX_NOTES`], and how many more were dropped.
@@ -193,7 +193,7 @@ struct Entry {
 
 /// The replies of other calls on a terminal task's session.
 #[derive(Default)]
-pub struct Answers {
+pub(crate) struct Answers {
     reply: Mutex<Option<CallToolResult>>,
     given: Notify,
 }
@@ -236,13 +236,13 @@ enum State {
 
 /// Why no task was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TooMany {
+pub(crate) struct TooMany {
     /// The tasks that run at once at most.
     pub limit: usize,
 }
 
 /// The running task's side of its entry: what the loop needs.
-pub struct Handle {
+pub(crate) struct Handle {
     /// The task's id.
     pub id: String,
     /// Fires on `tasks/cancel` and when the client's part closes.
@@ -259,7 +259,7 @@ impl Tasks {
 
     /// A new task of `kind`, `working`, kept for `ttl` from now; refused
     /// when `max_running` tasks of this client run already.
-    pub fn create(
+    pub(crate) fn create(
         &self,
         kind: Kind,
         ttl: Duration,
@@ -303,7 +303,7 @@ impl Tasks {
 
     /// The task `id` as `tasks/get` shows it, `None` when it is unknown
     /// (never made by this client, or expired).
-    pub fn get(&self, id: &str) -> Option<DetailedTask> {
+    pub(crate) fn get(&self, id: &str) -> Option<DetailedTask> {
         let now = SystemTime::now();
         let mut table = self.table();
         table.retain(|_, entry| entry.expires > now);
@@ -322,7 +322,7 @@ impl Tasks {
 
     /// Asks the task `id` to stop; `false` when it is unknown. A task that
     /// ended already stays as it ended.
-    pub fn cancel(&self, id: &str) -> bool {
+    pub(crate) fn cancel(&self, id: &str) -> bool {
         let table = self.table();
         let Some(entry) = table.get(id) else { return false };
         entry.cancel.cancel();
@@ -330,7 +330,7 @@ impl Tasks {
     }
 
     /// Whether the task `id` is known.
-    pub fn knows(&self, id: &str) -> bool {
+    pub(crate) fn knows(&self, id: &str) -> bool {
         let now = SystemTime::now();
         self.table().get(id).is_some_and(|entry| entry.expires > now)
     }
@@ -339,7 +339,7 @@ impl Tasks {
     /// runs (`working`): another call on the session would wait for the
     /// task's whole wait behind it, so it is refused, saying why. While the
     /// task waits for input the session is free: that is how it is answered.
-    pub fn holding(&self, session: &str) -> Option<String> {
+    pub(crate) fn holding(&self, session: &str) -> Option<String> {
         let now = SystemTime::now();
         let table = self.table();
         table
@@ -354,7 +354,7 @@ impl Tasks {
     /// A call on `session` other than a task's own was answered with
     /// `reply`: a terminal task of that session waiting for input takes it
     /// (the answer to its prompt, or a poll that saw its command end).
-    pub fn session_replied(&self, session: &str, reply: &CallToolResult) {
+    pub(crate) fn session_replied(&self, session: &str, reply: &CallToolResult) {
         let table = self.table();
         for entry in table.values() {
             let ours =
@@ -371,7 +371,7 @@ impl Tasks {
     }
 
     /// Keeps `note` for the client's next reply.
-    pub fn note_for_next_reply(&self, note: String) {
+    pub(crate) fn note_for_next_reply(&self, note: String) {
         let mut notes = self.notes.lock().unwrap_or_else(PoisonError::into_inner);
         if notes.0.len() < MAX_NOTES {
             notes.0.push(note);
@@ -381,12 +381,12 @@ impl Tasks {
     }
 
     /// The notes kept for this reply, and how many more there were.
-    pub fn take_notes(&self) -> (Vec<String>, usize) {
+    pub(crate) fn take_notes(&self) -> (Vec<String>, usize) {
         std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Stops every running task (the client's part closes).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closing.cancel();
     }
 
@@ -428,7 +428,7 @@ fn new_id() -> String {
 /// terminal task's wait ends and C-c goes to its command (then the session
 /// does as with any C-c: what is left of the interrupted group is stopped).
 /// `masks` masks the words the task adds of its own.
-pub async fn drive<F, Fut>(
+pub(crate) async fn drive<F, Fut>(
     tasks: std::sync::Arc<Tasks>,
     handle: Handle,
     request: CallToolRequestParams,

@@ -70,7 +70,7 @@ const CASES: &[Case] = &[
 
 /// Runs the four tests and writes the document to `output`; returns whether
 /// every test met its expectation.
-pub async fn run(policy: &Policy, output: &Path, scratch: &Path) -> anyhow::Result<bool> {
+pub(crate) async fn run(policy: &Policy, output: &Path, scratch: &Path) -> anyhow::Result<bool> {
     let mut document = String::new();
     let _ = writeln!(document, "# Terminal timeout verification\n");
     let _ = writeln!(

@@ -77,14 +77,14 @@ use crate::render::{self, WireRefusal};
 /// The longest request line accepted, in bytes of JSON (its newline, and a
 /// carriage return before it, not counted): 4 MiB. Commands, inputs and
 /// environments larger than that belong in a file.
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// The most requests forwarded to `rmcp` and not yet answered.
-pub const MAX_IN_FLIGHT: usize = 64;
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 
 /// The most bytes of request lines forwarded to `rmcp` and not yet
 /// answered.
-pub const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
 
 /// How much of an oversized line is kept to find its id.
 const ID_SCAN: usize = 4096;
@@ -123,7 +123,7 @@ const INVALID_PARAMS: i64 = -32602;
 /// Told of each request the wire forwards to `rmcp`, in the order requests
 /// arrived, and of each one's end; what it makes of them is its own affair
 /// (the wire knows no tool).
-pub trait Arrivals: Send + Sync {
+pub(crate) trait Arrivals: Send + Sync {
     /// `request` arrived and goes to `rmcp` as `id`. Called from the one
     /// task that reads stdin, one request at a time in arrival order, before
     /// `rmcp` sees the request.
@@ -137,7 +137,7 @@ pub trait Arrivals: Send + Sync {
 
 /// The server's side of the connection: an `rmcp` transport fed by a
 /// checking reader task and writing replies to stdout.
-pub struct Wire {
+pub(crate) struct Wire {
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
     output: Arc<Output>,
     reader: tokio::task::JoinHandle<()>,
@@ -252,7 +252,7 @@ impl Wire {
     /// A wire on the process's stdin and stdout, telling `arrivals` of the
     /// requests it forwards. It watches stdout for its reader going away
     /// when stdout is a pipe.
-    pub fn stdio(arrivals: Arc<dyn Arrivals>) -> Wire {
+    pub(crate) fn stdio(arrivals: Arc<dyn Arrivals>) -> Wire {
         let (read, write) = rmcp::transport::stdio_pipes();
         let wire = Wire::new(read, write, arrivals);
         watch_stdout(wire.closed());
@@ -261,7 +261,7 @@ impl Wire {
 
     /// A wire reading requests from `read` and writing replies to `write`,
     /// telling `arrivals` of the requests it forwards.
-    pub fn new(
+    pub(crate) fn new(
         read: impl AsyncRead + Send + Unpin + 'static,
         write: impl AsyncWrite + Send + Unpin + 'static,
         arrivals: Arc<dyn Arrivals>,
@@ -282,7 +282,7 @@ impl Wire {
     }
 
     /// Fired when the client can no longer read replies (stdout closed).
-    pub fn closed(&self) -> CancellationToken {
+    pub(crate) fn closed(&self) -> CancellationToken {
         self.output.closed.clone()
     }
 }
@@ -570,7 +570,7 @@ fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
 /// The error a message sent in one HTTP request body gets, as on stdio
 /// (its id, the JSON-RPC code and the message), or `None` when it may go
 /// on to `rmcp`. Each HTTP request is its own exchange: no id is taken.
-pub fn refusal(body: &[u8]) -> Option<(Value, i64, String)> {
+pub(crate) fn refusal(body: &[u8]) -> Option<(Value, i64, String)> {
     match judge(body, &InFlight::default()) {
         Verdict::Refuse(id, code, message) => Some((id, code, message)),
         Verdict::Skip => {

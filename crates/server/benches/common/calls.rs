@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// Calls `terminal` with `arguments` through `peer`; a tool error, or no
 /// reply within `limit`, is an error.
-pub async fn terminal(
+pub(crate) async fn terminal(
     peer: &Peer<RoleClient>,
     arguments: Value,
     limit: Duration,
@@ -27,7 +27,7 @@ pub async fn terminal(
 }
 
 /// The structured content of a reply, which must be an object.
-pub fn structured(result: &CallToolResult) -> anyhow::Result<&Value> {
+pub(crate) fn structured(result: &CallToolResult) -> anyhow::Result<&Value> {
     result
         .structured_content
         .as_ref()

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 /// A field of `/proc/<pid>/status`: sizes (`VmRSS:`, `VmHWM:`, in kB
 /// there) in bytes, counts (`Threads:`) as they are.
-pub fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
+pub(crate) fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("read /proc/{pid}/status"))?;
     let value = status
@@ -25,22 +25,22 @@ pub fn proc_status(pid: u32, field: &str) -> anyhow::Result<u64> {
 }
 
 /// The sample at `percent` of a sorted, non-empty slice (nearest rank).
-pub fn percentile(sorted: &[Duration], percent: usize) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], percent: usize) -> Duration {
     let rank = (sorted.len() * percent).div_ceil(100).max(1);
     sorted[rank - 1]
 }
 
 /// A time in milliseconds, to the microsecond.
-pub fn millis(duration: Duration) -> String {
+pub(crate) fn millis(duration: Duration) -> String {
     format!("{:.3} ms", duration.as_secs_f64() * 1000.0)
 }
 
 /// A size in kilobytes.
-pub fn kilobytes(bytes: u64) -> String {
+pub(crate) fn kilobytes(bytes: u64) -> String {
     format!("{:.0} kB", bytes as f64 / 1e3)
 }
 
 /// A size in megabytes, to a tenth.
-pub fn megabytes(bytes: u64) -> String {
+pub(crate) fn megabytes(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }

@@ -4,15 +4,15 @@
 //! filter); there is nothing to select, so the arguments are ignored.
 
 #[allow(dead_code, reason = "each benchmark uses the helpers it needs")]
-pub mod calls;
+pub(crate) mod calls;
 #[allow(dead_code, reason = "each benchmark uses the helpers it needs")]
-pub mod measure;
+pub(crate) mod measure;
 
 use std::future::Future;
 use std::process::ExitCode;
 
 /// Runs `body` to its end; `name` names the benchmark in what it prints.
-pub fn main(name: &str, body: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
+pub(crate) fn main(name: &str, body: impl Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {

@@ -25,10 +25,10 @@ use super::protocol::{
 };
 
 /// The detach key: `C-]`, as telnet's; never passed to the program.
-pub const DETACH_KEY: u8 = 0x1d;
+pub(super) const DETACH_KEY: u8 = 0x1d;
 
 /// The detach key as the person types it.
-pub const DETACH_KEY_NAME: &str = "C-]";
+pub(super) const DETACH_KEY_NAME: &str = "C-]";
 
 /// `C-c`: detaches a read-only view (its keys go nowhere).
 const INTERRUPT_KEY: u8 = 0x03;
@@ -46,7 +46,7 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 
 /// What `shellkeep attach` was asked.
 #[derive(Debug, Clone)]
-pub struct AttachOptions {
+pub(crate) struct AttachOptions {
     /// The session (`default` when not given).
     pub session: Option<String>,
     /// The server's process id, when several run.
@@ -63,7 +63,7 @@ pub struct AttachOptions {
 
 /// A running server of this user, found by its runtime directory.
 #[derive(Debug, Clone)]
-pub struct Found {
+pub(super) struct Found {
     /// Its process id.
     pub pid: u32,
     /// Its attach socket.
@@ -116,7 +116,7 @@ fn live_server(name: &str) -> Option<u32> {
 }
 
 /// This user's running servers that listen for attach, by pid.
-pub fn find_servers() -> Vec<Found> {
+pub(super) fn find_servers() -> Vec<Found> {
     let mut found = Vec::new();
     for base in runtime_bases() {
         for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
@@ -183,7 +183,7 @@ async fn list_one(socket: &Path) -> anyhow::Result<Listing> {
 }
 
 /// `shellkeep ls`: this user's running servers and their sessions.
-pub async fn ls(out: &mut impl Write) -> anyhow::Result<()> {
+pub(crate) async fn ls(out: &mut impl Write) -> anyhow::Result<()> {
     let servers = find_servers();
     if servers.is_empty() {
         writeln!(out, "no shellkeep server of yours is running")?;
@@ -389,7 +389,7 @@ fn size_words(own: Option<Window>, session: Window) -> Option<String> {
 
 /// `shellkeep attach`: shows the session in this terminal until the
 /// person detaches, a signal comes, the session closes or the server ends.
-pub async fn attach(options: AttachOptions) -> anyhow::Result<()> {
+pub(crate) async fn attach(options: AttachOptions) -> anyhow::Result<()> {
     let tty = nix::unistd::isatty(std::io::stdin().as_fd()).unwrap_or(false)
         && nix::unistd::isatty(std::io::stdout().as_fd()).unwrap_or(false);
     anyhow::ensure!(

@@ -35,13 +35,13 @@ use super::protocol::{
 };
 
 /// The socket's name in the server's runtime directory.
-pub const SOCKET_NAME: &str = "attach.sock";
+pub(super) const SOCKET_NAME: &str = "attach.sock";
 
 /// The most viewers (and `ls` requests) connected at once.
-pub const MAX_VIEWERS: usize = 16;
+pub(super) const MAX_VIEWERS: usize = 16;
 
 /// How long a connected peer has to send its request.
-pub const HELLO_WITHIN: Duration = Duration::from_secs(10);
+pub(super) const HELLO_WITHIN: Duration = Duration::from_secs(10);
 
 /// Frames of keys read ahead of the session.
 const KEY_FRAMES: usize = 16;
@@ -51,10 +51,11 @@ const SHELL_POLL: Duration = Duration::from_millis(100);
 
 /// What a peer of another user reads before the connection closes: no
 /// name, no number, nothing about the server.
-pub const REFUSAL_OTHER_USER: &str = "shellkeep: refused: this server belongs to another user\n";
+pub(super) const REFUSAL_OTHER_USER: &str =
+    "shellkeep: refused: this server belongs to another user\n";
 
 /// What a process of the server's own sessions reads.
-pub const REFUSAL_OWN_PROCESS: &str =
+pub(super) const REFUSAL_OWN_PROCESS: &str =
     "shellkeep: refused: a process of this server's own sessions cannot attach to them\n";
 
 /// What one viewer too many reads.
@@ -81,7 +82,7 @@ struct ListenerState {
 
 /// The attach listener of one server. [`Listener::stop`] tells every
 /// viewer the server ends and waits (briefly) for them to be told.
-pub struct Listener {
+pub(crate) struct Listener {
     shared: Arc<ListenerState>,
     /// The socket's path.
     path: PathBuf,
@@ -92,7 +93,7 @@ impl Listener {
     /// Listens on [`SOCKET_NAME`] in `runtime_dir` (a private directory of
     /// the server's own) for the sessions of `clients`, whose shells start
     /// in `start_dir`.
-    pub fn start(
+    pub(crate) fn start(
         runtime_dir: &Path,
         clients: Arc<Clients>,
         start_dir: PathBuf,
@@ -116,20 +117,20 @@ impl Listener {
     }
 
     /// The socket's path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Records the MCP client's name (from its `initialize`), cut to 100
     /// characters, for listings.
-    pub fn set_client(&self, name: &str) {
+    pub(crate) fn set_client(&self, name: &str) {
         let _ = self.shared.client.set(name.chars().take(100).collect());
     }
 
     /// Stops accepting, tells every viewer the server ends, and waits up
     /// to a second for them to be told. Call it before the sessions close,
     /// so that viewers learn the server ended, not that their session did.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.accept.abort();
         self.shared.stop.cancel();
         // Every connection holds a slot: all slots back, all viewers told.

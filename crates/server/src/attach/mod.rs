@@ -16,5 +16,5 @@ mod client;
 mod listen;
 mod protocol;
 
-pub use client::{AttachOptions, attach, ls};
-pub use listen::Listener;
+pub(crate) use client::{AttachOptions, attach, ls};
+pub(crate) use listen::Listener;

@@ -36,35 +36,35 @@ use tokio::io::{
 /// 5. The client may send `K` frames (keys; typed only when writing was
 ///    granted) and `W` frames (its window, JSON). Closing the connection
 ///    detaches; the session is not touched.
-pub const VERSION: u32 = 1;
+pub(super) const VERSION: u32 = 1;
 
 /// What the server writes first to a peer it accepts, before any frame.
-pub const GREETING: &str = "shellkeep-attach 1\n";
+pub(super) const GREETING: &str = "shellkeep-attach 1\n";
 
 /// The start of every greeting, whatever its version.
-pub const GREETING_PREFIX: &str = "shellkeep-attach ";
+pub(super) const GREETING_PREFIX: &str = "shellkeep-attach ";
 
 /// The longest first line either end reads: the greeting or a refusal.
-pub const MAX_LINE: usize = 256;
+pub(super) const MAX_LINE: usize = 256;
 
 /// The largest frame a client may send (its request, keys, window size):
 /// a larger one ends the connection.
-pub const MAX_CLIENT_FRAME: usize = 4096;
+pub(super) const MAX_CLIENT_FRAME: usize = 4096;
 
 /// The largest frame the server sends; output is cut into frames of at
 /// most [`MAX_OUTPUT_FRAME`] bytes, a listing is far below this.
-pub const MAX_SERVER_FRAME: usize = 1024 * 1024;
+pub(super) const MAX_SERVER_FRAME: usize = 1024 * 1024;
 
 /// The most output bytes in one frame.
-pub const MAX_OUTPUT_FRAME: usize = 64 * 1024;
+pub(super) const MAX_OUTPUT_FRAME: usize = 64 * 1024;
 
 /// The longest `--since` a client may ask for: the command line's own
 /// bound, which the listening end applies too.
-pub use crate::cli::MAX_SINCE;
+pub(super) use crate::cli::MAX_SINCE;
 
 /// The kind of a frame: its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     /// Client: its one request ([`Request`], JSON).
     Hello,
     /// Client: keys for the session (write mode), raw bytes.
@@ -114,7 +114,7 @@ impl Kind {
 
 /// One frame: its kind and its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
+pub(super) struct Frame {
     /// What the payload is.
     pub kind: Kind,
     /// The payload: JSON or raw bytes, as the kind says.
@@ -123,13 +123,13 @@ pub struct Frame {
 
 impl Frame {
     /// A frame of `kind` holding `value` as JSON.
-    pub fn json(kind: Kind, value: &impl Serialize) -> Frame {
+    pub(super) fn json(kind: Kind, value: &impl Serialize) -> Frame {
         // Our own types always serialize.
         Frame { kind, payload: serde_json::to_vec(value).unwrap_or_default() }
     }
 
     /// The payload read as JSON of type `T`.
-    pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> std::io::Result<T> {
+    pub(super) fn parse<T: for<'de> Deserialize<'de>>(&self) -> std::io::Result<T> {
         serde_json::from_slice(&self.payload).map_err(|err| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -141,7 +141,7 @@ impl Frame {
 
 /// Writes `frame`: its kind byte, its length (4 bytes, big-endian), its
 /// payload.
-pub async fn write_frame(
+pub(super) async fn write_frame(
     out: &mut (impl AsyncWrite + Unpin),
     frame: &Frame,
 ) -> std::io::Result<()> {
@@ -158,7 +158,7 @@ pub async fn write_frame(
 /// Reads one frame of at most `max` bytes of payload; `None` at a clean
 /// end of the stream (between frames). An unknown kind, a frame past
 /// `max` or a stream cut inside a frame is an error.
-pub async fn read_frame(
+pub(super) async fn read_frame(
     input: &mut (impl AsyncRead + Unpin),
     max: usize,
 ) -> std::io::Result<Option<Frame>> {
@@ -189,7 +189,7 @@ pub async fn read_frame(
 
 /// Reads the first line (at most [`MAX_LINE`] bytes, without its newline):
 /// the greeting or a refusal.
-pub async fn read_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<String> {
+pub(super) async fn read_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<String> {
     let mut line = Vec::new();
     let mut limited = input.take(MAX_LINE as u64);
     limited.read_until(b'\n', &mut line).await?;
@@ -202,7 +202,7 @@ pub async fn read_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Resu
 /// A client's one request, the payload of its [`Kind::Hello`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Request {
+pub(super) enum Request {
     /// The server and its sessions, for `shellkeep ls`.
     List,
     /// Watch a session (and perhaps type into it).
@@ -211,7 +211,7 @@ pub enum Request {
 
 /// What `shellkeep attach` asks for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttachRequest {
+pub(super) struct AttachRequest {
     /// The session's name.
     pub session: String,
     /// Whether the person wants to type (a hold on the session).
@@ -227,7 +227,7 @@ pub struct AttachRequest {
 
 /// A terminal's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Window {
+pub(super) struct Window {
     /// Rows.
     pub rows: u16,
     /// Columns.
@@ -237,7 +237,7 @@ pub struct Window {
 /// Whether the viewer may type.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum Writing {
+pub(super) enum Writing {
     /// Read-only, as asked.
     ReadOnly,
     /// The viewer holds the session: its keys go to the program.
@@ -252,7 +252,7 @@ pub enum Writing {
 
 /// The server's answer to an attach request it grants.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Accepted {
+pub(super) struct Accepted {
     /// The server's process id.
     pub server_pid: u32,
     /// The session's name.
@@ -267,7 +267,7 @@ pub struct Accepted {
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Refused {
+pub(super) struct Refused {
     /// In words, for the person.
     pub error: String,
 }
@@ -275,7 +275,7 @@ pub struct Refused {
 /// What happened to the session, between pieces of output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
+pub(super) enum Event {
     /// The replay is over: what follows is live. `cut`: the replay ring had
     /// already dropped older output inside the span asked for.
     Live {
@@ -309,7 +309,7 @@ pub enum Event {
 
 /// The answer to [`Request::List`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Listing {
+pub(super) struct Listing {
     /// The server's process id.
     pub pid: u32,
     /// The directory its sessions start in.
@@ -324,7 +324,7 @@ pub struct Listing {
 
 /// One session in a [`Listing`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionRow {
+pub(super) struct SessionRow {
     /// Its name.
     pub name: String,
     /// `not started`, `idle`, `running` or `finished`.
@@ -340,7 +340,7 @@ pub struct SessionRow {
 }
 
 /// `time` as Unix seconds (0 before 1970).
-pub fn unix_secs(time: SystemTime) -> f64 {
+pub(super) fn unix_secs(time: SystemTime) -> f64 {
     time.duration_since(UNIX_EPOCH).map_or(0.0, |since| since.as_secs_f64())
 }
 

@@ -22,7 +22,7 @@ use super::{AuditLog, COMMAND_BOUND, Line, rfc3339};
 
 /// The client that made the call, from its `initialize` request.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Client {
+pub(crate) struct Client {
     /// The client's name.
     pub(super) name: String,
     /// The client's version.
@@ -31,14 +31,14 @@ pub struct Client {
 
 impl Client {
     /// The client `info` names, each part cut to 100 characters.
-    pub fn new(info: &rmcp::model::Implementation) -> Client {
+    pub(crate) fn new(info: &rmcp::model::Implementation) -> Client {
         Client { name: cut(&info.name, 100).0, version: cut(&info.version, 100).0 }
     }
 }
 
 /// The limits a command runs under, in seconds.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct LimitsSec {
+pub(super) struct LimitsSec {
     pub exec_sec: f64,
     pub no_output_sec: f64,
 }
@@ -46,7 +46,7 @@ pub struct LimitsSec {
 /// What a call's start line says, from what the tool knows before it runs
 /// anything.
 #[derive(Debug, Clone, Default)]
-pub struct Start {
+pub(crate) struct Start {
     pub(super) tool: &'static str,
     /// `command`, `background`, `reset`, `input`, `key` or `poll` for
     /// `terminal`; the tool's name otherwise.
@@ -67,7 +67,7 @@ pub struct Start {
 impl Start {
     /// A `terminal` call on `session`: `call`, under `decision` (none for a
     /// background job, which has no limit).
-    pub fn terminal(session: &str, call: &Call, decision: Option<&Decision>) -> Start {
+    pub(crate) fn terminal(session: &str, call: &Call, decision: Option<&Decision>) -> Start {
         let (kind, command, key, input_bytes) = match call {
             Call::Run { command } if decision.is_none() => {
                 ("background", Some(command), None, None)
@@ -95,7 +95,7 @@ impl Start {
     }
 
     /// A `run` call of `command` under `decision`.
-    pub fn run(command: &str, decision: &Decision) -> Start {
+    pub(crate) fn run(command: &str, decision: &Decision) -> Start {
         Start {
             tool: "run",
             call: "run",
@@ -105,7 +105,7 @@ impl Start {
     }
 
     /// A `session_close` call on `session`.
-    pub fn session_close(session: &str) -> Start {
+    pub(crate) fn session_close(session: &str) -> Start {
         Start {
             tool: "session_close",
             call: "session_close",
@@ -116,7 +116,7 @@ impl Start {
 
     /// The same call made by `principal` (`None`: the local client): its
     /// session named `PRINCIPAL/NAME`, and the principal on its lines.
-    pub fn by(mut self, principal: Option<&str>) -> Start {
+    pub(crate) fn by(mut self, principal: Option<&str>) -> Start {
         if let Some(principal) = principal {
             self.session = self.session.map(|session| format!("{principal}/{session}"));
             self.principal = Some(principal.to_owned());
@@ -157,7 +157,7 @@ pub(super) struct End {
 
 /// A call that wrote its start line: its end line is written once, by an
 /// `end_*` method or, if the call's task goes away first, on drop.
-pub struct AuditCall {
+pub(crate) struct AuditCall {
     log: Option<Arc<AuditLog>>,
     id: String,
     start: Start,
@@ -167,7 +167,7 @@ pub struct AuditCall {
 
 impl AuditCall {
     /// A call nothing is written for: the server has no audit log.
-    pub fn none() -> AuditCall {
+    pub(crate) fn none() -> AuditCall {
         AuditCall {
             log: None,
             id: String::new(),
@@ -179,7 +179,7 @@ impl AuditCall {
 
     /// Ends a `terminal` call with what the engine replied; `output_bytes`:
     /// what the command printed so far.
-    pub fn end_terminal(
+    pub(crate) fn end_terminal(
         mut self,
         executed: &Result<Reply, SessionError>,
         output_bytes: Option<u64>,
@@ -189,13 +189,17 @@ impl AuditCall {
     }
 
     /// Ends a `run` call with its outcome; `output_bytes`: both streams.
-    pub fn end_run(mut self, outcome: &RunOutcome, output_bytes: u64) {
+    pub(crate) fn end_run(mut self, outcome: &RunOutcome, output_bytes: u64) {
         self.finish(run_end(outcome, output_bytes));
     }
 
     /// Ends a `session_close` call: the session was closed (or `default`
     /// reset) with its last words, or the call was refused with `error`.
-    pub fn end_session_close(mut self, closed: Result<(&Activity, bool), &str>, output_bytes: u64) {
+    pub(crate) fn end_session_close(
+        mut self,
+        closed: Result<(&Activity, bool), &str>,
+        output_bytes: u64,
+    ) {
         self.finish(close_end(closed, output_bytes));
     }
 
@@ -253,7 +257,7 @@ impl AuditLog {
     /// Writes `start`'s line and returns the call it begins, whose end line
     /// is written by [`AuditCall`]'s `end_*` methods, or when it is dropped
     /// (the call's task went away: `cancel`).
-    pub fn begin(self: &Arc<Self>, client: Option<Client>, mut start: Start) -> AuditCall {
+    pub(crate) fn begin(self: &Arc<Self>, client: Option<Client>, mut start: Start) -> AuditCall {
         let id = format!("{}-{}", self.server, self.next_id.fetch_add(1, Ordering::Relaxed));
         start.command = start.command.map(|command| (self.mask)(&command));
         let (command, command_chars) = cut_command(start.command.as_deref());
@@ -288,7 +292,7 @@ impl AuditLog {
     /// ended, with the id of the call that started it. A principal's job
     /// comes with its session named `PRINCIPAL/NAME`, as [`Start::by`]
     /// named it.
-    pub fn job_ended(&self, job: &JobEnded) {
+    pub(crate) fn job_ended(&self, job: &JobEnded) {
         let started = self.jobs.lock().unwrap_or_else(PoisonError::into_inner).remove(&job.session);
         let id = started.unwrap_or_else(|| {
             format!("{}-{}", self.server, self.next_id.fetch_add(1, Ordering::Relaxed))

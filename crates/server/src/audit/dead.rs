@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use super::read::{Record, read_tail, rows};
 use super::{AuditLog, Line, MAX_DEAD_SERVERS, TAIL_BYTES, rfc3339};
-pub use crate::render::{DeadCommand, DeadServer};
+pub(crate) use crate::render::{DeadCommand, DeadServer};
 
 impl AuditLog {
     /// Reads the log's tail under an exclusive lock, writes a `server_died`

@@ -21,7 +21,7 @@ use super::{AuditQuery, MAX_KEEP, default_log, parse_rfc3339};
 /// rotations (time, session, status, exit code, duration, command), oldest
 /// first. A command whose call handed control back while it ran shows the
 /// end a later call on its session reported.
-pub fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
+pub(crate) fn print(query: &AuditQuery, out: &mut impl Write) -> anyhow::Result<()> {
     let since = query.since.as_deref().map(parse_span).transpose()?;
     let now = SystemTime::now();
     let cutoff = since.map(|span| now.checked_sub(span).unwrap_or(UNIX_EPOCH));

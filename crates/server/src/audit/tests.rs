@@ -26,8 +26,8 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new() -> TempDir {
         let dir = std::env::temp_dir()
-            .join(format!("shellkeep-audit-test-{}", private_fs::random_hex(8).unwrap()));
-        private_fs::create_private_dir(&dir).unwrap();
+            .join(format!("shellkeep-audit-test-{}", shellkeep_engine::random_hex(8).unwrap()));
+        shellkeep_engine::create_private_dir(&dir).unwrap();
         TempDir(dir)
     }
 }
@@ -363,7 +363,7 @@ fn a_symlink_or_a_file_of_another_user_is_refused() {
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let err = AuditLog::with_limits(&link, 1000, 1, no_mask()).map(|_| ()).unwrap_err();
     assert!(err.to_string().contains("is a symlink"), "{err}");
-    if private_fs::euid() == 0 {
+    if shellkeep_engine::euid() == 0 {
         let theirs = dir.0.join("theirs.jsonl");
         std::fs::write(&theirs, "").unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();

@@ -76,46 +76,46 @@ use crate::render::{self, HttpRefusal};
 use crate::tools::{self, Core, Principal};
 
 /// The MCP endpoint.
-pub const ENDPOINT: &str = "/mcp";
+pub(crate) const ENDPOINT: &str = "/mcp";
 
 /// The health probe's path.
-pub const HEALTH: &str = "/healthz";
+pub(crate) const HEALTH: &str = "/healthz";
 
 /// The largest request body, in bytes: stdio's longest line (4 MiB).
-pub const MAX_BODY: usize = crate::wire::MAX_LINE;
+pub(crate) const MAX_BODY: usize = crate::wire::MAX_LINE;
 
 /// The most calls one principal may have in flight: stdio's bound.
-pub const MAX_IN_FLIGHT: usize = crate::wire::MAX_IN_FLIGHT;
+pub(crate) const MAX_IN_FLIGHT: usize = crate::wire::MAX_IN_FLIGHT;
 
 /// The most HTTP connections open at once.
-pub const MAX_CONNECTIONS: usize = 512;
+pub(crate) const MAX_CONNECTIONS: usize = 512;
 
 /// How long a client may take to send a request's head, and how long a
 /// connection kept alive between requests may sit idle.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a client may take to send a request's body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long responses may still flow once every session is stopped,
 /// before what is open is cut.
-pub const DRAIN: Duration = Duration::from_secs(5);
+pub(crate) const DRAIN: Duration = Duration::from_secs(5);
 
 /// The JSON-RPC code of a call refused because its principal has
 /// [`MAX_IN_FLIGHT`] in flight (an implementation-defined server error).
-pub const TOO_MANY_CALLS: i64 = -32000;
+pub(crate) const TOO_MANY_CALLS: i64 = -32000;
 
 /// The bound socket, before anything is served: binding is the first
 /// thing `serve --http` does, so that an address in use stops start-up
 /// before any shell starts.
-pub struct Listening {
+pub(crate) struct Listening {
     listener: tokio::net::TcpListener,
     /// The address bound (its port chosen when asked for port 0).
     pub addr: SocketAddr,
 }
 
 /// Binds `config`'s address.
-pub async fn bind(config: &HttpConfig) -> anyhow::Result<Listening> {
+pub(crate) async fn bind(config: &HttpConfig) -> anyhow::Result<Listening> {
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .with_context(|| format!("--http {}: cannot listen there", config.addr))?;
@@ -126,7 +126,7 @@ pub async fn bind(config: &HttpConfig) -> anyhow::Result<Listening> {
 /// The tokens to check: `config`'s, or a fresh one written into a private
 /// file (mode 0600) in `runtime_dir`, whose path is printed on stderr. The
 /// token itself is never printed.
-pub fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<Tokens> {
+pub(crate) fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<Tokens> {
     if let Some(tokens) = &config.tokens {
         return Ok(tokens.clone());
     }
@@ -142,7 +142,7 @@ pub fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<Tokens>
 /// The `Host` values and `Origin`s a server bound at `addr` answers
 /// besides the flags': its loopback names and origins, and the bound
 /// address itself unless it is a wildcard (`0.0.0.0`, `::`).
-pub fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
+pub(crate) fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
     let port = addr.port();
     let mut hosts =
         vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
@@ -159,7 +159,7 @@ pub fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
 /// `doctor`'s line on the HTTP transport: what `--http` would bind and
 /// how it would authenticate, from its checked flags (`Ok(None)`: no
 /// `--http`), or why it would not start.
-pub fn doctor_line(checked: Result<Option<HttpConfig>, String>) -> String {
+pub(crate) fn doctor_line(checked: Result<Option<HttpConfig>, String>) -> String {
     let config = match checked {
         Ok(Some(config)) => config,
         Ok(None) => {
@@ -236,7 +236,7 @@ impl Owners {
 }
 
 /// The HTTP server, running; see [`Serving::stop_accepting`].
-pub struct Serving {
+pub(crate) struct Serving {
     /// The server's task: ends once every connection has closed.
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     /// Closes the listener (axum's graceful shutdown).
@@ -247,7 +247,7 @@ pub struct Serving {
 
 /// Serves MCP on `listening` from `core`, checking `tokens`, until
 /// [`Serving::stop_accepting`]. `config` gives the extra hosts and origins.
-pub fn serve(
+pub(crate) fn serve(
     listening: Listening,
     config: &HttpConfig,
     tokens: Tokens,
@@ -342,7 +342,7 @@ async fn accept(
 
 impl Serving {
     /// Waits until the server fails (it never ends on its own otherwise).
-    pub async fn failed(&mut self) -> anyhow::Error {
+    pub(crate) async fn failed(&mut self) -> anyhow::Error {
         match (&mut self.task).await {
             Ok(Ok(())) => anyhow::anyhow!("the HTTP server ended"),
             Ok(Err(err)) => anyhow::Error::from(err).context("the HTTP server failed"),
@@ -352,13 +352,13 @@ impl Serving {
 
     /// Closes the listener: no new connection is accepted; requests in
     /// flight go on.
-    pub fn stop_accepting(&self) {
+    pub(crate) fn stop_accepting(&self) {
         self.accepting.cancel();
     }
 
     /// Lets responses still in flight go out for up to [`DRAIN`], then
     /// ends every stream and session that is left.
-    pub async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         self.accepting.cancel();
         if tokio::time::timeout(DRAIN, &mut self.task).await.is_err() {
             self.streams.cancel();

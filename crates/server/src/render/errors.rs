@@ -17,7 +17,7 @@ use super::units::{size, span};
 
 /// A timeout the policy refused, named as the caller wrote it
 /// (`timeout_sec`, `--timeout`).
-pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
+pub(crate) fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
     match err {
         InvalidTimeout::NotPositive(got) => {
             format!("{name} must be a positive number of seconds, got {got}")
@@ -30,7 +30,7 @@ pub fn invalid_timeout(name: &str, err: &InvalidTimeout) -> String {
 }
 
 /// Why a session could not be opened or found, with what to do about it.
-pub fn registry_error(err: &RegistryError) -> String {
+pub(crate) fn registry_error(err: &RegistryError) -> String {
     let listed = |open: &[String]| match open {
         [] => "none".to_owned(),
         open => open.join(", "),
@@ -68,7 +68,7 @@ const IGNORED_NAMED: usize = 5;
 /// An argument's name as a reply quotes it: in backticks, control
 /// characters escaped, cut to [`ARGUMENT_NAME_CHARS`] characters with an
 /// ellipsis (a client can send a name of megabytes).
-pub fn argument_name(name: &str) -> String {
+pub(crate) fn argument_name(name: &str) -> String {
     let shown: String =
         name.chars().take(ARGUMENT_NAME_CHARS).flat_map(char::escape_debug).collect();
     let cut = if name.chars().nth(ARGUMENT_NAME_CHARS).is_some() { "…" } else { "" };
@@ -76,7 +76,7 @@ pub fn argument_name(name: &str) -> String {
 }
 
 /// `items` as a sentence lists them: `a`, `a and b`, `a, b and c`.
-pub fn and_list(items: &[&str]) -> String {
+pub(crate) fn and_list(items: &[&str]) -> String {
     match items {
         [] => String::new(),
         [one] => (*one).to_owned(),
@@ -88,7 +88,7 @@ pub fn and_list(items: &[&str]) -> String {
 /// take, which were ignored (the call ran without them), with the ones it
 /// takes: at most [`IGNORED_NAMED`] names, each quoted with
 /// [`argument_name`].
-pub fn ignored_arguments(tool: &str, ignored: &[String], known: &[String]) -> String {
+pub(crate) fn ignored_arguments(tool: &str, ignored: &[String], known: &[String]) -> String {
     let mut names: Vec<String> =
         ignored.iter().take(IGNORED_NAMED).map(|name| argument_name(name)).collect();
     if ignored.len() > IGNORED_NAMED {
@@ -106,13 +106,13 @@ pub fn ignored_arguments(tool: &str, ignored: &[String], known: &[String]) -> St
 /// The reply of a call the client cancelled while it waited for earlier
 /// calls (`wait_for_previous`); the wire sends no reply to a cancelled
 /// request, so no client reads it.
-pub fn cancelled_while_waiting() -> String {
+pub(crate) fn cancelled_while_waiting() -> String {
     "Not run: the call was cancelled while it waited for earlier calls to return.".to_owned()
 }
 
 /// Why a call that asked to wait for the calls before it
 /// (`wait_for_previous`) was not run: `max` calls wait already.
-pub fn too_many_waiting(max: usize) -> String {
+pub(crate) fn too_many_waiting(max: usize) -> String {
     format!(
         "Not run: {max} calls already wait for earlier calls to return (wait_for_previous), \
          the most that may wait at once. Send it again when some of them have returned, or \
@@ -123,7 +123,7 @@ pub fn too_many_waiting(max: usize) -> String {
 /// An argument a tool or a flag cannot use, as data: `args` finds it,
 /// [`argument_error`] words it.
 #[derive(Debug, Clone, Copy)]
-pub enum ArgError<'a> {
+pub(crate) enum ArgError<'a> {
     /// `keys` with a command, a reset or a background job.
     KeysNotAlone,
     /// `reset` with `is_input`.
@@ -205,7 +205,7 @@ pub enum ArgError<'a> {
 
 /// The message of an argument a tool or a flag cannot use, with what to
 /// send instead.
-pub fn argument_error(err: &ArgError<'_>) -> String {
+pub(crate) fn argument_error(err: &ArgError<'_>) -> String {
     const NUL: &str = "contains a NUL byte (\\0), which an environment variable cannot carry; \
                        remove it";
     match err {
@@ -304,7 +304,7 @@ fn another_tools_argument(
 
 /// The error of a call with unknown arguments that are near misses
 /// (`misses`, each worded by [`argument_error`]), and `more` not named.
-pub fn unknown_arguments(misses: &[String], more: usize) -> String {
+pub(crate) fn unknown_arguments(misses: &[String], more: usize) -> String {
     let mut message = misses.join("; ");
     if more > 0 {
         message.push_str(&format!("; and {more} more unknown arguments"));
@@ -315,7 +315,7 @@ pub fn unknown_arguments(misses: &[String], more: usize) -> String {
 /// A JSON-RPC message refused before any method sees it: the facts, which
 /// [`wire_refusal`] words (the transports send the JSON-RPC code).
 #[derive(Debug, Clone, Copy)]
-pub enum WireRefusal<'a> {
+pub(crate) enum WireRefusal<'a> {
     /// A line of `length` bytes, over the limit of `max` per message.
     TooLong {
         /// Its length in bytes.
@@ -346,7 +346,7 @@ pub enum WireRefusal<'a> {
 
 /// The message of a refused JSON-RPC message, starting with the name of
 /// its JSON-RPC error (`Parse error`, `Invalid request`, `Invalid params`).
-pub fn wire_refusal(refusal: &WireRefusal<'_>) -> String {
+pub(crate) fn wire_refusal(refusal: &WireRefusal<'_>) -> String {
     match refusal {
         WireRefusal::TooLong { length, max } => format!(
             "Invalid request: the message is {length} bytes, over the limit of {max} bytes ({}) \
@@ -378,7 +378,7 @@ pub fn wire_refusal(refusal: &WireRefusal<'_>) -> String {
 /// An HTTP request refused before MCP sees it: the facts, which
 /// [`http_refusal`] words (the transport sends the status).
 #[derive(Debug, Clone, Copy)]
-pub enum HttpRefusal<'a> {
+pub(crate) enum HttpRefusal<'a> {
     /// A session id this principal has no session under (404).
     NoSuchSession,
     /// The body could not be read (400): the reader's error.
@@ -394,7 +394,7 @@ pub enum HttpRefusal<'a> {
 }
 
 /// The body of a refused HTTP request, starting with its status's name.
-pub fn http_refusal(refusal: &HttpRefusal<'_>) -> String {
+pub(crate) fn http_refusal(refusal: &HttpRefusal<'_>) -> String {
     match refusal {
         HttpRefusal::NoSuchSession => "Not Found: no such session".to_owned(),
         HttpRefusal::UnreadableBody(err) => format!("Bad Request: cannot read the body: {err}"),

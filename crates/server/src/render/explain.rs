@@ -16,11 +16,11 @@ use super::{ECHO_CHARS, echo, mask, round_secs, seconds};
 
 /// The most parts an explanation lists, in its text and its structured
 /// content; it counts the rest.
-pub const LISTED_PARTS: usize = 20;
+pub(super) const LISTED_PARTS: usize = 20;
 
 /// Structured result of `policy_explain`.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ExplainOutput {
+pub(crate) struct ExplainOutput {
     /// The category, or null when an explicit timeout decides.
     pub category: Option<String>,
     /// `explicit`, `pattern` or `default`.
@@ -54,7 +54,7 @@ pub struct ExplainOutput {
 
 /// A category's resource limits in an explanation.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct RunLimitsOutput {
+pub(crate) struct RunLimitsOutput {
     /// The category that sets them (the one its patterns choose, whatever
     /// the timeout).
     pub category: String,
@@ -71,7 +71,7 @@ pub struct RunLimitsOutput {
 
 /// Adds to an explanation the resource limits `category` sets for `run`
 /// commands (`limits`), when it sets any: a line of text and a field.
-pub fn add_run_limits(
+pub(crate) fn add_run_limits(
     text: &mut String,
     output: &mut ExplainOutput,
     category: &str,
@@ -105,7 +105,7 @@ pub fn add_run_limits(
 
 /// One part of a command in an explanation.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ExplainPart {
+pub(crate) struct ExplainPart {
     /// The part as written (cut to about 200 characters).
     pub text: String,
     /// What the pattern was matched against, when it differs from the
@@ -130,7 +130,7 @@ fn is_zero(count: &usize) -> bool {
 /// pa55;w0rd`) so that a part's own masking cannot see it: when the
 /// command had something masked, a part its masked form is not in shows as
 /// the mask alone.
-pub fn part_masker<'a>(
+pub(crate) fn part_masker<'a>(
     masks: &'a Secrets,
     named: &'a str,
     masked_any: bool,
@@ -147,7 +147,7 @@ pub fn part_masker<'a>(
 /// The structured result and text of a policy explanation. `command` is
 /// masked already; `mask` masks the parts' texts, taken from the command
 /// as it was given.
-pub fn explain(
+pub(crate) fn explain(
     command: &str,
     explanation: &Explanation<'_>,
     origin: &str,
@@ -228,7 +228,7 @@ pub fn explain(
 }
 
 /// One line naming the category and limits a decision applies.
-pub fn describe_limits(decision: &Decision) -> String {
+pub(super) fn describe_limits(decision: &Decision) -> String {
     let limits = format!(
         "exec {}, no output {}",
         seconds(decision.limits.exec),

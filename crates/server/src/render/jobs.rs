@@ -16,7 +16,7 @@ use super::{Blocks, TerminalOutput, capped_echo, echo, in_text, terminal};
 
 /// Where a background job started, for its start reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobStart {
+pub(crate) struct JobStart {
     /// Its directory.
     pub cwd: std::path::PathBuf,
     /// The active Python virtual environment, if any.
@@ -44,7 +44,11 @@ pub(super) fn job_started(name: &str, job: &JobStart) -> String {
 /// line, its first output, and how to follow and stop it (not the notices
 /// of a command that timed out: nothing did, and the calling session is
 /// free).
-pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks, TerminalOutput) {
+pub(crate) fn background_started(
+    name: &str,
+    job: &JobStart,
+    reply: &Reply,
+) -> (Blocks, TerminalOutput) {
     let (_, mut structured) = terminal(reply);
     let started = job_started(name, job);
     let follow = format!(
@@ -65,7 +69,7 @@ pub fn background_started(name: &str, job: &JobStart, reply: &Reply) -> (Blocks,
 
 /// Why a background job was not started: the session it starts from
 /// (`from`) could not give its place.
-pub fn job_place_error(from: &str, err: &PlaceError) -> String {
+pub(crate) fn job_place_error(from: &str, err: &PlaceError) -> String {
     let why = match err {
         PlaceError::Busy { command, elapsed } => format!(
             "session {from:?} is running {:?} ({} so far)",
@@ -102,7 +106,7 @@ pub fn job_place_error(from: &str, err: &PlaceError) -> String {
 
 /// Why a background job was not started: the directory of the session it
 /// starts from (`from`) is gone.
-pub fn job_dir_gone(from: &str, dir: &std::path::Path) -> String {
+pub(crate) fn job_dir_gone(from: &str, dir: &std::path::Path) -> String {
     format!(
         "The background job was NOT started: session {from:?} is in {}, which is no longer a \
          directory. `cd` to one that exists there, or give `cwd`.",
@@ -112,7 +116,7 @@ pub fn job_dir_gone(from: &str, dir: &std::path::Path) -> String {
 
 /// A background job that ended, in structured content.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct JobEndedOutput {
+pub(crate) struct JobEndedOutput {
     /// The job's session.
     pub session: String,
     /// Its command (cut to 200 characters).
@@ -127,7 +131,7 @@ pub struct JobEndedOutput {
 }
 
 /// The text and structured content announcing ended background jobs.
-pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
+pub(crate) fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
     let mut text = String::new();
     let mut rows = Vec::new();
     for job in ended {
@@ -153,7 +157,7 @@ pub fn jobs_ended(ended: &[JobEnded]) -> (String, serde_json::Value) {
 
 /// A background job that began waiting for input, in structured content.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct JobWaitingOutput {
+pub(crate) struct JobWaitingOutput {
     /// The job's session.
     pub session: String,
     /// Its command (cut to 200 characters).
@@ -165,7 +169,7 @@ pub struct JobWaitingOutput {
 
 /// The text and structured content announcing background jobs that began
 /// waiting for input, each once per wait.
-pub fn jobs_waiting(waiting: &[JobWaiting]) -> (String, serde_json::Value) {
+pub(crate) fn jobs_waiting(waiting: &[JobWaiting]) -> (String, serde_json::Value) {
     let mut text = String::new();
     let mut rows = Vec::new();
     for job in waiting {

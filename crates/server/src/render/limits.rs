@@ -14,7 +14,7 @@ use super::units::limit_bytes;
 /// A resource limit that stopped something, as structured content carries
 /// it (`limit_hit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct LimitHitOutput {
+pub(crate) struct LimitHitOutput {
     /// `memory` (the OOM killer killed a process at the memory limit) or
     /// `tasks` (forks were refused at the tasks limit).
     pub limit: &'static str,
@@ -30,7 +30,7 @@ pub struct LimitHitOutput {
 }
 
 /// The structured facts of `hits`.
-pub fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHitOutput> {
+pub(crate) fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHitOutput> {
     hits.into_iter()
         .map(|hit| LimitHitOutput {
             limit: hit.resource.as_str(),
@@ -43,7 +43,7 @@ pub fn limit_hit_facts(hits: impl IntoIterator<Item = LimitHit>) -> Vec<LimitHit
 
 /// The sentence for a limit that stopped something in `whose` ("this
 /// command", "this session").
-pub fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
+pub(crate) fn limit_hit_line(hit: &LimitHit, whose: &str) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match hit.resource {
         Resource::Memory if !hit.counted => format!(

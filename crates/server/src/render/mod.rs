@@ -28,48 +28,48 @@ mod limits;
 mod notices;
 mod output;
 mod run;
-pub mod sandbox;
+pub(crate) mod sandbox;
 mod session_words;
 mod sessions;
 mod tasks;
 mod terminal;
 mod units;
 
-pub use errors::*;
-pub use explain::{ExplainOutput, add_run_limits, explain, part_masker};
-pub use jobs::*;
-pub use limits::*;
-pub use notices::*;
-pub use output::{
+pub(crate) use errors::*;
+pub(crate) use explain::{ExplainOutput, add_run_limits, explain, part_masker};
+pub(crate) use jobs::*;
+pub(crate) use limits::*;
+pub(crate) use notices::*;
+pub(crate) use output::{
     OutputPage, Source, fit_page, output_page, run_output_error, session_output_error, spill_cut,
 };
-pub use run::{RunOutput, run};
-pub use session_words::session_error;
-pub use sessions::*;
-pub use tasks::{
+pub(crate) use run::{RunOutput, run};
+pub(crate) use session_words::session_error;
+pub(crate) use sessions::*;
+pub(crate) use tasks::{
     budget_full, more_runs_cancelled, run_blocks, run_cancelled_by_client, session_held_by_task,
     task_broken, task_update_refused, task_waits_for_input, terminal_task_rule, too_many_tasks,
     unknown_method, unknown_task,
 };
-pub use terminal::{
+pub(crate) use terminal::{
     TerminalOutput, TerminalStatus, attach_command, key_error, person_can_answer, session_refused,
     terminal, typed_key_name,
 };
-pub use units::*;
+pub(crate) use units::*;
 
 /// `text` with every secret value and credential shape of `masks`
 /// replaced, as output is: the one way the server masks a string it echoes
 /// back (commands, prompts, names, errors, notices). A string is masked
 /// before it is cut ([`echo`], [`capped_echo`]), so that a cut never
 /// leaves half a secret the masker can no longer recognise.
-pub fn mask(masks: &shellkeep_engine::Secrets, text: &str) -> String {
+pub(crate) fn mask(masks: &shellkeep_engine::Secrets, text: &str) -> String {
     masks.mask(text).0.into_owned()
 }
 
 /// Replaces every string in `value` (keys aside) by `mask` of it: for what
 /// goes out as JSON (structured content, audit lines), masked string by
 /// string so that a mask never cuts the JSON's own syntax.
-pub fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
+pub(crate) fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
     match value {
         serde_json::Value::String(text) => *text = mask(text),
         serde_json::Value::Array(items) => items.iter_mut().for_each(|item| mask_json(item, mask)),
@@ -83,13 +83,13 @@ pub fn mask_json(value: &mut serde_json::Value, mask: &dyn Fn(&str) -> String) {
 /// The longest echo of an agent's command in a reply, in characters: the
 /// agent wrote it, so an excerpt identifies it; a 1 MiB command must not
 /// come back as a 1 MiB reply.
-pub const ECHO_CHARS: usize = 200;
+pub(crate) const ECHO_CHARS: usize = 200;
 
 /// `command` quoted for a reply, cut to about [`ECHO_CHARS`] characters
 /// (head and tail) with the number of characters left out. Bounded: at most
 /// [`ECHO_CHARS`] characters, each escaped to at most 10 bytes, plus the
 /// notice.
-pub fn echo(command: &str) -> String {
+pub(crate) fn echo(command: &str) -> String {
     let total = command.chars().count();
     if total <= ECHO_CHARS {
         return format!("{command:?}");
@@ -102,7 +102,7 @@ pub fn echo(command: &str) -> String {
 
 /// One text content block of a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Block {
+pub(crate) enum Block {
     /// Text a command printed, exactly as shown in the structured content
     /// (or a cut part of it): nothing of shellkeep's is in it.
     Output(String),
@@ -122,7 +122,7 @@ pub enum Block {
 /// blocks of notices, so the agent reads the fake line as output. Either
 /// way the structured content is the same.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Blocks(Vec<Block>);
+pub(crate) struct Blocks(Vec<Block>);
 
 /// The beginning of the one notice that is not in brackets (OpenHands'
 /// words for a reset).
@@ -173,7 +173,7 @@ fn reader_lines(text: &str) -> impl Iterator<Item = &str> {
 
 impl Blocks {
     /// Appends a line of shellkeep's, to the last block if it holds notices.
-    pub fn notice(&mut self, line: &str) {
+    pub(crate) fn notice(&mut self, line: &str) {
         match self.0.last_mut() {
             Some(Block::Notices(text)) => {
                 text.push('\n');
@@ -184,7 +184,7 @@ impl Blocks {
     }
 
     /// Puts a line of shellkeep's before everything else.
-    pub fn notice_first(&mut self, line: &str) {
+    pub(crate) fn notice_first(&mut self, line: &str) {
         match self.0.first_mut() {
             Some(Block::Notices(text)) => text.insert_str(0, &format!("{line}\n")),
             _ => self.0.insert(0, Block::Notices(line.to_owned())),
@@ -193,7 +193,7 @@ impl Blocks {
 
     /// Appends text a command printed, in a block of its own (nothing when
     /// it is empty).
-    pub fn output(&mut self, text: &str) {
+    pub(crate) fn output(&mut self, text: &str) {
         if !text.is_empty() {
             self.0.push(Block::Output(text.to_owned()));
         }
@@ -221,7 +221,7 @@ impl Blocks {
     /// The text blocks of the reply: one block when no output has a line
     /// that looks like a notice, else each output in a block of its own
     /// between blocks of notices (see [`Blocks`]).
-    pub fn into_texts(self) -> Vec<String> {
+    pub(crate) fn into_texts(self) -> Vec<String> {
         let mixed = self.0.iter().any(|block| match block {
             Block::Output(text) => reader_lines(text).any(looks_like_a_notice),
             Block::Notices(_) => false,
@@ -332,7 +332,7 @@ const BODY_FIELDS: [&str; 7] =
 
 /// Inserts `key` into structured content `map` before its output bodies
 /// (see [`BODY_FIELDS`]), so that the bodies stay last.
-pub fn insert_before_body(
+pub(crate) fn insert_before_body(
     map: &mut serde_json::Map<String, serde_json::Value>,
     key: &str,
     value: serde_json::Value,
@@ -343,7 +343,7 @@ pub fn insert_before_body(
 
 /// Adds `note` to the `notes` of structured content `map` (made, before
 /// the output bodies, when there are none yet).
-pub fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: String) {
+pub(crate) fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: String) {
     match map.get_mut("notes") {
         Some(serde_json::Value::Array(notes)) => notes.push(note.into()),
         _ => insert_before_body(map, "notes", serde_json::Value::Array(vec![note.into()])),
@@ -358,7 +358,7 @@ pub fn push_note(map: &mut serde_json::Map<String, serde_json::Value>, note: Str
 /// number is); background output keeps its newest lines, after a line
 /// that counts what was left out (it has no log). A full screen is not
 /// cut: its size is fixed by the window, and counts against the budget.
-pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> Saved) {
+pub(crate) fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> Saved) {
     let screen = if reply.screen { json_chars(&reply.output.text) } else { 0 };
     let stream = |shown: &Shown, on_screen: bool| if on_screen { 0 } else { shown.json_chars() };
     let sizes = [
@@ -388,7 +388,7 @@ pub fn fit_reply(reply: &mut Reply, cap: usize, saved: &dyn Fn(u64) -> Saved) {
 /// writes them, after a line that says how much of `what` was left out
 /// (text with no log to read it from: background output, a closed
 /// session's last words).
-pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
+pub(crate) fn newest_within(text: &str, budget: usize, what: &str) -> String {
     if json_chars(text) <= budget {
         return text.to_owned();
     }
@@ -419,7 +419,7 @@ pub fn newest_within(text: &str, budget: usize, what: &str) -> String {
 
 /// Whose output a [`read_hint`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HintFor {
+pub(crate) enum HintFor {
     /// The command this reply is about.
     This,
     /// The previous command, whose end this reply reports.
@@ -429,7 +429,7 @@ pub enum HintFor {
 /// The arguments of an `output` call that reads part of a terminal
 /// command's output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct ReadCall {
+pub(crate) struct ReadCall {
     /// The session, when it is not `default`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -443,7 +443,11 @@ pub struct ReadCall {
 
 /// When a reply's output was cut: the line that says exactly how to read
 /// what was left out with the `output` tool, and that call.
-pub fn read_hint(session: &str, reply: &Reply, whose: HintFor) -> Option<(String, ReadCall)> {
+pub(crate) fn read_hint(
+    session: &str,
+    reply: &Reply,
+    whose: HintFor,
+) -> Option<(String, ReadCall)> {
     let number = reply.number?;
     let shown = &reply.output;
     if !shown.truncated && shown.full_output_cut.is_none() {

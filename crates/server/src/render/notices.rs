@@ -20,7 +20,7 @@ use super::{capped_echo, echo};
 /// An earlier server of the same log that is gone without having ended
 /// normally (killed, crashed, its machine rebooted).
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeadServer {
+pub(crate) struct DeadServer {
     /// Its name in the log's ids.
     pub server: String,
     /// Its process id.
@@ -38,7 +38,7 @@ pub struct DeadServer {
 
 /// A command that was running when its server died.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeadCommand {
+pub(crate) struct DeadCommand {
     /// Its session (`(run)` for the `run` tool).
     pub session: String,
     /// The command, masked and cut as the log holds it.
@@ -50,7 +50,7 @@ pub struct DeadCommand {
 /// A stop signal the server refused because one of its own processes
 /// sent it (see `main`'s signal watch).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefusedSignal {
+pub(crate) struct RefusedSignal {
     /// The signal's name (`SIGTERM`).
     pub signal: &'static str,
     /// The sender's pid.
@@ -70,7 +70,7 @@ const NAMED_COMMANDS: usize = 5;
 /// An earlier server that died with commands running, as a reply's
 /// `servers_died` holds it.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ServerDiedOutput {
+pub(crate) struct ServerDiedOutput {
     /// Its process id.
     pub pid: u32,
     /// When it started (RFC 3339, UTC), if known.
@@ -90,7 +90,7 @@ pub struct ServerDiedOutput {
 
 /// A command that died with its server.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct DiedCommandOutput {
+pub(crate) struct DiedCommandOutput {
     /// Its session (`(run)` for the `run` tool).
     pub session: String,
     /// The command (cut to 200 characters).
@@ -102,7 +102,7 @@ pub struct DiedCommandOutput {
 /// The notice that the server ignored stop signals its own processes sent
 /// it (`named`, and `more` others): who sent them, so the agent can find
 /// the command that tried.
-pub fn refused_signals(named: &[RefusedSignal], more: usize) -> String {
+pub(crate) fn refused_signals(named: &[RefusedSignal], more: usize) -> String {
     let senders: Vec<String> = named
         .iter()
         .map(|refused| match &refused.command {
@@ -122,7 +122,7 @@ pub fn refused_signals(named: &[RefusedSignal], more: usize) -> String {
 
 /// The text and structured content telling that `dead` servers died with
 /// commands running; `None` when there are none.
-pub fn servers_died(dead: &[DeadServer]) -> Option<(String, serde_json::Value)> {
+pub(crate) fn servers_died(dead: &[DeadServer]) -> Option<(String, serde_json::Value)> {
     if dead.is_empty() {
         return None;
     }

@@ -21,7 +21,7 @@ use rmcp::schemars;
 
 /// Whose output a page of the `output` tool is.
 #[derive(Debug, Clone, Copy)]
-pub enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// A terminal command of this session.
     Session(&'a str),
     /// A stream of a `run` command.
@@ -30,7 +30,7 @@ pub enum Source<'a> {
 
 /// Structured result of the `output` tool.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct OutputPage {
+pub(crate) struct OutputPage {
     /// The session, for a terminal command.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -85,7 +85,7 @@ pub struct OutputPage {
 
 /// The arguments of an `output` call that reads part of a `run` stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct OutputCall {
+pub(crate) struct OutputCall {
     /// The run's number.
     pub run: u64,
     /// `stdout` or `stderr`.
@@ -128,7 +128,7 @@ impl OutputCall {
 /// Where a full-output file was cut and which limit cut it, as a reply
 /// says it: `cut after 700 bytes: the limit per command of 100 MiB for
 /// saved output was reached`.
-pub fn spill_cut(cut: &SpillCut) -> String {
+pub(crate) fn spill_cut(cut: &SpillCut) -> String {
     let (what, bytes) = match cut.limit {
         SpillLimit::PerCommand(bytes) => ("the limit per command", bytes),
         SpillLimit::PerServer(bytes) => ("the server's total limit", bytes),
@@ -153,7 +153,7 @@ fn limit_size(bytes: u64) -> String {
 
 /// Why a read of a session's command output could not be served, with
 /// where to find the numbers to read.
-pub fn session_output_error(err: &StoreError) -> String {
+pub(crate) fn session_output_error(err: &StoreError) -> String {
     format!(
         "{}. List the sessions with the sessions tool; a cut reply names the command number to \
          read.",
@@ -162,7 +162,7 @@ pub fn session_output_error(err: &StoreError) -> String {
 }
 
 /// Why a read of run `number`'s output could not be served.
-pub fn run_output_error(number: u64, err: &StoreError) -> String {
+pub(crate) fn run_output_error(number: u64, err: &StoreError) -> String {
     match err {
         StoreError::Empty => format!(
             "no run has been kept yet, so there is no run {number}: a cut `run` reply names the \
@@ -198,7 +198,7 @@ fn store_error(err: &StoreError) -> String {
 /// length there), and says so with `cut_at_cap`; a first line longer than
 /// that alone is cut inside. The next offset then moves past the lines
 /// kept.
-pub fn fit_page(page: &mut LogPage, budget: usize) {
+pub(crate) fn fit_page(page: &mut LogPage, budget: usize) {
     if json_chars(&page.text) <= budget {
         return;
     }
@@ -248,7 +248,7 @@ impl Onward {
 }
 
 /// The text and structured content of a page of a command's output.
-pub fn output_page(source: &Source<'_>, page: &LogPage) -> (Blocks, OutputPage) {
+pub(crate) fn output_page(source: &Source<'_>, page: &LogPage) -> (Blocks, OutputPage) {
     let onward = Onward::of(page);
     let mut text = Blocks::default();
     text.output(&page.text);

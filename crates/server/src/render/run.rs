@@ -31,7 +31,7 @@ use rmcp::schemars;
 /// start of a long reply, or cuts its middle, keeps the facts.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunOutput {
+pub(crate) struct RunOutput {
     /// `success` (ran to completion, whatever its exit code), `timeout` (a
     /// limit fired and the command was killed) or `error` (it could not
     /// start, or was cancelled).
@@ -114,7 +114,7 @@ pub struct RunOutput {
 
 /// The structured result and readable text of a `run`: the streams, a
 /// footer with the end and the limits, then the notices.
-pub fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
+pub(crate) fn run(outcome: &RunOutcome, decision: &Decision) -> (Blocks, RunOutput) {
     let mut structured = structured(outcome, decision);
     let mut text = Text::default();
     text.output(&outcome.stdout);

@@ -18,7 +18,7 @@ use super::{and_list, in_text};
 /// What the kernel enforces for a confined session or command, as every
 /// reply's structured content carries it (`sandbox`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct SandboxOutput {
+pub(crate) struct SandboxOutput {
     /// The mode: `off`, `workspace-write` or `read-only`.
     pub mode: &'static str,
     /// `on` or `off` (every socket but Unix ones denied).
@@ -45,7 +45,7 @@ pub struct SandboxOutput {
 
 impl SandboxOutput {
     /// The fields of `enforcement`.
-    pub fn new(enforcement: &Enforcement) -> SandboxOutput {
+    pub(crate) fn new(enforcement: &Enforcement) -> SandboxOutput {
         SandboxOutput {
             mode: enforcement.mode,
             network: on_off(enforcement.network),
@@ -67,7 +67,7 @@ fn on_off(on: bool) -> &'static str {
 
 /// A confined policy in a few words, for a listing (`read-only, network
 /// off`); `None` for no sandbox.
-pub fn short(policy: &Policy) -> Option<String> {
+pub(crate) fn short(policy: &Policy) -> Option<String> {
     policy.is_confined().then(|| {
         let network = if policy.network { "network on" } else { "network off" };
         format!("{}, {network}", policy.mode.as_str())
@@ -78,7 +78,7 @@ pub fn short(policy: &Policy) -> Option<String> {
 /// `workspace-write: commands may write only in /work/app, their temporary
 /// directory ($TMPDIR) and the terminal; the network is off (Unix sockets
 /// only)`.
-pub fn policy(policy: &Policy) -> String {
+pub(crate) fn policy(policy: &Policy) -> String {
     let writes = match policy.mode {
         Mode::Off => "off: commands may write wherever the server's user may".to_owned(),
         Mode::WorkspaceWrite => {
@@ -105,7 +105,7 @@ pub fn policy(policy: &Policy) -> String {
 /// The paragraph of the `terminal` and `run` descriptions that states the
 /// server's sandbox and what a call may ask for; `None` for a server
 /// without one (nothing to state: a call may still ask for one).
-pub fn description(server: &Policy, enforcement: Option<&Enforcement>) -> Option<String> {
+pub(crate) fn description(server: &Policy, enforcement: Option<&Enforcement>) -> Option<String> {
     if !server.is_confined() {
         return None;
     }
@@ -122,7 +122,7 @@ pub fn description(server: &Policy, enforcement: Option<&Enforcement>) -> Option
 }
 
 /// The description of the `sandbox` argument, stating the server's mode.
-pub fn sandbox_argument(server: &Policy, what: &str) -> String {
+pub(crate) fn sandbox_argument(server: &Policy, what: &str) -> String {
     let stricter = match server.mode {
         Mode::Off => {
             "`workspace-write` (writes only in the workspace, the temporary directory \
@@ -143,7 +143,7 @@ pub fn sandbox_argument(server: &Policy, what: &str) -> String {
 }
 
 /// The description of the `network` argument, stating the server's.
-pub fn network_argument(server: &Policy, what: &str) -> String {
+pub(crate) fn network_argument(server: &Policy, what: &str) -> String {
     if server.network {
         format!(
             "The network of {what}: `off` denies every socket but Unix ones. This server's \
@@ -159,7 +159,7 @@ pub fn network_argument(server: &Policy, what: &str) -> String {
 
 /// The error for a `sandbox` or `network` argument looser than the
 /// server's: `why` is the engine's reason.
-pub fn looser_refused(why: &str, server: &Policy) -> String {
+pub(crate) fn looser_refused(why: &str, server: &Policy) -> String {
     format!(
         "{why}. This server runs with --sandbox {} --network {}: a session or `run` may ask only \
          for a stricter sandbox (a stricter mode, or network off). Omit sandbox and network to \
@@ -171,7 +171,7 @@ pub fn looser_refused(why: &str, server: &Policy) -> String {
 
 /// The notice that `sandbox` or `network` did not apply: the session was
 /// already running, with its own.
-pub fn sandbox_ignored(name: &str, running: &Policy) -> String {
+pub(crate) fn sandbox_ignored(name: &str, running: &Policy) -> String {
     format!(
         "[sandbox and network apply only to the call that starts a session: session {name:?} was \
          already running with sandbox {} and network {}; close it with session_close to start \
@@ -184,7 +184,7 @@ pub fn sandbox_ignored(name: &str, running: &Policy) -> String {
 /// Why a failed command most likely failed because of the sandbox, as the
 /// reply's structured content carries it (`sandbox_denial`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct DenialOutput {
+pub(crate) struct DenialOutput {
     /// `write` (outside what the mode lets it write), `network` (a socket
     /// other than a Unix one), `sudo` (no_new_privs), `trace` (no
     /// `ptrace`) or `signal` (a process outside the sandbox).
@@ -196,7 +196,7 @@ pub struct DenialOutput {
 
 /// The one sentence, and the field, that say a failed command was most
 /// likely stopped by the sandbox (`policy`: the one it ran under).
-pub fn denial(denial: &Denial, policy: &Policy) -> (String, DenialOutput) {
+pub(crate) fn denial(denial: &Denial, policy: &Policy) -> (String, DenialOutput) {
     match denial {
         Denial::Write { path } => {
             let what = match path {
@@ -258,7 +258,7 @@ fn policy_writes(policy: &Policy) -> String {
 
 /// What the kernel enforces of a policy, for `doctor`: each part that is
 /// on, then what is not (`enforced on this host: …; not enforced: …`).
-pub fn enforced(enforcement: &Enforcement) -> String {
+pub(crate) fn enforced(enforcement: &Enforcement) -> String {
     let landlock = match enforcement.landlock_abi {
         Some(abi) => format!("Landlock ABI {abi}"),
         None => "no Landlock".to_owned(),
@@ -288,7 +288,7 @@ pub fn enforced(enforcement: &Enforcement) -> String {
 /// kernel enforces of it (`asked`: the policy, or why the flags are
 /// wrong; `check`: the engine's answer, an error naming what is missing),
 /// then what each mode would enforce here (`modes`).
-pub fn doctor(
+pub(crate) fn doctor(
     asked: &Result<Policy, String>,
     check: Option<&Result<Enforcement, String>>,
     modes: &[(Policy, Result<Enforcement, String>)],

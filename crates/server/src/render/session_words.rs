@@ -11,7 +11,7 @@ use shellkeep_engine::{PlaceFailure, SessionError, ShellExit, ShellFailure, Star
 
 /// A refused call, as a neutral sentence for a log (the audit log's
 /// `detail`): what was refused and why, naming no tool or argument.
-pub fn session_error(err: &SessionError) -> String {
+pub(crate) fn session_error(err: &SessionError) -> String {
     match err {
         SessionError::Cancelled => "the call was cancelled before it started".to_owned(),
         SessionError::NulByte => "the command contains a NUL byte".to_owned(),

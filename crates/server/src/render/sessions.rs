@@ -19,7 +19,7 @@ use super::{Blocks, capped_echo, in_text, sandbox};
 
 /// How the session of a `terminal` call was found, for the reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionNote {
+pub(crate) enum SessionNote {
     /// It existed.
     Existing,
     /// It was started in `cwd`; its name had expired before.
@@ -34,7 +34,7 @@ pub enum SessionNote {
 }
 
 /// The line that says a session was started, if one was.
-pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
+pub(crate) fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
     match note {
         SessionNote::Existing => None,
         SessionNote::Started { cwd, expired_before: false } => {
@@ -50,7 +50,7 @@ pub fn session_opened(name: &str, note: &SessionNote) -> Option<String> {
 }
 
 /// Why `record=true` was refused: this server records nothing.
-pub fn recording_off() -> String {
+pub(crate) fn recording_off() -> String {
     "record=true needs a server started with --record DIR (or SHELLKEEP_RECORD): this server \
      records no session. Omit record, or ask the person running the server to add --record."
         .to_owned()
@@ -58,7 +58,7 @@ pub fn recording_off() -> String {
 
 /// The line that says `record` did not apply: the session already ran,
 /// recorded or not.
-pub fn record_ignored(name: &str, recorded: bool) -> String {
+pub(crate) fn record_ignored(name: &str, recorded: bool) -> String {
     let state = if recorded { "is recorded" } else { "is not recorded" };
     format!(
         "[record applies only to the call that starts a session: session {name:?} was already \
@@ -68,7 +68,7 @@ pub fn record_ignored(name: &str, recorded: bool) -> String {
 
 /// Structured result of the `sessions` tool.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SessionsOutput {
+pub(crate) struct SessionsOutput {
     /// The open sessions, `default` first.
     pub sessions: Vec<SessionRow>,
     /// The most sessions that may be open at once.
@@ -81,7 +81,7 @@ pub struct SessionsOutput {
 
 /// One session in the `sessions` listing.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SessionRow {
+pub(crate) struct SessionRow {
     /// Its name.
     pub name: String,
     /// Its working directory.
@@ -124,7 +124,7 @@ pub struct SessionRow {
 
 /// The text and structured content of the `sessions` listing, as of
 /// `now` (how long each session has sat idle).
-pub fn sessions(
+pub(crate) fn sessions(
     rows: &[SessionInfo],
     limits: RegistryLimits,
     now: SystemTime,
@@ -268,7 +268,7 @@ fn row_fields(row: &SessionInfo, state: RowState, idle: Duration) -> SessionRow 
 
 /// Structured result of `session_close`.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct SessionClosedOutput {
+pub(crate) struct SessionClosedOutput {
     /// The session.
     pub session: String,
     /// What it was doing when closed: `idle`, `running`, `finished` or
@@ -285,7 +285,11 @@ pub struct SessionClosedOutput {
 }
 
 /// The text and structured content of a closed session.
-pub fn session_closed(name: &str, last: &LastWords, reset: bool) -> (Blocks, SessionClosedOutput) {
+pub(crate) fn session_closed(
+    name: &str,
+    last: &LastWords,
+    reset: bool,
+) -> (Blocks, SessionClosedOutput) {
     let (state, command, what) = match &last.activity {
         Activity::NotStarted => ("not_started", None, "it had not started".to_owned()),
         Activity::Idle => ("idle", None, "it was idle at its prompt".to_owned()),

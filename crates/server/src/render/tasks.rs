@@ -11,7 +11,7 @@ use super::{attach_command, echo, span};
 /// The message of a terminal task waiting for input (its status message
 /// and the text of its input request): the prompt (`None`: it waits with
 /// no prompt) and how to answer it, with the session's name.
-pub fn task_waits_for_input(session: &str, prompt: Option<&str>) -> String {
+pub(crate) fn task_waits_for_input(session: &str, prompt: Option<&str>) -> String {
     let what = match prompt.map(str::trim).filter(|prompt| !prompt.is_empty()) {
         Some(prompt) => format!("The command waits for input at the prompt {}.", echo(prompt)),
         None => "The command waits for input (no prompt shown).".to_owned(),
@@ -27,7 +27,7 @@ pub fn task_waits_for_input(session: &str, prompt: Option<&str>) -> String {
 
 /// Why a terminal call on `session` is refused while the terminal task
 /// `task` runs its command there.
-pub fn session_held_by_task(session: &str, task: &str) -> String {
+pub(crate) fn session_held_by_task(session: &str, task: &str) -> String {
     format!(
         "Not run: the session {} is held by the task {task}, whose command runs there. Poll it \
          with tasks/get, stop it with tasks/cancel, or use another session.",
@@ -36,7 +36,7 @@ pub fn session_held_by_task(session: &str, task: &str) -> String {
 }
 
 /// Why `tasks/update` is refused.
-pub fn task_update_refused() -> String {
+pub(crate) fn task_update_refused() -> String {
     "tasks/update is not taken: a command's input goes to its terminal, never through the \
      client's forms (where a password would pass through the client). Answer the prompt with the \
      terminal tool and is_input=true on the task's session, as the task's status message says."
@@ -44,7 +44,7 @@ pub fn task_update_refused() -> String {
 }
 
 /// Why a call did not become a task: `limit` tasks of this client run.
-pub fn too_many_tasks(limit: usize) -> String {
+pub(crate) fn too_many_tasks(limit: usize) -> String {
     format!(
         "Not run: {limit} tasks of this client run already, as many as the server's sessions \
          (--max-sessions). Poll one with tasks/get until it ends, or stop one with tasks/cancel, \
@@ -53,7 +53,7 @@ pub fn too_many_tasks(limit: usize) -> String {
 }
 
 /// The error for a task id this client does not have.
-pub fn unknown_task(id: &str) -> String {
+pub(crate) fn unknown_task(id: &str) -> String {
     format!(
         "Unknown task {}: this client has no task with that id (a task is kept for its ttlMs \
          from its creation; another client's tasks are not yours).",
@@ -64,7 +64,7 @@ pub fn unknown_task(id: &str) -> String {
 /// The `-32601` error of a method this server does not have (a method of
 /// the Tasks extension that this version no longer has says what to do
 /// instead).
-pub fn unknown_method(method: &str) -> String {
+pub(crate) fn unknown_method(method: &str) -> String {
     removed_task_method(method).unwrap_or_else(|| {
         format!(
             "Method not found: {method:?}. This server offers the MCP methods initialize, ping, \
@@ -91,7 +91,7 @@ fn removed_task_method(method: &str) -> Option<String> {
 /// The note, on the next reply, that a `run` was killed because the client
 /// cancelled its call (`command` masked and cut, `number` its output's,
 /// `after` how long it ran).
-pub fn run_cancelled_by_client(command: &str, number: u64, after: Duration) -> String {
+pub(crate) fn run_cancelled_by_client(command: &str, number: u64, after: Duration) -> String {
     format!(
         "[The previous run {} (run {number}) was killed by the client's cancellation after {}; \
          what it printed is kept: output {{\"run\": {number}}}. For work longer than the client \
@@ -103,7 +103,7 @@ pub fn run_cancelled_by_client(command: &str, number: u64, after: Duration) -> S
 }
 
 /// The note for `more` cancelled runs beyond those named.
-pub fn more_runs_cancelled(more: usize) -> String {
+pub(crate) fn more_runs_cancelled(more: usize) -> String {
     format!(
         "[{more} more runs were killed by the client's cancellation; `shellkeep audit` lists them.]"
     )
@@ -112,7 +112,7 @@ pub fn more_runs_cancelled(more: usize) -> String {
 /// What `run`'s description says of how long a call blocks (`longest`: the
 /// policy's longest execution limit and the grace period) and what to use
 /// for longer work.
-pub fn run_blocks(longest: Duration) -> String {
+pub(crate) fn run_blocks(longest: Duration) -> String {
     format!(
         "A call blocks until its command ends: up to {} under this policy's categories, up to \
          timeout_sec when given. A client that stops waiting sooner (many stop at 60 s) cancels \
@@ -126,7 +126,7 @@ pub fn run_blocks(longest: Duration) -> String {
 
 /// What `terminal`'s `timeout` description says of tasks: which calls
 /// become one (`max_wait`: the server's `--max-wait`).
-pub fn terminal_task_rule(max_wait: Duration) -> String {
+pub(crate) fn terminal_task_rule(max_wait: Duration) -> String {
     format!(
         "For a client that declares the Tasks extension, a new command with a timeout over {} \
          becomes a task: the call returns at once, tasks/get gives this reply when the command \
@@ -137,7 +137,7 @@ pub fn terminal_task_rule(max_wait: Duration) -> String {
 
 /// Why a `run` did not become a task: the server's `limit` places are
 /// taken by sessions and running tasks.
-pub fn budget_full(limit: usize) -> String {
+pub(crate) fn budget_full(limit: usize) -> String {
     format!(
         "Not run: the server's {limit} places (--max-sessions) are all taken by sessions and \
          running tasks, and a run task takes one. Close a session you no longer need \
@@ -147,7 +147,7 @@ pub fn budget_full(limit: usize) -> String {
 
 /// The error of a task whose call gave what no call gives (a task, or a
 /// reply that is not JSON): a bug of ours, never the command's doing.
-pub fn task_broken() -> String {
+pub(crate) fn task_broken() -> String {
     "The task's call ended in a way no call ends (a bug of shellkeep's): run the command again."
         .to_owned()
 }

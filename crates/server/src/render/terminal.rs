@@ -29,7 +29,7 @@ use super::{
 /// last, so a client that shows only the start of a long reply, or cuts
 /// its middle, keeps the facts.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct TerminalOutput {
+pub(crate) struct TerminalOutput {
     /// `completed`, `killed` (stopped after running unwatched past its
     /// limit), `running` (control came back before the command finished),
     /// `waiting_for_input` (it is blocked reading the terminal), or
@@ -191,7 +191,7 @@ pub struct TerminalOutput {
 
 /// What a person typed into the session since the last reply.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
-pub struct PersonTypedOutput {
+pub(crate) struct PersonTypedOutput {
     /// Keys in all (an arrow counts once).
     pub keys: u64,
     /// Keys typed while the terminal's echo was off (a password): what
@@ -204,7 +204,7 @@ pub struct PersonTypedOutput {
 /// The `status` of a terminal reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum TerminalStatus {
+pub(crate) enum TerminalStatus {
     /// The command finished.
     Completed,
     /// It was stopped after running unwatched past its limit.
@@ -222,7 +222,7 @@ pub enum TerminalStatus {
 /// Why a command was killed: the one reason a terminal command is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum KillReason {
+pub(crate) enum KillReason {
     /// It ran unwatched past its execution limit.
     ExecTimeout,
 }
@@ -230,7 +230,7 @@ pub enum KillReason {
 /// How a killed command died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Termination {
+pub(crate) enum Termination {
     /// It ended on SIGTERM.
     Soft,
     /// It ignored SIGTERM and got SIGKILL after the grace period.
@@ -267,7 +267,7 @@ fn one_key(keys: &str) -> bool {
 }
 
 /// The text and structured content for a terminal reply.
-pub fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
+pub(crate) fn terminal(reply: &Reply) -> (Blocks, TerminalOutput) {
     let mut out = Text::default();
     before_the_status(reply, &mut out);
     let key = match &reply.input {
@@ -548,7 +548,7 @@ fn secrets_masked(reply: &Reply) -> u64 {
 /// The one line a reply carries when its output had secrets replaced, so
 /// the agent knows why `<secret-hidden>` is there and that the values
 /// still work in commands.
-pub fn masked_note(masked: u64) -> Option<String> {
+pub(super) fn masked_note(masked: u64) -> Option<String> {
     (masked > 0).then(|| {
         let what = match masked {
             1 => "1 secret value in the output was".to_owned(),
@@ -732,7 +732,7 @@ fn ago(at: std::time::SystemTime) -> std::time::Duration {
 /// The command a person runs to type into session `name` of this server:
 /// exact even when several servers of theirs run (`--server`, this
 /// process's pid), where `shellkeep attach` alone asks them to choose.
-pub fn attach_command(name: &str) -> String {
+pub(crate) fn attach_command(name: &str) -> String {
     let server = std::process::id();
     if name == shellkeep_engine::DEFAULT_SESSION {
         format!("shellkeep attach --server {server} --write")
@@ -743,7 +743,7 @@ pub fn attach_command(name: &str) -> String {
 
 /// The line for a program that reads with echo off in session `name`: how
 /// a person answers it without the agent seeing the answer.
-pub fn person_can_answer(name: &str) -> String {
+pub(crate) fn person_can_answer(name: &str) -> String {
     format!(
         "[The program reads with the terminal's echo off: a password or passphrase prompt. Do \
          not ask for the secret or type it yourself: ask a person to run `{}` in a terminal of \
@@ -971,7 +971,7 @@ fn shell_exit(how: ShellExit) -> String {
 /// The tool error for keys that cannot be sent: a name that looks like a
 /// key but is none (with the keys there are), another spelling of a key,
 /// an empty item, a list past its bounds.
-pub fn key_error(err: &KeyError) -> String {
+pub(crate) fn key_error(err: &KeyError) -> String {
     let names = format!(
         "In `keys`, an item that is exactly one of these names is that key: {}, F1 to F12, \
          C-<x> (control, e.g. C-c, C-d, C-z), M-<x> (Alt, e.g. M-x, M-ENTER); any other item \
@@ -1000,7 +1000,7 @@ pub fn key_error(err: &KeyError) -> String {
 
 /// The note for input text that is exactly a key's name (`UP`): it was
 /// typed as text, with Enter; how to press the key instead.
-pub fn typed_key_name(key: &str) -> String {
+pub(crate) fn typed_key_name(key: &str) -> String {
     format!(
         "[This input was typed as text, followed by Enter. To press the key {key} instead, send \
          keys=[\"{key}\"].]"
@@ -1009,7 +1009,7 @@ pub fn typed_key_name(key: &str) -> String {
 
 /// The tool error for a call the session refused, in the `terminal` tool's
 /// words (the engine's own messages name no argument).
-pub fn session_refused(err: &SessionError) -> String {
+pub(crate) fn session_refused(err: &SessionError) -> String {
     match err {
         SessionError::Cancelled => "The client cancelled this call before it started.".to_owned(),
         SessionError::NulByte => "The command contains a NUL byte, which no shell command can \

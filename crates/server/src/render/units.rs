@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// How a duration is stated: the styles of [`duration`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Secs {
+pub(crate) enum Secs {
     /// Seconds with no unit, as OpenHands prints a timeout: `30`, `2.5`.
     Bare,
     /// Seconds with their unit, whole from ten on: `30 s`, `2.5 s`, `13 s`.
@@ -22,7 +22,7 @@ pub enum Secs {
 }
 
 /// The one duration formatter: `duration` stated in `style`.
-pub fn duration(duration: Duration, style: Secs) -> String {
+pub(crate) fn duration(duration: Duration, style: Secs) -> String {
     let secs = duration.as_secs_f64();
     let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
     match (style, duration.as_secs()) {
@@ -40,29 +40,29 @@ pub fn duration(duration: Duration, style: Secs) -> String {
 }
 
 /// Seconds as OpenHands prints them: [`Secs::Bare`].
-pub fn plain_secs(value: Duration) -> String {
+pub(crate) fn plain_secs(value: Duration) -> String {
     duration(value, Secs::Bare)
 }
 
 /// Seconds with their unit: [`Secs::Unit`].
-pub fn seconds(value: Duration) -> String {
+pub(crate) fn seconds(value: Duration) -> String {
     duration(value, Secs::Unit)
 }
 
 /// A length of time as a limit is stated: [`Secs::Span`].
-pub fn span(value: Duration) -> String {
+pub(crate) fn span(value: Duration) -> String {
     duration(value, Secs::Span)
 }
 
 /// Seconds with one decimal, as every duration in structured content is
 /// given (a number, not words).
-pub fn round_secs(duration: Duration) -> f64 {
+pub(crate) fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 10.0).round() / 10.0
 }
 
 /// How a byte count is stated: the styles of [`byte_count`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bytes {
+pub(crate) enum Bytes {
     /// An amount: `512 B`, `3.2 KiB`, `48.1 MiB`.
     Amount,
     /// A size limit: whole GiB or MiB when it is a whole number of them,
@@ -73,7 +73,7 @@ pub enum Bytes {
 }
 
 /// The one byte formatter: `n` bytes stated in `style`.
-pub fn byte_count(n: u64, style: Bytes) -> String {
+pub(crate) fn byte_count(n: u64, style: Bytes) -> String {
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
@@ -90,22 +90,22 @@ pub fn byte_count(n: u64, style: Bytes) -> String {
 }
 
 /// A memory limit: [`Bytes::Memory`].
-pub fn limit_bytes(n: u64) -> String {
+pub(crate) fn limit_bytes(n: u64) -> String {
     byte_count(n, Bytes::Memory)
 }
 
 /// A size limit: [`Bytes::Limit`].
-pub fn size(n: u64) -> String {
+pub(crate) fn size(n: u64) -> String {
     byte_count(n, Bytes::Limit)
 }
 
 /// An amount of bytes: [`Bytes::Amount`].
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     byte_count(n, Bytes::Amount)
 }
 
 /// A count for people, with thousands separated: `30,000`.
-pub fn count(n: u64) -> String {
+pub(crate) fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, digit) in digits.chars().enumerate() {

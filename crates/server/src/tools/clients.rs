@@ -19,10 +19,10 @@ use crate::tasks::Tasks;
 /// The HTTP layer's authentication puts it in the request's
 /// `http::request::Parts` extensions, which `rmcp` hands to the handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal(pub String);
+pub(crate) struct Principal(pub String);
 
 /// One client's part of the server.
-pub struct Client {
+pub(crate) struct Client {
     /// The principal it is (`None`: the local client, stdio's).
     pub principal: Option<String>,
     /// Its terminal sessions, `default` among them.
@@ -40,7 +40,7 @@ impl Client {
     /// The reader of guard notices for replies about `session` (a
     /// `terminal` reply's session; `None` for the replies of no session):
     /// each client reads its own.
-    pub fn notice_reader(&self, session: Option<&str>) -> String {
+    pub(crate) fn notice_reader(&self, session: Option<&str>) -> String {
         let session = session.unwrap_or("");
         match &self.principal {
             None => session.to_owned(),
@@ -51,7 +51,7 @@ impl Client {
     /// The name a person's view (`shellkeep ls`, `attach`) gives session
     /// `name` of this client: the local client's by its name, a
     /// principal's as `PRINCIPAL/NAME`.
-    pub fn qualified(&self, name: &str) -> String {
+    pub(crate) fn qualified(&self, name: &str) -> String {
         match &self.principal {
             None => name.to_owned(),
             Some(principal) => format!("{principal}/{name}"),
@@ -60,7 +60,7 @@ impl Client {
 }
 
 /// Every client of the server, and what a new one is made of.
-pub struct Clients {
+pub(crate) struct Clients {
     /// How a session of any client is set up.
     template: SessionConfig,
     /// The limits of each client's sessions.
@@ -81,7 +81,7 @@ impl Clients {
     /// keeping `output_keep` of each client's `run` outputs; the local
     /// client is made now. Needs a Tokio runtime (each client's idle
     /// sessions are closed by a task of its own).
-    pub fn new(
+    pub(crate) fn new(
         template: SessionConfig,
         limits: RegistryLimits,
         output_keep: StoreLimits,
@@ -99,12 +99,12 @@ impl Clients {
     }
 
     /// Stdio's client.
-    pub fn local(&self) -> Arc<Client> {
+    pub(crate) fn local(&self) -> Arc<Client> {
         Arc::clone(&self.local)
     }
 
     /// Principal `name`'s client, made on first use.
-    pub fn principal(&self, name: &str) -> Arc<Client> {
+    pub(crate) fn principal(&self, name: &str) -> Arc<Client> {
         let mut principals = self.principals.lock().unwrap_or_else(PoisonError::into_inner);
         let client = principals.entry(name.to_owned()).or_insert_with(|| {
             let principal = Some(name.to_owned());
@@ -120,14 +120,14 @@ impl Clients {
     }
 
     /// Every client: the local one first, then the principals by name.
-    pub fn all(&self) -> Vec<Arc<Client>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Client>> {
         let principals = self.principals.lock().unwrap_or_else(PoisonError::into_inner);
         std::iter::once(self.local()).chain(principals.values().cloned()).collect()
     }
 
     /// The client and session a person's view names `qualified` (see
     /// [`Client::qualified`]).
-    pub fn find(&self, qualified: &str) -> Option<(Arc<Client>, String)> {
+    pub(crate) fn find(&self, qualified: &str) -> Option<(Arc<Client>, String)> {
         match qualified.split_once('/') {
             None => Some((self.local(), qualified.to_owned())),
             Some((principal, name)) => {
@@ -138,13 +138,13 @@ impl Clients {
     }
 
     /// The directory new sessions start in unless a call names another.
-    pub fn start_dir(&self) -> &std::path::Path {
+    pub(crate) fn start_dir(&self) -> &std::path::Path {
         &self.template.cwd
     }
 
     /// Stops expiring sessions and closes every client's sessions (each
     /// with everything it started).
-    pub async fn close_all(&self) {
+    pub(crate) async fn close_all(&self) {
         for client in self.all() {
             client.expiry.abort();
             // Its tasks stop with the sessions they wait on.

@@ -39,17 +39,17 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{self, ArgumentNames, ExplicitLimits};
 use crate::audit::{self, AuditCall, AuditLog};
 use crate::config::ServerConfig;
-pub use crate::render::RefusedSignal;
+pub(crate) use crate::render::RefusedSignal;
 use crate::tasks;
 use crate::wire::Arrivals;
 use crate::{render, schema};
 
-pub use clients::{Client, Clients, Principal};
+pub(crate) use clients::{Client, Clients, Principal};
 
 /// What outlives clients, built once at start-up and shared by every
 /// client's calls: the policy, full outputs, the guard, the audit log and
 /// the clients themselves.
-pub struct Core {
+pub(crate) struct Core {
     /// Every client, each with its own sessions and `run` outputs.
     pub clients: Arc<Clients>,
     /// The timeout policy in force.
@@ -71,7 +71,7 @@ pub struct Core {
 /// The MCP server: a cheap handle on the core and, for one call, on the
 /// client it belongs to.
 #[derive(Clone)]
-pub struct Shellkeep {
+pub(crate) struct Shellkeep {
     core: Arc<Core>,
     /// The client of the call being served (the local one outside calls).
     client: Arc<Client>,
@@ -87,7 +87,7 @@ impl Shellkeep {
     /// its descriptions stating `core.config`'s limits. Each call is served
     /// for its client: the principal the request carries (HTTP), else the
     /// local client (stdio).
-    pub fn new(core: Arc<Core>) -> Shellkeep {
+    pub(crate) fn new(core: Arc<Core>) -> Shellkeep {
         let mut tool_router = Self::terminal_router()
             + Self::run_router()
             + Self::policy_explain_router()
@@ -132,7 +132,10 @@ impl Shellkeep {
 
     /// The client `context`'s request belongs to: its principal's, when
     /// the HTTP layer authenticated one, else the local client.
-    pub fn client(&self, context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Arc<Client> {
+    pub(crate) fn client(
+        &self,
+        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Arc<Client> {
         let principal = context
             .extensions
             .get::<http::request::Parts>()
@@ -145,7 +148,7 @@ impl Shellkeep {
 
     /// The calls in flight in arrival order: the wire tells it of each
     /// request as it arrives (see [`Arrivals`]).
-    pub fn turns(&self) -> Arc<Turns> {
+    pub(crate) fn turns(&self) -> Arc<Turns> {
         Arc::clone(&self.turns)
     }
 
@@ -652,14 +655,14 @@ pub(crate) fn denial_of(
 }
 
 /// The most refused signals one notice names; more are only counted.
-pub const REFUSED_SIGNALS_NAMED: usize = 4;
+pub(crate) const REFUSED_SIGNALS_NAMED: usize = 4;
 
 /// Refused signals no reply has told of yet: the first ones named, the
 /// rest counted. Signals are the whole process's, so this is too.
 static REFUSED_SIGNALS: Mutex<(Vec<RefusedSignal>, usize)> = Mutex::new((Vec::new(), 0));
 
 /// Keeps `refused` for the next reply of any session or `run` (one notice).
-pub fn note_refused_signal(refused: RefusedSignal) {
+pub(crate) fn note_refused_signal(refused: RefusedSignal) {
     let mut pending = REFUSED_SIGNALS.lock().unwrap_or_else(PoisonError::into_inner);
     if pending.0.len() < REFUSED_SIGNALS_NAMED {
         pending.0.push(refused);
@@ -706,7 +709,7 @@ fn push_note(result: &mut CallToolResult, note: String) {
 /// (`wait_for_previous`); one more is refused with an error saying why.
 /// It is half the wire's bound on requests in flight (`wire::MAX_IN_FLIGHT`,
 /// 64), so waiting calls alone never stop the server from reading requests.
-pub const MAX_WAITING: usize = 32;
+pub(crate) const MAX_WAITING: usize = 32;
 
 /// The tool calls in flight, in the order their requests arrived, so that a
 /// call with `wait_for_previous: true` starts only after the earlier calls
@@ -735,7 +738,7 @@ pub const MAX_WAITING: usize = 32;
 /// at most [`MAX_WAITING`] calls wait at once. A waiting call ends its wait
 /// when the client cancels it.
 #[derive(Default)]
-pub struct Turns {
+pub(crate) struct Turns {
     state: Mutex<TurnState>,
     /// Woken whenever a call ends.
     ended: tokio::sync::Notify,
@@ -798,7 +801,7 @@ impl Scope {
 
 /// Why a waiting call was not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotRun {
+pub(crate) enum NotRun {
     /// [`MAX_WAITING`] calls wait already.
     TooMany,
     /// The client cancelled it while it waited (nobody reads the reply).

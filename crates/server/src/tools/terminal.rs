@@ -492,7 +492,7 @@ impl Shellkeep {
 #[cfg(test)]
 mod tests {
     use shellkeep_engine::Call;
-    use shellkeep_engine::{Input, control_key, names_a_key, parse_input, parse_keys};
+    use shellkeep_engine::{Input, parse_keys};
 
     use super::call;
 

@@ -16,7 +16,7 @@ const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// A request's `_meta` for the 2026-07-28 protocol, declaring the Tasks
 /// extension or not.
-pub fn meta(declares_tasks: bool) -> Value {
+pub(crate) fn meta(declares_tasks: bool) -> Value {
     let extensions = if declares_tasks { json!({TASKS: {}}) } else { json!({}) };
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -26,7 +26,7 @@ pub fn meta(declares_tasks: bool) -> Value {
 }
 
 /// A JSON-RPC request `id` of `method` with `params` and [`meta`].
-pub fn request(id: u64, method: &str, mut params: Value, declares_tasks: bool) -> Value {
+pub(crate) fn request(id: u64, method: &str, mut params: Value, declares_tasks: bool) -> Value {
     params["_meta"] = meta(declares_tasks);
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
@@ -101,7 +101,7 @@ impl Tasks {
 
 /// A reply's text and structured content with the run's duration left out
 /// (the one thing two runs of the same command may not share).
-pub fn without_duration(result: &Value) -> (Vec<String>, Value) {
+pub(crate) fn without_duration(result: &Value) -> (Vec<String>, Value) {
     let texts = result["content"]
         .as_array()
         .expect("content")

@@ -18,10 +18,10 @@ use crate::{EVENTUALLY, Scratch, assert_none_survive, marker, spawn_binary, wait
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The server's limit on one request line (`MAX_LINE` in `wire.rs`).
-pub const MAX_LINE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 4 * 1024 * 1024;
 
 /// The binary driven by raw JSON-RPC lines.
-pub struct Raw {
+pub(crate) struct Raw {
     pub child: Child,
     pub pid: u32,
     stdin: Option<ChildStdin>,
@@ -33,7 +33,7 @@ pub struct Raw {
 
 impl Raw {
     /// Starts the binary with `env` and completes the MCP handshake.
-    pub async fn start(env: &[(&str, &str)]) -> Raw {
+    pub(crate) async fn start(env: &[(&str, &str)]) -> Raw {
         let mut raw = Raw::spawn(env);
         raw.send(&json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -51,7 +51,7 @@ impl Raw {
     }
 
     /// Starts the binary without a handshake.
-    pub fn spawn(env: &[(&str, &str)]) -> Raw {
+    pub(crate) fn spawn(env: &[(&str, &str)]) -> Raw {
         let scratch = Scratch::new();
         let mut child = spawn_binary(&scratch, &[], env);
         let pid = child.id().expect("a pid");
@@ -61,21 +61,21 @@ impl Raw {
     }
 
     /// Writes raw bytes (a newline is not added).
-    pub async fn write(&mut self, bytes: &[u8]) {
+    pub(crate) async fn write(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         stdin.write_all(bytes).await.expect("write to the server");
         stdin.flush().await.expect("flush");
     }
 
     /// Sends one message as a line.
-    pub async fn send(&mut self, message: &Value) {
+    pub(crate) async fn send(&mut self, message: &Value) {
         let mut line = serde_json::to_vec(message).expect("serialize");
         line.push(b'\n');
         self.write(&line).await;
     }
 
     /// Sends a `tools/call` request.
-    pub async fn call(&mut self, id: u64, tool: &str, arguments: Value) {
+    pub(crate) async fn call(&mut self, id: u64, tool: &str, arguments: Value) {
         self.send(&json!({
             "jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments},
@@ -84,7 +84,7 @@ impl Raw {
     }
 
     /// The next message from the server, in order.
-    pub async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         if !self.pending.is_empty() {
             return self.pending.remove(0);
         }
@@ -102,7 +102,7 @@ impl Raw {
     }
 
     /// The reply with `id`, keeping others for later.
-    pub async fn reply(&mut self, id: impl Into<Value>) -> Value {
+    pub(crate) async fn reply(&mut self, id: impl Into<Value>) -> Value {
         let id = id.into();
         if let Some(at) = self.pending.iter().position(|m| m["id"] == id) {
             return self.pending.remove(at);
@@ -117,7 +117,7 @@ impl Raw {
     }
 
     /// Calls a tool and returns its result.
-    pub async fn tool(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+    pub(crate) async fn tool(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
         self.call(id, tool, arguments).await;
         let reply = self.reply(id).await;
         assert!(reply.get("error").is_none(), "{reply}");
@@ -125,7 +125,7 @@ impl Raw {
     }
 
     /// Checks that the terminal answers `echo <word>` correctly.
-    pub async fn assert_alive(&mut self, id: u64) {
+    pub(crate) async fn assert_alive(&mut self, id: u64) {
         let word = format!("alive{id}");
         let result = self.tool(id, "terminal", json!({"command": format!("echo {word}")})).await;
         assert_eq!(result["structuredContent"]["output"], format!("{word}\n"), "{result}");
@@ -133,17 +133,17 @@ impl Raw {
     }
 
     /// Closes the server's stdin (the end of the connection).
-    pub fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         self.stdin.take();
     }
 
     /// Closes our end of the server's stdout: the client stopped reading.
-    pub fn close_stdout(&mut self) {
+    pub(crate) fn close_stdout(&mut self) {
         self.lines.take();
     }
 
     /// Waits for the server to exit.
-    pub async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+    pub(crate) async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         match tokio::time::timeout(within, self.child.wait()).await {
             Ok(status) => status.expect("wait"),
             Err(_) => panic!(
@@ -154,7 +154,7 @@ impl Raw {
     }
 
     /// The server's peak resident memory (`VmHWM`), in KiB.
-    pub fn peak_kib(&self) -> u64 {
+    pub(crate) fn peak_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .expect("the server is alive");
         status
