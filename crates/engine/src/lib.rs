@@ -12,6 +12,11 @@
 //! tidy test keeps the modules private, and `unreachable_pub` flags a `pub`
 //! that nothing outside can reach.
 
+// The engine's docs are read by its developers, with its private items
+// (`cargo doc --document-private-items`): a public item's doc may name the
+// private ones it is built on.
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod bash_script;
 mod cgroup;
 mod guard;

@@ -251,7 +251,7 @@ impl CommandLog {
         total_lines(&inner)
     }
 
-    /// Appends `text`; only [`OutputSink::push`] calls it.
+    /// Appends `text`; only `OutputSink::push` calls it.
     pub(super) fn push(&self, text: &Passed<'_>) {
         let text = text.as_str();
         if text.is_empty() {

@@ -145,7 +145,7 @@ impl CappedOutput {
 
     /// Appends text an earlier reply already showed (the start of a line
     /// that was unfinished then): it is counted, but not shown again. Only
-    /// at the start of the stream, before any [`CappedOutput::push`]; later
+    /// at the start of the stream, before any `CappedOutput::push`; later
     /// it is pushed as usual.
     fn push_seen(&mut self, text: &str) {
         if self.head_chars > 0 || self.tail_chars > 0 {

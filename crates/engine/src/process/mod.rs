@@ -51,7 +51,7 @@ pub(crate) use self::terminate::{
 
 /// Makes this process a child subreaper, so that orphans of everything it
 /// started stay its descendants, and reaps those orphans (zombies that are
-/// children of ours but were not started by [`spawn`]) every time a child
+/// children of ours but were not started by [`spawn()`]) every time a child
 /// changes state. Each time, `adopted` is given the live orphans that only
 /// their ancestry ties to us (see `children::reap_and_list`), for the
 /// orphan guard. Runs until the task is dropped; only the server calls it.

@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 ///
 /// Without privileges (or as root without CAP_SYS_ADMIN), a PID namespace
 /// needs a user namespace. The server makes one, once
-/// ([`make_user_namespace`]): a child unshares it before it execs `cat`,
+/// (`make_user_namespace`): a child unshares it before it execs `cat`,
 /// and the server writes its maps (only its own uid and gid onto
 /// themselves, so files keep their owners and a command has no capability
 /// once it execs; as root, every id onto itself) and keeps a descriptor

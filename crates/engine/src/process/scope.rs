@@ -133,7 +133,7 @@ impl Scope {
     /// A new owner, unique within this process: `kind` says what it is
     /// (`shell`, `run`), for people reading `/proc` and the cgroup tree.
     /// Owners of kind `shell` and `run` are candidates when an unmarked
-    /// orphan is attributed by its start time ([`super::Unmarked`]).
+    /// orphan is attributed by its start time (`Unmarked`).
     pub fn new(kind: &str) -> Scope {
         Scope::limited(kind, &ResourceLimits::none())
     }
@@ -272,7 +272,7 @@ pub enum Mark {
     Token(String),
 }
 
-/// What [`Mark::matches`] found in an environment.
+/// What `Mark::matches` found in an environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Marked {
     /// A marker this mark matches.
@@ -361,7 +361,7 @@ fn live_owner_of<'a>(value: &'a [u8], token: &str) -> Option<&'a str> {
 
 /// Owners (`shell` and `run` scopes) with the time they started and, once
 /// their scope is gone, ended, in clock ticks since boot: what an unmarked
-/// orphan is attributed by ([`super::Unmarked`]). Ended owners are kept (at most
+/// orphan is attributed by (`Unmarked`). Ended owners are kept (at most
 /// [`OWNERS_KEPT`]) so that an orphan born while two owners lived stays
 /// ambiguous after one ended.
 static OWNERS: Mutex<Vec<OwnerSpan>> = Mutex::new(Vec::new());
