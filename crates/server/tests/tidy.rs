@@ -108,19 +108,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[(
     "an emulator's dispatch table: one arm per control sequence, read as a table",
 )];
 
-/// Production functions over the budget that this change splits into
-/// their steps, as (file, function).
-// shrinks to empty in this change
-const LONG_FUNCTIONS_TO_SPLIT: &[(&str, &str)] = &[];
-
-/// Front-door violations of today's tree, as the start of their message.
-// shrinks to empty in this change
-const KNOWN_FRONT_DOOR: &[&str] = &[];
-
-/// Import cycles of today's tree, as the start of their message.
-// shrinks to empty in this change
-const KNOWN_CYCLES: &[&str] = &[];
-
 // ---------------------------------------------------------------------------
 // The checks run on the tree.
 
@@ -230,7 +217,7 @@ fn the_engine_has_one_front_door() {
         "keep every module of the engine private (`mod x;`) and name what the server uses \
          with `pub use` in crates/engine/src/lib.rs; turn the lints on in `Cargo.toml`'s \
          `[workspace.lints]`",
-        &tolerate(found, KNOWN_FRONT_DOOR, "KNOWN_FRONT_DOOR"),
+        &found,
     );
 }
 
@@ -247,18 +234,15 @@ fn no_import_cycle_between_modules_or_files() {
         "import cycles",
         "break each cycle: move what both sides need down into the lower module or file \
          (a leaf knows nothing of who uses it), or pass it in as a value",
-        &tolerate(found, KNOWN_CYCLES, "KNOWN_CYCLES"),
+        &found,
     );
 }
 
 #[test]
 fn production_functions_fit_the_budget() {
     let tree = parsed_tree();
-    let allowed: Vec<(&str, &str)> = LONG_FUNCTIONS
-        .iter()
-        .map(|&(file, function, _)| (file, function))
-        .chain(LONG_FUNCTIONS_TO_SPLIT.iter().copied())
-        .collect();
+    let allowed: Vec<(&str, &str)> =
+        LONG_FUNCTIONS.iter().map(|&(file, function, _)| (file, function)).collect();
     report(
         "production functions over the budget",
         "split the function into named steps (a small struct or enum instead of tuples of \
@@ -387,23 +371,6 @@ fn report(title: &str, what_to_do: &str, violations: &[Violation]) {
         violations.len(),
         lines.join("\n")
     );
-}
-
-/// `found` without the violations a `known` entry starts, plus one
-/// violation for each entry that starts none (the list only shrinks).
-fn tolerate(found: Vec<Violation>, known: &[&str], list: &str) -> Vec<Violation> {
-    let is_known = |v: &Violation| known.iter().any(|entry| v.message.starts_with(entry));
-    let stale = known.iter().filter(|entry| !found.iter().any(|v| v.message.starts_with(**entry)));
-    let stale: Vec<Violation> = stale
-        .map(|entry| {
-            violation(
-                "crates/server/tests/tidy.rs",
-                1,
-                format!("`{entry}` is in {list} but no longer found: remove it from the list"),
-            )
-        })
-        .collect();
-    found.into_iter().filter(|v| !is_known(v)).chain(stale).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -2358,24 +2325,6 @@ mod checkers {
             ]
         );
         assert!(found[1].message.contains("`fn fits` is allowed"), "{}", found[1].message);
-    }
-
-    #[test]
-    fn known_violations_are_tolerated_until_they_are_gone() {
-        let found = vec![
-            violation("a.rs", 1, "`pub mod a`: open"),
-            violation("a.rs", 2, "`pub mod b`: open"),
-        ];
-        let left = tolerate(found.clone(), &["`pub mod a`", "`pub mod gone`"], "KNOWN");
-        let messages: Vec<&str> = left.iter().map(|v| v.message.as_str()).collect();
-        assert_eq!(
-            messages,
-            vec![
-                "`pub mod b`: open",
-                "``pub mod gone`` is in KNOWN but no longer found: remove it from the list"
-            ]
-        );
-        assert_eq!(tolerate(found, &["`pub mod a`", "`pub mod b`"], "KNOWN"), Vec::new());
     }
 
     #[test]
