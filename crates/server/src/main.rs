@@ -13,16 +13,17 @@
 //  1. `render`, `cli`: the words, and the command line as written; they
 //     use no other module (the facts `render` words that no lower module
 //     owns are defined beside their words).
-//  2. `args`, `auth`, `schema`, `wire`, `verify`: checked arguments, HTTP
-//     tokens, schemas, the JSON-RPC edge, the timing check (use `render`).
+//  2. `args`, `auth`, `logging`, `schema`, `wire`, `verify`: checked
+//     arguments, HTTP tokens, the masked log, schemas, the JSON-RPC edge,
+//     the timing check (use `render`).
 //  3. `config` (uses `args`, `auth`, `cli`).
 //  4. `audit` (uses `config`, `cli`).
 //  5. `tasks` (uses `args`, `audit`).
 //  6. `tools`: the MCP tools, on top of all the above.
 //  7. `attach`, `http`: what serves `tools` to people and over HTTP.
 //  8. `serve`: a serving server's life.
-// This file stands over them all; two arrows still run up into it: `wire`
-// masks with its log masks, `serve` calls its start-up steps.
+// This file stands over them all, and nothing below uses it: the start-up
+// steps are `serve`'s, the log is `logging`'s.
 mod args;
 mod attach;
 mod audit;
@@ -30,6 +31,7 @@ mod auth;
 mod cli;
 mod config;
 mod http;
+mod logging;
 mod render;
 mod schema;
 mod serve;
@@ -44,56 +46,31 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use shellkeep_engine::SpillStore;
 use shellkeep_engine::shell_command_line;
 use shellkeep_engine::{CgroupMode, CgroupRequested};
 use shellkeep_engine::{
     Enforcement, SandboxMode, SandboxPolicy, check_sandbox, set_private_tmp_base,
 };
-use shellkeep_engine::{ExplicitTimeout, LoadedPolicy, Policy, load_policy_from_environment};
-use shellkeep_engine::{Guard, GuardOptions, serve_guard};
-use shellkeep_engine::{Recorder, read_cast, replay_delay};
+use shellkeep_engine::{ExplicitTimeout, Policy};
+use shellkeep_engine::{GuardOptions, serve_guard};
 use shellkeep_engine::{RunRequest, RunStatus, run_oneshot};
+use shellkeep_engine::{check_private_dir, euid};
 use shellkeep_engine::{
-    check_private_dir, create_server_dir, ensure_private_dir, euid, remove_dead_server_dirs,
-    runtime_base,
+    end_containment, guard_channel_from_stdin, init_containment, landlock_abi,
+    reap_adopted_orphans, seccomp_status, sweep_dead_servers,
 };
-use shellkeep_engine::{
-    end_containment, guard_channel_from_stdin, init_containment, is_ours, landlock_abi,
-    process_command_line, reap_adopted_orphans, seccomp_status, server_token, sweep_dead_servers,
-};
+use shellkeep_engine::{read_cast, replay_delay};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, PolicyAction, ServeArgs};
 use crate::config::ServerConfig;
-
-/// Chooses the containment before anything is started (see
-/// `shellkeep_engine::cgroup`); the returned value ends it (kills what is
-/// left in the server's control group and removes it) when dropped.
-fn start_containment(requested: CgroupRequested) -> anyhow::Result<ContainmentEnd> {
-    let active = init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
-    match &active.dir {
-        Some(dir) => tracing::info!("containment: {} in {}", active.mode.as_str(), dir.display()),
-        None => tracing::info!("containment: scope markers only"),
-    }
-    Ok(ContainmentEnd)
-}
-
-/// Ends the containment when dropped: every path out of `serve` and `run`.
-struct ContainmentEnd;
-
-impl Drop for ContainmentEnd {
-    fn drop(&mut self) {
-        end_containment();
-    }
-}
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Guard { runtime_dir }) = &cli.command {
         // No runtime: the guard only waits. Its log lines go to the
         // server's stderr. Its stdin is its channel from the server.
-        init_logging();
+        logging::init_logging();
         let options = GuardOptions { runtime_dir: runtime_dir.clone() };
         let served = guard_channel_from_stdin().and_then(|channel| serve_guard(channel, &options));
         return match served {
@@ -104,7 +81,7 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
-    init_logging();
+    logging::init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -123,57 +100,6 @@ fn main() -> std::process::ExitCode {
             let _ = writeln!(std::io::stderr(), "shellkeep: {err:#}");
             std::process::ExitCode::from(2)
         }
-    }
-}
-
-/// Logs to stderr, at the level `SHELLKEEP_LOG` sets (default: warnings),
-/// each line masked with the server's secrets once they are known
-/// ([`LOG_MASKS`]).
-fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SHELLKEEP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(|| MaskedStderr(Vec::new()))
-        .with_ansi(false)
-        .init();
-}
-
-/// The server's secrets for what has no handle on its configuration: the
-/// log (the debug log names every request with its arguments) and the
-/// wire's own errors (which quote parameters that do not parse). Set once
-/// the configuration is read, before anything is served.
-static LOG_MASKS: std::sync::OnceLock<Arc<shellkeep_engine::Secrets>> = std::sync::OnceLock::new();
-
-/// `text` masked with the server's secrets (as it is before they are
-/// known).
-fn masked(text: &str) -> String {
-    match LOG_MASKS.get() {
-        Some(masks) => render::mask(masks, text),
-        None => text.to_owned(),
-    }
-}
-
-/// One log event, collected and written to stderr masked, in one write,
-/// when the formatter drops it.
-struct MaskedStderr(Vec<u8>);
-
-impl Write for MaskedStderr {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for MaskedStderr {
-    fn drop(&mut self) {
-        let text = masked(&String::from_utf8_lossy(&self.0));
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 
@@ -221,7 +147,7 @@ async fn serve_mcp(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
         let _ = writeln!(std::io::stderr(), "shellkeep: {notice}");
     }
     // The log and the audit log mask what every reply masks.
-    let _ = LOG_MASKS.set(Arc::clone(&config.masks));
+    let _ = logging::LOG_MASKS.set(Arc::clone(&config.masks));
     let masks = Arc::clone(&config.masks);
     let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
     let audit = audit::AuditLog::open(&args.audit, mask)?;
@@ -260,8 +186,8 @@ async fn verify_timeouts(
             format!("cannot create the directory {} for the document", full.display())
         })?;
     }
-    let loaded = load_policy(args.policy.as_deref())?;
-    let dir = RuntimeDir::create()?;
+    let loaded = serve::load_policy(args.policy.as_deref())?;
+    let dir = serve::RuntimeDir::create()?;
     let passed = verify::run(&loaded.policy, output, &dir.path).await?;
     let _ = writeln!(
         std::io::stdout(),
@@ -270,100 +196,6 @@ async fn verify_timeouts(
         if passed { "all four tests passed" } else { "some tests FAILED" }
     );
     Ok(if passed { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
-}
-
-/// Loads the policy the flags and environment select, logging any notice.
-fn load_policy(file: Option<&std::path::Path>) -> anyhow::Result<LoadedPolicy> {
-    let loaded = load_policy_from_environment(file)?;
-    if let Some(notice) = &loaded.notice {
-        tracing::warn!("{notice}");
-    }
-    Ok(loaded)
-}
-
-/// This process's private runtime directory (the shell's start-up and
-/// command files, the output of one-off runs), removed when dropped. A
-/// server that cannot drop it (SIGKILL, abort) leaves it to the next start,
-/// which removes the directories of servers that are gone.
-struct RuntimeDir {
-    path: PathBuf,
-}
-
-impl RuntimeDir {
-    /// `$XDG_RUNTIME_DIR/shellkeep/<pid>-<start>-<random>` when
-    /// `$XDG_RUNTIME_DIR` is an existing absolute directory, else
-    /// `$TMPDIR/shellkeep-<uid>/…`; a fresh `$TMPDIR/shellkeep-<uid>-<random>`
-    /// replaces a base that is not private and ours (see `private_fs`).
-    fn create() -> anyhow::Result<RuntimeDir> {
-        let xdg = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute() && dir.is_dir());
-        let temp = std::env::temp_dir();
-        let (base, notice) = runtime_base(xdg.as_deref(), &temp).with_context(|| {
-            format!(
-                "cannot make a private runtime directory in {}; set TMPDIR or \
-                 XDG_RUNTIME_DIR to a directory only you can write to",
-                xdg.as_deref().unwrap_or(&temp).display()
-            )
-        })?;
-        if let Some(notice) = notice {
-            tracing::warn!("{notice}");
-        }
-        for removed in remove_dead_server_dirs(&base, &temp) {
-            tracing::info!("removed {}, left by a server that is gone", removed.display());
-        }
-        let path = create_server_dir(&base)
-            .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
-        tracing::info!("runtime directory: {}", path.display());
-        Ok(RuntimeDir { path })
-    }
-}
-
-impl Drop for RuntimeDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-/// The store for full outputs: the per-user directory with retention, or,
-/// if that cannot be made private, `fallback` (removed at exit) with a
-/// warning. Its files are named `<prefix>-…`.
-fn full_output_store(
-    config: &ServerConfig,
-    fallback: &std::path::Path,
-    prefix: &str,
-) -> anyhow::Result<Arc<SpillStore>> {
-    let (limits, retention) = (config.full_output_limits, config.retention);
-    let wanted = config.full_output_dir.clone().or_else(default_full_output_dir);
-    let checked = wanted.as_ref().map(|dir| {
-        anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
-        ensure_private_dir(dir).map_err(anyhow::Error::from)
-    });
-    match (wanted, checked) {
-        (Some(dir), Some(Ok(()))) => {
-            let store = SpillStore::new(dir, prefix, limits, Some(retention));
-            // The default location is ours by its path: its old files are pruned.
-            if config.full_output_dir.is_none()
-                && let Err(err) = store.claim_dir()
-            {
-                tracing::warn!("cannot mark {} as shellkeep's: {err}", store.dir().display());
-            }
-            Ok(store)
-        }
-        (wanted, checked) => {
-            let why = match checked {
-                Some(Err(err)) => format!("{err:#}"),
-                _ => "no $XDG_STATE_HOME or $HOME".to_owned(),
-            };
-            tracing::warn!(
-                "cannot keep full outputs in {} ({why}); they go to {} and are removed when \
-                 the server ends. Set --full-output-dir to a directory only you can write to.",
-                wanted.as_deref().map_or("the state directory".into(), |d| d.display().to_string()),
-                fallback.display()
-            );
-            Ok(SpillStore::new(fallback.to_owned(), prefix, limits, None))
-        }
-    }
 }
 
 /// `shellkeep replay`: writes a recording's output to stdout with its
@@ -404,87 +236,6 @@ fn replay(
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// The recorder `--record` asks for, its directory made private (the
-/// error names the flag); old recordings are pruned in the background.
-fn recorder(config: &ServerConfig, prefix: &str) -> anyhow::Result<Option<Arc<Recorder>>> {
-    let Some(settings) = &config.record else { return Ok(None) };
-    ensure_private_dir(&settings.dir).with_context(|| {
-        format!("--record {}: cannot keep recordings there", settings.dir.display())
-    })?;
-    let recorder = Recorder::new(settings.clone(), prefix);
-    let pruning = Arc::clone(&recorder);
-    tokio::task::spawn_blocking(move || {
-        for removed in pruning.prune() {
-            tracing::info!("removed the old recording {}", removed.display());
-        }
-    });
-    Ok(Some(recorder))
-}
-
-/// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
-fn default_full_output_dir() -> Option<PathBuf> {
-    Some(config::state_dir()?.join("output"))
-}
-
-/// Starts the orphan guard for this server: it is sent the scope token and
-/// told the runtime directory, which it removes once the server is gone.
-fn start_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<Guard> {
-    let dir = dir.to_str().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the runtime directory is not UTF-8")
-    })?;
-    Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(server_token()))
-}
-
-/// Watches SIGTERM, SIGINT and SIGHUP on a thread of its own, and cancels
-/// `stop` at the first one that does not come from the server's own
-/// processes: a person's `kill`, the client, a closing terminal (the
-/// kernel's, which has no sender). One sent by a process of the server's
-/// sessions or `run` commands (`kill $PPID`, `kill -- -1`;
-/// `is_ours`, checked at once, while a sender that has just
-/// exited is still a zombie of its parent) is ignored, logged and kept for
-/// the next reply ([`tools::note_refused_signal`]). A sender already reaped
-/// by then cannot be told apart from a person's and stops the server.
-/// The returned handle ends the watch.
-fn watch_stop_signals(stop: CancellationToken) -> std::io::Result<signal_hook::iterator::Handle> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    use signal_hook::iterator::SignalsInfo;
-    use signal_hook::iterator::exfiltrator::WithOrigin;
-    let mut signals = SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT, SIGHUP])?;
-    let handle = signals.handle();
-    std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
-        for origin in signals.forever() {
-            let sender = origin.process.map(|process| process.pid);
-            let Some(pid) = sender.filter(|&pid| is_ours(pid)) else {
-                tracing::info!(signal = origin.signal, sender, "stopping on a signal");
-                stop.cancel();
-                return;
-            };
-            let refused = tools::RefusedSignal {
-                signal: signal_name(origin.signal),
-                pid,
-                command: process_command_line(pid),
-            };
-            tracing::warn!(
-                "ignored {} from pid {pid}, one of the server's own processes ({})",
-                refused.signal,
-                refused.command.as_deref().unwrap_or("gone")
-            );
-            tools::note_refused_signal(refused);
-        }
-    })?;
-    Ok(handle)
-}
-
-/// The name of a stop signal the server watches.
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        signal_hook::consts::SIGTERM => "SIGTERM",
-        signal_hook::consts::SIGINT => "SIGINT",
-        signal_hook::consts::SIGHUP => "SIGHUP",
-        _ => "a signal",
-    }
-}
-
 async fn run_once(
     args: &ServeArgs,
     timeout: Option<f64>,
@@ -496,14 +247,14 @@ async fn run_once(
     // As the server: a sandbox the kernel cannot enforce runs nothing.
     let sandbox = config::sandbox_policy(args)?;
     let enforcement = config::enforcement(&sandbox)?;
-    let loaded = load_policy(args.policy.as_deref())?;
+    let loaded = serve::load_policy(args.policy.as_deref())?;
     let command = cli_command(command);
     let decision = loaded.policy.decide(&command, explicit);
-    let _containment = start_containment(config::containment(args)?)?;
+    let _containment = serve::start_containment(config::containment(args)?)?;
     // As in `serve`: orphans stay our children, so the markers sweep finds
     // them even with a cleared environment.
     let reaper = tokio::spawn(async { reap_adopted_orphans(|_| {}).await });
-    let dir = RuntimeDir::create()?;
+    let dir = serve::RuntimeDir::create()?;
     set_private_tmp_base(dir.path.clone());
     let request_cwd = cwd.clone();
     let (_, category_limits) = loaded.policy.resources_for(&command);
@@ -765,7 +516,7 @@ fn doctor_sandbox_modes(
 
 /// `doctor`'s line on the private runtime directory.
 fn doctor_runtime_dir() -> String {
-    match RuntimeDir::create() {
+    match serve::RuntimeDir::create() {
         Ok(dir) => format!(
             "runtime directory: {} (private: ok)",
             dir.path.parent().map_or_else(|| dir.path.clone(), Into::into).display()
@@ -776,7 +527,7 @@ fn doctor_runtime_dir() -> String {
 
 /// `doctor`'s line on the directory full outputs are saved in.
 fn doctor_full_output_dir(args: &ServeArgs) -> String {
-    let wanted = args.full_output_dir.clone().or_else(default_full_output_dir);
+    let wanted = args.full_output_dir.clone().or_else(serve::default_full_output_dir);
     match wanted {
         Some(dir) if !dir.is_absolute() => {
             format!("full-output directory: {} FAILS (not an absolute path)", dir.display())
@@ -870,7 +621,7 @@ fn policy_command(
             let (policy, origin) = match file {
                 Some(path) => (Policy::from_file(&path)?, path.display().to_string()),
                 None => {
-                    let loaded = load_policy(args.policy.as_deref())?;
+                    let loaded = serve::load_policy(args.policy.as_deref())?;
                     (loaded.policy, loaded.origin)
                 }
             };
@@ -904,7 +655,7 @@ fn policy_command(
         }
         PolicyAction::Explain { timeout, command } => {
             let explicit = cli_timeout(timeout)?;
-            let loaded = load_policy(args.policy.as_deref())?;
+            let loaded = serve::load_policy(args.policy.as_deref())?;
             let command = cli_command(command);
             let explanation = loaded.policy.explain(&command, explicit);
             let (mut text, mut output) =

@@ -29,7 +29,15 @@ use shellkeep_engine::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{HttpConfig, ServerConfig};
-use crate::{ContainmentEnd, RuntimeDir, attach, audit, http, tools, wire};
+use std::path::PathBuf;
+
+use shellkeep_engine::{
+    CgroupRequested, LoadedPolicy, create_server_dir, end_containment, ensure_private_dir,
+    init_containment, is_ours, load_policy_from_environment, process_command_line,
+    remove_dead_server_dirs, runtime_base, server_token,
+};
+
+use crate::{attach, audit, config, http, tools, wire};
 
 /// A server that serves: what the transports use, then what must be
 /// stopped at its end.
@@ -92,9 +100,9 @@ impl Running {
         audit: Option<Arc<audit::AuditLog>>,
     ) -> anyhow::Result<Running> {
         harden_process();
-        let loaded = crate::load_policy(policy_file)?;
+        let loaded = load_policy(policy_file)?;
         // Before anything is started: every child joins its owner's group.
-        let containment = crate::start_containment(config.containment)?;
+        let containment = start_containment(config.containment)?;
         // What servers that are gone left running (killed with their
         // guard): stopped in the background, so that the start does not
         // wait.
@@ -109,7 +117,7 @@ impl Running {
         let guard = start_guard(&dir);
         let reaper = spawn_reaper(guard.clone());
         let outputs = FullOutputs::start(&config, &dir, audit.as_deref())?;
-        let recorder = crate::recorder(&config, &outputs.prefix)?;
+        let recorder = recorder(&config, &outputs.prefix)?;
         let mut template = config.session_template(
             cwd,
             dir.path.join("sessions"),
@@ -131,7 +139,7 @@ impl Running {
         start_default_shell(&clients);
         let listener = listen_for_attach(&dir, &clients);
         let stop = CancellationToken::new();
-        let signals = crate::watch_stop_signals(stop.clone())
+        let signals = watch_stop_signals(stop.clone())
             .context("cannot watch for stop signals (SIGTERM, SIGINT, SIGHUP)")?;
         Ok(Running {
             stop,
@@ -242,7 +250,7 @@ fn working_dir(config: &ServerConfig) -> anyhow::Result<std::path::PathBuf> {
 /// groups too: one that could not start is kept as unavailable, so that
 /// replies say so (a missing safety net is never silent).
 fn start_guard(dir: &RuntimeDir) -> Option<Arc<Guard>> {
-    let guard = match std::env::current_exe().and_then(|exe| crate::start_guard(&exe, &dir.path)) {
+    let guard = match std::env::current_exe().and_then(|exe| spawn_guard(&exe, &dir.path)) {
         Ok(guard) => Arc::new(guard),
         Err(err) => Arc::new(Guard::unavailable(&err.to_string())),
     };
@@ -289,7 +297,7 @@ impl FullOutputs {
         audit: Option<&audit::AuditLog>,
     ) -> anyhow::Result<FullOutputs> {
         let prefix = shellkeep_engine::server_prefix()?;
-        let spill = crate::full_output_store(config, &dir.path.join("output"), &prefix)?;
+        let spill = full_output_store(config, &dir.path.join("output"), &prefix)?;
         if let Some(log) = audit {
             log.server_started(&audit::ServerFacts {
                 full_output_dir: spill.dir().to_owned(),
@@ -401,4 +409,205 @@ pub(crate) async fn serve_stdio(running: &Running) -> anyhow::Result<()> {
         () = stdout_closed.cancelled() => cancel.cancel(),
     }
     Ok(())
+}
+
+/// Ends the containment when dropped: every path out of `serve` and `run`.
+pub(crate) struct ContainmentEnd;
+
+impl Drop for ContainmentEnd {
+    fn drop(&mut self) {
+        end_containment();
+    }
+}
+
+/// Chooses the containment before anything is started (see
+/// `shellkeep_engine::cgroup`); the returned value ends it (kills what is
+/// left in the server's control group and removes it) when dropped.
+pub(crate) fn start_containment(requested: CgroupRequested) -> anyhow::Result<ContainmentEnd> {
+    let active = init_containment(requested).map_err(|err| anyhow::anyhow!(err))?;
+    match &active.dir {
+        Some(dir) => tracing::info!("containment: {} in {}", active.mode.as_str(), dir.display()),
+        None => tracing::info!("containment: scope markers only"),
+    }
+    Ok(ContainmentEnd)
+}
+
+/// Loads the policy the flags and environment select, logging any notice.
+pub(crate) fn load_policy(file: Option<&std::path::Path>) -> anyhow::Result<LoadedPolicy> {
+    let loaded = load_policy_from_environment(file)?;
+    if let Some(notice) = &loaded.notice {
+        tracing::warn!("{notice}");
+    }
+    Ok(loaded)
+}
+
+/// This process's private runtime directory (the shell's start-up and
+/// command files, the output of one-off runs), removed when dropped. A
+/// server that cannot drop it (SIGKILL, abort) leaves it to the next start,
+/// which removes the directories of servers that are gone.
+pub(crate) struct RuntimeDir {
+    pub(crate) path: PathBuf,
+}
+
+impl RuntimeDir {
+    /// `$XDG_RUNTIME_DIR/shellkeep/<pid>-<start>-<random>` when
+    /// `$XDG_RUNTIME_DIR` is an existing absolute directory, else
+    /// `$TMPDIR/shellkeep-<uid>/…`; a fresh `$TMPDIR/shellkeep-<uid>-<random>`
+    /// replaces a base that is not private and ours (see `private_fs`).
+    pub(crate) fn create() -> anyhow::Result<RuntimeDir> {
+        let xdg = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute() && dir.is_dir());
+        let temp = std::env::temp_dir();
+        let (base, notice) = runtime_base(xdg.as_deref(), &temp).with_context(|| {
+            format!(
+                "cannot make a private runtime directory in {}; set TMPDIR or \
+                 XDG_RUNTIME_DIR to a directory only you can write to",
+                xdg.as_deref().unwrap_or(&temp).display()
+            )
+        })?;
+        if let Some(notice) = notice {
+            tracing::warn!("{notice}");
+        }
+        for removed in remove_dead_server_dirs(&base, &temp) {
+            tracing::info!("removed {}, left by a server that is gone", removed.display());
+        }
+        let path = create_server_dir(&base)
+            .with_context(|| format!("cannot create a private directory in {}", base.display()))?;
+        tracing::info!("runtime directory: {}", path.display());
+        Ok(RuntimeDir { path })
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// The store for full outputs: the per-user directory with retention, or,
+/// if that cannot be made private, `fallback` (removed at exit) with a
+/// warning. Its files are named `<prefix>-…`.
+pub(crate) fn full_output_store(
+    config: &ServerConfig,
+    fallback: &std::path::Path,
+    prefix: &str,
+) -> anyhow::Result<Arc<SpillStore>> {
+    let (limits, retention) = (config.full_output_limits, config.retention);
+    let wanted = config.full_output_dir.clone().or_else(default_full_output_dir);
+    let checked = wanted.as_ref().map(|dir| {
+        anyhow::ensure!(dir.is_absolute(), "{} is not an absolute path", dir.display());
+        ensure_private_dir(dir).map_err(anyhow::Error::from)
+    });
+    match (wanted, checked) {
+        (Some(dir), Some(Ok(()))) => {
+            let store = SpillStore::new(dir, prefix, limits, Some(retention));
+            // The default location is ours by its path: its old files are pruned.
+            if config.full_output_dir.is_none()
+                && let Err(err) = store.claim_dir()
+            {
+                tracing::warn!("cannot mark {} as shellkeep's: {err}", store.dir().display());
+            }
+            Ok(store)
+        }
+        (wanted, checked) => {
+            let why = match checked {
+                Some(Err(err)) => format!("{err:#}"),
+                _ => "no $XDG_STATE_HOME or $HOME".to_owned(),
+            };
+            tracing::warn!(
+                "cannot keep full outputs in {} ({why}); they go to {} and are removed when \
+                 the server ends. Set --full-output-dir to a directory only you can write to.",
+                wanted.as_deref().map_or("the state directory".into(), |d| d.display().to_string()),
+                fallback.display()
+            );
+            Ok(SpillStore::new(fallback.to_owned(), prefix, limits, None))
+        }
+    }
+}
+
+/// The recorder `--record` asks for, its directory made private (the
+/// error names the flag); old recordings are pruned in the background.
+pub(crate) fn recorder(
+    config: &ServerConfig,
+    prefix: &str,
+) -> anyhow::Result<Option<Arc<Recorder>>> {
+    let Some(settings) = &config.record else { return Ok(None) };
+    ensure_private_dir(&settings.dir).with_context(|| {
+        format!("--record {}: cannot keep recordings there", settings.dir.display())
+    })?;
+    let recorder = Recorder::new(settings.clone(), prefix);
+    let pruning = Arc::clone(&recorder);
+    tokio::task::spawn_blocking(move || {
+        for removed in pruning.prune() {
+            tracing::info!("removed the old recording {}", removed.display());
+        }
+    });
+    Ok(Some(recorder))
+}
+
+/// `$XDG_STATE_HOME/shellkeep/output`, else `~/.local/state/shellkeep/output`.
+pub(crate) fn default_full_output_dir() -> Option<PathBuf> {
+    Some(config::state_dir()?.join("output"))
+}
+
+/// Starts the orphan guard for this server: it is sent the scope token and
+/// told the runtime directory, which it removes once the server is gone.
+pub(crate) fn spawn_guard(exe: &std::path::Path, dir: &std::path::Path) -> std::io::Result<Guard> {
+    let dir = dir.to_str().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the runtime directory is not UTF-8")
+    })?;
+    Guard::spawn_with_token(exe, &["__guard", "--runtime-dir", dir], Some(server_token()))
+}
+
+/// Watches SIGTERM, SIGINT and SIGHUP on a thread of its own, and cancels
+/// `stop` at the first one that does not come from the server's own
+/// processes: a person's `kill`, the client, a closing terminal (the
+/// kernel's, which has no sender). One sent by a process of the server's
+/// sessions or `run` commands (`kill $PPID`, `kill -- -1`;
+/// `is_ours`, checked at once, while a sender that has just
+/// exited is still a zombie of its parent) is ignored, logged and kept for
+/// the next reply ([`tools::note_refused_signal`]). A sender already reaped
+/// by then cannot be told apart from a person's and stops the server.
+/// The returned handle ends the watch.
+pub(crate) fn watch_stop_signals(
+    stop: CancellationToken,
+) -> std::io::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::iterator::SignalsInfo;
+    use signal_hook::iterator::exfiltrator::WithOrigin;
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT, SIGHUP])?;
+    let handle = signals.handle();
+    std::thread::Builder::new().name("stop-signals".into()).spawn(move || {
+        for origin in signals.forever() {
+            let sender = origin.process.map(|process| process.pid);
+            let Some(pid) = sender.filter(|&pid| is_ours(pid)) else {
+                tracing::info!(signal = origin.signal, sender, "stopping on a signal");
+                stop.cancel();
+                return;
+            };
+            let refused = tools::RefusedSignal {
+                signal: signal_name(origin.signal),
+                pid,
+                command: process_command_line(pid),
+            };
+            tracing::warn!(
+                "ignored {} from pid {pid}, one of the server's own processes ({})",
+                refused.signal,
+                refused.command.as_deref().unwrap_or("gone")
+            );
+            tools::note_refused_signal(refused);
+        }
+    })?;
+    Ok(handle)
+}
+
+/// The name of a stop signal the server watches.
+pub(crate) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
 }

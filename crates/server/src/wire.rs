@@ -237,7 +237,7 @@ impl Output {
     /// Sends a JSON-RPC error of our own. Its message can quote what the client sent (a method's name, a
     /// parameter): masked as output is.
     async fn error(&self, id: Value, code: i64, message: String) {
-        let message = crate::masked(&message);
+        let message = crate::logging::masked(&message);
         // Written by hand to keep the usual key order (`json!` sorts keys).
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{}}}}}"#,
@@ -743,7 +743,7 @@ fn bad_params(method: &str, value: &Value) -> String {
         // The error can quote a parameter: masked as output is.
         Some(err) => {
             let detail = err.to_string();
-            crate::masked(&render::wire_refusal(&WireRefusal::BadParams {
+            crate::logging::masked(&render::wire_refusal(&WireRefusal::BadParams {
                 method,
                 detail: Some(&detail),
             }))
@@ -866,7 +866,7 @@ mod tests {
     fn bad_params_masks_what_it_quotes() {
         let value = "wire-secret-value-0123";
         let secrets = shellkeep_engine::Secrets::new([("W".to_owned(), value.to_owned())], true);
-        let _ = crate::LOG_MASKS.set(std::sync::Arc::new(secrets));
+        let _ = crate::logging::LOG_MASKS.set(std::sync::Arc::new(secrets));
         let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
         for quoted in [value, token] {
             let request =

@@ -13,6 +13,7 @@
 //! exec; and a stop reaches everything an owner started, as far as
 //! [`Targets`] documents.
 
+mod child_env;
 mod children;
 mod namespace;
 pub(crate) mod proc_scan;
@@ -44,7 +45,7 @@ pub(crate) use self::spawn::{
 pub use self::spawn::{
     guard_channel_from_stdin, landlock_abi, peer_credentials, seccomp_status, terminal_size,
 };
-pub use self::terminate::{Targets, terminate};
+pub use self::terminate::{Targets, TerminationMode, terminate};
 pub(crate) use self::terminate::{
     command_targets, kill_now, signal_group, stop_then_kill, terminate_session,
 };
@@ -64,101 +65,6 @@ pub async fn reap_adopted_orphans(mut adopted: impl FnMut(&[Root])) -> std::io::
         adopted(&orphans);
         if children.recv().await.is_none() {
             return Ok(());
-        }
-    }
-}
-
-/// Environment set for every child we start, terminal and one-shot alike,
-/// besides git's editor and pager ([`noninteractive_env`]).
-///
-/// Pagers and prompts are the classic ways an agent's command hangs forever
-/// on a terminal nobody is watching; these defaults turn them off. Each is
-/// an ordinary variable a command can set for itself (`PAGER=less man ls`).
-/// No variable here outranks another way to ask for a pager: `man` reads
-/// `MANPAGER`, then `PAGER`; git reads `GIT_PAGER`, then `core.pager`, then
-/// `PAGER`. So `MANPAGER` and `GIT_PAGER` are not set (and are removed:
-/// [`NONINTERACTIVE_UNSET`]), `man` follows `PAGER`, and git's pager is its
-/// configuration ([`GIT_PAGER_CONFIG`]).
-pub(crate) const NONINTERACTIVE_ENV: &[(&str, &str)] = &[
-    ("PAGER", "cat"),
-    ("SYSTEMD_PAGER", ""),
-    ("GH_PAGER", "cat"),
-    ("GIT_TERMINAL_PROMPT", "0"),
-    ("DEBIAN_FRONTEND", "noninteractive"),
-    ("PYTHONUNBUFFERED", "1"),
-    ("PIP_NO_INPUT", "1"),
-];
-
-/// The editor git runs for a commit message or a `rebase -i` list: `true`,
-/// which leaves the file as it is (`git commit` without `-m` then aborts,
-/// `git rebase -i` keeps its list). It is git's `core.editor`, given
-/// through git's environment configuration (`GIT_CONFIG_COUNT`, git 2.31
-/// and later), which wins over the user's config files but not over
-/// `git -c core.editor=vim` or `GIT_EDITOR=vim`: an agent that asks for an
-/// editor gets it. (`GIT_EDITOR=true` would win over `git -c` too.)
-pub(crate) const GIT_EDITOR_CONFIG: (&str, &str) = ("core.editor", "true");
-
-/// git's pager: `cat`, which git takes as no pager. Given as git's
-/// `core.pager` through its environment configuration, like the editor, so
-/// that `git -c core.pager=less log` and `GIT_PAGER=less git log` page.
-/// (`GIT_PAGER=cat` would win over `git -c`; `PAGER=less git log` does not
-/// page, since `core.pager` outranks `PAGER`.)
-pub(crate) const GIT_PAGER_CONFIG: (&str, &str) = ("core.pager", "cat");
-
-/// Variables removed from every child's environment: set in the server's
-/// own environment, they would outrank the defaults above (`MANPAGER`
-/// over `PAGER`, `GIT_PAGER` over `core.pager`). A command sets them for
-/// itself to page on purpose (`MANPAGER=less man ls`).
-pub(crate) const NONINTERACTIVE_UNSET: &[&str] = &["MANPAGER", "GIT_PAGER"];
-
-/// Variables of the server's own, removed from every child's environment:
-/// the HTTP transport's bearer token, which would let any command call the
-/// server as its principal (and outlive a change of the token).
-pub(crate) const SERVER_ONLY: &[&str] = &["SHELLKEEP_TOKEN"];
-
-/// [`NONINTERACTIVE_ENV`] and git's editor and pager, for a server whose
-/// own environment holds `GIT_CONFIG_COUNT=inherited_count` (entries of its
-/// own, kept: ours are added after them).
-pub(crate) fn noninteractive_env(inherited_count: Option<&str>) -> Vec<(String, String)> {
-    let index = inherited_count.and_then(|count| count.parse::<u16>().ok()).unwrap_or(0);
-    let mut env: Vec<(String, String)> = NONINTERACTIVE_ENV
-        .iter()
-        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-        .collect();
-    let ours = [GIT_EDITOR_CONFIG, GIT_PAGER_CONFIG];
-    env.push(("GIT_CONFIG_COUNT".to_owned(), (u32::from(index) + ours.len() as u32).to_string()));
-    for (n, (key, value)) in (u32::from(index)..).zip(ours) {
-        env.push((format!("GIT_CONFIG_KEY_{n}"), key.to_owned()));
-        env.push((format!("GIT_CONFIG_VALUE_{n}"), value.to_owned()));
-    }
-    env
-}
-
-/// The environment every child gets on top of the server's: see
-/// [`noninteractive_env`]. Read once.
-pub(crate) fn child_env() -> &'static [(String, String)] {
-    static ENV: OnceLock<Vec<(String, String)>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let count = std::env::var("GIT_CONFIG_COUNT").ok();
-        noninteractive_env(count.as_deref())
-    })
-}
-
-/// How a process group we stopped went away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TerminationMode {
-    /// It exited within the grace period after SIGTERM.
-    Soft,
-    /// It was still alive after the grace period and got SIGKILL.
-    Hard,
-}
-
-impl TerminationMode {
-    /// The seed's spelling: `"soft"` or `"hard"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TerminationMode::Soft => "soft",
-            TerminationMode::Hard => "hard",
         }
     }
 }
@@ -303,7 +209,7 @@ pub(crate) fn namespace_probe() -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::noninteractive_env;
+    use super::child_env::noninteractive_env;
 
     /// git's editor comes after the configuration entries the server's own
     /// environment gives git, which stay.

@@ -19,10 +19,10 @@ use std::sync::{Arc, OnceLock};
 
 use nix::sys::signal::Signal;
 
+use super::child_env::{NONINTERACTIVE_UNSET, SERVER_ONLY, child_env};
 use super::children::{spawn_registered, spawn_std};
 use super::namespace::{self, Namespace, Step};
 use super::scope::{ChildRules, SCOPE_VAR, Scope};
-use super::{NONINTERACTIVE_UNSET, SERVER_ONLY, child_env};
 use crate::cgroup;
 
 /// What a child of `scope` does between fork and exec to join its control

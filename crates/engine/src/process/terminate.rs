@@ -13,7 +13,6 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
-use super::TerminationMode;
 use super::children::spawned;
 use super::proc_scan::{Root, for_each_proc, orphaned_groups};
 use super::scope::{
@@ -448,6 +447,25 @@ pub(crate) fn kill_now(targets: &Targets) {
 /// Stops every process in each of `groups`: SIGTERM first, then SIGKILL to
 /// whatever is still alive after `grace`. Returns `None` when there was
 /// nothing alive to stop.
+/// How a process group we stopped went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminationMode {
+    /// It exited within the grace period after SIGTERM.
+    Soft,
+    /// It was still alive after the grace period and got SIGKILL.
+    Hard,
+}
+
+impl TerminationMode {
+    /// The seed's spelling: `"soft"` or `"hard"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationMode::Soft => "soft",
+            TerminationMode::Hard => "hard",
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) async fn terminate_groups(groups: &[i32], grace: Duration) -> Option<TerminationMode> {
     terminate(&Targets { groups: groups.to_vec(), ..Targets::default() }, grace).await
