@@ -149,7 +149,7 @@ async fn serve_mcp(args: &ServeArgs) -> anyhow::Result<std::process::ExitCode> {
     // The log and the audit log mask what every reply masks.
     let _ = logging::LOG_MASKS.set(Arc::clone(&config.masks));
     let masks = Arc::clone(&config.masks);
-    let mask: audit::Mask = Arc::new(move |text: &str| masks.mask(text).0.into_owned());
+    let mask: audit::Mask = Arc::new(move |text: &str| render::mask(&masks, text));
     let audit = audit::AuditLog::open(&args.audit, mask)?;
     // The HTTP socket is bound before anything starts: an address in
     // use stops start-up before any shell runs.

@@ -126,7 +126,7 @@ impl Shellkeep {
         // Nobody reads this reply: the next one says what became of it (a
         // task's cancellation is the task's status).
         if outcome.cancelled() && context.extensions.get::<tasks::TaskCall>().is_none() {
-            let command = self.core.config.masks.mask(&command).0.into_owned();
+            let command = render::mask(&self.core.config.masks, &command);
             let note = render::run_cancelled_by_client(&command, outcome.number, outcome.duration);
             self.client.tasks.note_for_next_reply(note);
         }
