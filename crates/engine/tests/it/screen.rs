@@ -412,7 +412,27 @@ fn normalised(text: &str) -> String {
 /// What tmux shows for `bytes` on a terminal of the recordings' size: its
 /// screen and everything that scrolled off it, wrapped lines joined
 /// (`capture-pane -J -S -`). `None` when tmux is not installed.
+///
+/// Tried up to three times, each with a fresh tmux server: once, in a CI
+/// run with both cores loaded and the other tests of this binary stopping
+/// processes around it, `capture-pane` failed with nothing on stderr, its
+/// server gone. tmux is only the reference here; what it shows is checked
+/// on the try that captures.
 async fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
+    let mut last = String::new();
+    for attempt in 0..3 {
+        match tmux_capture(&format!("{name}-{attempt}"), bytes).await {
+            None => return None,
+            Some(Ok(shown)) => return Some(shown),
+            Some(Err(error)) => last = error,
+        }
+    }
+    panic!("tmux failed three times for {name}: {last}");
+}
+
+/// One try of [`tmux_shows`]: `Err` with tmux's error when the capture
+/// failed.
+async fn tmux_capture(name: &str, bytes: &[u8]) -> Option<Result<String, String>> {
     let scratch = crate::Scratch::new(&format!("tmux-{name}"));
     let input = scratch.0.join("input");
     std::fs::write(&input, bytes).expect("write the input");
@@ -434,11 +454,16 @@ async fn tmux_shows(name: &str, bytes: &[u8]) -> Option<String> {
         Err(err) => panic!("tmux: {err}"),
         Ok(out) => assert!(out.status.success(), "tmux: {}", String::from_utf8_lossy(&out.stderr)),
     }
-    crate::eventually(|| done.exists()).await;
+    // Done, or its server gone (see `tmux_shows`).
+    let alive = || tmux(&["has-session"]).is_ok_and(|out| out.status.success());
+    crate::eventually(|| done.exists() || !alive()).await;
     let captured = tmux(&["capture-pane", "-p", "-J", "-S", "-", "-E", "-"]).expect("capture");
     let _ = tmux(&["kill-server"]);
-    assert!(captured.status.success(), "{}", String::from_utf8_lossy(&captured.stderr));
-    Some(String::from_utf8(captured.stdout).expect("tmux captures UTF-8"))
+    if !captured.status.success() {
+        let error = String::from_utf8_lossy(&captured.stderr);
+        return Some(Err(format!("capture-pane: {} {error}", captured.status)));
+    }
+    Some(Ok(String::from_utf8(captured.stdout).expect("tmux captures UTF-8")))
 }
 
 /// Issue 18: recorded progress displays of `uv`, `pip`, `cargo` and `npm`
