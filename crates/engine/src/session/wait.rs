@@ -329,24 +329,14 @@ pub(super) fn finished_reply(
         (None, KillState::Killed { limit, mode }) => Outcome::Killed { limit, mode, exit_code },
         (None, _) => Outcome::Completed { exit_code },
     };
-    let CallParts { events, input, previous, idle_output } = parts;
+    let base = blank(view, command.text(), outcome, parts);
     Reply {
-        command: command.text().to_owned(),
-        outcome,
-        screen: false,
-        input,
-        idle_output,
-        events,
-        cwd: view.cwd.clone(),
-        python: view.python.clone(),
         duration: finished_at - command.started_at(),
         continued: command.replies() > 0,
-        previous,
         number: Some(command.output().number()),
         first_line: command.first_unreplied_line(),
-        look_again_within: None,
-        unfinished_line: None,
         output: command.into_shown(),
+        ..base
     }
 }
 
@@ -424,24 +414,16 @@ pub(super) fn partial_reply(
         }
     }
     let number = Some(out.number());
-    let CallParts { events, input, previous, idle_output } = parts;
     Reply {
-        command: command.text().to_owned(),
-        outcome,
         output,
         screen,
-        input,
-        idle_output,
-        events,
-        cwd: view.cwd.clone(),
-        python: view.python.clone(),
         duration: command.started_at().elapsed(),
         continued,
-        previous,
         number,
         first_line,
         look_again_within,
         unfinished_line,
+        ..blank(view, command.text(), outcome, parts)
     }
 }
 

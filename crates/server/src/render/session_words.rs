@@ -76,8 +76,9 @@ fn start_step(step: &StartStep) -> String {
     name.to_owned()
 }
 
-/// How a shell that did not start ended.
-fn shell_exit(exit: ShellExit) -> String {
+/// How a shell ended, in words (a restarted shell, a shell that never
+/// reached its first prompt).
+pub(super) fn shell_exit(exit: ShellExit) -> String {
     match exit {
         ShellExit::Code(code) => format!("exit code {code}"),
         ShellExit::Signal(signal) => format!("killed by signal {signal}"),

@@ -8,8 +8,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use shellkeep_engine::TerminationMode;
 use shellkeep_engine::{
-    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, ShellExit,
-    WaitEnded,
+    AtPrompt, Event, InputReport, NotRun, Outcome, Reader, Reply, SessionError, WaitEnded,
 };
 use shellkeep_engine::{KeyError, MAX_KEYS, MAX_KEYS_BYTES, key_names};
 
@@ -807,7 +806,7 @@ fn event_lines(event: &Event, reply: &Reply, out: &mut Text) {
         Event::ShellRestarted { how, cwd } => format!(
             "[The shell exited ({}); a new shell was started in {}. Variables, functions and \
              background jobs from before are gone.]",
-            shell_exit(*how),
+            super::session_words::shell_exit(*how),
             in_text(cwd)
         ),
         Event::NestedShellStarted => NESTED_SHELL_STARTED.to_owned(),
@@ -956,15 +955,6 @@ fn ran_at_prompt(what: AtPrompt, seq: u64, sender: Option<i32>) -> String {
             "[WARNING: the session was tampered with: the shell started a command (number \
              {seq}) while none of yours was running. {WAY_IN}]"
         ),
-    }
-}
-
-/// How a shell ended, in words.
-fn shell_exit(how: ShellExit) -> String {
-    match how {
-        ShellExit::Code(code) => format!("exit code {code}"),
-        ShellExit::Signal(signal) => format!("killed by signal {signal}"),
-        ShellExit::Unknown => "it stopped".to_owned(),
     }
 }
 
