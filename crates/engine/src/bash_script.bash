@@ -50,9 +50,10 @@
 #   the disk. A child that inherited the descriptor can take bytes out, but
 #   what it writes there goes to the server, never to the shell (and a
 #   socket, unlike a pipe, cannot be opened again through `/proc`).
-# - `__sk_load N` reads command N's frame, `N LENGTH` on a line, then
-#   LENGTH bytes of text (in the C locale, so that `read -N` counts
-#   bytes). Whole frames of earlier commands that nobody read (at most 8)
+# - `__sk_load N` reads command N's frame: a header of 42 bytes (the
+#   number and LENGTH, each as 20 digits, a space between, a newline after:
+#   one `read -N`, where a line is read a byte at a time), then LENGTH bytes
+#   of text (in the C locale, so that `read -N` counts bytes). Whole frames of earlier commands that nobody read (at most 8)
 #   are skipped; anything else (a frame a thief took bytes of) loads
 #   nothing and is flushed (`__sk_flush`, at most 16 times 64 KiB), and the
 #   command is reported as never run (the record's flag `n`), never as
@@ -133,6 +134,11 @@
 #   only a shell's own (the kernel names the sender) and at most 64 KiB of
 #   each field; a longer field is not taken (the shell sends one character
 #   more than 64 Ki of it, so that the server always sees it is longer).
+# - C-u, the first key of every typed line, is `kill-whole-line`: it
+#   empties the line wherever the cursor is, and rings no bell on an empty
+#   line (`unix-line-discard` does: a byte more for the server to read at
+#   every command). `bind-tty-special-chars` is off, or readline would bind
+#   C-u back to the terminal's kill character at every prompt.
 # - The keys are put back from a file (`bind -f`): `bind` with bindings as
 #   arguments walks the whole keymap twice for each, looking for `bind -x`
 #   bindings it replaced, which costs more than the rest of the prompt. The
@@ -146,6 +152,7 @@
 #   at this prompt.)
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
+builtin bind 'set bind-tty-special-chars off' 2>/dev/null
 __sk_unhist() {
   local __sk_h
   __sk_h=$(builtin history 1 2>/dev/null) || return 0
@@ -170,7 +177,7 @@ __sk_c=
 __sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
 __sk_ps1="\\[\\e]$__sk_osc;$__sk_nonce;P;"
 __sk_upc=
-__sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": unix-line-discard')
+__sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": kill-whole-line')
 __sk_mark() {
   if [[ -t 1 ]]; then
     builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
@@ -293,12 +300,14 @@ __sk_load() {
   local LC_ALL=C __sk_h __sk_s __sk_n __sk_k=0
   __sk_c=
   while (( __sk_k++ < 8 )); do
-    IFS= builtin read -r -t 10 -u 60 __sk_h || return 1
-    __sk_s=${__sk_h%% *} __sk_n=${__sk_h#* }
-    if [[ $__sk_h != *' '* || -z $__sk_s || -z $__sk_n || $__sk_s$__sk_n == *[!0-9]* ]]; then
+    IFS= builtin read -r -N 42 -t 10 -u 60 __sk_h || return 1
+    __sk_s=${__sk_h:0:20} __sk_n=${__sk_h:21:20}
+    if [[ ${#__sk_h} != 42 || ${__sk_h:20:1} != ' ' || ${__sk_h:41} != $'\n' ||
+      $__sk_s$__sk_n == *[!0-9]* ]]; then
       __sk_flush
       return 1
     fi
+    __sk_s=$((10#$__sk_s)) __sk_n=$((10#$__sk_n))
     if (( __sk_n <= 65536 )); then
       IFS= builtin read -r -N "$__sk_n" -t 10 -u 60 __sk_c || :
     else

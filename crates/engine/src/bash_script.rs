@@ -78,7 +78,7 @@ pub(crate) const KEYS_FD: i32 = 61;
 /// again at every prompt (`bind -f`): the same as `__sk_keys` in the
 /// integration, which binds them itself where the file is missing.
 pub(crate) const KEYS: &str =
-    "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": unix-line-discard\n";
+    "\"\\C-m\": accept-line\n\"\\C-j\": accept-line\n\"\\C-u\": kill-whole-line\n";
 
 /// The environment variable that tells the first shell at which descriptor
 /// it got its end of its command socket; the start-up file moves it to
@@ -90,13 +90,24 @@ pub(crate) const COMMAND_VAR: &str = "__SK_CMD";
 /// ([`command_frame`]), never through a file.
 pub(crate) const COMMAND_FD: i32 = 60;
 
-/// The frame of command `seq` on the command socket: `seq LENGTH` on a line,
-/// then the text's LENGTH bytes. The shell loads the command only from a
-/// whole frame with its own number (`__sk_load`).
+/// The frame of command `seq` on the command socket: its header
+/// ([`frame_header`]), then the text's bytes. The shell loads the command
+/// only from a whole frame with its own number (`__sk_load`).
 pub(crate) fn command_frame(seq: u64, text: &str) -> Vec<u8> {
-    let mut frame = format!("{seq} {}\n", text.len()).into_bytes();
+    let mut frame = frame_header(seq, text.len()).into_bytes();
     frame.extend_from_slice(text.as_bytes());
     frame
+}
+
+/// The bytes of a frame's header ([`frame_header`]): the shell reads it
+/// with one `read -N`, one system call, where a line is read a byte at a
+/// time with four calls for each.
+pub(crate) const FRAME_HEADER_LEN: usize = 42;
+
+/// A frame's header: the number and the text's length in bytes, each as 20
+/// digits (any `u64` fits), a space between and a newline after.
+fn frame_header(seq: u64, length: usize) -> String {
+    format!("{seq:020} {length:020}\n")
 }
 
 /// The sealed memory file holding [`KEYS`], handed to the first shell at
@@ -157,9 +168,11 @@ pub(crate) fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> Stri
 /// sends `set -x` traces and `set -v` echoes of the script to
 /// `/dev/null`; its words are quoted (`\builtin`) against aliases.
 pub(crate) fn reinstall_line(seq: u64, length: usize, nonce: &str) -> String {
+    let header = frame_header(seq, length);
+    let header = header.trim_end();
     format!(
-        "\x15 {{ __sk_nonce={nonce}; IFS= \\builtin read -r -t 5 -u {COMMAND_FD} __sk_h \
-         && [[ $__sk_h == '{seq} {length}' ]] \
+        "\x15 {{ __sk_nonce={nonce}; IFS= LC_ALL=C \\builtin read -r -N {FRAME_HEADER_LEN} -t 5 \
+         -u {COMMAND_FD} __sk_h && [[ $__sk_h == $'{header}\\n' ]] \
          && LC_ALL=C IFS= \\builtin read -r -N {length} -t 5 -u {COMMAND_FD} __sk_r \
          && \\builtin eval \"$__sk_r\"; \\builtin unset __sk_h __sk_r; }} 2>/dev/null\r"
     )

@@ -69,7 +69,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::process;
+use crate::{proc_shell, process};
 
 /// Threads looked at per process.
 pub(crate) const MAX_TASKS: usize = 256;
@@ -221,21 +221,35 @@ pub(crate) fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
     // The driver asks this before typing every command: no more reads than
     // the answer needs (no thread states, no other descriptors).
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    let mut terminal_fds: Option<BTreeSet<i64>> = None;
     for task in tasks.flatten().take(MAX_TASKS) {
-        let Ok(text) = std::fs::read_to_string(task.path().join("syscall")) else { continue };
-        let Some(call) = BlockedCall::parse(&text).filter(BlockedCall::waits_on_descriptors) else {
-            continue;
-        };
-        let fds = terminal_fds.get_or_insert_with(|| terminal_descriptors(pid, tty));
-        if fds.is_empty() {
-            return false;
-        }
-        if call.wait_set(pid).is_some_and(|set| set.iter().any(|fd| fds.contains(fd))) {
+        let Ok(text) = proc_shell::read_small_file(task.path().join("syscall")) else { continue };
+        let set = BlockedCall::parse(&text).and_then(|call| call.wait_set(pid));
+        if set.is_some_and(|set| waits_on_terminal(pid, &set, tty)) {
             return true;
         }
     }
     false
+}
+
+/// Whether one of the descriptors `set` of process `pid` is the terminal
+/// `tty` (by the path it links to, or `/dev/tty`).
+fn waits_on_terminal(pid: i32, set: &[i64], tty: &Path) -> bool {
+    set.iter().take(MAX_FDS).any(|fd| {
+        std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .is_ok_and(|target| target == tty || target == Path::new("/dev/tty"))
+    })
+}
+
+/// Whether the main thread of process `pid`, a shell (whose one thread is
+/// its main thread), is blocked reading the terminal `tty`; `None` when its
+/// blocked call cannot be read (`/proc/PID/syscall` needs ptrace access).
+/// The driver asks this before typing every command, so it reads only what
+/// the answer needs: the blocked call, then the link of each descriptor it
+/// waits on (a shell at its prompt waits on one).
+pub(crate) fn shell_reads_terminal(pid: i32, tty: &Path) -> Option<bool> {
+    let text = proc_shell::read_small_file(format!("/proc/{pid}/syscall")).ok()?;
+    let set = BlockedCall::parse(&text).and_then(|call| call.wait_set(pid));
+    Some(set.is_some_and(|set| waits_on_terminal(pid, &set, tty)))
 }
 
 /// One process of the job at one look.

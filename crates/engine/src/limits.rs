@@ -435,7 +435,7 @@ struct Counter {
 
 impl Counter {
     fn read(&self) -> u64 {
-        std::fs::read_to_string(&self.file)
+        crate::proc_shell::read_small_file(&self.file)
             .ok()
             .and_then(|text| {
                 text.lines().find_map(|line| {

@@ -389,8 +389,12 @@ impl Shell {
         let seq = self.next_seq;
         self.next_seq += 1;
         // A command may have removed the private directory (rm -rf
-        // /tmp/*): it is the session's own, made again.
-        if let Err(err) = private_fs::ensure_private_dir(&self.files.dir) {
+        // /tmp/*): it is the session's own, made again. One look at the
+        // directory itself when it is still there; its parents were
+        // checked when it was made.
+        if private_fs::check_private_dir(&self.files.dir).is_err()
+            && let Err(err) = private_fs::ensure_private_dir(&self.files.dir)
+        {
             tracing::debug!("could not make the private directory again: {err}");
         }
         let frame = bash_script::command_frame(seq, command);
@@ -502,11 +506,11 @@ impl Shell {
     /// program in front (its pid and command line) when that is not so.
     fn not_at_prompt(&self) -> Option<(i32, String)> {
         let top = self.shared.lock().levels().top().map(|level| level.pid())?;
-        let master = self.terminal.pty().handle().ok()?;
-        let front = pty::foreground_group(&master)?;
+        let front = self.terminal.pty().foreground()?;
         // A nested shell on a terminal of its own (`script`, `pty.spawn`):
-        // the foreground of its own terminal is the one that matters.
-        let own = proc_shell::terminal_foreground(top);
+        // the foreground of its own terminal is the one that matters. The
+        // session's own shell is on this terminal (nothing to read).
+        let own = (top != self.pid).then(|| proc_shell::terminal_foreground(top)).flatten();
         let front = match own {
             Some((terminal, own_front)) if Some(terminal) != self.terminal_device() => own_front,
             _ => front,
@@ -525,8 +529,12 @@ impl Shell {
     /// access), the foreground check stands alone.
     async fn shell_not_reading(&self) -> Option<(i32, String)> {
         let shell = self.shared.lock().levels().top().map(|level| level.pid())?;
+        // Its terminal as it names it (a sandbox's mounts may name it
+        // otherwise than this process does).
         let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
-        std::fs::read_to_string(format!("/proc/{shell}/syscall")).ok()?;
+        if input_wait::shell_reads_terminal(shell, &tty)? {
+            return None;
+        }
         let start = Instant::now();
         let deadline = start + PROMPT_WAIT;
         // Usually the shell is there already, or within a fraction of a
@@ -534,7 +542,7 @@ impl Shell {
         // the task only yields between looks, since the runtime's timer
         // sleeps a whole millisecond at least; then it sleeps.
         let mut pause = Duration::from_millis(1);
-        while !input_wait::process_reads_terminal(shell, &tty) {
+        while input_wait::shell_reads_terminal(shell, &tty) != Some(true) {
             let now = Instant::now();
             if now >= deadline {
                 let waited_for = proc_shell::children(shell).into_iter().next().unwrap_or(shell);

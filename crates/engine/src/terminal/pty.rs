@@ -207,6 +207,12 @@ impl Pty {
         Ok(written)
     }
 
+    /// The terminal's foreground process group, asked on the master side
+    /// itself (no second handle: one system call).
+    pub(crate) fn foreground(&self) -> Option<i32> {
+        foreground_group(&self.master)
+    }
+
     /// A second handle on the master side, for a supervisor that asks for
     /// the foreground group or sends a key.
     pub(crate) fn handle(&self) -> io::Result<OwnedFd> {

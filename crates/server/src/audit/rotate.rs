@@ -59,18 +59,23 @@ impl Writer {
     /// server rotated it (or it was removed), rotated first if `bytes` would
     /// take it past `max_bytes`.
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        // One look at the path and one at the open file (which also gives
+        // its size) per line.
         let current = match (self.file.as_ref(), std::fs::symlink_metadata(&self.path)) {
-            (Some(open), Ok(on_disk)) => {
-                let open = open.metadata()?;
-                (open.dev(), open.ino()) == (on_disk.dev(), on_disk.ino())
-            }
-            _ => false,
+            (Some(open), Ok(on_disk)) => Some(open.metadata()?)
+                .filter(|open| (open.dev(), open.ino()) == (on_disk.dev(), on_disk.ino())),
+            _ => None,
         };
-        if !current {
-            self.file = None;
-            self.file = Some(open_log(&self.path)?);
-        }
-        let size = self.file.as_ref().map_or(Ok(0), |f| f.metadata().map(|m| m.len()))?;
+        let size = match current {
+            Some(open) => open.len(),
+            None => {
+                self.file = None;
+                let file = open_log(&self.path)?;
+                let size = file.metadata()?.len();
+                self.file = Some(file);
+                size
+            }
+        };
         if size > 0 && size + bytes.len() as u64 > self.max_bytes {
             self.file = None;
             rotate(&self.path, self.keep)?;
