@@ -199,10 +199,11 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
 /// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
 /// replace them. It is short: the shell reads what is typed a byte at a
-/// time, with three system calls for each.
+/// time, with three system calls for each (so no `--` after `eval`: the
+/// text `__sk_pre` loads starts with `{ __sk_on; }`, or is empty).
 pub(crate) fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { " t" } else { "" };
-    format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval -- \"$__sk_c\"\r")
+    format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval \"$__sk_c\"\r")
 }
 
 /// The line typed into a shell that printed its prompt while command

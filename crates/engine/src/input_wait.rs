@@ -69,7 +69,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::{proc_shell, process};
+use crate::process;
 
 /// Threads looked at per process.
 pub(crate) const MAX_TASKS: usize = 256;
@@ -222,7 +222,7 @@ pub(crate) fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
     // the answer needs (no thread states, no other descriptors).
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     for task in tasks.flatten().take(MAX_TASKS) {
-        let Ok(text) = proc_shell::read_small_file(task.path().join("syscall")) else { continue };
+        let Ok(text) = crate::small_file::read(task.path().join("syscall")) else { continue };
         let set = BlockedCall::parse(&text).and_then(|call| call.wait_set(pid));
         if set.is_some_and(|set| waits_on_terminal(pid, &set, tty)) {
             return true;
@@ -247,7 +247,7 @@ fn waits_on_terminal(pid: i32, set: &[i64], tty: &Path) -> bool {
 /// the answer needs: the blocked call, then the link of each descriptor it
 /// waits on (a shell at its prompt waits on one).
 pub(crate) fn shell_reads_terminal(pid: i32, tty: &Path) -> Option<bool> {
-    let text = proc_shell::read_small_file(format!("/proc/{pid}/syscall")).ok()?;
+    let text = crate::small_file::read(format!("/proc/{pid}/syscall")).ok()?;
     let set = BlockedCall::parse(&text).and_then(|call| call.wait_set(pid));
     Some(set.is_some_and(|set| waits_on_terminal(pid, &set, tty)))
 }

@@ -38,6 +38,7 @@ mod sandbox;
 mod screen;
 mod secrets;
 mod session;
+mod small_file;
 mod syntax;
 mod terminal;
 mod utf8;

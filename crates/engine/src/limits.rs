@@ -435,7 +435,7 @@ struct Counter {
 
 impl Counter {
     fn read(&self) -> u64 {
-        crate::proc_shell::read_small_file(&self.file)
+        crate::small_file::read(&self.file)
             .ok()
             .and_then(|text| {
                 text.lines().find_map(|line| {

@@ -75,43 +75,10 @@ pub(crate) fn parent(pid: i32) -> Option<i32> {
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-/// The most of a small `/proc` or control-group file that is read: its
-/// text is a line or a few (a `stat`, a `syscall`, a counter file).
-const SMALL_FILE_MAX: usize = 16 * 1024;
-
-/// A small file of `/proc` or of a control group, whole, in as few system
-/// calls as it takes (an open, a read of up to 4 KiB, the read that says
-/// the end, a close): `std::fs::read_to_string` asks its size first and,
-/// told 0 as these files say, reads 32 bytes at a time to begin with.
-/// At most [`SMALL_FILE_MAX`] bytes; anything that is not UTF-8 is an error.
-pub(crate) fn read_small_file(path: impl AsRef<Path>) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut bytes = vec![0u8; 4096];
-    let mut len = 0;
-    loop {
-        if len == bytes.len() {
-            if len >= SMALL_FILE_MAX {
-                break;
-            }
-            bytes.resize(len * 2, 0);
-        }
-        match file.read(&mut bytes[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-    bytes.truncate(len);
-    String::from_utf8(bytes)
-        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))
-}
-
 /// The controlling terminal of process `pid` (its device number) and
 /// that terminal's foreground process group, from `/proc/PID/stat`.
 pub(crate) fn terminal_foreground(pid: i32) -> Option<(u64, i32)> {
-    let stat = read_small_file(format!("/proc/{pid}/stat")).ok()?;
+    let stat = crate::small_file::read(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     // After the name: state ppid pgrp session tty_nr tpgid ...
     let fields: Vec<&str> = rest.split_ascii_whitespace().take(6).collect();

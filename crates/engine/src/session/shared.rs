@@ -881,7 +881,7 @@ mod tests {
     /// typed line are kept; the echo and its Enter are not.
     #[test]
     fn the_echo_is_taken_out_and_what_others_printed_is_kept() {
-        let echo = " \\__sk_pre 7;\\builtin eval -- \"$__sk_c\"";
+        let echo = " \\__sk_pre 7;\\builtin eval \"$__sk_c\"";
         let whole = |screen: &str| super::without_echo(screen, echo);
         assert_eq!(whole(&format!("{echo}\n")), "");
         assert_eq!(whole(&format!("tick-1\n{echo}\n")), "tick-1\n");
