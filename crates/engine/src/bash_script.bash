@@ -10,149 +10,27 @@
 # (descriptor 60, never a file) and `eval`s it.
 # shellcheck disable=SC2154 # __sk_osc_value, __sk_dir_value, __sk_kf_value and __sk_nonce come from outside, as above
 #
-# Function by function:
-# - `__sk_post` (the last line of the `eval`, so that `eval` itself
-#   never fails: under `set -e` that would end the shell after an
-#   exempt failure such as `false && true`) keeps the status and the
-#   shell options, switches tracing and verbose mode off, and re-asserts
-#   PROMPT_COMMAND. Under `set -v` its line is echoed.
-# - `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to
-#   /dev/null) does the same when `__sk_post` did not run (an interrupt:
-#   `__sk_settle`, which `__sk_fallback` shares),
-#   runs the user's own PROMPT_COMMAND, drains input nobody read
-#   (so it is never run as commands), sends the state, puts back
-#   the keys our typed line relies on (a `bind` of Enter would edit
-#   it), and ends the command (`__sk_end`): first the record on the
-#   completion channel (descriptor 62; the kernel tells the server it
-#   comes from this shell's pid), then the marker in the output, which
-#   only says where the output ends.
-# - `__sk_ran` is emptied by `__sk_pre` and set by `__sk_on`, the first
-#   line the `eval` runs: a record whose command never reached the
-#   `eval` says so (flag `n`), and the reply says the integration is
-#   damaged instead of reporting a command that did not run.
-# - History never keeps a line of ours: the typed lines start with a space
-#   and HISTCONTROL gets `ignorespace`. Where that does not hold (a
-#   nested shell before the integration is in it, whose `.bashrc` may
-#   leave HISTCONTROL empty; a command that unset it), `__sk_unhist`
-#   deletes the line from the history list as it runs, before any prompt
-#   can append it to the history file (`PROMPT_COMMAND='history -a'`) and
-#   before the shell can exit: the reinstall script at its top, `__sk_pre`
-#   for its own line. It deletes only the last entry, and only when that
-#   is the very line (it holds the nonce, or `__sk_pre` and the sequence
-#   number), never a user's.
-# - `__sk_pre N` prints the start marker and loads the command into
-#   `__sk_c`, after a first line `__sk_on` (tracing and verbose mode
-#   back on, `$?` restored). The command starts on a line of its own so
-#   that `set -v` echoes it. The command comes from the server on
-#   descriptor 60, the shell's end of a socket pair whose other end only
-#   the server holds (`__sk_load`): never through a file, so no other
-#   process can replace it, and a value typed into a command never touches
-#   the disk. A child that inherited the descriptor can take bytes out, but
-#   what it writes there goes to the server, never to the shell (and a
-#   socket, unlike a pipe, cannot be opened again through `/proc`).
-# - `__sk_load N` reads command N's frame: a header of 42 bytes (the
-#   number and LENGTH, each as 20 digits, a space between, a newline after:
-#   one `read -N`, where a line is read a byte at a time), then LENGTH bytes
-#   of text (in the C locale, so that `read -N` counts bytes). Whole frames of earlier commands that nobody read (at most 8)
-#   are skipped; anything else (a frame a thief took bytes of) loads
-#   nothing and is flushed (`__sk_flush`, at most 16 times 64 KiB), and the
-#   command is reported as never run (the record's flag `n`), never as
-#   completed. The header and a text of at most 64 KiB are read with a
-#   timeout of 10 s (a frame a thief took whole never comes); a longer
-#   text without one, since `read -t` reads a byte at a time.
-# - While a command runs, PS1 holds a marker, `P;<seq>` (escape
-#   sequences only: printing it forks nothing). The integration's prompt
-#   empties PS1 before bash prints it, so the marker shows only when
-#   PROMPT_COMMAND did not end the command (cleared, and the command
-#   interrupted before `__sk_post` could restore it; `__sk_prompt`
-#   removed). The server, seeing the shell itself read the terminal
-#   after that marker, types `__sk_fallback <seq>`, which ends the
-#   command from the shell process itself, as `__sk_prompt` would: only
-#   the shell's own pid is believed. Its `$?` is the command's status,
-#   or that of the `eval`'s last line, `__sk_post`, when that ran
-#   (`__sk_posted`, emptied by `__sk_pre`): the command's status is then
-#   `__sk_last`. Its record carries the flag `f`, and the reply says the
-#   integration's prompt did not run. It acts only for the command
-#   running (`<seq>`), and the server types it once per command. The
-#   prompt that follows the typed line would run PROMPT_COMMAND again
-#   (what did not end the command, maybe slowly: a missing function runs
-#   `command_not_found_handle`) after the end was sent, while the next
-#   command may already be on its way: it is skipped that once
-#   (`__sk_fbpc` keeps it), and `__sk_pre` puts it back as it was.
-# - Without `__sk_post` (removed), nothing keeps the command's status:
-#   a record then carries the flag `d`, and the reply says its exit
-#   code may be wrong.
-# - `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an
-#   array) for `__sk_prompt` to run. Where the user's value contains
-#   ours (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook`
-#   does), ours stands for the hooks kept so far; it is never kept
-#   itself, which would recurse. (`${#a[@]}` fails on a scalar under
-#   `set -u`, hence `${a@a}`.)
-# - `__sk_drain` reads at most 16 times 64 KiB of unread input, waiting
-#   20 ms each time, and only when `read -t 0` says a line is there.
-# - A command that mentions `trap` (`__sk_pre N t`) may have replaced
-#   our EXIT trap, which sends the state when the shell exits:
-#   `__sk_keep_exit_trap` puts it back in front of the user's. It reads
-#   the trap from a command substitution (which still shows the shell's
-#   traps), never from a file a command could rewrite before it is `eval`ed.
-# - Markers go to /dev/tty when standard output is not a terminal, so
-#   `exec >file` cannot swallow them.
-# - Under `set -e` any failing command of ours would end the shell,
-#   hence the `|| :`.
-# - `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a
-#   command cannot point the integration elsewhere.
-# - The start marker carries the shell's count of the command lines it has
-#   read (`\#` in a prompt, from the read-only `__sk_lines`): every command
-#   is one line typed, so a larger step says that lines ran at the prompt
-#   that nobody typed (pushed into the shell's input), even ones that
-#   emptied PROMPT_COMMAND so that no end record told.
-# - Every function is read-only once defined (`readonly -f`, at the end): a
-#   command, or a line pushed into the idle shell's input (legacy TIOCSTI),
-#   can neither redefine nor remove one, so none can report an end the
-#   command did not reach. A shell gets the functions once: a nested shell
-#   or one `exec` replaced starts without them.
-# - `__sk_prompt` ends the command with a read-only copy of the status: the
-#   user's PROMPT_COMMAND, which runs before, cannot change it.
-# - `set -e` makes a non-zero `$?` restore fatal, so it is restored only
-#   without `-e`.
-# - Each redirection costs the shell several system calls, and these run
-#   for every command: the functions the prompt calls have none of their
-#   own, since `__sk_prompt` and `__sk_fallback` are only ever called with
-#   standard error sent to /dev/null (PROMPT_COMMAND and the typed line
-#   hold the redirection); the EXIT trap carries its own.
-# - `__sk_send K TEXT` sends TEXT on the completion channel in datagrams
-#   that start with the letter K, each written whole by one `printf`: at
-#   most 500 characters (2,001 bytes, under the 4 KiB buffer of the
-#   shell's output), and a newline only at a piece's end (the shell's
-#   output is line-buffered: a newline inside would cut the datagram in
-#   two). With a third argument N, only the first N characters.
-# - The state (`__sk_state`: the working directory and `PATH`) goes to the
-#   server that way, never through a file a command could rewrite: `D` for
-#   the directory, `P` for `PATH`, then `C`, the commit; or, when both
-#   together are at most 1,000 characters without a newline (nearly
-#   always), one datagram `S`, the directory, a NUL and `PATH`. The server takes
-#   only a shell's own (the kernel names the sender) and at most 64 KiB of
-#   each field; a longer field is not taken (the shell sends one character
-#   more than 64 Ki of it, so that the server always sees it is longer).
-# - C-u, the first key of every typed line, is `kill-whole-line`: it
-#   empties the line wherever the cursor is, and rings no bell on an empty
-#   line (`unix-line-discard` does: a byte more for the server to read at
-#   every command). `bind-tty-special-chars` is off, or readline would bind
-#   C-u back to the terminal's kill character at every prompt.
-# - The keys are put back from a file (`bind -f`): `bind` with bindings as
-#   arguments walks the whole keymap twice for each, looking for `bind -x`
-#   bindings it replaced, which costs more than the rest of the prompt. The
-#   file is no path a command can write: it is `__sk_kf`, descriptor 61
-#   (`/dev/fd/61`), a sealed memory file the server made and handed to the
-#   first shell (nobody can change it, whoever holds it), and that a nested
-#   shell inherits; the preamble leaves `__sk_kf` empty where the server
-#   did not find that very file at 61. Without it (empty, or a command
-#   closed the descriptor) they are bound from `__sk_keys`. (The file also
-#   becomes the one `re-read-init-file`, C-x C-r, reads: nobody types keys
-#   at this prompt.)
+# Not for: moving descriptors or sourcing the user's start-up file
+# (`bash_rc.bash`), nor writing frames and typed lines (`bash_script.rs`).
+# Only the shell's own pid is believed: a command ends on the record this
+# shell sends on the completion channel (`__sk_end`). No command text touches
+# the disk (`__sk_load`), and no file a command could rewrite carries anything
+# we rely on. History never keeps a line of ours (`__sk_unhist`). Every
+# function is read-only once defined (`readonly -f`, at the end). Under
+# `set -e` any failing command of ours would end the shell, hence the `|| :`.
 builtin set +H
 builtin bind 'set enable-bracketed-paste off' 2>/dev/null
 builtin bind 'set bind-tty-special-chars off' 2>/dev/null
+# The typed lines start with a space and HISTCONTROL gets `ignorespace`
+# (below). Where that does not hold (a nested shell before the integration is
+# in it, whose `.bashrc` may leave HISTCONTROL empty; a command that unset
+# it), `__sk_unhist` deletes the line from the history list as it runs,
+# before any prompt can append it to the history file
+# (`PROMPT_COMMAND='history -a'`) and before the shell can exit: the
+# reinstall script at its top (just below), `__sk_pre` and `__sk_fallback`
+# for their own lines. It deletes only the last entry, and only when that is
+# the very line (it holds the nonce, or the function's name and the sequence
+# number), never a user's.
 __sk_unhist() {
   local __sk_h
   __sk_h=$(builtin history 1 2>/dev/null) || return 0
@@ -164,6 +42,8 @@ __sk_unhist() {
 [[ -z ${__sk_nonce-} ]] || __sk_unhist "__sk_nonce=$__sk_nonce; IFS= "
 HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}"
 PS1='' PS2='' PS0=''
+# `__sk_dir`, `__sk_osc`, `__sk_kf` and `__sk_nonce` are read-only: a command
+# cannot point the integration elsewhere.
 builtin readonly __sk_dir="$__sk_dir_value" __sk_osc="$__sk_osc_value" __sk_nonce 2>/dev/null
 builtin readonly __sk_kf="$__sk_kf_value" 2>/dev/null
 builtin readonly __sk_lines='\#' 2>/dev/null
@@ -177,7 +57,14 @@ __sk_c=
 __sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
 __sk_ps1="\\[\\e]$__sk_osc;$__sk_nonce;P;"
 __sk_upc=
+# C-u, the first key of every typed line, is `kill-whole-line`: it empties the
+# line wherever the cursor is, and rings no bell on an empty line
+# (`unix-line-discard` does: a byte more for the server to read at every
+# command). `bind-tty-special-chars` is off (at the top), or readline would
+# bind C-u back to the terminal's kill character at every prompt.
 __sk_keys=('"\C-m": accept-line' '"\C-j": accept-line' '"\C-u": kill-whole-line')
+# Markers go to /dev/tty when standard output is not a terminal, so
+# `exec >file` cannot swallow them.
 __sk_mark() {
   if [[ -t 1 ]]; then
     builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
@@ -186,6 +73,17 @@ __sk_mark() {
       builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
   fi
 }
+# `__sk_end STATUS [fallback]` ends the command: first the record on the
+# completion channel (descriptor 62; the kernel tells the server it comes from
+# this shell's pid), then the marker in the output, which only says where the
+# output ends. Flags in the record:
+# - `n`: `__sk_ran` is empty, the command never reached the `eval` (see
+#   `__sk_on`): the reply says the integration is damaged instead of
+#   reporting a command that did not run.
+# - `f`: `__sk_fallback` ended it: the reply says the integration's prompt
+#   did not run.
+# - `d`: without `__sk_post` (removed), nothing keeps the command's status:
+#   the reply says its exit code may be wrong.
 __sk_end() {
   local __sk_how=
   [[ -t 1 ]] || __sk_how=o
@@ -196,6 +94,12 @@ __sk_end() {
   builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
   __sk_mark "E;$__sk_seq;$__sk_tok"
 }
+# `__sk_send K TEXT` sends TEXT on the completion channel in datagrams that
+# start with the letter K, each written whole by one `printf`: at most 500
+# characters (2,001 bytes, under the 4 KiB buffer of the shell's output), and
+# a newline only at a piece's end (the shell's output is line-buffered: a
+# newline inside would cut the datagram in two). With a third argument N,
+# only the first N characters.
 __sk_send() {
   local __sk_t=$2 __sk_p
   [[ -z ${3-} ]] || __sk_t=${__sk_t:0:$3}
@@ -206,6 +110,14 @@ __sk_send() {
     __sk_t=${__sk_t:${#__sk_p}}
   done
 }
+# The state (`__sk_state`: the working directory and `PATH`) goes to the
+# server that way, never through a file a command could rewrite: `D` for the
+# directory, `P` for `PATH`, then `C`, the commit; or, when both together are
+# at most 1,000 characters without a newline (nearly always), one datagram
+# `S`, the directory, a NUL and `PATH`. The server takes only a shell's own
+# (the kernel names the sender) and at most 64 KiB of each field; a longer
+# field is not taken (the shell sends one character more than 64 Ki of it, so
+# that the server always sees it is longer).
 __sk_state() {
   if (( ${#PWD} + ${#PATH} <= 1000 )) && [[ $PWD$PATH != *$'\n'* ]]; then
     builtin printf 'S%s\0%s' "$PWD" "$PATH" >&62 || :
@@ -213,6 +125,9 @@ __sk_state() {
     builtin printf 'C' >&62 || :
   fi
 }
+# `__sk_drain` reads input nobody read, so that it is never run as commands:
+# at most 16 times 64 KiB, waiting 20 ms each time, and only when `read -t 0`
+# says a line is there.
 __sk_drain() {
   local __sk_junk __sk_n=0
   [[ -t 0 ]] || return 0
@@ -221,6 +136,12 @@ __sk_drain() {
     __sk_n=$(( __sk_n + 1 ))
   done
 }
+# `__sk_settle STATUS`, which `__sk_prompt` and `__sk_fallback` share, does
+# what `__sk_post` does when that did not run (an interrupt): keeps the status
+# and the shell options, and switches tracing and verbose mode off. STATUS is
+# the caller's `$?`: the command's status, or that of the `eval`'s last line,
+# `__sk_post`, when that ran (`__sk_posted`, emptied by `__sk_pre`): the
+# command's status is then `__sk_last`.
 __sk_settle() {
   if [[ -n $__sk_posted ]]; then
     __sk_posted=
@@ -230,6 +151,29 @@ __sk_settle() {
     builtin set +xv
   fi
 }
+# `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to /dev/null)
+# settles the status (`__sk_settle`), runs the user's own PROMPT_COMMAND,
+# drains input nobody read, sends the state, puts back the keys our typed line
+# relies on (a `bind` of Enter would edit it), and ends the command
+# (`__sk_end`) with a read-only copy of the status: the user's PROMPT_COMMAND,
+# which runs before, cannot change it.
+#
+# Each redirection costs the shell several system calls, and these run for
+# every command: the functions the prompt calls have none of their own, since
+# `__sk_prompt` and `__sk_fallback` are only ever called with standard error
+# sent to /dev/null (PROMPT_COMMAND and the typed line hold the redirection);
+# the EXIT trap carries its own.
+#
+# The keys are put back from a file (`bind -f`): `bind` with bindings as
+# arguments walks the whole keymap twice for each, looking for `bind -x`
+# bindings it replaced, which costs more than the rest of the prompt. The file
+# is no path a command can write: it is `__sk_kf`, descriptor 61
+# (`/dev/fd/61`), a sealed memory file the server made and handed to the first
+# shell (nobody can change it, whoever holds it), and that a nested shell
+# inherits; the preamble leaves `__sk_kf` empty where the server did not find
+# that very file at 61. Without it (empty, or a command closed the descriptor)
+# they are bound from `__sk_keys`. (The file also becomes the one
+# `re-read-init-file`, C-x C-r, reads: nobody types keys at this prompt.)
 __sk_prompt() {
   __sk_settle "$?"
   local -r __sk_final=$__sk_last
@@ -240,6 +184,11 @@ __sk_prompt() {
   if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
   __sk_end "$__sk_final"
 }
+# `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an array) for
+# `__sk_prompt` to run. Where the user's value contains ours
+# (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook` does), ours
+# stands for the hooks kept so far; it is never kept itself, which would
+# recurse. (`${#a[@]}` fails on a scalar under `set -u`, hence `${a@a}`.)
 __sk_assert() {
   [[ -n ${PROMPT_COMMAND+set} ]] || PROMPT_COMMAND=
   if [[ $PROMPT_COMMAND != "$__sk_pc" || ${PROMPT_COMMAND@a} == *a* ]]; then
@@ -255,6 +204,19 @@ __sk_assert() {
     PROMPT_COMMAND=$__sk_pc
   fi
 }
+# While a command runs, PS1 holds a marker, `P;<seq>` (escape sequences only:
+# printing it forks nothing). The integration's prompt empties PS1 before
+# bash prints it, so the marker shows only when PROMPT_COMMAND did not end the
+# command (cleared, and the command interrupted before `__sk_post` could
+# restore it; `__sk_prompt` removed). The server, seeing the shell itself read
+# the terminal after that marker, types `__sk_fallback <seq>`, which ends the
+# command from the shell process itself, as `__sk_prompt` would. It acts only
+# for the command running (`<seq>`), and the server types it once per command.
+# The prompt that follows the typed line would run PROMPT_COMMAND again (what
+# did not end the command, maybe slowly: a missing function runs
+# `command_not_found_handle`) after the end was sent, while the next command
+# may already be on its way: it is skipped that once (`__sk_fbpc` keeps it),
+# and `__sk_pre` puts it back as it was.
 __sk_fallback() {
   local __sk_status=$?
   [[ ${1-} == "$__sk_seq" ]] || return 0
@@ -272,6 +234,15 @@ __sk_fallback() {
   fi
   __sk_end "$__sk_last" fallback
 }
+# `__sk_pre N` prints the start marker and loads the command into `__sk_c`,
+# after a first line `__sk_on`. The command starts on a line of its own so
+# that `set -v` echoes it.
+#
+# The start marker carries the shell's count of the command lines it has read
+# (`\#` in a prompt, from the read-only `__sk_lines`): every command is one
+# line typed, so a larger step says that lines ran at the prompt that nobody
+# typed (pushed into the shell's input), even ones that emptied PROMPT_COMMAND
+# so that no end record told.
 __sk_pre() {
   case :${HISTCONTROL-}: in
     *:ignorespace:* | *:ignoreboth:*) ;;
@@ -296,6 +267,22 @@ __sk_pre() {
   fi
   return 0
 } 2>/dev/null
+# `__sk_load N` reads command N's frame from descriptor 60, the shell's end of
+# a socket pair whose other end only the server holds: never through a file,
+# so no other process can replace it, and a value typed into a command never
+# touches the disk. A child that inherited the descriptor can take bytes out,
+# but what it writes there goes to the server, never to the shell (and a
+# socket, unlike a pipe, cannot be opened again through `/proc`).
+#
+# A frame is a header of 42 bytes (the number and LENGTH, each as 20 digits, a
+# space between, a newline after: one `read -N`, where a line is read a byte
+# at a time), then LENGTH bytes of text (in the C locale, so that `read -N`
+# counts bytes). Whole frames of earlier commands that nobody read (at most 8)
+# are skipped; anything else (a frame a thief took bytes of) loads nothing and
+# is flushed (`__sk_flush`), and the command is reported as never run (the
+# record's flag `n`), never as completed. The header and a text of at most
+# 64 KiB are read with a timeout of 10 s (a frame a thief took whole never
+# comes); a longer text without one, since `read -t` reads a byte at a time.
 __sk_load() {
   local LC_ALL=C __sk_h __sk_s __sk_n __sk_k=0
   __sk_c=
@@ -323,12 +310,18 @@ __sk_load() {
   done
   return 1
 }
+# `__sk_flush` throws away what is left on descriptor 60: at most 16 times
+# 64 KiB.
 __sk_flush() {
   local __sk_j __sk_i=0
   while (( __sk_i++ < 16 )) && builtin read -t 0 -u 60; do
     IFS= builtin read -r -N 65536 -t 0.02 -u 60 __sk_j || :
   done
 }
+# `__sk_on`, the first line the `eval` runs, sets `__sk_ran` (which `__sk_pre`
+# empties), switches tracing and verbose mode back on, and restores `$?`.
+# `set -e` makes a non-zero `$?` restore fatal, so it is restored only
+# without `-e`.
 __sk_on() {
   local __sk_status=$__sk_last
   __sk_ran=1
@@ -338,6 +331,11 @@ __sk_on() {
   case $__sk_flags in *x*) builtin set -x;; esac
   return $__sk_status
 }
+# `__sk_post` is the last line of the `eval`, so that `eval` itself never
+# fails: under `set -e` that would end the shell after an exempt failure such
+# as `false && true`. It keeps the status and the shell options, switches
+# tracing and verbose mode off, and re-asserts PROMPT_COMMAND. Under `set -v`
+# its line is echoed.
 __sk_post() {
   __sk_last=$?
   __sk_posted=1
@@ -347,6 +345,10 @@ __sk_post() {
   if [[ -n $__sk_traps ]]; then __sk_keep_exit_trap; fi
   return 0
 }
+# A command that mentions `trap` (`__sk_pre N t`) may have replaced our EXIT
+# trap: `__sk_keep_exit_trap` puts it back in front of the user's. It reads
+# the trap from a command substitution (which still shows the shell's traps),
+# never from a file a command could rewrite before it is `eval`ed.
 __sk_keep_exit_trap() {
   local __sk_t='' __sk_a=()
   __sk_t=$(builtin trap -p EXIT) || return 0
@@ -354,8 +356,13 @@ __sk_keep_exit_trap() {
   builtin eval "__sk_a=($__sk_t)" || :
   builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
+# The EXIT trap sends the state when the shell exits.
 builtin trap '{ __sk_state; } 2>/dev/null' EXIT
 __sk_assert
+# `readonly -f`: a command, or a line pushed into the idle shell's input
+# (legacy TIOCSTI), can neither redefine nor remove a function, so none can
+# report an end the command did not reach. A shell gets the functions once: a
+# nested shell or one `exec` replaced starts without them.
 builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_send __sk_state \
   __sk_drain __sk_settle __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
   __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null

@@ -1,60 +1,22 @@
 //! The orphan guard: a separate process that outlives the server and stops
-//! whatever the server was running when the server dies.
+//! whatever the server was running when the server dies. Every child of the
+//! server gets a parent-death signal, but that reaches only the direct child:
+//! a `sleep 300 &` started by a command, or the jobs of a PTY session, would
+//! survive a server killed with SIGKILL. [`Guard`] is the server's handle,
+//! which tells the guard over a Unix socket pair what is live; [`serve`] is
+//! the guard process's whole life.
 //!
-//! Every child of the server gets a parent-death signal, but that reaches
-//! only the direct child: a `sleep 300 &` started by a command, or the jobs
-//! of a PTY session, would survive a server killed with SIGKILL. So the
-//! server starts a guard (its own executable with a hidden subcommand) and
-//! tells it, over a Unix socket pair, the server's scope token and which
-//! process groups, sessions and control groups are live. When the server is
-//! gone, the guard ends every process that carries the token in its
-//! environment and everything still watched, removes the server's runtime
-//! directory (the one thing given on its command line, which is no secret)
-//! and exits. It gives no grace: everything is stopped (SIGSTOP, or killed
-//! as a control group) before anything is killed, so that nothing it ends
-//! can fork, or kill the guard, in between.
+//! Not for: deciding what to watch (the runner and the sessions do), nor
+//! building processes or sending signals (`process` does both), nor stopping
+//! what the server ran when it ends normally (the server does that itself).
 //!
-//! Commands run as the same user as the guard, so the channel is built so
-//! that they cannot reach, blind or steer it:
-//!
-//! - The guard makes itself non-dumpable before it reads anything, so its
-//!   `/proc/PID/fd`, memory and environment belong to root; a socket cannot
-//!   be reopened through `/proc` anyway (unlike the pipe this used to be).
-//! - Both ends of the pair are close-on-exec in the server (itself not
-//!   dumpable), and the guard marks its end close-on-exec too: no command
-//!   inherits either.
-//! - The guard checks the other end (`SO_PEERCRED`): it must be its parent
-//!   and of its user. The token travels as the first message, never on a
-//!   command line, where every user can read it.
-//! - It notices the server's death three ways, so that no held descriptor
-//!   can hide it: end of file on the socket, a parent-death signal (SIGTERM,
-//!   blocked and read through a `signalfd`, so a command's `kill` cannot end
-//!   the guard with it either), and its parent pid, checked at start and
-//!   whenever it wakes.
-//! - Lines are bounded ([`LINE_LIMIT`]); a line it does not understand is
-//!   logged and ignored.
-//!
-//! The guard can still be stopped or killed (SIGSTOP, SIGKILL, by a
-//! command). The server's [`Guard`] handle notices at once (a thread waits
-//! for it, stops included): a stopped guard is continued, a dead one
-//! replaced by a new one that is told everything watched; either is logged
-//! and kept as a notice for the next reply of every session. A guard that keeps dying at once is given up;
-//! every session's next reply says so, and the server still stops everything
-//! itself when it ends normally.
-//!
-//! [`Guard`] is the server's handle; [`serve`] is the guard process's whole
-//! life. This module does not decide what to watch (the runner and the
-//! sessions do), and it neither builds processes nor sends signals itself:
-//! `process` does both.
-//!
-//! The protocol is one line per event: `scope TOKEN` (first), `+g PGID` and
-//! `-g PGID` watch and forget a process group, `+s SID` and `-s SID` a
-//! session, `+p PID START` and `-p PID START` a process (by its start time)
-//! and its descendants, `+c DIR` and `-c DIR` a control-group directory, and `reset`
-//! forgets everything watched (the server sends it before telling a guard
-//! that fell behind the whole list again), and `end` says the server is
-//! ending normally, having stopped what it ran: a server gone without it
-//! was killed or crashed, and the guard logs a warning saying so.
+//! Invariants: commands, which run as the same user, cannot reach, blind or
+//! steer the guard (non-dumpable, close-on-exec ends, `SO_PEERCRED`, the
+//! token never on a command line: [`serve`], [`Guard::spawn_with_token`]).
+//! The server never blocks on its guard ([`OUTBOX_LIMIT`]). When the server is
+//! gone, everything is stopped before anything is killed ([`serve`]). A guard
+//! that is replaced, given up or never started is told in every session's
+//! next reply ([`Guard::take_notice`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
@@ -70,12 +32,15 @@ use crate::private_fs;
 use crate::process::{self, Mark, Targets, TerminationMode};
 
 /// The longest line the guard accepts (a control group's path is the
-/// longest thing the server sends); longer ones are ignored.
+/// longest thing the server sends); longer ones are ignored, and so is,
+/// with a logged warning, a line it does not understand.
 pub(crate) const LINE_LIMIT: usize = 4096;
 
 /// A guard that dies this soon after it started, this many times in a row,
 /// is not started again: it cannot run (its executable was replaced, say),
-/// or something kills it as soon as it starts.
+/// or something kills it as soon as it starts. Every session's next reply
+/// says it was given up, and the server still stops everything itself when
+/// it ends normally.
 const SHORT_LIFE: Duration = Duration::from_secs(1);
 const SHORT_LIVES_BEFORE_GIVING_UP: u32 = 5;
 
@@ -139,10 +104,12 @@ impl Guard {
 
     /// Starts `program args` as the orphan guard (the server passes its own
     /// executable and its hidden guard subcommand) and tells it `token`
-    /// first. The guard gets its own process group and no parent-death
-    /// signal from us, so it outlives the server. It is started by the
-    /// handle's own thread, which lives as long as the guard is wanted: a
-    /// parent-death signal the guard asks for is tied to that thread.
+    /// first, over the channel: never on its command line, where every
+    /// user can read it. The guard gets its own process group and no
+    /// parent-death signal from us, so it outlives the server. It is started
+    /// by the handle's own thread, which lives as long as the guard is
+    /// wanted: a parent-death signal the guard asks for is tied to that
+    /// thread.
     pub fn spawn_with_token(
         program: &Path,
         args: &[&str],
@@ -500,6 +467,13 @@ impl Notices {
 
 /// The thread that starts the guard, waits for it and replaces it when it
 /// dies before the handle closed its channel.
+///
+/// A command can still stop or kill the guard (SIGSTOP, SIGKILL). Since
+/// this thread waits for it, stops included, it notices at once: a stopped
+/// guard is continued, a dead one replaced by a new one that is told
+/// everything watched; either is logged and kept as a notice for the next
+/// reply of every session. One that keeps dying at once is given up
+/// ([`SHORT_LIFE`]).
 struct Keeper {
     shared: Arc<Mutex<GuardState>>,
     program: PathBuf,
@@ -628,7 +602,8 @@ impl Keeper {
     /// Starts one guard with a fresh channel and tells it the token and
     /// everything watched. The guard's end of the pair becomes its stdin;
     /// the server keeps no copy of it, so the guard reads end of file once
-    /// the server's end is closed.
+    /// the server's end is closed. Both ends are close-on-exec in the server
+    /// (itself not dumpable), so no command inherits either.
     fn start(&self, state: &mut GuardState) -> io::Result<Child> {
         // Both ends are close-on-exec: no other child inherits either.
         let (server_end, guard_end) = UnixStream::pair()?;
@@ -649,7 +624,8 @@ impl Keeper {
     }
 }
 
-/// What the guard process is given on its command line: nothing secret.
+/// What the guard process is given on its command line: nothing secret
+/// (the runtime directory is the one thing given there).
 #[derive(Debug, Clone, Default)]
 pub struct GuardOptions {
     /// The server's runtime directory, removed once the server is gone.
@@ -659,19 +635,30 @@ pub struct GuardOptions {
 /// The guard process's whole life, run by the server binary's hidden guard
 /// subcommand with its end of the channel from the server (its stdin).
 ///
-/// First, before reading anything, it makes itself non-dumpable, ignores
-/// SIGINT and SIGHUP (a ^C or a closing terminal must not take the safety
-/// net down before the server), blocks SIGTERM and asks for it as its
-/// parent-death signal, and checks that the other end of `channel` is its
-/// parent, of its user. Then it records what the server watches and forgets
-/// until the server is gone (end of file, the parent-death signal, or a
-/// parent that is not the server any more), then ends every process in
+/// Commands run as the same user as the guard; they must not reach, blind
+/// or steer it. First, before reading anything, it makes itself
+/// non-dumpable, so that its `/proc/PID/fd`, memory and environment belong
+/// to root (a socket, unlike a pipe, cannot be reopened through `/proc`
+/// anyway); its end of the channel is a close-on-exec copy
+/// (`process::guard_channel_from_stdin`). It ignores SIGINT and SIGHUP (a
+/// ^C or a closing terminal must not take the safety net down before the
+/// server), blocks SIGTERM and asks for it as its parent-death signal, read
+/// through a `signalfd` (so a command's `kill` cannot end the guard with it
+/// either), and checks (`SO_PEERCRED`) that the other end of `channel` is
+/// its parent, of its user.
+///
+/// Then it records what the server watches and forgets until the server is
+/// gone, which it notices three ways so that no held descriptor can hide
+/// it: end of file, the parent-death signal, or a parent that is not the
+/// server any more ([`watch_until_gone`]). Then it ends every process in
 /// each watched control group (`cgroup.kill`), every process carrying the
-/// server's token, every process group still watched and every process in
-/// each watched session, with no grace: all stopped first (SIGSTOP), then
-/// killed ([`process::stop_then_kill`]), so that none can react in between.
-/// Then it removes the runtime directory. It returns how the processes went
-/// away (`None` when nothing was alive), or an error if it could not start.
+/// server's token in its environment, every process group still watched
+/// and every process in each watched session, with no grace: all stopped
+/// first (SIGSTOP, or killed as a control group), then killed
+/// ([`process::stop_then_kill`]), so that none can fork, or kill the guard,
+/// in between. Then it removes the runtime directory and exits. It returns
+/// how the processes went away (`None` when nothing was alive), or an error
+/// if it could not start.
 pub fn serve(channel: OwnedFd, options: &GuardOptions) -> io::Result<Option<TerminationMode>> {
     // Before anything else: from here on, no process of our user can open
     // our descriptors through /proc, take them with pidfd_getfd, or read
@@ -936,14 +923,21 @@ fn stop_cgroup(dir: &Path) {
     }
 }
 
-/// One line of the protocol between the server and its guard.
+/// One line of the protocol between the server and its guard, one per
+/// event: `scope TOKEN` (first), `+g PGID` and `-g PGID` watch and forget a
+/// process group, `+s SID` and `-s SID` a session, `+p PID START` and
+/// `-p PID START` a process (by its start time) and its descendants,
+/// `+c DIR` and `-c DIR` a control-group directory; then `reset` and `end`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Message {
     /// The server's scope token.
     Scope(String),
-    /// Forget everything watched.
+    /// Forget everything watched. The server sends it before telling a
+    /// guard that fell behind the whole list again.
     Reset,
-    /// The server is ending normally and has stopped what it ran.
+    /// The server is ending normally and has stopped what it ran. A server
+    /// gone without it was killed or crashed, and the guard logs a warning
+    /// saying so.
     End,
     Watch(Target),
     Forget(Target),

@@ -1,69 +1,20 @@
 //! Whether the foreground job waits for input: the one test behind
-//! `waiting_for_input`.
+//! `waiting_for_input` ([`job_look`], [`Reading`]); whether it sits at the
+//! terminal using no CPU ([`JobLook::at_terminal`], [`JobCpu`]); and whether
+//! one process, a shell at its prompt, is blocked reading the terminal
+//! ([`process_reads_terminal`], [`shell_reads_terminal`]). The kernel has no
+//! event for this, so callers sample it; everything comes from `/proc` and
+//! `sock_diag` netlink queries.
 //!
-//! A process reads the terminal when one of its threads is asleep in a
-//! system call that reads it: `read` on a descriptor that is the PTY slave
-//! or `/dev/tty` (`getpass`, `sudo` and `ssh` open `/dev/tty`), or `poll`,
-//! `select`, `pselect6`, `ppoll` or an `epoll` wait whose set includes such
-//! a descriptor for reading (line editors wait there before they read). A
-//! server asleep on its sockets does not read the terminal.
+//! Not for: when to look and what a wait does to a command (the supervisor,
+//! `session/supervise.rs`, and `session/timing.rs`); recognising which shell
+//! sits at a prompt (`proc_shell.rs`); signals (`process/`).
 //!
-//! Reading the terminal is not enough for a prompt ([`job_look`]): the
-//! job waits for input only when nothing else in it is still at work. It is
-//! [`Reading::Unsure`] when a process of the job is running (`R`, or `D`
-//! in the kernel), is asleep in anything but a wait for input, for its
-//! children, on a descriptor or to write into a full pipe (`sleep`, a
-//! lock), or when a set that holds
-//! the terminal (or any set a process of the job waits on) also holds
-//! something that may still produce:
-//! - a pipe whose write end a live process holds (a child's stdout: apt
-//!   waiting for dpkg while it polls the terminal);
-//! - a PTY master whose slave a live process holds (apt runs dpkg on a
-//!   terminal of its own);
-//! - a Unix socket with a connected peer (`sock_diag`), unless it has shut
-//!   its end; any other socket (TCP, or when `sock_diag` cannot say).
-//!
-//! A process that itself reads the terminal never counts as a producer:
-//! its pipe to the next command of a pipeline, or a self-pipe or socket
-//! pair an event loop keeps for wake-ups (Python's asyncio, libuv), waits
-//! on the same prompt. A pipe or socket whose writers are all gone
-//! (end of file pending) produces nothing more: such a set is a prompt.
-//! Callers treat `Unsure` as running, never as a prompt.
-//!
-//! A job can also sit at the terminal without being a sure prompt
-//! ([`JobLook::at_terminal`]): a process of it waits on a set that holds
-//! the terminal, nothing of it is running or asleep elsewhere, and what
-//! else may still produce is a socket only (`ssh`'s connection, `docker
-//! exec -it`'s stream, a Node CLI's keep-alive sockets), never a local pipe
-//! or PTY a live process writes (apt's dpkg, a child's output). Together
-//! with the job's CPU time ([`JobCpu`], from `/proc/PID/stat`: two looks
-//! with the same processes and no CPU used between them) that tells a
-//! remote or interactive session at rest from a hang: the caller discounts
-//! such time as it does time at a prompt. A process blocked on a socket or
-//! a pipe alone does not read the terminal, and a busy loop uses CPU.
-//!
-//! The kernel has no event for this, so callers sample it. Everything comes
-//! from `/proc`: the blocked call and its arguments from
-//! `/proc/PID/task/TID/syscall`, thread states from its `stat`, descriptor
-//! targets from `/proc/PID/fd` and access modes from `fdinfo`,
-//! `poll`/`select` sets from the process's memory (`/proc/PID/mem`, which
-//! the server may read because it is the ancestor of every command it
-//! runs), `epoll` interest lists from `/proc/PID/fdinfo`; the peer of a Unix
-//! socket from a `sock_diag` netlink query. Plain file reads, no `ptrace`. A
-//! process we may not inspect (a set-uid `sudo`) counts as not reading.
-//! This module only looks; it signals nothing.
-//!
-//! Bounded by construction: at most [`MAX_TASKS`] threads per process,
-//! [`MAX_FDS`] descriptors and a [`MAX_SET_BYTES`] descriptor set are read
-//! per look, and [`MAX_MEMBERS`] processes of the job (one `stat` file
-//! each for the CPU time). Writers are looked for only among the processes
-//! of the shell's session and their descendants, at most
-//! [`MAX_SESSION_PROCESSES`] of them, and only when a set holds a pipe, a
-//! socket or a PTY master: a plain prompt (`read`, a line editor's `select`
-//! on the terminal alone) costs no more than the job's own `/proc` files.
-//! A look happens only after the output went quiet, at most once every
-//! second or so while nothing changes (the supervisor's schedule), so an
-//! `ssh` session left for an hour costs one such look a second.
+//! Invariants: it only looks: plain reads of `/proc` files, no `ptrace`, no
+//! signal, nothing written to a process. A look is bounded by construction
+//! ([`MAX_TASKS`], [`MAX_FDS`], [`MAX_SET_BYTES`], [`MAX_MEMBERS`],
+//! [`MAX_SESSION_PROCESSES`]). A job is a prompt only when nothing else of it
+//! can still wake it; anything in doubt is [`Reading::Unsure`] ([`job_look`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
@@ -71,15 +22,21 @@ use std::path::Path;
 
 use crate::process;
 
-/// Threads looked at per process.
+/// Threads looked at per process, per look.
 pub(crate) const MAX_TASKS: usize = 256;
-/// Descriptors looked at per process.
+/// Descriptors looked at per process, per look.
 pub(crate) const MAX_FDS: usize = 4096;
-/// Bytes of a `poll` array or `select` set read from a process's memory.
+/// Bytes of a `poll` array or `select` set read from a process's memory,
+/// per set.
 pub(crate) const MAX_SET_BYTES: usize = 32 * 1024;
-/// Processes of the foreground job looked at.
+/// Processes of the foreground job looked at, per look (one `stat` file each
+/// for the CPU time).
 pub(crate) const MAX_MEMBERS: usize = 256;
-/// Processes of the session whose descriptors are searched for writers.
+/// Processes of the session whose descriptors are searched for writers, per
+/// look: the processes of the shell's session and their descendants, and
+/// only when a set holds a pipe, a socket or a PTY master, so a plain prompt
+/// (`read`, a line editor's `select` on the terminal alone) costs no more
+/// than the job's own `/proc` files.
 pub(crate) const MAX_SESSION_PROCESSES: usize = 1024;
 
 /// What a look at the foreground job found.
@@ -92,7 +49,8 @@ pub(crate) enum Reading {
     Prompt,
     /// A process of the job is blocked reading the terminal, but the job
     /// may still be at work (a process running or sleeping, a live writer
-    /// on a pipe it waits on, a connected socket): not a prompt.
+    /// on a pipe it waits on, a connected socket): not a prompt. Callers
+    /// treat it as running, never as a prompt.
     Unsure,
 }
 
@@ -101,15 +59,23 @@ pub(crate) enum Reading {
 pub(crate) struct JobLook {
     /// Whether it reads the terminal, and whether that is a prompt.
     pub reading: Reading,
-    /// It reads the terminal, nothing of it runs or sleeps elsewhere, and
-    /// only sockets may still produce for it (or nothing: a prompt).
+    /// It sits at the terminal, without being a sure prompt: a process of
+    /// it waits on a set that holds the terminal, nothing of it runs or
+    /// sleeps elsewhere, and what else may still produce for it is a socket
+    /// only (`ssh`'s connection, `docker exec -it`'s stream, a Node CLI's
+    /// keep-alive sockets) or nothing (a prompt), never a local pipe or PTY
+    /// a live process writes (apt's dpkg, a child's output). With no CPU
+    /// used between two looks ([`JobCpu::still_since`]) this tells a remote
+    /// or interactive session at rest from a hang, and the caller discounts
+    /// such time as it does time at a prompt: a process blocked on a socket
+    /// or a pipe alone does not read the terminal, and a busy loop uses CPU.
     pub at_terminal: bool,
     /// Its processes and the CPU time they used, at this look.
     pub cpu: JobCpu,
 }
 
 /// The processes of a job (pid and start time) and the CPU time they and
-/// their reaped children used, in clock ticks.
+/// their reaped children used, in clock ticks, from `/proc/PID/stat`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct JobCpu {
     members: Vec<(i32, u64)>,
@@ -168,6 +134,16 @@ fn clock_ticks_per_second() -> u64 {
 /// (`JobLook::reading`); writers are looked for among the processes of
 /// session `session` (the shell's) and their descendants. Also whether the
 /// job sits at the terminal, and its CPU time.
+///
+/// Reading the terminal is not enough for a prompt: the job waits for input
+/// only when nothing else in it is still at work. It is [`Reading::Unsure`]
+/// when a process of the job is busy ([`ProcessLook`]), or when a set that
+/// holds the terminal (or any set a process of the job waits on) also holds
+/// something that may still produce ([`Source::may_produce`]).
+///
+/// The supervisor looks only after the output went quiet, at most once
+/// every second or so while nothing changes, so an `ssh` session left for
+/// an hour costs one such look a second.
 pub(crate) fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
     let mut look = JobLook { reading: Reading::No, at_terminal: false, cpu: JobCpu::default() };
     if pgid <= 1 {
@@ -216,7 +192,9 @@ pub(crate) fn job_look(pgid: i32, tty: &Path, session: i32) -> JobLook {
 
 /// Whether a thread of process `pid` is blocked reading the terminal,
 /// whatever else it waits on (a shell at its prompt, for the driver and the
-/// watcher).
+/// watcher): asleep in a call whose set ([`BlockedCall::wait_set`]) holds
+/// the terminal ([`waits_on_terminal`]). A server asleep on its sockets does
+/// not read the terminal.
 pub(crate) fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
     // The driver asks this before typing every command: no more reads than
     // the answer needs (no thread states, no other descriptors).
@@ -232,7 +210,8 @@ pub(crate) fn process_reads_terminal(pid: i32, tty: &Path) -> bool {
 }
 
 /// Whether one of the descriptors `set` of process `pid` is the terminal
-/// `tty` (by the path it links to, or `/dev/tty`).
+/// `tty` (by the path it links to, or `/dev/tty`, which `getpass`, `sudo`
+/// and `ssh` open).
 fn waits_on_terminal(pid: i32, set: &[i64], tty: &Path) -> bool {
     set.iter().take(MAX_FDS).any(|fd| {
         std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
@@ -252,13 +231,17 @@ pub(crate) fn shell_reads_terminal(pid: i32, tty: &Path) -> Option<bool> {
     Some(set.is_some_and(|set| waits_on_terminal(pid, &set, tty)))
 }
 
-/// One process of the job at one look.
+/// One process of the job at one look, from `/proc/PID/task/TID/syscall`
+/// and `stat` for each thread and `/proc/PID/fd` for the terminal.
 #[derive(Debug, Default)]
 struct ProcessLook {
-    /// A thread is blocked reading the terminal.
+    /// A thread is blocked reading the terminal, as for
+    /// [`process_reads_terminal`]. A process we may not inspect (a set-uid
+    /// `sudo`) counts as not reading.
     reads_terminal: bool,
-    /// A thread is running, or the process is asleep in something other
-    /// than a wait for input, for its children or on descriptors.
+    /// A thread is running (`R`, or `D` in the kernel), or the process is
+    /// asleep in something other than a wait for input, for its children,
+    /// on descriptors or to write into a full pipe (`sleep`, a lock).
     busy: bool,
     /// The descriptors other than the terminal that its blocked reads and
     /// waits also wait on.
@@ -336,9 +319,11 @@ fn terminal_descriptors(pid: i32, tty: &Path) -> BTreeSet<i64> {
 /// and that may still produce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Source {
-    /// The read end of a pipe (its inode).
+    /// The read end of a pipe (its inode): a child's stdout, as apt's when
+    /// it waits for dpkg while it polls the terminal.
     Pipe(u64),
-    /// A PTY master; its slave is `/dev/pts/N`.
+    /// A PTY master; its slave is `/dev/pts/N` (apt runs dpkg on a terminal
+    /// of its own).
     Master(String),
     /// A socket (its inode).
     Socket(u64),
@@ -365,7 +350,12 @@ impl Source {
     }
 
     /// Whether a live process other than the terminal's readers may still
-    /// write to it.
+    /// write to it: a pipe whose write end a live process holds, a PTY
+    /// master whose slave a live process holds, a Unix socket with a
+    /// connected peer ([`UnixSocket::has_live_peer`]); any other socket (TCP,
+    /// or when `sock_diag` cannot say) may. A pipe or socket whose writers
+    /// are all gone (end of file pending) produces nothing more: a set of
+    /// only those is a prompt.
     fn may_produce(&self, holders: &Holders) -> bool {
         match self {
             Source::Pipe(inode) => holders.pipe_writers.contains(inode),
@@ -386,7 +376,10 @@ fn bracketed(target: &str, prefix: &str) -> Option<u64> {
 }
 
 /// What the processes of the session other than the terminal's readers
-/// hold: write ends of pipes, PTY slaves, sockets.
+/// hold: write ends of pipes, PTY slaves, sockets. A process that itself
+/// reads the terminal never counts as a producer: its pipe to the next
+/// command of a pipeline, or a self-pipe or socket pair an event loop keeps
+/// for wake-ups (Python's asyncio, libuv), waits on the same prompt.
 #[derive(Debug, Default)]
 struct Holders {
     pipe_writers: BTreeSet<u64>,
@@ -577,8 +570,9 @@ impl BlockedCall {
     }
 
     /// The descriptors this call waits to read (descriptors of `pid`):
-    /// one for `read`, the set of a `poll`, `select` or `epoll` wait; `None`
-    /// for any other call, or a set that cannot be read.
+    /// one for `read`, the set of a `poll`, `ppoll`, `select`, `pselect6` or
+    /// `epoll` wait (line editors wait there before they read); `None` for
+    /// any other call, or a set that cannot be read.
     fn wait_set(&self, pid: i32) -> Option<Vec<i64>> {
         let [a0, a1, ..] = self.args;
         if !self.waits_on_descriptors() {
@@ -654,7 +648,9 @@ fn epoll_set(pid: i32, epfd: i64) -> Vec<i64> {
         .collect()
 }
 
-/// `len` bytes of the memory of `pid` at `address`.
+/// `len` bytes of the memory of `pid` at `address`, from `/proc/PID/mem`,
+/// which the server may read because it is the ancestor of every command
+/// it runs.
 fn read_memory(pid: i32, address: u64, len: usize) -> Option<Vec<u8>> {
     let file = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     let mut bytes = vec![0u8; len];

@@ -1,100 +1,21 @@
-//! Secret masking: every registered secret value, its encodings, and the
-//! shapes of well-known credentials become [`MASK`] in output text, whole
-//! or in pieces.
+//! Secret masking, as a pure function of text and state: every registered
+//! secret value, its encodings, and the shapes of well-known credentials
+//! become [`MASK`] in output text, whole or in pieces. [`Secrets`] is what
+//! is masked, built once; a [`StreamMasker`] is the state of one stream of
+//! text.
 //!
-//! [`Secrets`] is what is masked, built once (from the list another module
-//! makes out of flags, files and the environment); a [`StreamMasker`] is
-//! the state of one stream of text (a terminal command's output, one `run`
-//! stream, what background jobs print), so that a secret split between
-//! pieces, or printed in pieces with pauses between them, is masked as if
-//! the stream had come whole: `output::pass`, the one place every piece of
-//! output passes, calls it.
+//! Not for: finding the values (`secrets.rs`), choosing which text passes
+//! (`output::pass`, the one place every piece of output passes, and
+//! `terminal::RawMasker` for a terminal's raw stream), or rendering.
 //!
-//! What is masked, as [`MASK`]:
-//! - each registered value (8 characters or more; a shorter one is
-//!   skipped: it cannot be masked without wrecking the output); each line
-//!   of a multi-line value on its own (lines of 8 characters or more);
-//! - for each of those, its base64 at each of the three byte alignments (as
-//!   GitHub's runner does: the value encoded after 0, 1 and 2 unknown bytes,
-//!   less the characters that depend on the bytes around it and on
-//!   padding), its URL encoding (every byte but `A-Z a-z 0-9 - . _ ~`
-//!   percent-encoded) and its JSON string escaping;
-//! - with shapes on, well-known credentials wherever they appear, registered
-//!   or not ([`SHAPES`]): GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`,
-//!   `ghr_` and 36 or more letters and digits; `github_pat_`), GitLab
-//!   (`glpat-`), AWS access key ids (`AKIA`/`ASIA` and 16 capitals or
-//!   digits), Slack (`xoxa-`, `xoxb-`, `xoxp-`, `xoxo-`, `xoxs-`, `xoxr-`),
-//!   Stripe (`sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`), OpenAI and
-//!   Anthropic (`sk-` and 20 or more of `A-Z a-z 0-9 _ -` with a digit:
-//!   `sk-proj-…`, `sk-ant-…`), Google API keys (`AIza` and 35 characters),
-//!   the body of a private key's PEM block (the runs of base64 between
-//!   `-----BEGIN … PRIVATE KEY-----` and the next `-----`), and the password
-//!   of a URL (`scheme://user:PASSWORD@host`: only the password). A token
-//!   must not follow a letter, digit or `_`.
-//!
-//! What is matched is the text a person sees:
-//! - **invisible characters** ([`is_invisible`]: DEL, Unicode format
-//!   characters such as U+200B, U+2060, U+FEFF, the soft hyphen and
-//!   direction marks, U+034F, variation selectors) are set aside: a value
-//!   or a shape with them inside is matched, and the whole span, the
-//!   invisible characters in it included, is masked (those outside a match
-//!   stay);
-//! - **wrapped base64**: a line of exactly 64 or 76 base64 characters
-//!   (`base64`, `openssl base64`, PEM) goes on on the next line, so the
-//!   base64 of a registered value is matched across the break (the mask
-//!   takes the break with it);
-//! - **a value a shape masked** (a URL's password, a token) is masked
-//!   wherever it comes again in the rest of the stream (`cat .env`: the
-//!   password of `DATABASE_URL`, then `DB_PASSWORD`), if it has 8 bytes or
-//!   more; at most [`LEARNED_LIMIT`] values of at most [`LEARNED_BYTES`]
-//!   bytes a stream. The scope is the stream (a command's output, one `run`
-//!   stream), from where the value is learned on: what was released before
-//!   cannot be taken back, and a set shared between commands would grow
-//!   with every output.
-//!
-//! Cost: text that is ASCII without DEL and holds no line of 64 or 76
-//! characters is matched as it is (one vectorised ASCII check, one `memchr`
-//! for DEL, one `memchr` pass over line breaks when values are registered);
-//! other text costs one copy of the piece and four bytes per byte of it
-//! for the map back. Learned values cost one substring search each per
-//! piece.
-//!
-//! Overlapping or touching matches are masked as their union: one
-//! [`MASK`]. One Aho-Corasick automaton (a DFA) finds, in one pass, every
-//! overlapping match of the values and their encodings and every literal
-//! beginning of a shape; each beginning is then judged by its shape's rule
-//! (a run of its characters within its lengths, a URL's `:…@`, a PEM
-//! marker). The shapes are literal beginnings and character runs, which
-//! this decides exactly and also tells, at the end of a piece, how much is
-//! still undecided; a regular expression engine could not tell that.
-//!
-//! # Streaming
-//!
-//! [`StreamMasker::push`] releases the text it can decide and holds back the
-//! shortest tail that could still begin a match: at most the longest value
-//! pattern less one byte, and for a shape up to the first character that
-//! decides it (a token's run ends or reaches its longest, a URL reaches its
-//! `@`). The next piece decides it; the end of the stream releases
-//! everything. So any split of a stream gives the same text as masking it
-//! whole (a property test checks it). A mask that reaches the end of what
-//! was released stays open: what follows it and belongs to the same match
-//! is not released again.
-//!
-//! Released early, held text cannot always be decided: a reply taken while
-//! text is held shows it as masked as the text so far allows
-//! ([`StreamMasker::preview`]), except that a tail that begins a
-//! registered value (or an encoding of it) shows only its first
-//! [`PREVIEW_CHARS`] characters until the line goes on or ends. The terminal's
-//! committed text comes in whole lines (no pattern spans a line, apart
-//! from a PEM body, which is decided a character at a time), so there
-//! nothing is held except after a line longer than the renderer's limit
-//! was cut, and a reply shows that held part together with the rest of
-//! the line.
+//! Invariant: any split of a stream masks as the stream would whole:
+//! [`StreamMasker::push`] holds back every tail that could still begin a
+//! match (the test `any_split_masks_as_the_whole_does` checks it).
 //!
 //! What masking cannot do: a command that sends a secret over the network,
 //! writes it to a file of its own, or prints it transformed in a way not
-//! listed here (reversed, split with other text between its parts, another
-//! encoding) is not stopped.
+//! listed at [`Secrets`] (reversed, split with other text between its
+//! parts, another encoding) is not stopped.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -108,12 +29,31 @@ pub const MASK: &str = "<secret-hidden>";
 /// line it is on has not gone on yet ([`StreamMasker::preview`]).
 pub(crate) const PREVIEW_CHARS: usize = 4;
 
-/// Values shorter than this many bytes are not masked.
+/// Values shorter than this many bytes are not masked, nor are lines of a
+/// multi-line value or encodings that short: a shorter one cannot be masked
+/// without wrecking the output.
 pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// The secrets of a session or of the `run` commands: values, their
-/// encodings, and (if on) the shapes of well-known credentials. Its `Debug`
-/// shows names and counts, never a value.
+/// encodings, and (if on) the shapes of well-known credentials. Built once,
+/// from the list `secrets.rs` makes out of flags, files and the
+/// environment. Its `Debug` shows names and counts, never a value.
+///
+/// What is masked, as [`MASK`]:
+/// - each registered value of [`MIN_SECRET_LEN`] bytes or more, and each
+///   line of a multi-line value on its own (lines of that length or more:
+///   `forms`);
+/// - for each of those, its base64 at each of the three byte alignments, its
+///   URL encoding and its JSON string escaping (`encodings`);
+/// - with shapes on, well-known credentials wherever they appear, registered
+///   or not ([`SHAPES`]);
+/// - a value a shape masked, wherever it comes again in the rest of the
+///   same stream ([`StreamMasker::learn`]).
+///
+/// What is matched is the text a person sees: without invisible characters
+/// ([`is_invisible`]), and base64 wrapped at 64 or 76 columns as one line
+/// (`Seen`). Overlapping or touching matches are masked as their union: one
+/// [`MASK`].
 #[derive(Default)]
 pub struct Secrets {
     /// The names of the registered values (for notices; never the values).
@@ -153,6 +93,11 @@ impl PartialEq for Secrets {
 
 /// A set of literal patterns: the automaton that finds them and what tells
 /// whether a text ends with the beginning of one.
+///
+/// One Aho-Corasick automaton (a DFA) finds, in one pass, every overlapping
+/// match of the values and their encodings and every literal beginning of a
+/// shape; each beginning is then judged by its shape's rule ([`judge`]: a
+/// run of its characters within its lengths, a URL's `:…@`, a PEM marker).
 struct Patterns {
     matcher: AhoCorasick,
     beginnings: Beginnings,
@@ -282,8 +227,9 @@ fn forms(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// `form` and its encodings: base64 at three alignments, URL encoding,
-/// JSON string escaping (those that differ from it).
+/// `form` and its encodings: base64 at three alignments
+/// ([`base64_aligned`]), URL encoding ([`url_encode`]), JSON string
+/// escaping (those that differ from it).
 fn encodings(form: &str) -> Vec<String> {
     let mut all = vec![form.to_owned()];
     for prefix in 0..3 {
@@ -302,7 +248,8 @@ const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 /// The base64 characters of `value` encoded after `prefix` (0 to 2)
 /// unknown bytes, less those that depend on the unknown bytes before it or
 /// after it (and on padding): what any base64 of text that holds `value`
-/// at that alignment contains.
+/// at that alignment contains. Masking all three alignments is what
+/// GitHub's runner does.
 pub(crate) fn base64_aligned(value: &[u8], prefix: usize) -> String {
     let mut bytes = vec![0u8; prefix];
     bytes.extend_from_slice(value);
@@ -334,6 +281,11 @@ pub(crate) fn url_encode(value: &str) -> String {
 }
 
 /// How a shape's beginning is judged.
+///
+/// The shapes are literal beginnings and character runs, which [`judge`]
+/// decides exactly and which also tell, at the end of a piece, how much is
+/// still undecided ([`Verdict::Undecided`]); a regular expression engine
+/// could not tell that.
 #[derive(Debug, Clone, Copy)]
 enum Rule {
     /// A token: its beginning, then a run of `body` characters of `min` to
@@ -389,7 +341,22 @@ const fn token_with_digit(
 }
 
 /// The shapes of well-known credentials, masked wherever they appear when
-/// shapes are on. At one place, the first that matches wins.
+/// shapes are on, registered or not. At one place, the first that matches
+/// wins; a token must not follow a letter, digit or `_`.
+///
+/// - GitHub tokens: `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` and 36 or more
+///   letters and digits; `github_pat_`;
+/// - GitLab: `glpat-`;
+/// - AWS access key ids: `AKIA` or `ASIA` and 16 capitals or digits;
+/// - Slack: `xoxa-`, `xoxb-`, `xoxp-`, `xoxo-`, `xoxs-`, `xoxr-`;
+/// - Stripe: `sk_live_`, `rk_live_`, `sk_test_`, `rk_test_`;
+/// - OpenAI and Anthropic: `sk-` and 20 or more of `A-Z a-z 0-9 _ -` with a
+///   digit (`sk-proj-…`, `sk-ant-…`);
+/// - Google API keys: `AIza` and 35 characters;
+/// - the body of a private key's PEM block: the runs of base64 between
+///   `-----BEGIN … PRIVATE KEY-----` and the next `-----`;
+/// - the password of a URL (`scheme://user:PASSWORD@host`: only the
+///   password).
 pub(crate) const SHAPES: &[Shape] = &[
     token("ghp_", alnum, 36, 255),
     token("gho_", alnum, 36, 255),
@@ -420,8 +387,8 @@ pub(crate) const SHAPES: &[Shape] = &[
 /// Bytes of a URL's user name and of its password that are looked at.
 const URL_PART_LIMIT: usize = 256;
 
-/// Values a stream learns from the shapes it masked (see
-/// the module's comment); a stream that masks more shapes than this
+/// Values a stream learns from the shapes it masked
+/// ([`StreamMasker::learn`]); a stream that masks more shapes than this
 /// masks the later ones where they are only.
 pub(crate) const LEARNED_LIMIT: usize = 16;
 
@@ -532,8 +499,11 @@ impl Pem {
     }
 }
 
-/// The masking state of one stream of text: the tail held back until it
-/// is decided, and what the last release left open.
+/// The masking state of one stream of text (a terminal command's output,
+/// one `run` stream, what background jobs print): the tail held back until
+/// it is decided, and what the last release left open. So a secret split
+/// between pieces, or printed in pieces with pauses between them, is masked
+/// as if the stream had come whole.
 #[derive(Clone, Default)]
 pub struct StreamMasker {
     /// Text not released yet.
@@ -554,8 +524,7 @@ pub struct StreamMasker {
     /// Else, how many base64 characters the line has before it.
     line_b64: usize,
     /// Values a shape masked earlier in the stream (a URL's password, a
-    /// token): masked wherever they appear again in it, at most
-    /// [`LEARNED_LIMIT`] of at most [`LEARNED_BYTES`] bytes.
+    /// token): see [`StreamMasker::learn`].
     learned: Vec<String>,
 }
 
@@ -580,6 +549,14 @@ impl StreamMasker {
     /// Takes in the next piece of the stream and returns the text that can
     /// be released, masked, with the number of masks in it; `end`: the
     /// stream ends here, so everything is released.
+    ///
+    /// It holds back the shortest tail that could still begin a match: at
+    /// most the longest value pattern less one byte, and for a shape up to
+    /// the first character that decides it (a token's run ends or reaches
+    /// its longest, a URL reaches its `@`). The next piece decides it. So
+    /// any split of a stream gives the same text as masking it whole. A mask
+    /// that reaches the end of what was released stays open: what follows it
+    /// and belongs to the same match is not released again.
     pub fn push<'a>(&mut self, secrets: &Secrets, text: &'a str, end: bool) -> (Cow<'a, str>, u64) {
         if secrets.is_empty() {
             return self.release_plain(text);
@@ -652,6 +629,15 @@ impl StreamMasker {
     /// those of `shaped` spans (released whole, before `release`) from
     /// where each is; holds back a tail that may begin one (unless `end`).
     /// Returns the values learned here.
+    ///
+    /// So a value a shape masked is masked wherever it comes again in the
+    /// rest of the stream (`cat .env`: the password of `DATABASE_URL`, then
+    /// `DB_PASSWORD`), if it has [`MIN_SECRET_LEN`] bytes or more; at most
+    /// [`LEARNED_LIMIT`] values of at most [`LEARNED_BYTES`] bytes a stream.
+    /// The scope is the stream (a command's output, one `run` stream), from
+    /// where the value is learned on: what was released before cannot be
+    /// taken back, and a set shared between commands would grow with every
+    /// output. Each learned value costs one substring search per piece.
     fn learn(
         &self,
         text: &str,
@@ -699,8 +685,15 @@ impl StreamMasker {
     /// line a command has not finished, a progress line).
     ///
     /// A tail that begins a registered value (or one of its encodings) is
-    /// shown to its first [`PREVIEW_CHARS`] characters only: the rest of
-    /// the value may come with the rest of the line.
+    /// shown to its first [`PREVIEW_CHARS`] characters only, until the line
+    /// goes on or ends: the rest of the value may come with the rest of the
+    /// line.
+    ///
+    /// The terminal's committed text comes in whole lines (no pattern spans
+    /// a line, apart from a PEM body, which is decided a character at a
+    /// time), so there nothing is held except after a line longer than the
+    /// renderer's limit was cut, and a reply shows that held part together
+    /// with the rest of the line.
     pub fn preview(&self, secrets: &Secrets, text: &str) -> (String, u64) {
         let mut stream = self.clone();
         let (released, masks) = stream.push(secrets, text, false);
@@ -927,6 +920,9 @@ fn b64_or_cr(b: u8) -> bool {
 /// exactly one of [`WRAP_COLUMNS`] base64 characters (`line`: how many the
 /// first line has before `bytes`, `None` if it has something else). One
 /// `memchr` pass; a line is looked at only when its length fits.
+///
+/// Such a line goes on on the next, so the base64 of a registered value is
+/// matched across the break ([`Seen::of`] leaves it out).
 fn wrap_breaks(bytes: &[u8], line: Option<usize>) -> Vec<Range<usize>> {
     let mut breaks = Vec::new();
     // Most text has no line that long: a line of 64 bytes or more holds a
@@ -973,11 +969,20 @@ fn wrap_breaks(bytes: &[u8], line: Option<usize>) -> Vec<Range<usize>> {
 }
 
 /// A window of text as a person sees it: without its invisible characters
-/// ([`is_invisible`]), with where each of its bytes is in the window.
+/// ([`is_invisible`]) and the breaks of wrapped base64 ([`wrap_breaks`]),
+/// with where each of its bytes is in the window.
 ///
-/// Bounded: text with none (all ASCII text without DEL is found so with
-/// one vectorised pass and one `memchr`) costs no copy; otherwise one copy
-/// of the window and one `u32` per byte of it.
+/// Matches are found in it and mapped back ([`Seen::span`]): a value or a
+/// shape with invisible characters inside is matched, and the whole span,
+/// the invisible characters in it included, is masked (those outside a
+/// match stay); a mask across a wrapped line's break takes the break with
+/// it.
+///
+/// Bounded: text that is ASCII without DEL and holds no line of 64 or 76
+/// characters is matched as it is, with no copy (one vectorised ASCII
+/// check, one `memchr` for DEL, one `memchr` pass over line breaks when
+/// values are registered); other text costs one copy of the window and one
+/// `u32` (four bytes) per byte of it for the map back.
 enum Seen {
     /// Nothing invisible: the window as it is.
     Same,

@@ -1,71 +1,20 @@
 //! Recordings: every shell of a recorded session written as an asciinema
-//! recording, masked, bounded and private; and reading one back for
-//! `shellkeep replay`.
+//! recording (asciicast v2), masked, bounded and private; and reading one
+//! back for `shellkeep replay` ([`read_cast`], [`replay_delay`]).
 //!
-//! **Format: asciicast v2** (docs.asciinema.org/manual/asciicast/v2), not
-//! v3. The asciinema CLI that Debian and Ubuntu ship (2.2) opens only v1 and
-//! v2 ("only asciicast v1 and v2 formats can be opened"); the 3.x CLI opens
-//! v2 as well, and every other tool that records an agent's terminal writes
-//! v2. What v3 adds is written in v2's terms: times are absolute (seconds
-//! since the start, capped as below), and the shell's exit, v3's `x`
-//! event, is a marker.
+//! Not for: deciding which sessions are recorded (the server's
+//! configuration does), playing a recording (the server's
+//! `shellkeep replay`, from the pure parts here), masking (`mask.rs`,
+//! through `terminal::RawMasker`), or the caps and retention of files
+//! (`output::SpillStore`).
 //!
-//! A recording is one file per shell (a session's reset starts a new file):
-//! a header line (`width`, `height`, `timestamp`, `idle_time_limit`,
-//! `title`, `env`), then one JSON array per event, each on its own line and
-//! written whole:
-//! - `o`: the terminal's output, as the PTY gave it, and each agent
-//!   command as `$ ` and its text;
-//! - `r`: the window's new size, `"COLSxROWS"`;
-//! - `m`: a marker at the start of each agent command, labelled with its
-//!   text (at most [`MAX_LABEL_CHARS`] characters); and markers of our own,
-//!   worded as sentences: the shell's end, input typed with echo off (not
-//!   recorded), output left out because the writer fell behind, and the
-//!   cut at a size limit;
-//! - `i`: a person's keys, only those typed while the terminal echoed
-//!   them; keys typed with echo off (a password) are never written, only
-//!   a marker that some were typed.
-//!
-//! **Without shellkeep's own traffic**: the terminal taps neither the
-//! integration's markers (they carry the marker nonce, a value that must
-//! never reach a file) nor the echo of the line that runs an agent's
-//! command; the recording shows the command as every view does
-//! (`terminal::typed_at_prompt`: `$ ` and its text).
-//!
-//! **Masked like `attach`**: output and input each pass a
-//! `terminal::RawMasker` with the session's secrets (a secret split
-//! between chunks is masked as if it came whole; bytes that are not UTF-8
-//! become U+FFFD), and a command's text is masked whole. Raw masking cannot
-//! catch a secret broken up by escape sequences (a colour change in its
-//! middle).
-//!
-//! **Timing**: a gap between two events longer than the idle limit is
-//! written as the idle limit, so a replay never waits long; the header's
-//! `idle_time_limit` says the same to players.
-//!
-//! **Bounded**: a [`Recorder`] writes into a `SpillStore` of its own, in the
-//! directory the server was given, whose limits are the cap per recording
-//! and the server's total; past either, the file ends with a marker saying
-//! where and why it was cut (one line beyond the cap). Files are private
-//! (0600, created new through `private_fs`, in a 0700 directory), named
-//! `shellkeep-<pid>-<hex>-<session>-<n>.cast`, and the store's retention
-//! deletes old ones as it deletes full outputs (age, then total size).
-//!
-//! **Never blocks the reader**: the sink ([`Recording`]) runs in the
-//! terminal's reader thread and only queues the tap (an `Arc` clone); a
-//! writer thread per recording masks, encodes and writes, flushing whenever
-//! its queue is empty; a flood of output it takes in batches
-//! (50 ms apart), so as not to wake for every read of the
-//! terminal on a machine whose cores the shell already keeps busy. It ends
-//! with the shell (after the exit's marker). At most [`QUEUE_BOUND`] bytes
-//! wait in the queue;
-//! output that comes while it is full is dropped, and a marker says how
-//! much. Commands, sizes and the exit are always queued (their text cut to
-//! [`MAX_QUEUED_COMMAND`] bytes).
-//!
-//! This module does not decide which sessions are recorded (the server's
-//! configuration does) and does not play recordings ([`read_cast`] and
-//! [`replay_delay`] are the pure parts of `shellkeep replay`).
+//! Invariants: a recording never slows the terminal's reader: its sink,
+//! [`Recording`], only queues, bounded by [`QUEUE_BOUND`], and a writer
+//! thread of its own does the rest. Nothing is written unmasked, and no key
+//! typed with echo off is written: every event is made by the [`Encoder`].
+//! A recording is private and bounded: its file comes from its
+//! [`Recorder`]'s own `SpillStore`, whose caps [`Writer::write`] asks
+//! before every write.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -123,6 +72,13 @@ pub struct RecordSettings {
 }
 
 /// A server's recorder: starts one [`Recording`] per recorded shell.
+///
+/// It writes into a `SpillStore` of its own, in the directory the server
+/// was given, whose limits are the cap per recording and the server's
+/// total; past either, the file ends with a marker saying where and why it
+/// was cut ([`Encoder::cut`]). Files are private (0600, created new through
+/// `private_fs`, in a 0700 directory), and the store's retention deletes
+/// old ones as it deletes full outputs (age, then total size).
 pub struct Recorder {
     store: Arc<SpillStore>,
     idle_limit: Duration,
@@ -170,6 +126,9 @@ impl Recorder {
     /// is `rows` by `cols`, masking `secrets`: creates its file, writes the
     /// header and starts its writer thread. The returned sink goes to the
     /// shell's terminal (`Terminal::add_sink`).
+    ///
+    /// One file per shell (a session's reset starts a new file), named
+    /// `shellkeep-<pid>-<hex>-<session>-<n>.cast`.
     pub fn start(
         &self,
         session: &str,
@@ -237,6 +196,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// One shell's recording, as its terminal's sink: queues every tap for the
 /// writer thread, never waits. Dropping it ends the recording once the
 /// writer has written what was queued.
+///
+/// It runs in the terminal's reader thread and only queues the tap (an
+/// `Arc` clone), at most [`QUEUE_BOUND`] bytes of them. Commands, sizes and
+/// the exit are always queued (a command's text cut to
+/// [`MAX_QUEUED_COMMAND`] bytes).
 pub struct Recording {
     path: PathBuf,
     queue: mpsc::Sender<Entry>,
@@ -298,7 +262,9 @@ struct Entry {
     skipped: u64,
 }
 
-/// The writer thread's side of a recording.
+/// The writer thread's side of a recording: one thread per recording
+/// masks, encodes and writes, and ends with the shell (after the exit's
+/// marker).
 struct Writer {
     file: std::io::BufWriter<std::fs::File>,
     spill: CommandSpill,
@@ -313,7 +279,8 @@ struct Writer {
 impl Writer {
     /// Writes every entry until the shell's end (nothing follows it) or
     /// until the sink is gone, flushing whenever the queue is empty; then
-    /// what the maskers still hold.
+    /// what the maskers still hold. A flood of output is taken in batches,
+    /// [`BATCH_WAIT`] apart.
     fn run(&mut self, entries: &mpsc::Receiver<Entry>, pending: &AtomicUsize) {
         let mut ended = false;
         while !ended {
@@ -355,7 +322,7 @@ impl Writer {
     }
 
     /// Writes `lines` if both caps allow all of them, else the marker of
-    /// the cut, and stops.
+    /// the cut, and stops: every line is written whole.
     fn write(&mut self, lines: &[u8]) {
         if self.stopped || lines.is_empty() {
             return;
@@ -392,7 +359,8 @@ impl Writer {
     }
 }
 
-/// A recording's header line for a terminal of `rows` by `cols`.
+/// A recording's header line for a terminal of `rows` by `cols`: `width`,
+/// `height`, `timestamp`, `idle_time_limit`, `title`, `env`.
 pub(crate) fn header(
     (rows, cols): (u16, u16),
     timestamp: SystemTime,
@@ -414,6 +382,21 @@ pub(crate) fn header(
 
 /// Turns taps into asciicast v2 event lines: masking, the capped clock.
 /// Pure but for its state; time is what the taps say.
+///
+/// Asciicast v2 (docs.asciinema.org/manual/asciicast/v2), not v3: the
+/// asciinema CLI that Debian and Ubuntu ship (2.2) opens only v1 and v2
+/// ("only asciicast v1 and v2 formats can be opened"); the 3.x CLI opens v2
+/// as well, and every other tool that records an agent's terminal writes
+/// v2. What v3 adds is written in v2's terms: times are absolute (seconds
+/// since the start, capped: [`Encoder::advance`]), and the shell's exit,
+/// v3's `x` event, is a marker.
+///
+/// Masked like `attach`: output and input each pass a
+/// `terminal::RawMasker` with the session's secrets (a secret split
+/// between chunks is masked as if it came whole; bytes that are not UTF-8
+/// become U+FFFD), and a command's text is masked whole. Raw masking cannot
+/// catch a secret broken up by escape sequences (a colour change in its
+/// middle).
 pub(crate) struct Encoder {
     secrets: Arc<Secrets>,
     output: RawMasker,
@@ -442,7 +425,22 @@ impl Encoder {
         }
     }
 
-    /// Appends the lines of one tap to `out`.
+    /// Appends the lines of one tap to `out`, each event on its own line
+    /// ([`event`]):
+    /// - `o`: the terminal's output, as the PTY gave it, and each agent
+    ///   command as `$ ` and its text, as every view shows it
+    ///   (`terminal::typed_at_prompt`): the terminal taps neither the echo
+    ///   of the line that runs it nor the integration's markers (they carry
+    ///   the marker nonce, a value that must never reach a file);
+    /// - `r`: the window's new size, `"COLSxROWS"`;
+    /// - `m`: a marker at the start of each agent command, labelled with its
+    ///   text (at most [`MAX_LABEL_CHARS`] characters); and markers of our
+    ///   own, worded as sentences: the shell's end, input typed with echo
+    ///   off (not recorded), output left out because the writer fell behind
+    ///   ([`Encoder::gap`]), and the cut at a size limit ([`Encoder::cut`]);
+    /// - `i`: a person's keys, only those typed while the terminal echoed
+    ///   them; keys typed with echo off (a password) are never written, only
+    ///   a marker that some were typed.
     pub(crate) fn tap(&mut self, tapped: &Tapped, out: &mut Vec<u8>) {
         let time = self.advance(tapped.mono);
         match &tapped.tap {
@@ -533,7 +531,9 @@ impl Encoder {
     }
 
     /// The recording's time of an event at `at`: the time of the last one
-    /// plus the gap, capped at the idle limit. Never goes back.
+    /// plus the gap, capped at the idle limit, so a replay never waits long
+    /// (the header's `idle_time_limit` says the same to players). Never
+    /// goes back.
     fn advance(&mut self, at: Instant) -> Duration {
         let gap = at.saturating_duration_since(self.last);
         if at > self.last {

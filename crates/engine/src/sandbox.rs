@@ -1,58 +1,23 @@
 //! The sandbox: what a command may write and whom it may reach, enforced by
-//! the kernel, not by bookkeeping.
+//! the kernel, not by bookkeeping. A [`Policy`] says what the server (or one
+//! session, one `run` command) asks for; [`check`] says what this kernel
+//! enforces of it; a [`Confinement`] is that policy built for one owner: a
+//! Landlock ruleset ([`landlock_ruleset`]), seccomp filters
+//! ([`integrity_filter`], [`network_filter`]) and a PID namespace
+//! ([`add_namespace`]). Also here: [`denial`], which reads a failed
+//! command's output for the signs of the sandbox, and [`PrivateTmp`].
 //!
-//! A [`Policy`] says what the server (or one session, one `run` command)
-//! asks for: a [`Mode`] for the filesystem, the network on or off. A
-//! [`Confinement`] is that policy made concrete for one owner (a session's
-//! shell, a `run` command), built in the parent: a Landlock ruleset (its
-//! descriptor) and compiled seccomp programs. `process` applies it in the
-//! child between fork and exec with three kinds of system call and nothing
-//! that allocates: `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`,
-//! `seccomp(SET_MODE_FILTER)`. Both are inherited by everything the child
-//! starts and can only be tightened, never loosened, so a policy is fixed
-//! for a shell's life: a stricter one needs a new session.
+//! Not for: applying the rules between fork and exec or making the namespace
+//! (`process`, which has the `unsafe`); the sandbox's words in replies and
+//! `doctor` (the server's `render/sandbox.rs`). This module builds rulesets
+//! and filters, has no `unsafe` and starts nothing.
 //!
-//! What each layer does:
-//!
-//! - **Landlock, the filesystem** (ABI 1, Linux 5.13): every right to write
-//!   (write, truncate, create, remove, link, rename across directories) is
-//!   handled and granted only beneath the writable directories: the
-//!   workspace (`WorkspaceWrite`), the owner's private directories (its
-//!   integration files, its temporary directory, exported as `TMPDIR`), and
-//!   the terminal devices (`/dev/null`, `/dev/tty`, `/dev/pts`,
-//!   `/dev/ptmx`, `/dev/zero`, `/dev/full`). Reading and executing are not
-//!   handled: they stay what the user's rights allow.
-//! - **Landlock, the network** (ABI 4, Linux 6.7): with the network off, TCP
-//!   bind and connect are handled with no port allowed; a second layer
-//!   under the seccomp filter below.
-//! - **Landlock, signals** (ABI 6, Linux 6.12): the signal scope, on in
-//!   every mode: no process of the sandbox can signal one outside it (the
-//!   server, the guard, another session).
-//! - **seccomp, integrity** (every mode): `ptrace`, `process_vm_readv` and
-//!   `writev`, `prctl(PR_SET_MM)`, the `TIOCSTI` and `TIOCLINUX` ioctls (on
-//!   the low 32 bits of the request, as the kernel reads it),
-//!   `io_uring_*`, `bpf`, `perf_event_open`, `userfaultfd`, the key
-//!   syscalls, and every signal system call aimed at the server's or the
-//!   guard's pid (or `kill(-1, …)`, which reaches every process of the
-//!   user) fail with `EPERM`. This is what stops a command that runs as the
-//!   server's user from doing to shellkeep's machinery what the user may:
-//!   the signal rules hold even where Landlock has no signal scope.
-//! - **seccomp, the network** (network off): `socket` for any family but
-//!   `AF_UNIX` fails with `EACCES`: UDP, raw and netlink sockets too, which
-//!   Landlock does not cover. A background server on a Unix socket works.
-//! - **A PID namespace** (where the host allows it: root, or unprivileged
-//!   user namespaces): the owner's shell is pid 2 under an init of ours,
-//!   with a private `/proc`; nothing it starts outlives it or the server
-//!   (`process::namespace`). Where the host refuses, the report says why
-//!   and the start goes on with the containment every owner has.
-//!
-//! Never silently unsandboxed: [`check`] says what this kernel enforces of
-//! a policy and refuses (naming what is missing) what it cannot enforce,
-//! unless the policy allows best effort; the report ([`Enforcement`]) goes
-//! into `doctor` and every reply.
-//!
-//! This module builds rulesets and filters and reads output for the signs
-//! of a denial ([`denial`]); it has no `unsafe` and starts nothing.
+//! Invariants: never silently unsandboxed: [`check`] refuses a policy this
+//! kernel cannot enforce, naming what is missing, unless the policy allows
+//! best effort, and the report ([`Enforcement`]) goes into `doctor` and every
+//! reply. A policy is fixed for a shell's life: what the child applies can
+//! only be tightened ([`Confinement`]), and a request may only tighten the
+//! policy it narrows ([`Policy::narrowed`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -252,10 +217,13 @@ pub fn check(policy: &Policy) -> Result<Enforcement, String> {
 }
 
 /// Adds what the namespace probe found to a confined owner's report. The
-/// PID namespace is a net under the rest, not part of a mode: where the
-/// host refuses it, the owner keeps the containment every owner has
-/// (control group, markers, guard), the report says why, and the start
-/// goes on (see `process::namespace`).
+/// PID namespace (where the host allows it: root, or unprivileged user
+/// namespaces) puts the owner's shell at pid 2 under an init of ours, with
+/// a private `/proc`; nothing it starts outlives it or the server. It is a
+/// net under the rest, not part of a mode: where the host refuses it, the
+/// owner keeps the containment every owner has (control group, markers,
+/// guard), the report says why, and the start goes on (see
+/// `process::namespace`).
 fn add_namespace(enforcement: &mut Enforcement, probe: Result<(), String>) {
     match probe {
         Ok(()) => enforcement.namespace = true,
@@ -299,9 +267,13 @@ fn enforcement(policy: &Policy) -> Enforcement {
     report
 }
 
-/// A policy made concrete for one owner, built in the parent: what the
-/// child applies between fork and exec ([`Confinement::rules`], which
-/// `process` applies).
+/// A policy made concrete for one owner (a session's shell, a `run`
+/// command), built in the parent: a Landlock ruleset (its descriptor) and
+/// compiled seccomp programs, what the child applies between fork and exec
+/// ([`Confinement::rules`], which `process` applies). Both are inherited by
+/// everything the child starts and can only be tightened, never loosened,
+/// so a policy is fixed for a shell's life: a stricter one needs a new
+/// session.
 #[derive(Debug)]
 pub(crate) struct Confinement {
     /// The Landlock ruleset, the seccomp programs and the namespace.
@@ -342,15 +314,31 @@ impl Confinement {
     }
 
     /// What the child applies between fork and exec: give it to the
-    /// owner's `Scope::with_confinement`.
+    /// owner's `Scope::with_confinement`. `process` applies it with three
+    /// kinds of system call and nothing that allocates:
+    /// `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`,
+    /// `seccomp(SET_MODE_FILTER)`.
     pub(crate) fn rules(&self) -> Arc<ChildRules> {
         Arc::clone(&self.rules)
     }
 }
 
-/// The Landlock ruleset of `policy` for a kernel of ABI `abi`: writes only
-/// beneath the writable directories, no TCP with the network off, no signal
-/// out of the sandbox (ABI 6). `None` when there is nothing to restrict.
+/// The Landlock ruleset of `policy` for a kernel of ABI `abi`; `None` when
+/// there is nothing to restrict.
+///
+/// - The filesystem (ABI 1, Linux 5.13): every right to write (write,
+///   truncate, create, remove, link, rename across directories) is handled
+///   and granted only beneath the writable directories: the workspace
+///   ([`Mode::WorkspaceWrite`]), the owner's private directories (`private`:
+///   its integration files, its temporary directory, exported as `TMPDIR`),
+///   and the terminal devices ([`DEVICES`]). Reading and executing are not
+///   handled: they stay what the user's rights allow.
+/// - The network (ABI 4, Linux 6.7): with the network off, TCP bind and
+///   connect are handled with no port allowed; a second layer under
+///   [`network_filter`].
+/// - Signals (ABI 6, Linux 6.12): the signal scope, on in every mode: no
+///   process of the sandbox can signal one outside it (the server, the
+///   guard, another session).
 fn landlock_ruleset(
     policy: &Policy,
     abi: u32,
@@ -457,8 +445,17 @@ fn with_x32(numbers: &[i64]) -> Vec<i64> {
     all
 }
 
-/// The integrity filter: what no sandboxed process may do to shellkeep's
-/// machinery or another process of the user, each failing with `EPERM`.
+/// The integrity filter, in every mode: what no sandboxed process may do to
+/// shellkeep's machinery or another process of the user, each failing with
+/// `EPERM`: `ptrace`, `process_vm_readv` and `writev`, `prctl(PR_SET_MM)`,
+/// the `TIOCSTI` and `TIOCLINUX` ioctls (on the low 32 bits of the request,
+/// as the kernel reads it), `io_uring_*`, `bpf`, `perf_event_open`,
+/// `userfaultfd`, the key syscalls, and every signal system call aimed at
+/// the pids `protect`, the server's and the guard's ([`protected_pids`]), or
+/// `kill(-1, …)`, which reaches every process of the user. This is what
+/// stops a command that runs as the server's user from doing to
+/// shellkeep's machinery what the user may: the signal rules hold even
+/// where Landlock has no signal scope.
 fn integrity_filter(protect: &[u32]) -> std::io::Result<BpfProgram> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let denied = [
@@ -529,8 +526,9 @@ fn integrity_filter(protect: &[u32]) -> std::io::Result<BpfProgram> {
     compile(rules, libc::EPERM)
 }
 
-/// The network filter: `socket` for every family but `AF_UNIX` fails with
-/// `EACCES`.
+/// The network filter, with the network off: `socket` for every family but
+/// `AF_UNIX` fails with `EACCES`: UDP, raw and netlink sockets too, which
+/// Landlock does not cover. A background server on a Unix socket works.
 fn network_filter() -> std::io::Result<BpfProgram> {
     let not_unix =
         SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)

@@ -1,60 +1,23 @@
-//! The JSON-RPC edge of the MCP connection: a transport between the
-//! server's stdin/stdout and `rmcp` that answers broken messages itself.
+//! The JSON-RPC edge of the stdio MCP connection: [`Wire`], the `rmcp`
+//! transport between the server's stdin and stdout. It reads stdin itself,
+//! line by line and bounded, answers a broken message with a JSON-RPC error
+//! before `rmcp` sees it ([`judge`]), gives `rmcp` ids of its own
+//! ([`InFlight`]), drops the notifications nothing acts on, notices that the
+//! client closed stdout ([`Wire::closed`]), and tells an [`Arrivals`] of each
+//! request's arrival and end. HTTP bodies are checked by the same rules
+//! ([`refusal`]).
 //!
-//! `rmcp`'s stdio transport silently drops a line that is not JSON, answers
-//! a known method with bad parameters as an unknown method (or with an error
-//! that has no `id`), lets a second request reuse the id of one still
-//! running (which makes it cancel the first one's command), and keeps
-//! reading after the client stopped reading our replies. This module reads
-//! stdin itself, line by line and bounded, and checks each message's
-//! JSON-RPC shape before `rmcp` sees it:
+//! Not for: any tool or the wording of replies (`tools`, `render`); the HTTP
+//! transport (`http`).
 //!
-//! - a line that is not JSON gets `-32700` with `id: null`; JSON nested
-//!   deeper than [`MAX_DEPTH`] levels (valid, but past the parser's bound
-//!   on its stack) gets `-32600` with its id when a scan finds one;
-//! - a message that is not a valid JSON-RPC 2.0 request, notification or
-//!   response gets `-32600`, with its id when it has a usable one; a batch
-//!   (a JSON array) is refused the same way: MCP has no batches;
-//! - a request for a method `rmcp` knows whose parameters do not fit gets
-//!   `-32602` with its id, and one for a method it does not know `-32601`
-//!   with a message that lists the methods to use;
-//! - a request whose id is already in flight gets `-32600` and the first
-//!   request is left alone;
-//! - a line longer than [`MAX_LINE`] is skipped without being kept and gets
-//!   `-32600` (with its id when it appears near the start of the line);
-//! - a notification the server does not act on (anything but a
-//!   cancellation and the first `notifications/initialized`) is dropped, so
-//!   a flood of them costs one parse each and never reaches `rmcp`.
-//!
-//! Valid messages go to `rmcp` over an in-memory channel, each request under
-//! an id of our own (see `InFlight`); its replies come back through
-//! [`Wire`]'s `send`, get the client's id back, and are written one whole
-//! line at a time.
-//!
-//! When stdout fails (the client closed it: `EPIPE`, or the pipe reports
-//! that its reader is gone) the wire stops forwarding requests and fires
-//! [`Wire::closed`], so the server can stop what it runs and exit instead of
-//! running commands nobody will see the result of.
-//!
-//! Bounds. One line costs at most [`MAX_LINE`] bytes of buffer (a longer one
-//! is discarded as it streams in, keeping only its first 4 KiB to find its
-//! id); the line being checked is held at most three times over (raw bytes,
-//! a `Value`, the typed message). Requests in flight (forwarded to `rmcp`
-//! and not yet answered) are limited to [`MAX_IN_FLIGHT`] requests and
-//! [`IN_FLIGHT_BYTES`] bytes of request lines; past either, the wire stops
-//! reading stdin until a reply goes out (backpressure, nothing is refused).
-//! The memory spent on requests is thus about [`IN_FLIGHT_BYTES`] +
-//! 3 × [`MAX_LINE`] ≈ 28 MiB at most. Time: each line is parsed twice,
-//! linear in its size.
-//!
-//! Arrival order. Requests reach `rmcp` in the order they arrived, but its
-//! handlers run as tasks in whatever order they are scheduled. The wire
-//! tells an [`Arrivals`] of each request as it forwards it (in arrival
-//! order, before `rmcp` sees it) and of its end, so that the tools can
-//! order calls by arrival (`wait_for_previous`). The ids it gives `rmcp`
-//! also grow in arrival order.
-//!
-//! It does not know any tool or how replies are worded.
+//! Invariants:
+//! - Replies go to stdout one whole line at a time ([`Output::write_line`]),
+//!   and nothing more is forwarded once stdout fails ([`read_messages`]).
+//! - Requests cost at most about [`IN_FLIGHT_BYTES`] + 3 × [`MAX_LINE`] ≈
+//!   28 MiB ([`read_bounded`], [`judge`], [`forward_bounded`]).
+//! - `rmcp` gets requests in arrival order, and [`Arrivals`] hears of each
+//!   before `rmcp` does ([`forward_bounded`]).
+//! - No two requests in flight share a client id ([`classify`]).
 
 use std::collections::HashMap;
 use std::io;
@@ -86,7 +49,7 @@ pub(crate) const MAX_IN_FLIGHT: usize = 64;
 /// answered.
 pub(crate) const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
 
-/// How much of an oversized line is kept to find its id.
+/// How much of an oversized line is kept to find its id: 4 KiB.
 const ID_SCAN: usize = 4096;
 
 /// The methods whose requests `rmcp` parses into typed parameters: a request
@@ -122,7 +85,9 @@ const INVALID_PARAMS: i64 = -32602;
 
 /// Told of each request the wire forwards to `rmcp`, in the order requests
 /// arrived, and of each one's end; what it makes of them is its own affair
-/// (the wire knows no tool).
+/// (the wire knows no tool). `rmcp` gets requests in arrival order but runs
+/// its handlers as tasks in whatever order they are scheduled: this is how
+/// the tools still order calls by arrival (`wait_for_previous`).
 pub(crate) trait Arrivals: Send + Sync {
     /// `request` arrived and goes to `rmcp` as `id`. Called from the one
     /// task that reads stdin, one request at a time in arrival order, before
@@ -136,7 +101,15 @@ pub(crate) trait Arrivals: Send + Sync {
 }
 
 /// The server's side of the connection: an `rmcp` transport fed by a
-/// checking reader task and writing replies to stdout.
+/// checking reader task ([`read_messages`]) over an in-memory channel, and
+/// writing replies to stdout.
+///
+/// It stands in for `rmcp`'s stdio transport, which silently drops a line
+/// that is not JSON, answers a known method with bad parameters as an
+/// unknown method (or with an error that has no `id`), lets a second
+/// request reuse the id of one still running (which makes it cancel the
+/// first one's command), and keeps reading after the client stopped
+/// reading our replies.
 pub(crate) struct Wire {
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
     output: Arc<Output>,
@@ -163,7 +136,8 @@ struct Output {
 /// the connection, and replies are given the client's id back. `rmcp` keys
 /// its per-request state by id and sends nothing for a cancelled request, so
 /// a client id reused after a cancellation would otherwise receive the old
-/// request's late reply and have its own command cancelled.
+/// request's late reply and have its own command cancelled. Our ids grow in
+/// arrival order.
 #[derive(Default)]
 struct InFlight {
     /// The client's id → our id and the request line's size.
@@ -234,8 +208,8 @@ impl Output {
         result
     }
 
-    /// Sends a JSON-RPC error of our own. Its message can quote what the client sent (a method's name, a
-    /// parameter): masked as output is.
+    /// Sends a JSON-RPC error of our own. Its message can quote what the
+    /// client sent (a method's name, a parameter): masked as output is.
     async fn error(&self, id: Value, code: i64, message: String) {
         let message = crate::logging::masked(&message);
         // Written by hand to keep the usual key order (`json!` sorts keys).
@@ -281,7 +255,11 @@ impl Wire {
         Wire { incoming, output, reader }
     }
 
-    /// Fired when the client can no longer read replies (stdout closed).
+    /// Fired when the client can no longer read replies: a write to stdout
+    /// failed (`EPIPE`), or the pipe reports that its reader is gone
+    /// ([`watch_stdout`]). The wire then stops forwarding requests, so that
+    /// the server can stop what it runs and exit instead of running commands
+    /// nobody will see the result of.
     pub(crate) fn closed(&self) -> CancellationToken {
         self.output.closed.clone()
     }
@@ -296,6 +274,8 @@ impl Drop for Wire {
 impl Transport<RoleServer> for Wire {
     type Error = io::Error;
 
+    /// Gives a reply the client's id back ([`Output::answered`]) and writes
+    /// it as one line; a reply to a request the client cancelled is dropped.
     fn send(
         &mut self,
         mut item: TxJsonRpcMessage<RoleServer>,
@@ -330,7 +310,9 @@ impl Transport<RoleServer> for Wire {
 }
 
 /// Reads lines until end of input or until stdout closes, answering broken
-/// ones and forwarding the rest.
+/// ones and forwarding the rest. A line longer than [`MAX_LINE`] gets
+/// `-32600`, with its id when [`scan_id`] finds it near the start of the
+/// line.
 async fn read_messages(
     mut read: BufReader<impl AsyncRead + Unpin>,
     tx: mpsc::Sender<ClientJsonRpcMessage>,
@@ -380,8 +362,11 @@ struct Forward {
     request: Option<RequestId>,
 }
 
-/// Sends `forward` to `rmcp` once the in-flight bounds allow it; false when
-/// `rmcp` stopped listening or stdout closed.
+/// Sends `forward` to `rmcp` once the in-flight bounds allow it, a request
+/// under an id of our own and after [`Arrivals::arrived`]; false when `rmcp`
+/// stopped listening or stdout closed. Past [`MAX_IN_FLIGHT`] requests or
+/// [`IN_FLIGHT_BYTES`] bytes of request lines it waits for a reply to go
+/// out, and stdin is not read meanwhile (backpressure: nothing is refused).
 async fn forward_bounded(
     forward: Forward,
     size: usize,
@@ -436,7 +421,9 @@ enum Line {
 }
 
 /// Reads one line into `line` (cleared first), never holding more than
-/// [`MAX_LINE`] bytes of it (plus a carriage return that ends it).
+/// [`MAX_LINE`] bytes of it (plus a carriage return that ends it): a longer
+/// line is discarded as it streams in, keeping only its first [`ID_SCAN`]
+/// bytes to find its id.
 async fn read_bounded(
     read: &mut BufReader<impl AsyncRead + Unpin>,
     line: &mut Vec<u8>,
@@ -476,8 +463,6 @@ async fn read_bounded(
     }
 }
 
-/// Checks one line: answers it if it is broken, else returns what to
-/// forward. Empty lines are ignored.
 /// What the check of one message decided.
 enum Verdict {
     /// Nothing to do (a blank line).
@@ -493,8 +478,23 @@ enum Verdict {
 }
 
 /// Checks one message's JSON and JSON-RPC shape, and that a request is
-/// one `rmcp` can serve (see the module's header); `in_flight` tells which
-/// ids are taken. Pure: the caller answers, forwards or drops.
+/// one `rmcp` can serve; `in_flight` tells which ids are taken. Pure: the
+/// caller answers, forwards or drops. Refused, and with which code:
+///
+/// - a line that is not JSON: `-32700` with `id: null`; JSON nested deeper
+///   than [`MAX_DEPTH`] levels (valid, but past the parser's bound on its
+///   stack): `-32600` with its id when [`scan_id`] finds one;
+/// - a message that is not a valid JSON-RPC 2.0 request, notification or
+///   response: `-32600`, with its id when it has a usable one; a batch (a
+///   JSON array) is refused the same way: MCP has no batches;
+/// - a request whose id is already in flight: `-32600`, and the first
+///   request is left alone;
+/// - a request for a method `rmcp` knows ([`KNOWN_METHODS`]) whose
+///   parameters do not fit: `-32602` with its id; for a method it does not
+///   know: `-32601` with a message that lists the methods to use.
+///
+/// Each line is parsed twice, in time linear in its size, so it is held at
+/// most three times over: raw bytes, a `Value`, the typed message.
 fn judge(line: &[u8], in_flight: &InFlight) -> Verdict {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -580,6 +580,8 @@ pub(crate) fn refusal(body: &[u8]) -> Option<(Value, i64, String)> {
     }
 }
 
+/// Checks one line: answers it if it is broken, else returns what to
+/// forward. Empty lines are ignored.
 async fn check(line: &[u8], output: &Output) -> Option<Forward> {
     // The lock on the ids in flight is released before anything is awaited.
     let verdict = judge(line, &output.in_flight());

@@ -1,55 +1,22 @@
-//! The Streamable HTTP transport (`serve --http ADDR`): `rmcp`'s
-//! Streamable HTTP service at [`ENDPOINT`], behind an authentication
-//! middleware, and `GET /healthz` beside it.
+//! The Streamable HTTP transport (`serve --http ADDR`): `rmcp`'s Streamable
+//! HTTP service at [`ENDPOINT`] behind an authentication middleware
+//! ([`authenticate`]), `GET /healthz` beside it ([`healthz`]), its own accept
+//! loop ([`accept`]), the drain on stop ([`Serving`]), and `doctor`'s line
+//! ([`doctor_line`]). Each principal is served from its own client.
 //!
-//! Both protocol eras are served: a 2026-07-28 client statelessly (each
-//! request carries its own metadata), a 2025-11-25 client in the protocol
-//! session its `initialize` opens (`legacy_session_mode`). Each request to
-//! [`ENDPOINT`] goes through, in order:
+//! Not for: the tokens and the places in flight ([`auth`]); the checks of a
+//! JSON-RPC message ([`crate::wire::refusal`]); any tool or the wording of
+//! replies (`tools`, `render`); the server's life (`serve`).
 //!
-//! 1. the bearer token ([`auth`]): missing or wrong, 401 with
-//!    `WWW-Authenticate: Bearer`; right, the request carries its
-//!    principal ([`tools::Principal`]) into `rmcp`'s request context, and
-//!    the handler serves it from that principal's client (its sessions,
-//!    `run` outputs and tasks); a request naming another principal's
-//!    protocol session (`Mcp-Session-Id`) is refused as an unknown session
-//!    (404);
-//! 2. for a POST, its body, read whole up to [`MAX_BODY`] (4 MiB, stdio's
-//!    longest line; beyond, 413) and checked as stdio's wire checks a line
-//!    (`wire::refusal`: not JSON, -32700; not a JSON-RPC message or a
-//!    batch, -32600; a known method's bad parameters, -32602; an unknown
-//!    method, -32601; each with the same words); a request (a method
-//!    and an id) takes one of its principal's [`MAX_IN_FLIGHT`] places
-//!    until its response has been sent or dropped; without a place it is
-//!    answered at once with a JSON-RPC error that says so (never queued);
-//! 3. `rmcp`'s own checks: `Host` among the bound loopback names
-//!    (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`, the bound address
-//!    itself) and `--allowed-host`; a present `Origin` among the bound
-//!    loopback origins and `--allowed-origin` (validation always on, as
-//!    the specification requires); either wrong, 403.
-//!
-//! `GET /healthz` answers 200 `ok` to anyone, with no other detail, for
-//! orchestrators' probes. Anything else is 404.
-//!
-//! Bounds. At most [`MAX_CONNECTIONS`] connections are open at once (more
-//! wait in the kernel's backlog); a request's head must arrive within
-//! [`HEAD_TIMEOUT`] (hyper's limits bound its size), which also closes a
-//! kept-alive connection left idle that long; its body within
-//! [`BODY_TIMEOUT`] (else 408) and [`MAX_BODY`] bytes, and only a request
-//! with a right token has its body read. A principal's calls in flight
-//! are at most [`MAX_IN_FLIGHT`], and principals are the configured ones
-//! (at most `auth::MAX_PRINCIPALS`).
-//!
-//! A client that closes a call's response stream cancels the call, as
-//! `notifications/cancelled` does on stdio: a terminal command keeps
-//! running and the next call reports everything.
-//!
-//! Stopping ([`Serving::stop_accepting`], then [`Serving::finish`]): the
-//! listener closes first; the caller then stops every session (so calls in
-//! flight end and are answered over their open streams), and what is still
-//! open after [`DRAIN`] is cut.
-//!
-//! It knows no tool; it does not word replies.
+//! Invariants:
+//! - Only a request with a right token reaches `rmcp` or has its body read
+//!   ([`authenticate`]).
+//! - A protocol session belongs to the principal that opened it ([`Owners`]).
+//! - A principal has at most [`MAX_IN_FLIGHT`] calls in flight; one more is
+//!   refused at once, never queued ([`authenticate`], [`Held`]).
+//! - `Host` and `Origin` are always checked ([`serve`]).
+//! - Connections, request heads and bodies are bounded in number, size and
+//!   time ([`accept`], [`authenticate`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -85,16 +52,18 @@ pub(crate) const HEALTH: &str = "/healthz";
 pub(crate) const MAX_BODY: usize = crate::wire::MAX_LINE;
 
 /// The most calls one principal may have in flight: stdio's bound.
+/// Principals are the configured ones (at most [`auth::MAX_PRINCIPALS`]).
 pub(crate) const MAX_IN_FLIGHT: usize = crate::wire::MAX_IN_FLIGHT;
 
 /// The most HTTP connections open at once.
 pub(crate) const MAX_CONNECTIONS: usize = 512;
 
-/// How long a client may take to send a request's head, and how long a
-/// connection kept alive between requests may sit idle.
+/// How long a client may take to send a request's head (hyper's limits
+/// bound its size), and how long a connection kept alive between requests
+/// may sit idle.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a client may take to send a request's body.
+/// How long a client may take to send a request's body (else 408).
 pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long responses may still flow once every session is stopped,
@@ -140,8 +109,9 @@ pub(crate) fn tokens(config: &HttpConfig, runtime_dir: &Path) -> anyhow::Result<
 }
 
 /// The `Host` values and `Origin`s a server bound at `addr` answers
-/// besides the flags': its loopback names and origins, and the bound
-/// address itself unless it is a wildcard (`0.0.0.0`, `::`).
+/// besides the flags': its loopback names (`127.0.0.1:PORT`,
+/// `localhost:PORT`, `[::1]:PORT`) and their origins, and the bound address
+/// itself unless it is a wildcard (`0.0.0.0`, `::`).
 pub(crate) fn bound_names(addr: SocketAddr) -> (Vec<String>, Vec<String>) {
     let port = addr.port();
     let mut hosts =
@@ -235,7 +205,12 @@ impl Owners {
     }
 }
 
-/// The HTTP server, running; see [`Serving::stop_accepting`].
+/// The HTTP server, running.
+///
+/// Stopping is [`Serving::stop_accepting`], then [`Serving::finish`]: the
+/// listener closes first; the caller then stops every session (so calls in
+/// flight end and are answered over their open streams), and what is still
+/// open after [`DRAIN`] is cut.
 pub(crate) struct Serving {
     /// The server's task: ends once every connection has closed.
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -247,6 +222,16 @@ pub(crate) struct Serving {
 
 /// Serves MCP on `listening` from `core`, checking `tokens`, until
 /// [`Serving::stop_accepting`]. `config` gives the extra hosts and origins.
+///
+/// Both protocol eras are served: a 2026-07-28 client statelessly (each
+/// request carries its own metadata), a 2025-11-25 client in the protocol
+/// session its `initialize` opens (`legacy_session_mode`). Only [`HEALTH`]
+/// and [`ENDPOINT`] are routed; anything else is 404.
+///
+/// After [`authenticate`], `rmcp` checks that `Host` is one of
+/// [`bound_names`] or an `--allowed-host`, and that a present `Origin` is
+/// one of their origins or an `--allowed-origin` (validation always on, as
+/// the specification requires); either wrong, 403.
 pub(crate) fn serve(
     listening: Listening,
     config: &HttpConfig,
@@ -370,7 +355,8 @@ impl Serving {
     }
 }
 
-/// `GET /healthz`: the process serves. No authentication, no detail.
+/// `GET /healthz`: the process serves. It answers 200 `ok` to anyone, with
+/// no authentication and no other detail, for orchestrators' probes.
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -393,8 +379,26 @@ struct Peek {
     method: Option<String>,
 }
 
-/// The middleware in front of [`ENDPOINT`]: the bearer token, the body's
-/// bound, the principal's calls in flight (see the module's header).
+/// The middleware in front of [`ENDPOINT`]. Each request goes through, in
+/// order:
+///
+/// 1. the bearer token ([`auth`]): missing or wrong, 401 ([`unauthorized`]);
+///    right, the request carries its principal ([`Principal`]) into `rmcp`'s
+///    request context, and the handler serves it from that principal's
+///    client (its sessions, `run` outputs and tasks); a request naming
+///    another principal's protocol session (`Mcp-Session-Id`) is refused as
+///    an unknown session (404, see [`Owners`]);
+/// 2. for a POST, its body, read whole within [`BODY_TIMEOUT`] and up to
+///    [`MAX_BODY`] (beyond, 413), and checked as stdio's wire checks a line
+///    ([`crate::wire::refusal`]: not JSON, -32700; not a JSON-RPC message or
+///    a batch, -32600; a known method's bad parameters, -32602; an unknown
+///    method, -32601; each with the same words, see [`refused`]); a request
+///    (a method and an id) takes one of its principal's [`MAX_IN_FLIGHT`]
+///    places ([`Held`]), and without one it is answered at once with a
+///    JSON-RPC error that says so ([`too_many_calls`]), never queued;
+/// 3. `rmcp`'s own checks of `Host` and `Origin` (see [`serve`]).
+///
+/// Only a request with a right token has its body read.
 async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let presented = request
         .headers()
@@ -487,7 +491,8 @@ fn is_length_limit(err: &axum::Error) -> bool {
     false
 }
 
-/// 401, with the challenge that names the scheme.
+/// 401, with the challenge that names the scheme (`WWW-Authenticate:
+/// Bearer`).
 fn unauthorized(wrong: bool) -> Response {
     let body =
         render::http_refusal(if wrong { &HttpRefusal::WrongToken } else { &HttpRefusal::NoToken });
@@ -549,6 +554,10 @@ fn too_many_calls(id: serde_json::Value) -> Response {
 /// A response body that holds its call's place among its principal's
 /// calls in flight until it has been sent whole, or dropped (the client
 /// went away).
+///
+/// A client that closes a call's response stream cancels the call, as
+/// `notifications/cancelled` does on stdio: a terminal command keeps
+/// running and the next call reports everything.
 struct Held {
     body: Body,
     slot: Option<Slot>,
