@@ -1954,6 +1954,11 @@ impl Perform for Renderer {
                 self.col = 0;
             }
             'G' | '`' => self.col = (count - 1).min(self.cols - 1),
+            // Row N, the column kept (`tput vpa`): rows count as for `H`.
+            'd' => {
+                self.move_to_row(count - 1);
+                self.col = self.col.min(self.max_col());
+            }
             'H' | 'f' => {
                 // Row 1 is the window's first row: the top of the screen
                 // once the window fills it (a pager repainting its page in
@@ -2205,6 +2210,18 @@ mod tests {
             let input = format!("{page}:\r\x1b[K{repaint}\x1b[50;1H:");
             check_on(50, 120, input, format!("{lines}:"));
         }
+    }
+
+    /// A row chosen by its number alone (`ESC [ N d`, the column kept), as
+    /// `tput vpa` and some pagers move: the same screen as with `ESC [ N H`.
+    #[test]
+    fn a_row_moved_to_by_number_alone_is_the_row_h_names() {
+        check("a\r\nb\r\nc\x1b[2dX", "a\nbX\nc");
+        check("a\r\nb\r\nc\x1b[dX\x1b[3dY", "aX\nb\nc Y");
+        let page: String = (1..50).map(|n| format!("line {n}\r\n")).collect();
+        let lines: String = (1..50).map(|n| format!("line {n}\n")).collect();
+        let by_rows: String = (1..50).map(|n| format!("\x1b[{n}d\x1b[1Gline {n}")).collect();
+        check_on(50, 120, format!("{page}:\r\x1b[K{by_rows}\x1b[50d\x1b[G:"), format!("{lines}:"));
     }
 
     /// Before the window fills the screen, row 1 is the first row of the
@@ -2462,10 +2479,11 @@ mod tests {
         check(b"\x1b[65535Gx", last_col("x"));
         check(b"\x1b[65535`x", last_col("x"));
         check(b"\x1b[1;65535Hx", last_col("x"));
-        // Absolute positioning stops at the last row, as cursor down does.
+        // Absolute positioning (`H`, `f`, `d`) stops at the last row, as
+        // cursor down does.
         check(b"\x1b[65535;65535fx", format!("\n\n\n\n{}", last_col("x")));
         check(b"\x1b[65535Ix", last_col("x"));
-        check(b"\x1b[65535dx", "x");
+        check(b"\x1b[65535dx", "\n\n\n\nx");
         // Down stops at the last of the window's 5 rows, and never scrolls.
         check(format!("{}x", "\x1b[65535B".repeat(4000)), "\n\n\n\nx");
         check(b"\x1b[2ex\x1b[65535Ey", "\n\nx\n\ny");
