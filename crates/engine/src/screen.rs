@@ -923,6 +923,11 @@ struct Line {
     /// whatever replaces a frame takes its place, until the row leaves the
     /// window.
     redrawn: bool,
+    /// The cursor came to this row by its number (`ESC [ N H`, `f`, `d`),
+    /// as a pager repaints its page: a line written there is another line
+    /// unless its text is the same, whatever its first word (the lines of
+    /// a log often share theirs: `commit`, a date). Judged once.
+    placed: bool,
 }
 
 impl Line {
@@ -945,6 +950,7 @@ impl Line {
         self.replaced = String::new();
         self.wrapped = false;
         self.redrawn = false;
+        self.placed = false;
     }
 
     /// Bytes held by this line.
@@ -1014,10 +1020,18 @@ impl Line {
     /// takes its place, as on a terminal (`Compiling…` then `Linking…` on
     /// one status line, bars that move up a row as others finish). A blank
     /// line replaces nothing: the erased version stands in for it.
+    /// On a row the cursor came to by its number ([`Line::placed`]), only
+    /// the same text is the same line, and it makes no progress row.
     fn judge(&mut self) {
         let Some(before) = self.before.take() else { return };
         let now = self.text();
-        if self.trimmed_len() > 0 && same_word(first_word(&before), first_word(&now)) {
+        let placed = std::mem::take(&mut self.placed);
+        if placed {
+            if now != before {
+                self.replaced.push_str(&before);
+                self.replaced.push('\n');
+            }
+        } else if self.trimmed_len() > 0 && same_word(first_word(&before), first_word(&now)) {
             self.redrawn = true;
         } else if !self.redrawn {
             self.replaced.push_str(&before);
@@ -1958,6 +1972,7 @@ impl Perform for Renderer {
             'd' => {
                 self.move_to_row(count - 1);
                 self.col = self.col.min(self.max_col());
+                self.line().placed = true;
             }
             'H' | 'f' => {
                 // Row 1 is the window's first row: the top of the screen
@@ -1966,6 +1981,7 @@ impl Perform for Renderer {
                 let col = params.iter().nth(1).and_then(|p| p.first().copied()).unwrap_or(1);
                 self.move_to_row(count - 1);
                 self.col = (usize::from(col.max(1)) - 1).min(self.cols - 1);
+                self.line().placed = true;
             }
             // Forward and backward tab stops.
             'I' => {
@@ -2222,6 +2238,36 @@ mod tests {
         let lines: String = (1..50).map(|n| format!("line {n}\n")).collect();
         let by_rows: String = (1..50).map(|n| format!("\x1b[{n}d\x1b[1Gline {n}")).collect();
         check_on(50, 120, format!("{page}:\r\x1b[K{by_rows}\x1b[50d\x1b[G:"), format!("{lines}:"));
+    }
+
+    /// A page repainted in place, row by row by number, with lines that
+    /// share their first word with the lines they replace (a log paged by
+    /// `less -X`): no line of either page is lost, none is doubled; the
+    /// same text written again is kept once.
+    #[test]
+    fn a_page_repainted_with_lines_of_the_same_first_word_keeps_both_pages() {
+        let page: String = (1..9).map(|n| format!("alpha {n}\r\n")).collect();
+        let next: String =
+            (1..5).map(|n| format!("\x1b[{n};1Halpha {}\x1b[K\r\n", n + 100)).collect();
+        check(
+            format!("{page}:\r\x1b[K{next}\x1b[5;1H:"),
+            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
+        );
+        let by_number: String =
+            (1..5).map(|n| format!("\x1b[{n}d\ralpha {}\x1b[K", n + 100)).collect();
+        check(
+            format!("{page}:\r\x1b[K{by_number}\x1b[5d\r:"),
+            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
+        );
+        // The same page painted again, then another: each line once.
+        let again: String = (5..9).map(|n| format!("\x1b[{};1Halpha {n}\x1b[K", n - 4)).collect();
+        check(
+            format!("{page}:\r\x1b[K{again}{next}\x1b[5;1H:"),
+            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
+        );
     }
 
     /// Before the window fills the screen, row 1 is the first row of the

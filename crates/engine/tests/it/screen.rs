@@ -48,7 +48,9 @@ async fn huge_cursor_moves_stop_at_the_window() {
 
     let reply =
         term.run("printf 'abc\\r\\e[65535@\\e[1;65535H\\e[65535G\\e[65535dx\\e[65535b\\n'").await;
-    assert_eq!(reply.output.text, format!("{}{}\n", " ".repeat(119), "x".repeat(121)));
+    // `\e[65535d` goes to the last row (of 50), as `H` does.
+    let expected = format!("{}{}{}\n", "\n".repeat(49), " ".repeat(119), "x".repeat(121));
+    assert_eq!(reply.output.text, expected);
     let reply = term.run("printf 'a\\nb\\rc\\r\\e[65535L\\n'").await;
     assert_eq!(reply.output.text, format!("a\n{}c", "\n".repeat(48)));
     term.session.close().await;
@@ -617,5 +619,24 @@ async fn a_full_screens_selected_item_is_marked() {
             "Pick a fruit (j: down, q: pick)\n\n  apples\n{mark}  pears\n  plums\npicked pears\n"
         )
     );
+    term.session.close().await;
+}
+
+/// A page repainted in place by row number (as `less -X` shows a log) with
+/// lines that share their first word with the ones they replace: through a
+/// real shell and PTY, every line of both pages is in the output once.
+#[tokio::test]
+async fn a_log_repainted_in_place_by_row_number_loses_no_line() {
+    let term = Term::new("screen-repaint").await;
+    let command = "for i in $(seq 60); do echo \"commit $i\"; done; \
+                   for r in $(seq 50); do printf '\\e[%d;1Hcommit %d\\e[K' $r $((r + 100)); done; \
+                   printf '\\e[50;1H\\n'";
+    let reply = term.run(command).await;
+    assert_eq!(reply.exit_code(), Some(0), "{reply:?}");
+    for n in (1..=60).chain(101..=150) {
+        let line = format!("commit {n}\n");
+        let count = reply.output.text.lines().filter(|l| format!("{l}\n") == line).count();
+        assert_eq!(count, 1, "{line:?} in {:?}", reply.output.text);
+    }
     term.session.close().await;
 }
