@@ -234,9 +234,12 @@ __sk_fallback() {
   fi
   __sk_end "$__sk_last" fallback
 }
-# `__sk_pre N` prints the start marker and loads the command into `__sk_c`,
-# after a first line `__sk_on`. The command starts on a line of its own so
-# that `set -v` echoes it.
+# `__sk_pre N LENGTH [FLAGS]` prints the start marker and loads command N,
+# whose text is LENGTH bytes, into `__sk_c`, after a first line `__sk_on`.
+# The command starts on a line of its own so that `set -v` echoes it. FLAGS:
+# `t`, the command mentions `trap` (see `__sk_keep_exit_trap`); `b`, its text
+# is not all ASCII (so `__sk_load` counts it in the C locale, where `read -N`
+# counts bytes: setting the locale costs as much as a read).
 #
 # The start marker carries the shell's count of the command lines it has read
 # (`\#` in a prompt, from the read-only `__sk_lines`): every command is one
@@ -246,13 +249,14 @@ __sk_fallback() {
 __sk_pre() {
   case :${HISTCONTROL-}: in
     *:ignorespace:* | *:ignoreboth:*) ;;
-    *) __sk_unhist "\\__sk_pre $1${2:+ $2};" ;;
+    *) __sk_unhist "\\__sk_pre $1 ${2-}${3:+ $3};" ;;
   esac
   __sk_seq=$1
   __sk_ran=
   __sk_posted=
   [[ -z ${SHELLKEEP_SCOPE-} ]] || builtin export SHELLKEEP_SCOPE="${SHELLKEEP_SCOPE%%/c[0-9]*}/c$1" || :
-  __sk_traps=${2-}
+  __sk_traps=
+  [[ ${3-} != *t* ]] || __sk_traps=t
   if [[ -n ${__sk_fbpc+set} ]]; then
     PROMPT_COMMAND=$__sk_fbpc
     builtin unset __sk_fbpc
@@ -260,55 +264,83 @@ __sk_pre() {
   __sk_assert
   PS1="$__sk_ps1$1\\a\\]"
   __sk_mark "S;$__sk_seq;${__sk_lines@P}"
-  if __sk_load "$1"; then
+  if __sk_load "$1" "${2-}" "${3-}"; then
     __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   else
     __sk_c=
   fi
   return 0
 } 2>/dev/null
-# `__sk_load N` reads command N's frame from descriptor 60, the shell's end of
-# a socket pair whose other end only the server holds: never through a file,
-# so no other process can replace it, and a value typed into a command never
-# touches the disk. A child that inherited the descriptor can take bytes out,
-# but what it writes there goes to the server, never to the shell (and a
-# socket, unlike a pipe, cannot be opened again through `/proc`).
+# `__sk_load N LENGTH FLAGS` reads command N's frame from descriptor 60, the
+# shell's end of a socket pair whose other end only the server holds: never
+# through a file, so no other process can replace it, and a value typed into a
+# command never touches the disk. A child that inherited the descriptor can
+# take bytes out, but what it writes there goes to the server, never to the
+# shell (and a socket, unlike a pipe, cannot be opened again through `/proc`).
 #
 # A frame is a header of 42 bytes (the number and LENGTH, each as 20 digits, a
-# space between, a newline after: one `read -N`, where a line is read a byte
-# at a time), then LENGTH bytes of text (in the C locale, so that `read -N`
-# counts bytes). Whole frames of earlier commands that nobody read (at most 8)
-# are skipped; anything else (a frame a thief took bytes of) loads nothing and
-# is flushed (`__sk_flush`), and the command is reported as never run (the
-# record's flag `n`), never as completed. The header and a text of at most
-# 64 KiB are read with a timeout of 10 s (a frame a thief took whole never
-# comes); a longer text without one, since `read -t` reads a byte at a time.
+# space between, a newline after), then LENGTH bytes of text. The typed line
+# gives N and LENGTH, so a frame of at most 64 KiB comes with one `read -N`
+# (in the C locale only when the text is not ASCII: FLAGS has `b`). Else, or
+# when that is not the frame asked for, the bytes are parsed as frames in the
+# C locale (`__sk_fill` reads what is missing): whole frames of earlier
+# commands that nobody read (at most 8) are skipped; anything else (a frame a
+# thief took bytes of) loads nothing and is flushed (`__sk_flush`), and the
+# command is reported as never run (the record's flag `n`), never as
+# completed. Reads of at most 64 KiB wait 10 s at most (a frame a thief took
+# whole never comes); a longer text is read without a timeout, since `read -t`
+# reads a byte at a time.
 __sk_load() {
-  local LC_ALL=C __sk_h __sk_s __sk_n __sk_k=0
+  local __sk_b="" __sk_h __sk_s __sk_n __sk_k=0
   __sk_c=
-  while (( __sk_k++ < 8 )); do
-    IFS= builtin read -r -N 42 -t 10 -u 60 __sk_h || return 1
+  [[ -n $1 && -n $2 && $1$2 != *[!0-9]* && ${#2} -le 9 ]] || return 1
+  if (( 10#$2 <= 65536 )); then
+    [[ $3 != *b* ]] || local LC_ALL=C
+    IFS= builtin read -r -N $(( 42 + 10#$2 )) -t 10 -u 60 __sk_b || [[ -n $__sk_b ]] || return 1
+    __sk_h=${__sk_b:0:42}
     __sk_s=${__sk_h:0:20} __sk_n=${__sk_h:21:20}
-    if [[ ${#__sk_h} != 42 || ${__sk_h:20:1} != ' ' || ${__sk_h:41} != $'\n' ||
-      $__sk_s$__sk_n == *[!0-9]* ]]; then
+    if (( ${#__sk_b} == 42 + 10#$2 )) && [[ ${__sk_h:20:1} == ' ' && ${__sk_h:41} == $'\n' &&
+      $__sk_s$__sk_n != *[!0-9]* ]] && (( 10#$__sk_s == 10#$1 && 10#$__sk_n == 10#$2 )); then
+      __sk_c=${__sk_b:42}
+      return 0
+    fi
+  fi
+  local LC_ALL=C
+  while (( __sk_k++ < 8 )); do
+    __sk_fill 42 || return 1
+    __sk_h=${__sk_b:0:42}
+    __sk_s=${__sk_h:0:20} __sk_n=${__sk_h:21:20}
+    if [[ ${__sk_h:20:1} != ' ' || ${__sk_h:41} != $'\n' || $__sk_s$__sk_n == *[!0-9]* ]]; then
       __sk_flush
       return 1
     fi
     __sk_s=$((10#$__sk_s)) __sk_n=$((10#$__sk_n))
-    if (( __sk_n <= 65536 )); then
-      IFS= builtin read -r -N "$__sk_n" -t 10 -u 60 __sk_c || :
-    else
-      IFS= builtin read -r -N "$__sk_n" -u 60 __sk_c || :
-    fi
-    if (( ${#__sk_c} != __sk_n )); then
-      __sk_c=
+    if ! __sk_fill $(( 42 + __sk_n )); then
       __sk_flush
       return 1
     fi
-    [[ $__sk_s != "$1" ]] || return 0
-    __sk_c=
+    if (( __sk_s == 10#$1 )); then
+      __sk_c=${__sk_b:42:__sk_n}
+      return 0
+    fi
+    __sk_b=${__sk_b:42 + __sk_n}
   done
   return 1
+}
+# `__sk_fill N` reads from descriptor 60 until `__sk_load`'s buffer holds N
+# bytes (it runs in the C locale): what is missing, with a timeout of 10 s
+# when that is at most 64 KiB. Fails when they do not come.
+__sk_fill() {
+  local __sk_m __sk_r=
+  __sk_m=$(( $1 - ${#__sk_b} ))
+  (( __sk_m > 0 )) || return 0
+  if (( __sk_m <= 65536 )); then
+    IFS= builtin read -r -N "$__sk_m" -t 10 -u 60 __sk_r || :
+  else
+    IFS= builtin read -r -N "$__sk_m" -u 60 __sk_r || :
+  fi
+  __sk_b+=$__sk_r
+  (( ${#__sk_b} >= $1 ))
 }
 # `__sk_flush` throws away what is left on descriptor 60: at most 16 times
 # 64 KiB.
@@ -365,4 +397,4 @@ __sk_assert
 # nested shell or one `exec` replaced starts without them.
 builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_send __sk_state \
   __sk_drain __sk_settle __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
-  __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null
+  __sk_fill __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null

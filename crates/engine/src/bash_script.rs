@@ -192,18 +192,24 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 }
 
 /// The line typed into the shell to run command number `seq`, whose text
-/// is `command`: it loads the command from its socket and runs it with `eval` at the
-/// top level. It starts with C-u, which discards a partial line a program
-/// left unread (a key without Enter), in the terminal's line editing and in
-/// readline alike. The leading space keeps it out of history; `__sk_pre`
+/// is `command`: it loads the command from its socket and runs it with
+/// `eval` at the top level. It names the text's length in bytes, so that
+/// the shell reads the frame with one read, and flags a text that mentions
+/// `trap` (`t`) or is not all ASCII (`b`: the shell then counts bytes in
+/// the C locale). It starts with C-u, which discards a partial line a
+/// program left unread (a key without Enter), in the terminal's line
+/// editing and in readline alike. The leading space keeps it out of history; `__sk_pre`
 /// sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
 /// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
 /// replace them. It is short: the shell reads what is typed a byte at a
 /// time, with three system calls for each (so no `--` after `eval`: the
 /// text `__sk_pre` loads starts with `{ __sk_on; }`, or is empty).
 pub(crate) fn run_line(seq: u64, command: &str) -> String {
-    let traps = if command.contains("trap") { " t" } else { "" };
-    format!("\x15 \\__sk_pre {seq}{traps};\\builtin eval \"$__sk_c\"\r")
+    let traps = if command.contains("trap") { "t" } else { "" };
+    let bytes = if command.is_ascii() { "" } else { "b" };
+    let flags = if traps.is_empty() && bytes.is_empty() { "" } else { " " };
+    let length = command.len();
+    format!("\x15 \\__sk_pre {seq} {length}{flags}{traps}{bytes};\\builtin eval \"$__sk_c\"\r")
 }
 
 /// The line typed into a shell that printed its prompt while command
@@ -401,6 +407,57 @@ mod tests {
         // Code of its own in place of the script runs nothing either.
         let evil = command_frame(42, "echo evil");
         assert_eq!(reinstalled(&evil, (42, script.len()), "echo ${__sk_seq-none}"), "none\n");
+    }
+
+    /// `__sk_load` called as the typed line calls it ([`run_line`]), on
+    /// what the command socket holds; `None` when it loads nothing.
+    fn loaded(sent: &[u8], seq: u64, text: &str) -> Option<String> {
+        use std::io::Write;
+        let (mut server, shell) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        server.write_all(sent).expect("write the frames");
+        drop(server);
+        let line = run_line(seq, text);
+        let args = line.strip_prefix("\x15 \\__sk_pre ").and_then(|l| l.split_once(';'));
+        let (args, _) = args.expect("the typed line");
+        let script = format!(
+            "exec 60<&0\n{}\n__sk_load {args} && printf '<%s>' \"$__sk_c\" || echo none",
+            integration(&files("/nonexistent"), 1, false)
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &script])
+            .stdin(std::os::fd::OwnedFd::from(shell))
+            .env("LANG", "C.UTF-8")
+            .output()
+            .expect("run bash");
+        let out = String::from_utf8(out.stdout).expect("utf-8");
+        out.strip_prefix('<').and_then(|o| o.strip_suffix('>')).map(str::to_owned)
+    }
+
+    /// The frame asked for comes whole, ASCII or not, after whole frames of
+    /// earlier commands nobody read (at most 8, whatever their text), and
+    /// in one piece or many; a frame a thief took bytes of, or frames of
+    /// other numbers only, load nothing.
+    #[test]
+    fn the_shell_loads_only_its_own_whole_frame() {
+        let ours = |text: &str| command_frame(7, text);
+        let stale = |n: u64| command_frame(n, "echo é ünï stale");
+        for text in ["echo hi", "echo é; echo ünï", "trap 'echo x' USR1", ""] {
+            assert_eq!(loaded(&ours(text), 7, text).as_deref(), Some(text), "{text}");
+            let after = [stale(5), stale(6), ours(text)].concat();
+            assert_eq!(loaded(&after, 7, text).as_deref(), Some(text), "{text} after two");
+        }
+        let long = format!("echo {}", "é".repeat(40_000));
+        assert_eq!(loaded(&ours(&long), 7, &long).as_deref(), Some(long.as_str()));
+        let seven: Vec<u8> = (20..27).flat_map(stale).chain(ours("echo hi")).collect();
+        assert_eq!(loaded(&seven, 7, "echo hi").as_deref(), Some("echo hi"));
+        let eight: Vec<u8> = (20..28).flat_map(stale).chain(ours("echo hi")).collect();
+        assert_eq!(loaded(&eight, 7, "echo hi"), None);
+        let sent = ours("echo hi; echo there");
+        let text = "echo hi; echo there";
+        assert_eq!(loaded(&sent[3..], 7, text), None, "the header's first bytes taken");
+        assert_eq!(loaded(&[&sent[..50], &sent[52..]].concat(), 7, text), None, "two bytes");
+        assert_eq!(loaded(&sent[..sent.len() - 1], 7, text), None, "the last byte taken");
+        assert_eq!(loaded(&command_frame(8, text), 7, text), None, "another number");
     }
 
     #[test]

@@ -2249,25 +2249,15 @@ mod tests {
         let page: String = (1..9).map(|n| format!("alpha {n}\r\n")).collect();
         let next: String =
             (1..5).map(|n| format!("\x1b[{n};1Halpha {}\x1b[K\r\n", n + 100)).collect();
-        check(
-            format!("{page}:\r\x1b[K{next}\x1b[5;1H:"),
-            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
-             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
-        );
         let by_number: String =
             (1..5).map(|n| format!("\x1b[{n}d\ralpha {}\x1b[K", n + 100)).collect();
-        check(
-            format!("{page}:\r\x1b[K{by_number}\x1b[5d\r:"),
-            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
-             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
-        );
         // The same page painted again, then another: each line once.
         let again: String = (5..9).map(|n| format!("\x1b[{};1Halpha {n}\x1b[K", n - 4)).collect();
-        check(
-            format!("{page}:\r\x1b[K{again}{next}\x1b[5;1H:"),
-            "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
-             alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:",
-        );
+        let both = "alpha 1\nalpha 2\nalpha 3\nalpha 4\n\
+                    alpha 5\nalpha 101\nalpha 6\nalpha 102\nalpha 7\nalpha 103\nalpha 8\nalpha 104\n:";
+        check(format!("{page}:\r\x1b[K{next}\x1b[5;1H:"), both);
+        check(format!("{page}:\r\x1b[K{by_number}\x1b[5d\r:"), both);
+        check(format!("{page}:\r\x1b[K{again}{next}\x1b[5;1H:"), both);
     }
 
     /// Before the window fills the screen, row 1 is the first row of the

@@ -702,13 +702,16 @@ mod tests {
     }
 
     /// `$$`, `ps`, `pgrep` and `kill` speak the same pids inside; the
-    /// init is pid 1 and is ours.
+    /// init is pid 1 and is ours. (`pgrep` is asked until the child has
+    /// become `sleep`: right after the fork it is still `bash`, and a busy
+    /// machine shows that moment.)
     #[tokio::test]
     async fn pids_agree_inside() {
         let (out, code) = run_inside(
-            "echo \"self $$\"; sleep 300 & echo \"bang $!\"; echo \"pgrep $(pgrep -x sleep)\"; \
-             ps -e -o pid=,comm= | tr -s ' ' | sed 's/^ //;s/^/ps /'; \
-             kill $(pgrep -x sleep) && wait $!; echo \"waited $?\"; \
+            "echo \"self $$\"; sleep 300 & echo \"bang $!\"; \
+             for i in $(seq 1000); do p=$(pgrep -x sleep) && break; sleep 0.01; done; \
+             echo \"pgrep $p\"; ps -e -o pid=,comm= | tr -s ' ' | sed 's/^ //;s/^/ps /'; \
+             kill $p && wait $!; echo \"waited $?\"; \
              echo \"init $(cat /proc/1/comm)\"; echo \"procs $(ls /proc | grep -c '^[0-9]')\"",
         )
         .await;
