@@ -77,6 +77,8 @@ __sk_mark() {
 # completion channel (descriptor 62; the kernel tells the server it comes from
 # this shell's pid), then the marker in the output, which only says where the
 # output ends. Flags in the record:
+# - `o`: the shell's standard output is not the terminal (`exec >file`), so
+#   its markers go to /dev/tty (`__sk_mark`).
 # - `n`: `__sk_ran` is empty, the command never reached the `eval` (see
 #   `__sk_on`): the reply says the integration is damaged instead of
 #   reporting a command that did not run.

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::bash_script;
 use crate::mask::Secrets;
 use crate::output::{CommandLog, OutputSink};
 use crate::output::{Shown, UnfinishedLine};
@@ -217,6 +218,10 @@ pub(super) struct Lifecycle {
 pub(super) struct Command {
     seq: u64,
     text: String,
+    /// The line typed to run it ([`bash_script::run_line`], C-u and Enter
+    /// included): the shell echoes it before the start marker, and that
+    /// echo is taken out of what it printed.
+    typed: String,
     output: CommandOutput,
     budget: WatchBudget,
     input: InputWait,
@@ -237,6 +242,7 @@ impl Command {
     ) -> Command {
         Command {
             seq,
+            typed: bash_script::run_line(seq, &text),
             text,
             output,
             budget: WatchBudget::new(exec_limit, timeout, now),
@@ -264,6 +270,19 @@ impl Command {
     /// The command line.
     pub(super) fn text(&self) -> &str {
         &self.text
+    }
+
+    /// The line typed to run it, C-u and Enter included.
+    pub(super) fn typed_line(&self) -> &str {
+        &self.typed
+    }
+
+    /// The command, run from a frame that holds `frame_text` rather than
+    /// the text it is named by (a command of shellkeep's own): the line
+    /// typed names that text.
+    pub(super) fn running(mut self, frame_text: &str) -> Command {
+        self.typed = bash_script::run_line(self.seq, frame_text);
+        self
     }
 
     pub(super) fn started_at(&self) -> Instant {

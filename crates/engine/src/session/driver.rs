@@ -411,6 +411,7 @@ impl Shell {
             output,
             now,
         );
+        let line = started.typed_line().to_owned();
         // Whatever background jobs printed since the last command is
         // reported now, not mixed into this command's output.
         let idle = self.shared.lock().begin(started, now);
@@ -418,11 +419,7 @@ impl Shell {
         // Tell the supervisor a command with a limit has started.
         self.shared.notify();
         self.terminal
-            .type_line(
-                command,
-                bash_script::run_line(seq, command).as_bytes(),
-                Duration::from_secs(5),
-            )
+            .type_line(command, line.as_bytes(), Duration::from_secs(5))
             .await
             .map_err(write_failed(Written::Command))?;
         let shared = Arc::clone(&self.shared);

@@ -261,8 +261,8 @@ impl State {
                         // the command began: that is kept as idle output.
                         self.screen.commit_all();
                         let before = self.screen.take_committed();
-                        let typed = bash_script::run_line(seq, command.text());
-                        let printed = without_echo(&before, typed.trim_matches(['\x15', '\r']));
+                        let typed = command.typed_line().trim_matches(['\x15', '\r']);
+                        let printed = without_echo(&before, typed);
                         self.screen.discard_window();
                         command.mark_started();
                         self.push_idle(&printed);
@@ -490,8 +490,8 @@ impl State {
                     // came before is the echo of our line, then the
                     // command's output.
                     let before = self.screen.take_committed();
-                    let typed = bash_script::run_line(seq, command.text());
-                    let printed = without_echo(&before, typed.trim_matches(['\x15', '\r']));
+                    let typed = command.typed_line().trim_matches(['\x15', '\r']);
+                    let printed = without_echo(&before, typed);
                     command.mark_started();
                     command.push(&printed, now);
                 }

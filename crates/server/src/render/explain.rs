@@ -12,7 +12,7 @@ use shellkeep_engine::{MASK, Secrets};
 
 use rmcp::schemars;
 
-use super::{ECHO_CHARS, echo, mask, round_secs, seconds};
+use super::{echo, head_and_tail, is_zero, mask, round_secs, seconds};
 
 /// The most parts an explanation lists, in its text and its structured
 /// content; it counts the rest.
@@ -118,10 +118,6 @@ pub(crate) struct ExplainPart {
     /// The pattern that matched it; absent for the default category.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
-}
-
-fn is_zero(count: &usize) -> bool {
-    *count == 0
 }
 
 /// The masker of the parts an explanation names (see [`explain`]): each
@@ -244,16 +240,13 @@ pub(super) fn describe_limits(decision: &Decision) -> String {
     }
 }
 
-/// `text` cut to about [`ECHO_CHARS`] characters, head and tail.
+/// `text` cut to about [`ECHO_CHARS`](super::ECHO_CHARS) characters, head and tail
+/// ([`head_and_tail`]).
 fn cut(text: &str) -> String {
-    let total = text.chars().count();
-    if total <= ECHO_CHARS {
-        return text.to_owned();
+    match head_and_tail(text) {
+        None => text.to_owned(),
+        Some((head, tail, _)) => format!("{head} … {tail}"),
     }
-    let half = ECHO_CHARS / 2;
-    let head: String = text.chars().take(half).collect();
-    let tail: String = text.chars().skip(total - half).collect();
-    format!("{head} … {tail}")
 }
 
 #[cfg(test)]

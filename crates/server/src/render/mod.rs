@@ -90,14 +90,26 @@ pub(crate) const ECHO_CHARS: usize = 200;
 /// [`ECHO_CHARS`] characters, each escaped to at most 10 bytes, plus the
 /// notice.
 pub(crate) fn echo(command: &str) -> String {
-    let total = command.chars().count();
+    match head_and_tail(command) {
+        None => format!("{command:?}"),
+        Some((head, tail, total)) => format!("{head:?} … {tail:?} ({total} characters in all)"),
+    }
+}
+
+/// The head and the tail (half of [`ECHO_CHARS`] characters each) of a
+/// `text` longer than [`ECHO_CHARS`], and how many characters it has;
+/// `None` when it is short enough to show whole. The one rule for how much
+/// of a long text a reply echoes: [`echo`] quotes the parts, listings and
+/// explanations show them as they are.
+pub(crate) fn head_and_tail(text: &str) -> Option<(String, String, usize)> {
+    let total = text.chars().count();
     if total <= ECHO_CHARS {
-        return format!("{command:?}");
+        return None;
     }
     let half = ECHO_CHARS / 2;
-    let head: String = command.chars().take(half).collect();
-    let tail: String = command.chars().skip(total - half).collect();
-    format!("{head:?} … {tail:?} ({total} characters in all)")
+    let head: String = text.chars().take(half).collect();
+    let tail: String = text.chars().skip(total - half).collect();
+    Some((head, tail, total))
 }
 
 /// One text content block of a reply.
@@ -310,16 +322,14 @@ fn full_cut(shown: &Shown) -> Option<String> {
 }
 
 /// Serde's test for a count left out when nothing was counted.
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+pub(crate) fn is_zero<N: Default + PartialEq>(n: &N) -> bool {
+    *n == N::default()
 }
 
-/// The most characters of a command echoed back in a listing or notice.
-const ECHO_CAP: usize = 200;
-
-/// `command`, cut to [`ECHO_CAP`] characters with an ellipsis.
+/// `command`, cut to [`ECHO_CHARS`] characters with an ellipsis (a
+/// listing's line shows where a command begins).
 fn capped_echo(command: &str) -> String {
-    match command.char_indices().nth(ECHO_CAP) {
+    match command.char_indices().nth(ECHO_CHARS) {
         Some((i, _)) => format!("{}…", &command[..i]),
         None => command.to_owned(),
     }

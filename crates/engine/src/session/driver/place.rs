@@ -211,10 +211,12 @@ impl Shell {
             process::boot_ticks_now(),
             output,
             now,
-        );
+        )
+        .running(text);
+        let line = own.typed_line().to_owned();
         let unreported = self.shared.lock().begin_own(own, now);
         self.terminal
-            .type_line("", bash_script::run_line(seq, text).as_bytes(), Duration::from_secs(5))
+            .type_line("", line.as_bytes(), Duration::from_secs(5))
             .await
             .map_err(|err| PlaceError::Failed(PlaceFailure::NotTyped { error: err.to_string() }))?;
         let shared = Arc::clone(&self.shared);
