@@ -1010,6 +1010,11 @@ impl Line {
             }
             self.judge();
         }
+        if self.before.is_none() {
+            // Passed through without a change: a later change there is
+            // judged by how the cursor comes back.
+            self.placed = false;
+        }
         self.settled = true;
     }
 
@@ -2258,6 +2263,17 @@ mod tests {
         check(format!("{page}:\r\x1b[K{next}\x1b[5;1H:"), both);
         check(format!("{page}:\r\x1b[K{by_number}\x1b[5d\r:"), both);
         check(format!("{page}:\r\x1b[K{again}{next}\x1b[5;1H:"), both);
+    }
+
+    /// A row the cursor only passed through by its number is judged as
+    /// usual when a progress line is redrawn there later (cursor up and
+    /// `\r`): its frames are not kept.
+    #[test]
+    fn a_row_passed_through_by_number_still_keeps_one_progress_frame() {
+        check(
+            "x\r\nDownloading 1%\r\n\x1b[2;1H\x1b[3;1H\x1b[1A\r\x1b[KDownloading 2%\r\n",
+            "x\nDownloading 2%\n",
+        );
     }
 
     /// Before the window fills the screen, row 1 is the first row of the
