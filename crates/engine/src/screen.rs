@@ -134,6 +134,7 @@ impl Screen {
                 col: 0,
                 autowrap: true,
                 saved_cursor: (0, 0),
+                overlay: false,
                 last_printed: None,
                 committed: String::new(),
                 alternate: None,
@@ -349,6 +350,7 @@ impl Screen {
         self.state.row = 0;
         self.state.col = 0;
         self.state.saved_cursor = (0, 0);
+        self.state.overlay = false;
     }
 
     /// The line the cursor is on, as it looks now (not committed): the
@@ -1331,6 +1333,11 @@ struct Renderer {
     /// Off, the last column is overwritten.
     autowrap: bool,
     saved_cursor: (usize, usize),
+    /// The cursor was saved (`ESC 7`) and not restored yet: what is drawn
+    /// meanwhile is an overlay put where it belongs by number (`apt`'s
+    /// progress bar on the last row), not a page repainted row by row, so
+    /// the rows it reaches are not [`Line::placed`].
+    overlay: bool,
     /// The last character printed and whether it is wide, for REP.
     last_printed: Option<(char, bool)>,
     committed: String,
@@ -1365,6 +1372,14 @@ impl Renderer {
         let line = &mut self.lines[self.row];
         line.edit();
         line
+    }
+
+    /// The cursor came to its row by the row's number: the row is
+    /// [`Line::placed`], unless an overlay is being drawn.
+    fn place(&mut self) {
+        if !self.overlay {
+            self.lines[self.row].placed = true;
+        }
     }
 
     /// The rightmost column cursor movement may reach: the last column.
@@ -1977,7 +1992,7 @@ impl Perform for Renderer {
             'd' => {
                 self.move_to_row(count - 1);
                 self.col = self.col.min(self.max_col());
-                self.line().placed = true;
+                self.place();
             }
             'H' | 'f' => {
                 // Row 1 is the window's first row: the top of the screen
@@ -1986,7 +2001,7 @@ impl Perform for Renderer {
                 let col = params.iter().nth(1).and_then(|p| p.first().copied()).unwrap_or(1);
                 self.move_to_row(count - 1);
                 self.col = (usize::from(col.max(1)) - 1).min(self.cols - 1);
-                self.line().placed = true;
+                self.place();
             }
             // Forward and backward tab stops.
             'I' => {
@@ -2073,8 +2088,12 @@ impl Perform for Renderer {
             return;
         }
         match byte {
-            b'7' => self.saved_cursor = (self.row, self.col),
+            b'7' => {
+                self.saved_cursor = (self.row, self.col);
+                self.overlay = true;
+            }
             b'8' => {
+                self.overlay = false;
                 let (row, col) = self.saved_cursor;
                 self.move_to_row(row.min(self.lines.len() - 1));
                 self.col = col.min(self.max_col());
@@ -2274,6 +2293,16 @@ mod tests {
             "x\r\nDownloading 1%\r\n\x1b[2;1H\x1b[3;1H\x1b[1A\r\x1b[KDownloading 2%\r\n",
             "x\nDownloading 2%\n",
         );
+    }
+
+    /// A progress bar drawn on a row chosen by number between a saved and
+    /// a restored cursor (`apt` on its last row) keeps one frame, as one
+    /// redrawn by `\r`; the lines printed meanwhile are all kept.
+    #[test]
+    fn an_overlay_bar_placed_by_number_keeps_one_frame() {
+        let bar = |p: u32| format!("\x1b7\x1b[5;1HProgress: [{p:3}%]\x1b[K\x1b8");
+        let input = format!("a\r\n{}b\r\n{}c\r\n{}", bar(10), bar(20), bar(30));
+        check(input, "a\nb\nc\n\nProgress: [ 30%]");
     }
 
     /// Before the window fills the screen, row 1 is the first row of the
