@@ -57,6 +57,9 @@ __sk_c=
 __sk_pc='{ __sk_prompt; } 3>&2 2>/dev/null'
 __sk_ps1="\\[\\e]$__sk_osc;$__sk_nonce;P;"
 __sk_upc=
+__sk_mode=emacs
+__sk_off=
+__sk_quiet=
 # C-u, the first key of every typed line, is `kill-whole-line`: it empties the
 # line wherever the cursor is, and rings no bell on an empty line
 # (`unix-line-discard` does: a byte more for the server to read at every
@@ -73,9 +76,10 @@ __sk_mark() {
       builtin printf '\e]%s;%s;%s\a' "$__sk_osc" "$__sk_nonce" "$1"
   fi
 }
-# `__sk_end STATUS [fallback]` ends the command: first the record on the
-# completion channel (descriptor 62; the kernel tells the server it comes from
-# this shell's pid), then the marker in the output, which only says where the
+# `__sk_end STATUS [fallback]` ends the command: first the state
+# (`__sk_state`) and the record on the completion channel (descriptor 62,
+# redirected once for both; the kernel tells the server they come from this
+# shell's pid), then the marker in the output, which only says where the
 # output ends. Flags in the record:
 # - `o`: the shell's standard output is not the terminal (`exec >file`), so
 #   its markers go to /dev/tty (`__sk_mark`).
@@ -85,18 +89,24 @@ __sk_mark() {
 # - `f`: `__sk_fallback` ended it: the reply says the integration's prompt
 #   did not run.
 # - `d`: without `__sk_post` (removed), nothing keeps the command's status:
-#   the reply says its exit code may be wrong.
+#   the reply says its exit code may be wrong. Once the functions are
+#   read-only (`__sk_postok`) it cannot be removed, and is not looked for.
 __sk_end() {
   local __sk_how=
   [[ -t 1 ]] || __sk_how=o
   [[ -n $__sk_ran ]] || __sk_how+=n
   [[ -z ${2-} ]] || __sk_how+=f
-  builtin declare -F __sk_post >/dev/null || __sk_how+=d
+  [[ -n ${__sk_postok-} ]] || builtin declare -F __sk_post >/dev/null || __sk_how+=d
   local __sk_tok=$(( ${SRANDOM:-$RANDOM$RANDOM} % 1000000000 ))
-  builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok" >&62 || :
+  {
+    __sk_state
+    builtin printf 'E;%s;%s;%s;%s' "$__sk_seq" "$1" "$__sk_how" "$__sk_tok"
+  } >&62 || :
   __sk_mark "E;$__sk_seq;$__sk_tok"
 }
-# `__sk_send K TEXT` sends TEXT on the completion channel in datagrams that
+# `__sk_send K TEXT` sends TEXT on the completion channel (its caller sends
+# standard output there, descriptor 62, once for all its writes: each
+# redirection costs several system calls) in datagrams that
 # start with the letter K, each written whole by one `printf`: at most 500
 # characters (2,001 bytes, under the 4 KiB buffer of the shell's output), and
 # a newline only at a piece's end (the shell's output is line-buffered: a
@@ -108,7 +118,7 @@ __sk_send() {
   while [[ -n $__sk_t ]]; do
     __sk_p=${__sk_t:0:500}
     [[ $__sk_p != *$'\n'* ]] || __sk_p=${__sk_p%%$'\n'*}$'\n'
-    builtin printf '%s%s' "$1" "$__sk_p" >&62 || return 1
+    builtin printf '%s%s' "$1" "$__sk_p" || return 1
     __sk_t=${__sk_t:${#__sk_p}}
   done
 }
@@ -122,9 +132,9 @@ __sk_send() {
 # that the server always sees it is longer).
 __sk_state() {
   if (( ${#PWD} + ${#PATH} <= 1000 )) && [[ $PWD$PATH != *$'\n'* ]]; then
-    builtin printf 'S%s\0%s' "$PWD" "$PATH" >&62 || :
+    builtin printf 'S%s\0%s' "$PWD" "$PATH" || :
   elif __sk_send D "$PWD" 65537 && __sk_send P "$PATH" 65537; then
-    builtin printf 'C' >&62 || :
+    builtin printf 'C' || :
   fi
 }
 # `__sk_drain` reads input nobody read, so that it is never run as commands:
@@ -155,37 +165,99 @@ __sk_settle() {
 }
 # `__sk_prompt` (from PROMPT_COMMAND, its trace and errors sent to /dev/null)
 # settles the status (`__sk_settle`), runs the user's own PROMPT_COMMAND,
-# drains input nobody read, sends the state, puts back the keys our typed line
-# relies on (a `bind` of Enter would edit it), and ends the command
-# (`__sk_end`) with a read-only copy of the status: the user's PROMPT_COMMAND,
-# which runs before, cannot change it.
+# drains input nobody read, puts back the keys our typed line relies on where
+# readline reads the next line (`__sk_bind`), and ends the command
+# (`__sk_end`, which also sends the state) with a read-only copy of the
+# status: the user's PROMPT_COMMAND, which runs before, cannot change it.
+# After `__sk_edit` it does nothing at all (`__sk_quiet`): no command ended,
+# and the keys a person typed next wait in the input, not to be drained.
 #
 # Each redirection costs the shell several system calls, and these run for
 # every command: the functions the prompt calls have none of their own, since
 # `__sk_prompt` and `__sk_fallback` are only ever called with standard error
 # sent to /dev/null (PROMPT_COMMAND and the typed line hold the redirection);
 # the EXIT trap carries its own.
-#
-# The keys are put back from a file (`bind -f`): `bind` with bindings as
-# arguments walks the whole keymap twice for each, looking for `bind -x`
-# bindings it replaced, which costs more than the rest of the prompt. The file
-# is no path a command can write: it is `__sk_kf`, descriptor 61
-# (`/dev/fd/61`), a sealed memory file the server made and handed to the first
-# shell (nobody can change it, whoever holds it), and that a nested shell
-# inherits; the preamble leaves `__sk_kf` empty where the server did not find
-# that very file at 61. Without it (empty, or a command closed the descriptor)
-# they are bound from `__sk_keys`. (The file also becomes the one
-# `re-read-init-file`, C-x C-r, reads: nobody types keys at this prompt.)
 __sk_prompt() {
-  __sk_settle "$?"
+  local __sk_s=$?
+  if [[ -n $__sk_quiet ]]; then
+    __sk_quiet=
+    return 0
+  fi
+  __sk_settle "$__sk_s"
   local -r __sk_final=$__sk_last
   if [[ -n $__sk_upc ]]; then builtin eval -- "$__sk_upc" 2>&3 3>&- || :; fi
-  __sk_drain
-  __sk_state
+  if [[ -t 0 ]] && builtin read -t 0; then __sk_drain; fi
   PS1='' PS2='' PS0=''
-  if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
+  if [[ -o emacs || -o vi ]]; then __sk_bind; fi
   __sk_end "$__sk_final"
 }
+# `__sk_noedit`, the last word of the typed line, turns line editing off
+# once the command ran, remembering its mode (`__sk_mode`) and that it was on
+# (`__sk_off`); `__sk_pre` puts it back on for the next command, which sees
+# the shell as it was (`set -o`, `bind`, `read -e`). Nobody but the agent
+# types between its commands, and without readline the shell reads our next
+# typed line whole, in one read, with the terminal's own echo, where readline
+# would read it a byte at a time, with three system calls for each, and set
+# the terminal up and back at every prompt. Where the switch is made matters:
+# bash reads a command's text through `eval` (and PROMPT_COMMAND) from a
+# string, and a switch made there would send the rest of that string's
+# reading to the terminal; the typed line's own words run once the whole line
+# was read. A command that turned editing off (`set +o emacs`) has it off; one
+# that chose `vi` has `vi`. It switches only after a command whose `eval` ran
+# to its end (`__sk_posted`): after a syntax error, bash 5.2 reads its next
+# line without having made its prompt for that mode, and a shell that never
+# read a line without editing before crashes there (a null prompt). An
+# interrupted command leaves it on too (the line's last word never runs), and
+# the next line is typed as into readline. `$?` stays the `eval`'s (a syntax
+# error's 2).
+__sk_noedit() {
+  local __sk_s=$?
+  if [[ -z $__sk_posted ]]; then
+    return $__sk_s
+  elif [[ -o emacs || -o vi ]]; then
+    if [[ -o vi ]]; then __sk_mode='vi'; else __sk_mode='emacs'; fi
+    builtin set +o emacs +o vi
+    __sk_off=1
+  else
+    __sk_off=
+  fi
+  return $__sk_s
+}
+# `__sk_bind` puts back the keys our typed lines rely on (a `bind` of Enter
+# would edit them) where the shell edits lines. From a file (`bind -f`):
+# `bind` with bindings as arguments walks the whole keymap twice for each,
+# looking for `bind -x` bindings it replaced. The file is no path a command can
+# write: it is `__sk_kf`, descriptor 61 (`/dev/fd/61`), a sealed memory file
+# the server made and handed to the first shell (nobody can change it, whoever
+# holds it), and that a nested shell inherits; the preamble leaves `__sk_kf`
+# empty where the server did not find that very file at 61. Without it
+# (empty, or a command closed the descriptor) they are bound from
+# `__sk_keys`. (The file also becomes the one `re-read-init-file`, C-x C-r,
+# reads.)
+__sk_bind() {
+  if [[ -z $__sk_kf ]] || ! builtin bind -f "$__sk_kf"; then builtin bind "${__sk_keys[@]}" || :; fi
+}
+# `__sk_edit`, typed by the server when a person attached for writing types
+# at the idle prompt, turns line editing back on for them where the agent's
+# line turned it off (`__sk_noedit`), in the mode the shell had, until the
+# agent's next line; it leaves `$?`, the history and the command's report
+# as they were, and prints the marker `L`, which tells the server that the
+# echo of its line is over. The prompt that follows does nothing
+# (`__sk_quiet`).
+__sk_edit() {
+  local __sk_s=$?
+  case :${HISTCONTROL-}: in
+    *:ignorespace:* | *:ignoreboth:*) ;;
+    *) __sk_unhist "\\__sk_edit" ;;
+  esac
+  if [[ -n $__sk_off ]] && ! [[ -o emacs || -o vi ]]; then
+    builtin set -o "$__sk_mode"
+    __sk_bind
+  fi
+  __sk_quiet=1
+  __sk_mark L
+  return $__sk_s
+} 2>/dev/null
 # `__sk_assert` keeps the user's PROMPT_COMMAND (a string or an array) for
 # `__sk_prompt` to run. Where the user's value contains ours
 # (`PROMPT_COMMAND="$PROMPT_COMMAND; hook"`, as `direnv hook` does), ours
@@ -228,7 +300,6 @@ __sk_fallback() {
   esac
   __sk_settle "$__sk_status"
   __sk_drain
-  __sk_state
   PS1='' PS2='' PS0=''
   if [[ -n ${PROMPT_COMMAND-} && ${PROMPT_COMMAND@a} != *[ar]* ]]; then
     __sk_fbpc=$PROMPT_COMMAND
@@ -248,6 +319,9 @@ __sk_fallback() {
 # line typed, so a larger step says that lines ran at the prompt that nobody
 # typed (pushed into the shell's input), even ones that emptied PROMPT_COMMAND
 # so that no end record told.
+#
+# It also puts line editing back on where `__sk_noedit` turned it off, and
+# forgets a `__sk_edit` whose prompt never ran (`__sk_quiet`).
 __sk_pre() {
   case :${HISTCONTROL-}: in
     *:ignorespace:* | *:ignoreboth:*) ;;
@@ -255,6 +329,8 @@ __sk_pre() {
   esac
   __sk_seq=$1
   __sk_ran=
+  __sk_quiet=
+  if [[ -n $__sk_off ]]; then builtin set -o "$__sk_mode"; fi
   __sk_posted=
   [[ -z ${SHELLKEEP_SCOPE-} ]] || builtin export SHELLKEEP_SCOPE="${SHELLKEEP_SCOPE%%/c[0-9]*}/c$1" || :
   __sk_traps=
@@ -263,13 +339,15 @@ __sk_pre() {
     PROMPT_COMMAND=$__sk_fbpc
     builtin unset __sk_fbpc
   fi
-  __sk_assert
+  [[ ${PROMPT_COMMAND-} == "$__sk_pc" && ${PROMPT_COMMAND@a} != *a* ]] || __sk_assert
   PS1="$__sk_ps1$1\\a\\]"
   __sk_mark "S;$__sk_seq;${__sk_lines@P}"
-  if __sk_load "$1" "${2-}" "${3-}"; then
+  if ! __sk_load "$1" "${2-}" "${3-}"; then
+    __sk_c=
+  elif [[ $__sk_flags == *x* ]]; then
     __sk_c="{ __sk_on; } 2>/dev/null"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   else
-    __sk_c=
+    __sk_c="__sk_on"$'\n'"$__sk_c"$'\n''{ __sk_post; } 2>/dev/null'
   fi
   return 0
 } 2>/dev/null
@@ -293,21 +371,24 @@ __sk_pre() {
 # whole never comes); a longer text is read without a timeout, since `read -t`
 # reads a byte at a time.
 __sk_load() {
-  local __sk_b="" __sk_h __sk_s __sk_n __sk_k=0
+  local __sk_b="" __sk_h
   __sk_c=
   [[ -n $1 && -n $2 && $1$2 != *[!0-9]* && ${#2} -le 9 ]] || return 1
   if (( 10#$2 <= 65536 )); then
     [[ $3 != *b* ]] || local LC_ALL=C
     IFS= builtin read -r -N $(( 42 + 10#$2 )) -t 10 -u 60 __sk_b || [[ -n $__sk_b ]] || return 1
-    __sk_h=${__sk_b:0:42}
-    __sk_s=${__sk_h:0:20} __sk_n=${__sk_h:21:20}
-    if (( ${#__sk_b} == 42 + 10#$2 )) && [[ ${__sk_h:20:1} == ' ' && ${__sk_h:41} == $'\n' &&
-      $__sk_s$__sk_n != *[!0-9]* ]] && (( 10#$__sk_s == 10#$1 && 10#$__sk_n == 10#$2 )); then
+    builtin printf -v __sk_h '%020d %020d\n' "$(( 10#$1 ))" "$(( 10#$2 ))"
+    if [[ ${__sk_b:0:42} == "$__sk_h" ]] && (( ${#__sk_b} == 42 + 10#$2 )); then
       __sk_c=${__sk_b:42}
       return 0
     fi
   fi
-  local LC_ALL=C
+  __sk_parse "$1"
+}
+# `__sk_parse N` parses what `__sk_load` read (its `__sk_b`) as frames, in
+# the C locale, and reads the rest (`__sk_fill`), as `__sk_load` says.
+__sk_parse() {
+  local __sk_h __sk_s __sk_n __sk_k=0 LC_ALL=C
   while (( __sk_k++ < 8 )); do
     __sk_fill 42 || return 1
     __sk_h=${__sk_b:0:42}
@@ -375,7 +456,7 @@ __sk_post() {
   __sk_posted=1
   __sk_flags=$-
   builtin set +xv
-  __sk_assert
+  [[ ${PROMPT_COMMAND-} == "$__sk_pc" && ${PROMPT_COMMAND@a} != *a* ]] || __sk_assert
   if [[ -n $__sk_traps ]]; then __sk_keep_exit_trap; fi
   return 0
 }
@@ -388,15 +469,18 @@ __sk_keep_exit_trap() {
   __sk_t=$(builtin trap -p EXIT) || return 0
   [[ $__sk_t != *__sk_state* ]] || return 0
   builtin eval "__sk_a=($__sk_t)" || :
-  builtin trap -- "{ __sk_state; } 2>/dev/null; ${__sk_a[2]-}" EXIT
+  builtin trap -- "{ __sk_state; } >&62 2>/dev/null; ${__sk_a[2]-}" EXIT
 }
 # The EXIT trap sends the state when the shell exits.
-builtin trap '{ __sk_state; } 2>/dev/null' EXIT
+builtin trap '{ __sk_state; } >&62 2>/dev/null' EXIT
 __sk_assert
 # `readonly -f`: a command, or a line pushed into the idle shell's input
 # (legacy TIOCSTI), can neither redefine nor remove a function, so none can
 # report an end the command did not reach. A shell gets the functions once: a
 # nested shell or one `exec` replaced starts without them.
 builtin readonly -f __sk_unhist __sk_mark __sk_end __sk_send __sk_state \
-  __sk_drain __sk_settle __sk_prompt __sk_assert __sk_fallback __sk_pre __sk_load \
-  __sk_fill __sk_flush __sk_on __sk_post __sk_keep_exit_trap 2>/dev/null
+  __sk_drain __sk_settle __sk_prompt __sk_noedit __sk_bind __sk_edit __sk_assert \
+  __sk_fallback __sk_pre __sk_load __sk_parse __sk_fill __sk_flush __sk_on __sk_post \
+  __sk_keep_exit_trap 2>/dev/null
+# `__sk_post` cannot be removed once it is read-only: `__sk_end` need not look.
+builtin declare -F __sk_post >/dev/null && builtin readonly __sk_postok=1 2>/dev/null

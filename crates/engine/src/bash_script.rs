@@ -196,32 +196,80 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// `eval` at the top level. It names the text's length in bytes, so that
 /// the shell reads the frame with one read, and flags a text that mentions
 /// `trap` (`t`) or is not all ASCII (`b`: the shell then counts bytes in
-/// the C locale). It starts with C-u, which discards a partial line a
-/// program left unread (a key without Enter), in the terminal's line
-/// editing and in readline alike. The leading space keeps it out of history; `__sk_pre`
-/// sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
+/// the C locale). Its last word, `__sk_noedit`, turns line editing off
+/// once the command ran, so that the next line reaches the shell whole
+/// (`__sk_pre` puts editing back on for that line's command). It is typed
+/// as [`Typing`] says (what discards a partial line first, what ends it). The leading space keeps it out of history;
+/// `__sk_pre` sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
 /// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
-/// replace them. It is short: the shell reads what is typed a byte at a
-/// time, with three system calls for each (so no `--` after `eval`: the
-/// text `__sk_pre` loads starts with `{ __sk_on; }`, or is empty).
+/// replace them. It is short: where the shell edits lines (at its first
+/// prompt, or after a command that turned editing on), readline reads what
+/// is typed a byte at a time, with three system calls for each (so no `--`
+/// after `eval`: the text `__sk_pre` loads starts with `__sk_on` or
+/// `{ __sk_on; }`, or is empty).
 pub(crate) fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { "t" } else { "" };
     let bytes = if command.is_ascii() { "" } else { "b" };
     let flags = if traps.is_empty() && bytes.is_empty() { "" } else { " " };
     let length = command.len();
-    format!("\x15 \\__sk_pre {seq} {length}{flags}{traps}{bytes};\\builtin eval \"$__sk_c\"\r")
+    format!(
+        " \\__sk_pre {seq} {length}{flags}{traps}{bytes};\\builtin eval \"$__sk_c\";\\__sk_noedit"
+    )
+}
+
+/// How a line is typed at the shell's prompt: what comes first, to discard
+/// a partial line a program or a person left unread (a key without Enter),
+/// and what ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Typing {
+    start: Option<char>,
+    end: char,
+}
+
+impl Typing {
+    /// Into readline, or where how the shell reads cannot be seen: C-u,
+    /// which the integration binds to `kill-whole-line`, and Enter.
+    pub(crate) const EDITOR: Typing = Typing { start: Some('\x15'), end: '\r' };
+
+    /// Into a shell that reads lines itself, as it does between the
+    /// agent's commands (no line editor): the terminal's kill character
+    /// `kill` (C-u, unless `stty kill` changed it), which only line mode
+    /// knows (none in raw mode, or where the terminal has none), and a
+    /// newline, which ends a line whatever `stty` changed (`-icrnl` makes
+    /// Enter a plain character; raw mode does).
+    pub(crate) fn lines(kill: Option<u8>) -> Typing {
+        let start = kill.filter(u8::is_ascii).map(char::from);
+        Typing { start, end: '\n' }
+    }
+
+    /// `body` typed this way.
+    pub(crate) fn line(self, body: &str) -> String {
+        let mut line = String::with_capacity(body.len() + 2);
+        line.extend(self.start);
+        line.push_str(body);
+        line.push(self.end);
+        line
+    }
 }
 
 /// The line typed into a shell that printed its prompt while command
 /// `seq` ran, with nothing of the integration having ended it (the `P`
 /// marker `PS1` holds while a command runs): the shell itself sends the
 /// command's end, with its status and the flag that says the
-/// integration's prompt did not run. As [`run_line`]: C-u first, a
-/// leading space, quoted words; the group sends a trace and an error
-/// (the function removed) to `/dev/null`.
+/// integration's prompt did not run. Typed as into readline
+/// ([`Typing::EDITOR`]), a leading space, quoted words; the group sends a
+/// trace and an error (the function removed) to `/dev/null`.
 pub(crate) fn fallback_line(seq: u64) -> String {
     format!("\x15 {{ \\__sk_fallback {seq}; }} 2>/dev/null\r")
 }
+
+/// The line typed into the shell at its idle prompt (as [`Typing`] says)
+/// when a person who holds the session types there: `__sk_edit` turns line
+/// editing back on for them (the agent's commands turn it off), leaves
+/// `$?`, history and the command's report as they were, and prints the
+/// marker that ends the echo of this line. As [`run_line`]: a leading
+/// space, a quoted word; the function sends its own errors to `/dev/null`.
+pub(crate) const EDIT_LINE: &str = " \\__sk_edit";
 
 /// What the prompt last sent: the working directory and `PATH`, on the
 /// completion channel (`session/channel.rs`).
@@ -409,6 +457,19 @@ mod tests {
         assert_eq!(reinstalled(&evil, (42, script.len()), "echo ${__sk_seq-none}"), "none\n");
     }
 
+    /// A line is typed as the shell reads at that moment: C-u and Enter
+    /// into readline; into a shell that reads lines itself, the terminal's
+    /// kill character (none in raw mode, none that is not one byte) and a
+    /// newline, which ends a line whatever `stty` changed.
+    #[test]
+    fn a_line_is_typed_as_the_shell_reads() {
+        assert_eq!(Typing::EDITOR.line(" x"), "\x15 x\r");
+        assert_eq!(Typing::lines(Some(0x15)).line(" x"), "\x15 x\n");
+        assert_eq!(Typing::lines(Some(0x0b)).line(" x"), "\x0b x\n");
+        assert_eq!(Typing::lines(None).line(" x"), " x\n");
+        assert_eq!(Typing::lines(Some(0xff)).line(" x"), " x\n");
+    }
+
     /// `__sk_load` called as the typed line calls it ([`run_line`]), on
     /// what the command socket holds; `None` when it loads nothing.
     fn loaded(sent: &[u8], seq: u64, text: &str) -> Option<String> {
@@ -417,7 +478,7 @@ mod tests {
         server.write_all(sent).expect("write the frames");
         drop(server);
         let line = run_line(seq, text);
-        let args = line.strip_prefix("\x15 \\__sk_pre ").and_then(|l| l.split_once(';'));
+        let args = line.strip_prefix(" \\__sk_pre ").and_then(|l| l.split_once(';'));
         let (args, _) = args.expect("the typed line");
         let script = format!(
             "exec 60<&0\n{}\n__sk_load {args} && printf '<%s>' \"$__sk_c\" || echo none",

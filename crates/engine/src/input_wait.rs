@@ -219,16 +219,32 @@ fn waits_on_terminal(pid: i32, set: &[i64], tty: &Path) -> bool {
     })
 }
 
-/// Whether the main thread of process `pid`, a shell (whose one thread is
-/// its main thread), is blocked reading the terminal `tty`; `None` when its
-/// blocked call cannot be read (`/proc/PID/syscall` needs ptrace access).
-/// The driver asks this before typing every command, so it reads only what
-/// the answer needs: the blocked call, then the link of each descriptor it
-/// waits on (a shell at its prompt waits on one).
-pub(crate) fn shell_reads_terminal(pid: i32, tty: &Path) -> Option<bool> {
+/// How a shell at its prompt reads its terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShellReads {
+    /// It does not: it is blocked elsewhere (waiting for a program).
+    Not,
+    /// Lines, blocked in `read` on the terminal itself: no line editor
+    /// (the terminal's line mode, or raw bytes, reach the shell as typed).
+    Lines,
+    /// Keys: it waits on the terminal in `select` or `poll` before each
+    /// read, as readline does.
+    Keys,
+}
+
+/// How the main thread of process `pid`, a shell (whose one thread is its
+/// main thread), reads the terminal `tty`; `None` when its blocked call
+/// cannot be read (`/proc/PID/syscall` needs ptrace access). The driver
+/// asks this before typing every command, so it reads only what the answer
+/// needs: the blocked call, then the link of each descriptor it waits on
+/// (a shell at its prompt waits on one).
+pub(crate) fn shell_reads_terminal(pid: i32, tty: &Path) -> Option<ShellReads> {
     let text = crate::small_file::read(format!("/proc/{pid}/syscall")).ok()?;
-    let set = BlockedCall::parse(&text).and_then(|call| call.wait_set(pid));
-    Some(set.is_some_and(|set| waits_on_terminal(pid, &set, tty)))
+    let Some(call) = BlockedCall::parse(&text) else { return Some(ShellReads::Not) };
+    if !call.wait_set(pid).is_some_and(|set| waits_on_terminal(pid, &set, tty)) {
+        return Some(ShellReads::Not);
+    }
+    Some(if call.number == libc::SYS_read { ShellReads::Lines } else { ShellReads::Keys })
 }
 
 /// One process of the job at one look, from `/proc/PID/task/TID/syscall`

@@ -92,6 +92,9 @@ pub enum Marker {
         /// The command's sequence number.
         seq: u64,
     },
+    /// The shell edits lines again for a person (`__sk_edit` ran): the
+    /// echo of the line that asked it is over.
+    Editing,
 }
 
 /// Why [`Screen::feed`] stopped before the end of its input.
@@ -1831,7 +1834,8 @@ impl Renderer {
 
     fn marker(&self, params: &[&[u8]]) -> Option<Marker> {
         // ESC ] 6973 ; nonce ; S ; seq [; lines read] BEL,
-        // ESC ] 6973 ; nonce ; E ; seq ; status BEL  or  ESC ] 6973 ; nonce ; P ; seq BEL
+        // ESC ] 6973 ; nonce ; E ; seq ; status BEL,  ESC ] 6973 ; nonce ; P ; seq BEL
+        // or  ESC ] 6973 ; nonce ; L BEL
         let [osc, nonce, kind, rest @ ..] = params else { return None };
         if *osc != MARKER_OSC.as_bytes() || *nonce != self.nonce.as_slice() {
             return None;
@@ -1843,6 +1847,7 @@ impl Renderer {
                 Some(Marker::Start { seq: number(seq)?, lines_read: Some(number(lines)?) })
             }
             (b"P", [seq]) => Some(Marker::Prompt { seq: number(seq)? }),
+            (b"L", []) => Some(Marker::Editing),
             (b"E", [seq, status]) => {
                 Some(Marker::End { seq: number(seq)?, status: number(status)? as i32 })
             }

@@ -409,7 +409,7 @@ mod tests {
         let out = std::process::Command::new("bash")
             .args(["--norc", "--noprofile", "-c"])
             .arg(format!(
-                "exec 62>&{}\n{script}\ntrap - EXIT; cd \"$SK_DIR\" && PATH=\"$SK_PATH\" __sk_state",
+                "exec 62>&{}\n{script}\ntrap - EXIT; cd \"$SK_DIR\" && PATH=\"$SK_PATH\" __sk_state >&62",
                 shell.as_raw_fd()
             ))
             .env("SK_DIR", &dir)

@@ -218,10 +218,12 @@ pub(super) struct Lifecycle {
 pub(super) struct Command {
     seq: u64,
     text: String,
-    /// The line typed to run it ([`bash_script::run_line`], C-u and Enter
-    /// included): the shell echoes it before the start marker, and that
-    /// echo is taken out of what it printed.
+    /// The line typed to run it ([`bash_script::run_line`]): the shell
+    /// echoes it before the start marker, and that echo is taken out of
+    /// what it printed.
     typed: String,
+    /// How it is typed at this prompt (what comes before and after it).
+    typing: bash_script::Typing,
     output: CommandOutput,
     budget: WatchBudget,
     input: InputWait,
@@ -236,13 +238,14 @@ impl Command {
     pub(super) fn new(
         (seq, text): (u64, String),
         (exec_limit, timeout): (Option<Duration>, Option<Duration>),
-        started_ticks: u64,
+        (started_ticks, typing): (u64, bash_script::Typing),
         output: CommandOutput,
         now: Instant,
     ) -> Command {
         Command {
             seq,
             typed: bash_script::run_line(seq, &text),
+            typing,
             text,
             output,
             budget: WatchBudget::new(exec_limit, timeout, now),
@@ -272,9 +275,15 @@ impl Command {
         &self.text
     }
 
-    /// The line typed to run it, C-u and Enter included.
+    /// The line typed to run it, as its shell echoes it.
     pub(super) fn typed_line(&self) -> &str {
         &self.typed
+    }
+
+    /// The keys typed to run it: the line with what comes before and after
+    /// it ([`bash_script::Typing`]).
+    pub(super) fn typed_keys(&self) -> String {
+        self.typing.line(&self.typed)
     }
 
     /// The command, run from a frame that holds `frame_text` rather than
@@ -563,8 +572,13 @@ mod tests {
         let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
         let log = store.begin("a command");
         let output = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
-        let command =
-            Command::new((1, "a command".to_owned()), (None, None), 0, output, Instant::now());
+        let command = Command::new(
+            (1, "a command".to_owned()),
+            (None, None),
+            (0, crate::bash_script::Typing::EDITOR),
+            output,
+            Instant::now(),
+        );
         (command, log)
     }
 

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::bash_script::{self, ShellFiles};
-use crate::input_wait;
+use crate::bash_script::{self, ShellFiles, Typing};
+use crate::input_wait::{self, ShellReads};
 use crate::keys::Input;
 use crate::limits::{Counts, OwnerLimits};
 use crate::output;
@@ -376,16 +376,19 @@ impl Shell {
             let why = NotRun::PersonHolds { since };
             return Ok(wait::refused_reply(&self.view, command, why, parts));
         }
-        let blocked = match self.not_at_prompt() {
-            Some(front) => Some(front),
-            None => self.shell_not_reading().await,
+        let reading = match self.not_at_prompt() {
+            Some(front) => Err(front),
+            None => self.shell_reading().await,
         };
-        if let Some((pid, command_line)) = blocked {
-            // Named as the shell's commands see it (`ps` in a sandbox's
-            // namespace speaks its own pids).
-            let why = NotRun::NotAtPrompt { pid: process::pid_inside(pid), command_line };
-            return Ok(wait::refused_reply(&self.view, command, why, parts));
-        }
+        let typing = match reading {
+            Ok(typing) => typing,
+            Err((pid, command_line)) => {
+                // Named as the shell's commands see it (`ps` in a sandbox's
+                // namespace speaks its own pids).
+                let why = NotRun::NotAtPrompt { pid: process::pid_inside(pid), command_line };
+                return Ok(wait::refused_reply(&self.view, command, why, parts));
+            }
+        };
         let seq = self.next_seq;
         self.next_seq += 1;
         // A command may have removed the private directory (rm -rf
@@ -407,11 +410,11 @@ impl Shell {
         let started = Command::new(
             (seq, command.to_owned()),
             (exec_limit, timeout),
-            process::boot_ticks_now(),
+            (process::boot_ticks_now(), typing),
             output,
             now,
         );
-        let line = started.typed_line().to_owned();
+        let line = started.typed_keys();
         // Whatever background jobs printed since the last command is
         // reported now, not mixed into this command's output.
         let idle = self.shared.lock().begin(started, now);
@@ -520,17 +523,29 @@ impl Shell {
     /// once a line was typed. At its prompt the shell itself is blocked
     /// reading its terminal, so that is checked too, for a moment (it may
     /// still be on its way there after the end of the previous command).
-    /// Returns the program the shell waits for (a child of it, else the
-    /// shell) when the shell does not come to read. Where the shell's
-    /// blocked call cannot be read (`/proc/PID/syscall` needs ptrace
-    /// access), the foreground check stands alone.
-    async fn shell_not_reading(&self) -> Option<(i32, String)> {
-        let shell = self.shared.lock().levels().top().map(|level| level.pid())?;
+    /// Returns how to type there ([`Typing`]: as into readline, or into a
+    /// shell that reads lines itself), or the program the shell waits for
+    /// (a child of it, else the shell) when the shell does not come to
+    /// read. Where the shell's blocked call cannot be read
+    /// (`/proc/PID/syscall` needs ptrace access), the foreground check
+    /// stands alone, and the line is typed as into readline.
+    async fn shell_reading(&self) -> Result<Typing, (i32, String)> {
+        let typing = |reads| match reads {
+            ShellReads::Lines => Typing::lines(self.terminal.kill_character()),
+            ShellReads::Keys | ShellReads::Not => Typing::EDITOR,
+        };
+        let Some(shell) = self.shared.lock().levels().top().map(|level| level.pid()) else {
+            return Ok(Typing::EDITOR);
+        };
         // Its terminal as it names it (a sandbox's mounts may name it
         // otherwise than this process does).
-        let tty = std::fs::read_link(format!("/proc/{shell}/fd/0")).ok()?;
-        if input_wait::shell_reads_terminal(shell, &tty)? {
-            return None;
+        let Ok(tty) = std::fs::read_link(format!("/proc/{shell}/fd/0")) else {
+            return Ok(Typing::EDITOR);
+        };
+        match input_wait::shell_reads_terminal(shell, &tty) {
+            None => return Ok(Typing::EDITOR),
+            Some(ShellReads::Not) => {}
+            Some(reads) => return Ok(typing(reads)),
         }
         let start = Instant::now();
         let deadline = start + PROMPT_WAIT;
@@ -539,11 +554,16 @@ impl Shell {
         // the task only yields between looks, since the runtime's timer
         // sleeps a whole millisecond at least; then it sleeps.
         let mut pause = Duration::from_millis(1);
-        while input_wait::shell_reads_terminal(shell, &tty) != Some(true) {
+        loop {
+            if let Some(reads @ (ShellReads::Lines | ShellReads::Keys)) =
+                input_wait::shell_reads_terminal(shell, &tty)
+            {
+                return Ok(typing(reads));
+            }
             let now = Instant::now();
             if now >= deadline {
                 let waited_for = proc_shell::children(shell).into_iter().next().unwrap_or(shell);
-                return Some((waited_for, proc_shell::command_line(waited_for)));
+                return Err((waited_for, proc_shell::command_line(waited_for)));
             }
             if now - start < Duration::from_millis(1) {
                 tokio::task::yield_now().await;
@@ -552,7 +572,6 @@ impl Shell {
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
         }
-        None
     }
 
     /// The terminal device number of the session's own shell.

@@ -173,6 +173,11 @@ impl Session {
     /// Types a person's keys into the live shell's terminal, once no agent
     /// line is being typed; the agent's next reply says a person typed
     /// (when, how many keys; never the text typed with echo off).
+    ///
+    /// At the shell's idle prompt, the agent's last command left line
+    /// editing off (the shell reads the agent's lines faster without it):
+    /// before the first keys, the shell is asked to edit lines again, and
+    /// the keys wait until it does.
     pub async fn type_keys(&self, hold: &Hold, bytes: &[u8]) -> std::io::Result<()> {
         let Some(terminal) = self.terminal() else {
             return Err(std::io::Error::new(
@@ -180,6 +185,14 @@ impl Session {
                 "the session has no shell running",
             ));
         };
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(shared) = current {
+            let typing = crate::bash_script::Typing::lines(terminal.kill_character());
+            let line = typing.line(crate::bash_script::EDIT_LINE);
+            let due = || shared.lock().person_editing_due();
+            let echo_pending = |give_up| shared.lock().editing_echo(give_up);
+            terminal.person_line_editing(hold, line.as_bytes(), due, echo_pending).await?;
+        }
         terminal.person_keys(hold, bytes).await
     }
 

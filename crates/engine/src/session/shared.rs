@@ -115,8 +115,14 @@ pub(super) struct State {
     /// A person typed between the last command and the running one: the
     /// lines the shell read meanwhile were theirs.
     person_lines: bool,
+    /// Line editing was asked back for a person since the agent's last
+    /// command ([`State::person_editing_due`]).
+    person_editing: bool,
+    /// The echo of the line that asks for it has not ended yet (its marker,
+    /// [`Marker::Editing`], has not come).
+    editing_echo: bool,
     /// The raw bytes of the last chunk for those watching the terminal:
-    /// all of it but the echo of the line that runs our command.
+    /// all of it but the echo of the lines we type.
     shown: Vec<u8>,
 }
 
@@ -172,6 +178,8 @@ impl State {
             lines_read: None,
             gate,
             person_lines: false,
+            person_editing: false,
+            editing_echo: false,
             shown: Vec::new(),
         }
     }
@@ -224,8 +232,8 @@ impl State {
             // While our line is being typed, the terminal echoes it: a
             // person watching sees the command (`Tap::Command`), not the
             // line that runs it.
-            let echoing =
-                self.command.as_ref().is_some_and(|c| !c.has_started() && !c.is_finished());
+            let echoing = self.editing_echo
+                || self.command.as_ref().is_some_and(|c| !c.has_started() && !c.is_finished());
             let (consumed, stop) = self.screen.feed(rest);
             if !echoing {
                 self.shown.extend_from_slice(&rest[..consumed]);
@@ -261,8 +269,7 @@ impl State {
                         // the command began: that is kept as idle output.
                         self.screen.commit_all();
                         let before = self.screen.take_committed();
-                        let typed = command.typed_line().trim_matches(['\x15', '\r']);
-                        let printed = without_echo(&before, typed);
+                        let printed = without_echo(&before, command.typed_line());
                         self.screen.discard_window();
                         command.mark_started();
                         self.push_idle(&printed);
@@ -270,6 +277,7 @@ impl State {
                 }
                 Some(Stop::Marker(Marker::End { seq, status })) => self.on_prompt(seq, status, now),
                 Some(Stop::Marker(Marker::Prompt { seq })) => self.on_prompt_unended(seq, now),
+                Some(Stop::Marker(Marker::Editing)) => self.on_editing(),
                 Some(Stop::AlternateScreen(_)) | None => {}
             }
         }
@@ -490,8 +498,7 @@ impl State {
                     // came before is the echo of our line, then the
                     // command's output.
                     let before = self.screen.take_committed();
-                    let typed = command.typed_line().trim_matches(['\x15', '\r']);
-                    let printed = without_echo(&before, typed);
+                    let printed = without_echo(&before, command.typed_line());
                     command.mark_started();
                     command.push(&printed, now);
                 }
@@ -689,6 +696,48 @@ impl State {
         output::pass(&mut Masking::new(Arc::clone(&self.secrets)), &line, true).into_string()
     }
 
+    /// Whether a person's keys are to wait for [`bash_script::EDIT_LINE`]:
+    /// the shell carrying the integration sits at its idle prompt, where
+    /// the agent's last command turned line editing off, and nobody asked
+    /// it back since. Asking is recorded here, and the echo of the line is
+    /// kept from those watching and from the agent's next reply.
+    pub(super) fn person_editing_due(&mut self) -> bool {
+        if self.person_editing
+            || !self.at_prompt()
+            || self.levels.top().is_none()
+            || self.levels.reinstall().is_some()
+        {
+            return false;
+        }
+        self.person_editing = true;
+        self.editing_echo = true;
+        true
+    }
+
+    /// Whether the echo of [`bash_script::EDIT_LINE`] is still awaited;
+    /// `give_up` stops awaiting it (the shell never answered): what comes
+    /// is then shown and reported as it is.
+    pub(super) fn editing_echo(&mut self, give_up: bool) -> bool {
+        if give_up {
+            self.editing_echo = false;
+        }
+        self.editing_echo
+    }
+
+    /// The shell edits lines again for a person: what the screen holds
+    /// since the last command, but the echo of the line that asked it, is
+    /// output between commands.
+    fn on_editing(&mut self) {
+        if !std::mem::take(&mut self.editing_echo) {
+            return;
+        }
+        self.screen.commit_all();
+        let before = self.screen.take_committed();
+        let printed = without_echo(&before, bash_script::EDIT_LINE);
+        self.screen.discard_window();
+        self.push_idle(&printed);
+    }
+
     /// Starts `command` at `now`: whatever was printed before it (by
     /// background jobs) is returned for its reply, not mixed into its
     /// output.
@@ -696,6 +745,8 @@ impl State {
         // What the shell sent while it sat at its prompt is judged as such.
         self.receive_records();
         self.person_lines = self.gate.command_turn();
+        self.person_editing = false;
+        self.editing_echo = false;
         self.screen.commit_all();
         self.route_committed(now);
         self.command = Some(command);
@@ -709,6 +760,8 @@ impl State {
     /// back with [`State::restore`].
     pub(super) fn begin_own(&mut self, command: Command, now: Instant) -> Option<Command> {
         self.receive_records();
+        self.person_editing = false;
+        self.editing_echo = false;
         self.screen.commit_all();
         self.route_committed(now);
         self.command.replace(command)
@@ -942,7 +995,13 @@ mod tests {
         let log = store.begin("a command");
         let out = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
         let now = Instant::now();
-        let command = Command::new((seq, "a command".to_owned()), (None, None), 0, out, now);
+        let command = Command::new(
+            (seq, "a command".to_owned()),
+            (None, None),
+            (0, crate::bash_script::Typing::EDITOR),
+            out,
+            now,
+        );
         state.begin(command, now);
         let start = format!("echo of our line\x1b]6973;{NONCE};S;{seq}\x07{output}");
         state.on_event(pty::Event::Output(start.as_bytes()));
@@ -1040,7 +1099,16 @@ mod tests {
         let store = OutputStore::new(Arc::clone(&spill), "test", StoreLimits::default());
         let out = CommandOutput::new(1_000, store.begin("c"), Arc::new(Secrets::none()));
         let now = Instant::now();
-        state.begin(Command::new((3, "c".to_owned()), (None, None), 0, out, now), now);
+        state.begin(
+            Command::new(
+                (3, "c".to_owned()),
+                (None, None),
+                (0, crate::bash_script::Typing::EDITOR),
+                out,
+                now,
+            ),
+            now,
+        );
         let forged = format!("\x1b]6973;{NONCE};S;99\x07");
         state.on_event(pty::Event::Output(forged.as_bytes()));
         let what = AtPrompt::StartMarker;
@@ -1066,7 +1134,13 @@ mod tests {
             // As if typed and not started: a fresh command, no marker.
             let out = CommandOutput::new(1_000, Arc::clone(&log), Arc::new(Secrets::none()));
             let now = Instant::now();
-            let fresh = Command::new((2, "a command".to_owned()), (None, None), 0, out, now);
+            let fresh = Command::new(
+                (2, "a command".to_owned()),
+                (None, None),
+                (0, crate::bash_script::Typing::EDITOR),
+                out,
+                now,
+            );
             state.begin(fresh, now);
             state.on_event(pty::Event::Output(b" \\__sexit"));
             if shell_exits {
@@ -1102,7 +1176,16 @@ mod tests {
             let store = OutputStore::new(spill, "test", StoreLimits::default());
             let out = CommandOutput::new(1_000, store.begin("c"), Arc::new(Secrets::none()));
             let now = Instant::now();
-            state.begin(Command::new((seq, "c".to_owned()), (None, None), 0, out, now), now);
+            state.begin(
+                Command::new(
+                    (seq, "c".to_owned()),
+                    (None, None),
+                    (0, crate::bash_script::Typing::EDITOR),
+                    out,
+                    now,
+                ),
+                now,
+            );
             let marker = format!("\x1b]6973;{NONCE};S;{seq};{lines}\x07");
             state.on_event(pty::Event::Output(marker.as_bytes()));
             end(state, &shell, seq, 0, seq as i32);

@@ -35,6 +35,21 @@ pub use taps::{Tap, Tapped, Watch, typed_at_prompt};
 /// How long a person's keys may wait for the terminal to take them.
 const PERSON_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
+/// How long a person's first keys at the idle prompt wait for the shell to
+/// edit lines again ([`Terminal::person_line_editing`]).
+const EDITING_WAIT: Duration = Duration::from_secs(1);
+
+/// How often that wait looks.
+const EDITING_LOOK: Duration = Duration::from_millis(2);
+
+/// The error for keys from someone who does not hold the session.
+fn not_holder() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "this person no longer holds the session for writing",
+    )
+}
+
 /// What a terminal starts with.
 pub(crate) struct Setup<'a> {
     /// The session's name, in the reader thread's name.
@@ -143,6 +158,12 @@ impl Terminal {
         self.pty.handle().is_ok_and(|master| pty::hides_input(&master))
     }
 
+    /// The character that discards a partial line typed into the terminal
+    /// (see [`pty::kill_character`]).
+    pub(crate) fn kill_character(&self) -> Option<u8> {
+        self.pty.handle().ok().and_then(|master| pty::kill_character(&master))
+    }
+
     /// Since when a person holds the session for writing, if one does.
     pub(crate) fn held_since(&self) -> Option<std::time::SystemTime> {
         self.gate.held_since()
@@ -180,16 +201,53 @@ impl Terminal {
         self.pty.write_accepted(bytes, stall, keep_going).await
     }
 
+    /// Before a person's first keys at the shell's idle prompt: when
+    /// `due()` says so (under the typing lock), types `line`, which turns
+    /// the shell's line editing back on for them, then waits until the
+    /// shell reads keys (readline set the terminal up) and the server has
+    /// seen the line's echo end (`echo_pending(false)` is false), so that
+    /// their keys reach readline, echoed once. At most [`EDITING_WAIT`];
+    /// then `echo_pending(true)` stops awaiting the echo. Neither has an
+    /// event of its own (a terminal's mode changes without one), so it
+    /// looks every [`EDITING_LOOK`]: once per hold at most. Refused unless
+    /// `hold` is this session's current hold.
+    pub(crate) async fn person_line_editing(
+        &self,
+        hold: &Hold,
+        line: &[u8],
+        due: impl FnOnce() -> bool,
+        mut echo_pending: impl FnMut(bool) -> bool,
+    ) -> io::Result<()> {
+        if !self.gate.is_holder(hold) {
+            return Err(not_holder());
+        }
+        let _typing = self.gate.typing().await;
+        if !due() {
+            return Ok(());
+        }
+        if let Err(err) = self.pty.write_all(line, PERSON_WRITE_LIMIT).await {
+            echo_pending(true);
+            return Err(err);
+        }
+        let deadline = tokio::time::Instant::now() + EDITING_WAIT;
+        while echo_pending(false) || !self.pty.handle().is_ok_and(|master| pty::reads_keys(&master))
+        {
+            if tokio::time::Instant::now() >= deadline {
+                echo_pending(true);
+                break;
+            }
+            tokio::time::sleep(EDITING_LOOK).await;
+        }
+        Ok(())
+    }
+
     /// Writes a person's keys, once no agent line is being typed; counts
     /// them for the agent's next reply (those typed with echo off only by
     /// number) and taps them. Refused unless `hold` is this session's
     /// current hold.
     pub(crate) async fn person_keys(&self, hold: &Hold, bytes: &[u8]) -> io::Result<()> {
         if !self.gate.is_holder(hold) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "this person no longer holds the session for writing",
-            ));
+            return Err(not_holder());
         }
         let _typing = self.gate.typing().await;
         let echo = !self.hides_input();

@@ -297,6 +297,21 @@ pub(crate) fn hides_input(master: &OwnedFd) -> bool {
     })
 }
 
+/// The character that discards a partial line in the terminal's line
+/// mode (`VKILL`, C-u unless `stty kill` changed it); `None` out of line
+/// mode (raw), or where the terminal has none.
+pub(crate) fn kill_character(master: &OwnedFd) -> Option<u8> {
+    let termios = tcgetattr(master).ok()?;
+    let kill = termios.control_chars[nix::sys::termios::SpecialCharacterIndices::VKILL as usize];
+    (termios.local_flags.contains(LocalFlags::ICANON) && kill != 0).then_some(kill)
+}
+
+/// Whether the program on the terminal reads keys, not lines: it has
+/// turned line mode (`ICANON`) off, as readline does while it edits a line.
+pub(crate) fn reads_keys(master: &OwnedFd) -> bool {
+    tcgetattr(master).is_ok_and(|termios| !termios.local_flags.contains(LocalFlags::ICANON))
+}
+
 fn reads_answers(master: &OwnedFd) -> bool {
     tcgetattr(master)
         .is_ok_and(|termios| !termios.local_flags.contains(LocalFlags::ICANON | LocalFlags::ECHO))

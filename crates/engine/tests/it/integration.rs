@@ -155,6 +155,12 @@ async fn shell_options_and_traps_do_not_wedge_the_session() {
     expect(&term, "stty raw -echo", "", 0).await;
     expect(&term, "echo raw", "raw\n", 0).await;
     expect(&term, "stty sane", "", 0).await;
+    // Enter is no line end without `icrnl`; another kill character.
+    expect(&term, "stty -icrnl", "", 0).await;
+    expect(&term, "echo no-icrnl", "no-icrnl\n", 0).await;
+    expect(&term, "stty icrnl kill ^K", "", 0).await;
+    expect(&term, "echo other-kill", "other-kill\n", 0).await;
+    expect(&term, "stty sane", "", 0).await;
     // set -e: a failure in an exempt position keeps the shell.
     expect(&term, "set -e; false && true", "", 1).await;
     expect(&term, "echo alive", "alive\n", 0).await;
@@ -935,14 +941,15 @@ async fn without_its_prompt_the_shell_still_reports_true_exit_codes() {
         expect(&term, "false", "", 1).await;
     }
     // `__sk_post`, which keeps the status, cannot be removed (its
-    // functions are read-only); where the shell cannot even look it up
-    // (`declare` disabled), the status may be lost: the reply says so.
+    // functions are read-only): where the shell cannot even look it up
+    // (`declare` disabled), the status is still true, and not said to be
+    // lost.
     for tamper in ["enable -n declare", "enable -n declare; __sk_pc=':'"] {
         term.run_for(tamper, 20.0).await;
-        for command in ["false", "(exit 7)"] {
+        for (command, code) in [("false", 1), ("(exit 7)", 7)] {
             let reply = term.run_for(command, 20.0).await;
-            assert!(reply.exit_code().is_some(), "{tamper}; {command}: {reply:?}");
-            assert!(reply.events.contains(&Event::StatusLost), "{tamper}; {command}: {reply:?}");
+            assert_eq!(reply.exit_code(), Some(code), "{tamper}; {command}: {reply:?}");
+            assert!(!reply.events.contains(&Event::StatusLost), "{tamper}; {command}: {reply:?}");
         }
         let reply = term.call(Request::new(Call::Reset { then: Some("(exit 4)".into()) })).await;
         assert_eq!(reply.exit_code(), Some(4), "{tamper}: {reply:?}");

@@ -189,6 +189,55 @@ async fn a_persons_command_at_the_prompt_is_reported_with_its_exit_code() {
     term.session.close().await;
 }
 
+/// The agent's commands leave line editing off at the idle prompt (the
+/// shell reads the agent's lines whole, faster), though each command sees
+/// it on, as the shell had it; a person who holds the session and types at
+/// the idle prompt has it back from their first key: the up arrow recalls
+/// their last line. The line that asks for it is never shown: not to a
+/// watcher, not in the agent's next reply, and it is no command of the
+/// person's.
+#[tokio::test]
+async fn a_person_at_the_idle_prompt_edits_lines_as_in_a_terminal() {
+    let term = Term::new("person-editing").await;
+    let probe = "[[ -o emacs || -o vi ]] && echo editing || echo plain";
+    assert_eq!(term.run(probe).await.output.text, "editing\n");
+    let hold = term.session.hold().expect("free");
+    let terminal = term.session.terminal().expect("terminal");
+    let mut watch = terminal.watch(None);
+    drop(terminal);
+    let mut text = String::new();
+    let mut answers = async |count: usize| {
+        poll_until(
+            async || {
+                seen(&mut watch, &mut text);
+                text.clone()
+            },
+            |text| text.lines().filter(|line| line.trim_end() == "42").count() >= count,
+        )
+        .await
+    };
+    term.session.type_keys(&hold, b"echo $((6 * 7))\r").await.expect("typed");
+    answers(1).await;
+    // Up, then Enter: readline's history, not `^[[A` as a command.
+    term.session.type_keys(&hold, b"\x1b[A\r").await.expect("typed");
+    let shown = answers(2).await;
+    assert!(!shown.contains("__sk"), "{shown}");
+    assert!(!shown.contains("command not found"), "{shown}");
+    drop(hold);
+    let reply = poll_until(
+        async || term.run(probe).await,
+        |reply| reply.events.iter().any(|e| matches!(e, Event::PersonRan { .. })),
+    )
+    .await;
+    assert_eq!(reply.output.text, "editing\n", "{reply:#?}");
+    assert!(reply.events.contains(&Event::PersonRan { status: 0 }), "{reply:#?}");
+    assert!(!reply.events.iter().any(|e| matches!(e, Event::RanAtPrompt { .. })), "{reply:#?}");
+    let between = reply.idle_output.clone().unwrap_or_default();
+    assert_eq!(between.matches("42").count(), 2, "{reply:#?}");
+    assert!(!between.contains("__sk"), "{reply:#?}");
+    term.session.close().await;
+}
+
 #[tokio::test]
 async fn only_the_sessions_own_hold_types_and_a_watch_ends_with_the_shell() {
     let term = Term::new("person-end").await;

@@ -331,22 +331,58 @@ async fn a_typed_line_another_program_steals_is_never_reported_as_run() {
 }
 
 /// A program that takes the terminal's foreground and ends without giving
-/// it back leaves the shell unable to read: the next command is NOT
-/// executed, and the reply says that the group holding the terminal has
-/// ended (not to wait for it) and that reset=true gives a fresh shell,
-/// which then runs commands.
+/// it back leaves the shell unable to read its terminal. Between the
+/// agent's commands the shell reads without line editing, so its read
+/// fails and it ends as at the end of input: the next command runs in a
+/// fresh shell, and the reply says the shell exited and what is gone.
 #[tokio::test]
 async fn a_program_that_ends_holding_the_terminal_is_named_as_gone() {
+    let Some(server) = terminal_taken_and_left(false).await else { return };
+    let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
+    assert_eq!((r["status"].as_str(), r.output()), (Some("completed"), "after\n"), "{r:#?}");
+    assert!(r.text.contains("The shell exited"), "{}", r.text);
+    assert!(r.text.contains("a new shell was started"), "{}", r.text);
+}
+
+/// The same with line editing on at the prompt (an interrupted command
+/// leaves it on): readline waits for input that cannot come, so the next
+/// command is NOT executed, and the reply says that the group holding the
+/// terminal has ended (not to wait for it) and that reset=true gives a
+/// fresh shell, which then runs commands.
+#[tokio::test]
+async fn a_shell_in_line_editing_left_without_its_terminal_is_named_as_gone() {
+    let Some(server) = terminal_taken_and_left(true).await else { return };
+    let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
+    assert_eq!(r["status"], "not_executed", "{r:#?}");
+    assert!(r.text.contains("whose programs have all ended"), "{}", r.text);
+    assert!(!r.text.contains("Wait for that program"), "{}", r.text);
+    let r = server.terminal(json!({"command": "echo after", "reset": true, "timeout": 10})).await;
+    assert_eq!((r["status"].as_str(), r.output()), (Some("completed"), "after\n"), "{r:#?}");
+}
+
+/// A server whose shell started a background program that took the
+/// terminal's foreground once the shell was back at its idle prompt and
+/// ended without giving it back; the command that started it was
+/// `interrupted` (C-c) or ended; `None` without python3.
+async fn terminal_taken_and_left(interrupted: bool) -> Option<Server> {
     if !installed("python3") {
-        return;
+        return None;
     }
     let server = Server::start().await;
     // It takes the terminal once the shell is back at its idle prompt.
-    let take = "(sleep 0.5; python3 -c 'import os, signal; \
+    let take = "(sleep 1; python3 -c 'import os, signal; \
                 signal.signal(signal.SIGTTOU, signal.SIG_IGN); t = os.open(\"/dev/tty\", os.O_RDWR); \
                 os.tcsetpgrp(t, os.getpgrp()); open(\"took\", \"w\").write(str(os.getpid()))') &";
-    let r = server.terminal(json!({"command": take, "timeout": 10})).await;
-    assert_eq!(r["status"], "completed", "{r:#?}");
+    if interrupted {
+        let command = format!("{take} sleep 100");
+        let r = server.terminal(json!({"command": command, "timeout": 0.2})).await;
+        assert_eq!(r["status"], "running", "{r:#?}");
+        let r = server.terminal(json!({"command": "C-c", "is_input": true})).await;
+        assert_eq!(r["exit_code"], 130, "{r:#?}");
+    } else {
+        let r = server.terminal(json!({"command": take, "timeout": 10})).await;
+        assert_eq!(r["status"], "completed", "{r:#?}");
+    }
     let took = server.cwd().join("took");
     let pid = poll_until(
         EVENTUALLY,
@@ -362,10 +398,5 @@ async fn a_program_that_ends_holding_the_terminal_is_named_as_gone() {
         })
     };
     wait_until(EVENTUALLY, ended, || format!("process {pid} never ended")).await;
-    let r = server.terminal(json!({"command": "echo after", "timeout": 10})).await;
-    assert_eq!(r["status"], "not_executed", "{r:#?}");
-    assert!(r.text.contains("whose programs have all ended"), "{}", r.text);
-    assert!(!r.text.contains("Wait for that program"), "{}", r.text);
-    let r = server.terminal(json!({"command": "echo after", "reset": true, "timeout": 10})).await;
-    assert_eq!((r["status"].as_str(), r.output()), (Some("completed"), "after\n"), "{r:#?}");
+    Some(server)
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Shell;
-use crate::bash_script;
+use crate::bash_script::{self, Typing};
 use crate::output::OutputStore;
 use crate::process;
 use crate::session::call::{MAX_START_ENV, PlaceError, PlaceFailure, SessionConfig, StartEnv};
@@ -35,7 +35,8 @@ pub(super) const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD",
 /// exported functions included, in `NAME=value` entries ended by NUL), read
 /// by the shell itself from a pipe of its own (`mapfile` from a process
 /// substitution) and sent on the completion channel as `V` datagrams
-/// (`__sk_send`, then `V` and a NUL after each entry), so that the kernel
+/// (`__sk_send`, then `V` and a NUL after each entry, all with standard
+/// output sent to the channel once), so that the kernel
 /// names the shell as their sender and no other process can add to them;
 /// then `$?` back as it was (a function's `return`, so that nothing forks;
 /// under `set -e` it is 0). `env` runs by the program's full path (a `PATH`
@@ -43,9 +44,9 @@ pub(super) const NOT_INHERITED: [&str; 4] = [process::SCOPE_VAR, "SHLVL", "PWD",
 /// `\builtin` is no alias).
 fn capture_text(env_program: &Path) -> String {
     format!(
-        "__sk_k=$?; \\builtin mapfile -d '' -t __sk_e < <(\\builtin command {} -0); for __sk_v \
-         in \"${{__sk_e[@]}}\"; do __sk_send V \"$__sk_v\" && \\builtin printf 'V\\0' >&62 || \
-         \\builtin break; done; \\builtin unset __sk_e __sk_v; __sk_rs() {{ \\builtin local \
+        "__sk_k=$?; \\builtin mapfile -d '' -t __sk_e < <(\\builtin command {} -0); {{ for __sk_v \
+         in \"${{__sk_e[@]}}\"; do __sk_send V \"$__sk_v\" && \\builtin printf 'V\\0' || \
+         \\builtin break; done; }} >&62; \\builtin unset __sk_e __sk_v; __sk_rs() {{ \\builtin local \
          s=$__sk_k; \\builtin unset __sk_k; \\builtin unset -f __sk_rs; \\builtin return \
          \"$s\"; }}; __sk_rs",
         bash_script::shell_quote(&env_program.to_string_lossy()),
@@ -133,7 +134,9 @@ impl Shell {
             "while IFS= \\builtin read -r -d '' __sk_v; do \\builtin export -- \"$__sk_v\" \
              2>/dev/null; done </dev/fd/{env_fd}; \\exec {env_fd}<&-; \\builtin unset __sk_v"
         );
-        let ran = self.run_own(config, &text).await;
+        // The first line this shell reads: its first prompt still edits
+        // lines (the first command's `__sk_pre` turns that off).
+        let ran = self.run_own(config, &text, Typing::EDITOR).await;
         // Nothing of it is the agent's to see.
         self.shared.lock().take_idle_output();
         ran.map(drop)
@@ -157,13 +160,12 @@ impl Shell {
         &mut self,
         config: &SessionConfig,
     ) -> Result<StartEnv, PlaceError> {
-        let blocked = match self.not_at_prompt() {
-            Some(front) => Some(front),
-            None => self.shell_not_reading().await,
+        let reading = match self.not_at_prompt() {
+            Some(front) => Err(front),
+            None => self.shell_reading().await,
         };
-        if let Some((pid, command_line)) = blocked {
-            return Err(PlaceError::NotAtPrompt { pid, command_line });
-        }
+        let typing =
+            reading.map_err(|(pid, command_line)| PlaceError::NotAtPrompt { pid, command_line })?;
         let text = capture_text(&env_program());
         let shell = {
             let mut state = self.shared.lock();
@@ -171,7 +173,7 @@ impl Shell {
             state.begin_capture(shell, MAX_START_ENV as usize);
             shell
         };
-        let captured = self.run_own(config, &text).await;
+        let captured = self.run_own(config, &text, typing).await;
         // The shell sent its datagrams before its end record: all are read.
         let received = self.shared.lock().take_capture();
         let last_line = captured?;
@@ -192,9 +194,15 @@ impl Shell {
     }
 
     /// Runs `text`, a command of shellkeep's own, in the shell at its
-    /// prompt, and waits for its end; returns the last line it printed
-    /// (output of its own is otherwise dropped: it is not the agent's).
-    async fn run_own(&mut self, config: &SessionConfig, text: &str) -> Result<String, PlaceError> {
+    /// prompt, typed as `typing` says, and waits for its end; returns the
+    /// last line it printed (output of its own is otherwise dropped: it is
+    /// not the agent's).
+    async fn run_own(
+        &mut self,
+        config: &SessionConfig,
+        text: &str,
+        typing: Typing,
+    ) -> Result<String, PlaceError> {
         let seq = self.next_seq;
         self.next_seq += 1;
         let frame = bash_script::command_frame(seq, text);
@@ -208,12 +216,12 @@ impl Shell {
         let own = Command::new(
             (seq, "(reading the environment for a background job)".to_owned()),
             (None, None),
-            process::boot_ticks_now(),
+            (process::boot_ticks_now(), typing),
             output,
             now,
         )
         .running(text);
-        let line = own.typed_line().to_owned();
+        let line = own.typed_keys();
         let unreported = self.shared.lock().begin_own(own, now);
         self.terminal
             .type_line("", line.as_bytes(), Duration::from_secs(5))
