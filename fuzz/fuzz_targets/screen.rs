@@ -44,6 +44,12 @@ fuzz_target!(|data: &[u8]| {
                     // The shell's prompt while a command had not ended: what
                     // came before it is the command's output.
                     Some(Stop::Marker(Marker::Prompt { .. })) => screen.commit_all(),
+                    // Line editing back for a person: the echo of the line
+                    // that asked it goes.
+                    Some(Stop::Marker(Marker::Editing)) => {
+                        screen.commit_all();
+                        screen.discard_window();
+                    }
                     Some(Stop::AlternateScreen(_)) | None => {}
                 }
                 assert!(

@@ -211,6 +211,36 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
     term.session.close().await;
 }
 
+/// Line editing is off between the agent's commands and on while each
+/// runs, as the shell had it: a command that switches it (`set -o vi`)
+/// runs to its end and its choice holds; `bind` works without a warning. An incomplete command run as it is (C-d) as a shell's first
+/// command, whose syntax error makes bash read its next line without having
+/// made its prompt, leaves a working shell (bash 5.2 crashes where that
+/// line is its first one without editing).
+#[tokio::test]
+async fn line_editing_is_the_shells_own_while_commands_run() {
+    let _gate = GATE.acquire().await.expect("gate");
+    let first = Term::new("editing-first").await;
+    assert_eq!(first.run("echo 'open").await.outcome, Outcome::Incomplete);
+    let reply = first.keys(&["C-d"], 5.0).await;
+    assert!(reply.output.text.contains("unexpected EOF"), "{reply:?}");
+    for _ in 0..2 {
+        let reply = first.run("echo alive").await;
+        assert_eq!(reply.output.text, "alive\n", "{reply:?}");
+        assert!(reply.events.is_empty(), "{reply:?}");
+    }
+    first.session.close().await;
+
+    let term = Term::new("editing").await;
+    let probe = "[[ -o emacs ]] && echo emacs; [[ -o vi ]] && echo vi; true";
+    expect(&term, probe, "emacs\n", 0).await;
+    expect(&term, "set -o vi; echo after-vi", "after-vi\n", 0).await;
+    expect(&term, probe, "vi\n", 0).await;
+    expect(&term, "set -o emacs; bind '\"\\C-x\\C-y\": \"x\"'; echo bound", "bound\n", 0).await;
+    expect(&term, probe, "emacs\n", 0).await;
+    term.session.close().await;
+}
+
 #[tokio::test]
 async fn commands_behave_as_if_typed_at_a_prompt() {
     let _gate = GATE.acquire().await.expect("gate");
