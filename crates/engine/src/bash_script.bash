@@ -201,9 +201,11 @@ __sk_prompt() {
 # the terminal up and back at every prompt. Where the switch is made matters:
 # bash reads a command's text through `eval` (and PROMPT_COMMAND) from a
 # string, and a switch made there would send the rest of that string's
-# reading to the terminal; the typed line's own words run once the whole line
-# was read. A command that turned editing off (`set +o emacs`) has it off; one
-# that chose `vi` has `vi`. It switches only after a command whose `eval` ran
+# reading to the terminal (as a command's own `set +o emacs` still does: bash
+# does that to any `eval`); the typed line's own words run once the whole line
+# was read, and with editing on during the command a command's `set -o vi` is
+# safe. A command that chose `vi` has `vi`. It switches only after a command
+# whose `eval` ran
 # to its end (`__sk_posted`): after a syntax error, bash 5.2 reads its next
 # line without having made its prompt for that mode, and a shell that never
 # read a line without editing before crashes there (a null prompt). An
