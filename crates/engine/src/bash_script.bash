@@ -60,7 +60,8 @@ __sk_upc=
 __sk_mode=emacs
 __sk_off=
 __sk_quiet=
-# C-u, the first key of every typed line, is `kill-whole-line`: it empties the
+# C-u, the first key of every line typed into readline, is `kill-whole-line`
+# (see `Typing` in `bash_script.rs`): it empties the
 # line wherever the cursor is, and rings no bell on an empty line
 # (`unix-line-discard` does: a byte more for the server to read at every
 # command). `bind-tty-special-chars` is off (at the top), or readline would

@@ -199,10 +199,10 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// the C locale). Its last word, `__sk_noedit`, turns line editing off
 /// once the command ran, so that the next line reaches the shell whole
 /// (`__sk_pre` puts editing back on for that line's command). It is typed
-/// as [`Typing`] says (what discards a partial line first, what ends it). The leading space keeps it out of history;
-/// `__sk_pre` sends its own errors to `/dev/null`. Its words are quoted (`\builtin`)
-/// so that aliases (`alias builtin=…` under `expand_aliases`) cannot
-/// replace them. It is short: where the shell edits lines (at its first
+/// as [`Typing`] says (what discards a partial line first, what ends it).
+/// The leading space keeps it out of history; `__sk_pre` sends its own
+/// errors to `/dev/null`. Its words are quoted (`\builtin`) so that
+/// aliases (`alias builtin=…` under `expand_aliases`) cannot replace them. It is short: where the shell edits lines (at its first
 /// prompt, or after a command that turned editing on), readline reads what
 /// is typed a byte at a time, with three system calls for each (so no `--`
 /// after `eval`: the text `__sk_pre` loads starts with `__sk_on` or

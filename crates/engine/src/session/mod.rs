@@ -190,8 +190,15 @@ impl Session {
             let typing = crate::bash_script::Typing::lines(terminal.kill_character());
             let line = typing.line(crate::bash_script::EDIT_LINE);
             let due = || shared.lock().person_editing_due();
-            let echo_pending = |give_up| shared.lock().editing_echo(give_up);
-            terminal.person_line_editing(hold, line.as_bytes(), due, echo_pending).await?;
+            let echo_pending = || shared.lock().editing_echo_pending();
+            let answered =
+                terminal.person_line_editing(hold, line.as_bytes(), due, echo_pending).await;
+            // A shell that did not answer: what comes is shown and reported
+            // as it is.
+            if !matches!(answered, Ok(true)) {
+                shared.lock().give_up_editing_echo();
+            }
+            answered?;
         }
         terminal.person_keys(hold, bytes).await
     }

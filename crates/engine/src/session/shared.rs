@@ -267,10 +267,7 @@ impl State {
                         // What came before is the echo of the line we
                         // typed, and what a background job printed since
                         // the command began: that is kept as idle output.
-                        self.screen.commit_all();
-                        let before = self.screen.take_committed();
-                        let printed = without_echo(&before, command.typed_line());
-                        self.screen.discard_window();
+                        let printed = take_echoed(&mut self.screen, command.typed_line());
                         command.mark_started();
                         self.push_idle(&printed);
                     }
@@ -714,14 +711,15 @@ impl State {
         true
     }
 
-    /// Whether the echo of [`bash_script::EDIT_LINE`] is still awaited;
-    /// `give_up` stops awaiting it (the shell never answered): what comes
-    /// is then shown and reported as it is.
-    pub(super) fn editing_echo(&mut self, give_up: bool) -> bool {
-        if give_up {
-            self.editing_echo = false;
-        }
+    /// Whether the echo of [`bash_script::EDIT_LINE`] is still awaited.
+    pub(super) fn editing_echo_pending(&self) -> bool {
         self.editing_echo
+    }
+
+    /// Stops awaiting that echo (the shell never answered): what comes is
+    /// then shown and reported as it is.
+    pub(super) fn give_up_editing_echo(&mut self) {
+        self.editing_echo = false;
     }
 
     /// The shell edits lines again for a person: what the screen holds
@@ -731,10 +729,7 @@ impl State {
         if !std::mem::take(&mut self.editing_echo) {
             return;
         }
-        self.screen.commit_all();
-        let before = self.screen.take_committed();
-        let printed = without_echo(&before, bash_script::EDIT_LINE);
-        self.screen.discard_window();
+        let printed = take_echoed(&mut self.screen, bash_script::EDIT_LINE);
         self.push_idle(&printed);
     }
 
@@ -894,6 +889,16 @@ pub(super) fn shell_exit(status: std::process::ExitStatus) -> ShellExit {
         (None, Some(signal)) => ShellExit::Signal(signal),
         _ => ShellExit::Unknown,
     }
+}
+
+/// What `screen` has shown since the last command, but the `echo` of a
+/// line we typed (which a marker of ours has just ended): committed, taken,
+/// and the window discarded.
+fn take_echoed(screen: &mut Screen, echo: &str) -> String {
+    screen.commit_all();
+    let before = screen.take_committed();
+    screen.discard_window();
+    without_echo(&before, echo)
 }
 
 /// What `screen` holds besides the `echo` of the line we typed: the text

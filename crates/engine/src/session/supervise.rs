@@ -275,7 +275,7 @@ impl Supervisor {
                 shell_reading: waiting && front.is_some() && front == top,
                 confirmed: memory.look.confirmed(),
                 idle: memory.look.idle(),
-                keys: reads_keys(master),
+                keys: pty::reads_keys(master),
             };
             command.record_look(now, seen, accrued);
         }
@@ -323,13 +323,6 @@ async fn kill_foreground(supervisor: &Supervisor, seq: u64, limit: Duration) {
         command.end_kill(limit, mode);
     }
     shared.notify();
-}
-
-/// Whether the terminal `master` is out of line mode (`ICANON` off): its
-/// program reads keys, not lines (a menu, a remote shell, a line editor).
-fn reads_keys(master: &std::os::fd::OwnedFd) -> bool {
-    nix::sys::termios::tcgetattr(master)
-        .is_ok_and(|termios| !termios.local_flags.contains(nix::sys::termios::LocalFlags::ICANON))
 }
 
 /// How long an end record may wait for its marker once all the output has

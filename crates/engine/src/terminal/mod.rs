@@ -205,40 +205,35 @@ impl Terminal {
     /// `due()` says so (under the typing lock), types `line`, which turns
     /// the shell's line editing back on for them, then waits until the
     /// shell reads keys (readline set the terminal up) and the server has
-    /// seen the line's echo end (`echo_pending(false)` is false), so that
-    /// their keys reach readline, echoed once. At most [`EDITING_WAIT`];
-    /// then `echo_pending(true)` stops awaiting the echo. Neither has an
-    /// event of its own (a terminal's mode changes without one), so it
-    /// looks every [`EDITING_LOOK`]: once per hold at most. Refused unless
-    /// `hold` is this session's current hold.
+    /// seen the line's echo end (`echo_pending()` is false), so that their
+    /// keys reach readline, echoed once. At most [`EDITING_WAIT`]. Neither
+    /// has an event of its own (a terminal's mode changes without one), so
+    /// it looks every [`EDITING_LOOK`]: once per hold at most. Returns
+    /// false when the line was typed and the shell did not answer in time.
+    /// Refused unless `hold` is this session's current hold.
     pub(crate) async fn person_line_editing(
         &self,
         hold: &Hold,
         line: &[u8],
         due: impl FnOnce() -> bool,
-        mut echo_pending: impl FnMut(bool) -> bool,
-    ) -> io::Result<()> {
+        echo_pending: impl Fn() -> bool,
+    ) -> io::Result<bool> {
         if !self.gate.is_holder(hold) {
             return Err(not_holder());
         }
         let _typing = self.gate.typing().await;
         if !due() {
-            return Ok(());
+            return Ok(true);
         }
-        if let Err(err) = self.pty.write_all(line, PERSON_WRITE_LIMIT).await {
-            echo_pending(true);
-            return Err(err);
-        }
+        self.pty.write_all(line, PERSON_WRITE_LIMIT).await?;
         let deadline = tokio::time::Instant::now() + EDITING_WAIT;
-        while echo_pending(false) || !self.pty.handle().is_ok_and(|master| pty::reads_keys(&master))
-        {
+        while echo_pending() || !self.pty.handle().is_ok_and(|master| pty::reads_keys(&master)) {
             if tokio::time::Instant::now() >= deadline {
-                echo_pending(true);
-                break;
+                return Ok(false);
             }
             tokio::time::sleep(EDITING_LOOK).await;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes a person's keys, once no agent line is being typed; counts

@@ -135,7 +135,7 @@ impl Shell {
              2>/dev/null; done </dev/fd/{env_fd}; \\exec {env_fd}<&-; \\builtin unset __sk_v"
         );
         // The first line this shell reads: its first prompt still edits
-        // lines (the first command's `__sk_pre` turns that off).
+        // lines (the typed line's last word, `__sk_noedit`, turns that off).
         let ran = self.run_own(config, &text, Typing::EDITOR).await;
         // Nothing of it is the agent's to see.
         self.shared.lock().take_idle_output();
