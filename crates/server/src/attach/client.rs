@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use shellkeep_engine::terminal_size;
 use shellkeep_engine::{check_private_dir, euid, start_ticks, usable_temp_dir};
-use tokio::io::BufReader;
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
@@ -43,6 +43,12 @@ const TERMINAL_RESET: &[u8] = b"\x1b[?1049l\x1b[?1047l\x1b[?25h\x1b[0m\x1b(B\x1b
 
 /// How long a server has to answer a listing.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long a view that leaves (detach key, signal) waits for the server
+/// to let go of the session: the keys it sent are typed first, a frame of
+/// them waiting at most a second for the shell's line editing and five for
+/// a program that does not read its input.
+const LET_GO_WITHIN: Duration = Duration::from_secs(7);
 
 /// What `shellkeep attach` was asked.
 #[derive(Debug, Clone)]
@@ -439,6 +445,9 @@ pub(crate) async fn attach(options: AttachOptions) -> anyhow::Result<()> {
         screen.line(&words);
     }
     let end = run_view(&mut connection, &mut screen, &accepted, tty, writing).await;
+    if matches!(end, End::Detached | End::Signal(_)) {
+        let_go(&mut connection).await;
+    }
     if tty {
         // What the session's programs switched on must not outlive the view.
         screen.raw(TERMINAL_RESET);
@@ -589,6 +598,20 @@ async fn run_view(
     };
     drop(signals);
     end
+}
+
+/// Leaves the session: ends the keys (the server then types what it has
+/// and lets go of the session) and waits, at most [`LET_GO_WITHIN`], for
+/// the server to close the connection, which it does only once the
+/// session is no longer held. So "detached" is said when the agent can
+/// type again, not before. What the session prints meanwhile is not shown.
+async fn let_go(connection: &mut Connection) {
+    let _ = connection.write.shutdown().await;
+    let _ = tokio::time::timeout(LET_GO_WITHIN, async {
+        while let Ok(Some(_)) = protocol::read_frame(&mut connection.read, MAX_SERVER_FRAME).await {
+        }
+    })
+    .await;
 }
 
 /// Shows `event`; returns how the view ends, if it does.

@@ -361,6 +361,10 @@ async fn view(
     let ended =
         watch_shells(&mut out, (name, &session), shared, since, &mut keys, hold.as_ref()).await;
     reader.abort();
+    // The session is let go before the viewer sees the connection end (the
+    // write half goes with `out`): a view that waits for that end to say
+    // "detached" says it when the agent may type again.
+    drop(hold);
     let event = ended?;
     out.event(&event).await?;
     out.write.shutdown().await

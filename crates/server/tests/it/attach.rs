@@ -886,3 +886,26 @@ async fn a_persons_command_at_the_prompt_is_reported_to_the_agent() {
     assert!(r["person_typed"]["keys"].as_u64() > Some(0), "{r:#?}");
     assert!(r.output().ends_with("agent-again\n"), "{r:#?}");
 }
+
+/// A view that detaches says so only once the server has let go of the
+/// session: keys typed just before the detach key are typed first (the
+/// server first has the shell turn its line editing back on for them,
+/// which a DEBUG trap makes slow here), and the agent's command sent as
+/// soon as "detached" shows runs, never refused as if the person still
+/// held the session.
+#[tokio::test]
+async fn detached_means_the_agent_may_type_again() {
+    let runtime = Runtime::new();
+    let server = runtime.server(&[], &[]).await;
+    let slow = server.terminal(json!({"command": "trap 'sleep 0.3' DEBUG", "timeout": 30})).await;
+    assert_eq!(slow["status"], "completed", "{slow:#?}");
+    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
+    view.wait_for("writing: your keys go to the session").await;
+    // Half a line, never run: the agent's line starts by clearing it.
+    view.type_text("echo half-typed");
+    view.press("C-]");
+    view.wait_for("detached from default").await;
+    let r = server.terminal(json!({"command": "echo agent-again", "timeout": 30})).await;
+    assert_eq!(r["status"], "completed", "{r:#?}");
+    assert_eq!(r.output(), "agent-again\n", "{r:#?}");
+}
