@@ -206,8 +206,8 @@ __sk_prompt() {
 # does that to any `eval`); the typed line's own words run once the whole line
 # was read, and with editing on during the command a command's `set -o vi` is
 # safe. A command that chose `vi` has `vi`. It switches only after a command
-# whose `eval` ran
-# to its end (`__sk_posted`): after a syntax error, bash 5.2 reads its next
+# whose `eval` ran to its end (`__sk_posted`): after a syntax error, bash 5.2
+# reads its next
 # line without having made its prompt for that mode, and a shell that never
 # read a line without editing before crashes there (a null prompt). An
 # interrupted command leaves it on too (the line's last word never runs), and

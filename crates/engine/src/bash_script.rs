@@ -170,12 +170,12 @@ pub(crate) fn reinstall_script(files: &ShellFiles, seq: u64, keys: bool) -> Stri
 pub(crate) fn reinstall_line(seq: u64, length: usize, nonce: &str) -> String {
     let header = frame_header(seq, length);
     let header = header.trim_end();
-    format!(
-        "\x15 {{ __sk_nonce={nonce}; IFS= LC_ALL=C \\builtin read -r -N {FRAME_HEADER_LEN} -t 5 \
+    Typing::EDITOR.line(&format!(
+        " {{ __sk_nonce={nonce}; IFS= LC_ALL=C \\builtin read -r -N {FRAME_HEADER_LEN} -t 5 \
          -u {COMMAND_FD} __sk_h && [[ $__sk_h == $'{header}\\n' ]] \
          && LC_ALL=C IFS= \\builtin read -r -N {length} -t 5 -u {COMMAND_FD} __sk_r \
-         && \\builtin eval \"$__sk_r\"; \\builtin unset __sk_h __sk_r; }} 2>/dev/null\r"
-    )
+         && \\builtin eval \"$__sk_r\"; \\builtin unset __sk_h __sk_r; }} 2>/dev/null"
+    ))
 }
 
 /// The integration script behind its preamble: the only values it takes
@@ -202,11 +202,12 @@ fn integration(files: &ShellFiles, seq: u64, keys: bool) -> String {
 /// as [`Typing`] says (what discards a partial line first, what ends it).
 /// The leading space keeps it out of history; `__sk_pre` sends its own
 /// errors to `/dev/null`. Its words are quoted (`\builtin`) so that
-/// aliases (`alias builtin=…` under `expand_aliases`) cannot replace them. It is short: where the shell edits lines (at its first
-/// prompt, or after a command that turned editing on), readline reads what
-/// is typed a byte at a time, with three system calls for each (so no `--`
-/// after `eval`: the text `__sk_pre` loads starts with `__sk_on` or
-/// `{ __sk_on; }`, or is empty).
+/// aliases (`alias builtin=…` under `expand_aliases`) cannot replace them.
+/// It is short: where the shell edits lines (at its first prompt, or after
+/// a command that turned editing on), readline reads what is typed a byte
+/// at a time, with three system calls for each (so no `--` after `eval`:
+/// the text `__sk_pre` loads starts with `__sk_on` or `{ __sk_on; }`, or is
+/// empty).
 pub(crate) fn run_line(seq: u64, command: &str) -> String {
     let traps = if command.contains("trap") { "t" } else { "" };
     let bytes = if command.is_ascii() { "" } else { "b" };
@@ -260,7 +261,7 @@ impl Typing {
 /// ([`Typing::EDITOR`]), a leading space, quoted words; the group sends a
 /// trace and an error (the function removed) to `/dev/null`.
 pub(crate) fn fallback_line(seq: u64) -> String {
-    format!("\x15 {{ \\__sk_fallback {seq}; }} 2>/dev/null\r")
+    Typing::EDITOR.line(&format!(" {{ \\__sk_fallback {seq}; }} 2>/dev/null"))
 }
 
 /// The line typed into the shell at its idle prompt (as [`Typing`] says)

@@ -376,11 +376,7 @@ impl Shell {
             let why = NotRun::PersonHolds { since };
             return Ok(wait::refused_reply(&self.view, command, why, parts));
         }
-        let reading = match self.not_at_prompt() {
-            Some(front) => Err(front),
-            None => self.shell_reading().await,
-        };
-        let typing = match reading {
+        let typing = match self.shell_reading().await {
             Ok(typing) => typing,
             Err((pid, command_line)) => {
                 // Named as the shell's commands see it (`ps` in a sandbox's
@@ -518,11 +514,13 @@ impl Shell {
         (front != top).then(|| named_program(front))
     }
 
-    /// The foreground alone is not enough: a program the shell still waits
-    /// for can hand the foreground to the shell's group and take it back
-    /// once a line was typed. At its prompt the shell itself is blocked
-    /// reading its terminal, so that is checked too, for a moment (it may
-    /// still be on its way there after the end of the previous command).
+    /// Whether the shell is at its prompt, to type a line there: first the
+    /// terminal's foreground ([`Shell::not_at_prompt`]). That alone is not
+    /// enough: a program the shell still waits for can hand the foreground
+    /// to the shell's group and take it back once a line was typed. At its
+    /// prompt the shell itself is blocked reading its terminal, so that is
+    /// checked too, for a moment (it may still be on its way there after
+    /// the end of the previous command).
     /// Returns how to type there ([`Typing`]: as into readline, or into a
     /// shell that reads lines itself), or the program the shell waits for
     /// (a child of it, else the shell) when the shell does not come to
@@ -534,6 +532,9 @@ impl Shell {
             ShellReads::Lines => Typing::lines(self.terminal.kill_character()),
             ShellReads::Keys | ShellReads::Not => Typing::EDITOR,
         };
+        if let Some(front) = self.not_at_prompt() {
+            return Err(front);
+        }
         let Some(shell) = self.shared.lock().levels().top().map(|level| level.pid()) else {
             return Ok(Typing::EDITOR);
         };

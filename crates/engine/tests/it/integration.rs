@@ -213,10 +213,11 @@ async fn set_x_shows_the_commands_and_nothing_of_ours() {
 
 /// Line editing is off between the agent's commands and on while each
 /// runs, as the shell had it: a command that switches it (`set -o vi`)
-/// runs to its end and its choice holds; `bind` works without a warning. An incomplete command run as it is (C-d) as a shell's first
-/// command, whose syntax error makes bash read its next line without having
-/// made its prompt, leaves a working shell (bash 5.2 crashes where that
-/// line is its first one without editing).
+/// runs to its end and its choice holds; `bind` works without a warning.
+/// An incomplete command run as it is (C-d) as a shell's first command,
+/// whose syntax error makes bash read its next line without having made
+/// its prompt, leaves a working shell (bash 5.2 crashes where that line is
+/// its first one without editing).
 #[tokio::test]
 async fn line_editing_is_the_shells_own_while_commands_run() {
     let _gate = GATE.acquire().await.expect("gate");

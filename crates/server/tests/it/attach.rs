@@ -100,6 +100,14 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A view attached with `args` that holds the session for writing
+    /// (it said so); `None` without tmux.
+    async fn writing(runtime: &Runtime, args: &[&str]) -> Option<Tmux> {
+        let view = Tmux::start(runtime, args)?;
+        view.wait_for("writing: your keys go to the session").await;
+        Some(view)
+    }
+
     fn start(runtime: &Runtime, args: &[&str]) -> Option<Tmux> {
         if !installed("tmux") {
             return None;
@@ -339,8 +347,7 @@ async fn a_person_answers_the_password_prompt_the_agent_started() {
         )
         .await;
     assert_eq!(r["status"], "waiting_for_input", "{r:#?}");
-    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
-    view.wait_for("writing: your keys go to the session").await;
+    let Some(view) = Tmux::writing(&runtime, &["--write"]).await else { return };
     view.wait_for("Password: ").await;
     let password = format!("pw-{}", marker());
     view.type_text(&password);
@@ -371,8 +378,7 @@ async fn the_agent_is_refused_while_a_person_holds_the_line() {
     let runtime = Runtime::new();
     let server = runtime.server(&[], &[]).await;
     server.terminal(json!({"command": "true"})).await;
-    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
-    view.wait_for("writing: your keys go to the session").await;
+    let Some(view) = Tmux::writing(&runtime, &["--write"]).await else { return };
     let ls = runtime.ls().await;
     assert!(ls.contains("a person writing for"), "{ls}");
     let m = marker();
@@ -853,8 +859,7 @@ async fn the_command_the_agent_is_given_lets_a_person_answer() {
     let words: Vec<&str> = given.split_whitespace().collect();
     let ["shellkeep", "attach", args @ ..] = words.as_slice() else { panic!("{given}") };
     assert!(args.contains(&server.pid.to_string().as_str()), "{given}");
-    let Some(view) = Tmux::start(&runtime, args) else { return };
-    view.wait_for("writing: your keys go to the session").await;
+    let Some(view) = Tmux::writing(&runtime, args).await else { return };
     view.type_text("hunter2");
     view.press("Enter");
     view.wait_for("\n7\n").await;
@@ -872,8 +877,7 @@ async fn a_persons_command_at_the_prompt_is_reported_to_the_agent() {
     let runtime = Runtime::new();
     let server = runtime.server(&[], &[]).await;
     server.terminal(json!({"command": "true"})).await;
-    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
-    view.wait_for("writing: your keys go to the session").await;
+    let Some(view) = Tmux::writing(&runtime, &["--write"]).await else { return };
     let m = marker();
     view.type_text(&format!("echo by-person-{m}; (exit 4)"));
     view.press("Enter");
@@ -899,8 +903,7 @@ async fn detached_means_the_agent_may_type_again() {
     let server = runtime.server(&[], &[]).await;
     let slow = server.terminal(json!({"command": "trap 'sleep 0.3' DEBUG", "timeout": 30})).await;
     assert_eq!(slow["status"], "completed", "{slow:#?}");
-    let Some(view) = Tmux::start(&runtime, &["--write"]) else { return };
-    view.wait_for("writing: your keys go to the session").await;
+    let Some(view) = Tmux::writing(&runtime, &["--write"]).await else { return };
     // Half a line, never run: the agent's line starts by clearing it.
     view.type_text("echo half-typed");
     view.press("C-]");

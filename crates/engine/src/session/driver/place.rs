@@ -160,12 +160,10 @@ impl Shell {
         &mut self,
         config: &SessionConfig,
     ) -> Result<StartEnv, PlaceError> {
-        let reading = match self.not_at_prompt() {
-            Some(front) => Err(front),
-            None => self.shell_reading().await,
-        };
-        let typing =
-            reading.map_err(|(pid, command_line)| PlaceError::NotAtPrompt { pid, command_line })?;
+        let typing = self
+            .shell_reading()
+            .await
+            .map_err(|(pid, command_line)| PlaceError::NotAtPrompt { pid, command_line })?;
         let text = capture_text(&env_program());
         let shell = {
             let mut state = self.shared.lock();
